@@ -1,0 +1,197 @@
+// The CUDA runtime as the rest of the project sees it: device discovery, an
+// error type, RAII owners for streams, device memory and pinned host memory,
+// and the per-element Context that operations run in. This header has no CUDA
+// includes, so GStreamer code and a CPU-only build use it unchanged.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "cudadiff/frame.h"
+
+namespace cudadiff {
+
+// Every failure of the core: a CUDA call that failed (code != 0, message holds
+// the CUDA error string and the call) or invalid input (code 0).
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string &message, int cuda_code = 0)
+      : std::runtime_error(message), cuda_code_(cuda_code) {}
+  int cuda_code() const { return cuda_code_; }
+  // True for cudaErrorMemoryAllocation: callers may say "out of memory".
+  bool out_of_memory() const;
+
+ private:
+  int cuda_code_;
+};
+
+// True when this build contains the CUDA backend.
+bool built_with_cuda();
+
+struct DeviceInfo {
+  int id = -1;
+  std::string name;
+  int cc_major = 0;
+  int cc_minor = 0;
+  bool integrated = false;  // shares memory with the host (Jetson)
+  size_t total_memory = 0;
+  int multiprocessors = 0;
+};
+
+// Number of usable CUDA devices; 0 when there is no driver, no device, or the
+// build has no CUDA. Never throws. `why` (optional) receives the reason for 0.
+int device_count(std::string *why = nullptr);
+// Throws Error for an invalid id.
+DeviceInfo device_info(int device_id);
+// Binds `device_id` to the calling thread (cudaSetDevice). Throws on failure.
+void set_device(int device_id);
+
+enum class Backend { Cpu, Cuda };
+const char *backend_name(Backend b);
+
+class Stream {
+ public:
+  explicit Stream(int device_id);  // creates a non-blocking stream on the device
+  ~Stream();
+  Stream(const Stream &) = delete;
+  Stream &operator=(const Stream &) = delete;
+  void synchronize();
+  void *handle() const { return handle_; }  // a cudaStream_t
+  int device() const { return device_; }
+
+ private:
+  void *handle_ = nullptr;
+  int device_;
+};
+
+// Device memory (cudaMalloc). Empty when default-constructed.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer &&other) noexcept;
+  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept;
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  uint8_t *data() const { return data_; }
+  size_t size() const { return size_; }
+  template <typename T>
+  T *as() const { return reinterpret_cast<T *>(data_); }
+
+ private:
+  uint8_t *data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Host memory for fast, asynchronous copies: page-locked, portable (usable
+// from every device) and mapped (kernels on integrated GPUs read it in place),
+// from cudaHostAlloc. Without a usable device it falls back to aligned system
+// memory; pinned() says which.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(size_t bytes);
+  ~PinnedBuffer();
+  PinnedBuffer(PinnedBuffer &&other) noexcept;
+  PinnedBuffer &operator=(PinnedBuffer &&other) noexcept;
+  PinnedBuffer(const PinnedBuffer &) = delete;
+  PinnedBuffer &operator=(const PinnedBuffer &) = delete;
+  uint8_t *data() const { return data_; }
+  size_t size() const { return size_; }
+  bool pinned() const { return pinned_; }
+
+ private:
+  uint8_t *data_ = nullptr;
+  size_t size_ = 0;
+  bool pinned_ = false;
+};
+
+// The raw form, for allocators that manage their own bookkeeping (the
+// GstAllocator). host_free must get the `pinned` value host_alloc returned.
+// A free while the process exits (the CUDA runtime already unloaded) is fine.
+void *host_alloc(size_t bytes, bool *pinned);
+void host_free(void *ptr, bool pinned);
+
+// Where an operation runs: the backend, and for CUDA the device and the
+// element's stream. One per element instance; operations keep a reference.
+class Context {
+ public:
+  static std::unique_ptr<Context> cpu();
+  // Throws Error when the device is unusable.
+  static std::unique_ptr<Context> cuda(int device_id);
+  ~Context();
+
+  Backend backend() const { return backend_; }
+  bool is_cuda() const { return backend_ == Backend::Cuda; }
+  int device_id() const { return device_id_; }
+  const DeviceInfo &device() const { return device_info_; }
+  // Binds the device to the calling thread; call at the top of every entry
+  // point that may run on a new thread (GStreamer calls from several).
+  void activate() const;
+  Stream &stream() const { return *stream_; }
+  void *stream_handle() const { return stream_ ? stream_->handle() : nullptr; }
+  void synchronize() const;
+
+ private:
+  Context() = default;
+  Backend backend_ = Backend::Cpu;
+  int device_id_ = -1;
+  DeviceInfo device_info_;
+  std::unique_ptr<Stream> stream_;
+};
+
+// A frame in device memory with rows padded to 256 bytes (16-byte wide loads
+// start aligned on every row). Allocated once per negotiated format and size.
+class DeviceFrame {
+ public:
+  DeviceFrame() = default;
+  DeviceFrame(VideoFormat format, int width, int height);
+  const FrameView &view() const { return view_; }
+  size_t size() const { return buffer_.size(); }
+  bool empty() const { return buffer_.size() == 0; }
+
+ private:
+  DeviceBuffer buffer_;
+  FrameView view_;
+};
+
+// Asynchronous copies between views of the same format and size, plane by
+// plane (cudaMemcpy2DAsync honours both sides' strides).
+void copy_to_device(const FrameView &host, const FrameView &device, const Context &ctx);
+void copy_to_host(const FrameView &device, const FrameView &host, const Context &ctx);
+void copy_device_to_device(const FrameView &src, const FrameView &dst, const Context &ctx);
+// Raw asynchronous copy on the context's stream; the direction follows from
+// the pointers (unified addressing).
+void copy_bytes_async(void *dst, const void *src, size_t bytes, const Context &ctx);
+// Fills device memory with a byte value, asynchronously.
+void fill_bytes_async(void *dst, uint8_t value, size_t bytes, const Context &ctx);
+
+// Times work queued on a context's stream with a pair of CUDA events.
+class EventTimer {
+ public:
+  explicit EventTimer(const Context &ctx);
+  ~EventTimer();
+  EventTimer(const EventTimer &) = delete;
+  EventTimer &operator=(const EventTimer &) = delete;
+  void start();
+  void stop();
+  float elapsed_ms();  // waits for the stop event
+
+ private:
+  const Context &ctx_;
+  void *start_ = nullptr;
+  void *stop_ = nullptr;
+};
+
+// Host-side copy of a whole frame, plane by plane (honours strides).
+void copy_frame_host(const FrameView &src, const FrameView &dst);
+
+// Number of CPU threads the reference implementations use (OpenMP); 0 = all.
+void set_cpu_threads(int threads);
+int cpu_threads();
+
+}  // namespace cudadiff

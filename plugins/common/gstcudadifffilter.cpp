@@ -1,0 +1,340 @@
+#include "gstcudadifffilter.h"
+
+#include <memory>
+
+#include "gstcudadiffpinned.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_filter_debug);
+#define GST_CAT_DEFAULT gst_cudadiff_filter_debug
+
+namespace {
+
+enum { PROP_0, PROP_BACKEND, PROP_DEVICE_ID };
+
+// Everything that lives from start to stop. C++ objects, so held by pointer
+// from the GObject private struct.
+struct FilterState {
+  std::unique_ptr<cudadiff::Context> ctx;
+  cudadiff::DeviceFrame device_in[2];  // alternate, so the previous input stays valid
+  cudadiff::DeviceFrame device_out;
+  int next_in = 0;
+  bool configured = false;  // setup() succeeded for the current caps
+};
+
+}  // namespace
+
+struct GstCudaDiffFilterPrivate {
+  GstCudaDiffBackend backend;
+  gint device_id;
+  FilterState *state;
+};
+
+G_DEFINE_ABSTRACT_TYPE_WITH_CODE(GstCudaDiffFilter, gst_cudadiff_filter, GST_TYPE_VIDEO_FILTER,
+                                 G_ADD_PRIVATE(GstCudaDiffFilter)
+                                     GST_DEBUG_CATEGORY_INIT(gst_cudadiff_filter_debug,
+                                                             "cudadifffilter", 0,
+                                                             "gst-cudadiff base filter"))
+
+static GstCudaDiffFilterPrivate *get_priv(GstCudaDiffFilter *self) {
+  return static_cast<GstCudaDiffFilterPrivate *>(gst_cudadiff_filter_get_instance_private(self));
+}
+
+static void drop_operation(GstCudaDiffFilter *self) {
+  GstCudaDiffFilterPrivate *priv = get_priv(self);
+  GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
+  if (priv->state->configured && klass->teardown) klass->teardown(self);
+  priv->state->configured = false;
+  priv->state->device_in[0] = cudadiff::DeviceFrame();
+  priv->state->device_in[1] = cudadiff::DeviceFrame();
+  priv->state->device_out = cudadiff::DeviceFrame();
+  priv->state->next_in = 0;
+}
+
+static void gst_cudadiff_filter_set_property(GObject *object, guint prop_id, const GValue *value,
+                                             GParamSpec *pspec) {
+  GstCudaDiffFilterPrivate *priv = get_priv(GST_CUDADIFF_FILTER(object));
+  GST_OBJECT_LOCK(object);
+  switch (prop_id) {
+    case PROP_BACKEND:
+      priv->backend = static_cast<GstCudaDiffBackend>(g_value_get_enum(value));
+      break;
+    case PROP_DEVICE_ID:
+      priv->device_id = g_value_get_int(value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK(object);
+}
+
+static void gst_cudadiff_filter_get_property(GObject *object, guint prop_id, GValue *value,
+                                             GParamSpec *pspec) {
+  GstCudaDiffFilterPrivate *priv = get_priv(GST_CUDADIFF_FILTER(object));
+  GST_OBJECT_LOCK(object);
+  switch (prop_id) {
+    case PROP_BACKEND:
+      g_value_set_enum(value, priv->backend);
+      break;
+    case PROP_DEVICE_ID:
+      g_value_set_int(value, priv->device_id);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK(object);
+}
+
+static void gst_cudadiff_filter_finalize(GObject *object) {
+  GstCudaDiffFilterPrivate *priv = get_priv(GST_CUDADIFF_FILTER(object));
+  delete priv->state;
+  priv->state = nullptr;
+  G_OBJECT_CLASS(gst_cudadiff_filter_parent_class)->finalize(object);
+}
+
+static gboolean gst_cudadiff_filter_start(GstBaseTransform *trans) {
+  auto *self = GST_CUDADIFF_FILTER(trans);
+  GstCudaDiffFilterPrivate *priv = get_priv(self);
+  GST_OBJECT_LOCK(self);
+  const GstCudaDiffBackend backend = priv->backend;
+  const gint device_id = priv->device_id;
+  GST_OBJECT_UNLOCK(self);
+  priv->state->ctx = gst_cudadiff_open_context(GST_ELEMENT(self), backend, device_id);
+  return priv->state->ctx != nullptr;
+}
+
+static gboolean gst_cudadiff_filter_stop(GstBaseTransform *trans) {
+  auto *self = GST_CUDADIFF_FILTER(trans);
+  GstCudaDiffFilterPrivate *priv = get_priv(self);
+  if (priv->state->ctx) {
+    try {
+      priv->state->ctx->activate();
+      priv->state->ctx->synchronize();
+    } catch (const cudadiff::Error &e) {
+      GST_WARNING_OBJECT(self, "at stop: %s", e.what());
+    }
+  }
+  drop_operation(self);
+  priv->state->ctx.reset();
+  return TRUE;
+}
+
+static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *, GstVideoInfo *in_info,
+                                             GstCaps *, GstVideoInfo *out_info) {
+  auto *self = GST_CUDADIFF_FILTER(filter);
+  GstCudaDiffFilterPrivate *priv = get_priv(self);
+  GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
+  FilterState *st = priv->state;
+  if (!st->ctx) return FALSE;
+
+  const cudadiff::VideoFormat in_fmt = gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(in_info));
+  const cudadiff::VideoFormat out_fmt =
+      gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(out_info));
+  if (in_fmt == cudadiff::VideoFormat::Unknown || out_fmt == cudadiff::VideoFormat::Unknown) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("unsupported video format"),
+                      ("input %s, output %s", GST_VIDEO_INFO_NAME(in_info),
+                       GST_VIDEO_INFO_NAME(out_info)));
+    return FALSE;
+  }
+  drop_operation(self);
+  try {
+    st->ctx->activate();
+    if (st->ctx->is_cuda()) {
+      st->device_in[0] = cudadiff::DeviceFrame(in_fmt, GST_VIDEO_INFO_WIDTH(in_info),
+                                               GST_VIDEO_INFO_HEIGHT(in_info));
+      if (klass->keeps_previous_input)
+        st->device_in[1] = cudadiff::DeviceFrame(in_fmt, GST_VIDEO_INFO_WIDTH(in_info),
+                                                 GST_VIDEO_INFO_HEIGHT(in_info));
+      st->device_out = cudadiff::DeviceFrame(out_fmt, GST_VIDEO_INFO_WIDTH(out_info),
+                                             GST_VIDEO_INFO_HEIGHT(out_info));
+    }
+    klass->setup(self, in_info, out_info, *st->ctx);
+    st->configured = true;
+  } catch (const cudadiff::Error &e) {
+    drop_operation(self);
+    gst_cudadiff_post_error(GST_ELEMENT(self), "configuring for the negotiated caps", e);
+    return FALSE;
+  }
+  GST_DEBUG_OBJECT(self, "configured %s %dx%d -> %s on %s", GST_VIDEO_INFO_NAME(in_info),
+                   GST_VIDEO_INFO_WIDTH(in_info), GST_VIDEO_INFO_HEIGHT(in_info),
+                   GST_VIDEO_INFO_NAME(out_info), cudadiff::backend_name(st->ctx->backend()));
+  return TRUE;
+}
+
+static GstFlowReturn gst_cudadiff_filter_transform_frame(GstVideoFilter *filter,
+                                                         GstVideoFrame *inframe,
+                                                         GstVideoFrame *outframe) {
+  auto *self = GST_CUDADIFF_FILTER(filter);
+  GstCudaDiffFilterPrivate *priv = get_priv(self);
+  GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
+  FilterState *st = priv->state;
+  if (!st->ctx || !st->configured) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, (nullptr), ("frame before caps were configured"));
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+  try {
+    const cudadiff::Context &ctx = *st->ctx;
+    ctx.activate();
+    const cudadiff::FrameView in = gst_cudadiff_frame_view(inframe);
+    const cudadiff::FrameView out = gst_cudadiff_frame_view(outframe);
+    if (!ctx.is_cuda()) {
+      klass->process(self, in, out);
+      return GST_FLOW_OK;
+    }
+    // Integrated GPUs read mapped pinned memory in place: no copies at all.
+    if (ctx.device().integrated && !klass->keeps_previous_input &&
+        gst_cudadiff_buffer_is_pinned(inframe->buffer) &&
+        gst_cudadiff_buffer_is_pinned(outframe->buffer)) {
+      klass->process(self, in, out);
+      ctx.synchronize();
+      return GST_FLOW_OK;
+    }
+    const cudadiff::FrameView &device_in = st->device_in[st->next_in].view();
+    if (klass->keeps_previous_input) st->next_in ^= 1;
+    cudadiff::copy_to_device(in, device_in, ctx);
+    klass->process(self, device_in, st->device_out.view());
+    cudadiff::copy_to_host(st->device_out.view(), out, ctx);
+    ctx.synchronize();
+  } catch (const cudadiff::Error &e) {
+    gst_cudadiff_post_error(GST_ELEMENT(self), "processing a frame", e);
+    return GST_FLOW_ERROR;
+  }
+  return GST_FLOW_OK;
+}
+
+static gboolean gst_cudadiff_filter_sink_event(GstBaseTransform *trans, GstEvent *event) {
+  auto *self = GST_CUDADIFF_FILTER(trans);
+  GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
+  if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP && klass->reset &&
+      get_priv(self)->state->configured)
+    klass->reset(self);
+  return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)->sink_event(trans, event);
+}
+
+// Upstream gets a pool of pinned buffers with GstVideoMeta, so that it writes
+// each frame straight into memory the GPU copies from at full speed.
+static gboolean gst_cudadiff_filter_propose_allocation(GstBaseTransform *trans,
+                                                       GstQuery *decide_query, GstQuery *query) {
+  if (gst_base_transform_is_passthrough(trans))
+    return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)
+        ->propose_allocation(trans, decide_query, query);
+  GstCaps *caps = nullptr;
+  gboolean need_pool = FALSE;
+  gst_query_parse_allocation(query, &caps, &need_pool);
+  GstVideoInfo info;
+  if (!caps || !gst_video_info_from_caps(&info, caps)) return FALSE;
+  if (need_pool) {
+    GstBufferPool *pool =
+        gst_cudadiff_pinned_pool_new(caps, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)), 0, 0, TRUE);
+    if (pool) {
+      gst_query_add_allocation_pool(query, pool, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)), 0, 0);
+      gst_object_unref(pool);
+    }
+  }
+  GstAllocator *allocator = gst_cudadiff_pinned_allocator_get();
+  GstAllocationParams params;
+  gst_allocation_params_init(&params);
+  params.align = 63;
+  gst_query_add_allocation_param(query, allocator, &params);
+  gst_object_unref(allocator);
+  gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
+  return TRUE;
+}
+
+// Output buffers come from a pinned pool: downstream's own pool when it is one
+// of ours (another gst-cudadiff element), else a new one.
+static gboolean gst_cudadiff_filter_decide_allocation(GstBaseTransform *trans, GstQuery *query) {
+  GstCaps *caps = nullptr;
+  gst_query_parse_allocation(query, &caps, nullptr);
+  GstVideoInfo info;
+  if (!caps || !gst_video_info_from_caps(&info, caps)) return FALSE;
+
+  GstBufferPool *pool = nullptr;
+  guint size = 0, min = 0, max = 0;
+  const gboolean have_pool = gst_query_get_n_allocation_pools(query) > 0;
+  if (have_pool) gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
+  if (pool && !gst_cudadiff_pool_is_pinned(pool)) {
+    gst_object_unref(pool);
+    pool = nullptr;
+  }
+  size = MAX(size, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)));
+  const gboolean video_meta = gst_query_find_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
+  if (pool) {
+    GstStructure *config = gst_buffer_pool_get_config(pool);
+    gst_buffer_pool_config_set_params(config, caps, size, min, max);
+    if (video_meta) gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+    if (!gst_buffer_pool_set_config(pool, config)) {
+      gst_object_unref(pool);
+      pool = nullptr;
+    }
+  }
+  if (!pool) pool = gst_cudadiff_pinned_pool_new(caps, size, min, max, video_meta);
+  if (!pool) {
+    GST_ERROR_OBJECT(trans, "could not create a pinned buffer pool for %" GST_PTR_FORMAT, caps);
+    return FALSE;
+  }
+  if (have_pool)
+    gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
+  else
+    gst_query_add_allocation_pool(query, pool, size, min, max);
+  gst_object_unref(pool);
+
+  GstAllocator *allocator = gst_cudadiff_pinned_allocator_get();
+  GstAllocationParams params;
+  gst_allocation_params_init(&params);
+  params.align = 63;
+  if (gst_query_get_n_allocation_params(query) > 0)
+    gst_query_set_nth_allocation_param(query, 0, allocator, &params);
+  else
+    gst_query_add_allocation_param(query, allocator, &params);
+  gst_object_unref(allocator);
+  return TRUE;
+}
+
+static void gst_cudadiff_filter_class_init(GstCudaDiffFilterClass *klass) {
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS(klass);
+  GstVideoFilterClass *filter_class = GST_VIDEO_FILTER_CLASS(klass);
+
+  gobject_class->set_property = gst_cudadiff_filter_set_property;
+  gobject_class->get_property = gst_cudadiff_filter_get_property;
+  gobject_class->finalize = gst_cudadiff_filter_finalize;
+  gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID);
+
+  trans_class->start = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_start);
+  trans_class->stop = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_stop);
+  trans_class->sink_event = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_sink_event);
+  trans_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_propose_allocation);
+  trans_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_decide_allocation);
+  filter_class->set_info = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_set_info);
+  filter_class->transform_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_transform_frame);
+
+  gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_FILTER, static_cast<GstPluginAPIFlags>(0));
+}
+
+static void gst_cudadiff_filter_init(GstCudaDiffFilter *self) {
+  GstCudaDiffFilterPrivate *priv = get_priv(self);
+  priv->backend = GST_CUDADIFF_DEFAULT_BACKEND;
+  priv->device_id = GST_CUDADIFF_DEFAULT_DEVICE_ID;
+  priv->state = new FilterState();
+}
+
+const cudadiff::Context *gst_cudadiff_filter_get_context(GstCudaDiffFilter *filter) {
+  return get_priv(filter)->state->ctx.get();
+}
+
+cudadiff::Backend gst_cudadiff_filter_get_backend(GstCudaDiffFilter *filter) {
+  const cudadiff::Context *ctx = gst_cudadiff_filter_get_context(filter);
+  return ctx ? ctx->backend() : cudadiff::Backend::Cpu;
+}
+
+GstCaps *gst_cudadiff_filter_make_caps(const char *formats) {
+  gchar *str = g_strdup_printf(
+      "video/x-raw, format = (string) %s, width = (int) [ 1, 32767 ], "
+      "height = (int) [ 1, 32767 ], framerate = (fraction) [ 0, max ]",
+      formats);
+  GstCaps *caps = gst_caps_from_string(str);
+  g_free(str);
+  return caps;
+}

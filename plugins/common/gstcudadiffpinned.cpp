@@ -1,0 +1,172 @@
+#include "gstcudadiffpinned.h"
+
+#include <cstring>
+
+#include "cudadiff/runtime.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_pinned_debug);
+#define GST_CAT_DEFAULT gst_cudadiff_pinned_debug
+
+namespace {
+
+struct PinnedMemory {
+  GstMemory mem;
+  guint8 *data;    // start of the whole allocation (shared by sub-memories)
+  gboolean pinned; // page-locked (cudaHostAlloc) or system memory
+};
+
+}  // namespace
+
+struct _GstCudaDiffPinnedAllocator {
+  GstAllocator parent;
+  gboolean device_present;
+};
+
+G_DEFINE_TYPE(GstCudaDiffPinnedAllocator, gst_cudadiff_pinned_allocator, GST_TYPE_ALLOCATOR)
+
+static GstMemory *pinned_alloc(GstAllocator *allocator, gsize size, GstAllocationParams *params) {
+  // Alignment: cudaHostAlloc returns page-aligned memory and the fallback is
+  // 64-byte aligned; that covers every alignment GStreamer asks for below it.
+  const gsize align = params->align;
+  if (align >= 64 && !GST_CUDADIFF_PINNED_ALLOCATOR(allocator)->device_present) {
+    GST_WARNING_OBJECT(allocator, "alignment %" G_GSIZE_FORMAT " above 64 is not honoured",
+                       align + 1);
+  }
+  const gsize maxsize = size + params->prefix + params->padding;
+  bool pinned = false;
+  void *data = cudadiff::host_alloc(maxsize, &pinned);
+  if (!data) {
+    GST_ERROR_OBJECT(allocator, "failed to allocate %" G_GSIZE_FORMAT " bytes", maxsize);
+    return nullptr;
+  }
+  auto *mem = g_new0(PinnedMemory, 1);
+  mem->data = static_cast<guint8 *>(data);
+  mem->pinned = pinned;
+  gst_memory_init(GST_MEMORY_CAST(mem), params->flags, allocator, nullptr, maxsize, align,
+                  params->prefix, size);
+  if (params->prefix && (params->flags & GST_MEMORY_FLAG_ZERO_PREFIXED))
+    std::memset(mem->data, 0, params->prefix);
+  if (params->padding && (params->flags & GST_MEMORY_FLAG_ZERO_PADDED))
+    std::memset(mem->data + params->prefix + size, 0, params->padding);
+  return GST_MEMORY_CAST(mem);
+}
+
+static void pinned_free(GstAllocator *, GstMemory *memory) {
+  auto *mem = reinterpret_cast<PinnedMemory *>(memory);
+  if (memory->parent == nullptr) cudadiff::host_free(mem->data, mem->pinned);
+  g_free(mem);
+}
+
+static gpointer pinned_map(GstMemory *memory, gsize, GstMapFlags) {
+  return reinterpret_cast<PinnedMemory *>(memory)->data;
+}
+
+static void pinned_unmap(GstMemory *) {}
+
+static GstMemory *pinned_share(GstMemory *memory, gssize offset, gssize size) {
+  auto *mem = reinterpret_cast<PinnedMemory *>(memory);
+  GstMemory *parent = memory->parent ? memory->parent : memory;
+  if (size == -1) size = static_cast<gssize>(memory->size) - offset;
+  auto *sub = g_new0(PinnedMemory, 1);
+  sub->data = mem->data;
+  sub->pinned = mem->pinned;
+  gst_memory_init(GST_MEMORY_CAST(sub),
+                  static_cast<GstMemoryFlags>(GST_MINI_OBJECT_FLAGS(parent) |
+                                              GST_MINI_OBJECT_FLAG_LOCK_READONLY),
+                  memory->allocator, parent, memory->maxsize, memory->align,
+                  memory->offset + offset, size);
+  return GST_MEMORY_CAST(sub);
+}
+
+static gboolean pinned_is_span(GstMemory *mem1, GstMemory *mem2, gsize *offset) {
+  auto *m1 = reinterpret_cast<PinnedMemory *>(mem1);
+  auto *m2 = reinterpret_cast<PinnedMemory *>(mem2);
+  if (offset) {
+    GstMemory *parent = mem1->parent;
+    *offset = parent ? mem1->offset - parent->offset : mem1->offset;
+  }
+  return m1->data == m2->data && mem1->offset + mem1->size == mem2->offset;
+}
+
+static void gst_cudadiff_pinned_allocator_class_init(GstCudaDiffPinnedAllocatorClass *klass) {
+  GstAllocatorClass *alloc_class = GST_ALLOCATOR_CLASS(klass);
+  alloc_class->alloc = pinned_alloc;
+  alloc_class->free = pinned_free;
+  GST_DEBUG_CATEGORY_INIT(gst_cudadiff_pinned_debug, "cudadiffpinned", 0,
+                          "gst-cudadiff pinned host memory");
+}
+
+static void gst_cudadiff_pinned_allocator_init(GstCudaDiffPinnedAllocator *self) {
+  GstAllocator *alloc = GST_ALLOCATOR_CAST(self);
+  std::string why;
+  self->device_present = cudadiff::device_count(&why) > 0;
+  alloc->mem_type =
+      self->device_present ? GST_CUDADIFF_PINNED_MEMORY_TYPE : GST_CUDADIFF_HOST_MEMORY_TYPE;
+  alloc->mem_map = pinned_map;
+  alloc->mem_unmap = pinned_unmap;
+  alloc->mem_share = pinned_share;
+  alloc->mem_is_span = pinned_is_span;
+  if (!self->device_present)
+    GST_INFO_OBJECT(self, "no CUDA device (%s): buffers use system memory", why.c_str());
+}
+
+GstAllocator *gst_cudadiff_pinned_allocator_get(void) {
+  static GstAllocator *allocator = nullptr;
+  if (g_once_init_enter(&allocator)) {
+    GstAllocator *a =
+        GST_ALLOCATOR_CAST(g_object_new(GST_TYPE_CUDADIFF_PINNED_ALLOCATOR, nullptr));
+    gst_object_ref_sink(a);
+    // Lives for the whole process, like GStreamer's system allocator.
+    GST_OBJECT_FLAG_SET(a, GST_OBJECT_FLAG_MAY_BE_LEAKED);
+    gst_allocator_register(GST_CUDADIFF_PINNED_MEMORY_TYPE, GST_ALLOCATOR_CAST(gst_object_ref(a)));
+    g_once_init_leave(&allocator, a);
+  }
+  return GST_ALLOCATOR_CAST(gst_object_ref(allocator));
+}
+
+gboolean gst_cudadiff_memory_is_pinned(GstMemory *mem) {
+  if (!mem || !GST_IS_CUDADIFF_PINNED_ALLOCATOR(mem->allocator)) return FALSE;
+  return reinterpret_cast<PinnedMemory *>(mem)->pinned;
+}
+
+gboolean gst_cudadiff_buffer_is_pinned(GstBuffer *buffer) {
+  const guint n = gst_buffer_n_memory(buffer);
+  if (n == 0) return FALSE;
+  for (guint i = 0; i < n; ++i)
+    if (!gst_cudadiff_memory_is_pinned(gst_buffer_peek_memory(buffer, i))) return FALSE;
+  return TRUE;
+}
+
+GstBufferPool *gst_cudadiff_pinned_pool_new(GstCaps *caps, guint size, guint min_buffers,
+                                            guint max_buffers, gboolean video_meta) {
+  GstVideoInfo info;
+  if (!caps || !gst_video_info_from_caps(&info, caps)) return nullptr;
+  if (size == 0) size = static_cast<guint>(GST_VIDEO_INFO_SIZE(&info));
+  GstBufferPool *pool = gst_video_buffer_pool_new();
+  GstStructure *config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_set_params(config, caps, size, min_buffers, max_buffers);
+  GstAllocator *allocator = gst_cudadiff_pinned_allocator_get();
+  GstAllocationParams params;
+  gst_allocation_params_init(&params);
+  params.align = 63;  // 64-byte aligned rows for the CPU paths
+  gst_buffer_pool_config_set_allocator(config, allocator, &params);
+  gst_object_unref(allocator);
+  if (video_meta) gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+  if (!gst_buffer_pool_set_config(pool, config)) {
+    GST_WARNING("pinned pool rejected its configuration for %" GST_PTR_FORMAT, caps);
+    gst_object_unref(pool);
+    return nullptr;
+  }
+  return pool;
+}
+
+gboolean gst_cudadiff_pool_is_pinned(GstBufferPool *pool) {
+  if (!pool) return FALSE;
+  GstStructure *config = gst_buffer_pool_get_config(pool);
+  GstAllocator *allocator = nullptr;
+  gboolean pinned = FALSE;
+  if (gst_buffer_pool_config_get_allocator(config, &allocator, nullptr) && allocator)
+    pinned = GST_IS_CUDADIFF_PINNED_ALLOCATOR(allocator);
+  gst_structure_free(config);
+  return pinned;
+}

@@ -1,0 +1,215 @@
+#include "gstcudadiffutils.h"
+
+#include <string>
+
+GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_utils_debug);
+#define GST_CAT_DEFAULT gst_cudadiff_utils_debug
+
+void gst_cudadiff_common_init(void) {
+  GST_DEBUG_CATEGORY_INIT(gst_cudadiff_utils_debug, "cudadiff", 0, "gst-cudadiff common");
+}
+
+GType gst_cudadiff_backend_get_type(void) {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+      {GST_CUDADIFF_BACKEND_AUTO, "CUDA when a usable device exists, else the CPU", "auto"},
+      {GST_CUDADIFF_BACKEND_CUDA, "CUDA (fails at start without a usable device)", "cuda"},
+      {GST_CUDADIFF_BACKEND_CPU, "CPU reference implementation", "cpu"},
+      {0, nullptr, nullptr},
+  };
+  if (g_once_init_enter(&type)) {
+    GType t = g_enum_register_static("GstCudaDiffBackend", values);
+    g_once_init_leave(&type, t);
+  }
+  return type;
+}
+
+void gst_cudadiff_install_backend_properties(GObjectClass *klass, guint backend_prop_id,
+                                             guint device_id_prop_id) {
+  g_object_class_install_property(
+      klass, backend_prop_id,
+      g_param_spec_enum("backend", "Backend",
+                        "Where the work runs: auto (CUDA when a usable device exists, else CPU), "
+                        "cuda (error at start without a device) or cpu (the reference). "
+                        "Default: auto",
+                        GST_TYPE_CUDADIFF_BACKEND, GST_CUDADIFF_DEFAULT_BACKEND,
+                        static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                                 GST_PARAM_MUTABLE_READY)));
+  g_object_class_install_property(
+      klass, device_id_prop_id,
+      g_param_spec_int("device-id", "Device ID",
+                       "Index of the CUDA device to use (as in nvidia-smi with "
+                       "CUDA_DEVICE_ORDER=PCI_BUS_ID; see CUDA_VISIBLE_DEVICES). Default: 0",
+                       0, G_MAXINT, GST_CUDADIFF_DEFAULT_DEVICE_ID,
+                       static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                                GST_PARAM_MUTABLE_READY)));
+  gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_BACKEND, static_cast<GstPluginAPIFlags>(0));
+}
+
+std::unique_ptr<cudadiff::Context> gst_cudadiff_open_context(GstElement *element,
+                                                             GstCudaDiffBackend backend,
+                                                             gint device_id) {
+  if (backend == GST_CUDADIFF_BACKEND_CPU) {
+    GST_INFO_OBJECT(element, "backend cpu (%d threads)", cudadiff::cpu_threads());
+    return cudadiff::Context::cpu();
+  }
+  std::string why;
+  const int count = cudadiff::device_count(&why);
+  if (count > device_id) {
+    try {
+      auto ctx = cudadiff::Context::cuda(device_id);
+      const cudadiff::DeviceInfo &dev = ctx->device();
+      GST_INFO_OBJECT(element, "backend cuda: device %d %s (compute %d.%d%s)", device_id,
+                      dev.name.c_str(), dev.cc_major, dev.cc_minor,
+                      dev.integrated ? ", integrated" : "");
+      return ctx;
+    } catch (const cudadiff::Error &e) {
+      why = e.what();
+    }
+  } else if (count > 0) {
+    why = "device-id " + std::to_string(device_id) + " is out of range: " +
+          std::to_string(count) + " device(s) found";
+  }
+  if (backend == GST_CUDADIFF_BACKEND_CUDA) {
+    GST_ELEMENT_ERROR(element, RESOURCE, NOT_FOUND,
+                      ("no CUDA device is usable for backend=cuda (device-id %d)", device_id),
+                      ("%s. Use backend=auto or backend=cpu to run on the CPU.", why.c_str()));
+    return nullptr;
+  }
+  GST_INFO_OBJECT(element, "backend auto: no usable CUDA device (%s); using the cpu (%d threads)",
+                  why.c_str(), cudadiff::cpu_threads());
+  return cudadiff::Context::cpu();
+}
+
+namespace {
+struct FormatPair {
+  GstVideoFormat gst;
+  cudadiff::VideoFormat core;
+};
+const FormatPair kFormatPairs[] = {
+    {GST_VIDEO_FORMAT_BGR, cudadiff::VideoFormat::BGR},
+    {GST_VIDEO_FORMAT_RGB, cudadiff::VideoFormat::RGB},
+    {GST_VIDEO_FORMAT_BGRx, cudadiff::VideoFormat::BGRx},
+    {GST_VIDEO_FORMAT_RGBx, cudadiff::VideoFormat::RGBx},
+    {GST_VIDEO_FORMAT_xBGR, cudadiff::VideoFormat::xBGR},
+    {GST_VIDEO_FORMAT_xRGB, cudadiff::VideoFormat::xRGB},
+    {GST_VIDEO_FORMAT_BGRA, cudadiff::VideoFormat::BGRA},
+    {GST_VIDEO_FORMAT_RGBA, cudadiff::VideoFormat::RGBA},
+    {GST_VIDEO_FORMAT_ABGR, cudadiff::VideoFormat::ABGR},
+    {GST_VIDEO_FORMAT_ARGB, cudadiff::VideoFormat::ARGB},
+    {GST_VIDEO_FORMAT_GRAY8, cudadiff::VideoFormat::GRAY8},
+    {GST_VIDEO_FORMAT_I420, cudadiff::VideoFormat::I420},
+    {GST_VIDEO_FORMAT_YV12, cudadiff::VideoFormat::YV12},
+    {GST_VIDEO_FORMAT_NV12, cudadiff::VideoFormat::NV12},
+    {GST_VIDEO_FORMAT_NV21, cudadiff::VideoFormat::NV21},
+    {GST_VIDEO_FORMAT_YUY2, cudadiff::VideoFormat::YUY2},
+    {GST_VIDEO_FORMAT_UYVY, cudadiff::VideoFormat::UYVY},
+    {GST_VIDEO_FORMAT_Y444, cudadiff::VideoFormat::Y444},
+    {GST_VIDEO_FORMAT_Y42B, cudadiff::VideoFormat::Y42B},
+};
+}  // namespace
+
+cudadiff::VideoFormat gst_cudadiff_format_from_gst(GstVideoFormat format) {
+  for (const FormatPair &p : kFormatPairs)
+    if (p.gst == format) return p.core;
+  return cudadiff::VideoFormat::Unknown;
+}
+
+GstVideoFormat gst_cudadiff_format_to_gst(cudadiff::VideoFormat format) {
+  for (const FormatPair &p : kFormatPairs)
+    if (p.core == format) return p.gst;
+  return GST_VIDEO_FORMAT_UNKNOWN;
+}
+
+cudadiff::FrameView gst_cudadiff_frame_view(const GstVideoFrame *frame) {
+  cudadiff::FrameView view;
+  view.format = gst_cudadiff_format_from_gst(GST_VIDEO_FRAME_FORMAT(frame));
+  view.width = GST_VIDEO_FRAME_WIDTH(frame);
+  view.height = GST_VIDEO_FRAME_HEIGHT(frame);
+  for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(frame) && p < cudadiff::kMaxPlanes; ++p) {
+    const gint stride = GST_VIDEO_FRAME_PLANE_STRIDE(frame, p);
+    if (stride < 0) throw cudadiff::Error("negative strides are not supported");
+    view.data[p] = static_cast<uint8_t *>(GST_VIDEO_FRAME_PLANE_DATA(frame, p));
+    view.stride[p] = static_cast<size_t>(stride);
+  }
+  return view;
+}
+
+void gst_cudadiff_post_error(GstElement *element, const char *doing, const cudadiff::Error &err) {
+  if (err.out_of_memory()) {
+    GST_ELEMENT_ERROR(element, RESOURCE, NO_SPACE_LEFT, ("out of GPU memory while %s", doing),
+                      ("%s. Lower the resolution, free GPU memory, or use backend=cpu.",
+                       err.what()));
+  } else {
+    GST_ELEMENT_ERROR(element, RESOURCE, FAILED, ("failed while %s", doing), ("%s", err.what()));
+  }
+}
+
+const std::vector<GstVideoFormat> &gst_cudadiff_packed_rgb_formats(void) {
+  static const std::vector<GstVideoFormat> formats = {
+      GST_VIDEO_FORMAT_BGR,  GST_VIDEO_FORMAT_RGB,  GST_VIDEO_FORMAT_BGRx, GST_VIDEO_FORMAT_RGBx,
+      GST_VIDEO_FORMAT_xBGR, GST_VIDEO_FORMAT_xRGB, GST_VIDEO_FORMAT_BGRA, GST_VIDEO_FORMAT_RGBA,
+      GST_VIDEO_FORMAT_ABGR, GST_VIDEO_FORMAT_ARGB,
+  };
+  return formats;
+}
+
+namespace {
+
+void add_format_unique(std::vector<GstVideoFormat> &out, GstVideoFormat f) {
+  for (GstVideoFormat have : out)
+    if (have == f) return;
+  out.push_back(f);
+}
+
+void formats_of_value(const GValue *value, std::vector<GstVideoFormat> &out) {
+  if (G_VALUE_HOLDS_STRING(value)) {
+    const GstVideoFormat f = gst_video_format_from_string(g_value_get_string(value));
+    if (f != GST_VIDEO_FORMAT_UNKNOWN) add_format_unique(out, f);
+  } else if (GST_VALUE_HOLDS_LIST(value)) {
+    for (guint i = 0; i < gst_value_list_get_size(value); ++i)
+      formats_of_value(gst_value_list_get_value(value, i), out);
+  }
+}
+
+}  // namespace
+
+GstCaps *gst_cudadiff_transform_formats(
+    GstCaps *caps, const std::vector<GstVideoFormat> &all,
+    const std::function<void(GstVideoFormat, std::vector<GstVideoFormat> &)> &map) {
+  GstCaps *result = gst_caps_new_empty();
+  for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
+    const GstStructure *s = gst_caps_get_structure(caps, i);
+    std::vector<GstVideoFormat> in_formats;
+    const GValue *format = gst_structure_get_value(s, "format");
+    if (format)
+      formats_of_value(format, in_formats);
+    else
+      in_formats = all;
+    std::vector<GstVideoFormat> out_formats;
+    for (GstVideoFormat f : in_formats) {
+      std::vector<GstVideoFormat> mapped;
+      map(f, mapped);
+      for (GstVideoFormat m : mapped) add_format_unique(out_formats, m);
+    }
+    if (out_formats.empty()) continue;
+    GstStructure *copy = gst_structure_copy(s);
+    GValue list = G_VALUE_INIT;
+    gst_value_list_init(&list, static_cast<guint>(out_formats.size()));
+    for (GstVideoFormat f : out_formats) {
+      GValue v = G_VALUE_INIT;
+      g_value_init(&v, G_TYPE_STRING);
+      g_value_set_string(&v, gst_video_format_to_string(f));
+      gst_value_list_append_and_take_value(&list, &v);
+    }
+    if (out_formats.size() == 1)
+      gst_structure_set_value(copy, "format", gst_value_list_get_value(&list, 0));
+    else
+      gst_structure_set_value(copy, "format", &list);
+    g_value_unset(&list);
+    GstCapsFeatures *features = gst_caps_get_features(caps, i);
+    gst_caps_append_structure_full(result, copy,
+                                   features ? gst_caps_features_copy(features) : nullptr);
+  }
+  return result;
+}

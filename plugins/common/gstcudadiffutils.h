@@ -1,0 +1,64 @@
+// What every element shares besides memory: the `backend` enum and the
+// device-id property, opening a core Context with GStreamer error reporting,
+// and mapping GStreamer video frames to core frame views.
+#pragma once
+
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "cudadiff/frame.h"
+#include "cudadiff/runtime.h"
+
+// Called once from plugin_init (debug categories).
+void gst_cudadiff_common_init(void);
+
+typedef enum {
+  GST_CUDADIFF_BACKEND_AUTO = 0,
+  GST_CUDADIFF_BACKEND_CUDA = 1,
+  GST_CUDADIFF_BACKEND_CPU = 2,
+} GstCudaDiffBackend;
+
+#define GST_TYPE_CUDADIFF_BACKEND (gst_cudadiff_backend_get_type())
+GType gst_cudadiff_backend_get_type(void);
+
+#define GST_CUDADIFF_DEFAULT_BACKEND GST_CUDADIFF_BACKEND_AUTO
+#define GST_CUDADIFF_DEFAULT_DEVICE_ID 0
+
+// Installs `backend` and `device-id` with the given property ids (ready-state
+// mutable, documented the same way on every element).
+void gst_cudadiff_install_backend_properties(GObjectClass *klass, guint backend_prop_id,
+                                             guint device_id_prop_id);
+
+// Opens the context the element asked for: auto = CUDA when device-id names a
+// usable device, else the CPU (an INFO line says which); cuda without a usable
+// device posts GST_ELEMENT_ERROR (RESOURCE, "no CUDA device ...") and returns
+// nullptr; cpu always works.
+std::unique_ptr<cudadiff::Context> gst_cudadiff_open_context(GstElement *element,
+                                                             GstCudaDiffBackend backend,
+                                                             gint device_id);
+
+// GstVideoFormat <-> core format; Unknown / GST_VIDEO_FORMAT_UNKNOWN when the
+// core does not know it.
+cudadiff::VideoFormat gst_cudadiff_format_from_gst(GstVideoFormat format);
+GstVideoFormat gst_cudadiff_format_to_gst(cudadiff::VideoFormat format);
+
+// A view of a mapped frame (host pointers, the frame's own strides).
+cudadiff::FrameView gst_cudadiff_frame_view(const GstVideoFrame *frame);
+
+// Posts the element error for a failed core call, naming what was being done.
+void gst_cudadiff_post_error(GstElement *element, const char *doing, const cudadiff::Error &err);
+
+// Caps transformation by formats: each structure of `caps` is copied with its
+// `format` replaced by the formats `map` gives for each of its formats (in
+// order, without repeats); a structure without a format field stands for every
+// format in `all`. Used by elements whose output format depends on the input's.
+GstCaps *gst_cudadiff_transform_formats(
+    GstCaps *caps, const std::vector<GstVideoFormat> &all,
+    const std::function<void(GstVideoFormat, std::vector<GstVideoFormat> &)> &map);
+
+// The packed RGB family, in the order caps list them.
+const std::vector<GstVideoFormat> &gst_cudadiff_packed_rgb_formats(void);

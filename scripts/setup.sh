@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what gst-cudadiff needs on Debian 12 / Ubuntu 22.04+ (apt), only the
+# packages that are missing, so running it again does nothing. CUDA is not an
+# apt package here: nvcc is looked for in PATH and /usr/local/cuda; without it
+# the build is CPU-only (every element still works, backend cpu).
+set -euo pipefail
+
+packages=(
+  g++ meson ninja-build pkg-config python3
+  libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev
+  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+  libgtest-dev libzstd-dev zlib1g-dev
+  libpango1.0-dev libcairo2-dev
+)
+# Extra packages a caller asks for (the demo wants none beyond these).
+packages+=(${EXTRA_PACKAGES:-})
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi
+
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: CUDA toolkit: $( (command -v nvcc || echo /usr/local/cuda/bin/nvcc) | head -1)"
+else
+  echo "setup: no CUDA toolkit (nvcc) found: building CPU-only. Install CUDA >= 11.8 for the GPU backend."
+fi

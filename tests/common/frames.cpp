@@ -1,0 +1,135 @@
+#include "frames.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace testing_util {
+
+using cudadiff::FrameView;
+using cudadiff::VideoFormat;
+
+HostFrame::HostFrame(VideoFormat format, int width, int height, size_t pad_bytes, uint8_t fill)
+    : pad(pad_bytes) {
+  size_t offsets[cudadiff::kMaxPlanes], strides[cudadiff::kMaxPlanes];
+  size_t total = 0;
+  const int planes = cudadiff::format_info(format).n_planes;
+  for (int p = 0; p < planes; ++p) {
+    strides[p] = cudadiff::plane_row_bytes(format, p, width) + pad;
+    offsets[p] = total;
+    total += strides[p] * static_cast<size_t>(cudadiff::plane_height(format, p, height));
+  }
+  storage.assign(total + 1, fill);
+  view.format = format;
+  view.width = width;
+  view.height = height;
+  for (int p = 0; p < planes; ++p) {
+    view.data[p] = storage.data() + offsets[p];
+    view.stride[p] = strides[p];
+  }
+}
+
+bool HostFrame::padding_intact(uint8_t fill) const {
+  for (int p = 0; p < view.n_planes(); ++p) {
+    const size_t row = view.row_bytes(p);
+    for (int y = 0; y < view.plane_height(p); ++y)
+      for (size_t x = row; x < view.stride[p]; ++x)
+        if (view.row(p, y)[x] != fill) return false;
+  }
+  return storage.back() == fill;
+}
+
+uint32_t test_seed() {
+  static const uint32_t seed = [] {
+    uint32_t s;
+    if (const char *env = std::getenv("CUDADIFF_TEST_SEED")) {
+      s = static_cast<uint32_t>(std::strtoul(env, nullptr, 0));
+    } else {
+      s = std::random_device{}();
+    }
+    std::printf("random seed: %u (replay with CUDADIFF_TEST_SEED=%u)\n", s, s);
+    std::fflush(stdout);
+    return s;
+  }();
+  return seed;
+}
+
+std::mt19937 &rng() {
+  static std::mt19937 gen(test_seed());
+  return gen;
+}
+
+void fill_random(HostFrame &frame, std::mt19937 &gen) {
+  for (int p = 0; p < frame.view.n_planes(); ++p) {
+    const size_t row = frame.view.row_bytes(p);
+    for (int y = 0; y < frame.view.plane_height(p); ++y) {
+      uint8_t *r = frame.view.row(p, y);
+      for (size_t x = 0; x < row; ++x) r[x] = static_cast<uint8_t>(gen() >> 24);
+    }
+  }
+}
+
+void fill_random(HostFrame &frame) { fill_random(frame, rng()); }
+
+void fill_value(HostFrame &frame, uint8_t value) {
+  for (int p = 0; p < frame.view.n_planes(); ++p)
+    for (int y = 0; y < frame.view.plane_height(p); ++y)
+      std::memset(frame.view.row(p, y), value, frame.view.row_bytes(p));
+}
+
+std::string compare_frames(const FrameView &a, const FrameView &b, int tolerance) {
+  if (a.format != b.format || a.width != b.width || a.height != b.height)
+    return "frames differ in format or size";
+  for (int p = 0; p < a.n_planes(); ++p) {
+    const size_t row = a.row_bytes(p);
+    for (int y = 0; y < a.plane_height(p); ++y) {
+      const uint8_t *ra = a.row(p, y);
+      const uint8_t *rb = b.row(p, y);
+      for (size_t x = 0; x < row; ++x) {
+        if (std::abs(int(ra[x]) - int(rb[x])) > tolerance) {
+          char buf[160];
+          std::snprintf(buf, sizeof buf, "%s %dx%d: plane %d row %d byte %zu: %d vs %d",
+                        cudadiff::format_name(a.format), a.width, a.height, p, y, x, ra[x], rb[x]);
+          return buf;
+        }
+      }
+    }
+  }
+  return "";
+}
+
+int max_abs_difference(const FrameView &a, const FrameView &b) {
+  int worst = 0;
+  for (int p = 0; p < a.n_planes(); ++p) {
+    const size_t row = a.row_bytes(p);
+    for (int y = 0; y < a.plane_height(p); ++y)
+      for (size_t x = 0; x < row; ++x) {
+        const int d = std::abs(int(a.row(p, y)[x]) - int(b.row(p, y)[x]));
+        if (d > worst) worst = d;
+      }
+  }
+  return worst;
+}
+
+std::vector<VideoFormat> packed_rgb_formats() {
+  return {VideoFormat::BGR,  VideoFormat::RGB,  VideoFormat::BGRx, VideoFormat::RGBx,
+          VideoFormat::xBGR, VideoFormat::xRGB, VideoFormat::BGRA, VideoFormat::RGBA,
+          VideoFormat::ABGR, VideoFormat::ARGB};
+}
+
+cudadiff::DeviceFrame upload(const HostFrame &host, const cudadiff::Context &ctx) {
+  ctx.activate();
+  cudadiff::DeviceFrame dev(host.view.format, host.view.width, host.view.height);
+  cudadiff::copy_to_device(host.view, dev.view(), ctx);
+  ctx.synchronize();
+  return dev;
+}
+
+HostFrame download(const cudadiff::DeviceFrame &device, const cudadiff::Context &ctx, size_t pad) {
+  HostFrame host(device.view().format, device.view().width, device.view().height, pad);
+  cudadiff::copy_to_host(device.view(), host.view, ctx);
+  ctx.synchronize();
+  return host;
+}
+
+}  // namespace testing_util

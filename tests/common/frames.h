@@ -1,0 +1,54 @@
+// Test helpers: host frames with padded strides, random content with a seed
+// that is printed (set CUDADIFF_TEST_SEED to replay), comparisons that name
+// the first differing byte, and device round trips for CUDA tests.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cudadiff/frame.h"
+#include "cudadiff/runtime.h"
+
+namespace testing_util {
+
+// A frame in host memory. Every row has `pad` extra bytes filled with a guard
+// value, so a test can check that nothing writes past a row.
+struct HostFrame {
+  std::vector<uint8_t> storage;
+  cudadiff::FrameView view;
+  size_t pad = 0;
+
+  HostFrame() = default;
+  HostFrame(cudadiff::VideoFormat format, int width, int height, size_t pad = 0,
+            uint8_t fill = 0xCD);
+  uint8_t &at(int plane, int x_byte, int y) { return view.row(plane, y)[x_byte]; }
+  // True when every padding byte still holds `fill`.
+  bool padding_intact(uint8_t fill = 0xCD) const;
+};
+
+// The seed for this run: CUDADIFF_TEST_SEED if set, else random; printed once.
+uint32_t test_seed();
+std::mt19937 &rng();
+
+void fill_random(HostFrame &frame);
+void fill_random(HostFrame &frame, std::mt19937 &gen);
+void fill_value(HostFrame &frame, uint8_t value);
+
+// Compares the visible bytes (not the padding). Returns "" when equal, else a
+// description of the first difference. `tolerance` allows |a-b| <= tolerance.
+std::string compare_frames(const cudadiff::FrameView &a, const cudadiff::FrameView &b,
+                           int tolerance = 0);
+// Largest |a-b| over visible bytes.
+int max_abs_difference(const cudadiff::FrameView &a, const cudadiff::FrameView &b);
+
+// The formats by family.
+std::vector<cudadiff::VideoFormat> packed_rgb_formats();
+
+// Round trips for CUDA tests: a device frame holding `host`, and a download.
+cudadiff::DeviceFrame upload(const HostFrame &host, const cudadiff::Context &ctx);
+HostFrame download(const cudadiff::DeviceFrame &device, const cudadiff::Context &ctx,
+                   size_t pad = 0);
+
+}  // namespace testing_util

@@ -1,0 +1,91 @@
+#include "gst_test.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "cudadiff/runtime.h"
+
+namespace gst_test {
+
+void init(int *argc, char ***argv) {
+  gst_init(argc, argv);
+  // A GLib critical or warning in an element is a bug: make it fatal.
+  g_log_set_always_fatal(static_cast<GLogLevelFlags>(G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING |
+                                                     G_LOG_FLAG_FATAL));
+  GstPlugin *plugin = gst_registry_find_plugin(gst_registry_get(), "cudadiff");
+  if (!plugin) {
+    std::fprintf(stderr, "the cudadiff plugin was not found (GST_PLUGIN_PATH_1_0=%s)\n",
+                 g_getenv("GST_PLUGIN_PATH_1_0") ? g_getenv("GST_PLUGIN_PATH_1_0") : "(unset)");
+    std::exit(1);
+  }
+  std::printf("plugin: %s\n", gst_plugin_get_filename(plugin));
+  gst_object_unref(plugin);
+}
+
+std::string raw_caps(const char *format, int width, int height, int fps) {
+  return "video/x-raw,format=" + std::string(format) + ",width=" + std::to_string(width) +
+         ",height=" + std::to_string(height) + ",framerate=" + std::to_string(fps) + "/1";
+}
+
+GstBuffer *make_buffer(const GstVideoInfo &info, const std::function<void(GstVideoFrame *)> &fill,
+                       int index) {
+  GstBuffer *buf = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
+  gst_buffer_memset(buf, 0, 0x77, gst_buffer_get_size(buf));  // padding: not zero
+  GstVideoFrame frame;
+  if (!gst_video_frame_map(&frame, const_cast<GstVideoInfo *>(&info), buf, GST_MAP_WRITE)) {
+    ADD_FAILURE() << "cannot map a new buffer";
+    return buf;
+  }
+  fill(&frame);
+  gst_video_frame_unmap(&frame);
+  GST_BUFFER_PTS(buf) = gst_util_uint64_scale(index, GST_SECOND, 30);
+  GST_BUFFER_DURATION(buf) = gst_util_uint64_scale(1, GST_SECOND, 30);
+  return buf;
+}
+
+void read_frame(GstBuffer *buffer, const GstVideoInfo &info,
+                const std::function<void(GstVideoFrame *)> &check) {
+  GstVideoFrame frame;
+  ASSERT_TRUE(gst_video_frame_map(&frame, const_cast<GstVideoInfo *>(&info), buffer, GST_MAP_READ));
+  check(&frame);
+  gst_video_frame_unmap(&frame);
+}
+
+bool have_cuda_device() { return cudadiff::device_count() > 0; }
+
+std::string run_pipeline(const std::string &description, int timeout_s, GError **error_out) {
+  GError *err = nullptr;
+  GstElement *pipeline = gst_parse_launch(description.c_str(), &err);
+  if (!pipeline) {
+    std::string msg = err ? err->message : "parse failed";
+    if (error_out) *error_out = err; else g_clear_error(&err);
+    return msg;
+  }
+  g_clear_error(&err);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  GstBus *bus = gst_element_get_bus(pipeline);
+  GstMessage *msg = gst_bus_timed_pop_filtered(
+      bus, static_cast<GstClockTime>(timeout_s) * GST_SECOND,
+      static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  std::string result;
+  if (!msg) {
+    result = "timeout";
+  } else if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
+    GError *gerr = nullptr;
+    gchar *dbg = nullptr;
+    gst_message_parse_error(msg, &gerr, &dbg);
+    result = gerr->message;
+    if (dbg) result += std::string(" | ") + dbg;
+    if (error_out) *error_out = gerr; else g_error_free(gerr);
+    g_free(dbg);
+  }
+  if (msg) gst_message_unref(msg);
+  gst_object_unref(bus);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(pipeline);
+  return result;
+}
+
+}  // namespace gst_test

@@ -1,0 +1,45 @@
+// Helpers for element and pipeline tests (GStreamer side). Tests load the
+// plugin from the build tree (GST_PLUGIN_PATH_1_0, set by meson) and never
+// link plugins/common: its GTypes belong to the plugin module alone.
+#pragma once
+
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+#include <functional>
+#include <string>
+
+namespace gst_test {
+
+// gst_init, fatal criticals, and a check that `element` comes from the build
+// tree's plugin. Call from main().
+void init(int *argc, char ***argv);
+
+// Caps string for raw video.
+std::string raw_caps(const char *format, int width, int height, int fps = 30);
+
+// A buffer of `info` whose pixels come from `fill(frame)` (map of the frame
+// is done for you); pts and duration from `index` at 30 fps.
+GstBuffer *make_buffer(const GstVideoInfo &info, const std::function<void(GstVideoFrame *)> &fill,
+                       int index = 0);
+
+// The byte at (x_byte, y) of plane `plane` of a mapped frame.
+inline guint8 *pixel(GstVideoFrame *frame, int plane, int x_byte, int y) {
+  return static_cast<guint8 *>(GST_VIDEO_FRAME_PLANE_DATA(frame, plane)) +
+         y * GST_VIDEO_FRAME_PLANE_STRIDE(frame, plane) + x_byte;
+}
+
+// Maps `buffer` with `info` for reading, calls `check`, unmaps.
+void read_frame(GstBuffer *buffer, const GstVideoInfo &info,
+                const std::function<void(GstVideoFrame *)> &check);
+
+// TRUE when a CUDA device is usable (the core's view, no GStreamer).
+bool have_cuda_device();
+
+// Runs `pipeline` (gst_parse_launch syntax) to EOS or ERROR within
+// `timeout_s`; returns the error message ("" on EOS) and, when `error_out`,
+// the GError (caller frees).
+std::string run_pipeline(const std::string &pipeline, int timeout_s = 30,
+                         GError **error_out = nullptr);
+
+}  // namespace gst_test

@@ -1,0 +1,40 @@
+// backend=cuda without a usable device: a clear error at start, never a crash.
+// meson runs this with CUDA_VISIBLE_DEVICES="" so that it holds on the GPU
+// machine too. backend=auto in the same situation runs on the CPU.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "gst_test.h"
+
+TEST(BackendErrors, CudaWithoutDeviceFailsAtStart) {
+  ASSERT_FALSE(gst_test::have_cuda_device()) << "run with CUDA_VISIBLE_DEVICES=\"\"";
+  GError *err = nullptr;
+  const std::string msg = gst_test::run_pipeline(
+      "videotestsrc num-buffers=2 ! video/x-raw,format=BGR,width=32,height=8 ! "
+      "cudagrayscale backend=cuda ! fakesink",
+      20, &err);
+  ASSERT_NE(err, nullptr) << msg;
+  EXPECT_TRUE(g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND)) << msg;
+  EXPECT_NE(msg.find("no CUDA device is usable for backend=cuda"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("backend=auto or backend=cpu"), std::string::npos) << msg;
+  g_error_free(err);
+}
+
+TEST(BackendErrors, AutoFallsBackToCpu) {
+  const std::string msg = gst_test::run_pipeline(
+      "videotestsrc num-buffers=3 ! video/x-raw,format=BGR,width=32,height=8 ! "
+      "cudagrayscale backend=auto ! fakesink",
+      20);
+  EXPECT_EQ(msg, "");
+}
+
+TEST(BackendErrors, DeviceIdOutOfRange) {
+  // Without a device, device-id does not matter for auto; with cuda it errors.
+  GError *err = nullptr;
+  const std::string msg = gst_test::run_pipeline(
+      "videotestsrc num-buffers=1 ! cudagrayscale backend=cuda device-id=7 ! fakesink", 20, &err);
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(msg.find("device-id 7"), std::string::npos) << msg;
+  g_error_free(err);
+}
