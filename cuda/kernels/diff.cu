@@ -1,0 +1,416 @@
+// The difference codec on the GPU. Same bodies as cuda/cpu/diff.cpp, byte for
+// byte.
+//
+// Encoder, per frame (the reference stays on the device):
+//   1. masks: one thread per 32-byte block, one warp per 1024-byte superblock;
+//      per-byte |cur - ref| > threshold with SIMD byte intrinsics; writes the
+//      block's 32-bit mask and, per warp, the superblock's counts.
+//   2. an exclusive scan (CUB) of the superblock counts gives every section
+//      offset, so the output order is the CPU's.
+//   3. compact: warps of changed superblocks write their masks and values
+//      and update the reference; a small kernel writes the bitmap and totals.
+//   4. the totals (12 bytes) come back, then exactly the body's bytes.
+// Decoder: the host has checked the body (parse_delta) and lists, per changed
+// superblock, where its masks and values start; one warp per changed
+// superblock applies them to the reference.
+#include <cub/device/device_scan.cuh>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "../src/check.h"
+#include "cudadiff/diff.h"
+
+namespace cudadiff {
+namespace diff {
+namespace {
+
+constexpr int kThreads = 256;  // 8 superblocks per thread block
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+struct Counts {
+  uint32_t supers, blocks, bytes;
+};
+
+struct CountsSum {
+  __device__ __forceinline__ Counts operator()(const Counts &a, const Counts &b) const {
+    return {a.supers + b.supers, a.blocks + b.blocks, a.bytes + b.bytes};
+  }
+};
+
+// Bit j set for every byte j of `word` that is 0xff (the result of __vcmpgtu4).
+__device__ __forceinline__ uint32_t byte_bits(uint32_t word) {
+  return ((word >> 7) & 1u) | ((word >> 14) & 2u) | ((word >> 21) & 4u) | ((word >> 28) & 8u);
+}
+
+__device__ __forceinline__ uint32_t changed_bits(uint32_t cur, uint32_t ref, uint32_t thr4) {
+  return byte_bits(__vcmpgtu4(__vabsdiffu4(cur, ref), thr4));
+}
+
+// 1. One thread per block of 32 bytes; lane = block within the superblock.
+__global__ void masks_kernel(const uint8_t *__restrict__ cur, const uint8_t *__restrict__ ref,
+                             size_t n, size_t n_super, uint32_t threshold, bool vector_ok,
+                             uint32_t *__restrict__ block_masks, Counts *__restrict__ counts) {
+  const size_t block = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t super = block / 32;
+  const int lane = threadIdx.x & 31;
+  const size_t begin = block * kBlockBytes;
+  uint32_t mask = 0;
+  if (begin < n) {
+    if (vector_ok && begin + kBlockBytes <= n) {
+      const uint32_t thr4 = threshold * 0x01010101u;
+      const uint4 *c = reinterpret_cast<const uint4 *>(cur + begin);
+      const uint4 *r = reinterpret_cast<const uint4 *>(ref + begin);
+      const uint4 c0 = c[0], c1 = c[1], r0 = r[0], r1 = r[1];
+      mask = changed_bits(c0.x, r0.x, thr4) | changed_bits(c0.y, r0.y, thr4) << 4 |
+             changed_bits(c0.z, r0.z, thr4) << 8 | changed_bits(c0.w, r0.w, thr4) << 12 |
+             changed_bits(c1.x, r1.x, thr4) << 16 | changed_bits(c1.y, r1.y, thr4) << 20 |
+             changed_bits(c1.z, r1.z, thr4) << 24 | changed_bits(c1.w, r1.w, thr4) << 28;
+    } else {
+      const size_t end = begin + kBlockBytes < n ? begin + kBlockBytes : n;
+      for (size_t i = begin; i < end; ++i) {
+        const int d = int(cur[i]) - int(ref[i]);
+        if (d > int(threshold) || d < -int(threshold)) mask |= 1u << (i - begin);
+      }
+    }
+  }
+  if (super >= n_super) return;  // whole warps only (n_super * 32 threads are in range)
+  block_masks[block] = mask;
+  const uint32_t super_mask = __ballot_sync(kFullWarp, mask != 0);
+  uint32_t bytes = __popc(mask);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) bytes += __shfl_down_sync(kFullWarp, bytes, offset);
+  if (lane == 0) counts[super] = {super_mask ? 1u : 0u, uint32_t(__popc(super_mask)), bytes};
+}
+
+__device__ __forceinline__ void store_u32le(uint8_t *p, uint32_t v) {
+  p[0] = uint8_t(v);
+  p[1] = uint8_t(v >> 8);
+  p[2] = uint8_t(v >> 16);
+  p[3] = uint8_t(v >> 24);
+}
+
+__device__ __forceinline__ Counts totals_of(const Counts *counts, const Counts *offsets,
+                                            size_t n_super) {
+  const Counts a = counts[n_super - 1], b = offsets[n_super - 1];
+  return {a.supers + b.supers, a.blocks + b.blocks, a.bytes + b.bytes};
+}
+
+// 3a. Masks and values of changed superblocks; the reference follows.
+__global__ void compact_kernel(const uint8_t *__restrict__ cur, uint8_t *__restrict__ ref,
+                               size_t n_super, const uint32_t *__restrict__ block_masks,
+                               const Counts *__restrict__ counts,
+                               const Counts *__restrict__ offsets, size_t bitmap_bytes,
+                               bool deltas, uint8_t *__restrict__ body) {
+  const size_t block = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t super = block / 32;
+  if (super >= n_super) return;
+  if (counts[super].supers == 0) return;  // the whole warp leaves together
+  const int lane = threadIdx.x & 31;
+  const Counts total = totals_of(counts, offsets, n_super);
+  const Counts at = offsets[super];
+  uint8_t *super_masks = body + bitmap_bytes;
+  uint8_t *masks_out = super_masks + 4 * size_t(total.supers);
+  uint8_t *values = masks_out + 4 * size_t(total.blocks);
+
+  const uint32_t mask = block_masks[block];
+  const uint32_t super_mask = __ballot_sync(kFullWarp, mask != 0);
+  if (lane == 0) store_u32le(super_masks + 4 * size_t(at.supers), super_mask);
+
+  // Position of this lane's values: exclusive sum of the popcounts before it.
+  const uint32_t count = __popc(mask);
+  uint32_t inclusive = count;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const uint32_t v = __shfl_up_sync(kFullWarp, inclusive, offset);
+    if (lane >= offset) inclusive += v;
+  }
+  if (!mask) return;
+  const uint32_t lanes_before = super_mask & ((1u << lane) - 1u);
+  store_u32le(masks_out + 4 * (size_t(at.blocks) + __popc(lanes_before)), mask);
+  uint8_t *v = values + size_t(at.bytes) + (inclusive - count);
+  const size_t begin = block * kBlockBytes;
+  for (uint32_t m = mask; m; m &= m - 1) {
+    const size_t i = begin + __ffs(m) - 1;
+    const uint8_t c = cur[i];
+    *v++ = deltas ? uint8_t(c - ref[i]) : c;
+    ref[i] = c;
+  }
+}
+
+// 3b. The superblock bitmap (one thread per byte) and the totals.
+__global__ void bitmap_kernel(const Counts *__restrict__ counts, const Counts *__restrict__ offsets,
+                              size_t n_super, size_t bitmap_bytes, uint8_t *__restrict__ body,
+                              Counts *__restrict__ totals) {
+  const size_t t = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t == 0) *totals = totals_of(counts, offsets, n_super);
+  if (t >= bitmap_bytes) return;
+  uint32_t bits = 0;
+  for (int i = 0; i < 8; ++i) {
+    const size_t s = t * 8 + i;
+    if (s < n_super && counts[s].supers) bits |= 1u << i;
+  }
+  body[t] = uint8_t(bits);
+}
+
+// Decoder: one warp per changed superblock.
+struct SuperEntry {
+  uint32_t super;        // superblock index
+  uint32_t super_mask;   // which of its blocks changed
+  uint32_t first_block;  // index of its first block mask in the body
+  uint32_t first_value;  // index of its first value in the body
+};
+
+__global__ void apply_kernel(uint8_t *__restrict__ ref, size_t n, const SuperEntry *__restrict__ entries,
+                             size_t n_entries, const uint8_t *__restrict__ block_masks,
+                             const uint8_t *__restrict__ values, bool deltas) {
+  const size_t warp = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (warp >= n_entries) return;
+  const int lane = threadIdx.x & 31;
+  const SuperEntry e = entries[warp];
+  uint32_t mask = 0;
+  const uint32_t lanes_before = e.super_mask & ((1u << lane) - 1u);
+  if (e.super_mask >> lane & 1u) {
+    const uint8_t *p = block_masks + 4 * (size_t(e.first_block) + __popc(lanes_before));
+    mask = uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+  }
+  const uint32_t count = __popc(mask);
+  uint32_t inclusive = count;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const uint32_t v = __shfl_up_sync(kFullWarp, inclusive, offset);
+    if (lane >= offset) inclusive += v;
+  }
+  const uint8_t *v = values + size_t(e.first_value) + (inclusive - count);
+  const size_t begin = (size_t(e.super) * kBlocksPerSuper + lane) * kBlockBytes;
+  for (uint32_t m = mask; m; m &= m - 1) {
+    const size_t i = begin + __ffs(m) - 1;
+    if (i < n) ref[i] = deltas ? uint8_t(ref[i] + *v) : *v;  // parse_delta excluded i >= n
+    ++v;
+  }
+}
+
+unsigned grid_for(size_t threads) {
+  return static_cast<unsigned>((threads + kThreads - 1) / kThreads);
+}
+
+void check_frame(const FrameView &frame, VideoFormat format, int width, int height,
+                 const char *what) {
+  validate(frame, what);
+  if (frame.format != format || frame.width != width || frame.height != height)
+    throw Error(std::string(what) + ": frame does not match the codec's format and size");
+}
+
+size_t checked_frame_bytes(VideoFormat format, int width, int height) {
+  if (format_info(format).n_planes == 0) throw Error("difference codec: unknown video format");
+  if (width <= 0 || height <= 0) throw Error("difference codec: empty frame size");
+  return frame_size_packed(format, width, height);
+}
+
+class CudaDiffEncoder final : public DiffEncoder {
+ public:
+  CudaDiffEncoder(const Context &ctx, VideoFormat format, int width, int height)
+      : ctx_(ctx), format_(format), width_(width), height_(height) {
+    frame_bytes_ = checked_frame_bytes(format, width, height);
+    n_super_ = superblock_count(frame_bytes_);
+    if (n_super_ * kBlocksPerSuper > 0x7fffffffu / 2)
+      throw Error("difference codec: frame too large");
+    ctx.activate();
+    stream_ = static_cast<cudaStream_t>(ctx.stream_handle());
+    reference_ = DeviceBuffer(frame_bytes_);
+    current_ = DeviceBuffer(frame_bytes_);
+    block_masks_ = DeviceBuffer(n_super_ * kBlocksPerSuper * sizeof(uint32_t));
+    counts_ = DeviceBuffer(n_super_ * sizeof(Counts));
+    offsets_ = DeviceBuffer(n_super_ * sizeof(Counts));
+    totals_ = DeviceBuffer(sizeof(Counts));
+    body_ = DeviceBuffer(max_delta_body_size(frame_bytes_));
+    host_totals_ = HostBytes(sizeof(Counts));
+    size_t temp = 0;
+    CUDADIFF_CHECK(cub::DeviceScan::ExclusiveScan(
+        nullptr, temp, counts_.as<Counts>(), offsets_.as<Counts>(), CountsSum(), Counts{0, 0, 0},
+        static_cast<int>(n_super_), stream_));
+    scan_temp_ = DeviceBuffer(temp > 0 ? temp : 1);
+  }
+
+  void keyframe(const FrameView &frame, HostBytes &body) override {
+    check_frame(frame, format_, width_, height_, "encoder input");
+    ctx_.activate();
+    copy_device_to_device(frame, packed_view(format_, width_, height_, reference_.data()), ctx_);
+    body.resize(frame_bytes_);
+    CUDADIFF_CHECK(cudaMemcpyAsync(body.data(), reference_.data(), frame_bytes_,
+                                   cudaMemcpyDeviceToHost, stream_));
+    ctx_.synchronize();
+  }
+
+  DeltaSummary delta(const FrameView &frame, int threshold, ValueMode mode,
+                     HostBytes &body) override {
+    check_frame(frame, format_, width_, height_, "encoder input");
+    if (threshold < 0 || threshold > 255) throw Error("threshold must be within 0..255");
+    ctx_.activate();
+    const uint8_t *cur = frame.data[0];
+    if (!is_packed(frame)) {
+      copy_device_to_device(frame, packed_view(format_, width_, height_, current_.data()), ctx_);
+      cur = current_.data();
+    }
+    const bool vector_ok = (reinterpret_cast<uintptr_t>(cur) & 15u) == 0;
+    const size_t threads = n_super_ * kBlocksPerSuper;
+    masks_kernel<<<grid_for(threads), kThreads, 0, stream_>>>(
+        cur, reference_.data(), frame_bytes_, n_super_, uint32_t(threshold), vector_ok,
+        block_masks_.as<uint32_t>(), counts_.as<Counts>());
+    CUDADIFF_CHECK_LAUNCH("difference masks kernel");
+    size_t temp = scan_temp_.size();
+    CUDADIFF_CHECK(cub::DeviceScan::ExclusiveScan(
+        scan_temp_.data(), temp, counts_.as<Counts>(), offsets_.as<Counts>(), CountsSum(),
+        Counts{0, 0, 0}, static_cast<int>(n_super_), stream_));
+    const size_t bitmap = bitmap_bytes(frame_bytes_);
+    compact_kernel<<<grid_for(threads), kThreads, 0, stream_>>>(
+        cur, reference_.data(), n_super_, block_masks_.as<uint32_t>(), counts_.as<Counts>(),
+        offsets_.as<Counts>(), bitmap, mode == ValueMode::Deltas, body_.data());
+    CUDADIFF_CHECK_LAUNCH("difference compact kernel");
+    bitmap_kernel<<<grid_for(bitmap), kThreads, 0, stream_>>>(
+        counts_.as<Counts>(), offsets_.as<Counts>(), n_super_, bitmap, body_.data(),
+        totals_.as<Counts>());
+    CUDADIFF_CHECK_LAUNCH("difference bitmap kernel");
+    CUDADIFF_CHECK(cudaMemcpyAsync(host_totals_.data(), totals_.data(), sizeof(Counts),
+                                   cudaMemcpyDeviceToHost, stream_));
+    ctx_.synchronize();
+    Counts totals;
+    std::memcpy(&totals, host_totals_.data(), sizeof totals);
+    DeltaSummary s;
+    s.changed_superblocks = totals.supers;
+    s.changed_blocks = totals.blocks;
+    s.changed_bytes = totals.bytes;
+    const size_t size = delta_body_size(frame_bytes_, s);
+    body.resize(size);
+    CUDADIFF_CHECK(
+        cudaMemcpyAsync(body.data(), body_.data(), size, cudaMemcpyDeviceToHost, stream_));
+    ctx_.synchronize();
+    return s;
+  }
+
+  void read_reference(HostBytes &out) override {
+    ctx_.activate();
+    out.resize(frame_bytes_);
+    CUDADIFF_CHECK(cudaMemcpyAsync(out.data(), reference_.data(), frame_bytes_,
+                                   cudaMemcpyDeviceToHost, stream_));
+    ctx_.synchronize();
+  }
+
+ private:
+  const Context &ctx_;
+  cudaStream_t stream_ = nullptr;
+  VideoFormat format_;
+  int width_, height_;
+  size_t n_super_ = 0;
+  DeviceBuffer reference_, current_, block_masks_, counts_, offsets_, totals_, body_, scan_temp_;
+  HostBytes host_totals_;
+};
+
+class CudaDiffDecoder final : public DiffDecoder {
+ public:
+  CudaDiffDecoder(const Context &ctx, VideoFormat format, int width, int height)
+      : ctx_(ctx), format_(format), width_(width), height_(height) {
+    frame_bytes_ = checked_frame_bytes(format, width, height);
+    const size_t n_super = superblock_count(frame_bytes_);
+    ctx.activate();
+    stream_ = static_cast<cudaStream_t>(ctx.stream_handle());
+    reference_ = DeviceBuffer(frame_bytes_);
+    CUDADIFF_CHECK(cudaMemsetAsync(reference_.data(), 0, frame_bytes_, stream_));
+    body_ = DeviceBuffer(max_delta_body_size(frame_bytes_));
+    entries_ = DeviceBuffer(n_super * sizeof(SuperEntry));
+    host_entries_ = HostBytes(n_super * sizeof(SuperEntry));
+  }
+
+  void keyframe(const uint8_t *body) override {
+    ctx_.activate();
+    wait_for_uploads();
+    CUDADIFF_CHECK(cudaMemcpyAsync(reference_.data(), body, frame_bytes_, cudaMemcpyHostToDevice,
+                                   stream_));
+    ctx_.synchronize();  // `body` is the caller's: done with it on return (keyframes are rare)
+  }
+
+  void delta(const uint8_t *body, const DeltaIndex &index, ValueMode mode) override {
+    if (index.frame_bytes != frame_bytes_) throw Error("delta body is for another frame size");
+    ctx_.activate();
+    wait_for_uploads();  // the staging buffers may still be in use by the last copy
+    // Where each changed superblock's masks and values start (the body was
+    // checked by parse_delta, so the walk stays inside it).
+    auto *entries = reinterpret_cast<SuperEntry *>(host_entries_.data());
+    const uint8_t *super_masks = body + index.super_masks_offset;
+    const uint8_t *block_masks = body + index.block_masks_offset;
+    size_t n_entries = 0;
+    uint32_t block = 0, value = 0;
+    const size_t n_super = superblock_count(frame_bytes_);
+    for (size_t s = 0; s < n_super; ++s) {
+      if (!(body[s / 8] >> (s % 8) & 1u)) continue;
+      const uint8_t *p = super_masks + 4 * n_entries;
+      const uint32_t super_mask =
+          uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+      entries[n_entries++] = {uint32_t(s), super_mask, block, value};
+      for (uint32_t b = 0, n = uint32_t(__builtin_popcount(super_mask)); b < n; ++b, ++block) {
+        const uint8_t *q = block_masks + 4 * size_t(block);
+        value += __builtin_popcount(uint32_t(q[0]) | uint32_t(q[1]) << 8 | uint32_t(q[2]) << 16 |
+                                    uint32_t(q[3]) << 24);
+      }
+    }
+    if (n_entries == 0) return;
+    // Masks and values go through our own pinned staging, so the caller may
+    // reuse `body` at once and the upload is a real asynchronous DMA.
+    const size_t tail = index.values_offset + index.summary.changed_bytes - index.block_masks_offset;
+    staging_.resize(tail);
+    std::memcpy(staging_.data(), block_masks, tail);
+    CUDADIFF_CHECK(
+        cudaMemcpyAsync(body_.data(), staging_.data(), tail, cudaMemcpyHostToDevice, stream_));
+    CUDADIFF_CHECK(cudaMemcpyAsync(entries_.data(), entries, n_entries * sizeof(SuperEntry),
+                                   cudaMemcpyHostToDevice, stream_));
+    uploads_pending_ = true;
+    const size_t values_at = index.values_offset - index.block_masks_offset;
+    apply_kernel<<<grid_for(n_entries * 32), kThreads, 0, stream_>>>(
+        reference_.data(), frame_bytes_, entries_.as<SuperEntry>(), n_entries, body_.data(),
+        body_.data() + values_at, mode == ValueMode::Deltas);
+    CUDADIFF_CHECK_LAUNCH("difference apply kernel");
+  }
+
+  void write_frame(const FrameView &out) override {
+    check_frame(out, format_, width_, height_, "decoder output");
+    ctx_.activate();
+    copy_to_host(packed_view(format_, width_, height_, reference_.data()), out, ctx_);
+    ctx_.synchronize();
+    uploads_pending_ = false;
+  }
+
+ private:
+  void wait_for_uploads() {
+    if (uploads_pending_) {
+      ctx_.synchronize();
+      uploads_pending_ = false;
+    }
+  }
+
+  const Context &ctx_;
+  cudaStream_t stream_ = nullptr;
+  VideoFormat format_;
+  int width_, height_;
+  DeviceBuffer reference_, body_, entries_;
+  HostBytes host_entries_, staging_;
+  bool uploads_pending_ = false;
+};
+
+}  // namespace
+}  // namespace diff
+
+namespace diff {
+namespace detail {
+std::unique_ptr<DiffEncoder> make_cuda_encoder(const Context &ctx, VideoFormat format, int width,
+                                               int height) {
+  return std::make_unique<CudaDiffEncoder>(ctx, format, width, height);
+}
+std::unique_ptr<DiffDecoder> make_cuda_decoder(const Context &ctx, VideoFormat format, int width,
+                                               int height) {
+  return std::make_unique<CudaDiffDecoder>(ctx, format, width, height);
+}
+}  // namespace detail
+}  // namespace diff
+}  // namespace cudadiff
