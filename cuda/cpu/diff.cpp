@@ -134,6 +134,10 @@ class CpuDiffEncoder final : public DiffEncoder {
     return s;
   }
 
+  void queue_delta(const FrameView &frame, int threshold, ValueMode mode) override {
+    delta(frame, threshold, mode, scratch_);
+  }
+
   void read_reference(HostBytes &out) override {
     out.resize(frame_bytes_);
     std::memcpy(out.data(), reference_.data(), frame_bytes_);
@@ -142,6 +146,7 @@ class CpuDiffEncoder final : public DiffEncoder {
  private:
   VideoFormat format_;
   int width_, height_;
+  HostBytes scratch_;
   std::vector<uint8_t> reference_, current_;
   std::vector<uint32_t> block_masks_;
 };

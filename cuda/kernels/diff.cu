@@ -244,8 +244,7 @@ class CudaDiffEncoder final : public DiffEncoder {
     ctx_.synchronize();
   }
 
-  DeltaSummary delta(const FrameView &frame, int threshold, ValueMode mode,
-                     HostBytes &body) override {
+  void queue_delta(const FrameView &frame, int threshold, ValueMode mode) override {
     check_frame(frame, format_, width_, height_, "encoder input");
     if (threshold < 0 || threshold > 255) throw Error("threshold must be within 0..255");
     ctx_.activate();
@@ -273,6 +272,11 @@ class CudaDiffEncoder final : public DiffEncoder {
         counts_.as<Counts>(), offsets_.as<Counts>(), n_super_, bitmap, body_.data(),
         totals_.as<Counts>());
     CUDADIFF_CHECK_LAUNCH("difference bitmap kernel");
+  }
+
+  DeltaSummary delta(const FrameView &frame, int threshold, ValueMode mode,
+                     HostBytes &body) override {
+    queue_delta(frame, threshold, mode);
     CUDADIFF_CHECK(cudaMemcpyAsync(host_totals_.data(), totals_.data(), sizeof(Counts),
                                    cudaMemcpyDeviceToHost, stream_));
     ctx_.synchronize();

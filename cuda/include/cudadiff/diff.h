@@ -86,6 +86,11 @@ class DiffEncoder {
   // changed, and writes the delta body into `body`. Returns the counts.
   virtual DeltaSummary delta(const FrameView &frame, int threshold, ValueMode mode,
                              HostBytes &body) = 0;
+  // delta() without bringing the body to the host: the CUDA backend only
+  // queues the kernels (the body stays in device memory), the CPU backend
+  // computes into a scratch body. Measures the device-resident core; the
+  // reference is updated as by delta().
+  virtual void queue_delta(const FrameView &frame, int threshold, ValueMode mode) = 0;
   // The reference in canonical order (N bytes), for tests and statistics.
   virtual void read_reference(HostBytes &out) = 0;
   size_t frame_bytes() const { return frame_bytes_; }
