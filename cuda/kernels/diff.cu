@@ -5,19 +5,24 @@
 //   1. masks: one thread per 32-byte block, one warp per 1024-byte superblock;
 //      per-byte |cur - ref| > threshold with SIMD byte intrinsics; writes the
 //      block's 32-bit mask and, per warp, the superblock's counts.
-//   2. an exclusive scan (CUB) of the superblock counts gives every section
-//      offset, so the output order is the CPU's.
-//   3. compact: warps of changed superblocks write their masks and values
-//      and update the reference; a small kernel writes the bitmap and totals.
+//   2. an exclusive scan (one thread block, CUB BlockScan) of the superblock
+//      counts gives every section offset, so the output order is the CPU's;
+//   3. compact: every warp writes its superblock's bitmap bit (one byte per 8
+//      superblocks); warps of changed superblocks write their masks and
+//      values and update the reference;
 //   4. the totals (12 bytes) come back, then exactly the body's bytes.
+// From host memory (delta_host), the frame is uploaded in slices on a second
+// stream and step 1 runs on each slice as soon as it has arrived.
 // Decoder: the host has checked the body (parse_delta) and lists, per changed
 // superblock, where its masks and values start; one warp per changed
 // superblock applies them to the reference.
-#include <cub/device/device_scan.cuh>
+#include <cub/block/block_scan.cuh>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "../src/check.h"
@@ -51,9 +56,11 @@ __device__ __forceinline__ uint32_t changed_bits(uint32_t cur, uint32_t ref, uin
 
 // 1. One thread per block of 32 bytes; lane = block within the superblock.
 __global__ void masks_kernel(const uint8_t *__restrict__ cur, const uint8_t *__restrict__ ref,
-                             size_t n, size_t n_super, uint32_t threshold, bool vector_ok,
-                             uint32_t *__restrict__ block_masks, Counts *__restrict__ counts) {
-  const size_t block = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+                             size_t n, size_t first_super, size_t n_super, uint32_t threshold,
+                             bool vector_ok, uint32_t *__restrict__ block_masks,
+                             Counts *__restrict__ counts) {
+  const size_t block =
+      first_super * 32 + static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t super = block / 32;
   const int lane = threadIdx.x & 31;
   const size_t begin = block * kBlockBytes;
@@ -92,24 +99,57 @@ __device__ __forceinline__ void store_u32le(uint8_t *p, uint32_t v) {
   p[3] = uint8_t(v >> 24);
 }
 
-__device__ __forceinline__ Counts totals_of(const Counts *counts, const Counts *offsets,
-                                            size_t n_super) {
-  const Counts a = counts[n_super - 1], b = offsets[n_super - 1];
-  return {a.supers + b.supers, a.blocks + b.blocks, a.bytes + b.bytes};
+// 2. Exclusive scan of the superblock counts in one thread block (a few
+// thousand entries at 1080p), in tiles, with the totals at the end.
+constexpr int kScanThreads = 1024;
+constexpr int kScanItems = 8;
+
+__global__ void __launch_bounds__(kScanThreads)
+    scan_kernel(const Counts *__restrict__ counts, size_t n_super, Counts *__restrict__ offsets,
+                Counts *__restrict__ totals) {
+  using BlockScan = cub::BlockScan<Counts, kScanThreads>;
+  __shared__ typename BlockScan::TempStorage temp;
+  const Counts zero{0, 0, 0};
+  Counts carry = zero;
+  for (size_t base = 0; base < n_super; base += size_t(kScanThreads) * kScanItems) {
+    Counts items[kScanItems];
+#pragma unroll
+    for (int i = 0; i < kScanItems; ++i) {
+      const size_t at = base + size_t(threadIdx.x) * kScanItems + i;
+      items[i] = at < n_super ? counts[at] : zero;
+    }
+    Counts tile_total;
+    BlockScan(temp).ExclusiveScan(items, items, zero, CountsSum(), tile_total);
+#pragma unroll
+    for (int i = 0; i < kScanItems; ++i) {
+      const size_t at = base + size_t(threadIdx.x) * kScanItems + i;
+      if (at < n_super) offsets[at] = CountsSum()(items[i], carry);
+    }
+    carry = CountsSum()(carry, tile_total);
+    __syncthreads();  // temp is reused by the next tile
+  }
+  if (threadIdx.x == 0) *totals = carry;
 }
 
-// 3a. Masks and values of changed superblocks; the reference follows.
+// 3. The bitmap, masks and values; the reference follows.
 __global__ void compact_kernel(const uint8_t *__restrict__ cur, uint8_t *__restrict__ ref,
                                size_t n_super, const uint32_t *__restrict__ block_masks,
                                const Counts *__restrict__ counts,
-                               const Counts *__restrict__ offsets, size_t bitmap_bytes,
+                               const Counts *__restrict__ offsets,
+                               const Counts *__restrict__ totals, size_t bitmap_bytes,
                                bool deltas, uint8_t *__restrict__ body) {
   const size_t block = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t super = block / 32;
   if (super >= n_super) return;
-  if (counts[super].supers == 0) return;  // the whole warp leaves together
   const int lane = threadIdx.x & 31;
-  const Counts total = totals_of(counts, offsets, n_super);
+  // Bitmap byte super/8, written by the warp of the first of its 8 superblocks.
+  if (super % 8 == 0 && lane < 8) {
+    const bool changed = super + lane < n_super && counts[super + lane].supers != 0;
+    const uint32_t bits = __ballot_sync(0xffu, changed);
+    if (lane == 0) body[super / 8] = uint8_t(bits);
+  }
+  if (counts[super].supers == 0) return;  // the whole warp leaves together
+  const Counts total = *totals;
   const Counts at = offsets[super];
   uint8_t *super_masks = body + bitmap_bytes;
   uint8_t *masks_out = super_masks + 4 * size_t(total.supers);
@@ -138,21 +178,6 @@ __global__ void compact_kernel(const uint8_t *__restrict__ cur, uint8_t *__restr
     *v++ = deltas ? uint8_t(c - ref[i]) : c;
     ref[i] = c;
   }
-}
-
-// 3b. The superblock bitmap (one thread per byte) and the totals.
-__global__ void bitmap_kernel(const Counts *__restrict__ counts, const Counts *__restrict__ offsets,
-                              size_t n_super, size_t bitmap_bytes, uint8_t *__restrict__ body,
-                              Counts *__restrict__ totals) {
-  const size_t t = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t == 0) *totals = totals_of(counts, offsets, n_super);
-  if (t >= bitmap_bytes) return;
-  uint32_t bits = 0;
-  for (int i = 0; i < 8; ++i) {
-    const size_t s = t * 8 + i;
-    if (s < n_super && counts[s].supers) bits |= 1u << i;
-  }
-  body[t] = uint8_t(bits);
 }
 
 // Decoder: one warp per changed superblock.
@@ -192,6 +217,15 @@ __global__ void apply_kernel(uint8_t *__restrict__ ref, size_t n, const SuperEnt
   }
 }
 
+bool is_pinned(const void *p) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeHost;
+}
+
 unsigned grid_for(size_t threads) {
   return static_cast<unsigned>((threads + kThreads - 1) / kThreads);
 }
@@ -209,6 +243,19 @@ size_t checked_frame_bytes(VideoFormat format, int width, int height) {
   return frame_size_packed(format, width, height);
 }
 
+// An event that records where a stream is, so another can wait for it.
+class Event {
+ public:
+  Event() { CUDADIFF_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming)); }
+  ~Event() { cudaEventDestroy(event_); }
+  Event(const Event &) = delete;
+  Event &operator=(const Event &) = delete;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
 class CudaDiffEncoder final : public DiffEncoder {
  public:
   CudaDiffEncoder(const Context &ctx, VideoFormat format, int width, int height)
@@ -219,6 +266,9 @@ class CudaDiffEncoder final : public DiffEncoder {
       throw Error("difference codec: frame too large");
     ctx.activate();
     stream_ = static_cast<cudaStream_t>(ctx.stream_handle());
+    upload_stream_ = std::make_unique<Stream>(ctx.device_id());
+    main_ready_ = std::make_unique<Event>();
+    for (auto &e : slice_done_) e = std::make_unique<Event>();
     reference_ = DeviceBuffer(frame_bytes_);
     current_ = DeviceBuffer(frame_bytes_);
     block_masks_ = DeviceBuffer(n_super_ * kBlocksPerSuper * sizeof(uint32_t));
@@ -227,56 +277,124 @@ class CudaDiffEncoder final : public DiffEncoder {
     totals_ = DeviceBuffer(sizeof(Counts));
     body_ = DeviceBuffer(max_delta_body_size(frame_bytes_));
     host_totals_ = HostBytes(sizeof(Counts));
-    size_t temp = 0;
-    CUDADIFF_CHECK(cub::DeviceScan::ExclusiveScan(
-        nullptr, temp, counts_.as<Counts>(), offsets_.as<Counts>(), CountsSum(), Counts{0, 0, 0},
-        static_cast<int>(n_super_), stream_));
-    scan_temp_ = DeviceBuffer(temp > 0 ? temp : 1);
   }
 
   void keyframe(const FrameView &frame, HostBytes &body) override {
     check_frame(frame, format_, width_, height_, "encoder input");
     ctx_.activate();
-    copy_device_to_device(frame, packed_view(format_, width_, height_, reference_.data()), ctx_);
-    body.resize(frame_bytes_);
-    CUDADIFF_CHECK(cudaMemcpyAsync(body.data(), reference_.data(), frame_bytes_,
-                                   cudaMemcpyDeviceToHost, stream_));
-    ctx_.synchronize();
+    copy_device_to_device(frame, reference_view(), ctx_);
+    download_reference(body);
+  }
+
+  void keyframe_host(const FrameView &frame, HostBytes &body) override {
+    check_frame(frame, format_, width_, height_, "encoder input");
+    ctx_.activate();
+    copy_to_device(frame, reference_view(), ctx_);
+    download_reference(body);
   }
 
   void queue_delta(const FrameView &frame, int threshold, ValueMode mode) override {
     check_frame(frame, format_, width_, height_, "encoder input");
-    if (threshold < 0 || threshold > 255) throw Error("threshold must be within 0..255");
+    check_threshold(threshold);
     ctx_.activate();
     const uint8_t *cur = frame.data[0];
     if (!is_packed(frame)) {
-      copy_device_to_device(frame, packed_view(format_, width_, height_, current_.data()), ctx_);
+      copy_device_to_device(frame, current_view(), ctx_);
       cur = current_.data();
     }
-    const bool vector_ok = (reinterpret_cast<uintptr_t>(cur) & 15u) == 0;
-    const size_t threads = n_super_ * kBlocksPerSuper;
-    masks_kernel<<<grid_for(threads), kThreads, 0, stream_>>>(
-        cur, reference_.data(), frame_bytes_, n_super_, uint32_t(threshold), vector_ok,
-        block_masks_.as<uint32_t>(), counts_.as<Counts>());
-    CUDADIFF_CHECK_LAUNCH("difference masks kernel");
-    size_t temp = scan_temp_.size();
-    CUDADIFF_CHECK(cub::DeviceScan::ExclusiveScan(
-        scan_temp_.data(), temp, counts_.as<Counts>(), offsets_.as<Counts>(), CountsSum(),
-        Counts{0, 0, 0}, static_cast<int>(n_super_), stream_));
-    const size_t bitmap = bitmap_bytes(frame_bytes_);
-    compact_kernel<<<grid_for(threads), kThreads, 0, stream_>>>(
-        cur, reference_.data(), n_super_, block_masks_.as<uint32_t>(), counts_.as<Counts>(),
-        offsets_.as<Counts>(), bitmap, mode == ValueMode::Deltas, body_.data());
-    CUDADIFF_CHECK_LAUNCH("difference compact kernel");
-    bitmap_kernel<<<grid_for(bitmap), kThreads, 0, stream_>>>(
-        counts_.as<Counts>(), offsets_.as<Counts>(), n_super_, bitmap, body_.data(),
-        totals_.as<Counts>());
-    CUDADIFF_CHECK_LAUNCH("difference bitmap kernel");
+    launch_masks(cur, 0, n_super_, threshold);
+    launch_compaction(cur, mode);
   }
 
   DeltaSummary delta(const FrameView &frame, int threshold, ValueMode mode,
                      HostBytes &body) override {
     queue_delta(frame, threshold, mode);
+    return download_body(body);
+  }
+
+  DeltaSummary delta_host(const FrameView &frame, int threshold, ValueMode mode,
+                          HostBytes &body) override {
+    check_frame(frame, format_, width_, height_, "encoder input");
+    check_threshold(threshold);
+    ctx_.activate();
+    upload_and_compare(frame, threshold);
+    launch_compaction(current_.data(), mode);
+    return download_body(body);
+  }
+
+  void read_reference(HostBytes &out) override {
+    ctx_.activate();
+    download_reference(out);
+  }
+
+ private:
+  FrameView reference_view() const {
+    return packed_view(format_, width_, height_, reference_.data());
+  }
+  FrameView current_view() const { return packed_view(format_, width_, height_, current_.data()); }
+
+  static void check_threshold(int threshold) {
+    if (threshold < 0 || threshold > 255) throw Error("threshold must be within 0..255");
+  }
+
+  void launch_masks(const uint8_t *cur, size_t first_super, size_t end_super, int threshold) {
+    if (end_super <= first_super) return;
+    const bool vector_ok = (reinterpret_cast<uintptr_t>(cur) & 15u) == 0;
+    const size_t threads = (end_super - first_super) * kBlocksPerSuper;
+    masks_kernel<<<grid_for(threads), kThreads, 0, stream_>>>(
+        cur, reference_.data(), frame_bytes_, first_super, end_super, uint32_t(threshold),
+        vector_ok, block_masks_.as<uint32_t>(), counts_.as<Counts>());
+    CUDADIFF_CHECK_LAUNCH("difference masks kernel");
+  }
+
+  void launch_compaction(const uint8_t *cur, ValueMode mode) {
+    scan_kernel<<<1, kScanThreads, 0, stream_>>>(counts_.as<Counts>(), n_super_,
+                                                 offsets_.as<Counts>(), totals_.as<Counts>());
+    CUDADIFF_CHECK_LAUNCH("difference scan kernel");
+    compact_kernel<<<grid_for(n_super_ * kBlocksPerSuper), kThreads, 0, stream_>>>(
+        cur, reference_.data(), n_super_, block_masks_.as<uint32_t>(), counts_.as<Counts>(),
+        offsets_.as<Counts>(), totals_.as<Counts>(), bitmap_bytes(frame_bytes_),
+        mode == ValueMode::Deltas, body_.data());
+    CUDADIFF_CHECK_LAUNCH("difference compact kernel");
+  }
+
+  // Copies the host frame into current_ slice by slice on the upload stream;
+  // the main stream compares every slice once it is there.
+  void upload_and_compare(const FrameView &host, int threshold) {
+    cudaStream_t upload = static_cast<cudaStream_t>(upload_stream_->handle());
+    // current_ may still be read by work queued earlier on the main stream.
+    CUDADIFF_CHECK(cudaEventRecord(main_ready_->get(), stream_));
+    CUDADIFF_CHECK(cudaStreamWaitEvent(upload, main_ready_->get(), 0));
+    const size_t slice_target = std::max<size_t>(frame_bytes_ / kSlices, 256 * 1024);
+    const FrameView dst = current_view();
+    size_t uploaded = 0, compared_super = 0;
+    int slice = 0;
+    const int planes = host.n_planes();
+    for (int p = 0; p < planes; ++p) {
+      const size_t row = host.row_bytes(p);
+      const int rows = host.plane_height(p);
+      const int rows_per_slice = static_cast<int>(std::max<size_t>(1, slice_target / row));
+      for (int y = 0; y < rows; y += rows_per_slice) {
+        const int n = std::min(rows_per_slice, rows - y);
+        CUDADIFF_CHECK(cudaMemcpy2DAsync(dst.row(p, y), dst.stride[p], host.row(p, y),
+                                         host.stride[p], row, n, cudaMemcpyHostToDevice, upload));
+        uploaded += row * n;
+        const bool last = p == planes - 1 && y + n >= rows;
+        // Compare what has arrived, in whole superblocks (all of it at the end),
+        // at most kSlices times (events are reused round-robin after a wait).
+        const size_t ready_super = last ? n_super_ : uploaded / kSuperBytes;
+        if (ready_super > compared_super && (last || slice < kSlices - 1)) {
+          const Event &ev = *slice_done_[slice++];
+          CUDADIFF_CHECK(cudaEventRecord(ev.get(), upload));
+          CUDADIFF_CHECK(cudaStreamWaitEvent(stream_, ev.get(), 0));
+          launch_masks(current_.data(), compared_super, ready_super, threshold);
+          compared_super = ready_super;
+        }
+      }
+    }
+  }
+
+  DeltaSummary download_body(HostBytes &body) {
     CUDADIFF_CHECK(cudaMemcpyAsync(host_totals_.data(), totals_.data(), sizeof(Counts),
                                    cudaMemcpyDeviceToHost, stream_));
     ctx_.synchronize();
@@ -294,21 +412,23 @@ class CudaDiffEncoder final : public DiffEncoder {
     return s;
   }
 
-  void read_reference(HostBytes &out) override {
-    ctx_.activate();
-    out.resize(frame_bytes_);
-    CUDADIFF_CHECK(cudaMemcpyAsync(out.data(), reference_.data(), frame_bytes_,
+  void download_reference(HostBytes &body) {
+    body.resize(frame_bytes_);
+    CUDADIFF_CHECK(cudaMemcpyAsync(body.data(), reference_.data(), frame_bytes_,
                                    cudaMemcpyDeviceToHost, stream_));
     ctx_.synchronize();
   }
 
- private:
+  static constexpr int kSlices = 8;
   const Context &ctx_;
   cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Stream> upload_stream_;
+  std::unique_ptr<Event> main_ready_;  // created once the device is current
+  std::unique_ptr<Event> slice_done_[kSlices];
   VideoFormat format_;
   int width_, height_;
   size_t n_super_ = 0;
-  DeviceBuffer reference_, current_, block_masks_, counts_, offsets_, totals_, body_, scan_temp_;
+  DeviceBuffer reference_, current_, block_masks_, counts_, offsets_, totals_, body_;
   HostBytes host_totals_;
 };
 
@@ -360,13 +480,17 @@ class CudaDiffDecoder final : public DiffDecoder {
       }
     }
     if (n_entries == 0) return;
-    // Masks and values go through our own pinned staging, so the caller may
-    // reuse `body` at once and the upload is a real asynchronous DMA.
+    // Masks and values: straight from pinned memory (the caller keeps it
+    // until write_frame), else through our pinned staging so that the copy is
+    // a real asynchronous DMA and the caller may reuse its memory at once.
     const size_t tail = index.values_offset + index.summary.changed_bytes - index.block_masks_offset;
-    staging_.resize(tail);
-    std::memcpy(staging_.data(), block_masks, tail);
-    CUDADIFF_CHECK(
-        cudaMemcpyAsync(body_.data(), staging_.data(), tail, cudaMemcpyHostToDevice, stream_));
+    const uint8_t *source = block_masks;
+    if (!is_pinned(block_masks)) {
+      staging_.resize(tail);
+      std::memcpy(staging_.data(), block_masks, tail);
+      source = staging_.data();
+    }
+    CUDADIFF_CHECK(cudaMemcpyAsync(body_.data(), source, tail, cudaMemcpyHostToDevice, stream_));
     CUDADIFF_CHECK(cudaMemcpyAsync(entries_.data(), entries, n_entries * sizeof(SuperEntry),
                                    cudaMemcpyHostToDevice, stream_));
     uploads_pending_ = true;

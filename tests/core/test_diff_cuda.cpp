@@ -37,7 +37,11 @@ struct Pair {
   std::unique_ptr<Context> gpu = Context::cuda(0);
 };
 
-void compare(VideoFormat fmt, int w, int h, int thr, ValueMode mode, double noise, bool packed_input,
+// How the CUDA encoder gets its frames: a packed device frame, a strided
+// device frame, or the host frame itself (uploaded in slices).
+enum class Input { DevicePacked, DeviceStrided, Host };
+
+void compare(VideoFormat fmt, int w, int h, int thr, ValueMode mode, double noise, Input input,
              int frames = 5) {
   Pair ctx;
   std::mt19937 &gen = testing_util::rng();
@@ -55,22 +59,26 @@ void compare(VideoFormat fmt, int w, int h, int thr, ValueMode mode, double nois
     next_frame(frame, bg, t, noise, gen);
     DeviceFrame strided;
     FrameView dview;
-    if (packed_input) {
+    if (input == Input::DevicePacked) {
       dview = packed_view(fmt, w, h, packed_in.data());
       copy_to_device(frame.view, dview, *ctx.gpu);
-    } else {
+    } else if (input == Input::DeviceStrided) {
       strided = testing_util::upload(frame, *ctx.gpu);
       dview = strided.view();
     }
     if (t == 0) {
       cenc->keyframe(frame.view, cbody);
-      genc->keyframe(dview, gbody);
+      if (input == Input::Host)
+        genc->keyframe_host(frame.view, gbody);
+      else
+        genc->keyframe(dview, gbody);
       ASSERT_EQ(bytes_of(cbody), bytes_of(gbody));
       cdec->keyframe(cbody.data());
       gdec->keyframe(gbody.data());
     } else {
       const DeltaSummary cs = cenc->delta(frame.view, thr, mode, cbody);
-      const DeltaSummary gs = genc->delta(dview, thr, mode, gbody);
+      const DeltaSummary gs = input == Input::Host ? genc->delta_host(frame.view, thr, mode, gbody)
+                                                   : genc->delta(dview, thr, mode, gbody);
       ASSERT_EQ(cs.changed_bytes, gs.changed_bytes);
       ASSERT_EQ(cs.changed_blocks, gs.changed_blocks);
       ASSERT_EQ(cs.changed_superblocks, gs.changed_superblocks);
@@ -81,7 +89,12 @@ void compare(VideoFormat fmt, int w, int h, int thr, ValueMode mode, double nois
       std::string err;
       ASSERT_TRUE(parse_delta(gbody.data(), gbody.size(), n, &idx, &err)) << err;
       cdec->delta(cbody.data(), idx, mode);
-      gdec->delta(gbody.data(), idx, mode);
+      if (t % 2) {
+        gdec->delta(gbody.data(), idx, mode);  // pinned: read in place
+      } else {
+        const std::vector<uint8_t> pageable = bytes_of(gbody);  // staged, then freed
+        gdec->delta(pageable.data(), idx, mode);
+      }
     }
     cenc->read_reference(cref);
     genc->read_reference(gref);
@@ -104,14 +117,16 @@ TEST(DiffCuda, SmallAndOddSizes) {
   for (VideoFormat f : formats)
     for (const auto &sz : sizes)
       for (int thr : {0, 20})
-        for (bool packed : {true, false}) {
-          compare(f, sz[0], sz[1], thr, ValueMode::Values, 0.06, packed);
-          compare(f, sz[0], sz[1], thr, ValueMode::Deltas, 0.06, packed);
+        for (Input in : {Input::DevicePacked, Input::DeviceStrided, Input::Host}) {
+          compare(f, sz[0], sz[1], thr, ValueMode::Values, 0.06, in);
+          compare(f, sz[0], sz[1], thr, ValueMode::Deltas, 0.06, in);
         }
 }
 
 TEST(DiffCuda, FullHdBgr) {
-  compare(VideoFormat::BGR, 1920, 1080, 20, ValueMode::Values, 0.06, true, 4);
-  compare(VideoFormat::BGR, 1920, 1080, 0, ValueMode::Deltas, 0.5, false, 3);
-  compare(VideoFormat::BGR, 1920, 1080, 255, ValueMode::Values, 1.0, true, 3);  // nothing changes
+  compare(VideoFormat::BGR, 1920, 1080, 20, ValueMode::Values, 0.06, Input::DevicePacked, 4);
+  compare(VideoFormat::BGR, 1920, 1080, 20, ValueMode::Values, 0.06, Input::Host, 4);
+  compare(VideoFormat::BGR, 1920, 1080, 0, ValueMode::Deltas, 0.5, Input::DeviceStrided, 3);
+  compare(VideoFormat::I420, 1919, 1081, 0, ValueMode::Deltas, 0.5, Input::Host, 3);
+  compare(VideoFormat::BGR, 1920, 1080, 255, ValueMode::Values, 1.0, Input::Host, 3);  // no change
 }

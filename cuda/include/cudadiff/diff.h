@@ -86,6 +86,14 @@ class DiffEncoder {
   // changed, and writes the delta body into `body`. Returns the counts.
   virtual DeltaSummary delta(const FrameView &frame, int threshold, ValueMode mode,
                              HostBytes &body) = 0;
+  // The element's path: `frame` is in host memory (pinned for speed, any
+  // strides). The CUDA backend uploads it in slices and compares each slice
+  // while the next one crosses the bus; the CPU backend is keyframe()/delta().
+  virtual void keyframe_host(const FrameView &frame, HostBytes &body) { keyframe(frame, body); }
+  virtual DeltaSummary delta_host(const FrameView &frame, int threshold, ValueMode mode,
+                                  HostBytes &body) {
+    return delta(frame, threshold, mode, body);
+  }
   // delta() without bringing the body to the host: the CUDA backend only
   // queues the kernels (the body stays in device memory), the CPU backend
   // computes into a scratch body. Measures the device-resident core; the
@@ -112,7 +120,9 @@ class DiffDecoder {
   // The caller may reuse `body` as soon as a call returns.
   virtual void keyframe(const uint8_t *body) = 0;
   // Applies a delta body checked by parse_delta() (host memory). The CUDA
-  // backend queues the work; write_frame() waits for it.
+  // backend queues the work and write_frame() waits for it: a body in pinned
+  // memory (HostBytes) is read by DMA until then and must stay unchanged; any
+  // other memory is staged first and may be reused at once.
   virtual void delta(const uint8_t *body, const DeltaIndex &index, ValueMode mode) = 0;
   // Copies the reference into `out`, a host frame of the stream's format and
   // size (any strides). Returns when `out` is complete.

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -212,6 +213,23 @@ class EventTimer {
   const Context &ctx_;
   void *start_ = nullptr;
   void *stop_ = nullptr;
+};
+
+// The work `record` queues on the context's stream, captured once as a CUDA
+// graph and replayed with one launch (benchmarks: frames back to back
+// without per-kernel launch gaps). `record` must not synchronise.
+class StreamGraph {
+ public:
+  StreamGraph(const Context &ctx, const std::function<void()> &record);
+  ~StreamGraph();
+  StreamGraph(const StreamGraph &) = delete;
+  StreamGraph &operator=(const StreamGraph &) = delete;
+  void replay();
+
+ private:
+  const Context &ctx_;
+  void *graph_ = nullptr;
+  void *exec_ = nullptr;
 };
 
 // Host-side copy of a whole frame, plane by plane (honours strides).
