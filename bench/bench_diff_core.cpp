@@ -216,6 +216,29 @@ int main(int argc, char **argv) {
   }, [&](int) { dec->keyframe(key_body.data()); });
   report.add(r);
   const double decoder_ms = r.stats.median_ms;
+  // Where the decoder's time goes (host clock): delta() with its upload and
+  // apply kernel waited for, then write_frame() alone.
+  r = {"diff decode: delta() + sync " + size, "cuda, host clock", {}, double(body.size()), ""};
+  r.stats = bench::time_host_with_setup(
+      opt, [&](int) { dec->keyframe(key_body.data()); },
+      [&](int) {
+        dec->delta(body.data(), idx, ValueMode::Values);
+        gpu->synchronize();
+      });
+  report.add(r);
+  r = {"diff decode: write_frame() " + size, "cuda, host clock", {}, double(n), ""};
+  r.stats = bench::time_host_with_setup(
+      opt,
+      [&](int) {
+        dec->keyframe(key_body.data());
+        dec->delta(body.data(), idx, ValueMode::Values);
+        gpu->synchronize();
+      },
+      [&](int) { dec->write_frame(out_view); });
+  report.add(r);
+  r = {"parse_delta " + size, "cpu 1 thread", {}, double(body.size()), "the reader's check"};
+  r.stats = bench::time_host(opt, [&](int) { parse_delta(body.data(), body.size(), n, &idx, &err); });
+  report.add(r);
 
   report.print_table(bench::gbs(d2d), "D2D copy 1 GiB");
   const double h2d_ms = h2d.stats.median_ms;

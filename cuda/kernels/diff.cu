@@ -5,18 +5,18 @@
 //   1. masks: one thread per 32-byte block, one warp per 1024-byte superblock;
 //      per-byte |cur - ref| > threshold with SIMD byte intrinsics; writes the
 //      block's 32-bit mask and, per warp, the superblock's counts.
-//   2. an exclusive scan (one thread block, CUB BlockScan) of the superblock
-//      counts gives every section offset, so the output order is the CPU's;
-//   3. compact: every warp writes its superblock's bitmap bit (one byte per 8
-//      superblocks); warps of changed superblocks write their masks and
-//      values and update the reference;
-//   4. the totals (12 bytes) come back, then exactly the body's bytes.
+//      Thread blocks are tiles of 32 superblocks; each also scans its tile.
+//   2. compact: each tile adds up the totals of the tiles before it, so
+//      every section offset is known and the order is the CPU's; every warp
+//      writes its superblock's bitmap bit (one byte per 8 superblocks); warps
+//      of changed superblocks write their masks and values and update the
+//      reference;
+//   3. the totals (12 bytes) come back, then exactly the body's bytes.
 // From host memory (delta_host), the frame is uploaded in slices on a second
 // stream and step 1 runs on each slice as soon as it has arrived.
 // Decoder: the host has checked the body (parse_delta) and lists, per changed
 // superblock, where its masks and values start; one warp per changed
 // superblock applies them to the reference.
-#include <cub/block/block_scan.cuh>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -32,17 +32,13 @@ namespace cudadiff {
 namespace diff {
 namespace {
 
-constexpr int kThreads = 256;  // 8 superblocks per thread block
+constexpr int kThreads = 256;       // decoder: 8 superblocks per thread block
+constexpr int kTileThreads = 1024;  // encoder: one tile of 32 superblocks (32 KiB) per block
+constexpr size_t kSupersPerTile = kTileThreads / 32;
 constexpr unsigned kFullWarp = 0xffffffffu;
 
 struct Counts {
   uint32_t supers, blocks, bytes;
-};
-
-struct CountsSum {
-  __device__ __forceinline__ Counts operator()(const Counts &a, const Counts &b) const {
-    return {a.supers + b.supers, a.blocks + b.blocks, a.bytes + b.bytes};
-  }
 };
 
 // Bit j set for every byte j of `word` that is 0xff (the result of __vcmpgtu4).
@@ -54,15 +50,41 @@ __device__ __forceinline__ uint32_t changed_bits(uint32_t cur, uint32_t ref, uin
   return byte_bits(__vcmpgtu4(__vabsdiffu4(cur, ref), thr4));
 }
 
-// 1. One thread per block of 32 bytes; lane = block within the superblock.
-__global__ void masks_kernel(const uint8_t *__restrict__ cur, const uint8_t *__restrict__ ref,
-                             size_t n, size_t first_super, size_t n_super, uint32_t threshold,
-                             bool vector_ok, uint32_t *__restrict__ block_masks,
-                             Counts *__restrict__ counts) {
-  const size_t block =
-      first_super * 32 + static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+__device__ __forceinline__ Counts warp_inclusive_scan(Counts c, int lane) {
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const uint32_t s = __shfl_up_sync(kFullWarp, c.supers, offset);
+    const uint32_t b = __shfl_up_sync(kFullWarp, c.blocks, offset);
+    const uint32_t y = __shfl_up_sync(kFullWarp, c.bytes, offset);
+    if (lane >= offset) c = {c.supers + s, c.blocks + b, c.bytes + y};
+  }
+  return c;
+}
+
+__device__ __forceinline__ Counts warp_sum(Counts c) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    c.supers += __shfl_down_sync(kFullWarp, c.supers, offset);
+    c.blocks += __shfl_down_sync(kFullWarp, c.blocks, offset);
+    c.bytes += __shfl_down_sync(kFullWarp, c.bytes, offset);
+  }
+  return c;
+}
+
+// 1. One thread per block of 32 bytes, one warp per superblock, one thread
+// block per tile of 32 superblocks. Writes each block's mask, each
+// superblock's counts and its offset within the tile (exclusive scan of the
+// tile's 32 superblocks), and the tile's totals.
+__global__ void __launch_bounds__(kTileThreads)
+    masks_kernel(const uint8_t *__restrict__ cur, const uint8_t *__restrict__ ref, size_t n,
+                 size_t first_tile, size_t n_super, uint32_t threshold, bool vector_ok,
+                 uint32_t *__restrict__ block_masks, Counts *__restrict__ counts,
+                 Counts *__restrict__ local_offsets, Counts *__restrict__ tile_totals) {
+  __shared__ Counts warp_counts[kSupersPerTile];
+  const size_t tile = first_tile + blockIdx.x;
+  const size_t block = tile * kTileThreads + threadIdx.x;
   const size_t super = block / 32;
-  const int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   const size_t begin = block * kBlockBytes;
   uint32_t mask = 0;
   if (begin < n) {
@@ -83,13 +105,26 @@ __global__ void masks_kernel(const uint8_t *__restrict__ cur, const uint8_t *__r
       }
     }
   }
-  if (super >= n_super) return;  // whole warps only (n_super * 32 threads are in range)
-  block_masks[block] = mask;
   const uint32_t super_mask = __ballot_sync(kFullWarp, mask != 0);
   uint32_t bytes = __popc(mask);
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) bytes += __shfl_down_sync(kFullWarp, bytes, offset);
-  if (lane == 0) counts[super] = {super_mask ? 1u : 0u, uint32_t(__popc(super_mask)), bytes};
+  const Counts mine{super_mask ? 1u : 0u, uint32_t(__popc(super_mask)), bytes};
+  if (super < n_super) {
+    block_masks[block] = mask;
+    if (lane == 0) counts[super] = mine;
+  }
+  if (lane == 0) warp_counts[warp] = mine;  // zero for superblocks past the frame
+  __syncthreads();
+  if (warp == 0) {
+    const Counts c = warp_counts[lane];
+    const Counts inclusive = warp_inclusive_scan(c, lane);
+    const size_t s = tile * kSupersPerTile + lane;
+    if (s < n_super)
+      local_offsets[s] = {inclusive.supers - c.supers, inclusive.blocks - c.blocks,
+                          inclusive.bytes - c.bytes};
+    if (lane == 31) tile_totals[tile] = inclusive;
+  }
 }
 
 __device__ __forceinline__ void store_u32le(uint8_t *p, uint32_t v) {
@@ -99,58 +134,58 @@ __device__ __forceinline__ void store_u32le(uint8_t *p, uint32_t v) {
   p[3] = uint8_t(v >> 24);
 }
 
-// 2. Exclusive scan of the superblock counts in one thread block (a few
-// thousand entries at 1080p), in tiles, with the totals at the end.
-constexpr int kScanThreads = 1024;
-constexpr int kScanItems = 8;
-
-__global__ void __launch_bounds__(kScanThreads)
-    scan_kernel(const Counts *__restrict__ counts, size_t n_super, Counts *__restrict__ offsets,
-                Counts *__restrict__ totals) {
-  using BlockScan = cub::BlockScan<Counts, kScanThreads>;
-  __shared__ typename BlockScan::TempStorage temp;
-  const Counts zero{0, 0, 0};
-  Counts carry = zero;
-  for (size_t base = 0; base < n_super; base += size_t(kScanThreads) * kScanItems) {
-    Counts items[kScanItems];
-#pragma unroll
-    for (int i = 0; i < kScanItems; ++i) {
-      const size_t at = base + size_t(threadIdx.x) * kScanItems + i;
-      items[i] = at < n_super ? counts[at] : zero;
-    }
-    Counts tile_total;
-    BlockScan(temp).ExclusiveScan(items, items, zero, CountsSum(), tile_total);
-#pragma unroll
-    for (int i = 0; i < kScanItems; ++i) {
-      const size_t at = base + size_t(threadIdx.x) * kScanItems + i;
-      if (at < n_super) offsets[at] = CountsSum()(items[i], carry);
-    }
-    carry = CountsSum()(carry, tile_total);
-    __syncthreads();  // temp is reused by the next tile
+// 2. Same geometry as the masks. Each thread block first adds up the totals
+// of the tiles before it (its offset) and of all tiles (the section sizes);
+// then every warp writes its superblock's bitmap bit (one byte per 8
+// superblocks) and, if it changed, its masks and values, updating the
+// reference.
+__global__ void __launch_bounds__(kTileThreads)
+    compact_kernel(const uint8_t *__restrict__ cur, uint8_t *__restrict__ ref, size_t n,
+                   bool vector_ok, size_t n_super, size_t n_tiles, const uint32_t *__restrict__ block_masks,
+                   const Counts *__restrict__ counts, const Counts *__restrict__ local_offsets,
+                   const Counts *__restrict__ tile_totals, Counts *__restrict__ totals_out,
+                   size_t bitmap_bytes, bool deltas, uint8_t *__restrict__ body) {
+  __shared__ Counts partial[2][kSupersPerTile];
+  __shared__ Counts tile_base, total;
+  __shared__ uint8_t values_stage[kSupersPerTile][kSuperBytes];
+  const size_t tile = blockIdx.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  Counts before{0, 0, 0}, all{0, 0, 0};
+  for (size_t t = threadIdx.x; t < n_tiles; t += kTileThreads) {
+    const Counts c = tile_totals[t];
+    all = {all.supers + c.supers, all.blocks + c.blocks, all.bytes + c.bytes};
+    if (t < tile) before = {before.supers + c.supers, before.blocks + c.blocks, before.bytes + c.bytes};
   }
-  if (threadIdx.x == 0) *totals = carry;
-}
+  before = warp_sum(before);
+  all = warp_sum(all);
+  if (lane == 0) {
+    partial[0][warp] = before;
+    partial[1][warp] = all;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    const Counts b = warp_sum(partial[0][lane]);
+    const Counts a = warp_sum(partial[1][lane]);
+    if (lane == 0) {
+      tile_base = b;
+      total = a;
+      if (tile == 0) *totals_out = a;
+    }
+  }
+  __syncthreads();
 
-// 3. The bitmap, masks and values; the reference follows.
-__global__ void compact_kernel(const uint8_t *__restrict__ cur, uint8_t *__restrict__ ref,
-                               size_t n_super, const uint32_t *__restrict__ block_masks,
-                               const Counts *__restrict__ counts,
-                               const Counts *__restrict__ offsets,
-                               const Counts *__restrict__ totals, size_t bitmap_bytes,
-                               bool deltas, uint8_t *__restrict__ body) {
-  const size_t block = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t block = tile * kTileThreads + threadIdx.x;
   const size_t super = block / 32;
   if (super >= n_super) return;
-  const int lane = threadIdx.x & 31;
-  // Bitmap byte super/8, written by the warp of the first of its 8 superblocks.
   if (super % 8 == 0 && lane < 8) {
     const bool changed = super + lane < n_super && counts[super + lane].supers != 0;
     const uint32_t bits = __ballot_sync(0xffu, changed);
     if (lane == 0) body[super / 8] = uint8_t(bits);
   }
   if (counts[super].supers == 0) return;  // the whole warp leaves together
-  const Counts total = *totals;
-  const Counts at = offsets[super];
+  const Counts local = local_offsets[super];
+  const Counts at{tile_base.supers + local.supers, tile_base.blocks + local.blocks,
+                  tile_base.bytes + local.bytes};
   uint8_t *super_masks = body + bitmap_bytes;
   uint8_t *masks_out = super_masks + 4 * size_t(total.supers);
   uint8_t *values = masks_out + 4 * size_t(total.blocks);
@@ -167,17 +202,52 @@ __global__ void compact_kernel(const uint8_t *__restrict__ cur, uint8_t *__restr
     const uint32_t v = __shfl_up_sync(kFullWarp, inclusive, offset);
     if (lane >= offset) inclusive += v;
   }
-  if (!mask) return;
-  const uint32_t lanes_before = super_mask & ((1u << lane) - 1u);
-  store_u32le(masks_out + 4 * (size_t(at.blocks) + __popc(lanes_before)), mask);
-  uint8_t *v = values + size_t(at.bytes) + (inclusive - count);
-  const size_t begin = block * kBlockBytes;
-  for (uint32_t m = mask; m; m &= m - 1) {
-    const size_t i = begin + __ffs(m) - 1;
-    const uint8_t c = cur[i];
-    *v++ = deltas ? uint8_t(c - ref[i]) : c;
-    ref[i] = c;
+  // The superblock's values go to shared memory first, then out in one
+  // coalesced run (lanes' own runs would scatter byte stores over the warp).
+  uint8_t *staged = values_stage[warp];
+  const uint32_t warp_bytes = __shfl_sync(kFullWarp, inclusive, 31);
+  if (mask) {
+    const uint32_t lanes_before = super_mask & ((1u << lane) - 1u);
+    store_u32le(masks_out + 4 * (size_t(at.blocks) + __popc(lanes_before)), mask);
+    uint8_t *v = staged + (inclusive - count);
+    const size_t begin = block * kBlockBytes;
+    if (vector_ok && begin + kBlockBytes <= n) {
+      // The block's 32 bytes in registers, the reference merged and stored whole.
+      const uint4 c0 = reinterpret_cast<const uint4 *>(cur + begin)[0];
+      const uint4 c1 = reinterpret_cast<const uint4 *>(cur + begin)[1];
+      const uint4 r0 = reinterpret_cast<const uint4 *>(ref + begin)[0];
+      const uint4 r1 = reinterpret_cast<const uint4 *>(ref + begin)[1];
+      const uint32_t cw[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+      uint32_t rw[8] = {r0.x, r0.y, r0.z, r0.w, r1.x, r1.y, r1.z, r1.w};
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        if (mask >> j & 1u) {
+          const uint32_t c = (cw[j / 4] >> (8 * (j % 4))) & 0xffu;
+          const uint32_t r = (rw[j / 4] >> (8 * (j % 4))) & 0xffu;
+          *v++ = deltas ? uint8_t(c - r) : uint8_t(c);
+        }
+      }
+#pragma unroll
+      for (int w = 0; w < 8; ++w) {
+        const uint32_t bits = (mask >> (4 * w)) & 0xfu;
+        const uint32_t select = (bits & 1u ? 0xffu : 0u) | (bits & 2u ? 0xff00u : 0u) |
+                                (bits & 4u ? 0xff0000u : 0u) | (bits & 8u ? 0xff000000u : 0u);
+        rw[w] = (cw[w] & select) | (rw[w] & ~select);
+      }
+      reinterpret_cast<uint4 *>(ref + begin)[0] = make_uint4(rw[0], rw[1], rw[2], rw[3]);
+      reinterpret_cast<uint4 *>(ref + begin)[1] = make_uint4(rw[4], rw[5], rw[6], rw[7]);
+    } else {
+      for (uint32_t m = mask; m; m &= m - 1) {
+        const size_t i = begin + __ffs(m) - 1;
+        const uint8_t c = cur[i];
+        *v++ = deltas ? uint8_t(c - ref[i]) : c;
+        ref[i] = c;
+      }
+    }
   }
+  __syncwarp();
+  uint8_t *out = values + size_t(at.bytes);
+  for (uint32_t k = lane; k < warp_bytes; k += 32) out[k] = staged[k];
 }
 
 // Decoder: one warp per changed superblock.
@@ -191,6 +261,7 @@ struct SuperEntry {
 __global__ void apply_kernel(uint8_t *__restrict__ ref, size_t n, const SuperEntry *__restrict__ entries,
                              size_t n_entries, const uint8_t *__restrict__ block_masks,
                              const uint8_t *__restrict__ values, bool deltas) {
+  __shared__ uint8_t values_stage[kThreads / 32][kSuperBytes];
   const size_t warp = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   if (warp >= n_entries) return;
   const int lane = threadIdx.x & 31;
@@ -208,8 +279,36 @@ __global__ void apply_kernel(uint8_t *__restrict__ ref, size_t n, const SuperEnt
     const uint32_t v = __shfl_up_sync(kFullWarp, inclusive, offset);
     if (lane >= offset) inclusive += v;
   }
-  const uint8_t *v = values + size_t(e.first_value) + (inclusive - count);
+  // The superblock's values come in with one coalesced read into shared
+  // memory; each lane then takes its own run from there.
+  const uint32_t warp_bytes = __shfl_sync(kFullWarp, inclusive, 31);
+  uint8_t *staged = values_stage[threadIdx.x / 32];
+  const uint8_t *in = values + size_t(e.first_value);
+  for (uint32_t k = lane; k < warp_bytes; k += 32) staged[k] = in[k];
+  __syncwarp();
+  if (!mask) return;
+  const uint8_t *v = staged + (inclusive - count);
   const size_t begin = (size_t(e.super) * kBlocksPerSuper + lane) * kBlockBytes;
+  if (begin + kBlockBytes <= n) {
+    // The reference block in registers, merged with the values, stored whole
+    // (the reference is 256-byte aligned, blocks are 32 bytes).
+    uint4 *r4 = reinterpret_cast<uint4 *>(ref + begin);
+    const uint4 a = r4[0], b = r4[1];
+    uint32_t rw[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      if (mask >> j & 1u) {
+        const uint32_t shift = 8 * (j % 4);
+        const uint32_t old = (rw[j / 4] >> shift) & 0xffu;
+        const uint32_t nv = deltas ? ((old + *v) & 0xffu) : *v;
+        ++v;
+        rw[j / 4] = (rw[j / 4] & ~(0xffu << shift)) | (nv << shift);
+      }
+    }
+    r4[0] = make_uint4(rw[0], rw[1], rw[2], rw[3]);
+    r4[1] = make_uint4(rw[4], rw[5], rw[6], rw[7]);
+    return;
+  }
   for (uint32_t m = mask; m; m &= m - 1) {
     const size_t i = begin + __ffs(m) - 1;
     if (i < n) ref[i] = deltas ? uint8_t(ref[i] + *v) : *v;  // parse_delta excluded i >= n
@@ -272,8 +371,10 @@ class CudaDiffEncoder final : public DiffEncoder {
     reference_ = DeviceBuffer(frame_bytes_);
     current_ = DeviceBuffer(frame_bytes_);
     block_masks_ = DeviceBuffer(n_super_ * kBlocksPerSuper * sizeof(uint32_t));
+    n_tiles_ = (n_super_ + kSupersPerTile - 1) / kSupersPerTile;
     counts_ = DeviceBuffer(n_super_ * sizeof(Counts));
-    offsets_ = DeviceBuffer(n_super_ * sizeof(Counts));
+    local_offsets_ = DeviceBuffer(n_super_ * sizeof(Counts));
+    tile_totals_ = DeviceBuffer(n_tiles_ * sizeof(Counts));
     totals_ = DeviceBuffer(sizeof(Counts));
     body_ = DeviceBuffer(max_delta_body_size(frame_bytes_));
     host_totals_ = HostBytes(sizeof(Counts));
@@ -302,7 +403,7 @@ class CudaDiffEncoder final : public DiffEncoder {
       copy_device_to_device(frame, current_view(), ctx_);
       cur = current_.data();
     }
-    launch_masks(cur, 0, n_super_, threshold);
+    launch_masks(cur, 0, n_tiles_, threshold);
     launch_compaction(cur, mode);
   }
 
@@ -337,24 +438,23 @@ class CudaDiffEncoder final : public DiffEncoder {
     if (threshold < 0 || threshold > 255) throw Error("threshold must be within 0..255");
   }
 
-  void launch_masks(const uint8_t *cur, size_t first_super, size_t end_super, int threshold) {
-    if (end_super <= first_super) return;
+  void launch_masks(const uint8_t *cur, size_t first_tile, size_t end_tile, int threshold) {
+    if (end_tile <= first_tile) return;
     const bool vector_ok = (reinterpret_cast<uintptr_t>(cur) & 15u) == 0;
-    const size_t threads = (end_super - first_super) * kBlocksPerSuper;
-    masks_kernel<<<grid_for(threads), kThreads, 0, stream_>>>(
-        cur, reference_.data(), frame_bytes_, first_super, end_super, uint32_t(threshold),
-        vector_ok, block_masks_.as<uint32_t>(), counts_.as<Counts>());
+    masks_kernel<<<static_cast<unsigned>(end_tile - first_tile), kTileThreads, 0, stream_>>>(
+        cur, reference_.data(), frame_bytes_, first_tile, n_super_, uint32_t(threshold),
+        vector_ok, block_masks_.as<uint32_t>(), counts_.as<Counts>(),
+        local_offsets_.as<Counts>(), tile_totals_.as<Counts>());
     CUDADIFF_CHECK_LAUNCH("difference masks kernel");
   }
 
   void launch_compaction(const uint8_t *cur, ValueMode mode) {
-    scan_kernel<<<1, kScanThreads, 0, stream_>>>(counts_.as<Counts>(), n_super_,
-                                                 offsets_.as<Counts>(), totals_.as<Counts>());
-    CUDADIFF_CHECK_LAUNCH("difference scan kernel");
-    compact_kernel<<<grid_for(n_super_ * kBlocksPerSuper), kThreads, 0, stream_>>>(
-        cur, reference_.data(), n_super_, block_masks_.as<uint32_t>(), counts_.as<Counts>(),
-        offsets_.as<Counts>(), totals_.as<Counts>(), bitmap_bytes(frame_bytes_),
-        mode == ValueMode::Deltas, body_.data());
+    const bool vector_ok = (reinterpret_cast<uintptr_t>(cur) & 15u) == 0;
+    compact_kernel<<<static_cast<unsigned>(n_tiles_), kTileThreads, 0, stream_>>>(
+        cur, reference_.data(), frame_bytes_, vector_ok, n_super_, n_tiles_, block_masks_.as<uint32_t>(),
+        counts_.as<Counts>(), local_offsets_.as<Counts>(), tile_totals_.as<Counts>(),
+        totals_.as<Counts>(), bitmap_bytes(frame_bytes_), mode == ValueMode::Deltas,
+        body_.data());
     CUDADIFF_CHECK_LAUNCH("difference compact kernel");
   }
 
@@ -367,7 +467,7 @@ class CudaDiffEncoder final : public DiffEncoder {
     CUDADIFF_CHECK(cudaStreamWaitEvent(upload, main_ready_->get(), 0));
     const size_t slice_target = std::max<size_t>(frame_bytes_ / kSlices, 256 * 1024);
     const FrameView dst = current_view();
-    size_t uploaded = 0, compared_super = 0;
+    size_t uploaded = 0, compared_tiles = 0;
     int slice = 0;
     const int planes = host.n_planes();
     for (int p = 0; p < planes; ++p) {
@@ -376,19 +476,23 @@ class CudaDiffEncoder final : public DiffEncoder {
       const int rows_per_slice = static_cast<int>(std::max<size_t>(1, slice_target / row));
       for (int y = 0; y < rows; y += rows_per_slice) {
         const int n = std::min(rows_per_slice, rows - y);
-        CUDADIFF_CHECK(cudaMemcpy2DAsync(dst.row(p, y), dst.stride[p], host.row(p, y),
-                                         host.stride[p], row, n, cudaMemcpyHostToDevice, upload));
+        if (host.stride[p] == row)  // contiguous rows: one linear copy
+          CUDADIFF_CHECK(cudaMemcpyAsync(dst.row(p, y), host.row(p, y), row * n,
+                                         cudaMemcpyHostToDevice, upload));
+        else
+          CUDADIFF_CHECK(cudaMemcpy2DAsync(dst.row(p, y), dst.stride[p], host.row(p, y),
+                                           host.stride[p], row, n, cudaMemcpyHostToDevice, upload));
         uploaded += row * n;
         const bool last = p == planes - 1 && y + n >= rows;
-        // Compare what has arrived, in whole superblocks (all of it at the end),
-        // at most kSlices times (events are reused round-robin after a wait).
-        const size_t ready_super = last ? n_super_ : uploaded / kSuperBytes;
-        if (ready_super > compared_super && (last || slice < kSlices - 1)) {
+        // Compare what has arrived, in whole tiles (all of it at the end), in at
+        // most kSlices launches.
+        const size_t ready_tiles = last ? n_tiles_ : uploaded / (kSuperBytes * kSupersPerTile);
+        if (ready_tiles > compared_tiles && (last || slice < kSlices - 1)) {
           const Event &ev = *slice_done_[slice++];
           CUDADIFF_CHECK(cudaEventRecord(ev.get(), upload));
           CUDADIFF_CHECK(cudaStreamWaitEvent(stream_, ev.get(), 0));
-          launch_masks(current_.data(), compared_super, ready_super, threshold);
-          compared_super = ready_super;
+          launch_masks(current_.data(), compared_tiles, ready_tiles, threshold);
+          compared_tiles = ready_tiles;
         }
       }
     }
@@ -419,7 +523,7 @@ class CudaDiffEncoder final : public DiffEncoder {
     ctx_.synchronize();
   }
 
-  static constexpr int kSlices = 8;
+  static constexpr int kSlices = 4;
   const Context &ctx_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<Stream> upload_stream_;
@@ -427,8 +531,9 @@ class CudaDiffEncoder final : public DiffEncoder {
   std::unique_ptr<Event> slice_done_[kSlices];
   VideoFormat format_;
   int width_, height_;
-  size_t n_super_ = 0;
-  DeviceBuffer reference_, current_, block_masks_, counts_, offsets_, totals_, body_;
+  size_t n_super_ = 0, n_tiles_ = 0;
+  DeviceBuffer reference_, current_, block_masks_, counts_, local_offsets_, tile_totals_, totals_,
+      body_;
   HostBytes host_totals_;
 };
 
