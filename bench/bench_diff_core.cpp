@@ -205,7 +205,8 @@ int main(int argc, char **argv) {
   enc->delta(view_b(0), threshold, ValueMode::Values, body);
   DeltaIndex idx;
   std::string err;
-  parse_delta(body.data(), body.size(), n, &idx, &err);
+  std::vector<SuperblockEntry> entries;  // listed while checking, as the element does
+  parse_delta(body.data(), body.size(), n, &idx, &err, &entries);
   HostBytes out_pinned(n);
   const FrameView out_view = packed_view(fmt, w, h, out_pinned.data());
   r = {"diff decode + write frame " + size, "cuda to pinned frame", {}, double(body.size()) + n,
@@ -237,7 +238,8 @@ int main(int argc, char **argv) {
       [&](int) { dec->write_frame(out_view); });
   report.add(r);
   r = {"parse_delta " + size, "cpu 1 thread", {}, double(body.size()), "the reader's check"};
-  r.stats = bench::time_host(opt, [&](int) { parse_delta(body.data(), body.size(), n, &idx, &err); });
+  r.stats = bench::time_host(
+      opt, [&](int) { parse_delta(body.data(), body.size(), n, &idx, &err, &entries); });
   report.add(r);
 
   report.print_table(bench::gbs(d2d), "D2D copy 1 GiB");

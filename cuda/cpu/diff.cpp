@@ -11,7 +11,13 @@ namespace diff {
 namespace {
 
 inline uint32_t load_u32le(const uint8_t *p) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+#else
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+#endif
 }
 
 inline void store_u32le(uint8_t *p, uint32_t v) {
@@ -211,12 +217,13 @@ size_t max_delta_body_size(size_t frame_bytes) {
 }
 
 bool parse_delta(const uint8_t *body, size_t n, size_t frame_bytes, DeltaIndex *index,
-                 std::string *error) {
+                 std::string *error, std::vector<SuperblockEntry> *entries) {
   auto fail = [&](const std::string &why) {
     if (error) *error = why;
     return false;
   };
   if (frame_bytes == 0) return fail("frame size is zero");
+  if (frame_bytes > size_t(0xffffffffu)) return fail("frame too large");
   const size_t n_super = superblock_count(frame_bytes);
   const size_t n_blocks = (frame_bytes + kBlockBytes - 1) / kBlockBytes;
   DeltaIndex idx;
@@ -224,58 +231,59 @@ bool parse_delta(const uint8_t *body, size_t n, size_t frame_bytes, DeltaIndex *
   idx.bitmap_bytes = bitmap_bytes(frame_bytes);
   if (n < idx.bitmap_bytes) return fail("delta body shorter than its superblock bitmap");
 
-  // Superblocks named by the bitmap, none past the frame.
-  for (size_t byte = 0; byte < idx.bitmap_bytes; ++byte) {
-    const uint8_t bits = body[byte];
-    if (!bits) continue;
-    for (int bit = 0; bit < 8; ++bit) {
-      if (!(bits >> bit & 1)) continue;
-      if (byte * 8 + bit >= n_super) return fail("superblock bitmap names a block past the frame");
-      idx.summary.changed_superblocks++;
-    }
-  }
+  // Section 2 starts after the bitmap, section 3 after one mask per set bit.
+  size_t supers = 0;
+  for (size_t byte = 0; byte < idx.bitmap_bytes; ++byte) supers += popcount32(body[byte]);
+  const uint8_t last_bits = body[idx.bitmap_bytes - 1];
+  const size_t valid_in_last = n_super - 8 * (idx.bitmap_bytes - 1);  // 1..8
+  if (valid_in_last < 8 && (last_bits >> valid_in_last))
+    return fail("superblock bitmap names a block past the frame");
   idx.super_masks_offset = idx.bitmap_bytes;
-  idx.block_masks_offset = idx.super_masks_offset + 4 * idx.summary.changed_superblocks;
+  idx.block_masks_offset = idx.super_masks_offset + 4 * supers;
   if (n < idx.block_masks_offset) return fail("delta body truncated in its superblock masks");
-
-  // Superblock masks: non-zero, no block past the frame.
-  const uint8_t *sm = body + idx.super_masks_offset;
-  for (size_t sb = 0; sb < n_super; ++sb) {
-    if (!(body[sb / 8] >> (sb % 8) & 1u)) continue;
-    const uint32_t m = load_u32le(sm);
-    sm += 4;
-    if (!m) return fail("empty superblock mask");
-    for (size_t b = 0; b < kBlocksPerSuper; ++b)
-      if ((m >> b & 1u) && sb * kBlocksPerSuper + b >= n_blocks)
-        return fail("superblock mask names a block past the frame");
-    idx.summary.changed_blocks += popcount32(m);
+  idx.summary.changed_superblocks = supers;
+  if (entries) {
+    entries->clear();
+    entries->reserve(supers);
   }
-  idx.values_offset = idx.block_masks_offset + 4 * idx.summary.changed_blocks;
-  if (n < idx.values_offset) return fail("delta body truncated in its block masks");
 
-  // Block masks: non-zero, no byte past the frame.
-  sm = body + idx.super_masks_offset;
-  const uint8_t *bm = body + idx.block_masks_offset;
-  for (size_t sb = 0; sb < n_super; ++sb) {
-    if (!(body[sb / 8] >> (sb % 8) & 1u)) continue;
-    const uint32_t super_mask = load_u32le(sm);
-    sm += 4;
-    for (size_t b = 0; b < kBlocksPerSuper; ++b) {
-      if (!(super_mask >> b & 1u)) continue;
-      const uint32_t m = load_u32le(bm);
-      bm += 4;
-      if (!m) return fail("empty block mask");
-      const size_t base = (sb * kBlocksPerSuper + b) * kBlockBytes;
-      if (base + kBlockBytes > frame_bytes) {
-        const size_t valid = frame_bytes - base;  // < 32
-        if (m >> valid) return fail("block mask names a byte past the frame");
+  // One walk over the changed superblocks and their blocks, in order.
+  const uint8_t *super_masks = body + idx.super_masks_offset;
+  const uint8_t *block_masks = body + idx.block_masks_offset;
+  const size_t max_blocks = (n - idx.block_masks_offset) / 4;  // masks that fit in the body
+  size_t block = 0, value = 0, listed = 0;
+  for (size_t byte = 0; byte < idx.bitmap_bytes; ++byte) {
+    for (uint32_t bits = body[byte]; bits; bits &= bits - 1) {
+      const size_t sb = byte * 8 + __builtin_ctz(bits);
+      const uint32_t super_mask = load_u32le(super_masks + 4 * listed++);
+      if (!super_mask) return fail("empty superblock mask");
+      const size_t first = sb * kBlocksPerSuper;
+      if (first + 32 - __builtin_clz(super_mask) > n_blocks)
+        return fail("superblock mask names a block past the frame");
+      const int count = popcount32(super_mask);
+      if (block + count > max_blocks) return fail("delta body truncated in its block masks");
+      if (entries)
+        entries->push_back({uint32_t(sb), super_mask, uint32_t(block), uint32_t(value)});
+      const size_t last_block = first + 31 - __builtin_clz(super_mask);
+      for (int k = 0; k < count; ++k, ++block) {
+        const uint32_t m = load_u32le(block_masks + 4 * block);
+        if (!m) return fail("empty block mask");
+        value += popcount32(m);
       }
-      idx.summary.changed_bytes += popcount32(m);
+      // Only the frame's last block can hold bytes past its end.
+      if (last_block == n_blocks - 1 && frame_bytes % kBlockBytes) {
+        const uint32_t m = load_u32le(block_masks + 4 * (block - 1));
+        if (m >> (frame_bytes % kBlockBytes)) return fail("block mask names a byte past the frame");
+      }
     }
   }
-  if (n != idx.values_offset + idx.summary.changed_bytes)
+  idx.summary.changed_blocks = block;
+  idx.summary.changed_bytes = value;
+  idx.values_offset = idx.block_masks_offset + 4 * block;
+  if (n != idx.values_offset + value)
     return fail("delta body size " + std::to_string(n) + " does not match its masks (" +
-                std::to_string(idx.values_offset + idx.summary.changed_bytes) + ")");
+                std::to_string(idx.values_offset + value) + ")");
+  if (entries) idx.entries = entries->data();
   *index = idx;
   return true;
 }

@@ -251,21 +251,15 @@ __global__ void __launch_bounds__(kTileThreads)
 }
 
 // Decoder: one warp per changed superblock.
-struct SuperEntry {
-  uint32_t super;        // superblock index
-  uint32_t super_mask;   // which of its blocks changed
-  uint32_t first_block;  // index of its first block mask in the body
-  uint32_t first_value;  // index of its first value in the body
-};
 
-__global__ void apply_kernel(uint8_t *__restrict__ ref, size_t n, const SuperEntry *__restrict__ entries,
+__global__ void apply_kernel(uint8_t *__restrict__ ref, size_t n, const SuperblockEntry *__restrict__ entries,
                              size_t n_entries, const uint8_t *__restrict__ block_masks,
                              const uint8_t *__restrict__ values, bool deltas) {
   __shared__ uint8_t values_stage[kThreads / 32][kSuperBytes];
   const size_t warp = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   if (warp >= n_entries) return;
   const int lane = threadIdx.x & 31;
-  const SuperEntry e = entries[warp];
+  const SuperblockEntry e = entries[warp];
   uint32_t mask = 0;
   const uint32_t lanes_before = e.super_mask & ((1u << lane) - 1u);
   if (e.super_mask >> lane & 1u) {
@@ -548,8 +542,8 @@ class CudaDiffDecoder final : public DiffDecoder {
     reference_ = DeviceBuffer(frame_bytes_);
     CUDADIFF_CHECK(cudaMemsetAsync(reference_.data(), 0, frame_bytes_, stream_));
     body_ = DeviceBuffer(max_delta_body_size(frame_bytes_));
-    entries_ = DeviceBuffer(n_super * sizeof(SuperEntry));
-    host_entries_ = HostBytes(n_super * sizeof(SuperEntry));
+    entries_ = DeviceBuffer(n_super * sizeof(SuperblockEntry));
+    host_entries_ = HostBytes(n_super * sizeof(SuperblockEntry));
   }
 
   void keyframe(const uint8_t *body) override {
@@ -564,26 +558,20 @@ class CudaDiffDecoder final : public DiffDecoder {
     if (index.frame_bytes != frame_bytes_) throw Error("delta body is for another frame size");
     ctx_.activate();
     wait_for_uploads();  // the staging buffers may still be in use by the last copy
-    // Where each changed superblock's masks and values start (the body was
-    // checked by parse_delta, so the walk stays inside it).
-    auto *entries = reinterpret_cast<SuperEntry *>(host_entries_.data());
-    const uint8_t *super_masks = body + index.super_masks_offset;
-    const uint8_t *block_masks = body + index.block_masks_offset;
-    size_t n_entries = 0;
-    uint32_t block = 0, value = 0;
-    const size_t n_super = superblock_count(frame_bytes_);
-    for (size_t s = 0; s < n_super; ++s) {
-      if (!(body[s / 8] >> (s % 8) & 1u)) continue;
-      const uint8_t *p = super_masks + 4 * n_entries;
-      const uint32_t super_mask =
-          uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-      entries[n_entries++] = {uint32_t(s), super_mask, block, value};
-      for (uint32_t b = 0, n = uint32_t(__builtin_popcount(super_mask)); b < n; ++b, ++block) {
-        const uint8_t *q = block_masks + 4 * size_t(block);
-        value += __builtin_popcount(uint32_t(q[0]) | uint32_t(q[1]) << 8 | uint32_t(q[2]) << 16 |
-                                    uint32_t(q[3]) << 24);
-      }
+    // Where each changed superblock's masks and values start: from the
+    // reader's parse_delta() when it listed them, else listed here.
+    const SuperblockEntry *list = index.entries;
+    if (!list) {
+      DeltaIndex again;
+      std::string err;
+      if (!parse_delta(body, index.values_offset + index.summary.changed_bytes, frame_bytes_,
+                       &again, &err, &own_entries_))
+        throw Error("delta body: " + err);
+      list = own_entries_.data();
     }
+    const size_t n_entries = index.summary.changed_superblocks;
+    std::memcpy(host_entries_.data(), list, n_entries * sizeof(SuperblockEntry));
+    const uint8_t *block_masks = body + index.block_masks_offset;
     if (n_entries == 0) return;
     // Masks and values: straight from pinned memory (the caller keeps it
     // until write_frame), else through our pinned staging so that the copy is
@@ -596,12 +584,13 @@ class CudaDiffDecoder final : public DiffDecoder {
       source = staging_.data();
     }
     CUDADIFF_CHECK(cudaMemcpyAsync(body_.data(), source, tail, cudaMemcpyHostToDevice, stream_));
-    CUDADIFF_CHECK(cudaMemcpyAsync(entries_.data(), entries, n_entries * sizeof(SuperEntry),
-                                   cudaMemcpyHostToDevice, stream_));
+    CUDADIFF_CHECK(cudaMemcpyAsync(entries_.data(), host_entries_.data(),
+                                   n_entries * sizeof(SuperblockEntry), cudaMemcpyHostToDevice,
+                                   stream_));
     uploads_pending_ = true;
     const size_t values_at = index.values_offset - index.block_masks_offset;
     apply_kernel<<<grid_for(n_entries * 32), kThreads, 0, stream_>>>(
-        reference_.data(), frame_bytes_, entries_.as<SuperEntry>(), n_entries, body_.data(),
+        reference_.data(), frame_bytes_, entries_.as<SuperblockEntry>(), n_entries, body_.data(),
         body_.data() + values_at, mode == ValueMode::Deltas);
     CUDADIFF_CHECK_LAUNCH("difference apply kernel");
   }
@@ -628,6 +617,7 @@ class CudaDiffDecoder final : public DiffDecoder {
   int width_, height_;
   DeviceBuffer reference_, body_, entries_;
   HostBytes host_entries_, staging_;
+  std::vector<SuperblockEntry> own_entries_;
   bool uploads_pending_ = false;
 };
 

@@ -80,9 +80,16 @@ TEST(DiffCpu, HandMadeDelta) {
     dec->keyframe(std::vector<uint8_t>(40, 100).data());
     DeltaIndex idx;
     std::string err;
-    ASSERT_TRUE(parse_delta(b.data(), b.size(), 40, &idx, &err)) << err;
+    std::vector<SuperblockEntry> entries;
+    ASSERT_TRUE(parse_delta(b.data(), b.size(), 40, &idx, &err, &entries)) << err;
     EXPECT_EQ(idx.summary.changed_bytes, 5u);
     EXPECT_EQ(idx.values_offset, 13u);
+    ASSERT_EQ(entries.size(), 1u);
+    EXPECT_EQ(entries[0].super, 0u);
+    EXPECT_EQ(entries[0].super_mask, 3u);
+    EXPECT_EQ(entries[0].first_block, 0u);
+    EXPECT_EQ(entries[0].first_value, 0u);
+    EXPECT_EQ(idx.entries, entries.data());
     dec->delta(b.data(), idx, mode);
     HostFrame out(VideoFormat::GRAY8, 40, 1, 5);
     dec->write_frame(out.view);

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cudadiff/frame.h"
 #include "cudadiff/runtime.h"
@@ -60,6 +61,14 @@ inline size_t delta_body_size(size_t frame_bytes, const DeltaSummary &s) {
 // Largest possible delta body (every byte changed).
 size_t max_delta_body_size(size_t frame_bytes);
 
+// One changed superblock of a checked body: where its masks and values start.
+struct SuperblockEntry {
+  uint32_t super;        // superblock index
+  uint32_t super_mask;   // its changed blocks
+  uint32_t first_block;  // index of its first block mask in section 3
+  uint32_t first_value;  // index of its first value in section 4
+};
+
 // Where the sections of a checked delta body start, and how many entries each
 // has. Produced by parse_delta(), which trusts nothing in the body.
 struct DeltaIndex {
@@ -69,13 +78,18 @@ struct DeltaIndex {
   size_t block_masks_offset = 0;
   size_t values_offset = 0;
   DeltaSummary summary;
+  // When parse_delta() was given an entry list: its data (valid while that
+  // list lives), which spares the CUDA decoder a second walk of the body.
+  const SuperblockEntry *entries = nullptr;
 };
 
 // Checks that `body` (n bytes) is a canonical delta body for a frame of
 // `frame_bytes` bytes: exact size, no zero masks, no bit past the frame.
-// Returns false with a reason in `error` otherwise. O(bitmap + masks).
+// Returns false with a reason in `error` otherwise. One pass over the bitmap
+// and masks. With `entries`, also lists the changed superblocks (reusing the
+// vector's memory).
 bool parse_delta(const uint8_t *body, size_t n, size_t frame_bytes, DeltaIndex *index,
-                 std::string *error);
+                 std::string *error, std::vector<SuperblockEntry> *entries = nullptr);
 
 class DiffEncoder {
  public:
