@@ -27,7 +27,14 @@ inline void store_u32le(uint8_t *p, uint32_t v) {
   p[3] = uint8_t(v >> 24);
 }
 
-inline int popcount32(uint32_t v) { return __builtin_popcount(v); }
+// Bit count without relying on the POPCNT instruction (not in the x86-64
+// baseline Debian builds for, where __builtin_popcount becomes a library call).
+inline int popcount32(uint32_t v) {
+  v = v - ((v >> 1) & 0x55555555u);
+  v = (v & 0x33333333u) + ((v >> 2) & 0x33333333u);
+  v = (v + (v >> 4)) & 0x0f0f0f0fu;
+  return static_cast<int>((v * 0x01010101u) >> 24);
+}
 
 void check_frame(const FrameView &frame, VideoFormat format, int width, int height,
                  const char *what) {
