@@ -247,7 +247,7 @@ StreamGraph::StreamGraph(const Context &ctx, const std::function<void()> &record
   CUDADIFF_CHECK(cudaStreamEndCapture(stream, &graph));
   graph_ = graph;
   cudaGraphExec_t exec = nullptr;
-  CUDADIFF_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDADIFF_CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));  // CUDA >= 11.4
   exec_ = exec;
 }
 
