@@ -417,3 +417,22 @@ TEST(CudaBinarize, CpuBackend) {
   check_conversion("BGRA", "BGRA", 36, 6, "backend=cpu", three_levels, 100);
   check_conversion("NV12", "NV12", 36, 6, "backend=cpu method=two-peaks", three_levels, 70);
 }
+
+// backend=cuda with a device that does not exist fails at start with the
+// base class's error (on every machine: no machine has 100 GPUs).
+TEST(CudaBinarize, BackendCudaWithoutThatDevice) {
+  GError *err = nullptr;
+  const std::string msg = gst_test::run_pipeline(
+      "videotestsrc num-buffers=1 ! video/x-raw,format=BGR,width=32,height=8 ! "
+      "cudabinarize backend=cuda device-id=99 ! fakesink",
+      20, &err);
+  ASSERT_NE(err, nullptr) << msg;
+  EXPECT_TRUE(g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND)) << msg;
+  EXPECT_NE(msg.find("no CUDA device is usable for backend=cuda"), std::string::npos) << msg;
+  g_error_free(err);
+  // auto with that device-id runs on the CPU when the device is missing.
+  EXPECT_EQ(gst_test::run_pipeline("videotestsrc num-buffers=2 ! video/x-raw,width=32,height=8 ! "
+                                   "cudabinarize backend=auto device-id=99 ! fakesink",
+                                   20),
+            "");
+}
