@@ -16,7 +16,8 @@
 // 2. output_kernel: 16 pixels per thread again; reads the threshold from
 //    device memory (or gets it as an argument for the fixed method, which
 //    then skips step 1 unless the peaks are wanted), compares four gray bytes
-//    at once (__vcmpgtu4) and writes GRAY8 or the input format.
+//    at once (__vcmpgtu4) and writes GRAY8 or the input format (I420 / NV12
+//    output adds a chroma fill).
 //
 // Rows whose pointer or stride is not 16-byte aligned, and the last group of a
 // row, take a scalar path, so any stride and width work.
@@ -396,6 +397,18 @@ __global__ void __launch_bounds__(kBlock)
 
 #undef WORD_BYTE
 
+// Neutral chroma (128) for I420 / NV12 output, one byte per thread. A kernel
+// rather than cudaMemset2DAsync so that mapped host memory (integrated GPUs)
+// works the same as device memory.
+__global__ void __launch_bounds__(kBlock)
+    fill_plane_kernel(uint8_t *plane, size_t stride, int row_bytes, int rows, uint8_t value) {
+  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<long long>(row_bytes) * rows) return;
+  const int y = static_cast<int>(idx / row_bytes);
+  const int x = static_cast<int>(idx - static_cast<long long>(y) * row_bytes);
+  plane[y * stride + x] = value;
+}
+
 bool aligned16(const void *p, size_t stride) {
   return ((reinterpret_cast<uintptr_t>(p) | stride) & 15u) == 0;
 }
@@ -478,9 +491,13 @@ class CudaBinarize final : public Binarize {
         throw Error(std::string("binarize: unsupported format ") + format_name(in.format));
     }
     // Neutral chroma for I420 / NV12 output.
-    for (int p = 1; p < out.n_planes(); ++p)
-      CUDADIFF_CHECK(cudaMemset2DAsync(out.data[p], out.stride[p], 128, out.row_bytes(p),
-                                       static_cast<size_t>(out.plane_height(p)), stream_));
+    for (int p = 1; p < out.n_planes(); ++p) {
+      const int row_bytes = static_cast<int>(out.row_bytes(p)), rows = out.plane_height(p);
+      const long long bytes = static_cast<long long>(row_bytes) * rows;
+      fill_plane_kernel<<<static_cast<unsigned>((bytes + kBlock - 1) / kBlock), kBlock, 0,
+                          stream_>>>(out.data[p], out.stride[p], row_bytes, rows, 128);
+      CUDADIFF_CHECK_LAUNCH("binarize chroma fill launch");
+    }
     if (need_histogram_) {
       if (!mapped_result_)  // a few bytes, queued with the frame's download
         copy_bytes_async(host_result_.data(), &device_state()->result, sizeof(BinarizeResult),
