@@ -9,10 +9,13 @@
 //    accumulator; the last block to finish (threadfence + ticket) takes the
 //    histogram, resets the accumulator for the next frame, and computes the
 //    peaks and the threshold with 256 threads, one per bin: block-wide max for
-//    the peaks, a block scan and an exact arg-max of Otsu's score
-//    (cudadiff/binarize.h). It writes the result to device memory for the
-//    output pass and, through mapped pinned memory, to the host, where it is
-//    read after the per-frame synchronisation.
+//    the peaks, a block scan and an arg-max of Otsu's score that is exact but
+//    only does 256-bit arithmetic between near-tied candidates (otsu::better
+//    in cudadiff/binarize.h; tests/core/test_binarize.cpp replays it on the
+//    host). It runs out of line (__noinline__) so that its register needs do
+//    not cut the occupancy of the streaming loop. It writes the result to
+//    device memory for the output pass and, through mapped pinned memory, to
+//    the host, where it is read after the per-frame synchronisation.
 // 2. output_kernel: 16 pixels per thread again; reads the threshold from
 //    device memory (or gets it as an argument for the fixed method, which
 //    then skips step 1 unless the peaks are wanted), compares four gray bytes
@@ -37,6 +40,9 @@ namespace {
 constexpr int kGroup = 16;   // pixels per thread
 constexpr int kBlock = 256;  // also one thread per histogram bin in the threshold step
 constexpr int kWarps = kBlock / 32;
+// Resident histogram blocks per SM the register budget is sized for (64
+// registers per thread); the grid is capped at this many per SM.
+constexpr int kHistogramBlocksPerSm = 4;
 constexpr unsigned kFullMask = 0xffffffffu;
 
 // Device-side state of one Binarize object (one allocation, zeroed at creation).
@@ -115,36 +121,26 @@ __device__ __forceinline__ uint64_t block_max(uint64_t v, uint64_t *scratch) {
   return result;
 }
 
-// Candidate a (score, t) beats b: higher score, or the same score at a lower t.
-// A strict total order, so any reduction order gives the sequential answer.
-__device__ __forceinline__ bool beats(const otsu::Score &a, int ta, const otsu::Score &b, int tb) {
-  if (otsu::greater(a, b)) return true;
-  if (otsu::greater(b, a)) return false;
-  return ta < tb;
-}
-
-__device__ __forceinline__ void shfl_score(otsu::Score &s, int &t, int offset) {
-  otsu::Score other;
-#pragma unroll
-  for (int i = 0; i < 6; ++i) other.num[i] = __shfl_xor_sync(kFullMask, s.num[i], offset);
-#pragma unroll
-  for (int i = 0; i < 2; ++i) other.den[i] = __shfl_xor_sync(kFullMask, s.den[i], offset);
-  const int other_t = __shfl_xor_sync(kFullMask, t, offset);
-  if (beats(other, other_t, s, t)) {
-    s = other;
-    t = other_t;
-  }
+__device__ __forceinline__ void shfl_candidate(otsu::Candidate &c, int offset, uint32_t total,
+                                               uint64_t total_sum) {
+  otsu::Candidate other;
+  other.t = __shfl_xor_sync(kFullMask, c.t, offset);
+  other.candidate = __shfl_xor_sync(kFullMask, static_cast<int>(c.candidate), offset) != 0;
+  other.n0 = __shfl_xor_sync(kFullMask, c.n0, offset);
+  other.sum0 = __shfl_xor_sync(kFullMask, c.sum0, offset);
+  if (otsu::better(other, c, total, total_sum)) c = other;
 }
 
 struct ThresholdScratch {
   uint64_t max[kWarps];
   uint32_t count[kWarps];
   uint64_t sum[kWarps];
-  otsu::Score score[kWarps];
-  int t[kWarps];
+  double approx[kWarps];
+  otsu::Candidate best[kWarps];
 };
 
 // Otsu's threshold; every thread of the block calls it with its bin's count.
+// Gives what the sequential loop of cpu/binarize.cpp gives (see otsu::better).
 __device__ int block_otsu(uint32_t count, ThresholdScratch &scratch) {
   const int t = threadIdx.x;
   const int lane = t & 31, warp = t >> 5;
@@ -176,30 +172,36 @@ __device__ int block_otsu(uint32_t count, ThresholdScratch &scratch) {
     total += scratch.count[i];
     total_sum += scratch.sum[i];
   }
-  // Arg-max of the score, lowest t on ties.
-  otsu::Score best = otsu::score(total, total_sum, n0, sum0);
-  int best_t = t;
+
+  // The largest approximate score, then the exact winner among the candidates.
+  const double approx = otsu::approx_score(total, total_sum, n0, sum0);
+  double largest = approx;
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) shfl_score(best, best_t, offset);
-  if (lane == 0) {
-    scratch.score[warp] = best;
-    scratch.t[warp] = best_t;
-  }
+  for (int offset = 16; offset > 0; offset >>= 1)
+    largest = fmax(largest, __shfl_xor_sync(kFullMask, largest, offset));
+  if (lane == 0) scratch.approx[warp] = largest;
   __syncthreads();
-  otsu::Score winner = scratch.score[0];
-  int winner_t = scratch.t[0];
-  for (int i = 1; i < kWarps; ++i) {
-    if (beats(scratch.score[i], scratch.t[i], winner, winner_t)) {
-      winner = scratch.score[i];
-      winner_t = scratch.t[i];
-    }
-  }
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) largest = fmax(largest, scratch.approx[i]);
+
+  otsu::Candidate best;
+  best.t = t;
+  best.candidate = approx >= largest * (1.0 - otsu::kCandidateTolerance);
+  best.n0 = n0;
+  best.sum0 = sum0;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) shfl_candidate(best, offset, total, total_sum);
+  if (lane == 0) scratch.best[warp] = best;
   __syncthreads();
-  return winner_t;
+  otsu::Candidate winner = scratch.best[0];
+  for (int i = 1; i < kWarps; ++i)
+    if (otsu::better(scratch.best[i], winner, total, total_sum)) winner = scratch.best[i];
+  __syncthreads();  // scratch may be reused
+  return winner.t;
 }
 
-__device__ void block_threshold(DeviceState *state, const ThresholdArgs &args,
-                                BinarizeResult *host_result) {
+__device__ __noinline__ void block_threshold(DeviceState *state, const ThresholdArgs &args,
+                                             BinarizeResult *host_result) {
   __shared__ ThresholdScratch scratch;
   const int bin = threadIdx.x;
   // Read the merged histogram and leave the accumulator zero for the next
@@ -244,7 +246,7 @@ __device__ __forceinline__ void count_run(uint32_t *hist, uint32_t value, uint32
 }
 
 template <int PS, int R, int G, int B, bool WRITE_GRAY, bool VECTOR>
-__global__ void __launch_bounds__(kBlock)
+__global__ void __launch_bounds__(kBlock, kHistogramBlocksPerSm)
     histogram_kernel(const uint8_t *__restrict__ in, size_t in_stride, uint8_t *__restrict__ gray,
                      size_t gray_stride, int width, int height, int groups_per_row, GrayWeights w,
                      ThresholdArgs args, DeviceState *state, BinarizeResult *host_result) {
@@ -438,7 +440,7 @@ class CudaBinarize final : public Binarize {
       else
         cudaGetLastError();  // not mappable: the result is copied instead
     }
-    max_histogram_blocks_ = std::max(1, ctx.device().multiprocessors * 4);
+    max_histogram_blocks_ = std::max(1, ctx.device().multiprocessors * kHistogramBlocksPerSm);
   }
 
   ~CudaBinarize() override {

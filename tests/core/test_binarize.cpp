@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "binarize_frames.h"
@@ -387,6 +388,100 @@ TEST(BinarizeCpu, OtsuScoreExactAtExtremes) {
   const uint32_t n = 32767u * 32767u;
   h = histogram_of({{3, n / 3}, {250, n - n / 3}});
   EXPECT_EQ(cudadiff::otsu_threshold(h), 3);
+}
+
+// The CUDA backend's parallel Otsu (kernels/binarize.cu, block_otsu) run on
+// the host step by step: per-t candidates from the double approximation, a
+// butterfly reduction in each warp of 32, then the 8 warp winners in order,
+// all with otsu::better. It must give the sequential exact answer.
+int otsu_as_the_kernel_does(const Histogram &h) {
+  namespace otsu = cudadiff::otsu;
+  uint32_t total = 0;
+  uint64_t total_sum = 0;
+  for (int v = 0; v < 256; ++v) {
+    total += h[v];
+    total_sum += static_cast<uint64_t>(v) * h[v];
+  }
+  otsu::Candidate c[256];
+  double approx[256], largest = 0;
+  uint32_t n0 = 0;
+  uint64_t sum0 = 0;
+  for (int t = 0; t < 256; ++t) {
+    n0 += h[t];
+    sum0 += static_cast<uint64_t>(t) * h[t];
+    c[t] = {t, false, n0, sum0};
+    approx[t] = otsu::approx_score(total, total_sum, n0, sum0);
+    largest = std::max(largest, approx[t]);
+  }
+  for (int t = 0; t < 256; ++t)
+    c[t].candidate = approx[t] >= largest * (1.0 - otsu::kCandidateTolerance);
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    otsu::Candidate next[256];
+    for (int t = 0; t < 256; ++t) {
+      const otsu::Candidate &other = c[(t & ~31) | ((t & 31) ^ offset)];
+      next[t] = otsu::better(other, c[t], total, total_sum) ? other : c[t];
+    }
+    std::copy(next, next + 256, c);
+  }
+  otsu::Candidate winner = c[0];
+  for (int warp = 1; warp < 8; ++warp)
+    if (otsu::better(c[32 * warp], winner, total, total_sum)) winner = c[32 * warp];
+  return winner.t;
+}
+
+TEST(BinarizeCpu, ParallelOtsuEqualsSequential) {
+  std::mt19937 &gen = testing_util::rng();
+  std::vector<Histogram> cases;
+  // Hand-made: exact ties between different splits ({0, 127, 254} is
+  // symmetric: the two splits score the same), one level, two levels, uniform.
+  const uint32_t k = 0x55555555u;
+  cases.push_back(histogram_of({{0, 7}, {127, 7}, {254, 7}}));
+  cases.push_back(histogram_of({{0, k}, {127, k}, {254, k}}));
+  cases.push_back(histogram_of({{0, k}, {127, k}, {254, k - 1}}));
+  cases.push_back(histogram_of({{9, 100}}));
+  cases.push_back(histogram_of({{40, 200}, {100, 100}, {200, 100}}));
+  Histogram flat;
+  flat.fill(16000000u);
+  cases.push_back(flat);
+  for (int trial = 0; trial < 500; ++trial) {
+    Histogram h;
+    h.fill(0);
+    const int kind = trial % 4;
+    for (int v = 0; v < 256; ++v) {
+      if (kind >= 2 && gen() % 8 != 0) continue;  // sparse
+      h[v] = kind % 2 ? gen() % 16000000u : gen() % 5;
+    }
+    if (kind == 3) {  // mirror: symmetric histograms tie between splits
+      for (int v = 0; v < 128; ++v) h[255 - v] = h[v];
+    }
+    cases.push_back(h);
+  }
+  for (size_t i = 0; i < cases.size(); ++i)
+    ASSERT_EQ(otsu_as_the_kernel_does(cases[i]), cudadiff::otsu_threshold(cases[i]))
+        << "case " << i;
+}
+
+// The double approximation is within 1e-14 of the textbook formula (x N^2).
+TEST(BinarizeCpu, OtsuApproximationIsClose) {
+  std::mt19937 &gen = testing_util::rng();
+  for (int trial = 0; trial < 100; ++trial) {
+    Histogram h;
+    for (auto &c : h) c = gen() % (trial % 2 ? 16000000u : 50u);
+    uint32_t total = 0, n0 = 0;
+    uint64_t total_sum = 0, sum0 = 0;
+    for (int v = 0; v < 256; ++v) {
+      total += h[v];
+      total_sum += static_cast<uint64_t>(v) * h[v];
+    }
+    for (int t = 0; t < 256; ++t) {
+      n0 += h[t];
+      sum0 += static_cast<uint64_t>(t) * h[t];
+      const long double want = sigma_b(h, t) * static_cast<long double>(total) * total;
+      const double got = cudadiff::otsu::approx_score(total, total_sum, n0, sum0);
+      ASSERT_LE(std::fabs(static_cast<long double>(got) - want), 1e-14L * want + 1e-30L)
+          << "trial " << trial << " t " << t;
+    }
+  }
 }
 
 TEST(BinarizeCpu, SameObjectManyFrames) {

@@ -180,20 +180,15 @@ CUDADIFF_HD void mul_u32_u64(uint32_t x, uint64_t y, uint32_t (&out)[3]) {
   out[2] = static_cast<uint32_t>(hi >> 32);
 }
 
-// score for a split of `total` pixels (gray sum `total_sum`) into n0 pixels of
-// gray sum sum0 at or below t and the rest above it.
-CUDADIFF_HD Score score(uint32_t total, uint64_t total_sum, uint32_t n0, uint64_t sum0) {
-  Score s;
-  const uint32_t n1 = total - n0;
-  const uint64_t den = static_cast<uint64_t>(n0) * n1;
-  s.den[0] = static_cast<uint32_t>(den);
-  s.den[1] = static_cast<uint32_t>(den >> 32);
+// |D| = |N S0 - n0 S| for a split of `total` pixels (gray sum `total_sum`)
+// into n0 pixels of gray sum sum0 at or below t and the rest above it.
+CUDADIFF_HD void abs_difference(uint32_t total, uint64_t total_sum, uint32_t n0, uint64_t sum0,
+                                uint32_t (&d)[3]) {
   uint32_t a[3], b[3];
   mul_u32_u64(total, sum0, a);    // N S0
   mul_u32_u64(n0, total_sum, b);  // n0 S
-  // |D| = |a - b|: subtract the smaller from the larger, with borrow.
+  // Subtract the smaller from the larger, with borrow.
   const bool a_larger = compare_limbs(a, b) >= 0;
-  uint32_t d[3];
   uint64_t borrow = 0;
 #if defined(__CUDACC__)
 #pragma unroll
@@ -204,9 +199,37 @@ CUDADIFF_HD Score score(uint32_t total, uint64_t total_sum, uint32_t n0, uint64_
     d[i] = static_cast<uint32_t>(x - y);
     borrow = x < y ? 1 : 0;
   }
+}
+
+// The exact score of that split.
+CUDADIFF_HD Score score(uint32_t total, uint64_t total_sum, uint32_t n0, uint64_t sum0) {
+  Score s;
+  const uint32_t n1 = total - n0;
+  const uint64_t den = static_cast<uint64_t>(n0) * n1;
+  s.den[0] = static_cast<uint32_t>(den);
+  s.den[1] = static_cast<uint32_t>(den >> 32);
+  uint32_t d[3];
+  abs_difference(total, total_sum, n0, sum0, d);
   mul_limbs(d, d, s.num);
   return s;
 }
+
+// The same score in double precision, from the exact |D|: a handful of
+// correctly rounded operations, so its relative error is below 1e-15 (fused
+// multiply-adds only make it smaller). 0 exactly when the exact score is 0.
+CUDADIFF_HD double approx_score(uint32_t total, uint64_t total_sum, uint32_t n0, uint64_t sum0) {
+  const uint32_t n1 = total - n0;
+  if (n0 == 0 || n1 == 0) return 0.0;
+  uint32_t d[3];
+  abs_difference(total, total_sum, n0, sum0, d);
+  const double dd = static_cast<double>(d[2]) * 18446744073709551616.0 +  // 2^64
+                    static_cast<double>((static_cast<uint64_t>(d[1]) << 32) | d[0]);
+  return dd * dd / (static_cast<double>(n0) * static_cast<double>(n1));
+}
+
+// Scores whose approximations are within this relative distance of the
+// largest one may be the maximum; far more than twice the error bound above.
+constexpr double kCandidateTolerance = 1e-12;
 
 CUDADIFF_HD bool is_zero_den(const Score &s) {
   return (s.den[0] | s.den[1]) == 0;
@@ -227,6 +250,32 @@ CUDADIFF_HD bool greater(const Score &a, const Score &b) {
   mul_limbs(a.num, b.den, lhs);
   mul_limbs(b.num, a.den, rhs);
   return compare_limbs(lhs, rhs) > 0;
+}
+
+// A parallel arg-max that gives the sequential answer (the lowest t of the
+// largest exact score) with exact arithmetic only where it matters: t is a
+// candidate when approx_score(t) >= max approx_score * (1 - kCandidateTolerance)
+// (every exact maximum is one). This order puts candidates first, then
+// compares two candidates exactly; splits with the same n0 hold the same
+// pixels, so they tie without arithmetic. A strict total order on distinct t,
+// so every reduction order gives the same winner.
+struct Candidate {
+  int t;
+  bool candidate;
+  uint32_t n0;
+  uint64_t sum0;
+};
+
+CUDADIFF_HD bool better(const Candidate &a, const Candidate &b, uint32_t total,
+                        uint64_t total_sum) {
+  if (a.candidate != b.candidate) return a.candidate;
+  if (a.candidate && a.n0 != b.n0) {
+    const Score sa = score(total, total_sum, a.n0, a.sum0);
+    const Score sb = score(total, total_sum, b.n0, b.sum0);
+    if (greater(sa, sb)) return true;
+    if (greater(sb, sa)) return false;
+  }
+  return a.t < b.t;
 }
 
 }  // namespace otsu
