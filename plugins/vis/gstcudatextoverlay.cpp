@@ -369,55 +369,49 @@ static void update_passthrough(GstCudaDiffTextOverlay *self, bool empty) {
   GST_DEBUG_OBJECT(self, "passthrough %s", empty ? "on (empty text)" : "off");
 }
 
+// Stores a property value; a change that alters the text's shape (layout) or
+// its image or place (render) marks it for the streaming thread. Setting a
+// value it already has changes nothing, so nothing is rendered again.
+template <typename T>
+static void update(T &field, const T &value, gboolean *dirty) {
+  if (field == value) return;
+  field = value;
+  *dirty = TRUE;
+}
+
 static void gst_cudadiff_text_overlay_set_property(GObject *object, guint prop_id,
                                                    const GValue *value, GParamSpec *pspec) {
   auto *self = GST_CUDADIFF_TEXT_OVERLAY(object);
   bool text_set = false, empty = false;
   GST_OBJECT_LOCK(self);
   Settings &s = *self->settings;
+  gboolean *layout = &self->layout_dirty, *render = &self->render_dirty;
   switch (prop_id) {
     case PROP_TEXT: {
       const gchar *text = g_value_get_string(value);
-      s.text = text ? text : "";
-      self->layout_dirty = TRUE;
+      update(s.text, std::string(text ? text : ""), layout);
       text_set = true;
       empty = s.text.empty();
       break;
     }
     case PROP_FONT_DESC: {
       const gchar *font = g_value_get_string(value);
-      s.font_desc = font ? font : DEFAULT_FONT_DESC;
-      self->layout_dirty = TRUE;
+      update(s.font_desc, std::string(font ? font : DEFAULT_FONT_DESC), layout);
       break;
     }
-    case PROP_COLOR:
-      s.color = g_value_get_uint(value);
-      self->render_dirty = TRUE;
-      break;
-    case PROP_HALIGNMENT:
-      s.halign = static_cast<GstCudaDiffTextHAlign>(g_value_get_enum(value));
-      self->layout_dirty = TRUE;  // also the alignment of lines to each other
+    case PROP_COLOR: update(s.color, static_cast<guint32>(g_value_get_uint(value)), render); break;
+    case PROP_HALIGNMENT:  // also how lines align with each other: a layout change
+      update(s.halign, static_cast<GstCudaDiffTextHAlign>(g_value_get_enum(value)), layout);
       break;
     case PROP_VALIGNMENT:
-      s.valign = static_cast<GstCudaDiffTextVAlign>(g_value_get_enum(value));
-      self->render_dirty = TRUE;
+      update(s.valign, static_cast<GstCudaDiffTextVAlign>(g_value_get_enum(value)), render);
       break;
-    case PROP_XPAD:
-      s.xpad = g_value_get_int(value);
-      self->render_dirty = TRUE;
-      break;
-    case PROP_YPAD:
-      s.ypad = g_value_get_int(value);
-      self->render_dirty = TRUE;
-      break;
+    case PROP_XPAD: update(s.xpad, g_value_get_int(value), render); break;
+    case PROP_YPAD: update(s.ypad, g_value_get_int(value), render); break;
     case PROP_SHADED_BACKGROUND:
-      s.shaded = g_value_get_boolean(value);
-      self->render_dirty = TRUE;
+      update(s.shaded, static_cast<bool>(g_value_get_boolean(value)), render);
       break;
-    case PROP_SHADING_VALUE:
-      s.shading_value = g_value_get_uint(value);
-      self->render_dirty = TRUE;
-      break;
+    case PROP_SHADING_VALUE: update(s.shading_value, g_value_get_uint(value), render); break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
       break;
