@@ -399,19 +399,27 @@ static void gst_cudadiff_text_overlay_set_property(GObject *object, guint prop_i
       update(s.font_desc, std::string(font ? font : DEFAULT_FONT_DESC), layout);
       break;
     }
-    case PROP_COLOR: update(s.color, static_cast<guint32>(g_value_get_uint(value)), render); break;
+    case PROP_COLOR:
+      update(s.color, static_cast<guint32>(g_value_get_uint(value)), render);
+      break;
     case PROP_HALIGNMENT:  // also how lines align with each other: a layout change
       update(s.halign, static_cast<GstCudaDiffTextHAlign>(g_value_get_enum(value)), layout);
       break;
     case PROP_VALIGNMENT:
       update(s.valign, static_cast<GstCudaDiffTextVAlign>(g_value_get_enum(value)), render);
       break;
-    case PROP_XPAD: update(s.xpad, g_value_get_int(value), render); break;
-    case PROP_YPAD: update(s.ypad, g_value_get_int(value), render); break;
+    case PROP_XPAD:
+      update(s.xpad, g_value_get_int(value), render);
+      break;
+    case PROP_YPAD:
+      update(s.ypad, g_value_get_int(value), render);
+      break;
     case PROP_SHADED_BACKGROUND:
       update(s.shaded, static_cast<bool>(g_value_get_boolean(value)), render);
       break;
-    case PROP_SHADING_VALUE: update(s.shading_value, g_value_get_uint(value), render); break;
+    case PROP_SHADING_VALUE:
+      update(s.shading_value, g_value_get_uint(value), render);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
       break;

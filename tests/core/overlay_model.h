@@ -53,19 +53,29 @@ struct TestImage {
 
 inline std::vector<cudadiff::VideoFormat> all_formats() {
   std::vector<cudadiff::VideoFormat> f = testing_util::packed_rgb_formats();
-  for (auto g : {cudadiff::VideoFormat::GRAY8, cudadiff::VideoFormat::I420,
-                 cudadiff::VideoFormat::YV12, cudadiff::VideoFormat::NV12,
-                 cudadiff::VideoFormat::NV21})
+  for (auto g :
+       {cudadiff::VideoFormat::GRAY8, cudadiff::VideoFormat::I420, cudadiff::VideoFormat::YV12,
+        cudadiff::VideoFormat::NV12, cudadiff::VideoFormat::NV21})
     f.push_back(g);
   return f;
 }
 
 // The rules restated.
-inline int blend(int s, int c, int a) { return static_cast<int>(std::lround(s + (c - s) * a / 255.0)); }
-inline int gray(int r, int g, int b) { return static_cast<int>(std::floor((77 * r + 150 * g + 29 * b) / 256.0 + 0.5)); }
-inline int y601(int r, int g, int b) { return 16 + static_cast<int>(std::floor((66 * r + 129 * g + 25 * b + 128) / 256.0)); }
-inline int u601(int r, int g, int b) { return 128 + static_cast<int>(std::floor((-38 * r - 74 * g + 112 * b + 128) / 256.0)); }
-inline int v601(int r, int g, int b) { return 128 + static_cast<int>(std::floor((112 * r - 94 * g - 18 * b + 128) / 256.0)); }
+inline int blend(int s, int c, int a) {
+  return static_cast<int>(std::lround(s + (c - s) * a / 255.0));
+}
+inline int gray(int r, int g, int b) {
+  return static_cast<int>(std::floor((77 * r + 150 * g + 29 * b) / 256.0 + 0.5));
+}
+inline int y601(int r, int g, int b) {
+  return 16 + static_cast<int>(std::floor((66 * r + 129 * g + 25 * b + 128) / 256.0));
+}
+inline int u601(int r, int g, int b) {
+  return 128 + static_cast<int>(std::floor((-38 * r - 74 * g + 112 * b + 128) / 256.0));
+}
+inline int v601(int r, int g, int b) {
+  return 128 + static_cast<int>(std::floor((112 * r - 94 * g - 18 * b + 128) / 256.0));
+}
 
 // The image pixel on frame pixel (fx, fy), or nullptr.
 inline const uint8_t *image_pixel(const TestImage &img, int x, int y, int fx, int fy) {
@@ -108,10 +118,22 @@ inline testing_util::HostFrame expected(const testing_util::HostFrame &in, const
     for (int cx = 0; cx < cw; ++cx) {
       uint8_t *u, *vv;
       switch (fmt) {
-        case VideoFormat::I420: u = v.row(1, cy) + cx; vv = v.row(2, cy) + cx; break;
-        case VideoFormat::YV12: vv = v.row(1, cy) + cx; u = v.row(2, cy) + cx; break;
-        case VideoFormat::NV12: u = v.row(1, cy) + 2 * cx; vv = u + 1; break;
-        default: vv = v.row(1, cy) + 2 * cx; u = vv + 1; break;  // NV21
+        case VideoFormat::I420:
+          u = v.row(1, cy) + cx;
+          vv = v.row(2, cy) + cx;
+          break;
+        case VideoFormat::YV12:
+          vv = v.row(1, cy) + cx;
+          u = v.row(2, cy) + cx;
+          break;
+        case VideoFormat::NV12:
+          u = v.row(1, cy) + 2 * cx;
+          vv = u + 1;
+          break;
+        default:
+          vv = v.row(1, cy) + 2 * cx;
+          u = vv + 1;
+          break;  // NV21
       }
       long long nu = 0, nv = 0;  // sums of s (255 - a) + a c over the block
       for (int k = 0; k < 4; ++k) {

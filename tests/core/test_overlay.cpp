@@ -54,8 +54,8 @@ TEST(OverlayCpu, ChromaRuleIsMeanOfFourBlends) {
   for (uint32_t s = 0; s < 256; ++s)
     for (uint32_t c = 0; c < 256; ++c)
       for (uint32_t a = 0; a < 256; ++a)
-        mismatches += cudadiff::overlay_blend_chroma(s, 4 * a, 4 * a * c) !=
-                      cudadiff::overlay_blend(s, c, a);
+        mismatches +=
+            cudadiff::overlay_blend_chroma(s, 4 * a, 4 * a * c) != cudadiff::overlay_blend(s, c, a);
   EXPECT_EQ(mismatches, 0);
   // s = 128; pixels (a, U): (255, 90) (255, 90) (0, -) (0, -): half the block
   // is red's U: (90 + 90 + 128 + 128) / 4 = 109.
@@ -236,8 +236,8 @@ TEST(OverlayCpu, HandComputedI420AndNv12) {
 TEST(OverlayCpu, OddFrameEdgeChroma) {
   TestImage img(1, 1);
   img.set(0, 0, 255, 0, 0, 255);  // opaque blue
-  for (VideoFormat fmt : {VideoFormat::I420, VideoFormat::YV12, VideoFormat::NV12,
-                          VideoFormat::NV21}) {
+  for (VideoFormat fmt :
+       {VideoFormat::I420, VideoFormat::YV12, VideoFormat::NV12, VideoFormat::NV21}) {
     HostFrame f(fmt, 3, 3, 1);
     testing_util::fill_value(f, 60);
     auto op = cudadiff::Overlay::create(*cpu, fmt, 3, 3);

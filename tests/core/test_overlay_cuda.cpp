@@ -153,8 +153,8 @@ TEST_F(Fixture, UnalignedDeviceFrames) {
   const int w = 45, h = 6;
   TestImage img(60, 10);
   img.fill_random(gen);
-  for (VideoFormat fmt : {VideoFormat::BGRx, VideoFormat::RGBA, VideoFormat::ARGB,
-                          VideoFormat::BGR, VideoFormat::GRAY8}) {
+  for (VideoFormat fmt : {VideoFormat::BGRx, VideoFormat::RGBA, VideoFormat::ARGB, VideoFormat::BGR,
+                          VideoFormat::GRAY8}) {
     HostFrame in(fmt, w, h, 5);  // stride = row + 5
     testing_util::fill_random(in, gen);
     HostFrame want = copy_of(in);
@@ -183,6 +183,7 @@ TEST_F(Fixture, UnalignedDeviceFrames) {
     const size_t row = in.view.row_bytes(0);
     for (int y = 0; y < h; ++y)
       for (size_t x = row; x < stride && 1 + y * stride + x < raw.size(); ++x)
-        ASSERT_EQ(raw[1 + y * stride + x], 0xCD) << cudadiff::format_name(fmt) << " " << x << "," << y;
+        ASSERT_EQ(raw[1 + y * stride + x], 0xCD)
+            << cudadiff::format_name(fmt) << " " << x << "," << y;
   }
 }

@@ -29,8 +29,8 @@ GstVideoInfo info_of(const std::string &caps_str) {
 
 // A frame of one colour: packed RGB (r, g, b) with every other byte (alpha,
 // x) set to `other`; GRAY8 r; 4:2:0 Y = y, U = V = 128.
-GstBuffer *solid_buffer(const GstVideoInfo &info, int r, int g, int b, int other = 0x5A,
-                        int y = 16, int index = 0) {
+GstBuffer *solid_buffer(const GstVideoInfo &info, int r, int g, int b, int other = 0x5A, int y = 16,
+                        int index = 0) {
   return gst_test::make_buffer(
       info,
       [&](GstVideoFrame *f) {
@@ -39,9 +39,9 @@ GstBuffer *solid_buffer(const GstVideoInfo &info, int r, int g, int b, int other
           for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(f); ++p) {
             const int value = p == 0 ? y : 128;
             const int rows = GST_VIDEO_FRAME_COMP_HEIGHT(f, p == 0 ? 0 : 1);
-            const int bytes = p == 0 ? GST_VIDEO_FRAME_WIDTH(f)
-                                     : GST_VIDEO_FRAME_COMP_WIDTH(f, 1) *
-                                           GST_VIDEO_FRAME_COMP_PSTRIDE(f, 1);
+            const int bytes =
+                p == 0 ? GST_VIDEO_FRAME_WIDTH(f)
+                       : GST_VIDEO_FRAME_COMP_WIDTH(f, 1) * GST_VIDEO_FRAME_COMP_PSTRIDE(f, 1);
             for (int row = 0; row < rows; ++row)
               memset(gst_test::pixel(f, p, 0, row), value, bytes);
           }
@@ -82,8 +82,8 @@ Bytes bytes_of(GstBuffer *buf, const GstVideoInfo &info) {
         GST_VIDEO_INFO_COMP_WIDTH(&info, comp) * GST_VIDEO_INFO_COMP_PSTRIDE(&info, comp);
     for (int y = 0; y < rows; ++y)
       for (int x = 0; x < row_bytes; ++x)
-        b.visible[GST_VIDEO_INFO_PLANE_OFFSET(&info, p) + y * GST_VIDEO_INFO_PLANE_STRIDE(&info, p) +
-                  x] = true;
+        b.visible[GST_VIDEO_INFO_PLANE_OFFSET(&info, p) +
+                  y * GST_VIDEO_INFO_PLANE_STRIDE(&info, p) + x] = true;
   }
   return b;
 }
@@ -92,7 +92,9 @@ struct Box {
   int x, y, w, h;
 };
 
-GstElement *overlay_of(GstHarness *h) { return gst_harness_find_element(h, "cudatextoverlay"); }
+GstElement *overlay_of(GstHarness *h) {
+  return gst_harness_find_element(h, "cudatextoverlay");
+}
 
 Box text_box(GstHarness *h) {
   GstElement *el = overlay_of(h);
@@ -259,7 +261,8 @@ TEST(CudaTextOverlay, EveryFormatBlendsInsideTheBox) {
         const int ps = GST_VIDEO_FORMAT_INFO_PSTRIDE(fi, 0);
         for (int y = 0; y < 75; ++y)
           for (int x = 0; x < 161; ++x) {
-            const guint8 *px = gst_test::pixel(f, 0, x * (GST_VIDEO_FORMAT_INFO_IS_YUV(fi) ? 1 : ps), y);
+            const guint8 *px =
+                gst_test::pixel(f, 0, x * (GST_VIDEO_FORMAT_INFO_IS_YUV(fi) ? 1 : ps), y);
             if (GST_VIDEO_FORMAT_INFO_IS_YUV(fi)) {
               exact |= px[0] == (red ? 82 : 235);
             } else if (GST_VIDEO_FORMAT_INFO_IS_GRAY(fi)) {
@@ -272,8 +275,8 @@ TEST(CudaTextOverlay, EveryFormatBlendsInsideTheBox) {
                 const bool colour_byte = k == GST_VIDEO_FORMAT_INFO_POFFSET(fi, 0) ||
                                          k == GST_VIDEO_FORMAT_INFO_POFFSET(fi, 1) ||
                                          k == GST_VIDEO_FORMAT_INFO_POFFSET(fi, 2);
-                const bool alpha_byte =
-                    GST_VIDEO_FORMAT_INFO_HAS_ALPHA(fi) && k == GST_VIDEO_FORMAT_INFO_POFFSET(fi, 3);
+                const bool alpha_byte = GST_VIDEO_FORMAT_INFO_HAS_ALPHA(fi) &&
+                                        k == GST_VIDEO_FORMAT_INFO_POFFSET(fi, 3);
                 if (!colour_byte && !alpha_byte) {
                   ASSERT_EQ(px[k], 0x5A) << fmt << ": x byte changed";
                 }
@@ -462,8 +465,7 @@ TEST(CudaTextOverlay, AllocationQueryInPassthroughAndNot) {
     set_arg(h, "text", passthrough ? "" : "pool");
     GstQuery *q = gst_query_new_allocation(caps, TRUE);
     ASSERT_TRUE(gst_pad_peer_query(h->srcpad, q));
-    EXPECT_EQ(gst_query_find_allocation_meta(q, GST_VIDEO_CROP_META_API_TYPE, nullptr),
-              passthrough)
+    EXPECT_EQ(gst_query_find_allocation_meta(q, GST_VIDEO_CROP_META_API_TYPE, nullptr), passthrough)
         << (passthrough ? "passthrough" : "blending");
     if (!passthrough) {
       EXPECT_TRUE(gst_query_find_allocation_meta(q, GST_VIDEO_META_API_TYPE, nullptr));
@@ -529,9 +531,10 @@ TEST(CudaTextOverlay, ShadedBackground) {
   const std::string caps = gst_test::raw_caps("RGBx", 200, 80);
   const GstVideoInfo info = info_of(caps);
   for (int shading : {255, 80}) {
-    GstHarness *h = make_harness(
-        "cudatextoverlay text=Shade shaded-background=true shading-value=" + std::to_string(shading),
-        caps);
+    GstHarness *h =
+        make_harness("cudatextoverlay text=Shade shaded-background=true shading-value=" +
+                         std::to_string(shading),
+                     caps);
     GstBuffer *out = gst_harness_push_and_pull(h, solid_buffer(info, 255, 255, 255));
     const Box b = text_box(h);
     EXPECT_EQ(b.x, 25);
@@ -539,7 +542,8 @@ TEST(CudaTextOverlay, ShadedBackground) {
       const int want = shading == 255 ? 0 : 175;
       for (auto [x, y] : {std::make_pair(b.x, b.y), std::make_pair(b.x + b.w - 1, b.y + b.h - 1)}) {
         const guint8 *px = gst_test::pixel(f, 0, 4 * x, y);
-        for (int c = 0; c < 3; ++c) EXPECT_NEAR(px[c], want, 1) << shading << " at " << x << "," << y;
+        for (int c = 0; c < 3; ++c)
+          EXPECT_NEAR(px[c], want, 1) << shading << " at " << x << "," << y;
       }
       // Just outside the box: white.
       EXPECT_EQ(gst_test::pixel(f, 0, 4 * (b.x - 1), b.y)[0], 255);
@@ -548,4 +552,23 @@ TEST(CudaTextOverlay, ShadedBackground) {
     gst_buffer_unref(out);
     gst_harness_teardown(h);
   }
+}
+
+// A buffer someone else still holds is not writable: the text goes onto a
+// copy and the original stays as it was.
+TEST(CudaTextOverlay, SharedBufferIsNotModified) {
+  const std::string caps = gst_test::raw_caps("NV12", 160, 64);
+  const GstVideoInfo info = info_of(caps);
+  GstHarness *h = make_harness("cudatextoverlay text=shared", caps);
+  GstBuffer *in = solid_buffer(info, 0, 0, 0);
+  const Bytes before = bytes_of(in, info);
+  gst_buffer_ref(in);  // a second holder
+  GstBuffer *out = gst_harness_push_and_pull(h, in);
+  ASSERT_NE(out, nullptr);
+  EXPECT_NE(out, in);
+  EXPECT_EQ(bytes_of(in, info).data, before.data);
+  EXPECT_NE(bytes_of(out, info).data, before.data);
+  gst_buffer_unref(out);
+  gst_buffer_unref(in);
+  gst_harness_teardown(h);
 }

@@ -87,8 +87,8 @@ TEST(CudaTextOverlayCuda, CudaEqualsCpuEveryFormatAndPlace) {
         ASSERT_EQ(gpu.size(), 2u);
         ASSERT_EQ(cpu.size(), 2u);
         for (int i = 0; i < 2; ++i)
-          ASSERT_TRUE(gpu[i] == cpu[i]) << fmt << " " << wh.first << "x" << wh.second << " "
-                                        << place << " frame " << i;
+          ASSERT_TRUE(gpu[i] == cpu[i])
+              << fmt << " " << wh.first << "x" << wh.second << " " << place << " frame " << i;
         if (wh.first > 100) {  // at 33x9 the padding can push the text out of the frame
           EXPECT_FALSE(gpu[0] == bytes_of(input)) << fmt << " " << place << ": nothing drawn";
         }
