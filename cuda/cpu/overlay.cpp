@@ -130,6 +130,15 @@ OverlayPlan plan_overlay(VideoFormat format, int frame_width, int frame_height,
 
 namespace {
 
+// Below this many covered samples (a line of text is ~30000) one thread does
+// the work: waking a team costs more than it saves, and on a busy machine a
+// thread that is not scheduled holds up the whole frame.
+constexpr long long kParallelSamples = 1 << 18;
+
+bool worth_threads(const Rect &r) {
+  return static_cast<long long>(r.width()) * r.height() >= kParallelSamples;
+}
+
 class CpuOverlay final : public Overlay {
  public:
   CpuOverlay(VideoFormat format, int width, int height) : Overlay(format, width, height) {}
@@ -166,7 +175,7 @@ class CpuOverlay final : public Overlay {
     const int ps = fi.pixel_stride[0];
     const Rect r = plan_.luma;
     const int threads = cpu_threads();
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static) if (worth_threads(r))
     for (int y = r.y0; y < r.y1; ++y) {
       const uint8_t *src = plan_.pixels.data() + static_cast<size_t>(y - r.y0) * r.width() * 4;
       uint8_t *row = frame.row(0, y);
@@ -186,7 +195,7 @@ class CpuOverlay final : public Overlay {
   void blend_value_alpha(const FrameView &frame) {
     const Rect r = plan_.luma;
     const int threads = cpu_threads();
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static) if (worth_threads(r))
     for (int y = r.y0; y < r.y1; ++y) {
       const uint8_t *src = plan_.pixels.data() + static_cast<size_t>(y - r.y0) * r.width() * 2;
       uint8_t *row = frame.row(0, y);
@@ -199,7 +208,7 @@ class CpuOverlay final : public Overlay {
     const detail::ChromaLayout cl = detail::chroma_layout(format_);
     const Rect r = plan_.chroma;
     const int threads = cpu_threads();
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static) if (worth_threads(r))
     for (int y = r.y0; y < r.y1; ++y) {
       const uint32_t *sums =
           plan_.chroma_sums.data() + static_cast<size_t>(y - r.y0) * r.width() * 3;

@@ -293,6 +293,26 @@ TEST(OverlayCpu, EveryFormatEveryPlacementMatchesModel) {
   std::printf("%d cases\n", cases);
 }
 
+// Enough covered pixels for the reference to use all its threads: the rows
+// split among them give the same frame.
+TEST(OverlayCpu, ManyThreadsMatchModel) {
+  std::mt19937 &gen = testing_util::rng();
+  TestImage img(820, 410);
+  img.fill_random(gen);
+  for (VideoFormat fmt :
+       {VideoFormat::BGRA, VideoFormat::GRAY8, VideoFormat::I420, VideoFormat::NV21}) {
+    HostFrame in(fmt, 801, 403, 3);
+    testing_util::fill_random(in, gen);
+    HostFrame out = copy_of(in);
+    auto op = cudadiff::Overlay::create(*cpu, fmt, 801, 403);
+    op->set_image(img.view(), -9, -3);
+    op->blend(out.view);
+    HostFrame want = overlay_model::expected(in, img, -9, -3);
+    EXPECT_EQ(testing_util::compare_frames(want.view, out.view), "") << cudadiff::format_name(fmt);
+    EXPECT_TRUE(out.padding_intact());
+  }
+}
+
 // An image much larger than the frame, at a negative place: every frame pixel
 // takes the colour, nothing outside the frame is written.
 TEST(OverlayCpu, LargeImageIsClipped) {

@@ -572,3 +572,24 @@ TEST(CudaTextOverlay, SharedBufferIsNotModified) {
   gst_buffer_unref(in);
   gst_harness_teardown(h);
 }
+
+// backend=cuda without a device fails at start, with or without text (the
+// GPU machine covers the other case in test_cudatextoverlay_cuda).
+TEST(CudaTextOverlay, BackendCudaWithoutDevice) {
+  if (gst_test::have_cuda_device()) GTEST_SKIP() << "a CUDA device is usable here";
+  for (const char *text : {"text=hello", ""}) {
+    GError *err = nullptr;
+    const std::string msg = gst_test::run_pipeline(
+        std::string("videotestsrc num-buffers=2 ! video/x-raw,format=NV12,width=32,height=8 ! "
+                    "cudatextoverlay backend=cuda ") +
+            text + " ! fakesink",
+        20, &err);
+    ASSERT_NE(err, nullptr) << msg;
+    EXPECT_TRUE(g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND)) << msg;
+    g_error_free(err);
+  }
+  EXPECT_EQ(gst_test::run_pipeline("videotestsrc num-buffers=2 ! video/x-raw,width=32,height=8 ! "
+                                   "cudatextoverlay backend=auto text=x ! fakesink",
+                                   20),
+            "");
+}
