@@ -119,7 +119,7 @@ GstPadProbeReturn on_leave(GstPad *, GstPadProbeInfo *, gpointer data) {
 // Runs videotestsrc ! caps ! `element` ! fakesink and returns the element's
 // per-buffer time (warm-up buffers dropped). Empty stats on failure.
 bench::Stats time_element(const bench::Options &opt, const std::string &format,
-                          const std::string &element, std::string *error) {
+                          const std::string &element, std::string *error, std::string *box) {
   const int buffers = opt.warmup + opt.runs;
   const std::string desc = "videotestsrc num-buffers=" + std::to_string(buffers) +
                            " pattern=smpte ! video/x-raw,format=" + format +
@@ -153,6 +153,10 @@ bench::Stats time_element(const bench::Options &opt, const std::string &format,
     g_error_free(gerr);
   }
   if (msg) gst_message_unref(msg);
+  // Both elements report the size of the text they rendered: the same work?
+  guint text_width = 0, text_height = 0;
+  g_object_get(el, "text-width", &text_width, "text-height", &text_height, nullptr);
+  *box = std::to_string(text_width) + "x" + std::to_string(text_height);
   gst_element_set_state(pipeline, GST_STATE_NULL);
   gst_object_unref(bus);
   gst_object_unref(sink);
@@ -275,17 +279,18 @@ int main(int argc, char **argv) {
     for (const GstCase &c : gst_cases) {
       if (c.needs_cuda != cuda_cases) continue;
       for (VideoFormat f : formats) {
-        std::string error;
+        std::string error, box;
         bench::Row r;
         r.operation = op_name(f);
         r.implementation = c.label;
-        r.stats = time_element(gst_opt, cudadiff::format_name(f), c.element, &error);
+        r.stats = time_element(gst_opt, cudadiff::format_name(f), c.element, &error, &box);
         if (!error.empty() || r.stats.runs == 0) {
           report.note(c.label + " " + cudadiff::format_name(f) + ": " +
                       (error.empty() ? "no buffers" : error));
           continue;
         }
-        if (c.label == "gst textoverlay defaults") r.note = "outline and shadow on";
+        r.note = "text box " + box;
+        if (c.label == "gst textoverlay defaults") r.note += ", outline and shadow on";
         report.add(r);
       }
     }
