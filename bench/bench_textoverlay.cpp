@@ -312,8 +312,13 @@ int main(int argc, char **argv) {
               std::to_string(rect.height()) + " at " + std::to_string(rect.x0) + "," +
               std::to_string(rect.y0));
   const size_t rect_bytes_bgrx = static_cast<size_t>(rect.width()) * rect.height() * 4;
-  report.add(bench::measure_h2d_copy(opt, *gpu, rect_bytes_bgrx));
-  report.add(bench::measure_d2h_copy(opt, *gpu, rect_bytes_bgrx));
+  // Contiguous copies of as many bytes as that rectangle holds in BGRx.
+  bench::Row up = bench::measure_h2d_copy(opt, *gpu, rect_bytes_bgrx);
+  up.operation = "H2D copy, BGRx rectangle bytes";
+  report.add(up);
+  bench::Row down = bench::measure_d2h_copy(opt, *gpu, rect_bytes_bgrx);
+  down.operation = "D2H copy, BGRx rectangle bytes";
+  report.add(down);
 
   for (int f = 0; f < 3; ++f) {
     auto op = cudadiff::Overlay::create(*gpu, formats[f], w, h);
