@@ -4,8 +4,11 @@
 // (and one per covered chroma sample) of the text's rectangle only, never the
 // whole frame. Threads of a warp take consecutive pixels of a row, so loads
 // and stores are coalesced; 4-byte pixels move as one 32-bit word when the
-// frame's rows allow it. From host memory (blend_host) only the covered
-// rectangle of each plane crosses the bus, both ways.
+// frame's rows allow it. Not 16 bytes per thread: a text's rectangle is a few
+// tens of thousands of pixels, and its per-frame time is the launch and the
+// two copies of the rectangle, not the kernel's bandwidth. From host memory
+// (blend_host) only the covered rectangle of each plane crosses the bus, both
+// ways.
 #include <cuda_runtime.h>
 
 #include <cstdint>
