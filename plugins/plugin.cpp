@@ -4,12 +4,18 @@
 #include "filters/gstcudabinarize.h"
 #include "filters/gstcudagrayscale.h"
 #include "gstcudadiffutils.h"
+#if CUDADIFF_HAVE_PANGOCAIRO
+#include "vis/gstcudatextoverlay.h"
+#endif
 
 static gboolean plugin_init(GstPlugin *plugin) {
   gst_cudadiff_common_init();
   gboolean ok = FALSE;
   ok |= GST_ELEMENT_REGISTER(cudagrayscale, plugin);
   ok |= GST_ELEMENT_REGISTER(cudabinarize, plugin);
+#if CUDADIFF_HAVE_PANGOCAIRO  // meson builds cudatextoverlay only with Pango and Cairo
+  ok |= GST_ELEMENT_REGISTER(cudatextoverlay, plugin);
+#endif
   return ok;
 }
 

@@ -140,7 +140,7 @@ static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *, 
   drop_operation(self);
   try {
     st->ctx->activate();
-    if (st->ctx->is_cuda()) {
+    if (st->ctx->is_cuda() && klass->process) {
       st->device_in[0] = cudadiff::DeviceFrame(in_fmt, GST_VIDEO_INFO_WIDTH(in_info),
                                                GST_VIDEO_INFO_HEIGHT(in_info));
       if (klass->keeps_previous_input)
@@ -173,6 +173,10 @@ static GstFlowReturn gst_cudadiff_filter_transform_frame(GstVideoFilter *filter,
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, (nullptr), ("frame before caps were configured"));
     return GST_FLOW_NOT_NEGOTIATED;
   }
+  if (!klass->process) {
+    GST_ELEMENT_ERROR(self, CORE, NOT_IMPLEMENTED, (nullptr), ("in-place filter not in place"));
+    return GST_FLOW_ERROR;
+  }
   try {
     const cudadiff::Context &ctx = *st->ctx;
     ctx.activate();
@@ -196,6 +200,31 @@ static GstFlowReturn gst_cudadiff_filter_transform_frame(GstVideoFilter *filter,
     klass->process(self, device_in, st->device_out.view());
     cudadiff::copy_to_host(st->device_out.view(), out, ctx);
     ctx.synchronize();
+  } catch (const cudadiff::Error &e) {
+    gst_cudadiff_post_error(GST_ELEMENT(self), "processing a frame", e);
+    return GST_FLOW_ERROR;
+  }
+  return GST_FLOW_OK;
+}
+
+static GstFlowReturn gst_cudadiff_filter_transform_frame_ip(GstVideoFilter *filter,
+                                                            GstVideoFrame *frame) {
+  auto *self = GST_CUDADIFF_FILTER(filter);
+  GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
+  FilterState *st = get_priv(self)->state;
+  if (!klass->process_ip) {
+    GST_ELEMENT_ERROR(self, CORE, NOT_IMPLEMENTED, (nullptr), ("no in-place processing"));
+    return GST_FLOW_ERROR;
+  }
+  if (!st->ctx || !st->configured) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, (nullptr), ("frame before caps were configured"));
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+  try {
+    const cudadiff::Context &ctx = *st->ctx;
+    ctx.activate();
+    klass->process_ip(self, gst_cudadiff_frame_view(frame));
+    if (ctx.is_cuda()) ctx.synchronize();
   } catch (const cudadiff::Error &e) {
     gst_cudadiff_post_error(GST_ELEMENT(self), "processing a frame", e);
     return GST_FLOW_ERROR;
@@ -309,6 +338,10 @@ static void gst_cudadiff_filter_class_init(GstCudaDiffFilterClass *klass) {
   trans_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_decide_allocation);
   filter_class->set_info = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_set_info);
   filter_class->transform_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_transform_frame);
+  // Used by in-place subclasses only (GstBaseTransform calls transform_ip
+  // when in place); a passthrough buffer is never touched.
+  filter_class->transform_frame_ip = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_transform_frame_ip);
+  trans_class->transform_ip_on_passthrough = FALSE;
 
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_FILTER, static_cast<GstPluginAPIFlags>(0));
 }

@@ -41,6 +41,16 @@ struct _GstCudaDiffFilterClass {
   // Forgets history after a flush (optional).
   void (*reset)(GstCudaDiffFilter *filter);
 
+  // In-place filters (optional, instead of `process`): modify the frame where
+  // it is, so the output buffer is the input buffer. `frame` is the mapped
+  // buffer (host memory) with every backend: the operation moves to the
+  // device and back only what it needs, on the context's stream, and the base
+  // class waits once. Such a subclass leaves `process` NULL and calls
+  // gst_base_transform_set_in_place(TRUE) in its instance init; no device
+  // frames are allocated for it. Never called in passthrough. Throws
+  // cudadiff::Error.
+  void (*process_ip)(GstCudaDiffFilter *filter, const cudadiff::FrameView &frame);
+
   // Set in class_init by filters that compare a frame with the previous one:
   // then the device input frame of one process() call stays valid and
   // unmodified during the next call (two input frames alternate), and input
