@@ -2,12 +2,16 @@
 #include <gst/gst.h>
 
 #include "filters/gstcudagrayscale.h"
+#include "vis/gstcudaheatmap.h"
+#include "vis/gstcudanoisevis.h"
 #include "gstcudadiffutils.h"
 
 static gboolean plugin_init(GstPlugin *plugin) {
   gst_cudadiff_common_init();
   gboolean ok = FALSE;
   ok |= GST_ELEMENT_REGISTER(cudagrayscale, plugin);
+  ok |= GST_ELEMENT_REGISTER(cudaheatmap, plugin);
+  ok |= GST_ELEMENT_REGISTER(cudanoisevis, plugin);
   return ok;
 }
 
