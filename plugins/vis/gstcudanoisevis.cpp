@@ -168,8 +168,11 @@ static GstFlowReturn gst_cudadiff_noisevis_transform_frame(GstVideoFilter *filte
   self->counting_interval = 0;
   const GstFlowReturn ret = GST_VIDEO_FILTER_CLASS(gst_cudadiff_noisevis_parent_class)
                                 ->transform_frame(filter, inframe, outframe);
-  if (ret == GST_FLOW_OK && self->counting_interval > 0 && self->op)
+  if (ret != GST_FLOW_OK) return ret;
+  if (self->counting_interval > 0 && self->op)
     add_frame_counts(self, inframe);
+  else
+    self->totals_interval = 0;  // counting off: the next interval starts afresh
   return ret;
 }
 
