@@ -160,12 +160,14 @@ static void gst_cudadiff_heatmap_class_init(GstCudaDiffHeatmapClass *klass) {
                         flags));
   g_object_class_install_property(
       gobject_class, PROP_GAIN,
-      g_param_spec_double("gain", "Gain",
-                          "Multiplies the normalised change (|dR|+|dG|+|dB|)/765 (GRAY8: "
-                          "|dY|/255) before it is clamped to 1, so that small changes become "
-                          "visible: with gain 10 a change of 77 already shows the full colour. "
-                          "0 to 1000. Changeable while playing. Default: 1",
-                          0.0, MAX_GAIN, DEFAULT_GAIN, flags));
+      g_param_spec_double(
+          "gain", "Gain",
+          "Multiplies the normalised change (|dR|+|dG|+|dB|)/765 (GRAY8: "
+          "|dY|/255) before it is clamped to 1, so that small changes become "
+          "visible: with gain 10 a change of 77 (summed over R, G and B) already shows "
+          "the top colour. "
+          "0 to 1000. Changeable while playing. Default: 1",
+          0.0, MAX_GAIN, DEFAULT_GAIN, flags));
   g_object_class_install_property(
       gobject_class, PROP_ALPHA,
       g_param_spec_double("alpha", "Alpha",
