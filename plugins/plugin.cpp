@@ -3,6 +3,8 @@
 
 #include "filters/gstcudabinarize.h"
 #include "filters/gstcudagrayscale.h"
+#include "vis/gstcudaheatmap.h"
+#include "vis/gstcudanoisevis.h"
 #include "gstcudadiffutils.h"
 #if CUDADIFF_HAVE_PANGOCAIRO
 #include "vis/gstcudatextoverlay.h"
@@ -16,6 +18,8 @@ static gboolean plugin_init(GstPlugin *plugin) {
 #if CUDADIFF_HAVE_PANGOCAIRO  // meson builds cudatextoverlay only with Pango and Cairo
   ok |= GST_ELEMENT_REGISTER(cudatextoverlay, plugin);
 #endif
+  ok |= GST_ELEMENT_REGISTER(cudaheatmap, plugin);
+  ok |= GST_ELEMENT_REGISTER(cudanoisevis, plugin);
   return ok;
 }
 
