@@ -1,6 +1,7 @@
 // The one plugin module, libgstcudadiff.so: registers every element.
 #include <gst/gst.h>
 
+#include "filters/gstcudagauss.h"
 #include "filters/gstcudagrayscale.h"
 #include "gstcudadiffutils.h"
 
@@ -8,6 +9,7 @@ static gboolean plugin_init(GstPlugin *plugin) {
   gst_cudadiff_common_init();
   gboolean ok = FALSE;
   ok |= GST_ELEMENT_REGISTER(cudagrayscale, plugin);
+  ok |= GST_ELEMENT_REGISTER(cudagauss, plugin);
   return ok;
 }
 
