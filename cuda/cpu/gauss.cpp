@@ -10,9 +10,12 @@ namespace cudadiff {
 
 const char *noise_filter_method_name(NoiseFilterMethod method) {
   switch (method) {
-    case NoiseFilterMethod::Gaussian: return "gaussian";
-    case NoiseFilterMethod::Box: return "box";
-    case NoiseFilterMethod::Median: return "median";
+    case NoiseFilterMethod::Gaussian:
+      return "gaussian";
+    case NoiseFilterMethod::Box:
+      return "box";
+    case NoiseFilterMethod::Median:
+      return "median";
   }
   return "unknown";
 }
@@ -168,8 +171,8 @@ class CpuNoiseFilter final : public NoiseFilter {
                 const NoiseFilterSettings &s) {
     const int k = s.kernel_size, r = k / 2;
     const bool gauss = s.method == NoiseFilterMethod::Gaussian;
-    const std::vector<uint32_t> w = gauss ? gaussian_weights(k, s.sigma)
-                                          : std::vector<uint32_t>(k, 1u);
+    const std::vector<uint32_t> w =
+        gauss ? gaussian_weights(k, s.sigma) : std::vector<uint32_t>(k, 1u);
     const BoxDivisor div = box_divisor(k);
     const int ps = layout.pixel_stride;
     const size_t row_bytes = static_cast<size_t>(src.width) * ps;
@@ -245,8 +248,8 @@ class CpuNoiseFilter final : public NoiseFilter {
 
 }  // namespace
 
-std::unique_ptr<NoiseFilter> NoiseFilter::create(const Context &ctx, VideoFormat format,
-                                                 int width, int height) {
+std::unique_ptr<NoiseFilter> NoiseFilter::create(const Context &ctx, VideoFormat format, int width,
+                                                 int height) {
   if (!supports(format))
     throw Error(std::string("noise filter: unsupported format ") + format_name(format));
   if (width <= 0 || height <= 0) throw Error("noise filter: empty frame size");

@@ -56,9 +56,13 @@ struct ConvArgs {
 
 // Halo for a radius: covers radius * ps bytes and the 3 bytes a 4-byte word
 // read at the far end may take in, rounded to 16 for aligned tile loads.
-int halo_bytes(int radius, int ps) { return (radius * ps + 3 + 15) / 16 * 16; }
+int halo_bytes(int radius, int ps) {
+  return (radius * ps + 3 + 15) / 16 * 16;
+}
 
-__device__ __forceinline__ int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+__device__ __forceinline__ int floor_div(int a, int b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
 
 // Reads input rows [y0 - radius, y0 + rows + radius) into shared memory.
 template <int PS>
@@ -245,7 +249,9 @@ struct F16Lanes {
     return __vmaxu2(a, b);
 #endif
   }
-  static __device__ __forceinline__ T even(uint32_t w) { return (w & 0x00ff00ffu) | 0x64006400u; }
+  static __device__ __forceinline__ T even(uint32_t w) {
+    return (w & 0x00ff00ffu) | 0x64006400u;
+  }
   static __device__ __forceinline__ T odd(uint32_t w) {
     return ((w >> 8) & 0x00ff00ffu) | 0x64006400u;
   }
@@ -348,11 +354,16 @@ void launch_conv(const PlaneArgs &a0, const ConvArgs &c, cudaStream_t stream) {
     CUDADIFF_CHECK_LAUNCH("noise filter convolution kernel launch");
   };
   switch (c.radius) {
-    case 1: return go(conv_kernel<PS, 1>);
-    case 2: return go(conv_kernel<PS, 2>);
-    case 3: return go(conv_kernel<PS, 3>);
-    case 4: return go(conv_kernel<PS, 4>);
-    default: return go(conv_kernel<PS, 0>);
+    case 1:
+      return go(conv_kernel<PS, 1>);
+    case 2:
+      return go(conv_kernel<PS, 2>);
+    case 3:
+      return go(conv_kernel<PS, 3>);
+    case 4:
+      return go(conv_kernel<PS, 4>);
+    default:
+      return go(conv_kernel<PS, 0>);
   }
 }
 
@@ -374,10 +385,14 @@ void launch_median(const PlaneArgs &a0, Lanes lanes, cudaStream_t stream) {
 template <int PS>
 void launch_median_ps(const PlaneArgs &a, int k, Lanes lanes, cudaStream_t stream) {
   switch (k) {
-    case 3: return launch_median<PS, 3>(a, lanes, stream);
-    case 5: return launch_median<PS, 5>(a, lanes, stream);
-    case 7: return launch_median<PS, 7>(a, lanes, stream);
-    default: throw Error("noise filter: median kernel size must be 3, 5 or 7");
+    case 3:
+      return launch_median<PS, 3>(a, lanes, stream);
+    case 5:
+      return launch_median<PS, 5>(a, lanes, stream);
+    case 7:
+      return launch_median<PS, 7>(a, lanes, stream);
+    default:
+      throw Error("noise filter: median kernel size must be 3, 5 or 7");
   }
 }
 
@@ -388,7 +403,10 @@ bool aligned(const void *p, size_t stride, unsigned bytes) {
 class CudaNoiseFilter final : public NoiseFilter {
  public:
   CudaNoiseFilter(const Context &ctx, VideoFormat format, int width, int height)
-      : ctx_(ctx), format_(format), width_(width), height_(height),
+      : ctx_(ctx),
+        format_(format),
+        width_(width),
+        height_(height),
         lanes_(lanes_from_environment()) {}
 
   void process(const FrameView &in, const FrameView &out,
@@ -425,24 +443,43 @@ class CudaNoiseFilter final : public NoiseFilter {
       a.row_bytes = static_cast<int>(in.row_bytes(p));
       a.keep = 0;
       for (int b = 0; b < 4; ++b)
-        if (layout.pixel_stride == 4 && !(layout.filtered_mask >> b & 1u)) a.keep |= 0xffu << (8 * b);
+        if (layout.pixel_stride == 4 && !(layout.filtered_mask >> b & 1u))
+          a.keep |= 0xffu << (8 * b);
       a.in_vec16 = aligned(a.in, a.in_stride, 16);
       a.out_vec4 = aligned(a.out, a.out_stride, 4);
       if (settings.method == NoiseFilterMethod::Median) {
         switch (layout.pixel_stride) {
-          case 1: launch_median_ps<1>(a, k, lanes_, stream); break;
-          case 2: launch_median_ps<2>(a, k, lanes_, stream); break;
-          case 3: launch_median_ps<3>(a, k, lanes_, stream); break;
-          case 4: launch_median_ps<4>(a, k, lanes_, stream); break;
-          default: throw Error("noise filter: unsupported pixel stride");
+          case 1:
+            launch_median_ps<1>(a, k, lanes_, stream);
+            break;
+          case 2:
+            launch_median_ps<2>(a, k, lanes_, stream);
+            break;
+          case 3:
+            launch_median_ps<3>(a, k, lanes_, stream);
+            break;
+          case 4:
+            launch_median_ps<4>(a, k, lanes_, stream);
+            break;
+          default:
+            throw Error("noise filter: unsupported pixel stride");
         }
       } else {
         switch (layout.pixel_stride) {
-          case 1: launch_conv<1>(a, conv, stream); break;
-          case 2: launch_conv<2>(a, conv, stream); break;
-          case 3: launch_conv<3>(a, conv, stream); break;
-          case 4: launch_conv<4>(a, conv, stream); break;
-          default: throw Error("noise filter: unsupported pixel stride");
+          case 1:
+            launch_conv<1>(a, conv, stream);
+            break;
+          case 2:
+            launch_conv<2>(a, conv, stream);
+            break;
+          case 3:
+            launch_conv<3>(a, conv, stream);
+            break;
+          case 4:
+            launch_conv<4>(a, conv, stream);
+            break;
+          default:
+            throw Error("noise filter: unsupported pixel stride");
         }
       }
     }

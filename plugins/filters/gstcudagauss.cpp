@@ -91,7 +91,8 @@ static void gst_cudadiff_gauss_process(GstCudaDiffFilter *filter, const cudadiff
   s.kernel_size = self->kernel_size;
   s.sigma = self->sigma;
   GST_OBJECT_UNLOCK(self);
-  if (s.method == cudadiff::NoiseFilterMethod::Median && s.kernel_size > cudadiff::kMaxMedianKernel) {
+  if (s.method == cudadiff::NoiseFilterMethod::Median &&
+      s.kernel_size > cudadiff::kMaxMedianKernel) {
     if (!self->warned_median_size)
       GST_WARNING_OBJECT(self, "median supports kernel-size up to %d: using %d instead of %d",
                          cudadiff::kMaxMedianKernel, cudadiff::kMaxMedianKernel, s.kernel_size);
@@ -156,8 +157,7 @@ static void gst_cudadiff_gauss_class_init(GstCudaDiffGaussClass *klass) {
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
   GstCudaDiffFilterClass *filter_class = GST_CUDADIFF_FILTER_CLASS(klass);
 
-  GST_DEBUG_CATEGORY_INIT(gst_cudadiff_gauss_debug, "cudagauss", 0,
-                          "gst-cudadiff noise filter");
+  GST_DEBUG_CATEGORY_INIT(gst_cudadiff_gauss_debug, "cudagauss", 0, "gst-cudadiff noise filter");
 
   gobject_class->set_property = gst_cudadiff_gauss_set_property;
   gobject_class->get_property = gst_cudadiff_gauss_get_property;
@@ -171,8 +171,7 @@ static void gst_cudadiff_gauss_class_init(GstCudaDiffGaussClass *klass) {
                         "window) or median (exact median of the window, kernel-size 3, 5 or "
                         "7). Per colour channel; borders replicate the edge pixel. Changeable "
                         "while playing. Default: gaussian",
-                        GST_TYPE_CUDADIFF_GAUSS_METHOD, static_cast<gint>(DEFAULT_METHOD),
-                        flags));
+                        GST_TYPE_CUDADIFF_GAUSS_METHOD, static_cast<gint>(DEFAULT_METHOD), flags));
   g_object_class_install_property(
       gobject_class, PROP_KERNEL_SIZE,
       g_param_spec_int("kernel-size", "Kernel size",
@@ -190,12 +189,12 @@ static void gst_cudadiff_gauss_class_init(GstCudaDiffGaussClass *klass) {
                           "only. Changeable while playing. Default: 0",
                           0.0, MAX_SIGMA, DEFAULT_SIGMA, flags));
 
-  gst_element_class_add_pad_template(
-      element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS,
-                                          gst_cudadiff_filter_make_caps(FORMATS)));
-  gst_element_class_add_pad_template(
-      element_class, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS,
-                                          gst_cudadiff_filter_make_caps(FORMATS)));
+  gst_element_class_add_pad_template(element_class,
+                                     gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS,
+                                                          gst_cudadiff_filter_make_caps(FORMATS)));
+  gst_element_class_add_pad_template(element_class,
+                                     gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS,
+                                                          gst_cudadiff_filter_make_caps(FORMATS)));
   gst_element_class_set_static_metadata(
       element_class, "CUDA noise filter", "Filter/Effect/Video",
       "Gaussian blur, box mean or median per colour channel, to make frame-difference "

@@ -40,9 +40,9 @@ HostFrame run(const HostFrame &in, const NoiseFilterSettings &s, size_t pad = 0)
 const std::vector<VideoFormat> &all_formats() {
   static const std::vector<VideoFormat> f = [] {
     std::vector<VideoFormat> v = testing_util::packed_rgb_formats();
-    for (VideoFormat y : {VideoFormat::GRAY8, VideoFormat::I420, VideoFormat::YV12,
-                          VideoFormat::NV12, VideoFormat::NV21, VideoFormat::Y444,
-                          VideoFormat::Y42B})
+    for (VideoFormat y :
+         {VideoFormat::GRAY8, VideoFormat::I420, VideoFormat::YV12, VideoFormat::NV12,
+          VideoFormat::NV21, VideoFormat::Y444, VideoFormat::Y42B})
       v.push_back(y);
     return v;
   }();
@@ -77,7 +77,8 @@ int direct(const FrameView &in, int plane, int x, int y, int channel,
   const std::vector<uint32_t> w1 = cudadiff::gaussian_weights(k, s.sigma);
   double sum = 0;
   for (int dy = 0; dy < k; ++dy)
-    for (int dx = 0; dx < k; ++dx) sum += double(w1[dy]) * w1[dx] / 65536.0 / 65536.0 * values[dy * k + dx];
+    for (int dx = 0; dx < k; ++dx)
+      sum += double(w1[dy]) * w1[dx] / 65536.0 / 65536.0 * values[dy * k + dx];
   return static_cast<int>(std::lround(sum));
 }
 
@@ -92,9 +93,8 @@ void expect_matches_definition(const HostFrame &in, const HostFrame &out,
       for (int x = 0; x < in.view.plane_width(p); ++x)
         for (int c = 0; c < l.pixel_stride; ++c) {
           const int got = out.view.row(p, y)[x * l.pixel_stride + c];
-          const int want = (l.filtered_mask >> c & 1u)
-                               ? direct(in.view, p, x, y, c, s)
-                               : in.view.row(p, y)[x * l.pixel_stride + c];
+          const int want = (l.filtered_mask >> c & 1u) ? direct(in.view, p, x, y, c, s)
+                                                       : in.view.row(p, y)[x * l.pixel_stride + c];
           ASSERT_LE(std::abs(got - want), tol)
               << cudadiff::format_name(in.view.format) << " " << in.view.width << "x"
               << in.view.height << " " << cudadiff::noise_filter_method_name(s.method) << " k "
@@ -152,8 +152,8 @@ TEST(GaussCpu, ConstantImageUnchanged) {
           testing_util::fill_value(in, v);
           HostFrame out = run(in, settings(m, k));
           EXPECT_EQ(testing_util::compare_frames(in.view, out.view), "")
-              << cudadiff::format_name(fmt) << " " << cudadiff::noise_filter_method_name(m)
-              << " k " << k << " value " << int(v);
+              << cudadiff::format_name(fmt) << " " << cudadiff::noise_filter_method_name(m) << " k "
+              << k << " value " << int(v);
         }
       }
 }
@@ -216,7 +216,8 @@ TEST(GaussCpu, MedianHandComputed) {
   HostFrame out = run(in, settings(NoiseFilterMethod::Median, 3));
   EXPECT_EQ(out.at(0, 1, 1), 5);
   EXPECT_EQ(out.at(0, 0, 0), 7);
-  // Bottom-right corner: {9,1,1, 5,6,6, 5,6,6} -> 1 5 5 6 6 6 6 9 ... sorted 1 1 5 5 6 6 6 6 9 -> 6.
+  // Bottom-right corner: {9,1,1, 5,6,6, 5,6,6} -> 1 5 5 6 6 6 6 9 ... sorted 1 1 5 5 6 6 6 6 9
+  // -> 6.
   EXPECT_EQ(out.at(0, 2, 2), 6);
 }
 
@@ -291,8 +292,8 @@ TEST(GaussCpu, Nv12ChromaPairsStaySeparate) {
 }
 
 TEST(GaussCpu, AlphaAndPaddingPassThrough) {
-  for (VideoFormat fmt : {VideoFormat::BGRA, VideoFormat::ARGB, VideoFormat::xRGB,
-                          VideoFormat::RGBx}) {
+  for (VideoFormat fmt :
+       {VideoFormat::BGRA, VideoFormat::ARGB, VideoFormat::xRGB, VideoFormat::RGBx}) {
     HostFrame in(fmt, 13, 6);
     testing_util::fill_random(in);
     const cudadiff::FormatInfo &fi = cudadiff::format_info(fmt);
@@ -365,9 +366,9 @@ void exhaustive_zero_one() {
     uint64_t failures = 0;
     for (uint64_t base = 0; base < (uint64_t(1) << kInputs); base += 64) {
       // Input i of the window is bit i of the assignment base + lane.
-      static const uint64_t kLanePattern[6] = {
-          0xAAAAAAAAAAAAAAAAull, 0xCCCCCCCCCCCCCCCCull, 0xF0F0F0F0F0F0F0F0ull,
-          0xFF00FF00FF00FF00ull, 0xFFFF0000FFFF0000ull, 0xFFFFFFFF00000000ull};
+      static const uint64_t kLanePattern[6] = {0xAAAAAAAAAAAAAAAAull, 0xCCCCCCCCCCCCCCCCull,
+                                               0xF0F0F0F0F0F0F0F0ull, 0xFF00FF00FF00FF00ull,
+                                               0xFFFF0000FFFF0000ull, 0xFFFFFFFF00000000ull};
       uint64_t in[Net::kInputRows][K] = {};
       for (int i = 0; i < kInputs; ++i)
         in[o + i / K][i % K] = i < 6 ? kLanePattern[i] : ((base >> i & 1) ? ~uint64_t(0) : 0);
@@ -404,8 +405,12 @@ void random_values() {
 
 }  // namespace
 
-TEST(MedianNetworks, ZeroOnePrincipleExhaustive3x3) { exhaustive_zero_one<3>(); }
-TEST(MedianNetworks, ZeroOnePrincipleExhaustive5x5) { exhaustive_zero_one<5>(); }
+TEST(MedianNetworks, ZeroOnePrincipleExhaustive3x3) {
+  exhaustive_zero_one<3>();
+}
+TEST(MedianNetworks, ZeroOnePrincipleExhaustive5x5) {
+  exhaustive_zero_one<5>();
+}
 TEST(MedianNetworks, RandomValues) {
   random_values<3>();
   random_values<5>();

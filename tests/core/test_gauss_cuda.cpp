@@ -35,9 +35,9 @@ std::string describe(VideoFormat fmt, int w, int h, const NoiseFilterSettings &s
 const std::vector<VideoFormat> &all_formats() {
   static const std::vector<VideoFormat> f = [] {
     std::vector<VideoFormat> v = testing_util::packed_rgb_formats();
-    for (VideoFormat y : {VideoFormat::GRAY8, VideoFormat::I420, VideoFormat::YV12,
-                          VideoFormat::NV12, VideoFormat::NV21, VideoFormat::Y444,
-                          VideoFormat::Y42B})
+    for (VideoFormat y :
+         {VideoFormat::GRAY8, VideoFormat::I420, VideoFormat::YV12, VideoFormat::NV12,
+          VideoFormat::NV21, VideoFormat::Y444, VideoFormat::Y42B})
       v.push_back(y);
     return v;
   }();
@@ -83,8 +83,8 @@ TEST_F(Fixture, EveryFormatMethodAndSmallSize) {
 // Every kernel size (the templated radii 1..4 and the generic kernel) and
 // explicit sigmas, on each pixel stride (GRAY8 1, NV12 2, BGR 3, BGRA 4).
 TEST_F(Fixture, EveryKernelSize) {
-  for (VideoFormat fmt : {VideoFormat::GRAY8, VideoFormat::NV12, VideoFormat::BGR,
-                          VideoFormat::BGRA})
+  for (VideoFormat fmt :
+       {VideoFormat::GRAY8, VideoFormat::NV12, VideoFormat::BGR, VideoFormat::BGRA})
     for (int k = 3; k <= cudadiff::kMaxConvKernel; k += 2) {
       check_random(fmt, 161, 75, settings(NoiseFilterMethod::Box, k));
       check_random(fmt, 161, 75, settings(NoiseFilterMethod::Gaussian, k));

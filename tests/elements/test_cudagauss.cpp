@@ -14,7 +14,7 @@
 
 namespace {
 
-const char *kFormats[] = {"BGR",  "RGB",  "BGRx", "RGBx", "xBGR", "xRGB", "BGRA", "RGBA", "ABGR",
+const char *kFormats[] = {"BGR",  "RGB",   "BGRx", "RGBx", "xBGR", "xRGB", "BGRA", "RGBA", "ABGR",
                           "ARGB", "GRAY8", "I420", "YV12", "NV12", "NV21", "Y444", "Y42B"};
 
 GstVideoInfo info_of(const std::string &caps_str) {
@@ -153,9 +153,9 @@ TEST(CudaGauss, HandComputedValues) {
       for (int y = 0; y < 3; ++y)
         for (int x = 0; x < 5; ++x) {
           guint8 *px = gst_test::pixel(f, 0, 4 * x, y);
-          px[0] = 10;                       // B: constant
-          px[1] = x == 4 ? 90 : 0;          // G: bright right column
-          px[2] = 200;                      // R: constant
+          px[0] = 10;                               // B: constant
+          px[1] = x == 4 ? 90 : 0;                  // G: bright right column
+          px[2] = 200;                              // R: constant
           px[3] = static_cast<guint8>(x * 50 + y);  // A: varies, must pass through
         }
     });
@@ -187,8 +187,7 @@ TEST(CudaGauss, PropertiesAndDefaults) {
   for (const char *name : {"method", "kernel-size", "sigma", "backend", "device-id"}) {
     GParamSpec *spec = g_object_class_find_property(G_OBJECT_GET_CLASS(el), name);
     ASSERT_NE(spec, nullptr) << name;
-    EXPECT_NE(std::string(g_param_spec_get_blurb(spec)).find("Default"), std::string::npos)
-        << name;
+    EXPECT_NE(std::string(g_param_spec_get_blurb(spec)).find("Default"), std::string::npos) << name;
     if (std::string(name) != "backend" && std::string(name) != "device-id") {
       EXPECT_TRUE(spec->flags & GST_PARAM_MUTABLE_PLAYING) << name;
     }
@@ -259,7 +258,8 @@ TEST(CudaGauss, ChangesWhilePlaying) {
 TEST(CudaGauss, CapsNegotiation) {
   GstHarness *h = gst_harness_new("cudagauss");
   gst_harness_set_src_caps_str(h, gst_test::raw_caps("NV12", 16, 8).c_str());
-  GstBuffer *out = gst_harness_push_and_pull(h, random_buffer(info_of(gst_test::raw_caps("NV12", 16, 8))));
+  GstBuffer *out =
+      gst_harness_push_and_pull(h, random_buffer(info_of(gst_test::raw_caps("NV12", 16, 8))));
   ASSERT_NE(out, nullptr);
   GstCaps *out_caps = gst_pad_get_current_caps(h->sinkpad);
   ASSERT_NE(out_caps, nullptr);

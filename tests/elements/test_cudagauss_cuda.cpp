@@ -23,12 +23,13 @@ GstBuffer *run(const std::string &launch, const std::string &caps, GstBuffer *in
 }  // namespace
 
 TEST(CudaGaussCuda, CudaEqualsCpuEveryFormatAndMethod) {
-  const char *formats[] = {"BGR",  "RGB",  "BGRx", "RGBx", "xBGR", "xRGB", "BGRA", "RGBA", "ABGR",
+  const char *formats[] = {"BGR",  "RGB",   "BGRx", "RGBx", "xBGR", "xRGB", "BGRA", "RGBA", "ABGR",
                            "ARGB", "GRAY8", "I420", "YV12", "NV12", "NV21", "Y444", "Y42B"};
-  const char *settings[] = {"method=gaussian kernel-size=5", "method=gaussian kernel-size=9 sigma=2",
-                            "method=box kernel-size=5", "method=box kernel-size=15",
-                            "method=median kernel-size=3", "method=median kernel-size=5",
-                            "method=median kernel-size=7"};
+  const char *settings[] = {
+      "method=gaussian kernel-size=5", "method=gaussian kernel-size=9 sigma=2",
+      "method=box kernel-size=5",      "method=box kernel-size=15",
+      "method=median kernel-size=3",   "method=median kernel-size=5",
+      "method=median kernel-size=7"};
   for (const char *fmt : formats)
     for (const char *s : settings) {
       const int w = 643, h = 37;

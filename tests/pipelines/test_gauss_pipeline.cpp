@@ -9,9 +9,10 @@
 
 TEST(GaussPipeline, FormatsFlowToEos) {
   for (const char *fmt : {"BGRx", "I420", "NV12", "Y444", "GRAY8"}) {
-    const std::string p = std::string("videotestsrc num-buffers=8 pattern=ball ! video/x-raw,format=") +
-                          fmt + ",width=320,height=240 ! cudagauss ! cudagauss method=median "
-                                "kernel-size=3 ! cudagauss method=box kernel-size=7 ! fakesink";
+    const std::string p =
+        std::string("videotestsrc num-buffers=8 pattern=ball ! video/x-raw,format=") + fmt +
+        ",width=320,height=240 ! cudagauss ! cudagauss method=median "
+        "kernel-size=3 ! cudagauss method=box kernel-size=7 ! fakesink";
     EXPECT_EQ(gst_test::run_pipeline(p), "") << fmt;
   }
 }

@@ -63,7 +63,9 @@ double gaussian_sigma(int kernel_size, double sigma);
 std::vector<uint32_t> gaussian_weights(int kernel_size, double sigma);
 
 // The rounding steps of the Gaussian, shared by both backends.
-CUDADIFF_GAUSS_HD uint32_t gauss_round_horizontal(uint32_t sum) { return (sum + 128u) >> 8; }
+CUDADIFF_GAUSS_HD uint32_t gauss_round_horizontal(uint32_t sum) {
+  return (sum + 128u) >> 8;
+}
 CUDADIFF_GAUSS_HD uint8_t gauss_round_vertical(uint32_t sum) {
   return static_cast<uint8_t>((sum + (1u << 23)) >> 24);
 }
