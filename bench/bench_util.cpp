@@ -67,15 +67,40 @@ Stats time_host(const Options &opt, const std::function<void(int)> &fn) {
   return summarize(ms);
 }
 
+Stats time_host_with_setup(const Options &opt, const std::function<void(int)> &setup,
+                           const std::function<void(int)> &fn) {
+  for (int i = 0; i < opt.warmup; ++i) {
+    setup(i);
+    fn(i);
+  }
+  std::vector<double> ms;
+  ms.reserve(opt.runs);
+  for (int i = 0; i < opt.runs; ++i) {
+    setup(i);
+    const auto t0 = std::chrono::steady_clock::now();
+    fn(i);
+    const auto t1 = std::chrono::steady_clock::now();
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  return summarize(ms);
+}
+
 Stats time_device(const Options &opt, const cudadiff::Context &ctx,
-                  const std::function<void(int)> &fn) {
+                  const std::function<void(int)> &fn, const std::function<void(int)> &setup) {
   ctx.activate();
-  for (int i = 0; i < opt.warmup; ++i) fn(i);
+  for (int i = 0; i < opt.warmup; ++i) {
+    if (setup) setup(i);
+    fn(i);
+  }
   ctx.synchronize();
   cudadiff::EventTimer timer(ctx);
   std::vector<double> ms;
   ms.reserve(opt.runs);
   for (int i = 0; i < opt.runs; ++i) {
+    if (setup) {
+      setup(i);
+      ctx.synchronize();
+    }
     timer.start();
     fn(i);
     timer.stop();

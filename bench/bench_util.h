@@ -35,8 +35,13 @@ struct Stats {
 // fn(i) for i = 0.. ; rotate inputs with i % frames.
 Stats time_host(const Options &opt, const std::function<void(int)> &fn);
 // Each call of fn(i) queues work on ctx's stream; timed with events around it.
+// setup(i), when given, runs before each call, untimed (e.g. resetting state).
 Stats time_device(const Options &opt, const cudadiff::Context &ctx,
-                  const std::function<void(int)> &fn);
+                  const std::function<void(int)> &fn,
+                  const std::function<void(int)> &setup = nullptr);
+// The host-clock variant with an untimed setup(i) before each timed fn(i).
+Stats time_host_with_setup(const Options &opt, const std::function<void(int)> &setup,
+                           const std::function<void(int)> &fn);
 
 struct Row {
   std::string operation;

@@ -2,6 +2,7 @@
 #include <gst/gst.h>
 
 #include "filters/gstcudagauss.h"
+#include "filters/gstcudabinarize.h"
 #include "filters/gstcudagrayscale.h"
 #include "gstcudadiffutils.h"
 
@@ -10,6 +11,7 @@ static gboolean plugin_init(GstPlugin *plugin) {
   gboolean ok = FALSE;
   ok |= GST_ELEMENT_REGISTER(cudagrayscale, plugin);
   ok |= GST_ELEMENT_REGISTER(cudagauss, plugin);
+  ok |= GST_ELEMENT_REGISTER(cudabinarize, plugin);
   return ok;
 }
 

@@ -32,7 +32,8 @@ __global__ void gray_packed_kernel(const uint8_t *__restrict__ in, size_t in_str
     uint32_t word[kWords];
 #pragma unroll
     for (int i = 0; i < kWords / 4; ++i) {
-      const uint4 v = reinterpret_cast<const uint4 *>(src)[i];
+      // Streaming loads and stores: every byte is touched once, keep L2 for others.
+      const uint4 v = __ldcs(reinterpret_cast<const uint4 *>(src) + i);
       word[4 * i + 0] = v.x;
       word[4 * i + 1] = v.y;
       word[4 * i + 2] = v.z;
@@ -48,7 +49,7 @@ __global__ void gray_packed_kernel(const uint8_t *__restrict__ in, size_t in_str
             gray_weighted(w, GRAY_BYTE(p * PS + R), GRAY_BYTE(p * PS + G), GRAY_BYTE(p * PS + B));
         packed[p >> 2] |= gray << ((p & 3) * 8);
       }
-      *reinterpret_cast<uint4 *>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+      __stcs(reinterpret_cast<uint4 *>(dst), make_uint4(packed[0], packed[1], packed[2], packed[3]));
     } else {
 #pragma unroll
       for (int p = 0; p < kGroup; ++p) {
@@ -61,8 +62,8 @@ __global__ void gray_packed_kernel(const uint8_t *__restrict__ in, size_t in_str
       }
 #pragma unroll
       for (int i = 0; i < kWords / 4; ++i)
-        reinterpret_cast<uint4 *>(dst)[i] =
-            make_uint4(word[4 * i], word[4 * i + 1], word[4 * i + 2], word[4 * i + 3]);
+        __stcs(reinterpret_cast<uint4 *>(dst) + i,
+               make_uint4(word[4 * i], word[4 * i + 1], word[4 * i + 2], word[4 * i + 3]));
     }
 #undef GRAY_BYTE
     return;

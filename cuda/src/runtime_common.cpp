@@ -43,6 +43,50 @@ PinnedBuffer &PinnedBuffer::operator=(PinnedBuffer &&other) noexcept {
   return *this;
 }
 
+void HostBytes::reserve(size_t capacity) {
+  if (capacity <= buffer_.size()) return;
+  // Grow geometrically so that appending stays cheap.
+  size_t grown = buffer_.size() + buffer_.size() / 2;
+  if (grown < capacity) grown = capacity;
+  PinnedBuffer bigger(grown);
+  if (size_) std::memcpy(bigger.data(), buffer_.data(), size_);
+  buffer_ = std::move(bigger);
+}
+
+void HostBytes::resize(size_t size) {
+  reserve(size);
+  size_ = size;
+}
+
+FrameView packed_view(VideoFormat format, int width, int height, uint8_t *base) {
+  size_t offsets[kMaxPlanes], strides[kMaxPlanes];
+  packed_layout(format, width, height, 1, offsets, strides);
+  FrameView v;
+  v.format = format;
+  v.width = width;
+  v.height = height;
+  for (int p = 0; p < format_info(format).n_planes; ++p) {
+    v.data[p] = base + offsets[p];
+    v.stride[p] = strides[p];
+  }
+  return v;
+}
+
+size_t frame_size_packed(VideoFormat format, int width, int height) {
+  size_t offsets[kMaxPlanes], strides[kMaxPlanes];
+  return packed_layout(format, width, height, 1, offsets, strides);
+}
+
+bool is_packed(const FrameView &view) {
+  const int planes = view.n_planes();
+  for (int p = 0; p < planes; ++p) {
+    if (view.stride[p] != view.row_bytes(p)) return false;
+    if (p > 0 && view.data[p] != view.data[p - 1] + view.stride[p - 1] * view.plane_height(p - 1))
+      return false;
+  }
+  return planes > 0;
+}
+
 void copy_frame_host(const FrameView &src, const FrameView &dst) {
   validate(src, "copy source");
   validate(dst, "copy destination");

@@ -231,4 +231,34 @@ float EventTimer::elapsed_ms() {
   return ms;
 }
 
+StreamGraph::StreamGraph(const Context &ctx, const std::function<void()> &record) : ctx_(ctx) {
+  ctx.activate();
+  auto stream = static_cast<cudaStream_t>(ctx.stream_handle());
+  CUDADIFF_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    record();
+  } catch (...) {
+    cudaGraph_t broken = nullptr;
+    cudaStreamEndCapture(stream, &broken);
+    if (broken) cudaGraphDestroy(broken);
+    throw;
+  }
+  cudaGraph_t graph = nullptr;
+  CUDADIFF_CHECK(cudaStreamEndCapture(stream, &graph));
+  graph_ = graph;
+  cudaGraphExec_t exec = nullptr;
+  CUDADIFF_CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0));  // CUDA >= 11.4
+  exec_ = exec;
+}
+
+StreamGraph::~StreamGraph() {
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+}
+
+void StreamGraph::replay() {
+  CUDADIFF_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_),
+                                 static_cast<cudaStream_t>(ctx_.stream_handle())));
+}
+
 }  // namespace cudadiff

@@ -64,4 +64,10 @@ void EventTimer::start() {}
 void EventTimer::stop() {}
 float EventTimer::elapsed_ms() { return 0.f; }
 
+StreamGraph::StreamGraph(const Context &ctx, const std::function<void()> &) : ctx_(ctx) {
+  no_cuda();
+}
+StreamGraph::~StreamGraph() = default;
+void StreamGraph::replay() {}
+
 }  // namespace cudadiff

@@ -29,6 +29,19 @@ HostFrame::HostFrame(VideoFormat format, int width, int height, size_t pad_bytes
   }
 }
 
+HostFrame::HostFrame(const HostFrame &other) { *this = other; }
+
+HostFrame &HostFrame::operator=(const HostFrame &other) {
+  if (this == &other) return *this;
+  storage = other.storage;
+  pad = other.pad;
+  view = other.view;
+  for (int p = 0; p < cudadiff::kMaxPlanes; ++p)
+    if (other.view.data[p])
+      view.data[p] = storage.data() + (other.view.data[p] - other.storage.data());
+  return *this;
+}
+
 bool HostFrame::padding_intact(uint8_t fill) const {
   for (int p = 0; p < view.n_planes(); ++p) {
     const size_t row = view.row_bytes(p);

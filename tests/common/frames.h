@@ -23,6 +23,11 @@ struct HostFrame {
   HostFrame() = default;
   HostFrame(cudadiff::VideoFormat format, int width, int height, size_t pad = 0,
             uint8_t fill = 0xCD);
+  // Copies own their storage: the view is rebased onto it.
+  HostFrame(const HostFrame &other);
+  HostFrame &operator=(const HostFrame &other);
+  HostFrame(HostFrame &&) = default;
+  HostFrame &operator=(HostFrame &&) = default;
   uint8_t &at(int plane, int x_byte, int y) { return view.row(plane, y)[x_byte]; }
   // True when every padding byte still holds `fill`.
   bool padding_intact(uint8_t fill = 0xCD) const;

@@ -47,7 +47,6 @@ TEST(CudaGrayscaleCuda, CudaEqualsCpuEveryFormat) {
       ASSERT_NE(gpu, nullptr);
       ASSERT_NE(cpu, nullptr);
       EXPECT_EQ(gst_buffer_get_size(gpu), gst_buffer_get_size(cpu));
-      EXPECT_EQ(gst_buffer_memcmp(gpu, 0, nullptr, 0), 0);  // sanity of the API use below
       GstMapInfo a, b;
       gst_buffer_map(gpu, &a, GST_MAP_READ);
       gst_buffer_map(cpu, &b, GST_MAP_READ);

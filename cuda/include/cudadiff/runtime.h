@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -110,6 +111,26 @@ class PinnedBuffer {
   bool pinned_ = false;
 };
 
+// A growable byte array in pinned host memory (payloads copied to and from
+// the device). resize() keeps the first min(old, new) bytes.
+class HostBytes {
+ public:
+  HostBytes() = default;
+  explicit HostBytes(size_t size) { resize(size); }
+  uint8_t *data() { return buffer_.data(); }
+  const uint8_t *data() const { return buffer_.data(); }
+  size_t size() const { return size_; }
+  size_t capacity() const { return buffer_.size(); }
+  bool empty() const { return size_ == 0; }
+  void resize(size_t size);
+  void reserve(size_t capacity);
+  void clear() { size_ = 0; }
+
+ private:
+  PinnedBuffer buffer_;
+  size_t size_ = 0;
+};
+
 // The raw form, for allocators that manage their own bookkeeping (the
 // GstAllocator). host_free must get the `pinned` value host_alloc returned.
 // A free while the process exits (the CUDA runtime already unloaded) is fine.
@@ -143,6 +164,13 @@ class Context {
   DeviceInfo device_info_;
   std::unique_ptr<Stream> stream_;
 };
+
+// A view of a frame stored with no padding at `base`: planes one after the
+// other, each row exactly its visible bytes (the canonical byte order of the
+// difference codec). Size: frame_size_packed().
+FrameView packed_view(VideoFormat format, int width, int height, uint8_t *base);
+size_t frame_size_packed(VideoFormat format, int width, int height);
+bool is_packed(const FrameView &view);
 
 // A frame in device memory with rows padded to 256 bytes (16-byte wide loads
 // start aligned on every row). Allocated once per negotiated format and size.
@@ -185,6 +213,23 @@ class EventTimer {
   const Context &ctx_;
   void *start_ = nullptr;
   void *stop_ = nullptr;
+};
+
+// The work `record` queues on the context's stream, captured once as a CUDA
+// graph and replayed with one launch (benchmarks: frames back to back
+// without per-kernel launch gaps). `record` must not synchronise.
+class StreamGraph {
+ public:
+  StreamGraph(const Context &ctx, const std::function<void()> &record);
+  ~StreamGraph();
+  StreamGraph(const StreamGraph &) = delete;
+  StreamGraph &operator=(const StreamGraph &) = delete;
+  void replay();
+
+ private:
+  const Context &ctx_;
+  void *graph_ = nullptr;
+  void *exec_ = nullptr;
 };
 
 // Host-side copy of a whole frame, plane by plane (honours strides).

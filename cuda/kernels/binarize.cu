@@ -1,0 +1,637 @@
+// Binarization on the GPU in two launches per frame; the histogram and the
+// threshold never leave the device.
+//
+// 1. histogram_kernel: each thread takes 16 pixels of a row (16-byte loads),
+//    computes their gray values (writing the gray image when the output pass
+//    wants it) and counts them in its warp's shared-memory histogram, merging
+//    runs of equal values into one atomic (flat regions would otherwise
+//    serialise on one bin). Each block adds its 256 bins to a global
+//    accumulator; the last block to finish (threadfence + ticket) takes the
+//    histogram, resets the accumulator for the next frame, and computes the
+//    peaks and the threshold with 256 threads, one per bin: block-wide max for
+//    the peaks, a block scan and an arg-max of Otsu's score that is exact but
+//    only does 256-bit arithmetic between near-tied candidates (otsu::better
+//    in cudadiff/binarize.h; tests/core/test_binarize.cpp replays it on the
+//    host). It runs out of line (__noinline__) so that its register needs do
+//    not cut the occupancy of the streaming loop. It writes the result to
+//    device memory for the output pass and, through mapped pinned memory, to
+//    the host, where it is read after the per-frame synchronisation.
+// 2. output_kernel: 16 pixels per thread again; reads the threshold from
+//    device memory (or gets it as an argument for the fixed method, which
+//    then skips step 1 unless the peaks are wanted), compares four gray bytes
+//    at once (__vcmpgtu4) and writes GRAY8 or the input format (I420 / NV12
+//    output adds a chroma fill).
+//
+// Rows whose pointer or stride is not 16-byte aligned, and the last group of a
+// row, take a scalar path, so any stride and width work.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "../src/check.h"
+#include "cudadiff/binarize.h"
+
+namespace cudadiff {
+namespace {
+
+constexpr int kGroup = 16;   // pixels per thread
+constexpr int kBlock = 256;  // also one thread per histogram bin in the threshold step
+constexpr int kWarps = kBlock / 32;
+// Resident histogram blocks per SM the register budget is sized for (64
+// registers per thread); the grid is capped at this many per SM.
+constexpr int kHistogramBlocksPerSm = 4;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// Device-side state of one Binarize object (one allocation, zeroed at creation).
+struct DeviceState {
+  uint32_t accumulator[256];  // all zero between frames: the last block resets it
+  uint32_t blocks_done;       // zero between frames
+  uint32_t histogram[256];    // the last frame's histogram
+  BinarizeResult result;      // the last frame's threshold and peaks
+};
+
+struct ThresholdArgs {
+  int method;  // ThresholdMethod
+  int fixed_threshold;
+  int min_threshold;
+  int max_threshold;
+};
+
+// Byte k (0 = lowest address) of an array of little-endian words.
+#define WORD_BYTE(words, k) (((words)[(k) >> 2] >> (((k)&3) * 8)) & 0xffu)
+
+// A source of gray values: PS = 1 is a gray (or luma) plane; PS = 3 or 4 is
+// packed RGB with R, G, B at those byte offsets.
+template <int PS>
+__device__ __forceinline__ void load_group(const uint8_t *src, uint32_t (&word)[PS * 4]) {
+#pragma unroll
+  for (int i = 0; i < PS; ++i) {
+    const uint4 v = reinterpret_cast<const uint4 *>(src)[i];
+    word[4 * i + 0] = v.x;
+    word[4 * i + 1] = v.y;
+    word[4 * i + 2] = v.z;
+    word[4 * i + 3] = v.w;
+  }
+}
+
+// The 16 gray values of a loaded group, four per word.
+template <int PS, int R, int G, int B>
+__device__ __forceinline__ void gray_of_group(const uint32_t (&word)[PS * 4], const GrayWeights &w,
+                                              uint32_t (&gray)[4]) {
+  if constexpr (PS == 1) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) gray[i] = word[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) gray[i] = 0;
+#pragma unroll
+    for (int p = 0; p < kGroup; ++p) {
+      const uint32_t g = gray_weighted(w, WORD_BYTE(word, p * PS + R), WORD_BYTE(word, p * PS + G),
+                                       WORD_BYTE(word, p * PS + B));
+      gray[p >> 2] |= g << ((p & 3) * 8);
+    }
+  }
+}
+
+template <int PS, int R, int G, int B>
+__device__ __forceinline__ uint32_t gray_of_pixel(const uint8_t *px, const GrayWeights &w) {
+  if constexpr (PS == 1)
+    return px[0];
+  else
+    return gray_weighted(w, px[R], px[G], px[B]);
+}
+
+// ---- the threshold step (run by the whole last block) ----
+
+__device__ __forceinline__ uint64_t block_max(uint64_t v, uint64_t *scratch) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const uint64_t other = __shfl_xor_sync(kFullMask, v, offset);
+    v = other > v ? other : v;
+  }
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  uint64_t result = scratch[0];
+#pragma unroll
+  for (int i = 1; i < kWarps; ++i) result = scratch[i] > result ? scratch[i] : result;
+  __syncthreads();  // scratch may be reused
+  return result;
+}
+
+__device__ __forceinline__ void shfl_candidate(otsu::Candidate &c, int offset, uint32_t total,
+                                               uint64_t total_sum) {
+  otsu::Candidate other;
+  other.t = __shfl_xor_sync(kFullMask, c.t, offset);
+  other.candidate = __shfl_xor_sync(kFullMask, static_cast<int>(c.candidate), offset) != 0;
+  other.n0 = __shfl_xor_sync(kFullMask, c.n0, offset);
+  other.sum0 = __shfl_xor_sync(kFullMask, c.sum0, offset);
+  if (otsu::better(other, c, total, total_sum)) c = other;
+}
+
+struct ThresholdScratch {
+  uint64_t max[kWarps];
+  uint32_t count[kWarps];
+  uint64_t sum[kWarps];
+  double approx[kWarps];
+  otsu::Candidate best[kWarps];
+};
+
+// Otsu's threshold; every thread of the block calls it with its bin's count.
+// Gives what the sequential loop of cpu/binarize.cpp gives (see otsu::better).
+__device__ int block_otsu(uint32_t count, ThresholdScratch &scratch) {
+  const int t = threadIdx.x;
+  const int lane = t & 31, warp = t >> 5;
+  // Inclusive prefix sums of the counts and of the gray sums: n0(t), S0(t).
+  uint32_t n0 = count;
+  uint64_t sum0 = static_cast<uint64_t>(t) * count;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const uint32_t n = __shfl_up_sync(kFullMask, n0, offset);
+    const uint64_t s = __shfl_up_sync(kFullMask, sum0, offset);
+    if (lane >= offset) {
+      n0 += n;
+      sum0 += s;
+    }
+  }
+  if (lane == 31) {
+    scratch.count[warp] = n0;
+    scratch.sum[warp] = sum0;
+  }
+  __syncthreads();
+  uint32_t total = 0;
+  uint64_t total_sum = 0;
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) {
+    if (i < warp) {
+      n0 += scratch.count[i];
+      sum0 += scratch.sum[i];
+    }
+    total += scratch.count[i];
+    total_sum += scratch.sum[i];
+  }
+
+  // The largest approximate score, then the exact winner among the candidates.
+  const double approx = otsu::approx_score(total, total_sum, n0, sum0);
+  double largest = approx;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    largest = fmax(largest, __shfl_xor_sync(kFullMask, largest, offset));
+  if (lane == 0) scratch.approx[warp] = largest;
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) largest = fmax(largest, scratch.approx[i]);
+
+  otsu::Candidate best;
+  best.t = t;
+  best.candidate = approx >= largest * (1.0 - otsu::kCandidateTolerance);
+  best.n0 = n0;
+  best.sum0 = sum0;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) shfl_candidate(best, offset, total, total_sum);
+  if (lane == 0) scratch.best[warp] = best;
+  __syncthreads();
+  otsu::Candidate winner = scratch.best[0];
+  for (int i = 1; i < kWarps; ++i)
+    if (otsu::better(scratch.best[i], winner, total, total_sum)) winner = scratch.best[i];
+  __syncthreads();  // scratch may be reused
+  return winner.t;
+}
+
+__device__ __noinline__ void block_threshold(DeviceState *state, const ThresholdArgs &args,
+                                             BinarizeResult *host_result) {
+  __shared__ ThresholdScratch scratch;
+  const int bin = threadIdx.x;
+  // Read the merged histogram and leave the accumulator zero for the next
+  // frame; atomics act at L2, so no stale cached value can be read.
+  const uint32_t count = atomicExch(&state->accumulator[bin], 0u);
+  state->histogram[bin] = count;
+  if (bin == 0) state->blocks_done = 0;  // every block has taken its ticket
+
+  // Peaks: keys order by count, then by lower gray level.
+  const uint64_t key = (static_cast<uint64_t>(count) << 8) | static_cast<uint64_t>(255 - bin);
+  const uint64_t first_key = block_max(key, scratch.max);
+  const int first = 255 - static_cast<int>(first_key & 255u);
+  const uint64_t second_key = block_max((bin != first && count > 0) ? key : 0, scratch.max);
+  const int second = second_key ? 255 - static_cast<int>(second_key & 255u) : first;
+
+  int threshold;
+  if (args.method == static_cast<int>(ThresholdMethod::Otsu)) {
+    threshold = block_otsu(count, scratch);  // uniform branch: every thread calls it
+  } else if (args.method == static_cast<int>(ThresholdMethod::TwoPeaks)) {
+    const int mean = (first + second) / 2;
+    threshold = min(max(mean, args.min_threshold), args.max_threshold);
+  } else {
+    threshold = args.fixed_threshold;
+  }
+  if (bin == 0) {
+    BinarizeResult r;
+    r.threshold = threshold;
+    r.peak1 = first;
+    r.peak2 = second;
+    r.peak1_count = static_cast<uint32_t>(first_key >> 8);
+    r.peak2_count = second_key ? static_cast<uint32_t>(second_key >> 8) : r.peak1_count;
+    state->result = r;
+    if (host_result) *host_result = r;  // mapped pinned memory: no copy needed
+  }
+}
+
+// ---- pass 1: gray, histogram, threshold ----
+
+// Adds a run of `len` pixels of gray value `value` to the warp's histogram.
+__device__ __forceinline__ void count_run(uint32_t *hist, uint32_t value, uint32_t len) {
+  atomicAdd(&hist[value], len);
+}
+
+template <int PS, int R, int G, int B, bool WRITE_GRAY, bool VECTOR>
+__global__ void __launch_bounds__(kBlock, kHistogramBlocksPerSm)
+    histogram_kernel(const uint8_t *__restrict__ in, size_t in_stride, uint8_t *__restrict__ gray,
+                     size_t gray_stride, int width, int height, int groups_per_row, GrayWeights w,
+                     ThresholdArgs args, DeviceState *state, BinarizeResult *host_result) {
+  __shared__ uint32_t warp_hist[kWarps][256];
+  __shared__ bool is_last;
+  for (int i = threadIdx.x; i < kWarps * 256; i += kBlock) (&warp_hist[0][0])[i] = 0;
+  __syncthreads();
+  uint32_t *hist = warp_hist[threadIdx.x >> 5];
+
+  const long long groups = static_cast<long long>(groups_per_row) * height;
+  const long long step = static_cast<long long>(gridDim.x) * kBlock;
+  for (long long idx = static_cast<long long>(blockIdx.x) * kBlock + threadIdx.x; idx < groups;
+       idx += step) {
+    const int y = static_cast<int>(idx / groups_per_row);
+    const int x0 = static_cast<int>(idx - static_cast<long long>(y) * groups_per_row) * kGroup;
+    const uint8_t *src = in + y * in_stride + static_cast<size_t>(x0) * PS;
+    uint8_t *dst = WRITE_GRAY ? gray + y * gray_stride + x0 : nullptr;
+
+    if (VECTOR && x0 + kGroup <= width) {
+      uint32_t word[PS * 4];
+      load_group<PS>(src, word);
+      uint32_t g[4];
+      gray_of_group<PS, R, G, B>(word, w, g);
+      if (WRITE_GRAY) *reinterpret_cast<uint4 *>(dst) = make_uint4(g[0], g[1], g[2], g[3]);
+      uint32_t run_value = WORD_BYTE(g, 0), run_len = 1;
+#pragma unroll
+      for (int p = 1; p < kGroup; ++p) {
+        const uint32_t v = WORD_BYTE(g, p);
+        if (v == run_value) {
+          ++run_len;
+        } else {
+          count_run(hist, run_value, run_len);
+          run_value = v;
+          run_len = 1;
+        }
+      }
+      count_run(hist, run_value, run_len);
+    } else {
+      const int n = min(kGroup, width - x0);
+      uint32_t run_value = gray_of_pixel<PS, R, G, B>(src, w), run_len = 1;
+      if (WRITE_GRAY) dst[0] = static_cast<uint8_t>(run_value);
+      for (int p = 1; p < n; ++p) {
+        const uint32_t v = gray_of_pixel<PS, R, G, B>(src + p * PS, w);
+        if (WRITE_GRAY) dst[p] = static_cast<uint8_t>(v);
+        if (v == run_value) {
+          ++run_len;
+        } else {
+          count_run(hist, run_value, run_len);
+          run_value = v;
+          run_len = 1;
+        }
+      }
+      count_run(hist, run_value, run_len);
+    }
+  }
+  __syncthreads();
+
+  // This block's bins into the frame's accumulator.
+  for (int bin = threadIdx.x; bin < 256; bin += kBlock) {
+    uint32_t sum = 0;
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) sum += warp_hist[k][bin];
+    if (sum) atomicAdd(&state->accumulator[bin], sum);
+  }
+  // Make the additions visible device-wide before taking a ticket; the block
+  // that takes the last ticket sees every block's additions.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) is_last = atomicAdd(&state->blocks_done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  block_threshold(state, args, host_result);
+}
+
+// ---- pass 2: black and white ----
+
+// SPS: source of gray values (1: a gray/luma plane; 3, 4: packed RGB with R, G,
+// B offsets); DPS: output bytes per pixel (1: GRAY8 or a Y plane; 3: packed RGB
+// without alpha; 4: packed RGB with alpha / x, which then come from the source).
+template <int SPS, int R, int G, int B, int DPS, bool VECTOR>
+__global__ void __launch_bounds__(kBlock)
+    output_kernel(const uint8_t *__restrict__ src, size_t src_stride, uint8_t *__restrict__ out,
+                  size_t out_stride, int width, int height, int groups_per_row, GrayWeights w,
+                  const BinarizeResult *__restrict__ result, int fixed_threshold,
+                  uint32_t invert_mask) {
+  static_assert(DPS == 1 || (DPS == 3 && SPS != 4) || (DPS == 4 && SPS == 4),
+                "output layout needs a matching source");
+  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<long long>(groups_per_row) * height) return;
+  const int y = static_cast<int>(idx / groups_per_row);
+  const int x0 = static_cast<int>(idx - static_cast<long long>(y) * groups_per_row) * kGroup;
+  const uint8_t *s = src + y * src_stride + static_cast<size_t>(x0) * SPS;
+  uint8_t *d = out + y * out_stride + static_cast<size_t>(x0) * DPS;
+  const uint32_t threshold =
+      result ? static_cast<uint32_t>(result->threshold) : static_cast<uint32_t>(fixed_threshold);
+
+  if (VECTOR && x0 + kGroup <= width) {
+    uint32_t word[SPS * 4];
+    load_group<SPS>(s, word);
+    uint32_t g[4];
+    gray_of_group<SPS, R, G, B>(word, w, g);
+    const uint32_t t4 = threshold * 0x01010101u;
+    uint32_t white[4];  // 0xff in each byte whose pixel is white
+#pragma unroll
+    for (int i = 0; i < 4; ++i) white[i] = __vcmpgtu4(g[i], t4) ^ invert_mask;
+    if constexpr (DPS == 1) {
+      *reinterpret_cast<uint4 *>(d) = make_uint4(white[0], white[1], white[2], white[3]);
+    } else if constexpr (DPS == 3) {
+      uint32_t o[12];
+#pragma unroll
+      for (int i = 0; i < 12; ++i) o[i] = 0;
+#pragma unroll
+      for (int k = 0; k < 3 * kGroup; ++k) o[k >> 2] |= WORD_BYTE(white, k / 3) << ((k & 3) * 8);
+#pragma unroll
+      for (int i = 0; i < 3; ++i)
+        reinterpret_cast<uint4 *>(d)[i] =
+            make_uint4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]);
+    } else {
+      constexpr uint32_t colour = (0xffu << (8 * R)) | (0xffu << (8 * G)) | (0xffu << (8 * B));
+      uint32_t o[16];
+#pragma unroll
+      for (int p = 0; p < kGroup; ++p) {
+        const uint32_t v = WORD_BYTE(white, p) * 0x01010101u;
+        o[p] = (word[p] & ~colour) | (v & colour);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        reinterpret_cast<uint4 *>(d)[i] =
+            make_uint4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]);
+    }
+    return;
+  }
+
+  const int n = min(kGroup, width - x0);
+  const uint8_t above = static_cast<uint8_t>(0xffu ^ (invert_mask & 0xffu));
+  const uint8_t below = static_cast<uint8_t>(invert_mask & 0xffu);
+  for (int p = 0; p < n; ++p) {
+    const uint8_t v = gray_of_pixel<SPS, R, G, B>(s + p * SPS, w) > threshold ? above : below;
+    if constexpr (DPS == 1) {
+      d[p] = v;
+    } else if constexpr (DPS == 3) {
+      d[3 * p] = d[3 * p + 1] = d[3 * p + 2] = v;
+    } else {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) d[4 * p + k] = (k == R || k == G || k == B) ? v : s[4 * p + k];
+    }
+  }
+}
+
+#undef WORD_BYTE
+
+// Neutral chroma (128) for I420 / NV12 output, one byte per thread. A kernel
+// rather than cudaMemset2DAsync so that mapped host memory (integrated GPUs)
+// works the same as device memory.
+__global__ void __launch_bounds__(kBlock)
+    fill_plane_kernel(uint8_t *plane, size_t stride, int row_bytes, int rows, uint8_t value) {
+  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<long long>(row_bytes) * rows) return;
+  const int y = static_cast<int>(idx / row_bytes);
+  const int x = static_cast<int>(idx - static_cast<long long>(y) * row_bytes);
+  plane[y * stride + x] = value;
+}
+
+bool aligned16(const void *p, size_t stride) {
+  return ((reinterpret_cast<uintptr_t>(p) | stride) & 15u) == 0;
+}
+
+class CudaBinarize final : public Binarize {
+ public:
+  CudaBinarize(const Context &ctx, VideoFormat in_format, VideoFormat out_format, int width,
+               int height, const BinarizeOptions &options)
+      : ctx_(ctx), in_format_(in_format), out_format_(out_format), width_(width), height_(height) {
+    ctx.activate();
+    const FormatInfo &fi = format_info(in_format);
+    // The gray image is kept only where the output pass can use it: GRAY8
+    // output, or 3-byte RGB written back (4-byte formats need the input's
+    // alpha / x bytes, so their output pass reads the input anyway).
+    if (options.keep_gray && is_packed_rgb(in_format) &&
+        (out_format == VideoFormat::GRAY8 || fi.pixel_stride[0] == 3))
+      gray_ = DeviceFrame(VideoFormat::GRAY8, width, height);
+    state_ = DeviceBuffer(sizeof(DeviceState));
+    fill_bytes_async(state_.data(), 0, sizeof(DeviceState), ctx);
+    host_result_ = PinnedBuffer(sizeof(BinarizeResult));
+    const BinarizeResult none;
+    std::memcpy(host_result_.data(), &none, sizeof none);
+    if (host_result_.pinned()) {
+      void *device_ptr = nullptr;
+      if (cudaHostGetDevicePointer(&device_ptr, host_result_.data(), 0) == cudaSuccess)
+        mapped_result_ = static_cast<BinarizeResult *>(device_ptr);
+      else
+        cudaGetLastError();  // not mappable: the result is copied instead
+    }
+    max_histogram_blocks_ = std::max(1, ctx.device().multiprocessors * kHistogramBlocksPerSm);
+  }
+
+  ~CudaBinarize() override {
+    // The device may still write the mapped result; wait before it is freed.
+    try {
+      ctx_.activate();
+      ctx_.synchronize();
+    } catch (const Error &) {
+    }
+  }
+
+  void process(const FrameView &in, const FrameView &out, const BinarizeParams &params) override {
+    validate(in, "binarize input");
+    validate(out, "binarize output");
+    validate(params);
+    if (in.format != in_format_ || out.format != out_format_ || in.width != width_ ||
+        in.height != height_ || out.width != width_ || out.height != height_)
+      throw Error("binarize: frame does not match the configured formats and size");
+    stream_ = static_cast<cudaStream_t>(ctx_.stream_handle());
+    need_histogram_ = params.method != ThresholdMethod::Fixed || params.want_peaks;
+    switch (in.format) {
+      case VideoFormat::GRAY8:
+      case VideoFormat::I420:
+      case VideoFormat::NV12:
+        run<1, 0, 0, 0>(in, out, params);
+        break;
+      case VideoFormat::BGR:
+        run<3, 2, 1, 0>(in, out, params);
+        break;
+      case VideoFormat::RGB:
+        run<3, 0, 1, 2>(in, out, params);
+        break;
+      case VideoFormat::BGRx:
+      case VideoFormat::BGRA:
+        run<4, 2, 1, 0>(in, out, params);
+        break;
+      case VideoFormat::RGBx:
+      case VideoFormat::RGBA:
+        run<4, 0, 1, 2>(in, out, params);
+        break;
+      case VideoFormat::xBGR:
+      case VideoFormat::ABGR:
+        run<4, 3, 2, 1>(in, out, params);
+        break;
+      case VideoFormat::xRGB:
+      case VideoFormat::ARGB:
+        run<4, 1, 2, 3>(in, out, params);
+        break;
+      default:
+        throw Error(std::string("binarize: unsupported format ") + format_name(in.format));
+    }
+    // Neutral chroma for I420 / NV12 output.
+    for (int p = 1; p < out.n_planes(); ++p) {
+      const int row_bytes = static_cast<int>(out.row_bytes(p)), rows = out.plane_height(p);
+      const long long bytes = static_cast<long long>(row_bytes) * rows;
+      fill_plane_kernel<<<static_cast<unsigned>((bytes + kBlock - 1) / kBlock), kBlock, 0,
+                          stream_>>>(out.data[p], out.stride[p], row_bytes, rows, 128);
+      CUDADIFF_CHECK_LAUNCH("binarize chroma fill launch");
+    }
+    if (need_histogram_) {
+      if (!mapped_result_)  // a few bytes, queued with the frame's download
+        copy_bytes_async(host_result_.data(), &device_state()->result, sizeof(BinarizeResult),
+                         ctx_);
+    } else {
+      fixed_result_ = BinarizeResult();
+      fixed_result_.threshold = params.threshold;
+    }
+    histogram_valid_ = need_histogram_;
+  }
+
+  BinarizeResult result() const override {
+    if (!histogram_valid_) return fixed_result_;
+    BinarizeResult r;
+    std::memcpy(&r, host_result_.data(), sizeof r);
+    return r;
+  }
+
+  Histogram histogram() const override {
+    Histogram h;
+    h.fill(0);
+    if (!histogram_valid_) return h;
+    ctx_.activate();
+    copy_bytes_async(h.data(), device_state()->histogram, sizeof(h), ctx_);
+    ctx_.synchronize();
+    return h;
+  }
+
+ private:
+  DeviceState *device_state() const { return state_.as<DeviceState>(); }
+
+  int groups_per_row() const { return (width_ + kGroup - 1) / kGroup; }
+
+  template <int PS, int R, int G, int B>
+  void launch_histogram(const uint8_t *src, size_t src_stride, const BinarizeParams &params) {
+    const long long groups = static_cast<long long>(groups_per_row()) * height_;
+    const unsigned blocks = static_cast<unsigned>(
+        std::min<long long>((groups + kBlock - 1) / kBlock, max_histogram_blocks_));
+    const ThresholdArgs args{static_cast<int>(params.method), params.threshold,
+                             params.min_threshold, params.max_threshold};
+    const GrayWeights w = gray_weights(params.gray);
+    uint8_t *gray = gray_.empty() ? nullptr : gray_.view().data[0];
+    const size_t gray_stride = gray_.empty() ? 0 : gray_.view().stride[0];
+    const bool vector = aligned16(src, src_stride) && (!gray || aligned16(gray, gray_stride));
+    const auto launch = [&](auto kernel) {
+      kernel<<<blocks, kBlock, 0, stream_>>>(src, src_stride, gray, gray_stride, width_, height_,
+                                             groups_per_row(), w, args, device_state(),
+                                             mapped_result_);
+    };
+    if constexpr (PS > 1) {
+      if (gray) {
+        vector ? launch(histogram_kernel<PS, R, G, B, true, true>)
+               : launch(histogram_kernel<PS, R, G, B, true, false>);
+        CUDADIFF_CHECK_LAUNCH("binarize histogram kernel launch");
+        return;
+      }
+    }
+    vector ? launch(histogram_kernel<PS, R, G, B, false, true>)
+           : launch(histogram_kernel<PS, R, G, B, false, false>);
+    CUDADIFF_CHECK_LAUNCH("binarize histogram kernel launch");
+  }
+
+  template <int SPS, int R, int G, int B, int DPS>
+  void launch_output(const uint8_t *src, size_t src_stride, uint8_t *out, size_t out_stride,
+                     const BinarizeParams &params) {
+    const long long threads = static_cast<long long>(groups_per_row()) * height_;
+    const unsigned blocks = static_cast<unsigned>((threads + kBlock - 1) / kBlock);
+    const GrayWeights w = gray_weights(params.gray);
+    const BinarizeResult *result = need_histogram_ ? &device_state()->result : nullptr;
+    const uint32_t invert_mask = params.invert ? 0xffffffffu : 0u;
+    const bool vector = aligned16(src, src_stride) && aligned16(out, out_stride);
+    const auto launch = [&](auto kernel) {
+      kernel<<<blocks, kBlock, 0, stream_>>>(src, src_stride, out, out_stride, width_, height_,
+                                             groups_per_row(), w, result, params.threshold,
+                                             invert_mask);
+    };
+    vector ? launch(output_kernel<SPS, R, G, B, DPS, true>)
+           : launch(output_kernel<SPS, R, G, B, DPS, false>);
+    CUDADIFF_CHECK_LAUNCH("binarize output kernel launch");
+  }
+
+  template <int PS, int R, int G, int B>
+  void run(const FrameView &in, const FrameView &out, const BinarizeParams &params) {
+    if (need_histogram_) launch_histogram<PS, R, G, B>(in.data[0], in.stride[0], params);
+    uint8_t *dst = out.data[0];
+    const size_t dst_stride = out.stride[0];
+    if constexpr (PS == 1) {
+      // GRAY8 / luma input: GRAY8 or Y-plane output.
+      launch_output<1, 0, 0, 0, 1>(in.data[0], in.stride[0], dst, dst_stride, params);
+    } else {
+      // The kept gray image is valid only when the first pass ran.
+      const bool from_gray = need_histogram_ && !gray_.empty();
+      const uint8_t *gray = from_gray ? gray_.view().data[0] : nullptr;
+      const size_t gray_stride = from_gray ? gray_.view().stride[0] : 0;
+      if (out.format == VideoFormat::GRAY8) {
+        if (from_gray)
+          launch_output<1, 0, 0, 0, 1>(gray, gray_stride, dst, dst_stride, params);
+        else
+          launch_output<PS, R, G, B, 1>(in.data[0], in.stride[0], dst, dst_stride, params);
+      } else if constexpr (PS == 3) {
+        if (from_gray)
+          launch_output<1, 0, 0, 0, 3>(gray, gray_stride, dst, dst_stride, params);
+        else
+          launch_output<3, R, G, B, 3>(in.data[0], in.stride[0], dst, dst_stride, params);
+      } else {
+        launch_output<4, R, G, B, 4>(in.data[0], in.stride[0], dst, dst_stride, params);
+      }
+    }
+  }
+
+  const Context &ctx_;
+  VideoFormat in_format_, out_format_;
+  int width_, height_;
+  DeviceFrame gray_;                         // the gray image of packed RGB input (when kept)
+  DeviceBuffer state_;                       // DeviceState
+  PinnedBuffer host_result_;                 // BinarizeResult, written by the device
+  BinarizeResult *mapped_result_ = nullptr;  // its device address (null: copied instead)
+  int max_histogram_blocks_ = 1;
+  cudaStream_t stream_ = nullptr;
+  bool need_histogram_ = false;
+  bool histogram_valid_ = false;  // the last frame computed a histogram
+  BinarizeResult fixed_result_;
+};
+
+}  // namespace
+
+namespace detail {
+std::unique_ptr<Binarize> make_cuda_binarize(const Context &ctx, VideoFormat in_format,
+                                             VideoFormat out_format, int width, int height,
+                                             const BinarizeOptions &options) {
+  return std::make_unique<CudaBinarize>(ctx, in_format, out_format, width, height, options);
+}
+}  // namespace detail
+
+}  // namespace cudadiff

@@ -1,0 +1,265 @@
+// Binarization: the CUDA backend equals the CPU reference bit for bit, in the
+// histogram counts, the peaks, the threshold and every output byte.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "binarize_frames.h"
+#include "cudadiff/binarize.h"
+#include "frames.h"
+
+using cudadiff::BinarizeOptions;
+using cudadiff::BinarizeParams;
+using cudadiff::BinarizeResult;
+using cudadiff::FrameView;
+using cudadiff::Histogram;
+using cudadiff::ThresholdMethod;
+using cudadiff::VideoFormat;
+using testing_util::HostFrame;
+
+namespace {
+
+const ThresholdMethod kMethods[] = {ThresholdMethod::Otsu, ThresholdMethod::TwoPeaks,
+                                    ThresholdMethod::Fixed};
+
+std::string describe(const HostFrame &in, VideoFormat out_fmt, const BinarizeParams &p) {
+  return std::string(cudadiff::format_name(in.view.format)) + " -> " +
+         cudadiff::format_name(out_fmt) + " " + std::to_string(in.view.width) + "x" +
+         std::to_string(in.view.height) + " method " + std::to_string(static_cast<int>(p.method)) +
+         " gray " + std::to_string(static_cast<int>(p.gray)) + (p.invert ? " inverted" : "") +
+         (p.want_peaks ? " peaks" : "");
+}
+
+void expect_same_result(const BinarizeResult &want, const BinarizeResult &got,
+                        const std::string &what) {
+  EXPECT_EQ(want.threshold, got.threshold) << what;
+  EXPECT_EQ(want.peak1, got.peak1) << what;
+  EXPECT_EQ(want.peak2, got.peak2) << what;
+  EXPECT_EQ(want.peak1_count, got.peak1_count) << what;
+  EXPECT_EQ(want.peak2_count, got.peak2_count) << what;
+}
+
+struct Fixture : ::testing::Test {
+  std::unique_ptr<cudadiff::Context> cpu = cudadiff::Context::cpu();
+  std::unique_ptr<cudadiff::Context> gpu = cudadiff::Context::cuda(0);
+
+  // The CPU and CUDA ops on `in`; every part of the answer must agree.
+  void check(const HostFrame &in, VideoFormat out_fmt, const BinarizeParams &p,
+             const BinarizeOptions &options = BinarizeOptions()) {
+    const int w = in.view.width, h = in.view.height;
+    const std::string what = describe(in, out_fmt, p);
+    HostFrame want(out_fmt, w, h);
+    auto cpu_op = cudadiff::Binarize::create(*cpu, in.view.format, out_fmt, w, h);
+    cpu_op->process(in.view, want.view, p);
+
+    cudadiff::DeviceFrame din = testing_util::upload(in, *gpu);
+    cudadiff::DeviceFrame dout(out_fmt, w, h);
+    auto op = cudadiff::Binarize::create(*gpu, in.view.format, out_fmt, w, h, options);
+    op->process(din.view(), dout.view(), p);
+    HostFrame got = testing_util::download(dout, *gpu);  // synchronises
+    expect_same_result(cpu_op->result(), op->result(), what);
+    EXPECT_EQ(cpu_op->histogram(), op->histogram()) << what;
+    ASSERT_EQ(testing_util::compare_frames(want.view, got.view), "") << what;
+  }
+};
+
+}  // namespace
+
+TEST_F(Fixture, AllFormatsSizesMethodsRandom) {
+  const int sizes[][2] = {{1, 1}, {2, 3}, {15, 3}, {16, 1}, {17, 5}, {31, 2}, {33, 17}, {640, 480}};
+  int k = 0;
+  for (VideoFormat fmt : binarize_test::input_formats())
+    for (const auto &sz : sizes)
+      for (ThresholdMethod m : kMethods) {
+        HostFrame in(fmt, sz[0], sz[1], 7);
+        testing_util::fill_random(in);
+        BinarizeParams p;
+        p.method = m;
+        p.gray = static_cast<cudadiff::GrayMethod>(k % 3);
+        p.invert = (k % 4) == 1;
+        p.threshold = (k * 37) % 256;
+        p.want_peaks = (k % 5) == 2;
+        ++k;
+        check(in, VideoFormat::GRAY8, p);
+        check(in, fmt, p);
+      }
+}
+
+TEST_F(Fixture, RealisticFramesEveryFormat) {
+  const int sizes[][2] = {{1920, 1080}, {1919, 1081}, {641, 359}};
+  for (VideoFormat fmt : binarize_test::input_formats())
+    for (const auto &sz : sizes) {
+      const HostFrame in = binarize_test::realistic_frame(fmt, sz[0], sz[1], testing_util::rng());
+      for (ThresholdMethod m : {ThresholdMethod::Otsu, ThresholdMethod::TwoPeaks}) {
+        BinarizeParams p;
+        p.method = m;
+        check(in, VideoFormat::GRAY8, p);
+        if (sz[0] != 1920) check(in, fmt, p);
+      }
+    }
+}
+
+// Flat frames and long runs (the run-length merging in the histogram pass,
+// and one bin taking every pixel), and hand-made histograms whose Otsu and
+// two-peaks answers are known.
+TEST_F(Fixture, FlatFramesAndKnownHistograms) {
+  for (VideoFormat fmt :
+       {VideoFormat::BGR, VideoFormat::RGBA, VideoFormat::GRAY8, VideoFormat::NV12})
+    for (int v : {0, 1, 128, 254, 255})
+      for (ThresholdMethod m : kMethods) {
+        const HostFrame in =
+            binarize_test::gray_pattern(fmt, 1280, 720, [&](int, int) { return v; });
+        BinarizeParams p;
+        p.method = m;
+        check(in, VideoFormat::GRAY8, p);
+      }
+  // Stripes: runs of 5 and 11 pixels, two levels; uniform ramp; three levels.
+  const auto stripes = [](int x, int y) { return ((x / 5 + y / 11) & 1) ? 200 : 40; };
+  const auto ramp = [](int x, int) { return x & 255; };
+  const auto three = [](int x, int y) {
+    const int i = (x + 3 * y) % 4;
+    return i < 2 ? 40 : i == 2 ? 100 : 200;
+  };
+  for (const auto &pattern :
+       {std::function<int(int, int)>(stripes), std::function<int(int, int)>(ramp),
+        std::function<int(int, int)>(three)})
+    for (VideoFormat fmt : {VideoFormat::BGRx, VideoFormat::I420})
+      for (ThresholdMethod m : kMethods) {
+        const HostFrame in = binarize_test::gray_pattern(fmt, 1024, 300, pattern, 3);
+        BinarizeParams p;
+        p.method = m;
+        p.want_peaks = true;
+        check(in, fmt, p);
+      }
+  // The three-level frame has the hand-worked Otsu threshold of the CPU test.
+  const HostFrame in = binarize_test::gray_pattern(VideoFormat::GRAY8, 1024, 300, three);
+  auto op = cudadiff::Binarize::create(*gpu, VideoFormat::GRAY8, VideoFormat::GRAY8, 1024, 300);
+  cudadiff::DeviceFrame din = testing_util::upload(in, *gpu), dout(VideoFormat::GRAY8, 1024, 300);
+  op->process(din.view(), dout.view(), BinarizeParams());
+  gpu->synchronize();
+  EXPECT_EQ(op->result().threshold, 100);
+  EXPECT_EQ(op->result().peak1, 40);
+}
+
+// One object, many frames: the device accumulator is reset between frames,
+// fixed frames without a histogram in between do not disturb it, and each
+// frame's answer is its own.
+TEST_F(Fixture, SameObjectManyFrames) {
+  const int w = 1921, h = 543;
+  for (VideoFormat fmt : {VideoFormat::BGR, VideoFormat::GRAY8}) {
+    auto cpu_op = cudadiff::Binarize::create(*cpu, fmt, VideoFormat::GRAY8, w, h);
+    auto op = cudadiff::Binarize::create(*gpu, fmt, VideoFormat::GRAY8, w, h);
+    cudadiff::DeviceFrame dout(VideoFormat::GRAY8, w, h);
+    for (int i = 0; i < 8; ++i) {
+      const HostFrame in =
+          (i % 2) ? binarize_test::realistic_frame(fmt, w, h, testing_util::rng()) : [&] {
+            HostFrame f(fmt, w, h);
+            testing_util::fill_random(f);
+            return f;
+          }();
+      BinarizeParams p;
+      p.method = kMethods[i % 3];
+      p.threshold = 20 * i;
+      HostFrame want(VideoFormat::GRAY8, w, h);
+      cpu_op->process(in.view, want.view, p);
+      cudadiff::DeviceFrame din = testing_util::upload(in, *gpu);
+      op->process(din.view(), dout.view(), p);
+      HostFrame got = testing_util::download(dout, *gpu);
+      const std::string what = "frame " + std::to_string(i);
+      expect_same_result(cpu_op->result(), op->result(), what);
+      EXPECT_EQ(cpu_op->histogram(), op->histogram()) << what;
+      ASSERT_EQ(testing_util::compare_frames(want.view, got.view), "") << what;
+    }
+  }
+}
+
+// Frames larger than one wave of the histogram grid (grid-stride loop).
+TEST_F(Fixture, LargeFrames) {
+  for (VideoFormat fmt : {VideoFormat::BGR, VideoFormat::ARGB, VideoFormat::GRAY8}) {
+    const HostFrame in = binarize_test::realistic_frame(fmt, 4096, 2176, testing_util::rng());
+    check(in, VideoFormat::GRAY8, BinarizeParams());
+  }
+}
+
+// The output pass reading the kept gray image or recomputing gray from the
+// input gives the same bytes.
+TEST_F(Fixture, KeepGrayOrRecompute) {
+  BinarizeOptions recompute;
+  recompute.keep_gray = false;
+  for (VideoFormat fmt : testing_util::packed_rgb_formats())
+    for (ThresholdMethod m : kMethods) {
+      const HostFrame in = binarize_test::realistic_frame(fmt, 1283, 77, testing_util::rng());
+      BinarizeParams p;
+      p.method = m;
+      p.gray = cudadiff::GrayMethod::Bt709;
+      check(in, VideoFormat::GRAY8, p, recompute);
+      check(in, fmt, p, recompute);
+      check(in, VideoFormat::GRAY8, p);
+      check(in, fmt, p);
+    }
+}
+
+// Device views with unaligned base pointers and strides take the scalar
+// paths; bytes after each row are never written.
+TEST_F(Fixture, UnalignedDeviceStrides) {
+  const int w = 45, h = 6;
+  for (VideoFormat fmt : {VideoFormat::BGR, VideoFormat::RGBA, VideoFormat::GRAY8}) {
+    for (VideoFormat out_fmt : {VideoFormat::GRAY8, fmt}) {
+      HostFrame in(fmt, w, h, 5);
+      testing_util::fill_random(in);
+      HostFrame want(out_fmt, w, h, 3);
+      BinarizeParams p;
+      auto cpu_op = cudadiff::Binarize::create(*cpu, fmt, out_fmt, w, h);
+      cpu_op->process(in.view, want.view, p);
+
+      gpu->activate();
+      const size_t in_stride = in.view.stride[0];  // row + 5: not a multiple of 16
+      const size_t out_stride = want.view.stride[0];
+      cudadiff::DeviceBuffer in_buf(in_stride * h + 1), out_buf(out_stride * h + 1);
+      FrameView din = in.view, dout = want.view;
+      din.data[0] = in_buf.data() + 1;
+      dout.data[0] = out_buf.data() + 1;
+      cudadiff::copy_to_device(in.view, din, *gpu);
+      cudadiff::fill_bytes_async(out_buf.data(), 0xCD, out_stride * h + 1, *gpu);
+      auto op = cudadiff::Binarize::create(*gpu, fmt, out_fmt, w, h);
+      op->process(din, dout, p);
+      HostFrame raw(VideoFormat::GRAY8, static_cast<int>(out_stride), h);
+      FrameView raw_dev = raw.view;
+      raw_dev.data[0] = out_buf.data() + 1;
+      cudadiff::copy_to_host(raw_dev, raw.view, *gpu);
+      gpu->synchronize();
+      const size_t row = want.view.row_bytes(0);
+      for (int y = 0; y < h; ++y) {
+        for (size_t x = 0; x < row; ++x)
+          ASSERT_EQ(raw.view.row(0, y)[x], want.view.row(0, y)[x]) << x << "," << y;
+        for (size_t x = row; x < out_stride; ++x)
+          ASSERT_EQ(raw.view.row(0, y)[x], 0xCD) << "padding " << x << "," << y;
+      }
+      expect_same_result(cpu_op->result(), op->result(), "unaligned");
+    }
+  }
+}
+
+TEST_F(Fixture, FixedWithoutHistogram) {
+  HostFrame in(VideoFormat::RGB, 100, 10);
+  testing_util::fill_random(in);
+  BinarizeParams p;
+  p.method = ThresholdMethod::Fixed;
+  p.threshold = 77;
+  check(in, VideoFormat::GRAY8, p);
+  auto op = cudadiff::Binarize::create(*gpu, VideoFormat::RGB, VideoFormat::GRAY8, 100, 10);
+  cudadiff::DeviceFrame din = testing_util::upload(in, *gpu), dout(VideoFormat::GRAY8, 100, 10);
+  op->process(din.view(), dout.view(), p);
+  gpu->synchronize();
+  EXPECT_EQ(op->result().threshold, 77);
+  EXPECT_EQ(op->result().peak1, -1);
+  for (uint32_t c : op->histogram()) ASSERT_EQ(c, 0u);
+  p.want_peaks = true;
+  op->process(din.view(), dout.view(), p);
+  gpu->synchronize();
+  EXPECT_EQ(op->result().threshold, 77);
+  EXPECT_GE(op->result().peak1, 0);
+  uint32_t total = 0;
+  for (uint32_t c : op->histogram()) total += c;
+  EXPECT_EQ(total, 1000u);
+}
