@@ -1,6 +1,7 @@
 // The one plugin module, libgstcudadiff.so: registers every element.
 #include <gst/gst.h>
 
+#include "filters/gstcudagauss.h"
 #include "filters/gstcudabinarize.h"
 #include "filters/gstcudagrayscale.h"
 #include "vis/gstcudaheatmap.h"
@@ -14,6 +15,7 @@ static gboolean plugin_init(GstPlugin *plugin) {
   gst_cudadiff_common_init();
   gboolean ok = FALSE;
   ok |= GST_ELEMENT_REGISTER(cudagrayscale, plugin);
+  ok |= GST_ELEMENT_REGISTER(cudagauss, plugin);
   ok |= GST_ELEMENT_REGISTER(cudabinarize, plugin);
 #if CUDADIFF_HAVE_PANGOCAIRO  // meson builds cudatextoverlay only with Pango and Cairo
   ok |= GST_ELEMENT_REGISTER(cudatextoverlay, plugin);

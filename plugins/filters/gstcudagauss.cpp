@@ -1,0 +1,217 @@
+/**
+ * SECTION:element-cudagauss
+ * @title: cudagauss
+ *
+ * Smooths camera noise before difference encoding, on the GPU when one is
+ * usable: a Gaussian blur (default), a box mean or a median over a square
+ * window, per colour channel, with the edge pixels replicated at the borders.
+ * Alpha and padding bytes pass through unfiltered; YUV planes are each
+ * filtered at their own size (NV12's U and V separately).
+ *
+ * ## Example launch lines
+ * |[
+ * gst-launch-1.0 videotestsrc ! cudagauss kernel-size=7 ! videoconvert ! autovideosink
+ * gst-launch-1.0 v4l2src ! videoconvert ! cudagauss method=median kernel-size=3 \
+ *     ! videoconvert ! autovideosink
+ * ]|
+ */
+#include "gstcudagauss.h"
+
+#include <memory>
+
+#include "cudadiff/gauss.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_gauss_debug);
+#define GST_CAT_DEFAULT gst_cudadiff_gauss_debug
+
+#define DEFAULT_METHOD cudadiff::NoiseFilterMethod::Gaussian
+#define DEFAULT_KERNEL_SIZE 5
+#define DEFAULT_SIGMA 0.0
+#define MAX_SIGMA 100.0
+
+enum { PROP_0, PROP_METHOD, PROP_KERNEL_SIZE, PROP_SIGMA };
+
+struct _GstCudaDiffGauss {
+  GstCudaDiffFilter parent;
+  // Guarded by the object lock.
+  cudadiff::NoiseFilterMethod method;
+  gint kernel_size;
+  gdouble sigma;
+  // Streaming thread only.
+  cudadiff::NoiseFilter *op;  // between setup and teardown
+  gboolean warned_median_size;
+};
+
+#define FORMATS                                                                           \
+  "{ BGR, RGB, BGRx, RGBx, xBGR, xRGB, BGRA, RGBA, ABGR, ARGB, GRAY8, I420, YV12, NV12, " \
+  "NV21, Y444, Y42B }"
+
+G_DEFINE_TYPE(GstCudaDiffGauss, gst_cudadiff_gauss, GST_TYPE_CUDADIFF_FILTER)
+GST_ELEMENT_REGISTER_DEFINE(cudagauss, "cudagauss", GST_RANK_NONE, GST_TYPE_CUDADIFF_GAUSS)
+
+GType gst_cudadiff_gauss_method_get_type(void) {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+      {static_cast<gint>(cudadiff::NoiseFilterMethod::Gaussian),
+       "Gaussian blur, separable, weights from sigma", "gaussian"},
+      {static_cast<gint>(cudadiff::NoiseFilterMethod::Box),
+       "Box mean of the window (the report's mean filter)", "box"},
+      {static_cast<gint>(cudadiff::NoiseFilterMethod::Median),
+       "Exact median of the window (kernel-size 3, 5 or 7)", "median"},
+      {0, nullptr, nullptr},
+  };
+  if (g_once_init_enter(&type)) {
+    GType t = g_enum_register_static("GstCudaDiffGaussMethod", values);
+    g_once_init_leave(&type, t);
+  }
+  return type;
+}
+
+static void gst_cudadiff_gauss_setup(GstCudaDiffFilter *filter, const GstVideoInfo *in_info,
+                                     const GstVideoInfo *, const cudadiff::Context &ctx) {
+  auto *self = GST_CUDADIFF_GAUSS(filter);
+  auto op = cudadiff::NoiseFilter::create(
+      ctx, gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(in_info)),
+      GST_VIDEO_INFO_WIDTH(in_info), GST_VIDEO_INFO_HEIGHT(in_info));
+  self->op = op.release();
+}
+
+static void gst_cudadiff_gauss_teardown(GstCudaDiffFilter *filter) {
+  auto *self = GST_CUDADIFF_GAUSS(filter);
+  delete self->op;
+  self->op = nullptr;
+}
+
+static void gst_cudadiff_gauss_process(GstCudaDiffFilter *filter, const cudadiff::FrameView &in,
+                                       const cudadiff::FrameView &out) {
+  auto *self = GST_CUDADIFF_GAUSS(filter);
+  cudadiff::NoiseFilterSettings s;
+  GST_OBJECT_LOCK(self);
+  s.method = self->method;
+  s.kernel_size = self->kernel_size;
+  s.sigma = self->sigma;
+  GST_OBJECT_UNLOCK(self);
+  if (s.method == cudadiff::NoiseFilterMethod::Median &&
+      s.kernel_size > cudadiff::kMaxMedianKernel) {
+    if (!self->warned_median_size)
+      GST_WARNING_OBJECT(self, "median supports kernel-size up to %d: using %d instead of %d",
+                         cudadiff::kMaxMedianKernel, cudadiff::kMaxMedianKernel, s.kernel_size);
+    self->warned_median_size = TRUE;
+    s.kernel_size = cudadiff::kMaxMedianKernel;
+  } else {
+    self->warned_median_size = FALSE;
+  }
+  self->op->process(in, out, s);
+}
+
+static void gst_cudadiff_gauss_set_property(GObject *object, guint prop_id, const GValue *value,
+                                            GParamSpec *pspec) {
+  auto *self = GST_CUDADIFF_GAUSS(object);
+  GST_OBJECT_LOCK(self);
+  switch (prop_id) {
+    case PROP_METHOD:
+      self->method = static_cast<cudadiff::NoiseFilterMethod>(g_value_get_enum(value));
+      break;
+    case PROP_KERNEL_SIZE: {
+      gint k = g_value_get_int(value);
+      if (k % 2 == 0) {
+        GST_WARNING_OBJECT(self, "kernel-size must be odd: using %d instead of %d", k + 1, k);
+        k += 1;
+      }
+      self->kernel_size = k;
+      break;
+    }
+    case PROP_SIGMA:
+      self->sigma = g_value_get_double(value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+static void gst_cudadiff_gauss_get_property(GObject *object, guint prop_id, GValue *value,
+                                            GParamSpec *pspec) {
+  auto *self = GST_CUDADIFF_GAUSS(object);
+  GST_OBJECT_LOCK(self);
+  switch (prop_id) {
+    case PROP_METHOD:
+      g_value_set_enum(value, static_cast<gint>(self->method));
+      break;
+    case PROP_KERNEL_SIZE:
+      g_value_set_int(value, self->kernel_size);
+      break;
+    case PROP_SIGMA:
+      g_value_set_double(value, self->sigma);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+static void gst_cudadiff_gauss_class_init(GstCudaDiffGaussClass *klass) {
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
+  GstCudaDiffFilterClass *filter_class = GST_CUDADIFF_FILTER_CLASS(klass);
+
+  GST_DEBUG_CATEGORY_INIT(gst_cudadiff_gauss_debug, "cudagauss", 0, "gst-cudadiff noise filter");
+
+  gobject_class->set_property = gst_cudadiff_gauss_set_property;
+  gobject_class->get_property = gst_cudadiff_gauss_get_property;
+
+  const auto flags = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                              GST_PARAM_MUTABLE_PLAYING);
+  g_object_class_install_property(
+      gobject_class, PROP_METHOD,
+      g_param_spec_enum("method", "Method",
+                        "The filter: gaussian (separable Gaussian blur), box (mean of the "
+                        "window) or median (exact median of the window, kernel-size 3, 5 or "
+                        "7). Per colour channel; borders replicate the edge pixel. Changeable "
+                        "while playing. Default: gaussian",
+                        GST_TYPE_CUDADIFF_GAUSS_METHOD, static_cast<gint>(DEFAULT_METHOD), flags));
+  g_object_class_install_property(
+      gobject_class, PROP_KERNEL_SIZE,
+      g_param_spec_int("kernel-size", "Kernel size",
+                       "Width and height of the square window in pixels; odd (an even value "
+                       "becomes the next odd one), 3 to 31 for gaussian and box, 3 to 7 for "
+                       "median (larger values use 7). Changeable while playing. Default: 5",
+                       cudadiff::kMinFilterKernel, cudadiff::kMaxConvKernel, DEFAULT_KERNEL_SIZE,
+                       flags));
+  g_object_class_install_property(
+      gobject_class, PROP_SIGMA,
+      g_param_spec_double("sigma", "Sigma",
+                          "Standard deviation of the Gaussian in pixels (0 to 100); 0 derives "
+                          "it from kernel-size as OpenCV does (0.3 * ((kernel-size - 1) / 2 - "
+                          "1) + 0.8, with OpenCV's fixed kernels for 3, 5 and 7). Gaussian "
+                          "only. Changeable while playing. Default: 0",
+                          0.0, MAX_SIGMA, DEFAULT_SIGMA, flags));
+
+  gst_element_class_add_pad_template(element_class,
+                                     gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS,
+                                                          gst_cudadiff_filter_make_caps(FORMATS)));
+  gst_element_class_add_pad_template(element_class,
+                                     gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS,
+                                                          gst_cudadiff_filter_make_caps(FORMATS)));
+  gst_element_class_set_static_metadata(
+      element_class, "CUDA noise filter", "Filter/Effect/Video",
+      "Gaussian blur, box mean or median per colour channel, to make frame-difference "
+      "streaming cheaper; on the GPU, or on the CPU without one",
+      "gst-cudadiff developers");
+
+  filter_class->setup = gst_cudadiff_gauss_setup;
+  filter_class->teardown = gst_cudadiff_gauss_teardown;
+  filter_class->process = gst_cudadiff_gauss_process;
+
+  gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_GAUSS_METHOD, static_cast<GstPluginAPIFlags>(0));
+}
+
+static void gst_cudadiff_gauss_init(GstCudaDiffGauss *self) {
+  self->method = DEFAULT_METHOD;
+  self->kernel_size = DEFAULT_KERNEL_SIZE;
+  self->sigma = DEFAULT_SIGMA;
+  self->op = nullptr;
+  self->warned_median_size = FALSE;
+}
