@@ -11,6 +11,15 @@ steps=${*:-tests sanitize bench peers}
 out=/tmp/gpu-check
 rm -rf "$out" && mkdir -p "$out"
 source .device/env.sh
+# Pango needs fonts: point fontconfig at the staged ones.
+if [ -d .device/root/usr/share/fonts ]; then
+  cat > /tmp/gpu-check-fonts.conf <<CONF
+<?xml version="1.0"?><!DOCTYPE fontconfig SYSTEM "fonts.dtd">
+<fontconfig><dir>$PWD/.device/root/usr/share/fonts</dir><cachedir>/tmp/fontconfig-cache</cachedir></fontconfig>
+CONF
+  export FONTCONFIG_FILE=/tmp/gpu-check-fonts.conf
+fi
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 summary=()
 
 for step in $steps; do
