@@ -88,7 +88,7 @@ class CpuDiffEncoder final : public DiffEncoder {
     const long long n_blocks = static_cast<long long>(block_masks_.size());
     const uint8_t *cur = current_.data();
     const uint8_t *ref = reference_.data();
-#pragma omp parallel for num_threads(cpu_threads()) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(frame_bytes_)) schedule(static)
     for (long long k = 0; k < n_blocks; ++k) {
       uint32_t mask = 0;
       for (size_t j = 0; j < kBlockBytes; ++j) {

@@ -21,7 +21,7 @@ class CpuGrayscale final : public Grayscale {
  public:
   void process(const FrameView &in, const FrameView &out, GrayMethod method) override {
     check_pair(in, out);
-    const int threads = cpu_threads();
+    const int threads = cpu_threads_for(static_cast<size_t>(in.width) * in.height);
     if (in.format == VideoFormat::GRAY8) {
       copy_frame_host(in, out);
       return;
@@ -63,6 +63,8 @@ std::unique_ptr<Grayscale> Grayscale::create(const Context &ctx, VideoFormat in_
                 format_name(out_format));
 #if CUDADIFF_HAVE_CUDA
   if (ctx.is_cuda()) return detail::make_cuda_grayscale(ctx);
+#else
+  (void)ctx;
 #endif
   return std::make_unique<CpuGrayscale>();
 }

@@ -112,4 +112,6 @@ int cpu_threads() {
 #endif
 }
 
+int cpu_threads_for(size_t work) { return work < (size_t(1) << 18) ? 1 : cpu_threads(); }
+
 }  // namespace cudadiff

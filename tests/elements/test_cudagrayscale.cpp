@@ -93,8 +93,9 @@ void check_conversion(const char *in_format, const char *out_format, int w, int 
           for (int c = 0; c < 3; ++c)
             ASSERT_EQ(px[GST_VIDEO_FORMAT_INFO_POFFSET(fi, c)], want)
                 << in_format << " channel " << c << " at " << x << "," << y;
-          if (GST_VIDEO_FORMAT_INFO_HAS_ALPHA(fi))
+          if (GST_VIDEO_FORMAT_INFO_HAS_ALPHA(fi)) {
             ASSERT_EQ(px[GST_VIDEO_FORMAT_INFO_POFFSET(fi, 3)], 0xA0 + x % 16) << "alpha kept";
+          }
         }
       }
   });

@@ -238,5 +238,9 @@ void copy_frame_host(const FrameView &src, const FrameView &dst);
 // Number of CPU threads the reference implementations use (OpenMP); 0 = all.
 void set_cpu_threads(int threads);
 int cpu_threads();
+// Threads for a loop over `work` items (bytes, pixels): one below about a
+// quarter million, where starting a team costs more than it saves (and a
+// busy machine makes it cost much more).
+int cpu_threads_for(size_t work);
 
 }  // namespace cudadiff
