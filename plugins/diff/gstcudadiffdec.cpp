@@ -84,7 +84,7 @@ struct DecState {
   uint32_t width = 0, height = 0, fps_n = 0, fps_d = 1;
   size_t frame_bytes = 0;
   bool synced = false;   // the reference is valid: a keyframe and every packet since
-  bool in_loss = false;  // a warning was posted for the current loss
+  bool in_loss = false;  // a warning was posted since the last decoded packet
   guint64 last_frame_number = 0;
   // Untimed input: output pts = sender pts - pts_offset.
   bool have_offset = false;
@@ -217,21 +217,28 @@ static gboolean gst_cudadiff_dec_flush(GstVideoDecoder *decoder) {
   return TRUE;
 }
 
-// A loss: the reference is no longer what the sender has. One warning per
-// loss; decoding resumes at the next keyframe.
-static void report_loss(GstCudaDiffDec *self, const char *what, const std::string &detail) {
+// Damage in the stream: one warning until a packet decodes again. Skipped
+// bytes alone keep the reference (a lost packet shows as a gap in the frame
+// numbers, which is a loss).
+static void report_damage(GstCudaDiffDec *self, const char *what, const std::string &detail) {
   DecState *st = self->state;
-  st->synced = false;
   if (st->in_loss) {
-    GST_DEBUG_OBJECT(self, "%s (still waiting for a keyframe): %s", what, detail.c_str());
+    GST_DEBUG_OBJECT(self, "%s (again): %s", what, detail.c_str());
     return;
   }
   st->in_loss = true;
   GST_OBJECT_LOCK(self);
   self->stats.losses++;
   GST_OBJECT_UNLOCK(self);
-  GST_ELEMENT_WARNING(self, STREAM, DECODE, ("%s; waiting for the next keyframe", what),
+  GST_ELEMENT_WARNING(self, STREAM, DECODE, ("%s; decoding resumes at the next keyframe", what),
                       ("%s", detail.c_str()));
+}
+
+// A loss: the reference is no longer what the sender has; deltas are
+// dropped until the next keyframe.
+static void report_loss(GstCudaDiffDec *self, const char *what, const std::string &detail) {
+  self->state->synced = false;
+  report_damage(self, what, detail);
 }
 
 static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCodecFrame *frame,
@@ -255,7 +262,7 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
                             ("%s", step.problem.c_str()));
           return GST_FLOW_ERROR;
         }
-        report_loss(self, step.truncated ? "truncated stream" : "damaged stream", step.problem);
+        report_damage(self, step.truncated ? "truncated stream" : "damaged stream", step.problem);
         continue;
       case stream::Parser::Kind::Packet:
         if (step.header.stream_header()) {
