@@ -234,6 +234,16 @@ static void report_damage(GstCudaDiffDec *self, const char *what, const std::str
                       ("%s", detail.c_str()));
 }
 
+// The end of the stream cut a packet: it is dropped.
+static void report_truncation(GstCudaDiffDec *self, const std::string &detail) {
+  self->state->in_loss = true;  // what follows it is the rest of the same packet
+  GST_OBJECT_LOCK(self);
+  self->stats.losses++;
+  GST_OBJECT_UNLOCK(self);
+  GST_ELEMENT_WARNING(self, STREAM, DECODE, ("truncated stream: its last packet is incomplete"),
+                      ("%s", detail.c_str()));
+}
+
 // A loss: the reference is no longer what the sender has; deltas are
 // dropped until the next keyframe.
 static void report_loss(GstCudaDiffDec *self, const char *what, const std::string &detail) {
@@ -262,7 +272,10 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
                             ("%s", step.problem.c_str()));
           return GST_FLOW_ERROR;
         }
-        report_damage(self, step.truncated ? "truncated stream" : "damaged stream", step.problem);
+        if (step.truncated)
+          report_truncation(self, step.problem);
+        else
+          report_damage(self, "damaged stream", step.problem);
         continue;
       case stream::Parser::Kind::Packet:
         if (step.header.stream_header()) {
