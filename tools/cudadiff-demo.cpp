@@ -229,13 +229,13 @@ int main(int argc, char **argv) {
        "cudadiffenc keyframe-interval (default 60)", "N"},
       {"compression", 'c', 0, G_OPTION_ARG_STRING, &o.compression,
        "cudadiffenc compression: zstd or none (default: the element's)", "C"},
-      {"backend", 'b', 0, G_OPTION_ARG_STRING, &o.backend, "auto, cuda or cpu (default auto)",
-       "B"},
+      {"backend", 'b', 0, G_OPTION_ARG_STRING, &o.backend, "auto, cuda or cpu (default auto)", "B"},
       {"png", 'o', 0, G_OPTION_ARG_FILENAME, &o.png,
        "Where to save the client's last picture (default demo-snapshot.png)", "PATH"},
       {nullptr, 0, 0, G_OPTION_ARG_NONE, nullptr, nullptr, nullptr},
   };
-  GOptionContext *context = g_option_context_new("- stream video with cudadiffenc/cudadiffdec over TCP on 127.0.0.1");
+  GOptionContext *context =
+      g_option_context_new("- stream video with cudadiffenc/cudadiffdec over TCP on 127.0.0.1");
   g_option_context_add_main_entries(context, entries, nullptr);
   g_option_context_add_group(context, gst_init_get_option_group());
   GError *err = nullptr;
@@ -260,10 +260,11 @@ int main(int argc, char **argv) {
 
   const std::string source_opt = o.source ? o.source : "auto";
   const std::string device = o.device ? o.device : "/dev/video0";
-  const bool camera = source_opt == "camera" || (source_opt == "auto" && have_camera(device.c_str()));
+  const bool camera =
+      source_opt == "camera" || (source_opt == "auto" && have_camera(device.c_str()));
   const std::string png = o.png ? o.png : "demo-snapshot.png";
   const std::string frames = std::to_string(o.frames);
-  std::string source;      // ends with raw BGR video
+  std::string source;       // ends with raw BGR video
   std::string source_tail;  // more branches of the source, if any
   std::string what;
   if (camera) {
@@ -277,12 +278,13 @@ int main(int argc, char **argv) {
                              ",height=" + std::to_string(o.height) +
                              ",framerate=" + std::to_string(o.fps) + "/1";
     const std::string live = o.live ? " is-live=true" : "";
-    source = "compositor name=mix sink_1::alpha=0.05 ! videoconvert ! video/x-raw,format=BGR," +
-             size;
+    source =
+        "compositor name=mix sink_1::alpha=0.05 ! videoconvert ! video/x-raw,format=BGR," + size;
     source_tail = " videotestsrc" + live +
                   " pattern=ball motion=wavy background-color=0xff40608a num-buffers=" + frames +
                   " ! video/x-raw," + size + " ! mix.sink_0 videotestsrc" + live +
-                  " pattern=snow num-buffers=" + frames + " ! video/x-raw," + size + " ! mix.sink_1";
+                  " pattern=snow num-buffers=" + frames + " ! video/x-raw," + size +
+                  " ! mix.sink_1";
     what = "test pattern " + std::to_string(o.width) + "x" + std::to_string(o.height) +
            " (moving ball, noise)";
   }
@@ -376,8 +378,10 @@ int main(int argc, char **argv) {
                 (shown.frames - 1) / std::max(seconds, 1e-9), shown.frames, seconds, wall);
   if (stats && sent > 0) {
     GstVideoInfo &vi = originals.info;
-    const int rate_n = originals.have_info && GST_VIDEO_INFO_FPS_N(&vi) > 0 ? GST_VIDEO_INFO_FPS_N(&vi) : o.fps;
-    const int rate_d = originals.have_info && GST_VIDEO_INFO_FPS_N(&vi) > 0 ? GST_VIDEO_INFO_FPS_D(&vi) : 1;
+    const int rate_n =
+        originals.have_info && GST_VIDEO_INFO_FPS_N(&vi) > 0 ? GST_VIDEO_INFO_FPS_N(&vi) : o.fps;
+    const int rate_d =
+        originals.have_info && GST_VIDEO_INFO_FPS_N(&vi) > 0 ? GST_VIDEO_INFO_FPS_D(&vi) : 1;
     const double fps = double(rate_n) / rate_d;
     const double in = double(stat(stats, "bytes-in")), out = double(stat(stats, "bytes-out"));
     const double report = double(stat(stats, "report-layout-bytes"));
@@ -391,15 +395,17 @@ int main(int argc, char **argv) {
                 keys, human(keys ? (out - delta_out) / keys : 0).c_str(), sent - keys,
                 human(sent > keys ? delta_out / (sent - keys) : 0).c_str());
     if (delta_out > 0)
-      std::printf("         deltas are 1/%.1f of the report's layout (5 bytes per changed byte); "
-                  "everything 1/%.1f\n",
-                  delta_report / delta_out, report / out);
+      std::printf(
+          "         deltas are 1/%.1f of the report's layout (5 bytes per changed byte); "
+          "everything 1/%.1f\n",
+          delta_report / delta_out, report / out);
   }
   if (shown.matched > 0)
-    std::printf("PSNR:    %.2f dB average, %.2f dB minimum over %d frames (client picture vs "
-                "server input%s)\n",
-                shown.psnr_sum / shown.matched, shown.psnr_min, shown.matched,
-                shown.lossless == shown.matched ? "; identical: lossless" : "");
+    std::printf(
+        "PSNR:    %.2f dB average, %.2f dB minimum over %d frames (client picture vs "
+        "server input%s)\n",
+        shown.psnr_sum / shown.matched, shown.psnr_min, shown.matched,
+        shown.lossless == shown.matched ? "; identical: lossless" : "");
   if (shown.last) {
     GstSample *sample = gst_sample_new(shown.last, shown.last_caps, nullptr, nullptr);
     GstCaps *png_caps = gst_caps_from_string("image/png");

@@ -23,6 +23,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cudadiff/diff.h"
 #include "cudadiffstream.h"
@@ -79,6 +80,7 @@ struct DecState {
   std::unique_ptr<diff::DiffDecoder> decoder;
   stream::Reader reader;
   stream::Parser parser;
+  std::vector<diff::SuperblockEntry> entries;  // of the last delta (CUDA)
   // The stream being decoded (from its last keyframe).
   cudadiff::VideoFormat format = cudadiff::VideoFormat::Unknown;
   uint32_t width = 0, height = 0, fps_n = 0, fps_d = 1;
@@ -384,7 +386,9 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
     return false;
   }
   diff::DeltaIndex index;
-  if (!diff::parse_delta(body, h.body_size, st->frame_bytes, &index, &why)) {
+  // The CUDA decoder takes the list of changed superblocks from the check.
+  if (!diff::parse_delta(body, h.body_size, st->frame_bytes, &index, &why,
+                         st->ctx->is_cuda() ? &st->entries : nullptr)) {
     report_loss(self, "impossible delta", "frame " + std::to_string(h.frame_number) + ": " + why);
     return false;
   }

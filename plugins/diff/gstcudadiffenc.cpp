@@ -81,9 +81,8 @@ struct EncStats {
 // Everything that lives from start (context) or set_format (codec) to stop.
 struct EncState {
   std::unique_ptr<cudadiff::Context> ctx;
-  std::unique_ptr<diff::DiffEncoder> encoder;
-  cudadiff::DeviceBuffer device_frame;  // CUDA: the input, packed (cudadiff::packed_view)
-  cudadiff::HostBytes body;             // pinned: the core writes each body here
+  std::unique_ptr<diff::DiffEncoder> encoder;  // keeps the reference (on the device for CUDA)
+  cudadiff::HostBytes body;                    // pinned: the core writes each body here
   stream::Writer writer;
   GstVideoCodecState *input_state = nullptr;
   cudadiff::VideoFormat format = cudadiff::VideoFormat::Unknown;
@@ -95,7 +94,6 @@ struct EncState {
 
   void drop_codec() {
     encoder.reset();
-    device_frame = cudadiff::DeviceBuffer();
     if (input_state) gst_video_codec_state_unref(input_state);
     input_state = nullptr;
     format = cudadiff::VideoFormat::Unknown;
@@ -293,7 +291,6 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
     st->ctx->activate();
     st->drop_codec();
     st->encoder = diff::DiffEncoder::create(*st->ctx, format, width, height);
-    if (st->ctx->is_cuda()) st->device_frame = cudadiff::DeviceBuffer(frame_bytes);
     // Every buffer at its largest now, so that no frame allocates.
     st->body.reserve(diff::max_delta_body_size(frame_bytes));
     st->writer.set_compression(zstd ? stream::Compression::Zstd : stream::Compression::None, level);
@@ -366,23 +363,15 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   }
   size_t packet_size = 0;
   try {
-    const cudadiff::Context &ctx = *st->ctx;
-    ctx.activate();
-    cudadiff::FrameView input = gst_cudadiff_frame_view(&vframe);
-    if (ctx.is_cuda()) {
-      // Integrated GPUs read mapped pinned memory in place; otherwise one
-      // upload into a packed device frame (the encoder's fastest input).
-      if (!(ctx.device().integrated && gst_cudadiff_buffer_is_pinned(frame->input_buffer))) {
-        const cudadiff::FrameView packed =
-            cudadiff::packed_view(st->format, st->width, st->height, st->device_frame.data());
-        cudadiff::copy_to_device(input, packed, ctx);
-        input = packed;
-      }
-    }
+    st->ctx->activate();
+    // The mapped frame as it is (pinned when upstream took our pool, any
+    // strides): the CUDA backend uploads it in slices and compares each
+    // slice while the next one crosses the bus.
+    const cudadiff::FrameView input = gst_cudadiff_frame_view(&vframe);
     if (keyframe)
-      st->encoder->keyframe(input, st->body);
+      st->encoder->keyframe_host(input, st->body);
     else
-      summary = st->encoder->delta(input, threshold, mode, st->body);
+      summary = st->encoder->delta_host(input, threshold, mode, st->body);
     st->writer.set_compression(compression, level);
     stream::FrameInfo info;
     info.keyframe = keyframe;
