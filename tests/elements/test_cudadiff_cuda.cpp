@@ -59,6 +59,7 @@ std::vector<Bytes> decode_with(const char *backend, const std::vector<Bytes> &pa
 }  // namespace
 
 TEST(CudaDiffCuda, CudaPacketsEqualCpuPackets) {
+  // Odd sizes for every format, a large frame for three (sanitizer runs stay short).
   const int sizes[][2] = {{1, 1}, {3, 1}, {1, 7}, {97, 31}, {641, 37}, {1280, 720}};
   const bool zstd = [] {
     GstElement *el = gst_element_factory_make("cudadiffenc", nullptr);
@@ -70,6 +71,7 @@ TEST(CudaDiffCuda, CudaPacketsEqualCpuPackets) {
   for (const std::string &f : all_formats())
     for (const auto &sz : sizes)
       for (int thr : {0, 5, 20}) {
+        if (sz[0] == 1280 && f != "BGR" && f != "I420" && f != "NV12") continue;
         const char *compression = zstd && thr != 20 ? "zstd" : "none";
         SCOPED_TRACE(f + " " + std::to_string(sz[0]) + "x" + std::to_string(sz[1]) + " threshold " +
                      std::to_string(thr) + " " + compression);
