@@ -109,9 +109,11 @@ uint32_t crc32(const uint8_t *data, size_t n) {
   constexpr size_t kChunk = size_t(1) << 20;
   const int threads = cpu_threads();
   if (n < 4 * kChunk || threads == 1) return uint32_t(::crc32_z(0, data, n));
-  // Chunks in parallel, combined in order: the same value as one pass.
+  // Chunks in parallel, combined in order: the same value as one pass. A
+  // payload has at most 2^32 bytes (its size field): 4096 chunks, on the stack.
   const long long chunks = static_cast<long long>((n + kChunk - 1) / kChunk);
-  std::vector<uLong> crcs(static_cast<size_t>(chunks));
+  if (chunks > 4096) return uint32_t(::crc32_z(0, data, n));
+  uLong crcs[4096];
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (long long c = 0; c < chunks; ++c) {
     const size_t begin = static_cast<size_t>(c) * kChunk;

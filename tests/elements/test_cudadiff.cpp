@@ -3,6 +3,7 @@
 // are checked against the codec's definition computed in the test (Model),
 // the packets against docs/stream-format.md's layout. test_cudadiff_cuda
 // compares the backends byte for byte.
+#include <gst/base/gsttypefindhelper.h>
 #include <gst/check/gstharness.h>
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -587,4 +588,38 @@ TEST(CudaDiff, DecoderOutputComesFromPinnedPool) {
                 gst_memory_is_type(mem, "CudaDiffHost"))
         << (mem->allocator ? mem->allocator->mem_type : "(none)");
   }
+}
+
+TEST(CudaDiff, TypefinderRecognisesTheStream) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 3;
+  encode(e, "GRAY8", 300, 200, o);
+  Bytes stream;
+  for (GstBuffer *p : e.packets) {
+    const Bytes b = bytes_of(p);
+    stream.insert(stream.end(), b.begin(), b.end());
+  }
+  auto typefind = [](const Bytes &data, GstTypeFindProbability *prob) {
+    std::string name;
+    GstCaps *caps = gst_type_find_helper_for_data(nullptr, data.data(), data.size(), prob);
+    if (caps) {
+      name = gst_structure_get_name(gst_caps_get_structure(caps, 0));
+      gst_caps_unref(caps);
+    }
+    return name;
+  };
+  GstTypeFindProbability prob = GST_TYPE_FIND_NONE;
+  // A packet at the start (what tcpserversink sends a client first).
+  EXPECT_EQ(typefind(stream, &prob), "video/x-cudadiff");
+  EXPECT_EQ(prob, GST_TYPE_FIND_MAXIMUM);
+  // Picked up in the middle: a packet within the first 64 KiB.
+  Bytes mid(stream.begin() + 1000, stream.end());
+  EXPECT_EQ(typefind(mid, &prob), "video/x-cudadiff");
+  EXPECT_GE(prob, GST_TYPE_FIND_LIKELY);
+  // A damaged header is not taken for one.
+  Bytes damaged = stream;
+  damaged.resize(64);
+  damaged[20] ^= 1;
+  EXPECT_NE(typefind(damaged, &prob), "video/x-cudadiff");
 }

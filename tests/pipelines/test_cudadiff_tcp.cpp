@@ -524,3 +524,64 @@ TEST(DiffTcp, RecordedFileThroughDecodebin) {
   }
   std::remove(path.c_str());
 }
+
+// Caps change in a running pipeline: the encoder starts over with a keyframe
+// and new caps, the decoder renegotiates; lossless across the change.
+TEST(DiffPipeline, CapsChangeMidStreamIsLossless) {
+  Pipeline p(
+      "videotestsrc is-live=true pattern=smpte horizontal-speed=2 ! capsfilter name=cf "
+      "caps=video/x-raw,format=I420,width=64,height=48,framerate=60/1 ! identity name=in ! "
+      "cudadiffenc threshold=0 keyframe-interval=0 ! cudadiffdec ! fakesink name=out sync=false");
+  // The encoder's input by timestamp, to compare with what the decoder shows.
+  struct Inputs {
+    std::mutex mutex;
+    std::map<uint64_t, Bytes> frames;
+  } inputs;
+  GstElement *in = p.get("in");
+  GstPad *pad = gst_element_get_static_pad(in, "src");
+  gst_pad_add_probe(
+      pad, GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad *pad, GstPadProbeInfo *info, gpointer data) {
+        auto *inputs = static_cast<Inputs *>(data);
+        GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+        GstCaps *caps = gst_pad_get_current_caps(pad);
+        Bytes bytes = diff_test::canonical_of(buf, caps);
+        gst_caps_unref(caps);
+        std::lock_guard<std::mutex> lock(inputs->mutex);
+        inputs->frames[GST_BUFFER_PTS(buf)] = std::move(bytes);
+        return GST_PAD_PROBE_OK;
+      },
+      &inputs, nullptr);
+  gst_object_unref(pad);
+  gst_object_unref(in);
+  p.start();
+  ASSERT_TRUE(wait_until([&] { return p.frame_count() >= 10; }, 20)) << p.error();
+  GstElement *cf = p.get("cf");
+  GstCaps *bgr = gst_caps_from_string("video/x-raw,format=BGR,width=80,height=30,framerate=60/1");
+  g_object_set(cf, "caps", bgr, nullptr);
+  gst_caps_unref(bgr);
+  gst_object_unref(cf);
+  const size_t small = 80 * 30 * 3;
+  auto bgr_frames = [&] {
+    size_t n = 0;
+    for (const auto &f : p.frames()) n += f.second.size() == small;
+    return n;
+  };
+  ASSERT_TRUE(wait_until([&] { return bgr_frames() >= 10; }, 20)) << p.error();
+  p.stop();
+  EXPECT_EQ(p.error(), "");
+  EXPECT_TRUE(p.warnings().empty());
+  const auto shown = p.frames();
+  size_t i420 = 0, bgr_count = 0;
+  std::lock_guard<std::mutex> lock(inputs.mutex);
+  for (const auto &f : shown) {
+    const auto it = inputs.frames.find(f.first);
+    ASSERT_NE(it, inputs.frames.end());
+    EXPECT_EQ(f.second, it->second) << "frame at " << f.first;
+    i420 += f.second.size() == 64 * 48 * 3 / 2;
+    bgr_count += f.second.size() == small;
+  }
+  EXPECT_GE(i420, 10u);
+  EXPECT_GE(bgr_count, 10u);
+  EXPECT_EQ(i420 + bgr_count, shown.size());
+}
