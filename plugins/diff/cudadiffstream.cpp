@@ -26,7 +26,7 @@ namespace cudadiff {
 namespace stream {
 namespace {
 
-constexpr size_t kMaxDimension = 65535;
+constexpr size_t kMaxDimension = 32767;  // as the elements' caps
 
 inline void put_u32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
