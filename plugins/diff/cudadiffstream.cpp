@@ -106,24 +106,26 @@ VideoFormat format_from_wire(uint8_t code) {
 }
 
 uint32_t crc32(const uint8_t *data, size_t n) {
-  constexpr size_t kChunk = size_t(1) << 20;
+  // Parallel from a few hundred KiB up (a delta body of a large frame), in
+  // chunks of at least 64 KiB combined in order: the same value as one pass.
+  // A payload has at most 2^32 bytes (its size field): <= 4096 chunks, on the
+  // stack.
   const int threads = cpu_threads();
-  if (n < 4 * kChunk || threads == 1) return uint32_t(::crc32_z(0, data, n));
-  // Chunks in parallel, combined in order: the same value as one pass. A
-  // payload has at most 2^32 bytes (its size field): 4096 chunks, on the stack.
-  const long long chunks = static_cast<long long>((n + kChunk - 1) / kChunk);
-  if (chunks > 4096) return uint32_t(::crc32_z(0, data, n));
+  if (n < (size_t(256) << 10) || threads <= 1) return uint32_t(::crc32_z(0, data, n));
+  size_t chunk =
+      std::max<size_t>(size_t(64) << 10, (n + 2 * size_t(threads) - 1) / (2 * size_t(threads)));
+  chunk = std::max(chunk, (n + 4095) / 4096);
+  const long long chunks = static_cast<long long>((n + chunk - 1) / chunk);
   uLong crcs[4096];
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (long long c = 0; c < chunks; ++c) {
-    const size_t begin = static_cast<size_t>(c) * kChunk;
-    crcs[static_cast<size_t>(c)] = ::crc32_z(0, data + begin, std::min(kChunk, n - begin));
+    const size_t begin = static_cast<size_t>(c) * chunk;
+    crcs[c] = ::crc32_z(0, data + begin, std::min(chunk, n - begin));
   }
   uLong crc = crcs[0];
   for (long long c = 1; c < chunks; ++c) {
-    const size_t begin = static_cast<size_t>(c) * kChunk;
-    crc = ::crc32_combine(crc, crcs[static_cast<size_t>(c)],
-                          static_cast<z_off_t>(std::min(kChunk, n - begin)));
+    const size_t begin = static_cast<size_t>(c) * chunk;
+    crc = ::crc32_combine(crc, crcs[c], static_cast<z_off_t>(std::min(chunk, n - begin)));
   }
   return uint32_t(crc);
 }

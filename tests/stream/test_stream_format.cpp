@@ -262,6 +262,8 @@ TEST(StreamFormat, CrcMatchesZlibOnLargeInputs) {
   Bytes big(9 * 1024 * 1024 + 123);
   for (size_t i = 0; i < big.size(); ++i) big[i] = uint8_t(i * 2654435761u >> 13);
   EXPECT_EQ(stream::crc32(big.data(), big.size()), uint32_t(::crc32_z(0, big.data(), big.size())));
+  for (size_t n : {size_t(300000), size_t(1) << 20, size_t(5000001)})
+    EXPECT_EQ(stream::crc32(big.data() + 3, n), uint32_t(::crc32_z(0, big.data() + 3, n))) << n;
   EXPECT_EQ(stream::crc32(nullptr, 0), 0u);
 }
 
