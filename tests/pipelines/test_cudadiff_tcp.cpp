@@ -585,3 +585,53 @@ TEST(DiffPipeline, CapsChangeMidStreamIsLossless) {
   EXPECT_GE(bgr_count, 10u);
   EXPECT_EQ(i420 + bgr_count, shown.size());
 }
+
+// Upstream writes into the pinned pool the encoder proposes, and the decoder
+// outputs from a pinned pool (page-locked with a device, plain host memory of
+// the same allocator without one).
+TEST(DiffPipeline, PinnedBuffersInAndOut) {
+  Pipeline p(
+      "videotestsrc num-buffers=5 ! video/x-raw,format=NV12,width=64,height=32 ! "
+      "cudadiffenc name=enc ! cudadiffdec ! fakesink name=out sync=false");
+  std::atomic<int> in_pinned{0}, in_total{0};
+  GstElement *enc = p.get("enc");
+  GstPad *pad = gst_element_get_static_pad(enc, "sink");
+  struct Counts {
+    std::atomic<int> *pinned, *total;
+  } counts{&in_pinned, &in_total};
+  gst_pad_add_probe(
+      pad, GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+        auto *c = static_cast<Counts *>(data);
+        GstMemory *mem = gst_buffer_peek_memory(GST_PAD_PROBE_INFO_BUFFER(info), 0);
+        (*c->total)++;
+        if (gst_memory_is_type(mem, "CudaDiffPinned") || gst_memory_is_type(mem, "CudaDiffHost"))
+          (*c->pinned)++;
+        return GST_PAD_PROBE_OK;
+      },
+      &counts, nullptr);
+  gst_object_unref(pad);
+  gst_object_unref(enc);
+  int out_pinned = 0;
+  GstElement *out = p.get("out");
+  pad = gst_element_get_static_pad(out, "sink");
+  gst_pad_add_probe(
+      pad, GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+        GstMemory *mem = gst_buffer_peek_memory(GST_PAD_PROBE_INFO_BUFFER(info), 0);
+        if (gst_memory_is_type(mem, "CudaDiffPinned") || gst_memory_is_type(mem, "CudaDiffHost"))
+          ++*static_cast<int *>(data);
+        return GST_PAD_PROBE_OK;
+      },
+      &out_pinned, nullptr);
+  gst_object_unref(pad);
+  gst_object_unref(out);
+  p.start();
+  ASSERT_TRUE(wait_until([&] { return p.eos() || !p.error().empty(); }, 20));
+  EXPECT_EQ(p.error(), "");
+  p.stop();
+  EXPECT_EQ(in_total.load(), 5);
+  EXPECT_EQ(in_pinned.load(), 5);
+  EXPECT_EQ(out_pinned, 5);
+  EXPECT_EQ(p.frame_count(), 5u);
+}
