@@ -78,7 +78,7 @@ class AdapterQueue final : public stream::ByteQueue {
 struct DecState {
   std::unique_ptr<cudadiff::Context> ctx;
   std::unique_ptr<diff::DiffDecoder> decoder;
-  stream::Reader reader;
+  std::unique_ptr<stream::Reader> reader;  // its scratch and zstd context, start to stop
   stream::Parser parser;
   std::vector<diff::SuperblockEntry> entries;  // of the last delta (CUDA)
   // The stream being decoded (from its last keyframe).
@@ -186,6 +186,12 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
   GST_OBJECT_UNLOCK(self);
   DecState *st = self->state;
   st->ctx = gst_cudadiff_open_context(GST_ELEMENT(self), backend, device_id);
+  try {
+    st->reader = std::make_unique<stream::Reader>();
+  } catch (const cudadiff::Error &e) {
+    gst_cudadiff_post_error(GST_ELEMENT(self), "starting", e);
+    return FALSE;
+  }
   st->drop_codec();
   st->reset_stream();
   return st->ctx != nullptr;
@@ -203,6 +209,8 @@ static gboolean gst_cudadiff_dec_stop(GstVideoDecoder *decoder) {
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "at stop: %s", e.what());
   }
+  st->reader.reset();
+  st->entries = std::vector<diff::SuperblockEntry>();
   st->ctx.reset();
   return TRUE;
 }
@@ -304,7 +312,7 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
   const GstVideoFormat gst_format = gst_cudadiff_format_to_gst(h.format);
   st->drop_codec();
   st->decoder = diff::DiffDecoder::create(*st->ctx, h.format, int(h.width), int(h.height));
-  st->reader.reserve(h.frame_bytes());
+  st->reader->reserve(h.frame_bytes());
   st->format = h.format;
   st->width = h.width;
   st->height = h.height;
@@ -339,7 +347,7 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
       *ret = GST_FLOW_NOT_NEGOTIATED;
       return false;
     }
-    if (!st->reader.body(h, payload, &body, &why, &unsupported)) {
+    if (!st->reader->body(h, payload, &body, &why, &unsupported)) {
       if (unsupported) {
         GST_ELEMENT_ERROR(self, STREAM, CODEC_NOT_FOUND, ("cannot decode this stream"),
                           ("%s", why.c_str()));
@@ -375,7 +383,7 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
                     std::to_string(st->width) + "x" + std::to_string(st->height) + " stream");
     return false;
   }
-  if (!st->reader.body(h, payload, &body, &why, &unsupported)) {
+  if (!st->reader->body(h, payload, &body, &why, &unsupported)) {
     if (unsupported) {
       GST_ELEMENT_ERROR(self, STREAM, CODEC_NOT_FOUND, ("cannot decode this stream"),
                         ("%s", why.c_str()));
@@ -424,7 +432,7 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
                                                    GstVideoCodecFrame *frame) {
   auto *self = GST_CUDADIFF_DEC(decoder);
   DecState *st = self->state;
-  if (!st->ctx) {
+  if (!st->ctx || !st->reader) {
     gst_video_decoder_release_frame(decoder, frame);
     return GST_FLOW_NOT_NEGOTIATED;
   }

@@ -83,7 +83,7 @@ struct EncState {
   std::unique_ptr<cudadiff::Context> ctx;
   std::unique_ptr<diff::DiffEncoder> encoder;  // keeps the reference (on the device for CUDA)
   cudadiff::HostBytes body;                    // pinned: the core writes each body here
-  stream::Writer writer;
+  std::unique_ptr<stream::Writer> writer;      // its scratch and zstd context, start to stop
   GstVideoCodecState *input_state = nullptr;
   cudadiff::VideoFormat format = cudadiff::VideoFormat::Unknown;
   int width = 0, height = 0;
@@ -230,6 +230,12 @@ static gboolean gst_cudadiff_enc_start(GstVideoEncoder *encoder) {
   GST_OBJECT_UNLOCK(self);
   EncState *st = self->state;
   st->ctx = gst_cudadiff_open_context(GST_ELEMENT(self), backend, device_id);
+  try {
+    st->writer = std::make_unique<stream::Writer>();
+  } catch (const cudadiff::Error &e) {
+    gst_cudadiff_post_error(GST_ELEMENT(self), "starting", e);
+    return FALSE;
+  }
   st->frame_number = 0;
   st->last_keyframe_number = 0;
   st->need_keyframe = true;
@@ -248,6 +254,8 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "at stop: %s", e.what());
   }
+  st->writer.reset();
+  st->body = cudadiff::HostBytes();
   st->ctx.reset();
   return TRUE;
 }
@@ -267,7 +275,7 @@ static GstBuffer *make_stream_header(cudadiff::VideoFormat format, const GstVide
 static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCodecState *state) {
   auto *self = GST_CUDADIFF_ENC(encoder);
   EncState *st = self->state;
-  if (!st->ctx) return FALSE;
+  if (!st->ctx || !st->writer) return FALSE;
   const GstVideoInfo *info = &state->info;
   const cudadiff::VideoFormat format = gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(info));
   if (format == cudadiff::VideoFormat::Unknown) {
@@ -293,8 +301,9 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
     st->encoder = diff::DiffEncoder::create(*st->ctx, format, width, height);
     // Every buffer at its largest now, so that no frame allocates.
     st->body.reserve(diff::max_delta_body_size(frame_bytes));
-    st->writer.set_compression(zstd ? stream::Compression::Zstd : stream::Compression::None, level);
-    st->writer.reserve(frame_bytes);
+    st->writer->set_compression(zstd ? stream::Compression::Zstd : stream::Compression::None,
+                                level);
+    st->writer->reserve(frame_bytes);
   } catch (const cudadiff::Error &e) {
     st->drop_codec();
     gst_cudadiff_post_error(GST_ELEMENT(self), "configuring the encoder", e);
@@ -372,7 +381,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
       st->encoder->keyframe_host(input, st->body);
     else
       summary = st->encoder->delta_host(input, threshold, mode, st->body);
-    st->writer.set_compression(compression, level);
+    st->writer->set_compression(compression, level);
     stream::FrameInfo info;
     info.keyframe = keyframe;
     info.mode = mode;
@@ -384,7 +393,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     info.height = st->height;
     info.fps_n = GST_VIDEO_INFO_FPS_N(&st->input_state->info);
     info.fps_d = GST_VIDEO_INFO_FPS_D(&st->input_state->info);
-    packet_size = st->writer.prepare(info, st->body.data(), st->body.size());
+    packet_size = st->writer->prepare(info, st->body.data(), st->body.size());
   } catch (const cudadiff::Error &e) {
     gst_video_frame_unmap(&vframe);
     gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
@@ -404,7 +413,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     gst_video_codec_frame_unref(frame);
     return GST_FLOW_ERROR;
   }
-  st->writer.write(map.data);
+  st->writer->write(map.data);
   gst_buffer_unmap(frame->output_buffer, &map);
 
   if (keyframe) {
