@@ -331,8 +331,11 @@ void Writer::write(uint8_t *dst) const {
   if (payload_size_) std::memcpy(dst + kHeaderSize, payload_, payload_size_);
 }
 
-void Writer::stream_header(VideoFormat format, int width, int height, int fps_n, int fps_d,
-                           uint8_t out[kHeaderSize]) {
+std::vector<uint8_t> Writer::stream_header(VideoFormat format, int width, int height, int fps_n,
+                                           int fps_d, const std::string &text) {
+  if (text.size() > kMaxStreamHeaderPayload) throw Error("stream header text too long");
+  std::vector<uint8_t> out(kHeaderSize + text.size());
+  std::memcpy(out.data() + kHeaderSize, text.data(), text.size());
   PacketHeader h;
   h.flags = kFlagStreamHeader;
   h.format = format;
@@ -340,8 +343,24 @@ void Writer::stream_header(VideoFormat format, int width, int height, int fps_n,
   h.height = uint32_t(height);
   h.fps_n = uint32_t(std::max(fps_n, 0));
   h.fps_d = uint32_t(std::max(fps_d, 1));
-  h.payload_crc = crc32(nullptr, 0);
-  write_header(h, out);
+  h.payload_size = h.body_size = uint32_t(text.size());
+  h.payload_crc = crc32(out.data() + kHeaderSize, text.size());
+  write_header(h, out.data());
+  return out;
+}
+
+std::string stream_header_value(const uint8_t *payload, size_t n, const std::string &key) {
+  const std::string text(reinterpret_cast<const char *>(payload), n);
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, end - at);
+    if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 &&
+        line[key.size()] == '=')
+      return line.substr(key.size() + 1);
+    at = end + 1;
+  }
+  return "";
 }
 
 // ---- Reader

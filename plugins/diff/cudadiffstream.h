@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cudadiff/diff.h"
 #include "cudadiff/frame.h"
@@ -96,6 +97,11 @@ enum class HeaderStatus {
 // combinations). `n` must be >= kHeaderSize. `why` gets the reason otherwise.
 HeaderStatus read_header(const uint8_t *data, size_t n, PacketHeader *h, std::string *why);
 
+// The value of `key` in the text of a stream header payload ("key=value"
+// lines; version 1 writes "colorimetry", GStreamer's colorimetry string).
+// "" when absent. Unknown keys are ignored, so later versions can add more.
+std::string stream_header_value(const uint8_t *payload, size_t n, const std::string &key);
+
 // Largest payload a packet of this header's kind and frame size can have.
 size_t max_payload_size(const PacketHeader &h);
 
@@ -152,9 +158,10 @@ class Writer {
   // Copies the prepared packet (packet_size() bytes) to `dst`.
   void write(uint8_t *dst) const;
 
-  // The 64-byte stream header packet (no payload) describing the stream.
-  static void stream_header(VideoFormat format, int width, int height, int fps_n, int fps_d,
-                            uint8_t out[kHeaderSize]);
+  // The stream header packet describing the stream: 64 bytes, then `text`
+  // as its payload (key=value lines, see stream_header_value()).
+  static std::vector<uint8_t> stream_header(VideoFormat format, int width, int height, int fps_n,
+                                            int fps_d, const std::string &text = "");
 
  private:
   Compression compression_ = Compression::None;

@@ -81,6 +81,8 @@ struct DecState {
   std::unique_ptr<stream::Reader> reader;  // its scratch and zstd context, start to stop
   stream::Parser parser;
   std::vector<diff::SuperblockEntry> entries;  // of the last delta (CUDA)
+  std::string colorimetry;                     // from the last stream header
+  std::string out_colorimetry;                 // in the output caps
   // The stream being decoded (from its last keyframe).
   cudadiff::VideoFormat format = cudadiff::VideoFormat::Unknown;
   uint32_t width = 0, height = 0, fps_n = 0, fps_d = 1;
@@ -194,6 +196,8 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
   }
   st->drop_codec();
   st->reset_stream();
+  st->colorimetry.clear();
+  st->out_colorimetry.clear();
   return st->ctx != nullptr;
 }
 
@@ -289,9 +293,16 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
         continue;
       case stream::Parser::Kind::Packet:
         if (step.header.stream_header()) {
-          GST_DEBUG_OBJECT(self, "stream header: %s %ux%u %u/%u",
+          // What the packet headers do not say: the colorimetry, used from
+          // the next keyframe on.
+          const uint8_t *p = queue.map(step.bytes);
+          st->colorimetry = stream::stream_header_value(p + stream::kHeaderSize,
+                                                        step.header.payload_size, "colorimetry");
+          queue.unmap();
+          GST_DEBUG_OBJECT(self, "stream header: %s %ux%u %u/%u, colorimetry '%s'",
                            cudadiff::format_name(step.header.format), step.header.width,
-                           step.header.height, step.header.fps_n, step.header.fps_d);
+                           step.header.height, step.header.fps_n, step.header.fps_d,
+                           st->colorimetry.c_str());
           gst_adapter_flush(adapter, step.bytes);
           continue;
         }
@@ -307,7 +318,7 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
 static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
   DecState *st = self->state;
   if (st->decoder && st->format == h.format && st->width == h.width && st->height == h.height &&
-      st->fps_n == h.fps_n && st->fps_d == h.fps_d)
+      st->fps_n == h.fps_n && st->fps_d == h.fps_d && st->colorimetry == st->out_colorimetry)
     return true;
   const GstVideoFormat gst_format = gst_cudadiff_format_to_gst(h.format);
   st->drop_codec();
@@ -323,6 +334,13 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
                                                                h.width, h.height, nullptr);
   GST_VIDEO_INFO_FPS_N(&out->info) = int(h.fps_n);
   GST_VIDEO_INFO_FPS_D(&out->info) = int(h.fps_d);
+  // The sender's colorimetry when its stream header said (else the default
+  // of the format and size); the frame is not checked against it.
+  GstVideoColorimetry colorimetry;
+  if (!st->colorimetry.empty() &&
+      gst_video_colorimetry_from_string(&colorimetry, st->colorimetry.c_str()))
+    out->info.colorimetry = colorimetry;
+  st->out_colorimetry = st->colorimetry;
   gst_video_codec_state_unref(out);
   GST_INFO_OBJECT(self, "stream: %s %ux%u at %u/%u fps on %s", cudadiff::format_name(h.format),
                   h.width, h.height, h.fps_n, h.fps_d, cudadiff::backend_name(st->ctx->backend()));

@@ -23,6 +23,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cudadiff/diff.h"
 #include "cudadiffstream.h"
@@ -260,14 +261,19 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
   return TRUE;
 }
 
-// The stream header buffer (also in the caps as `streamheader`).
+// The stream header buffer (also in the caps as `streamheader`); its text
+// carries the colorimetry, which the packet headers do not.
 static GstBuffer *make_stream_header(cudadiff::VideoFormat format, const GstVideoInfo *info) {
-  GstBuffer *buf = gst_buffer_new_allocate(nullptr, stream::kHeaderSize, nullptr);
-  GstMapInfo map;
-  gst_buffer_map(buf, &map, GST_MAP_WRITE);
-  stream::Writer::stream_header(format, GST_VIDEO_INFO_WIDTH(info), GST_VIDEO_INFO_HEIGHT(info),
-                                GST_VIDEO_INFO_FPS_N(info), GST_VIDEO_INFO_FPS_D(info), map.data);
-  gst_buffer_unmap(buf, &map);
+  std::string text;
+  if (gchar *c = gst_video_colorimetry_to_string(&info->colorimetry)) {
+    text = std::string("colorimetry=") + c + "\n";
+    g_free(c);
+  }
+  const std::vector<uint8_t> bytes =
+      stream::Writer::stream_header(format, GST_VIDEO_INFO_WIDTH(info), GST_VIDEO_INFO_HEIGHT(info),
+                                    GST_VIDEO_INFO_FPS_N(info), GST_VIDEO_INFO_FPS_D(info), text);
+  GstBuffer *buf = gst_buffer_new_allocate(nullptr, bytes.size(), nullptr);
+  gst_buffer_fill(buf, 0, bytes.data(), bytes.size());
   GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_HEADER);
   return buf;
 }

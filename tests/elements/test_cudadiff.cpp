@@ -231,15 +231,17 @@ TEST(CudaDiff, StreamHeaderInCapsAndFirst) {
   ASSERT_NE(key, nullptr);
   ASSERT_EQ(headers.size(), 1u) << "the stream header comes first";
   const Header sh = header_of(headers[0]);
-  EXPECT_EQ(gst_buffer_get_size(headers[0]), 64u);
   EXPECT_EQ(sh.magic, "CDIF");
   EXPECT_EQ(sh.flags, 0x10);
   EXPECT_EQ(sh.format, 12);  // I420
   EXPECT_EQ(sh.width, 17u);
   EXPECT_EQ(sh.height, 9u);
   EXPECT_EQ(sh.fps_n, 25u);
-  EXPECT_EQ(sh.payload_size, 0u);
   EXPECT_EQ(sh.pts, ~uint64_t(0));
+  // Its payload: the colorimetry of the input caps (I420 at this size: bt601).
+  const Bytes b = bytes_of(headers[0]);
+  EXPECT_EQ(std::string(b.begin() + 64, b.end()), "colorimetry=bt601\n");
+  EXPECT_EQ(sh.payload_size, b.size() - 64);
 
   GstCaps *caps = gst_pad_get_current_caps(enc->sinkpad);
   const GstStructure *st = gst_caps_get_structure(caps, 0);
@@ -622,4 +624,31 @@ TEST(CudaDiff, TypefinderRecognisesTheStream) {
   damaged.resize(64);
   damaged[20] ^= 1;
   EXPECT_NE(typefind(damaged, &prob), "video/x-cudadiff");
+}
+
+TEST(CudaDiff, ColorimetryTravelsInTheStreamHeader) {
+  GstHarness *enc = gst_harness_new("cudadiffenc");
+  gst_harness_set_src_caps_str(enc,
+                               (gst_test::raw_caps("I420", 64, 48) + ",colorimetry=bt709").c_str());
+  const GstVideoInfo info = video_info("I420", 64, 48);
+  ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("I420", 64, 48, 0, 9), 0)), GST_FLOW_OK);
+  std::vector<GstBuffer *> all;
+  while (GstBuffer *b = gst_harness_try_pull(enc)) all.push_back(b);
+  gst_harness_teardown(enc);
+  ASSERT_EQ(all.size(), 2u);  // stream header, keyframe
+  // Over a byte stream the decoder learns it from the stream header (the
+  // default for I420 at this size would be bt601).
+  Bytes stream;
+  for (GstBuffer *b : all) {
+    const Bytes bytes = bytes_of(b);
+    stream.insert(stream.end(), bytes.begin(), bytes.end());
+    gst_buffer_unref(b);
+  }
+  GstBuffer *in = gst_buffer_new_allocate(nullptr, stream.size(), nullptr);
+  gst_buffer_fill(in, 0, stream.data(), stream.size());
+  Decoded d;
+  decode(d, {in});
+  gst_buffer_unref(in);
+  ASSERT_EQ(d.frames.size(), 1u);
+  EXPECT_NE(d.caps[0].find("colorimetry=(string)bt709"), std::string::npos) << d.caps[0];
 }

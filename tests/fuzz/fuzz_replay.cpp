@@ -40,9 +40,9 @@ Bytes make_stream(VideoFormat fmt, int w, int h, int frames, stream::Compression
   writer.set_compression(c, 3);
   Bytes out(1, chunking), frame(frame_size_packed(fmt, w, h));
   for (auto &b : frame) b = uint8_t(gen());
-  uint8_t sh[stream::kHeaderSize];
-  stream::Writer::stream_header(fmt, w, h, 30, 1, sh);
-  out.insert(out.end(), sh, sh + sizeof sh);
+  const std::vector<uint8_t> sh =
+      stream::Writer::stream_header(fmt, w, h, 30, 1, "colorimetry=bt601\n");
+  out.insert(out.end(), sh.begin(), sh.end());
   HostBytes body;
   for (int t = 0; t < frames; ++t) {
     for (size_t i = 0; i < frame.size(); ++i) {

@@ -69,9 +69,7 @@ const char *kDocDelta =
 }  // namespace
 
 TEST(StreamFormat, DocumentedExampleBytes) {
-  uint8_t sh[kHeaderSize];
-  Writer::stream_header(VideoFormat::GRAY8, 40, 1, 30, 1, sh);
-  EXPECT_EQ(Bytes(sh, sh + kHeaderSize), hex(kDocStreamHeader));
+  EXPECT_EQ(Writer::stream_header(VideoFormat::GRAY8, 40, 1, 30, 1), hex(kDocStreamHeader));
 
   // The example of tests/core/test_diff.cpp, made by the core encoder.
   auto ctx = Context::cpu();
@@ -98,6 +96,24 @@ TEST(StreamFormat, DocumentedExampleBytes) {
   // The checksums are zlib's crc32 of what the doc says.
   EXPECT_EQ(::crc32(0, d.data() + 64, 18), 0x0627a115u);
   EXPECT_EQ(::crc32(0, d.data(), 60), 0x9c462150u);
+}
+
+TEST(StreamFormat, StreamHeaderText) {
+  const std::string text = "colorimetry=bt709\nfuture-key=x=y\n";
+  const Bytes sh = Writer::stream_header(VideoFormat::I420, 64, 48, 25, 1, text);
+  const size_t n = text.size();
+  ASSERT_EQ(sh.size(), kHeaderSize + n);
+  PacketHeader h;
+  std::string why;
+  ASSERT_EQ(read_header(sh.data(), sh.size(), &h, &why), HeaderStatus::Ok) << why;
+  EXPECT_TRUE(h.stream_header());
+  EXPECT_EQ(h.payload_size, n);
+  EXPECT_EQ(h.payload_crc, uint32_t(::crc32(0, sh.data() + 64, uInt(n))));
+  EXPECT_EQ(stream_header_value(sh.data() + 64, n, "colorimetry"), "bt709");
+  EXPECT_EQ(stream_header_value(sh.data() + 64, n, "future-key"), "x=y");
+  EXPECT_EQ(stream_header_value(sh.data() + 64, n, "colo"), "");
+  EXPECT_EQ(stream_header_value(sh.data() + 64, n - 1, "future-key"), "x=y");  // no final newline
+  EXPECT_EQ(stream_header_value(nullptr, 0, "colorimetry"), "");
 }
 
 TEST(StreamFormat, HeaderRoundTripAndFields) {
