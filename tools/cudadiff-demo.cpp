@@ -272,30 +272,31 @@ int main(int argc, char **argv) {
              " ! videoconvert ! video/x-raw,format=BGR";
     what = "camera " + device;
   } else {
-    // A moving ball on a coloured background, with noise of a few levels on
-    // every pixel (a snow pattern blended at 5%): what a fixed camera sees.
+    // A still scene (colour bars) with a moving ball and noise of a few
+    // levels on every pixel (a snow pattern blended at 5%): what a fixed
+    // camera sees.
     const std::string size = "width=" + std::to_string(o.width) +
                              ",height=" + std::to_string(o.height) +
                              ",framerate=" + std::to_string(o.fps) + "/1";
     const std::string live = o.live ? " is-live=true" : "";
     source =
-        "compositor name=mix sink_1::alpha=0.05 ! videoconvert ! video/x-raw,format=BGR," + size;
-    source_tail = " videotestsrc" + live +
-                  " pattern=ball motion=wavy background-color=0xff40608a num-buffers=" + frames +
+        "compositor name=mix sink_2::alpha=0.05 ! videoconvert ! video/x-raw,format=BGR," + size;
+    source_tail = " videotestsrc" + live + " pattern=smpte75 num-buffers=" + frames +
                   " ! video/x-raw," + size + " ! mix.sink_0 videotestsrc" + live +
+                  " pattern=ball motion=wavy background-color=0x00000000 num-buffers=" + frames +
+                  " ! video/x-raw,format=BGRA," + size + " ! mix.sink_1 videotestsrc" + live +
                   " pattern=snow num-buffers=" + frames + " ! video/x-raw," + size +
-                  " ! mix.sink_1";
+                  " ! mix.sink_2";
     what = "test pattern " + std::to_string(o.width) + "x" + std::to_string(o.height) +
-           " (moving ball, noise)";
+           " (colour bars, a moving ball, noise)";
   }
   std::string enc_props = "threshold=" + std::to_string(o.threshold) +
                           " keyframe-interval=" + std::to_string(o.keyframe_interval);
   if (o.compression) enc_props += std::string(" compression=") + o.compression;
   if (o.backend) enc_props += std::string(" backend=") + o.backend;
   const std::string server_desc =
-      source + " ! tee name=t t. ! queue max-size-buffers=8 ! cudadiffenc name=enc " + enc_props +
-      " ! tcpserversink name=sink host=127.0.0.1 port=0 sync-method=latest-keyframe sync=false"
-      " t. ! queue max-size-buffers=8 ! fakesink name=original sync=false" +
+      source + " ! queue max-size-buffers=8 ! cudadiffenc name=enc " + enc_props +
+      " ! tcpserversink name=sink host=127.0.0.1 port=0 sync-method=latest-keyframe sync=false" +
       source_tail;
 
   GstElement *server = gst_parse_launch(server_desc.c_str(), &err);
@@ -303,7 +304,7 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "server pipeline: %s\n", err->message);
     return 1;
   }
-  probe(server, "original", on_original);
+  probe(server, "enc", on_original);  // the encoder's input, before anything is sent
   // PAUSED: the server listens (and a test pattern prerolls) before the client connects.
   gst_element_set_state(server, GST_STATE_PAUSED);
   GstElement *sink = gst_bin_get_by_name(GST_BIN(server), "sink");
