@@ -401,12 +401,14 @@ int main(int argc, char **argv) {
           "everything 1/%.1f\n",
           delta_report / delta_out, report / out);
   }
-  if (shown.matched > 0)
+  if (shown.matched > 0 && shown.lossless == shown.matched)
+    std::printf("PSNR:    infinite: all %d frames identical to the server's input (lossless)\n",
+                shown.matched);
+  else if (shown.matched > 0)
     std::printf(
         "PSNR:    %.2f dB average, %.2f dB minimum over %d frames (client picture vs "
-        "server input%s)\n",
-        shown.psnr_sum / shown.matched, shown.psnr_min, shown.matched,
-        shown.lossless == shown.matched ? "; identical: lossless" : "");
+        "server input; identical frames count as 99 dB)\n",
+        shown.psnr_sum / shown.matched, shown.psnr_min, shown.matched);
   if (shown.last) {
     GstSample *sample = gst_sample_new(shown.last, shown.last_caps, nullptr, nullptr);
     GstCaps *png_caps = gst_caps_from_string("image/png");
