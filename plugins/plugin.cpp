@@ -1,8 +1,11 @@
 // The one plugin module, libgstcudadiff.so: registers every element.
 #include <gst/gst.h>
 
-#include "filters/gstcudagauss.h"
+#include "diff/gstcudadiffdec.h"
+#include "diff/gstcudadiffenc.h"
+#include "diff/gstcudadifftypefind.h"
 #include "filters/gstcudabinarize.h"
+#include "filters/gstcudagauss.h"
 #include "filters/gstcudagrayscale.h"
 #include "vis/gstcudaheatmap.h"
 #include "vis/gstcudanoisevis.h"
@@ -22,6 +25,9 @@ static gboolean plugin_init(GstPlugin *plugin) {
 #endif
   ok |= GST_ELEMENT_REGISTER(cudaheatmap, plugin);
   ok |= GST_ELEMENT_REGISTER(cudanoisevis, plugin);
+  ok |= GST_ELEMENT_REGISTER(cudadiffenc, plugin);
+  ok |= GST_ELEMENT_REGISTER(cudadiffdec, plugin);
+  ok |= GST_TYPE_FIND_REGISTER(cudadiff, plugin);
   return ok;
 }
 

@@ -38,3 +38,25 @@ TEST(BackendErrors, DeviceIdOutOfRange) {
   EXPECT_NE(msg.find("device-id 7"), std::string::npos) << msg;
   g_error_free(err);
 }
+
+// The codec's elements: the same error for backend=cuda, and backend=auto
+// (the default) runs on the CPU: a viewer machine may have no GPU.
+TEST(BackendErrors, DiffElementsCudaWithoutDeviceFailAtStart) {
+  for (const char *pipeline :
+       {"videotestsrc num-buffers=2 ! video/x-raw,format=BGR,width=32,height=8 ! "
+        "cudadiffenc backend=cuda ! fakesink",
+        "videotestsrc num-buffers=2 ! video/x-raw,format=BGR,width=32,height=8 ! cudadiffenc ! "
+        "cudadiffdec backend=cuda ! fakesink"}) {
+    GError *err = nullptr;
+    const std::string msg = gst_test::run_pipeline(pipeline, 20, &err);
+    ASSERT_NE(err, nullptr) << pipeline;
+    EXPECT_TRUE(g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND)) << msg;
+    EXPECT_NE(msg.find("no CUDA device is usable for backend=cuda"), std::string::npos) << msg;
+    g_error_free(err);
+  }
+  EXPECT_EQ(gst_test::run_pipeline("videotestsrc num-buffers=3 ! "
+                                   "video/x-raw,format=I420,width=32,height=8 ! cudadiffenc ! "
+                                   "cudadiffdec ! fakesink",
+                                   20),
+            "");
+}

@@ -1,0 +1,495 @@
+// The difference stream's wire format; docs/stream-format.md specifies it.
+//
+// Packet header, 64 bytes, little-endian:
+//    0  4  magic "CDIF"            32  4  payload size
+//    4  1  version (1)             36  4  body size
+//    5  1  header size (64)        40  4  width
+//    6  1  flags                   44  4  height
+//    7  1  format (wire code)      48  4  framerate numerator
+//    8  8  frame number            52  4  framerate denominator
+//   16  8  pts (ns)                56  4  payload crc32
+//   24  8  duration (ns)           60  4  header crc32 (of bytes 0..59)
+#include "cudadiffstream.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#if CUDADIFF_HAVE_ZSTD
+#include <zstd.h>
+#endif
+
+namespace cudadiff {
+namespace stream {
+namespace {
+
+constexpr size_t kMaxDimension = 32767;  // as the elements' caps
+
+inline void put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+inline void put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+inline uint32_t get_u32(const uint8_t *p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+inline uint64_t get_u64(const uint8_t *p) {
+  return uint64_t(get_u32(p)) | uint64_t(get_u32(p + 4)) << 32;
+}
+
+// zstd's documented worst case (ZSTD_COMPRESSBOUND), usable without zstd.
+size_t compress_bound(size_t n) {
+  return n + (n >> 8) + (n < (size_t(128) << 10) ? ((size_t(128) << 10) - n) >> 11 : 0);
+}
+
+struct WireFormat {
+  uint8_t code;
+  VideoFormat format;
+};
+// Never renumber: these codes are the stream format.
+const WireFormat kWireFormats[] = {
+    {1, VideoFormat::BGR},   {2, VideoFormat::RGB},    {3, VideoFormat::BGRx},
+    {4, VideoFormat::RGBx},  {5, VideoFormat::xBGR},   {6, VideoFormat::xRGB},
+    {7, VideoFormat::BGRA},  {8, VideoFormat::RGBA},   {9, VideoFormat::ABGR},
+    {10, VideoFormat::ARGB}, {11, VideoFormat::GRAY8}, {12, VideoFormat::I420},
+    {13, VideoFormat::YV12}, {14, VideoFormat::NV12},  {15, VideoFormat::NV21},
+    {16, VideoFormat::YUY2}, {17, VideoFormat::UYVY},  {18, VideoFormat::Y444},
+    {19, VideoFormat::Y42B},
+};
+
+// Canonical size of a frame, 0 when the format or size is not possible.
+size_t checked_frame_bytes(VideoFormat format, uint64_t width, uint64_t height) {
+  if (format == VideoFormat::Unknown || width == 0 || height == 0 || width > kMaxDimension ||
+      height > kMaxDimension)
+    return 0;
+  const size_t n = frame_size_packed(format, int(width), int(height));
+  return n <= kMaxFrameBytes ? n : 0;
+}
+
+// Runs fn(first_row_byte, row_bytes, pixel_stride) over every row of every
+// plane of a canonical frame, rows in parallel.
+template <typename Fn>
+void for_each_row(VideoFormat format, int width, int height, Fn fn) {
+  const FormatInfo &fi = format_info(format);
+  size_t plane_start = 0;
+  for (int p = 0; p < fi.n_planes; ++p) {
+    const size_t row = plane_row_bytes(format, p, width);
+    const long long rows = plane_height(format, p, height);
+    const size_t stride = static_cast<size_t>(fi.pixel_stride[p]);
+#pragma omp parallel for num_threads(cpu_threads()) schedule(static) if (rows * row > 65536)
+    for (long long y = 0; y < rows; ++y)
+      fn(plane_start + static_cast<size_t>(y) * row, row, stride);
+    plane_start += row * static_cast<size_t>(rows);
+  }
+}
+
+}  // namespace
+
+size_t PacketHeader::frame_bytes() const {
+  return checked_frame_bytes(format, width, height);
+}
+
+uint8_t wire_format(VideoFormat format) {
+  for (const WireFormat &w : kWireFormats)
+    if (w.format == format) return w.code;
+  return 0;
+}
+
+VideoFormat format_from_wire(uint8_t code) {
+  for (const WireFormat &w : kWireFormats)
+    if (w.code == code) return w.format;
+  return VideoFormat::Unknown;
+}
+
+uint32_t crc32(const uint8_t *data, size_t n) {
+  // Parallel from a few hundred KiB up (a delta body of a large frame), in
+  // chunks of at least 64 KiB combined in order: the same value as one pass.
+  // A payload has at most 2^32 bytes (its size field): <= 4096 chunks, on the
+  // stack.
+  const int threads = cpu_threads();
+  if (n < (size_t(256) << 10) || threads <= 1) return uint32_t(::crc32_z(0, data, n));
+  size_t chunk =
+      std::max<size_t>(size_t(64) << 10, (n + 2 * size_t(threads) - 1) / (2 * size_t(threads)));
+  chunk = std::max(chunk, (n + 4095) / 4096);
+  const long long chunks = static_cast<long long>((n + chunk - 1) / chunk);
+  uLong crcs[4096];
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (long long c = 0; c < chunks; ++c) {
+    const size_t begin = static_cast<size_t>(c) * chunk;
+    crcs[c] = ::crc32_z(0, data + begin, std::min(chunk, n - begin));
+  }
+  uLong crc = crcs[0];
+  for (long long c = 1; c < chunks; ++c) {
+    const size_t begin = static_cast<size_t>(c) * chunk;
+    crc = ::crc32_combine(crc, crcs[c], static_cast<z_off_t>(std::min(chunk, n - begin)));
+  }
+  return uint32_t(crc);
+}
+
+bool have_zstd() {
+#if CUDADIFF_HAVE_ZSTD
+  return true;
+#else
+  return false;
+#endif
+}
+
+void write_header(const PacketHeader &h, uint8_t out[kHeaderSize]) {
+  std::memcpy(out, kMagic, 4);
+  out[4] = h.version;
+  out[5] = uint8_t(kHeaderSize);
+  out[6] = h.flags;
+  out[7] = wire_format(h.format);
+  put_u64(out + 8, h.frame_number);
+  put_u64(out + 16, h.pts);
+  put_u64(out + 24, h.duration);
+  put_u32(out + 32, h.payload_size);
+  put_u32(out + 36, h.body_size);
+  put_u32(out + 40, h.width);
+  put_u32(out + 44, h.height);
+  put_u32(out + 48, h.fps_n);
+  put_u32(out + 52, h.fps_d);
+  put_u32(out + 56, h.payload_crc);
+  put_u32(out + 60, crc32(out, 60));
+}
+
+size_t max_payload_size(const PacketHeader &h) {
+  if (h.stream_header()) return kMaxStreamHeaderPayload;
+  const size_t n = h.frame_bytes();
+  if (n == 0) return 0;
+  const size_t body = h.keyframe() ? n : diff::max_delta_body_size(n);
+  return h.compressed() ? compress_bound(body) : body;
+}
+
+HeaderStatus read_header(const uint8_t *data, size_t n, PacketHeader *out, std::string *why) {
+  auto fail = [&](HeaderStatus s, const std::string &reason) {
+    if (why) *why = reason;
+    return s;
+  };
+  if (n < kHeaderSize || std::memcmp(data, kMagic, 4) != 0)
+    return fail(HeaderStatus::NoMagic, "no packet header");
+  // The checksum first: a damaged byte must not pass for a newer version.
+  if (crc32(data, 60) != get_u32(data + 60))
+    return fail(HeaderStatus::BadChecksum, "packet header checksum mismatch");
+  if (data[4] != kVersion || data[5] != kHeaderSize)
+    return fail(HeaderStatus::Unsupported, "stream version " + std::to_string(data[4]) +
+                                               " (header of " + std::to_string(data[5]) +
+                                               " bytes); this reader knows version " +
+                                               std::to_string(kVersion));
+  PacketHeader h;
+  h.version = data[4];
+  h.flags = data[6];
+  h.format = format_from_wire(data[7]);
+  h.frame_number = get_u64(data + 8);
+  h.pts = get_u64(data + 16);
+  h.duration = get_u64(data + 24);
+  h.payload_size = get_u32(data + 32);
+  h.body_size = get_u32(data + 36);
+  h.width = get_u32(data + 40);
+  h.height = get_u32(data + 44);
+  h.fps_n = get_u32(data + 48);
+  h.fps_d = get_u32(data + 52);
+  h.payload_crc = get_u32(data + 56);
+
+  if (h.flags & ~kKnownFlags) return fail(HeaderStatus::Invalid, "unknown flags set");
+  if (h.format == VideoFormat::Unknown)
+    return fail(HeaderStatus::Invalid, "unknown video format code " + std::to_string(data[7]));
+  const size_t frame = h.frame_bytes();
+  if (frame == 0)
+    return fail(HeaderStatus::Invalid, "impossible frame size " + std::to_string(h.width) + "x" +
+                                           std::to_string(h.height));
+  if (h.fps_d == 0 || h.fps_n > uint32_t(std::numeric_limits<int32_t>::max()) ||
+      h.fps_d > uint32_t(std::numeric_limits<int32_t>::max()))
+    return fail(HeaderStatus::Invalid, "impossible framerate");
+
+  if (h.stream_header()) {
+    if (h.flags != kFlagStreamHeader)
+      return fail(HeaderStatus::Invalid, "stream header with frame flags");
+    if (h.body_size != h.payload_size || h.payload_size > kMaxStreamHeaderPayload)
+      return fail(HeaderStatus::Invalid, "impossible stream header payload size");
+  } else if (h.keyframe()) {
+    if (h.flags & kFlagDeltaValues) return fail(HeaderStatus::Invalid, "keyframe with delta flags");
+    if (h.body_size != frame)
+      return fail(HeaderStatus::Invalid, "keyframe body of " + std::to_string(h.body_size) +
+                                             " bytes for a frame of " + std::to_string(frame));
+  } else {
+    if (h.flags & kFlagPredicted) return fail(HeaderStatus::Invalid, "predicted delta");
+    if (h.body_size < diff::bitmap_bytes(frame) || h.body_size > diff::max_delta_body_size(frame))
+      return fail(HeaderStatus::Invalid, "impossible delta body size " +
+                                             std::to_string(h.body_size) + " for a frame of " +
+                                             std::to_string(frame) + " bytes");
+  }
+  if (!h.stream_header()) {
+    if (h.compressed() ? (h.payload_size == 0 || h.payload_size > compress_bound(h.body_size))
+                       : h.payload_size != h.body_size)
+      return fail(HeaderStatus::Invalid, "impossible payload size " +
+                                             std::to_string(h.payload_size) + " for a body of " +
+                                             std::to_string(h.body_size) + " bytes");
+  }
+  *out = h;
+  return HeaderStatus::Ok;
+}
+
+void predict(VideoFormat format, int width, int height, const uint8_t *in, uint8_t *out) {
+  for_each_row(format, width, height, [&](size_t start, size_t row, size_t stride) {
+    const uint8_t *src = in + start;
+    uint8_t *dst = out + start;
+    const size_t head = std::min(stride, row);
+    for (size_t x = 0; x < head; ++x) dst[x] = src[x];
+    for (size_t x = head; x < row; ++x) dst[x] = uint8_t(src[x] - src[x - stride]);
+  });
+}
+
+void unpredict(VideoFormat format, int width, int height, const uint8_t *in, uint8_t *out) {
+  for_each_row(format, width, height, [&](size_t start, size_t row, size_t stride) {
+    const uint8_t *src = in + start;
+    uint8_t *dst = out + start;
+    const size_t head = std::min(stride, row);
+    for (size_t x = 0; x < head; ++x) dst[x] = src[x];
+    for (size_t x = head; x < row; ++x) dst[x] = uint8_t(src[x] + dst[x - stride]);
+  });
+}
+
+// ---- Writer
+
+Writer::Writer() {
+#if CUDADIFF_HAVE_ZSTD
+  cctx_ = ZSTD_createCCtx();
+  if (!cctx_) throw Error("zstd: cannot create a compression context");
+#endif
+}
+
+Writer::~Writer() {
+#if CUDADIFF_HAVE_ZSTD
+  ZSTD_freeCCtx(static_cast<ZSTD_CCtx *>(cctx_));
+#endif
+}
+
+void Writer::set_compression(Compression c, int level) {
+  if (c == Compression::Zstd && !have_zstd())
+    throw Error("zstd compression requested but this build has no zstd");
+  compression_ = c;
+  level_ = level;
+}
+
+void Writer::reserve(size_t frame_bytes) {
+  if (compression_ != Compression::Zstd) return;
+  predicted_.reserve(frame_bytes);
+  compressed_.reserve(compress_bound(diff::max_delta_body_size(frame_bytes)));
+}
+
+size_t Writer::prepare(const FrameInfo &info, const uint8_t *body, size_t body_size) {
+  if (body_size > std::numeric_limits<uint32_t>::max())
+    throw Error("difference stream: frame body too large for the stream format");
+  PacketHeader h;
+  h.flags =
+      info.keyframe ? kFlagKeyframe : (info.mode == diff::ValueMode::Deltas ? kFlagDeltaValues : 0);
+  h.format = info.format;
+  h.frame_number = info.frame_number;
+  h.pts = info.pts;
+  h.duration = info.duration;
+  h.body_size = uint32_t(body_size);
+  h.width = uint32_t(info.width);
+  h.height = uint32_t(info.height);
+  h.fps_n = uint32_t(std::max(info.fps_n, 0));
+  h.fps_d = uint32_t(std::max(info.fps_d, 1));
+  payload_ = body;
+  payload_size_ = body_size;
+#if CUDADIFF_HAVE_ZSTD
+  if (compression_ == Compression::Zstd) {
+    const uint8_t *src = body;
+    if (info.keyframe) {
+      predicted_.resize(body_size);
+      predict(info.format, info.width, info.height, body, predicted_.data());
+      src = predicted_.data();
+    }
+    compressed_.resize(ZSTD_compressBound(body_size));
+    const size_t r = ZSTD_compressCCtx(static_cast<ZSTD_CCtx *>(cctx_), compressed_.data(),
+                                       compressed_.size(), src, body_size, level_);
+    if (ZSTD_isError(r))
+      throw Error(std::string("zstd compression failed: ") + ZSTD_getErrorName(r));
+    // Incompressible bodies (pure noise) travel as they are.
+    if (r < body_size) {
+      h.flags |= kFlagCompressed | (info.keyframe ? kFlagPredicted : 0);
+      payload_ = compressed_.data();
+      payload_size_ = r;
+    }
+  }
+#endif
+  h.payload_size = uint32_t(payload_size_);
+  h.payload_crc = crc32(payload_, payload_size_);
+  header_ = h;
+  return packet_size();
+}
+
+void Writer::write(uint8_t *dst) const {
+  write_header(header_, dst);
+  if (payload_size_) std::memcpy(dst + kHeaderSize, payload_, payload_size_);
+}
+
+std::vector<uint8_t> Writer::stream_header(VideoFormat format, int width, int height, int fps_n,
+                                           int fps_d, const std::string &text) {
+  if (text.size() > kMaxStreamHeaderPayload) throw Error("stream header text too long");
+  std::vector<uint8_t> out(kHeaderSize + text.size());
+  std::memcpy(out.data() + kHeaderSize, text.data(), text.size());
+  PacketHeader h;
+  h.flags = kFlagStreamHeader;
+  h.format = format;
+  h.width = uint32_t(width);
+  h.height = uint32_t(height);
+  h.fps_n = uint32_t(std::max(fps_n, 0));
+  h.fps_d = uint32_t(std::max(fps_d, 1));
+  h.payload_size = h.body_size = uint32_t(text.size());
+  h.payload_crc = crc32(out.data() + kHeaderSize, text.size());
+  write_header(h, out.data());
+  return out;
+}
+
+std::string stream_header_value(const uint8_t *payload, size_t n, const std::string &key) {
+  const std::string text(reinterpret_cast<const char *>(payload), n);
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, end - at);
+    if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 &&
+        line[key.size()] == '=')
+      return line.substr(key.size() + 1);
+    at = end + 1;
+  }
+  return "";
+}
+
+// ---- Reader
+
+Reader::Reader() {
+#if CUDADIFF_HAVE_ZSTD
+  dctx_ = ZSTD_createDCtx();
+  if (!dctx_) throw Error("zstd: cannot create a decompression context");
+#endif
+}
+
+Reader::~Reader() {
+#if CUDADIFF_HAVE_ZSTD
+  ZSTD_freeDCtx(static_cast<ZSTD_DCtx *>(dctx_));
+#endif
+}
+
+void Reader::reserve(size_t frame_bytes) {
+  scratch_.reserve(diff::max_delta_body_size(frame_bytes));
+}
+
+bool Reader::body(const PacketHeader &h, const uint8_t *payload, const uint8_t **body,
+                  std::string *why, bool *unsupported) {
+  if (unsupported) *unsupported = false;
+  const uint8_t *src = payload;
+  if (h.compressed()) {
+#if CUDADIFF_HAVE_ZSTD
+    scratch_.resize(h.body_size);
+    const size_t r = ZSTD_decompressDCtx(static_cast<ZSTD_DCtx *>(dctx_), scratch_.data(),
+                                         h.body_size, payload, h.payload_size);
+    if (ZSTD_isError(r)) {
+      if (why) *why = std::string("zstd payload does not decode: ") + ZSTD_getErrorName(r);
+      return false;
+    }
+    if (r != h.body_size) {
+      if (why)
+        *why = "zstd payload decodes to " + std::to_string(r) + " bytes instead of " +
+               std::to_string(h.body_size);
+      return false;
+    }
+    src = scratch_.data();
+#else
+    if (why) *why = "the stream is zstd-compressed and this build has no zstd";
+    if (unsupported) *unsupported = true;
+    return false;
+#endif
+  }
+  if (h.flags & kFlagPredicted) {
+    if (src == payload) {
+      scratch_.resize(h.body_size);
+      unpredict(h.format, int(h.width), int(h.height), payload, scratch_.data());
+      src = scratch_.data();
+    } else {
+      unpredict(h.format, int(h.width), int(h.height), scratch_.data(), scratch_.data());
+    }
+  }
+  *body = src;
+  return true;
+}
+
+// ---- Parser
+
+ptrdiff_t ArrayQueue::find_magic(size_t from) {
+  const uint8_t *begin = data_ + pos_;
+  const size_t n = available();
+  if (n < 4) return -1;
+  for (size_t i = from; i + 4 <= n;) {
+    const void *hit = std::memchr(begin + i, kMagic[0], n - 3 - i);
+    if (!hit) return -1;
+    i = static_cast<size_t>(static_cast<const uint8_t *>(hit) - begin);
+    if (std::memcmp(begin + i, kMagic, 4) == 0) return static_cast<ptrdiff_t>(i);
+    ++i;
+  }
+  return -1;
+}
+
+Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
+  Step step;
+  auto skip = [&](size_t bytes, std::string problem, bool truncated = false) {
+    step.kind = Kind::Skip;
+    step.bytes = bytes;
+    step.problem = std::move(problem);
+    step.truncated = truncated;
+    return step;
+  };
+  const size_t avail = q.available();
+  if (avail == 0) return step;  // NeedData
+  const ptrdiff_t at = avail >= 4 ? q.find_magic(0) : -1;
+  if (at < 0) {
+    if (at_eos)
+      return skip(avail,
+                  std::to_string(avail) + " bytes at the end of the stream that are not a packet");
+    // Keep the last 3 bytes: they may be the start of a magic.
+    if (avail <= 3) return step;
+    return skip(avail - 3, std::to_string(avail - 3) + " bytes that are not a packet");
+  }
+  if (at > 0) return skip(size_t(at), std::to_string(at) + " bytes that are not a packet");
+  if (avail < kHeaderSize) {
+    if (at_eos) return skip(avail, "packet header truncated at the end of the stream", true);
+    return step;
+  }
+  PacketHeader h;
+  std::string why;
+  const HeaderStatus status = read_header(q.map(kHeaderSize), kHeaderSize, &h, &why);
+  q.unmap();
+  if (status != HeaderStatus::Ok) {
+    step.unsupported = status == HeaderStatus::Unsupported;
+    return skip(1, why);
+  }
+  const size_t total = kHeaderSize + h.payload_size;
+  if (avail < total) {
+    if (at_eos)
+      return skip(1,
+                  "packet " + std::to_string(h.frame_number) +
+                      " truncated at the end of the stream (" + std::to_string(avail) + " of " +
+                      std::to_string(total) + " bytes)",
+                  true);
+    return step;
+  }
+  const uint8_t *p = q.map(total);
+  const uint32_t crc = crc32(p + kHeaderSize, h.payload_size);
+  q.unmap();
+  if (crc != h.payload_crc)
+    return skip(1, "payload checksum mismatch in packet " + std::to_string(h.frame_number));
+  step.kind = Kind::Packet;
+  step.bytes = total;
+  step.header = h;
+  return step;
+}
+
+}  // namespace stream
+}  // namespace cudadiff

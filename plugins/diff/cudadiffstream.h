@@ -1,0 +1,258 @@
+// The difference stream's wire format (docs/stream-format.md is its
+// specification): one reader/writer shared by cudadiffenc, cudadiffdec, the
+// typefinder and the fuzz target. No GStreamer here, so the fuzz target and
+// the tests can link it without the plugin's GTypes.
+//
+// A stream is a sequence of packets, each a fixed 64-byte little-endian
+// header followed by its payload. The payload of a keyframe is the frame in
+// the codec's canonical byte order, of a delta the delta body of
+// cudadiff/diff.h; either may be zstd-compressed, a keyframe may be
+// left-predicted first. Every size, count and position read from the wire is
+// checked before it is used.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cudadiff/diff.h"
+#include "cudadiff/frame.h"
+#include "cudadiff/runtime.h"
+
+namespace cudadiff {
+namespace stream {
+
+constexpr size_t kHeaderSize = 64;
+constexpr uint8_t kVersion = 1;
+// "CDIF" as it appears on the wire, and as a big-endian u32 (for scanners).
+constexpr uint8_t kMagic[4] = {'C', 'D', 'I', 'F'};
+constexpr uint32_t kMagicBE = 0x43444946u;
+// No timestamp (GST_CLOCK_TIME_NONE).
+constexpr uint64_t kNoTime = ~uint64_t(0);
+// Largest frame (canonical bytes) a stream may carry: 1 GiB (16384x16384 RGBA).
+constexpr size_t kMaxFrameBytes = size_t(1) << 30;
+// Largest payload of a stream header packet (reserved for extensions).
+constexpr size_t kMaxStreamHeaderPayload = 65536;
+
+// Bits of the flags byte.
+enum Flags : uint8_t {
+  kFlagKeyframe = 1u << 0,      // the payload is a whole frame
+  kFlagCompressed = 1u << 1,    // the payload is zstd (one or more frames) of the body
+  kFlagDeltaValues = 1u << 2,   // delta values are (new - old) mod 256 (ValueMode::Deltas)
+  kFlagPredicted = 1u << 3,     // keyframe body is left-predicted per plane row
+  kFlagStreamHeader = 1u << 4,  // the stream header: describes the stream, carries no frame
+  kKnownFlags = 0x1f,
+};
+
+// A packet header as numbers (the wire layout is in the .cpp and the doc).
+struct PacketHeader {
+  uint8_t version = kVersion;
+  uint8_t flags = 0;
+  VideoFormat format = VideoFormat::Unknown;
+  uint64_t frame_number = 0;
+  uint64_t pts = kNoTime;       // nanoseconds
+  uint64_t duration = kNoTime;  // nanoseconds
+  uint32_t payload_size = 0;    // bytes following the header
+  uint32_t body_size = 0;       // bytes of the body after decompression
+  uint32_t width = 0;
+  uint32_t height = 0;
+  uint32_t fps_n = 0;
+  uint32_t fps_d = 1;
+  uint32_t payload_crc = 0;  // zlib crc32 of the payload bytes
+
+  bool keyframe() const { return flags & kFlagKeyframe; }
+  bool stream_header() const { return flags & kFlagStreamHeader; }
+  bool compressed() const { return flags & kFlagCompressed; }
+  // Canonical frame size of the described format and size (0 when invalid).
+  size_t frame_bytes() const;
+};
+
+// Stable on-the-wire codes of the video formats (independent of the core's
+// enum values). 0 is never valid.
+uint8_t wire_format(VideoFormat format);
+VideoFormat format_from_wire(uint8_t code);
+
+// zlib's crc32 of `n` bytes (large inputs are split across threads and
+// combined with crc32_combine, which gives the same value).
+uint32_t crc32(const uint8_t *data, size_t n);
+
+// True when this build can read and write zstd payloads.
+bool have_zstd();
+
+// Writes the 64 header bytes of `h` (computing the header checksum).
+void write_header(const PacketHeader &h, uint8_t out[kHeaderSize]);
+
+enum class HeaderStatus {
+  Ok,
+  NoMagic,      // the bytes do not start with the magic
+  BadChecksum,  // the header checksum does not match
+  Unsupported,  // a version or header size this reader does not know
+  Invalid,      // checksum fine but the fields are impossible (sizes, format, flags)
+};
+
+// Reads and checks a header: magic, version, checksum, and that every field
+// is possible (known format, frame size within kMaxFrameBytes, body and
+// payload sizes that a frame of that size can have, known flags in allowed
+// combinations). `n` must be >= kHeaderSize. `why` gets the reason otherwise.
+HeaderStatus read_header(const uint8_t *data, size_t n, PacketHeader *h, std::string *why);
+
+// The value of `key` in the text of a stream header payload ("key=value"
+// lines; version 1 writes "colorimetry", GStreamer's colorimetry string).
+// "" when absent. Unknown keys are ignored, so later versions can add more.
+std::string stream_header_value(const uint8_t *payload, size_t n, const std::string &key);
+
+// Largest payload a packet of this header's kind and frame size can have.
+size_t max_payload_size(const PacketHeader &h);
+
+// Left prediction of a keyframe body (canonical order): in every row of every
+// plane, each byte minus the byte one pixel stride (format_info) before it;
+// the first pixel of a row is kept. unpredict() inverts it (in place is fine).
+void predict(VideoFormat format, int width, int height, const uint8_t *in, uint8_t *out);
+void unpredict(VideoFormat format, int width, int height, const uint8_t *in, uint8_t *out);
+
+enum class Compression { None = 0, Zstd = 1 };
+
+// Which delta values compress best: differences (new - old) under zstd at
+// small thresholds (noise-like changes), the new values otherwise. Measured
+// on vtest.avi: the crossover lies between thresholds 12 and 14.
+inline diff::ValueMode choose_value_mode(Compression c, int threshold) {
+  return c == Compression::Zstd && threshold <= 12 ? diff::ValueMode::Deltas
+                                                   : diff::ValueMode::Values;
+}
+
+// What the encoder knows about a frame besides its body.
+struct FrameInfo {
+  bool keyframe = false;
+  diff::ValueMode mode = diff::ValueMode::Values;
+  uint64_t frame_number = 0;
+  uint64_t pts = kNoTime;
+  uint64_t duration = kNoTime;
+  VideoFormat format = VideoFormat::Unknown;
+  int width = 0, height = 0;
+  int fps_n = 0, fps_d = 1;
+};
+
+// Builds packets. Owns its scratch memory (pinned) and its zstd context, so a
+// packet costs no allocation once the sizes have been seen.
+class Writer {
+ public:
+  Writer();
+  ~Writer();
+  Writer(const Writer &) = delete;
+  Writer &operator=(const Writer &) = delete;
+
+  // Compression for the following packets (Zstd without zstd: throws Error).
+  void set_compression(Compression c, int level);
+  Compression compression() const { return compression_; }
+  // Allocates the scratch memory for frames of `frame_bytes` up front, so
+  // that no packet allocates.
+  void reserve(size_t frame_bytes);
+
+  // Prepares the packet of a frame whose body (keyframe or delta body) is
+  // `body`: predicts and compresses as configured, fills the header. `body`
+  // must stay valid until write(). Returns the packet size.
+  size_t prepare(const FrameInfo &info, const uint8_t *body, size_t body_size);
+  const PacketHeader &header() const { return header_; }
+  size_t packet_size() const { return kHeaderSize + payload_size_; }
+  // Copies the prepared packet (packet_size() bytes) to `dst`.
+  void write(uint8_t *dst) const;
+
+  // The stream header packet describing the stream: 64 bytes, then `text`
+  // as its payload (key=value lines, see stream_header_value()).
+  static std::vector<uint8_t> stream_header(VideoFormat format, int width, int height, int fps_n,
+                                            int fps_d, const std::string &text = "");
+
+ private:
+  Compression compression_ = Compression::None;
+  int level_ = 3;
+  PacketHeader header_;
+  const uint8_t *payload_ = nullptr;
+  size_t payload_size_ = 0;
+  HostBytes predicted_, compressed_;
+  void *cctx_ = nullptr;  // ZSTD_CCtx
+};
+
+// Turns packet payloads back into bodies. Owns its scratch memory and zstd
+// context.
+class Reader {
+ public:
+  Reader();
+  ~Reader();
+  Reader(const Reader &) = delete;
+  Reader &operator=(const Reader &) = delete;
+
+  // The body of a packet whose header passed read_header() and whose payload
+  // (h.payload_size bytes) passed the checksum: decompressed and unpredicted
+  // as the flags say. *body points into `payload` or into the reader's
+  // scratch (valid until the next call); its size is h.body_size. Returns
+  // false with a reason when the payload does not decode to that size, or
+  // when it is compressed and this build has no zstd (*unsupported = true).
+  bool body(const PacketHeader &h, const uint8_t *payload, const uint8_t **body, std::string *why,
+            bool *unsupported = nullptr);
+  // Allocates the scratch memory for frames of `frame_bytes` up front.
+  void reserve(size_t frame_bytes);
+
+ private:
+  HostBytes scratch_;
+  void *dctx_ = nullptr;  // ZSTD_DCtx
+};
+
+// The bytes a parser reads from: a queue it may look into but not consume
+// (the caller drops or takes bytes as the parser says). GstAdapter in the
+// decoder, a plain array in the fuzz target and the tests.
+class ByteQueue {
+ public:
+  virtual ~ByteQueue() = default;
+  virtual size_t available() const = 0;
+  // Offset of the first occurrence of kMagic at or after `from`, or -1.
+  virtual ptrdiff_t find_magic(size_t from) = 0;
+  // A contiguous view of the first `n` bytes (n <= available()); valid until
+  // unmap(), which must come before the next call.
+  virtual const uint8_t *map(size_t n) = 0;
+  virtual void unmap() = 0;
+};
+
+// Splits a byte stream into checked packets and resynchronises after damage:
+// garbage is skipped up to the next magic, a header that fails its checksum
+// or names impossible sizes is skipped by one byte (the scan resumes inside
+// it), so does a packet whose payload fails its checksum (bytes lost inside a
+// packet make it swallow the start of the next; the scan finds that one).
+class Parser {
+ public:
+  enum class Kind { NeedData, Skip, Packet };
+  struct Step {
+    Kind kind = Kind::NeedData;
+    size_t bytes = 0;          // Skip: bytes to drop from the front; Packet: its size
+    PacketHeader header;       // Packet
+    std::string problem;       // Skip: what was wrong
+    bool truncated = false;    // Skip at end of stream: an incomplete packet
+    bool unsupported = false;  // Skip: an intact header of a version this reader does not know
+  };
+  // Looks at the front of `q`. At end of stream (at_eos) whatever is left
+  // that is not a whole packet is skipped (truncated = true when it began
+  // with a valid header).
+  Step next(ByteQueue &q, bool at_eos);
+};
+
+// A ByteQueue over memory the caller owns (fuzz target, tests).
+class ArrayQueue final : public ByteQueue {
+ public:
+  ArrayQueue(const uint8_t *data, size_t size) : data_(data), size_(size) {}
+  size_t available() const override { return size_ - pos_; }
+  ptrdiff_t find_magic(size_t from) override;
+  const uint8_t *map(size_t n) override { return n <= available() ? data_ + pos_ : nullptr; }
+  void unmap() override {}
+  void flush(size_t n) { pos_ += n < available() ? n : available(); }
+  // How many bytes of the array are visible (feeding it in chunks).
+  void set_size(size_t size) { size_ = size; }
+  size_t position() const { return pos_; }
+
+ private:
+  const uint8_t *data_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+}  // namespace stream
+}  // namespace cudadiff

@@ -1,0 +1,629 @@
+/**
+ * SECTION:element-cudadiffdec
+ * @title: cudadiffdec
+ *
+ * Decoder of the frame-difference stream of cudadiffenc. It takes packets
+ * one per buffer or as a raw byte stream (tcpclientsrc, filesrc): a parser
+ * finds the packets, checks their checksums and resynchronises after damage.
+ * It outputs the stream's own format and size, and renegotiates when a
+ * keyframe brings another. It waits for a keyframe; a packet that fails its
+ * checksum, is truncated, names impossible sizes or positions, or arrives out
+ * of sequence is dropped with a warning (one per loss) and decoding resumes
+ * at the next keyframe. Untimed input (a byte stream) gets the sender's
+ * timestamps, shifted so that the first frame shown is at 0; every output
+ * buffer carries the sender's timestamp as a GstReferenceTimestampMeta with
+ * caps timestamp/x-cudadiff-sender.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 tcpclientsrc host=SERVER port=5000 ! cudadiffdec ! videoconvert ! autovideosink
+ * ]|
+ */
+#include "gstcudadiffdec.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cudadiff/diff.h"
+#include "cudadiffstream.h"
+#include "gstcudadifffilter.h"
+#include "gstcudadiffpinned.h"
+#include "gstcudadiffutils.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_dec_debug);
+#define GST_CAT_DEFAULT gst_cudadiff_dec_debug
+
+namespace stream = cudadiff::stream;
+namespace diff = cudadiff::diff;
+
+enum { PROP_0, PROP_STATS, PROP_BACKEND, PROP_DEVICE_ID };
+
+#define SRC_FORMATS                                                                       \
+  "{ BGR, RGB, BGRx, RGBx, xBGR, xRGB, BGRA, RGBA, ABGR, ARGB, GRAY8, I420, YV12, NV12, " \
+  "NV21, YUY2, UYVY, Y444, Y42B }"
+
+namespace {
+
+struct DecStats {
+  guint64 packets = 0;    // checked packets that reached the decoder (stream headers not counted)
+  guint64 keyframes = 0;  // keyframes decoded
+  guint64 frames_out = 0;
+  guint64 bytes_in = 0;         // bytes of those packets
+  guint64 dropped_packets = 0;  // packets not decoded (damaged, out of sequence, before a keyframe)
+  guint64 skipped_bytes = 0;    // bytes that were not part of a valid packet
+  guint64 losses = 0;           // warnings posted (one per loss)
+};
+
+// A GstAdapter as the parser's byte queue.
+class AdapterQueue final : public stream::ByteQueue {
+ public:
+  explicit AdapterQueue(GstAdapter *adapter) : adapter_(adapter) {}
+  size_t available() const override { return gst_adapter_available(adapter_); }
+  ptrdiff_t find_magic(size_t from) override {
+    const size_t avail = available();
+    if (avail < from + 4) return -1;
+    return gst_adapter_masked_scan_uint32(adapter_, 0xffffffffu, stream::kMagicBE, from,
+                                          avail - from);
+  }
+  const uint8_t *map(size_t n) override {
+    return static_cast<const uint8_t *>(gst_adapter_map(adapter_, n));
+  }
+  void unmap() override { gst_adapter_unmap(adapter_); }
+
+ private:
+  GstAdapter *adapter_;
+};
+
+struct DecState {
+  std::unique_ptr<cudadiff::Context> ctx;
+  std::unique_ptr<diff::DiffDecoder> decoder;
+  std::unique_ptr<stream::Reader> reader;  // its scratch and zstd context, start to stop
+  stream::Parser parser;
+  std::vector<diff::SuperblockEntry> entries;  // of the last delta (CUDA)
+  std::string colorimetry;                     // from the last stream header
+  std::string out_colorimetry;                 // in the output caps
+  // The stream being decoded (from its last keyframe).
+  cudadiff::VideoFormat format = cudadiff::VideoFormat::Unknown;
+  uint32_t width = 0, height = 0, fps_n = 0, fps_d = 1;
+  size_t frame_bytes = 0;
+  bool synced = false;   // the reference is valid: a keyframe and every packet since
+  bool in_loss = false;  // a warning was posted since the last decoded packet
+  guint64 last_frame_number = 0;
+  // Untimed input: output pts = sender pts - pts_offset.
+  bool have_offset = false;
+  guint64 pts_offset = 0;
+  GstClockTime next_pts = 0;  // end of the last output frame
+
+  void reset_stream() {
+    synced = false;
+    in_loss = false;
+    have_offset = false;
+    next_pts = 0;
+  }
+  void drop_codec() {
+    decoder.reset();
+    format = cudadiff::VideoFormat::Unknown;
+    width = height = 0;
+    frame_bytes = 0;
+  }
+};
+
+}  // namespace
+
+struct _GstCudaDiffDec {
+  GstVideoDecoder parent;
+  GstCudaDiffBackend backend;  // under the object lock
+  gint device_id;
+  DecStats stats;  // under the object lock
+  DecState *state;
+};
+
+G_DEFINE_TYPE(GstCudaDiffDec, gst_cudadiff_dec, GST_TYPE_VIDEO_DECODER)
+GST_ELEMENT_REGISTER_DEFINE(cudadiffdec, "cudadiffdec", GST_RANK_PRIMARY, GST_TYPE_CUDADIFF_DEC)
+
+static GstCaps *sender_timestamp_caps = nullptr;  // made once in class_init
+
+static GstStructure *stats_structure(GstCudaDiffDec *self) {
+  const DecStats &s = self->stats;
+  return gst_structure_new("cudadiffdec-stats", "packets", G_TYPE_UINT64, s.packets, "keyframes",
+                           G_TYPE_UINT64, s.keyframes, "frames-out", G_TYPE_UINT64, s.frames_out,
+                           "bytes-in", G_TYPE_UINT64, s.bytes_in, "dropped-packets", G_TYPE_UINT64,
+                           s.dropped_packets, "skipped-bytes", G_TYPE_UINT64, s.skipped_bytes,
+                           "losses", G_TYPE_UINT64, s.losses, nullptr);
+}
+
+static void gst_cudadiff_dec_set_property(GObject *object, guint prop_id, const GValue *value,
+                                          GParamSpec *pspec) {
+  auto *self = GST_CUDADIFF_DEC(object);
+  GST_OBJECT_LOCK(self);
+  switch (prop_id) {
+    case PROP_BACKEND:
+      self->backend = static_cast<GstCudaDiffBackend>(g_value_get_enum(value));
+      break;
+    case PROP_DEVICE_ID:
+      self->device_id = g_value_get_int(value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+static void gst_cudadiff_dec_get_property(GObject *object, guint prop_id, GValue *value,
+                                          GParamSpec *pspec) {
+  auto *self = GST_CUDADIFF_DEC(object);
+  GST_OBJECT_LOCK(self);
+  switch (prop_id) {
+    case PROP_STATS:
+      g_value_take_boxed(value, stats_structure(self));
+      break;
+    case PROP_BACKEND:
+      g_value_set_enum(value, self->backend);
+      break;
+    case PROP_DEVICE_ID:
+      g_value_set_int(value, self->device_id);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+static void gst_cudadiff_dec_finalize(GObject *object) {
+  auto *self = GST_CUDADIFF_DEC(object);
+  delete self->state;
+  self->state = nullptr;
+  G_OBJECT_CLASS(gst_cudadiff_dec_parent_class)->finalize(object);
+}
+
+static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
+  auto *self = GST_CUDADIFF_DEC(decoder);
+  GST_OBJECT_LOCK(self);
+  const GstCudaDiffBackend backend = self->backend;
+  const gint device_id = self->device_id;
+  self->stats = DecStats();
+  GST_OBJECT_UNLOCK(self);
+  DecState *st = self->state;
+  st->ctx = gst_cudadiff_open_context(GST_ELEMENT(self), backend, device_id);
+  try {
+    st->reader = std::make_unique<stream::Reader>();
+  } catch (const cudadiff::Error &e) {
+    gst_cudadiff_post_error(GST_ELEMENT(self), "starting", e);
+    return FALSE;
+  }
+  st->drop_codec();
+  st->reset_stream();
+  st->colorimetry.clear();
+  st->out_colorimetry.clear();
+  return st->ctx != nullptr;
+}
+
+static gboolean gst_cudadiff_dec_stop(GstVideoDecoder *decoder) {
+  auto *self = GST_CUDADIFF_DEC(decoder);
+  DecState *st = self->state;
+  try {
+    if (st->ctx) {
+      st->ctx->activate();
+      st->ctx->synchronize();
+    }
+    st->drop_codec();
+  } catch (const cudadiff::Error &e) {
+    GST_WARNING_OBJECT(self, "at stop: %s", e.what());
+  }
+  st->reader.reset();
+  st->entries = std::vector<diff::SuperblockEntry>();
+  st->ctx.reset();
+  return TRUE;
+}
+
+static gboolean gst_cudadiff_dec_set_format(GstVideoDecoder *decoder, GstVideoCodecState *state) {
+  // Everything the decoder needs comes with the keyframes; the caps (with or
+  // without a streamheader) only say that this is the stream.
+  GST_DEBUG_OBJECT(decoder, "input caps %" GST_PTR_FORMAT, state->caps);
+  return TRUE;
+}
+
+static gboolean gst_cudadiff_dec_flush(GstVideoDecoder *decoder) {
+  GST_CUDADIFF_DEC(decoder)->state->reset_stream();
+  return TRUE;
+}
+
+// Damage in the stream: one warning until a packet decodes again. Skipped
+// bytes alone keep the reference (a lost packet shows as a gap in the frame
+// numbers, which is a loss).
+static void report_damage(GstCudaDiffDec *self, const char *what, const std::string &detail) {
+  DecState *st = self->state;
+  if (st->in_loss) {
+    GST_DEBUG_OBJECT(self, "%s (again): %s", what, detail.c_str());
+    return;
+  }
+  st->in_loss = true;
+  GST_OBJECT_LOCK(self);
+  self->stats.losses++;
+  GST_OBJECT_UNLOCK(self);
+  GST_ELEMENT_WARNING(self, STREAM, DECODE, ("%s; decoding resumes at the next keyframe", what),
+                      ("%s", detail.c_str()));
+}
+
+// The end of the stream cut a packet: it is dropped.
+static void report_truncation(GstCudaDiffDec *self, const std::string &detail) {
+  self->state->in_loss = true;  // what follows it is the rest of the same packet
+  GST_OBJECT_LOCK(self);
+  self->stats.losses++;
+  GST_OBJECT_UNLOCK(self);
+  GST_ELEMENT_WARNING(self, STREAM, DECODE, ("truncated stream: its last packet is incomplete"),
+                      ("%s", detail.c_str()));
+}
+
+// A loss: the reference is no longer what the sender has; deltas are
+// dropped until the next keyframe.
+static void report_loss(GstCudaDiffDec *self, const char *what, const std::string &detail) {
+  self->state->synced = false;
+  report_damage(self, what, detail);
+}
+
+static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCodecFrame *frame,
+                                            GstAdapter *adapter, gboolean at_eos) {
+  auto *self = GST_CUDADIFF_DEC(decoder);
+  DecState *st = self->state;
+  AdapterQueue queue(adapter);
+  for (;;) {
+    const stream::Parser::Step step = st->parser.next(queue, at_eos);
+    switch (step.kind) {
+      case stream::Parser::Kind::NeedData:
+        return GST_VIDEO_DECODER_FLOW_NEED_DATA;
+      case stream::Parser::Kind::Skip:
+        gst_adapter_flush(adapter, step.bytes);
+        GST_OBJECT_LOCK(self);
+        self->stats.skipped_bytes += step.bytes;
+        GST_OBJECT_UNLOCK(self);
+        if (step.unsupported) {
+          GST_ELEMENT_ERROR(self, STREAM, WRONG_TYPE,
+                            ("the stream is of a version this decoder does not read"),
+                            ("%s", step.problem.c_str()));
+          return GST_FLOW_ERROR;
+        }
+        if (step.truncated)
+          report_truncation(self, step.problem);
+        else
+          report_damage(self, "damaged stream", step.problem);
+        continue;
+      case stream::Parser::Kind::Packet:
+        if (step.header.stream_header()) {
+          // What the packet headers do not say: the colorimetry, used from
+          // the next keyframe on.
+          const uint8_t *p = queue.map(step.bytes);
+          st->colorimetry = stream::stream_header_value(p + stream::kHeaderSize,
+                                                        step.header.payload_size, "colorimetry");
+          queue.unmap();
+          GST_DEBUG_OBJECT(self, "stream header: %s %ux%u %u/%u, colorimetry '%s'",
+                           cudadiff::format_name(step.header.format), step.header.width,
+                           step.header.height, step.header.fps_n, step.header.fps_d,
+                           st->colorimetry.c_str());
+          gst_adapter_flush(adapter, step.bytes);
+          continue;
+        }
+        if (step.header.keyframe()) GST_VIDEO_CODEC_FRAME_SET_SYNC_POINT(frame);
+        gst_video_decoder_add_to_frame(decoder, static_cast<int>(step.bytes));
+        return gst_video_decoder_have_frame(decoder);
+    }
+  }
+}
+
+// A keyframe of another format, size or framerate: a new core decoder and
+// new output caps.
+static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
+  DecState *st = self->state;
+  if (st->decoder && st->format == h.format && st->width == h.width && st->height == h.height &&
+      st->fps_n == h.fps_n && st->fps_d == h.fps_d && st->colorimetry == st->out_colorimetry)
+    return true;
+  const GstVideoFormat gst_format = gst_cudadiff_format_to_gst(h.format);
+  st->drop_codec();
+  st->decoder = diff::DiffDecoder::create(*st->ctx, h.format, int(h.width), int(h.height));
+  st->reader->reserve(h.frame_bytes());
+  st->format = h.format;
+  st->width = h.width;
+  st->height = h.height;
+  st->fps_n = h.fps_n;
+  st->fps_d = h.fps_d;
+  st->frame_bytes = h.frame_bytes();
+  GstVideoCodecState *out = gst_video_decoder_set_output_state(GST_VIDEO_DECODER(self), gst_format,
+                                                               h.width, h.height, nullptr);
+  GST_VIDEO_INFO_FPS_N(&out->info) = int(h.fps_n);
+  GST_VIDEO_INFO_FPS_D(&out->info) = int(h.fps_d);
+  // The sender's colorimetry when its stream header said (else the default
+  // of the format and size); the frame is not checked against it.
+  GstVideoColorimetry colorimetry;
+  if (!st->colorimetry.empty() &&
+      gst_video_colorimetry_from_string(&colorimetry, st->colorimetry.c_str()))
+    out->info.colorimetry = colorimetry;
+  st->out_colorimetry = st->colorimetry;
+  gst_video_codec_state_unref(out);
+  GST_INFO_OBJECT(self, "stream: %s %ux%u at %u/%u fps on %s", cudadiff::format_name(h.format),
+                  h.width, h.height, h.fps_n, h.fps_d, cudadiff::backend_name(st->ctx->backend()));
+  if (!gst_video_decoder_negotiate(GST_VIDEO_DECODER(self))) {
+    st->drop_codec();
+    return false;
+  }
+  return true;
+}
+
+// Decodes the packet into the reference. Returns false when the packet is
+// not decoded (reported as a loss, or waiting for a keyframe); throws
+// cudadiff::Error for failures of the core.
+static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
+                          const uint8_t *payload, GstFlowReturn *ret) {
+  DecState *st = self->state;
+  std::string why;
+  const uint8_t *body = nullptr;
+  bool unsupported = false;
+  if (h.keyframe()) {
+    if (!configure(self, h)) {
+      *ret = GST_FLOW_NOT_NEGOTIATED;
+      return false;
+    }
+    if (!st->reader->body(h, payload, &body, &why, &unsupported)) {
+      if (unsupported) {
+        GST_ELEMENT_ERROR(self, STREAM, CODEC_NOT_FOUND, ("cannot decode this stream"),
+                          ("%s", why.c_str()));
+        *ret = GST_FLOW_ERROR;
+        return false;
+      }
+      report_loss(self, "damaged keyframe", why);
+      return false;
+    }
+    st->decoder->keyframe(body);
+    st->synced = true;
+    st->in_loss = false;
+    st->last_frame_number = h.frame_number;
+    GST_OBJECT_LOCK(self);
+    self->stats.keyframes++;
+    GST_OBJECT_UNLOCK(self);
+    return true;
+  }
+  if (!st->synced) {
+    GST_LOG_OBJECT(self, "delta %" G_GUINT64_FORMAT " before a keyframe: dropped", h.frame_number);
+    return false;
+  }
+  if (h.frame_number != st->last_frame_number + 1) {
+    report_loss(self, "packets missing or out of sequence",
+                "expected frame " + std::to_string(st->last_frame_number + 1) + ", got " +
+                    std::to_string(h.frame_number));
+    return false;
+  }
+  if (h.format != st->format || h.width != st->width || h.height != st->height) {
+    report_loss(self, "delta of another format or size",
+                std::string(cudadiff::format_name(h.format)) + " " + std::to_string(h.width) + "x" +
+                    std::to_string(h.height) + " in a " + cudadiff::format_name(st->format) + " " +
+                    std::to_string(st->width) + "x" + std::to_string(st->height) + " stream");
+    return false;
+  }
+  if (!st->reader->body(h, payload, &body, &why, &unsupported)) {
+    if (unsupported) {
+      GST_ELEMENT_ERROR(self, STREAM, CODEC_NOT_FOUND, ("cannot decode this stream"),
+                        ("%s", why.c_str()));
+      *ret = GST_FLOW_ERROR;
+      return false;
+    }
+    report_loss(self, "damaged delta", why);
+    return false;
+  }
+  diff::DeltaIndex index;
+  // The CUDA decoder takes the list of changed superblocks from the check.
+  if (!diff::parse_delta(body, h.body_size, st->frame_bytes, &index, &why,
+                         st->ctx->is_cuda() ? &st->entries : nullptr)) {
+    report_loss(self, "impossible delta", "frame " + std::to_string(h.frame_number) + ": " + why);
+    return false;
+  }
+  st->decoder->delta(
+      body, index,
+      (h.flags & stream::kFlagDeltaValues) ? diff::ValueMode::Deltas : diff::ValueMode::Values);
+  st->last_frame_number = h.frame_number;
+  return true;
+}
+
+// Output timestamps. Timed input keeps its own; untimed input (a byte
+// stream) gets the sender's, shifted so that the first frame is at 0 and
+// time never runs backwards (a sender that restarted continues the line).
+static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
+                           const stream::PacketHeader &h) {
+  DecState *st = self->state;
+  const bool has_duration = h.duration != stream::kNoTime;
+  if (GST_CLOCK_TIME_IS_VALID(frame->pts)) {
+    if (!GST_CLOCK_TIME_IS_VALID(frame->duration) && has_duration) frame->duration = h.duration;
+    return;
+  }
+  if (h.pts == stream::kNoTime) return;  // the base class interpolates from the framerate
+  if (!st->have_offset || h.pts < st->pts_offset || h.pts - st->pts_offset < st->next_pts) {
+    st->pts_offset = h.pts - st->next_pts;
+    st->have_offset = true;
+  }
+  frame->pts = h.pts - st->pts_offset;
+  if (has_duration) frame->duration = h.duration;
+  st->next_pts = frame->pts + (has_duration ? h.duration : 0);
+}
+
+static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
+                                                   GstVideoCodecFrame *frame) {
+  auto *self = GST_CUDADIFF_DEC(decoder);
+  DecState *st = self->state;
+  if (!st->ctx || !st->reader) {
+    gst_video_decoder_release_frame(decoder, frame);
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+  GstMapInfo in;
+  if (!gst_buffer_map(frame->input_buffer, &in, GST_MAP_READ)) {
+    GST_ELEMENT_ERROR(self, STREAM, DECODE, ("cannot map the input buffer"), (nullptr));
+    gst_video_decoder_release_frame(decoder, frame);
+    return GST_FLOW_ERROR;
+  }
+  // The parser checked this packet; read its header again (cheap) rather
+  // than trust state carried between the calls.
+  stream::PacketHeader h;
+  std::string why;
+  const bool header_ok =
+      stream::read_header(in.data, in.size, &h, &why) == stream::HeaderStatus::Ok &&
+      in.size == stream::kHeaderSize + h.payload_size;
+  GstFlowReturn ret = GST_FLOW_OK;
+  bool decoded = false;
+  if (!header_ok) {
+    report_loss(self, "damaged packet", why.empty() ? "packet size mismatch" : why);
+  } else {
+    GST_OBJECT_LOCK(self);
+    self->stats.packets++;
+    self->stats.bytes_in += in.size;
+    GST_OBJECT_UNLOCK(self);
+    try {
+      st->ctx->activate();
+      decoded = decode_packet(self, h, in.data + stream::kHeaderSize, &ret);
+    } catch (const cudadiff::Error &e) {
+      gst_buffer_unmap(frame->input_buffer, &in);
+      gst_cudadiff_post_error(GST_ELEMENT(self), "decoding a frame", e);
+      gst_video_decoder_release_frame(decoder, frame);
+      return GST_FLOW_ERROR;
+    }
+  }
+  gst_buffer_unmap(frame->input_buffer, &in);
+  if (!decoded) {
+    GST_OBJECT_LOCK(self);
+    self->stats.dropped_packets++;
+    GST_OBJECT_UNLOCK(self);
+    gst_video_decoder_release_frame(decoder, frame);
+    return ret;
+  }
+
+  set_timestamps(self, frame, h);
+  ret = gst_video_decoder_allocate_output_frame(decoder, frame);
+  if (ret != GST_FLOW_OK) {
+    gst_video_decoder_release_frame(decoder, frame);
+    return ret;
+  }
+  GstVideoCodecState *out_state = gst_video_decoder_get_output_state(decoder);
+  GstVideoFrame out;
+  const gboolean mapped =
+      gst_video_frame_map(&out, &out_state->info, frame->output_buffer, GST_MAP_WRITE);
+  gst_video_codec_state_unref(out_state);
+  if (!mapped) {
+    GST_ELEMENT_ERROR(self, STREAM, DECODE, ("cannot map the output buffer"), (nullptr));
+    gst_video_decoder_release_frame(decoder, frame);
+    return GST_FLOW_ERROR;
+  }
+  try {
+    st->ctx->activate();
+    st->decoder->write_frame(gst_cudadiff_frame_view(&out));
+  } catch (const cudadiff::Error &e) {
+    gst_video_frame_unmap(&out);
+    gst_cudadiff_post_error(GST_ELEMENT(self), "writing a decoded frame", e);
+    gst_video_decoder_release_frame(decoder, frame);
+    return GST_FLOW_ERROR;
+  }
+  gst_video_frame_unmap(&out);
+  if (h.pts != stream::kNoTime)
+    gst_buffer_add_reference_timestamp_meta(
+        frame->output_buffer, sender_timestamp_caps, h.pts,
+        h.duration != stream::kNoTime ? h.duration : GST_CLOCK_TIME_NONE);
+  GST_OBJECT_LOCK(self);
+  self->stats.frames_out++;
+  GST_OBJECT_UNLOCK(self);
+  return gst_video_decoder_finish_frame(decoder, frame);
+}
+
+// Output buffers come from a pinned pool: downstream's when it is one of
+// ours, else a new one.
+static gboolean gst_cudadiff_dec_decide_allocation(GstVideoDecoder *decoder, GstQuery *query) {
+  GstCaps *caps = nullptr;
+  gst_query_parse_allocation(query, &caps, nullptr);
+  GstVideoInfo info;
+  if (!caps || !gst_video_info_from_caps(&info, caps)) return FALSE;
+
+  GstBufferPool *pool = nullptr;
+  guint size = 0, min = 0, max = 0;
+  const gboolean have_pool = gst_query_get_n_allocation_pools(query) > 0;
+  if (have_pool) gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
+  if (pool && !gst_cudadiff_pool_is_pinned(pool)) {
+    gst_object_unref(pool);
+    pool = nullptr;
+  }
+  size = MAX(size, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)));
+  const gboolean video_meta =
+      gst_query_find_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
+  if (pool) {
+    GstStructure *config = gst_buffer_pool_get_config(pool);
+    gst_buffer_pool_config_set_params(config, caps, size, min, max);
+    if (video_meta) gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+    if (!gst_buffer_pool_set_config(pool, config)) {
+      gst_object_unref(pool);
+      pool = nullptr;
+    }
+  }
+  if (!pool) pool = gst_cudadiff_pinned_pool_new(caps, size, min, max, video_meta);
+  if (!pool) {
+    GST_ERROR_OBJECT(decoder, "could not create a pinned buffer pool for %" GST_PTR_FORMAT, caps);
+    return FALSE;
+  }
+  if (have_pool)
+    gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
+  else
+    gst_query_add_allocation_pool(query, pool, size, min, max);
+  gst_object_unref(pool);
+  return TRUE;
+}
+
+static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
+  GstVideoDecoderClass *decoder_class = GST_VIDEO_DECODER_CLASS(klass);
+
+  GST_DEBUG_CATEGORY_INIT(gst_cudadiff_dec_debug, "cudadiffdec", 0,
+                          "gst-cudadiff difference decoder");
+  sender_timestamp_caps = gst_caps_from_string(GST_CUDADIFF_SENDER_TIMESTAMP_CAPS);
+  GST_MINI_OBJECT_FLAG_SET(sender_timestamp_caps, GST_MINI_OBJECT_FLAG_MAY_BE_LEAKED);
+
+  gobject_class->set_property = gst_cudadiff_dec_set_property;
+  gobject_class->get_property = gst_cudadiff_dec_get_property;
+  gobject_class->finalize = gst_cudadiff_dec_finalize;
+
+  g_object_class_install_property(
+      gobject_class, PROP_STATS,
+      g_param_spec_boxed("stats", "Statistics",
+                         "Counters since start (read-only, guint64 fields): packets, keyframes, "
+                         "frames-out, bytes-in, dropped-packets (damaged, out of sequence, or "
+                         "before a keyframe), skipped-bytes (not part of a valid packet), "
+                         "losses (warnings posted)",
+                         GST_TYPE_STRUCTURE,
+                         static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+  gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID);
+
+  GstCaps *sink_caps = gst_caps_from_string("video/x-cudadiff");
+  gst_element_class_add_pad_template(
+      element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink_caps));
+  gst_caps_unref(sink_caps);
+  GstCaps *src_caps = gst_cudadiff_filter_make_caps(SRC_FORMATS);
+  gst_element_class_add_pad_template(
+      element_class, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, src_caps));
+  gst_caps_unref(src_caps);
+  gst_element_class_set_static_metadata(
+      element_class, "CUDA frame-difference decoder", "Codec/Decoder/Video",
+      "Rebuilds video from the keyframes and difference packets of cudadiffenc (packets or a raw "
+      "byte stream from tcpclientsrc), on the GPU or on the CPU without one",
+      "gst-cudadiff developers");
+
+  decoder_class->start = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_start);
+  decoder_class->stop = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_stop);
+  decoder_class->set_format = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_set_format);
+  decoder_class->flush = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_flush);
+  decoder_class->parse = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_parse);
+  decoder_class->handle_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_handle_frame);
+  decoder_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_decide_allocation);
+}
+
+static void gst_cudadiff_dec_init(GstCudaDiffDec *self) {
+  self->backend = GST_CUDADIFF_DEFAULT_BACKEND;
+  self->device_id = GST_CUDADIFF_DEFAULT_DEVICE_ID;
+  self->state = new DecState();
+  // The parse vfunc splits the input into packets, whatever its buffers are.
+  gst_video_decoder_set_packetized(GST_VIDEO_DECODER(self), FALSE);
+}

@@ -1,0 +1,586 @@
+/**
+ * SECTION:element-cudadiffenc
+ * @title: cudadiffenc
+ *
+ * Frame-difference video encoder: a keyframe, then per frame only the bytes
+ * whose difference from the reference exceeds `threshold`. Bytes under the
+ * threshold keep the reference value, so the encoder's reference is exactly
+ * the picture every decoder shows and every shown byte is within `threshold`
+ * of the input (threshold=0 is lossless). Keyframes come on the first frame,
+ * every `keyframe-interval` frames, on force-key-unit events and on caps
+ * changes; deltas carry GST_BUFFER_FLAG_DELTA_UNIT, so tcpserversink's
+ * keyframe sync methods start late clients at a keyframe. The stream header
+ * goes into the caps as `streamheader`. docs/stream-format.md specifies the
+ * stream.
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 v4l2src ! videoconvert ! cudadiffenc threshold=20 \
+ *     ! tcpserversink host=0.0.0.0 port=5000 sync-method=latest-keyframe
+ * ]|
+ */
+#include "gstcudadiffenc.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cudadiff/diff.h"
+#include "cudadiffstream.h"
+#include "gstcudadifffilter.h"
+#include "gstcudadiffpinned.h"
+#include "gstcudadiffutils.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_enc_debug);
+#define GST_CAT_DEFAULT gst_cudadiff_enc_debug
+
+namespace stream = cudadiff::stream;
+namespace diff = cudadiff::diff;
+
+#define DEFAULT_THRESHOLD 20
+#define DEFAULT_KEYFRAME_INTERVAL 60
+#define DEFAULT_COMPRESSION_LEVEL 3
+#define DEFAULT_STATS_INTERVAL 0
+#define MIN_COMPRESSION_LEVEL -7
+#define MAX_COMPRESSION_LEVEL 19
+#if CUDADIFF_HAVE_ZSTD
+#define DEFAULT_COMPRESSION GST_CUDADIFF_COMPRESSION_ZSTD
+#else
+#define DEFAULT_COMPRESSION GST_CUDADIFF_COMPRESSION_NONE
+#endif
+
+enum {
+  PROP_0,
+  PROP_THRESHOLD,
+  PROP_KEYFRAME_INTERVAL,
+  PROP_COMPRESSION,
+  PROP_COMPRESSION_LEVEL,
+  PROP_STATS_INTERVAL,
+  PROP_STATS,
+  PROP_BACKEND,
+  PROP_DEVICE_ID,
+};
+
+#define SINK_FORMATS                                                                      \
+  "{ BGR, RGB, BGRx, RGBx, xBGR, xRGB, BGRA, RGBA, ABGR, ARGB, GRAY8, I420, YV12, NV12, " \
+  "NV21, YUY2, UYVY, Y444, Y42B }"
+
+namespace {
+
+struct EncStats {
+  guint64 frames = 0;
+  guint64 keyframes = 0;
+  guint64 bytes_in = 0;   // canonical frame bytes given to the encoder
+  guint64 bytes_out = 0;  // packet bytes (headers included; stream headers not)
+  guint64 changed_bytes = 0;
+  guint64 report_layout_bytes =
+      0;  // the report's layout: frame for keyframes, 5 B per changed byte
+  guint64 delta_bytes_out = 0;
+  guint64 delta_report_layout_bytes = 0;
+};
+
+// Everything that lives from start (context) or set_format (codec) to stop.
+struct EncState {
+  std::unique_ptr<cudadiff::Context> ctx;
+  std::unique_ptr<diff::DiffEncoder> encoder;  // keeps the reference (on the device for CUDA)
+  cudadiff::HostBytes body;                    // pinned: the core writes each body here
+  std::unique_ptr<stream::Writer> writer;      // its scratch and zstd context, start to stop
+  GstVideoCodecState *input_state = nullptr;
+  cudadiff::VideoFormat format = cudadiff::VideoFormat::Unknown;
+  int width = 0, height = 0;
+  size_t frame_bytes = 0;
+  guint64 frame_number = 0;  // of the next frame
+  guint64 last_keyframe_number = 0;
+  bool need_keyframe = true;
+
+  void drop_codec() {
+    encoder.reset();
+    if (input_state) gst_video_codec_state_unref(input_state);
+    input_state = nullptr;
+    format = cudadiff::VideoFormat::Unknown;
+  }
+};
+
+}  // namespace
+
+struct _GstCudaDiffEnc {
+  GstVideoEncoder parent;
+  // Properties, under the object lock.
+  guint threshold;
+  guint keyframe_interval;
+  GstCudaDiffCompression compression;
+  gint compression_level;
+  guint stats_interval;
+  GstCudaDiffBackend backend;
+  gint device_id;
+  EncStats stats;  // under the object lock too
+  EncState *state;
+};
+
+G_DEFINE_TYPE(GstCudaDiffEnc, gst_cudadiff_enc, GST_TYPE_VIDEO_ENCODER)
+GST_ELEMENT_REGISTER_DEFINE(cudadiffenc, "cudadiffenc", GST_RANK_SECONDARY, GST_TYPE_CUDADIFF_ENC)
+
+GType gst_cudadiff_compression_get_type(void) {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+    {GST_CUDADIFF_COMPRESSION_NONE, "No compression", "none"},
+#if CUDADIFF_HAVE_ZSTD
+    {GST_CUDADIFF_COMPRESSION_ZSTD, "zstd (keyframes left-predicted first)", "zstd"},
+#endif
+    {0, nullptr, nullptr},
+  };
+  if (g_once_init_enter(&type)) {
+    GType t = g_enum_register_static("GstCudaDiffCompression", values);
+    g_once_init_leave(&type, t);
+  }
+  return type;
+}
+
+static GstStructure *stats_structure(GstCudaDiffEnc *self) {
+  const EncStats &s = self->stats;
+  return gst_structure_new(
+      "cudadiffenc-stats", "frames", G_TYPE_UINT64, s.frames, "keyframes", G_TYPE_UINT64,
+      s.keyframes, "bytes-in", G_TYPE_UINT64, s.bytes_in, "bytes-out", G_TYPE_UINT64, s.bytes_out,
+      "changed-bytes", G_TYPE_UINT64, s.changed_bytes, "report-layout-bytes", G_TYPE_UINT64,
+      s.report_layout_bytes, "delta-bytes-out", G_TYPE_UINT64, s.delta_bytes_out,
+      "delta-report-layout-bytes", G_TYPE_UINT64, s.delta_report_layout_bytes, nullptr);
+}
+
+static void gst_cudadiff_enc_set_property(GObject *object, guint prop_id, const GValue *value,
+                                          GParamSpec *pspec) {
+  auto *self = GST_CUDADIFF_ENC(object);
+  GST_OBJECT_LOCK(self);
+  switch (prop_id) {
+    case PROP_THRESHOLD:
+      self->threshold = g_value_get_uint(value);
+      break;
+    case PROP_KEYFRAME_INTERVAL:
+      self->keyframe_interval = g_value_get_uint(value);
+      break;
+    case PROP_COMPRESSION:
+      self->compression = static_cast<GstCudaDiffCompression>(g_value_get_enum(value));
+      break;
+    case PROP_COMPRESSION_LEVEL:
+      self->compression_level = g_value_get_int(value);
+      break;
+    case PROP_STATS_INTERVAL:
+      self->stats_interval = g_value_get_uint(value);
+      break;
+    case PROP_BACKEND:
+      self->backend = static_cast<GstCudaDiffBackend>(g_value_get_enum(value));
+      break;
+    case PROP_DEVICE_ID:
+      self->device_id = g_value_get_int(value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+static void gst_cudadiff_enc_get_property(GObject *object, guint prop_id, GValue *value,
+                                          GParamSpec *pspec) {
+  auto *self = GST_CUDADIFF_ENC(object);
+  GST_OBJECT_LOCK(self);
+  switch (prop_id) {
+    case PROP_THRESHOLD:
+      g_value_set_uint(value, self->threshold);
+      break;
+    case PROP_KEYFRAME_INTERVAL:
+      g_value_set_uint(value, self->keyframe_interval);
+      break;
+    case PROP_COMPRESSION:
+      g_value_set_enum(value, self->compression);
+      break;
+    case PROP_COMPRESSION_LEVEL:
+      g_value_set_int(value, self->compression_level);
+      break;
+    case PROP_STATS_INTERVAL:
+      g_value_set_uint(value, self->stats_interval);
+      break;
+    case PROP_STATS:
+      g_value_take_boxed(value, stats_structure(self));
+      break;
+    case PROP_BACKEND:
+      g_value_set_enum(value, self->backend);
+      break;
+    case PROP_DEVICE_ID:
+      g_value_set_int(value, self->device_id);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+static void gst_cudadiff_enc_finalize(GObject *object) {
+  auto *self = GST_CUDADIFF_ENC(object);
+  delete self->state;
+  self->state = nullptr;
+  G_OBJECT_CLASS(gst_cudadiff_enc_parent_class)->finalize(object);
+}
+
+static gboolean gst_cudadiff_enc_start(GstVideoEncoder *encoder) {
+  auto *self = GST_CUDADIFF_ENC(encoder);
+  GST_OBJECT_LOCK(self);
+  const GstCudaDiffBackend backend = self->backend;
+  const gint device_id = self->device_id;
+  self->stats = EncStats();
+  GST_OBJECT_UNLOCK(self);
+  EncState *st = self->state;
+  st->ctx = gst_cudadiff_open_context(GST_ELEMENT(self), backend, device_id);
+  try {
+    st->writer = std::make_unique<stream::Writer>();
+  } catch (const cudadiff::Error &e) {
+    gst_cudadiff_post_error(GST_ELEMENT(self), "starting", e);
+    return FALSE;
+  }
+  st->frame_number = 0;
+  st->last_keyframe_number = 0;
+  st->need_keyframe = true;
+  return st->ctx != nullptr;
+}
+
+static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
+  auto *self = GST_CUDADIFF_ENC(encoder);
+  EncState *st = self->state;
+  try {
+    if (st->ctx) {
+      st->ctx->activate();
+      st->ctx->synchronize();
+    }
+    st->drop_codec();
+  } catch (const cudadiff::Error &e) {
+    GST_WARNING_OBJECT(self, "at stop: %s", e.what());
+  }
+  st->writer.reset();
+  st->body = cudadiff::HostBytes();
+  st->ctx.reset();
+  return TRUE;
+}
+
+// The stream header buffer (also in the caps as `streamheader`); its text
+// carries the colorimetry, which the packet headers do not.
+static GstBuffer *make_stream_header(cudadiff::VideoFormat format, const GstVideoInfo *info) {
+  std::string text;
+  if (gchar *c = gst_video_colorimetry_to_string(&info->colorimetry)) {
+    text = std::string("colorimetry=") + c + "\n";
+    g_free(c);
+  }
+  const std::vector<uint8_t> bytes =
+      stream::Writer::stream_header(format, GST_VIDEO_INFO_WIDTH(info), GST_VIDEO_INFO_HEIGHT(info),
+                                    GST_VIDEO_INFO_FPS_N(info), GST_VIDEO_INFO_FPS_D(info), text);
+  GstBuffer *buf = gst_buffer_new_allocate(nullptr, bytes.size(), nullptr);
+  gst_buffer_fill(buf, 0, bytes.data(), bytes.size());
+  GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_HEADER);
+  return buf;
+}
+
+static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCodecState *state) {
+  auto *self = GST_CUDADIFF_ENC(encoder);
+  EncState *st = self->state;
+  if (!st->ctx || !st->writer) return FALSE;
+  const GstVideoInfo *info = &state->info;
+  const cudadiff::VideoFormat format = gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(info));
+  if (format == cudadiff::VideoFormat::Unknown) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("unsupported video format"),
+                      ("%s", GST_VIDEO_INFO_NAME(info)));
+    return FALSE;
+  }
+  const int width = GST_VIDEO_INFO_WIDTH(info), height = GST_VIDEO_INFO_HEIGHT(info);
+  const size_t frame_bytes = cudadiff::frame_size_packed(format, width, height);
+  if (frame_bytes > stream::kMaxFrameBytes) {
+    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("frame too large for the difference stream"),
+                      ("%dx%d %s is %zu bytes; the stream carries at most %zu", width, height,
+                       GST_VIDEO_INFO_NAME(info), frame_bytes, stream::kMaxFrameBytes));
+    return FALSE;
+  }
+  GST_OBJECT_LOCK(self);
+  const bool zstd = self->compression == GST_CUDADIFF_COMPRESSION_ZSTD;
+  const int level = self->compression_level;
+  GST_OBJECT_UNLOCK(self);
+  try {
+    st->ctx->activate();
+    st->drop_codec();
+    st->encoder = diff::DiffEncoder::create(*st->ctx, format, width, height);
+    // Every buffer at its largest now, so that no frame allocates.
+    st->body.reserve(diff::max_delta_body_size(frame_bytes));
+    st->writer->set_compression(zstd ? stream::Compression::Zstd : stream::Compression::None,
+                                level);
+    st->writer->reserve(frame_bytes);
+  } catch (const cudadiff::Error &e) {
+    st->drop_codec();
+    gst_cudadiff_post_error(GST_ELEMENT(self), "configuring the encoder", e);
+    return FALSE;
+  }
+  st->input_state = gst_video_codec_state_ref(state);
+  st->format = format;
+  st->width = width;
+  st->height = height;
+  st->frame_bytes = frame_bytes;
+  st->need_keyframe = true;  // a caps change starts with a keyframe
+
+  GstBuffer *header = make_stream_header(format, info);
+  GstCaps *caps = gst_caps_new_simple("video/x-cudadiff", "version", G_TYPE_INT,
+                                      int(stream::kVersion), nullptr);
+  GValue array = G_VALUE_INIT, value = G_VALUE_INIT;
+  g_value_init(&array, GST_TYPE_ARRAY);
+  g_value_init(&value, GST_TYPE_BUFFER);
+  gst_value_set_buffer(&value, header);
+  gst_value_array_append_and_take_value(&array, &value);
+  gst_structure_take_value(gst_caps_get_structure(caps, 0), "streamheader", &array);
+  GstVideoCodecState *out = gst_video_encoder_set_output_state(encoder, caps, state);
+  gst_video_codec_state_unref(out);
+  gst_video_encoder_set_headers(encoder, g_list_append(nullptr, header));
+  GST_DEBUG_OBJECT(self, "configured %s %dx%d (%zu bytes per frame) on %s",
+                   GST_VIDEO_INFO_NAME(info), width, height, frame_bytes,
+                   cudadiff::backend_name(st->ctx->backend()));
+  return TRUE;
+}
+
+static gboolean gst_cudadiff_enc_flush(GstVideoEncoder *encoder) {
+  GST_CUDADIFF_ENC(encoder)->state->need_keyframe = true;
+  return TRUE;
+}
+
+static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
+                                                   GstVideoCodecFrame *frame) {
+  auto *self = GST_CUDADIFF_ENC(encoder);
+  EncState *st = self->state;
+  if (!st->ctx || !st->encoder) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, (nullptr), ("frame before caps were configured"));
+    gst_video_codec_frame_unref(frame);
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+  GST_OBJECT_LOCK(self);
+  const int threshold = static_cast<int>(self->threshold);
+  const guint keyframe_interval = self->keyframe_interval;
+  const stream::Compression compression = self->compression == GST_CUDADIFF_COMPRESSION_ZSTD
+                                              ? stream::Compression::Zstd
+                                              : stream::Compression::None;
+  const int level = self->compression_level;
+  GST_OBJECT_UNLOCK(self);
+
+  const bool forced = GST_VIDEO_CODEC_FRAME_IS_FORCE_KEYFRAME(frame);
+  const bool keyframe =
+      st->need_keyframe || forced ||
+      (keyframe_interval > 0 && st->frame_number - st->last_keyframe_number >= keyframe_interval);
+  const diff::ValueMode mode = stream::choose_value_mode(compression, threshold);
+  diff::DeltaSummary summary;
+
+  GstVideoFrame vframe;
+  if (!gst_video_frame_map(&vframe, &st->input_state->info, frame->input_buffer, GST_MAP_READ)) {
+    GST_ELEMENT_ERROR(self, STREAM, ENCODE, ("cannot map the input frame"), (nullptr));
+    gst_video_codec_frame_unref(frame);
+    return GST_FLOW_ERROR;
+  }
+  size_t packet_size = 0;
+  try {
+    st->ctx->activate();
+    // The mapped frame as it is (pinned when upstream took our pool, any
+    // strides): the CUDA backend uploads it in slices and compares each
+    // slice while the next one crosses the bus.
+    const cudadiff::FrameView input = gst_cudadiff_frame_view(&vframe);
+    if (keyframe)
+      st->encoder->keyframe_host(input, st->body);
+    else
+      summary = st->encoder->delta_host(input, threshold, mode, st->body);
+    st->writer->set_compression(compression, level);
+    stream::FrameInfo info;
+    info.keyframe = keyframe;
+    info.mode = mode;
+    info.frame_number = st->frame_number;
+    info.pts = frame->pts;
+    info.duration = frame->duration;
+    info.format = st->format;
+    info.width = st->width;
+    info.height = st->height;
+    info.fps_n = GST_VIDEO_INFO_FPS_N(&st->input_state->info);
+    info.fps_d = GST_VIDEO_INFO_FPS_D(&st->input_state->info);
+    packet_size = st->writer->prepare(info, st->body.data(), st->body.size());
+  } catch (const cudadiff::Error &e) {
+    gst_video_frame_unmap(&vframe);
+    gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
+    gst_video_codec_frame_unref(frame);
+    return GST_FLOW_ERROR;
+  }
+  gst_video_frame_unmap(&vframe);
+
+  GstFlowReturn ret = gst_video_encoder_allocate_output_frame(encoder, frame, packet_size);
+  if (ret != GST_FLOW_OK) {
+    gst_video_codec_frame_unref(frame);
+    return ret;
+  }
+  GstMapInfo map;
+  if (!gst_buffer_map(frame->output_buffer, &map, GST_MAP_WRITE)) {
+    GST_ELEMENT_ERROR(self, STREAM, ENCODE, ("cannot map the output buffer"), (nullptr));
+    gst_video_codec_frame_unref(frame);
+    return GST_FLOW_ERROR;
+  }
+  st->writer->write(map.data);
+  gst_buffer_unmap(frame->output_buffer, &map);
+
+  if (keyframe) {
+    GST_VIDEO_CODEC_FRAME_SET_SYNC_POINT(frame);
+    st->last_keyframe_number = st->frame_number;
+    st->need_keyframe = false;
+    GST_DEBUG_OBJECT(self, "keyframe %" G_GUINT64_FORMAT "%s: %zu bytes", st->frame_number,
+                     forced ? " (forced)" : "", packet_size);
+  } else {
+    GST_LOG_OBJECT(self,
+                   "delta %" G_GUINT64_FORMAT ": %" G_GUINT64_FORMAT " changed bytes, %zu bytes",
+                   st->frame_number, summary.changed_bytes, packet_size);
+  }
+  st->frame_number++;
+
+  GstMessage *stats_message = nullptr;
+  GST_OBJECT_LOCK(self);
+  EncStats &s = self->stats;
+  s.frames++;
+  s.bytes_in += st->frame_bytes;
+  s.bytes_out += packet_size;
+  if (keyframe) {
+    s.keyframes++;
+    s.report_layout_bytes += st->frame_bytes;
+  } else {
+    s.changed_bytes += summary.changed_bytes;
+    s.report_layout_bytes += 5 * summary.changed_bytes;
+    s.delta_bytes_out += packet_size;
+    s.delta_report_layout_bytes += 5 * summary.changed_bytes;
+  }
+  if (self->stats_interval > 0 && s.frames % self->stats_interval == 0)
+    stats_message = gst_message_new_element(GST_OBJECT(self), stats_structure(self));
+  GST_OBJECT_UNLOCK(self);
+  if (stats_message) gst_element_post_message(GST_ELEMENT(self), stats_message);
+
+  return gst_video_encoder_finish_frame(encoder, frame);
+}
+
+// Upstream gets a pool of pinned buffers (with GstVideoMeta): it writes each
+// frame where the GPU copies from at full speed.
+static gboolean gst_cudadiff_enc_propose_allocation(GstVideoEncoder *encoder, GstQuery *query) {
+  GstCaps *caps = nullptr;
+  gboolean need_pool = FALSE;
+  gst_query_parse_allocation(query, &caps, &need_pool);
+  GstVideoInfo info;
+  if (!caps || !gst_video_info_from_caps(&info, caps)) return FALSE;
+  const guint size = static_cast<guint>(GST_VIDEO_INFO_SIZE(&info));
+  if (need_pool) {
+    GstBufferPool *pool = gst_cudadiff_pinned_pool_new(caps, size, 0, 0, TRUE);
+    if (pool) {
+      gst_query_add_allocation_pool(query, pool, size, 0, 0);
+      gst_object_unref(pool);
+    }
+  }
+  GstAllocator *allocator = gst_cudadiff_pinned_allocator_get();
+  GstAllocationParams params;
+  gst_allocation_params_init(&params);
+  params.align = 63;
+  gst_query_add_allocation_param(query, allocator, &params);
+  gst_object_unref(allocator);
+  gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
+  (void)encoder;
+  return TRUE;
+}
+
+static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
+  GstVideoEncoderClass *encoder_class = GST_VIDEO_ENCODER_CLASS(klass);
+
+  GST_DEBUG_CATEGORY_INIT(gst_cudadiff_enc_debug, "cudadiffenc", 0,
+                          "gst-cudadiff difference encoder");
+
+  gobject_class->set_property = gst_cudadiff_enc_set_property;
+  gobject_class->get_property = gst_cudadiff_enc_get_property;
+  gobject_class->finalize = gst_cudadiff_enc_finalize;
+
+  const auto playing = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                                GST_PARAM_MUTABLE_PLAYING);
+  g_object_class_install_property(
+      gobject_class, PROP_THRESHOLD,
+      g_param_spec_uint("threshold", "Threshold",
+                        "A byte is sent when it differs from the reference (the picture the "
+                        "decoders show) by more than this many levels (0-255); the others keep "
+                        "the reference, so every shown byte is within threshold of the input. "
+                        "0 is lossless. Changeable while playing. Default: 20",
+                        0, 255, DEFAULT_THRESHOLD, playing));
+  g_object_class_install_property(
+      gobject_class, PROP_KEYFRAME_INTERVAL,
+      g_param_spec_uint("keyframe-interval", "Keyframe interval",
+                        "Frames from one keyframe to the next (late clients start at a "
+                        "keyframe); 0 = only the first frame (and forced keyframes and caps "
+                        "changes). Changeable while playing. Default: 60",
+                        0, G_MAXINT, DEFAULT_KEYFRAME_INTERVAL, playing));
+  g_object_class_install_property(
+      gobject_class, PROP_COMPRESSION,
+      g_param_spec_enum("compression", "Compression",
+                        "Compression of packet payloads: none, or zstd (when built with libzstd; "
+                        "keyframes are left-predicted first, deltas of thresholds up to 12 send "
+                        "differences rather than values). Changeable while playing. "
+#if CUDADIFF_HAVE_ZSTD
+                        "Default: zstd",
+#else
+                        "Default: none (this build has no zstd)",
+#endif
+                        GST_TYPE_CUDADIFF_COMPRESSION, DEFAULT_COMPRESSION, playing));
+  g_object_class_install_property(
+      gobject_class, PROP_COMPRESSION_LEVEL,
+      g_param_spec_int("compression-level", "Compression level",
+                       "zstd level (-7 fastest .. 19 smallest); 1 is about twice as fast as 3 "
+                       "for a few percent more bytes. Changeable while playing. Default: 3",
+                       MIN_COMPRESSION_LEVEL, MAX_COMPRESSION_LEVEL, DEFAULT_COMPRESSION_LEVEL,
+                       playing));
+  g_object_class_install_property(
+      gobject_class, PROP_STATS_INTERVAL,
+      g_param_spec_uint("stats-interval", "Statistics interval",
+                        "Post the statistics (see 'stats') as an element message named "
+                        "cudadiffenc-stats every this many frames; 0 = never. Default: 0",
+                        0, G_MAXINT, DEFAULT_STATS_INTERVAL, playing));
+  g_object_class_install_property(
+      gobject_class, PROP_STATS,
+      g_param_spec_boxed("stats", "Statistics",
+                         "Counters since start (read-only, guint64 fields): frames, keyframes, "
+                         "bytes-in (raw frame bytes), bytes-out (packet bytes), changed-bytes, "
+                         "report-layout-bytes (the report's layout: whole keyframes plus 5 bytes "
+                         "per changed byte), delta-bytes-out, delta-report-layout-bytes",
+                         GST_TYPE_STRUCTURE,
+                         static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+  gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID);
+
+  GstCaps *sink_caps = gst_cudadiff_filter_make_caps(SINK_FORMATS);
+  gst_element_class_add_pad_template(
+      element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink_caps));
+  gst_caps_unref(sink_caps);
+  GstCaps *src_caps = gst_caps_from_string("video/x-cudadiff, version = (int) 1");
+  gst_element_class_add_pad_template(
+      element_class, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, src_caps));
+  gst_caps_unref(src_caps);
+  gst_element_class_set_static_metadata(
+      element_class, "CUDA frame-difference encoder", "Codec/Encoder/Video",
+      "Sends a keyframe, then only the bytes that changed by more than a threshold (on the GPU, "
+      "or on the CPU without one); optional zstd",
+      "gst-cudadiff developers");
+
+  encoder_class->start = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_start);
+  encoder_class->stop = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_stop);
+  encoder_class->set_format = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_set_format);
+  encoder_class->handle_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_handle_frame);
+  encoder_class->flush = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_flush);
+  encoder_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_propose_allocation);
+
+  gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_COMPRESSION, static_cast<GstPluginAPIFlags>(0));
+}
+
+static void gst_cudadiff_enc_init(GstCudaDiffEnc *self) {
+  self->threshold = DEFAULT_THRESHOLD;
+  self->keyframe_interval = DEFAULT_KEYFRAME_INTERVAL;
+  self->compression = DEFAULT_COMPRESSION;
+  self->compression_level = DEFAULT_COMPRESSION_LEVEL;
+  self->stats_interval = DEFAULT_STATS_INTERVAL;
+  self->backend = GST_CUDADIFF_DEFAULT_BACKEND;
+  self->device_id = GST_CUDADIFF_DEFAULT_DEVICE_ID;
+  self->state = new EncState();
+}

@@ -1,0 +1,60 @@
+// The typefinder of the difference stream: a packet header (magic, version,
+// checksum, possible sizes) at the start of the data, as tcpserversink sends
+// it (the stream header comes first), or within the first 64 KiB for a stream
+// picked up in the middle.
+#include "gstcudadifftypefind.h"
+
+#include <cstring>
+
+#include "cudadiffstream.h"
+
+namespace stream = cudadiff::stream;
+
+namespace {
+
+constexpr size_t kScanBytes = 65536;
+
+bool header_at(const guint8 *data) {
+  stream::PacketHeader h;
+  return stream::read_header(data, stream::kHeaderSize, &h, nullptr) == stream::HeaderStatus::Ok;
+}
+
+void suggest(GstTypeFind *tf, guint probability) {
+  GstCaps *caps = gst_caps_new_simple("video/x-cudadiff", "version", G_TYPE_INT,
+                                      int(stream::kVersion), nullptr);
+  gst_type_find_suggest(tf, probability, caps);
+  gst_caps_unref(caps);
+}
+
+void cudadiff_type_find(GstTypeFind *tf, gpointer) {
+  const guint8 *data = gst_type_find_peek(tf, 0, stream::kHeaderSize);
+  if (!data) return;
+  if (header_at(data)) {
+    suggest(tf, GST_TYPE_FIND_MAXIMUM);
+    return;
+  }
+  // The largest block available of the first 64 KiB.
+  size_t len = kScanBytes;
+  while (len >= 2 * stream::kHeaderSize && !(data = gst_type_find_peek(tf, 0, guint(len))))
+    len /= 2;
+  if (!data || len < 2 * stream::kHeaderSize) return;
+  for (size_t i = 1; i + stream::kHeaderSize <= len; ++i) {
+    const void *hit = std::memchr(data + i, stream::kMagic[0], len - stream::kHeaderSize + 1 - i);
+    if (!hit) return;
+    i = static_cast<size_t>(static_cast<const guint8 *>(hit) - data);
+    if (std::memcmp(data + i, stream::kMagic, 4) == 0 && header_at(data + i)) {
+      suggest(tf, GST_TYPE_FIND_LIKELY);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+gboolean gst_type_find_register_cudadiff(GstPlugin *plugin) {
+  GstCaps *caps = gst_caps_from_string("video/x-cudadiff");
+  const gboolean ok = gst_type_find_register(plugin, "video/x-cudadiff", GST_RANK_PRIMARY,
+                                             cudadiff_type_find, "cdif", caps, nullptr, nullptr);
+  gst_caps_unref(caps);
+  return ok;
+}

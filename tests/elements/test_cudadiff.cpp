@@ -1,0 +1,654 @@
+// cudadiffenc and cudadiffdec through GstHarness, with the backend a user
+// gets by default (auto: CUDA on the GPU machine, the CPU here); the outputs
+// are checked against the codec's definition computed in the test (Model),
+// the packets against docs/stream-format.md's layout. test_cudadiff_cuda
+// compares the backends byte for byte.
+#include <gst/base/gsttypefindhelper.h>
+#include <gst/check/gstharness.h>
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cudadiff_util.h"
+
+using namespace diff_test;
+
+namespace {
+
+// Whether the plugin was built with zstd (its compression enum says).
+bool have_zstd() {
+  static const bool zstd = [] {
+    GstElement *el = gst_element_factory_make("cudadiffenc", nullptr);
+    GParamSpec *spec = g_object_class_find_property(G_OBJECT_GET_CLASS(el), "compression");
+    const bool z = g_enum_get_value_by_nick(G_PARAM_SPEC_ENUM(spec)->enum_class, "zstd");
+    gst_object_unref(el);
+    return z;
+  }();
+  return zstd;
+}
+
+GstBuffer *pull_packet(GstHarness *h, std::vector<GstBuffer *> *headers = nullptr) {
+  for (;;) {
+    GstBuffer *b = gst_harness_try_pull(h);
+    if (!b) return nullptr;
+    if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER)) return b;
+    if (headers)
+      headers->push_back(b);
+    else
+      gst_buffer_unref(b);
+  }
+}
+
+struct EncodeOptions {
+  std::string props;  // extra properties of cudadiffenc
+  int threshold = 20;
+  int frames = 6;
+  uint32_t seed = 1;
+};
+
+void encode(Encoded &e, const std::string &format, int w, int h, const EncodeOptions &o) {
+  const std::string launch = "cudadiffenc threshold=" + std::to_string(o.threshold) + " " + o.props;
+  GstHarness *enc = gst_harness_new_parse(launch.c_str());
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps(format.c_str(), w, h).c_str());
+  const GstVideoInfo info = video_info(format, w, h);
+  Model model;
+  for (int t = 0; t < o.frames; ++t) {
+    Bytes in = scene(format, w, h, t, o.seed);
+    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, in, t)), GST_FLOW_OK);
+    GstBuffer *packet = pull_packet(enc);
+    ASSERT_NE(packet, nullptr) << format << " frame " << t;
+    model.apply(in, !GST_BUFFER_FLAG_IS_SET(packet, GST_BUFFER_FLAG_DELTA_UNIT), o.threshold);
+    e.packets.push_back(packet);
+    e.inputs.push_back(std::move(in));
+    e.pictures.push_back(model.picture);
+  }
+  e.caps = gst_pad_get_current_caps(enc->sinkpad);
+  gst_harness_teardown(enc);
+}
+
+struct Decoded {
+  std::vector<Bytes> frames;
+  std::vector<GstBuffer *> buffers;
+  std::vector<std::string> caps;  // per frame
+  std::vector<std::string> warnings;
+  ~Decoded() {
+    for (GstBuffer *b : buffers) gst_buffer_unref(b);
+  }
+};
+
+// Feeds `inputs` to cudadiffdec; collects frames (with the caps they came
+// with) and the warnings posted.
+void decode(Decoded &d, const std::vector<GstBuffer *> &inputs, bool send_eos = false,
+            const char *launch = "cudadiffdec") {
+  GstHarness *dec = gst_harness_new_parse(launch);
+  GstBus *bus = gst_bus_new();
+  gst_element_set_bus(dec->element, bus);
+  gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+  auto collect = [&] {
+    while (GstBuffer *out = gst_harness_try_pull(dec)) {
+      GstCaps *caps = gst_pad_get_current_caps(dec->sinkpad);
+      d.frames.push_back(canonical_of(out, caps));
+      gchar *s = gst_caps_to_string(caps);
+      d.caps.push_back(s);
+      g_free(s);
+      gst_caps_unref(caps);
+      d.buffers.push_back(out);
+    }
+  };
+  for (GstBuffer *in : inputs) {
+    const GstFlowReturn ret = gst_harness_push(dec, gst_buffer_ref(in));
+    EXPECT_EQ(ret, GST_FLOW_OK);
+    collect();
+  }
+  if (send_eos) {
+    gst_harness_push_event(dec, gst_event_new_eos());
+    collect();
+  }
+  while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_WARNING)) {
+    GError *err = nullptr;
+    gchar *debug = nullptr;
+    gst_message_parse_warning(m, &err, &debug);
+    d.warnings.push_back(std::string(err->message) + " | " + (debug ? debug : ""));
+    g_error_free(err);
+    g_free(debug);
+    gst_message_unref(m);
+  }
+  gst_element_set_bus(dec->element, nullptr);
+  gst_object_unref(bus);
+  gst_harness_teardown(dec);
+}
+
+int max_diff(const Bytes &a, const Bytes &b) {
+  int worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    worst = std::max(worst, std::abs(int(a[i]) - int(b[i])));
+  return worst;
+}
+
+// Encodes, checks the packets, decodes and checks every frame.
+void round_trip(const std::string &format, int w, int h, int threshold, const char *compression) {
+  SCOPED_TRACE(format + " " + std::to_string(w) + "x" + std::to_string(h) + " threshold " +
+               std::to_string(threshold) + " " + compression);
+  Encoded e;
+  EncodeOptions o;
+  o.threshold = threshold;
+  o.props = std::string("compression=") + compression + " keyframe-interval=4";
+  encode(e, format, w, h, o);
+  ASSERT_EQ(e.packets.size(), 6u);
+  for (size_t i = 0; i < e.packets.size(); ++i) {
+    const Header hd = header_of(e.packets[i]);
+    EXPECT_EQ(hd.magic, "CDIF");
+    EXPECT_EQ(hd.version, 1);
+    EXPECT_EQ(hd.header_size, 64);
+    EXPECT_EQ(hd.frame_number, i);
+    EXPECT_EQ(hd.pts, gst_util_uint64_scale(i, GST_SECOND, 30));
+    EXPECT_EQ(hd.duration, gst_util_uint64_scale(1, GST_SECOND, 30));
+    EXPECT_EQ(hd.width, uint32_t(w));
+    EXPECT_EQ(hd.height, uint32_t(h));
+    EXPECT_EQ(hd.fps_n, 30u);
+    EXPECT_EQ(hd.fps_d, 1u);
+    EXPECT_EQ(hd.payload_size + 64, gst_buffer_get_size(e.packets[i]));
+    const bool key = i % 4 == 0;
+    EXPECT_EQ(hd.keyframe(), key) << i;
+    EXPECT_EQ(GST_BUFFER_FLAG_IS_SET(e.packets[i], GST_BUFFER_FLAG_DELTA_UNIT), !key) << i;
+    EXPECT_EQ(hd.body_size, key ? e.inputs[i].size() : hd.body_size);
+    if (std::string(compression) == "none") {
+      EXPECT_EQ(hd.flags & ~1, 0);
+      EXPECT_EQ(hd.payload_size, hd.body_size);
+    }
+  }
+  Decoded d;
+  decode(d, e.packets);
+  EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+  ASSERT_EQ(d.frames.size(), e.pictures.size());
+  for (size_t i = 0; i < d.frames.size(); ++i) {
+    ASSERT_EQ(d.frames[i], e.pictures[i]) << "decoder == the codec's model, frame " << i;
+    if (threshold == 0) {
+      ASSERT_EQ(d.frames[i], e.inputs[i]) << "lossless, frame " << i;
+    } else {
+      ASSERT_LE(max_diff(d.frames[i], e.inputs[i]), threshold) << "frame " << i;
+    }
+    EXPECT_EQ(GST_BUFFER_PTS(d.buffers[i]), gst_util_uint64_scale(i, GST_SECOND, 30));
+  }
+  EXPECT_NE(d.caps[0].find("format=(string)" + format), std::string::npos) << d.caps[0];
+  EXPECT_NE(d.caps[0].find("framerate=(fraction)30/1"), std::string::npos) << d.caps[0];
+}
+
+}  // namespace
+
+TEST(CudaDiff, PropertiesAndDefaults) {
+  GstElement *enc = gst_element_factory_make("cudadiffenc", nullptr);
+  GstElement *dec = gst_element_factory_make("cudadiffdec", nullptr);
+  ASSERT_NE(enc, nullptr);
+  ASSERT_NE(dec, nullptr);
+  for (const char *name : {"threshold", "keyframe-interval", "compression", "compression-level",
+                           "stats-interval", "stats", "backend", "device-id"}) {
+    GParamSpec *spec = g_object_class_find_property(G_OBJECT_GET_CLASS(enc), name);
+    ASSERT_NE(spec, nullptr) << name;
+    if (std::string(name) != "stats") {
+      EXPECT_NE(std::string(g_param_spec_get_blurb(spec)).find("Default"), std::string::npos)
+          << name;
+    }
+  }
+  for (const char *name : {"stats", "backend", "device-id"})
+    EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(dec), name), nullptr) << name;
+  guint threshold = 0, interval = 0, stats_interval = 1;
+  gint compression = -1, level = 0, backend = -1;
+  g_object_get(enc, "threshold", &threshold, "keyframe-interval", &interval, "compression",
+               &compression, "compression-level", &level, "stats-interval", &stats_interval,
+               "backend", &backend, nullptr);
+  EXPECT_EQ(threshold, 20u);
+  EXPECT_EQ(interval, 60u);
+  EXPECT_EQ(compression, have_zstd() ? 1 : 0);
+  EXPECT_EQ(level, 3);
+  EXPECT_EQ(stats_interval, 0u);
+  EXPECT_EQ(backend, 0);
+  GParamSpec *stats = g_object_class_find_property(G_OBJECT_GET_CLASS(enc), "stats");
+  EXPECT_FALSE(stats->flags & G_PARAM_WRITABLE);
+  EXPECT_STREQ(
+      gst_element_factory_get_metadata(gst_element_get_factory(enc), GST_ELEMENT_METADATA_KLASS),
+      "Codec/Encoder/Video");
+  EXPECT_STREQ(
+      gst_element_factory_get_metadata(gst_element_get_factory(dec), GST_ELEMENT_METADATA_KLASS),
+      "Codec/Decoder/Video");
+  GstStructure *s = stats_of(enc);
+  EXPECT_EQ(stat(s, "frames"), 0u);
+  gst_structure_free(s);
+  gst_object_unref(enc);
+  gst_object_unref(dec);
+}
+
+TEST(CudaDiff, StreamHeaderInCapsAndFirst) {
+  GstHarness *enc = gst_harness_new("cudadiffenc");
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("I420", 17, 9, 25).c_str());
+  const GstVideoInfo info = video_info("I420", 17, 9, 25);
+  ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("I420", 17, 9, 0, 1), 0)), GST_FLOW_OK);
+  std::vector<GstBuffer *> headers;
+  GstBuffer *key = pull_packet(enc, &headers);
+  ASSERT_NE(key, nullptr);
+  ASSERT_EQ(headers.size(), 1u) << "the stream header comes first";
+  const Header sh = header_of(headers[0]);
+  EXPECT_EQ(sh.magic, "CDIF");
+  EXPECT_EQ(sh.flags, 0x10);
+  EXPECT_EQ(sh.format, 12);  // I420
+  EXPECT_EQ(sh.width, 17u);
+  EXPECT_EQ(sh.height, 9u);
+  EXPECT_EQ(sh.fps_n, 25u);
+  EXPECT_EQ(sh.pts, ~uint64_t(0));
+  // Its payload: the colorimetry of the input caps (I420 at this size: bt601).
+  const Bytes b = bytes_of(headers[0]);
+  EXPECT_EQ(std::string(b.begin() + 64, b.end()), "colorimetry=bt601\n");
+  EXPECT_EQ(sh.payload_size, b.size() - 64);
+
+  GstCaps *caps = gst_pad_get_current_caps(enc->sinkpad);
+  const GstStructure *st = gst_caps_get_structure(caps, 0);
+  EXPECT_TRUE(gst_structure_has_name(st, "video/x-cudadiff"));
+  gint version = 0, width = 0;
+  EXPECT_TRUE(gst_structure_get_int(st, "version", &version));
+  EXPECT_EQ(version, 1);
+  EXPECT_TRUE(gst_structure_get_int(st, "width", &width));
+  EXPECT_EQ(width, 17);
+  const GValue *array = gst_structure_get_value(st, "streamheader");
+  ASSERT_NE(array, nullptr);
+  ASSERT_TRUE(GST_VALUE_HOLDS_ARRAY(array));
+  ASSERT_EQ(gst_value_array_get_size(array), 1u);
+  GstBuffer *in_caps = gst_value_get_buffer(gst_value_array_get_value(array, 0));
+  EXPECT_EQ(bytes_of(in_caps), bytes_of(headers[0]));
+  EXPECT_TRUE(GST_BUFFER_FLAG_IS_SET(in_caps, GST_BUFFER_FLAG_HEADER));
+  gst_caps_unref(caps);
+  for (GstBuffer *b : headers) gst_buffer_unref(b);
+  gst_buffer_unref(key);
+  gst_harness_teardown(enc);
+}
+
+TEST(CudaDiff, RoundTripEveryFormat) {
+  int n = 0;
+  for (const std::string &f : all_formats())
+    for (int thr : {0, 20}) {
+      const char *compression = (have_zstd() && (n++ % 2)) ? "zstd" : "none";
+      round_trip(f, 33, 17, thr, compression);
+      if (have_zstd()) round_trip(f, 33, 17, thr, "zstd");
+    }
+}
+
+TEST(CudaDiff, OddSizes) {
+  const int sizes[][2] = {{1, 1}, {3, 1}, {1, 5}, {2, 2}, {97, 31}, {641, 3}};
+  for (const char *f : {"BGR", "RGBA", "GRAY8", "I420", "NV21", "YUY2", "Y42B"})
+    for (const auto &sz : sizes)
+      for (int thr : {0, 20}) round_trip(f, sz[0], sz[1], thr, have_zstd() ? "zstd" : "none");
+}
+
+TEST(CudaDiff, KeyframeInterval) {
+  for (int interval : {0, 1, 3}) {
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 8;
+    o.props = "keyframe-interval=" + std::to_string(interval);
+    encode(e, "BGR", 16, 4, o);
+    for (size_t i = 0; i < e.packets.size(); ++i) {
+      const bool want = i == 0 || (interval > 0 && i % size_t(interval) == 0);
+      EXPECT_EQ(!GST_BUFFER_FLAG_IS_SET(e.packets[i], GST_BUFFER_FLAG_DELTA_UNIT), want)
+          << "interval " << interval << " frame " << i;
+    }
+  }
+}
+
+TEST(CudaDiff, ForceKeyUnit) {
+  GstHarness *enc = gst_harness_new_parse("cudadiffenc keyframe-interval=0");
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("RGBx", 20, 6).c_str());
+  const GstVideoInfo info = video_info("RGBx", 20, 6);
+  std::vector<bool> keys;
+  for (int t = 0; t < 7; ++t) {
+    if (t == 3) {  // downstream asks (as a sink or a muxer does)
+      EXPECT_TRUE(gst_harness_push_upstream_event(
+          enc, gst_video_event_new_upstream_force_key_unit(GST_CLOCK_TIME_NONE, TRUE, 1)));
+    }
+    if (t == 5) {  // upstream asks, for the frame at its running time
+      EXPECT_TRUE(gst_harness_push_event(
+          enc, gst_video_event_new_downstream_force_key_unit(
+                   gst_util_uint64_scale(5, GST_SECOND, 30), GST_CLOCK_TIME_NONE,
+                   gst_util_uint64_scale(5, GST_SECOND, 30), TRUE, 1)));
+    }
+    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("RGBx", 20, 6, t, 2), t)), GST_FLOW_OK);
+    GstBuffer *p = pull_packet(enc);
+    ASSERT_NE(p, nullptr);
+    keys.push_back(!GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT));
+    EXPECT_EQ(header_of(p).keyframe(), keys.back());
+    gst_buffer_unref(p);
+  }
+  EXPECT_EQ(keys, (std::vector<bool>{true, false, false, true, false, true, false}));
+  gst_harness_teardown(enc);
+}
+
+TEST(CudaDiff, CapsChangeGivesKeyframeAndDecoderRenegotiates) {
+  GstHarness *enc = gst_harness_new_parse("cudadiffenc keyframe-interval=0 threshold=0");
+  std::vector<GstBuffer *> packets;
+  std::vector<Bytes> inputs;
+  struct Part {
+    const char *format;
+    int w, h;
+  } parts[] = {{"BGR", 12, 5}, {"NV12", 10, 6}, {"NV12", 31, 3}};
+  for (const Part &part : parts) {
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps(part.format, part.w, part.h).c_str());
+    const GstVideoInfo info = video_info(part.format, part.w, part.h);
+    for (int t = 0; t < 3; ++t) {
+      const int index = int(packets.size());
+      inputs.push_back(scene(part.format, part.w, part.h, t, 3));
+      ASSERT_EQ(gst_harness_push(enc, buffer_from(info, inputs.back(), index)), GST_FLOW_OK);
+      GstBuffer *p = pull_packet(enc);
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(!GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT), t == 0)
+          << part.format << " " << part.w << " frame " << t;
+      EXPECT_EQ(header_of(p).frame_number, uint64_t(index)) << "frame numbers run on";
+      packets.push_back(p);
+    }
+  }
+  gst_harness_teardown(enc);
+  Decoded d;
+  decode(d, packets);
+  ASSERT_EQ(d.frames.size(), inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) EXPECT_EQ(d.frames[i], inputs[i]) << i;
+  EXPECT_NE(d.caps[0].find("BGR"), std::string::npos) << d.caps[0];
+  EXPECT_NE(d.caps[3].find("NV12"), std::string::npos) << d.caps[3];
+  EXPECT_NE(d.caps[3].find("width=(int)10"), std::string::npos) << d.caps[3];
+  EXPECT_NE(d.caps[6].find("width=(int)31"), std::string::npos) << d.caps[6];
+  EXPECT_TRUE(d.warnings.empty());
+  for (GstBuffer *p : packets) gst_buffer_unref(p);
+}
+
+TEST(CudaDiff, StatsAndMessages) {
+  GstHarness *enc = gst_harness_new_parse("cudadiffenc stats-interval=2 keyframe-interval=3");
+  GstBus *bus = gst_bus_new();
+  gst_element_set_bus(enc->element, bus);
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGR", 40, 10).c_str());
+  const GstVideoInfo info = video_info("BGR", 40, 10);
+  Model model;
+  guint64 bytes_out = 0, changed = 0, delta_out = 0;
+  const int frames = 7;
+  for (int t = 0; t < frames; ++t) {
+    const Bytes in = scene("BGR", 40, 10, t, 4);
+    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, in, t)), GST_FLOW_OK);
+    GstBuffer *p = pull_packet(enc);
+    ASSERT_NE(p, nullptr);
+    const bool key = !GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT);
+    const uint64_t c = model.apply(in, key, 20);
+    changed += c;
+    bytes_out += gst_buffer_get_size(p);
+    if (!key) delta_out += gst_buffer_get_size(p);
+    gst_buffer_unref(p);
+  }
+  GstElement *el = gst_harness_find_element(enc, "cudadiffenc");
+  GstStructure *s = stats_of(el);
+  gst_object_unref(el);
+  EXPECT_EQ(stat(s, "frames"), guint64(frames));
+  EXPECT_EQ(stat(s, "keyframes"), 3u);  // 0, 3, 6
+  EXPECT_EQ(stat(s, "bytes-in"), guint64(frames) * 1200);
+  EXPECT_EQ(stat(s, "bytes-out"), bytes_out);
+  EXPECT_EQ(stat(s, "changed-bytes"), changed);
+  EXPECT_EQ(stat(s, "report-layout-bytes"), 3 * 1200 + 5 * changed);
+  EXPECT_EQ(stat(s, "delta-bytes-out"), delta_out);
+  EXPECT_EQ(stat(s, "delta-report-layout-bytes"), 5 * changed);
+  EXPECT_GT(changed, 0u);
+  gst_structure_free(s);
+  int messages = 0;
+  while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_ELEMENT)) {
+    const GstStructure *ms = gst_message_get_structure(m);
+    if (gst_structure_has_name(ms, "cudadiffenc-stats")) {
+      ++messages;
+      EXPECT_EQ(stat(ms, "frames"), guint64(2 * messages));
+    }
+    gst_message_unref(m);
+  }
+  EXPECT_EQ(messages, 3);  // after frames 2, 4, 6
+  gst_element_set_bus(enc->element, nullptr);
+  gst_object_unref(bus);
+  gst_harness_teardown(enc);
+}
+
+TEST(CudaDiff, ThresholdChangesWhilePlaying) {
+  GstHarness *enc = gst_harness_new_parse("cudadiffenc threshold=30 keyframe-interval=0");
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 64, 8).c_str());
+  const GstVideoInfo info = video_info("GRAY8", 64, 8);
+  std::vector<GstBuffer *> packets;
+  std::vector<Bytes> pictures;
+  Model model;
+  for (int t = 0; t < 6; ++t) {
+    const int thr = t < 3 ? 30 : 0;
+    if (t == 3) {
+      GstElement *el = gst_harness_find_element(enc, "cudadiffenc");
+      g_object_set(el, "threshold", 0u, nullptr);
+      gst_object_unref(el);
+    }
+    const Bytes in = scene("GRAY8", 64, 8, t, 5);
+    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, in, t)), GST_FLOW_OK);
+    packets.push_back(pull_packet(enc));
+    model.apply(in, t == 0, thr);
+    pictures.push_back(model.picture);
+    if (t >= 3) {
+      EXPECT_EQ(model.picture, in);
+    }
+  }
+  gst_harness_teardown(enc);
+  Decoded d;
+  decode(d, packets);
+  ASSERT_EQ(d.frames.size(), pictures.size());
+  for (size_t i = 0; i < pictures.size(); ++i) EXPECT_EQ(d.frames[i], pictures[i]) << i;
+  for (GstBuffer *p : packets) gst_buffer_unref(p);
+}
+
+TEST(CudaDiff, DecoderWaitsForKeyframe) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 8;
+  o.props = "keyframe-interval=5";
+  encode(e, "BGRA", 21, 7, o);
+  // A client that starts with deltas 2, 3, 4: nothing until keyframe 5, no warning.
+  Decoded d;
+  decode(d, std::vector<GstBuffer *>(e.packets.begin() + 2, e.packets.end()));
+  EXPECT_TRUE(d.warnings.empty());
+  ASSERT_EQ(d.frames.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(d.frames[i], e.pictures[5 + i]);
+}
+
+namespace {
+
+// A copy of `packet` with one byte of its payload changed; with
+// `fix_checksum` the payload crc is made right again (damage the checksum
+// cannot see, which the delta's own checks must).
+GstBuffer *damaged(GstBuffer *packet, size_t payload_offset, uint8_t value, bool fix_checksum) {
+  Bytes b = bytes_of(packet);
+  b[64 + payload_offset] = value;
+  if (fix_checksum) {
+    const uint32_t crc = uint32_t(::crc32(0, b.data() + 64, uInt(b.size() - 64)));
+    for (int i = 0; i < 4; ++i) b[56 + i] = uint8_t(crc >> (8 * i));
+    const uint32_t hcrc = uint32_t(::crc32(0, b.data(), 60));
+    for (int i = 0; i < 4; ++i) b[60 + i] = uint8_t(hcrc >> (8 * i));
+  }
+  GstBuffer *out = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
+  gst_buffer_fill(out, 0, b.data(), b.size());
+  gst_buffer_copy_into(out, packet, GST_BUFFER_COPY_METADATA, 0, -1);
+  return out;
+}
+
+}  // namespace
+
+TEST(CudaDiff, DecoderDropsDamagedPacketsAndRecovers) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 16;
+  o.props = "keyframe-interval=4 compression=none";
+  encode(e, "BGR", 45, 11, o);
+  auto check = [&](const std::vector<GstBuffer *> &in, const std::vector<size_t> &want,
+                   const char *what, const char *warning) {
+    Decoded d;
+    decode(d, in);
+    ASSERT_EQ(d.frames.size(), want.size()) << what;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(d.frames[i], e.pictures[want[i]]) << what << ": frame " << want[i];
+      EXPECT_EQ(GST_BUFFER_PTS(d.buffers[i]), gst_util_uint64_scale(want[i], GST_SECOND, 30));
+    }
+    ASSERT_EQ(d.warnings.size(), 1u) << what;
+    EXPECT_NE(d.warnings[0].find(warning), std::string::npos) << d.warnings[0];
+  };
+  std::vector<GstBuffer *> in(e.packets.begin(), e.packets.end());
+  // A bit error in delta 2 (checksum): 2, 3 lost, keyframe 4 recovers.
+  in[2] = damaged(e.packets[2], 5, 0xff, false);
+  check(in, {0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, "bad checksum", "checksum");
+  gst_buffer_unref(in[2]);
+  // A packet lost: 6 missing, 7 is out of sequence.
+  in.assign(e.packets.begin(), e.packets.end());
+  in.erase(in.begin() + 6);
+  check(in, {0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}, "packet lost", "out of sequence");
+  // Packets reordered: 9 before 10 swapped.
+  in.assign(e.packets.begin(), e.packets.end());
+  std::swap(in[9], in[10]);
+  check(in, {0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15}, "reordered", "out of sequence");
+  // A delta whose checksum is right but whose masks name bytes past the frame
+  // (the superblock bitmap of a 1485-byte frame has 2 valid bits).
+  in.assign(e.packets.begin(), e.packets.end());
+  in[13] = damaged(e.packets[13], 0, 0xff, true);
+  check(in, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, "impossible delta", "impossible delta");
+  gst_buffer_unref(in[13]);
+}
+
+TEST(CudaDiff, DecoderReadsByteStreamInPieces) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 9;
+  o.props = "keyframe-interval=4";
+  encode(e, "I420", 35, 13, o);
+  Bytes stream;
+  for (size_t i = 3; i < e.packets.size(); ++i) {  // starts mid-stream, as a late client
+    const Bytes b = bytes_of(e.packets[i]);
+    stream.insert(stream.end(), b.begin(), b.end());
+  }
+  // Untimed pieces of 1..300 bytes, as tcpclientsrc delivers them.
+  std::vector<GstBuffer *> pieces;
+  std::mt19937 gen(testing_util::test_seed());
+  for (size_t at = 0; at < stream.size();) {
+    const size_t n = std::min(stream.size() - at, size_t(1 + gen() % 300));
+    GstBuffer *b = gst_buffer_new_allocate(nullptr, n, nullptr);
+    gst_buffer_fill(b, 0, stream.data() + at, n);
+    pieces.push_back(b);
+    at += n;
+  }
+  Decoded d;
+  decode(d, pieces);
+  EXPECT_TRUE(d.warnings.empty());
+  ASSERT_EQ(d.frames.size(), 5u);  // keyframe 4 to 8
+  GstCaps *sender = gst_caps_from_string("timestamp/x-cudadiff-sender");
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(d.frames[i], e.pictures[4 + i]) << i;
+    // The receiver's line starts at 0; the sender's time comes along.
+    EXPECT_EQ(GST_BUFFER_PTS(d.buffers[i]), gst_util_uint64_scale(4 + i, GST_SECOND, 30) -
+                                                gst_util_uint64_scale(4, GST_SECOND, 30));
+    GstReferenceTimestampMeta *meta = gst_buffer_get_reference_timestamp_meta(d.buffers[i], sender);
+    ASSERT_NE(meta, nullptr);
+    EXPECT_EQ(meta->timestamp, gst_util_uint64_scale(4 + i, GST_SECOND, 30));
+  }
+  gst_caps_unref(sender);
+  for (GstBuffer *b : pieces) gst_buffer_unref(b);
+}
+
+TEST(CudaDiff, DecoderTruncatedAtEos) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 5;
+  encode(e, "YUY2", 30, 8, o);
+  Bytes stream;
+  for (GstBuffer *p : e.packets) {
+    const Bytes b = bytes_of(p);
+    stream.insert(stream.end(), b.begin(), b.end());
+  }
+  stream.resize(stream.size() - 10);  // the last packet loses its end
+  GstBuffer *all = gst_buffer_new_allocate(nullptr, stream.size(), nullptr);
+  gst_buffer_fill(all, 0, stream.data(), stream.size());
+  GST_BUFFER_PTS(all) = GST_CLOCK_TIME_NONE;
+  Decoded d;
+  decode(d, {all}, true);
+  ASSERT_EQ(d.frames.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(d.frames[i], e.pictures[i]);
+  ASSERT_EQ(d.warnings.size(), 1u);
+  EXPECT_NE(d.warnings[0].find("truncated"), std::string::npos) << d.warnings[0];
+  gst_buffer_unref(all);
+}
+
+TEST(CudaDiff, DecoderOutputComesFromPinnedPool) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 3;
+  encode(e, "RGB", 16, 16, o);
+  Decoded d;
+  decode(d, e.packets);
+  ASSERT_EQ(d.buffers.size(), 3u);
+  for (GstBuffer *b : d.buffers) {
+    GstMemory *mem = gst_buffer_peek_memory(b, 0);
+    EXPECT_TRUE(gst_memory_is_type(mem, "CudaDiffPinned") ||
+                gst_memory_is_type(mem, "CudaDiffHost"))
+        << (mem->allocator ? mem->allocator->mem_type : "(none)");
+  }
+}
+
+TEST(CudaDiff, TypefinderRecognisesTheStream) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 3;
+  encode(e, "GRAY8", 300, 200, o);
+  Bytes stream;
+  for (GstBuffer *p : e.packets) {
+    const Bytes b = bytes_of(p);
+    stream.insert(stream.end(), b.begin(), b.end());
+  }
+  auto typefind = [](const Bytes &data, GstTypeFindProbability *prob) {
+    std::string name;
+    GstCaps *caps = gst_type_find_helper_for_data(nullptr, data.data(), data.size(), prob);
+    if (caps) {
+      name = gst_structure_get_name(gst_caps_get_structure(caps, 0));
+      gst_caps_unref(caps);
+    }
+    return name;
+  };
+  GstTypeFindProbability prob = GST_TYPE_FIND_NONE;
+  // A packet at the start (what tcpserversink sends a client first).
+  EXPECT_EQ(typefind(stream, &prob), "video/x-cudadiff");
+  EXPECT_EQ(prob, GST_TYPE_FIND_MAXIMUM);
+  // Picked up in the middle: a packet within the first 64 KiB.
+  Bytes mid(stream.begin() + 1000, stream.end());
+  EXPECT_EQ(typefind(mid, &prob), "video/x-cudadiff");
+  EXPECT_GE(prob, GST_TYPE_FIND_LIKELY);
+  // A damaged header is not taken for one.
+  Bytes damaged = stream;
+  damaged.resize(64);
+  damaged[20] ^= 1;
+  EXPECT_NE(typefind(damaged, &prob), "video/x-cudadiff");
+}
+
+TEST(CudaDiff, ColorimetryTravelsInTheStreamHeader) {
+  GstHarness *enc = gst_harness_new("cudadiffenc");
+  gst_harness_set_src_caps_str(enc,
+                               (gst_test::raw_caps("I420", 64, 48) + ",colorimetry=bt709").c_str());
+  const GstVideoInfo info = video_info("I420", 64, 48);
+  ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("I420", 64, 48, 0, 9), 0)), GST_FLOW_OK);
+  std::vector<GstBuffer *> all;
+  while (GstBuffer *b = gst_harness_try_pull(enc)) all.push_back(b);
+  gst_harness_teardown(enc);
+  ASSERT_EQ(all.size(), 2u);  // stream header, keyframe
+  // Over a byte stream the decoder learns it from the stream header (the
+  // default for I420 at this size would be bt601).
+  Bytes stream;
+  for (GstBuffer *b : all) {
+    const Bytes bytes = bytes_of(b);
+    stream.insert(stream.end(), bytes.begin(), bytes.end());
+    gst_buffer_unref(b);
+  }
+  GstBuffer *in = gst_buffer_new_allocate(nullptr, stream.size(), nullptr);
+  gst_buffer_fill(in, 0, stream.data(), stream.size());
+  Decoded d;
+  decode(d, {in});
+  gst_buffer_unref(in);
+  ASSERT_EQ(d.frames.size(), 1u);
+  EXPECT_NE(d.caps[0].find("colorimetry=(string)bt709"), std::string::npos) << d.caps[0];
+}

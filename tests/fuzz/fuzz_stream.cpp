@@ -1,0 +1,257 @@
+// Fuzz target: the receive path of cudadiffdec without GStreamer. The input's
+// first byte picks how the stream is cut into pieces (as tcpclientsrc
+// delivers it); the rest is the byte stream. Every packet the parser accepts
+// is decoded the way the element does it (reader, sequence rules,
+// parse_delta, the CPU core decoder) into a frame with guard bytes around
+// every row, which must stay intact: the reader never writes outside its
+// frame, whatever the input.
+#include "fuzz_stream.h"
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "cudadiff/diff.h"
+#include "cudadiffstream.h"
+
+using namespace cudadiff;
+using namespace cudadiff::stream;
+
+namespace {
+
+constexpr uint8_t kGuard = 0xA5;
+
+// A host frame with a guard byte run after every row and after the frame.
+struct GuardedFrame {
+  std::vector<uint8_t> storage;
+  FrameView view;
+  void make(VideoFormat format, int width, int height) {
+    size_t total = 0, offsets[kMaxPlanes], strides[kMaxPlanes];
+    const int planes = format_info(format).n_planes;
+    for (int p = 0; p < planes; ++p) {
+      strides[p] = plane_row_bytes(format, p, width) + 7;
+      offsets[p] = total;
+      total += strides[p] * size_t(plane_height(format, p, height));
+    }
+    storage.assign(total + 16, kGuard);
+    view = FrameView();
+    view.format = format;
+    view.width = width;
+    view.height = height;
+    for (int p = 0; p < planes; ++p) {
+      view.data[p] = storage.data() + offsets[p];
+      view.stride[p] = strides[p];
+    }
+  }
+  bool guards_intact() const {
+    for (int p = 0; p < view.n_planes(); ++p)
+      for (int y = 0; y < view.plane_height(p); ++y)
+        for (size_t x = view.row_bytes(p); x < view.stride[p]; ++x)
+          if (view.row(p, y)[x] != kGuard) return false;
+    for (size_t i = storage.size() - 16; i < storage.size(); ++i)
+      if (storage[i] != kGuard) return false;
+    return true;
+  }
+};
+
+struct Receiver {
+  std::unique_ptr<Context> ctx = Context::cpu();
+  std::unique_ptr<diff::DiffDecoder> decoder;
+  Reader reader;
+  Parser parser;
+  PacketHeader current;
+  bool synced = false;
+  uint64_t last = 0;
+  GuardedFrame out;
+
+  void packet(const PacketHeader &h, const uint8_t *payload) {
+    if (h.stream_header()) return;
+    if (h.frame_bytes() > fuzz::kMaxFuzzFrameBytes) {
+      synced = false;
+      return;
+    }
+    const uint8_t *body = nullptr;
+    std::string why;
+    if (h.keyframe()) {
+      if (!decoder || h.format != current.format || h.width != current.width ||
+          h.height != current.height) {
+        decoder = diff::DiffDecoder::create(*ctx, h.format, int(h.width), int(h.height));
+        out.make(h.format, int(h.width), int(h.height));
+      }
+      current = h;
+      if (!reader.body(h, payload, &body, &why)) {
+        synced = false;
+        return;
+      }
+      decoder->keyframe(body);
+      synced = true;
+    } else {
+      if (!synced || h.frame_number != last + 1 || h.format != current.format ||
+          h.width != current.width || h.height != current.height ||
+          !reader.body(h, payload, &body, &why)) {
+        synced = false;
+        return;
+      }
+      diff::DeltaIndex index;
+      if (!diff::parse_delta(body, h.body_size, decoder->frame_bytes(), &index, &why)) {
+        synced = false;
+        return;
+      }
+      decoder->delta(
+          body, index,
+          (h.flags & kFlagDeltaValues) ? diff::ValueMode::Deltas : diff::ValueMode::Values);
+    }
+    last = h.frame_number;
+    decoder->write_frame(out.view);
+    if (!out.guards_intact()) {
+      std::fprintf(stderr, "the decoder wrote outside its frame\n");
+      std::abort();
+    }
+  }
+};
+
+inline uint32_t get_u32(const uint8_t *p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+inline void put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size == 0) return 0;
+  set_cpu_threads(1);
+  const size_t chunk = size_t(data[0]) * 7 + 1;  // 1 .. 1786 bytes per piece
+  const uint8_t *bytes = data + 1;
+  const size_t n = size - 1;
+  Receiver rx;
+  ArrayQueue q(bytes, 0);
+  size_t fed = 0;
+  for (int guard = 0; guard < 1 << 24; ++guard) {
+    const bool eos = fed == n;
+    const Parser::Step s = rx.parser.next(q, eos);
+    if (s.kind == Parser::Kind::NeedData) {
+      if (eos) break;
+      fed = fed + chunk < n ? fed + chunk : n;
+      q.set_size(fed);
+      continue;
+    }
+    if (s.bytes == 0 || s.bytes > q.available()) std::abort();  // the parser must make progress
+    if (s.kind == Parser::Kind::Packet) {
+      const uint8_t *p = q.map(s.bytes);
+      if (::crc32(0, p + kHeaderSize, uInt(s.header.payload_size)) != s.header.payload_crc)
+        std::abort();
+      rx.packet(s.header, p + kHeaderSize);
+      q.unmap();
+    }
+    q.flush(s.bytes);
+  }
+  return 0;
+}
+
+namespace fuzz {
+
+void fix_checksums(uint8_t *data, size_t size) {
+  for (size_t i = 0; i + kHeaderSize <= size; ++i) {
+    if (std::memcmp(data + i, kMagic, 4) != 0) continue;
+    const size_t payload = get_u32(data + i + 32);
+    if (payload <= size - i - kHeaderSize)
+      put_u32(data + i + 56, uint32_t(::crc32(0, data + i + kHeaderSize, uInt(payload))));
+    put_u32(data + i + 60, uint32_t(::crc32(0, data + i, 60)));
+  }
+}
+
+void mutate(std::vector<uint8_t> &d, const std::vector<uint8_t> &other, std::mt19937 &gen) {
+  auto pick = [&](size_t n) { return n ? size_t(gen() % n) : 0; };
+  // Packet starts, for edits that aim at header fields.
+  std::vector<size_t> headers;
+  for (size_t i = 1; i + kHeaderSize <= d.size(); ++i)
+    if (std::memcmp(d.data() + i, kMagic, 4) == 0) headers.push_back(i);
+  const int kind = int(gen() % 8);
+  if (d.size() < 2) {
+    d.push_back(uint8_t(gen()));
+    return;
+  }
+  switch (kind) {
+    case 0:  // bit flips
+      for (int k = 0, m = 1 + int(gen() % 4); k < m; ++k)
+        d[1 + pick(d.size() - 1)] ^= uint8_t(1u << (gen() % 8));
+      break;
+    case 1:  // random bytes
+      for (int k = 0, m = 1 + int(gen() % 4); k < m; ++k)
+        d[1 + pick(d.size() - 1)] = uint8_t(gen());
+      break;
+    case 2: {  // remove a run
+      const size_t at = 1 + pick(d.size() - 1);
+      const size_t len = 1 + pick(std::min<size_t>(200, d.size() - at));
+      d.erase(d.begin() + long(at), d.begin() + long(at + len));
+      break;
+    }
+    case 3: {  // insert a run (random or copied from the other input)
+      const size_t at = 1 + pick(d.size() - 1);
+      std::vector<uint8_t> run(1 + pick(100));
+      for (auto &b : run) b = uint8_t(gen());
+      if (!other.empty() && gen() % 2) {
+        const size_t from = pick(other.size());
+        run.assign(other.begin() + long(from),
+                   other.begin() + long(std::min(other.size(), from + 1 + pick(3000))));
+      }
+      d.insert(d.begin() + long(at), run.begin(), run.end());
+      break;
+    }
+    case 4:  // truncate
+      d.resize(1 + pick(d.size() - 1));
+      break;
+    case 5:
+    case 6: {  // a header field set to an edge value
+      if (headers.empty()) break;
+      struct Field {
+        size_t offset, width;
+      };
+      static const Field fields[] = {{4, 1},  {5, 1},  {6, 1},  {7, 1},  {8, 4},  {16, 4},
+                                     {32, 4}, {36, 4}, {40, 4}, {44, 4}, {48, 4}, {52, 4}};
+      static const uint32_t values[] = {0,     1,      2,       3,          0x7f,       0xff,
+                                        0x100, 0xffff, 0x10000, 0x7fffffff, 0x80000000, 0xffffffff};
+      const Field f = fields[pick(12)];
+      const size_t at = headers[pick(headers.size())] + f.offset;
+      const uint32_t v = values[pick(12)] + uint32_t(gen() % 3) - 1;
+      if (f.width == 4)
+        put_u32(d.data() + at, v);
+      else
+        d[at] = uint8_t(v);
+      break;
+    }
+    default:  // the first byte: how the stream is cut into pieces
+      d[0] = uint8_t(gen());
+      break;
+  }
+  if (gen() % 2) fix_checksums(d.data() + 1, d.size() - 1);
+}
+
+}  // namespace fuzz
+
+#ifdef CUDADIFF_LIBFUZZER
+extern "C" size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
+
+// libFuzzer's own mutations, then (half of the time) checksums made right so
+// that mutations reach the checks behind them.
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size,
+                                          unsigned int seed) {
+  std::mt19937 gen(seed);
+  if (gen() % 2) {
+    std::vector<uint8_t> d(data, data + size);
+    fuzz::mutate(d, {}, gen);
+    if (d.size() > max_size) d.resize(max_size);
+    std::memcpy(data, d.data(), d.size());
+    return d.size();
+  }
+  size = LLVMFuzzerMutate(data, size, max_size);
+  if (size > 1 && gen() % 2) fuzz::fix_checksums(data + 1, size - 1);
+  return size;
+}
+#endif

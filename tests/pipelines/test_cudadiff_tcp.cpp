@@ -1,0 +1,637 @@
+// The difference stream over TCP on 127.0.0.1, by gst_parse_launch: a server
+// (live test pattern -> cudadiffenc -> tcpserversink sync-method=
+// latest-keyframe, port chosen by the system) whose encoder output is also
+// decoded directly through a tee; clients (tcpclientsrc -> cudadiffdec or
+// decodebin). A client's frames are matched to the direct decode by the
+// sender's timestamp the decoder attaches (GstReferenceTimestampMeta):
+// every client must show, frame for frame, exactly what the direct decode
+// shows, starting at a keyframe. Damage comes from an in-test TCP proxy that
+// flips, drops or cuts bytes between server and client.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../elements/cudadiff_util.h"
+#include "gst_test.h"
+
+using diff_test::Bytes;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool wait_until(const std::function<bool()> &done, double seconds) {
+  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (Clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+// A pipeline with a bus watched from the streaming threads (counts warnings,
+// errors, EOS) and frames collected at a fakesink named "out".
+class Pipeline {
+ public:
+  explicit Pipeline(const std::string &description) : description_(description) {
+    GError *err = nullptr;
+    pipeline_ = gst_parse_launch(description.c_str(), &err);
+    EXPECT_NE(pipeline_, nullptr) << (err ? err->message : "") << "\n" << description;
+    g_clear_error(&err);
+    if (!pipeline_) return;
+    GstBus *bus = gst_element_get_bus(pipeline_);
+    gst_bus_set_sync_handler(bus, on_message, this, nullptr);
+    gst_object_unref(bus);
+    if (GstElement *out = gst_bin_get_by_name(GST_BIN(pipeline_), "out")) {
+      GstPad *pad = gst_element_get_static_pad(out, "sink");
+      gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, on_frame, this, nullptr);
+      gst_object_unref(pad);
+      gst_object_unref(out);
+    }
+  }
+  ~Pipeline() {
+    stop();
+    if (pipeline_) gst_object_unref(pipeline_);
+  }
+  void start() {
+    ASSERT_NE(pipeline_, nullptr);
+    ASSERT_NE(gst_element_set_state(pipeline_, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE)
+        << description_;
+  }
+  void stop() {
+    if (pipeline_) gst_element_set_state(pipeline_, GST_STATE_NULL);
+  }
+  GstElement *get(const char *name) { return gst_bin_get_by_name(GST_BIN(pipeline_), name); }
+
+  // Frames by sender timestamp, in arrival order.
+  std::vector<std::pair<uint64_t, Bytes>> frames() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return frames_;
+  }
+  size_t frame_count() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return frames_.size();
+  }
+  bool has_frame(uint64_t sender_pts) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto &f : frames_)
+      if (f.first == sender_pts) return true;
+    return false;
+  }
+  void clear_frames() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    frames_.clear();
+    pts_.clear();
+  }
+  std::vector<GstClockTime> output_pts() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return pts_;
+  }
+  std::vector<std::string> warnings() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return warnings_;
+  }
+  std::string error() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return error_;
+  }
+  bool eos() const { return eos_; }
+  void reset_eos() { eos_ = false; }
+  std::vector<std::string> factories() {  // factory names of every element, recursively
+    std::vector<std::string> names;
+    GstIterator *it = gst_bin_iterate_recurse(GST_BIN(pipeline_));
+    GValue v = G_VALUE_INIT;
+    while (gst_iterator_next(it, &v) == GST_ITERATOR_OK) {
+      GstElementFactory *f = gst_element_get_factory(GST_ELEMENT(g_value_get_object(&v)));
+      if (f) names.push_back(GST_OBJECT_NAME(f));
+      g_value_reset(&v);
+    }
+    g_value_unset(&v);
+    gst_iterator_free(it);
+    return names;
+  }
+
+ private:
+  static GstBusSyncReply on_message(GstBus *, GstMessage *m, gpointer data) {
+    auto *self = static_cast<Pipeline *>(data);
+    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS) self->eos_ = true;
+    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING || GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
+      GError *err = nullptr;
+      gchar *debug = nullptr;
+      if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING)
+        gst_message_parse_warning(m, &err, &debug);
+      else
+        gst_message_parse_error(m, &err, &debug);
+      const std::string text = std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(m))) + ": " +
+                               err->message + " | " + (debug ? debug : "");
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING)
+        self->warnings_.push_back(text);
+      else if (self->error_.empty())
+        self->error_ = text;
+      g_error_free(err);
+      g_free(debug);
+    }
+    return GST_BUS_DROP;
+  }
+  static GstPadProbeReturn on_frame(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
+    auto *self = static_cast<Pipeline *>(data);
+    GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+    static GstCaps *sender = gst_caps_from_string("timestamp/x-cudadiff-sender");
+    GstReferenceTimestampMeta *meta = gst_buffer_get_reference_timestamp_meta(buf, sender);
+    GstCaps *caps = gst_pad_get_current_caps(pad);
+    Bytes bytes = diff_test::canonical_of(buf, caps);
+    gst_caps_unref(caps);
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    self->frames_.emplace_back(meta ? meta->timestamp : GST_CLOCK_TIME_NONE, std::move(bytes));
+    self->pts_.push_back(GST_BUFFER_PTS(buf));
+    return GST_PAD_PROBE_OK;
+  }
+
+  std::string description_;
+  GstElement *pipeline_ = nullptr;
+  std::mutex mutex_;
+  std::vector<std::pair<uint64_t, Bytes>> frames_;
+  std::vector<GstClockTime> pts_;
+  std::vector<std::string> warnings_;
+  std::string error_;
+  std::atomic<bool> eos_{false};
+};
+
+constexpr int kFps = 60;
+constexpr int kKeyframeInterval = 10;
+
+// The server: a live moving pattern, the encoder, tcpserversink on a free
+// port, and a direct decode of the same packets (fakesink "out"). Records
+// which sender timestamps are keyframes.
+class Server {
+ public:
+  Server(int frames, const std::string &encoder_props = "") {
+    pipeline_ = std::make_unique<Pipeline>(
+        "videotestsrc is-live=true pattern=ball num-buffers=" + std::to_string(frames) +
+        " ! video/x-raw,format=I420,width=96,height=64,framerate=" + std::to_string(kFps) +
+        "/1 ! cudadiffenc name=enc keyframe-interval=" + std::to_string(kKeyframeInterval) + " " +
+        encoder_props +
+        " ! tee name=t t. ! queue ! tcpserversink name=sink host=127.0.0.1 port=0 "
+        "sync-method=latest-keyframe sync=false t. ! queue ! cudadiffdec ! fakesink name=out "
+        "sync=false");
+    GstElement *enc = pipeline_->get("enc");
+    GstPad *pad = gst_element_get_static_pad(enc, "src");
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, on_packet, this, nullptr);
+    gst_object_unref(pad);
+    gst_object_unref(enc);
+  }
+  void start() {
+    pipeline_->start();
+    GstElement *sink = pipeline_->get("sink");
+    g_object_get(sink, "current-port", &port_, nullptr);
+    gst_object_unref(sink);
+    ASSERT_GT(port_, 0);
+  }
+  int port() const { return port_; }
+  Pipeline &direct() { return *pipeline_; }
+  bool is_keyframe(uint64_t pts) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return keyframes_.count(pts) > 0;
+  }
+  // The frame number of a sender timestamp (live timestamps are not n/fps),
+  // -1 when no packet had it.
+  int64_t frame_number(uint64_t pts) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = numbers_.find(pts);
+    return it == numbers_.end() ? -1 : int64_t(it->second);
+  }
+  uint64_t last_pts() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return last_pts_;
+  }
+
+ private:
+  static GstPadProbeReturn on_packet(GstPad *, GstPadProbeInfo *info, gpointer data) {
+    auto *self = static_cast<Server *>(data);
+    GstBuffer *b = GST_PAD_PROBE_INFO_BUFFER(info);
+    if (GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER)) return GST_PAD_PROBE_OK;
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    self->numbers_[GST_BUFFER_PTS(b)] = self->numbers_.size();
+    self->last_pts_ = GST_BUFFER_PTS(b);
+    if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_DELTA_UNIT))
+      self->keyframes_.insert(GST_BUFFER_PTS(b));
+    return GST_PAD_PROBE_OK;
+  }
+  std::unique_ptr<Pipeline> pipeline_;
+  int port_ = 0;
+  std::mutex mutex_;
+  std::set<uint64_t> keyframes_;
+  std::map<uint64_t, size_t> numbers_;
+  uint64_t last_pts_ = GST_CLOCK_TIME_NONE;
+};
+
+std::string client_pipeline(int port, const char *decoder = "cudadiffdec") {
+  return "tcpclientsrc host=127.0.0.1 port=" + std::to_string(port) + " ! " + decoder +
+         " ! fakesink name=out sync=false";
+}
+
+// Each run of consecutive frames of `client` starts at a keyframe and equals
+// the direct decode frame for frame. Returns the runs' first frame numbers.
+std::vector<uint64_t> check_against_direct(Server &server, Pipeline &client, const char *who) {
+  std::map<uint64_t, Bytes> direct;
+  for (auto &f : server.direct().frames()) direct[f.first] = f.second;
+  std::vector<uint64_t> run_starts;
+  uint64_t previous = 0;
+  bool first = true;
+  for (const auto &f : client.frames()) {
+    EXPECT_NE(f.first, GST_CLOCK_TIME_NONE) << who << ": no sender timestamp";
+    const int64_t number = server.frame_number(f.first);
+    EXPECT_GE(number, 0) << who << ": a frame the server did not send";
+    const uint64_t n = uint64_t(number);
+    if (first || n != previous + 1) {
+      EXPECT_TRUE(server.is_keyframe(f.first))
+          << who << ": frame " << n << " after a gap is not a keyframe";
+      run_starts.push_back(n);
+    }
+    EXPECT_TRUE(first || n > previous) << who << ": frame " << n << " after " << previous;
+    const auto it = direct.find(f.first);
+    if (it == direct.end()) {
+      ADD_FAILURE() << who << ": frame " << n << " is not in the direct decode";
+    } else if (it->second != f.second) {
+      ADD_FAILURE() << who << ": frame " << n << " differs from the direct decode";
+    }
+    previous = n;
+    first = false;
+  }
+  return run_starts;
+}
+
+// Forwards one TCP connection to the server, damaging the bytes from server
+// to client: one byte flipped, a run dropped, or the connection cut, at
+// given offsets of the byte stream.
+class Proxy {
+ public:
+  struct Damage {
+    size_t flip_at = SIZE_MAX;
+    size_t drop_at = SIZE_MAX, drop_len = 0;
+    size_t cut_at = SIZE_MAX;
+  };
+  Proxy(int server_port, Damage damage) : server_port_(server_port), damage_(damage) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+    EXPECT_EQ(listen(listen_fd_, 1), 0);
+    socklen_t len = sizeof addr;
+    getsockname(listen_fd_, reinterpret_cast<sockaddr *>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Proxy() {
+    stop_ = true;
+    thread_.join();
+    close(listen_fd_);
+  }
+  int port() const { return port_; }
+  size_t forwarded() const { return forwarded_; }
+
+ private:
+  void run() {
+    pollfd p{listen_fd_, POLLIN, 0};
+    while (!stop_ && poll(&p, 1, 20) == 0) {
+    }
+    if (stop_) return;
+    const int client = accept(listen_fd_, nullptr, nullptr);
+    const int server = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(uint16_t(server_port_));
+    if (connect(server, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0) {
+      close(client);
+      close(server);
+      return;
+    }
+    size_t offset = 0;  // of the server's byte stream
+    std::vector<uint8_t> buf(65536), out;
+    while (!stop_) {
+      pollfd fds[2] = {{server, POLLIN, 0}, {client, POLLIN, 0}};
+      if (poll(fds, 2, 20) <= 0) continue;
+      if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) {  // the client: EOF or its bytes
+        const ssize_t n = recv(client, buf.data(), buf.size(), 0);
+        if (n <= 0) break;
+        send(server, buf.data(), size_t(n), MSG_NOSIGNAL);
+      }
+      if (!(fds[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const ssize_t n = recv(server, buf.data(), buf.size(), 0);
+      if (n <= 0) break;
+      out.clear();
+      bool cut = false;
+      for (ssize_t i = 0; i < n; ++i, ++offset) {
+        if (offset >= damage_.cut_at) {
+          cut = true;
+          break;
+        }
+        if (offset >= damage_.drop_at && offset < damage_.drop_at + damage_.drop_len) continue;
+        out.push_back(offset == damage_.flip_at ? uint8_t(buf[size_t(i)] ^ 0x20) : buf[size_t(i)]);
+      }
+      for (size_t sent = 0; sent < out.size();) {
+        const ssize_t s = send(client, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+        if (s <= 0) break;
+        sent += size_t(s);
+      }
+      forwarded_ += out.size();
+      if (cut) break;
+    }
+    close(client);
+    close(server);
+  }
+
+  int server_port_;
+  Damage damage_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> forwarded_{0};
+};
+
+// The client shows the server's last frame.
+bool got_last(Server &server, Pipeline &p) {
+  return server.direct().eos() && p.has_frame(server.last_pts());
+}
+
+}  // namespace
+
+TEST(DiffTcp, TwoClientsOneLateShowWhatTheDirectDecodeShows) {
+  const int frames = 150;
+  Server server(frames);
+  server.start();
+  Pipeline early(client_pipeline(server.port()));
+  early.start();
+  // The late client joins after about half a second (30 frames).
+  ASSERT_TRUE(wait_until([&] { return server.direct().frame_count() >= 30; }, 20));
+  Pipeline late(client_pipeline(server.port()));
+  late.start();
+  ASSERT_TRUE(wait_until([&] { return server.direct().eos(); }, 30)) << server.direct().error();
+  ASSERT_TRUE(wait_until([&] { return got_last(server, early) && got_last(server, late); }, 20))
+      << "early " << early.frame_count() << ", late " << late.frame_count() << " frames";
+  EXPECT_EQ(server.direct().frame_count(), size_t(frames));
+
+  const std::vector<uint64_t> early_runs = check_against_direct(server, early, "early client");
+  const std::vector<uint64_t> late_runs = check_against_direct(server, late, "late client");
+  ASSERT_EQ(early_runs.size(), 1u) << "one run without gaps";
+  ASSERT_EQ(late_runs.size(), 1u) << "one run without gaps";
+  EXPECT_GE(late_runs[0], 20u) << "the late client starts at a recent keyframe";
+  EXPECT_EQ(late_runs[0] % kKeyframeInterval, 0u);
+  EXPECT_EQ(late.frame_count(), size_t(frames) - late_runs[0]);
+  EXPECT_EQ(early.frame_count(), size_t(frames) - early_runs[0]);
+  // The late client's own timeline starts at 0.
+  const std::vector<GstClockTime> pts = late.output_pts();
+  const auto late_frames = late.frames();
+  ASSERT_GE(pts.size(), 2u);
+  EXPECT_EQ(pts[0], 0u);
+  EXPECT_EQ(pts[1], late_frames[1].first - late_frames[0].first);
+  for (Pipeline *p : {&early, &late}) {
+    EXPECT_TRUE(p->warnings().empty()) << p->warnings()[0];
+    EXPECT_EQ(p->error(), "");
+  }
+}
+
+TEST(DiffTcp, ClientDisconnectsAndReconnects) {
+  const int frames = 180;
+  Server server(frames);
+  server.start();
+  Pipeline client(client_pipeline(server.port()));
+  client.start();
+  ASSERT_TRUE(wait_until([&] { return client.frame_count() >= 20; }, 20));
+  client.stop();
+  const std::vector<uint64_t> first = check_against_direct(server, client, "first connection");
+  ASSERT_EQ(first.size(), 1u);
+  const size_t first_count = client.frame_count();
+  client.clear_frames();
+  // Away for a while, then back: it starts again at a keyframe.
+  ASSERT_TRUE(wait_until([&] { return server.direct().frame_count() >= first_count + 40; }, 20));
+  client.start();
+  ASSERT_TRUE(wait_until([&] { return server.direct().eos(); }, 30)) << server.direct().error();
+  ASSERT_TRUE(wait_until([&] { return got_last(server, client); }, 20));
+  const std::vector<uint64_t> second = check_against_direct(server, client, "second connection");
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_GT(second[0], first[0] + first_count) << "the reconnected client resumes later";
+  EXPECT_EQ(client.output_pts()[0], 0u) << "a new start: the timeline starts at 0 again";
+  EXPECT_TRUE(client.warnings().empty());
+  EXPECT_EQ(client.error(), "");
+}
+
+TEST(DiffTcp, CorruptedAndDroppedBytesRecoverAtTheNextKeyframe) {
+  const int frames = 150;
+  Server server(frames, "compression=none");
+  server.start();
+  // A keyframe of 96x64 I420 is 9216 + 64 bytes: a flipped byte early on, a
+  // run of 300 bytes dropped later.
+  Proxy::Damage damage;
+  damage.flip_at = 30000;
+  damage.drop_at = 90000;
+  damage.drop_len = 300;
+  Proxy proxy(server.port(), damage);
+  Pipeline client(client_pipeline(proxy.port()));
+  client.start();
+  ASSERT_TRUE(wait_until([&] { return server.direct().eos(); }, 30)) << server.direct().error();
+  ASSERT_TRUE(wait_until([&] { return got_last(server, client); }, 20))
+      << client.frame_count() << " frames; forwarded " << proxy.forwarded();
+  const std::vector<uint64_t> runs = check_against_direct(server, client, "damaged client");
+  EXPECT_GE(runs.size(), 3u) << "two losses, each ended by a keyframe";
+  EXPECT_LT(client.frame_count(), size_t(frames) - runs[0]) << "frames were lost";
+  const std::vector<std::string> w = client.warnings();
+  EXPECT_GE(w.size(), 2u);
+  EXPECT_LE(w.size(), 4u);
+  for (const std::string &text : w) EXPECT_NE(text.find("cudadiffdec"), std::string::npos) << text;
+  EXPECT_EQ(client.error(), "");
+}
+
+TEST(DiffTcp, StreamCutMidPacketEndsWithTruncationWarning) {
+  const int frames = 120;
+  Server server(frames, "compression=none");
+  server.start();
+  Proxy::Damage damage;
+  damage.cut_at = 50000;  // the connection closes inside a packet
+  Proxy proxy(server.port(), damage);
+  Pipeline client(client_pipeline(proxy.port()));
+  client.start();
+  ASSERT_TRUE(wait_until([&] { return client.eos(); }, 30)) << client.error();
+  const std::vector<uint64_t> runs = check_against_direct(server, client, "cut client");
+  EXPECT_EQ(runs.size(), 1u);
+  EXPECT_GT(client.frame_count(), 0u);
+  const std::vector<std::string> w = client.warnings();
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("truncated"), std::string::npos) << w[0];
+  EXPECT_EQ(client.error(), "");
+}
+
+TEST(DiffTcp, DecodebinFindsTheDecoderByTypefind) {
+  const int frames = 90;
+  Server server(frames);
+  server.start();
+  Pipeline client(client_pipeline(server.port(), "decodebin"));
+  client.start();
+  ASSERT_TRUE(wait_until([&] { return server.direct().eos(); }, 30)) << server.direct().error();
+  ASSERT_TRUE(wait_until([&] { return got_last(server, client); }, 20)) << client.error();
+  const std::vector<uint64_t> runs = check_against_direct(server, client, "decodebin client");
+  EXPECT_EQ(runs.size(), 1u);
+  const std::vector<std::string> f = client.factories();
+  EXPECT_NE(std::find(f.begin(), f.end(), "cudadiffdec"), f.end());
+  EXPECT_NE(std::find(f.begin(), f.end(), "typefind"), f.end());
+}
+
+TEST(DiffTcp, RecordedFileThroughDecodebin) {
+  const std::string path =
+      std::string(g_get_tmp_dir()) + "/cudadiff-test-" + std::to_string(getpid()) + ".cdif";
+  const std::string record = gst_test::run_pipeline(
+      "videotestsrc num-buffers=40 pattern=smpte horizontal-speed=3 ! "
+      "video/x-raw,format=BGRx,width=80,height=48 ! cudadiffenc keyframe-interval=16 ! "
+      "filesink location=" +
+      path);
+  ASSERT_EQ(record, "");
+  Pipeline direct("filesrc location=" + path + " ! cudadiffdec ! fakesink name=out sync=false");
+  Pipeline bin("filesrc location=" + path + " ! decodebin ! fakesink name=out sync=false");
+  for (Pipeline *p : {&direct, &bin}) {
+    p->start();
+    ASSERT_TRUE(wait_until([&] { return p->eos() || !p->error().empty(); }, 20));
+    EXPECT_EQ(p->error(), "");
+  }
+  const auto a = direct.frames(), b = bin.frames();
+  ASSERT_EQ(a.size(), 40u);
+  ASSERT_EQ(b.size(), 40u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(a[i].second, b[i].second) << i;
+  }
+  std::remove(path.c_str());
+}
+
+// Caps change in a running pipeline: the encoder starts over with a keyframe
+// and new caps, the decoder renegotiates; lossless across the change.
+TEST(DiffPipeline, CapsChangeMidStreamIsLossless) {
+  Pipeline p(
+      "videotestsrc is-live=true pattern=smpte horizontal-speed=2 ! capsfilter name=cf "
+      "caps=video/x-raw,format=I420,width=64,height=48,framerate=60/1 ! identity name=in ! "
+      "cudadiffenc threshold=0 keyframe-interval=0 ! cudadiffdec ! fakesink name=out sync=false");
+  // The encoder's input by timestamp, to compare with what the decoder shows.
+  struct Inputs {
+    std::mutex mutex;
+    std::map<uint64_t, Bytes> frames;
+  } inputs;
+  GstElement *in = p.get("in");
+  GstPad *pad = gst_element_get_static_pad(in, "src");
+  gst_pad_add_probe(
+      pad, GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad *pad, GstPadProbeInfo *info, gpointer data) {
+        auto *inputs = static_cast<Inputs *>(data);
+        GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+        GstCaps *caps = gst_pad_get_current_caps(pad);
+        Bytes bytes = diff_test::canonical_of(buf, caps);
+        gst_caps_unref(caps);
+        std::lock_guard<std::mutex> lock(inputs->mutex);
+        inputs->frames[GST_BUFFER_PTS(buf)] = std::move(bytes);
+        return GST_PAD_PROBE_OK;
+      },
+      &inputs, nullptr);
+  gst_object_unref(pad);
+  gst_object_unref(in);
+  p.start();
+  ASSERT_TRUE(wait_until([&] { return p.frame_count() >= 10; }, 20)) << p.error();
+  GstElement *cf = p.get("cf");
+  GstCaps *bgr = gst_caps_from_string("video/x-raw,format=BGR,width=80,height=30,framerate=60/1");
+  g_object_set(cf, "caps", bgr, nullptr);
+  gst_caps_unref(bgr);
+  gst_object_unref(cf);
+  const size_t small = 80 * 30 * 3;
+  auto bgr_frames = [&] {
+    size_t n = 0;
+    for (const auto &f : p.frames()) n += f.second.size() == small;
+    return n;
+  };
+  ASSERT_TRUE(wait_until([&] { return bgr_frames() >= 10; }, 20)) << p.error();
+  p.stop();
+  EXPECT_EQ(p.error(), "");
+  EXPECT_TRUE(p.warnings().empty());
+  const auto shown = p.frames();
+  size_t i420 = 0, bgr_count = 0;
+  std::lock_guard<std::mutex> lock(inputs.mutex);
+  for (const auto &f : shown) {
+    const auto it = inputs.frames.find(f.first);
+    ASSERT_NE(it, inputs.frames.end());
+    EXPECT_EQ(f.second, it->second) << "frame at " << f.first;
+    i420 += f.second.size() == 64 * 48 * 3 / 2;
+    bgr_count += f.second.size() == small;
+  }
+  EXPECT_GE(i420, 10u);
+  EXPECT_GE(bgr_count, 10u);
+  EXPECT_EQ(i420 + bgr_count, shown.size());
+}
+
+// Upstream writes into the pinned pool the encoder proposes, and the decoder
+// outputs from a pinned pool (page-locked with a device, plain host memory of
+// the same allocator without one).
+TEST(DiffPipeline, PinnedBuffersInAndOut) {
+  Pipeline p(
+      "videotestsrc num-buffers=5 ! video/x-raw,format=NV12,width=64,height=32 ! "
+      "cudadiffenc name=enc ! cudadiffdec ! fakesink name=out sync=false");
+  std::atomic<int> in_pinned{0}, in_total{0};
+  GstElement *enc = p.get("enc");
+  GstPad *pad = gst_element_get_static_pad(enc, "sink");
+  struct Counts {
+    std::atomic<int> *pinned, *total;
+  } counts{&in_pinned, &in_total};
+  gst_pad_add_probe(
+      pad, GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+        auto *c = static_cast<Counts *>(data);
+        GstMemory *mem = gst_buffer_peek_memory(GST_PAD_PROBE_INFO_BUFFER(info), 0);
+        (*c->total)++;
+        if (gst_memory_is_type(mem, "CudaDiffPinned") || gst_memory_is_type(mem, "CudaDiffHost"))
+          (*c->pinned)++;
+        return GST_PAD_PROBE_OK;
+      },
+      &counts, nullptr);
+  gst_object_unref(pad);
+  gst_object_unref(enc);
+  int out_pinned = 0;
+  GstElement *out = p.get("out");
+  pad = gst_element_get_static_pad(out, "sink");
+  gst_pad_add_probe(
+      pad, GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+        GstMemory *mem = gst_buffer_peek_memory(GST_PAD_PROBE_INFO_BUFFER(info), 0);
+        if (gst_memory_is_type(mem, "CudaDiffPinned") || gst_memory_is_type(mem, "CudaDiffHost"))
+          ++*static_cast<int *>(data);
+        return GST_PAD_PROBE_OK;
+      },
+      &out_pinned, nullptr);
+  gst_object_unref(pad);
+  gst_object_unref(out);
+  p.start();
+  ASSERT_TRUE(wait_until([&] { return p.eos() || !p.error().empty(); }, 20));
+  EXPECT_EQ(p.error(), "");
+  p.stop();
+  EXPECT_EQ(in_total.load(), 5);
+  EXPECT_EQ(in_pinned.load(), 5);
+  EXPECT_EQ(out_pinned, 5);
+  EXPECT_EQ(p.frame_count(), 5u);
+}

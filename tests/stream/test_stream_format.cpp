@@ -1,0 +1,538 @@
+// The stream format (plugins/diff/cudadiffstream): the exact bytes of
+// docs/stream-format.md's example, header checks, prediction, writer/reader
+// round trips with and without zstd, and the parser's resynchronisation.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cudadiff/diff.h"
+#include "cudadiffstream.h"
+#include "frames.h"
+
+using namespace cudadiff;
+using namespace cudadiff::stream;
+using Bytes = std::vector<uint8_t>;
+
+namespace {
+
+Bytes hex(const char *s) {
+  Bytes out;
+  for (const char *p = s; *p;) {
+    if (*p == ' ' || *p == '\n') {
+      ++p;
+      continue;
+    }
+    out.push_back(uint8_t(std::stoi(std::string(p, 2), nullptr, 16)));
+    p += 2;
+  }
+  return out;
+}
+
+Bytes packet(Writer &w, const FrameInfo &info, const Bytes &body) {
+  Bytes out(w.prepare(info, body.data(), body.size()));
+  w.write(out.data());
+  return out;
+}
+
+FrameInfo gray40(bool key, uint64_t n, uint64_t pts) {
+  FrameInfo f;
+  f.keyframe = key;
+  f.frame_number = n;
+  f.pts = pts;
+  f.duration = 33333333;
+  f.format = VideoFormat::GRAY8;
+  f.width = 40;
+  f.height = 1;
+  f.fps_n = 30;
+  f.fps_d = 1;
+  return f;
+}
+
+// The example of docs/stream-format.md, byte for byte.
+const char *kDocStreamHeader =
+    "43 44 49 46 01 40 10 0b 00 00 00 00 00 00 00 00 ff ff ff ff ff ff ff ff ff ff ff ff ff ff "
+    "ff ff 00 00 00 00 00 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 00 00 00 00 "
+    "9b 40 5d 93";
+const char *kDocKeyframeHeader =
+    "43 44 49 46 01 40 01 0b 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 55 a0 fc 01 00 00 "
+    "00 00 28 00 00 00 28 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 e5 d2 eb dc "
+    "d3 b4 36 7c";
+const char *kDocDelta =
+    "43 44 49 46 01 40 00 0b 01 00 00 00 00 00 00 00 55 a0 fc 01 00 00 00 00 55 a0 fc 01 00 00 "
+    "00 00 12 00 00 00 12 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 15 a1 27 06 "
+    "50 21 46 9c 01 03 00 00 00 21 08 00 00 82 00 00 00 82 82 4f 82 82";
+
+}  // namespace
+
+TEST(StreamFormat, DocumentedExampleBytes) {
+  EXPECT_EQ(Writer::stream_header(VideoFormat::GRAY8, 40, 1, 30, 1), hex(kDocStreamHeader));
+
+  // The example of tests/core/test_diff.cpp, made by the core encoder.
+  auto ctx = Context::cpu();
+  auto enc = diff::DiffEncoder::create(*ctx, VideoFormat::GRAY8, 40, 1);
+  testing_util::HostFrame key(VideoFormat::GRAY8, 40, 1);
+  testing_util::fill_value(key, 100);
+  HostBytes body;
+  enc->keyframe(key.view, body);
+  Writer w;
+  Bytes k = packet(w, gray40(true, 0, 0), Bytes(body.data(), body.data() + body.size()));
+  Bytes want = hex(kDocKeyframeHeader);
+  want.insert(want.end(), 40, 100);
+  EXPECT_EQ(k, want);
+
+  testing_util::HostFrame next = key;
+  uint8_t *row = next.view.data[0];
+  row[0] = row[5] = row[33] = row[39] = 130;
+  row[10] = 120;
+  row[11] = 79;
+  enc->delta(next.view, 20, diff::ValueMode::Values, body);
+  Bytes d = packet(w, gray40(false, 1, 33333333), Bytes(body.data(), body.data() + body.size()));
+  EXPECT_EQ(d, hex(kDocDelta));
+
+  // The checksums are zlib's crc32 of what the doc says.
+  EXPECT_EQ(::crc32(0, d.data() + 64, 18), 0x0627a115u);
+  EXPECT_EQ(::crc32(0, d.data(), 60), 0x9c462150u);
+}
+
+TEST(StreamFormat, StreamHeaderText) {
+  const std::string text = "colorimetry=bt709\nfuture-key=x=y\n";
+  const Bytes sh = Writer::stream_header(VideoFormat::I420, 64, 48, 25, 1, text);
+  const size_t n = text.size();
+  ASSERT_EQ(sh.size(), kHeaderSize + n);
+  PacketHeader h;
+  std::string why;
+  ASSERT_EQ(read_header(sh.data(), sh.size(), &h, &why), HeaderStatus::Ok) << why;
+  EXPECT_TRUE(h.stream_header());
+  EXPECT_EQ(h.payload_size, n);
+  EXPECT_EQ(h.payload_crc, uint32_t(::crc32(0, sh.data() + 64, uInt(n))));
+  EXPECT_EQ(stream_header_value(sh.data() + 64, n, "colorimetry"), "bt709");
+  EXPECT_EQ(stream_header_value(sh.data() + 64, n, "future-key"), "x=y");
+  EXPECT_EQ(stream_header_value(sh.data() + 64, n, "colo"), "");
+  EXPECT_EQ(stream_header_value(sh.data() + 64, n - 1, "future-key"), "x=y");  // no final newline
+  EXPECT_EQ(stream_header_value(nullptr, 0, "colorimetry"), "");
+}
+
+TEST(StreamFormat, HeaderRoundTripAndFields) {
+  PacketHeader h;
+  h.flags = kFlagKeyframe | kFlagCompressed | kFlagPredicted;
+  h.format = VideoFormat::NV12;
+  h.frame_number = 0x0102030405060708ull;
+  h.pts = 123456789;
+  h.duration = 40000000;
+  h.width = 641;
+  h.height = 3;
+  h.body_size = uint32_t(frame_size_packed(VideoFormat::NV12, 641, 3));
+  h.payload_size = 77;
+  h.fps_n = 25;
+  h.fps_d = 1;
+  h.payload_crc = 0xdeadbeef;
+  uint8_t b[kHeaderSize];
+  write_header(h, b);
+  EXPECT_EQ(b[7], 14);  // NV12
+  EXPECT_EQ(b[8], 0x08);
+  EXPECT_EQ(b[15], 0x01);
+  EXPECT_EQ(b[36] | b[37] << 8, 641 * 3 + 642 * 2);  // Y + interleaved UV of ceil(641/2) pairs
+  PacketHeader r;
+  std::string why;
+  ASSERT_EQ(read_header(b, sizeof b, &r, &why), HeaderStatus::Ok) << why;
+  EXPECT_EQ(r.flags, h.flags);
+  EXPECT_EQ(r.format, VideoFormat::NV12);
+  EXPECT_EQ(r.frame_number, h.frame_number);
+  EXPECT_EQ(r.pts, h.pts);
+  EXPECT_EQ(r.duration, h.duration);
+  EXPECT_EQ(r.width, 641u);
+  EXPECT_EQ(r.height, 3u);
+  EXPECT_EQ(r.payload_size, 77u);
+  EXPECT_EQ(r.body_size, h.body_size);
+  EXPECT_EQ(r.payload_crc, 0xdeadbeefu);
+  EXPECT_EQ(r.fps_n, 25u);
+}
+
+TEST(StreamFormat, HeaderChecks) {
+  PacketHeader good;
+  good.flags = 0;
+  good.format = VideoFormat::BGR;
+  good.width = 100;
+  good.height = 10;
+  good.body_size = 1;  // bitmap only: nothing changed
+  good.payload_size = 1;
+  good.fps_n = 30;
+  uint8_t b[kHeaderSize];
+  PacketHeader r;
+  std::string why;
+
+  auto status_of = [&](PacketHeader h) {
+    write_header(h, b);
+    return read_header(b, sizeof b, &r, &why);
+  };
+  EXPECT_EQ(status_of(good), HeaderStatus::Ok);
+  // Short input, wrong magic, damaged byte.
+  write_header(good, b);
+  EXPECT_EQ(read_header(b, kHeaderSize - 1, &r, &why), HeaderStatus::NoMagic);
+  b[0] = 'X';
+  EXPECT_EQ(read_header(b, sizeof b, &r, &why), HeaderStatus::NoMagic);
+  for (size_t i = 4; i < kHeaderSize; ++i) {
+    write_header(good, b);
+    b[i] ^= 0x10;
+    EXPECT_EQ(read_header(b, sizeof b, &r, &why), HeaderStatus::BadChecksum) << "byte " << i;
+  }
+  // Another version with an intact checksum: unsupported, not damage.
+  PacketHeader v2 = good;
+  v2.version = 2;
+  EXPECT_EQ(status_of(v2), HeaderStatus::Unsupported);
+  EXPECT_NE(why.find("version 2"), std::string::npos) << why;
+
+  auto invalid = [&](PacketHeader h, const char *what) {
+    EXPECT_EQ(status_of(h), HeaderStatus::Invalid) << what;
+  };
+  PacketHeader h = good;
+  h.flags = 0x20;
+  invalid(h, "unknown flag");
+  h = good;
+  h.format = VideoFormat::Unknown;
+  invalid(h, "format 0");
+  h = good;
+  h.width = 0;
+  invalid(h, "width 0");
+  h = good;
+  h.width = 32768;
+  invalid(h, "width too large");
+  h = good;
+  h.width = 20000;
+  h.height = 20000;  // 1.2 GB of BGR
+  invalid(h, "frame too large");
+  h = good;
+  h.fps_d = 0;
+  invalid(h, "framerate denominator 0");
+  h = good;
+  h.body_size = 0;
+  h.payload_size = 0;
+  invalid(h, "delta smaller than its bitmap");
+  h = good;
+  h.body_size = h.payload_size = uint32_t(diff::max_delta_body_size(3000) + 1);
+  invalid(h, "delta larger than the largest");
+  h = good;
+  h.payload_size = 2;
+  invalid(h, "uncompressed payload != body");
+  h = good;
+  h.flags = kFlagCompressed;
+  h.payload_size = 0;
+  invalid(h, "empty compressed payload");
+  h = good;
+  h.flags = kFlagPredicted;
+  invalid(h, "predicted delta");
+  h = good;
+  h.flags = kFlagKeyframe;
+  h.body_size = h.payload_size = 2999;
+  invalid(h, "keyframe body != frame");
+  h.body_size = h.payload_size = 3000;
+  EXPECT_EQ(status_of(h), HeaderStatus::Ok);
+  h.flags = kFlagKeyframe | kFlagDeltaValues;
+  invalid(h, "keyframe with delta values");
+  h = good;
+  h.flags = kFlagStreamHeader | kFlagKeyframe;
+  invalid(h, "stream header with frame flags");
+  h = good;
+  h.flags = kFlagStreamHeader;
+  h.payload_size = h.body_size = 0;
+  EXPECT_EQ(status_of(h), HeaderStatus::Ok);
+}
+
+TEST(StreamFormat, PredictionByHand) {
+  // BGR 3x1: the first pixel stays, then each byte minus the one 3 before.
+  const Bytes in = {10, 20, 30, 11, 25, 29, 250, 5, 30};
+  Bytes out(in.size());
+  predict(VideoFormat::BGR, 3, 1, in.data(), out.data());
+  EXPECT_EQ(out, (Bytes{10, 20, 30, 1, 5, 255, 239, 236, 1}));
+  Bytes back(in.size());
+  unpredict(VideoFormat::BGR, 3, 1, out.data(), back.data());
+  EXPECT_EQ(back, in);
+  unpredict(VideoFormat::BGR, 3, 1, out.data(), out.data());  // in place
+  EXPECT_EQ(out, in);
+  // NV12 4x2: Y rows predicted by 1, the UV row by 2.
+  const Bytes nv = {1, 2, 4, 8, 16, 32, 64, 128, 50, 60, 55, 70};
+  Bytes p(nv.size());
+  predict(VideoFormat::NV12, 4, 2, nv.data(), p.data());
+  EXPECT_EQ(p, (Bytes{1, 1, 2, 4, 16, 16, 32, 64, 50, 60, 5, 10}));
+}
+
+TEST(StreamFormat, PredictionRoundTripsEveryFormat) {
+  for (int f = int(VideoFormat::BGR); f <= int(VideoFormat::Y42B); ++f) {
+    const VideoFormat fmt = VideoFormat(f);
+    for (auto wh : {std::make_pair(1, 1), std::make_pair(3, 2), std::make_pair(37, 5)}) {
+      const size_t n = frame_size_packed(fmt, wh.first, wh.second);
+      Bytes in(n), p(n), back(n);
+      for (auto &b : in) b = uint8_t(testing_util::rng()() >> 24);
+      predict(fmt, wh.first, wh.second, in.data(), p.data());
+      unpredict(fmt, wh.first, wh.second, p.data(), back.data());
+      EXPECT_EQ(back, in) << format_name(fmt);
+    }
+  }
+}
+
+TEST(StreamFormat, CrcMatchesZlibOnLargeInputs) {
+  Bytes big(9 * 1024 * 1024 + 123);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = uint8_t(i * 2654435761u >> 13);
+  EXPECT_EQ(stream::crc32(big.data(), big.size()), uint32_t(::crc32_z(0, big.data(), big.size())));
+  for (size_t n : {size_t(300000), size_t(1) << 20, size_t(5000001)})
+    EXPECT_EQ(stream::crc32(big.data() + 3, n), uint32_t(::crc32_z(0, big.data() + 3, n))) << n;
+  EXPECT_EQ(stream::crc32(nullptr, 0), 0u);
+}
+
+namespace {
+
+// Encodes frames of a moving, noisy picture with the core and the writer.
+struct TestStream {
+  std::vector<Bytes> packets;
+  std::vector<Bytes> pictures;  // what a decoder must show after each packet
+};
+
+TestStream make_stream(VideoFormat fmt, int w, int h, int frames, Compression c, int threshold,
+                       int keyframe_interval = 0) {
+  auto ctx = Context::cpu();
+  auto enc = diff::DiffEncoder::create(*ctx, fmt, w, h);
+  Writer writer;
+  writer.set_compression(c, 3);
+  TestStream s;
+  testing_util::HostFrame frame(fmt, w, h, 3);
+  testing_util::fill_random(frame);
+  HostBytes body, ref;
+  std::mt19937 &gen = testing_util::rng();
+  for (int t = 0; t < frames; ++t) {
+    // Noise on a few bytes and a run that changes a lot.
+    for (int p = 0; p < frame.view.n_planes(); ++p)
+      for (int y = 0; y < frame.view.plane_height(p); ++y)
+        for (size_t x = 0; x < frame.view.row_bytes(p); ++x) {
+          uint8_t &v = frame.view.row(p, y)[x];
+          if (gen() % 5 == 0) v = uint8_t(v + int(gen() % 31) - 15);
+          if (x % 97 == size_t(t) % 97) v = uint8_t(v + 100);
+        }
+    FrameInfo info;
+    info.keyframe = t == 0 || (keyframe_interval && t % keyframe_interval == 0);
+    info.mode = choose_value_mode(c, threshold);
+    info.frame_number = uint64_t(t);
+    info.pts = uint64_t(t) * 40000000;
+    info.duration = 40000000;
+    info.format = fmt;
+    info.width = w;
+    info.height = h;
+    info.fps_n = 25;
+    if (info.keyframe)
+      enc->keyframe(frame.view, body);
+    else
+      enc->delta(frame.view, threshold, info.mode, body);
+    s.packets.push_back(packet(writer, info, Bytes(body.data(), body.data() + body.size())));
+    enc->read_reference(ref);
+    s.pictures.emplace_back(ref.data(), ref.data() + ref.size());
+  }
+  return s;
+}
+
+// Decodes a byte stream fed in chunks, the way cudadiffdec does; returns the
+// pictures shown (keyed by frame number) and counts skips.
+struct Decoded {
+  std::vector<std::pair<uint64_t, Bytes>> shown;
+  int skips = 0;
+  int truncated = 0;
+};
+
+Decoded decode_stream(const Bytes &bytes, size_t chunk) {
+  Decoded out;
+  auto ctx = Context::cpu();
+  std::unique_ptr<diff::DiffDecoder> dec;
+  Reader reader;
+  Parser parser;
+  ArrayQueue q(bytes.data(), 0);
+  size_t fed = 0;
+  bool synced = false;
+  uint64_t last = 0;
+  PacketHeader cur;
+  for (;;) {
+    const bool eos = fed == bytes.size();
+    const Parser::Step s = parser.next(q, eos);
+    if (s.kind == Parser::Kind::NeedData) {
+      if (eos) break;
+      fed = std::min(bytes.size(), fed + chunk);
+      q.set_size(fed);
+      continue;
+    }
+    if (s.kind == Parser::Kind::Skip) {
+      // Damage by itself keeps the reference: a lost packet shows as a gap
+      // in the frame numbers.
+      out.skips++;
+      out.truncated += s.truncated;
+      q.flush(s.bytes);
+      continue;
+    }
+    const PacketHeader &h = s.header;
+    const uint8_t *payload = q.map(s.bytes) + kHeaderSize;
+    const uint8_t *body = nullptr;
+    std::string why;
+    bool ok = !h.stream_header() && reader.body(h, payload, &body, &why);
+    if (ok && h.keyframe()) {
+      if (!dec || h.format != cur.format || h.width != cur.width || h.height != cur.height)
+        dec = diff::DiffDecoder::create(*ctx, h.format, int(h.width), int(h.height));
+      cur = h;
+      dec->keyframe(body);
+      synced = true;
+    } else if (ok && synced && h.frame_number == last + 1) {
+      diff::DeltaIndex idx;
+      ok = diff::parse_delta(body, h.body_size, dec->frame_bytes(), &idx, &why);
+      if (ok)
+        dec->delta(
+            body, idx,
+            (h.flags & kFlagDeltaValues) ? diff::ValueMode::Deltas : diff::ValueMode::Values);
+      else
+        synced = false;
+    } else {
+      ok = false;
+      if (!h.keyframe()) synced = false;
+    }
+    q.unmap();
+    q.flush(s.bytes);
+    if (!ok || !synced) continue;
+    last = h.frame_number;
+    Bytes pic(dec->frame_bytes());
+    dec->write_frame(packed_view(cur.format, int(cur.width), int(cur.height), pic.data()));
+    out.shown.emplace_back(h.frame_number, pic);
+  }
+  return out;
+}
+
+Bytes concat(const std::vector<Bytes> &packets) {
+  Bytes all;
+  for (const Bytes &p : packets) all.insert(all.end(), p.begin(), p.end());
+  return all;
+}
+
+}  // namespace
+
+TEST(StreamFormat, WriterReaderRoundTrips) {
+  const VideoFormat formats[] = {VideoFormat::BGR,  VideoFormat::GRAY8, VideoFormat::I420,
+                                 VideoFormat::NV12, VideoFormat::YUY2,  VideoFormat::RGBA};
+  for (VideoFormat fmt : formats)
+    for (Compression c : {Compression::None, Compression::Zstd})
+      for (int thr : {0, 20}) {
+        if (c == Compression::Zstd && !have_zstd()) continue;
+        const TestStream s = make_stream(fmt, 67, 9, 6, c, thr);
+        for (size_t chunk : {size_t(1), size_t(7), size_t(100000)}) {
+          const Decoded d = decode_stream(concat(s.packets), chunk);
+          ASSERT_EQ(d.skips, 0);
+          ASSERT_EQ(d.shown.size(), s.pictures.size()) << format_name(fmt);
+          for (size_t i = 0; i < d.shown.size(); ++i) {
+            EXPECT_EQ(d.shown[i].first, i);
+            EXPECT_EQ(d.shown[i].second, s.pictures[i]) << format_name(fmt) << " frame " << i;
+          }
+        }
+        // Flags: keyframe first, then deltas with the chosen value mode.
+        PacketHeader h;
+        ASSERT_EQ(read_header(s.packets[0].data(), kHeaderSize, &h, nullptr), HeaderStatus::Ok);
+        EXPECT_TRUE(h.keyframe());
+        ASSERT_EQ(read_header(s.packets[1].data(), kHeaderSize, &h, nullptr), HeaderStatus::Ok);
+        EXPECT_FALSE(h.keyframe());
+        if (h.compressed()) {
+          EXPECT_EQ(bool(h.flags & kFlagDeltaValues), thr <= 12);
+        }
+      }
+}
+
+TEST(StreamFormat, ZstdFlagsAndIncompressibleBodies) {
+  if (!have_zstd()) GTEST_SKIP() << "built without zstd";
+  Writer w;
+  w.set_compression(Compression::Zstd, 3);
+  // A smooth keyframe compresses (predicted); random bytes do not (sent as they are).
+  Bytes smooth(300 * 4 * 3);
+  for (size_t i = 0; i < smooth.size(); ++i) smooth[i] = uint8_t(i / 3);
+  FrameInfo info;
+  info.keyframe = true;
+  info.format = VideoFormat::BGR;
+  info.width = 300;
+  info.height = 4;
+  info.fps_n = 30;
+  w.prepare(info, smooth.data(), smooth.size());
+  EXPECT_EQ(w.header().flags, kFlagKeyframe | kFlagCompressed | kFlagPredicted);
+  EXPECT_LT(w.header().payload_size, smooth.size() / 10);
+  Bytes noise(smooth.size());
+  for (auto &b : noise) b = uint8_t(testing_util::rng()() >> 24);
+  w.prepare(info, noise.data(), noise.size());
+  EXPECT_EQ(w.header().flags, kFlagKeyframe);
+  EXPECT_EQ(w.header().payload_size, noise.size());
+  // A compressed payload that decodes to the wrong size is refused.
+  Reader r;
+  Bytes p(w.prepare(info, smooth.data(), smooth.size()));
+  w.write(p.data());
+  PacketHeader h;
+  ASSERT_EQ(read_header(p.data(), kHeaderSize, &h, nullptr), HeaderStatus::Ok);
+  const uint8_t *body = nullptr;
+  std::string why;
+  ASSERT_TRUE(r.body(h, p.data() + kHeaderSize, &body, &why)) << why;
+  EXPECT_EQ(Bytes(body, body + h.body_size), smooth);
+  h.body_size -= 1;
+  EXPECT_FALSE(r.body(h, p.data() + kHeaderSize, &body, &why));
+  Bytes garbage(h.payload_size, 0x55);
+  h.body_size += 1;
+  EXPECT_FALSE(r.body(h, garbage.data(), &body, &why));
+}
+
+TEST(StreamFormat, ParserResynchronises) {
+  const TestStream s = make_stream(VideoFormat::BGR, 61, 7, 12, Compression::None, 20, 4);
+  const Bytes clean = concat(s.packets);
+  std::vector<size_t> starts;
+  size_t at = 0;
+  for (const Bytes &p : s.packets) {
+    starts.push_back(at);
+    at += p.size();
+  }
+  auto expect_recovery = [&](const Bytes &damaged, const std::vector<uint64_t> &want_frames,
+                             const char *what) {
+    for (size_t chunk : {size_t(3), size_t(1000)}) {
+      const Decoded d = decode_stream(damaged, chunk);
+      std::vector<uint64_t> got;
+      for (const auto &f : d.shown) {
+        got.push_back(f.first);
+        EXPECT_EQ(f.second, s.pictures[f.first]) << what << " frame " << f.first;
+      }
+      EXPECT_EQ(got, want_frames) << what << " chunk " << chunk;
+    }
+  };
+  // Garbage before and between packets is skipped.
+  Bytes g = clean;
+  g.insert(g.begin() + long(starts[2]), {'C', 'D', 'I', 'F', 1, 2, 3});
+  g.insert(g.begin(), 100, 0x43);
+  expect_recovery(g, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, "garbage");
+  // A flipped payload byte in delta 2: 2 and 3 are lost, 4 is a keyframe.
+  Bytes f = clean;
+  f[starts[2] + kHeaderSize + 3] ^= 1;
+  expect_recovery(f, {0, 1, 4, 5, 6, 7, 8, 9, 10, 11}, "flip in payload");
+  // A flipped header byte in delta 5.
+  f = clean;
+  f[starts[5] + 20] ^= 0x80;
+  expect_recovery(f, {0, 1, 2, 3, 4, 8, 9, 10, 11}, "flip in header");
+  // Bytes dropped inside keyframe 4: 4..7 lost (deltas need it), 8 resumes.
+  Bytes dr = clean;
+  dr.erase(dr.begin() + long(starts[4] + 100), dr.begin() + long(starts[4] + 170));
+  expect_recovery(dr, {0, 1, 2, 3, 8, 9, 10, 11}, "drop in keyframe");
+  // A whole delta dropped: out of sequence.
+  dr = clean;
+  dr.erase(dr.begin() + long(starts[6]), dr.begin() + long(starts[7]));
+  expect_recovery(dr, {0, 1, 2, 3, 4, 5, 8, 9, 10, 11}, "packet dropped");
+  // Truncated at the end: the cut packet is reported as truncated.
+  Bytes t(clean.begin(), clean.begin() + long(starts[11] + 70));
+  const Decoded d = decode_stream(t, 50);
+  EXPECT_EQ(d.shown.size(), 11u);
+  EXPECT_EQ(d.truncated, 1);
+  // An intact header of an unknown version is flagged as such.
+  Bytes v = clean;
+  v[starts[0] + 4] = 2;
+  const uint32_t crc = uint32_t(::crc32(0, v.data() + starts[0], 60));
+  for (int i = 0; i < 4; ++i) v[starts[0] + 60 + i] = uint8_t(crc >> (8 * i));
+  ArrayQueue q(v.data(), v.size());
+  Parser p;
+  const Parser::Step step = p.next(q, false);
+  EXPECT_EQ(step.kind, Parser::Kind::Skip);
+  EXPECT_TRUE(step.unsupported);
+}

@@ -1,0 +1,439 @@
+// The streaming demo: a server pipeline (camera or test pattern ->
+// cudadiffenc -> tcpserversink) and a client pipeline (tcpclientsrc ->
+// cudadiffdec) on 127.0.0.1, both by gst_parse_launch in this process. It
+// prints the client's frame rate, the stream's bytes per second against raw
+// video and the report's layout, the PSNR of the client's picture against
+// the server's input (frames matched by the sender timestamp the decoder
+// attaches), and saves the client's last picture as a PNG.
+//
+//   cudadiff-demo [--frames N] [--source auto|camera|test] [--threshold T] ...
+//   (cudadiff-demo --help lists the options)
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifndef CUDADIFF_BUILD_PLUGIN_DIR
+#define CUDADIFF_BUILD_PLUGIN_DIR ""
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  gint frames = 300;
+  gchar *source = nullptr;  // auto, camera, test
+  gchar *device = nullptr;
+  gint width = 1280, height = 720, fps = 30;
+  gint threshold = 20;
+  gint keyframe_interval = 60;
+  gchar *compression = nullptr;
+  gchar *backend = nullptr;
+  gchar *png = nullptr;
+  gboolean live = FALSE;
+};
+
+// Frames of the server's input, by timestamp, until the client has shown them.
+struct Originals {
+  std::mutex mutex;
+  std::map<GstClockTime, std::vector<guint8>> frames;
+  GstVideoInfo info;
+  bool have_info = false;
+};
+
+struct Shown {
+  std::mutex mutex;
+  int frames = 0;
+  int matched = 0;
+  double psnr_sum = 0, psnr_min = 1e9;
+  int lossless = 0;  // frames identical to the input
+  GstClockTime last_sender_pts = GST_CLOCK_TIME_NONE;
+  GstBuffer *last = nullptr;
+  GstCaps *last_caps = nullptr;
+  Clock::time_point first_at, last_at;
+};
+
+Originals originals;
+Shown shown;
+GstCaps *sender_caps = nullptr;
+
+// The visible bytes of a packed BGR frame, row after row.
+std::vector<guint8> packed_bgr(GstBuffer *buf, const GstVideoInfo &info) {
+  std::vector<guint8> out;
+  GstVideoFrame frame;
+  if (!gst_video_frame_map(&frame, const_cast<GstVideoInfo *>(&info), buf, GST_MAP_READ))
+    return out;
+  const int w = GST_VIDEO_FRAME_WIDTH(&frame), h = GST_VIDEO_FRAME_HEIGHT(&frame);
+  const int stride = GST_VIDEO_FRAME_PLANE_STRIDE(&frame, 0);
+  const guint8 *data = static_cast<const guint8 *>(GST_VIDEO_FRAME_PLANE_DATA(&frame, 0));
+  out.resize(size_t(w) * 3 * size_t(h));
+  for (int y = 0; y < h; ++y)
+    std::copy(data + size_t(y) * size_t(stride), data + size_t(y) * size_t(stride) + size_t(w) * 3,
+              out.begin() + long(size_t(y) * size_t(w) * 3));
+  gst_video_frame_unmap(&frame);
+  return out;
+}
+
+GstPadProbeReturn on_original(GstPad *pad, GstPadProbeInfo *info, gpointer) {
+  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+  std::lock_guard<std::mutex> lock(originals.mutex);
+  if (!originals.have_info) {
+    GstCaps *caps = gst_pad_get_current_caps(pad);
+    originals.have_info = caps && gst_video_info_from_caps(&originals.info, caps);
+    if (caps) gst_caps_unref(caps);
+  }
+  if (originals.have_info && originals.frames.size() < 64)
+    originals.frames[GST_BUFFER_PTS(buf)] = packed_bgr(buf, originals.info);
+  return GST_PAD_PROBE_OK;
+}
+
+GstPadProbeReturn on_shown(GstPad *pad, GstPadProbeInfo *info, gpointer) {
+  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+  GstCaps *caps = gst_pad_get_current_caps(pad);
+  GstVideoInfo vinfo;
+  const bool ok = caps && gst_video_info_from_caps(&vinfo, caps);
+  GstReferenceTimestampMeta *meta = gst_buffer_get_reference_timestamp_meta(buf, sender_caps);
+  std::vector<guint8> original;
+  if (ok && meta) {
+    // The input frame with the same timestamp; older ones are not needed any more.
+    std::lock_guard<std::mutex> lock(originals.mutex);
+    auto it = originals.frames.find(meta->timestamp);
+    if (it != originals.frames.end()) original = std::move(it->second);
+    originals.frames.erase(originals.frames.begin(), originals.frames.upper_bound(meta->timestamp));
+  }
+  double psnr = -1;
+  bool identical = false;
+  if (!original.empty()) {
+    const std::vector<guint8> picture = packed_bgr(buf, vinfo);
+    if (picture.size() == original.size()) {
+      double se = 0;
+      for (size_t i = 0; i < picture.size(); ++i) {
+        const double d = double(picture[i]) - double(original[i]);
+        se += d * d;
+      }
+      identical = se == 0;
+      psnr = identical ? 99.0 : 10.0 * std::log10(255.0 * 255.0 / (se / double(picture.size())));
+    }
+  }
+  std::lock_guard<std::mutex> lock(shown.mutex);
+  const auto now = Clock::now();
+  if (shown.frames == 0) shown.first_at = now;
+  shown.last_at = now;
+  shown.frames++;
+  if (psnr >= 0) {
+    shown.matched++;
+    shown.lossless += identical;
+    shown.psnr_sum += psnr;
+    shown.psnr_min = std::min(shown.psnr_min, psnr);
+  }
+  if (meta) shown.last_sender_pts = meta->timestamp;
+  gst_buffer_replace(&shown.last, buf);
+  gst_caps_replace(&shown.last_caps, caps);
+  if (caps) gst_caps_unref(caps);
+  return GST_PAD_PROBE_OK;
+}
+
+// Adds a probe on the sink pad of the element named `name`.
+void probe(GstElement *pipeline, const char *name, GstPadProbeCallback callback) {
+  GstElement *el = gst_bin_get_by_name(GST_BIN(pipeline), name);
+  GstPad *pad = gst_element_get_static_pad(el, "sink");
+  gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, callback, nullptr, nullptr);
+  gst_object_unref(pad);
+  gst_object_unref(el);
+}
+
+// Pops messages of `pipeline` for up to `ms`; returns an error message or
+// "" and sets *eos.
+std::string poll_bus(GstElement *pipeline, int ms, bool *eos) {
+  GstBus *bus = gst_element_get_bus(pipeline);
+  std::string error;
+  GstMessage *m = gst_bus_timed_pop_filtered(
+      bus, GstClockTime(ms) * GST_MSECOND,
+      GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING));
+  if (m) {
+    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS) *eos = true;
+    if (GST_MESSAGE_TYPE(m) != GST_MESSAGE_EOS) {
+      GError *err = nullptr;
+      gchar *debug = nullptr;
+      if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR)
+        gst_message_parse_error(m, &err, &debug);
+      else
+        gst_message_parse_warning(m, &err, &debug);
+      const std::string text = std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(m))) + ": " +
+                               err->message + (debug ? std::string(" (") + debug + ")" : "");
+      if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR)
+        error = text;
+      else
+        std::printf("warning: %s\n", text.c_str());
+      g_error_free(err);
+      g_free(debug);
+    }
+    gst_message_unref(m);
+  }
+  gst_object_unref(bus);
+  return error;
+}
+
+guint64 stat(const GstStructure *s, const char *field) {
+  guint64 v = 0;
+  gst_structure_get_uint64(s, field, &v);
+  return v;
+}
+
+std::string human(double bytes) {
+  char buf[32];
+  if (bytes >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2f MB", bytes / 1e6);
+  else if (bytes >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.1f KB", bytes / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f B", bytes);
+  return buf;
+}
+
+bool have_camera(const char *device) {
+  if (!g_file_test(device, G_FILE_TEST_EXISTS)) return false;
+  GstElementFactory *f = gst_element_factory_find("v4l2src");
+  if (!f) return false;
+  gst_object_unref(f);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  Options o;
+  const GOptionEntry entries[] = {
+      {"frames", 'n', 0, G_OPTION_ARG_INT, &o.frames, "Frames to stream (default 300)", "N"},
+      {"source", 's', 0, G_OPTION_ARG_STRING, &o.source,
+       "auto (camera when the device exists), camera, or test (default auto)", "SOURCE"},
+      {"device", 'd', 0, G_OPTION_ARG_STRING, &o.device, "Camera device (default /dev/video0)",
+       "PATH"},
+      {"width", 'W', 0, G_OPTION_ARG_INT, &o.width, "Test pattern width (default 1280)", "W"},
+      {"height", 'H', 0, G_OPTION_ARG_INT, &o.height, "Test pattern height (default 720)", "H"},
+      {"fps", 'f', 0, G_OPTION_ARG_INT, &o.fps, "Test pattern frame rate (default 30)", "FPS"},
+      {"live", 'l', 0, G_OPTION_ARG_NONE, &o.live,
+       "Test pattern in real time (default: as fast as the pipelines go)", nullptr},
+      {"threshold", 't', 0, G_OPTION_ARG_INT, &o.threshold, "cudadiffenc threshold (default 20)",
+       "T"},
+      {"keyframe-interval", 'k', 0, G_OPTION_ARG_INT, &o.keyframe_interval,
+       "cudadiffenc keyframe-interval (default 60)", "N"},
+      {"compression", 'c', 0, G_OPTION_ARG_STRING, &o.compression,
+       "cudadiffenc compression: zstd or none (default: the element's)", "C"},
+      {"backend", 'b', 0, G_OPTION_ARG_STRING, &o.backend, "auto, cuda or cpu (default auto)", "B"},
+      {"png", 'o', 0, G_OPTION_ARG_FILENAME, &o.png,
+       "Where to save the client's last picture (default demo-snapshot.png)", "PATH"},
+      {nullptr, 0, 0, G_OPTION_ARG_NONE, nullptr, nullptr, nullptr},
+  };
+  GOptionContext *context =
+      g_option_context_new("- stream video with cudadiffenc/cudadiffdec over TCP on 127.0.0.1");
+  g_option_context_add_main_entries(context, entries, nullptr);
+  g_option_context_add_group(context, gst_init_get_option_group());
+  GError *err = nullptr;
+  if (!g_option_context_parse(context, &argc, &argv, &err)) {
+    std::fprintf(stderr, "%s\n", err->message);
+    return 2;
+  }
+  g_option_context_free(context);
+  gst_init(&argc, &argv);
+  // Run from the build tree without GST_PLUGIN_PATH.
+  if (!gst_registry_find_feature(gst_registry_get(), "cudadiffenc", GST_TYPE_ELEMENT_FACTORY) &&
+      CUDADIFF_BUILD_PLUGIN_DIR[0])
+    gst_registry_scan_path(gst_registry_get(), CUDADIFF_BUILD_PLUGIN_DIR);
+  GstPluginFeature *feature =
+      gst_registry_find_feature(gst_registry_get(), "cudadiffenc", GST_TYPE_ELEMENT_FACTORY);
+  if (!feature) {
+    std::fprintf(stderr, "cudadiffenc not found: set GST_PLUGIN_PATH to the plugin's directory\n");
+    return 1;
+  }
+  gst_object_unref(feature);
+  sender_caps = gst_caps_from_string("timestamp/x-cudadiff-sender");
+
+  const std::string source_opt = o.source ? o.source : "auto";
+  const std::string device = o.device ? o.device : "/dev/video0";
+  const bool camera =
+      source_opt == "camera" || (source_opt == "auto" && have_camera(device.c_str()));
+  const std::string png = o.png ? o.png : "demo-snapshot.png";
+  const std::string frames = std::to_string(o.frames);
+  std::string source;       // ends with raw BGR video
+  std::string source_tail;  // more branches of the source, if any
+  std::string what;
+  if (camera) {
+    source = "v4l2src device=" + device + " num-buffers=" + frames +
+             " ! videoconvert ! video/x-raw,format=BGR";
+    what = "camera " + device;
+  } else {
+    // A still scene (colour bars) with a moving ball and noise of a few
+    // levels on every pixel (a snow pattern blended at 5%): what a fixed
+    // camera sees.
+    const std::string size = "width=" + std::to_string(o.width) +
+                             ",height=" + std::to_string(o.height) +
+                             ",framerate=" + std::to_string(o.fps) + "/1";
+    const std::string live = o.live ? " is-live=true" : "";
+    source =
+        "compositor name=mix sink_2::alpha=0.05 ! videoconvert ! video/x-raw,format=BGR," + size;
+    source_tail = " videotestsrc" + live + " pattern=smpte75 num-buffers=" + frames +
+                  " ! video/x-raw," + size + " ! mix.sink_0 videotestsrc" + live +
+                  " pattern=ball motion=wavy background-color=0x00000000 num-buffers=" + frames +
+                  " ! video/x-raw,format=BGRA," + size + " ! mix.sink_1 videotestsrc" + live +
+                  " pattern=snow num-buffers=" + frames + " ! video/x-raw," + size +
+                  " ! mix.sink_2";
+    what = "test pattern " + std::to_string(o.width) + "x" + std::to_string(o.height) +
+           " (colour bars, a moving ball, noise)";
+  }
+  std::string enc_props = "threshold=" + std::to_string(o.threshold) +
+                          " keyframe-interval=" + std::to_string(o.keyframe_interval);
+  if (o.compression) enc_props += std::string(" compression=") + o.compression;
+  if (o.backend) enc_props += std::string(" backend=") + o.backend;
+  const std::string server_desc =
+      source + " ! queue max-size-buffers=8 ! cudadiffenc name=enc " + enc_props +
+      " ! tcpserversink name=sink host=127.0.0.1 port=0 sync-method=latest-keyframe sync=false" +
+      source_tail;
+
+  GstElement *server = gst_parse_launch(server_desc.c_str(), &err);
+  if (!server) {
+    std::fprintf(stderr, "server pipeline: %s\n", err->message);
+    return 1;
+  }
+  probe(server, "enc", on_original);  // the encoder's input, before anything is sent
+  // PAUSED: the server listens (and a test pattern prerolls) before the client connects.
+  gst_element_set_state(server, GST_STATE_PAUSED);
+  GstElement *sink = gst_bin_get_by_name(GST_BIN(server), "sink");
+  gint port = 0;
+  g_object_get(sink, "current-port", &port, nullptr);
+  if (port <= 0) {
+    bool eos = false;
+    std::fprintf(stderr, "the server did not start: %s\n", poll_bus(server, 100, &eos).c_str());
+    return 1;
+  }
+  const std::string dec_props = o.backend ? std::string(" backend=") + o.backend : "";
+  const std::string client_desc = "tcpclientsrc host=127.0.0.1 port=" + std::to_string(port) +
+                                  " ! cudadiffdec name=dec" + dec_props +
+                                  " ! videoconvert ! video/x-raw,format=BGR ! fakesink "
+                                  "name=shown sync=false";
+  std::printf("cudadiff demo: %s, %d frames, threshold %d\n", what.c_str(), o.frames, o.threshold);
+  std::printf("  server: gst-launch-1.0 %s\n", server_desc.c_str());
+  std::printf("  client: gst-launch-1.0 %s\n", client_desc.c_str());
+  std::fflush(stdout);
+  GstElement *client = gst_parse_launch(client_desc.c_str(), &err);
+  if (!client) {
+    std::fprintf(stderr, "client pipeline: %s\n", err->message);
+    return 1;
+  }
+  probe(client, "shown", on_shown);
+  gst_element_set_state(client, GST_STATE_PLAYING);
+  // The client is connected when the server counts a handle.
+  guint handles = 0;
+  for (int i = 0; i < 500 && handles == 0; ++i) {
+    g_object_get(sink, "num-handles", &handles, nullptr);
+    if (!handles) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const auto start = Clock::now();
+  gst_element_set_state(server, GST_STATE_PLAYING);
+
+  std::string error;
+  bool server_eos = false, client_eos = false;
+  auto last_print = Clock::now();
+  while (error.empty() && !server_eos) {
+    error = poll_bus(server, 50, &server_eos);
+    if (error.empty()) error = poll_bus(client, 0, &client_eos);
+    if (Clock::now() - last_print > std::chrono::seconds(2)) {
+      std::lock_guard<std::mutex> lock(shown.mutex);
+      std::printf("  ... %d frames shown\n", shown.frames);
+      std::fflush(stdout);
+      last_print = Clock::now();
+    }
+  }
+  // The client catches up with the last packet the server sent.
+  GstElement *enc = gst_bin_get_by_name(GST_BIN(server), "enc");
+  GstStructure *stats = nullptr;
+  g_object_get(enc, "stats", &stats, nullptr);
+  const guint64 sent = stats ? stat(stats, "frames") : 0;
+  for (int i = 0; i < 1000 && error.empty(); ++i) {
+    {
+      std::lock_guard<std::mutex> lock(shown.mutex);
+      if (guint64(shown.frames) >= sent) break;
+    }
+    error = poll_bus(client, 10, &client_eos);
+  }
+  gst_element_set_state(client, GST_STATE_NULL);
+  gst_element_set_state(server, GST_STATE_NULL);
+  if (!error.empty()) std::fprintf(stderr, "error: %s\n", error.c_str());
+
+  std::lock_guard<std::mutex> lock(shown.mutex);
+  const double seconds = std::chrono::duration<double>(shown.last_at - shown.first_at).count();
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  std::printf("\nframes:  %" G_GUINT64_FORMAT " sent, %d shown by the client\n", sent,
+              shown.frames);
+  if (shown.frames > 1)
+    std::printf("fps:     %.1f (client, %d frames in %.2f s; whole run %.2f s)\n",
+                (shown.frames - 1) / std::max(seconds, 1e-9), shown.frames, seconds, wall);
+  if (stats && sent > 0) {
+    GstVideoInfo &vi = originals.info;
+    const int rate_n =
+        originals.have_info && GST_VIDEO_INFO_FPS_N(&vi) > 0 ? GST_VIDEO_INFO_FPS_N(&vi) : o.fps;
+    const int rate_d =
+        originals.have_info && GST_VIDEO_INFO_FPS_N(&vi) > 0 ? GST_VIDEO_INFO_FPS_D(&vi) : 1;
+    const double fps = double(rate_n) / rate_d;
+    const double in = double(stat(stats, "bytes-in")), out = double(stat(stats, "bytes-out"));
+    const double report = double(stat(stats, "report-layout-bytes"));
+    const guint64 keys = stat(stats, "keyframes");
+    const double delta_out = double(stat(stats, "delta-bytes-out"));
+    const double delta_report = double(stat(stats, "delta-report-layout-bytes"));
+    std::printf("stream:  %s/s at %.0f fps against %s/s raw (1/%.1f)\n",
+                human(out / sent * fps).c_str(), fps, human(in / sent * fps).c_str(), in / out);
+    std::printf("         %" G_GUINT64_FORMAT " keyframes of %s, %" G_GUINT64_FORMAT
+                " deltas of %s on average\n",
+                keys, human(keys ? (out - delta_out) / keys : 0).c_str(), sent - keys,
+                human(sent > keys ? delta_out / (sent - keys) : 0).c_str());
+    if (delta_out > 0)
+      std::printf(
+          "         deltas are 1/%.1f of the report's layout (5 bytes per changed byte); "
+          "everything 1/%.1f\n",
+          delta_report / delta_out, report / out);
+  }
+  if (shown.matched > 0 && shown.lossless == shown.matched)
+    std::printf("PSNR:    infinite: all %d frames identical to the server's input (lossless)\n",
+                shown.matched);
+  else if (shown.matched > 0)
+    std::printf(
+        "PSNR:    %.2f dB average, %.2f dB minimum over %d frames (client picture vs "
+        "server input; identical frames count as 99 dB)\n",
+        shown.psnr_sum / shown.matched, shown.psnr_min, shown.matched);
+  if (shown.last) {
+    GstSample *sample = gst_sample_new(shown.last, shown.last_caps, nullptr, nullptr);
+    GstCaps *png_caps = gst_caps_from_string("image/png");
+    GError *perr = nullptr;
+    GstSample *converted = gst_video_convert_sample(sample, png_caps, 10 * GST_SECOND, &perr);
+    if (converted) {
+      GstMapInfo map;
+      GstBuffer *b = gst_sample_get_buffer(converted);
+      gst_buffer_map(b, &map, GST_MAP_READ);
+      if (g_file_set_contents(png.c_str(), reinterpret_cast<const gchar *>(map.data),
+                              gssize(map.size), nullptr))
+        std::printf("picture: %s (the client's last frame)\n", png.c_str());
+      gst_buffer_unmap(b, &map);
+      gst_sample_unref(converted);
+    } else {
+      std::fprintf(stderr, "could not write the PNG: %s\n", perr ? perr->message : "?");
+      g_clear_error(&perr);
+    }
+    gst_caps_unref(png_caps);
+    gst_sample_unref(sample);
+  }
+  if (stats) gst_structure_free(stats);
+  gst_object_unref(enc);
+  gst_object_unref(sink);
+  gst_object_unref(client);
+  gst_object_unref(server);
+  return error.empty() && shown.frames > 0 ? 0 : 1;
+}
