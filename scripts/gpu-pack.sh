@@ -9,10 +9,10 @@ cd "$(dirname "$0")/.."
 src=${1:-build-gpu}
 dst=$src-slim
 rm -rf "$dst"
-mkdir -p "$dst/meson-info" "$dst/tests" "$dst/bench" "$dst/plugins" "$dst/cuda"
+mkdir -p "$dst/meson-info" "$dst/tests" "$dst/bench" "$dst/plugins" "$dst/cuda" "$dst/tools"
 cp "$src"/meson-info/*.json "$dst/meson-info/"
 sed -i "s|$PWD/$src/|$PWD/$dst/|g; s|$PWD/$src\"|$PWD/$dst\"|g" "$dst"/meson-info/*.json
-for f in "$src"/tests/* "$src"/bench/* "$src"/plugins/*.so "$src"/cuda/*.so; do
+for f in "$src"/tests/* "$src"/bench/* "$src"/plugins/*.so "$src"/cuda/*.so "$src"/tools/*; do
   [ -f "$f" ] && [ -x "$f" ] || continue
   rel=${f#"$src"/}
   strip --strip-debug -o "$dst/$rel" "$f"
