@@ -1,0 +1,278 @@
+// cudadiffenc and cudadiffdec end to end through GStreamer, from pinned
+// buffers: frames per second of
+//   appsrc (buffers from the pool cudadiffenc proposes) ! cudadiffenc ! fakesink
+//   appsrc (the packets) ! cudadiffdec (output from its pinned pool) ! fakesink
+// next to the frame rate that the host-to-device bandwidth measured in the
+// same run allows (one frame up per encoded frame, one down per decoded one).
+//
+// Frames: 1920x1080 BGR (default), random, noise within +-10 on every byte, and
+// a 480x130 rectangle XOR 0x80 at a new place in each frame, so that about 6 %
+// of the bytes change from one frame to the next (the rectangle leaves one
+// place and appears at another), as in the peer benchmark.
+//
+//   bench_diff_element [--frames N] [--size WxH] [--backend cuda|cpu]
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "cudadiff/runtime.h"
+
+namespace {
+
+struct Options {
+  int frames = 600;
+  int width = 1920, height = 1080;
+  std::string backend = "cuda";
+};
+
+std::string raw_caps(const Options &o) {
+  return "video/x-raw,format=BGR,width=" + std::to_string(o.width) +
+         ",height=" + std::to_string(o.height) + ",framerate=60/1";
+}
+
+// Distinct input frames, written into `buffers` (already allocated).
+void fill_frames(const Options &o, std::vector<GstBuffer *> &buffers) {
+  std::mt19937 gen(12345);
+  const size_t row = size_t(o.width) * 3;
+  std::vector<uint8_t> base(row * o.height);
+  for (auto &b : base) b = uint8_t(gen() >> 24);
+  GstVideoInfo info;
+  GstCaps *caps = gst_caps_from_string(raw_caps(o).c_str());
+  gst_video_info_from_caps(&info, caps);
+  gst_caps_unref(caps);
+  const int rw = std::min(o.width, 480), rh = std::min(o.height, 130);
+  for (size_t k = 0; k < buffers.size(); ++k) {
+    GstVideoFrame f;
+    gst_video_frame_map(&f, &info, buffers[k], GST_MAP_WRITE);
+    const int rx = int(gen() % uint32_t(o.width - rw + 1)), ry = int(gen() % uint32_t(o.height - rh + 1));
+    for (int y = 0; y < o.height; ++y) {
+      uint8_t *dst = static_cast<uint8_t *>(GST_VIDEO_FRAME_PLANE_DATA(&f, 0)) +
+                     size_t(y) * GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0);
+      const uint8_t *src = base.data() + y * row;
+      for (size_t x = 0; x < row; ++x)
+        dst[x] = uint8_t(std::clamp(int(src[x]) + int(gen() % 21) - 10, 0, 255));
+      if (y >= ry && y < ry + rh)
+        for (int x = rx * 3; x < (rx + rw) * 3; ++x) dst[x] ^= 0x80;
+    }
+    gst_video_frame_unmap(&f);
+  }
+}
+
+struct Result {
+  double seconds = 0;
+  int frames = 0;
+  bool pinned = false;
+};
+
+GstElement *launch(const std::string &desc) {
+  GError *err = nullptr;
+  GstElement *p = gst_parse_launch(desc.c_str(), &err);
+  if (!p) {
+    std::fprintf(stderr, "%s\n", err ? err->message : "parse error");
+    std::exit(1);
+  }
+  return p;
+}
+
+bool wait_eos(GstElement *pipeline) {
+  GstBus *bus = gst_element_get_bus(pipeline);
+  GstMessage *msg = gst_bus_timed_pop_filtered(
+      bus, 300 * GST_SECOND, static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  const bool ok = msg && GST_MESSAGE_TYPE(msg) == GST_MESSAGE_EOS;
+  if (msg && !ok) {
+    GError *err = nullptr;
+    gst_message_parse_error(msg, &err, nullptr);
+    std::fprintf(stderr, "error: %s\n", err->message);
+    g_error_free(err);
+  }
+  if (msg) gst_message_unref(msg);
+  gst_object_unref(bus);
+  return ok;
+}
+
+// Encoder run; `packets` (optional) collects what it produced, caps included.
+Result run_encoder(const Options &o, const char *compression, std::vector<GstBuffer *> *packets,
+                   GstCaps **packet_caps, size_t *bytes_out) {
+  const std::string desc = "appsrc name=src format=time block=true max-bytes=100000000 caps=\"" +
+                           raw_caps(o) + "\" ! cudadiffenc name=enc threshold=20 compression=" +
+                           compression + " backend=" + o.backend +
+                           " ! fakesink name=sink sync=false signal-handoffs=true";
+  GstElement *pipeline = launch(desc);
+  GstElement *src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
+  GstElement *sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+  struct Collect {
+    std::vector<GstBuffer *> *packets;
+    size_t bytes = 0;
+  } collect{packets};
+  g_signal_connect(sink, "handoff",
+                   G_CALLBACK(+[](GstElement *, GstBuffer *buf, GstPad *, gpointer data) {
+                     auto *c = static_cast<Collect *>(data);
+                     c->bytes += gst_buffer_get_size(buf);
+                     if (c->packets) c->packets->push_back(gst_buffer_ref(buf));
+                   }),
+                   &collect);
+  gst_element_set_state(pipeline, GST_STATE_PAUSED);
+
+  // Input buffers from the pool the encoder proposes (pinned when a device exists).
+  GstCaps *caps = gst_caps_from_string(raw_caps(o).c_str());
+  GstQuery *query = gst_query_new_allocation(caps, TRUE);
+  GstPad *srcpad = gst_element_get_static_pad(src, "src");
+  GstBufferPool *pool = nullptr;
+  if (gst_pad_peer_query(srcpad, query) && gst_query_get_n_allocation_pools(query) > 0)
+    gst_query_parse_nth_allocation_pool(query, 0, &pool, nullptr, nullptr, nullptr);
+  gst_query_unref(query);
+  gst_object_unref(srcpad);
+  Result r;
+  std::vector<GstBuffer *> inputs(8, nullptr);
+  if (pool) {
+    GstStructure *config = gst_buffer_pool_get_config(pool);
+    GstVideoInfo info;
+    gst_video_info_from_caps(&info, caps);
+    gst_buffer_pool_config_set_params(config, caps, GST_VIDEO_INFO_SIZE(&info), 8, 8);
+    gst_buffer_pool_set_config(pool, config);
+    gst_buffer_pool_set_active(pool, TRUE);
+    for (auto &b : inputs) gst_buffer_pool_acquire_buffer(pool, &b, nullptr);
+    GstMemory *mem = gst_buffer_peek_memory(inputs[0], 0);
+    r.pinned = gst_memory_is_type(mem, "CudaDiffPinned");
+  } else {
+    GstVideoInfo info;
+    gst_video_info_from_caps(&info, caps);
+    for (auto &b : inputs) b = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
+  }
+  gst_caps_unref(caps);
+  fill_frames(o, inputs);
+
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < o.frames; ++i) {
+    GstBuffer *b = gst_buffer_copy(inputs[i % inputs.size()]);  // shares the pinned memory
+    GST_BUFFER_PTS(b) = gst_util_uint64_scale(i, GST_SECOND, 60);
+    GST_BUFFER_DURATION(b) = gst_util_uint64_scale(1, GST_SECOND, 60);
+    GstFlowReturn flow = GST_FLOW_OK;
+    g_signal_emit_by_name(src, "push-buffer", b, &flow);
+    gst_buffer_unref(b);
+  }
+  GstFlowReturn flow = GST_FLOW_OK;
+  g_signal_emit_by_name(src, "end-of-stream", &flow);
+  const bool ok = wait_eos(pipeline);
+  const auto t1 = std::chrono::steady_clock::now();
+  r.seconds = std::chrono::duration<double>(t1 - t0).count();
+  r.frames = ok ? o.frames : 0;
+  if (packet_caps) {
+    GstElement *enc = gst_bin_get_by_name(GST_BIN(pipeline), "enc");
+    GstPad *pad = gst_element_get_static_pad(enc, "src");
+    *packet_caps = gst_pad_get_current_caps(pad);
+    gst_object_unref(pad);
+    gst_object_unref(enc);
+  }
+  if (bytes_out) *bytes_out = collect.bytes;
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  for (auto *b : inputs) gst_buffer_unref(b);
+  if (pool) gst_object_unref(pool);
+  gst_object_unref(src);
+  gst_object_unref(sink);
+  gst_object_unref(pipeline);
+  return r;
+}
+
+Result run_decoder(const Options &o, const std::vector<GstBuffer *> &packets, GstCaps *caps) {
+  gchar *caps_str = gst_caps_to_string(caps);
+  const std::string desc = std::string("appsrc name=src format=time block=true caps=\"") +
+                           caps_str + "\" ! cudadiffdec name=dec backend=" + o.backend +
+                           " ! fakesink name=sink sync=false signal-handoffs=true";
+  g_free(caps_str);
+  GstElement *pipeline = launch(desc);
+  GstElement *src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
+  GstElement *sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
+  struct Seen {
+    int frames = 0;
+    bool pinned = false;
+  } seen;
+  g_signal_connect(sink, "handoff",
+                   G_CALLBACK(+[](GstElement *, GstBuffer *buf, GstPad *, gpointer data) {
+                     auto *s = static_cast<Seen *>(data);
+                     if (s->frames++ == 0)
+                       s->pinned = gst_memory_is_type(gst_buffer_peek_memory(buf, 0), "CudaDiffPinned");
+                   }),
+                   &seen);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  const auto t0 = std::chrono::steady_clock::now();
+  GstFlowReturn flow = GST_FLOW_OK;
+  for (GstBuffer *p : packets) g_signal_emit_by_name(src, "push-buffer", p, &flow);
+  g_signal_emit_by_name(src, "end-of-stream", &flow);
+  const bool ok = wait_eos(pipeline);
+  const auto t1 = std::chrono::steady_clock::now();
+  Result r;
+  r.seconds = std::chrono::duration<double>(t1 - t0).count();
+  r.frames = ok ? seen.frames : 0;
+  r.pinned = seen.pinned;
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(src);
+  gst_object_unref(sink);
+  gst_object_unref(pipeline);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  gst_init(&argc, &argv);
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--frames" && i + 1 < argc) o.frames = std::atoi(argv[++i]);
+    else if (a == "--backend" && i + 1 < argc) o.backend = argv[++i];
+    else if (a == "--size" && i + 1 < argc) std::sscanf(argv[++i], "%dx%d", &o.width, &o.height);
+  }
+  if (!gst_element_factory_find("cudadiffenc")) {
+    std::fprintf(stderr, "cudadiffenc not found: set GST_PLUGIN_PATH to the build's plugins/\n");
+    return 1;
+  }
+  std::string why;
+  const bool gpu = cudadiff::device_count(&why) > 0;
+  if (o.backend == "cuda" && !gpu) {
+    std::printf("SKIP: no CUDA device (%s)\n", why.c_str());
+    return 77;
+  }
+  const size_t frame_bytes = size_t(o.width) * o.height * 3;
+  double h2d_ms = 0;
+  if (gpu) {
+    auto ctx = cudadiff::Context::cuda(0);
+    bench::Options bo;
+    const bench::Row h2d = bench::measure_h2d_copy(bo, *ctx, frame_bytes);
+    h2d_ms = h2d.stats.median_ms;
+    std::printf("INFO|H2D copy of one frame (pinned): %.4f ms = %.1f GB/s -> %.0f fps\n", h2d_ms,
+                bench::gbs(h2d), 1000.0 / h2d_ms);
+  }
+  std::printf("\n%-44s %10s %9s %8s %s\n", "element, 1920x1080 BGR", "ms/frame", "fps",
+              "% of H2D", "input/output memory");
+  for (const char *compression : {"none", "zstd"}) {
+    std::vector<GstBuffer *> packets;
+    GstCaps *caps = nullptr;
+    size_t bytes = 0;
+    const Result e = run_encoder(o, compression, &packets, &caps, &bytes);
+    const double e_ms = 1000 * e.seconds / std::max(1, e.frames);
+    std::printf("%-44s %10.4f %9.0f %7.0f%% %s; %.0f bytes per packet\n",
+                ("cudadiffenc " + o.backend + " compression=" + compression).c_str(), e_ms,
+                1000 / e_ms, h2d_ms > 0 ? 100 * h2d_ms / e_ms : 0.0,
+                e.pinned ? "pinned input" : "unpinned input", double(bytes) / std::max(1, e.frames));
+    const Result d = run_decoder(o, packets, caps);
+    const double d_ms = 1000 * d.seconds / std::max(1, d.frames);
+    std::printf("%-44s %10.4f %9.0f %7.0f%% %s; %d frames\n",
+                ("cudadiffdec " + o.backend + " compression=" + compression).c_str(), d_ms,
+                1000 / d_ms, h2d_ms > 0 ? 100 * h2d_ms / d_ms : 0.0,
+                d.pinned ? "pinned output" : "unpinned output", d.frames);
+    for (GstBuffer *p : packets) gst_buffer_unref(p);
+    if (caps) gst_caps_unref(caps);
+  }
+  gst_deinit();
+  return 0;
+}
