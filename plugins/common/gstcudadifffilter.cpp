@@ -371,3 +371,16 @@ GstCaps *gst_cudadiff_filter_make_caps(const char *formats) {
   g_free(str);
   return caps;
 }
+
+void gst_cudadiff_filter_add_pad_templates(GstElementClass *klass, const char *sink_formats,
+                                           const char *src_formats) {
+  // gst_pad_template_new() takes its own reference to the caps.
+  GstCaps *sink = gst_cudadiff_filter_make_caps(sink_formats);
+  GstCaps *src = gst_cudadiff_filter_make_caps(src_formats);
+  gst_element_class_add_pad_template(klass,
+                                     gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink));
+  gst_element_class_add_pad_template(klass,
+                                     gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, src));
+  gst_caps_unref(sink);
+  gst_caps_unref(src);
+}

@@ -67,5 +67,8 @@ cudadiff::Backend gst_cudadiff_filter_get_backend(GstCudaDiffFilter *filter);
 // Caps of every format the core knows, restricted to `formats` (a
 // GST_VIDEO_CAPS_MAKE-style format list string such as "{ BGR, RGB }").
 GstCaps *gst_cudadiff_filter_make_caps(const char *formats);
+// Adds "sink" and "src" always-pad templates with those format lists.
+void gst_cudadiff_filter_add_pad_templates(GstElementClass *klass, const char *sink_formats,
+                                           const char *src_formats);
 
 G_END_DECLS

@@ -348,12 +348,7 @@ static void gst_cudadiff_binarize_class_init(GstCudaDiffBinarizeClass *klass) {
                        -1, 255, -1,
                        static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
 
-  gst_element_class_add_pad_template(
-      element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS,
-                                          gst_cudadiff_filter_make_caps(SINK_FORMATS)));
-  gst_element_class_add_pad_template(
-      element_class, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS,
-                                          gst_cudadiff_filter_make_caps(SRC_FORMATS)));
+  gst_cudadiff_filter_add_pad_templates(element_class, SINK_FORMATS, SRC_FORMATS);
   gst_element_class_set_static_metadata(
       element_class, "CUDA binarization", "Filter/Effect/Video",
       "Black and white by a threshold from the frame's histogram (Otsu, two peaks) or fixed, "

@@ -189,12 +189,7 @@ static void gst_cudadiff_gauss_class_init(GstCudaDiffGaussClass *klass) {
                           "only. Changeable while playing. Default: 0",
                           0.0, MAX_SIGMA, DEFAULT_SIGMA, flags));
 
-  gst_element_class_add_pad_template(element_class,
-                                     gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS,
-                                                          gst_cudadiff_filter_make_caps(FORMATS)));
-  gst_element_class_add_pad_template(element_class,
-                                     gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS,
-                                                          gst_cudadiff_filter_make_caps(FORMATS)));
+  gst_cudadiff_filter_add_pad_templates(element_class, FORMATS, FORMATS);
   gst_element_class_set_static_metadata(
       element_class, "CUDA noise filter", "Filter/Effect/Video",
       "Gaussian blur, box mean or median per colour channel, to make frame-difference "

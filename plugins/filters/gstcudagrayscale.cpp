@@ -176,12 +176,7 @@ static void gst_cudadiff_grayscale_class_init(GstCudaDiffGrayscaleClass *klass) 
                         static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                                  GST_PARAM_MUTABLE_PLAYING)));
 
-  gst_element_class_add_pad_template(
-      element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS,
-                                          gst_cudadiff_filter_make_caps(SINK_FORMATS)));
-  gst_element_class_add_pad_template(
-      element_class, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS,
-                                          gst_cudadiff_filter_make_caps(SRC_FORMATS)));
+  gst_cudadiff_filter_add_pad_templates(element_class, SINK_FORMATS, SRC_FORMATS);
   gst_element_class_set_static_metadata(
       element_class, "CUDA grayscale", "Filter/Effect/Video",
       "Converts video to grayscale (average, BT.601 or BT.709 luma) on the GPU, or on the "

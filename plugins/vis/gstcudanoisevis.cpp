@@ -294,14 +294,7 @@ static void gst_cudadiff_noisevis_class_init(GstCudaDiffNoiseVisClass *klass) {
                          GST_TYPE_STRUCTURE,
                          static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
 
-  gst_element_class_add_pad_template(
-      element_class,
-      gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS,
-                           gst_cudadiff_filter_make_caps(GST_CUDADIFF_VIS_SINK_FORMATS)));
-  gst_element_class_add_pad_template(
-      element_class,
-      gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS,
-                           gst_cudadiff_filter_make_caps(GST_CUDADIFF_VIS_SRC_FORMATS)));
+  gst_cudadiff_filter_add_pad_templates(element_class, GST_CUDADIFF_VIS_SINK_FORMATS, GST_CUDADIFF_VIS_SRC_FORMATS);
   gst_element_class_set_static_metadata(
       element_class, "CUDA noise view", "Filter/Analyzer/Video",
       "Marks the pixels that changed by more than a threshold since the previous frame (what "
