@@ -247,7 +247,9 @@ int main(int argc, char **argv) {
       {"BGR", 0, "zstd"},  {"I420", 0, "zstd"},
   };
   for (const Config &c : configs) study(file, frames, backend.c_str(), c);
-  other_encoder(file, frames, "BGRx", "avenc_ffv1", "FFV1 (avenc_ffv1, BGRx)");
+  other_encoder(file, frames, "BGRx", "avenc_ffv1", "FFV1 (avenc_ffv1, BGRx, defaults)");
+  other_encoder(file, frames, "BGRx", "avenc_ffv1 coder=range_tab context=1",
+                "FFV1 (avenc_ffv1, BGRx, range coder, large context)");
   other_encoder(file, frames, "Y444", "x264enc pass=quant quantizer=0 speed-preset=medium",
                 "x264 qp 0 (Y444, medium)");
   other_encoder(file, frames, "I420", "x264enc pass=quant quantizer=0 speed-preset=medium",
