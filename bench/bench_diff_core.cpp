@@ -79,12 +79,13 @@ int main(int argc, char **argv) {
     expected = enc->delta(b[0].view, threshold, ValueMode::Values, body);
     body_size = body.size();
     char line[200];
-    std::snprintf(line, sizeof line,
-                  "pair 0: %llu changed bytes (%.3f %%), %llu blocks, body %zu bytes (report's layout "
-                  "%llu bytes)",
-                  (unsigned long long)expected.changed_bytes, 100.0 * expected.changed_bytes / n,
-                  (unsigned long long)expected.changed_blocks, body_size,
-                  (unsigned long long)(5 * expected.changed_bytes));
+    std::snprintf(
+        line, sizeof line,
+        "pair 0: %llu changed bytes (%.3f %%), %llu blocks, body %zu bytes (report's layout "
+        "%llu bytes)",
+        (unsigned long long)expected.changed_bytes, 100.0 * expected.changed_bytes / n,
+        (unsigned long long)expected.changed_blocks, body_size,
+        (unsigned long long)(5 * expected.changed_bytes));
     report.note(line);
   }
   // Bytes of the core: read current and reference, write the body.
@@ -119,7 +120,10 @@ int main(int argc, char **argv) {
       set_cpu_threads(threads);
       const std::string impl =
           threads == 1 ? "cpu 1 thread" : "cpu " + std::to_string(cpu_threads()) + " threads";
-      bench::Row r{"diff decode + write frame " + size, impl, {}, double(body.size()) + 2.0 * n,
+      bench::Row r{"diff decode + write frame " + size,
+                   impl,
+                   {},
+                   double(body.size()) + 2.0 * n,
                    "keyframe reset untimed"};
       r.stats = bench::time_host_with_setup(
           cpu_opt, [&](int) { dec->keyframe(key_body.data()); },
@@ -167,19 +171,23 @@ int main(int argc, char **argv) {
     }
   }
   const auto reset = [&](int i) { enc->keyframe(view_a(i), key_body); };
-  bench::Row r{"diff encode " + size, "cuda kernels (device-resident)", {}, core_bytes,
+  bench::Row r{"diff encode " + size,
+               "cuda kernels (device-resident)",
+               {},
+               core_bytes,
                "masks + CUB scan + compaction + bitmap; body stays on the device"};
-  r.stats = bench::time_device(opt, *gpu, [&](int i) {
-    enc->queue_delta(view_b(i), threshold, ValueMode::Values);
-  }, reset);
+  r.stats = bench::time_device(
+      opt, *gpu, [&](int i) { enc->queue_delta(view_b(i), threshold, ValueMode::Values); }, reset);
   report.add(r);
   const double core_ms = r.stats.median_ms;
 
-  r = {"diff encode " + size, "cuda delta() to pinned host", {}, core_bytes,
+  r = {"diff encode " + size,
+       "cuda delta() to pinned host",
+       {},
+       core_bytes,
        "kernels + 12 B totals D2H + sync + body D2H + sync"};
-  r.stats = bench::time_device(opt, *gpu, [&](int i) {
-    enc->delta(view_b(i), threshold, ValueMode::Values, body);
-  }, reset);
+  r.stats = bench::time_device(
+      opt, *gpu, [&](int i) { enc->delta(view_b(i), threshold, ValueMode::Values, body); }, reset);
   report.add(r);
 
   // The element's work per frame: the input frame in pinned host memory
@@ -190,12 +198,18 @@ int main(int argc, char **argv) {
     pinned_b.emplace_back(n);
     copy_frame_host(b[k].view, packed_view(fmt, w, h, pinned_b.back().data()));
   }
-  r = {"diff encode " + size, "cuda delta_host from pinned", {}, double(n) + core_bytes,
+  r = {"diff encode " + size,
+       "cuda delta_host from pinned",
+       {},
+       double(n) + core_bytes,
        "sliced H2D overlapped with masks + compaction + body D2H; compare with H2D alone"};
-  r.stats = bench::time_device(opt, *gpu, [&](int i) {
-    enc->delta_host(packed_view(fmt, w, h, pinned_b[i % opt.frames].data()), threshold,
-                    ValueMode::Values, body);
-  }, reset);
+  r.stats = bench::time_device(
+      opt, *gpu,
+      [&](int i) {
+        enc->delta_host(packed_view(fmt, w, h, pinned_b[i % opt.frames].data()), threshold,
+                        ValueMode::Values, body);
+      },
+      reset);
   report.add(r);
   const double element_ms = r.stats.median_ms;
 
@@ -209,12 +223,18 @@ int main(int argc, char **argv) {
   parse_delta(body.data(), body.size(), n, &idx, &err, &entries);
   HostBytes out_pinned(n);
   const FrameView out_view = packed_view(fmt, w, h, out_pinned.data());
-  r = {"diff decode + write frame " + size, "cuda to pinned frame", {}, double(body.size()) + n,
+  r = {"diff decode + write frame " + size,
+       "cuda to pinned frame",
+       {},
+       double(body.size()) + n,
        "body H2D + apply + frame D2H + sync"};
-  r.stats = bench::time_device(opt, *gpu, [&](int) {
-    dec->delta(body.data(), idx, ValueMode::Values);
-    dec->write_frame(out_view);
-  }, [&](int) { dec->keyframe(key_body.data()); });
+  r.stats = bench::time_device(
+      opt, *gpu,
+      [&](int) {
+        dec->delta(body.data(), idx, ValueMode::Values);
+        dec->write_frame(out_view);
+      },
+      [&](int) { dec->keyframe(key_body.data()); });
   report.add(r);
   const double decoder_ms = r.stats.median_ms;
   // Where the decoder's time goes (host clock): delta() with its upload and
@@ -245,10 +265,12 @@ int main(int argc, char **argv) {
   report.print_table(bench::gbs(d2d), "D2D copy 1 GiB");
   const double h2d_ms = h2d.stats.median_ms;
   std::printf("\nencoder core (kernels, device-resident): %.1f us per frame\n", core_ms * 1000);
-  std::printf("encoder from pinned frame: %.1f us = %.0f fps; H2D alone allows %.0f fps -> %.0f%%\n",
-              element_ms * 1000, 1000 / element_ms, 1000 / h2d_ms, 100 * h2d_ms / element_ms);
-  std::printf("decoder to pinned frame: %.1f us = %.0f fps; D2H/H2D of a frame allows %.0f fps -> "
-              "%.0f%%\n",
-              decoder_ms * 1000, 1000 / decoder_ms, 1000 / h2d_ms, 100 * h2d_ms / decoder_ms);
+  std::printf(
+      "encoder from pinned frame: %.1f us = %.0f fps; H2D alone allows %.0f fps -> %.0f%%\n",
+      element_ms * 1000, 1000 / element_ms, 1000 / h2d_ms, 100 * h2d_ms / element_ms);
+  std::printf(
+      "decoder to pinned frame: %.1f us = %.0f fps; D2H/H2D of a frame allows %.0f fps -> "
+      "%.0f%%\n",
+      decoder_ms * 1000, 1000 / decoder_ms, 1000 / h2d_ms, 100 * h2d_ms / decoder_ms);
   return 0;
 }

@@ -52,7 +52,8 @@ void fill_frames(const Options &o, std::vector<GstBuffer *> &buffers) {
   for (size_t k = 0; k < buffers.size(); ++k) {
     GstVideoFrame f;
     gst_video_frame_map(&f, &info, buffers[k], GST_MAP_WRITE);
-    const int rx = int(gen() % uint32_t(o.width - rw + 1)), ry = int(gen() % uint32_t(o.height - rh + 1));
+    const int rx = int(gen() % uint32_t(o.width - rw + 1)),
+              ry = int(gen() % uint32_t(o.height - rh + 1));
     for (int y = 0; y < o.height; ++y) {
       uint8_t *dst = static_cast<uint8_t *>(GST_VIDEO_FRAME_PLANE_DATA(&f, 0)) +
                      size_t(y) * GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0);
@@ -101,10 +102,10 @@ bool wait_eos(GstElement *pipeline) {
 // Encoder run; `packets` (optional) collects what it produced, caps included.
 Result run_encoder(const Options &o, const char *compression, std::vector<GstBuffer *> *packets,
                    GstCaps **packet_caps, size_t *bytes_out) {
-  const std::string desc = "appsrc name=src format=time block=true max-bytes=100000000 caps=\"" +
-                           raw_caps(o) + "\" ! cudadiffenc name=enc threshold=20 compression=" +
-                           compression + " backend=" + o.backend +
-                           " ! fakesink name=sink sync=false signal-handoffs=true";
+  const std::string desc =
+      "appsrc name=src format=time block=true max-bytes=100000000 caps=\"" + raw_caps(o) +
+      "\" ! cudadiffenc name=enc threshold=20 compression=" + compression +
+      " backend=" + o.backend + " ! fakesink name=sink sync=false signal-handoffs=true";
   GstElement *pipeline = launch(desc);
   GstElement *src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
   GstElement *sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
@@ -145,7 +146,8 @@ Result run_encoder(const Options &o, const char *compression, std::vector<GstBuf
   } else {
     GstVideoInfo info;
     gst_video_info_from_caps(&info, caps);
-    for (auto &b : inputs) b = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
+    for (auto &b : inputs)
+      b = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
   }
   gst_caps_unref(caps);
   fill_frames(o, inputs);
@@ -196,13 +198,13 @@ Result run_decoder(const Options &o, const std::vector<GstBuffer *> &packets, Gs
     int frames = 0;
     bool pinned = false;
   } seen;
-  g_signal_connect(sink, "handoff",
-                   G_CALLBACK(+[](GstElement *, GstBuffer *buf, GstPad *, gpointer data) {
-                     auto *s = static_cast<Seen *>(data);
-                     if (s->frames++ == 0)
-                       s->pinned = gst_memory_is_type(gst_buffer_peek_memory(buf, 0), "CudaDiffPinned");
-                   }),
-                   &seen);
+  g_signal_connect(
+      sink, "handoff", G_CALLBACK(+[](GstElement *, GstBuffer *buf, GstPad *, gpointer data) {
+        auto *s = static_cast<Seen *>(data);
+        if (s->frames++ == 0)
+          s->pinned = gst_memory_is_type(gst_buffer_peek_memory(buf, 0), "CudaDiffPinned");
+      }),
+      &seen);
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   const auto t0 = std::chrono::steady_clock::now();
   GstFlowReturn flow = GST_FLOW_OK;
@@ -228,9 +230,12 @@ int main(int argc, char **argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--frames" && i + 1 < argc) o.frames = std::atoi(argv[++i]);
-    else if (a == "--backend" && i + 1 < argc) o.backend = argv[++i];
-    else if (a == "--size" && i + 1 < argc) std::sscanf(argv[++i], "%dx%d", &o.width, &o.height);
+    if (a == "--frames" && i + 1 < argc)
+      o.frames = std::atoi(argv[++i]);
+    else if (a == "--backend" && i + 1 < argc)
+      o.backend = argv[++i];
+    else if (a == "--size" && i + 1 < argc)
+      std::sscanf(argv[++i], "%dx%d", &o.width, &o.height);
   }
   if (!gst_element_factory_find("cudadiffenc")) {
     std::fprintf(stderr, "cudadiffenc not found: set GST_PLUGIN_PATH to the build's plugins/\n");
@@ -252,8 +257,8 @@ int main(int argc, char **argv) {
     std::printf("INFO|H2D copy of one frame (pinned): %.4f ms = %.1f GB/s -> %.0f fps\n", h2d_ms,
                 bench::gbs(h2d), 1000.0 / h2d_ms);
   }
-  std::printf("\n%-44s %10s %9s %8s %s\n", "element, 1920x1080 BGR", "ms/frame", "fps",
-              "% of H2D", "input/output memory");
+  std::printf("\n%-44s %10s %9s %8s %s\n", "element, 1920x1080 BGR", "ms/frame", "fps", "% of H2D",
+              "input/output memory");
   for (const char *compression : {"none", "zstd"}) {
     std::vector<GstBuffer *> packets;
     GstCaps *caps = nullptr;
@@ -263,7 +268,8 @@ int main(int argc, char **argv) {
     std::printf("%-44s %10.4f %9.0f %7.0f%% %s; %.0f bytes per packet\n",
                 ("cudadiffenc " + o.backend + " compression=" + compression).c_str(), e_ms,
                 1000 / e_ms, h2d_ms > 0 ? 100 * h2d_ms / e_ms : 0.0,
-                e.pinned ? "pinned input" : "unpinned input", double(bytes) / std::max(1, e.frames));
+                e.pinned ? "pinned input" : "unpinned input",
+                double(bytes) / std::max(1, e.frames));
     const Result d = run_decoder(o, packets, caps);
     const double d_ms = 1000 * d.seconds / std::max(1, d.frames);
     std::printf("%-44s %10.4f %9.0f %7.0f%% %s; %d frames\n",

@@ -22,8 +22,8 @@ int main(int argc, char **argv) {
     inputs.emplace_back(VideoFormat::BGR, w, h);
     testing_util::fill_random(inputs.back());
   }
-  const double bytes_gray = double(w) * h * 3 + double(w) * h;   // BGR in, GRAY8 out
-  const double bytes_same = double(w) * h * 3 * 2;               // BGR in, BGR out
+  const double bytes_gray = double(w) * h * 3 + double(w) * h;  // BGR in, GRAY8 out
+  const double bytes_same = double(w) * h * 3 * 2;              // BGR in, BGR out
   const std::string size = std::to_string(w) + "x" + std::to_string(h);
 
   std::unique_ptr<cudadiff::Context> gpu;
@@ -42,8 +42,9 @@ int main(int argc, char **argv) {
       cudadiff::set_cpu_threads(threads);
       bench::Row r;
       r.operation = "grayscale BGR->GRAY8 " + size;
-      r.implementation = threads == 1 ? "cpu 1 thread"
-                                      : "cpu " + std::to_string(cudadiff::cpu_threads()) + " threads";
+      r.implementation = threads == 1
+                             ? "cpu 1 thread"
+                             : "cpu " + std::to_string(cudadiff::cpu_threads()) + " threads";
       r.bytes = bytes_gray;
       r.stats = bench::time_host(cpu_opt, [&](int i) {
         op->process(inputs[i % opt.frames].view, out.view, GrayMethod::Bt601);
@@ -123,7 +124,8 @@ int main(int argc, char **argv) {
   for (int k = 0; k < opt.frames; ++k) copy_dst.emplace_back(static_cast<size_t>(bytes_gray / 2));
   cudadiff::StreamGraph copies(*gpu, [&] {
     for (int k = 0; k < 100; ++k)
-      cudadiff::copy_bytes_async(copy_dst[k % opt.frames].data(), dev_in[k % opt.frames].view().data[0],
+      cudadiff::copy_bytes_async(copy_dst[k % opt.frames].data(),
+                                 dev_in[k % opt.frames].view().data[0],
                                  static_cast<size_t>(bytes_gray / 2), *gpu);
   });
   bench::Row c = d2d_frame;
@@ -135,11 +137,13 @@ int main(int argc, char **argv) {
   report.add(c);
 
   report.print_table(bench::gbs(d2d_big), "D2D copy 1 GiB");
-  std::printf("grayscale BGR->GRAY8 in a CUDA graph: %.1f GB/s = %.0f%% of the 1 GiB D2D copy, "
-              "%.0f%% of D2D copies of the same size in a graph\n",
-              graph_gbs, 100 * graph_gbs / bench::gbs(d2d_big), 100 * graph_gbs / bench::gbs(c));
-  std::printf("grayscale BGR->GRAY8 device-resident: %.1f GB/s = %.0f%% of the 1 GiB D2D copy, "
-              "%.0f%% of a D2D copy of the same size\n",
-              gray_gbs, 100 * gray_gbs / bench::gbs(d2d_big), 100 * gray_gbs / bench::gbs(d2d_frame));
+  std::printf(
+      "grayscale BGR->GRAY8 in a CUDA graph: %.1f GB/s = %.0f%% of the 1 GiB D2D copy, "
+      "%.0f%% of D2D copies of the same size in a graph\n",
+      graph_gbs, 100 * graph_gbs / bench::gbs(d2d_big), 100 * graph_gbs / bench::gbs(c));
+  std::printf(
+      "grayscale BGR->GRAY8 device-resident: %.1f GB/s = %.0f%% of the 1 GiB D2D copy, "
+      "%.0f%% of a D2D copy of the same size\n",
+      gray_gbs, 100 * gray_gbs / bench::gbs(d2d_big), 100 * gray_gbs / bench::gbs(d2d_frame));
   return 0;
 }

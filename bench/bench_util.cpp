@@ -20,20 +20,27 @@ Options parse_options(int argc, char **argv, const char *usage_extra) {
       }
       return argv[++i];
     };
-    if (a == "--runs") o.runs = std::max(1, std::atoi(next("--runs")));
-    else if (a == "--warmup") o.warmup = std::max(0, std::atoi(next("--warmup")));
-    else if (a == "--frames") o.frames = std::max(1, std::atoi(next("--frames")));
+    if (a == "--runs")
+      o.runs = std::max(1, std::atoi(next("--runs")));
+    else if (a == "--warmup")
+      o.warmup = std::max(0, std::atoi(next("--warmup")));
+    else if (a == "--frames")
+      o.frames = std::max(1, std::atoi(next("--frames")));
     else if (a == "--size") {
       const char *v = next("--size");
       if (std::sscanf(v, "%dx%d", &o.width, &o.height) != 2 || o.width <= 0 || o.height <= 0) {
         std::fprintf(stderr, "--size takes WxH\n");
         std::exit(2);
       }
-    } else if (a == "--no-cpu") o.cpu = false;
-    else if (a == "--no-cuda") o.cuda = false;
+    } else if (a == "--no-cpu")
+      o.cpu = false;
+    else if (a == "--no-cuda")
+      o.cuda = false;
     else if (a == "--help" || a == "-h") {
-      std::printf("usage: %s [--runs N] [--warmup N] [--frames N] [--size WxH] [--no-cpu] "
-                  "[--no-cuda] %s\n", argv[0], usage_extra);
+      std::printf(
+          "usage: %s [--runs N] [--warmup N] [--frames N] [--size WxH] [--no-cpu] "
+          "[--no-cuda] %s\n",
+          argv[0], usage_extra);
       std::exit(0);
     } else {
       o.positional.push_back(a);

@@ -14,13 +14,13 @@
 namespace bench {
 
 struct Options {
-  int runs = 200;     // timed runs per measurement (median reported)
-  int warmup = 20;    // untimed runs first
-  int frames = 8;     // distinct random inputs rotated
+  int runs = 200;   // timed runs per measurement (median reported)
+  int warmup = 20;  // untimed runs first
+  int frames = 8;   // distinct random inputs rotated
   int width = 1920;
   int height = 1080;
-  bool cpu = true;    // run the CPU measurements
-  bool cuda = true;   // run the CUDA measurements (when a device exists)
+  bool cpu = true;   // run the CPU measurements
+  bool cuda = true;  // run the CUDA measurements (when a device exists)
   std::vector<std::string> positional;
 };
 
@@ -53,7 +53,7 @@ struct Row {
 
 class Report {
  public:
-  void add(const Row &row);  // prints the RESULT line at once
+  void add(const Row &row);            // prints the RESULT line at once
   void note(const std::string &line);  // "INFO|..." line
   // The short table: one line per row, with GB/s and % of `ceiling_gbs` when given.
   void print_table(double ceiling_gbs = 0, const std::string &ceiling_name = "") const;
@@ -63,7 +63,9 @@ class Report {
   std::vector<Row> rows_;
 };
 
-inline double gbs(const Row &r) { return r.bytes > 0 ? r.bytes / (r.stats.median_ms * 1e6) : 0; }
+inline double gbs(const Row &r) {
+  return r.bytes > 0 ? r.bytes / (r.stats.median_ms * 1e6) : 0;
+}
 
 // Ceilings, measured like everything else (events, median, rotation):
 // device-to-device cudaMemcpyAsync of `bytes` (bytes moved = 2 * bytes), and

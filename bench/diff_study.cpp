@@ -37,7 +37,8 @@ std::vector<uint8_t> visible_bytes(GstBuffer *buffer, GstCaps *caps) {
   GstVideoFrame frame;
   if (!gst_video_frame_map(&frame, &info, buffer, GST_MAP_READ)) return out;
   for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(&frame); ++p) {
-    const int comp_w = GST_VIDEO_FRAME_COMP_WIDTH(&frame, p) * GST_VIDEO_FRAME_COMP_PSTRIDE(&frame, p);
+    const int comp_w =
+        GST_VIDEO_FRAME_COMP_WIDTH(&frame, p) * GST_VIDEO_FRAME_COMP_PSTRIDE(&frame, p);
     const int rows = GST_VIDEO_FRAME_COMP_HEIGHT(&frame, p);
     const guint8 *data = static_cast<const guint8 *>(GST_VIDEO_FRAME_PLANE_DATA(&frame, p));
     const int stride = GST_VIDEO_FRAME_PLANE_STRIDE(&frame, p);
@@ -45,7 +46,8 @@ std::vector<uint8_t> visible_bytes(GstBuffer *buffer, GstCaps *caps) {
     const int row_bytes = GST_VIDEO_FRAME_FORMAT(&frame) == GST_VIDEO_FORMAT_NV12 && p == 1
                               ? GST_VIDEO_FRAME_COMP_WIDTH(&frame, 1) * 2
                               : comp_w;
-    for (int y = 0; y < rows; ++y) out.insert(out.end(), data + y * stride, data + y * stride + row_bytes);
+    for (int y = 0; y < rows; ++y)
+      out.insert(out.end(), data + y * stride, data + y * stride + row_bytes);
   }
   gst_video_frame_unmap(&frame);
   return out;
@@ -155,11 +157,12 @@ std::string source(const std::string &file, int frames, const char *format) {
 }
 
 void study(const std::string &file, int frames, const char *backend, const Config &c) {
-  const std::string desc = source(file, frames, c.format) +
-                           " ! identity name=orig ! cudadiffenc name=enc threshold=" +
-                           std::to_string(c.threshold) + " compression=" + c.compression +
-                           " backend=" + backend + " ! identity name=pkt ! cudadiffdec backend=" +
-                           backend + " ! identity name=dec ! fakesink sync=false";
+  const std::string desc =
+      source(file, frames, c.format) +
+      " ! identity name=orig ! cudadiffenc name=enc threshold=" + std::to_string(c.threshold) +
+      " compression=" + c.compression + " backend=" + backend +
+      " ! identity name=pkt ! cudadiffdec backend=" + backend +
+      " ! identity name=dec ! fakesink sync=false";
   GError *err = nullptr;
   GstElement *pipeline = gst_parse_launch(desc.c_str(), &err);
   if (!pipeline) {
@@ -185,17 +188,18 @@ void study(const std::string &file, int frames, const char *backend, const Confi
   gst_object_unref(enc);
 
   const size_t deltas = run.packets - run.keyframes;
-  const double psnr = run.squared_error == 0 ? INFINITY
-                                             : 10 * std::log10(255.0 * 255.0 * run.samples /
-                                                               run.squared_error);
-  std::printf("RESULT|%s|threshold %d|%s|frames %zu|keyframes %zu|raw %zu|report %.0f|deltas %.0f|"
-              "all %.0f|report/deltas %.2f|psnr %.2f|decoded %zu\n",
-              c.format, c.threshold, c.compression, run.packets, run.keyframes, run.raw_bytes,
-              deltas ? double(delta_report) / deltas : 0.0,
-              deltas ? double(run.packet_bytes - run.key_bytes) / deltas : 0.0,
-              run.packets ? double(run.packet_bytes) / run.packets : 0.0,
-              delta_out ? double(delta_report) / double(run.packet_bytes - run.key_bytes) : 0.0,
-              psnr, run.frames_decoded);
+  const double psnr = run.squared_error == 0
+                          ? INFINITY
+                          : 10 * std::log10(255.0 * 255.0 * run.samples / run.squared_error);
+  std::printf(
+      "RESULT|%s|threshold %d|%s|frames %zu|keyframes %zu|raw %zu|report %.0f|deltas %.0f|"
+      "all %.0f|report/deltas %.2f|psnr %.2f|decoded %zu\n",
+      c.format, c.threshold, c.compression, run.packets, run.keyframes, run.raw_bytes,
+      deltas ? double(delta_report) / deltas : 0.0,
+      deltas ? double(run.packet_bytes - run.key_bytes) / deltas : 0.0,
+      run.packets ? double(run.packet_bytes) / run.packets : 0.0,
+      delta_out ? double(delta_report) / double(run.packet_bytes - run.key_bytes) : 0.0, psnr,
+      run.frames_decoded);
   std::fflush(stdout);
   if (run.caps) gst_caps_unref(run.caps);
   gst_object_unref(pipeline);
@@ -204,7 +208,8 @@ void study(const std::string &file, int frames, const char *backend, const Confi
 // Another lossless encoder on the same footage: bytes per frame.
 void other_encoder(const std::string &file, int frames, const char *format, const char *encoder,
                    const char *label) {
-  GstElementFactory *f = gst_element_factory_find(std::string(encoder).substr(0, std::string(encoder).find(' ')).c_str());
+  GstElementFactory *f = gst_element_factory_find(
+      std::string(encoder).substr(0, std::string(encoder).find(' ')).c_str());
   if (!f) {
     std::printf("INFO|%s not installed: skipped\n", label);
     return;
@@ -234,17 +239,20 @@ int main(int argc, char **argv) {
   int frames = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--backend" && i + 1 < argc) backend = argv[++i];
-    else if (a == "--frames" && i + 1 < argc) frames = std::atoi(argv[++i]);
-    else file = a;
+    if (a == "--backend" && i + 1 < argc)
+      backend = argv[++i];
+    else if (a == "--frames" && i + 1 < argc)
+      frames = std::atoi(argv[++i]);
+    else
+      file = a;
   }
   if (file.empty()) {
     std::fprintf(stderr, "usage: %s [--backend cpu|cuda|auto] [--frames N] VIDEO_FILE\n", argv[0]);
     return 2;
   }
   const Config configs[] = {
-      {"BGR", 20, "none"}, {"BGR", 20, "zstd"}, {"I420", 20, "none"}, {"I420", 20, "zstd"},
-      {"BGR", 0, "zstd"},  {"I420", 0, "zstd"},
+      {"BGR", 20, "none"},  {"BGR", 20, "zstd"}, {"I420", 20, "none"},
+      {"I420", 20, "zstd"}, {"BGR", 0, "zstd"},  {"I420", 0, "zstd"},
   };
   for (const Config &c : configs) study(file, frames, backend.c_str(), c);
   other_encoder(file, frames, "BGRx", "avenc_ffv1", "FFV1 (avenc_ffv1, BGRx, defaults)");

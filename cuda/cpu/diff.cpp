@@ -269,8 +269,7 @@ bool parse_delta(const uint8_t *body, size_t n, size_t frame_bytes, DeltaIndex *
         return fail("superblock mask names a block past the frame");
       const int count = popcount32(super_mask);
       if (block + count > max_blocks) return fail("delta body truncated in its block masks");
-      if (entries)
-        entries->push_back({uint32_t(sb), super_mask, uint32_t(block), uint32_t(value)});
+      if (entries) entries->push_back({uint32_t(sb), super_mask, uint32_t(block), uint32_t(value)});
       const size_t last_block = first + 31 - __builtin_clz(super_mask);
       for (int k = 0; k < count; ++k, ++block) {
         const uint32_t m = load_u32le(block_masks + 4 * block);

@@ -108,7 +108,8 @@ __global__ void __launch_bounds__(kTileThreads)
   const uint32_t super_mask = __ballot_sync(kFullWarp, mask != 0);
   uint32_t bytes = __popc(mask);
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) bytes += __shfl_down_sync(kFullWarp, bytes, offset);
+  for (int offset = 16; offset > 0; offset >>= 1)
+    bytes += __shfl_down_sync(kFullWarp, bytes, offset);
   const Counts mine{super_mask ? 1u : 0u, uint32_t(__popc(super_mask)), bytes};
   if (super < n_super) {
     block_masks[block] = mask;
@@ -141,10 +142,11 @@ __device__ __forceinline__ void store_u32le(uint8_t *p, uint32_t v) {
 // reference.
 __global__ void __launch_bounds__(kTileThreads)
     compact_kernel(const uint8_t *__restrict__ cur, uint8_t *__restrict__ ref, size_t n,
-                   bool vector_ok, size_t n_super, size_t n_tiles, const uint32_t *__restrict__ block_masks,
-                   const Counts *__restrict__ counts, const Counts *__restrict__ local_offsets,
-                   const Counts *__restrict__ tile_totals, Counts *__restrict__ totals_out,
-                   size_t bitmap_bytes, bool deltas, uint8_t *__restrict__ body) {
+                   bool vector_ok, size_t n_super, size_t n_tiles,
+                   const uint32_t *__restrict__ block_masks, const Counts *__restrict__ counts,
+                   const Counts *__restrict__ local_offsets, const Counts *__restrict__ tile_totals,
+                   Counts *__restrict__ totals_out, size_t bitmap_bytes, bool deltas,
+                   uint8_t *__restrict__ body) {
   __shared__ Counts partial[2][kSupersPerTile];
   __shared__ Counts tile_base, total;
   __shared__ uint8_t values_stage[kSupersPerTile][kSuperBytes];
@@ -154,7 +156,8 @@ __global__ void __launch_bounds__(kTileThreads)
   for (size_t t = threadIdx.x; t < n_tiles; t += kTileThreads) {
     const Counts c = tile_totals[t];
     all = {all.supers + c.supers, all.blocks + c.blocks, all.bytes + c.bytes};
-    if (t < tile) before = {before.supers + c.supers, before.blocks + c.blocks, before.bytes + c.bytes};
+    if (t < tile)
+      before = {before.supers + c.supers, before.blocks + c.blocks, before.bytes + c.bytes};
   }
   before = warp_sum(before);
   all = warp_sum(all);
@@ -252,8 +255,9 @@ __global__ void __launch_bounds__(kTileThreads)
 
 // Decoder: one warp per changed superblock.
 
-__global__ void apply_kernel(uint8_t *__restrict__ ref, size_t n, const SuperblockEntry *__restrict__ entries,
-                             size_t n_entries, const uint8_t *__restrict__ block_masks,
+__global__ void apply_kernel(uint8_t *__restrict__ ref, size_t n,
+                             const SuperblockEntry *__restrict__ entries, size_t n_entries,
+                             const uint8_t *__restrict__ block_masks,
                              const uint8_t *__restrict__ values, bool deltas) {
   __shared__ uint8_t values_stage[kThreads / 32][kSuperBytes];
   const size_t warp = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -436,19 +440,19 @@ class CudaDiffEncoder final : public DiffEncoder {
     if (end_tile <= first_tile) return;
     const bool vector_ok = (reinterpret_cast<uintptr_t>(cur) & 15u) == 0;
     masks_kernel<<<static_cast<unsigned>(end_tile - first_tile), kTileThreads, 0, stream_>>>(
-        cur, reference_.data(), frame_bytes_, first_tile, n_super_, uint32_t(threshold),
-        vector_ok, block_masks_.as<uint32_t>(), counts_.as<Counts>(),
-        local_offsets_.as<Counts>(), tile_totals_.as<Counts>());
+        cur, reference_.data(), frame_bytes_, first_tile, n_super_, uint32_t(threshold), vector_ok,
+        block_masks_.as<uint32_t>(), counts_.as<Counts>(), local_offsets_.as<Counts>(),
+        tile_totals_.as<Counts>());
     CUDADIFF_CHECK_LAUNCH("difference masks kernel");
   }
 
   void launch_compaction(const uint8_t *cur, ValueMode mode) {
     const bool vector_ok = (reinterpret_cast<uintptr_t>(cur) & 15u) == 0;
     compact_kernel<<<static_cast<unsigned>(n_tiles_), kTileThreads, 0, stream_>>>(
-        cur, reference_.data(), frame_bytes_, vector_ok, n_super_, n_tiles_, block_masks_.as<uint32_t>(),
-        counts_.as<Counts>(), local_offsets_.as<Counts>(), tile_totals_.as<Counts>(),
-        totals_.as<Counts>(), bitmap_bytes(frame_bytes_), mode == ValueMode::Deltas,
-        body_.data());
+        cur, reference_.data(), frame_bytes_, vector_ok, n_super_, n_tiles_,
+        block_masks_.as<uint32_t>(), counts_.as<Counts>(), local_offsets_.as<Counts>(),
+        tile_totals_.as<Counts>(), totals_.as<Counts>(), bitmap_bytes(frame_bytes_),
+        mode == ValueMode::Deltas, body_.data());
     CUDADIFF_CHECK_LAUNCH("difference compact kernel");
   }
 
@@ -549,8 +553,8 @@ class CudaDiffDecoder final : public DiffDecoder {
   void keyframe(const uint8_t *body) override {
     ctx_.activate();
     wait_for_uploads();
-    CUDADIFF_CHECK(cudaMemcpyAsync(reference_.data(), body, frame_bytes_, cudaMemcpyHostToDevice,
-                                   stream_));
+    CUDADIFF_CHECK(
+        cudaMemcpyAsync(reference_.data(), body, frame_bytes_, cudaMemcpyHostToDevice, stream_));
     ctx_.synchronize();  // `body` is the caller's: done with it on return (keyframes are rare)
   }
 
@@ -576,7 +580,8 @@ class CudaDiffDecoder final : public DiffDecoder {
     // Masks and values: straight from pinned memory (the caller keeps it
     // until write_frame), else through our pinned staging so that the copy is
     // a real asynchronous DMA and the caller may reuse its memory at once.
-    const size_t tail = index.values_offset + index.summary.changed_bytes - index.block_masks_offset;
+    const size_t tail =
+        index.values_offset + index.summary.changed_bytes - index.block_masks_offset;
     const uint8_t *source = block_masks;
     if (!is_pinned(block_masks)) {
       staging_.resize(tail);

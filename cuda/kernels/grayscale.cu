@@ -49,7 +49,8 @@ __global__ void gray_packed_kernel(const uint8_t *__restrict__ in, size_t in_str
             gray_weighted(w, GRAY_BYTE(p * PS + R), GRAY_BYTE(p * PS + G), GRAY_BYTE(p * PS + B));
         packed[p >> 2] |= gray << ((p & 3) * 8);
       }
-      __stcs(reinterpret_cast<uint4 *>(dst), make_uint4(packed[0], packed[1], packed[2], packed[3]));
+      __stcs(reinterpret_cast<uint4 *>(dst),
+             make_uint4(packed[0], packed[1], packed[2], packed[3]));
     } else {
 #pragma unroll
       for (int p = 0; p < kGroup; ++p) {
@@ -124,17 +125,24 @@ class CudaGrayscale final : public Grayscale {
     }
     const GrayWeights w = gray_weights(method);
     switch (in.format) {
-      case VideoFormat::BGR: return launch_packed<3, 2, 1, 0>(in, out, w, stream);
-      case VideoFormat::RGB: return launch_packed<3, 0, 1, 2>(in, out, w, stream);
+      case VideoFormat::BGR:
+        return launch_packed<3, 2, 1, 0>(in, out, w, stream);
+      case VideoFormat::RGB:
+        return launch_packed<3, 0, 1, 2>(in, out, w, stream);
       case VideoFormat::BGRx:
-      case VideoFormat::BGRA: return launch_packed<4, 2, 1, 0>(in, out, w, stream);
+      case VideoFormat::BGRA:
+        return launch_packed<4, 2, 1, 0>(in, out, w, stream);
       case VideoFormat::RGBx:
-      case VideoFormat::RGBA: return launch_packed<4, 0, 1, 2>(in, out, w, stream);
+      case VideoFormat::RGBA:
+        return launch_packed<4, 0, 1, 2>(in, out, w, stream);
       case VideoFormat::xBGR:
-      case VideoFormat::ABGR: return launch_packed<4, 3, 2, 1>(in, out, w, stream);
+      case VideoFormat::ABGR:
+        return launch_packed<4, 3, 2, 1>(in, out, w, stream);
       case VideoFormat::xRGB:
-      case VideoFormat::ARGB: return launch_packed<4, 1, 2, 3>(in, out, w, stream);
-      default: throw Error(std::string("grayscale: unsupported format ") + format_name(in.format));
+      case VideoFormat::ARGB:
+        return launch_packed<4, 1, 2, 3>(in, out, w, stream);
+      default:
+        throw Error(std::string("grayscale: unsupported format ") + format_name(in.format));
     }
   }
 

@@ -7,7 +7,7 @@
 namespace cudadiff {
 namespace {
 
-//                     name     planes pixel stride  w_sub      h_sub       r   g   b   a  packed_rgb
+//                     name     planes pixel stride  w_sub      h_sub       r   g   b   a packed_rgb
 const FormatInfo kFormats[] = {
     {"unknown", 0, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, -1, -1, -1, -1, false},
     {"BGR", 1, {3, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, 2, 1, 0, -1, true},
@@ -40,7 +40,9 @@ const FormatInfo &format_info(VideoFormat format) {
   return (i > 0 && i < kFormatCount) ? kFormats[i] : kFormats[0];
 }
 
-const char *format_name(VideoFormat format) { return format_info(format).name; }
+const char *format_name(VideoFormat format) {
+  return format_info(format).name;
+}
 
 int plane_width(VideoFormat format, int plane, int width) {
   const FormatInfo &fi = format_info(format);
@@ -65,8 +67,7 @@ size_t plane_row_bytes(VideoFormat format, int plane, int width) {
 
 void validate(const FrameView &view, const char *what) {
   const FormatInfo &fi = format_info(view.format);
-  if (fi.n_planes == 0)
-    throw Error(std::string(what) + ": unsupported video format");
+  if (fi.n_planes == 0) throw Error(std::string(what) + ": unsupported video format");
   if (view.width <= 0 || view.height <= 0)
     throw Error(std::string(what) + ": empty frame (" + std::to_string(view.width) + "x" +
                 std::to_string(view.height) + ")");

@@ -11,7 +11,9 @@
 
 namespace cudadiff {
 
-const char *backend_name(Backend b) { return b == Backend::Cuda ? "cuda" : "cpu"; }
+const char *backend_name(Backend b) {
+  return b == Backend::Cuda ? "cuda" : "cpu";
+}
 
 std::unique_ptr<Context> Context::cpu() {
   std::unique_ptr<Context> ctx(new Context());
@@ -26,7 +28,9 @@ PinnedBuffer::PinnedBuffer(size_t bytes) : size_(bytes) {
   if (!data_) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
 }
 
-PinnedBuffer::~PinnedBuffer() { host_free(data_, pinned_); }
+PinnedBuffer::~PinnedBuffer() {
+  host_free(data_, pinned_);
+}
 
 PinnedBuffer::PinnedBuffer(PinnedBuffer &&other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
@@ -102,7 +106,9 @@ namespace {
 int g_cpu_threads = 0;
 }
 
-void set_cpu_threads(int threads) { g_cpu_threads = threads < 0 ? 0 : threads; }
+void set_cpu_threads(int threads) {
+  g_cpu_threads = threads < 0 ? 0 : threads;
+}
 
 int cpu_threads() {
 #ifdef _OPENMP
@@ -112,6 +118,8 @@ int cpu_threads() {
 #endif
 }
 
-int cpu_threads_for(size_t work) { return work < (size_t(1) << 18) ? 1 : cpu_threads(); }
+int cpu_threads_for(size_t work) {
+  return work < (size_t(1) << 18) ? 1 : cpu_threads();
+}
 
 }  // namespace cudadiff

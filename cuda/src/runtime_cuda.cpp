@@ -10,9 +10,13 @@
 
 namespace cudadiff {
 
-bool built_with_cuda() { return true; }
+bool built_with_cuda() {
+  return true;
+}
 
-bool Error::out_of_memory() const { return cuda_code_ == cudaErrorMemoryAllocation; }
+bool Error::out_of_memory() const {
+  return cuda_code_ == cudaErrorMemoryAllocation;
+}
 
 int device_count(std::string *why) {
   int count = 0;
@@ -40,7 +44,9 @@ DeviceInfo device_info(int device_id) {
   return info;
 }
 
-void set_device(int device_id) { CUDADIFF_CHECK(cudaSetDevice(device_id)); }
+void set_device(int device_id) {
+  CUDADIFF_CHECK(cudaSetDevice(device_id));
+}
 
 Stream::Stream(int device_id) : device_(device_id) {
   set_device(device_id);
@@ -63,8 +69,8 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : size_(bytes) {
   const cudaError_t err = cudaMalloc(&p, bytes);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    detail::throw_cuda_error(
-        err, ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str(), __FILE__, __LINE__);
+    detail::throw_cuda_error(err, ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str(),
+                             __FILE__, __LINE__);
   }
   data_ = static_cast<uint8_t *>(p);
 }
@@ -226,8 +232,8 @@ void EventTimer::stop() {
 float EventTimer::elapsed_ms() {
   CUDADIFF_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(stop_)));
   float ms = 0.f;
-  CUDADIFF_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_),
-                                      static_cast<cudaEvent_t>(stop_)));
+  CUDADIFF_CHECK(
+      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)));
   return ms;
 }
 

@@ -8,25 +8,39 @@
 namespace cudadiff {
 
 namespace {
-[[noreturn]] void no_cuda() { throw Error("this build of gst-cudadiff has no CUDA backend"); }
+[[noreturn]] void no_cuda() {
+  throw Error("this build of gst-cudadiff has no CUDA backend");
+}
 }  // namespace
 
-bool built_with_cuda() { return false; }
-bool Error::out_of_memory() const { return false; }
+bool built_with_cuda() {
+  return false;
+}
+bool Error::out_of_memory() const {
+  return false;
+}
 
 int device_count(std::string *why) {
   if (why) *why = "built without CUDA (-Dcuda=disabled)";
   return 0;
 }
 
-DeviceInfo device_info(int) { no_cuda(); }
-void set_device(int) { no_cuda(); }
+DeviceInfo device_info(int) {
+  no_cuda();
+}
+void set_device(int) {
+  no_cuda();
+}
 
-Stream::Stream(int device_id) : device_(device_id) { no_cuda(); }
+Stream::Stream(int device_id) : device_(device_id) {
+  no_cuda();
+}
 Stream::~Stream() = default;
 void Stream::synchronize() {}
 
-DeviceBuffer::DeviceBuffer(size_t) { no_cuda(); }
+DeviceBuffer::DeviceBuffer(size_t) {
+  no_cuda();
+}
 DeviceBuffer::~DeviceBuffer() = default;
 DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
     : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
@@ -43,26 +57,46 @@ void *host_alloc(size_t bytes, bool *pinned) {
   return std::aligned_alloc(align, (bytes + align - 1) / align * align);
 }
 
-void host_free(void *ptr, bool) { std::free(ptr); }
+void host_free(void *ptr, bool) {
+  std::free(ptr);
+}
 
-std::unique_ptr<Context> Context::cuda(int) { no_cuda(); }
+std::unique_ptr<Context> Context::cuda(int) {
+  no_cuda();
+}
 void Context::activate() const {}
 void Context::synchronize() const {}
 
-DeviceFrame::DeviceFrame(VideoFormat, int, int) { no_cuda(); }
+DeviceFrame::DeviceFrame(VideoFormat, int, int) {
+  no_cuda();
+}
 
-void copy_to_device(const FrameView &, const FrameView &, const Context &) { no_cuda(); }
-void copy_to_host(const FrameView &, const FrameView &, const Context &) { no_cuda(); }
-void copy_device_to_device(const FrameView &, const FrameView &, const Context &) { no_cuda(); }
+void copy_to_device(const FrameView &, const FrameView &, const Context &) {
+  no_cuda();
+}
+void copy_to_host(const FrameView &, const FrameView &, const Context &) {
+  no_cuda();
+}
+void copy_device_to_device(const FrameView &, const FrameView &, const Context &) {
+  no_cuda();
+}
 
-void copy_bytes_async(void *, const void *, size_t, const Context &) { no_cuda(); }
-void fill_bytes_async(void *, uint8_t, size_t, const Context &) { no_cuda(); }
+void copy_bytes_async(void *, const void *, size_t, const Context &) {
+  no_cuda();
+}
+void fill_bytes_async(void *, uint8_t, size_t, const Context &) {
+  no_cuda();
+}
 
-EventTimer::EventTimer(const Context &ctx) : ctx_(ctx) { no_cuda(); }
+EventTimer::EventTimer(const Context &ctx) : ctx_(ctx) {
+  no_cuda();
+}
 EventTimer::~EventTimer() = default;
 void EventTimer::start() {}
 void EventTimer::stop() {}
-float EventTimer::elapsed_ms() { return 0.f; }
+float EventTimer::elapsed_ms() {
+  return 0.f;
+}
 
 StreamGraph::StreamGraph(const Context &ctx, const std::function<void()> &) : ctx_(ctx) {
   no_cuda();

@@ -120,8 +120,9 @@ static gboolean gst_cudadiff_filter_stop(GstBaseTransform *trans) {
   return TRUE;
 }
 
-static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *, GstVideoInfo *in_info,
-                                             GstCaps *, GstVideoInfo *out_info) {
+static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *,
+                                             GstVideoInfo *in_info, GstCaps *,
+                                             GstVideoInfo *out_info) {
   auto *self = GST_CUDADIFF_FILTER(filter);
   GstCudaDiffFilterPrivate *priv = get_priv(self);
   GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
@@ -132,9 +133,9 @@ static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *, 
   const cudadiff::VideoFormat out_fmt =
       gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(out_info));
   if (in_fmt == cudadiff::VideoFormat::Unknown || out_fmt == cudadiff::VideoFormat::Unknown) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("unsupported video format"),
-                      ("input %s, output %s", GST_VIDEO_INFO_NAME(in_info),
-                       GST_VIDEO_INFO_NAME(out_info)));
+    GST_ELEMENT_ERROR(
+        self, CORE, NEGOTIATION, ("unsupported video format"),
+        ("input %s, output %s", GST_VIDEO_INFO_NAME(in_info), GST_VIDEO_INFO_NAME(out_info)));
     return FALSE;
   }
   drop_operation(self);
@@ -254,10 +255,11 @@ static gboolean gst_cudadiff_filter_propose_allocation(GstBaseTransform *trans,
   GstVideoInfo info;
   if (!caps || !gst_video_info_from_caps(&info, caps)) return FALSE;
   if (need_pool) {
-    GstBufferPool *pool =
-        gst_cudadiff_pinned_pool_new(caps, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)), 0, 0, TRUE);
+    GstBufferPool *pool = gst_cudadiff_pinned_pool_new(
+        caps, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)), 0, 0, TRUE);
     if (pool) {
-      gst_query_add_allocation_pool(query, pool, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)), 0, 0);
+      gst_query_add_allocation_pool(query, pool, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)), 0,
+                                    0);
       gst_object_unref(pool);
     }
   }
@@ -288,7 +290,8 @@ static gboolean gst_cudadiff_filter_decide_allocation(GstBaseTransform *trans, G
     pool = nullptr;
   }
   size = MAX(size, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)));
-  const gboolean video_meta = gst_query_find_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
+  const gboolean video_meta =
+      gst_query_find_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
   if (pool) {
     GstStructure *config = gst_buffer_pool_get_config(pool);
     gst_buffer_pool_config_set_params(config, caps, size, min, max);
@@ -377,8 +380,8 @@ void gst_cudadiff_filter_add_pad_templates(GstElementClass *klass, const char *s
   // gst_pad_template_new() takes its own reference to the caps.
   GstCaps *sink = gst_cudadiff_filter_make_caps(sink_formats);
   GstCaps *src = gst_cudadiff_filter_make_caps(src_formats);
-  gst_element_class_add_pad_template(klass,
-                                     gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink));
+  gst_element_class_add_pad_template(
+      klass, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink));
   gst_element_class_add_pad_template(klass,
                                      gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, src));
   gst_caps_unref(sink);

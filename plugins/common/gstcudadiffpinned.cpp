@@ -11,8 +11,8 @@ namespace {
 
 struct PinnedMemory {
   GstMemory mem;
-  guint8 *data;    // start of the whole allocation (shared by sub-memories)
-  gboolean pinned; // page-locked (cudaHostAlloc) or system memory
+  guint8 *data;     // start of the whole allocation (shared by sub-memories)
+  gboolean pinned;  // page-locked (cudaHostAlloc) or system memory
 };
 
 }  // namespace
@@ -113,8 +113,7 @@ static void gst_cudadiff_pinned_allocator_init(GstCudaDiffPinnedAllocator *self)
 GstAllocator *gst_cudadiff_pinned_allocator_get(void) {
   static GstAllocator *allocator = nullptr;
   if (g_once_init_enter(&allocator)) {
-    GstAllocator *a =
-        GST_ALLOCATOR_CAST(g_object_new(GST_TYPE_CUDADIFF_PINNED_ALLOCATOR, nullptr));
+    GstAllocator *a = GST_ALLOCATOR_CAST(g_object_new(GST_TYPE_CUDADIFF_PINNED_ALLOCATOR, nullptr));
     gst_object_ref_sink(a);
     // Lives for the whole process, like GStreamer's system allocator.
     GST_OBJECT_FLAG_SET(a, GST_OBJECT_FLAG_MAY_BE_LEAKED);

@@ -67,8 +67,8 @@ std::unique_ptr<cudadiff::Context> gst_cudadiff_open_context(GstElement *element
       why = e.what();
     }
   } else if (count > 0) {
-    why = "device-id " + std::to_string(device_id) + " is out of range: " +
-          std::to_string(count) + " device(s) found";
+    why = "device-id " + std::to_string(device_id) + " is out of range: " + std::to_string(count) +
+          " device(s) found";
   }
   if (backend == GST_CUDADIFF_BACKEND_CUDA) {
     GST_ELEMENT_ERROR(element, RESOURCE, NOT_FOUND,
@@ -137,9 +137,9 @@ cudadiff::FrameView gst_cudadiff_frame_view(const GstVideoFrame *frame) {
 
 void gst_cudadiff_post_error(GstElement *element, const char *doing, const cudadiff::Error &err) {
   if (err.out_of_memory()) {
-    GST_ELEMENT_ERROR(element, RESOURCE, NO_SPACE_LEFT, ("out of GPU memory while %s", doing),
-                      ("%s. Lower the resolution, free GPU memory, or use backend=cpu.",
-                       err.what()));
+    GST_ELEMENT_ERROR(
+        element, RESOURCE, NO_SPACE_LEFT, ("out of GPU memory while %s", doing),
+        ("%s. Lower the resolution, free GPU memory, or use backend=cpu.", err.what()));
   } else {
     GST_ELEMENT_ERROR(element, RESOURCE, FAILED, ("failed while %s", doing), ("%s", err.what()));
   }

@@ -74,19 +74,19 @@ static GstCaps *gst_cudadiff_grayscale_transform_caps(GstBaseTransform *trans,
                                                       GstCaps *filter) {
   GstCaps *result;
   if (direction == GST_PAD_SINK) {
-    result = gst_cudadiff_transform_formats(
-        caps, sink_formats(), [](GstVideoFormat f, std::vector<GstVideoFormat> &out) {
-          out.push_back(GST_VIDEO_FORMAT_GRAY8);
-          if (is_packed_rgb(f)) out.push_back(f);
-        });
+    result = gst_cudadiff_transform_formats(caps, sink_formats(),
+                                            [](GstVideoFormat f, std::vector<GstVideoFormat> &out) {
+                                              out.push_back(GST_VIDEO_FORMAT_GRAY8);
+                                              if (is_packed_rgb(f)) out.push_back(f);
+                                            });
   } else {
-    result = gst_cudadiff_transform_formats(
-        caps, sink_formats(), [](GstVideoFormat f, std::vector<GstVideoFormat> &out) {
-          if (f == GST_VIDEO_FORMAT_GRAY8)
-            out = sink_formats();
-          else if (is_packed_rgb(f))
-            out.push_back(f);
-        });
+    result = gst_cudadiff_transform_formats(caps, sink_formats(),
+                                            [](GstVideoFormat f, std::vector<GstVideoFormat> &out) {
+                                              if (f == GST_VIDEO_FORMAT_GRAY8)
+                                                out = sink_formats();
+                                              else if (is_packed_rgb(f))
+                                                out.push_back(f);
+                                            });
   }
   if (filter) {
     GstCaps *tmp = gst_caps_intersect_full(filter, result, GST_CAPS_INTERSECT_FIRST);
@@ -102,9 +102,9 @@ static void gst_cudadiff_grayscale_setup(GstCudaDiffFilter *filter, const GstVid
                                          const GstVideoInfo *out_info,
                                          const cudadiff::Context &ctx) {
   auto *self = GST_CUDADIFF_GRAYSCALE(filter);
-  auto op = cudadiff::Grayscale::create(
-      ctx, gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(in_info)),
-      gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(out_info)));
+  auto op =
+      cudadiff::Grayscale::create(ctx, gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(in_info)),
+                                  gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(out_info)));
   self->op = op.release();
 }
 

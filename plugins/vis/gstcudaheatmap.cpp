@@ -176,7 +176,8 @@ static void gst_cudadiff_heatmap_class_init(GstCudaDiffHeatmapClass *klass) {
                           "unchanged). Changeable while playing. Default: 1",
                           0.0, 1.0, DEFAULT_ALPHA, flags));
 
-  gst_cudadiff_filter_add_pad_templates(element_class, GST_CUDADIFF_VIS_SINK_FORMATS, GST_CUDADIFF_VIS_SRC_FORMATS);
+  gst_cudadiff_filter_add_pad_templates(element_class, GST_CUDADIFF_VIS_SINK_FORMATS,
+                                        GST_CUDADIFF_VIS_SRC_FORMATS);
   gst_element_class_set_static_metadata(
       element_class, "CUDA heat map", "Filter/Effect/Video",
       "Shows how much each pixel changed since the previous frame, as a colour from blue (no "

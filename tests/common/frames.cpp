@@ -29,7 +29,9 @@ HostFrame::HostFrame(VideoFormat format, int width, int height, size_t pad_bytes
   }
 }
 
-HostFrame::HostFrame(const HostFrame &other) { *this = other; }
+HostFrame::HostFrame(const HostFrame &other) {
+  *this = other;
+}
 
 HostFrame &HostFrame::operator=(const HostFrame &other) {
   if (this == &other) return *this;
@@ -82,7 +84,9 @@ void fill_random(HostFrame &frame, std::mt19937 &gen) {
   }
 }
 
-void fill_random(HostFrame &frame) { fill_random(frame, rng()); }
+void fill_random(HostFrame &frame) {
+  fill_random(frame, rng());
+}
 
 void fill_value(HostFrame &frame, uint8_t value) {
   for (int p = 0; p < frame.view.n_planes(); ++p)

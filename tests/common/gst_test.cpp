@@ -12,8 +12,8 @@ namespace gst_test {
 void init(int *argc, char ***argv) {
   gst_init(argc, argv);
   // A GLib critical or warning in an element is a bug: make it fatal.
-  g_log_set_always_fatal(static_cast<GLogLevelFlags>(G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING |
-                                                     G_LOG_FLAG_FATAL));
+  g_log_set_always_fatal(
+      static_cast<GLogLevelFlags>(G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING | G_LOG_FLAG_FATAL));
   GstPlugin *plugin = gst_registry_find_plugin(gst_registry_get(), "cudadiff");
   if (!plugin) {
     std::fprintf(stderr, "the cudadiff plugin was not found (GST_PLUGIN_PATH_1_0=%s)\n",
@@ -53,22 +53,27 @@ void read_frame(GstBuffer *buffer, const GstVideoInfo &info,
   gst_video_frame_unmap(&frame);
 }
 
-bool have_cuda_device() { return cudadiff::device_count() > 0; }
+bool have_cuda_device() {
+  return cudadiff::device_count() > 0;
+}
 
 std::string run_pipeline(const std::string &description, int timeout_s, GError **error_out) {
   GError *err = nullptr;
   GstElement *pipeline = gst_parse_launch(description.c_str(), &err);
   if (!pipeline) {
     std::string msg = err ? err->message : "parse failed";
-    if (error_out) *error_out = err; else g_clear_error(&err);
+    if (error_out)
+      *error_out = err;
+    else
+      g_clear_error(&err);
     return msg;
   }
   g_clear_error(&err);
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   GstBus *bus = gst_element_get_bus(pipeline);
-  GstMessage *msg = gst_bus_timed_pop_filtered(
-      bus, static_cast<GstClockTime>(timeout_s) * GST_SECOND,
-      static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  GstMessage *msg =
+      gst_bus_timed_pop_filtered(bus, static_cast<GstClockTime>(timeout_s) * GST_SECOND,
+                                 static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
   std::string result;
   if (!msg) {
     result = "timeout";
@@ -78,7 +83,10 @@ std::string run_pipeline(const std::string &description, int timeout_s, GError *
     gst_message_parse_error(msg, &gerr, &dbg);
     result = gerr->message;
     if (dbg) result += std::string(" | ") + dbg;
-    if (error_out) *error_out = gerr; else g_error_free(gerr);
+    if (error_out)
+      *error_out = gerr;
+    else
+      g_error_free(gerr);
     g_free(dbg);
   }
   if (msg) gst_message_unref(msg);

@@ -17,7 +17,9 @@ namespace {
 
 std::unique_ptr<Context> cpu = Context::cpu();
 
-std::vector<uint8_t> bytes_of(const HostBytes &b) { return {b.data(), b.data() + b.size()}; }
+std::vector<uint8_t> bytes_of(const HostBytes &b) {
+  return {b.data(), b.data() + b.size()};
+}
 
 std::vector<uint8_t> packed_bytes(const FrameView &v) {
   std::vector<uint8_t> out(frame_size_packed(v.format, v.width, v.height));
@@ -47,12 +49,11 @@ TEST(DiffCpu, HandMadeDelta) {
   EXPECT_EQ(s.changed_bytes, 5u);
   EXPECT_EQ(s.changed_blocks, 2u);
   EXPECT_EQ(s.changed_superblocks, 1u);
-  const std::vector<uint8_t> want = {
-      0x01,                    // superblock 0 changed
-      0x03, 0x00, 0x00, 0x00,  // blocks 0 and 1
-      0x21, 0x08, 0x00, 0x00,  // block 0: bytes 0, 5, 11
-      0x82, 0x00, 0x00, 0x00,  // block 1: bytes 33, 39
-      130,  130,  79,   130,  130};
+  const std::vector<uint8_t> want = {0x01,                    // superblock 0 changed
+                                     0x03, 0x00, 0x00, 0x00,  // blocks 0 and 1
+                                     0x21, 0x08, 0x00, 0x00,  // block 0: bytes 0, 5, 11
+                                     0x82, 0x00, 0x00, 0x00,  // block 1: bytes 33, 39
+                                     130,  130,  79,   130,  130};
   EXPECT_EQ(bytes_of(body), want);
 
   HostBytes ref;
@@ -75,7 +76,8 @@ TEST(DiffCpu, HandMadeDelta) {
   EXPECT_EQ(bytes_of(body), want_d);
 
   // Decoding both gives the encoder's reference.
-  for (auto [mode, b] : {std::make_pair(ValueMode::Values, want), std::make_pair(ValueMode::Deltas, want_d)}) {
+  for (auto [mode, b] :
+       {std::make_pair(ValueMode::Values, want), std::make_pair(ValueMode::Deltas, want_d)}) {
     auto dec = DiffDecoder::create(*cpu, VideoFormat::GRAY8, 40, 1);
     dec->keyframe(std::vector<uint8_t>(40, 100).data());
     DeltaIndex idx;
@@ -114,8 +116,8 @@ TEST(DiffCpu, NothingChangedIsJustTheBitmap) {
 
 TEST(DiffCpu, ParseRejectsMalformedBodies) {
   const size_t n = 40;
-  const std::vector<uint8_t> good = {0x01, 0x03, 0, 0, 0, 0x21, 0x08, 0, 0, 0x82, 0, 0, 0,
-                                     130,  130,  79, 130, 130};
+  const std::vector<uint8_t> good = {0x01, 0x03, 0, 0, 0,   0x21, 0x08, 0,   0,
+                                     0x82, 0,    0, 0, 130, 130,  79,   130, 130};
   DeltaIndex idx;
   std::string err;
   ASSERT_TRUE(parse_delta(good.data(), good.size(), n, &idx, &err)) << err;
@@ -162,7 +164,8 @@ void make_sequence_frame(HostFrame &f, const HostFrame &background, int t, std::
       for (size_t x = 0; x < row; ++x) {
         int v = background.view.row(p, y)[x];
         if ((gen() & 7) == 0) v += noise(gen);
-        const int sq_x = (3 * t) % std::max<size_t>(1, row), sq_y = t % std::max(1, f.view.plane_height(p));
+        const int sq_x = (3 * t) % std::max<size_t>(1, row),
+                  sq_y = t % std::max(1, f.view.plane_height(p));
         if (x >= size_t(sq_x) && x < size_t(sq_x) + 12 && y >= sq_y && y < sq_y + 4) v = 255 - v;
         f.view.row(p, y)[x] = static_cast<uint8_t>(std::clamp(v, 0, 255));
       }
@@ -203,10 +206,10 @@ void round_trip(VideoFormat fmt, int w, int h, int threshold, ValueMode mode) {
 }  // namespace
 
 TEST(DiffCpu, RoundTripsEveryFormatOddSizes) {
-  const VideoFormat formats[] = {VideoFormat::BGR,  VideoFormat::RGBA, VideoFormat::xRGB,
+  const VideoFormat formats[] = {VideoFormat::BGR,   VideoFormat::RGBA, VideoFormat::xRGB,
                                  VideoFormat::GRAY8, VideoFormat::I420, VideoFormat::YV12,
-                                 VideoFormat::NV12, VideoFormat::NV21, VideoFormat::YUY2,
-                                 VideoFormat::UYVY, VideoFormat::Y444, VideoFormat::Y42B};
+                                 VideoFormat::NV12,  VideoFormat::NV21, VideoFormat::YUY2,
+                                 VideoFormat::UYVY,  VideoFormat::Y444, VideoFormat::Y42B};
   const int sizes[][2] = {{1, 1}, {3, 1}, {1, 5}, {33, 17}, {97, 31}, {640, 48}};
   for (VideoFormat f : formats)
     for (const auto &sz : sizes)

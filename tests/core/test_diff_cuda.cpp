@@ -14,10 +14,13 @@ using testing_util::HostFrame;
 
 namespace {
 
-std::vector<uint8_t> bytes_of(const HostBytes &b) { return {b.data(), b.data() + b.size()}; }
+std::vector<uint8_t> bytes_of(const HostBytes &b) {
+  return {b.data(), b.data() + b.size()};
+}
 
 // Frames of a sequence: background, noise on a fraction of bytes, a moving block.
-void next_frame(HostFrame &f, const HostFrame &bg, int t, double noise_fraction, std::mt19937 &gen) {
+void next_frame(HostFrame &f, const HostFrame &bg, int t, double noise_fraction,
+                std::mt19937 &gen) {
   std::uniform_real_distribution<double> u(0, 1);
   std::uniform_int_distribution<int> noise(-40, 40);
   for (int p = 0; p < f.view.n_planes(); ++p) {
@@ -88,7 +91,8 @@ void compare(VideoFormat fmt, int w, int h, int thr, ValueMode mode, double nois
       DeltaIndex idx;
       std::string err;
       std::vector<SuperblockEntry> entries;  // listed by the reader on some frames
-      ASSERT_TRUE(parse_delta(gbody.data(), gbody.size(), n, &idx, &err, t % 3 ? &entries : nullptr))
+      ASSERT_TRUE(
+          parse_delta(gbody.data(), gbody.size(), n, &idx, &err, t % 3 ? &entries : nullptr))
           << err;
       cdec->delta(cbody.data(), idx, mode);
       if (t % 2) {
@@ -113,8 +117,8 @@ void compare(VideoFormat fmt, int w, int h, int thr, ValueMode mode, double nois
 }  // namespace
 
 TEST(DiffCuda, SmallAndOddSizes) {
-  const VideoFormat formats[] = {VideoFormat::BGR, VideoFormat::GRAY8, VideoFormat::I420,
-                                 VideoFormat::NV12, VideoFormat::YUY2, VideoFormat::RGBA};
+  const VideoFormat formats[] = {VideoFormat::BGR,  VideoFormat::GRAY8, VideoFormat::I420,
+                                 VideoFormat::NV12, VideoFormat::YUY2,  VideoFormat::RGBA};
   const int sizes[][2] = {{1, 1}, {3, 1}, {5, 7}, {33, 17}, {341, 9}, {640, 480}};
   for (VideoFormat f : formats)
     for (const auto &sz : sizes)

@@ -20,9 +20,12 @@ const GrayMethod kMethods[] = {GrayMethod::Average, GrayMethod::Bt601, GrayMetho
 // documented formula, not a copy of the implementation.
 int expected_gray(GrayMethod m, int r, int g, int b) {
   switch (m) {
-    case GrayMethod::Average: return static_cast<int>(std::lround((r + g + b) / 3.0));
-    case GrayMethod::Bt601: return static_cast<int>(std::floor((77 * r + 150 * g + 29 * b) / 256.0 + 0.5));
-    case GrayMethod::Bt709: return static_cast<int>(std::floor((54 * r + 183 * g + 19 * b) / 256.0 + 0.5));
+    case GrayMethod::Average:
+      return static_cast<int>(std::lround((r + g + b) / 3.0));
+    case GrayMethod::Bt601:
+      return static_cast<int>(std::floor((77 * r + 150 * g + 29 * b) / 256.0 + 0.5));
+    case GrayMethod::Bt709:
+      return static_cast<int>(std::floor((54 * r + 183 * g + 19 * b) / 256.0 + 0.5));
   }
   return -1;
 }
@@ -47,10 +50,14 @@ TEST(GrayscaleCpu, HandComputedPixels) {
   };
   // Worked out by hand from the formulas in cudadiff/grayscale.h.
   const Case cases[] = {
-      {0, 0, 0, 0, 0, 0},           {255, 255, 255, 255, 255, 255},
-      {255, 0, 0, 85, 77, 54},      {0, 255, 0, 85, 149, 182},
-      {0, 0, 255, 85, 29, 19},      {30, 20, 10, 20, 22, 21},
-      {1, 1, 0, 1, 1, 1},           {1, 0, 0, 0, 0, 0},
+      {0, 0, 0, 0, 0, 0},
+      {255, 255, 255, 255, 255, 255},
+      {255, 0, 0, 85, 77, 54},
+      {0, 255, 0, 85, 149, 182},
+      {0, 0, 255, 85, 29, 19},
+      {30, 20, 10, 20, 22, 21},
+      {1, 1, 0, 1, 1, 1},
+      {1, 0, 0, 0, 0, 0},
       {100, 150, 200, 150, 141, 143},
   };
   for (VideoFormat fmt : testing_util::packed_rgb_formats()) {
@@ -62,9 +69,8 @@ TEST(GrayscaleCpu, HandComputedPixels) {
         HostFrame out(VideoFormat::GRAY8, 1, 1);
         auto op = cudadiff::Grayscale::create(*cpu, fmt, VideoFormat::GRAY8);
         op->process(in.view, out.view, kMethods[mi]);
-        EXPECT_EQ(out.view.data[0][0], want[mi])
-            << cudadiff::format_name(fmt) << " rgb " << c.r << "," << c.g << "," << c.b
-            << " method " << mi;
+        EXPECT_EQ(out.view.data[0][0], want[mi]) << cudadiff::format_name(fmt) << " rgb " << c.r
+                                                 << "," << c.g << "," << c.b << " method " << mi;
         EXPECT_EQ(expected_gray(kMethods[mi], c.r, c.g, c.b), want[mi]);
       }
     }
@@ -88,15 +94,15 @@ TEST(GrayscaleCpu, FormatsSizesStrides) {
         for (GrayMethod m : kMethods) {
           HostFrame gray(VideoFormat::GRAY8, sz[0], sz[1], pad);
           HostFrame same(fmt, sz[0], sz[1], pad);
-          cudadiff::Grayscale::create(*cpu, fmt, VideoFormat::GRAY8)->process(in.view, gray.view, m);
+          cudadiff::Grayscale::create(*cpu, fmt, VideoFormat::GRAY8)
+              ->process(in.view, gray.view, m);
           cudadiff::Grayscale::create(*cpu, fmt, fmt)->process(in.view, same.view, m);
           for (int y = 0; y < sz[1]; ++y) {
             for (int x = 0; x < sz[0]; ++x) {
               const uint8_t *px = in.view.row(0, y) + x * fi.pixel_stride[0];
               const int want = expected_gray(m, px[fi.r], px[fi.g], px[fi.b]);
-              ASSERT_EQ(gray.view.row(0, y)[x], want)
-                  << cudadiff::format_name(fmt) << " " << sz[0] << "x" << sz[1] << " at " << x
-                  << "," << y;
+              ASSERT_EQ(gray.view.row(0, y)[x], want) << cudadiff::format_name(fmt) << " " << sz[0]
+                                                      << "x" << sz[1] << " at " << x << "," << y;
               const uint8_t *o = same.view.row(0, y) + x * fi.pixel_stride[0];
               for (int k = 0; k < fi.pixel_stride[0]; ++k) {
                 const bool colour = k == fi.r || k == fi.g || k == fi.b;

@@ -87,7 +87,8 @@ TEST_F(Fixture, UnalignedDeviceStrides) {
     cudadiff::copy_to_host(raw_out, raw.view, *gpu);
     gpu->synchronize();
     for (int y = 0; y < h; ++y)
-      for (size_t x = w; x < out_stride; ++x) ASSERT_EQ(raw.view.row(0, y)[x], 0xCD) << x << "," << y;
+      for (size_t x = w; x < out_stride; ++x)
+        ASSERT_EQ(raw.view.row(0, y)[x], 0xCD) << x << "," << y;
     EXPECT_EQ(testing_util::compare_frames(want.view, got.view), "");
   }
 }

@@ -13,11 +13,15 @@
 
 namespace {
 
-const char *kRgbFormats[] = {"BGR", "RGB", "BGRx", "RGBx", "xBGR",
+const char *kRgbFormats[] = {"BGR",  "RGB",  "BGRx", "RGBx", "xBGR",
                              "xRGB", "BGRA", "RGBA", "ABGR", "ARGB"};
 
-int bt601(int r, int g, int b) { return (77 * r + 150 * g + 29 * b + 128) >> 8; }
-int average(int r, int g, int b) { return static_cast<int>(std::lround((r + g + b) / 3.0)); }
+int bt601(int r, int g, int b) {
+  return (77 * r + 150 * g + 29 * b + 128) >> 8;
+}
+int average(int r, int g, int b) {
+  return static_cast<int>(std::lround((r + g + b) / 3.0));
+}
 
 // Colour of pixel (x, y) in the test pattern.
 void colour_at(int x, int y, int *r, int *g, int *b) {
@@ -169,7 +173,8 @@ TEST(CudaGrayscale, TransformCapsMapsFormats) {
 TEST(CudaGrayscale, MethodChangesWhilePlaying) {
   const std::string caps = gst_test::raw_caps("BGR", 16, 4);
   GstHarness *h = make_harness("cudagrayscale", caps, gst_test::raw_caps("GRAY8", 16, 4));
-  const GstVideoInfo in_info = info_of(caps), out_info = info_of(gst_test::raw_caps("GRAY8", 16, 4));
+  const GstVideoInfo in_info = info_of(caps),
+                     out_info = info_of(gst_test::raw_caps("GRAY8", 16, 4));
   for (int i = 0; i < 3; ++i) {
     const char *method = i == 1 ? "average" : i == 2 ? "bt709" : "bt601";
     if (i > 0) {
@@ -206,10 +211,11 @@ TEST(CudaGrayscale, PropertiesAndDefaults) {
   }
   gint method = -1, backend = -1, device = -1;
   g_object_get(el, "method", &method, "backend", &backend, "device-id", &device, nullptr);
-  EXPECT_EQ(method, 1);  // bt601
+  EXPECT_EQ(method, 1);   // bt601
   EXPECT_EQ(backend, 0);  // auto
   EXPECT_EQ(device, 0);
   GstElementFactory *f = gst_element_get_factory(el);
-  EXPECT_STREQ(gst_element_factory_get_metadata(f, GST_ELEMENT_METADATA_KLASS), "Filter/Effect/Video");
+  EXPECT_STREQ(gst_element_factory_get_metadata(f, GST_ELEMENT_METADATA_KLASS),
+               "Filter/Effect/Video");
   gst_object_unref(el);
 }

@@ -25,7 +25,7 @@ GstBuffer *run(const char *backend, const std::string &in_caps, const std::strin
 }  // namespace
 
 TEST(CudaGrayscaleCuda, CudaEqualsCpuEveryFormat) {
-  const char *formats[] = {"BGR", "RGB", "BGRx", "RGBx", "xBGR", "xRGB",
+  const char *formats[] = {"BGR",  "RGB",  "BGRx", "RGBx", "xBGR", "xRGB",
                            "BGRA", "RGBA", "ABGR", "ARGB", "GRAY8"};
   for (const char *fmt : formats) {
     for (bool to_gray : {true, false}) {

@@ -52,7 +52,9 @@ struct DeltaSummary {
 inline size_t superblock_count(size_t frame_bytes) {
   return (frame_bytes + kSuperBytes - 1) / kSuperBytes;
 }
-inline size_t bitmap_bytes(size_t frame_bytes) { return (superblock_count(frame_bytes) + 7) / 8; }
+inline size_t bitmap_bytes(size_t frame_bytes) {
+  return (superblock_count(frame_bytes) + 7) / 8;
+}
 // Size of a delta body with these counts.
 inline size_t delta_body_size(size_t frame_bytes, const DeltaSummary &s) {
   return bitmap_bytes(frame_bytes) + 4 * s.changed_superblocks + 4 * s.changed_blocks +

@@ -49,7 +49,9 @@ struct FormatInfo {
 
 const FormatInfo &format_info(VideoFormat format);
 const char *format_name(VideoFormat format);
-inline bool is_packed_rgb(VideoFormat f) { return format_info(f).packed_rgb; }
+inline bool is_packed_rgb(VideoFormat f) {
+  return format_info(f).packed_rgb;
+}
 
 // Width of plane `plane` in samples (round-up for subsampled planes) and in bytes.
 int plane_width(VideoFormat format, int plane, int width);
@@ -65,7 +67,9 @@ struct FrameView {
   size_t stride[kMaxPlanes] = {0, 0, 0, 0};
 
   int n_planes() const { return format_info(format).n_planes; }
-  uint8_t *row(int plane, int y) const { return data[plane] + static_cast<size_t>(y) * stride[plane]; }
+  uint8_t *row(int plane, int y) const {
+    return data[plane] + static_cast<size_t>(y) * stride[plane];
+  }
   int plane_width(int plane) const { return cudadiff::plane_width(format, plane, width); }
   int plane_height(int plane) const { return cudadiff::plane_height(format, plane, height); }
   size_t row_bytes(int plane) const { return plane_row_bytes(format, plane, width); }

@@ -81,7 +81,9 @@ class DeviceBuffer {
   uint8_t *data() const { return data_; }
   size_t size() const { return size_; }
   template <typename T>
-  T *as() const { return reinterpret_cast<T *>(data_); }
+  T *as() const {
+    return reinterpret_cast<T *>(data_);
+  }
 
  private:
   uint8_t *data_ = nullptr;
