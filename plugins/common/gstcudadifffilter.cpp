@@ -249,79 +249,13 @@ static gboolean gst_cudadiff_filter_propose_allocation(GstBaseTransform *trans,
   if (gst_base_transform_is_passthrough(trans))
     return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)
         ->propose_allocation(trans, decide_query, query);
-  GstCaps *caps = nullptr;
-  gboolean need_pool = FALSE;
-  gst_query_parse_allocation(query, &caps, &need_pool);
-  GstVideoInfo info;
-  if (!caps || !gst_video_info_from_caps(&info, caps)) return FALSE;
-  if (need_pool) {
-    GstBufferPool *pool = gst_cudadiff_pinned_pool_new(
-        caps, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)), 0, 0, TRUE);
-    if (pool) {
-      gst_query_add_allocation_pool(query, pool, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)), 0,
-                                    0);
-      gst_object_unref(pool);
-    }
-  }
-  GstAllocator *allocator = gst_cudadiff_pinned_allocator_get();
-  GstAllocationParams params;
-  gst_allocation_params_init(&params);
-  params.align = 63;
-  gst_query_add_allocation_param(query, allocator, &params);
-  gst_object_unref(allocator);
-  gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
-  return TRUE;
+  return gst_cudadiff_propose_pinned_allocation(query);
 }
 
 // Output buffers come from a pinned pool: downstream's own pool when it is one
 // of ours (another gst-cudadiff element), else a new one.
 static gboolean gst_cudadiff_filter_decide_allocation(GstBaseTransform *trans, GstQuery *query) {
-  GstCaps *caps = nullptr;
-  gst_query_parse_allocation(query, &caps, nullptr);
-  GstVideoInfo info;
-  if (!caps || !gst_video_info_from_caps(&info, caps)) return FALSE;
-
-  GstBufferPool *pool = nullptr;
-  guint size = 0, min = 0, max = 0;
-  const gboolean have_pool = gst_query_get_n_allocation_pools(query) > 0;
-  if (have_pool) gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
-  if (pool && !gst_cudadiff_pool_is_pinned(pool)) {
-    gst_object_unref(pool);
-    pool = nullptr;
-  }
-  size = MAX(size, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)));
-  const gboolean video_meta =
-      gst_query_find_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
-  if (pool) {
-    GstStructure *config = gst_buffer_pool_get_config(pool);
-    gst_buffer_pool_config_set_params(config, caps, size, min, max);
-    if (video_meta) gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
-    if (!gst_buffer_pool_set_config(pool, config)) {
-      gst_object_unref(pool);
-      pool = nullptr;
-    }
-  }
-  if (!pool) pool = gst_cudadiff_pinned_pool_new(caps, size, min, max, video_meta);
-  if (!pool) {
-    GST_ERROR_OBJECT(trans, "could not create a pinned buffer pool for %" GST_PTR_FORMAT, caps);
-    return FALSE;
-  }
-  if (have_pool)
-    gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
-  else
-    gst_query_add_allocation_pool(query, pool, size, min, max);
-  gst_object_unref(pool);
-
-  GstAllocator *allocator = gst_cudadiff_pinned_allocator_get();
-  GstAllocationParams params;
-  gst_allocation_params_init(&params);
-  params.align = 63;
-  if (gst_query_get_n_allocation_params(query) > 0)
-    gst_query_set_nth_allocation_param(query, 0, allocator, &params);
-  else
-    gst_query_add_allocation_param(query, allocator, &params);
-  gst_object_unref(allocator);
-  return TRUE;
+  return gst_cudadiff_decide_pinned_allocation(GST_ELEMENT(trans), query);
 }
 
 static void gst_cudadiff_filter_class_init(GstCudaDiffFilterClass *klass) {

@@ -169,3 +169,78 @@ gboolean gst_cudadiff_pool_is_pinned(GstBufferPool *pool) {
   gst_structure_free(config);
   return pinned;
 }
+
+// The pinned allocator as an allocation parameter of the query (64-byte
+// aligned rows for the CPU paths): added, or in place of the first one.
+static void put_pinned_param(GstQuery *query, bool replace_first) {
+  GstAllocator *allocator = gst_cudadiff_pinned_allocator_get();
+  GstAllocationParams params;
+  gst_allocation_params_init(&params);
+  params.align = 63;
+  if (replace_first && gst_query_get_n_allocation_params(query) > 0)
+    gst_query_set_nth_allocation_param(query, 0, allocator, &params);
+  else
+    gst_query_add_allocation_param(query, allocator, &params);
+  gst_object_unref(allocator);
+}
+
+gboolean gst_cudadiff_propose_pinned_allocation(GstQuery *query) {
+  GstCaps *caps = nullptr;
+  gboolean need_pool = FALSE;
+  gst_query_parse_allocation(query, &caps, &need_pool);
+  GstVideoInfo info;
+  if (!caps || !gst_video_info_from_caps(&info, caps)) return FALSE;
+  if (need_pool) {
+    GstBufferPool *pool = gst_cudadiff_pinned_pool_new(
+        caps, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)), 0, 0, TRUE);
+    if (pool) {
+      gst_query_add_allocation_pool(query, pool, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)), 0,
+                                    0);
+      gst_object_unref(pool);
+    }
+  }
+  put_pinned_param(query, false);
+  gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
+  return TRUE;
+}
+
+gboolean gst_cudadiff_decide_pinned_allocation(GstElement *element, GstQuery *query) {
+  GstCaps *caps = nullptr;
+  gst_query_parse_allocation(query, &caps, nullptr);
+  GstVideoInfo info;
+  if (!caps || !gst_video_info_from_caps(&info, caps)) return FALSE;
+
+  GstBufferPool *pool = nullptr;
+  guint size = 0, min = 0, max = 0;
+  const gboolean have_pool = gst_query_get_n_allocation_pools(query) > 0;
+  if (have_pool) gst_query_parse_nth_allocation_pool(query, 0, &pool, &size, &min, &max);
+  if (pool && !gst_cudadiff_pool_is_pinned(pool)) {
+    gst_object_unref(pool);
+    pool = nullptr;
+  }
+  size = MAX(size, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)));
+  const gboolean video_meta =
+      gst_query_find_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
+  if (pool) {
+    GstStructure *config = gst_buffer_pool_get_config(pool);
+    gst_buffer_pool_config_set_params(config, caps, size, min, max);
+    if (video_meta) gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+    if (!gst_buffer_pool_set_config(pool, config)) {
+      gst_object_unref(pool);
+      pool = nullptr;
+    }
+  }
+  if (!pool) pool = gst_cudadiff_pinned_pool_new(caps, size, min, max, video_meta);
+  if (!pool) {
+    GST_ERROR_OBJECT(element, "could not create a pinned buffer pool for %" GST_PTR_FORMAT, caps);
+    return FALSE;
+  }
+  if (have_pool)
+    gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
+  else
+    gst_query_add_allocation_pool(query, pool, size, min, max);
+  gst_object_unref(pool);
+
+  put_pinned_param(query, true);
+  return TRUE;
+}

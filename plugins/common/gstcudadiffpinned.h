@@ -35,4 +35,12 @@ GstBufferPool *gst_cudadiff_pinned_pool_new(GstCaps *caps, guint size, guint min
 // TRUE when `pool` allocates from the pinned allocator.
 gboolean gst_cudadiff_pool_is_pinned(GstBufferPool *pool);
 
+// propose_allocation for a sink pad of raw video: a pinned pool (when asked
+// for one), the pinned allocator and GstVideoMeta. FALSE for unusable caps.
+gboolean gst_cudadiff_propose_pinned_allocation(GstQuery *query);
+// decide_allocation for a source pad of raw video: output buffers from a
+// pinned pool (downstream's when it is one of ours, else a new one), with
+// GstVideoMeta when downstream supports it. `element` names the errors.
+gboolean gst_cudadiff_decide_pinned_allocation(GstElement *element, GstQuery *query);
+
 G_END_DECLS

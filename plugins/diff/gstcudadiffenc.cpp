@@ -461,28 +461,8 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
 // Upstream gets a pool of pinned buffers (with GstVideoMeta): it writes each
 // frame where the GPU copies from at full speed.
 static gboolean gst_cudadiff_enc_propose_allocation(GstVideoEncoder *encoder, GstQuery *query) {
-  GstCaps *caps = nullptr;
-  gboolean need_pool = FALSE;
-  gst_query_parse_allocation(query, &caps, &need_pool);
-  GstVideoInfo info;
-  if (!caps || !gst_video_info_from_caps(&info, caps)) return FALSE;
-  const guint size = static_cast<guint>(GST_VIDEO_INFO_SIZE(&info));
-  if (need_pool) {
-    GstBufferPool *pool = gst_cudadiff_pinned_pool_new(caps, size, 0, 0, TRUE);
-    if (pool) {
-      gst_query_add_allocation_pool(query, pool, size, 0, 0);
-      gst_object_unref(pool);
-    }
-  }
-  GstAllocator *allocator = gst_cudadiff_pinned_allocator_get();
-  GstAllocationParams params;
-  gst_allocation_params_init(&params);
-  params.align = 63;
-  gst_query_add_allocation_param(query, allocator, &params);
-  gst_object_unref(allocator);
-  gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
   (void)encoder;
-  return TRUE;
+  return gst_cudadiff_propose_pinned_allocation(query);
 }
 
 static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
