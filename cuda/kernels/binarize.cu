@@ -1,5 +1,18 @@
-// Binarization on the GPU in two launches per frame; the histogram and the
-// threshold never leave the device.
+// Binarization on the GPU; the histogram and the threshold never leave the
+// device. Two paths, with the same results:
+//
+// The single pass (default, where the frame fits): single_pass_kernel, one
+// cooperative launch whose blocks are all resident at once. Each thread takes
+// up to 4 groups of 16 pixels, computes their gray values, keeps them in
+// shared memory and counts them; the blocks add their bins to a device
+// histogram and wait for each other (a one-sided grid barrier); every block
+// then computes the threshold from the complete histogram (the same answer
+// everywhere, block 0 stores it) and writes its pixels' output. The frame is
+// read once, no gray image is written, and there is one launch per frame.
+//
+// The two launches (frames too large for the single pass, no cooperative
+// launch, or BinarizeOptions::single_pass = false, and the fixed threshold
+// without a histogram, which is step 2 alone):
 //
 // 1. histogram_kernel: each thread takes 16 pixels of a row (16-byte loads),
 //    computes their gray values (writing the gray image when the output pass
@@ -51,6 +64,11 @@ struct DeviceState {
   uint32_t blocks_done;       // zero between frames
   uint32_t histogram[256];    // the last frame's histogram
   BinarizeResult result;      // the last frame's threshold and peaks
+  // The single pass alternates between two sets (the frame's parity): a frame
+  // adds into set p and zeroes set 1 - p, which the previous single-pass frame
+  // used and which the next one will use. Set p is zero when a frame starts.
+  uint32_t pass_accumulator[2][256];
+  uint32_t pass_arrived[2];  // blocks whose bins are in pass_accumulator[p]
 };
 
 struct ThresholdArgs {
@@ -200,22 +218,24 @@ __device__ int block_otsu(uint32_t count, ThresholdScratch &scratch) {
   return winner.t;
 }
 
-__device__ __noinline__ void block_threshold(DeviceState *state, const ThresholdArgs &args,
-                                             BinarizeResult *host_result) {
+// The threshold and peaks of the histogram whose bin threadIdx.x holds
+// `count`; every thread of the block calls it and gets the same answer.
+// Without `peaks` (uniform in the block) the peaks are left out unless the
+// threshold needs them (two-peaks).
+__device__ __noinline__ BinarizeResult block_result(uint32_t count, const ThresholdArgs &args,
+                                                    bool peaks = true) {
   __shared__ ThresholdScratch scratch;
   const int bin = threadIdx.x;
-  // Read the merged histogram and leave the accumulator zero for the next
-  // frame; atomics act at L2, so no stale cached value can be read.
-  const uint32_t count = atomicExch(&state->accumulator[bin], 0u);
-  state->histogram[bin] = count;
-  if (bin == 0) state->blocks_done = 0;  // every block has taken its ticket
-
   // Peaks: keys order by count, then by lower gray level.
-  const uint64_t key = (static_cast<uint64_t>(count) << 8) | static_cast<uint64_t>(255 - bin);
-  const uint64_t first_key = block_max(key, scratch.max);
-  const int first = 255 - static_cast<int>(first_key & 255u);
-  const uint64_t second_key = block_max((bin != first && count > 0) ? key : 0, scratch.max);
-  const int second = second_key ? 255 - static_cast<int>(second_key & 255u) : first;
+  uint64_t first_key = 0, second_key = 0;
+  int first = 0, second = 0;
+  if (peaks || args.method == static_cast<int>(ThresholdMethod::TwoPeaks)) {
+    const uint64_t key = (static_cast<uint64_t>(count) << 8) | static_cast<uint64_t>(255 - bin);
+    first_key = block_max(key, scratch.max);
+    first = 255 - static_cast<int>(first_key & 255u);
+    second_key = block_max((bin != first && count > 0) ? key : 0, scratch.max);
+    second = second_key ? 255 - static_cast<int>(second_key & 255u) : first;
+  }
 
   int threshold;
   if (args.method == static_cast<int>(ThresholdMethod::Otsu)) {
@@ -226,13 +246,25 @@ __device__ __noinline__ void block_threshold(DeviceState *state, const Threshold
   } else {
     threshold = args.fixed_threshold;
   }
+  BinarizeResult r;
+  r.threshold = threshold;
+  r.peak1 = first;
+  r.peak2 = second;
+  r.peak1_count = static_cast<uint32_t>(first_key >> 8);
+  r.peak2_count = second_key ? static_cast<uint32_t>(second_key >> 8) : r.peak1_count;
+  return r;
+}
+
+__device__ __forceinline__ void block_threshold(DeviceState *state, const ThresholdArgs &args,
+                                                BinarizeResult *host_result) {
+  const int bin = threadIdx.x;
+  // Read the merged histogram and leave the accumulator zero for the next
+  // frame; atomics act at L2, so no stale cached value can be read.
+  const uint32_t count = atomicExch(&state->accumulator[bin], 0u);
+  state->histogram[bin] = count;
+  if (bin == 0) state->blocks_done = 0;  // every block has taken its ticket
+  const BinarizeResult r = block_result(count, args);
   if (bin == 0) {
-    BinarizeResult r;
-    r.threshold = threshold;
-    r.peak1 = first;
-    r.peak2 = second;
-    r.peak1_count = static_cast<uint32_t>(first_key >> 8);
-    r.peak2_count = second_key ? static_cast<uint32_t>(second_key >> 8) : r.peak1_count;
     state->result = r;
     if (host_result) *host_result = r;  // mapped pinned memory: no copy needed
   }
@@ -397,6 +429,205 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
+// ---- the single pass: everything in one cooperative kernel ----
+
+// Groups of 16 pixels one thread of the single pass keeps (as gray values,
+// 16 bytes each, in shared memory: in registers they would be spilled around
+// the threshold step's call) from the histogram phase to the output phase.
+constexpr int kPassMaxGroups = 4;
+
+// Adds a group's gray values (bytes 0..n-1 of g) to the warp's histogram,
+// merging runs of equal values into one atomic.
+__device__ __forceinline__ void count_group(uint32_t *hist, const uint32_t (&g)[4], int n) {
+  uint32_t run_value = WORD_BYTE(g, 0), run_len = 1;
+#pragma unroll
+  for (int p = 1; p < kGroup; ++p) {
+    if (p < n) {
+      const uint32_t v = WORD_BYTE(g, p);
+      if (v == run_value) {
+        ++run_len;
+      } else {
+        count_run(hist, run_value, run_len);
+        run_value = v;
+        run_len = 1;
+      }
+    }
+  }
+  count_run(hist, run_value, run_len);
+}
+
+// Writes a group's output. `white` has 0xff in each byte whose pixel is white;
+// n pixels (vector: all 16, with 16-byte stores). 4-byte output takes the
+// alpha / x bytes from the source group `s`, read again here (from L2: the
+// frame was read a moment ago).
+template <int SPS, int R, int G, int B, int DPS>
+__device__ __forceinline__ void store_group(uint8_t *d, const uint8_t *s,
+                                            const uint32_t (&white)[4], bool vector, int n) {
+  if (vector) {
+    if constexpr (DPS == 1) {
+      *reinterpret_cast<uint4 *>(d) = make_uint4(white[0], white[1], white[2], white[3]);
+    } else if constexpr (DPS == 3) {
+      uint32_t o[12];
+#pragma unroll
+      for (int i = 0; i < 12; ++i) o[i] = 0;
+#pragma unroll
+      for (int k = 0; k < 3 * kGroup; ++k) o[k >> 2] |= WORD_BYTE(white, k / 3) << ((k & 3) * 8);
+#pragma unroll
+      for (int i = 0; i < 3; ++i)
+        reinterpret_cast<uint4 *>(d)[i] =
+            make_uint4(o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]);
+    } else {
+      constexpr uint32_t colour = (0xffu << (8 * R)) | (0xffu << (8 * G)) | (0xffu << (8 * B));
+      uint32_t word[16];
+      load_group<4>(s, word);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        uint32_t o[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t v = WORD_BYTE(white, 4 * i + j) * 0x01010101u;
+          o[j] = (word[4 * i + j] & ~colour) | (v & colour);
+        }
+        reinterpret_cast<uint4 *>(d)[i] = make_uint4(o[0], o[1], o[2], o[3]);
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int p = 0; p < kGroup; ++p) {
+    if (p < n) {
+      const uint8_t v = static_cast<uint8_t>(WORD_BYTE(white, p));
+      if constexpr (DPS == 1) {
+        d[p] = v;
+      } else if constexpr (DPS == 3) {
+        d[3 * p] = d[3 * p + 1] = d[3 * p + 2] = v;
+      } else {
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+          if (k == R || k == G || k == B)
+            d[4 * p + k] = v;
+          else
+            d[4 * p + k] = s[4 * p + k];
+      }
+    }
+  }
+}
+
+// One cooperative launch per frame (all blocks resident at once). Thread i of
+// the grid takes groups i, i + T, i + 2T, ... (T threads in the grid, at most
+// kPassMaxGroups groups each):
+// 1. gray values of its groups, kept in shared memory, counted in the warp's
+//    shared-memory histogram; the block's bins added to pass_accumulator[p];
+// 2. the block arrives at pass_arrived[p] and waits until every block has
+//    (the grid barrier of cooperative groups, one-sided: nothing to wait for
+//    afterwards, since no block changes the bins again this frame);
+// 3. every block reads the complete histogram and computes the threshold and
+//    peaks itself (block_result: the same answer in every block); block 0
+//    stores the histogram and the result;
+// 4. the output from the kept gray values (the frame is read once).
+// SPS: source (1: gray / luma plane; 3, 4: packed RGB with R, G, B offsets);
+// DPS: output bytes per pixel as in output_kernel. `vector`: source and output
+// rows allow 16-byte accesses (then every full group takes them).
+template <int SPS, int R, int G, int B, int DPS>
+__global__ void __launch_bounds__(kBlock, kHistogramBlocksPerSm)
+    single_pass_kernel(const uint8_t *__restrict__ in, size_t in_stride, uint8_t *__restrict__ out,
+                       size_t out_stride, int width, int height, int groups_per_row,
+                       int groups_per_thread, bool vector, GrayWeights w, ThresholdArgs args,
+                       uint32_t invert_mask, int parity, DeviceState *state,
+                       BinarizeResult *host_result) {
+  static_assert(DPS == 1 || (DPS == 3 && SPS == 3) || (DPS == 4 && SPS == 4),
+                "output layout needs a matching source");
+  __shared__ uint32_t warp_hist[kWarps][256];
+  __shared__ uint4 kept[kPassMaxGroups][kBlock];  // 16 KiB: the gray values of every group
+  for (int i = threadIdx.x; i < kWarps * 256; i += kBlock) (&warp_hist[0][0])[i] = 0;
+  if (blockIdx.x == 0) {
+    // Zero the other set for the next single-pass frame (unused this frame).
+    state->pass_accumulator[parity ^ 1][threadIdx.x] = 0;
+    if (threadIdx.x == 0) state->pass_arrived[parity ^ 1] = 0;
+  }
+  __syncthreads();
+  uint32_t *hist = warp_hist[threadIdx.x >> 5];
+
+  // Fewer than 2^28 groups (frames have fewer than 2^32 pixels): 32-bit indices.
+  const uint32_t groups = static_cast<uint32_t>(groups_per_row) * static_cast<uint32_t>(height);
+  const uint32_t threads = gridDim.x * kBlock;
+  const uint32_t first = blockIdx.x * kBlock + threadIdx.x;
+  const uint32_t gpr = static_cast<uint32_t>(groups_per_row);
+
+  // 1. Gray values and histogram.
+#pragma unroll
+  for (int k = 0; k < kPassMaxGroups; ++k) {
+    const uint32_t idx = first + static_cast<uint32_t>(k) * threads;
+    if (k >= groups_per_thread || idx >= groups) continue;
+    const uint32_t y = idx / gpr;
+    const int x0 = static_cast<int>(idx - y * gpr) * kGroup;
+    const uint8_t *src = in + y * in_stride + static_cast<size_t>(x0) * SPS;
+    const int n = min(kGroup, width - x0);
+    uint32_t g[4] = {0, 0, 0, 0};
+    if (vector && n == kGroup) {
+      uint32_t word[SPS * 4];
+      load_group<SPS>(src, word);
+      gray_of_group<SPS, R, G, B>(word, w, g);
+    } else {
+#pragma unroll
+      for (int p = 0; p < kGroup; ++p)
+        if (p < n) g[p >> 2] |= gray_of_pixel<SPS, R, G, B>(src + p * SPS, w) << ((p & 3) * 8);
+    }
+    kept[k][threadIdx.x] = make_uint4(g[0], g[1], g[2], g[3]);
+    count_group(hist, g, n);
+  }
+  __syncthreads();
+  {
+    uint32_t sum = 0;
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) sum += warp_hist[k][threadIdx.x];
+    if (sum) atomicAdd(&state->pass_accumulator[parity][threadIdx.x], sum);
+  }
+
+  // 2. Grid barrier (as cooperative groups' grid sync: the block's atomics
+  //    are ordered before the arrival by the barrier and the fence).
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(&state->pass_arrived[parity], 1u);
+    const volatile uint32_t *arrived = &state->pass_arrived[parity];
+    while (*arrived < gridDim.x) {
+    }
+    __threadfence();
+  }
+  __syncthreads();
+
+  // 3. The complete histogram (from L2: atomics only ever updated it there),
+  //    the threshold and peaks.
+  const uint32_t count = __ldcg(&state->pass_accumulator[parity][threadIdx.x]);
+  // The same in every thread; only block 0 keeps the peaks.
+  const BinarizeResult r = block_result(count, args, blockIdx.x == 0);
+  if (blockIdx.x == 0) {
+    state->histogram[threadIdx.x] = count;
+    if (threadIdx.x == 0) {
+      state->result = r;
+      if (host_result) *host_result = r;  // mapped pinned memory: no copy needed
+    }
+  }
+
+  // 4. Output from the kept gray values (each thread reads back its own).
+  const uint32_t t4 = static_cast<uint32_t>(r.threshold) * 0x01010101u;
+#pragma unroll
+  for (int k = 0; k < kPassMaxGroups; ++k) {
+    const uint32_t idx = first + static_cast<uint32_t>(k) * threads;
+    if (k >= groups_per_thread || idx >= groups) continue;
+    const uint32_t y = idx / gpr;
+    const int x0 = static_cast<int>(idx - y * gpr) * kGroup;
+    const int n = min(kGroup, width - x0);
+    const uint4 g = kept[k][threadIdx.x];
+    uint32_t white[4] = {__vcmpgtu4(g.x, t4) ^ invert_mask, __vcmpgtu4(g.y, t4) ^ invert_mask,
+                         __vcmpgtu4(g.z, t4) ^ invert_mask, __vcmpgtu4(g.w, t4) ^ invert_mask};
+    store_group<SPS, R, G, B, DPS>(out + y * out_stride + static_cast<size_t>(x0) * DPS,
+                                   in + y * in_stride + static_cast<size_t>(x0) * SPS, white,
+                                   vector && n == kGroup, n);
+  }
+}
+
 #undef WORD_BYTE
 
 // Neutral chroma (128) for I420 / NV12 output, one byte per thread. A kernel
@@ -441,6 +672,17 @@ class CudaBinarize final : public Binarize {
         cudaGetLastError();  // not mappable: the result is copied instead
     }
     max_histogram_blocks_ = std::max(1, ctx.device().multiprocessors * kHistogramBlocksPerSm);
+    single_pass_ = options.single_pass;
+    groups_per_thread_ = options.groups_per_thread;
+    if (single_pass_) {
+      int cooperative = 0;
+      if (cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, ctx.device_id()) !=
+          cudaSuccess) {
+        cudaGetLastError();
+        cooperative = 0;
+      }
+      single_pass_ = cooperative != 0;
+    }
   }
 
   ~CudaBinarize() override {
@@ -461,6 +703,7 @@ class CudaBinarize final : public Binarize {
       throw Error("binarize: frame does not match the configured formats and size");
     stream_ = static_cast<cudaStream_t>(ctx_.stream_handle());
     need_histogram_ = params.method != ThresholdMethod::Fixed || params.want_peaks;
+    used_single_pass_ = false;
     switch (in.format) {
       case VideoFormat::GRAY8:
       case VideoFormat::I420:
@@ -517,6 +760,8 @@ class CudaBinarize final : public Binarize {
     std::memcpy(&r, host_result_.data(), sizeof r);
     return r;
   }
+
+  bool used_single_pass() const override { return used_single_pass_; }
 
   Histogram histogram() const override {
     Histogram h;
@@ -581,8 +826,74 @@ class CudaBinarize final : public Binarize {
     CUDADIFF_CHECK_LAUNCH("binarize output kernel launch");
   }
 
+  // The single pass when it is enabled and the frame fits; false: nothing
+  // was queued, the caller takes the two-launch path.
+  template <int SPS, int R, int G, int B, int DPS>
+  bool launch_single_pass(const FrameView &in, const FrameView &out, const BinarizeParams &params) {
+    const auto kernel = single_pass_kernel<SPS, R, G, B, DPS>;
+    if (pass_blocks_per_sm_ < 0) {
+      int blocks_per_sm = 0;
+      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kBlock, 0) !=
+          cudaSuccess) {
+        cudaGetLastError();
+        blocks_per_sm = 0;
+      }
+      pass_blocks_per_sm_ = blocks_per_sm;
+    }
+    const long long resident =
+        static_cast<long long>(pass_blocks_per_sm_) * ctx_.device().multiprocessors;
+    const long long groups = static_cast<long long>(groups_per_row()) * height_;
+    const auto blocks_for = [&](int g) { return (groups + kBlock * g - 1) / (kBlock * g); };
+    int g = groups_per_thread_;
+    if (g <= 0) {  // the fewest groups per thread that fit
+      g = 1;
+      while (g < kPassMaxGroups && blocks_for(g) > resident) ++g;
+    }
+    if (g > kPassMaxGroups || blocks_for(g) > resident) return false;
+
+    const uint8_t *src = in.data[0];
+    size_t src_stride = in.stride[0];
+    uint8_t *dst = out.data[0];
+    size_t dst_stride = out.stride[0];
+    int width = width_, height = height_, gpr = groups_per_row(), gpt = g;
+    bool vector = aligned16(src, src_stride) && aligned16(dst, dst_stride);
+    GrayWeights w = gray_weights(params.gray);
+    ThresholdArgs args{static_cast<int>(params.method), params.threshold, params.min_threshold,
+                       params.max_threshold};
+    uint32_t invert_mask = params.invert ? 0xffffffffu : 0u;
+    int parity = parity_;
+    DeviceState *state = device_state();
+    BinarizeResult *host_result = mapped_result_;
+    void *kernel_args[] = {&src,    &src_stride,  &dst,    &dst_stride, &width,
+                           &height, &gpr,         &gpt,    &vector,     &w,
+                           &args,   &invert_mask, &parity, &state,      &host_result};
+    const cudaError_t e = cudaLaunchCooperativeKernel(reinterpret_cast<const void *>(kernel),
+                                                      static_cast<unsigned>(blocks_for(g)), kBlock,
+                                                      kernel_args, 0, stream_);
+    if (e == cudaErrorCooperativeLaunchTooLarge) {
+      // Fewer SMs than the device reports (MPS limits, say): not again.
+      cudaGetLastError();
+      single_pass_ = false;
+      return false;
+    }
+    CUDADIFF_CHECK(e);
+    parity_ ^= 1;
+    used_single_pass_ = true;
+    return true;
+  }
+
   template <int PS, int R, int G, int B>
   void run(const FrameView &in, const FrameView &out, const BinarizeParams &params) {
+    if (need_histogram_ && single_pass_) {
+      bool done;
+      if constexpr (PS == 1)
+        done = launch_single_pass<1, 0, 0, 0, 1>(in, out, params);
+      else if (out.format == VideoFormat::GRAY8)
+        done = launch_single_pass<PS, R, G, B, 1>(in, out, params);
+      else
+        done = launch_single_pass<PS, R, G, B, PS>(in, out, params);
+      if (done) return;
+    }
     if (need_histogram_) launch_histogram<PS, R, G, B>(in.data[0], in.stride[0], params);
     uint8_t *dst = out.data[0];
     const size_t dst_stride = out.stride[0];
@@ -618,6 +929,11 @@ class CudaBinarize final : public Binarize {
   PinnedBuffer host_result_;                 // BinarizeResult, written by the device
   BinarizeResult *mapped_result_ = nullptr;  // its device address (null: copied instead)
   int max_histogram_blocks_ = 1;
+  bool single_pass_ = false;     // enabled and the device can launch cooperative kernels
+  int groups_per_thread_ = 0;    // BinarizeOptions::groups_per_thread
+  int pass_blocks_per_sm_ = -1;  // resident single-pass blocks per SM (-1: not asked yet)
+  int parity_ = 0;               // the next single-pass frame's set in DeviceState
+  bool used_single_pass_ = false;
   cudaStream_t stream_ = nullptr;
   bool need_histogram_ = false;
   bool histogram_valid_ = false;  // the last frame computed a histogram

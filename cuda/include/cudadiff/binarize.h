@@ -82,8 +82,22 @@ void validate(const BinarizeParams &params);
 // again and recomputes gray. Same output either way; bench_binarize measures
 // both. Formats with alpha / x written back in the input format always re-read
 // the input (the alpha byte is needed anyway).
+//
+// single_pass (default): when the frame needs a histogram and fits, one
+// cooperative kernel does everything: gray values kept in registers, the
+// histogram, a grid-wide wait, the threshold (every block computes it from the
+// complete histogram), the output; the frame is read once and no gray image is
+// written. "Fits": every 16-pixel group of the frame has a thread among the
+// blocks that can be resident at once, with up to 4 groups per thread (on an
+// H100 about 8.6 Mpixels: 3840x2160 fits, 4096x2176 does not). Otherwise, or
+// without cooperative launch, or with single_pass = false: the two launches
+// above. Same output, histogram and result either way.
+// groups_per_thread (single pass only, for benchmarks and tests): 1..4 groups
+// of 16 pixels per thread; 0 (default) picks the fewest that fit.
 struct BinarizeOptions {
   bool keep_gray = true;
+  bool single_pass = true;
+  int groups_per_thread = 0;
 };
 
 class Binarize {
@@ -102,6 +116,9 @@ class Binarize {
   // CUDA: copies 1 KiB from the device and synchronises: for tests and
   // diagnostics, never needed per frame.
   virtual Histogram histogram() const = 0;
+  // Diagnostics: whether the last process() ran as the single cooperative
+  // kernel (BinarizeOptions::single_pass). Always false for the CPU backend.
+  virtual bool used_single_pass() const { return false; }
 
   // Backend chosen by the context; device buffers are allocated here, once.
   // Throws Error for unsupported formats or sizes.
