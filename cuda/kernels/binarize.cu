@@ -58,17 +58,36 @@ constexpr int kWarps = kBlock / 32;
 constexpr int kHistogramBlocksPerSm = 4;
 constexpr unsigned kFullMask = 0xffffffffu;
 
+// Copies of each device histogram: a block adds its bins into copy
+// blockIdx.x % kReplicas, so that hundreds of blocks do not queue on the same
+// few L2 lines; the reader sums the copies.
+constexpr int kReplicas = 8;
+
+// A counter alone on its 128-byte line (polled or hit by atomics from every block).
+struct alignas(128) LineCounter {
+  uint32_t value;
+};
+
+// The single pass's state for one frame. Frames alternate between two sets
+// (the frame's parity): a frame uses set p and zeroes set 1 - p, which the
+// previous single-pass frame used and the next one will use; set p is all
+// zero when a frame starts.
+struct alignas(128) PassSet {
+  LineCounter next_chunk;      // chunks handed out so far
+  LineCounter done_chunks;     // chunks whose bins are in `bins`
+  LineCounter ready;           // 0, then threshold + 1, published by the last block
+  LineCounter overflow_count;  // chunks whose gray values went to the scratch buffer
+  LineCounter overflow_next;   // overflow entries handed out for output
+  uint32_t bins[kReplicas][256];
+};
+
 // Device-side state of one Binarize object (one allocation, zeroed at creation).
 struct DeviceState {
-  uint32_t accumulator[256];  // all zero between frames: the last block resets it
-  uint32_t blocks_done;       // zero between frames
-  uint32_t histogram[256];    // the last frame's histogram
-  BinarizeResult result;      // the last frame's threshold and peaks
-  // The single pass alternates between two sets (the frame's parity): a frame
-  // adds into set p and zeroes set 1 - p, which the previous single-pass frame
-  // used and which the next one will use. Set p is zero when a frame starts.
-  uint32_t pass_accumulator[2][256];
-  uint32_t pass_arrived[2];  // blocks whose bins are in pass_accumulator[p]
+  PassSet pass[2];                       // the single pass
+  uint32_t accumulator[kReplicas][256];  // two launches: all zero between frames (the last
+  uint32_t blocks_done;                  // block resets them)
+  uint32_t histogram[256];               // the last frame's histogram
+  BinarizeResult result;                 // the last frame's threshold and peaks
 };
 
 struct ThresholdArgs {
@@ -122,21 +141,37 @@ __device__ __forceinline__ uint32_t gray_of_pixel(const uint8_t *px, const GrayW
     return gray_weighted(w, px[R], px[G], px[B]);
 }
 
-// ---- the threshold step (run by the whole last block) ----
+// ---- the threshold step (run by the whole block that counted last) ----
 
-__device__ __forceinline__ uint64_t block_max(uint64_t v, uint64_t *scratch) {
+__device__ __forceinline__ uint64_t warp_max(uint64_t v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {
     const uint64_t other = __shfl_xor_sync(kFullMask, v, offset);
     v = other > v ? other : v;
   }
-  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
-  __syncthreads();
-  uint64_t result = scratch[0];
-#pragma unroll
-  for (int i = 1; i < kWarps; ++i) result = scratch[i] > result ? scratch[i] : result;
-  __syncthreads();  // scratch may be reused
-  return result;
+  return v;
+}
+
+// otsu::better, with the exact comparison out of line: it is needed only
+// between two near-tied candidates, and inline its 256-bit products would
+// make the common path spill.
+__device__ __noinline__ int compare_scores(uint32_t total, uint64_t total_sum, uint32_t n0_a,
+                                           uint64_t sum0_a, uint32_t n0_b, uint64_t sum0_b) {
+  const otsu::Score a = otsu::score(total, total_sum, n0_a, sum0_a);
+  const otsu::Score b = otsu::score(total, total_sum, n0_b, sum0_b);
+  if (otsu::greater(a, b)) return 1;
+  if (otsu::greater(b, a)) return -1;
+  return 0;
+}
+
+__device__ __forceinline__ bool better_candidate(const otsu::Candidate &a, const otsu::Candidate &b,
+                                                 uint32_t total, uint64_t total_sum) {
+  if (a.candidate != b.candidate) return a.candidate;
+  if (a.candidate && a.n0 != b.n0) {
+    const int c = compare_scores(total, total_sum, a.n0, a.sum0, b.n0, b.sum0);
+    if (c != 0) return c > 0;
+  }
+  return a.t < b.t;
 }
 
 __device__ __forceinline__ void shfl_candidate(otsu::Candidate &c, int offset, uint32_t total,
@@ -146,7 +181,18 @@ __device__ __forceinline__ void shfl_candidate(otsu::Candidate &c, int offset, u
   other.candidate = __shfl_xor_sync(kFullMask, static_cast<int>(c.candidate), offset) != 0;
   other.n0 = __shfl_xor_sync(kFullMask, c.n0, offset);
   other.sum0 = __shfl_xor_sync(kFullMask, c.sum0, offset);
-  if (otsu::better(other, c, total, total_sum)) c = other;
+  if (better_candidate(other, c, total, total_sum)) c = other;
+}
+
+__device__ __forceinline__ uint64_t block_max(uint64_t v, uint64_t *scratch) {
+  v = warp_max(v);
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
+  __syncthreads();
+  uint64_t result = scratch[0];
+#pragma unroll
+  for (int i = 1; i < kWarps; ++i) result = scratch[i] > result ? scratch[i] : result;
+  __syncthreads();  // scratch may be reused
+  return result;
 }
 
 struct ThresholdScratch {
@@ -158,8 +204,12 @@ struct ThresholdScratch {
 };
 
 // Otsu's threshold; every thread of the block calls it with its bin's count.
-// Gives what the sequential loop of cpu/binarize.cpp gives (see otsu::better).
-__device__ int block_otsu(uint32_t count, ThresholdScratch &scratch) {
+// Gives what the sequential loop of cpu/binarize.cpp gives: the largest
+// approximate score, then the arg-max under otsu::better (exact between
+// near-tied candidates, see cudadiff/binarize.h), reduced within each warp
+// and then across the warps; a strict total order, so the reduction order
+// does not matter.
+__device__ __forceinline__ int block_otsu(uint32_t count, ThresholdScratch &scratch) {
   const int t = threadIdx.x;
   const int lane = t & 31, warp = t >> 5;
   // Inclusive prefix sums of the counts and of the gray sums: n0(t), S0(t).
@@ -213,29 +263,22 @@ __device__ int block_otsu(uint32_t count, ThresholdScratch &scratch) {
   __syncthreads();
   otsu::Candidate winner = scratch.best[0];
   for (int i = 1; i < kWarps; ++i)
-    if (otsu::better(scratch.best[i], winner, total, total_sum)) winner = scratch.best[i];
+    if (better_candidate(scratch.best[i], winner, total, total_sum)) winner = scratch.best[i];
   __syncthreads();  // scratch may be reused
   return winner.t;
 }
 
 // The threshold and peaks of the histogram whose bin threadIdx.x holds
 // `count`; every thread of the block calls it and gets the same answer.
-// Without `peaks` (uniform in the block) the peaks are left out unless the
-// threshold needs them (two-peaks).
-__device__ __noinline__ BinarizeResult block_result(uint32_t count, const ThresholdArgs &args,
-                                                    bool peaks = true) {
+__device__ __noinline__ BinarizeResult block_result(uint32_t count, ThresholdArgs args) {
   __shared__ ThresholdScratch scratch;
   const int bin = threadIdx.x;
   // Peaks: keys order by count, then by lower gray level.
-  uint64_t first_key = 0, second_key = 0;
-  int first = 0, second = 0;
-  if (peaks || args.method == static_cast<int>(ThresholdMethod::TwoPeaks)) {
-    const uint64_t key = (static_cast<uint64_t>(count) << 8) | static_cast<uint64_t>(255 - bin);
-    first_key = block_max(key, scratch.max);
-    first = 255 - static_cast<int>(first_key & 255u);
-    second_key = block_max((bin != first && count > 0) ? key : 0, scratch.max);
-    second = second_key ? 255 - static_cast<int>(second_key & 255u) : first;
-  }
+  const uint64_t key = (static_cast<uint64_t>(count) << 8) | static_cast<uint64_t>(255 - bin);
+  const uint64_t first_key = block_max(key, scratch.max);
+  const int first = 255 - static_cast<int>(first_key & 255u);
+  const uint64_t second_key = block_max((bin != first && count > 0) ? key : 0, scratch.max);
+  const int second = second_key ? 255 - static_cast<int>(second_key & 255u) : first;
 
   int threshold;
   if (args.method == static_cast<int>(ThresholdMethod::Otsu)) {
@@ -255,12 +298,15 @@ __device__ __noinline__ BinarizeResult block_result(uint32_t count, const Thresh
   return r;
 }
 
+// The two launches' threshold step, run by the whole last block of pass 1.
 __device__ __forceinline__ void block_threshold(DeviceState *state, const ThresholdArgs &args,
                                                 BinarizeResult *host_result) {
   const int bin = threadIdx.x;
   // Read the merged histogram and leave the accumulator zero for the next
   // frame; atomics act at L2, so no stale cached value can be read.
-  const uint32_t count = atomicExch(&state->accumulator[bin], 0u);
+  uint32_t count = 0;
+#pragma unroll
+  for (int r = 0; r < kReplicas; ++r) count += atomicExch(&state->accumulator[r][bin], 0u);
   state->histogram[bin] = count;
   if (bin == 0) state->blocks_done = 0;  // every block has taken its ticket
   const BinarizeResult r = block_result(count, args);
@@ -341,7 +387,7 @@ __global__ void __launch_bounds__(kBlock, kHistogramBlocksPerSm)
     uint32_t sum = 0;
 #pragma unroll
     for (int k = 0; k < kWarps; ++k) sum += warp_hist[k][bin];
-    if (sum) atomicAdd(&state->accumulator[bin], sum);
+    if (sum) atomicAdd(&state->accumulator[blockIdx.x % kReplicas][bin], sum);
   }
   // Make the additions visible device-wide before taking a ticket; the block
   // that takes the last ticket sees every block's additions.
@@ -429,11 +475,11 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-// ---- the single pass: everything in one cooperative kernel ----
+// ---- the single pass: everything in one kernel ----
 
-// Groups of 16 pixels one thread of the single pass keeps (as gray values,
-// 16 bytes each, in shared memory: in registers they would be spilled around
-// the threshold step's call) from the histogram phase to the output phase.
+// Groups of 16 pixels one thread of the single pass keeps on chip (as gray
+// values, 16 bytes each, in shared memory) from the histogram phase to the
+// output phase.
 constexpr int kPassMaxGroups = 4;
 
 // Adds a group's gray values (bytes 0..n-1 of g) to the warp's histogram,
@@ -513,18 +559,41 @@ __device__ __forceinline__ void store_group(uint8_t *d, const uint8_t *s,
   }
 }
 
-// One cooperative launch per frame (all blocks resident at once). Thread i of
-// the grid takes groups i, i + T, i + 2T, ... (T threads in the grid, at most
-// kPassMaxGroups groups each):
-// 1. gray values of its groups, kept in shared memory, counted in the warp's
-//    shared-memory histogram; the block's bins added to pass_accumulator[p];
-// 2. the block arrives at pass_arrived[p] and waits until every block has
-//    (the grid barrier of cooperative groups, one-sided: nothing to wait for
-//    afterwards, since no block changes the bins again this frame);
-// 3. every block reads the complete histogram and computes the threshold and
-//    peaks itself (block_result: the same answer in every block); block 0
-//    stores the histogram and the result;
-// 4. the output from the kept gray values (the frame is read once).
+// Writes the output of group `idx` from its gray values `g` (threshold t in
+// every byte of t4).
+template <int SPS, int R, int G, int B, int DPS>
+__device__ __forceinline__ void output_group(const uint8_t *in, size_t in_stride, uint8_t *out,
+                                             size_t out_stride, int width, uint32_t gpr,
+                                             bool vector, uint32_t idx, const uint4 &g, uint32_t t4,
+                                             uint32_t invert_mask) {
+  const uint32_t y = idx / gpr;
+  const int x0 = static_cast<int>(idx - y * gpr) * kGroup;
+  const int n = min(kGroup, width - x0);
+  const uint32_t white[4] = {__vcmpgtu4(g.x, t4) ^ invert_mask, __vcmpgtu4(g.y, t4) ^ invert_mask,
+                             __vcmpgtu4(g.z, t4) ^ invert_mask, __vcmpgtu4(g.w, t4) ^ invert_mask};
+  store_group<SPS, R, G, B, DPS>(out + y * out_stride + static_cast<size_t>(x0) * DPS,
+                                 in + y * in_stride + static_cast<size_t>(x0) * SPS, white,
+                                 vector && n == kGroup, n);
+}
+
+// The single pass: one launch per frame, any number of blocks. The frame is
+// cut into chunks of kBlock groups (group c * kBlock + threadIdx.x of chunk c
+// for each thread). Each block:
+// 1. takes chunks from a counter until none is left: gray values of its
+//    group, counted in the warp's shared-memory histogram and kept in shared
+//    memory (the first `keep_chunks` chunks; later ones, which only come when
+//    few blocks run at once, go to a scratch buffer and a list); then adds
+//    its bins into the frame's device histogram;
+// 2. adds its chunk count to done_chunks; the block that completes the count
+//    sums the histogram copies, computes the threshold and peaks with one
+//    warp, stores them and publishes the threshold (`ready`); the others wait
+//    for it;
+// 3. writes the output of its kept chunks, then helps write the scratch
+//    chunks (another counter).
+// Only running blocks take chunks and nobody waits before every chunk is
+// taken, so the blocks that wait only wait for running blocks: no deadlock,
+// whatever number of blocks the GPU can hold at once (no cooperative launch
+// needed). Blocks that get no chunk leave at once.
 // SPS: source (1: gray / luma plane; 3, 4: packed RGB with R, G, B offsets);
 // DPS: output bytes per pixel as in output_kernel. `vector`: source and output
 // rows allow 16-byte accesses (then every full group takes them).
@@ -532,99 +601,138 @@ template <int SPS, int R, int G, int B, int DPS>
 __global__ void __launch_bounds__(kBlock, kHistogramBlocksPerSm)
     single_pass_kernel(const uint8_t *__restrict__ in, size_t in_stride, uint8_t *__restrict__ out,
                        size_t out_stride, int width, int height, int groups_per_row,
-                       int groups_per_thread, bool vector, GrayWeights w, ThresholdArgs args,
-                       uint32_t invert_mask, int parity, DeviceState *state,
-                       BinarizeResult *host_result) {
+                       uint32_t chunks, uint32_t keep_chunks, bool vector, GrayWeights w,
+                       ThresholdArgs args, uint32_t invert_mask, int parity, DeviceState *state,
+                       BinarizeResult *host_result, uint4 *scratch, uint32_t *overflow_list) {
   static_assert(DPS == 1 || (DPS == 3 && SPS == 3) || (DPS == 4 && SPS == 4),
                 "output layout needs a matching source");
   __shared__ uint32_t warp_hist[kWarps][256];
-  __shared__ uint4 kept[kPassMaxGroups][kBlock];  // 16 KiB: the gray values of every group
+  __shared__ uint4 kept[kPassMaxGroups][kBlock];  // 16 KiB: gray values of the kept chunks
+  __shared__ uint32_t kept_chunk[kPassMaxGroups];
+  __shared__ uint32_t next;  // what thread 0 fetched from a counter
+  __shared__ uint32_t threshold;
+  __shared__ bool last;
+  PassSet &set = state->pass[parity];
+  if (threadIdx.x == 0) next = atomicAdd(&set.next_chunk.value, 1u);
   for (int i = threadIdx.x; i < kWarps * 256; i += kBlock) (&warp_hist[0][0])[i] = 0;
   if (blockIdx.x == 0) {
     // Zero the other set for the next single-pass frame (unused this frame).
-    state->pass_accumulator[parity ^ 1][threadIdx.x] = 0;
-    if (threadIdx.x == 0) state->pass_arrived[parity ^ 1] = 0;
+    PassSet &other = state->pass[parity ^ 1];
+#pragma unroll
+    for (int r = 0; r < kReplicas; ++r) other.bins[r][threadIdx.x] = 0;
+    if (threadIdx.x == 0) {
+      other.next_chunk.value = 0;
+      other.done_chunks.value = 0;
+      other.ready.value = 0;
+      other.overflow_count.value = 0;
+      other.overflow_next.value = 0;
+    }
   }
   __syncthreads();
   uint32_t *hist = warp_hist[threadIdx.x >> 5];
-
   // Fewer than 2^28 groups (frames have fewer than 2^32 pixels): 32-bit indices.
-  const uint32_t groups = static_cast<uint32_t>(groups_per_row) * static_cast<uint32_t>(height);
-  const uint32_t threads = gridDim.x * kBlock;
-  const uint32_t first = blockIdx.x * kBlock + threadIdx.x;
   const uint32_t gpr = static_cast<uint32_t>(groups_per_row);
+  const uint32_t groups = gpr * static_cast<uint32_t>(height);
 
-  // 1. Gray values and histogram.
-#pragma unroll
-  for (int k = 0; k < kPassMaxGroups; ++k) {
-    const uint32_t idx = first + static_cast<uint32_t>(k) * threads;
-    if (k >= groups_per_thread || idx >= groups) continue;
-    const uint32_t y = idx / gpr;
-    const int x0 = static_cast<int>(idx - y * gpr) * kGroup;
-    const uint8_t *src = in + y * in_stride + static_cast<size_t>(x0) * SPS;
-    const int n = min(kGroup, width - x0);
+  // 1. Chunks: gray values, histogram.
+  uint32_t chunk = next, taken = 0;  // the same in every thread
+  while (chunk < chunks) {
+    __syncthreads();  // every thread has read `next`
+    uint32_t fetched = 0;
+    if (threadIdx.x == 0) fetched = atomicAdd(&set.next_chunk.value, 1u);  // used at the end
+    const uint32_t idx = chunk * kBlock + threadIdx.x;
     uint32_t g[4] = {0, 0, 0, 0};
-    if (vector && n == kGroup) {
-      uint32_t word[SPS * 4];
-      load_group<SPS>(src, word);
-      gray_of_group<SPS, R, G, B>(word, w, g);
-    } else {
+    if (idx < groups) {
+      const uint32_t y = idx / gpr;
+      const int x0 = static_cast<int>(idx - y * gpr) * kGroup;
+      const uint8_t *src = in + y * in_stride + static_cast<size_t>(x0) * SPS;
+      const int n = min(kGroup, width - x0);
+      if (vector && n == kGroup) {
+        uint32_t word[SPS * 4];
+        load_group<SPS>(src, word);
+        gray_of_group<SPS, R, G, B>(word, w, g);
+      } else {
 #pragma unroll
-      for (int p = 0; p < kGroup; ++p)
-        if (p < n) g[p >> 2] |= gray_of_pixel<SPS, R, G, B>(src + p * SPS, w) << ((p & 3) * 8);
+        for (int p = 0; p < kGroup; ++p)
+          if (p < n) g[p >> 2] |= gray_of_pixel<SPS, R, G, B>(src + p * SPS, w) << ((p & 3) * 8);
+      }
+      count_group(hist, g, n);
     }
-    kept[k][threadIdx.x] = make_uint4(g[0], g[1], g[2], g[3]);
-    count_group(hist, g, n);
+    if (taken < keep_chunks) {
+      kept[taken][threadIdx.x] = make_uint4(g[0], g[1], g[2], g[3]);
+      if (threadIdx.x == 0) kept_chunk[taken] = chunk;
+    } else {
+      if (idx < groups) scratch[idx] = make_uint4(g[0], g[1], g[2], g[3]);
+      if (threadIdx.x == 0) overflow_list[atomicAdd(&set.overflow_count.value, 1u)] = chunk;
+    }
+    ++taken;
+    if (threadIdx.x == 0) next = fetched;
+    __syncthreads();
+    chunk = next;
   }
-  __syncthreads();
+  if (taken == 0) return;  // no chunk left for this block: nothing to count or write
+
+  // The block's bins into the frame's histogram (one of its copies).
   {
     uint32_t sum = 0;
 #pragma unroll
     for (int k = 0; k < kWarps; ++k) sum += warp_hist[k][threadIdx.x];
-    if (sum) atomicAdd(&state->pass_accumulator[parity][threadIdx.x], sum);
+    if (sum) atomicAdd(&set.bins[blockIdx.x % kReplicas][threadIdx.x], sum);
   }
 
-  // 2. Grid barrier (as cooperative groups' grid sync: the block's atomics
-  //    are ordered before the arrival by the barrier and the fence).
+  // 2. Count the chunks in; the block that completes the count computes the
+  //    threshold (its bins and every other block's, and the scratch writes,
+  //    are ordered before the count by the barrier and the fences).
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
-    atomicAdd(&state->pass_arrived[parity], 1u);
-    const volatile uint32_t *arrived = &state->pass_arrived[parity];
-    while (*arrived < gridDim.x) {
-    }
-    __threadfence();
+    last = atomicAdd(&set.done_chunks.value, taken) + taken == chunks;
+    if (last) __threadfence();
   }
   __syncthreads();
-
-  // 3. The complete histogram (from L2: atomics only ever updated it there),
-  //    the threshold and peaks.
-  const uint32_t count = __ldcg(&state->pass_accumulator[parity][threadIdx.x]);
-  // The same in every thread; only block 0 keeps the peaks.
-  const BinarizeResult r = block_result(count, args, blockIdx.x == 0);
-  if (blockIdx.x == 0) {
+  if (last) {
+    uint32_t count = 0;
+#pragma unroll
+    for (int r = 0; r < kReplicas; ++r) count += __ldcg(&set.bins[r][threadIdx.x]);
     state->histogram[threadIdx.x] = count;
+    const BinarizeResult r = block_result(count, args);
     if (threadIdx.x == 0) {
       state->result = r;
       if (host_result) *host_result = r;  // mapped pinned memory: no copy needed
+      threshold = static_cast<uint32_t>(r.threshold);
+      __threadfence();
+      atomicExch(&set.ready.value, static_cast<uint32_t>(r.threshold) + 1u);
     }
+  } else if (threadIdx.x == 0) {
+    const volatile uint32_t *ready = &set.ready.value;
+    uint32_t v;
+    while ((v = *ready) == 0) __nanosleep(32);
+    __threadfence();
+    threshold = v - 1;
   }
+  __syncthreads();
 
-  // 4. Output from the kept gray values (each thread reads back its own).
-  const uint32_t t4 = static_cast<uint32_t>(r.threshold) * 0x01010101u;
-#pragma unroll
-  for (int k = 0; k < kPassMaxGroups; ++k) {
-    const uint32_t idx = first + static_cast<uint32_t>(k) * threads;
-    if (k >= groups_per_thread || idx >= groups) continue;
-    const uint32_t y = idx / gpr;
-    const int x0 = static_cast<int>(idx - y * gpr) * kGroup;
-    const int n = min(kGroup, width - x0);
-    const uint4 g = kept[k][threadIdx.x];
-    uint32_t white[4] = {__vcmpgtu4(g.x, t4) ^ invert_mask, __vcmpgtu4(g.y, t4) ^ invert_mask,
-                         __vcmpgtu4(g.z, t4) ^ invert_mask, __vcmpgtu4(g.w, t4) ^ invert_mask};
-    store_group<SPS, R, G, B, DPS>(out + y * out_stride + static_cast<size_t>(x0) * DPS,
-                                   in + y * in_stride + static_cast<size_t>(x0) * SPS, white,
-                                   vector && n == kGroup, n);
+  // 3. Output: the kept chunks, then a share of the scratch chunks.
+  const uint32_t t4 = threshold * 0x01010101u;
+  const uint32_t kept_count = min(taken, keep_chunks);
+  for (uint32_t k = 0; k < kept_count; ++k) {
+    const uint32_t idx = kept_chunk[k] * kBlock + threadIdx.x;
+    if (idx < groups)
+      output_group<SPS, R, G, B, DPS>(in, in_stride, out, out_stride, width, gpr, vector, idx,
+                                      kept[k][threadIdx.x], t4, invert_mask);
+  }
+  const uint32_t overflow = __ldcg(&set.overflow_count.value);  // final: every chunk is in
+  if (overflow == 0) return;
+  for (;;) {
+    __syncthreads();  // every thread has read `next`
+    if (threadIdx.x == 0) next = atomicAdd(&set.overflow_next.value, 1u);
+    __syncthreads();
+    const uint32_t e = next;
+    if (e >= overflow) break;
+    const uint32_t idx = __ldcg(&overflow_list[e]) * kBlock + threadIdx.x;
+    if (idx < groups)
+      output_group<SPS, R, G, B, DPS>(in, in_stride, out, out_stride, width, gpr, vector, idx,
+                                      __ldcg(&scratch[idx]), t4, invert_mask);
   }
 }
 
@@ -650,13 +758,18 @@ class CudaBinarize final : public Binarize {
  public:
   CudaBinarize(const Context &ctx, VideoFormat in_format, VideoFormat out_format, int width,
                int height, const BinarizeOptions &options)
-      : ctx_(ctx), in_format_(in_format), out_format_(out_format), width_(width), height_(height) {
+      : ctx_(ctx),
+        in_format_(in_format),
+        out_format_(out_format),
+        width_(width),
+        height_(height),
+        options_(options) {
     ctx.activate();
     const FormatInfo &fi = format_info(in_format);
     // The gray image is kept only where the output pass can use it: GRAY8
     // output, or 3-byte RGB written back (4-byte formats need the input's
     // alpha / x bytes, so their output pass reads the input anyway).
-    if (options.keep_gray && is_packed_rgb(in_format) &&
+    if (options.keep_gray && !options.single_pass && is_packed_rgb(in_format) &&
         (out_format == VideoFormat::GRAY8 || fi.pixel_stride[0] == 3))
       gray_ = DeviceFrame(VideoFormat::GRAY8, width, height);
     state_ = DeviceBuffer(sizeof(DeviceState));
@@ -672,16 +785,11 @@ class CudaBinarize final : public Binarize {
         cudaGetLastError();  // not mappable: the result is copied instead
     }
     max_histogram_blocks_ = std::max(1, ctx.device().multiprocessors * kHistogramBlocksPerSm);
-    single_pass_ = options.single_pass;
-    groups_per_thread_ = options.groups_per_thread;
-    if (single_pass_) {
-      int cooperative = 0;
-      if (cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, ctx.device_id()) !=
-          cudaSuccess) {
-        cudaGetLastError();
-        cooperative = 0;
-      }
-      single_pass_ = cooperative != 0;
+    if (options.single_pass) {
+      // Where the gray values of chunks that do not fit a block's shared
+      // memory go (used only when few blocks run at once), and their list.
+      pass_scratch_ = DeviceBuffer(static_cast<size_t>(pass_chunks()) * kBlock * sizeof(uint4));
+      pass_overflow_ = DeviceBuffer(static_cast<size_t>(pass_chunks()) * sizeof(uint32_t));
     }
   }
 
@@ -826,73 +934,56 @@ class CudaBinarize final : public Binarize {
     CUDADIFF_CHECK_LAUNCH("binarize output kernel launch");
   }
 
-  // The single pass when it is enabled and the frame fits; false: nothing
-  // was queued, the caller takes the two-launch path.
+  // The single pass (one launch; see single_pass_kernel).
   template <int SPS, int R, int G, int B, int DPS>
-  bool launch_single_pass(const FrameView &in, const FrameView &out, const BinarizeParams &params) {
+  void launch_single_pass(const FrameView &in, const FrameView &out, const BinarizeParams &params) {
     const auto kernel = single_pass_kernel<SPS, R, G, B, DPS>;
     if (pass_blocks_per_sm_ < 0) {
       int blocks_per_sm = 0;
       if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kBlock, 0) !=
           cudaSuccess) {
         cudaGetLastError();
-        blocks_per_sm = 0;
+        blocks_per_sm = 1;  // any number of blocks works; this one is merely slower
       }
-      pass_blocks_per_sm_ = blocks_per_sm;
+      if (options_.blocks_per_sm > 0)
+        blocks_per_sm = std::min(blocks_per_sm, options_.blocks_per_sm);
+      pass_blocks_per_sm_ = std::max(1, blocks_per_sm);
     }
-    const long long resident =
-        static_cast<long long>(pass_blocks_per_sm_) * ctx_.device().multiprocessors;
-    const long long groups = static_cast<long long>(groups_per_row()) * height_;
-    const auto blocks_for = [&](int g) { return (groups + kBlock * g - 1) / (kBlock * g); };
-    int g = groups_per_thread_;
-    if (g <= 0) {  // the fewest groups per thread that fit
-      g = 1;
-      while (g < kPassMaxGroups && blocks_for(g) > resident) ++g;
-    }
-    if (g > kPassMaxGroups || blocks_for(g) > resident) return false;
-
-    const uint8_t *src = in.data[0];
-    size_t src_stride = in.stride[0];
-    uint8_t *dst = out.data[0];
-    size_t dst_stride = out.stride[0];
-    int width = width_, height = height_, gpr = groups_per_row(), gpt = g;
-    bool vector = aligned16(src, src_stride) && aligned16(dst, dst_stride);
-    GrayWeights w = gray_weights(params.gray);
-    ThresholdArgs args{static_cast<int>(params.method), params.threshold, params.min_threshold,
-                       params.max_threshold};
-    uint32_t invert_mask = params.invert ? 0xffffffffu : 0u;
-    int parity = parity_;
-    DeviceState *state = device_state();
-    BinarizeResult *host_result = mapped_result_;
-    void *kernel_args[] = {&src,    &src_stride,  &dst,    &dst_stride, &width,
-                           &height, &gpr,         &gpt,    &vector,     &w,
-                           &args,   &invert_mask, &parity, &state,      &host_result};
-    const cudaError_t e = cudaLaunchCooperativeKernel(reinterpret_cast<const void *>(kernel),
-                                                      static_cast<unsigned>(blocks_for(g)), kBlock,
-                                                      kernel_args, 0, stream_);
-    if (e == cudaErrorCooperativeLaunchTooLarge) {
-      // Fewer SMs than the device reports (MPS limits, say): not again.
-      cudaGetLastError();
-      single_pass_ = false;
-      return false;
-    }
-    CUDADIFF_CHECK(e);
+    const uint32_t chunks = pass_chunks();
+    const unsigned blocks = static_cast<unsigned>(std::min<long long>(
+        chunks, static_cast<long long>(pass_blocks_per_sm_) * ctx_.device().multiprocessors));
+    const uint32_t keep = static_cast<uint32_t>(
+        options_.groups_per_thread > 0 ? std::min(options_.groups_per_thread, kPassMaxGroups)
+                                       : kPassMaxGroups);
+    const bool vector =
+        aligned16(in.data[0], in.stride[0]) && aligned16(out.data[0], out.stride[0]);
+    const ThresholdArgs args{static_cast<int>(params.method), params.threshold,
+                             params.min_threshold, params.max_threshold};
+    kernel<<<blocks, kBlock, 0, stream_>>>(
+        in.data[0], in.stride[0], out.data[0], out.stride[0], width_, height_, groups_per_row(),
+        chunks, keep, vector, gray_weights(params.gray), args, params.invert ? 0xffffffffu : 0u,
+        parity_, device_state(), mapped_result_, pass_scratch_.as<uint4>(),
+        pass_overflow_.as<uint32_t>());
+    CUDADIFF_CHECK_LAUNCH("binarize single-pass kernel launch");
     parity_ ^= 1;
     used_single_pass_ = true;
-    return true;
+  }
+
+  uint32_t pass_chunks() const {
+    const long long groups = static_cast<long long>(groups_per_row()) * height_;
+    return static_cast<uint32_t>((groups + kBlock - 1) / kBlock);
   }
 
   template <int PS, int R, int G, int B>
   void run(const FrameView &in, const FrameView &out, const BinarizeParams &params) {
-    if (need_histogram_ && single_pass_) {
-      bool done;
+    if (need_histogram_ && options_.single_pass) {
       if constexpr (PS == 1)
-        done = launch_single_pass<1, 0, 0, 0, 1>(in, out, params);
+        launch_single_pass<1, 0, 0, 0, 1>(in, out, params);
       else if (out.format == VideoFormat::GRAY8)
-        done = launch_single_pass<PS, R, G, B, 1>(in, out, params);
+        launch_single_pass<PS, R, G, B, 1>(in, out, params);
       else
-        done = launch_single_pass<PS, R, G, B, PS>(in, out, params);
-      if (done) return;
+        launch_single_pass<PS, R, G, B, PS>(in, out, params);
+      return;
     }
     if (need_histogram_) launch_histogram<PS, R, G, B>(in.data[0], in.stride[0], params);
     uint8_t *dst = out.data[0];
@@ -929,9 +1020,10 @@ class CudaBinarize final : public Binarize {
   PinnedBuffer host_result_;                 // BinarizeResult, written by the device
   BinarizeResult *mapped_result_ = nullptr;  // its device address (null: copied instead)
   int max_histogram_blocks_ = 1;
-  bool single_pass_ = false;     // enabled and the device can launch cooperative kernels
-  int groups_per_thread_ = 0;    // BinarizeOptions::groups_per_thread
-  int pass_blocks_per_sm_ = -1;  // resident single-pass blocks per SM (-1: not asked yet)
+  BinarizeOptions options_;
+  DeviceBuffer pass_scratch_;    // single pass: gray values of chunks not kept on chip
+  DeviceBuffer pass_overflow_;   // single pass: the list of those chunks
+  int pass_blocks_per_sm_ = -1;  // single-pass blocks per SM (-1: not asked yet)
   int parity_ = 0;               // the next single-pass frame's set in DeviceState
   bool used_single_pass_ = false;
   cudaStream_t stream_ = nullptr;

@@ -1,8 +1,7 @@
 // Binarization: the CUDA backend equals the CPU reference bit for bit, in the
 // histogram counts, the peaks, the threshold and every output byte, on both
-// of its paths: the single cooperative kernel (the default where the frame
-// fits) and the two launches (forced by BinarizeOptions, or taken by frames
-// too large for the single pass).
+// of its paths: the single-pass kernel (the default) and the two launches
+// (BinarizeOptions::single_pass = false).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -277,8 +276,8 @@ TEST_F(Fixture, FixedWithoutHistogram) {
   EXPECT_EQ(total, 1000u);
 }
 
-// The single pass is the default wherever a histogram is needed and the frame
-// fits (every format and output, odd sizes, the vector and scalar paths);
+// The single pass is the default wherever a histogram is needed (every
+// format and output, odd sizes, the vector and scalar paths);
 // fixed thresholds without peaks need no histogram and take the one-pass
 // output kernel.
 TEST_F(Fixture, SinglePassEveryFormatAndOutput) {
@@ -332,40 +331,75 @@ TEST_F(Fixture, TwoLaunchPathForced) {
   }
 }
 
-// Every number of pixel groups per thread gives the same bytes; one that
-// does not fit the resident grid falls back to the two launches.
-TEST_F(Fixture, SinglePassGroupsPerThread) {
-  for (int g = 1; g <= 4; ++g) {
-    BinarizeOptions o;
-    o.groups_per_thread = g;
-    for (VideoFormat fmt : {VideoFormat::BGR, VideoFormat::xRGB, VideoFormat::GRAY8}) {
-      const HostFrame in = binarize_test::realistic_frame(fmt, 1920, 1080, testing_util::rng());
-      const bool single = check(in, VideoFormat::GRAY8, BinarizeParams(), o);
-      std::printf("%s 1920x1080, %d groups per thread: %s\n", cudadiff::format_name(fmt), g,
-                  single ? "single pass" : "two launches");
-      HostFrame odd(fmt, 1283, 77, 9);
-      testing_util::fill_random(odd);
+// Every number of groups kept per thread and of blocks per SM gives the same
+// bytes. With few blocks and few kept groups most chunks go through the
+// scratch buffer (1 block per SM keeping 1 chunk: 132 of the 507 chunks of a
+// 1920x1080 frame on chip on an H100).
+TEST_F(Fixture, SinglePassKeptGroupsAndBlocks) {
+  const HostFrame bgr =
+      binarize_test::realistic_frame(VideoFormat::BGR, 1920, 1080, testing_util::rng());
+  HostFrame odd(VideoFormat::xRGB, 1283, 77, 9);
+  testing_util::fill_random(odd);
+  for (int g = 1; g <= 4; ++g)
+    for (int blocks_per_sm : {1, 2, 0}) {
+      BinarizeOptions o;
+      o.groups_per_thread = g;
+      o.blocks_per_sm = blocks_per_sm;
+      EXPECT_TRUE(check(bgr, VideoFormat::GRAY8, BinarizeParams(), o));
       BinarizeParams p;
       p.method = ThresholdMethod::TwoPeaks;
-      EXPECT_TRUE(check(odd, fmt, p, o));  // 6,237 groups: fit on any GPU
+      p.invert = true;
+      EXPECT_TRUE(check(odd, VideoFormat::xRGB, p, o));
     }
+}
+
+// Large frames: most of a 7680x4320 frame's 8,100 chunks go through the
+// scratch buffer.
+TEST_F(Fixture, SinglePassLargeFrames) {
+  const HostFrame huge =
+      binarize_test::realistic_frame(VideoFormat::GRAY8, 7680, 4320, testing_util::rng());
+  EXPECT_TRUE(check(huge, VideoFormat::GRAY8, BinarizeParams()));
+  for (VideoFormat fmt : {VideoFormat::BGR, VideoFormat::BGRA}) {
+    const HostFrame uhd = binarize_test::realistic_frame(fmt, 3840, 2160, testing_util::rng());
+    EXPECT_TRUE(check(uhd, VideoFormat::GRAY8, BinarizeParams()));
   }
 }
 
-// Frames too large for the single pass take the two launches and agree.
-// 7680x4320 has 2,073,600 groups: more than 4 per thread even with 2048
-// resident threads on each of 132 SMs. 4K UHD (518,400 groups) fits on an
-// H100 (132 SMs, 4 resident blocks each: 540,672 threads with 4 groups).
-TEST_F(Fixture, LargeFramesAndTheFallback) {
-  const HostFrame huge =
-      binarize_test::realistic_frame(VideoFormat::GRAY8, 7680, 4320, testing_util::rng());
-  EXPECT_FALSE(check(huge, VideoFormat::GRAY8, BinarizeParams()));
-  for (VideoFormat fmt : {VideoFormat::BGR, VideoFormat::BGRA}) {
-    const HostFrame uhd = binarize_test::realistic_frame(fmt, 3840, 2160, testing_util::rng());
-    const bool single = check(uhd, VideoFormat::GRAY8, BinarizeParams());
-    std::printf("%s 3840x2160: %s\n", cudadiff::format_name(fmt),
-                single ? "single pass" : "two launches");
+// Two ops on two streams at once, each with more blocks than fit beside the
+// other's: the single pass needs no co-residency (blocks that wait only wait
+// for running blocks), so both finish, with their own answers.
+TEST_F(Fixture, SinglePassOnTwoStreamsAtOnce) {
+  const int w = 7680, h = 2160;
+  std::unique_ptr<cudadiff::Context> gpu2 = cudadiff::Context::cuda(0);
+  HostFrame a = binarize_test::realistic_frame(VideoFormat::BGR, w, h, testing_util::rng());
+  HostFrame b(VideoFormat::BGR, w, h);
+  testing_util::fill_random(b);
+  auto cpu_op = cudadiff::Binarize::create(*cpu, VideoFormat::BGR, VideoFormat::GRAY8, w, h);
+  HostFrame want_a(VideoFormat::GRAY8, w, h), want_b(VideoFormat::GRAY8, w, h);
+  cpu_op->process(a.view, want_a.view, BinarizeParams());
+  const BinarizeResult result_a = cpu_op->result();
+  cpu_op->process(b.view, want_b.view, BinarizeParams());
+  const BinarizeResult result_b = cpu_op->result();
+
+  cudadiff::DeviceFrame da = testing_util::upload(a, *gpu), db = testing_util::upload(b, *gpu2);
+  cudadiff::DeviceFrame oa(VideoFormat::GRAY8, w, h), ob(VideoFormat::GRAY8, w, h);
+  gpu->synchronize();
+  gpu2->synchronize();
+  auto op_a = cudadiff::Binarize::create(*gpu, VideoFormat::BGR, VideoFormat::GRAY8, w, h);
+  auto op_b = cudadiff::Binarize::create(*gpu2, VideoFormat::BGR, VideoFormat::GRAY8, w, h);
+  for (int i = 0; i < 5; ++i) {  // queued back to back on both streams
+    gpu->activate();
+    op_a->process(da.view(), oa.view(), BinarizeParams());
+    gpu2->activate();
+    op_b->process(db.view(), ob.view(), BinarizeParams());
   }
+  HostFrame got_a = testing_util::download(oa, *gpu);
+  HostFrame got_b = testing_util::download(ob, *gpu2);
+  EXPECT_TRUE(op_a->used_single_pass());
+  expect_same_result(result_a, op_a->result(), "stream a");
+  expect_same_result(result_b, op_b->result(), "stream b");
+  EXPECT_EQ(testing_util::compare_frames(want_a.view, got_a.view), "");
+  EXPECT_EQ(testing_util::compare_frames(want_b.view, got_b.view), "");
 }
 
 // One object, many frames on the single pass (its two accumulator sets
