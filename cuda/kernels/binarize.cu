@@ -1,18 +1,18 @@
 // Binarization on the GPU; the histogram and the threshold never leave the
 // device. Two paths, with the same results:
 //
-// The single pass (default, where the frame fits): single_pass_kernel, one
-// cooperative launch whose blocks are all resident at once. Each thread takes
-// up to 4 groups of 16 pixels, computes their gray values, keeps them in
-// shared memory and counts them; the blocks add their bins to a device
-// histogram and wait for each other (a one-sided grid barrier); every block
-// then computes the threshold from the complete histogram (the same answer
-// everywhere, block 0 stores it) and writes its pixels' output. The frame is
-// read once, no gray image is written, and there is one launch per frame.
+// The single pass (default): single_pass_kernel, one launch per frame. Blocks
+// take chunks of 256 groups of 16 pixels from a counter, compute their gray
+// values, count them, keep them in shared memory and write the output with a
+// guess of the threshold (the previous frame's); the block that counts the
+// last chunk computes the threshold and publishes it; the blocks, which have
+// waited for it, rewrite the groups whose output the guess got wrong (none
+// when the threshold did not change). The frame is read once and no gray
+// image is written. No co-residency is needed (see the kernel), so any frame
+// size and any number of resident blocks work.
 //
-// The two launches (frames too large for the single pass, no cooperative
-// launch, or BinarizeOptions::single_pass = false, and the fixed threshold
-// without a histogram, which is step 2 alone):
+// The two launches (BinarizeOptions::single_pass = false; and the fixed
+// threshold without a histogram, which is step 2 alone):
 //
 // 1. histogram_kernel: each thread takes 16 pixels of a row (16-byte loads),
 //    computes their gray values (writing the gray image when the output pass
@@ -88,6 +88,9 @@ struct DeviceState {
   uint32_t blocks_done;                  // block resets them)
   uint32_t histogram[256];               // the last frame's histogram
   BinarizeResult result;                 // the last frame's threshold and peaks
+  // The single pass's guess of the threshold: a frame of parity p reads
+  // guess[p] and its last block writes guess[1 - p] for the next frame.
+  uint32_t guess[2];
 };
 
 struct ThresholdArgs {
@@ -268,27 +271,40 @@ __device__ __forceinline__ int block_otsu(uint32_t count, ThresholdScratch &scra
   return winner.t;
 }
 
+// Thread 0 hands the threshold to the blocks waiting for it (single pass).
+__device__ __forceinline__ void publish_threshold(uint32_t *ready, int threshold) {
+  if (ready && threadIdx.x == 0) {
+    __threadfence();
+    atomicExch(ready, static_cast<uint32_t>(threshold) + 1u);
+  }
+}
+
 // The threshold and peaks of the histogram whose bin threadIdx.x holds
-// `count`; every thread of the block calls it and gets the same answer.
-__device__ __noinline__ BinarizeResult block_result(uint32_t count, ThresholdArgs args) {
+// `count`; every thread of the block calls it and gets the same answer. With
+// `ready` (single pass), the threshold is published as soon as it is known:
+// before the peaks unless the threshold is made from them.
+__device__ __noinline__ BinarizeResult block_result(uint32_t count, ThresholdArgs args,
+                                                    uint32_t *ready) {
   __shared__ ThresholdScratch scratch;
   const int bin = threadIdx.x;
+  int threshold = args.fixed_threshold;
+  if (args.method == static_cast<int>(ThresholdMethod::Otsu))
+    threshold = block_otsu(count, scratch);  // uniform branch: every thread calls it
+  if (args.method != static_cast<int>(ThresholdMethod::TwoPeaks))
+    publish_threshold(ready, threshold);
+
   // Peaks: keys order by count, then by lower gray level.
   const uint64_t key = (static_cast<uint64_t>(count) << 8) | static_cast<uint64_t>(255 - bin);
   const uint64_t first_key = block_max(key, scratch.max);
   const int first = 255 - static_cast<int>(first_key & 255u);
   const uint64_t second_key = block_max((bin != first && count > 0) ? key : 0, scratch.max);
   const int second = second_key ? 255 - static_cast<int>(second_key & 255u) : first;
-
-  int threshold;
-  if (args.method == static_cast<int>(ThresholdMethod::Otsu)) {
-    threshold = block_otsu(count, scratch);  // uniform branch: every thread calls it
-  } else if (args.method == static_cast<int>(ThresholdMethod::TwoPeaks)) {
+  if (args.method == static_cast<int>(ThresholdMethod::TwoPeaks)) {
     const int mean = (first + second) / 2;
     threshold = min(max(mean, args.min_threshold), args.max_threshold);
-  } else {
-    threshold = args.fixed_threshold;
+    publish_threshold(ready, threshold);
   }
+
   BinarizeResult r;
   r.threshold = threshold;
   r.peak1 = first;
@@ -309,7 +325,7 @@ __device__ __forceinline__ void block_threshold(DeviceState *state, const Thresh
   for (int r = 0; r < kReplicas; ++r) count += atomicExch(&state->accumulator[r][bin], 0u);
   state->histogram[bin] = count;
   if (bin == 0) state->blocks_done = 0;  // every block has taken its ticket
-  const BinarizeResult r = block_result(count, args);
+  const BinarizeResult r = block_result(count, args, nullptr);
   if (bin == 0) {
     state->result = r;
     if (host_result) *host_result = r;  // mapped pinned memory: no copy needed
@@ -559,41 +575,51 @@ __device__ __forceinline__ void store_group(uint8_t *d, const uint8_t *s,
   }
 }
 
-// Writes the output of group `idx` from its gray values `g` (threshold t in
-// every byte of t4).
-template <int SPS, int R, int G, int B, int DPS>
-__device__ __forceinline__ void output_group(const uint8_t *in, size_t in_stride, uint8_t *out,
-                                             size_t out_stride, int width, uint32_t gpr,
-                                             bool vector, uint32_t idx, const uint4 &g, uint32_t t4,
-                                             uint32_t invert_mask) {
-  const uint32_t y = idx / gpr;
-  const int x0 = static_cast<int>(idx - y * gpr) * kGroup;
-  const int n = min(kGroup, width - x0);
-  const uint32_t white[4] = {__vcmpgtu4(g.x, t4) ^ invert_mask, __vcmpgtu4(g.y, t4) ^ invert_mask,
-                             __vcmpgtu4(g.z, t4) ^ invert_mask, __vcmpgtu4(g.w, t4) ^ invert_mask};
-  store_group<SPS, R, G, B, DPS>(out + y * out_stride + static_cast<size_t>(x0) * DPS,
-                                 in + y * in_stride + static_cast<size_t>(x0) * SPS, white,
-                                 vector && n == kGroup, n);
+// 0xff in each byte of g above the threshold t (in every byte of t4), with
+// the invert mask applied: the output bytes of the group's 16 pixels.
+__device__ __forceinline__ void white_of(const uint4 &g, uint32_t t4, uint32_t invert_mask,
+                                         uint32_t (&white)[4]) {
+  white[0] = __vcmpgtu4(g.x, t4) ^ invert_mask;
+  white[1] = __vcmpgtu4(g.y, t4) ^ invert_mask;
+  white[2] = __vcmpgtu4(g.z, t4) ^ invert_mask;
+  white[3] = __vcmpgtu4(g.w, t4) ^ invert_mask;
+}
+
+// Where group `idx` starts in a plane of `ps` bytes per pixel.
+struct GroupAt {
+  uint32_t y;
+  int x0, n;  // first pixel, pixels in the group (16 but at the end of a row)
+};
+__device__ __forceinline__ GroupAt group_at(uint32_t idx, uint32_t gpr, int width) {
+  GroupAt at;
+  at.y = idx / gpr;
+  at.x0 = static_cast<int>(idx - at.y * gpr) * kGroup;
+  at.n = min(kGroup, width - at.x0);
+  return at;
 }
 
 // The single pass: one launch per frame, any number of blocks. The frame is
 // cut into chunks of kBlock groups (group c * kBlock + threadIdx.x of chunk c
 // for each thread). Each block:
 // 1. takes chunks from a counter until none is left: gray values of its
-//    group, counted in the warp's shared-memory histogram and kept in shared
+//    group, counted in the warp's shared-memory histogram, kept in shared
 //    memory (the first `keep_chunks` chunks; later ones, which only come when
-//    few blocks run at once, go to a scratch buffer and a list); then adds
-//    its bins into the frame's device histogram;
+//    few blocks run at once, go to a scratch buffer and a list), and the
+//    output written with a guess of the threshold (the previous frame's, or
+//    the fixed one); then adds its bins into the frame's device histogram;
 // 2. adds its chunk count to done_chunks; the block that completes the count
-//    sums the histogram copies, computes the threshold and peaks with one
-//    warp, stores them and publishes the threshold (`ready`); the others wait
-//    for it;
-// 3. writes the output of its kept chunks, then helps write the scratch
-//    chunks (another counter).
+//    sums the histogram copies and computes the threshold (publishing it in
+//    `ready` at once) and the peaks; the others wait for the threshold;
+// 3. rewrites the groups of its kept chunks whose output differs under the
+//    real threshold (none when the guess was right), then helps with the
+//    scratch chunks (another counter).
 // Only running blocks take chunks and nobody waits before every chunk is
 // taken, so the blocks that wait only wait for running blocks: no deadlock,
 // whatever number of blocks the GPU can hold at once (no cooperative launch
-// needed). Blocks that get no chunk leave at once.
+// needed). Blocks that get no chunk leave at once. The output is exact: a
+// group is written with the guess in step 1 and again in step 3 by a thread
+// that is ordered after that write (the same thread, or through the fences
+// before done_chunks and ready) whenever the guess gave other bytes.
 // SPS: source (1: gray / luma plane; 3, 4: packed RGB with R, G, B offsets);
 // DPS: output bytes per pixel as in output_kernel. `vector`: source and output
 // rows allow 16-byte accesses (then every full group takes them).
@@ -628,41 +654,53 @@ __global__ void __launch_bounds__(kBlock, kHistogramBlocksPerSm)
       other.overflow_next.value = 0;
     }
   }
+  // The guess: written by the previous single-pass frame; nobody writes it
+  // during this frame.
+  const uint32_t guess = args.method == static_cast<int>(ThresholdMethod::Fixed)
+                             ? static_cast<uint32_t>(args.fixed_threshold)
+                             : state->guess[parity];
+  const uint32_t guess4 = guess * 0x01010101u;
   __syncthreads();
   uint32_t *hist = warp_hist[threadIdx.x >> 5];
   // Fewer than 2^28 groups (frames have fewer than 2^32 pixels): 32-bit indices.
   const uint32_t gpr = static_cast<uint32_t>(groups_per_row);
   const uint32_t groups = gpr * static_cast<uint32_t>(height);
 
-  // 1. Chunks: gray values, histogram.
+  // 1. Chunks: gray values, histogram, output with the guess.
   uint32_t chunk = next, taken = 0;  // the same in every thread
   while (chunk < chunks) {
     __syncthreads();  // every thread has read `next`
     uint32_t fetched = 0;
     if (threadIdx.x == 0) fetched = atomicAdd(&set.next_chunk.value, 1u);  // used at the end
     const uint32_t idx = chunk * kBlock + threadIdx.x;
-    uint32_t g[4] = {0, 0, 0, 0};
+    uint4 g = make_uint4(0, 0, 0, 0);
     if (idx < groups) {
-      const uint32_t y = idx / gpr;
-      const int x0 = static_cast<int>(idx - y * gpr) * kGroup;
-      const uint8_t *src = in + y * in_stride + static_cast<size_t>(x0) * SPS;
-      const int n = min(kGroup, width - x0);
-      if (vector && n == kGroup) {
+      const GroupAt at = group_at(idx, gpr, width);
+      const uint8_t *src = in + at.y * in_stride + static_cast<size_t>(at.x0) * SPS;
+      const bool full = vector && at.n == kGroup;
+      uint32_t gw[4] = {0, 0, 0, 0};
+      if (full) {
         uint32_t word[SPS * 4];
         load_group<SPS>(src, word);
-        gray_of_group<SPS, R, G, B>(word, w, g);
+        gray_of_group<SPS, R, G, B>(word, w, gw);
       } else {
 #pragma unroll
         for (int p = 0; p < kGroup; ++p)
-          if (p < n) g[p >> 2] |= gray_of_pixel<SPS, R, G, B>(src + p * SPS, w) << ((p & 3) * 8);
+          if (p < at.n)
+            gw[p >> 2] |= gray_of_pixel<SPS, R, G, B>(src + p * SPS, w) << ((p & 3) * 8);
       }
-      count_group(hist, g, n);
+      count_group(hist, gw, at.n);
+      g = make_uint4(gw[0], gw[1], gw[2], gw[3]);
+      uint32_t white[4];
+      white_of(g, guess4, invert_mask, white);
+      store_group<SPS, R, G, B, DPS>(out + at.y * out_stride + static_cast<size_t>(at.x0) * DPS,
+                                     src, white, full, at.n);
     }
     if (taken < keep_chunks) {
-      kept[taken][threadIdx.x] = make_uint4(g[0], g[1], g[2], g[3]);
+      kept[taken][threadIdx.x] = g;
       if (threadIdx.x == 0) kept_chunk[taken] = chunk;
     } else {
-      if (idx < groups) scratch[idx] = make_uint4(g[0], g[1], g[2], g[3]);
+      if (idx < groups) scratch[idx] = g;
       if (threadIdx.x == 0) overflow_list[atomicAdd(&set.overflow_count.value, 1u)] = chunk;
     }
     ++taken;
@@ -681,8 +719,9 @@ __global__ void __launch_bounds__(kBlock, kHistogramBlocksPerSm)
   }
 
   // 2. Count the chunks in; the block that completes the count computes the
-  //    threshold (its bins and every other block's, and the scratch writes,
-  //    are ordered before the count by the barrier and the fences).
+  //    threshold (its bins and every other block's, and the output and
+  //    scratch writes, are ordered before the count by the barrier and the
+  //    fences).
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
@@ -695,13 +734,12 @@ __global__ void __launch_bounds__(kBlock, kHistogramBlocksPerSm)
 #pragma unroll
     for (int r = 0; r < kReplicas; ++r) count += __ldcg(&set.bins[r][threadIdx.x]);
     state->histogram[threadIdx.x] = count;
-    const BinarizeResult r = block_result(count, args);
+    const BinarizeResult r = block_result(count, args, &set.ready.value);
     if (threadIdx.x == 0) {
       state->result = r;
       if (host_result) *host_result = r;  // mapped pinned memory: no copy needed
+      state->guess[parity ^ 1] = static_cast<uint32_t>(r.threshold);  // the next frame's guess
       threshold = static_cast<uint32_t>(r.threshold);
-      __threadfence();
-      atomicExch(&set.ready.value, static_cast<uint32_t>(r.threshold) + 1u);
     }
   } else if (threadIdx.x == 0) {
     const volatile uint32_t *ready = &set.ready.value;
@@ -711,15 +749,27 @@ __global__ void __launch_bounds__(kBlock, kHistogramBlocksPerSm)
     threshold = v - 1;
   }
   __syncthreads();
+  if (threshold == guess) return;  // every byte written in step 1 is right
 
-  // 3. Output: the kept chunks, then a share of the scratch chunks.
+  // 3. Rewrite the groups the guess got wrong: kept chunks, then a share of
+  //    the scratch chunks.
   const uint32_t t4 = threshold * 0x01010101u;
+  const auto fix = [&](uint32_t idx, const uint4 &g) {
+    uint32_t white[4], guessed[4];
+    white_of(g, t4, invert_mask, white);
+    white_of(g, guess4, invert_mask, guessed);
+    if ((white[0] ^ guessed[0]) | (white[1] ^ guessed[1]) | (white[2] ^ guessed[2]) |
+        (white[3] ^ guessed[3])) {
+      const GroupAt at = group_at(idx, gpr, width);
+      store_group<SPS, R, G, B, DPS>(out + at.y * out_stride + static_cast<size_t>(at.x0) * DPS,
+                                     in + at.y * in_stride + static_cast<size_t>(at.x0) * SPS,
+                                     white, vector && at.n == kGroup, at.n);
+    }
+  };
   const uint32_t kept_count = min(taken, keep_chunks);
   for (uint32_t k = 0; k < kept_count; ++k) {
     const uint32_t idx = kept_chunk[k] * kBlock + threadIdx.x;
-    if (idx < groups)
-      output_group<SPS, R, G, B, DPS>(in, in_stride, out, out_stride, width, gpr, vector, idx,
-                                      kept[k][threadIdx.x], t4, invert_mask);
+    if (idx < groups) fix(idx, kept[k][threadIdx.x]);
   }
   const uint32_t overflow = __ldcg(&set.overflow_count.value);  // final: every chunk is in
   if (overflow == 0) return;
@@ -730,9 +780,7 @@ __global__ void __launch_bounds__(kBlock, kHistogramBlocksPerSm)
     const uint32_t e = next;
     if (e >= overflow) break;
     const uint32_t idx = __ldcg(&overflow_list[e]) * kBlock + threadIdx.x;
-    if (idx < groups)
-      output_group<SPS, R, G, B, DPS>(in, in_stride, out, out_stride, width, gpr, vector, idx,
-                                      __ldcg(&scratch[idx]), t4, invert_mask);
+    if (idx < groups) fix(idx, __ldcg(&scratch[idx]));
   }
 }
 

@@ -433,6 +433,53 @@ TEST_F(Fixture, SinglePassManyFrames) {
   }
 }
 
+// The single pass writes the output with a guess of the threshold (the
+// previous frame's) and rewrites what the real one changes: the same frame
+// twice (a right guess), other frames (wrong guesses, small and large), each
+// time into an output full of garbage, every byte must be right; with
+// overflow chunks too (1 block per SM keeping 1 chunk).
+TEST_F(Fixture, SinglePassGuessRightOrWrong) {
+  const int w = 1920, h = 1080;
+  std::vector<HostFrame> frames;
+  frames.push_back(binarize_test::realistic_frame(VideoFormat::RGB, w, h, testing_util::rng()));
+  frames.push_back(binarize_test::gray_pattern(VideoFormat::RGB, w, h,
+                                               [](int x, int y) { return (x * 7 + y) % 256; }));
+  frames.emplace_back(VideoFormat::RGB, w, h);
+  testing_util::fill_random(frames.back());
+  std::vector<cudadiff::DeviceFrame> device_frames;
+  for (const HostFrame &f : frames) device_frames.push_back(testing_util::upload(f, *gpu));
+  const int order[] = {0, 0, 1, 1, 2, 0, 2, 2, 1};
+  for (int variant = 0; variant < 2; ++variant) {
+    BinarizeOptions o;
+    if (variant == 1) {
+      o.blocks_per_sm = 1;
+      o.groups_per_thread = 1;
+    }
+    for (VideoFormat out_fmt : {VideoFormat::GRAY8, VideoFormat::RGB}) {
+      auto cpu_op = cudadiff::Binarize::create(*cpu, VideoFormat::RGB, out_fmt, w, h);
+      auto op = cudadiff::Binarize::create(*gpu, VideoFormat::RGB, out_fmt, w, h, o);
+      cudadiff::DeviceFrame dout(out_fmt, w, h);
+      int k = 0;
+      for (int i : order) {
+        BinarizeParams p;
+        p.method = k % 4 == 3 ? ThresholdMethod::TwoPeaks : ThresholdMethod::Otsu;
+        p.invert = k % 5 == 4;
+        ++k;
+        HostFrame want(out_fmt, w, h);
+        cpu_op->process(frames[i].view, want.view, p);
+        cudadiff::fill_bytes_async(dout.view().data[0], 0x5A, dout.size(), *gpu);
+        op->process(device_frames[i].view(), dout.view(), p);
+        HostFrame got = testing_util::download(dout, *gpu);
+        const std::string what = "variant " + std::to_string(variant) + " output " +
+                                 cudadiff::format_name(out_fmt) + " step " + std::to_string(k);
+        EXPECT_TRUE(op->used_single_pass()) << what;
+        expect_same_result(cpu_op->result(), op->result(), what);
+        ASSERT_EQ(testing_util::compare_frames(want.view, got.view), "") << what;
+      }
+    }
+  }
+}
+
 // Unaligned device pointers and strides on the two-launch path (the default
 // single pass is covered by UnalignedDeviceStrides).
 TEST_F(Fixture, UnalignedDeviceStridesTwoLaunches) {

@@ -81,12 +81,13 @@ void validate(const BinarizeParams &params);
 //
 // single_pass (default): when the frame needs a histogram, one kernel does
 // everything: each block takes chunks of the frame from a counter, computes
-// and counts their gray values and keeps them on chip; the block that counts
+// and counts their gray values, keeps them on chip and writes their output
+// with a guess of the threshold (the previous frame's); the block that counts
 // last computes the threshold while the others wait for it; then every block
-// writes its chunks' output. The frame is read once, no gray image is
-// written, and there is one launch per frame. Blocks that cannot keep more
-// chunks on chip (only when few blocks run at once, or for very large frames)
-// put the gray values of further chunks in a scratch buffer.
+// rewrites the pixels the guess got wrong. The frame is read once, no gray
+// image is written, and there is one launch per frame. Blocks that cannot
+// keep more chunks on chip (only when few blocks run at once, or for very
+// large frames) put the gray values of further chunks in a scratch buffer.
 // groups_per_thread, blocks_per_sm (single pass; for benchmarks and tests):
 // 16-pixel groups each thread keeps on chip, 1..4 (0: 4), and a cap on the
 // blocks per SM (0: as many as can be resident).
