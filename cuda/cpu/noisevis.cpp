@@ -1,6 +1,6 @@
 // Noise view, the reference: one readable loop over pixels (OpenMP across
-// rows, counts summed by the OpenMP reduction). The previous frame is a
-// private copy of the last input.
+// rows, counts summed by the OpenMP reduction, then added to the running
+// totals). The previous frame is a private copy of the last input.
 #include "cudadiff/noisevis.h"
 
 #include <cstdlib>
@@ -85,18 +85,28 @@ class CpuNoiseVis final : public NoiseVis {
       }
     }
     if (count) {
-      counts_.compared = have_previous_;
-      counts_.marked_pixels = marked_pixels;
-      counts_.changed_bytes = changed_bytes;
-      counts_.pixels = static_cast<uint64_t>(width_) * height_;
-      counts_.bytes = counts_.pixels * ps_in;
+      running_.frames++;
+      if (have_previous_) {
+        running_.compared_frames++;
+        running_.marked_pixels += marked_pixels;
+        running_.changed_bytes += changed_bytes;
+        running_.pixels += static_cast<uint64_t>(width_) * height_;
+        running_.bytes += static_cast<uint64_t>(width_) * height_ * ps_in;
+      }
     }
     copy_frame_host(in, previous_);
     have_previous_ = true;
   }
 
+  void take_counts() override {
+    taken_ = running_;
+    running_ = NoiseCounts();
+  }
   NoiseCounts counts() const override {
-    return counts_;
+    return taken_;
+  }
+  void clear_counts() override {
+    running_ = NoiseCounts();
   }
   void reset() override {
     have_previous_ = false;
@@ -108,7 +118,8 @@ class CpuNoiseVis final : public NoiseVis {
   std::vector<uint8_t> previous_storage_;
   FrameView previous_;
   bool have_previous_ = false;
-  NoiseCounts counts_;
+  NoiseCounts running_;  // since the last take or clear
+  NoiseCounts taken_;    // what counts() returns
 };
 
 }  // namespace

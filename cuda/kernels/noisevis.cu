@@ -4,9 +4,11 @@
 // differences with __vabsdiffu4, "greater than the threshold" as the carry out
 // of each byte of |d| + ~threshold. When counts are wanted, each block sums
 // its marked pixels and changed bytes (warp shuffles, then shared memory) and
-// adds them to two 64-bit device counters with one atomic each; only those
-// 16 bytes are copied back. Rows whose pointers or strides are not 16-byte
-// aligned, and the last group of a row, take a scalar path.
+// adds them to two 64-bit device counters with one atomic each. The counters
+// add up frame after frame; take_counts() copies their 16 bytes back (once
+// per reporting interval, not per frame) and the next counted frame zeroes
+// them first. Rows whose pointers or strides are not 16-byte aligned, and the
+// last group of a row, take a scalar path.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -170,7 +172,6 @@ class CudaNoiseVis final : public NoiseVis {
         height_(height),
         counters_(2 * sizeof(unsigned long long)),
         host_counters_(2 * sizeof(unsigned long long)) {
-    // Nothing counted yet: counts() reads zeros until a counted frame lands.
     *reinterpret_cast<unsigned long long *>(host_counters_.data()) = 0;
     reinterpret_cast<unsigned long long *>(host_counters_.data())[1] = 0;
   }
@@ -198,7 +199,10 @@ class CudaNoiseVis final : public NoiseVis {
     l.overlay = params.mode == NoiseMode::Overlay;
     l.counters = count ? counters_.as<unsigned long long>() : nullptr;
     l.stream = stream;
-    if (count) CUDADIFF_CHECK(cudaMemsetAsync(counters_.data(), 0, counters_.size(), stream));
+    if (count && counters_stale_) {  // the first counted frame of new totals
+      CUDADIFF_CHECK(cudaMemsetAsync(counters_.data(), 0, counters_.size(), stream));
+      counters_stale_ = false;
+    }
 
     const int ps_out = format_info(out_format_).pixel_stride[0];
     if (in_format_ == VideoFormat::GRAY8) {
@@ -219,23 +223,44 @@ class CudaNoiseVis final : public NoiseVis {
     }
 
     if (count) {
-      CUDADIFF_CHECK(cudaMemcpyAsync(host_counters_.data(), counters_.data(), counters_.size(),
-                                     cudaMemcpyDeviceToHost, stream));
-      counted_compared_ = have_previous_;
+      running_frames_++;
+      if (have_previous_) running_compared_++;
     }
     previous_ = in;  // stays valid until the next call (the caller's contract)
     have_previous_ = true;
   }
 
+  void take_counts() override {
+    taken_frames_ = running_frames_;
+    taken_compared_ = running_compared_;
+    // Stale counters: no counted frame since the last take or clear, so the
+    // totals are zero and there is nothing to copy.
+    taken_from_device_ = !counters_stale_;
+    if (taken_from_device_) {
+      ctx_.activate();
+      CUDADIFF_CHECK(cudaMemcpyAsync(host_counters_.data(), counters_.data(), counters_.size(),
+                                     cudaMemcpyDeviceToHost,
+                                     static_cast<cudaStream_t>(ctx_.stream_handle())));
+    }
+    clear_counts();
+  }
+
   NoiseCounts counts() const override {
     const auto *c = reinterpret_cast<const unsigned long long *>(host_counters_.data());
     NoiseCounts counts;
-    counts.compared = counted_compared_;
-    counts.marked_pixels = c[0];
-    counts.changed_bytes = c[1];
-    counts.pixels = static_cast<uint64_t>(width_) * height_;
+    counts.frames = taken_frames_;
+    counts.compared_frames = taken_compared_;
+    counts.marked_pixels = taken_from_device_ ? c[0] : 0;
+    counts.changed_bytes = taken_from_device_ ? c[1] : 0;
+    counts.pixels = static_cast<uint64_t>(width_) * height_ * taken_compared_;
     counts.bytes = counts.pixels * format_info(in_format_).pixel_stride[0];
     return counts;
+  }
+
+  // The device counters are zeroed (queued) before the next counted frame.
+  void clear_counts() override {
+    counters_stale_ = true;
+    running_frames_ = running_compared_ = 0;
   }
 
   void reset() override { have_previous_ = false; }
@@ -265,8 +290,11 @@ class CudaNoiseVis final : public NoiseVis {
   VideoFormat in_format_, out_format_;
   int width_, height_;
   DeviceBuffer counters_;
-  PinnedBuffer host_counters_;
-  bool counted_compared_ = false;
+  PinnedBuffer host_counters_;  // the last take's marked pixels and changed bytes
+  bool counters_stale_ = true;  // counters_ hold old totals (or nothing yet)
+  uint32_t running_frames_ = 0, running_compared_ = 0;  // since the last take or clear
+  uint32_t taken_frames_ = 0, taken_compared_ = 0;      // the last take's
+  bool taken_from_device_ = false;  // host_counters_ hold the last take's counts
   FrameView previous_;
   bool have_previous_ = false;
 };

@@ -11,7 +11,8 @@
  * With `stats-interval` N > 0, every N frames an element message named
  * `cudanoisevis` reports the fraction of marked pixels and of changed bytes
  * over those N frames; the last report is also the `stats` property. The
- * counts are reduced on the GPU; only 16 bytes per frame come back.
+ * counts are reduced and summed over the N frames on the GPU; 16 bytes come
+ * back once per report.
  *
  * ## Example launch lines
  * |[
@@ -37,13 +38,6 @@ GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_noisevis_debug);
 
 enum { PROP_0, PROP_THRESHOLD, PROP_MODE, PROP_COLOR, PROP_STATS_INTERVAL, PROP_STATS };
 
-// Counts summed over the frames of one stats interval (streaming thread only).
-struct NoiseTotals {
-  guint frames = 0;
-  guint compared_frames = 0;
-  guint64 marked_pixels = 0, pixels = 0, changed_bytes = 0, bytes = 0;
-};
-
 struct _GstCudaDiffNoiseVis {
   GstCudaDiffFilter parent;
   // Guarded by the object lock.
@@ -51,11 +45,12 @@ struct _GstCudaDiffNoiseVis {
   guint stats_interval;
   GstStructure *stats;  // the last report, or nullptr
   // Streaming thread.
-  cudadiff::NoiseVis *op;   // between setup and teardown
+  cudadiff::NoiseVis *op;   // between setup and teardown; it sums the counts
   guint counting_interval;  // interval of the frame in flight (0: not counted)
-  guint totals_interval;    // interval the totals belong to
+  guint totals_interval;    // interval the op's running totals belong to
+  guint interval_frames;    // frames in the op's running totals
+  gboolean report_due;      // the frame in flight ends an interval: its totals were taken
   int frame_threshold;      // threshold of the frame in flight
-  NoiseTotals *totals;
 };
 
 G_DEFINE_TYPE(GstCudaDiffNoiseVis, gst_cudadiff_noisevis, GST_TYPE_CUDADIFF_FILTER)
@@ -86,7 +81,7 @@ static void gst_cudadiff_noisevis_setup(GstCudaDiffFilter *filter, const GstVide
                                  gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(out_info)),
                                  GST_VIDEO_INFO_WIDTH(in_info), GST_VIDEO_INFO_HEIGHT(in_info));
   self->op = op.release();
-  *self->totals = NoiseTotals();
+  self->interval_frames = 0;  // a new op: new totals
 }
 
 static void gst_cudadiff_noisevis_teardown(GstCudaDiffFilter *filter) {
@@ -98,8 +93,11 @@ static void gst_cudadiff_noisevis_teardown(GstCudaDiffFilter *filter) {
 // After a flush nothing is marked in the next frame, and a new interval starts.
 static void gst_cudadiff_noisevis_reset(GstCudaDiffFilter *filter) {
   auto *self = GST_CUDADIFF_NOISEVIS(filter);
-  if (self->op) self->op->reset();
-  *self->totals = NoiseTotals();
+  if (self->op) {
+    self->op->reset();
+    self->op->clear_counts();
+  }
+  self->interval_frames = 0;
 }
 
 static void gst_cudadiff_noisevis_process(GstCudaDiffFilter *filter, const cudadiff::FrameView &in,
@@ -111,28 +109,28 @@ static void gst_cudadiff_noisevis_process(GstCudaDiffFilter *filter, const cudad
   GST_OBJECT_UNLOCK(self);
   self->counting_interval = interval;
   self->frame_threshold = params.threshold;
-  self->op->process(in, out, params, interval > 0);
-}
-
-// Adds the frame's counts (valid now: the base class has waited for the GPU)
-// and posts the report at the end of an interval.
-static void add_frame_counts(GstCudaDiffNoiseVis *self, GstVideoFrame *inframe) {
-  const guint interval = self->counting_interval;
-  NoiseTotals &t = *self->totals;
-  if (self->totals_interval != interval) {
-    t = NoiseTotals();
+  self->report_due = FALSE;
+  if (interval == 0) {
+    self->totals_interval = 0;  // counting off: the next interval starts afresh
+  } else if (self->totals_interval != interval) {
+    self->op->clear_counts();  // a new interval length: new totals
+    self->interval_frames = 0;
     self->totals_interval = interval;
   }
-  const cudadiff::NoiseCounts c = self->op->counts();
-  t.frames++;
-  if (c.compared) {
-    t.compared_frames++;
-    t.marked_pixels += c.marked_pixels;
-    t.pixels += c.pixels;
-    t.changed_bytes += c.changed_bytes;
-    t.bytes += c.bytes;
+  // Counted frames add to the op's running totals on the device; the last
+  // frame of an interval takes them (one small copy, queued with the frame).
+  self->op->process(in, out, params, interval > 0);
+  if (interval > 0 && ++self->interval_frames >= interval) {
+    self->op->take_counts();
+    self->interval_frames = 0;
+    self->report_due = TRUE;
   }
-  if (t.frames < interval) return;
+}
+
+// Posts the report of the interval the frame ends (its totals are valid now:
+// the base class has waited for the GPU).
+static void post_report(GstCudaDiffNoiseVis *self, GstVideoFrame *inframe) {
+  const cudadiff::NoiseCounts t = self->op->counts();
 
   GstBaseTransform *trans = GST_BASE_TRANSFORM(self);
   const GstClockTime pts = GST_BUFFER_PTS(inframe->buffer);
@@ -144,11 +142,13 @@ static void add_frame_counts(GstCudaDiffNoiseVis *self, GstVideoFrame *inframe) 
   GstStructure *s = gst_structure_new(
       "cudanoisevis", "timestamp", G_TYPE_UINT64, static_cast<guint64>(pts), "stream-time",
       G_TYPE_UINT64, static_cast<guint64>(stream_time), "running-time", G_TYPE_UINT64,
-      static_cast<guint64>(running_time), "frames", G_TYPE_UINT, t.frames, "compared-frames",
-      G_TYPE_UINT, t.compared_frames, "threshold", G_TYPE_UINT,
-      static_cast<guint>(self->frame_threshold), "marked-pixels", G_TYPE_UINT64, t.marked_pixels,
-      "pixels", G_TYPE_UINT64, t.pixels, "changed-bytes", G_TYPE_UINT64, t.changed_bytes, "bytes",
-      G_TYPE_UINT64, t.bytes, "marked-fraction", G_TYPE_DOUBLE,
+      static_cast<guint64>(running_time), "frames", G_TYPE_UINT, static_cast<guint>(t.frames),
+      "compared-frames", G_TYPE_UINT, static_cast<guint>(t.compared_frames), "threshold",
+      G_TYPE_UINT, static_cast<guint>(self->frame_threshold), "marked-pixels", G_TYPE_UINT64,
+      static_cast<guint64>(t.marked_pixels), "pixels", G_TYPE_UINT64,
+      static_cast<guint64>(t.pixels), "changed-bytes", G_TYPE_UINT64,
+      static_cast<guint64>(t.changed_bytes), "bytes", G_TYPE_UINT64, static_cast<guint64>(t.bytes),
+      "marked-fraction", G_TYPE_DOUBLE,
       t.pixels ? static_cast<double>(t.marked_pixels) / static_cast<double>(t.pixels) : 0.0,
       "changed-byte-fraction", G_TYPE_DOUBLE,
       t.bytes ? static_cast<double>(t.changed_bytes) / static_cast<double>(t.bytes) : 0.0, nullptr);
@@ -158,7 +158,6 @@ static void add_frame_counts(GstCudaDiffNoiseVis *self, GstVideoFrame *inframe) 
   self->stats = gst_structure_copy(s);
   GST_OBJECT_UNLOCK(self);
   gst_element_post_message(GST_ELEMENT(self), gst_message_new_element(GST_OBJECT(self), s));
-  t = NoiseTotals();
 }
 
 static GstFlowReturn gst_cudadiff_noisevis_transform_frame(GstVideoFilter *filter,
@@ -166,13 +165,15 @@ static GstFlowReturn gst_cudadiff_noisevis_transform_frame(GstVideoFilter *filte
                                                            GstVideoFrame *outframe) {
   auto *self = GST_CUDADIFF_NOISEVIS(filter);
   self->counting_interval = 0;
+  self->report_due = FALSE;
   const GstFlowReturn ret = GST_VIDEO_FILTER_CLASS(gst_cudadiff_noisevis_parent_class)
                                 ->transform_frame(filter, inframe, outframe);
   if (ret != GST_FLOW_OK) return ret;
-  if (self->counting_interval > 0 && self->op)
-    add_frame_counts(self, inframe);
-  else
+  if (self->counting_interval > 0 && self->op) {
+    if (self->report_due) post_report(self, inframe);
+  } else {
     self->totals_interval = 0;  // counting off: the next interval starts afresh
+  }
   return ret;
 }
 
@@ -231,8 +232,6 @@ static void gst_cudadiff_noisevis_finalize(GObject *object) {
   auto *self = GST_CUDADIFF_NOISEVIS(object);
   if (self->stats) gst_structure_free(self->stats);
   self->stats = nullptr;
-  delete self->totals;
-  self->totals = nullptr;
   G_OBJECT_CLASS(gst_cudadiff_noisevis_parent_class)->finalize(object);
 }
 
@@ -322,6 +321,7 @@ static void gst_cudadiff_noisevis_init(GstCudaDiffNoiseVis *self) {
   self->op = nullptr;
   self->counting_interval = 0;
   self->totals_interval = 0;
+  self->interval_frames = 0;
+  self->report_due = FALSE;
   self->frame_threshold = DEFAULT_THRESHOLD;
-  self->totals = new NoiseTotals();
 }

@@ -88,39 +88,91 @@ TEST(NoiseVisCpu, MaskCountsAndFirstFrame) {
   HostFrame out(VideoFormat::BGR, 4, 2, 3, 0xEE);
   auto op = cudadiff::NoiseVis::create(*cpu, VideoFormat::BGR, VideoFormat::BGR, 4, 2);
   op->process(s.f1.view, out.view, NoiseParams{}, true);
+  op->take_counts();
   NoiseCounts c = op->counts();
-  EXPECT_FALSE(c.compared);
+  EXPECT_EQ(c.frames, 1u);
+  EXPECT_EQ(c.compared_frames, 0u);  // the first frame: nothing to compare with
   EXPECT_EQ(c.marked_pixels, 0u);
   EXPECT_EQ(c.changed_bytes, 0u);
-  EXPECT_EQ(c.pixels, 8u);
-  EXPECT_EQ(c.bytes, 24u);
+  EXPECT_EQ(c.pixels, 0u);
+  EXPECT_EQ(c.bytes, 0u);
   for (int y = 0; y < 2; ++y)
     for (int x = 0; x < 4; ++x) EXPECT_TRUE(same(get_rgb(out, x, y), {0, 0, 0}));
 
   op->process(s.f2.view, out.view, NoiseParams{}, true);
+  op->take_counts();
   c = op->counts();
-  EXPECT_TRUE(c.compared);
+  EXPECT_EQ(c.frames, 1u);
+  EXPECT_EQ(c.compared_frames, 1u);
   EXPECT_EQ(c.marked_pixels, 3u);
   EXPECT_EQ(c.changed_bytes, 6u);
+  EXPECT_EQ(c.pixels, 8u);
+  EXPECT_EQ(c.bytes, 24u);
   for (int y = 0; y < 2; ++y)
     for (int x = 0; x < 4; ++x)
       EXPECT_TRUE(same(get_rgb(out, x, y), s.marked(x, y) ? Rgb{255, 0, 0} : Rgb{0, 0, 0}))
           << x << "," << y;
   EXPECT_TRUE(out.padding_intact(0xEE));
 
-  // Without counting, counts() keeps the last counted frame's.
+  // Without counting nothing is added; counts() keeps the last take's.
   op->process(s.f2.view, out.view, NoiseParams{}, false);
   EXPECT_EQ(op->counts().marked_pixels, 3u);
   for (int y = 0; y < 2; ++y)
     for (int x = 0; x < 4; ++x) EXPECT_TRUE(same(get_rgb(out, x, y), {0, 0, 0}));
+  op->take_counts();
+  EXPECT_EQ(op->counts().frames, 0u);
+  EXPECT_EQ(op->counts().marked_pixels, 0u);
+  EXPECT_EQ(op->counts().pixels, 0u);
 
   // Reset: the next frame is a first frame again.
   op->reset();
   op->process(s.f1.view, out.view, NoiseParams{}, true);
-  EXPECT_FALSE(op->counts().compared);
+  op->take_counts();
+  EXPECT_EQ(op->counts().frames, 1u);
+  EXPECT_EQ(op->counts().compared_frames, 0u);
   EXPECT_EQ(op->counts().marked_pixels, 0u);
   for (int y = 0; y < 2; ++y)
     for (int x = 0; x < 4; ++x) EXPECT_TRUE(same(get_rgb(out, x, y), {0, 0, 0}));
+}
+
+// The totals add up over counted frames until they are taken; clear_counts()
+// drops them; reset() keeps them.
+TEST(NoiseVisCpu, CountsAddUpUntilTaken) {
+  Scene s;
+  HostFrame out(VideoFormat::BGR, 4, 2);
+  auto op = cudadiff::NoiseVis::create(*cpu, VideoFormat::BGR, VideoFormat::BGR, 4, 2);
+  op->process(s.f1.view, out.view, NoiseParams{}, true);   // first frame
+  op->process(s.f2.view, out.view, NoiseParams{}, true);   // 3 marked, 6 changed
+  op->process(s.f2.view, out.view, NoiseParams{}, false);  // not counted
+  op->process(s.f1.view, out.view, NoiseParams{}, true);   // the same 3 and 6 back
+  op->take_counts();
+  NoiseCounts c = op->counts();
+  EXPECT_EQ(c.frames, 3u);
+  EXPECT_EQ(c.compared_frames, 2u);
+  EXPECT_EQ(c.marked_pixels, 6u);
+  EXPECT_EQ(c.changed_bytes, 12u);
+  EXPECT_EQ(c.pixels, 16u);
+  EXPECT_EQ(c.bytes, 48u);
+
+  op->process(s.f2.view, out.view, NoiseParams{}, true);
+  op->clear_counts();  // drops that frame
+  op->process(s.f1.view, out.view, NoiseParams{}, true);
+  op->reset();                                            // keeps the totals
+  op->process(s.f2.view, out.view, NoiseParams{}, true);  // a first frame again
+  op->take_counts();
+  c = op->counts();
+  EXPECT_EQ(c.frames, 2u);
+  EXPECT_EQ(c.compared_frames, 1u);
+  EXPECT_EQ(c.marked_pixels, 3u);
+  EXPECT_EQ(c.changed_bytes, 6u);
+  EXPECT_EQ(c.pixels, 8u);
+  EXPECT_EQ(c.bytes, 24u);
+
+  op->take_counts();  // nothing counted since
+  c = op->counts();
+  EXPECT_EQ(c.frames, 0u);
+  EXPECT_EQ(c.marked_pixels, 0u);
+  EXPECT_EQ(c.changed_bytes, 0u);
 }
 
 TEST(NoiseVisCpu, ThresholdEdges) {
@@ -133,6 +185,7 @@ TEST(NoiseVisCpu, ThresholdEdges) {
     op->reset();
     op->process(s.f1.view, out.view, p, true);
     op->process(s.f2.view, out.view, p, true);
+    op->take_counts();
     return op->counts();
   };
   NoiseCounts c = run(19);  // now the +20 of (1,0) and the -20 of (1,1) count too
@@ -216,6 +269,7 @@ TEST(NoiseVisCpu, EveryFormat) {
       op->process(f1.view, out.view, p, true);
       op->process(f2.view, out.view, p, true);
       const bool has_extra = ps == 4;
+      op->take_counts();
       const NoiseCounts c = op->counts();
       EXPECT_EQ(c.marked_pixels, has_extra ? 2u : 1u) << cudadiff::format_name(fmt);
       EXPECT_EQ(c.changed_bytes, has_extra ? 2u : 1u);
@@ -249,6 +303,7 @@ TEST(NoiseVisCpu, Gray8Input) {
     auto op = cudadiff::NoiseVis::create(*cpu, VideoFormat::GRAY8, VideoFormat::GRAY8, 3, 1);
     op->process(f1.view, out.view, NoiseParams{}, true);
     op->process(f2.view, out.view, NoiseParams{}, true);
+    op->take_counts();
     EXPECT_EQ(out.at(0, 0, 0), 0);
     EXPECT_EQ(out.at(0, 1, 0), 77);  // red: (77*255 + 128) >> 8
     EXPECT_EQ(out.at(0, 2, 0), 0);
@@ -321,6 +376,7 @@ TEST(NoiseVisCpu, RandomSequencesMatchTheRule) {
       p.threshold = 17;
       op->process(f1.view, out.view, p, true);
       op->process(f2.view, out.view, p, true);
+      op->take_counts();
       uint64_t marked = 0, changed = 0;
       for (int y = 0; y < h; ++y)
         for (int x = 0; x < w; ++x) {

@@ -1,9 +1,11 @@
 // Noise view: the CUDA backend equals the CPU reference bit for bit, counts
 // included, over sequences of frames (first-frame rule, previous frame kept on
-// the device, reset), every format and mode, odd sizes, 1920x1080, and device
-// views with their own (unaligned or aligned) pointers and strides.
+// the device, reset, totals summed over frames and taken every other frame),
+// every format and mode, odd sizes, 1920x1080, and device views with their
+// own (unaligned or aligned) pointers and strides.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "cudadiff/noisevis.h"
@@ -61,8 +63,15 @@ const std::vector<Step> kSteps = {
     {params_of(5, NoiseMode::Mask, 0x40ffffffu), true},
 };
 
+// The totals are taken after every odd step and after the last one, so they
+// cover one or two frames (counted or not).
+bool take_after(size_t step, size_t steps) {
+  return step % 2 == 1 || step + 1 == steps;
+}
+
 void expect_counts_equal(const NoiseCounts &a, const NoiseCounts &b, const std::string &what) {
-  EXPECT_EQ(a.compared, b.compared) << what;
+  EXPECT_EQ(a.frames, b.frames) << what;
+  EXPECT_EQ(a.compared_frames, b.compared_frames) << what;
   EXPECT_EQ(a.marked_pixels, b.marked_pixels) << what;
   EXPECT_EQ(a.changed_bytes, b.changed_bytes) << what;
   EXPECT_EQ(a.pixels, b.pixels) << what;
@@ -89,6 +98,10 @@ struct Fixture : ::testing::Test {
       HostFrame want(out_fmt, w, h, 3);
       cpu_op->process(frames[i].view, want.view, steps[i].params, steps[i].count);
       gpu_op->process(device_in[i].view(), device_out.view(), steps[i].params, steps[i].count);
+      if (take_after(i, std::min(frames.size(), steps.size()))) {
+        cpu_op->take_counts();
+        gpu_op->take_counts();
+      }
       HostFrame got = testing_util::download(device_out, *gpu);  // synchronises
       const std::string what = std::string(cudadiff::format_name(in_fmt)) + " -> " +
                                cudadiff::format_name(out_fmt) + " " + std::to_string(w) + "x" +
@@ -155,14 +168,17 @@ TEST_F(Fixture, CountsOfAKnownPattern) {
   cudadiff::DeviceFrame out(VideoFormat::BGR, w, h);
   gpu_op->process(d0.view(), out.view(), NoiseParams{}, true);
   gpu_op->process(d1.view(), out.view(), NoiseParams{}, true);
+  gpu_op->take_counts();
   gpu->synchronize();
-  EXPECT_TRUE(gpu_op->counts().compared);
+  EXPECT_EQ(gpu_op->counts().frames, 2u);
+  EXPECT_EQ(gpu_op->counts().compared_frames, 1u);
   EXPECT_EQ(gpu_op->counts().changed_bytes, changed);
   EXPECT_EQ(gpu_op->counts().marked_pixels, marked);
   // Back to f0: the same bytes change by 40, which is not more than 40...
   NoiseParams p40;
   p40.threshold = 40;
   gpu_op->process(d0.view(), out.view(), p40, true);
+  gpu_op->take_counts();
   gpu->synchronize();
   EXPECT_EQ(gpu_op->counts().changed_bytes, 0u);
   EXPECT_EQ(gpu_op->counts().marked_pixels, 0u);
@@ -170,11 +186,46 @@ TEST_F(Fixture, CountsOfAKnownPattern) {
   NoiseParams p39;
   p39.threshold = 39;
   gpu_op->process(d1.view(), out.view(), p39, true);
+  gpu_op->take_counts();
   gpu->synchronize();
   EXPECT_EQ(gpu_op->counts().changed_bytes, changed);
   EXPECT_EQ(gpu_op->counts().marked_pixels, marked);
   EXPECT_EQ(gpu_op->counts().bytes, 6220800u);
   EXPECT_EQ(gpu_op->counts().pixels, 2073600u);
+  // Totals over several frames stay on the device until taken: three counted
+  // frames (a change, none, a change) and an uncounted change.
+  gpu_op->process(d0.view(), out.view(), p39, true);   // d1 -> d0: counted
+  gpu_op->process(d1.view(), out.view(), p39, false);  // d0 -> d1: not counted
+  gpu_op->process(d1.view(), out.view(), p39, true);   // d1 -> d1: nothing changed
+  gpu_op->process(d0.view(), out.view(), p39, true);   // d1 -> d0: counted
+  gpu_op->take_counts();
+  gpu->synchronize();
+  EXPECT_EQ(gpu_op->counts().frames, 3u);
+  EXPECT_EQ(gpu_op->counts().compared_frames, 3u);
+  EXPECT_EQ(gpu_op->counts().changed_bytes, 2 * changed);
+  EXPECT_EQ(gpu_op->counts().marked_pixels, 2 * marked);
+  EXPECT_EQ(gpu_op->counts().pixels, 3 * 2073600u);
+  EXPECT_EQ(gpu_op->counts().bytes, 3 * 6220800u);
+  // clear_counts() drops the running totals; a take with nothing counted
+  // since gives zeros (and copies nothing).
+  gpu_op->process(d1.view(), out.view(), p39, true);
+  gpu_op->clear_counts();
+  gpu_op->process(d0.view(), out.view(), p39, true);
+  gpu_op->take_counts();
+  gpu->synchronize();
+  EXPECT_EQ(gpu_op->counts().frames, 1u);
+  EXPECT_EQ(gpu_op->counts().changed_bytes, changed);
+  gpu_op->clear_counts();
+  gpu_op->take_counts();
+  gpu->synchronize();
+  EXPECT_EQ(gpu_op->counts().frames, 0u);
+  EXPECT_EQ(gpu_op->counts().changed_bytes, 0u);
+  EXPECT_EQ(gpu_op->counts().marked_pixels, 0u);
+  gpu_op->process(d1.view(), out.view(), p39, false);
+  gpu_op->take_counts();
+  gpu->synchronize();
+  EXPECT_EQ(gpu_op->counts().frames, 0u);
+  EXPECT_EQ(gpu_op->counts().changed_bytes, 0u);
 }
 
 // Device views whose pointers and strides are not multiples of 16 take the
@@ -217,6 +268,10 @@ TEST_F(Fixture, DeviceViewsWithOwnStrides) {
         HostFrame want(fmt, w, h);
         cpu_op->process(frames[i].view, want.view, kSteps[i].params, kSteps[i].count);
         gpu_op->process(din[i], dout, kSteps[i].params, kSteps[i].count);
+        if (take_after(i, frames.size())) {
+          cpu_op->take_counts();
+          gpu_op->take_counts();
+        }
         HostFrame got(fmt, w, h, 2);
         cudadiff::copy_to_host(dout, got.view, *gpu);
         HostFrame raw(VideoFormat::GRAY8, raw_out.width, h);

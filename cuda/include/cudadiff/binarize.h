@@ -76,14 +76,35 @@ BinarizeResult threshold_from_histogram(const Histogram &hist, const BinarizePar
 // Throws Error when a threshold parameter is outside 0..255.
 void validate(const BinarizeParams &params);
 
-// CUDA only: how the output pass gets the gray values of packed RGB input.
-// keep_gray (default): the first pass writes the gray image (1 byte per pixel)
-// and the output pass reads it; otherwise the output pass reads the input
-// again and recomputes gray. Same output either way; bench_binarize measures
-// both. Formats with alpha / x written back in the input format always re-read
-// the input (the alpha byte is needed anyway).
+// CUDA only: how the work is split into kernels. Same output, histogram and
+// result on every path (bench_binarize measures them all).
+//
+// single_pass (default): when the frame needs a histogram, one kernel does
+// everything: each block takes chunks of the frame from a counter, computes
+// and counts their gray values, keeps them on chip and writes their output
+// with a guess of the threshold (the previous frame's); the block that counts
+// last computes the threshold while the others wait for it; then every block
+// rewrites the pixels the guess got wrong. The frame is read once, no gray
+// image is written, and there is one launch per frame. Blocks that cannot
+// keep more chunks on chip (only when few blocks run at once, or for very
+// large frames) put the gray values of further chunks in a scratch buffer.
+// groups_per_thread, blocks_per_sm (single pass; for benchmarks and tests):
+// 16-pixel groups each thread keeps on chip, 1..4 (0: 4), and a cap on the
+// blocks per SM (0: as many as can be resident).
+//
+// single_pass = false: two launches, a histogram pass (whose last block
+// computes the threshold) and an output pass. keep_gray (default): the first
+// pass writes the gray image (1 byte per pixel) and the output pass reads it;
+// otherwise the output pass reads the input again and recomputes gray.
+// Formats with alpha / x written back in the input format always re-read the
+// input (the alpha byte is needed anyway).
+//
+// The fixed threshold without peaks needs no histogram: one output pass.
 struct BinarizeOptions {
   bool keep_gray = true;
+  bool single_pass = true;
+  int groups_per_thread = 0;
+  int blocks_per_sm = 0;
 };
 
 class Binarize {
@@ -102,6 +123,9 @@ class Binarize {
   // CUDA: copies 1 KiB from the device and synchronises: for tests and
   // diagnostics, never needed per frame.
   virtual Histogram histogram() const = 0;
+  // Diagnostics: whether the last process() ran as the single-pass kernel
+  // (BinarizeOptions::single_pass). Always false for the CPU backend.
+  virtual bool used_single_pass() const { return false; }
 
   // Backend chosen by the context; device buffers are allocated here, once.
   // Throws Error for unsupported formats or sizes.

@@ -35,15 +35,18 @@ struct NoiseParams {
   uint32_t color = 0xffff0000u;  // 0xAARRGGBB; default opaque red
 };
 
-// What one frame had. Pixels and bytes are the frame's (width x height, and
-// width x height x bytes per pixel); both counts are 0 when there was no
-// previous frame (`compared` false).
+// Totals over the frames counted since the counts were last taken (or
+// cleared, or the object created). Pixels and bytes are those of the frames
+// that had a previous frame (width x height, and width x height x bytes per
+// pixel, each); a frame without one (`frames` - `compared_frames`) has
+// nothing marked and adds nothing but to `frames`.
 struct NoiseCounts {
   uint64_t marked_pixels = 0;
   uint64_t pixels = 0;
   uint64_t changed_bytes = 0;
   uint64_t bytes = 0;
-  bool compared = false;
+  uint32_t frames = 0;           // frames processed with count = true
+  uint32_t compared_frames = 0;  // of those, the ones that had a previous frame
 };
 
 // Colour c painted over background b with alpha a (all 0..255).
@@ -55,19 +58,29 @@ class NoiseVis {
  public:
   virtual ~NoiseVis() = default;
   // Compares `in` with the previous frame given to this object and writes the
-  // view to `out` (same width and height). With `count`, also counts marked
-  // pixels and changed bytes (counts() then returns them). With the CUDA
-  // backend both views are device memory, the work is queued on the context's
-  // stream, and `in` must stay valid and unmodified until the next process()
-  // returns (it is the next call's previous frame); the counts are reduced on
-  // the device and only they are copied back. The CPU backend keeps its own
-  // copy of the previous frame.
+  // view to `out` (same width and height). With `count`, also adds the
+  // frame's marked pixels and changed bytes to the running totals. With the
+  // CUDA backend both views are device memory, the work is queued on the
+  // context's stream, and `in` must stay valid and unmodified until the next
+  // process() returns (it is the next call's previous frame); the totals
+  // stay on the device (no per-frame copy, reset or synchronisation). The CPU
+  // backend keeps its own copy of the previous frame.
   virtual void process(const FrameView &in, const FrameView &out, const NoiseParams &params,
                        bool count) = 0;
-  // The counts of the last process() called with count = true. With the CUDA
-  // backend they are valid once the context's stream has been synchronised.
+  // Hands the running totals (every counted frame since the last take, clear
+  // or creation) over to counts() and starts new totals at zero. CUDA: queues
+  // one 16-byte copy to the host on the context's stream, nothing else; call
+  // it after the process() it should include, e.g. once per reporting
+  // interval.
+  virtual void take_counts() = 0;
+  // The totals handed over by the last take_counts() (all zero before the
+  // first). With the CUDA backend, valid once the context's stream has been
+  // synchronised after that take_counts().
   virtual NoiseCounts counts() const = 0;
-  // Forgets the previous frame: nothing is marked in the next frame.
+  // Drops the running totals: the next counted frame starts new ones.
+  virtual void clear_counts() = 0;
+  // Forgets the previous frame: nothing is marked in the next frame (the
+  // running totals are kept; clear_counts() drops them).
   virtual void reset() = 0;
 
   // Backend chosen by the context; one object per format and size. Throws
