@@ -33,19 +33,20 @@ for step in $steps; do
       for t in "$build"/tests/core_*_cuda "$build"/tests/element_*_cuda; do
         [ -x "$t" ] || continue
         name=$(basename "$t")
-        line=$(GST_PLUGIN_PATH_1_0="$PWD/$build/plugins" timeout 400 \
+        line=$(GST_PLUGIN_PATH_1_0="$PWD/$build/plugins" timeout ${SANITIZE_TIMEOUT:-400} \
                compute-sanitizer --tool memcheck --leak-check full "$t" 2>&1 | tee -a "$out/sanitizer.log" |
                grep "ERROR SUMMARY" | tail -n 1)
         summary+=("memcheck $name: ${line:-no summary (timeout or crash)}")
       done
       for t in "$build"/tests/core_*_cuda; do
         name=$(basename "$t")
-        line=$(timeout 400 compute-sanitizer --tool racecheck "$t" 2>&1 | tee -a "$out/sanitizer.log" |
+        line=$(timeout ${SANITIZE_TIMEOUT:-400} compute-sanitizer --tool racecheck "$t" 2>&1 | tee -a "$out/sanitizer.log" |
                grep "RACECHECK SUMMARY" | tail -n 1)
         summary+=("racecheck $name: ${line:-no summary (timeout or crash)}")
       done
       ;;
     bench)
+      export GST_PLUGIN_PATH_1_0="$PWD/$build/plugins"
       for b in "$build"/bench/bench_*; do
         [ -x "$b" ] || continue
         name=$(basename "$b")
