@@ -19,7 +19,6 @@ if [ -d .device/root/usr/share/fonts ]; then
 CONF
   export FONTCONFIG_FILE=/tmp/gpu-check-fonts.conf
 fi
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 summary=()
 
 for step in $steps; do

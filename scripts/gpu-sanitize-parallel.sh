@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# compute-sanitizer on every CUDA test, several at a time (the GPU machine has
+# 16 cores; device time is scarce): memcheck on all CUDA tests, racecheck on
+# the core ones. Prints one summary line per run. Usage: BUILD [JOBS] [TIMEOUT]
+set -uo pipefail
+build=${1:-build-gpu-slim}; jobs=${2:-6}; limit=${3:-500}
+source .device/env.sh
+export GST_PLUGIN_PATH_1_0="$PWD/$build/plugins"
+out=/tmp/gpu-sanitize; rm -rf "$out"; mkdir -p "$out"
+runs=()
+for t in "$build"/tests/core_*_cuda "$build"/tests/element_*_cuda; do runs+=("memcheck $t"); done
+for t in "$build"/tests/core_*_cuda; do runs+=("racecheck $t"); done
+printf '%s\n' "${runs[@]}" | xargs -P "$jobs" -L 1 bash -c '
+  tool=$0; t=$1; log='"$out"'/$tool-$(basename $t).log
+  timeout '"$limit"' compute-sanitizer --tool $tool $( [ $tool = memcheck ] && echo --leak-check full ) "$t" > $log 2>&1
+  rc=$?
+  line=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" $log | tail -n 1)
+  tests=$(grep -E "^\[  (PASSED|FAILED)  \]" $log | tail -n 1)
+  echo "$tool $(basename $t): rc=$rc ${line:-no summary (timeout?)} ${tests}"'
