@@ -5,6 +5,12 @@
 set -uo pipefail
 build=${1:-build-gpu-slim}; jobs=${2:-6}; limit=${3:-500}
 source .device/env.sh
+# Pango needs fonts: point fontconfig at the staged ones (as gpu-check.sh does).
+if [ -d .device/root/usr/share/fonts ]; then
+  printf '<?xml version="1.0"?><!DOCTYPE fontconfig SYSTEM "fonts.dtd">\n<fontconfig><dir>%s</dir><cachedir>/tmp/fontconfig-cache</cachedir></fontconfig>\n' \
+    "$PWD/.device/root/usr/share/fonts" > /tmp/gpu-sanitize-fonts.conf
+  export FONTCONFIG_FILE=/tmp/gpu-sanitize-fonts.conf
+fi
 export GST_PLUGIN_PATH_1_0="$PWD/$build/plugins"
 out=/tmp/gpu-sanitize; rm -rf "$out"; mkdir -p "$out"
 runs=()
