@@ -3,6 +3,7 @@
 // and mapping GStreamer video frames to core frame views.
 #pragma once
 
+#include <gst/base/gstbasetransform.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
@@ -59,6 +60,15 @@ void gst_cudadiff_post_error(GstElement *element, const char *doing, const cudad
 GstCaps *gst_cudadiff_transform_formats(
     GstCaps *caps, const std::vector<GstVideoFormat> &all,
     const std::function<void(GstVideoFormat, std::vector<GstVideoFormat> &)> &map);
+
+// transform_caps of an element whose output is GRAY8 (preferred, listed
+// first) or, where `keeps_format` says so, the input's own format: sink
+// format f gives { GRAY8, f }; a GRAY8 output can come from every sink format.
+// `filter` is applied as GstBaseTransform's vfunc must.
+GstCaps *gst_cudadiff_transform_caps_gray_or_same(
+    GstBaseTransform *trans, GstPadDirection direction, GstCaps *caps, GstCaps *filter,
+    const std::vector<GstVideoFormat> &sink_formats,
+    const std::function<bool(GstVideoFormat)> &keeps_format);
 
 // The packed RGB family, in the order caps list them.
 const std::vector<GstVideoFormat> &gst_cudadiff_packed_rgb_formats(void);

@@ -72,30 +72,8 @@ static bool is_packed_rgb(GstVideoFormat f) {
 static GstCaps *gst_cudadiff_grayscale_transform_caps(GstBaseTransform *trans,
                                                       GstPadDirection direction, GstCaps *caps,
                                                       GstCaps *filter) {
-  GstCaps *result;
-  if (direction == GST_PAD_SINK) {
-    result = gst_cudadiff_transform_formats(caps, sink_formats(),
-                                            [](GstVideoFormat f, std::vector<GstVideoFormat> &out) {
-                                              out.push_back(GST_VIDEO_FORMAT_GRAY8);
-                                              if (is_packed_rgb(f)) out.push_back(f);
-                                            });
-  } else {
-    result = gst_cudadiff_transform_formats(caps, sink_formats(),
-                                            [](GstVideoFormat f, std::vector<GstVideoFormat> &out) {
-                                              if (f == GST_VIDEO_FORMAT_GRAY8)
-                                                out = sink_formats();
-                                              else if (is_packed_rgb(f))
-                                                out.push_back(f);
-                                            });
-  }
-  if (filter) {
-    GstCaps *tmp = gst_caps_intersect_full(filter, result, GST_CAPS_INTERSECT_FIRST);
-    gst_caps_unref(result);
-    result = tmp;
-  }
-  GST_DEBUG_OBJECT(trans, "%s caps %" GST_PTR_FORMAT " -> %" GST_PTR_FORMAT,
-                   direction == GST_PAD_SINK ? "sink" : "src", caps, result);
-  return result;
+  return gst_cudadiff_transform_caps_gray_or_same(trans, direction, caps, filter, sink_formats(),
+                                                  is_packed_rgb);
 }
 
 static void gst_cudadiff_grayscale_setup(GstCudaDiffFilter *filter, const GstVideoInfo *in_info,

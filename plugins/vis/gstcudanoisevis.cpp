@@ -293,7 +293,8 @@ static void gst_cudadiff_noisevis_class_init(GstCudaDiffNoiseVisClass *klass) {
                          GST_TYPE_STRUCTURE,
                          static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
 
-  gst_cudadiff_filter_add_pad_templates(element_class, GST_CUDADIFF_VIS_SINK_FORMATS, GST_CUDADIFF_VIS_SRC_FORMATS);
+  gst_cudadiff_filter_add_pad_templates(element_class, GST_CUDADIFF_VIS_SINK_FORMATS,
+                                        GST_CUDADIFF_VIS_SRC_FORMATS);
   gst_element_class_set_static_metadata(
       element_class, "CUDA noise view", "Filter/Analyzer/Video",
       "Marks the pixels that changed by more than a threshold since the previous frame (what "
