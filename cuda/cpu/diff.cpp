@@ -3,6 +3,7 @@
 #include "cudadiff/diff.h"
 
 #include <cstring>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,7 @@ class CpuDiffEncoder final : public DiffEncoder {
   }
 
   void keyframe(const FrameView &frame, HostBytes &body) override {
+    check_idle("keyframe");
     check_frame(frame, format_, width_, height_, "encoder input");
     pack(frame, reference_.data());
     body.resize(frame_bytes_);
@@ -80,6 +82,7 @@ class CpuDiffEncoder final : public DiffEncoder {
 
   DeltaSummary delta(const FrameView &frame, int threshold, ValueMode mode,
                      HostBytes &body) override {
+    check_idle("delta");
     check_frame(frame, format_, width_, height_, "encoder input");
     if (threshold < 0 || threshold > 255) throw Error("threshold must be within 0..255");
     pack(frame, current_.data());
@@ -214,6 +217,37 @@ class CpuDiffDecoder final : public DiffDecoder {
 };
 
 }  // namespace
+
+void DiffEncoder::check_idle(const char *what) const {
+  if (in_flight_ > 0)
+    throw Error(std::string("difference encoder: ") + what + " while " +
+                std::to_string(in_flight_) + " frame(s) are in flight (collect them first)");
+}
+
+void DiffEncoder::submit_delta_host(const FrameView &frame, int threshold, ValueMode mode) {
+  if (in_flight_ >= kMaxInFlight)
+    throw Error("difference encoder: more than " + std::to_string(kMaxInFlight) +
+                " frames submitted and not collected");
+  Done &d = done_[(oldest_ + in_flight_) % kMaxInFlight];
+  const int saved = in_flight_;
+  in_flight_ = 0;  // delta_host() itself runs with nothing in flight
+  try {
+    d.summary = delta_host(frame, threshold, mode, d.body);
+  } catch (...) {
+    in_flight_ = saved;
+    throw;
+  }
+  in_flight_ = saved + 1;
+}
+
+DeltaSummary DiffEncoder::collect_delta(HostBytes &body) {
+  if (in_flight_ == 0) throw Error("difference encoder: nothing submitted to collect");
+  Done &d = done_[oldest_];
+  std::swap(body, d.body);
+  oldest_ = (oldest_ + 1) % kMaxInFlight;
+  in_flight_--;
+  return d.summary;
+}
 
 size_t max_delta_body_size(size_t frame_bytes) {
   DeltaSummary all;

@@ -373,12 +373,19 @@ class CudaDiffEncoder final : public DiffEncoder {
     counts_ = DeviceBuffer(n_super_ * sizeof(Counts));
     local_offsets_ = DeviceBuffer(n_super_ * sizeof(Counts));
     tile_totals_ = DeviceBuffer(n_tiles_ * sizeof(Counts));
-    totals_ = DeviceBuffer(sizeof(Counts));
-    body_ = DeviceBuffer(max_delta_body_size(frame_bytes_));
-    host_totals_ = HostBytes(sizeof(Counts));
+    // One body, its totals and their copy on the host per frame in flight
+    // (slot 0 serves the calls that wait).
+    for (Slot &slot : slots_) {
+      slot.totals = DeviceBuffer(sizeof(Counts));
+      slot.host_totals = HostBytes(sizeof(Counts));
+      slot.done = std::make_unique<Event>();
+    }
+    slots_[0].body = DeviceBuffer(max_delta_body_size(frame_bytes_));
+    download_stream_ = std::make_unique<Stream>(ctx.device_id());
   }
 
   void keyframe(const FrameView &frame, HostBytes &body) override {
+    check_idle("keyframe");
     check_frame(frame, format_, width_, height_, "encoder input");
     ctx_.activate();
     copy_device_to_device(frame, reference_view(), ctx_);
@@ -386,6 +393,7 @@ class CudaDiffEncoder final : public DiffEncoder {
   }
 
   void keyframe_host(const FrameView &frame, HostBytes &body) override {
+    check_idle("keyframe_host");
     check_frame(frame, format_, width_, height_, "encoder input");
     ctx_.activate();
     copy_to_device(frame, reference_view(), ctx_);
@@ -393,6 +401,7 @@ class CudaDiffEncoder final : public DiffEncoder {
   }
 
   void queue_delta(const FrameView &frame, int threshold, ValueMode mode) override {
+    check_idle("queue_delta");
     check_frame(frame, format_, width_, height_, "encoder input");
     check_threshold(threshold);
     ctx_.activate();
@@ -402,23 +411,61 @@ class CudaDiffEncoder final : public DiffEncoder {
       cur = current_.data();
     }
     launch_masks(cur, 0, n_tiles_, threshold);
-    launch_compaction(cur, mode);
+    launch_compaction(cur, mode, slots_[0]);
   }
 
   DeltaSummary delta(const FrameView &frame, int threshold, ValueMode mode,
                      HostBytes &body) override {
     queue_delta(frame, threshold, mode);
-    return download_body(body);
+    return download_body(slots_[0], body);
   }
 
   DeltaSummary delta_host(const FrameView &frame, int threshold, ValueMode mode,
                           HostBytes &body) override {
+    check_idle("delta_host");
+    submit_delta_host(frame, threshold, mode);
+    return collect_delta(body);
+  }
+
+  // Nothing waits: the upload waits on the GPU for the previous frame's
+  // compaction (it reads current_), this frame's compaction writes its own
+  // slot's body, and the slot's event marks its totals on the host.
+  void submit_delta_host(const FrameView &frame, int threshold, ValueMode mode) override {
+    if (in_flight_ >= kMaxInFlight)
+      throw Error("difference encoder: more than " + std::to_string(kMaxInFlight) +
+                  " frames submitted and not collected");
     check_frame(frame, format_, width_, height_, "encoder input");
     check_threshold(threshold);
     ctx_.activate();
+    Slot &slot = slots_[(oldest_ + in_flight_) % kMaxInFlight];
+    if (slot.body.size() == 0) slot.body = DeviceBuffer(max_delta_body_size(frame_bytes_));
     upload_and_compare(frame, threshold);
-    launch_compaction(current_.data(), mode);
-    return download_body(body);
+    launch_compaction(current_.data(), mode, slot);
+    CUDADIFF_CHECK(cudaMemcpyAsync(slot.host_totals.data(), slot.totals.data(), sizeof(Counts),
+                                   cudaMemcpyDeviceToHost, stream_));
+    CUDADIFF_CHECK(cudaEventRecord(slot.done->get(), stream_));
+    in_flight_++;
+  }
+
+  // Waits for the oldest frame's totals, then brings exactly its body back
+  // on a stream of its own (the main stream may hold the next frame's work).
+  DeltaSummary collect_delta(HostBytes &body) override {
+    if (in_flight_ == 0) throw Error("difference encoder: nothing submitted to collect");
+    ctx_.activate();
+    Slot &slot = slots_[oldest_];
+    // Whatever happens below, the slot is no longer in flight.
+    oldest_ = (oldest_ + 1) % kMaxInFlight;
+    in_flight_--;
+    CUDADIFF_CHECK(cudaEventSynchronize(slot.done->get()));
+    const DeltaSummary s = summary_of(slot);
+    const size_t size = delta_body_size(frame_bytes_, s);
+    body.resize(size);
+    cudaStream_t download = static_cast<cudaStream_t>(download_stream_->handle());
+    CUDADIFF_CHECK(cudaStreamWaitEvent(download, slot.done->get(), 0));
+    CUDADIFF_CHECK(
+        cudaMemcpyAsync(body.data(), slot.body.data(), size, cudaMemcpyDeviceToHost, download));
+    download_stream_->synchronize();
+    return s;
   }
 
   void read_reference(HostBytes &out) override {
@@ -446,13 +493,29 @@ class CudaDiffEncoder final : public DiffEncoder {
     CUDADIFF_CHECK_LAUNCH("difference masks kernel");
   }
 
-  void launch_compaction(const uint8_t *cur, ValueMode mode) {
+  struct Slot {
+    DeviceBuffer body, totals;
+    HostBytes host_totals;
+    std::unique_ptr<Event> done;
+  };
+
+  static DeltaSummary summary_of(const Slot &slot) {
+    Counts totals;
+    std::memcpy(&totals, slot.host_totals.data(), sizeof totals);
+    DeltaSummary s;
+    s.changed_superblocks = totals.supers;
+    s.changed_blocks = totals.blocks;
+    s.changed_bytes = totals.bytes;
+    return s;
+  }
+
+  void launch_compaction(const uint8_t *cur, ValueMode mode, Slot &slot) {
     const bool vector_ok = (reinterpret_cast<uintptr_t>(cur) & 15u) == 0;
     compact_kernel<<<static_cast<unsigned>(n_tiles_), kTileThreads, 0, stream_>>>(
         cur, reference_.data(), frame_bytes_, vector_ok, n_super_, n_tiles_,
         block_masks_.as<uint32_t>(), counts_.as<Counts>(), local_offsets_.as<Counts>(),
-        tile_totals_.as<Counts>(), totals_.as<Counts>(), bitmap_bytes(frame_bytes_),
-        mode == ValueMode::Deltas, body_.data());
+        tile_totals_.as<Counts>(), slot.totals.as<Counts>(), bitmap_bytes(frame_bytes_),
+        mode == ValueMode::Deltas, slot.body.data());
     CUDADIFF_CHECK_LAUNCH("difference compact kernel");
   }
 
@@ -496,20 +559,15 @@ class CudaDiffEncoder final : public DiffEncoder {
     }
   }
 
-  DeltaSummary download_body(HostBytes &body) {
-    CUDADIFF_CHECK(cudaMemcpyAsync(host_totals_.data(), totals_.data(), sizeof(Counts),
+  DeltaSummary download_body(Slot &slot, HostBytes &body) {
+    CUDADIFF_CHECK(cudaMemcpyAsync(slot.host_totals.data(), slot.totals.data(), sizeof(Counts),
                                    cudaMemcpyDeviceToHost, stream_));
     ctx_.synchronize();
-    Counts totals;
-    std::memcpy(&totals, host_totals_.data(), sizeof totals);
-    DeltaSummary s;
-    s.changed_superblocks = totals.supers;
-    s.changed_blocks = totals.blocks;
-    s.changed_bytes = totals.bytes;
+    const DeltaSummary s = summary_of(slot);
     const size_t size = delta_body_size(frame_bytes_, s);
     body.resize(size);
     CUDADIFF_CHECK(
-        cudaMemcpyAsync(body.data(), body_.data(), size, cudaMemcpyDeviceToHost, stream_));
+        cudaMemcpyAsync(body.data(), slot.body.data(), size, cudaMemcpyDeviceToHost, stream_));
     ctx_.synchronize();
     return s;
   }
@@ -530,9 +588,9 @@ class CudaDiffEncoder final : public DiffEncoder {
   VideoFormat format_;
   int width_, height_;
   size_t n_super_ = 0, n_tiles_ = 0;
-  DeviceBuffer reference_, current_, block_masks_, counts_, local_offsets_, tile_totals_, totals_,
-      body_;
-  HostBytes host_totals_;
+  DeviceBuffer reference_, current_, block_masks_, counts_, local_offsets_, tile_totals_;
+  Slot slots_[kMaxInFlight];
+  std::unique_ptr<Stream> download_stream_;
 };
 
 class CudaDiffDecoder final : public DiffDecoder {

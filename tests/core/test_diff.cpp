@@ -229,3 +229,48 @@ TEST(DiffCpu, RejectsMismatchedFrames) {
   EXPECT_THROW(DiffEncoder::create(*cpu, VideoFormat::Unknown, 8, 8), Error);
   EXPECT_THROW(DiffDecoder::create(*cpu, VideoFormat::BGR, 0, 8), Error);
 }
+
+// The CPU backend's frames in flight (the base class's submit/collect): the
+// bodies of delta() one after the other, collected in submission order; the
+// limits of the queue are errors.
+TEST(DiffCpu, FramesInFlightGiveTheSequentialBodies) {
+  const VideoFormat fmt = VideoFormat::I420;
+  const int w = 97, h = 31, thr = 20;
+  std::mt19937 &gen = testing_util::rng();
+  HostFrame background(fmt, w, h);
+  testing_util::fill_random(background, gen);
+  std::vector<std::unique_ptr<HostFrame>> input;
+  for (int t = 0; t < 7; ++t) {
+    input.push_back(std::make_unique<HostFrame>(fmt, w, h, 3));
+    make_sequence_frame(*input.back(), background, t, gen);
+  }
+  auto seq = DiffEncoder::create(*cpu, fmt, w, h);
+  auto pipe = DiffEncoder::create(*cpu, fmt, w, h);
+  HostBytes body, expected;
+  seq->keyframe(input[0]->view, expected);
+  pipe->keyframe(input[0]->view, body);
+  EXPECT_THROW(pipe->collect_delta(body), Error);
+  pipe->submit_delta_host(input[1]->view, thr, ValueMode::Deltas);
+  for (int t = 1; t < 7; ++t) {
+    if (t + 1 < 7) {
+      pipe->submit_delta_host(input[t + 1]->view, thr, ValueMode::Deltas);
+      EXPECT_EQ(pipe->in_flight(), 2);
+      EXPECT_THROW(pipe->submit_delta_host(input[t]->view, thr, ValueMode::Deltas), Error);
+      EXPECT_THROW(pipe->keyframe(input[t]->view, body), Error);
+      EXPECT_THROW(pipe->delta(input[t]->view, thr, ValueMode::Deltas, body), Error);
+      EXPECT_EQ(pipe->in_flight(), 2) << "a refused call leaves the queue as it was";
+    }
+    const DeltaSummary ps = pipe->collect_delta(body);
+    const DeltaSummary ss = seq->delta(input[t]->view, thr, ValueMode::Deltas, expected);
+    EXPECT_EQ(ps.changed_bytes, ss.changed_bytes);
+    ASSERT_EQ(bytes_of(body), bytes_of(expected)) << "frame " << t;
+  }
+  EXPECT_EQ(pipe->in_flight(), 0);
+  // A submission that fails (bad threshold) leaves nothing in flight.
+  EXPECT_THROW(pipe->submit_delta_host(input[0]->view, 256, ValueMode::Values), Error);
+  EXPECT_EQ(pipe->in_flight(), 0);
+  HostBytes a, b;
+  seq->read_reference(a);
+  pipe->read_reference(b);
+  EXPECT_EQ(bytes_of(a), bytes_of(b));
+}

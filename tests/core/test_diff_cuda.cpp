@@ -136,3 +136,54 @@ TEST(DiffCuda, FullHdBgr) {
   compare(VideoFormat::I420, 1919, 1081, 0, ValueMode::Deltas, 0.5, Input::Host, 3);
   compare(VideoFormat::BGR, 1920, 1080, 255, ValueMode::Values, 1.0, Input::Host, 3);  // no change
 }
+
+// Frames in flight: submitting frame t+1 before collecting frame t gives the
+// CPU's bodies, frame for frame, and the reference ends where it would.
+TEST(DiffCuda, FramesInFlightMatchTheCpu) {
+  const VideoFormat formats[] = {VideoFormat::BGR, VideoFormat::I420, VideoFormat::GRAY8};
+  const int sizes[][2] = {{1, 1}, {33, 17}, {640, 480}, {1920, 1080}};
+  for (VideoFormat fmt : formats)
+    for (const auto &sz : sizes) {
+      const int w = sz[0], h = sz[1], thr = 20;
+      Pair ctx;
+      std::mt19937 &gen = testing_util::rng();
+      HostFrame bg(fmt, w, h);
+      testing_util::fill_random(bg, gen);
+      auto cenc = DiffEncoder::create(*ctx.cpu, fmt, w, h);
+      auto genc = DiffEncoder::create(*ctx.gpu, fmt, w, h);
+      const int frames = w * h > 100000 ? 5 : 9;
+      std::vector<std::unique_ptr<HostFrame>> input;
+      for (int t = 0; t < frames; ++t) {
+        input.push_back(std::make_unique<HostFrame>(fmt, w, h, 5));
+        next_frame(*input.back(), bg, t, 0.06, gen);
+      }
+      HostBytes cbody, gbody, cref, gref;
+      cenc->keyframe(input[0]->view, cbody);
+      genc->keyframe_host(input[0]->view, gbody);
+      ASSERT_EQ(bytes_of(cbody), bytes_of(gbody));
+      genc->submit_delta_host(input[1]->view, thr, ValueMode::Values);
+      for (int t = 1; t < frames; ++t) {
+        if (t + 1 < frames) genc->submit_delta_host(input[t + 1]->view, thr, ValueMode::Values);
+        EXPECT_EQ(genc->in_flight(), t + 1 < frames ? 2 : 1);
+        if (t + 1 < frames) {
+          EXPECT_THROW(genc->submit_delta_host(input[t]->view, thr, ValueMode::Values), Error);
+          EXPECT_THROW(genc->keyframe_host(input[t]->view, gbody), Error);
+          EXPECT_THROW(genc->delta_host(input[t]->view, thr, ValueMode::Values, gbody), Error);
+        }
+        const DeltaSummary gs = genc->collect_delta(gbody);
+        const DeltaSummary cs = cenc->delta(input[t]->view, thr, ValueMode::Values, cbody);
+        ASSERT_EQ(cs.changed_bytes, gs.changed_bytes);
+        ASSERT_EQ(bytes_of(cbody), bytes_of(gbody))
+            << format_name(fmt) << " " << w << "x" << h << " frame " << t;
+      }
+      EXPECT_EQ(genc->in_flight(), 0);
+      EXPECT_THROW(genc->collect_delta(gbody), Error);
+      cenc->read_reference(cref);
+      genc->read_reference(gref);
+      ASSERT_EQ(bytes_of(cref), bytes_of(gref));
+      // Idle again: the waiting calls work, on the slot the ring is at.
+      cenc->delta(input[0]->view, thr, ValueMode::Deltas, cbody);
+      genc->delta_host(input[0]->view, thr, ValueMode::Deltas, gbody);
+      ASSERT_EQ(bytes_of(cbody), bytes_of(gbody));
+    }
+}

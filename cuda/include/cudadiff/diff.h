@@ -110,6 +110,23 @@ class DiffEncoder {
                                   HostBytes &body) {
     return delta(frame, threshold, mode, body);
   }
+  // Frames in flight, the element's throughput path: submit_delta_host()
+  // queues delta_host() of a frame and may return before it is done (the
+  // CUDA backend: upload, comparison and compaction are queued, nothing
+  // waits); collect_delta() waits for the oldest submitted frame and writes
+  // its body, as delta_host() would have. Deltas are made in submission
+  // order, each against the reference the previous one left, so submitting
+  // frame N+1 before collecting frame N gives the same bodies as delta_host()
+  // one after the other, while the GPU works on N+1 and the caller on N.
+  // At most kMaxInFlight frames may be submitted and not yet collected (more
+  // throws Error); a submitted host frame must stay valid and unchanged until
+  // its collect_delta() returns. keyframe*(), delta*() and queue_delta()
+  // throw Error while frames are in flight. The CPU backend computes the
+  // delta in submit_delta_host() and keeps the body until collected.
+  static constexpr int kMaxInFlight = 2;
+  virtual void submit_delta_host(const FrameView &frame, int threshold, ValueMode mode);
+  virtual DeltaSummary collect_delta(HostBytes &body);
+  int in_flight() const { return in_flight_; }
   // delta() without bringing the body to the host: the CUDA backend only
   // queues the kernels (the body stays in device memory), the CPU backend
   // computes into a scratch body. Measures the device-resident core; the
@@ -126,7 +143,19 @@ class DiffEncoder {
                                              int height);
 
  protected:
+  // Throws Error when frames are in flight (`what` names the call).
+  void check_idle(const char *what) const;
   size_t frame_bytes_ = 0;
+  int in_flight_ = 0;
+  int oldest_ = 0;  // slot of the oldest frame in flight (slots: submission order mod kMaxInFlight)
+
+ private:
+  // The default submit/collect (CPU backend): bodies made at submission.
+  struct Done {
+    HostBytes body;
+    DeltaSummary summary;
+  };
+  Done done_[kMaxInFlight];
 };
 
 class DiffDecoder {
