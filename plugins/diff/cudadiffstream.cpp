@@ -130,6 +130,36 @@ uint32_t crc32(const uint8_t *data, size_t n) {
   return uint32_t(crc);
 }
 
+// Copies n bytes to dst and returns their crc32, in one pass: each chunk is
+// checksummed right after its copy, while it is still in the cache (parallel
+// as crc32() above).
+uint32_t copy_crc32(uint8_t *dst, const uint8_t *src, size_t n) {
+  if (n == 0) return uint32_t(::crc32_z(0, nullptr, 0));
+  const int threads = cpu_threads();
+  if (n < (size_t(256) << 10) || threads <= 1) {
+    std::memcpy(dst, src, n);
+    return uint32_t(::crc32_z(0, dst, n));
+  }
+  size_t chunk =
+      std::max<size_t>(size_t(64) << 10, (n + 2 * size_t(threads) - 1) / (2 * size_t(threads)));
+  chunk = std::max(chunk, (n + 4095) / 4096);
+  const long long chunks = static_cast<long long>((n + chunk - 1) / chunk);
+  uLong crcs[4096];
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (long long c = 0; c < chunks; ++c) {
+    const size_t begin = static_cast<size_t>(c) * chunk;
+    const size_t len = std::min(chunk, n - begin);
+    std::memcpy(dst + begin, src + begin, len);
+    crcs[c] = ::crc32_z(0, dst + begin, len);
+  }
+  uLong crc = crcs[0];
+  for (long long c = 1; c < chunks; ++c) {
+    const size_t begin = static_cast<size_t>(c) * chunk;
+    crc = ::crc32_combine(crc, crcs[c], static_cast<z_off_t>(std::min(chunk, n - begin)));
+  }
+  return uint32_t(crc);
+}
+
 bool have_zstd() {
 #if CUDADIFF_HAVE_ZSTD
   return true;
@@ -321,14 +351,13 @@ size_t Writer::prepare(const FrameInfo &info, const uint8_t *body, size_t body_s
   }
 #endif
   h.payload_size = uint32_t(payload_size_);
-  h.payload_crc = crc32(payload_, payload_size_);
-  header_ = h;
+  header_ = h;  // payload_crc: write() computes it as it copies the payload
   return packet_size();
 }
 
-void Writer::write(uint8_t *dst) const {
+void Writer::write(uint8_t *dst) {
+  header_.payload_crc = copy_crc32(dst + kHeaderSize, payload_, payload_size_);
   write_header(header_, dst);
-  if (payload_size_) std::memcpy(dst + kHeaderSize, payload_, payload_size_);
 }
 
 std::vector<uint8_t> Writer::stream_header(VideoFormat format, int width, int height, int fps_n,

@@ -76,6 +76,9 @@ VideoFormat format_from_wire(uint8_t code);
 // zlib's crc32 of `n` bytes (large inputs are split across threads and
 // combined with crc32_combine, which gives the same value).
 uint32_t crc32(const uint8_t *data, size_t n);
+// Copies `n` bytes from `src` to `dst` (not overlapping) and returns their
+// crc32, in one pass over the memory.
+uint32_t copy_crc32(uint8_t *dst, const uint8_t *src, size_t n);
 
 // True when this build can read and write zstd payloads.
 bool have_zstd();
@@ -150,13 +153,16 @@ class Writer {
   void reserve(size_t frame_bytes);
 
   // Prepares the packet of a frame whose body (keyframe or delta body) is
-  // `body`: predicts and compresses as configured, fills the header. `body`
-  // must stay valid until write(). Returns the packet size.
+  // `body`: predicts and compresses as configured, fills the header but for
+  // the payload checksum. `body` must stay valid until write(). Returns the
+  // packet size.
   size_t prepare(const FrameInfo &info, const uint8_t *body, size_t body_size);
+  // The prepared packet's header; its payload_crc is set by write().
   const PacketHeader &header() const { return header_; }
   size_t packet_size() const { return kHeaderSize + payload_size_; }
-  // Copies the prepared packet (packet_size() bytes) to `dst`.
-  void write(uint8_t *dst) const;
+  // Writes the prepared packet (packet_size() bytes) to `dst`: copies the
+  // payload and checksums it in the same pass, then writes the header.
+  void write(uint8_t *dst);
 
   // The stream header packet describing the stream: 64 bytes, then `text`
   // as its payload (key=value lines, see stream_header_value()).

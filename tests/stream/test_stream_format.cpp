@@ -281,6 +281,15 @@ TEST(StreamFormat, CrcMatchesZlibOnLargeInputs) {
   for (size_t n : {size_t(300000), size_t(1) << 20, size_t(5000001)})
     EXPECT_EQ(stream::crc32(big.data() + 3, n), uint32_t(::crc32_z(0, big.data() + 3, n))) << n;
   EXPECT_EQ(stream::crc32(nullptr, 0), 0u);
+  // The writer's copy-and-checksum: the same value, the same bytes.
+  for (size_t n : {size_t(0), size_t(1000), size_t(300000), size_t(5000001)}) {
+    Bytes copy(n + 1, 0xa5);
+    EXPECT_EQ(stream::copy_crc32(copy.data(), big.data() + 7, n),
+              uint32_t(::crc32_z(0, big.data() + 7, n)))
+        << n;
+    EXPECT_TRUE(std::equal(copy.begin(), copy.begin() + long(n), big.begin() + 7)) << n;
+    EXPECT_EQ(copy[n], 0xa5) << "nothing written past the end";
+  }
 }
 
 namespace {
