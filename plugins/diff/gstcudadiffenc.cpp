@@ -92,6 +92,20 @@ struct EncState {
   guint64 frame_number = 0;  // of the next frame
   guint64 last_keyframe_number = 0;
   bool need_keyframe = true;
+  // Non-live upstream: a delta's GPU work is queued and its packet made
+  // while the next frame is on the GPU (see handle_frame).
+  bool overlap = false;
+  // The delta queued and not yet packed (overlap only): its frame, mapped
+  // while the core reads it, and what its packet needs.
+  struct Pending {
+    GstVideoCodecFrame *frame = nullptr;
+    GstVideoFrame vframe;
+    stream::FrameInfo info;
+    stream::Compression compression = stream::Compression::None;
+    int level = 0;
+  };
+  Pending pending;
+  bool has_pending = false;
 
   void drop_codec() {
     encoder.reset();
@@ -118,6 +132,9 @@ struct _GstCudaDiffEnc {
 };
 
 G_DEFINE_TYPE(GstCudaDiffEnc, gst_cudadiff_enc, GST_TYPE_VIDEO_ENCODER)
+
+static GstFlowReturn finish_pending(GstCudaDiffEnc *self);
+static void discard_pending(GstCudaDiffEnc *self);
 GST_ELEMENT_REGISTER_DEFINE(cudadiffenc, "cudadiffenc", GST_RANK_SECONDARY, GST_TYPE_CUDADIFF_ENC)
 
 GType gst_cudadiff_compression_get_type(void) {
@@ -246,6 +263,7 @@ static gboolean gst_cudadiff_enc_start(GstVideoEncoder *encoder) {
 static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
   auto *self = GST_CUDADIFF_ENC(encoder);
   EncState *st = self->state;
+  discard_pending(self);
   try {
     if (st->ctx) {
       st->ctx->activate();
@@ -278,6 +296,17 @@ static GstBuffer *make_stream_header(cudadiff::VideoFormat format, const GstVide
   return buf;
 }
 
+// Whether upstream is live (a camera, a live test source): then every
+// packet leaves as soon as its frame is encoded. Unknown counts as live.
+static bool upstream_is_live(GstVideoEncoder *encoder) {
+  GstQuery *query = gst_query_new_latency();
+  gboolean live = TRUE;
+  if (gst_pad_peer_query(GST_VIDEO_ENCODER_SINK_PAD(encoder), query))
+    gst_query_parse_latency(query, &live, nullptr, nullptr);
+  gst_query_unref(query);
+  return live;
+}
+
 static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCodecState *state) {
   auto *self = GST_CUDADIFF_ENC(encoder);
   EncState *st = self->state;
@@ -297,10 +326,13 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
                        GST_VIDEO_INFO_NAME(info), frame_bytes, stream::kMaxFrameBytes));
     return FALSE;
   }
+  // The queued delta goes out first, under the caps it was made for.
+  if (finish_pending(self) != GST_FLOW_OK) return FALSE;
   GST_OBJECT_LOCK(self);
   const bool zstd = self->compression == GST_CUDADIFF_COMPRESSION_ZSTD;
   const int level = self->compression_level;
   GST_OBJECT_UNLOCK(self);
+  st->overlap = !upstream_is_live(encoder);
   try {
     st->ctx->activate();
     st->drop_codec();
@@ -334,17 +366,128 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   GstVideoCodecState *out = gst_video_encoder_set_output_state(encoder, caps, state);
   gst_video_codec_state_unref(out);
   gst_video_encoder_set_headers(encoder, g_list_append(nullptr, header));
-  GST_DEBUG_OBJECT(self, "configured %s %dx%d (%zu bytes per frame) on %s",
+  GST_DEBUG_OBJECT(self, "configured %s %dx%d (%zu bytes per frame) on %s, %s upstream",
                    GST_VIDEO_INFO_NAME(info), width, height, frame_bytes,
-                   cudadiff::backend_name(st->ctx->backend()));
+                   cudadiff::backend_name(st->ctx->backend()),
+                   st->overlap ? "non-live (frames overlap)" : "live");
   return TRUE;
 }
 
 static gboolean gst_cudadiff_enc_flush(GstVideoEncoder *encoder) {
+  discard_pending(GST_CUDADIFF_ENC(encoder));
   GST_CUDADIFF_ENC(encoder)->state->need_keyframe = true;
   return TRUE;
 }
 
+// The packet of an encoded frame (its body in st->body): into an output
+// buffer, with flags and statistics; finishes the frame.
+static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame,
+                                 const stream::FrameInfo &info, stream::Compression compression,
+                                 int level, const diff::DeltaSummary &summary) {
+  GstVideoEncoder *encoder = GST_VIDEO_ENCODER(self);
+  EncState *st = self->state;
+  size_t packet_size = 0;
+  try {
+    st->writer->set_compression(compression, level);
+    packet_size = st->writer->prepare(info, st->body.data(), st->body.size());
+  } catch (const cudadiff::Error &e) {
+    gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
+    gst_video_codec_frame_unref(frame);
+    return GST_FLOW_ERROR;
+  }
+  GstFlowReturn ret = gst_video_encoder_allocate_output_frame(encoder, frame, packet_size);
+  if (ret != GST_FLOW_OK) {
+    gst_video_codec_frame_unref(frame);
+    return ret;
+  }
+  GstMapInfo map;
+  if (!gst_buffer_map(frame->output_buffer, &map, GST_MAP_WRITE)) {
+    GST_ELEMENT_ERROR(self, STREAM, ENCODE, ("cannot map the output buffer"), (nullptr));
+    gst_video_codec_frame_unref(frame);
+    return GST_FLOW_ERROR;
+  }
+  st->writer->write(map.data);
+  gst_buffer_unmap(frame->output_buffer, &map);
+
+  if (info.keyframe) {
+    GST_VIDEO_CODEC_FRAME_SET_SYNC_POINT(frame);
+    GST_DEBUG_OBJECT(self, "keyframe %" G_GUINT64_FORMAT "%s: %zu bytes", info.frame_number,
+                     GST_VIDEO_CODEC_FRAME_IS_FORCE_KEYFRAME(frame) ? " (forced)" : "",
+                     packet_size);
+  } else {
+    GST_LOG_OBJECT(self,
+                   "delta %" G_GUINT64_FORMAT ": %" G_GUINT64_FORMAT " changed bytes, %zu bytes",
+                   info.frame_number, summary.changed_bytes, packet_size);
+  }
+
+  GstMessage *stats_message = nullptr;
+  GST_OBJECT_LOCK(self);
+  EncStats &s = self->stats;
+  s.frames++;
+  s.bytes_in += st->frame_bytes;
+  s.bytes_out += packet_size;
+  if (info.keyframe) {
+    s.keyframes++;
+    s.report_layout_bytes += st->frame_bytes;
+  } else {
+    s.changed_bytes += summary.changed_bytes;
+    s.report_layout_bytes += 5 * summary.changed_bytes;
+    s.delta_bytes_out += packet_size;
+    s.delta_report_layout_bytes += 5 * summary.changed_bytes;
+  }
+  if (self->stats_interval > 0 && s.frames % self->stats_interval == 0)
+    stats_message = gst_message_new_element(GST_OBJECT(self), stats_structure(self));
+  GST_OBJECT_UNLOCK(self);
+  if (stats_message) gst_element_post_message(GST_ELEMENT(self), stats_message);
+
+  return gst_video_encoder_finish_frame(encoder, frame);
+}
+
+// Collects the queued delta (st->has_pending) and pushes its packet.
+static GstFlowReturn finish_pending(GstCudaDiffEnc *self) {
+  EncState *st = self->state;
+  if (!st->has_pending) return GST_FLOW_OK;
+  EncState::Pending p = st->pending;
+  st->has_pending = false;
+  diff::DeltaSummary summary;
+  try {
+    st->ctx->activate();
+    summary = st->encoder->collect_delta(st->body);
+  } catch (const cudadiff::Error &e) {
+    gst_video_frame_unmap(&p.vframe);
+    gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
+    gst_video_codec_frame_unref(p.frame);
+    return GST_FLOW_ERROR;
+  }
+  gst_video_frame_unmap(&p.vframe);
+  return push_packet(self, p.frame, p.info, p.compression, p.level, summary);
+}
+
+// Flush and stop: the queued delta is collected (the core's queue must
+// drain) and dropped; the next frame is a keyframe anyway.
+static void discard_pending(GstCudaDiffEnc *self) {
+  EncState *st = self->state;
+  if (!st->has_pending) return;
+  st->has_pending = false;
+  try {
+    st->ctx->activate();
+    st->encoder->collect_delta(st->body);
+  } catch (const cudadiff::Error &e) {
+    GST_WARNING_OBJECT(self, "dropping a queued frame: %s", e.what());
+  }
+  gst_video_frame_unmap(&st->pending.vframe);
+  gst_video_codec_frame_unref(st->pending.frame);
+  st->pending.frame = nullptr;
+}
+
+// A keyframe is made and pushed at once. A delta is queued on the core
+// (submit_delta_host: the CUDA backend uploads the frame in slices, compares
+// each as it arrives and compacts the changed bytes without waiting). With a
+// live upstream its packet is then collected and pushed at once; otherwise
+// it stays queued while the previous delta's packet is collected, checksummed
+// and pushed, so that the GPU works on frame N while the CPU finishes frame
+// N-1 (one frame of delay, which only a live pipeline would notice). Both
+// give the same packets.
 static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
                                                    GstVideoCodecFrame *frame) {
   auto *self = GST_CUDADIFF_ENC(encoder);
@@ -367,95 +510,67 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   const bool keyframe =
       st->need_keyframe || forced ||
       (keyframe_interval > 0 && st->frame_number - st->last_keyframe_number >= keyframe_interval);
-  const diff::ValueMode mode = stream::choose_value_mode(compression, threshold);
-  diff::DeltaSummary summary;
+  if (keyframe) {
+    const GstFlowReturn ret = finish_pending(self);
+    if (ret != GST_FLOW_OK) {
+      gst_video_codec_frame_unref(frame);
+      return ret;
+    }
+  }
 
-  GstVideoFrame vframe;
-  if (!gst_video_frame_map(&vframe, &st->input_state->info, frame->input_buffer, GST_MAP_READ)) {
+  EncState::Pending p;
+  p.frame = frame;
+  p.compression = compression;
+  p.level = level;
+  p.info.keyframe = keyframe;
+  p.info.mode = stream::choose_value_mode(compression, threshold);
+  p.info.frame_number = st->frame_number;
+  p.info.pts = frame->pts;
+  p.info.duration = frame->duration;
+  p.info.format = st->format;
+  p.info.width = st->width;
+  p.info.height = st->height;
+  p.info.fps_n = GST_VIDEO_INFO_FPS_N(&st->input_state->info);
+  p.info.fps_d = GST_VIDEO_INFO_FPS_D(&st->input_state->info);
+
+  if (!gst_video_frame_map(&p.vframe, &st->input_state->info, frame->input_buffer, GST_MAP_READ)) {
     GST_ELEMENT_ERROR(self, STREAM, ENCODE, ("cannot map the input frame"), (nullptr));
     gst_video_codec_frame_unref(frame);
     return GST_FLOW_ERROR;
   }
-  size_t packet_size = 0;
   try {
     st->ctx->activate();
     // The mapped frame as it is (pinned when upstream took our pool, any
-    // strides): the CUDA backend uploads it in slices and compares each
-    // slice while the next one crosses the bus.
-    const cudadiff::FrameView input = gst_cudadiff_frame_view(&vframe);
+    // strides).
+    const cudadiff::FrameView input = gst_cudadiff_frame_view(&p.vframe);
     if (keyframe)
       st->encoder->keyframe_host(input, st->body);
     else
-      summary = st->encoder->delta_host(input, threshold, mode, st->body);
-    st->writer->set_compression(compression, level);
-    stream::FrameInfo info;
-    info.keyframe = keyframe;
-    info.mode = mode;
-    info.frame_number = st->frame_number;
-    info.pts = frame->pts;
-    info.duration = frame->duration;
-    info.format = st->format;
-    info.width = st->width;
-    info.height = st->height;
-    info.fps_n = GST_VIDEO_INFO_FPS_N(&st->input_state->info);
-    info.fps_d = GST_VIDEO_INFO_FPS_D(&st->input_state->info);
-    packet_size = st->writer->prepare(info, st->body.data(), st->body.size());
+      st->encoder->submit_delta_host(input, threshold, p.info.mode);
   } catch (const cudadiff::Error &e) {
-    gst_video_frame_unmap(&vframe);
+    gst_video_frame_unmap(&p.vframe);
     gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
     gst_video_codec_frame_unref(frame);
     return GST_FLOW_ERROR;
   }
-  gst_video_frame_unmap(&vframe);
-
-  GstFlowReturn ret = gst_video_encoder_allocate_output_frame(encoder, frame, packet_size);
-  if (ret != GST_FLOW_OK) {
-    gst_video_codec_frame_unref(frame);
-    return ret;
-  }
-  GstMapInfo map;
-  if (!gst_buffer_map(frame->output_buffer, &map, GST_MAP_WRITE)) {
-    GST_ELEMENT_ERROR(self, STREAM, ENCODE, ("cannot map the output buffer"), (nullptr));
-    gst_video_codec_frame_unref(frame);
-    return GST_FLOW_ERROR;
-  }
-  st->writer->write(map.data);
-  gst_buffer_unmap(frame->output_buffer, &map);
-
-  if (keyframe) {
-    GST_VIDEO_CODEC_FRAME_SET_SYNC_POINT(frame);
-    st->last_keyframe_number = st->frame_number;
-    st->need_keyframe = false;
-    GST_DEBUG_OBJECT(self, "keyframe %" G_GUINT64_FORMAT "%s: %zu bytes", st->frame_number,
-                     forced ? " (forced)" : "", packet_size);
-  } else {
-    GST_LOG_OBJECT(self,
-                   "delta %" G_GUINT64_FORMAT ": %" G_GUINT64_FORMAT " changed bytes, %zu bytes",
-                   st->frame_number, summary.changed_bytes, packet_size);
-  }
   st->frame_number++;
-
-  GstMessage *stats_message = nullptr;
-  GST_OBJECT_LOCK(self);
-  EncStats &s = self->stats;
-  s.frames++;
-  s.bytes_in += st->frame_bytes;
-  s.bytes_out += packet_size;
   if (keyframe) {
-    s.keyframes++;
-    s.report_layout_bytes += st->frame_bytes;
-  } else {
-    s.changed_bytes += summary.changed_bytes;
-    s.report_layout_bytes += 5 * summary.changed_bytes;
-    s.delta_bytes_out += packet_size;
-    s.delta_report_layout_bytes += 5 * summary.changed_bytes;
+    st->last_keyframe_number = p.info.frame_number;
+    st->need_keyframe = false;
+    gst_video_frame_unmap(&p.vframe);
+    return push_packet(self, frame, p.info, compression, level, diff::DeltaSummary());
   }
-  if (self->stats_interval > 0 && s.frames % self->stats_interval == 0)
-    stats_message = gst_message_new_element(GST_OBJECT(self), stats_structure(self));
-  GST_OBJECT_UNLOCK(self);
-  if (stats_message) gst_element_post_message(GST_ELEMENT(self), stats_message);
+  // The delta before this one (overlap), then this one now or later.
+  const GstFlowReturn ret = finish_pending(self);
+  st->pending = p;
+  st->has_pending = true;
+  if (ret != GST_FLOW_OK || st->overlap) return ret;
+  return finish_pending(self);
+}
 
-  return gst_video_encoder_finish_frame(encoder, frame);
+// End of stream: the queued delta's packet goes out before EOS.
+static GstFlowReturn gst_cudadiff_enc_finish(GstVideoEncoder *encoder) {
+  return finish_pending(GST_CUDADIFF_ENC(encoder));
 }
 
 // Upstream gets a pool of pinned buffers (with GstVideoMeta): it writes each
@@ -549,6 +664,7 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
   encoder_class->set_format = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_set_format);
   encoder_class->handle_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_handle_frame);
   encoder_class->flush = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_flush);
+  encoder_class->finish = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_finish);
   encoder_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_propose_allocation);
 
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_COMPRESSION, static_cast<GstPluginAPIFlags>(0));

@@ -323,6 +323,96 @@ TEST(CudaDiff, ForceKeyUnit) {
   gst_harness_teardown(enc);
 }
 
+// Without a live upstream the encoder keeps one delta queued while it packs
+// the previous one (GstHarness reports a live upstream unless told). The
+// packets are those of the live path, byte for byte, one frame later; a
+// keyframe, end of stream, a caps change and a flush each deal with the
+// queued delta.
+TEST(CudaDiff, NonLiveUpstreamOverlapsFramesWithTheSamePackets) {
+  for (const char *format : {"BGR", "I420"}) {
+    SCOPED_TRACE(format);
+    const int w = 37, h = 11, frames = 9;
+    Encoded live;
+    EncodeOptions o;
+    o.frames = frames;
+    o.props = "keyframe-interval=4 compression=none";
+    encode(live, format, w, h, o);
+
+    GstHarness *enc =
+        gst_harness_new_parse("cudadiffenc threshold=20 keyframe-interval=4 compression=none");
+    gst_harness_set_live(enc, FALSE);
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps(format, w, h).c_str());
+    const GstVideoInfo info = video_info(format, w, h);
+    std::vector<GstBuffer *> got;
+    for (int t = 0; t < frames; ++t) {
+      ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene(format, w, h, t, o.seed), t)),
+                GST_FLOW_OK);
+      while (GstBuffer *p = pull_packet(enc)) got.push_back(p);
+      // Frame 0 and 4, 8 (keyframes) leave at once, with the delta before
+      // them; a delta waits for the next frame.
+      const bool key = t % 4 == 0;
+      EXPECT_EQ(got.size(), size_t(key ? t + 1 : t)) << "after frame " << t;
+    }
+    gst_harness_push_event(enc, gst_event_new_eos());
+    while (GstBuffer *p = pull_packet(enc)) got.push_back(p);
+    ASSERT_EQ(got.size(), size_t(frames));
+    for (int t = 0; t < frames; ++t) {
+      EXPECT_EQ(bytes_of(got[t]), bytes_of(live.packets[t])) << "packet " << t;
+      EXPECT_EQ(GST_BUFFER_PTS(got[t]), GST_BUFFER_PTS(live.packets[t])) << "packet " << t;
+      EXPECT_EQ(GST_BUFFER_FLAG_IS_SET(got[t], GST_BUFFER_FLAG_DELTA_UNIT),
+                GST_BUFFER_FLAG_IS_SET(live.packets[t], GST_BUFFER_FLAG_DELTA_UNIT));
+      gst_buffer_unref(got[t]);
+    }
+    gst_harness_teardown(enc);
+  }
+}
+
+TEST(CudaDiff, NonLiveQueuedDeltaAtCapsChangeAndFlush) {
+  GstHarness *enc = gst_harness_new_parse("cudadiffenc keyframe-interval=0 threshold=0");
+  gst_harness_set_live(enc, FALSE);
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 24, 8).c_str());
+  GstVideoInfo info = video_info("GRAY8", 24, 8);
+  std::vector<GstBuffer *> got;
+  auto pull_all = [&] {
+    while (GstBuffer *p = pull_packet(enc)) got.push_back(p);
+  };
+  for (int t = 0; t < 3; ++t)
+    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 24, 8, t, 3), t)),
+              GST_FLOW_OK);
+  pull_all();
+  ASSERT_EQ(got.size(), 2u);  // frame 2 is queued
+  // New caps: the queued delta leaves first, in the old size, then a keyframe.
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 16, 6).c_str());
+  info = video_info("GRAY8", 16, 6);
+  ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 16, 6, 3, 3), 3)), GST_FLOW_OK);
+  pull_all();
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(header_of(got[2]).width, 24u);
+  EXPECT_FALSE(header_of(got[2]).keyframe());
+  EXPECT_EQ(header_of(got[2]).frame_number, 2u);
+  EXPECT_EQ(header_of(got[3]).width, 16u);
+  EXPECT_TRUE(header_of(got[3]).keyframe());
+  ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 16, 6, 4, 3), 4)), GST_FLOW_OK);
+  pull_all();
+  EXPECT_EQ(got.size(), 4u);  // frame 4 queued
+  // A flush drops the queued delta; the next frame is a keyframe, out at once.
+  EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_flush_start()));
+  EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_flush_stop(TRUE)));
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 16, 6).c_str());
+  GstSegment segment;
+  gst_segment_init(&segment, GST_FORMAT_TIME);
+  EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_segment(&segment)));
+  ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 16, 6, 5, 3), 5)), GST_FLOW_OK);
+  pull_all();
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_TRUE(header_of(got[4]).keyframe());
+  EXPECT_EQ(header_of(got[4]).frame_number, 5u);
+  // Frame numbers stay consecutive across the drop: the decoder's sequence
+  // check sees a gap only where a packet is missing, and restarts at the keyframe.
+  for (GstBuffer *b : got) gst_buffer_unref(b);
+  gst_harness_teardown(enc);
+}
+
 TEST(CudaDiff, CapsChangeGivesKeyframeAndDecoderRenegotiates) {
   GstHarness *enc = gst_harness_new_parse("cudadiffenc keyframe-interval=0 threshold=0");
   std::vector<GstBuffer *> packets;
