@@ -23,7 +23,9 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "cudadiff/diff.h"
 #include "cudadiff/runtime.h"
+#include "cudadiffstream.h"
 
 namespace {
 
@@ -99,6 +101,8 @@ bool wait_eos(GstElement *pipeline) {
   return ok;
 }
 
+void run_stages(const Options &o, std::vector<GstBuffer *> &inputs, const char *compression_name);
+
 // Encoder run; `packets` (optional) collects what it produced, caps included.
 Result run_encoder(const Options &o, const char *compression, std::vector<GstBuffer *> *packets,
                    GstCaps **packet_caps, size_t *bytes_out) {
@@ -151,6 +155,8 @@ Result run_encoder(const Options &o, const char *compression, std::vector<GstBuf
   }
   gst_caps_unref(caps);
   fill_frames(o, inputs);
+  // Once per compression (the run that keeps the packets), before its pipeline plays.
+  if (packets) run_stages(o, inputs, compression);
 
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   const auto t0 = std::chrono::steady_clock::now();
@@ -221,6 +227,128 @@ Result run_decoder(const Options &o, const std::vector<GstBuffer *> &packets, Gs
   gst_object_unref(sink);
   gst_object_unref(pipeline);
   return r;
+}
+
+// The elements' per-frame steps without GStreamer, each timed on its own
+// (wall clock, mean over the frames), to show where an element's time goes:
+// the encoder's core call, the writer's prepare (checksum, compression) and
+// write (the copy into the output); the decoder's parser (header and payload
+// checksum), reader, parse_delta, core delta and write_frame into a pinned
+// frame.
+void run_stages(const Options &o, std::vector<GstBuffer *> &inputs, const char *compression_name) {
+  namespace diff = cudadiff::diff;
+  namespace stream = cudadiff::stream;
+  using clock = std::chrono::steady_clock;
+  auto ctx = o.backend == "cuda" ? cudadiff::Context::cuda(0) : cudadiff::Context::cpu();
+  const stream::Compression compression = std::string(compression_name) == "zstd"
+                                              ? stream::Compression::Zstd
+                                              : stream::Compression::None;
+  const cudadiff::VideoFormat format = cudadiff::VideoFormat::BGR;
+  auto encoder = diff::DiffEncoder::create(*ctx, format, o.width, o.height);
+  auto decoder = diff::DiffDecoder::create(*ctx, format, o.width, o.height);
+  stream::Writer writer;
+  writer.reserve(encoder->frame_bytes());
+  writer.set_compression(compression, 3);
+  stream::Reader reader;
+  reader.reserve(encoder->frame_bytes());
+  cudadiff::HostBytes body, out_frame(encoder->frame_bytes());
+  std::vector<uint8_t> packet(stream::kHeaderSize +
+                              diff::max_delta_body_size(encoder->frame_bytes()));
+  std::vector<diff::SuperblockEntry> entries;
+  const diff::ValueMode mode = stream::choose_value_mode(compression, 20);
+  double t_core = 0, t_prepare = 0, t_write = 0;
+  double t_parse = 0, t_reader = 0, t_check = 0, t_delta = 0, t_frame = 0;
+  int deltas = 0;
+  size_t body_bytes = 0;
+  const cudadiff::FrameView out_view =
+      cudadiff::packed_view(format, o.width, o.height, out_frame.data());
+  const int frames = std::max(o.frames, 2);
+  for (int i = 0; i < frames; ++i) {
+    GstMapInfo map;
+    gst_buffer_map(inputs[i % inputs.size()], &map, GST_MAP_READ);
+    const cudadiff::FrameView in = cudadiff::packed_view(format, o.width, o.height, map.data);
+    const bool key = i == 0;
+    auto t0 = clock::now();
+    if (key)
+      encoder->keyframe_host(in, body);
+    else
+      encoder->delta_host(in, 20, mode, body);
+    auto t1 = clock::now();
+    stream::FrameInfo info;
+    info.keyframe = key;
+    info.mode = mode;
+    info.frame_number = uint64_t(i);
+    info.format = format;
+    info.width = o.width;
+    info.height = o.height;
+    info.fps_n = 60;
+    const size_t size = writer.prepare(info, body.data(), body.size());
+    auto t2 = clock::now();
+    writer.write(packet.data());
+    auto t3 = clock::now();
+    gst_buffer_unmap(inputs[i % inputs.size()], &map);
+    if (!key) {
+      t_core += std::chrono::duration<double>(t1 - t0).count();
+      t_prepare += std::chrono::duration<double>(t2 - t1).count();
+      t_write += std::chrono::duration<double>(t3 - t2).count();
+      body_bytes += body.size();
+    }
+
+    // Decoder.
+    auto d0 = clock::now();
+    stream::ArrayQueue queue(packet.data(), size);
+    stream::Parser parser;
+    const stream::Parser::Step step = parser.next(queue, false);
+    if (step.kind != stream::Parser::Kind::Packet) {
+      std::fprintf(stderr, "stages: the parser did not return the packet\n");
+      std::exit(1);
+    }
+    auto d1 = clock::now();
+    const uint8_t *dbody = nullptr;
+    std::string why;
+    if (!reader.body(step.header, packet.data() + stream::kHeaderSize, &dbody, &why)) {
+      std::fprintf(stderr, "stages: %s\n", why.c_str());
+      std::exit(1);
+    }
+    auto d2 = clock::now();
+    auto d3 = d2, d4 = d2;
+    if (key) {
+      decoder->keyframe(dbody);
+      d4 = d3 = clock::now();
+    } else {
+      diff::DeltaIndex index;
+      if (!diff::parse_delta(dbody, step.header.body_size, encoder->frame_bytes(), &index, &why,
+                             ctx->is_cuda() ? &entries : nullptr)) {
+        std::fprintf(stderr, "stages: %s\n", why.c_str());
+        std::exit(1);
+      }
+      d3 = clock::now();
+      decoder->delta(dbody, index, mode);
+      d4 = clock::now();
+    }
+    decoder->write_frame(out_view);
+    auto d5 = clock::now();
+    if (!key) {
+      t_parse += std::chrono::duration<double>(d1 - d0).count();
+      t_reader += std::chrono::duration<double>(d2 - d1).count();
+      t_check += std::chrono::duration<double>(d3 - d2).count();
+      t_delta += std::chrono::duration<double>(d4 - d3).count();
+      t_frame += std::chrono::duration<double>(d5 - d4).count();
+      ++deltas;
+    }
+  }
+  auto us = [&](double t) { return 1e6 * t / std::max(1, deltas); };
+  std::printf("stages without GStreamer, %s, compression=%s, %d deltas, body %.0f bytes:\n",
+              o.backend.c_str(), compression_name, deltas,
+              double(body_bytes) / std::max(1, deltas));
+  std::printf(
+      "  encoder: core delta_host %.1f us, writer prepare %.1f us, write %.1f us; sum %.1f us\n",
+      us(t_core), us(t_prepare), us(t_write), us(t_core + t_prepare + t_write));
+  std::printf(
+      "  decoder: parser %.1f us, reader %.1f us, parse_delta %.1f us, core delta %.1f us, "
+      "write_frame %.1f us; sum %.1f us\n",
+      us(t_parse), us(t_reader), us(t_check), us(t_delta), us(t_frame),
+      us(t_parse + t_reader + t_check + t_delta + t_frame));
 }
 
 }  // namespace
