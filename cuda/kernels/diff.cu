@@ -12,8 +12,11 @@
 //      of changed superblocks write their masks and values and update the
 //      reference;
 //   3. the totals (12 bytes) come back, then exactly the body's bytes.
-// From host memory (delta_host), the frame is uploaded in slices on a second
-// stream and step 1 runs on each slice as soon as it has arrived.
+// From host memory (delta_host, submit_delta_host), the frame is uploaded in
+// slices on a second stream and step 1 runs on each slice as soon as it has
+// arrived; with two frames in flight, each in its own slot (frame copy,
+// body, totals), the next frame's upload overlaps this one's compaction and
+// its body's way back (on a third stream).
 // Decoder: the host has checked the body (parse_delta) and lists, per changed
 // superblock, where its masks and values start; one warp per changed
 // superblock applies them to the reference.
@@ -364,10 +367,8 @@ class CudaDiffEncoder final : public DiffEncoder {
     ctx.activate();
     stream_ = static_cast<cudaStream_t>(ctx.stream_handle());
     upload_stream_ = std::make_unique<Stream>(ctx.device_id());
-    main_ready_ = std::make_unique<Event>();
     for (auto &e : slice_done_) e = std::make_unique<Event>();
     reference_ = DeviceBuffer(frame_bytes_);
-    current_ = DeviceBuffer(frame_bytes_);
     block_masks_ = DeviceBuffer(n_super_ * kBlocksPerSuper * sizeof(uint32_t));
     n_tiles_ = (n_super_ + kSupersPerTile - 1) / kSupersPerTile;
     counts_ = DeviceBuffer(n_super_ * sizeof(Counts));
@@ -407,7 +408,9 @@ class CudaDiffEncoder final : public DiffEncoder {
     ctx_.activate();
     const uint8_t *cur = frame.data[0];
     if (!is_packed(frame)) {
-      copy_device_to_device(frame, current_view(), ctx_);
+      // A strided device frame: packed into current_, on the main stream only.
+      if (current_.size() == 0) current_ = DeviceBuffer(frame_bytes_);
+      copy_device_to_device(frame, packed_view(format_, width_, height_, current_.data()), ctx_);
       cur = current_.data();
     }
     launch_masks(cur, 0, n_tiles_, threshold);
@@ -427,9 +430,12 @@ class CudaDiffEncoder final : public DiffEncoder {
     return collect_delta(body);
   }
 
-  // Nothing waits: the upload waits on the GPU for the previous frame's
-  // compaction (it reads current_), this frame's compaction writes its own
-  // slot's body, and the slot's event marks its totals on the host.
+  // Nothing waits on the host. Each slot has its own copy of the frame and
+  // its own body, so frame N+1 crosses the bus while frame N is compared
+  // and compacted; the upload into a slot waits (on the GPU) for the last
+  // frame that used the slot, the comparison for the previous frame's
+  // compaction (main stream order: the reference it updates), and the
+  // slot's event marks its totals on the host.
   void submit_delta_host(const FrameView &frame, int threshold, ValueMode mode) override {
     if (in_flight_ >= kMaxInFlight)
       throw Error("difference encoder: more than " + std::to_string(kMaxInFlight) +
@@ -439,8 +445,9 @@ class CudaDiffEncoder final : public DiffEncoder {
     ctx_.activate();
     Slot &slot = slots_[(oldest_ + in_flight_) % kMaxInFlight];
     if (slot.body.size() == 0) slot.body = DeviceBuffer(max_delta_body_size(frame_bytes_));
-    upload_and_compare(frame, threshold);
-    launch_compaction(current_.data(), mode, slot);
+    if (slot.current.size() == 0) slot.current = DeviceBuffer(frame_bytes_);
+    upload_and_compare(frame, threshold, slot);
+    launch_compaction(slot.current.data(), mode, slot);
     CUDADIFF_CHECK(cudaMemcpyAsync(slot.host_totals.data(), slot.totals.data(), sizeof(Counts),
                                    cudaMemcpyDeviceToHost, stream_));
     CUDADIFF_CHECK(cudaEventRecord(slot.done->get(), stream_));
@@ -477,7 +484,6 @@ class CudaDiffEncoder final : public DiffEncoder {
   FrameView reference_view() const {
     return packed_view(format_, width_, height_, reference_.data());
   }
-  FrameView current_view() const { return packed_view(format_, width_, height_, current_.data()); }
 
   static void check_threshold(int threshold) {
     if (threshold < 0 || threshold > 255) throw Error("threshold must be within 0..255");
@@ -494,7 +500,7 @@ class CudaDiffEncoder final : public DiffEncoder {
   }
 
   struct Slot {
-    DeviceBuffer body, totals;
+    DeviceBuffer current, body, totals;  // the frame (delta_host), its body, its counts
     HostBytes host_totals;
     std::unique_ptr<Event> done;
   };
@@ -519,15 +525,16 @@ class CudaDiffEncoder final : public DiffEncoder {
     CUDADIFF_CHECK_LAUNCH("difference compact kernel");
   }
 
-  // Copies the host frame into current_ slice by slice on the upload stream;
-  // the main stream compares every slice once it is there.
-  void upload_and_compare(const FrameView &host, int threshold) {
+  // Copies the host frame into the slot's frame slice by slice on the upload
+  // stream; the main stream compares every slice once it is there.
+  void upload_and_compare(const FrameView &host, int threshold, Slot &slot) {
     cudaStream_t upload = static_cast<cudaStream_t>(upload_stream_->handle());
-    // current_ may still be read by work queued earlier on the main stream.
-    CUDADIFF_CHECK(cudaEventRecord(main_ready_->get(), stream_));
-    CUDADIFF_CHECK(cudaStreamWaitEvent(upload, main_ready_->get(), 0));
+    // The slot's frame may still be read by the compaction of the last frame
+    // that used the slot (its event follows that compaction; an event never
+    // recorded makes this a no-op).
+    CUDADIFF_CHECK(cudaStreamWaitEvent(upload, slot.done->get(), 0));
     const size_t slice_target = std::max<size_t>(frame_bytes_ / kSlices, 256 * 1024);
-    const FrameView dst = current_view();
+    const FrameView dst = packed_view(format_, width_, height_, slot.current.data());
     size_t uploaded = 0, compared_tiles = 0;
     int slice = 0;
     const int planes = host.n_planes();
@@ -552,7 +559,7 @@ class CudaDiffEncoder final : public DiffEncoder {
           const Event &ev = *slice_done_[slice++];
           CUDADIFF_CHECK(cudaEventRecord(ev.get(), upload));
           CUDADIFF_CHECK(cudaStreamWaitEvent(stream_, ev.get(), 0));
-          launch_masks(current_.data(), compared_tiles, ready_tiles, threshold);
+          launch_masks(slot.current.data(), compared_tiles, ready_tiles, threshold);
           compared_tiles = ready_tiles;
         }
       }
@@ -583,11 +590,11 @@ class CudaDiffEncoder final : public DiffEncoder {
   const Context &ctx_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<Stream> upload_stream_;
-  std::unique_ptr<Event> main_ready_;  // created once the device is current
   std::unique_ptr<Event> slice_done_[kSlices];
   VideoFormat format_;
   int width_, height_;
   size_t n_super_ = 0, n_tiles_ = 0;
+  // current_: a strided device frame packed for queue_delta() (main stream only).
   DeviceBuffer reference_, current_, block_masks_, counts_, local_offsets_, tile_totals_;
   Slot slots_[kMaxInFlight];
   std::unique_ptr<Stream> download_stream_;
