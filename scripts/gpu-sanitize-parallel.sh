@@ -14,7 +14,11 @@ fi
 export GST_PLUGIN_PATH_1_0="$PWD/$build/plugins"
 out=/tmp/gpu-sanitize; rm -rf "$out"; mkdir -p "$out"
 runs=()
-for t in "$build"/tests/core_*_cuda "$build"/tests/element_*_cuda; do runs+=("memcheck $t"); done
+# element_cudadiff runs with backend auto, so on the GPU its frames-in-flight
+# tests drive the CUDA encoder through GStreamer.
+for t in "$build"/tests/core_*_cuda "$build"/tests/element_*_cuda "$build"/tests/element_cudadiff; do
+  runs+=("memcheck $t")
+done
 for t in "$build"/tests/core_*_cuda; do runs+=("racecheck $t"); done
 printf '%s\n' "${runs[@]}" | xargs -P "$jobs" -L 1 bash -c '
   tool=$0; t=$1; log='"$out"'/$tool-$(basename $t).log

@@ -184,7 +184,7 @@ static void put_pinned_param(GstQuery *query, bool replace_first) {
   gst_object_unref(allocator);
 }
 
-gboolean gst_cudadiff_propose_pinned_allocation(GstQuery *query) {
+gboolean gst_cudadiff_propose_pinned_allocation(GstQuery *query, guint min_buffers) {
   GstCaps *caps = nullptr;
   gboolean need_pool = FALSE;
   gst_query_parse_allocation(query, &caps, &need_pool);
@@ -192,10 +192,10 @@ gboolean gst_cudadiff_propose_pinned_allocation(GstQuery *query) {
   if (!caps || !gst_video_info_from_caps(&info, caps)) return FALSE;
   if (need_pool) {
     GstBufferPool *pool = gst_cudadiff_pinned_pool_new(
-        caps, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)), 0, 0, TRUE);
+        caps, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)), min_buffers, 0, TRUE);
     if (pool) {
-      gst_query_add_allocation_pool(query, pool, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)), 0,
-                                    0);
+      gst_query_add_allocation_pool(query, pool, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)),
+                                    min_buffers, 0);
       gst_object_unref(pool);
     }
   }

@@ -36,8 +36,10 @@ GstBufferPool *gst_cudadiff_pinned_pool_new(GstCaps *caps, guint size, guint min
 gboolean gst_cudadiff_pool_is_pinned(GstBufferPool *pool);
 
 // propose_allocation for a sink pad of raw video: a pinned pool (when asked
-// for one), the pinned allocator and GstVideoMeta. FALSE for unusable caps.
-gboolean gst_cudadiff_propose_pinned_allocation(GstQuery *query);
+// for one; `min_buffers`: how many input buffers the element may keep after
+// its chain function returns), the pinned allocator and GstVideoMeta. FALSE
+// for unusable caps.
+gboolean gst_cudadiff_propose_pinned_allocation(GstQuery *query, guint min_buffers = 0);
 // decide_allocation for a source pad of raw video: output buffers from a
 // pinned pool (downstream's when it is one of ours, else a new one), with
 // GstVideoMeta when downstream supports it. `element` names the errors.

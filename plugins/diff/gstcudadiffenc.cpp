@@ -13,6 +13,11 @@
  * goes into the caps as `streamheader`. docs/stream-format.md specifies the
  * stream.
  *
+ * When upstream is not live, a delta's packet is pushed when the next frame
+ * arrives, so that the GPU encodes frame N while the CPU packs frame N-1
+ * (same packets, one frame later; end of stream pushes the last one). With
+ * a live upstream every packet is pushed as soon as its frame is encoded.
+ *
  * ## Example launch line
  * |[
  * gst-launch-1.0 v4l2src ! videoconvert ! cudadiffenc threshold=20 \
@@ -41,6 +46,7 @@ namespace diff = cudadiff::diff;
 #define DEFAULT_KEYFRAME_INTERVAL 60
 #define DEFAULT_COMPRESSION_LEVEL 3
 #define DEFAULT_STATS_INTERVAL 0
+#define DEFAULT_FRAME_OVERLAP GST_CUDADIFF_FRAME_OVERLAP_AUTO
 #define MIN_COMPRESSION_LEVEL -7
 #define MAX_COMPRESSION_LEVEL 19
 #if CUDADIFF_HAVE_ZSTD
@@ -56,6 +62,7 @@ enum {
   PROP_COMPRESSION,
   PROP_COMPRESSION_LEVEL,
   PROP_STATS_INTERVAL,
+  PROP_FRAME_OVERLAP,
   PROP_STATS,
   PROP_BACKEND,
   PROP_DEVICE_ID,
@@ -106,6 +113,9 @@ struct EncState {
   };
   Pending pending;
   bool has_pending = false;
+  // A flow return of pushing the queued packet from set_format, returned by
+  // the next handle_frame.
+  GstFlowReturn held_flow = GST_FLOW_OK;
 
   void drop_codec() {
     encoder.reset();
@@ -125,6 +135,7 @@ struct _GstCudaDiffEnc {
   GstCudaDiffCompression compression;
   gint compression_level;
   guint stats_interval;
+  GstCudaDiffFrameOverlap frame_overlap;
   GstCudaDiffBackend backend;
   gint device_id;
   EncStats stats;  // under the object lock too
@@ -148,6 +159,22 @@ GType gst_cudadiff_compression_get_type(void) {
   };
   if (g_once_init_enter(&type)) {
     GType t = g_enum_register_static("GstCudaDiffCompression", values);
+    g_once_init_leave(&type, t);
+  }
+  return type;
+}
+
+GType gst_cudadiff_frame_overlap_get_type(void) {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+      {GST_CUDADIFF_FRAME_OVERLAP_AUTO, "When upstream is not live", "auto"},
+      {GST_CUDADIFF_FRAME_OVERLAP_ALWAYS, "Always (one frame of delay, also when live)", "always"},
+      {GST_CUDADIFF_FRAME_OVERLAP_NEVER, "Never (every packet as soon as its frame is encoded)",
+       "never"},
+      {0, nullptr, nullptr},
+  };
+  if (g_once_init_enter(&type)) {
+    GType t = g_enum_register_static("GstCudaDiffFrameOverlap", values);
     g_once_init_leave(&type, t);
   }
   return type;
@@ -183,6 +210,9 @@ static void gst_cudadiff_enc_set_property(GObject *object, guint prop_id, const 
     case PROP_STATS_INTERVAL:
       self->stats_interval = g_value_get_uint(value);
       break;
+    case PROP_FRAME_OVERLAP:
+      self->frame_overlap = static_cast<GstCudaDiffFrameOverlap>(g_value_get_enum(value));
+      break;
     case PROP_BACKEND:
       self->backend = static_cast<GstCudaDiffBackend>(g_value_get_enum(value));
       break;
@@ -215,6 +245,9 @@ static void gst_cudadiff_enc_get_property(GObject *object, guint prop_id, GValue
       break;
     case PROP_STATS_INTERVAL:
       g_value_set_uint(value, self->stats_interval);
+      break;
+    case PROP_FRAME_OVERLAP:
+      g_value_set_enum(value, self->frame_overlap);
       break;
     case PROP_STATS:
       g_value_take_boxed(value, stats_structure(self));
@@ -257,6 +290,7 @@ static gboolean gst_cudadiff_enc_start(GstVideoEncoder *encoder) {
   st->frame_number = 0;
   st->last_keyframe_number = 0;
   st->need_keyframe = true;
+  st->held_flow = GST_FLOW_OK;
   return st->ctx != nullptr;
 }
 
@@ -326,13 +360,19 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
                        GST_VIDEO_INFO_NAME(info), frame_bytes, stream::kMaxFrameBytes));
     return FALSE;
   }
-  // The queued delta goes out first, under the caps it was made for.
-  if (finish_pending(self) != GST_FLOW_OK) return FALSE;
+  // The queued delta goes out first, under the caps it was made for. A flow
+  // return (flushing, not linked, EOS) is kept for the next frame; only an
+  // error (already posted) refuses the caps.
+  const GstFlowReturn flushed = finish_pending(self);
+  if (flushed == GST_FLOW_ERROR) return FALSE;
+  if (flushed != GST_FLOW_OK) st->held_flow = flushed;
   GST_OBJECT_LOCK(self);
   const bool zstd = self->compression == GST_CUDADIFF_COMPRESSION_ZSTD;
   const int level = self->compression_level;
+  const GstCudaDiffFrameOverlap overlap = self->frame_overlap;
   GST_OBJECT_UNLOCK(self);
-  st->overlap = !upstream_is_live(encoder);
+  st->overlap = overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
+                (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO && !upstream_is_live(encoder));
   try {
     st->ctx->activate();
     st->drop_codec();
@@ -376,7 +416,22 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
 static gboolean gst_cudadiff_enc_flush(GstVideoEncoder *encoder) {
   discard_pending(GST_CUDADIFF_ENC(encoder));
   GST_CUDADIFF_ENC(encoder)->state->need_keyframe = true;
+  GST_CUDADIFF_ENC(encoder)->state->held_flow = GST_FLOW_OK;
   return TRUE;
+}
+
+// A drain query (an upstream decoder about to reuse its buffers, or wanting
+// every output out) pushes the waiting packet first; it travels in the
+// streaming thread, under the stream lock.
+static gboolean gst_cudadiff_enc_sink_query(GstVideoEncoder *encoder, GstQuery *query) {
+  if (GST_QUERY_TYPE(query) == GST_QUERY_DRAIN) {
+    auto *self = GST_CUDADIFF_ENC(encoder);
+    GST_VIDEO_ENCODER_STREAM_LOCK(encoder);
+    const GstFlowReturn ret = finish_pending(self);
+    if (ret != GST_FLOW_OK && ret != GST_FLOW_ERROR) self->state->held_flow = ret;
+    GST_VIDEO_ENCODER_STREAM_UNLOCK(encoder);
+  }
+  return GST_VIDEO_ENCODER_CLASS(gst_cudadiff_enc_parent_class)->sink_query(encoder, query);
 }
 
 // The packet of an encoded frame (its body in st->body): into an output
@@ -454,6 +509,8 @@ static GstFlowReturn finish_pending(GstCudaDiffEnc *self) {
     st->ctx->activate();
     summary = st->encoder->collect_delta(st->body);
   } catch (const cudadiff::Error &e) {
+    // The reference may hold this frame, which no decoder will see.
+    st->need_keyframe = true;
     gst_video_frame_unmap(&p.vframe);
     gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
     gst_video_codec_frame_unref(p.frame);
@@ -496,6 +553,12 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, (nullptr), ("frame before caps were configured"));
     gst_video_codec_frame_unref(frame);
     return GST_FLOW_NOT_NEGOTIATED;
+  }
+  if (st->held_flow != GST_FLOW_OK) {
+    const GstFlowReturn held = st->held_flow;
+    st->held_flow = GST_FLOW_OK;
+    gst_video_codec_frame_unref(frame);
+    return held;
   }
   GST_OBJECT_LOCK(self);
   const int threshold = static_cast<int>(self->threshold);
@@ -548,6 +611,8 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     else
       st->encoder->submit_delta_host(input, threshold, p.info.mode);
   } catch (const cudadiff::Error &e) {
+    // The reference may hold part of this frame, which no decoder will see.
+    st->need_keyframe = true;
     gst_video_frame_unmap(&p.vframe);
     gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
     gst_video_codec_frame_unref(frame);
@@ -577,7 +642,8 @@ static GstFlowReturn gst_cudadiff_enc_finish(GstVideoEncoder *encoder) {
 // frame where the GPU copies from at full speed.
 static gboolean gst_cudadiff_enc_propose_allocation(GstVideoEncoder *encoder, GstQuery *query) {
   (void)encoder;
-  return gst_cudadiff_propose_pinned_allocation(query);
+  // It may keep one input frame after handle_frame returns (frame-overlap).
+  return gst_cudadiff_propose_pinned_allocation(query, 1);
 }
 
 static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
@@ -635,6 +701,19 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
                         "cudadiffenc-stats every this many frames; 0 = never. Default: 0",
                         0, G_MAXINT, DEFAULT_STATS_INTERVAL, playing));
   g_object_class_install_property(
+      gobject_class, PROP_FRAME_OVERLAP,
+      g_param_spec_enum(
+          "frame-overlap", "Frame overlap",
+          "Whether a delta's packet waits for the next frame, so that the GPU encodes frame N "
+          "while the CPU packs and pushes frame N-1 (more frames per second, one frame of "
+          "delay; end of stream, keyframes, caps changes and drain queries push the waiting "
+          "packet): auto = when upstream is not live (latency query), always, never (each "
+          "packet leaves as soon as its frame is encoded: for applications that push a frame "
+          "and wait for its packet). Read when caps are set. Default: auto",
+          GST_TYPE_CUDADIFF_FRAME_OVERLAP, DEFAULT_FRAME_OVERLAP,
+          static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                   GST_PARAM_MUTABLE_PLAYING)));
+  g_object_class_install_property(
       gobject_class, PROP_STATS,
       g_param_spec_boxed("stats", "Statistics",
                          "Counters since start (read-only, guint64 fields): frames, keyframes, "
@@ -665,9 +744,11 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
   encoder_class->handle_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_handle_frame);
   encoder_class->flush = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_flush);
   encoder_class->finish = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_finish);
+  encoder_class->sink_query = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_sink_query);
   encoder_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_propose_allocation);
 
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_COMPRESSION, static_cast<GstPluginAPIFlags>(0));
+  gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_FRAME_OVERLAP, static_cast<GstPluginAPIFlags>(0));
 }
 
 static void gst_cudadiff_enc_init(GstCudaDiffEnc *self) {
@@ -676,6 +757,7 @@ static void gst_cudadiff_enc_init(GstCudaDiffEnc *self) {
   self->compression = DEFAULT_COMPRESSION;
   self->compression_level = DEFAULT_COMPRESSION_LEVEL;
   self->stats_interval = DEFAULT_STATS_INTERVAL;
+  self->frame_overlap = DEFAULT_FRAME_OVERLAP;
   self->backend = GST_CUDADIFF_DEFAULT_BACKEND;
   self->device_id = GST_CUDADIFF_DEFAULT_DEVICE_ID;
   self->state = new EncState();

@@ -17,6 +17,15 @@ typedef enum {
 #define GST_TYPE_CUDADIFF_COMPRESSION (gst_cudadiff_compression_get_type())
 GType gst_cudadiff_compression_get_type(void);
 
+typedef enum {
+  GST_CUDADIFF_FRAME_OVERLAP_AUTO = 0,
+  GST_CUDADIFF_FRAME_OVERLAP_ALWAYS = 1,
+  GST_CUDADIFF_FRAME_OVERLAP_NEVER = 2,
+} GstCudaDiffFrameOverlap;
+
+#define GST_TYPE_CUDADIFF_FRAME_OVERLAP (gst_cudadiff_frame_overlap_get_type())
+GType gst_cudadiff_frame_overlap_get_type(void);
+
 GST_ELEMENT_REGISTER_DECLARE(cudadiffenc);
 
 G_END_DECLS

@@ -153,17 +153,26 @@ TEST(DiffCuda, FramesInFlightMatchTheCpu) {
       auto genc = DiffEncoder::create(*ctx.gpu, fmt, w, h);
       const int frames = w * h > 100000 ? 5 : 9;
       std::vector<std::unique_ptr<HostFrame>> input;
+      // Odd frames (every frame at 1920x1080) from pinned memory (packed
+      // copies): their uploads are truly asynchronous, so a missing wait
+      // between the streams would show as wrong bodies.
+      std::vector<HostBytes> pinned(frames);
       for (int t = 0; t < frames; ++t) {
         input.push_back(std::make_unique<HostFrame>(fmt, w, h, 5));
         next_frame(*input.back(), bg, t, 0.06, gen);
+        pinned[t].resize(frame_size_packed(fmt, w, h));
+        copy_frame_host(input.back()->view, packed_view(fmt, w, h, pinned[t].data()));
       }
+      auto view = [&](int t) {
+        return t % 2 || w >= 1920 ? packed_view(fmt, w, h, pinned[t].data()) : input[t]->view;
+      };
       HostBytes cbody, gbody, cref, gref;
       cenc->keyframe(input[0]->view, cbody);
       genc->keyframe_host(input[0]->view, gbody);
       ASSERT_EQ(bytes_of(cbody), bytes_of(gbody));
-      genc->submit_delta_host(input[1]->view, thr, ValueMode::Values);
+      genc->submit_delta_host(view(1), thr, ValueMode::Values);
       for (int t = 1; t < frames; ++t) {
-        if (t + 1 < frames) genc->submit_delta_host(input[t + 1]->view, thr, ValueMode::Values);
+        if (t + 1 < frames) genc->submit_delta_host(view(t + 1), thr, ValueMode::Values);
         EXPECT_EQ(genc->in_flight(), t + 1 < frames ? 2 : 1);
         if (t + 1 < frames) {
           EXPECT_THROW(genc->submit_delta_host(input[t]->view, thr, ValueMode::Values), Error);

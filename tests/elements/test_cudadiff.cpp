@@ -185,7 +185,7 @@ TEST(CudaDiff, PropertiesAndDefaults) {
   ASSERT_NE(enc, nullptr);
   ASSERT_NE(dec, nullptr);
   for (const char *name : {"threshold", "keyframe-interval", "compression", "compression-level",
-                           "stats-interval", "stats", "backend", "device-id"}) {
+                           "stats-interval", "frame-overlap", "stats", "backend", "device-id"}) {
     GParamSpec *spec = g_object_class_find_property(G_OBJECT_GET_CLASS(enc), name);
     ASSERT_NE(spec, nullptr) << name;
     if (std::string(name) != "stats") {
@@ -196,10 +196,11 @@ TEST(CudaDiff, PropertiesAndDefaults) {
   for (const char *name : {"stats", "backend", "device-id"})
     EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(dec), name), nullptr) << name;
   guint threshold = 0, interval = 0, stats_interval = 1;
-  gint compression = -1, level = 0, backend = -1;
+  gint compression = -1, level = 0, backend = -1, overlap = -1;
   g_object_get(enc, "threshold", &threshold, "keyframe-interval", &interval, "compression",
                &compression, "compression-level", &level, "stats-interval", &stats_interval,
-               "backend", &backend, nullptr);
+               "backend", &backend, "frame-overlap", &overlap, nullptr);
+  EXPECT_EQ(overlap, 0) << "auto";
   EXPECT_EQ(threshold, 20u);
   EXPECT_EQ(interval, 60u);
   EXPECT_EQ(compression, have_zstd() ? 1 : 0);
@@ -411,6 +412,49 @@ TEST(CudaDiff, NonLiveQueuedDeltaAtCapsChangeAndFlush) {
   // check sees a gap only where a packet is missing, and restarts at the keyframe.
   for (GstBuffer *b : got) gst_buffer_unref(b);
   gst_harness_teardown(enc);
+}
+
+// frame-overlap overrides the latency query both ways; a drain query pushes
+// the waiting packet; stopping with a packet waiting drops it cleanly.
+TEST(CudaDiff, FrameOverlapPropertyAndDrain) {
+  struct Case {
+    const char *overlap;
+    bool live;
+    bool delayed;
+  };
+  for (const Case c : {Case{"never", false, false}, Case{"always", true, true},
+                       Case{"auto", true, false}, Case{"auto", false, true}}) {
+    SCOPED_TRACE(std::string(c.overlap) + (c.live ? " live" : " not live"));
+    GstHarness *enc = gst_harness_new_parse(
+        (std::string("cudadiffenc keyframe-interval=0 frame-overlap=") + c.overlap).c_str());
+    gst_harness_set_live(enc, c.live);
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGRx", 12, 5).c_str());
+    const GstVideoInfo info = video_info("BGRx", 12, 5);
+    int out = 0;
+    for (int t = 0; t < 4; ++t) {
+      ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("BGRx", 12, 5, t, 4), t)),
+                GST_FLOW_OK);
+      while (GstBuffer *p = pull_packet(enc)) {
+        EXPECT_EQ(header_of(p).frame_number, uint64_t(out));
+        ++out;
+        gst_buffer_unref(p);
+      }
+      EXPECT_EQ(out, c.delayed && t > 0 ? t : t + 1) << "after frame " << t;
+    }
+    // A drain query (serialized, from upstream) pushes what waits.
+    GstQuery *drain = gst_query_new_drain();
+    EXPECT_TRUE(gst_pad_peer_query(enc->srcpad, drain));
+    gst_query_unref(drain);
+    while (GstBuffer *p = pull_packet(enc)) {
+      EXPECT_EQ(header_of(p).frame_number, uint64_t(out));
+      ++out;
+      gst_buffer_unref(p);
+    }
+    EXPECT_EQ(out, 4);
+    // One more delta left waiting when the harness stops the element.
+    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("BGRx", 12, 5, 4, 4), 4)), GST_FLOW_OK);
+    gst_harness_teardown(enc);
+  }
 }
 
 TEST(CudaDiff, CapsChangeGivesKeyframeAndDecoderRenegotiates) {
