@@ -176,7 +176,7 @@ int main(int argc, char **argv) {
                "cuda kernels (device-resident)",
                {},
                core_bytes,
-               "masks + CUB scan + compaction + bitmap; body stays on the device"};
+               "masks with tile scans + compaction (bitmap, masks, values); body stays on the device"};
   r.stats = bench::time_device(
       opt, *gpu, [&](int i) { enc->queue_delta(view_b(i), threshold, ValueMode::Values); }, reset);
   report.add(r);
