@@ -249,6 +249,19 @@ DeltaSummary DiffEncoder::collect_delta(HostBytes &body) {
   return d.summary;
 }
 
+void DiffDecoder::submit_write_frame(const FrameView &out) {
+  if (frames_in_flight_ >= kMaxInFlight)
+    throw Error("difference decoder: more than " + std::to_string(kMaxInFlight) +
+                " frames submitted and not waited for");
+  write_frame(out);
+  frames_in_flight_++;
+}
+
+void DiffDecoder::wait_frame() {
+  if (frames_in_flight_ == 0) throw Error("difference decoder: no frame submitted to wait for");
+  frames_in_flight_--;
+}
+
 size_t max_delta_body_size(size_t frame_bytes) {
   DeltaSummary all;
   all.changed_bytes = frame_bytes;

@@ -613,6 +613,7 @@ class CudaDiffDecoder final : public DiffDecoder {
     body_ = DeviceBuffer(max_delta_body_size(frame_bytes_));
     entries_ = DeviceBuffer(n_super * sizeof(SuperblockEntry));
     host_entries_ = HostBytes(n_super * sizeof(SuperblockEntry));
+    uploads_done_ = std::make_unique<Event>();
   }
 
   void keyframe(const uint8_t *body) override {
@@ -657,6 +658,7 @@ class CudaDiffDecoder final : public DiffDecoder {
     CUDADIFF_CHECK(cudaMemcpyAsync(entries_.data(), host_entries_.data(),
                                    n_entries * sizeof(SuperblockEntry), cudaMemcpyHostToDevice,
                                    stream_));
+    CUDADIFF_CHECK(cudaEventRecord(uploads_done_->get(), stream_));
     uploads_pending_ = true;
     const size_t values_at = index.values_offset - index.block_masks_offset;
     apply_kernel<<<grid_for(n_entries * 32), kThreads, 0, stream_>>>(
@@ -673,10 +675,40 @@ class CudaDiffDecoder final : public DiffDecoder {
     uploads_pending_ = false;
   }
 
+  void finish_uploads() override {
+    ctx_.activate();
+    wait_for_uploads();
+  }
+
+  void submit_write_frame(const FrameView &out) override {
+    if (frames_in_flight_ >= kMaxInFlight)
+      throw Error("difference decoder: more than " + std::to_string(kMaxInFlight) +
+                  " frames submitted and not waited for");
+    check_frame(out, format_, width_, height_, "decoder output");
+    ctx_.activate();
+    copy_to_host(packed_view(format_, width_, height_, reference_.data()), out, ctx_);
+    const int slot = (oldest_frame_ + frames_in_flight_) % kMaxInFlight;
+    if (!frame_done_[slot]) frame_done_[slot] = std::make_unique<Event>();
+    CUDADIFF_CHECK(cudaEventRecord(frame_done_[slot]->get(), stream_));
+    frames_in_flight_++;
+  }
+
+  void wait_frame() override {
+    if (frames_in_flight_ == 0) throw Error("difference decoder: no frame submitted to wait for");
+    ctx_.activate();
+    const int slot = oldest_frame_;
+    oldest_frame_ = (oldest_frame_ + 1) % kMaxInFlight;
+    frames_in_flight_--;
+    CUDADIFF_CHECK(cudaEventSynchronize(frame_done_[slot]->get()));
+  }
+
  private:
+  // The staging buffers may still be read by the last delta's copies: wait
+  // for those copies only (an event after them), not for the stream, which
+  // may hold a frame on its way down.
   void wait_for_uploads() {
     if (uploads_pending_) {
-      ctx_.synchronize();
+      CUDADIFF_CHECK(cudaEventSynchronize(uploads_done_->get()));
       uploads_pending_ = false;
     }
   }
@@ -689,6 +721,9 @@ class CudaDiffDecoder final : public DiffDecoder {
   HostBytes host_entries_, staging_;
   std::vector<SuperblockEntry> own_entries_;
   bool uploads_pending_ = false;
+  std::unique_ptr<Event> uploads_done_;              // made once the device is current
+  std::unique_ptr<Event> frame_done_[kMaxInFlight];  // per frame in flight, made on first use
+  int oldest_frame_ = 0;
 };
 
 }  // namespace

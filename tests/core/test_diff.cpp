@@ -274,3 +274,26 @@ TEST(DiffCpu, FramesInFlightGiveTheSequentialBodies) {
   pipe->read_reference(b);
   EXPECT_EQ(bytes_of(a), bytes_of(b));
 }
+
+// The CPU decoder's frames in flight (the base class's submit/wait): frames
+// are written at submission; the queue's limits are errors.
+TEST(DiffCpu, DecoderFramesInFlight) {
+  const VideoFormat fmt = VideoFormat::YUY2;
+  const int w = 10, h = 3;
+  auto dec = DiffDecoder::create(*cpu, fmt, w, h);
+  std::vector<uint8_t> key(dec->frame_bytes());
+  for (size_t i = 0; i < key.size(); ++i) key[i] = uint8_t(i * 7);
+  dec->keyframe(key.data());
+  HostFrame a(fmt, w, h, 2), b(fmt, w, h, 2);
+  EXPECT_THROW(dec->wait_frame(), Error);
+  dec->submit_write_frame(a.view);
+  EXPECT_EQ(packed_bytes(a.view), key) << "written at submission";
+  dec->submit_write_frame(b.view);
+  EXPECT_EQ(dec->frames_in_flight(), 2);
+  EXPECT_THROW(dec->submit_write_frame(a.view), Error);
+  dec->wait_frame();
+  dec->wait_frame();
+  EXPECT_EQ(dec->frames_in_flight(), 0);
+  EXPECT_EQ(packed_bytes(b.view), key);
+  EXPECT_TRUE(a.padding_intact());
+}

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "cudadiff/diff.h"
@@ -194,5 +195,68 @@ TEST(DiffCuda, FramesInFlightMatchTheCpu) {
       cenc->delta(input[0]->view, thr, ValueMode::Deltas, cbody);
       genc->delta_host(input[0]->view, thr, ValueMode::Deltas, gbody);
       ASSERT_EQ(bytes_of(cbody), bytes_of(gbody));
+    }
+}
+
+// The decoder with frames in flight: frame t comes down (into pinned memory)
+// while delta t+1 is applied; one pinned body buffer is reused for every
+// packet once finish_uploads() says the last one has been read. Every frame
+// equals the CPU decoder's.
+TEST(DiffCuda, DecoderFramesInFlightMatchTheCpu) {
+  const VideoFormat formats[] = {VideoFormat::BGR, VideoFormat::NV12};
+  const int sizes[][2] = {{7, 3}, {640, 480}, {1920, 1080}};
+  for (VideoFormat fmt : formats)
+    for (const auto &sz : sizes) {
+      const int w = sz[0], h = sz[1], thr = 20, frames = 6;
+      Pair ctx;
+      std::mt19937 &gen = testing_util::rng();
+      HostFrame bg(fmt, w, h);
+      testing_util::fill_random(bg, gen);
+      auto enc = DiffEncoder::create(*ctx.cpu, fmt, w, h);
+      auto cdec = DiffDecoder::create(*ctx.cpu, fmt, w, h);
+      auto gdec = DiffDecoder::create(*ctx.gpu, fmt, w, h);
+      const size_t n = frame_size_packed(fmt, w, h);
+      std::vector<HostBytes> out(frames);  // pinned frames, in flight until waited for
+      std::vector<std::vector<uint8_t>> expected(frames);
+      HostBytes body, packet;  // packet: the one pinned body buffer the GPU decoder reads
+      int waited = 0;
+      for (int t = 0; t < frames; ++t) {
+        HostFrame frame(fmt, w, h, 3);
+        next_frame(frame, bg, t, 0.06, gen);
+        if (t == 0) {
+          enc->keyframe(frame.view, body);
+          cdec->keyframe(body.data());
+          gdec->keyframe(body.data());
+        } else {
+          enc->delta(frame.view, thr, ValueMode::Values, body);
+          DeltaIndex idx;
+          std::string err;
+          std::vector<SuperblockEntry> entries;
+          ASSERT_TRUE(parse_delta(body.data(), body.size(), n, &idx, &err, &entries)) << err;
+          cdec->delta(body.data(), idx, ValueMode::Values);
+          gdec->finish_uploads();  // the last packet has been read: reuse its memory
+          packet.resize(body.size());
+          std::memcpy(packet.data(), body.data(), body.size());
+          gdec->delta(packet.data(), idx, ValueMode::Values);
+        }
+        HostFrame cout(fmt, w, h, 0);
+        cdec->write_frame(cout.view);
+        expected[t].assign(n, 0);
+        copy_frame_host(cout.view, packed_view(fmt, w, h, expected[t].data()));
+        out[t].resize(n);
+        gdec->submit_write_frame(packed_view(fmt, w, h, out[t].data()));
+        if (t > 0) {
+          EXPECT_EQ(gdec->frames_in_flight(), 2);
+          EXPECT_THROW(gdec->submit_write_frame(packed_view(fmt, w, h, out[t].data())), Error);
+          gdec->wait_frame();
+          ASSERT_EQ(bytes_of(out[waited]), expected[waited])
+              << format_name(fmt) << " " << w << "x" << h << " frame " << waited;
+          ++waited;
+        }
+      }
+      gdec->wait_frame();
+      ASSERT_EQ(bytes_of(out[waited]), expected[waited]);
+      EXPECT_EQ(gdec->frames_in_flight(), 0);
+      EXPECT_THROW(gdec->wait_frame(), Error);
     }
 }

@@ -166,12 +166,28 @@ class DiffDecoder {
   virtual void keyframe(const uint8_t *body) = 0;
   // Applies a delta body checked by parse_delta() (host memory). The CUDA
   // backend queues the work and write_frame() waits for it: a body in pinned
-  // memory (HostBytes) is read by DMA until then and must stay unchanged; any
-  // other memory is staged first and may be reused at once.
+  // memory (HostBytes) is read by DMA until then (or until finish_uploads()
+  // returns) and must stay unchanged; any other memory is staged first and
+  // may be reused at once.
   virtual void delta(const uint8_t *body, const DeltaIndex &index, ValueMode mode) = 0;
+  // Returns once the last delta()'s body has been read, so that its memory
+  // may be reused, without waiting for frames on their way down.
+  virtual void finish_uploads() {}
   // Copies the reference into `out`, a host frame of the stream's format and
   // size (any strides). Returns when `out` is complete.
   virtual void write_frame(const FrameView &out) = 0;
+  // Frames in flight (cudadiffdec frame-overlap): submit_write_frame() queues
+  // write_frame() and may return before `out` is complete (the CUDA backend
+  // queues the copy: asynchronous when `out` is pinned); wait_frame() waits
+  // for the oldest submitted frame. keyframe() and delta() may come in
+  // between (the GPU orders them after the copy), so frame N+1's packet is
+  // checked and applied while frame N comes down. At most kMaxInFlight
+  // frames; `out` must stay valid until its wait_frame() returns. The CPU
+  // backend writes at submission.
+  static constexpr int kMaxInFlight = 2;
+  virtual void submit_write_frame(const FrameView &out);
+  virtual void wait_frame();
+  int frames_in_flight() const { return frames_in_flight_; }
   size_t frame_bytes() const { return frame_bytes_; }
 
   static std::unique_ptr<DiffDecoder> create(const Context &ctx, VideoFormat format, int width,
@@ -179,6 +195,7 @@ class DiffDecoder {
 
  protected:
   size_t frame_bytes_ = 0;
+  int frames_in_flight_ = 0;
 };
 
 namespace detail {
