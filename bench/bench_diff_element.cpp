@@ -2,6 +2,7 @@
 // buffers: frames per second of
 //   appsrc (buffers from the pool cudadiffenc proposes) ! cudadiffenc ! fakesink
 //   appsrc (the packets) ! cudadiffdec (output from its pinned pool) ! fakesink
+//     (frame-overlap never, the default, and always)
 // next to the frame rate that the host-to-device bandwidth measured in the
 // same run allows (one frame up per encoded frame, one down per decoded one).
 //
@@ -191,10 +192,12 @@ Result run_encoder(const Options &o, const char *compression, std::vector<GstBuf
   return r;
 }
 
-Result run_decoder(const Options &o, const std::vector<GstBuffer *> &packets, GstCaps *caps) {
+Result run_decoder(const Options &o, const std::vector<GstBuffer *> &packets, GstCaps *caps,
+                   const char *overlap) {
   gchar *caps_str = gst_caps_to_string(caps);
   const std::string desc = std::string("appsrc name=src format=time block=true caps=\"") +
                            caps_str + "\" ! cudadiffdec name=dec backend=" + o.backend +
+                           " frame-overlap=" + overlap +
                            " ! fakesink name=sink sync=false signal-handoffs=true";
   g_free(caps_str);
   GstElement *pipeline = launch(desc);
@@ -408,11 +411,14 @@ int main(int argc, char **argv) {
                   double(bytes) / std::max(1, e.frames));
     lines.push_back({"cudadiffenc " + o.backend + " compression=" + compression, note,
                      1000 * e.seconds / std::max(1, e.frames)});
-    const Result d = run_decoder(o, packets, caps);
-    std::snprintf(note, sizeof note, "%s; %d frames",
-                  d.pinned ? "pinned output" : "unpinned output", d.frames);
-    lines.push_back({"cudadiffdec " + o.backend + " compression=" + compression, note,
-                     1000 * d.seconds / std::max(1, d.frames)});
+    for (const char *overlap : {"never", "always"}) {
+      const Result d = run_decoder(o, packets, caps, overlap);
+      std::snprintf(note, sizeof note, "%s; %d frames",
+                    d.pinned ? "pinned output" : "unpinned output", d.frames);
+      lines.push_back(
+          {"cudadiffdec " + o.backend + " compression=" + compression + " frame-overlap=" + overlap,
+           note, 1000 * d.seconds / std::max(1, d.frames)});
+    }
     for (GstBuffer *p : packets) gst_buffer_unref(p);
     if (caps) gst_caps_unref(caps);
   }
@@ -420,10 +426,10 @@ int main(int argc, char **argv) {
   const double h2d_ms = gpu ? std::min(h2d_before, h2d_after) : 0.0;
   const std::string title =
       "element, " + std::to_string(o.width) + "x" + std::to_string(o.height) + " BGR";
-  std::printf("\n%-44s %10s %9s %8s %s\n", title.c_str(), "ms/frame", "fps", "% of H2D",
+  std::printf("\n%-58s %10s %9s %8s %s\n", title.c_str(), "ms/frame", "fps", "% of H2D",
               "input/output memory");
   for (const Line &l : lines)
-    std::printf("%-44s %10.4f %9.0f %7.0f%% %s\n", l.name.c_str(), l.ms, 1000 / l.ms,
+    std::printf("%-58s %10.4f %9.0f %7.0f%% %s\n", l.name.c_str(), l.ms, 1000 / l.ms,
                 h2d_ms > 0 ? 100 * h2d_ms / l.ms : 0.0, l.note.c_str());
   gst_deinit();
   return 0;

@@ -204,7 +204,8 @@ gboolean gst_cudadiff_propose_pinned_allocation(GstQuery *query, guint min_buffe
   return TRUE;
 }
 
-gboolean gst_cudadiff_decide_pinned_allocation(GstElement *element, GstQuery *query) {
+gboolean gst_cudadiff_decide_pinned_allocation(GstElement *element, GstQuery *query,
+                                               guint extra_buffers) {
   GstCaps *caps = nullptr;
   gst_query_parse_allocation(query, &caps, nullptr);
   GstVideoInfo info;
@@ -219,6 +220,8 @@ gboolean gst_cudadiff_decide_pinned_allocation(GstElement *element, GstQuery *qu
     pool = nullptr;
   }
   size = MAX(size, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)));
+  min += extra_buffers;
+  if (max != 0) max += extra_buffers;
   const gboolean video_meta =
       gst_query_find_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
   if (pool) {

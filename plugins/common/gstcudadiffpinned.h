@@ -42,7 +42,9 @@ gboolean gst_cudadiff_pool_is_pinned(GstBufferPool *pool);
 gboolean gst_cudadiff_propose_pinned_allocation(GstQuery *query, guint min_buffers = 0);
 // decide_allocation for a source pad of raw video: output buffers from a
 // pinned pool (downstream's when it is one of ours, else a new one), with
-// GstVideoMeta when downstream supports it. `element` names the errors.
-gboolean gst_cudadiff_decide_pinned_allocation(GstElement *element, GstQuery *query);
+// GstVideoMeta when downstream supports it; `extra_buffers` more than
+// downstream asks for (frames the element holds). `element` names the errors.
+gboolean gst_cudadiff_decide_pinned_allocation(GstElement *element, GstQuery *query,
+                                               guint extra_buffers = 0);
 
 G_END_DECLS

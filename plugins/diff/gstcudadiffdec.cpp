@@ -21,6 +21,8 @@
  */
 #include "gstcudadiffdec.h"
 
+#include "gstcudadiffenc.h"  // GstCudaDiffFrameOverlap
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,7 +39,9 @@ GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_dec_debug);
 namespace stream = cudadiff::stream;
 namespace diff = cudadiff::diff;
 
-enum { PROP_0, PROP_STATS, PROP_BACKEND, PROP_DEVICE_ID };
+enum { PROP_0, PROP_STATS, PROP_FRAME_OVERLAP, PROP_BACKEND, PROP_DEVICE_ID };
+
+#define DEFAULT_FRAME_OVERLAP GST_CUDADIFF_FRAME_OVERLAP_NEVER
 
 #define SRC_FORMATS                                                                       \
   "{ BGR, RGB, BGRx, RGBx, xBGR, xRGB, BGRA, RGBA, ABGR, ARGB, GRAY8, I420, YV12, NV12, " \
@@ -94,6 +98,17 @@ struct DecState {
   bool have_offset = false;
   guint64 pts_offset = 0;
   GstClockTime next_pts = 0;  // end of the last output frame
+  // frame-overlap: a decoded frame is finished when the next packet has
+  // been applied, so that it comes down from the GPU meanwhile.
+  bool overlap = false;
+  struct Pending {
+    GstVideoCodecFrame *frame = nullptr;
+    GstVideoFrame out;  // mapped while the GPU writes it
+    guint64 sender_pts = 0, sender_duration = 0;
+  };
+  Pending pending;
+  bool has_pending = false;
+  GstFlowReturn held_flow = GST_FLOW_OK;  // of pushing it from set_format or a drain
 
   void reset_stream() {
     synced = false;
@@ -115,11 +130,15 @@ struct _GstCudaDiffDec {
   GstVideoDecoder parent;
   GstCudaDiffBackend backend;  // under the object lock
   gint device_id;
+  GstCudaDiffFrameOverlap frame_overlap;
   DecStats stats;  // under the object lock
   DecState *state;
 };
 
 G_DEFINE_TYPE(GstCudaDiffDec, gst_cudadiff_dec, GST_TYPE_VIDEO_DECODER)
+
+static GstFlowReturn finish_pending(GstCudaDiffDec *self);
+static void discard_pending(GstCudaDiffDec *self);
 GST_ELEMENT_REGISTER_DEFINE(cudadiffdec, "cudadiffdec", GST_RANK_PRIMARY, GST_TYPE_CUDADIFF_DEC)
 
 static GstCaps *sender_timestamp_caps = nullptr;  // made once in class_init
@@ -144,6 +163,9 @@ static void gst_cudadiff_dec_set_property(GObject *object, guint prop_id, const 
     case PROP_DEVICE_ID:
       self->device_id = g_value_get_int(value);
       break;
+    case PROP_FRAME_OVERLAP:
+      self->frame_overlap = static_cast<GstCudaDiffFrameOverlap>(g_value_get_enum(value));
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
       break;
@@ -164,6 +186,9 @@ static void gst_cudadiff_dec_get_property(GObject *object, guint prop_id, GValue
       break;
     case PROP_DEVICE_ID:
       g_value_set_int(value, self->device_id);
+      break;
+    case PROP_FRAME_OVERLAP:
+      g_value_set_enum(value, self->frame_overlap);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
@@ -198,12 +223,14 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
   st->reset_stream();
   st->colorimetry.clear();
   st->out_colorimetry.clear();
+  st->held_flow = GST_FLOW_OK;
   return st->ctx != nullptr;
 }
 
 static gboolean gst_cudadiff_dec_stop(GstVideoDecoder *decoder) {
   auto *self = GST_CUDADIFF_DEC(decoder);
   DecState *st = self->state;
+  discard_pending(self);
   try {
     if (st->ctx) {
       st->ctx->activate();
@@ -219,16 +246,44 @@ static gboolean gst_cudadiff_dec_stop(GstVideoDecoder *decoder) {
   return TRUE;
 }
 
+// Whether upstream is live; unknown counts as live.
+static bool upstream_is_live(GstVideoDecoder *decoder) {
+  GstQuery *query = gst_query_new_latency();
+  gboolean live = TRUE;
+  if (gst_pad_peer_query(GST_VIDEO_DECODER_SINK_PAD(decoder), query))
+    gst_query_parse_latency(query, &live, nullptr, nullptr);
+  gst_query_unref(query);
+  return live;
+}
+
 static gboolean gst_cudadiff_dec_set_format(GstVideoDecoder *decoder, GstVideoCodecState *state) {
   // Everything the decoder needs comes with the keyframes; the caps (with or
   // without a streamheader) only say that this is the stream.
+  auto *self = GST_CUDADIFF_DEC(decoder);
+  DecState *st = self->state;
   GST_DEBUG_OBJECT(decoder, "input caps %" GST_PTR_FORMAT, state->caps);
+  const GstFlowReturn flushed = finish_pending(self);
+  if (flushed == GST_FLOW_ERROR) return FALSE;
+  if (flushed != GST_FLOW_OK) st->held_flow = flushed;
+  GST_OBJECT_LOCK(self);
+  const GstCudaDiffFrameOverlap overlap = self->frame_overlap;
+  GST_OBJECT_UNLOCK(self);
+  st->overlap = overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
+                (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO && !upstream_is_live(decoder));
   return TRUE;
 }
 
 static gboolean gst_cudadiff_dec_flush(GstVideoDecoder *decoder) {
-  GST_CUDADIFF_DEC(decoder)->state->reset_stream();
+  auto *self = GST_CUDADIFF_DEC(decoder);
+  discard_pending(self);
+  self->state->held_flow = GST_FLOW_OK;
+  self->state->reset_stream();
   return TRUE;
+}
+
+// End of stream and drain: the frame in flight goes out.
+static GstFlowReturn gst_cudadiff_dec_finish(GstVideoDecoder *decoder) {
+  return finish_pending(GST_CUDADIFF_DEC(decoder));
 }
 
 // Damage in the stream: one warning until a packet decodes again. Skipped
@@ -357,6 +412,9 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
 static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
                           const uint8_t *payload, GstFlowReturn *ret) {
   DecState *st = self->state;
+  // The reader's scratch may still be read by the last delta's upload (a
+  // frame in flight): wait for that upload before it is overwritten.
+  if (st->decoder) st->decoder->finish_uploads();
   std::string why;
   const uint8_t *body = nullptr;
   bool unsupported = false;
@@ -446,6 +504,55 @@ static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
   st->next_pts = frame->pts + (has_duration ? h.duration : 0);
 }
 
+// The frame in flight: waits for it, then finishes it.
+static GstFlowReturn finish_pending(GstCudaDiffDec *self) {
+  DecState *st = self->state;
+  if (!st->has_pending) return GST_FLOW_OK;
+  st->has_pending = false;
+  DecState::Pending p = st->pending;
+  st->pending.frame = nullptr;
+  try {
+    st->ctx->activate();
+    st->decoder->wait_frame();
+  } catch (const cudadiff::Error &e) {
+    gst_video_frame_unmap(&p.out);
+    gst_cudadiff_post_error(GST_ELEMENT(self), "writing a decoded frame", e);
+    gst_video_decoder_release_frame(GST_VIDEO_DECODER(self), p.frame);
+    return GST_FLOW_ERROR;
+  }
+  gst_video_frame_unmap(&p.out);
+  if (p.sender_pts != stream::kNoTime)
+    gst_buffer_add_reference_timestamp_meta(
+        p.frame->output_buffer, sender_timestamp_caps, p.sender_pts,
+        p.sender_duration != stream::kNoTime ? p.sender_duration : GST_CLOCK_TIME_NONE);
+  GST_OBJECT_LOCK(self);
+  self->stats.frames_out++;
+  GST_OBJECT_UNLOCK(self);
+  return gst_video_decoder_finish_frame(GST_VIDEO_DECODER(self), p.frame);
+}
+
+// Flush and stop: the frame in flight is waited for and dropped.
+static void discard_pending(GstCudaDiffDec *self) {
+  DecState *st = self->state;
+  if (!st->has_pending) return;
+  st->has_pending = false;
+  try {
+    st->ctx->activate();
+    st->decoder->wait_frame();
+  } catch (const cudadiff::Error &e) {
+    GST_WARNING_OBJECT(self, "dropping a frame in flight: %s", e.what());
+  }
+  gst_video_frame_unmap(&st->pending.out);
+  gst_video_codec_frame_unref(st->pending.frame);
+  st->pending.frame = nullptr;
+}
+
+// A packet is checked and applied; its frame is queued to come down from the
+// GPU into an output buffer (pinned). Without frame-overlap it is finished at
+// once; with it, it stays in flight until the next packet has been applied,
+// so that the GPU copies frame N down while the CPU checks packet N+1.
+// Keyframes and dropped packets first finish the frame in flight (output
+// caps may change; frames leave in order).
 static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
                                                    GstVideoCodecFrame *frame) {
   auto *self = GST_CUDADIFF_DEC(decoder);
@@ -453,6 +560,12 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   if (!st->ctx || !st->reader) {
     gst_video_decoder_release_frame(decoder, frame);
     return GST_FLOW_NOT_NEGOTIATED;
+  }
+  if (st->held_flow != GST_FLOW_OK) {
+    const GstFlowReturn held = st->held_flow;
+    st->held_flow = GST_FLOW_OK;
+    gst_video_decoder_release_frame(decoder, frame);
+    return held;
   }
   GstMapInfo in;
   if (!gst_buffer_map(frame->input_buffer, &in, GST_MAP_READ)) {
@@ -472,6 +585,14 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   if (!header_ok) {
     report_loss(self, "damaged packet", why.empty() ? "packet size mismatch" : why);
   } else {
+    if (h.keyframe()) {
+      ret = finish_pending(self);
+      if (ret != GST_FLOW_OK) {
+        gst_buffer_unmap(frame->input_buffer, &in);
+        gst_video_decoder_release_frame(decoder, frame);
+        return ret;
+      }
+    }
     GST_OBJECT_LOCK(self);
     self->stats.packets++;
     self->stats.bytes_in += in.size;
@@ -491,8 +612,9 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     GST_OBJECT_LOCK(self);
     self->stats.dropped_packets++;
     GST_OBJECT_UNLOCK(self);
+    const GstFlowReturn flushed = finish_pending(self);
     gst_video_decoder_release_frame(decoder, frame);
-    return ret;
+    return ret != GST_FLOW_OK ? ret : flushed;
   }
 
   set_timestamps(self, frame, h);
@@ -502,9 +624,12 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     return ret;
   }
   GstVideoCodecState *out_state = gst_video_decoder_get_output_state(decoder);
-  GstVideoFrame out;
+  DecState::Pending p;
+  p.frame = frame;
+  p.sender_pts = h.pts;
+  p.sender_duration = h.duration;
   const gboolean mapped =
-      gst_video_frame_map(&out, &out_state->info, frame->output_buffer, GST_MAP_WRITE);
+      gst_video_frame_map(&p.out, &out_state->info, frame->output_buffer, GST_MAP_WRITE);
   gst_video_codec_state_unref(out_state);
   if (!mapped) {
     GST_ELEMENT_ERROR(self, STREAM, DECODE, ("cannot map the output buffer"), (nullptr));
@@ -513,28 +638,27 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   }
   try {
     st->ctx->activate();
-    st->decoder->write_frame(gst_cudadiff_frame_view(&out));
+    st->decoder->submit_write_frame(gst_cudadiff_frame_view(&p.out));
   } catch (const cudadiff::Error &e) {
-    gst_video_frame_unmap(&out);
+    gst_video_frame_unmap(&p.out);
     gst_cudadiff_post_error(GST_ELEMENT(self), "writing a decoded frame", e);
     gst_video_decoder_release_frame(decoder, frame);
     return GST_FLOW_ERROR;
   }
-  gst_video_frame_unmap(&out);
-  if (h.pts != stream::kNoTime)
-    gst_buffer_add_reference_timestamp_meta(
-        frame->output_buffer, sender_timestamp_caps, h.pts,
-        h.duration != stream::kNoTime ? h.duration : GST_CLOCK_TIME_NONE);
-  GST_OBJECT_LOCK(self);
-  self->stats.frames_out++;
-  GST_OBJECT_UNLOCK(self);
-  return gst_video_decoder_finish_frame(decoder, frame);
+  // The frame before this one (overlap), then this one now or later.
+  ret = finish_pending(self);
+  st->pending = p;
+  st->has_pending = true;
+  if (ret != GST_FLOW_OK || st->overlap) return ret;
+  return finish_pending(self);
 }
 
 // Output buffers come from a pinned pool: downstream's when it is one of
 // ours, else a new one.
 static gboolean gst_cudadiff_dec_decide_allocation(GstVideoDecoder *decoder, GstQuery *query) {
-  return gst_cudadiff_decide_pinned_allocation(GST_ELEMENT(decoder), query);
+  // One more buffer than downstream asks for: the frame in flight.
+  return gst_cudadiff_decide_pinned_allocation(GST_ELEMENT(decoder), query,
+                                               GST_CUDADIFF_DEC(decoder)->state->overlap ? 1 : 0);
 }
 
 static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
@@ -560,6 +684,19 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
                          "losses (warnings posted)",
                          GST_TYPE_STRUCTURE,
                          static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+  g_object_class_install_property(
+      gobject_class, PROP_FRAME_OVERLAP,
+      g_param_spec_enum(
+          "frame-overlap", "Frame overlap",
+          "Whether a decoded frame is pushed only once the next packet has been applied, so "
+          "that it comes down from the GPU while the CPU checks the next packet (more frames "
+          "per second, one frame of delay; end of stream, keyframes, damaged packets and caps "
+          "changes push it): never (for viewers: tcpclientsrc is not flagged live but is real "
+          "time), always (decoding files or recorded streams as fast as possible), auto = when "
+          "upstream is not live. Read when caps are set. Default: never",
+          GST_TYPE_CUDADIFF_FRAME_OVERLAP, DEFAULT_FRAME_OVERLAP,
+          static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                   GST_PARAM_MUTABLE_PLAYING)));
   gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID);
 
   GstCaps *sink_caps = gst_caps_from_string("video/x-cudadiff");
@@ -580,6 +717,8 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
   decoder_class->stop = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_stop);
   decoder_class->set_format = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_set_format);
   decoder_class->flush = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_flush);
+  decoder_class->finish = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_finish);
+  decoder_class->drain = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_finish);
   decoder_class->parse = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_parse);
   decoder_class->handle_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_handle_frame);
   decoder_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_decide_allocation);
@@ -588,6 +727,7 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
 static void gst_cudadiff_dec_init(GstCudaDiffDec *self) {
   self->backend = GST_CUDADIFF_DEFAULT_BACKEND;
   self->device_id = GST_CUDADIFF_DEFAULT_DEVICE_ID;
+  self->frame_overlap = DEFAULT_FRAME_OVERLAP;
   self->state = new DecState();
   // The parse vfunc splits the input into packets, whatever its buffers are.
   gst_video_decoder_set_packetized(GST_VIDEO_DECODER(self), FALSE);

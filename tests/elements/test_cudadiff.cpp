@@ -193,8 +193,11 @@ TEST(CudaDiff, PropertiesAndDefaults) {
           << name;
     }
   }
-  for (const char *name : {"stats", "backend", "device-id"})
+  for (const char *name : {"stats", "frame-overlap", "backend", "device-id"})
     EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(dec), name), nullptr) << name;
+  gint dec_overlap = -1;
+  g_object_get(dec, "frame-overlap", &dec_overlap, nullptr);
+  EXPECT_EQ(dec_overlap, 2) << "never: a viewer behind tcpclientsrc gets no added delay";
   guint threshold = 0, interval = 0, stats_interval = 1;
   gint compression = -1, level = 0, backend = -1, overlap = -1;
   g_object_get(enc, "threshold", &threshold, "keyframe-interval", &interval, "compression",
@@ -646,6 +649,76 @@ TEST(CudaDiff, DecoderDropsDamagedPacketsAndRecovers) {
   in[13] = damaged(e.packets[13], 0, 0xff, true);
   check(in, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, "impossible delta", "impossible delta");
   gst_buffer_unref(in[13]);
+}
+
+// frame-overlap=always on the decoder: the same frames, each pushed once the
+// next packet has been applied (EOS pushes the last); damaged packets and
+// keyframes push the frame in flight first, a flush drops it.
+TEST(CudaDiff, DecoderFrameOverlapGivesTheSameFrames) {
+  std::vector<const char *> compressions = {"none"};
+  if (have_zstd()) compressions.push_back("zstd");  // bodies from the reader's scratch
+  for (const char *compression : compressions) {
+    SCOPED_TRACE(compression);
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 16;
+    o.props = std::string("keyframe-interval=4 compression=") + compression;
+    encode(e, "BGR", 45, 11, o);
+    std::vector<GstBuffer *> in(e.packets.begin(), e.packets.end());
+    Decoded plain, overlapped;
+    decode(plain, in, true);
+    decode(overlapped, in, true, "cudadiffdec frame-overlap=always");
+    ASSERT_EQ(plain.frames.size(), 16u);
+    ASSERT_EQ(overlapped.frames.size(), 16u);
+    for (size_t i = 0; i < 16; ++i) {
+      EXPECT_EQ(overlapped.frames[i], e.pictures[i]) << "frame " << i;
+      EXPECT_EQ(GST_BUFFER_PTS(overlapped.buffers[i]), GST_BUFFER_PTS(plain.buffers[i]));
+    }
+    // Damage: delta 2 corrupt (2, 3 lost), packet 6 missing (7 out of sequence).
+    in[2] = damaged(e.packets[2], 5, 0xff, false);
+    in.erase(in.begin() + 6);
+    Decoded d;
+    decode(d, in, true, "cudadiffdec frame-overlap=always");
+    gst_buffer_unref(in[2]);
+    const std::vector<size_t> want = {0, 1, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15};
+    ASSERT_EQ(d.frames.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(d.frames[i], e.pictures[want[i]]) << "frame " << want[i];
+      EXPECT_EQ(GST_BUFFER_PTS(d.buffers[i]), gst_util_uint64_scale(want[i], GST_SECOND, 30));
+    }
+    EXPECT_EQ(d.warnings.size(), 2u);
+
+    // One frame of delay, and a flush.
+    GstHarness *dec = gst_harness_new_parse("cudadiffdec frame-overlap=always");
+    gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+    std::vector<GstBuffer *> out;
+    auto pull_all = [&] {
+      while (GstBuffer *b = gst_harness_try_pull(dec)) out.push_back(b);
+    };
+    for (int t = 0; t < 3; ++t) {
+      ASSERT_EQ(gst_harness_push(dec, gst_buffer_ref(e.packets[t])), GST_FLOW_OK);
+      pull_all();
+      EXPECT_EQ(out.size(), size_t(t)) << "after packet " << t;
+    }
+    EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_flush_start()));
+    EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_flush_stop(TRUE)));
+    gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+    GstSegment segment;
+    gst_segment_init(&segment, GST_FORMAT_TIME);
+    EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_segment(&segment)));
+    for (int t = 4; t < 16; ++t)
+      ASSERT_EQ(gst_harness_push(dec, gst_buffer_ref(e.packets[t])), GST_FLOW_OK);
+    gst_harness_push_event(dec, gst_event_new_eos());
+    pull_all();
+    ASSERT_EQ(out.size(), 2u + 12u) << "frame 2 dropped by the flush";
+    for (size_t i = 2; i < out.size(); ++i) {
+      GstCaps *caps = gst_pad_get_current_caps(dec->sinkpad);
+      EXPECT_EQ(canonical_of(out[i], caps), e.pictures[i + 2]) << "frame " << i + 2;
+      gst_caps_unref(caps);
+    }
+    for (GstBuffer *b : out) gst_buffer_unref(b);
+    gst_harness_teardown(dec);
+  }
 }
 
 TEST(CudaDiff, DecoderReadsByteStreamInPieces) {
