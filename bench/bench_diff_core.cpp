@@ -172,11 +172,12 @@ int main(int argc, char **argv) {
     }
   }
   const auto reset = [&](int i) { enc->keyframe(view_a(i), key_body); };
-  bench::Row r{"diff encode " + size,
-               "cuda kernels (device-resident)",
-               {},
-               core_bytes,
-               "masks with tile scans + compaction (bitmap, masks, values); body stays on the device"};
+  bench::Row r{
+      "diff encode " + size,
+      "cuda kernels (device-resident)",
+      {},
+      core_bytes,
+      "masks with tile scans + compaction (bitmap, masks, values); body stays on the device"};
   r.stats = bench::time_device(
       opt, *gpu, [&](int i) { enc->queue_delta(view_b(i), threshold, ValueMode::Values); }, reset);
   report.add(r);

@@ -243,3 +243,11 @@ GstCaps *gst_cudadiff_transform_caps_gray_or_same(
                    direction == GST_PAD_SINK ? "sink" : "src", caps, result);
   return result;
 }
+
+bool gst_cudadiff_upstream_is_live(GstPad *sinkpad) {
+  GstQuery *query = gst_query_new_latency();
+  gboolean live = TRUE;
+  if (gst_pad_peer_query(sinkpad, query)) gst_query_parse_latency(query, &live, nullptr, nullptr);
+  gst_query_unref(query);
+  return live;
+}

@@ -70,5 +70,9 @@ GstCaps *gst_cudadiff_transform_caps_gray_or_same(
     const std::vector<GstVideoFormat> &sink_formats,
     const std::function<bool(GstVideoFormat)> &keeps_format);
 
+// Whether the element upstream of `sinkpad` is live (a latency query);
+// unknown counts as live.
+bool gst_cudadiff_upstream_is_live(GstPad *sinkpad);
+
 // The packed RGB family, in the order caps list them.
 const std::vector<GstVideoFormat> &gst_cudadiff_packed_rgb_formats(void);

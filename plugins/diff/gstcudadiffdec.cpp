@@ -246,16 +246,6 @@ static gboolean gst_cudadiff_dec_stop(GstVideoDecoder *decoder) {
   return TRUE;
 }
 
-// Whether upstream is live; unknown counts as live.
-static bool upstream_is_live(GstVideoDecoder *decoder) {
-  GstQuery *query = gst_query_new_latency();
-  gboolean live = TRUE;
-  if (gst_pad_peer_query(GST_VIDEO_DECODER_SINK_PAD(decoder), query))
-    gst_query_parse_latency(query, &live, nullptr, nullptr);
-  gst_query_unref(query);
-  return live;
-}
-
 static gboolean gst_cudadiff_dec_set_format(GstVideoDecoder *decoder, GstVideoCodecState *state) {
   // Everything the decoder needs comes with the keyframes; the caps (with or
   // without a streamheader) only say that this is the stream.
@@ -269,7 +259,8 @@ static gboolean gst_cudadiff_dec_set_format(GstVideoDecoder *decoder, GstVideoCo
   const GstCudaDiffFrameOverlap overlap = self->frame_overlap;
   GST_OBJECT_UNLOCK(self);
   st->overlap = overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
-                (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO && !upstream_is_live(decoder));
+                (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
+                 !gst_cudadiff_upstream_is_live(GST_VIDEO_DECODER_SINK_PAD(decoder)));
   return TRUE;
 }
 

@@ -330,17 +330,6 @@ static GstBuffer *make_stream_header(cudadiff::VideoFormat format, const GstVide
   return buf;
 }
 
-// Whether upstream is live (a camera, a live test source): then every
-// packet leaves as soon as its frame is encoded. Unknown counts as live.
-static bool upstream_is_live(GstVideoEncoder *encoder) {
-  GstQuery *query = gst_query_new_latency();
-  gboolean live = TRUE;
-  if (gst_pad_peer_query(GST_VIDEO_ENCODER_SINK_PAD(encoder), query))
-    gst_query_parse_latency(query, &live, nullptr, nullptr);
-  gst_query_unref(query);
-  return live;
-}
-
 static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCodecState *state) {
   auto *self = GST_CUDADIFF_ENC(encoder);
   EncState *st = self->state;
@@ -372,7 +361,8 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   const GstCudaDiffFrameOverlap overlap = self->frame_overlap;
   GST_OBJECT_UNLOCK(self);
   st->overlap = overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
-                (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO && !upstream_is_live(encoder));
+                (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
+                 !gst_cudadiff_upstream_is_live(GST_VIDEO_ENCODER_SINK_PAD(encoder)));
   try {
     st->ctx->activate();
     st->drop_codec();
