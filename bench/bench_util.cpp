@@ -205,7 +205,7 @@ void describe_machine(Report &report, const cudadiff::Context *ctx) {
   report.note("cpu threads " + std::to_string(cudadiff::cpu_threads()) + " (hardware " +
               std::to_string(std::thread::hardware_concurrency()) + ")");
   if (ctx && ctx->is_cuda()) {
-    const cudadiff::DeviceInfo &d = ctx->device();
+    const cudadiff::DeviceInfo &d = ctx->gpu();
     report.note("device " + d.name + " cc " + std::to_string(d.cc_major) + "." +
                 std::to_string(d.cc_minor) + " " + std::to_string(d.multiprocessors) + " SMs");
   }

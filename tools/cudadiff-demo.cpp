@@ -32,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   gint frames = 300;
   gchar *source = nullptr;  // auto, camera, test
-  gchar *device = nullptr;
+  gchar *camera = nullptr;  // --device: the camera's path
   gint width = 1280, height = 720, fps = 30;
   gint threshold = 20;
   gint keyframe_interval = 60;
@@ -216,7 +216,7 @@ int main(int argc, char **argv) {
       {"frames", 'n', 0, G_OPTION_ARG_INT, &o.frames, "Frames to stream (default 300)", "N"},
       {"source", 's', 0, G_OPTION_ARG_STRING, &o.source,
        "auto (camera when the device exists), camera, or test (default auto)", "SOURCE"},
-      {"device", 'd', 0, G_OPTION_ARG_STRING, &o.device, "Camera device (default /dev/video0)",
+      {"device", 'd', 0, G_OPTION_ARG_STRING, &o.camera, "Camera device (default /dev/video0)",
        "PATH"},
       {"width", 'W', 0, G_OPTION_ARG_INT, &o.width, "Test pattern width (default 1280)", "W"},
       {"height", 'H', 0, G_OPTION_ARG_INT, &o.height, "Test pattern height (default 720)", "H"},
@@ -259,7 +259,7 @@ int main(int argc, char **argv) {
   sender_caps = gst_caps_from_string("timestamp/x-cudadiff-sender");
 
   const std::string source_opt = o.source ? o.source : "auto";
-  const std::string device = o.device ? o.device : "/dev/video0";
+  const std::string device = o.camera ? o.camera : "/dev/video0";
   const bool camera =
       source_opt == "camera" || (source_opt == "auto" && have_camera(device.c_str()));
   const std::string png = o.png ? o.png : "demo-snapshot.png";

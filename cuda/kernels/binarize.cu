@@ -832,7 +832,7 @@ class CudaBinarize final : public Binarize {
       else
         cudaGetLastError();  // not mappable: the result is copied instead
     }
-    max_histogram_blocks_ = std::max(1, ctx.device().multiprocessors * kHistogramBlocksPerSm);
+    max_histogram_blocks_ = std::max(1, ctx.gpu().multiprocessors * kHistogramBlocksPerSm);
     if (options.single_pass) {
       // Where the gray values of chunks that do not fit a block's shared
       // memory go (used only when few blocks run at once), and their list.
@@ -999,7 +999,7 @@ class CudaBinarize final : public Binarize {
     }
     const uint32_t chunks = pass_chunks();
     const unsigned blocks = static_cast<unsigned>(std::min<long long>(
-        chunks, static_cast<long long>(pass_blocks_per_sm_) * ctx_.device().multiprocessors));
+        chunks, static_cast<long long>(pass_blocks_per_sm_) * ctx_.gpu().multiprocessors));
     const uint32_t keep = static_cast<uint32_t>(
         options_.groups_per_thread > 0 ? std::min(options_.groups_per_thread, kPassMaxGroups)
                                        : kPassMaxGroups);

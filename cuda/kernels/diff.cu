@@ -366,7 +366,7 @@ class CudaDiffEncoder final : public DiffEncoder {
       throw Error("difference codec: frame too large");
     ctx.activate();
     stream_ = static_cast<cudaStream_t>(ctx.stream_handle());
-    upload_stream_ = std::make_unique<Stream>(ctx.device_id());
+    upload_stream_ = std::make_unique<Stream>(ctx.gpu_id());
     for (auto &e : slice_done_) e = std::make_unique<Event>();
     reference_ = DeviceBuffer(frame_bytes_);
     block_masks_ = DeviceBuffer(n_super_ * kBlocksPerSuper * sizeof(uint32_t));
@@ -382,7 +382,7 @@ class CudaDiffEncoder final : public DiffEncoder {
       slot.done = std::make_unique<Event>();
     }
     slots_[0].body = DeviceBuffer(max_delta_body_size(frame_bytes_));
-    download_stream_ = std::make_unique<Stream>(ctx.device_id());
+    download_stream_ = std::make_unique<Stream>(ctx.gpu_id());
   }
 
   void keyframe(const FrameView &frame, HostBytes &body) override {

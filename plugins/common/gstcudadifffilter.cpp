@@ -188,7 +188,7 @@ static GstFlowReturn gst_cudadiff_filter_transform_frame(GstVideoFilter *filter,
       return GST_FLOW_OK;
     }
     // Integrated GPUs read mapped pinned memory in place: no copies at all.
-    if (ctx.device().integrated && !klass->keeps_previous_input &&
+    if (ctx.gpu().integrated && !klass->keeps_previous_input &&
         gst_cudadiff_buffer_is_pinned(inframe->buffer) &&
         gst_cudadiff_buffer_is_pinned(outframe->buffer)) {
       klass->process(self, in, out);

@@ -58,7 +58,7 @@ std::unique_ptr<cudadiff::Context> gst_cudadiff_open_context(GstElement *element
   if (count > device_id) {
     try {
       auto ctx = cudadiff::Context::cuda(device_id);
-      const cudadiff::DeviceInfo &dev = ctx->device();
+      const cudadiff::DeviceInfo &dev = ctx->gpu();
       GST_INFO_OBJECT(element, "backend cuda: device %d %s (compute %d.%d%s)", device_id,
                       dev.name.c_str(), dev.cc_major, dev.cc_minor,
                       dev.integrated ? ", integrated" : "");

@@ -150,8 +150,8 @@ class Context {
 
   Backend backend() const { return backend_; }
   bool is_cuda() const { return backend_ == Backend::Cuda; }
-  int device_id() const { return device_id_; }
-  const DeviceInfo &device() const { return device_info_; }
+  int gpu_id() const { return device_id_; }
+  const DeviceInfo &gpu() const { return device_info_; }
   // Binds the device to the calling thread; call at the top of every entry
   // point that may run on a new thread (GStreamer calls from several).
   void activate() const;
