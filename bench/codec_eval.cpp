@@ -1,0 +1,202 @@
+// codec_eval: bytes per frame, error and speed of the version 2 codec
+// (cudadiff/codec2.h, CPU reference) on raw frames read from a file or stdin.
+//
+//   codec_eval --format BGR --size 768x576 --k 0,5,10,20 [--frames N]
+//              [--keyframe-interval 60] [--threads T] [--repeat R] [--label NAME] FILE|-
+//
+// For each k: every frame is encoded (a keyframe every `keyframe-interval`
+// frames, the element's default 60), decoded by a separate decoder, and
+// compared with the input: maximum error per byte and PSNR over all bytes.
+// Prints one line per k (also as a markdown row with --markdown). The times
+// are CPU times per frame of this machine (indicative: other work disturbs them).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cudadiff/codec2.h"
+#include "cudadiff/runtime.h"
+
+using namespace cudadiff;
+
+namespace {
+
+VideoFormat parse_format(const std::string &name) {
+  for (int i = 1; i < 64; ++i) {
+    const VideoFormat f = static_cast<VideoFormat>(i);
+    if (format_info(f).n_planes == 0) break;
+    if (name == format_name(f)) return f;
+  }
+  return VideoFormat::Unknown;
+}
+
+std::vector<int> parse_list(const std::string &s) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t comma = s.find(',', at);
+    const std::string item =
+        s.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (!item.empty()) out.push_back(std::atoi(item.c_str()));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: codec_eval --format FMT --size WxH [--k 0,5,10,20] [--frames N]\n"
+               "                  [--keyframe-interval N] [--threads T] [--repeat R]\n"
+               "                  [--label NAME] [--markdown] FILE|-\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  std::string format_name_arg, size_arg, path, label;
+  std::vector<int> ks = {0, 5, 10, 20};
+  long max_frames = -1;
+  int keyint = 60, threads = 0, repeat = 1;
+  bool markdown = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--format")
+      format_name_arg = next();
+    else if (a == "--size")
+      size_arg = next();
+    else if (a == "--k")
+      ks = parse_list(next());
+    else if (a == "--frames")
+      max_frames = std::atol(next().c_str());
+    else if (a == "--keyframe-interval")
+      keyint = std::atoi(next().c_str());
+    else if (a == "--threads")
+      threads = std::atoi(next().c_str());
+    else if (a == "--repeat")
+      repeat = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--label")
+      label = next();
+    else if (a == "--markdown")
+      markdown = true;
+    else if (!a.empty() && a[0] == '-' && a != "-")
+      return usage();
+    else
+      path = a;
+  }
+  const VideoFormat format = parse_format(format_name_arg);
+  int width = 0, height = 0;
+  if (format == VideoFormat::Unknown ||
+      std::sscanf(size_arg.c_str(), "%dx%d", &width, &height) != 2 || width <= 0 || height <= 0 ||
+      path.empty() || ks.empty())
+    return usage();
+  if (keyint < 1) keyint = 1;
+  set_cpu_threads(threads);
+
+  // Read the frames.
+  const size_t frame_bytes = frame_size_packed(format, width, height);
+  FILE *f = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
+  if (!f) {
+    std::perror(path.c_str());
+    return 1;
+  }
+  std::vector<std::vector<uint8_t>> frames;
+  for (;;) {
+    if (max_frames >= 0 && long(frames.size()) >= max_frames) break;
+    std::vector<uint8_t> buf(frame_bytes);
+    if (std::fread(buf.data(), 1, frame_bytes, f) != frame_bytes) break;
+    frames.push_back(std::move(buf));
+  }
+  if (f != stdin) std::fclose(f);
+  if (frames.empty()) {
+    std::fprintf(stderr, "no complete frame of %zu bytes in %s\n", frame_bytes, path.c_str());
+    return 1;
+  }
+
+  auto ctx = Context::cpu();
+  const codec2::Geometry g = codec2::default_geometry(format, width, height);
+  if (!markdown)
+    std::printf(
+        "%s %s %dx%d, %zu frames, keyframe every %d, tiles %dx%d blocks, %d lanes, %d threads\n",
+        label.c_str(), format_name(format), width, height, frames.size(), keyint, g.tile_bx,
+        g.tile_by, g.lanes, cpu_threads());
+  for (int k : ks) {
+    double enc_ms = 0, dec_ms = 0;
+    size_t total = 0, key_total = 0, keys = 0;
+    int max_err = 0;
+    double sq = 0;
+    uint64_t blocks[4] = {0, 0, 0, 0};
+    size_t model = 0, table = 0;
+    bool mismatch = false;
+    std::string error;
+    for (int rep = 0; rep < repeat; ++rep) {
+      auto enc = codec2::Encoder::create(*ctx, format, width, height);
+      auto dec = codec2::Decoder::create(*ctx, format, width, height);
+      HostBytes body, ref, out;
+      for (size_t i = 0; i < frames.size(); ++i) {
+        const FrameView in = packed_view(format, width, height, frames[i].data());
+        const bool key = i % size_t(keyint) == 0;
+        double t0 = now_ms();
+        const codec2::FrameStats st = enc->encode(in, k, key, body);
+        enc_ms += now_ms() - t0;
+        t0 = now_ms();
+        const bool ok = dec->decode(body.data(), body.size(), &error);
+        dec_ms += now_ms() - t0;
+        if (rep > 0) continue;
+        if (!ok) {
+          std::fprintf(stderr, "k=%d frame %zu: decode failed: %s\n", k, i, error.c_str());
+          return 1;
+        }
+        total += body.size();
+        if (key) {
+          key_total += body.size();
+          keys++;
+        }
+        model += st.model_bytes;
+        table += st.table_bytes;
+        for (int m = 0; m < 4; ++m) blocks[m] += st.blocks[m];
+        dec->read_reference(out);
+        enc->read_reference(ref);
+        if (std::memcmp(out.data(), ref.data(), frame_bytes) != 0) mismatch = true;
+        for (size_t b = 0; b < frame_bytes; ++b) {
+          const int d = int(out.data()[b]) - int(frames[i][b]);
+          max_err = std::max(max_err, std::abs(d));
+          sq += double(d) * d;
+        }
+      }
+    }
+    const double n = double(frames.size());
+    const double mse = sq / (n * double(frame_bytes));
+    const double psnr = mse > 0 ? 10 * std::log10(255.0 * 255.0 / mse) : 99.0;
+    const double per = double(repeat) * n;
+    if (markdown) {
+      std::printf("| %s | %s | %d | %.0f | %d | %.2f | %.2f | %.2f |\n", label.c_str(),
+                  format_name(format), k, double(total) / n, max_err, psnr, enc_ms / per,
+                  dec_ms / per);
+    } else {
+      const uint64_t nb = blocks[0] + blocks[1] + blocks[2] + blocks[3];
+      std::printf(
+          "k=%-3d bytes/frame %9.0f (keyframes %9.0f, model %6.0f, tile table %4.0f) max_err %d "
+          "psnr %6.2f  enc %7.2f ms  dec %7.2f ms  blocks skip/T/TS/S %.2f/%.2f/%.2f/%.2f%s\n",
+          k, double(total) / n, keys ? double(key_total) / double(keys) : 0.0, double(model) / n,
+          double(table) / n, max_err, psnr, enc_ms / per, dec_ms / per,
+          nb ? double(blocks[0]) / nb : 0, nb ? double(blocks[1]) / nb : 0,
+          nb ? double(blocks[2]) / nb : 0, nb ? double(blocks[3]) / nb : 0,
+          mismatch ? "  DECODER != ENCODER" : "");
+    }
+    std::fflush(stdout);
+    if (mismatch || max_err > k) return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,1313 @@
+// The difference codec, version 2: the CPU reference of the encoder and the
+// decoder (docs/codec2-draft.md specifies the body, cudadiff/codec2_rules.h
+// the per-sample rules). Written as the phases a GPU runs: per-sample work
+// that depends on nothing but the input and the reference (quantisation,
+// mode costs, reconstruction, symbols), per-frame tables from histograms,
+// and one sequential rANS pass per tile.
+#include "cudadiff/codec2.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cudadiff/codec2_rules.h"
+
+namespace cudadiff {
+namespace codec2 {
+
+// ---------------------------------------------------------------------------
+// Layers and geometry
+
+LayerSet layers_of(VideoFormat format, int width, int height) {
+  LayerSet s;
+  const FormatInfo &fi = format_info(format);
+  if (fi.n_planes == 0 || width <= 0 || height <= 0) return s;
+  auto set_channel = [](Layer &l, int ch, int plane, int step, int offset) {
+    l.plane[ch] = plane;
+    l.step[ch] = step;
+    l.offset[ch] = offset;
+  };
+  const int cw = (width + 1) / 2, ch = (height + 1) / 2;
+  Layer &y = s.layer[0];
+  Layer &c = s.layer[1];
+  if (fi.packed_rgb) {
+    const int ps = fi.pixel_stride[0];
+    s.count = 1;
+    y.width = width;
+    y.height = height;
+    y.channels = ps;
+    y.ycocg = true;
+    set_channel(y, 0, 0, ps, fi.r);
+    set_channel(y, 1, 0, ps, fi.g);
+    set_channel(y, 2, 0, ps, fi.b);
+    if (ps == 4) set_channel(y, 3, 0, ps, 6 - fi.r - fi.g - fi.b);  // alpha or padding
+  } else {
+    s.count = format == VideoFormat::GRAY8 ? 1 : 2;
+    y.width = width;
+    y.height = height;
+    y.channels = 1;
+    set_channel(y, 0, 0, 1, 0);
+    c.channels = 2;
+    switch (format) {
+      case VideoFormat::GRAY8:
+        break;
+      case VideoFormat::I420:
+      case VideoFormat::YV12: {
+        const bool yv12 = format == VideoFormat::YV12;
+        c.width = cw;
+        c.height = ch;
+        c.sx = c.sy = 1;
+        set_channel(c, 0, yv12 ? 2 : 1, 1, 0);
+        set_channel(c, 1, yv12 ? 1 : 2, 1, 0);
+        break;
+      }
+      case VideoFormat::NV12:
+      case VideoFormat::NV21: {
+        const bool nv21 = format == VideoFormat::NV21;
+        c.width = cw;
+        c.height = ch;
+        c.sx = c.sy = 1;
+        set_channel(c, 0, 1, 2, nv21 ? 1 : 0);
+        set_channel(c, 1, 1, 2, nv21 ? 0 : 1);
+        break;
+      }
+      case VideoFormat::YUY2:
+      case VideoFormat::UYVY: {
+        const bool uyvy = format == VideoFormat::UYVY;
+        y.width = 2 * cw;  // the row holds ceil(W/2) pairs
+        set_channel(y, 0, 0, 2, uyvy ? 1 : 0);
+        c.width = cw;
+        c.height = height;
+        c.sx = 1;
+        set_channel(c, 0, 0, 4, uyvy ? 0 : 1);
+        set_channel(c, 1, 0, 4, uyvy ? 2 : 3);
+        break;
+      }
+      case VideoFormat::Y444:
+        c.width = width;
+        c.height = height;
+        set_channel(c, 0, 1, 1, 0);
+        set_channel(c, 1, 2, 1, 0);
+        break;
+      case VideoFormat::Y42B:
+        c.width = cw;
+        c.height = height;
+        c.sx = 1;
+        set_channel(c, 0, 1, 1, 0);
+        set_channel(c, 1, 2, 1, 0);
+        break;
+      default:
+        return LayerSet{};
+    }
+  }
+  s.blocks_x = (y.width + kBlock - 1) / kBlock;
+  s.blocks_y = (y.height + kBlock - 1) / kBlock;
+  return s;
+}
+
+Geometry default_geometry(VideoFormat format, int width, int height) {
+  Geometry g;
+  const LayerSet ls = layers_of(format, width, height);
+  g.tile_bx = 8;
+  g.tile_by = 8;
+  g.lanes = std::max(1, std::min({kMaxLanes, g.tile_by * kBlock, ls.layer[0].height}));
+  return g;
+}
+
+bool read_body_header(const uint8_t *body, size_t n, BodyHeader *h, std::string *error) {
+  auto fail = [&](const char *why) {
+    if (error) *error = why;
+    return false;
+  };
+  if (n < kBodyHeaderBytes) return fail("body shorter than its header");
+  if (body[0] & ~1u) return fail("unknown body flags");
+  BodyHeader r;
+  r.keyframe = body[0] & 1u;
+  r.threshold = body[1];
+  r.geometry.tile_bx = body[2];
+  r.geometry.tile_by = body[3];
+  r.geometry.lanes = body[4];
+  if (r.geometry.tile_bx == 0 || r.geometry.tile_by == 0) return fail("zero tile size");
+  if (r.geometry.lanes < 1 || r.geometry.lanes > kMaxLanes) return fail("lane count not in 1..32");
+  *h = r;
+  return true;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Integer costs (1/256 bit), the same on every backend.
+
+// floor(256 * log2(x)) for x >= 1.
+uint32_t log2_q8(uint32_t x) {
+  const int e = bit_length(x);
+  uint64_t m = (uint64_t(x) << 16) >> e;  // mantissa in [1, 2) as Q16
+  uint32_t frac = 0;
+  for (int i = 7; i >= 0; --i) {
+    m = (m * m) >> 16;
+    if (m >= (2u << 16)) {
+      m >>= 1;
+      frac |= 1u << i;
+    }
+  }
+  return uint32_t(e) * 256 + frac;
+}
+
+struct Costs {
+  uint16_t of_freq[kProbScale + 1];  // cost of a symbol of frequency f: 256 * log2(4096 / f)
+  Costs() {
+    of_freq[0] = 0;
+    for (uint32_t f = 1; f <= kProbScale; ++f) of_freq[f] = uint16_t(12 * 256 - log2_q8(f));
+  }
+};
+const Costs &costs() {
+  static const Costs c;
+  return c;
+}
+
+// ---------------------------------------------------------------------------
+// Distributions and their tables
+
+struct DistLayout {
+  int count = 0;
+  int mode = 0;  // the block-mode distribution (deltas only)
+  int base[kMaxLayers][kClasses][kMaxComps] = {};
+  int end_of_class[kMaxLayers][kClasses] = {};
+  DistLayout() = default;
+  explicit DistLayout(const LayerSet &ls) {
+    count = 1;  // 0: modes
+    for (int l = 0; l < ls.count; ++l)
+      for (int cls = 0; cls < kClasses; ++cls) {
+        for (int c = 0; c < ls.layer[l].channels; ++c) {
+          base[l][cls][c] = count;
+          count += contexts_of_component(c);
+        }
+        end_of_class[l][cls] = count;
+      }
+  }
+};
+
+struct Table {
+  bool used = false;
+  uint8_t n = 0;  // tokens 0..n-1 may occur
+  uint8_t levels[kTokens] = {};
+  uint16_t freq[kTokens] = {};
+  uint16_t cum[kTokens + 1] = {};
+  void finish() {
+    cum[0] = 0;
+    for (int t = 0; t < kTokens; ++t) cum[t + 1] = uint16_t(cum[t] + (t < n ? freq[t] : 0));
+  }
+};
+
+// Bits, least significant first, packed into bytes.
+class BitWriter {
+ public:
+  void put(uint32_t value, int bits) {
+    for (int i = 0; i < bits; ++i) {
+      if (used_ == 0) bytes_.push_back(0);
+      bytes_.back() |= uint8_t(((value >> i) & 1u) << used_);
+      used_ = (used_ + 1) & 7;
+    }
+  }
+  const std::vector<uint8_t> &bytes() const { return bytes_; }
+  size_t bit_count() const { return bytes_.size() * 8 - (used_ ? 8 - used_ : 0); }
+
+ private:
+  std::vector<uint8_t> bytes_;
+  int used_ = 0;
+};
+
+class BitReader {
+ public:
+  BitReader(const uint8_t *p, size_t n) : p_(p), n_(n) {}
+  bool get(int bits, uint32_t *value) {
+    uint32_t v = 0;
+    for (int i = 0; i < bits; ++i) {
+      if (pos_ >= n_ * 8) return false;
+      v |= uint32_t((p_[pos_ >> 3] >> (pos_ & 7)) & 1u) << i;
+      ++pos_;
+    }
+    *value = v;
+    return true;
+  }
+  size_t bytes_used() const { return (pos_ + 7) / 8; }
+
+ private:
+  const uint8_t *p_;
+  size_t n_;
+  size_t pos_ = 0;
+};
+
+// A table's description: the token count (5 bits, n - 1) and each token's
+// level (6 bits; the last one non-zero).
+constexpr int kLevelBits = 6;
+uint32_t table_description_bits(const Table &t) {
+  return 5 + kLevelBits * t.n;
+}
+void write_table(BitWriter &w, const Table &t) {
+  w.put(t.n - 1, 5);
+  for (int i = 0; i < t.n; ++i) w.put(t.levels[i], kLevelBits);
+}
+bool read_table(BitReader &r, Table *t) {
+  uint32_t v;
+  if (!r.get(5, &v)) return false;
+  *t = Table{};
+  t->n = uint8_t(v + 1);
+  for (int i = 0; i < t->n; ++i) {
+    if (!r.get(kLevelBits, &v) || v > uint32_t(kLevels)) return false;
+    t->levels[i] = uint8_t(v);
+  }
+  if (t->levels[t->n - 1] == 0) return false;
+  if (!normalize_levels(t->levels, t->n, t->freq)) return false;
+  t->used = true;
+  t->finish();
+  return true;
+}
+
+// Levels for a histogram: the most frequent token gets kLevels, the others
+// kLevels + round(4 * log2(count / max)), at least 1; absent tokens 0.
+void table_from_histogram(const uint32_t *hist, Table *t) {
+  *t = Table{};
+  uint32_t mx = 0;
+  int n = 0;
+  for (int i = 0; i < kTokens; ++i) {
+    if (hist[i]) n = i + 1;
+    mx = std::max(mx, hist[i]);
+  }
+  if (n == 0) return;
+  const int32_t lmx = int32_t(log2_q8(mx));
+  for (int i = 0; i < n; ++i) {
+    if (!hist[i]) continue;
+    const int32_t d = lmx - int32_t(log2_q8(hist[i]));  // >= 0, 1/256 bit
+    const int32_t l = kLevels - (4 * d + 128) / 256;
+    t->levels[i] = uint8_t(l < 1 ? 1 : l);
+  }
+  t->n = uint8_t(n);
+  normalize_levels(t->levels, n, t->freq);
+  t->used = true;
+  t->finish();
+}
+
+// Cost (1/256 bit) of coding `hist` with table `t`; ~0u when a token has no frequency.
+uint64_t coding_cost(const uint32_t *hist, const Table &t) {
+  uint64_t c = 0;
+  for (int i = 0; i < kTokens; ++i) {
+    if (!hist[i]) continue;
+    if (i >= t.n || t.freq[i] == 0) return ~uint64_t(0);
+    c += uint64_t(hist[i]) * costs().of_freq[t.freq[i]];
+  }
+  return c;
+}
+
+struct Model {
+  std::vector<Table> tables;
+};
+
+// Which distributions a body lists: modes only in deltas, the temporal
+// classes only in deltas.
+bool listed(const DistLayout &dl, const LayerSet &ls, bool keyframe, int d) {
+  if (d == dl.mode) return !keyframe;
+  if (!keyframe) return true;
+  for (int l = 0; l < ls.count; ++l)
+    if (d >= dl.base[l][kClassSpatial][0] && d < dl.end_of_class[l][kClassSpatial]) return true;
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// rANS, byte-wise, 32-bit state (docs/codec2-draft.md, "Entropy coding")
+
+struct RansEncoder {
+  uint8_t *begin;  // output grows downwards from `end` towards `begin`
+  uint8_t *p;
+  bool overflow = false;
+  inline void emit(uint8_t byte) {
+    if (p == begin) {
+      overflow = true;
+      return;
+    }
+    *--p = byte;
+  }
+  inline void put(uint32_t &x, uint32_t freq, uint32_t cum) {
+    const uint32_t x_max = ((kRansLow >> kProbBits) << 8) * freq;
+    while (x >= x_max) {
+      emit(uint8_t(x));
+      x >>= 8;
+    }
+    x = ((x / freq) << kProbBits) + (x % freq) + cum;
+  }
+  inline void put_bits(uint32_t &x, uint32_t bits, int n) {
+    const uint32_t x_max = (kRansLow >> n) << 8;
+    while (x >= x_max) {
+      emit(uint8_t(x));
+      x >>= 8;
+    }
+    x = (x << n) | bits;
+  }
+};
+
+struct RansDecoder {
+  const uint8_t *p;
+  const uint8_t *end;
+  bool underflow = false;
+  inline void renorm(uint32_t &x) {
+    while (x < kRansLow) {
+      if (p == end) {
+        underflow = true;
+        x = kRansLow;  // stop; the tile is reported damaged
+        return;
+      }
+      x = (x << 8) | *p++;
+    }
+  }
+  inline int get(uint32_t &x, const Table &t) {
+    const uint32_t slot = x & (kProbScale - 1);
+    int s = 0;
+    while (t.cum[s + 1] <= slot) ++s;  // cum[n..] == kProbScale > slot: stops below n
+    x = t.freq[s] * (x >> kProbBits) + slot - t.cum[s];
+    renorm(x);
+    return s;
+  }
+  inline uint32_t get_bits(uint32_t &x, int n) {
+    const uint32_t v = x & ((1u << n) - 1);
+    x >>= n;
+    renorm(x);
+    return v;
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Pictures as channel planes
+
+struct Picture {
+  std::vector<uint8_t> ch[kMaxLayers][kMaxComps];
+  void allocate(const LayerSet &ls) {
+    for (int l = 0; l < ls.count; ++l)
+      for (int c = 0; c < ls.layer[l].channels; ++c)
+        ch[l][c].assign(size_t(ls.layer[l].width) * ls.layer[l].height, 0);
+  }
+};
+
+void extract(const FrameView &f, const LayerSet &ls, Picture &pic) {
+  for (int l = 0; l < ls.count; ++l) {
+    const Layer &ly = ls.layer[l];
+    for (int c = 0; c < ly.channels; ++c) {
+      uint8_t *dst = pic.ch[l][c].data();
+      for (int y = 0; y < ly.height; ++y) {
+        const uint8_t *src = f.row(ly.plane[c], y) + ly.offset[c];
+        uint8_t *d = dst + size_t(y) * ly.width;
+        const int step = ly.step[c];
+        for (int x = 0; x < ly.width; ++x) d[x] = src[size_t(x) * step];
+      }
+    }
+  }
+}
+
+void store(const Picture &pic, const LayerSet &ls, const FrameView &f) {
+  for (int l = 0; l < ls.count; ++l) {
+    const Layer &ly = ls.layer[l];
+    for (int c = 0; c < ly.channels; ++c) {
+      const uint8_t *src = pic.ch[l][c].data();
+      for (int y = 0; y < ly.height; ++y) {
+        uint8_t *dst = f.row(ly.plane[c], y) + ly.offset[c];
+        const uint8_t *s = src + size_t(y) * ly.width;
+        const int step = ly.step[c];
+        for (int x = 0; x < ly.width; ++x) dst[size_t(x) * step] = s[x];
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Tiles
+
+struct Tile {
+  int bx0, by0, bx1, by1;              // blocks [bx0, bx1) x [by0, by1)
+  int x0[kMaxLayers], y0[kMaxLayers];  // first sample per layer
+  int w[kMaxLayers], h[kMaxLayers];    // samples per layer
+  size_t raw_bytes = 0;                // bytes of a raw tile
+};
+
+std::vector<Tile> make_tiles(const LayerSet &ls, const Geometry &g) {
+  std::vector<Tile> tiles;
+  for (int by = 0; by < ls.blocks_y; by += g.tile_by)
+    for (int bx = 0; bx < ls.blocks_x; bx += g.tile_bx) {
+      Tile t;
+      t.bx0 = bx;
+      t.by0 = by;
+      t.bx1 = std::min(ls.blocks_x, bx + g.tile_bx);
+      t.by1 = std::min(ls.blocks_y, by + g.tile_by);
+      for (int l = 0; l < ls.count; ++l) {
+        const Layer &ly = ls.layer[l];
+        const int x0 = (t.bx0 * kBlock) >> ly.sx,
+                  x1 = std::min(ly.width, (t.bx1 * kBlock) >> ly.sx);
+        const int y0 = (t.by0 * kBlock) >> ly.sy,
+                  y1 = std::min(ly.height, (t.by1 * kBlock) >> ly.sy);
+        t.x0[l] = x0;
+        t.y0[l] = y0;
+        t.w[l] = std::max(0, x1 - x0);
+        t.h[l] = std::max(0, y1 - y0);
+        t.raw_bytes += size_t(t.w[l]) * t.h[l] * ly.channels;
+      }
+      tiles.push_back(t);
+    }
+  return tiles;
+}
+
+// Neighbours of sample (i, j) of a tile in a plane of values (row stride
+// `stride`, `p` at the sample), with the tile's edge rules: a left, b above,
+// c above-left, d above-right; outside the tile: see docs/codec2-draft.md.
+struct Neighbours {
+  int a, b, c, d;
+};
+inline Neighbours neighbours(const int16_t *p, ptrdiff_t stride, int i, int j, int w) {
+  Neighbours n;
+  if (j == 0) {
+    n.a = i > 0 ? p[-1] : 0;
+    n.b = n.c = n.d = n.a;
+  } else {
+    const int16_t *up = p - stride;
+    n.b = up[0];
+    if (i > 0) {
+      n.a = p[-1];
+      n.c = up[-1];
+    } else {
+      n.a = n.c = n.b;
+    }
+    n.d = i + 1 < w ? up[1] : n.b;
+  }
+  return n;
+}
+
+// Working values of one layer: per component, S-domain (quantisation
+// indices after the colour transform) and T-domain (quantised differences to
+// the reference after the colour transform), int16 per sample.
+struct Planes {
+  std::vector<int16_t> s[kMaxComps], t[kMaxComps];
+  void allocate(const Layer &ly, bool temporal) {
+    const size_t n = size_t(ly.width) * ly.height;
+    for (int c = 0; c < ly.channels; ++c) {
+      s[c].assign(n, 0);
+      if (temporal) t[c].assign(n, 0);
+    }
+  }
+};
+
+// Domain values of one sample from its channel bytes (and the reference's).
+struct Quantizer {
+  int k = 0;
+  uint8_t index[256];    // quant_index
+  int16_t diff[511];     // quant_diff(e), e = -255..255 at [e + 255]
+  uint8_t dequant[256];  // dequant_index for indices 0..max_index
+  int max_index = 0;
+  void set(int threshold) {
+    k = threshold;
+    for (int x = 0; x < 256; ++x) index[x] = uint8_t(quant_index(x, k));
+    for (int e = -255; e <= 255; ++e) diff[e + 255] = int16_t(quant_diff(e, k));
+    max_index = codec2::max_index(k);
+    for (int u = 0; u < 256; ++u) dequant[u] = uint8_t(u <= max_index ? dequant_index(u, k) : 0);
+  }
+};
+
+// Channel values -> component values (colour transform for RGB layers).
+inline void to_components(bool ycocg, int channels, const int *ch, int *comp) {
+  if (ycocg) {
+    ycocg_forward(ch[0], ch[1], ch[2], &comp[0], &comp[1], &comp[2]);
+    if (channels == 4) comp[3] = ch[3];
+  } else {
+    for (int c = 0; c < channels; ++c) comp[c] = ch[c];
+  }
+}
+inline void to_channels(bool ycocg, int channels, const int *comp, int *ch) {
+  if (ycocg) {
+    ycocg_inverse(comp[0], comp[1], comp[2], &ch[0], &ch[1], &ch[2]);
+    if (channels == 4) ch[3] = comp[3];
+  } else {
+    for (int c = 0; c < channels; ++c) ch[c] = comp[c];
+  }
+}
+
+// Fills the working values of samples [x0, x0+w) x [y0, y0+h) of a layer
+// from a picture (and the reference for the T-domain).
+void working_values(const Layer &ly, const Quantizer &q, const Picture &pic, const Picture *ref,
+                    int layer, int x0, int y0, int w, int h, Planes &out) {
+  int ch[kMaxComps], comp[kMaxComps];
+  for (int y = y0; y < y0 + h; ++y)
+    for (int x = x0; x < x0 + w; ++x) {
+      const size_t at = size_t(y) * ly.width + x;
+      for (int c = 0; c < ly.channels; ++c) ch[c] = q.index[pic.ch[layer][c][at]];
+      to_components(ly.ycocg, ly.channels, ch, comp);
+      for (int c = 0; c < ly.channels; ++c) out.s[c][at] = int16_t(comp[c]);
+      if (!ref) continue;
+      for (int c = 0; c < ly.channels; ++c)
+        ch[c] = q.diff[int(pic.ch[layer][c][at]) - int(ref->ch[layer][c][at]) + 255];
+      to_components(ly.ycocg, ly.channels, ch, comp);
+      for (int c = 0; c < ly.channels; ++c) out.t[c][at] = int16_t(comp[c]);
+    }
+}
+
+// One coded sample component.
+struct Symbol {
+  uint16_t dist;
+  uint8_t token;
+  uint8_t nbits;
+  uint16_t bits;
+};
+
+// Visits the samples of layer `l` of a tile whose block passes `want(block)`,
+// predicting each component from `nb` (neighbour values of the mode's
+// domain) and coding the value of `val`: f(block, x, y, comp, ctx, token,
+// nbits, bits) for each component in order.
+template <class Want, class F>
+void scan(const LayerSet &ls, const Tile &t, int l, int cls, const std::vector<int16_t> *nb,
+          const std::vector<int16_t> *val, Want want, F f) {
+  const Layer &ly = ls.layer[l];
+  const ptrdiff_t stride = ly.width;
+  for (int j = 0; j < t.h[l]; ++j) {
+    const int y = t.y0[l] + j;
+    const int brow = ((y << ly.sy) / kBlock) * ls.blocks_x;
+    for (int i = 0; i < t.w[l]; ++i) {
+      const int x = t.x0[l] + i;
+      const int block = brow + (x << ly.sx) / kBlock;
+      if (!want(block)) continue;
+      const size_t at = size_t(y) * stride + x;
+      int r0 = 0;
+      for (int c = 0; c < ly.channels; ++c) {
+        const Neighbours n = neighbours(nb[c].data() + at, stride, i, j, t.w[l]);
+        const int pred = cls == kClassTemporal ? 0 : med(n.a, n.b, n.c);
+        const int r = val[c][at] - pred;
+        if (c == 0) r0 = r;
+        const int ctx = sample_context(cls, c, n.a, n.b, n.c, n.d, r0);
+        int nbits;
+        uint32_t bits;
+        const int token = token_of(zigzag(r), &nbits, &bits);
+        f(block, x, y, c, ctx, token, nbits, bits);
+      }
+    }
+  }
+}
+
+// The per-lane position in the schedule of one layer of a tile.
+struct LaneCursor {
+  int j, i;  // row and column in the tile, or j < 0: idle
+};
+inline void lane_position(int t, int l, int lanes, int period, int w, int h, LaneCursor *c) {
+  const int tt = t - kStagger * l;
+  c->j = -1;
+  if (tt < 0) return;
+  const int round = tt / period, i = tt % period;
+  const int j = round * lanes + l;
+  if (i >= w || j >= h) return;
+  c->j = j;
+  c->i = i;
+}
+
+int default_threads(size_t samples, size_t tiles) {
+  if (tiles < 2) return 1;
+  return std::max(1, std::min<int>(int(tiles), cpu_threads_for(samples)));
+}
+
+// ---------------------------------------------------------------------------
+// The encoder
+
+class CpuEncoder final : public Encoder {
+ public:
+  CpuEncoder(VideoFormat format, int width, int height, const Geometry &g) {
+    format_ = format;
+    width_ = width;
+    height_ = height;
+    geometry_ = g;
+    ls_ = layers_of(format, width, height);
+    if (ls_.count == 0) throw Error("codec2 encoder: unknown format or empty size");
+    if (g.tile_bx < 1 || g.tile_bx > 255 || g.tile_by < 1 || g.tile_by > 255 || g.lanes < 1 ||
+        g.lanes > kMaxLanes)
+      throw Error("codec2 encoder: tile geometry out of range");
+    dl_ = DistLayout(ls_);
+    tiles_ = make_tiles(ls_, g);
+    cur_.allocate(ls_);
+    ref_.allocate(ls_);
+    rec_.allocate(ls_);
+    for (int l = 0; l < ls_.count; ++l) {
+      in_[l].allocate(ls_.layer[l], true);
+      work_[l].allocate(ls_.layer[l], true);
+    }
+    modes_.assign(size_t(ls_.blocks_x) * ls_.blocks_y, kSpatial);
+    prev_.tables.assign(dl_.count, Table{});
+  }
+
+  FrameStats encode(const FrameView &frame, int threshold, bool keyframe, HostBytes &body) override;
+
+  void read_reference(HostBytes &out) override {
+    out.resize(frame_size_packed(format_, width_, height_));
+    store(ref_, ls_, packed_view(format_, width_, height_, out.data()));
+  }
+
+ private:
+  void decide_modes(int threads);
+  void block_costs(const Tile &t, const std::vector<uint32_t> *cost_tables,
+                   std::vector<uint64_t> &cost);
+
+  LayerSet ls_;
+  DistLayout dl_;
+  std::vector<Tile> tiles_;
+  Quantizer q_;
+  Picture cur_, ref_, rec_;
+  Planes in_[kMaxLayers];    // working values of the input (the values coded)
+  Planes work_[kMaxLayers];  // working values of the reconstruction (neighbours)
+  std::vector<uint8_t> modes_;
+  Model prev_;
+  std::vector<std::vector<Symbol>> symbols_;  // per tile, layer by layer, raster order
+  std::vector<std::vector<uint8_t>> streams_;
+  std::vector<int> tile_type_;  // 0 skipped, 1 coded, 2 raw
+  bool keyframe_ = true;
+};
+
+// Costs of the three coded modes for every block of a tile, each sample
+// predicted as if its neighbours had the same mode. `cost_tables` (per
+// distribution, per token; 1/256 bit) or null for the first estimate.
+void CpuEncoder::block_costs(const Tile &t, const std::vector<uint32_t> *cost_tables,
+                             std::vector<uint64_t> &cost) {
+  const int modes_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
+  for (int l = 0; l < ls_.count; ++l)
+    for (int cls = 0; cls < kClasses; ++cls) {
+      const std::vector<int16_t> *planes = cls == kClassSpatial ? in_[l].s : in_[l].t;
+      const int mode = modes_of_class[cls];
+      const int *base = dl_.base[l][cls];
+      scan(
+          ls_, t, l, cls, planes, planes, [](int) { return true; },
+          [&](int block, int, int, int c, int ctx, int token, int nbits, uint32_t) {
+            uint32_t bits;
+            if (cost_tables) {
+              bits = (*cost_tables)[size_t(base[c] + ctx) * kTokens + token];
+            } else {
+              // First estimate: about 1 + 2 log2(1 + |r|) bits.
+              bits = 256 + 2 * log2_q8(1 + (token_value(token, 0) + 1) / 2);
+            }
+            cost[size_t(block) * kModes + mode] += bits + 256u * uint32_t(nbits);
+          });
+    }
+}
+
+void CpuEncoder::decide_modes(int threads) {
+  const size_t n_blocks = modes_.size();
+  std::vector<uint64_t> cost(n_blocks * kModes);
+  // Blocks where every byte is within k of the reference are skipped.
+  std::vector<uint8_t> skip(n_blocks, 1);
+  for (int l = 0; l < ls_.count; ++l) {
+    const Layer &ly = ls_.layer[l];
+    for (int y = 0; y < ly.height; ++y)
+      for (int x = 0; x < ly.width; ++x) {
+        const size_t at = size_t(y) * ly.width + x;
+        bool same = true;
+        for (int c = 0; c < ly.channels; ++c) same &= in_[l].t[c][at] == 0;
+        if (!same) skip[((y << ly.sy) / kBlock) * ls_.blocks_x + (x << ly.sx) / kBlock] = 0;
+      }
+  }
+  // Two rounds: a first choice by a fixed cost per residual, then by the
+  // costs of the tables that choice would produce.
+  std::vector<uint32_t> cost_tables;
+  for (int round = 0; round < 2; ++round) {
+    std::fill(cost.begin(), cost.end(), 0);
+    const long long n_tiles = (long long)tiles_.size();
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+    for (long long ti = 0; ti < n_tiles; ++ti)
+      block_costs(tiles_[ti], round ? &cost_tables : nullptr, cost);
+    for (size_t b = 0; b < n_blocks; ++b) {
+      if (skip[b]) {
+        modes_[b] = kSkip;
+        continue;
+      }
+      const uint64_t *c = &cost[b * kModes];
+      int best = kTemporal;
+      if (c[kTempSpat] < c[best]) best = kTempSpat;
+      if (c[kSpatial] < c[best]) best = kSpatial;
+      modes_[b] = uint8_t(best);
+    }
+    if (round == 1) break;
+    // Histograms of the proxy symbols under this choice -> cost tables.
+    std::vector<uint32_t> hist(size_t(dl_.count) * kTokens, 0);
+    const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
+    for (const Tile &t : tiles_)
+      for (int l = 0; l < ls_.count; ++l)
+        for (int cls = 0; cls < kClasses; ++cls) {
+          const std::vector<int16_t> *planes = cls == kClassSpatial ? in_[l].s : in_[l].t;
+          const int *base = dl_.base[l][cls];
+          scan(
+              ls_, t, l, cls, planes, planes,
+              [&](int block) { return class_of_mode[modes_[block]] == cls; },
+              [&](int, int, int, int c, int ctx, int token, int, uint32_t) {
+                hist[size_t(base[c] + ctx) * kTokens + token]++;
+              });
+        }
+    cost_tables.assign(size_t(dl_.count) * kTokens, 0);
+    for (int d = 0; d < dl_.count; ++d) {
+      // Costs with one extra count per token, so that unseen tokens cost a lot but not infinity.
+      uint32_t total = 0;
+      for (int tk = 0; tk < kTokens; ++tk) total += hist[size_t(d) * kTokens + tk] + 1;
+      const uint32_t lt = log2_q8(total);
+      for (int tk = 0; tk < kTokens; ++tk)
+        cost_tables[size_t(d) * kTokens + tk] = lt - log2_q8(hist[size_t(d) * kTokens + tk] + 1);
+    }
+  }
+}
+
+FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyframe,
+                              HostBytes &body) {
+  validate(frame, "codec2 encoder input");
+  if (frame.format != format_ || frame.width != width_ || frame.height != height_)
+    throw Error("codec2 encoder: frame does not match the encoder's format and size");
+  if (threshold < 0 || threshold > 255) throw Error("codec2 encoder: threshold not in 0..255");
+  if (!keyframe && !has_reference_) throw Error("codec2 encoder: a delta needs a previous frame");
+  const Geometry &g = geometry_;
+  q_.set(threshold);
+  keyframe_ = keyframe;
+  extract(frame, ls_, cur_);
+  size_t samples = 0;
+  for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
+  const int threads = default_threads(samples, tiles_.size());
+
+  // 1. Working values of the input.
+  for (int l = 0; l < ls_.count; ++l)
+    working_values(ls_.layer[l], q_, cur_, keyframe ? nullptr : &ref_, l, 0, 0, ls_.layer[l].width,
+                   ls_.layer[l].height, in_[l]);
+
+  // 2. Block modes.
+  if (keyframe)
+    std::fill(modes_.begin(), modes_.end(), uint8_t(kSpatial));
+  else
+    decide_modes(threads);
+
+  // 3. Reconstruction and its working values (what the decoder will see).
+  for (int l = 0; l < ls_.count; ++l) {
+    const Layer &ly = ls_.layer[l];
+    for (int y = 0; y < ly.height; ++y)
+      for (int x = 0; x < ly.width; ++x) {
+        const size_t at = size_t(y) * ly.width + x;
+        const int mode = modes_[((y << ly.sy) / kBlock) * ls_.blocks_x + (x << ly.sx) / kBlock];
+        for (int c = 0; c < ly.channels; ++c) {
+          const int v = cur_.ch[l][c][at];
+          const int r = keyframe ? 0 : ref_.ch[l][c][at];
+          int out;
+          if (mode == kSpatial)
+            out = q_.dequant[q_.index[v]];
+          else if (mode == kSkip)
+            out = r;
+          else
+            out = dequant_diff(r, q_.diff[v - r + 255], q_.k);
+          rec_.ch[l][c][at] = uint8_t(out);
+        }
+      }
+    working_values(ly, q_, rec_, keyframe ? nullptr : &ref_, l, 0, 0, ly.width, ly.height,
+                   work_[l]);
+  }
+
+  // 4. Symbols and histograms, per tile.
+  const size_t n_tiles = tiles_.size();
+  symbols_.resize(n_tiles);
+  streams_.resize(n_tiles);
+  tile_type_.assign(n_tiles, 1);
+  std::vector<uint32_t> hist(size_t(dl_.count) * kTokens, 0);
+  std::vector<std::vector<uint32_t>> tile_hist(n_tiles);
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+  for (long long ti = 0; ti < (long long)n_tiles; ++ti) {
+    const Tile &t = tiles_[ti];
+    std::vector<Symbol> &syms = symbols_[ti];
+    std::vector<uint32_t> &h = tile_hist[ti];
+    h.assign(size_t(dl_.count) * kTokens, 0);
+    syms.clear();
+    if (!keyframe)
+      for (int by = t.by0; by < t.by1; ++by)
+        for (int bx = t.bx0; bx < t.bx1; ++bx) {
+          const int m = modes_[size_t(by) * ls_.blocks_x + bx];
+          syms.push_back({uint16_t(dl_.mode), uint8_t(m), 0, 0});
+          h[size_t(dl_.mode) * kTokens + m]++;
+        }
+    for (int l = 0; l < ls_.count; ++l) {
+      const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
+      // Symbols in raster order of the layer, all classes merged: visit each
+      // sample once with its block's class.
+      const Layer &ly = ls_.layer[l];
+      const size_t first = syms.size();
+      syms.resize(first + size_t(t.w[l]) * t.h[l] * ly.channels, Symbol{0xffff, 0, 0, 0});
+      for (int cls = 0; cls < kClasses; ++cls) {
+        const std::vector<int16_t> *nb = cls == kClassSpatial ? work_[l].s : work_[l].t;
+        const std::vector<int16_t> *val = cls == kClassSpatial ? in_[l].s : in_[l].t;
+        const int *base = dl_.base[l][cls];
+        scan(
+            ls_, t, l, cls, nb, val, [&](int block) { return class_of_mode[modes_[block]] == cls; },
+            [&](int, int x, int y, int c, int ctx, int token, int nbits, uint32_t bits) {
+              const size_t at =
+                  first + (size_t(y - t.y0[l]) * t.w[l] + (x - t.x0[l])) * ly.channels + c;
+              const uint16_t d = uint16_t(base[c] + ctx);
+              syms[at] = {d, uint8_t(token), uint8_t(nbits), uint16_t(bits)};
+              h[size_t(d) * kTokens + token]++;
+            });
+      }
+    }
+  }
+  for (size_t ti = 0; ti < n_tiles; ++ti)
+    for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_hist[ti][i];
+
+  // 5. Tables: for each listed distribution unused, the previous frame's, or new.
+  Model model;
+  model.tables.assign(dl_.count, Table{});
+  BitWriter bw;
+  for (int d = 0; d < dl_.count; ++d) {
+    if (!listed(dl_, ls_, keyframe, d)) continue;
+    const uint32_t *h = &hist[size_t(d) * kTokens];
+    Table fresh;
+    table_from_histogram(h, &fresh);
+    if (!fresh.used) {
+      bw.put(0, 1);
+      continue;
+    }
+    bw.put(1, 1);
+    const uint64_t cost_new = coding_cost(h, fresh) + 256ull * table_description_bits(fresh);
+    const bool can_reuse = !keyframe && prev_.tables[d].used;
+    const uint64_t cost_old = can_reuse ? coding_cost(h, prev_.tables[d]) : ~uint64_t(0);
+    if (!keyframe) bw.put(cost_old <= cost_new ? 1 : 0, 1);
+    if (!keyframe && cost_old <= cost_new) {
+      model.tables[d] = prev_.tables[d];
+    } else {
+      write_table(bw, fresh);
+      model.tables[d] = fresh;
+    }
+  }
+
+  // 6. rANS per tile, in reverse schedule order.
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+  for (long long ti = 0; ti < (long long)n_tiles; ++ti) {
+    const Tile &t = tiles_[ti];
+    const std::vector<Symbol> &syms = symbols_[ti];
+    std::vector<uint8_t> &out = streams_[ti];
+    bool all_skip = !keyframe;
+    if (!keyframe)
+      for (int by = t.by0; by < t.by1 && all_skip; ++by)
+        for (int bx = t.bx0; bx < t.bx1; ++bx)
+          if (modes_[size_t(by) * ls_.blocks_x + bx] != kSkip) {
+            all_skip = false;
+            break;
+          }
+    if (all_skip) {
+      out.clear();
+      tile_type_[ti] = 0;
+      continue;
+    }
+    const int lanes = g.lanes;
+    const size_t bound = 4 * size_t(lanes) + 2 * syms.size() * 2 + 16;
+    std::vector<uint8_t> buf(bound);
+    RansEncoder enc{buf.data(), buf.data() + bound};
+    uint32_t state[kMaxLanes];
+    for (int l = 0; l < lanes; ++l) state[l] = kRansLow;
+    size_t layer_first[kMaxLayers];
+    {
+      size_t at = keyframe ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
+      for (int l = 0; l < ls_.count; ++l) {
+        layer_first[l] = at;
+        at += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
+      }
+    }
+    for (int l = ls_.count - 1; l >= 0; --l) {
+      const int w = t.w[l], h = t.h[l], nc = ls_.layer[l].channels;
+      if (w == 0 || h == 0) continue;
+      const int period = schedule_period(w, lanes);
+      const int steps = schedule_steps(w, h, lanes);
+      for (int st = steps - 1; st >= 0; --st) {
+        LaneCursor cur[kMaxLanes];
+        for (int ln = 0; ln < lanes; ++ln) lane_position(st, ln, lanes, period, w, h, &cur[ln]);
+        for (int c = nc - 1; c >= 0; --c) {
+          for (int ln = lanes - 1; ln >= 0; --ln) {
+            if (cur[ln].j < 0) continue;
+            const Symbol &s = syms[layer_first[l] + (size_t(cur[ln].j) * w + cur[ln].i) * nc + c];
+            if (s.dist == 0xffff || s.nbits == 0) continue;  // skipped sample or no raw bits
+            enc.put_bits(state[ln], s.bits, s.nbits);
+          }
+          for (int ln = lanes - 1; ln >= 0; --ln) {
+            if (cur[ln].j < 0) continue;
+            const Symbol &s = syms[layer_first[l] + (size_t(cur[ln].j) * w + cur[ln].i) * nc + c];
+            if (s.dist == 0xffff) continue;
+            const Table &tb = model.tables[s.dist];
+            enc.put(state[ln], tb.freq[s.token], tb.cum[s.token]);
+          }
+        }
+      }
+    }
+    if (!keyframe) {
+      const int n_blocks = (t.bx1 - t.bx0) * (t.by1 - t.by0);
+      const Table &tb = model.tables[dl_.mode];
+      for (int b = n_blocks - 1; b >= 0; --b) {
+        const Symbol &s = syms[b];
+        enc.put(state[b % lanes], tb.freq[s.token], tb.cum[s.token]);
+      }
+    }
+    for (int ln = lanes - 1; ln >= 0; --ln) {
+      enc.emit(uint8_t(state[ln] >> 24));
+      enc.emit(uint8_t(state[ln] >> 16));
+      enc.emit(uint8_t(state[ln] >> 8));
+      enc.emit(uint8_t(state[ln]));
+    }
+    if (enc.overflow) throw Error("codec2 encoder: stream bound exceeded (internal error)");
+    const size_t coded = size_t(buf.data() + bound - enc.p);
+    if (coded >= t.raw_bytes) {
+      // Raw: the samples' bytes, layer by layer, row by row, channel by channel.
+      out.resize(t.raw_bytes);
+      size_t at = 0;
+      for (int l = 0; l < ls_.count; ++l) {
+        const Layer &ly = ls_.layer[l];
+        for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y)
+          for (int x = t.x0[l]; x < t.x0[l] + t.w[l]; ++x)
+            for (int c = 0; c < ly.channels; ++c) {
+              const size_t p = size_t(y) * ly.width + x;
+              out[at++] = cur_.ch[l][c][p];
+              rec_.ch[l][c][p] = cur_.ch[l][c][p];  // raw tiles are exact
+            }
+      }
+      tile_type_[ti] = 2;
+    } else {
+      out.assign(enc.p, buf.data() + bound);
+      tile_type_[ti] = 1;
+    }
+  }
+
+  // 7. The body: header, tables, tile sizes, tile streams.
+  FrameStats st;
+  st.keyframe = keyframe;
+  st.threshold = threshold;
+  std::vector<uint8_t> head = {uint8_t(keyframe ? 1 : 0), uint8_t(threshold), uint8_t(g.tile_bx),
+                               uint8_t(g.tile_by), uint8_t(g.lanes)};
+  head.insert(head.end(), bw.bytes().begin(), bw.bytes().end());
+  st.model_bytes = head.size();
+  std::vector<uint8_t> table;
+  size_t payload = 0;
+  for (size_t ti = 0; ti < n_tiles; ++ti) {
+    const int type = tile_type_[ti];
+    const size_t size = streams_[ti].size();
+    st.tiles[type]++;
+    uint64_t v = (uint64_t(size) << 2) | uint64_t(type);
+    do {
+      const uint8_t byte = uint8_t(v & 0x7f);
+      v >>= 7;
+      table.push_back(uint8_t(byte | (v ? 0x80 : 0)));
+    } while (v);
+    payload += size;
+  }
+  st.table_bytes = table.size();
+  body.resize(head.size() + table.size() + payload);
+  uint8_t *p = body.data();
+  std::memcpy(p, head.data(), head.size());
+  p += head.size();
+  std::memcpy(p, table.data(), table.size());
+  p += table.size();
+  for (size_t ti = 0; ti < n_tiles; ++ti) {
+    if (!streams_[ti].empty()) std::memcpy(p, streams_[ti].data(), streams_[ti].size());
+    p += streams_[ti].size();
+  }
+  st.body_bytes = body.size();
+  for (uint8_t m : modes_) st.blocks[m]++;
+
+  std::swap(ref_, rec_);
+  prev_ = std::move(model);
+  has_reference_ = true;
+  return st;
+}
+
+// ---------------------------------------------------------------------------
+// The decoder
+
+class CpuDecoder final : public Decoder {
+ public:
+  CpuDecoder(VideoFormat format, int width, int height) {
+    format_ = format;
+    width_ = width;
+    height_ = height;
+    ls_ = layers_of(format, width, height);
+    if (ls_.count == 0) throw Error("codec2 decoder: unknown format or empty size");
+    dl_ = DistLayout(ls_);
+    ref_.allocate(ls_);
+    rec_.allocate(ls_);
+    for (int l = 0; l < ls_.count; ++l) work_[l].allocate(ls_.layer[l], true);
+    modes_.assign(size_t(ls_.blocks_x) * ls_.blocks_y, kSpatial);
+    prev_.tables.assign(dl_.count, Table{});
+  }
+
+  bool decode(const uint8_t *body, size_t n, std::string *error) override;
+
+  void write_frame(const FrameView &out) override {
+    validate(out, "codec2 decoder output");
+    if (out.format != format_ || out.width != width_ || out.height != height_)
+      throw Error("codec2 decoder: output frame does not match the stream's format and size");
+    store(ref_, ls_, out);
+  }
+
+  void read_reference(HostBytes &out) override {
+    out.resize(frame_size_packed(format_, width_, height_));
+    store(ref_, ls_, packed_view(format_, width_, height_, out.data()));
+  }
+
+ private:
+  bool decode_tile(const Tile &t, int type, const uint8_t *p, size_t size, const Model &model,
+                   bool keyframe, const Geometry &g);
+
+  LayerSet ls_;
+  DistLayout dl_;
+  Quantizer q_;
+  Picture ref_, rec_;
+  Planes work_[kMaxLayers];
+  std::vector<uint8_t> modes_;
+  Model prev_;
+  std::vector<Tile> tiles_;
+  Geometry tiles_geometry_{0, 0, 0};
+};
+
+bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
+  auto fail = [&](const std::string &why) {
+    if (error) *error = "codec2 body: " + why;
+    return false;
+  };
+  BodyHeader h;
+  std::string why;
+  if (!read_body_header(body, n, &h, &why)) return fail(why);
+  if (!h.keyframe && !has_reference_) return fail("a delta without a previous frame");
+  const Geometry &g = h.geometry;
+  if (g.tile_bx != tiles_geometry_.tile_bx || g.tile_by != tiles_geometry_.tile_by) {
+    tiles_ = make_tiles(ls_, g);
+    tiles_geometry_ = g;
+  }
+  q_.set(h.threshold);
+
+  // Tables.
+  BitReader br(body + kBodyHeaderBytes, n - kBodyHeaderBytes);
+  Model model;
+  model.tables.assign(dl_.count, Table{});
+  for (int d = 0; d < dl_.count; ++d) {
+    if (!listed(dl_, ls_, h.keyframe, d)) continue;
+    uint32_t used, reuse = 0;
+    if (!br.get(1, &used)) return fail("truncated in its tables");
+    if (!used) continue;
+    if (!h.keyframe && !br.get(1, &reuse)) return fail("truncated in its tables");
+    if (reuse) {
+      if (!prev_.tables[d].used) return fail("reuses a table the previous frame did not have");
+      model.tables[d] = prev_.tables[d];
+    } else if (!read_table(br, &model.tables[d])) {
+      return fail("damaged frequency table");
+    }
+  }
+  if (!h.keyframe && model.tables[dl_.mode].used && model.tables[dl_.mode].n > kModes)
+    return fail("block-mode table with more than four modes");
+  size_t at = kBodyHeaderBytes + br.bytes_used();
+
+  // Tile sizes.
+  const size_t n_tiles = tiles_.size();
+  std::vector<int> type(n_tiles);
+  std::vector<size_t> offset(n_tiles + 1);
+  size_t total = 0;
+  for (size_t ti = 0; ti < n_tiles; ++ti) {
+    uint64_t v = 0;
+    int shift = 0;
+    for (;;) {
+      if (at >= n) return fail("truncated in its tile table");
+      if (shift > 35) return fail("tile size too large");
+      const uint8_t byte = body[at++];
+      v |= uint64_t(byte & 0x7f) << shift;
+      shift += 7;
+      if (!(byte & 0x80)) break;
+    }
+    type[ti] = int(v & 3);
+    const uint64_t size = v >> 2;
+    if (type[ti] == 3) return fail("unknown tile type");
+    if (type[ti] == 0 && (h.keyframe || size != 0)) return fail("bad skipped tile");
+    if (type[ti] == 2 && size != tiles_[ti].raw_bytes) return fail("raw tile of the wrong size");
+    if (type[ti] == 1 && size < 4u * g.lanes) return fail("coded tile shorter than its states");
+    if (size > n) return fail("tile larger than the body");
+    offset[ti] = total;
+    total += size_t(size);
+  }
+  offset[n_tiles] = total;
+  if (total != n - at) return fail("tile sizes do not add up to the body size");
+
+  // Tiles, in parallel; the picture is replaced only when every tile decoded.
+  size_t samples = 0;
+  for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
+  const int threads = default_threads(samples, n_tiles);
+  int failed = 0;
+#pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : failed)
+  for (long long ti = 0; ti < (long long)n_tiles; ++ti)
+    if (!decode_tile(tiles_[ti], type[ti], body + at + offset[ti], offset[ti + 1] - offset[ti],
+                     model, h.keyframe, g))
+      failed |= 1;
+  if (failed) return fail("a tile failed to decode (damaged data)");
+  std::swap(ref_, rec_);
+  prev_ = std::move(model);
+  has_reference_ = true;
+  return true;
+}
+
+bool CpuDecoder::decode_tile(const Tile &t, int type, const uint8_t *p, size_t size,
+                             const Model &model, bool keyframe, const Geometry &g) {
+  // Skipped and raw tiles.
+  if (type == 0 || type == 2) {
+    for (int l = 0; l < ls_.count; ++l) {
+      const Layer &ly = ls_.layer[l];
+      for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y)
+        for (int x = t.x0[l]; x < t.x0[l] + t.w[l]; ++x)
+          for (int c = 0; c < ly.channels; ++c) {
+            const size_t at = size_t(y) * ly.width + x;
+            rec_.ch[l][c][at] = type == 0 ? ref_.ch[l][c][at] : *p++;
+          }
+    }
+    return true;
+  }
+  const int lanes = g.lanes;
+  RansDecoder dec{p + 4 * lanes, p + size};
+  uint32_t state[kMaxLanes];
+  for (int ln = 0; ln < lanes; ++ln) {
+    state[ln] = uint32_t(p[4 * ln]) | uint32_t(p[4 * ln + 1]) << 8 | uint32_t(p[4 * ln + 2]) << 16 |
+                uint32_t(p[4 * ln + 3]) << 24;
+    if (state[ln] < kRansLow || state[ln] >= (kRansLow << 8)) return false;
+  }
+  // Block modes.
+  const int tbw = t.bx1 - t.bx0;
+  const int n_blocks = tbw * (t.by1 - t.by0);
+  for (int b = 0; b < n_blocks; ++b) {
+    const size_t at = size_t(t.by0 + b / tbw) * ls_.blocks_x + t.bx0 + b % tbw;
+    if (keyframe) {
+      modes_[at] = kSpatial;
+      continue;
+    }
+    const Table &tb = model.tables[dl_.mode];
+    if (!tb.used) return false;
+    modes_[at] = uint8_t(dec.get(state[b % lanes], tb));
+  }
+  bool bad = false;
+  for (int l = 0; l < ls_.count; ++l) {
+    const Layer &ly = ls_.layer[l];
+    const int w = t.w[l], h = t.h[l], nc = ly.channels;
+    if (w == 0 || h == 0) continue;
+    const ptrdiff_t stride = ly.width;
+    // Skipped samples first: the reference, and their working values.
+    if (!keyframe)
+      for (int y = t.y0[l]; y < t.y0[l] + h; ++y)
+        for (int x = t.x0[l]; x < t.x0[l] + w; ++x) {
+          if (modes_[((y << ly.sy) / kBlock) * ls_.blocks_x + (x << ly.sx) / kBlock] != kSkip)
+            continue;
+          const size_t at = size_t(y) * stride + x;
+          for (int c = 0; c < nc; ++c) rec_.ch[l][c][at] = ref_.ch[l][c][at];
+          working_values(ly, q_, rec_, &ref_, l, x, y, 1, 1, work_[l]);
+        }
+    const int period = schedule_period(w, lanes);
+    const int steps = schedule_steps(w, h, lanes);
+    struct LaneWork {
+      int x, y, i, j, mode, cls;
+      size_t at;
+      int r0;
+      int value[kMaxComps];
+      int pred, token;
+    } lw[kMaxLanes];
+    int active[kMaxLanes];
+    for (int st = 0; st < steps; ++st) {
+      int n_active = 0;
+      for (int ln = 0; ln < lanes; ++ln) {
+        LaneCursor cur;
+        lane_position(st, ln, lanes, period, w, h, &cur);
+        if (cur.j < 0) continue;
+        LaneWork &L = lw[ln];
+        L.i = cur.i;
+        L.j = cur.j;
+        L.x = t.x0[l] + cur.i;
+        L.y = t.y0[l] + cur.j;
+        L.mode = modes_[((L.y << ly.sy) / kBlock) * ls_.blocks_x + (L.x << ly.sx) / kBlock];
+        if (L.mode == kSkip) continue;
+        L.cls = mode_class(L.mode);
+        L.at = size_t(L.y) * stride + L.x;
+        active[n_active++] = ln;
+      }
+      for (int c = 0; c < nc; ++c) {
+        for (int k = 0; k < n_active; ++k) {
+          LaneWork &L = lw[active[k]];
+          const std::vector<int16_t> &plane =
+              L.cls == kClassSpatial ? work_[l].s[c] : work_[l].t[c];
+          const Neighbours nbh = neighbours(plane.data() + L.at, stride, L.i, L.j, w);
+          L.pred = L.cls == kClassTemporal ? 0 : med(nbh.a, nbh.b, nbh.c);
+          const int ctx = sample_context(L.cls, c, nbh.a, nbh.b, nbh.c, nbh.d, L.r0);
+          const Table &tb = model.tables[dl_.base[l][L.cls][c] + ctx];
+          if (!tb.used) {
+            bad = true;
+            L.token = 0;
+            continue;
+          }
+          L.token = dec.get(state[active[k]], tb);
+        }
+        for (int k = 0; k < n_active; ++k) {
+          LaneWork &L = lw[active[k]];
+          const int nbits = token_extra_bits(L.token);
+          const uint32_t bits = nbits ? dec.get_bits(state[active[k]], nbits) : 0;
+          const int r = unzigzag(token_value(L.token, bits));
+          if (c == 0) L.r0 = r;
+          L.value[c] = L.pred + r;
+        }
+      }
+      // Reconstruct each active sample and its working values.
+      for (int k = 0; k < n_active; ++k) {
+        LaneWork &L = lw[active[k]];
+        int ch[kMaxComps];
+        to_channels(ly.ycocg, nc, L.value, ch);
+        for (int c = 0; c < nc; ++c) {
+          int out;
+          if (L.cls == kClassSpatial) {
+            if (ch[c] < 0 || ch[c] > q_.max_index) {
+              bad = true;
+              ch[c] = 0;
+            }
+            out = q_.dequant[ch[c]];
+          } else {
+            if (ch[c] < -255 || ch[c] > 255) {
+              bad = true;
+              ch[c] = 0;
+            }
+            out = dequant_diff(ref_.ch[l][c][L.at], ch[c], q_.k);
+          }
+          rec_.ch[l][c][L.at] = uint8_t(out);
+        }
+        working_values(ly, q_, rec_, keyframe ? nullptr : &ref_, l, L.x, L.y, 1, 1, work_[l]);
+      }
+    }
+  }
+  // Every lane must end where its encoder began, with every byte read.
+  for (int ln = 0; ln < lanes; ++ln)
+    if (state[ln] != kRansLow) bad = true;
+  if (dec.underflow || dec.p != dec.end) bad = true;
+  return !bad;
+}
+
+}  // namespace
+
+namespace detail {
+std::unique_ptr<Encoder> make_cpu_encoder(VideoFormat format, int width, int height,
+                                          const Geometry &geometry) {
+  return std::make_unique<CpuEncoder>(format, width, height, geometry);
+}
+std::unique_ptr<Decoder> make_cpu_decoder(VideoFormat format, int width, int height) {
+  return std::make_unique<CpuDecoder>(format, width, height);
+}
+}  // namespace detail
+
+std::unique_ptr<Encoder> Encoder::create(const Context &ctx, VideoFormat format, int width,
+                                         int height, const Geometry *geometry) {
+  const Geometry g = geometry ? *geometry : default_geometry(format, width, height);
+  if (ctx.is_cuda())
+    // Here detail::make_cuda_encoder(ctx, format, width, height, g) once it exists.
+    throw Error("codec2: the CUDA backend is not implemented yet; use a CPU context");
+  return detail::make_cpu_encoder(format, width, height, g);
+}
+
+std::unique_ptr<Decoder> Decoder::create(const Context &ctx, VideoFormat format, int width,
+                                         int height) {
+  if (ctx.is_cuda())
+    // Here detail::make_cuda_decoder(ctx, format, width, height) once it exists.
+    throw Error("codec2: the CUDA backend is not implemented yet; use a CPU context");
+  return detail::make_cpu_decoder(format, width, height);
+}
+
+}  // namespace codec2
+}  // namespace cudadiff
