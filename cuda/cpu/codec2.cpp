@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -182,7 +184,7 @@ struct DistLayout {
       for (int cls = 0; cls < kClasses; ++cls) {
         for (int c = 0; c < ls.layer[l].channels; ++c) {
           base[l][cls][c] = count;
-          count += contexts_of_component(c);
+          count += contexts_of(cls, c);
         }
         end_of_class[l][cls] = count;
       }
@@ -240,24 +242,84 @@ class BitReader {
   size_t pos_ = 0;
 };
 
-// A table's description: the token count (5 bits, n - 1) and each token's
-// level (6 bits; the last one non-zero).
-constexpr int kLevelBits = 6;
+// A table's description: the token count n (5 bits, n - 1), then each
+// token's level as a change from the previous present token's level (the
+// first from kLevels), by a prefix code (bits in the order written):
+//   00 same level        01 absent (level 0)
+//   10 s m               level change of 1 + m (s: 1 = down)
+//   110 s vv             3 + vv
+//   1110 s vvv           7 + vvv
+//   1111 s vvvvvv        15 + vvvvvv
+// The last token is present; every level lies in 1..kLevels.
+int level_code_bits(int delta) {
+  const int d = delta < 0 ? -delta : delta;
+  return d == 0 ? 2 : d <= 2 ? 4 : d <= 6 ? 6 : d <= 14 ? 8 : 11;
+}
 uint32_t table_description_bits(const Table &t) {
-  return 5 + kLevelBits * t.n;
+  uint32_t bits = 5;
+  int prev = kLevels;
+  for (int i = 0; i < t.n; ++i) {
+    if (!t.levels[i]) {
+      bits += 2;
+      continue;
+    }
+    bits += level_code_bits(t.levels[i] - prev);
+    prev = t.levels[i];
+  }
+  return bits;
 }
 void write_table(BitWriter &w, const Table &t) {
   w.put(t.n - 1, 5);
-  for (int i = 0; i < t.n; ++i) w.put(t.levels[i], kLevelBits);
+  int prev = kLevels;
+  for (int i = 0; i < t.n; ++i) {
+    const int l = t.levels[i];
+    if (!l) {
+      w.put(0, 1);
+      w.put(1, 1);
+      continue;
+    }
+    const int delta = l - prev, d = delta < 0 ? -delta : delta, down = delta < 0;
+    prev = l;
+    if (d == 0) {
+      w.put(0, 2);
+    } else if (d <= 2) {
+      w.put(1, 1), w.put(0, 1), w.put(down, 1), w.put(d - 1, 1);
+    } else if (d <= 6) {
+      w.put(3, 2), w.put(0, 1), w.put(down, 1), w.put(d - 3, 2);
+    } else if (d <= 14) {
+      w.put(7, 3), w.put(0, 1), w.put(down, 1), w.put(d - 7, 3);
+    } else {
+      w.put(15, 4), w.put(down, 1), w.put(d - 15, 6);
+    }
+  }
 }
 bool read_table(BitReader &r, Table *t) {
-  uint32_t v;
+  uint32_t v, bit;
   if (!r.get(5, &v)) return false;
   *t = Table{};
   t->n = uint8_t(v + 1);
+  int prev = kLevels;
   for (int i = 0; i < t->n; ++i) {
-    if (!r.get(kLevelBits, &v) || v > uint32_t(kLevels)) return false;
-    t->levels[i] = uint8_t(v);
+    if (!r.get(1, &bit)) return false;
+    if (!bit) {
+      if (!r.get(1, &bit)) return false;
+      t->levels[i] = uint8_t(bit ? 0 : prev);
+      continue;
+    }
+    int ones = 1;
+    while (ones < 4) {
+      if (!r.get(1, &bit)) return false;
+      if (!bit) break;
+      ++ones;
+    }
+    uint32_t down, m;
+    static const int kBits[5] = {0, 1, 2, 3, 6}, kBase[5] = {0, 1, 3, 7, 15};
+    if (!r.get(1, &down) || !r.get(kBits[ones], &m)) return false;
+    const int d = kBase[ones] + int(m);
+    const int l = down ? prev - d : prev + d;
+    if (l < 1 || l > kLevels) return false;
+    t->levels[i] = uint8_t(l);
+    prev = l;
   }
   if (t->levels[t->n - 1] == 0) return false;
   if (!normalize_levels(t->levels, t->n, t->freq)) return false;
@@ -547,6 +609,27 @@ void working_values(const Layer &ly, const Quantizer &q, const Picture &pic, con
     }
 }
 
+// The texture class of the reference around every sample of a layer
+// (ref_class() of the sum of differences to the 4 nearest samples of the
+// texture channel: G for RGB, else the first; the layer's edges replicate).
+void reference_classes(const Layer &ly, const Picture &ref, int layer, int k,
+                       std::vector<uint8_t> &out) {
+  const std::vector<uint8_t> &p = ref.ch[layer][ly.ycocg ? 1 : 0];
+  const int w = ly.width, h = ly.height;
+  out.resize(size_t(w) * h);
+  for (int y = 0; y < h; ++y) {
+    const uint8_t *row = p.data() + size_t(y) * w;
+    const uint8_t *up = p.data() + size_t(y > 0 ? y - 1 : 0) * w;
+    const uint8_t *down = p.data() + size_t(y + 1 < h ? y + 1 : y) * w;
+    for (int x = 0; x < w; ++x) {
+      const int v = row[x];
+      const int g = iabs(row[x > 0 ? x - 1 : 0] - v) + iabs(row[x + 1 < w ? x + 1 : x] - v) +
+                    iabs(up[x] - v) + iabs(down[x] - v);
+      out[size_t(y) * w + x] = uint8_t(ref_class(g, k));
+    }
+  }
+}
+
 // One coded sample component.
 struct Symbol {
   uint16_t dist;
@@ -561,7 +644,7 @@ struct Symbol {
 // nbits, bits) for each component in order.
 template <class Want, class F>
 void scan(const LayerSet &ls, const Tile &t, int l, int cls, const std::vector<int16_t> *nb,
-          const std::vector<int16_t> *val, Want want, F f) {
+          const std::vector<int16_t> *val, const std::vector<uint8_t> &rclass, Want want, F f) {
   const Layer &ly = ls.layer[l];
   const ptrdiff_t stride = ly.width;
   for (int j = 0; j < t.h[l]; ++j) {
@@ -578,7 +661,8 @@ void scan(const LayerSet &ls, const Tile &t, int l, int cls, const std::vector<i
         const int pred = cls == kClassTemporal ? 0 : med(n.a, n.b, n.c);
         const int r = val[c][at] - pred;
         if (c == 0) r0 = r;
-        const int ctx = sample_context(cls, c, n.a, n.b, n.c, n.d, r0);
+        const int ctx =
+            sample_context(cls, c, n.a, n.b, n.c, n.d, r0, rclass.empty() ? 0 : rclass[at]);
         int nbits;
         uint32_t bits;
         const int token = token_of(zigzag(r), &nbits, &bits);
@@ -655,6 +739,7 @@ class CpuEncoder final : public Encoder {
   Picture cur_, ref_, rec_;
   Planes in_[kMaxLayers];    // working values of the input (the values coded)
   Planes work_[kMaxLayers];  // working values of the reconstruction (neighbours)
+  std::vector<uint8_t> rclass_[kMaxLayers];  // reference texture classes (deltas)
   std::vector<uint8_t> modes_;
   Model prev_;
   std::vector<std::vector<Symbol>> symbols_;  // per tile, layer by layer, raster order
@@ -675,7 +760,7 @@ void CpuEncoder::block_costs(const Tile &t, const std::vector<uint32_t> *cost_ta
       const int mode = modes_of_class[cls];
       const int *base = dl_.base[l][cls];
       scan(
-          ls_, t, l, cls, planes, planes, [](int) { return true; },
+          ls_, t, l, cls, planes, planes, rclass_[l], [](int) { return true; },
           [&](int block, int, int, int c, int ctx, int token, int nbits, uint32_t) {
             uint32_t bits;
             if (cost_tables) {
@@ -734,7 +819,7 @@ void CpuEncoder::decide_modes(int threads) {
           const std::vector<int16_t> *planes = cls == kClassSpatial ? in_[l].s : in_[l].t;
           const int *base = dl_.base[l][cls];
           scan(
-              ls_, t, l, cls, planes, planes,
+              ls_, t, l, cls, planes, planes, rclass_[l],
               [&](int block) { return class_of_mode[modes_[block]] == cls; },
               [&](int, int, int, int c, int ctx, int token, int, uint32_t) {
                 hist[size_t(base[c] + ctx) * kTokens + token]++;
@@ -767,7 +852,12 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
   const int threads = default_threads(samples, tiles_.size());
 
-  // 1. Working values of the input.
+  // 1. Working values of the input, the reference's texture.
+  for (int l = 0; l < ls_.count; ++l)
+    if (keyframe)
+      rclass_[l].clear();
+    else
+      reference_classes(ls_.layer[l], ref_, l, threshold, rclass_[l]);
   for (int l = 0; l < ls_.count; ++l)
     working_values(ls_.layer[l], q_, cur_, keyframe ? nullptr : &ref_, l, 0, 0, ls_.layer[l].width,
                    ls_.layer[l].height, in_[l]);
@@ -835,7 +925,7 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
         const std::vector<int16_t> *val = cls == kClassSpatial ? in_[l].s : in_[l].t;
         const int *base = dl_.base[l][cls];
         scan(
-            ls_, t, l, cls, nb, val, [&](int block) { return class_of_mode[modes_[block]] == cls; },
+            ls_, t, l, cls, nb, val, rclass_[l], [&](int block) { return class_of_mode[modes_[block]] == cls; },
             [&](int, int x, int y, int c, int ctx, int token, int nbits, uint32_t bits) {
               const size_t at =
                   first + (size_t(y - t.y0[l]) * t.w[l] + (x - t.x0[l])) * ly.channels + c;
@@ -849,10 +939,12 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   for (size_t ti = 0; ti < n_tiles; ++ti)
     for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_hist[ti][i];
 
-  // 5. Tables: for each listed distribution unused, the previous frame's, or new.
+  // 5. Tables: for each listed distribution unused, the previous frame's,
+  // new, or a copy of the last table listed before it; the cheapest.
   Model model;
   model.tables.assign(dl_.count, Table{});
   BitWriter bw;
+  int last_used = -1;
   for (int d = 0; d < dl_.count; ++d) {
     if (!listed(dl_, ls_, keyframe, d)) continue;
     const uint32_t *h = &hist[size_t(d) * kTokens];
@@ -862,19 +954,55 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
       bw.put(0, 1);
       continue;
     }
-    bw.put(1, 1);
-    const uint64_t cost_new = coding_cost(h, fresh) + 256ull * table_description_bits(fresh);
-    const bool can_reuse = !keyframe && prev_.tables[d].used;
-    const uint64_t cost_old = can_reuse ? coding_cost(h, prev_.tables[d]) : ~uint64_t(0);
-    if (!keyframe) bw.put(cost_old <= cost_new ? 1 : 0, 1);
-    if (!keyframe && cost_old <= cost_new) {
+    constexpr uint64_t kNever = ~uint64_t(0) >> 1;
+    auto flagged = [](uint64_t cost, int flag_bits) {
+      return cost == ~uint64_t(0) ? kNever : cost + 256ull * flag_bits;
+    };
+    const uint64_t cost_reuse =
+        keyframe || !prev_.tables[d].used ? kNever : flagged(coding_cost(h, prev_.tables[d]), 2);
+    const uint64_t cost_copy =
+        last_used < 0 ? kNever
+                      : flagged(coding_cost(h, model.tables[last_used]), keyframe ? 2 : 3);
+    const uint64_t cost_new =
+        coding_cost(h, fresh) + 256ull * (table_description_bits(fresh) + (keyframe ? 2 : 3));
+    if (cost_reuse <= cost_copy && cost_reuse <= cost_new) {
+      bw.put(1, 1), bw.put(0, 1);
       model.tables[d] = prev_.tables[d];
+    } else if (cost_copy <= cost_new) {
+      bw.put(1, 1), bw.put(1, 1);
+      if (!keyframe) bw.put(1, 1);
+      model.tables[d] = model.tables[last_used];
     } else {
+      bw.put(1, 1);
+      if (!keyframe) bw.put(1, 1);
+      bw.put(0, 1);
       write_table(bw, fresh);
       model.tables[d] = fresh;
     }
+    last_used = d;
   }
 
+  if (std::getenv("CODEC2_DEBUG")) {
+    // Ideal sizes (bytes) per layer, class and component, and table bits.
+    for (int l = 0; l < ls_.count; ++l)
+      for (int cls = 0; cls < kClasses; ++cls)
+        for (int c = 0; c < ls_.layer[l].channels; ++c) {
+          uint64_t bits = 0, n = 0;
+          for (int d = dl_.base[l][cls][c]; d < dl_.base[l][cls][c] + contexts_of(cls, c);
+               ++d) {
+            const uint32_t *h = &hist[size_t(d) * kTokens];
+            if (model.tables[d].used) bits += coding_cost(h, model.tables[d]);
+            for (int tk = 0; tk < kTokens; ++tk) {
+              n += h[tk];
+              bits += uint64_t(h[tk]) * token_extra_bits(tk) * 256;
+            }
+          }
+          if (n)
+            std::fprintf(stderr, "L%d cls%d c%d: %8.0f B  %7llu samples %5.2f b/s\n", l, cls, c,
+                         bits / 2048.0, (unsigned long long)n, bits / 256.0 / n);
+        }
+    std::fprintf(stderr, "tables %zu bits\n", bw.bit_count());
+  }
   // 6. rANS per tile, in reverse schedule order.
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
   for (long long ti = 0; ti < (long long)n_tiles; ++ti) {
@@ -1054,6 +1182,7 @@ class CpuDecoder final : public Decoder {
   Quantizer q_;
   Picture ref_, rec_;
   Planes work_[kMaxLayers];
+  std::vector<uint8_t> rclass_[kMaxLayers];
   std::vector<uint8_t> modes_;
   Model prev_;
   std::vector<Tile> tiles_;
@@ -1080,18 +1209,27 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
   BitReader br(body + kBodyHeaderBytes, n - kBodyHeaderBytes);
   Model model;
   model.tables.assign(dl_.count, Table{});
+  int last_used = -1;
   for (int d = 0; d < dl_.count; ++d) {
     if (!listed(dl_, ls_, h.keyframe, d)) continue;
-    uint32_t used, reuse = 0;
+    uint32_t used, reuse = 0, copy = 0;
     if (!br.get(1, &used)) return fail("truncated in its tables");
     if (!used) continue;
-    if (!h.keyframe && !br.get(1, &reuse)) return fail("truncated in its tables");
+    if (!h.keyframe) {
+      if (!br.get(1, &reuse)) return fail("truncated in its tables");
+      reuse = !reuse;  // 0: the previous frame's table
+    }
+    if (!reuse && !br.get(1, &copy)) return fail("truncated in its tables");
     if (reuse) {
       if (!prev_.tables[d].used) return fail("reuses a table the previous frame did not have");
       model.tables[d] = prev_.tables[d];
+    } else if (copy) {
+      if (last_used < 0) return fail("copies a table before the first one");
+      model.tables[d] = model.tables[last_used];
     } else if (!read_table(br, &model.tables[d])) {
       return fail("damaged frequency table");
     }
+    last_used = d;
   }
   if (!h.keyframe && model.tables[dl_.mode].used && model.tables[dl_.mode].n > kModes)
     return fail("block-mode table with more than four modes");
@@ -1125,6 +1263,12 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
   }
   offset[n_tiles] = total;
   if (total != n - at) return fail("tile sizes do not add up to the body size");
+
+  for (int l = 0; l < ls_.count; ++l)
+    if (h.keyframe)
+      rclass_[l].clear();
+    else
+      reference_classes(ls_.layer[l], ref_, l, h.threshold, rclass_[l]);
 
   // Tiles, in parallel; the picture is replaced only when every tile decoded.
   size_t samples = 0;
@@ -1229,7 +1373,8 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, const uint8_t *p, size_t s
               L.cls == kClassSpatial ? work_[l].s[c] : work_[l].t[c];
           const Neighbours nbh = neighbours(plane.data() + L.at, stride, L.i, L.j, w);
           L.pred = L.cls == kClassTemporal ? 0 : med(nbh.a, nbh.b, nbh.c);
-          const int ctx = sample_context(L.cls, c, nbh.a, nbh.b, nbh.c, nbh.d, L.r0);
+          const int ctx = sample_context(L.cls, c, nbh.a, nbh.b, nbh.c, nbh.d, L.r0,
+                                         keyframe ? 0 : rclass_[l][L.at]);
           const Table &tb = model.tables[dl_.base[l][L.cls][c] + ctx];
           if (!tb.used) {
             bad = true;

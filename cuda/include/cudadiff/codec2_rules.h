@@ -113,13 +113,26 @@ CODEC2_HD int iabs(int v) {
 // Components after the first also see the first component's residual at the
 // same pixel (0, 1, 2 or more): 3 times the contexts.
 constexpr int kCrossLevels = 3;
-CODEC2_HD int contexts_of_component(int comp) {
-  return comp == 0 ? kActivityBuckets : kActivityBuckets * kCrossLevels;
+// Temporal samples of the first component also see how textured the
+// reference is around them (edges move, flat areas rarely change by more than k).
+constexpr int kRefClasses = 4;
+CODEC2_HD bool uses_ref_class(int cls, int comp) {
+  return cls == kClassTemporal && comp == 0;
+}
+CODEC2_HD int contexts_of(int cls, int comp) {
+  return (comp == 0 ? kActivityBuckets : kActivityBuckets * kCrossLevels) *
+         (uses_ref_class(cls, comp) ? kRefClasses : 1);
+}
+// Texture class of the reference at a sample: g = sum of |neighbour - sample|
+// over the 4 nearest samples of its texture channel, in steps of 2k+1.
+CODEC2_HD int ref_class(int g, int k) {
+  const int q = g / (2 * k + 1);
+  return q < 2 ? 0 : q < 6 ? 1 : q < 16 ? 2 : 3;
 }
 // Context of a sample from its neighbours' values in the mode's domain
-// (a left, b above, c above-left, d above-right) and, for comp > 0, the first
-// component's residual r0 at the same pixel.
-CODEC2_HD int sample_context(int cls, int comp, int a, int b, int c, int d, int r0) {
+// (a left, b above, c above-left, d above-right), for comp > 0 the first
+// component's residual r0 at the same pixel, and the reference's class.
+CODEC2_HD int sample_context(int cls, int comp, int a, int b, int c, int d, int r0, int rclass) {
   const int g = cls == kClassTemporal ? iabs(a) + iabs(b) + iabs(c) + iabs(d)
                                       : iabs(d - b) + iabs(b - c) + iabs(c - a);
   int ctx = activity_bucket(g);
@@ -127,6 +140,7 @@ CODEC2_HD int sample_context(int cls, int comp, int a, int b, int c, int d, int 
     const int m = iabs(r0);
     ctx += kActivityBuckets * (m > 2 ? 2 : m);
   }
+  if (uses_ref_class(cls, comp)) ctx = ctx * kRefClasses + rclass;
   return ctx;
 }
 
