@@ -127,10 +127,9 @@ int main(int argc, char **argv) {
   auto ctx = Context::cpu();
   const codec2::Geometry g = codec2::default_geometry(format, width, height);
   if (!markdown)
-    std::printf(
-        "%s %s %dx%d, %zu frames, keyframe every %d, tiles %dx%d blocks, %d lanes, %d threads\n",
-        label.c_str(), format_name(format), width, height, frames.size(), keyint, g.tile_bx,
-        g.tile_by, g.lanes, cpu_threads());
+    std::printf("%s %s %dx%d, %zu frames, keyframe every %d, tiles %dx%d blocks, %d threads\n",
+                label.c_str(), format_name(format), width, height, frames.size(), keyint, g.tile_bx,
+                g.tile_by, cpu_threads());
   for (int k : ks) {
     double enc_ms = 0, dec_ms = 0;
     size_t total = 0, key_total = 0, keys = 0;

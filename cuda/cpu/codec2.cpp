@@ -112,9 +112,10 @@ LayerSet layers_of(VideoFormat format, int width, int height) {
 Geometry default_geometry(VideoFormat format, int width, int height) {
   Geometry g;
   const LayerSet ls = layers_of(format, width, height);
-  g.tile_bx = 8;
+  (void)ls;
+  g.tile_bx = 20;
   g.tile_by = 8;
-  g.lanes = std::max(1, std::min({kMaxLanes, g.tile_by * kBlock, ls.layer[0].height}));
+  if (const char *e = std::getenv("CODEC2_TILE")) std::sscanf(e, "%d,%d", &g.tile_bx, &g.tile_by);
   return g;
 }
 
@@ -130,9 +131,7 @@ bool read_body_header(const uint8_t *body, size_t n, BodyHeader *h, std::string 
   r.threshold = body[1];
   r.geometry.tile_bx = body[2];
   r.geometry.tile_by = body[3];
-  r.geometry.lanes = body[4];
   if (r.geometry.tile_bx == 0 || r.geometry.tile_by == 0) return fail("zero tile size");
-  if (r.geometry.lanes < 1 || r.geometry.lanes > kMaxLanes) return fail("lane count not in 1..32");
   *h = r;
   return true;
 }
@@ -704,8 +703,7 @@ class CpuEncoder final : public Encoder {
     geometry_ = g;
     ls_ = layers_of(format, width, height);
     if (ls_.count == 0) throw Error("codec2 encoder: unknown format or empty size");
-    if (g.tile_bx < 1 || g.tile_bx > 255 || g.tile_by < 1 || g.tile_by > 255 || g.lanes < 1 ||
-        g.lanes > kMaxLanes)
+    if (g.tile_bx < 1 || g.tile_bx > 255 || g.tile_by < 1 || g.tile_by > 255)
       throw Error("codec2 encoder: tile geometry out of range");
     dl_ = DistLayout(ls_);
     tiles_ = make_tiles(ls_, g);
@@ -737,14 +735,15 @@ class CpuEncoder final : public Encoder {
   std::vector<Tile> tiles_;
   Quantizer q_;
   Picture cur_, ref_, rec_;
-  Planes in_[kMaxLayers];    // working values of the input (the values coded)
-  Planes work_[kMaxLayers];  // working values of the reconstruction (neighbours)
+  Planes in_[kMaxLayers];                    // working values of the input (the values coded)
+  Planes work_[kMaxLayers];                  // working values of the reconstruction (neighbours)
   std::vector<uint8_t> rclass_[kMaxLayers];  // reference texture classes (deltas)
   std::vector<uint8_t> modes_;
   Model prev_;
   std::vector<std::vector<Symbol>> symbols_;  // per tile, layer by layer, raster order
   std::vector<std::vector<uint8_t>> streams_;
-  std::vector<int> tile_type_;  // 0 skipped, 1 coded, 2 raw
+  std::vector<int> tile_type_;   // 0 skipped, 1 coded, 2 raw
+  std::vector<int> tile_lanes_;  // lanes of a coded tile
   bool keyframe_ = true;
 };
 
@@ -897,6 +896,7 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   symbols_.resize(n_tiles);
   streams_.resize(n_tiles);
   tile_type_.assign(n_tiles, 1);
+  tile_lanes_.assign(n_tiles, 1);
   std::vector<uint32_t> hist(size_t(dl_.count) * kTokens, 0);
   std::vector<std::vector<uint32_t>> tile_hist(n_tiles);
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
@@ -925,7 +925,8 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
         const std::vector<int16_t> *val = cls == kClassSpatial ? in_[l].s : in_[l].t;
         const int *base = dl_.base[l][cls];
         scan(
-            ls_, t, l, cls, nb, val, rclass_[l], [&](int block) { return class_of_mode[modes_[block]] == cls; },
+            ls_, t, l, cls, nb, val, rclass_[l],
+            [&](int block) { return class_of_mode[modes_[block]] == cls; },
             [&](int, int x, int y, int c, int ctx, int token, int nbits, uint32_t bits) {
               const size_t at =
                   first + (size_t(y - t.y0[l]) * t.w[l] + (x - t.x0[l])) * ly.channels + c;
@@ -961,8 +962,7 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
     const uint64_t cost_reuse =
         keyframe || !prev_.tables[d].used ? kNever : flagged(coding_cost(h, prev_.tables[d]), 2);
     const uint64_t cost_copy =
-        last_used < 0 ? kNever
-                      : flagged(coding_cost(h, model.tables[last_used]), keyframe ? 2 : 3);
+        last_used < 0 ? kNever : flagged(coding_cost(h, model.tables[last_used]), keyframe ? 2 : 3);
     const uint64_t cost_new =
         coding_cost(h, fresh) + 256ull * (table_description_bits(fresh) + (keyframe ? 2 : 3));
     if (cost_reuse <= cost_copy && cost_reuse <= cost_new) {
@@ -988,8 +988,7 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
       for (int cls = 0; cls < kClasses; ++cls)
         for (int c = 0; c < ls_.layer[l].channels; ++c) {
           uint64_t bits = 0, n = 0;
-          for (int d = dl_.base[l][cls][c]; d < dl_.base[l][cls][c] + contexts_of(cls, c);
-               ++d) {
+          for (int d = dl_.base[l][cls][c]; d < dl_.base[l][cls][c] + contexts_of(cls, c); ++d) {
             const uint32_t *h = &hist[size_t(d) * kTokens];
             if (model.tables[d].used) bits += coding_cost(h, model.tables[d]);
             for (int tk = 0; tk < kTokens; ++tk) {
@@ -1022,7 +1021,10 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
       tile_type_[ti] = 0;
       continue;
     }
-    const int lanes = g.lanes;
+    uint32_t coded_samples = 0;
+    for (const Symbol &sy : syms) coded_samples += sy.dist != 0xffff && sy.dist != dl_.mode;
+    const int lanes = lanes_for_tile(coded_samples, t.h[0]);
+    tile_lanes_[ti] = lanes;
     const size_t bound = 4 * size_t(lanes) + 2 * syms.size() * 2 + 16;
     std::vector<uint8_t> buf(bound);
     RansEncoder enc{buf.data(), buf.data() + bound};
@@ -1103,7 +1105,7 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   st.keyframe = keyframe;
   st.threshold = threshold;
   std::vector<uint8_t> head = {uint8_t(keyframe ? 1 : 0), uint8_t(threshold), uint8_t(g.tile_bx),
-                               uint8_t(g.tile_by), uint8_t(g.lanes)};
+                               uint8_t(g.tile_by)};
   head.insert(head.end(), bw.bytes().begin(), bw.bytes().end());
   st.model_bytes = head.size();
   std::vector<uint8_t> table;
@@ -1112,7 +1114,9 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
     const int type = tile_type_[ti];
     const size_t size = streams_[ti].size();
     st.tiles[type]++;
-    uint64_t v = (uint64_t(size) << 2) | uint64_t(type);
+    const int lanes = type == 1 ? tile_lanes_[ti] : 1;
+    if (type == 1) st.lanes += lanes;
+    uint64_t v = (uint64_t(size) << 7) | uint64_t(lanes - 1) << 2 | uint64_t(type);
     do {
       const uint8_t byte = uint8_t(v & 0x7f);
       v >>= 7;
@@ -1174,8 +1178,8 @@ class CpuDecoder final : public Decoder {
   }
 
  private:
-  bool decode_tile(const Tile &t, int type, const uint8_t *p, size_t size, const Model &model,
-                   bool keyframe, const Geometry &g);
+  bool decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
+                   const Model &model, bool keyframe);
 
   LayerSet ls_;
   DistLayout dl_;
@@ -1186,7 +1190,7 @@ class CpuDecoder final : public Decoder {
   std::vector<uint8_t> modes_;
   Model prev_;
   std::vector<Tile> tiles_;
-  Geometry tiles_geometry_{0, 0, 0};
+  Geometry tiles_geometry_{0, 0};
 };
 
 bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
@@ -1237,7 +1241,7 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
 
   // Tile sizes.
   const size_t n_tiles = tiles_.size();
-  std::vector<int> type(n_tiles);
+  std::vector<int> type(n_tiles), lanes(n_tiles);
   std::vector<size_t> offset(n_tiles + 1);
   size_t total = 0;
   for (size_t ti = 0; ti < n_tiles; ++ti) {
@@ -1252,11 +1256,13 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
       if (!(byte & 0x80)) break;
     }
     type[ti] = int(v & 3);
-    const uint64_t size = v >> 2;
+    lanes[ti] = int((v >> 2) & 31) + 1;
+    const uint64_t size = v >> 7;
     if (type[ti] == 3) return fail("unknown tile type");
+    if (type[ti] != 1 && lanes[ti] != 1) return fail("lanes given for an uncoded tile");
     if (type[ti] == 0 && (h.keyframe || size != 0)) return fail("bad skipped tile");
     if (type[ti] == 2 && size != tiles_[ti].raw_bytes) return fail("raw tile of the wrong size");
-    if (type[ti] == 1 && size < 4u * g.lanes) return fail("coded tile shorter than its states");
+    if (type[ti] == 1 && size < 4u * lanes[ti]) return fail("coded tile shorter than its states");
     if (size > n) return fail("tile larger than the body");
     offset[ti] = total;
     total += size_t(size);
@@ -1277,8 +1283,8 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
   int failed = 0;
 #pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : failed)
   for (long long ti = 0; ti < (long long)n_tiles; ++ti)
-    if (!decode_tile(tiles_[ti], type[ti], body + at + offset[ti], offset[ti + 1] - offset[ti],
-                     model, h.keyframe, g))
+    if (!decode_tile(tiles_[ti], type[ti], lanes[ti], body + at + offset[ti],
+                     offset[ti + 1] - offset[ti], model, h.keyframe))
       failed |= 1;
   if (failed) return fail("a tile failed to decode (damaged data)");
   std::swap(ref_, rec_);
@@ -1287,8 +1293,8 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
   return true;
 }
 
-bool CpuDecoder::decode_tile(const Tile &t, int type, const uint8_t *p, size_t size,
-                             const Model &model, bool keyframe, const Geometry &g) {
+bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
+                             const Model &model, bool keyframe) {
   // Skipped and raw tiles.
   if (type == 0 || type == 2) {
     for (int l = 0; l < ls_.count; ++l) {
@@ -1302,7 +1308,6 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, const uint8_t *p, size_t s
     }
     return true;
   }
-  const int lanes = g.lanes;
   RansDecoder dec{p + 4 * lanes, p + size};
   uint32_t state[kMaxLanes];
   for (int ln = 0; ln < lanes; ++ln) {

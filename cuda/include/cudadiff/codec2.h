@@ -31,11 +31,12 @@ namespace cudadiff {
 namespace codec2 {
 
 // Tile geometry, written in every body: tiles of tile_bx x tile_by blocks
-// (16x16 samples of the first layer), `lanes` rANS coders per tile.
+// (16x16 samples of the first layer). Each coded tile has its own number of
+// rANS lanes (1..32, in the tile table), chosen by the encoder from the
+// tile's coded samples (codec2_rules.h, lanes_for_tile()).
 struct Geometry {
-  int tile_bx = 8;
+  int tile_bx = 20;
   int tile_by = 8;
-  int lanes = 32;
 };
 // The geometry the encoders use for a format and size (deterministic, so
 // that every backend writes the same bytes).
@@ -49,6 +50,7 @@ struct FrameStats {
   size_t model_bytes = 0;             // header and frequency tables
   size_t table_bytes = 0;             // the tile table (sizes)
   uint32_t tiles[3] = {0, 0, 0};      // skipped, coded, raw
+  uint32_t lanes = 0;                 // rANS lanes of the coded tiles
   uint32_t blocks[4] = {0, 0, 0, 0};  // per mode (Mode in codec2_rules.h)
 };
 
@@ -58,7 +60,7 @@ struct BodyHeader {
   int threshold = 0;
   Geometry geometry;
 };
-constexpr size_t kBodyHeaderBytes = 5;
+constexpr size_t kBodyHeaderBytes = 4;
 // Reads and checks the fixed fields (flags, threshold, geometry); false with
 // a reason otherwise. The stream layer uses it to match the packet's flags.
 bool read_body_header(const uint8_t *body, size_t n, BodyHeader *h, std::string *error);

@@ -248,6 +248,19 @@ struct LayerSet {
 LayerSet layers_of(VideoFormat format, int width, int height);
 
 // ---- tiles and the wavefront schedule -----------------------------------
+// Lanes of a coded tile: one per kSamplesPerLane coded samples (components of
+// samples in non-skipped blocks, all layers), 1..32, at most the tile's rows
+// in layer 0. Every lane flushes a 4-byte state, so a tile with little to
+// code gets few lanes; a GPU decodes the lanes of a tile in parallel, so a
+// full tile gets 32 and no lane codes much more than kSamplesPerLane samples.
+constexpr uint32_t kSamplesPerLane = 4096;
+CODEC2_HD int lanes_for_tile(uint32_t coded_samples, int rows) {
+  uint32_t lanes = (coded_samples + kSamplesPerLane - 1) / kSamplesPerLane;
+  const uint32_t cap = uint32_t(rows < kMaxLanes ? rows : kMaxLanes);
+  if (lanes > cap) lanes = cap;
+  return lanes < 1 ? 1 : int(lanes);
+}
+
 // Tiles are rectangles of tile_bx x tile_by blocks (the last row and column of
 // tiles may be smaller); in layer l a tile covers the samples whose block lies
 // in it. Within a tile, row j of a layer belongs to lane j % lanes; that lane
