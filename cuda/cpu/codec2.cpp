@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cudadiff/codec2_rules.h"
@@ -199,6 +200,41 @@ struct Table {
   void finish() {
     cum[0] = 0;
     for (int t = 0; t < kTokens; ++t) cum[t + 1] = uint16_t(cum[t] + (t < n ? freq[t] : 0));
+  }
+};
+
+// Per token: raw bits and the value with those bits 0.
+struct TokenTables {
+  uint8_t extra[kTokens];
+  uint32_t base[kTokens];
+  TokenTables() {
+    for (int t = 0; t < kTokens; ++t) {
+      extra[t] = uint8_t(token_extra_bits(t));
+      base[t] = token_value(t, 0);
+    }
+  }
+};
+const TokenTables kTokenInfo;
+const uint8_t *const kTokenExtra = kTokenInfo.extra;
+const uint32_t *const kTokenBase = kTokenInfo.base;
+
+// The decoder's form of a table (160 bytes): per token its start and
+// frequency (cum | freq << 16), and the token holding every 128th slot, where
+// the search for a slot's token starts.
+constexpr int kStartShift = 7;
+struct DecodeTable {
+  uint32_t sym[kTokens];
+  uint8_t start[kProbScale >> kStartShift];
+  bool used;
+  void set(const Table &t) {
+    used = t.used;
+    for (int i = 0; i < kTokens; ++i)
+      sym[i] = i < t.n ? uint32_t(t.cum[i]) | uint32_t(t.freq[i]) << 16 : kProbScale;
+    int tk = 0;
+    for (uint32_t i = 0; i < (kProbScale >> kStartShift); ++i) {
+      while (t.cum[tk + 1] <= (i << kStartShift)) ++tk;
+      start[i] = uint8_t(tk);
+    }
   }
 };
 
@@ -412,7 +448,17 @@ struct RansDecoder {
   const uint8_t *p;
   const uint8_t *end;
   bool underflow = false;
+  // After a step the state is at least 2^11 (frequency >= 1, x >> 12 >= 2^11),
+  // so at most two bytes bring it back to [2^23, 2^31). Branch-free where
+  // two bytes are left to read.
   inline void renorm(uint32_t &x) {
+    if (end - p >= 2) {
+      const uint32_t n = uint32_t(x < kRansLow) + uint32_t(x < (kRansLow >> 8));
+      const uint32_t two = uint32_t(p[0]) << 8 | p[1];
+      x = (x << (8 * n)) | (two >> (8 * (2 - n)));
+      p += n;
+      return;
+    }
     while (x < kRansLow) {
       if (p == end) {
         underflow = true;
@@ -422,11 +468,26 @@ struct RansDecoder {
       x = (x << 8) | *p++;
     }
   }
-  inline int get(uint32_t &x, const Table &t) {
+  // A symbol's step without the renormalisation (renorm() follows).
+  inline int decode(uint32_t &x, const DecodeTable &t) const {
     const uint32_t slot = x & (kProbScale - 1);
-    int s = 0;
-    while (t.cum[s + 1] <= slot) ++s;  // cum[n..] == kProbScale > slot: stops below n
-    x = t.freq[s] * (x >> kProbBits) + slot - t.cum[s];
+    int s = t.start[slot >> kStartShift];
+    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
+    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
+    uint32_t e = t.sym[s];
+    while (slot >= (e & 0xffff) + (e >> 16)) e = t.sym[++s];
+    x = (e >> 16) * (x >> kProbBits) + slot - (e & 0xffff);
+    return s;
+  }
+  inline int get(uint32_t &x, const DecodeTable &t) {
+    const uint32_t slot = x & (kProbScale - 1);
+    int s = t.start[slot >> kStartShift];
+    // The tokens' ranges cover 0..4095 in order: step to the slot's token.
+    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
+    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
+    uint32_t e = t.sym[s];
+    while (slot >= (e & 0xffff) + (e >> 16)) e = t.sym[++s];
+    x = (e >> 16) * (x >> kProbBits) + slot - (e & 0xffff);
     renorm(x);
     return s;
   }
@@ -1104,9 +1165,12 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   FrameStats st;
   st.keyframe = keyframe;
   st.threshold = threshold;
-  std::vector<uint8_t> head = {uint8_t(keyframe ? 1 : 0), uint8_t(threshold), uint8_t(g.tile_bx),
-                               uint8_t(g.tile_by)};
-  head.insert(head.end(), bw.bytes().begin(), bw.bytes().end());
+  std::vector<uint8_t> head(kBodyHeaderBytes + bw.bytes().size());
+  head[0] = keyframe ? 1 : 0;
+  head[1] = uint8_t(threshold);
+  head[2] = uint8_t(g.tile_bx);
+  head[3] = uint8_t(g.tile_by);
+  std::copy(bw.bytes().begin(), bw.bytes().end(), head.begin() + kBodyHeaderBytes);
   st.model_bytes = head.size();
   std::vector<uint8_t> table;
   size_t payload = 0;
@@ -1158,7 +1222,9 @@ class CpuDecoder final : public Decoder {
     dl_ = DistLayout(ls_);
     ref_.allocate(ls_);
     rec_.allocate(ls_);
-    for (int l = 0; l < ls_.count; ++l) work_[l].allocate(ls_.layer[l], true);
+    for (int l = 0; l < ls_.count; ++l)
+      work_[l].assign(size_t(ls_.layer[l].width) * ls_.layer[l].height * 2 * ls_.layer[l].channels,
+                      0);
     modes_.assign(size_t(ls_.blocks_x) * ls_.blocks_y, kSpatial);
     prev_.tables.assign(dl_.count, Table{});
   }
@@ -1179,13 +1245,18 @@ class CpuDecoder final : public Decoder {
 
  private:
   bool decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
-                   const Model &model, bool keyframe);
+                   bool keyframe);
+  template <int NC, bool YCOCG, bool KEY>
+  bool decode_layer(const Tile &t, int l, int lanes, uint32_t *state, RansDecoder &dec);
 
   LayerSet ls_;
   DistLayout dl_;
   Quantizer q_;
   Picture ref_, rec_;
-  Planes work_[kMaxLayers];
+  std::vector<DecodeTable> dtab_;  // the frame's tables, decoding form
+  // Working values of the picture being decoded, per sample: the S-domain
+  // components, then the T-domain components.
+  std::vector<int16_t> work_[kMaxLayers];
   std::vector<uint8_t> rclass_[kMaxLayers];
   std::vector<uint8_t> modes_;
   Model prev_;
@@ -1239,6 +1310,14 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
     return fail("block-mode table with more than four modes");
   size_t at = kBodyHeaderBytes + br.bytes_used();
 
+  // Unused tables decode (any slot gives token 0) but mark the tile bad.
+  dtab_.resize(dl_.count);
+  Table none;
+  none.n = 1;
+  none.freq[0] = kProbScale;
+  none.finish();
+  for (int d = 0; d < dl_.count; ++d) dtab_[d].set(model.tables[d].used ? model.tables[d] : none);
+
   // Tile sizes.
   const size_t n_tiles = tiles_.size();
   std::vector<int> type(n_tiles), lanes(n_tiles);
@@ -1284,7 +1363,7 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
 #pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : failed)
   for (long long ti = 0; ti < (long long)n_tiles; ++ti)
     if (!decode_tile(tiles_[ti], type[ti], lanes[ti], body + at + offset[ti],
-                     offset[ti + 1] - offset[ti], model, h.keyframe))
+                     offset[ti + 1] - offset[ti], h.keyframe))
       failed |= 1;
   if (failed) return fail("a tile failed to decode (damaged data)");
   std::swap(ref_, rec_);
@@ -1294,7 +1373,7 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
 }
 
 bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
-                             const Model &model, bool keyframe) {
+                             bool keyframe) {
   // Skipped and raw tiles.
   if (type == 0 || type == 2) {
     for (int l = 0; l < ls_.count; ++l) {
@@ -1324,109 +1403,275 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
       modes_[at] = kSpatial;
       continue;
     }
-    const Table &tb = model.tables[dl_.mode];
-    if (!tb.used) return false;
-    modes_[at] = uint8_t(dec.get(state[b % lanes], tb));
+    if (!dtab_[dl_.mode].used) return false;
+    modes_[at] = uint8_t(dec.get(state[b % lanes], dtab_[dl_.mode]));
   }
-  bool bad = false;
-  for (int l = 0; l < ls_.count; ++l) {
+  bool ok = true;
+  for (int l = 0; l < ls_.count && ok; ++l) {
     const Layer &ly = ls_.layer[l];
-    const int w = t.w[l], h = t.h[l], nc = ly.channels;
-    if (w == 0 || h == 0) continue;
-    const ptrdiff_t stride = ly.width;
-    // Skipped samples first: the reference, and their working values.
-    if (!keyframe)
-      for (int y = t.y0[l]; y < t.y0[l] + h; ++y)
-        for (int x = t.x0[l]; x < t.x0[l] + w; ++x) {
-          if (modes_[((y << ly.sy) / kBlock) * ls_.blocks_x + (x << ly.sx) / kBlock] != kSkip)
-            continue;
-          const size_t at = size_t(y) * stride + x;
-          for (int c = 0; c < nc; ++c) rec_.ch[l][c][at] = ref_.ch[l][c][at];
-          working_values(ly, q_, rec_, &ref_, l, x, y, 1, 1, work_[l]);
-        }
-    const int period = schedule_period(w, lanes);
-    const int steps = schedule_steps(w, h, lanes);
-    struct LaneWork {
-      int x, y, i, j, mode, cls;
-      size_t at;
-      int r0;
-      int value[kMaxComps];
-      int pred, token;
-    } lw[kMaxLanes];
-    int active[kMaxLanes];
-    for (int st = 0; st < steps; ++st) {
-      int n_active = 0;
-      for (int ln = 0; ln < lanes; ++ln) {
-        LaneCursor cur;
-        lane_position(st, ln, lanes, period, w, h, &cur);
-        if (cur.j < 0) continue;
-        LaneWork &L = lw[ln];
-        L.i = cur.i;
-        L.j = cur.j;
-        L.x = t.x0[l] + cur.i;
-        L.y = t.y0[l] + cur.j;
-        L.mode = modes_[((L.y << ly.sy) / kBlock) * ls_.blocks_x + (L.x << ly.sx) / kBlock];
-        if (L.mode == kSkip) continue;
-        L.cls = mode_class(L.mode);
-        L.at = size_t(L.y) * stride + L.x;
-        active[n_active++] = ln;
-      }
-      for (int c = 0; c < nc; ++c) {
-        for (int k = 0; k < n_active; ++k) {
-          LaneWork &L = lw[active[k]];
-          const std::vector<int16_t> &plane =
-              L.cls == kClassSpatial ? work_[l].s[c] : work_[l].t[c];
-          const Neighbours nbh = neighbours(plane.data() + L.at, stride, L.i, L.j, w);
-          L.pred = L.cls == kClassTemporal ? 0 : med(nbh.a, nbh.b, nbh.c);
-          const int ctx = sample_context(L.cls, c, nbh.a, nbh.b, nbh.c, nbh.d, L.r0,
-                                         keyframe ? 0 : rclass_[l][L.at]);
-          const Table &tb = model.tables[dl_.base[l][L.cls][c] + ctx];
-          if (!tb.used) {
-            bad = true;
-            L.token = 0;
-            continue;
-          }
-          L.token = dec.get(state[active[k]], tb);
-        }
-        for (int k = 0; k < n_active; ++k) {
-          LaneWork &L = lw[active[k]];
-          const int nbits = token_extra_bits(L.token);
-          const uint32_t bits = nbits ? dec.get_bits(state[active[k]], nbits) : 0;
-          const int r = unzigzag(token_value(L.token, bits));
-          if (c == 0) L.r0 = r;
-          L.value[c] = L.pred + r;
-        }
-      }
-      // Reconstruct each active sample and its working values.
-      for (int k = 0; k < n_active; ++k) {
-        LaneWork &L = lw[active[k]];
-        int ch[kMaxComps];
-        to_channels(ly.ycocg, nc, L.value, ch);
-        for (int c = 0; c < nc; ++c) {
-          int out;
-          if (L.cls == kClassSpatial) {
-            if (ch[c] < 0 || ch[c] > q_.max_index) {
-              bad = true;
-              ch[c] = 0;
-            }
-            out = q_.dequant[ch[c]];
-          } else {
-            if (ch[c] < -255 || ch[c] > 255) {
-              bad = true;
-              ch[c] = 0;
-            }
-            out = dequant_diff(ref_.ch[l][c][L.at], ch[c], q_.k);
-          }
-          rec_.ch[l][c][L.at] = uint8_t(out);
-        }
-        working_values(ly, q_, rec_, keyframe ? nullptr : &ref_, l, L.x, L.y, 1, 1, work_[l]);
-      }
+    if (t.w[l] == 0 || t.h[l] == 0) continue;
+    const int key = keyframe;
+    switch (ly.channels * 4 + ly.ycocg * 2 + key) {
+#define CODEC2_LAYER(NC, YC)                                                 \
+  case NC * 4 + YC * 2 + 0:                                                  \
+    ok = decode_layer<NC, YC, false>(t, l, lanes, state, dec);        \
+    break;                                                                   \
+  case NC * 4 + YC * 2 + 1:                                                  \
+    ok = decode_layer<NC, YC, true>(t, l, lanes, state, dec);         \
+    break;
+      CODEC2_LAYER(1, 0)
+      CODEC2_LAYER(2, 0)
+      CODEC2_LAYER(3, 1)
+      CODEC2_LAYER(4, 1)
+#undef CODEC2_LAYER
+      default:
+        ok = false;
     }
   }
   // Every lane must end where its encoder began, with every byte read.
   for (int ln = 0; ln < lanes; ++ln)
-    if (state[ln] != kRansLow) bad = true;
-  if (dec.underflow || dec.p != dec.end) bad = true;
+    if (state[ln] != kRansLow) ok = false;
+  if (dec.underflow || dec.p != dec.end) ok = false;
+  return ok;
+}
+
+// One layer of a coded tile, in the schedule's order (codec2_rules.h):
+// NC components, YCOCG colour transform, KEY keyframe (no reference).
+template <int NC, bool YCOCG, bool KEY>
+bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state,
+                              RansDecoder &dec) {
+  constexpr int W2 = 2 * NC;  // int16 per sample in work_: S-domain, then T-domain
+  const Layer &ly = ls_.layer[l];
+  const int w = t.w[l], h = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
+  const ptrdiff_t stride = ly.width;
+  const ptrdiff_t wstride = stride * W2;
+  int16_t *work = work_[l].data();
+  const uint8_t *modes = modes_.data();
+  const int bx_count = ls_.blocks_x, sx = ly.sx, sy = ly.sy;
+  const Quantizer &q = q_;
+  const int step = 2 * q.k + 1;
+  uint8_t *rec[kMaxComps];
+  const uint8_t *ref[kMaxComps];
+  for (int c = 0; c < NC; ++c) {
+    rec[c] = rec_.ch[l][c].data();
+    ref[c] = ref_.ch[l][c].data();
+  }
+  const uint8_t *rclass = KEY ? nullptr : rclass_[l].data();
+  const DecodeTable *tables = dtab_.data();
+  const int *base[kClasses];
+  for (int cls = 0; cls < kClasses; ++cls) base[cls] = dl_.base[l][cls];
+
+  // Which domains neighbours will ask for: S-domain values next to spatial
+  // blocks, T-domain values next to temporal ones.
+  bool need_s = KEY, need_t = false;
+  if (!KEY)
+    for (int by = t.by0; by < t.by1; ++by)
+      for (int bx = t.bx0; bx < t.bx1; ++bx) {
+        const int m = modes[size_t(by) * bx_count + bx];
+        need_s |= m == kSpatial;
+        need_t |= m == kTemporal || m == kTempSpat;
+      }
+  auto store_s = [&](size_t at) {
+    int ch[NC], comp[NC];
+    for (int c = 0; c < NC; ++c) ch[c] = q.index[rec[c][at]];
+    to_components(YCOCG, NC, ch, comp);
+    for (int c = 0; c < NC; ++c) work[at * W2 + c] = int16_t(comp[c]);
+  };
+  auto store_t = [&](size_t at) {
+    int ch[NC], comp[NC];
+    for (int c = 0; c < NC; ++c) ch[c] = q.diff[int(rec[c][at]) - int(ref[c][at]) + 255];
+    to_components(YCOCG, NC, ch, comp);
+    for (int c = 0; c < NC; ++c) work[at * W2 + NC + c] = int16_t(comp[c]);
+  };
+
+  // Skipped samples: the reference.
+  if (!KEY)
+    for (int y = y0; y < y0 + h; ++y) {
+      const uint8_t *mrow = modes + size_t((y << sy) / kBlock) * bx_count;
+      for (int x = x0; x < x0 + w; ++x) {
+        if (mrow[(x << sx) / kBlock] != kSkip) continue;
+        const size_t at = size_t(y) * stride + x;
+        for (int c = 0; c < NC; ++c) rec[c][at] = ref[c][at];
+        if (need_s) store_s(at);
+        if (need_t)
+          for (int c = 0; c < NC; ++c) work[at * W2 + NC + c] = 0;
+      }
+    }
+
+  const int period = schedule_period(w, lanes);
+  const int steps = schedule_steps(w, h, lanes);
+  int ci[kMaxLanes], cj[kMaxLanes];
+  for (int ln = 0; ln < lanes; ++ln) {
+    ci[ln] = -kStagger * ln;
+    cj[ln] = ln;
+  }
+  // Per lane, the sample it codes in the current step.
+  struct Lane {
+    size_t at;
+    bool edge;  // in the tile's first row or column, or its last column
+    int i, j;
+    int rclass;
+    int pred, token, r0;
+    int value[NC];
+  } lane[kMaxLanes];
+  int active[kMaxLanes];          // lanes with a coded sample, in lane order
+  int by_class[kClasses][kMaxLanes];  // the same, per class
+  int n_class[kClasses];
+  bool bad = false;
+
+  // Neighbours in the tile, with its edge rules.
+  auto neighbours4 = [&](const Lane &L, const int16_t *p, int &a, int &b, int &cc, int &d) {
+    if (!L.edge) {
+      a = p[-W2];
+      b = p[-wstride];
+      cc = p[-wstride - W2];
+      d = p[-wstride + W2];
+    } else if (L.j == 0) {
+      a = L.i > 0 ? p[-W2] : 0;
+      b = cc = d = a;
+    } else {
+      b = p[-wstride];
+      if (L.i > 0) {
+        a = p[-W2];
+        cc = p[-wstride - W2];
+      } else {
+        a = cc = b;
+      }
+      d = L.i + 1 < w ? p[-wstride + W2] : b;
+    }
+  };
+  // Token of component c of every lane of class CLS, without renormalising
+  // (that follows for all lanes in lane order).
+  auto tokens = [&](auto cls_tag, int c, bool &extra) {
+    constexpr int CLS = decltype(cls_tag)::value;
+    const int *lst = by_class[CLS];
+    const int n = n_class[CLS];
+    const int16_t *domain = work + (CLS == kClassSpatial ? 0 : NC) + c;
+    const DecodeTable *tb0 = tables + base[CLS][c];
+    for (int k = 0; k < n; ++k) {
+      const int ln = lst[k];
+      Lane &L = lane[ln];
+      int a, b, cc, d;
+      neighbours4(L, domain + L.at * W2, a, b, cc, d);
+      int ctx;
+      if (CLS == kClassTemporal) {
+        L.pred = 0;
+        ctx = activity_bucket(iabs(a) + iabs(b) + iabs(cc) + iabs(d));
+      } else {
+        L.pred = med(a, b, cc);
+        ctx = activity_bucket(iabs(d - b) + iabs(b - cc) + iabs(cc - a));
+      }
+      if (c > 0) {
+        const int m = iabs(L.r0);
+        ctx += kActivityBuckets * (m >= kCrossLevels ? kCrossLevels - 1 : m);
+      }
+      if (CLS == kClassTemporal && c == 0) ctx = ctx * kRefClasses + L.rclass;
+      const DecodeTable &tb = tb0[ctx];
+      bad |= !tb.used;
+      L.token = dec.decode(state[ln], tb);
+      extra |= L.token >= kDirectTokens;
+    }
+  };
+
+  for (int st = 0; st < steps; ++st) {
+    int n_active = 0;
+    n_class[0] = n_class[1] = n_class[2] = 0;
+    for (int ln = 0; ln < lanes; ++ln) {
+      const int i = ci[ln], j = cj[ln];
+      if (++ci[ln] == period) {
+        ci[ln] = 0;
+        cj[ln] += lanes;
+      }
+      if (i < 0 || i >= w || j >= h) continue;
+      const int x = x0 + i, y = y0 + j;
+      const int mode =
+          KEY ? int(kSpatial)
+              : modes[size_t(unsigned(y << sy) / kBlock) * bx_count + unsigned(x << sx) / kBlock];
+      if (!KEY && mode == kSkip) continue;
+      Lane &L = lane[ln];
+      L.at = size_t(y) * stride + x;
+      L.i = i;
+      L.j = j;
+      L.edge = i == 0 || j == 0 || i + 1 == w;
+      L.rclass = KEY ? 0 : rclass[L.at];
+      const int cls = KEY ? int(kClassSpatial) : mode_class(mode);
+      by_class[cls][n_class[cls]++] = ln;
+      active[n_active++] = ln;
+    }
+    if (n_active == 0) continue;
+    for (int c = 0; c < NC; ++c) {
+      bool extra = false;  // a token with raw bits in this sub-step
+      tokens(std::integral_constant<int, kClassSpatial>(), c, extra);
+      if (!KEY) {
+        tokens(std::integral_constant<int, kClassTemporal>(), c, extra);
+        tokens(std::integral_constant<int, kClassTempSpat>(), c, extra);
+      }
+      for (int k = 0; k < n_active; ++k) dec.renorm(state[active[k]]);
+      if (extra) {
+        // Raw bits (none below token 16), without a branch on the token.
+        for (int k = 0; k < n_active; ++k) {
+          const int ln = active[k];
+          Lane &L = lane[ln];
+          const int nbits = kTokenExtra[L.token];
+          const uint32_t bits = state[ln] & ((1u << nbits) - 1);
+          state[ln] >>= nbits;
+          dec.renorm(state[ln]);
+          const int r = unzigzag(kTokenBase[L.token] | bits);
+          if (c == 0) L.r0 = r;
+          L.value[c] = L.pred + r;
+        }
+      } else {
+        for (int k = 0; k < n_active; ++k) {
+          Lane &L = lane[active[k]];
+          const int r = unzigzag(uint32_t(L.token));
+          if (c == 0) L.r0 = r;
+          L.value[c] = L.pred + r;
+        }
+      }
+    }
+    // Reconstruct each active sample and its working values: the coded
+    // domain's are the decoded values (exactly, unless a T-domain value
+    // was clamped), the other domain's follow from the reconstruction.
+    for (int k = 0; k < n_class[kClassSpatial]; ++k) {
+      Lane &L = lane[by_class[kClassSpatial][k]];
+      int ch[NC];
+      to_channels(YCOCG, NC, L.value, ch);
+      int16_t *wp = work + L.at * W2;
+      for (int c = 0; c < NC; ++c) {
+        if (unsigned(ch[c]) > unsigned(q.max_index)) {
+          bad = true;
+          ch[c] = 0;
+        }
+        rec[c][L.at] = q.dequant[ch[c]];
+        wp[c] = int16_t(L.value[c]);
+      }
+      if (need_t) store_t(L.at);
+    }
+    if (KEY) continue;
+    for (int cls = kClassTemporal; cls <= kClassTempSpat; ++cls)
+      for (int k = 0; k < n_class[cls]; ++k) {
+        Lane &L = lane[by_class[cls][k]];
+        int ch[NC];
+        to_channels(YCOCG, NC, L.value, ch);
+        int16_t *wp = work + L.at * W2;
+        bool clamped = false;
+        for (int c = 0; c < NC; ++c) {
+          if (ch[c] < -255 || ch[c] > 255) {
+            bad = true;
+            ch[c] = 0;
+          }
+          const int v = ref[c][L.at] + ch[c] * step;
+          clamped |= unsigned(v) > 255u;
+          rec[c][L.at] = uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
+        if (clamped) {
+          store_t(L.at);
+        } else {
+          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(L.value[c]);
+        }
+        if (need_s) store_s(L.at);
+      }
+  }
   return !bad;
 }
 

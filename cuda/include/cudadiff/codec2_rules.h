@@ -89,30 +89,42 @@ CODEC2_HD int med(int a, int b, int c) {
 }
 
 // ---- contexts -----------------------------------------------------------
-// Activity buckets: g -> 0..kActivityBuckets-1 with edges 1,2,3,5,7,10,14,20,28,40,56,80.
+// Activity buckets: g -> 0..kActivityBuckets-1, the number of the edges
+// 1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80 that are <= g.
 constexpr int kActivityBuckets = 13;
-CODEC2_HD int activity_bucket(int g) {
-  // g >= 0; table for g < 81, 12 beyond.
-  return g < 1    ? 0
-         : g < 2  ? 1
-         : g < 3  ? 2
-         : g < 5  ? 3
-         : g < 7  ? 4
-         : g < 10 ? 5
-         : g < 14 ? 6
-         : g < 20 ? 7
-         : g < 28 ? 8
-         : g < 40 ? 9
-         : g < 56 ? 10
-         : g < 80 ? 11
-                  : 12;
+// The same as a table for g in 0..80 (bucket 12 beyond).
+struct ActivityTable {
+  uint8_t bucket[81];
+};
+constexpr ActivityTable make_activity_table() {
+  ActivityTable t{};
+  const int edges[12] = {1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80};
+  for (int g = 0; g <= 80; ++g) {
+    int n = 0;
+    for (int e : edges) n += g >= e;
+    t.bucket[g] = uint8_t(n);
+  }
+  return t;
 }
+#if !defined(__CUDACC__)
+inline constexpr ActivityTable kActivityTable = make_activity_table();
+CODEC2_HD int activity_bucket(int g) {
+  return kActivityTable.bucket[g < 80 ? g : 80];
+}
+#else
+CODEC2_HD int activity_bucket(int g) {
+  const int edges[12] = {1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80};
+  int n = 0;
+  for (int e : edges) n += g >= e;
+  return n;
+}
+#endif
 CODEC2_HD int iabs(int v) {
   return v < 0 ? -v : v;
 }
 // Components after the first also see the first component's residual at the
 // same pixel (0, 1, 2 or more): 3 times the contexts.
-constexpr int kCrossLevels = 3;
+constexpr int kCrossLevels = 2;
 // Temporal samples of the first component also see how textured the
 // reference is around them (edges move, flat areas rarely change by more than k).
 constexpr int kRefClasses = 4;
@@ -138,7 +150,7 @@ CODEC2_HD int sample_context(int cls, int comp, int a, int b, int c, int d, int 
   int ctx = activity_bucket(g);
   if (comp > 0) {
     const int m = iabs(r0);
-    ctx += kActivityBuckets * (m > 2 ? 2 : m);
+    ctx += kActivityBuckets * (m >= kCrossLevels ? kCrossLevels - 1 : m);
   }
   if (uses_ref_class(cls, comp)) ctx = ctx * kRefClasses + rclass;
   return ctx;
