@@ -5,9 +5,10 @@
 //
 // Where the speed comes from:
 //  - each thread walks down a block of rows of one plane with a small ring
-//    of rows that stays in cache: an input row is copied once with its border
-//    pixels replicated (so no loop tests for edges), filtered horizontally
-//    once, and the vertical pass reads the ring;
+//    of rows that stays in cache: an input row is filtered horizontally once
+//    into the ring and the vertical pass reads the ring. No loop tests for
+//    edges: the interior of a row is read in place, the few bytes at each
+//    end from small copies with the border pixel replicated (TapRing);
 //  - the Gaussian in 16-bit lanes when its weights allow it (every weight a
 //    multiple of 2^12, as OpenCV's kernels for K = 3 and 5 that the default
 //    sigma gives: see small_gauss()), in 32-bit lanes otherwise; the weights
@@ -34,8 +35,8 @@ namespace cudadiff {
 namespace {
 
 // ------------------------------------------------------------- row kernels
-// `in` rows are padded: byte b of the plane row is in[b + r * ps], and the
-// K taps of output byte b are in[b + i * ps], i = 0..K-1.
+// The K taps of output byte b are in[b + i * ps], i = 0..K-1 (TapRing says
+// where `in` points).
 
 // 16-bit horizontal sum: out[b] = sum_i w[i] in[b + i ps] (the caller makes
 // sure it fits). ONES: every weight is 1 (box).
@@ -242,7 +243,7 @@ struct ByteLanes {
 };
 
 // Net::kRows output rows (o0, o1, and o2 for K = 7) from Net::kInputRows
-// padded input rows.
+// input rows.
 template <int K>
 CUDADIFF_ALWAYS_INLINE void median_k(const uint8_t *const *rows, int ps, size_t n,
                                      uint8_t *CUDADIFF_RESTRICT o0, uint8_t *CUDADIFF_RESTRICT o1,
@@ -353,7 +354,7 @@ Setup make_setup(const NoiseFilterSettings &settings) {
 
 // Per-thread memory, kept between frames.
 struct Scratch {
-  std::vector<uint8_t> padded;  // padded input rows (slots)
+  std::vector<uint8_t> padded;  // the edges of input rows, or narrow rows padded (slots)
   std::vector<int> padded_row;  // which input row each slot holds (-1: none)
   std::vector<uint16_t> mid;    // horizontal results (slots)
   std::vector<int> mid_row;
@@ -363,46 +364,94 @@ struct Scratch {
   std::vector<uint8_t> spare;  // output rows past the end of a block
 };
 
-// A ring of padded input rows: row y of the plane in slot y % slots, with r
-// pixels replicated at each end.
-class PaddedRing {
+// Where the taps of an input row come from. The kernels read tap i of output
+// byte b at in[b + i ps]; for the interior bytes of a row (b from e = r ps to
+// row_bytes - e) that is the plane row itself, read in place from in =
+// row. The e bytes at each end read small copies in which the border pixel
+// is replicated: `left` holds r copies of the first pixel and then the first
+// 2r pixels (3e bytes), `right` the last 2r pixels and then r copies of the
+// last one. A row narrower than 2r pixels is copied whole, padded (`whole`).
+enum Part { kLeft, kInterior, kRight, kWhole };
+struct Taps {
+  const uint8_t *part[4];  // by Part; kWhole for narrow rows only, the others otherwise
+};
+
+// The taps of input rows, the edge copies kept for `slots` rows (row y in
+// slot y % slots).
+class TapRing {
  public:
-  PaddedRing(const Plane &p, int r, int slots, Scratch &s)
-      : p_(p), r_(r), slots_(slots), stride_(p.row_bytes + 2 * size_t(r) * p.ps), s_(s) {
+  TapRing(const Plane &p, int r, int slots, Scratch &s)
+      : p_(p),
+        slots_(slots),
+        r_(r),
+        e_(size_t(r) * p.ps),
+        narrow_(p.width < 2 * r),
+        stride_(narrow_ ? p.row_bytes + 2 * e_ : 6 * e_),
+        s_(s) {
     if (s.padded.size() < stride_ * slots) s.padded.resize(stride_ * slots);
     s.padded_row.assign(slots, -1);
   }
+  bool narrow() const { return narrow_; }
+  size_t edge() const { return e_; }
+
   // Row y, clamped into the plane.
-  const uint8_t *row(int y) {
+  Taps row(int y) {
     y = std::clamp(y, 0, p_.height - 1);
+    const uint8_t *src = p_.in + size_t(y) * p_.in_stride;
     const int slot = y % slots_;
-    uint8_t *dst = s_.padded.data() + stride_ * slot;
+    uint8_t *buf = s_.padded.data() + stride_ * slot;
+    const size_t ps = p_.ps;
+    const uint8_t *last = src + p_.row_bytes - ps;
     if (s_.padded_row[slot] != y) {
-      const uint8_t *src = p_.in + size_t(y) * p_.in_stride;
-      const size_t edge = size_t(r_) * p_.ps;
-      std::memcpy(dst + edge, src, p_.row_bytes);
-      const uint8_t *last = src + p_.row_bytes - p_.ps;
-      for (int i = 0; i < r_; ++i) {
-        std::memcpy(dst + size_t(i) * p_.ps, src, p_.ps);
-        std::memcpy(dst + edge + p_.row_bytes + size_t(i) * p_.ps, last, p_.ps);
-      }
       s_.padded_row[slot] = y;
+      if (narrow_) {
+        std::memcpy(buf + e_, src, p_.row_bytes);
+        for (int i = 0; i < r_; ++i) {
+          std::memcpy(buf + i * ps, src, ps);
+          std::memcpy(buf + e_ + p_.row_bytes + i * ps, last, ps);
+        }
+      } else {
+        uint8_t *left = buf, *right = buf + 3 * e_;
+        for (int i = 0; i < r_; ++i) {
+          std::memcpy(left + i * ps, src, ps);
+          std::memcpy(right + 2 * e_ + i * ps, last, ps);
+        }
+        std::memcpy(left + e_, src, 2 * e_);
+        std::memcpy(right, src + p_.row_bytes - 2 * e_, 2 * e_);
+      }
     }
-    return dst;
+    if (narrow_) return {{nullptr, nullptr, nullptr, buf}};
+    return {{buf, src, buf + 3 * e_, nullptr}};
   }
 
  private:
   const Plane &p_;
-  int r_, slots_;
+  int slots_, r_;
+  size_t e_;
+  bool narrow_;
   size_t stride_;
   Scratch &s_;
 };
+
+// Runs kernel(part, n, offset) for the parts of a row: the taps in
+// Taps::part[part] give output bytes [offset, offset + n).
+template <class Kernel>
+void by_parts(const TapRing &ring, size_t row_bytes, Kernel kernel) {
+  if (ring.narrow()) {
+    kernel(kWhole, row_bytes, size_t(0));
+    return;
+  }
+  const size_t e = ring.edge();
+  kernel(kLeft, e, size_t(0));
+  kernel(kInterior, row_bytes - 2 * e, e);
+  kernel(kRight, e, row_bytes - e);
+}
 
 // A ring of horizontally filtered rows (16 bits per byte).
 class MidRing {
  public:
   MidRing(const Plane &p, const Setup &setup, int slots, Scratch &s)
-      : p_(p), setup_(setup), slots_(slots), padded_(p, setup.r, 1, s), s_(s) {
+      : p_(p), setup_(setup), slots_(slots), taps_(p, setup.r, 1, s), s_(s) {
     if (s.mid.size() < p.row_bytes * slots) s.mid.resize(p.row_bytes * slots);
     if (s.acc.size() < p.row_bytes) s.acc.resize(p.row_bytes);
     s.mid_row.assign(slots, -1);
@@ -412,12 +461,16 @@ class MidRing {
     const int slot = y % slots_;
     uint16_t *dst = s_.mid.data() + p_.row_bytes * slot;
     if (s_.mid_row[slot] != y) {
-      const uint8_t *in = padded_.row(y);
-      if (setup_.method == NoiseFilterMethod::Box || setup_.small)
-        hsum16(in, p_.ps, setup_.k, setup_.method == NoiseFilterMethod::Box, setup_.w16,
-               p_.row_bytes, dst);
-      else
-        hgauss32(in, p_.ps, setup_.k, setup_.w32, p_.row_bytes, dst, s_.acc.data());
+      const bool wide = setup_.method == NoiseFilterMethod::Gaussian && !setup_.small;
+      const Taps taps = taps_.row(y);
+      by_parts(taps_, p_.row_bytes, [&](int part, size_t n, size_t at) {
+        const uint8_t *in = taps.part[part];
+        if (wide)
+          hgauss32(in, p_.ps, setup_.k, setup_.w32, n, dst + at, s_.acc.data());
+        else
+          hsum16(in, p_.ps, setup_.k, setup_.method == NoiseFilterMethod::Box, setup_.w16, n,
+                 dst + at);
+      });
       s_.mid_row[slot] = y;
     }
     return dst;
@@ -427,7 +480,7 @@ class MidRing {
   const Plane &p_;
   const Setup &setup_;
   int slots_;
-  PaddedRing padded_;
+  TapRing taps_;
   Scratch &s_;
 };
 
@@ -473,18 +526,22 @@ void median_block(const Plane &p, const Setup &setup, int y0, int y1, Scratch &s
   const int k = setup.k, r = setup.r;
   const int out_rows = median_rows_per_pass(k);
   const int in_rows = k + out_rows - 1;
-  PaddedRing padded(p, r, in_rows, s);
+  TapRing taps(p, r, in_rows, s);
   // Outputs past the block's end go to spare rows (one per output row, as the
   // output pointers must not alias).
   if (s.spare.size() < 3 * p.row_bytes) s.spare.resize(3 * p.row_bytes);
-  const uint8_t *rows[9];
+  Taps rows[9];
   uint8_t *outs[3];
   for (int y = y0; y < y1; y += out_rows) {
-    for (int i = 0; i < in_rows; ++i) rows[i] = padded.row(y - r + i);
+    for (int i = 0; i < in_rows; ++i) rows[i] = taps.row(y - r + i);
     for (int j = 0; j < 3; ++j)
       outs[j] = j < out_rows && y + j < y1 ? p.out + size_t(y + j) * p.out_stride
                                            : s.spare.data() + j * p.row_bytes;
-    median_rows(k, rows, p.ps, p.row_bytes, outs[0], outs[1], outs[2]);
+    by_parts(taps, p.row_bytes, [&](int part, size_t n, size_t at) {
+      const uint8_t *in[9];
+      for (int i = 0; i < in_rows; ++i) in[i] = rows[i].part[part];
+      median_rows(k, in, p.ps, n, outs[0] + at, outs[1] + at, outs[2] + at);
+    });
     for (int j = 0; j < out_rows && y + j < y1; ++j) finish_row(p, y + j);
   }
 }
