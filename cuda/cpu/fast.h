@@ -23,7 +23,23 @@
 
 #include "cudadiff/runtime.h"
 
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
+// Sanitizers instrument the resolvers that target_clones makes, and the
+// dynamic linker runs those before the sanitizer's runtime is ready (a crash
+// at load time): sanitized builds get the baseline version only (meson
+// defines CUDADIFF_NO_CPU_CLONES for b_sanitize; the checks below catch the
+// sanitizers a compiler announces).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CUDADIFF_NO_CPU_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define CUDADIFF_NO_CPU_CLONES 1
+#endif
+#endif
+
+#if defined(CUDADIFF_NO_CPU_CLONES)
+#define CUDADIFF_CPU_CLONES
+#elif defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
     __GNUC__ >= 12
 #define CUDADIFF_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #elif defined(__x86_64__) && defined(__linux__) && \
