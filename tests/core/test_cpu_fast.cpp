@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../../cuda/cpu/fast.h"
@@ -149,6 +150,37 @@ TEST(CpuFastNoiseFilter, ThreadsAndBlocks) {
         expect_filters_equal(in, filter(NoiseFilterMethod::Median, k), threads);
     }
   });
+}
+
+// GStreamer calls elements from several streaming threads: operations on
+// different threads share the backend's thread pool at the same time.
+TEST(CpuFastNoiseFilter, ConcurrentCallersShareThePool) {
+  cudadiff::set_cpu_threads(3);
+  const int w = 541, h = 493;
+  HostFrame in(VideoFormat::BGR, w, h);
+  testing_util::fill_random(in);
+  const NoiseFilterSettings settings[2] = {filter(NoiseFilterMethod::Gaussian, 5),
+                                           filter(NoiseFilterMethod::Median, 3)};
+  HostFrame want[2] = {HostFrame(VideoFormat::BGR, w, h), HostFrame(VideoFormat::BGR, w, h)};
+  for (int i = 0; i < 2; ++i)
+    cudadiff::detail::make_reference_noise_filter(VideoFormat::BGR, w, h)
+        ->process(in.view, want[i].view, settings[i]);
+  std::string errors[2];
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 2; ++i)
+    callers.emplace_back([&, i] {
+      auto op = cudadiff::detail::make_fast_noise_filter(VideoFormat::BGR, w, h);
+      HostFrame got(VideoFormat::BGR, w, h);
+      for (int frame = 0; frame < 20 && errors[i].empty(); ++frame) {
+        testing_util::fill_value(got, 0);
+        op->process(in.view, got.view, settings[i]);
+        errors[i] = testing_util::compare_frames(want[i].view, got.view);
+      }
+    });
+  for (std::thread &t : callers) t.join();
+  cudadiff::set_cpu_threads(0);
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
 }
 
 TEST(CpuFastNoiseFilter, BoxFloatDivisionIsExactForEverySum) {
