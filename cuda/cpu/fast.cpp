@@ -42,8 +42,8 @@ inline void cpu_relax() {
 struct Task {
   const std::function<void(int, int)> *job = nullptr;
   int jobs = 0;
-  int max_helpers = 0;         // pool threads that may join (threads - 1)
-  int helpers = 0;             // joined so far (guarded by the pool's mutex)
+  int max_joined = 0;          // pool threads that may join (threads - 1)
+  int joined = 0;              // joined so far (guarded by the pool's mutex)
   std::atomic<int> next{0};    // the next job to take
   std::atomic<int> active{0};  // joined pool threads that have not left yet
   std::exception_ptr error;    // the first exception a pool thread's job threw (guarded)
@@ -51,17 +51,17 @@ struct Task {
 
 class Pool {
  public:
-  // Runs the task's jobs on the calling thread and on up to max_helpers pool
+  // Runs the task's jobs on the calling thread and on up to max_joined pool
   // threads; returns when every job has run (rethrows a job's exception).
   void run(Task &task) {
     int wake = 0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      for (; threads_ < task.max_helpers; ++threads_)
+      for (; threads_ < task.max_joined; ++threads_)
         std::thread([this] { work(); }).detach();  // runs as long as the process
       tasks_.push_back(&task);
       generation_.fetch_add(1, std::memory_order_release);
-      wake = std::min(sleepers_, task.max_helpers);
+      wake = std::min(sleepers_, task.max_joined);
     }
     for (int i = 0; i < wake; ++i) wake_.notify_one();
 
@@ -94,12 +94,12 @@ class Pool {
     for (int j = task.next++; j < task.jobs; j = task.next++) (*task.job)(j, thread);
   }
 
-  // Joins a task that has room for one more helper and jobs left (under the
-  // mutex); returns it with the helper's thread index, or null.
+  // Joins a task that has room for one more pool thread and jobs left (under the
+  // mutex); returns it with the pool thread's index, or null.
   Task *join(int *thread) {
     for (Task *t : tasks_)
-      if (t->helpers < t->max_helpers && t->next.load() < t->jobs) {
-        *thread = ++t->helpers;  // the caller is thread 0
+      if (t->joined < t->max_joined && t->next.load() < t->jobs) {
+        *thread = ++t->joined;  // the caller is thread 0
         t->active.fetch_add(1, std::memory_order_relaxed);
         return t;
       }
@@ -163,7 +163,7 @@ void parallel_jobs(int jobs, int threads, const std::function<void(int job, int 
   Task task;
   task.job = &job;
   task.jobs = jobs;
-  task.max_helpers = threads - 1;
+  task.max_joined = threads - 1;
   pool().run(task);
 }
 
