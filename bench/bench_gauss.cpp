@@ -51,9 +51,8 @@ NoiseFilterSettings settings(const Config &c) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  // --cpu-runs N: timed CPU runs per measurement (default 3; the median 7x7
-  // takes seconds per frame on one thread).
-  int cpu_runs = 3;
+  // --cpu-runs N: timed CPU runs per measurement (default 20).
+  int cpu_runs = 20;
   std::vector<char *> args;
   for (int i = 0; i < argc; ++i) {
     if (std::string(argv[i]) == "--cpu-runs" && i + 1 < argc) {
@@ -86,7 +85,7 @@ int main(int argc, char **argv) {
     auto op = NoiseFilter::create(*cpu, VideoFormat::BGR, w, h);
     bench::Options cpu_opt = opt;
     cpu_opt.runs = cpu_runs;
-    cpu_opt.warmup = 1;
+    cpu_opt.warmup = 2;
     for (const Config &c : kConfigs)
       for (int threads : {1, 0}) {
         cudadiff::set_cpu_threads(threads);
