@@ -279,7 +279,7 @@ int main(int argc, char **argv) {
       "whole binarization (gray, histogram, Otsu threshold, GRAY8 output), %s BGR, "
       "device-resident, %s: %.1f us on random frames, %.1f us on camera-like frames "
       "(two launches: %.1f us on random frames); target <= 40 us: %s; NPP gray + histogram "
-      "alone measured 18.2 us on an H100 (peer_bench.sh): %s\n",
+      "alone measured 18.2 us on an H100 (docs/performance.md): %s\n",
       size.c_str(), path(*single_op).c_str(), us, camera.stats.median_ms * 1000,
       two_launches.stats.median_ms * 1000, us <= 40 ? "met" : "NOT met",
       us < 18.2 ? "faster" : "not faster");

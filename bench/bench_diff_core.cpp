@@ -1,5 +1,5 @@
 // The difference codec's core at 1920x1080 BGR (default), on the frames the
-// peer benchmark uses (../shared/peers/npp_bench.cu): B = A + noise within
+// peer benchmark of docs/performance.md used: B = A + noise within
 // +-10 everywhere, and a 480x259 rectangle XOR 0x80, so exactly 5.996 % of
 // the bytes exceed the threshold of 20.
 //

@@ -2,8 +2,8 @@
 // 3, 5, 7; CPU one thread, CPU all threads, CUDA device-resident (both median
 // lane types), the device-to-device copy of a frame as the ceiling, and the
 // element's per-frame work from pinned host memory (upload, filter, download,
-// sync). Run the peers (NPP, CuPy, OpenCV) in the same device call:
-//   build/bench/bench_gauss && bash .device/peers/peer_bench.sh
+// sync). Measure a peer (NPP, CuPy, OpenCV) in the same run on the same
+// machine to compare (scripts/gpu-check.sh: PEER_BENCH).
 // Usage: bench_gauss [--runs N] [--size WxH] [--no-cpu] [--cpu-runs N] ...
 #include <cstdio>
 #include <cstdlib>
@@ -51,9 +51,8 @@ NoiseFilterSettings settings(const Config &c) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  // --cpu-runs N: timed CPU runs per measurement (default 3; the median 7x7
-  // takes seconds per frame on one thread).
-  int cpu_runs = 3;
+  // --cpu-runs N: timed CPU runs per measurement (default 20).
+  int cpu_runs = 20;
   std::vector<char *> args;
   for (int i = 0; i < argc; ++i) {
     if (std::string(argv[i]) == "--cpu-runs" && i + 1 < argc) {
@@ -86,7 +85,7 @@ int main(int argc, char **argv) {
     auto op = NoiseFilter::create(*cpu, VideoFormat::BGR, w, h);
     bench::Options cpu_opt = opt;
     cpu_opt.runs = cpu_runs;
-    cpu_opt.warmup = 1;
+    cpu_opt.warmup = 2;
     for (const Config &c : kConfigs)
       for (int threads : {1, 0}) {
         cudadiff::set_cpu_threads(threads);
@@ -210,8 +209,9 @@ int main(int argc, char **argv) {
   }
 
   report.print_table(bench::gbs(d2d), "D2D copy 1 frame");
-  // The targets (issue 5), against NPP's times from the reference H100 run; the
-  // peer benchmark run in the same call gives the numbers to compare with.
+  // The project's goals, against NPP's times from the reference H100 run
+  // (docs/performance.md); a peer benchmark run in the same call gives the
+  // numbers to compare with.
   struct Target {
     const char *config;
     double npp_ms;
@@ -221,7 +221,7 @@ int main(int argc, char **argv) {
                  {"box 5x5", 0.036, 1},
                  {"median 3x3", 0.061, 1},
                  {"median 5x5", 0.128, 2}};
-  std::printf("\nvs NPP (reference H100 run; compare with peer_bench.sh of this call):\n");
+  std::printf("\nvs NPP (reference H100 run; compare with a peer benchmark of this run):\n");
   for (const Target &t : targets) {
     const double ms = cuda_ms[t.config];
     std::printf(

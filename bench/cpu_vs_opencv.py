@@ -2,15 +2,22 @@
 """The CPU backend beside OpenCV, on the same machine in the same run.
 
 Runs the CPU rows of this project's benchmarks (bench_gauss, bench_grayscale,
-bench_binarize, bench_vis with --no-cuda: one thread and all threads), then
-times OpenCV doing the same work on frames of the same size, at one thread and
-at the same number of threads, and prints one table: our time, OpenCV's, and
-the ratio (ours / OpenCV; <= 2 is the project's goal for every filter).
+bench_binarize, bench_vis with --no-cuda: one thread and N threads), then
+times OpenCV doing the same work on frames of the same size at one thread and
+at N threads, and prints one table: our time, OpenCV's, and the ratio (ours /
+OpenCV; the project's goal is at most 2 for every filter). N is every CPU this
+process may use (affinity mask and cgroup quota) unless --threads says
+otherwise; our benchmarks get it through OMP_NUM_THREADS.
 
-    python3 bench/cpu_vs_opencv.py --build build [--size 1920x1080] [--runs 15]
+    python3 bench/cpu_vs_opencv.py --build build [--size 1920x1080] [--runs 15] [--repeat 3]
 
-Needs OpenCV's Python module (Debian/Ubuntu: python3-opencv) and numpy.
-What OpenCV does for each row (the closest standard equivalent):
+With --repeat R both sides are measured R times, alternating, and each row
+keeps its best median: on a busy machine a row's worst runs say more about
+the neighbours than about the code.
+
+Needs OpenCV's Python module (Debian/Ubuntu: python3-opencv; pip:
+opencv-python-headless) and numpy, and a build with benchmarks (meson's
+default). What OpenCV does for each row (the closest standard equivalent):
   gaussian KxK     cv2.GaussianBlur(img, (K, K), 0, borderType=BORDER_REPLICATE)
   box KxK          cv2.blur(img, (K, K), borderType=BORDER_REPLICATE)
   median KxK       cv2.medianBlur(img, K)
@@ -23,6 +30,8 @@ What OpenCV does for each row (the closest standard equivalent):
 """
 import argparse
 import os
+import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -32,7 +41,47 @@ try:
     import cv2
     import numpy as np
 except ImportError as e:  # pragma: no cover - told to the user
-    sys.exit("cpu_vs_opencv: needs OpenCV and numpy for Python 3 (python3-opencv): %s" % e)
+    sys.exit("cpu_vs_opencv: needs OpenCV and numpy for Python 3 "
+             "(python3-opencv, or pip's opencv-python-headless): %s" % e)
+
+
+def usable_cpus():
+    """CPUs this process may use: the affinity mask, capped by a cgroup CPU quota."""
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    quota = None
+    try:  # cgroup v2
+        with open("/sys/fs/cgroup/cpu.max") as fh:
+            q, p = fh.read().split()[:2]
+        if q != "max":
+            quota = int(q) / int(p)
+    except (OSError, ValueError):
+        try:  # cgroup v1
+            with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as fq, \
+                    open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as fp:
+                q, p = int(fq.read()), int(fp.read())
+            if q > 0:
+                quota = q / p
+        except (OSError, ValueError):
+            pass
+    if quota is not None:
+        n = min(n, int(quota))
+    return max(1, n or 1)
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as fh:
+            text = fh.read()
+    except OSError:
+        return platform.processor() or platform.machine()
+    model = re.search(r"^model name\s*:\s*(.*)$", text, re.M)
+    flags = re.search(r"^(flags|Features)\s*:\s*(.*)$", text, re.M)
+    isa = []
+    if flags:
+        have = set(flags.group(2).split())
+        isa = [f for f in ("avx2", "avx512bw", "asimd", "sve") if f in have]
+    return "%s (%s)" % (model.group(1).strip() if model else platform.machine(),
+                        ", ".join(isa) or "no AVX2/NEON flags")
 
 
 def parse_results(text):
@@ -45,9 +94,10 @@ def parse_results(text):
     return rows
 
 
-def run_ours(build, size, runs, cpu_runs):
+def run_ours(build, size, runs, cpu_runs, threads):
     env = dict(os.environ)
     env["GST_PLUGIN_PATH_1_0"] = os.path.join(build, "plugins")
+    env["OMP_NUM_THREADS"] = str(threads)
     rows = {}
     for name, extra in (("bench_gauss", ["--cpu-runs", str(cpu_runs)]),
                         ("bench_grayscale", []), ("bench_binarize", []), ("bench_vis", [])):
@@ -57,7 +107,7 @@ def run_ours(build, size, runs, cpu_runs):
             continue
         cmd = [exe, "--no-cuda", "--runs", str(runs), "--size", size] + extra
         p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, check=False)
+                           universal_newlines=True, check=False)
         if p.returncode not in (0, 77):
             print(p.stdout)
             sys.exit("cpu_vs_opencv: %s exited %d" % (" ".join(cmd), p.returncode))
@@ -65,7 +115,7 @@ def run_ours(build, size, runs, cpu_runs):
     return rows
 
 
-def time_cv(fn, frames, runs, warmup=2):
+def time_cv(fn, runs, warmup=2):
     for i in range(warmup):
         fn(i)
     ms = []
@@ -137,54 +187,86 @@ def our_name(op, size):
     }[op]
 
 
+def best(into, rows):
+    for key, ms in rows.items():
+        into[key] = min(ms, into.get(key, ms))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build", help="meson build directory (default build)")
     ap.add_argument("--size", default="1920x1080", help="frame size WxH (default 1920x1080)")
     ap.add_argument("--runs", type=int, default=15, help="timed runs per row (default 15)")
-    ap.add_argument("--cpu-runs", type=int, default=5,
-                    help="timed runs of our filters in bench_gauss (default 5)")
+    ap.add_argument("--cpu-runs", type=int, default=15,
+                    help="timed runs of our filters in bench_gauss (default 15)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="measure both sides this many times, alternating, and keep each "
+                         "row's best median (default 3)")
     ap.add_argument("--threads", type=int, default=0,
-                    help="the 'all threads' count for OpenCV (default: usable CPUs)")
+                    help="the 'N threads' count for both (default: usable CPUs)")
+    ap.add_argument("--only", default="",
+                    help="regular expression: only the OpenCV rows whose name matches")
     ap.add_argument("--no-ours", action="store_true", help="OpenCV only")
     args = ap.parse_args()
     w, h = (int(v) for v in args.size.lower().split("x"))
-    ncpu = args.threads or len(os.sched_getaffinity(0))
+    ncpu = args.threads or usable_cpus()
+    build_info = cv2.getBuildInformation()
+    framework = re.search(r"Parallel framework:\s*(.*)", build_info)
+    print("INFO|CPU %s; %d usable CPUs, N = %d" % (cpu_model(), usable_cpus(), ncpu), flush=True)
+    print("INFO|OpenCV %s, parallel framework %s" %
+          (cv2.__version__, framework.group(1).strip() if framework else "unknown"), flush=True)
 
-    ours = {} if args.no_ours else run_ours(args.build, args.size, args.runs, args.cpu_runs)
-    print("INFO|OpenCV %s, %d usable CPUs" % (cv2.__version__, ncpu), flush=True)
     ops = opencv_ops(w, h, 8)
-    cv = {}
-    for nthr in (1, ncpu):
-        cv2.setNumThreads(nthr)
-        for op, fn in ops.items():
-            ms = time_cv(fn, 8, args.runs)
-            cv[(op, nthr)] = ms
-            print("RESULT|%s %s|opencv %d thread%s|%.4f" % (op, args.size, nthr,
-                                                            "" if nthr == 1 else "s", ms),
-                  flush=True)
-    cv2.setNumThreads(-1)
+    if args.only:
+        ops = {k: v for k, v in ops.items() if re.search(args.only, k)}
+    ours, cv = {}, {}
+    for rep in range(max(1, args.repeat)):
+        if not args.no_ours:
+            best(ours, run_ours(args.build, args.size, args.runs, args.cpu_runs, ncpu))
+        for nthr in (1, ncpu):
+            cv2.setNumThreads(nthr)
+            for op, fn in ops.items():
+                ms = time_cv(fn, args.runs)
+                print("RESULT|%s %s|opencv %d thread%s|%.4f|repeat %d" %
+                      (op, args.size, nthr, "" if nthr == 1 else "s", ms, rep + 1), flush=True)
+                best(cv, {(op, nthr): ms})
+        cv2.setNumThreads(-1)
 
     print()
-    print("CPU backend vs OpenCV, %s BGR, ms per frame (median); ratio = ours / OpenCV" % args.size)
+    print("CPU backend vs OpenCV, %s BGR, ms per frame (best of %d medians); "
+          "ratio = ours / OpenCV" % (args.size, max(1, args.repeat)))
     print("| operation | ours 1 thr | OpenCV 1 thr | ratio | ours %d thr | OpenCV %d thr | ratio |"
           % (ncpu, ncpu))
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    over = []
     for op in ops:
         name = our_name(op, args.size)
         o1 = ours.get((name, "cpu 1 thread"))
         on = next((v for (n, impl), v in ours.items()
                    if n == name and impl.startswith("cpu ") and impl != "cpu 1 thread"), None)
+        if ncpu == 1:
+            on = o1
         c1, cn = cv[(op, 1)], cv[(op, ncpu)]
 
         def cell(v):
             return "%.2f" % v if v is not None else "-"
 
-        def ratio(a, b):
-            return "%.2f" % (a / b) if a is not None and b > 0 else "-"
+        def ratio(a, b, threads):
+            if a is None or b <= 0:
+                return "-"
+            if a / b > 2:
+                over.append("%s at %d thread%s (%.2fx)" %
+                            (op, threads, "" if threads == 1 else "s", a / b))
+            return "%.2f" % (a / b)
 
-        print("| %s | %s | %s | %s | %s | %s | %s |" % (op, cell(o1), cell(c1), ratio(o1, c1),
-                                                       cell(on), cell(cn), ratio(on, cn)))
+        print("| %s | %s | %s | %s | %s | %s | %s |" %
+              (op, cell(o1), cell(c1), ratio(o1, c1, 1), cell(on), cell(cn),
+               ratio(on, cn, ncpu) if ncpu > 1 else "-"))
+    threads_seen = {impl for (_, impl) in ours if impl != "cpu 1 thread"}
+    if threads_seen and threads_seen != {"cpu %d threads" % ncpu}:
+        print("NOTE: our benchmarks ran with %s (OpenMP missing from the build?)" %
+              ", ".join(sorted(threads_seen)))
+    print("over 2x: %s" % ("; ".join(over) if over else "none"))
 
 
 if __name__ == "__main__":

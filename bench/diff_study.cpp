@@ -1,5 +1,5 @@
 // The difference codec on real footage (docs/performance.md): for a video
-// file (shared/media/vtest.avi), bytes per frame of raw video, of the
+// file (e.g. OpenCV's sample vtest.avi), bytes per frame of raw video, of the
 // report's layout (one value byte plus a 4-byte position per changed byte),
 // and of our packets without and with zstd, plus the PSNR of the decoded
 // picture against the input; and, for the lossless case, the same footage

@@ -1,31 +1,29 @@
 #!/usr/bin/env bash
-# One call on the GPU machine (see docs/development.md): the whole test suite,
-# compute-sanitizer (memcheck on every CUDA test, racecheck on the core CUDA
-# tests), every benchmark, and the peers' benchmark. Logs go to /tmp/gpu-check
-# and, packed as one file (the device tool returns few files), to $OUT/logs.tgz.
+# The checks a CUDA change needs, in one go on a GPU host (for a host without
+# GStreamer: scripts/stage-runtime.sh and scripts/gpu-pack.sh): the whole test
+# suite, compute-sanitizer (memcheck on every CUDA test, racecheck on the core
+# CUDA tests) and every benchmark. Logs in LOG_DIR (default /tmp/gpu-check),
+# also packed as LOG_DIR/logs.tgz; a summary is printed last.
 #   bash scripts/gpu-check.sh [BUILD_DIR] [tests|sanitize|bench|peers ...]
+# GST_RUNTIME: a staged runtime to source first (default gst-runtime, when it
+# exists). The optional step `peers` runs the command in PEER_BENCH (for
+# example a benchmark of NPP and OpenCV on the same frames), so that the peers
+# are measured on the same machine in the same state as this project.
 set -uo pipefail
 build=${1:-build-gpu}
 shift || true
-steps=${*:-tests sanitize bench peers}
-out=/tmp/gpu-check
-rm -rf "$out" && mkdir -p "$out"
-source .device/env.sh
-# Pango needs fonts: point fontconfig at the staged ones.
-if [ -d .device/root/usr/share/fonts ]; then
-  cat > /tmp/gpu-check-fonts.conf <<CONF
-<?xml version="1.0"?><!DOCTYPE fontconfig SYSTEM "fonts.dtd">
-<fontconfig><dir>$PWD/.device/root/usr/share/fonts</dir><cachedir>/tmp/fontconfig-cache</cachedir></fontconfig>
-CONF
-  export FONTCONFIG_FILE=/tmp/gpu-check-fonts.conf
-fi
+steps=${*:-tests sanitize bench}
+out=${LOG_DIR:-/tmp/gpu-check}
+runtime=${GST_RUNTIME:-gst-runtime}
+mkdir -p "$out" && rm -f "$out"/*.log "$out"/summary.txt
+[ -f "$runtime/env.sh" ] && source "$runtime/env.sh"
 summary=()
 
 for step in $steps; do
   case $step in
     tests)
-      python3 .device/devtest.py "$build" 2>&1 | tee "$out/devtest.log"
-      summary+=("tests: $(tail -n 1 "$out/devtest.log")")
+      python3 scripts/run-tests.py "$build" 2>&1 | tee "$out/tests.log"
+      summary+=("tests: $(tail -n 1 "$out/tests.log")")
       ;;
     sanitize)
       : > "$out/sanitizer.log"
@@ -54,10 +52,15 @@ for step in $steps; do
       done
       ;;
     peers)
-      bash .device/peers/peer_bench.sh > "$out/peers.log" 2>&1
-      summary+=("peers: exit $?")
+      if [ -n "${PEER_BENCH:-}" ]; then
+        bash -c "$PEER_BENCH" > "$out/peers.log" 2>&1
+        summary+=("peers: exit $?")
+      else
+        summary+=("peers: skipped (PEER_BENCH not set)")
+      fi
       ;;
+    *) summary+=("unknown step $step (tests, sanitize, bench, peers)") ;;
   esac
 done
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
-if [ -n "${OUT:-}" ]; then tar czf "$OUT/logs.tgz" -C "$out" .; fi
+tar czf "$out/logs.tgz" -C "$out" --exclude logs.tgz .

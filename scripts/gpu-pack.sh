@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Packs a build directory for the GPU machine (docs/development.md): only the
-# plugin, test and bench executables (stripped of debug info) and meson's
-# introspection files, with paths rewritten, in BUILD-slim/, then that and
-# .device/ in one compressed bundle, .gpu/bundle.tgz (the device tool carries
-# at most 64 MiB).
+# Packs a build directory for a GPU host without GStreamer or meson (see
+# scripts/stage-runtime.sh): only the plugin, test, bench and tool executables
+# (stripped of debug info) and meson's introspection files, with their paths
+# rewritten, in BUILD-slim/; then that and the staged runtime in one
+# compressed bundle, gpu-bundle.tgz, to unpack in the checkout on the host.
+# Usage: scripts/gpu-pack.sh [BUILD] [RUNTIME_DIR]   (defaults build-gpu, gst-runtime)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=${1:-build-gpu}
+runtime=${2:-gst-runtime}
 dst=$src-slim
 rm -rf "$dst"
 mkdir -p "$dst/meson-info" "$dst/tests" "$dst/bench" "$dst/plugins" "$dst/cuda" "$dst/tools"
@@ -17,11 +19,12 @@ for f in "$src"/tests/* "$src"/bench/* "$src"/plugins/*.so "$src"/cuda/*.so "$sr
   rel=${f#"$src"/}
   strip --strip-debug -o "$dst/$rel" "$f"
 done
-# data files tests read (fuzz corpora and the like) stay where the source tree has them
+# data files the tests read (fuzz corpora and the like) stay in the source tree
 du -sh "$dst" | sed 's/^/packed: /'
-# One compressed bundle with the staged GStreamer runtime (.device, from
-# ../shared/gpu/prepare.sh): carry `.gpu` and start the command with
-#   tar xzf .gpu/bundle.tgz &&
-mkdir -p .gpu
-tar czf .gpu/bundle.tgz "$dst" .device
-du -sh .gpu/bundle.tgz | sed 's/^/bundle: /'
+if [ -d "$runtime" ]; then
+  tar czf gpu-bundle.tgz "$dst" "$runtime"
+else
+  echo "gpu-pack: no runtime in $runtime (scripts/stage-runtime.sh makes one); bundling the build alone"
+  tar czf gpu-bundle.tgz "$dst"
+fi
+du -sh gpu-bundle.tgz | sed 's/^/bundle: /'

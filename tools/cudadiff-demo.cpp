@@ -4,7 +4,10 @@
 // prints the client's frame rate, the stream's bytes per second against raw
 // video and the report's layout, the PSNR of the client's picture against
 // the server's input (frames matched by the sender timestamp the decoder
-// attaches), and saves the client's last picture as a PNG.
+// attaches), and saves the client's last picture as a PNG, and a mosaic of
+// the same moment: the server's input, the client's picture, cudaheatmap of
+// the change and cudanoisevis's mask of the bytes that changed by more than
+// the threshold, each labelled by cudatextoverlay.
 //
 //   cudadiff-demo [--frames N] [--source auto|camera|test] [--threshold T] ...
 //   (cudadiff-demo --help lists the options)
@@ -39,6 +42,7 @@ struct Options {
   gchar *compression = nullptr;
   gchar *backend = nullptr;
   gchar *png = nullptr;
+  gchar *mosaic = nullptr;
   gboolean live = FALSE;
 };
 
@@ -57,13 +61,22 @@ struct Shown {
   double psnr_sum = 0, psnr_min = 1e9;
   int lossless = 0;  // frames identical to the input
   GstClockTime last_sender_pts = GST_CLOCK_TIME_NONE;
+  std::vector<guint8> last_picture, last_original;  // packed BGR, for the mosaic
   GstBuffer *last = nullptr;
   GstCaps *last_caps = nullptr;
   Clock::time_point first_at, last_at;
 };
 
+// The last frames of a branch of the server (heat map, noise view), packed
+// BGR by timestamp, so that the mosaic finds the moment the client showed.
+struct Recent {
+  std::mutex mutex;
+  std::map<GstClockTime, std::vector<guint8>> frames;
+};
+
 Originals originals;
 Shown shown;
+Recent heatmaps, noise_views;
 GstCaps *sender_caps = nullptr;
 
 // The visible bytes of a packed BGR frame, row after row.
@@ -112,8 +125,9 @@ GstPadProbeReturn on_shown(GstPad *pad, GstPadProbeInfo *info, gpointer) {
   }
   double psnr = -1;
   bool identical = false;
+  std::vector<guint8> picture;
   if (!original.empty()) {
-    const std::vector<guint8> picture = packed_bgr(buf, vinfo);
+    picture = packed_bgr(buf, vinfo);
     if (picture.size() == original.size()) {
       double se = 0;
       for (size_t i = 0; i < picture.size(); ++i) {
@@ -136,19 +150,133 @@ GstPadProbeReturn on_shown(GstPad *pad, GstPadProbeInfo *info, gpointer) {
     shown.psnr_min = std::min(shown.psnr_min, psnr);
   }
   if (meta) shown.last_sender_pts = meta->timestamp;
+  if (psnr >= 0) {
+    shown.last_picture = std::move(picture);
+    shown.last_original = std::move(original);
+  }
   gst_buffer_replace(&shown.last, buf);
   gst_caps_replace(&shown.last_caps, caps);
   if (caps) gst_caps_unref(caps);
   return GST_PAD_PROBE_OK;
 }
 
+// Keeps the last frames reaching a sink pad (user data: a Recent).
+GstPadProbeReturn on_recent(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
+  Recent *recent = static_cast<Recent *>(data);
+  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+  GstCaps *caps = gst_pad_get_current_caps(pad);
+  GstVideoInfo vinfo;
+  if (caps && gst_video_info_from_caps(&vinfo, caps)) {
+    std::vector<guint8> frame = packed_bgr(buf, vinfo);
+    std::lock_guard<std::mutex> lock(recent->mutex);
+    recent->frames[GST_BUFFER_PTS(buf)] = std::move(frame);
+    while (recent->frames.size() > 64) recent->frames.erase(recent->frames.begin());
+  }
+  if (caps) gst_caps_unref(caps);
+  return GST_PAD_PROBE_OK;
+}
+
 // Adds a probe on the sink pad of the element named `name`.
-void probe(GstElement *pipeline, const char *name, GstPadProbeCallback callback) {
+void probe(GstElement *pipeline, const char *name, GstPadProbeCallback callback,
+           gpointer data = nullptr) {
   GstElement *el = gst_bin_get_by_name(GST_BIN(pipeline), name);
   GstPad *pad = gst_element_get_static_pad(el, "sink");
-  gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, callback, nullptr, nullptr);
+  gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, callback, data, nullptr);
   gst_object_unref(pad);
   gst_object_unref(el);
+}
+
+// The frame of `recent` at `pts`, or the latest one before it.
+std::vector<guint8> frame_at(Recent &recent, GstClockTime pts) {
+  std::lock_guard<std::mutex> lock(recent.mutex);
+  auto it = recent.frames.upper_bound(pts);
+  if (it == recent.frames.begin()) return {};
+  return std::prev(it)->second;
+}
+
+// Writes a 2x2 mosaic of four packed BGR frames of w x h as a PNG, each
+// labelled by cudatextoverlay: the elements' view of one moment.
+bool write_mosaic(const std::string &path, int w, int h,
+                  const std::vector<std::vector<guint8>> &tiles,
+                  const std::vector<std::string> &labels, const char *backend, std::string *error) {
+  const size_t row = size_t(w) * 3, mosaic_row = 2 * row;
+  std::vector<guint8> mosaic(mosaic_row * size_t(2 * h), 0);
+  for (size_t t = 0; t < tiles.size() && t < 4; ++t) {
+    if (tiles[t].size() != row * size_t(h)) continue;  // missing: stays black
+    const size_t x0 = (t % 2) * row, y0 = (t / 2) * size_t(h);
+    for (int y = 0; y < h; ++y)
+      std::copy(tiles[t].begin() + long(size_t(y) * row),
+                tiles[t].begin() + long(size_t(y + 1) * row),
+                mosaic.begin() + long((y0 + size_t(y)) * mosaic_row + x0));
+  }
+  // appsrc ! cudatextoverlay (one per label, at the top left of its tile) !
+  // videoconvert ! pngenc ! filesink, made element by element so that the
+  // labels and the path need no quoting.
+  GstElement *pipeline = gst_pipeline_new("mosaic");
+  GstElement *src = gst_element_factory_make("appsrc", "src");
+  std::vector<GstElement *> chain = {src};
+  const int font_pt = std::max(9, h / 24);
+  for (size_t t = 0; t < labels.size() && t < 4; ++t) {
+    GstElement *overlay = gst_element_factory_make("cudatextoverlay", nullptr);
+    if (!overlay) {
+      std::printf("mosaic:  no labels (cudatextoverlay was built without Pango)\n");
+      break;
+    }
+    const std::string font = "Sans Bold " + std::to_string(font_pt);
+    g_object_set(overlay, "text", labels[t].c_str(), "font-desc", font.c_str(), "shaded-background",
+                 TRUE, "xpad", int(t % 2) * w + 12, "ypad", int(t / 2) * h + 12, nullptr);
+    if (backend) gst_util_set_object_arg(G_OBJECT(overlay), "backend", backend);
+    chain.push_back(overlay);
+  }
+  for (const char *name : {"videoconvert", "pngenc", "filesink"})
+    chain.push_back(gst_element_factory_make(name, nullptr));
+  bool complete = true;
+  for (GstElement *e : chain) {
+    if (e)
+      gst_bin_add(GST_BIN(pipeline), e);  // the pipeline owns them from here
+    else
+      complete = false;
+  }
+  if (!complete) {
+    *error = "an element is missing (appsrc, videoconvert, pngenc or filesink)";
+    gst_object_unref(pipeline);
+    return false;
+  }
+  g_object_set(chain.back(), "location", path.c_str(), nullptr);
+  for (size_t i = 0; i + 1 < chain.size(); ++i) gst_element_link(chain[i], chain[i + 1]);
+  gst_object_ref(src);
+  GError *err = nullptr;
+  GstCaps *caps = gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "BGR", "width",
+                                      G_TYPE_INT, 2 * w, "height", G_TYPE_INT, 2 * h, "framerate",
+                                      GST_TYPE_FRACTION, 1, 1, nullptr);
+  g_object_set(src, "caps", caps, "format", GST_FORMAT_TIME, nullptr);
+  gst_caps_unref(caps);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  GstBuffer *buf = gst_buffer_new_allocate(nullptr, mosaic.size(), nullptr);
+  gst_buffer_fill(buf, 0, mosaic.data(), mosaic.size());
+  GST_BUFFER_PTS(buf) = 0;
+  GST_BUFFER_DURATION(buf) = GST_SECOND;
+  GstFlowReturn flow;
+  g_signal_emit_by_name(src, "push-buffer", buf, &flow);
+  gst_buffer_unref(buf);
+  g_signal_emit_by_name(src, "end-of-stream", &flow);
+  GstBus *bus = gst_element_get_bus(pipeline);
+  GstMessage *m = gst_bus_timed_pop_filtered(bus, 30 * GST_SECOND,
+                                             GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  bool ok = m && GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS;
+  if (m && GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
+    gst_message_parse_error(m, &err, nullptr);
+    *error = err->message;
+    g_clear_error(&err);
+  } else if (!m) {
+    *error = "timed out";
+  }
+  if (m) gst_message_unref(m);
+  gst_object_unref(bus);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  gst_object_unref(src);
+  gst_object_unref(pipeline);
+  return ok;
 }
 
 // Pops messages of `pipeline` for up to `ms`; returns an error message or
@@ -232,6 +360,10 @@ int main(int argc, char **argv) {
       {"backend", 'b', 0, G_OPTION_ARG_STRING, &o.backend, "auto, cuda or cpu (default auto)", "B"},
       {"png", 'o', 0, G_OPTION_ARG_FILENAME, &o.png,
        "Where to save the client's last picture (default demo-snapshot.png)", "PATH"},
+      {"mosaic", 'm', 0, G_OPTION_ARG_FILENAME, &o.mosaic,
+       "Where to save the mosaic of the same moment: input, client picture, heat map, noise "
+       "view (default demo-mosaic.png; \"\" for none)",
+       "PATH"},
       {nullptr, 0, 0, G_OPTION_ARG_NONE, nullptr, nullptr, nullptr},
   };
   GOptionContext *context =
@@ -263,6 +395,7 @@ int main(int argc, char **argv) {
   const bool camera =
       source_opt == "camera" || (source_opt == "auto" && have_camera(device.c_str()));
   const std::string png = o.png ? o.png : "demo-snapshot.png";
+  const std::string mosaic = o.mosaic ? o.mosaic : "demo-mosaic.png";
   const std::string frames = std::to_string(o.frames);
   std::string source;       // ends with raw BGR video
   std::string source_tail;  // more branches of the source, if any
@@ -294,10 +427,21 @@ int main(int argc, char **argv) {
                           " keyframe-interval=" + std::to_string(o.keyframe_interval);
   if (o.compression) enc_props += std::string(" compression=") + o.compression;
   if (o.backend) enc_props += std::string(" backend=") + o.backend;
+  // For the mosaic, the same input also goes through cudaheatmap (where and how
+  // much it changed) and cudanoisevis (the bytes that changed by more than the
+  // threshold); their last frames are kept by timestamp.
+  const std::string vis_backend = o.backend ? std::string(" backend=") + o.backend : "";
+  const std::string vis_branches =
+      mosaic.empty() ? ""
+                     : " t. ! queue max-size-buffers=8 ! cudaheatmap" + vis_backend +
+                           " ! video/x-raw,format=BGR ! fakesink name=heat sync=false"
+                           " t. ! queue max-size-buffers=8 ! cudanoisevis threshold=" +
+                           std::to_string(o.threshold) + vis_backend +
+                           " ! video/x-raw,format=BGR ! fakesink name=noise sync=false";
   const std::string server_desc =
-      source + " ! queue max-size-buffers=8 ! cudadiffenc name=enc " + enc_props +
+      source + " ! tee name=t ! queue max-size-buffers=8 ! cudadiffenc name=enc " + enc_props +
       " ! tcpserversink name=sink host=127.0.0.1 port=0 sync-method=latest-keyframe sync=false" +
-      source_tail;
+      vis_branches + source_tail;
 
   GstElement *server = gst_parse_launch(server_desc.c_str(), &err);
   if (!server) {
@@ -305,6 +449,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   probe(server, "enc", on_original);  // the encoder's input, before anything is sent
+  if (!mosaic.empty()) {
+    probe(server, "heat", on_recent, &heatmaps);
+    probe(server, "noise", on_recent, &noise_views);
+  }
   // PAUSED: the server listens (and a test pattern prerolls) before the client connects.
   gst_element_set_state(server, GST_STATE_PAUSED);
   GstElement *sink = gst_bin_get_by_name(GST_BIN(server), "sink");
@@ -429,6 +577,22 @@ int main(int argc, char **argv) {
     }
     gst_caps_unref(png_caps);
     gst_sample_unref(sample);
+  }
+  if (!mosaic.empty() && !shown.last_picture.empty() && originals.have_info) {
+    const GstClockTime at = shown.last_sender_pts;
+    const int w = GST_VIDEO_INFO_WIDTH(&originals.info), h = GST_VIDEO_INFO_HEIGHT(&originals.info);
+    const std::vector<std::vector<guint8>> tiles = {
+        shown.last_original, shown.last_picture, frame_at(heatmaps, at), frame_at(noise_views, at)};
+    const std::string t = std::to_string(o.threshold);
+    const std::vector<std::string> labels = {"server input", "client picture (threshold " + t + ")",
+                                             "cudaheatmap: change since the previous frame",
+                                             "cudanoisevis: bytes changed by more than " + t};
+    std::string why;
+    if (write_mosaic(mosaic, w, h, tiles, labels, o.backend, &why))
+      std::printf("mosaic:  %s (input, client picture, heat map, noise view of one moment)\n",
+                  mosaic.c_str());
+    else
+      std::fprintf(stderr, "could not write the mosaic: %s\n", why.c_str());
   }
   if (stats) gst_structure_free(stats);
   gst_object_unref(enc);

@@ -1,5 +1,6 @@
 // Binarization, the reference: gray image, histogram, threshold rule, output,
 // each as a plain loop (OpenMP across rows). cudadiff/binarize.h states the rules.
+// The CPU backend runs the fast path of binarize_fast.cpp (same results, tested).
 #include "cudadiff/binarize.h"
 
 #include <algorithm>
@@ -211,7 +212,14 @@ std::unique_ptr<Binarize> Binarize::create(const Context &ctx, VideoFormat in_fo
   (void)ctx;
 #endif
   (void)options;
+  return detail::make_fast_binarize(in_format, out_format, width, height);
+}
+
+namespace detail {
+std::unique_ptr<Binarize> make_reference_binarize(VideoFormat in_format, VideoFormat out_format,
+                                                  int width, int height) {
   return std::make_unique<CpuBinarize>(in_format, out_format, width, height);
 }
+}  // namespace detail
 
 }  // namespace cudadiff

@@ -1,5 +1,6 @@
 // Noise filters, the reference: plain loops over rows (OpenMP across rows).
-// What they compute is specified in cudadiff/gauss.h.
+// What they compute is specified in cudadiff/gauss.h. The CPU backend runs
+// the fast path of gauss_fast.cpp, which gives the same bytes (tested).
 #include "cudadiff/gauss.h"
 
 #include <algorithm>
@@ -258,7 +259,17 @@ std::unique_ptr<NoiseFilter> NoiseFilter::create(const Context &ctx, VideoFormat
 #else
   (void)ctx;
 #endif
+  return detail::make_fast_noise_filter(format, width, height);
+}
+
+namespace detail {
+std::unique_ptr<NoiseFilter> make_reference_noise_filter(VideoFormat format, int width,
+                                                         int height) {
+  if (!NoiseFilter::supports(format))
+    throw Error(std::string("noise filter: unsupported format ") + format_name(format));
+  if (width <= 0 || height <= 0) throw Error("noise filter: empty frame size");
   return std::make_unique<CpuNoiseFilter>(format, width, height);
 }
+}  // namespace detail
 
 }  // namespace cudadiff

@@ -1,4 +1,5 @@
 // Grayscale, the reference: readable loops over rows (OpenMP across rows).
+// The CPU backend runs the fast path of grayscale_fast.cpp (same bytes, tested).
 #include "cudadiff/grayscale.h"
 
 #include <cstring>
@@ -66,7 +67,13 @@ std::unique_ptr<Grayscale> Grayscale::create(const Context &ctx, VideoFormat in_
 #else
   (void)ctx;
 #endif
+  return detail::make_fast_grayscale();
+}
+
+namespace detail {
+std::unique_ptr<Grayscale> make_reference_grayscale() {
   return std::make_unique<CpuGrayscale>();
 }
+}  // namespace detail
 
 }  // namespace cudadiff

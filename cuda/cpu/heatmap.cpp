@@ -1,6 +1,7 @@
 // Heat map, the reference: a colour table per (colormap, gain), then one
 // readable loop over pixels (OpenMP across rows). The previous frame is a
-// private copy of the last input.
+// private copy of the last input. The CPU backend runs the fast path of
+// heatmap_fast.cpp (same bytes, tested).
 #include "cudadiff/heatmap.h"
 
 #include <cstdlib>
@@ -131,7 +132,14 @@ std::unique_ptr<Heatmap> Heatmap::create(const Context &ctx, VideoFormat in_form
   if (ctx.is_cuda()) return detail::make_cuda_heatmap(ctx, in_format, out_format, width, height);
 #endif
   (void)ctx;
+  return detail::make_fast_heatmap(in_format, out_format, width, height);
+}
+
+namespace detail {
+std::unique_ptr<Heatmap> make_reference_heatmap(VideoFormat in_format, VideoFormat out_format,
+                                                int width, int height) {
   return std::make_unique<CpuHeatmap>(in_format, out_format, width, height);
 }
+}  // namespace detail
 
 }  // namespace cudadiff

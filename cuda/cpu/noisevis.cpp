@@ -1,6 +1,7 @@
 // Noise view, the reference: one readable loop over pixels (OpenMP across
 // rows, counts summed by the OpenMP reduction, then added to the running
-// totals). The previous frame is a private copy of the last input.
+// totals). The previous frame is a private copy of the last input. The CPU
+// backend runs the fast path of noisevis_fast.cpp (same bytes and counts, tested).
 #include "cudadiff/noisevis.h"
 
 #include <cstdlib>
@@ -140,7 +141,14 @@ std::unique_ptr<NoiseVis> NoiseVis::create(const Context &ctx, VideoFormat in_fo
   if (ctx.is_cuda()) return detail::make_cuda_noisevis(ctx, in_format, out_format, width, height);
 #endif
   (void)ctx;
+  return detail::make_fast_noisevis(in_format, out_format, width, height);
+}
+
+namespace detail {
+std::unique_ptr<NoiseVis> make_reference_noisevis(VideoFormat in_format, VideoFormat out_format,
+                                                  int width, int height) {
   return std::make_unique<CpuNoiseVis>(in_format, out_format, width, height);
 }
+}  // namespace detail
 
 }  // namespace cudadiff

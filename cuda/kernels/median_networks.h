@@ -3,12 +3,16 @@
 //
 // Exact medians of K x K windows as pruned min/max networks (see the
 // script for the scheme). L is a lane type: L::T a value type, L::min and
-// L::max element-wise operations on it (16-bit lanes on the GPU, 64 0-1
-// inputs at a time in the exhaustive test).
+// L::max element-wise operations on it (16-bit lanes on the GPU, one byte
+// per lane in the CPU backend, 64 0-1 inputs at a time in the exhaustive
+// test). On the host the networks are always inlined, so that the CPU
+// backend's loop over a row around them is vectorised.
 #pragma once
 
 #if defined(__CUDACC__)
 #define MEDIAN_NET_HD __host__ __device__ __forceinline__
+#elif defined(__GNUC__) || defined(__clang__)
+#define MEDIAN_NET_HD inline __attribute__((always_inline))
 #else
 #define MEDIAN_NET_HD inline
 #endif

@@ -1,6 +1,8 @@
 // The parts of the runtime that do not depend on CUDA being built in.
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "cudadiff/runtime.h"
@@ -111,10 +113,13 @@ void set_cpu_threads(int threads) {
 }
 
 int cpu_threads() {
+  if (g_cpu_threads > 0) return g_cpu_threads;
 #ifdef _OPENMP
-  return g_cpu_threads > 0 ? g_cpu_threads : omp_get_max_threads();
+  return omp_get_max_threads();  // OMP_NUM_THREADS, else the CPUs this process may use
 #else
-  return 1;
+  // The fast paths have threads of their own (cuda/cpu/fast.cpp); the
+  // references run on one thread without OpenMP.
+  return std::max(1u, std::thread::hardware_concurrency());
 #endif
 }
 

@@ -140,7 +140,15 @@ namespace detail {
 std::unique_ptr<Binarize> make_cuda_binarize(const Context &ctx, VideoFormat in_format,
                                              VideoFormat out_format, int width, int height,
                                              const BinarizeOptions &options);
-}
+// The CPU backend runs a fast path (cuda/cpu/binarize_fast.cpp) that gives
+// the same bytes, histogram and result as the reference (cuda/cpu/binarize.cpp:
+// plain loops that define the operation). Tests compare the two; create()
+// gives the fast one. Both take formats and sizes create() has checked.
+std::unique_ptr<Binarize> make_fast_binarize(VideoFormat in_format, VideoFormat out_format,
+                                             int width, int height);
+std::unique_ptr<Binarize> make_reference_binarize(VideoFormat in_format, VideoFormat out_format,
+                                                  int width, int height);
+}  // namespace detail
 
 // Otsu's criterion in exact integer arithmetic, shared by both backends.
 //

@@ -111,6 +111,11 @@ PlaneLayout noise_filter_plane_layout(VideoFormat format, int plane);
 namespace detail {
 std::unique_ptr<NoiseFilter> make_cuda_noise_filter(const Context &ctx, VideoFormat format,
                                                     int width, int height);
-}
+// The CPU backend runs a fast path (cuda/cpu/gauss_fast.cpp) that gives the
+// same bytes as the reference (cuda/cpu/gauss.cpp: plain loops that define
+// the filters). Tests compare the two; create() gives the fast one.
+std::unique_ptr<NoiseFilter> make_fast_noise_filter(VideoFormat format, int width, int height);
+std::unique_ptr<NoiseFilter> make_reference_noise_filter(VideoFormat format, int width, int height);
+}  // namespace detail
 
 }  // namespace cudadiff

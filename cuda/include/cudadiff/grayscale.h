@@ -80,6 +80,11 @@ class Grayscale {
 
 namespace detail {
 std::unique_ptr<Grayscale> make_cuda_grayscale(const Context &ctx);
-}
+// The CPU backend runs a fast path (cuda/cpu/grayscale_fast.cpp) that gives
+// the same bytes as the reference (cuda/cpu/grayscale.cpp: plain loops that
+// define the operation). Tests compare the two; create() gives the fast one.
+std::unique_ptr<Grayscale> make_fast_grayscale();
+std::unique_ptr<Grayscale> make_reference_grayscale();
+}  // namespace detail
 
 }  // namespace cudadiff

@@ -150,6 +150,14 @@ void heat_table(HeatColormap colormap, double gain, HeatColour table[kHeatTableS
 namespace detail {
 std::unique_ptr<Heatmap> make_cuda_heatmap(const Context &ctx, VideoFormat in_format,
                                            VideoFormat out_format, int width, int height);
-}
+// The CPU backend runs a fast path (cuda/cpu/heatmap_fast.cpp) that gives the
+// same bytes as the reference (cuda/cpu/heatmap.cpp: plain loops that define
+// the operation). Tests compare the two; create() gives the fast one. Both
+// take formats and sizes create() has checked.
+std::unique_ptr<Heatmap> make_fast_heatmap(VideoFormat in_format, VideoFormat out_format, int width,
+                                           int height);
+std::unique_ptr<Heatmap> make_reference_heatmap(VideoFormat in_format, VideoFormat out_format,
+                                                int width, int height);
+}  // namespace detail
 
 }  // namespace cudadiff

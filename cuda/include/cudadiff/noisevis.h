@@ -94,6 +94,14 @@ class NoiseVis {
 namespace detail {
 std::unique_ptr<NoiseVis> make_cuda_noisevis(const Context &ctx, VideoFormat in_format,
                                              VideoFormat out_format, int width, int height);
-}
+// The CPU backend runs a fast path (cuda/cpu/noisevis_fast.cpp) that gives the
+// same bytes and counts as the reference (cuda/cpu/noisevis.cpp: plain loops
+// that define the operation). Tests compare the two; create() gives the fast
+// one. Both take formats and sizes create() has checked.
+std::unique_ptr<NoiseVis> make_fast_noisevis(VideoFormat in_format, VideoFormat out_format,
+                                             int width, int height);
+std::unique_ptr<NoiseVis> make_reference_noisevis(VideoFormat in_format, VideoFormat out_format,
+                                                  int width, int height);
+}  // namespace detail
 
 }  // namespace cudadiff

@@ -237,7 +237,9 @@ class StreamGraph {
 // Host-side copy of a whole frame, plane by plane (honours strides).
 void copy_frame_host(const FrameView &src, const FrameView &dst);
 
-// Number of CPU threads the reference implementations use (OpenMP); 0 = all.
+// Number of CPU threads the CPU backend uses (its fast paths' thread pool,
+// and OpenMP in the reference implementations); 0 = all (OMP_NUM_THREADS
+// when set).
 void set_cpu_threads(int threads);
 int cpu_threads();
 // Threads for a loop over `work` items (bytes, pixels): one below about a

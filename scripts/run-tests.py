@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Runs the tests of a meson build directory without meson, for a GPU host
+where meson is missing or of another version: reads BUILD/meson-info/
+intro-tests.json and runs each test's command with its environment, working
+directory and timeout. Prints one line per test (OK, FAIL with the end of its
+output, SKIP for exit status 77) and a summary; exit status 1 if any failed.
+
+    python3 scripts/run-tests.py BUILD [NAME_FILTER] [--repeat N]
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    repeat = 1
+    if "--repeat" in sys.argv:
+        repeat = int(sys.argv[sys.argv.index("--repeat") + 1])
+        args.remove(str(repeat))
+    if not args:
+        sys.exit(__doc__)
+    build, name_filter = args[0], args[1] if len(args) > 1 else ""
+    with open(os.path.join(build, "meson-info", "intro-tests.json")) as f:
+        tests = json.load(f)
+    counts = {"OK": 0, "FAIL": 0, "SKIP": 0}
+    for test in tests:
+        name = (test.get("suite") or [""])[0] + ":" + test["name"]
+        if name_filter not in name:
+            continue
+        env = dict(os.environ)
+        for key, value in (test.get("env") or {}).items():
+            # a test's LD_LIBRARY_PATH goes in front of the runtime's, not instead of it
+            if key == "LD_LIBRARY_PATH" and key in os.environ:
+                value += ":" + os.environ[key]
+            env[key] = value
+        for _ in range(repeat):
+            start = time.time()
+            try:
+                run = subprocess.run(test["cmd"], cwd=test.get("workdir") or None, env=env,
+                                     capture_output=True, text=True,
+                                     timeout=test.get("timeout") or 300)
+                code, output = run.returncode, run.stdout + run.stderr
+            except subprocess.TimeoutExpired as e:
+                code, output = None, "TIMEOUT\n" + (e.stdout or b"").decode(errors="replace")
+            if code == 77:
+                state = "SKIP"
+            elif code is not None and (code == 0) != bool(test.get("should_fail")):
+                state = "OK"
+            else:
+                state = "FAIL"
+            counts[state] += 1
+            print(f"{state:4} {time.time() - start:7.2f}s {name}", flush=True)
+            if state == "FAIL":
+                print("\n".join("    " + line for line in output.splitlines()[-60:]), flush=True)
+    print(f"{counts['OK']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped")
+    sys.exit(1 if counts["FAIL"] else 0)
+
+
+main()

@@ -1,0 +1,24 @@
+#!/bin/sh
+# The streaming demo end to end: 30 frames of the test pattern through
+# cudadiffenc, TCP and cudadiffdec; every frame shown, and both pictures
+# written: the client's frame (W x H) and the mosaic of one moment (2W x 2H).
+set -eu
+demo=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+"$demo" --source test --frames 30 --width 320 --height 240 \
+  --png "$dir/snapshot.png" --mosaic "$dir/mosaic.png" >"$dir/log" 2>&1 || {
+  cat "$dir/log"; echo "FAIL: the demo exited with an error"; exit 1; }
+cat "$dir/log"
+grep -q "^frames:  30 sent, 30 shown by the client" "$dir/log" || { echo "FAIL: not every frame shown"; exit 1; }
+grep -q "^mosaic: " "$dir/log" || { echo "FAIL: no mosaic reported"; exit 1; }
+# PNG: the signature, then IHDR with width and height (big-endian u32) at byte 16.
+png_size() {
+  sig=$(od -An -tx1 -N8 "$1" | tr -d ' \n')
+  [ "$sig" = 89504e470d0a1a0a ] || { echo "FAIL: $1 is not a PNG"; exit 1; }
+  set -- $(od -An -tu1 -j16 -N8 "$1")
+  echo "$(( ($1 << 24) | ($2 << 16) | ($3 << 8) | $4 ))x$(( ($5 << 24) | ($6 << 16) | ($7 << 8) | $8 ))"
+}
+[ "$(png_size "$dir/snapshot.png")" = 320x240 ] || { echo "FAIL: snapshot is $(png_size "$dir/snapshot.png")"; exit 1; }
+[ "$(png_size "$dir/mosaic.png")" = 640x480 ] || { echo "FAIL: mosaic is $(png_size "$dir/mosaic.png")"; exit 1; }
+echo "PASS: snapshot 320x240, mosaic 640x480"
