@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -544,4 +546,79 @@ TEST(StreamFormat, ParserResynchronises) {
   const Parser::Step step = p.next(q, false);
   EXPECT_EQ(step.kind, Parser::Kind::Skip);
   EXPECT_TRUE(step.unsupported);
+}
+
+namespace {
+
+Bytes read_file(const std::string &path) {
+  FILE *f = std::fopen(path.c_str(), "rb");
+  Bytes out;
+  if (!f) return out;
+  uint8_t buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.insert(out.end(), buf, buf + n);
+  std::fclose(f);
+  return out;
+}
+
+}  // namespace
+
+// A version 1 recording made by cudadiffenc before version 2 existed
+// (tests/stream/data/README.md says how): I420 32x24, threshold 10, zstd,
+// a keyframe every 4 frames, 6 frames of videotestsrc's ball. The pictures
+// it decodes to are the codec's definition applied to the recorded input:
+// a keyframe is the frame, a delta changes the bytes that differ from the
+// picture by more than 10.
+TEST(StreamFormat, Version1RecordingStillDecodes) {
+  const Bytes stream = read_file(std::string(CUDADIFF_TEST_DATA) + "/v1-i420-32x24-k10-zstd.cdif");
+  const Bytes raw = read_file(std::string(CUDADIFF_TEST_DATA) + "/v1-i420-32x24.yuv");
+  const size_t n = frame_size_packed(VideoFormat::I420, 32, 24);
+  ASSERT_EQ(n, 1152u);
+  ASSERT_EQ(raw.size(), 6 * n) << CUDADIFF_TEST_DATA;
+  ASSERT_FALSE(stream.empty());
+  // Its packets, as written: the stream header with the colorimetry, a
+  // predicted zstd keyframe, deltas of differences (thresholds <= 12).
+  std::vector<PacketHeader> headers;
+  for (size_t at = 0; at + kHeaderSize <= stream.size();) {
+    PacketHeader h;
+    std::string why;
+    ASSERT_EQ(read_header(stream.data() + at, kHeaderSize, &h, &why), HeaderStatus::Ok) << why;
+    EXPECT_EQ(h.version, 1);
+    headers.push_back(h);
+    at += kHeaderSize + h.payload_size;
+    if (at == stream.size()) break;
+  }
+  ASSERT_EQ(headers.size(), 7u);
+  EXPECT_EQ(headers[0].flags, kFlagStreamHeader);
+  EXPECT_EQ(
+      stream_header_value(stream.data() + kHeaderSize, headers[0].payload_size, "colorimetry"),
+      "bt601");
+  for (size_t i = 1; i < headers.size(); ++i) {
+    const bool key = (i - 1) % 4 == 0;
+    EXPECT_EQ(headers[i].keyframe(), key) << i;
+    EXPECT_EQ(headers[i].flags & ~kFlagCompressed,
+              key ? kFlagKeyframe | kFlagPredicted : kFlagDeltaValues)
+        << i;
+    EXPECT_EQ(headers[i].frame_number, i - 1);
+    EXPECT_EQ(headers[i].pts, (i - 1) * 1000000000ull / 30);
+    EXPECT_EQ(headers[i].format, VideoFormat::I420);
+  }
+  EXPECT_TRUE(headers[1].compressed());
+  // Decoded, in pieces of every size class.
+  for (size_t chunk : {size_t(1), size_t(61), size_t(100000)}) {
+    const Decoded d = decode_stream(stream, chunk);
+    EXPECT_EQ(d.skips, 0);
+    ASSERT_EQ(d.shown.size(), 6u);
+    Bytes picture;
+    for (size_t f = 0; f < 6; ++f) {
+      const uint8_t *in = raw.data() + f * n;
+      if (f % 4 == 0) {
+        picture.assign(in, in + n);
+      } else {
+        for (size_t i = 0; i < n; ++i)
+          if (std::abs(int(in[i]) - int(picture[i])) > 10) picture[i] = in[i];
+      }
+      EXPECT_EQ(d.shown[f].first, f);
+      EXPECT_EQ(d.shown[f].second, picture) << "frame " << f << ", chunk " << chunk;
+    }
+  }
 }
