@@ -725,7 +725,8 @@ void scan(const LayerSet &ls, const Tile &t, int l, int cls, const std::vector<i
             sample_context(cls, c, n.a, n.b, n.c, n.d, r0, rclass.empty() ? 0 : rclass[at]);
         int nbits;
         uint32_t bits;
-        const int token = token_of(zigzag(r), &nbits, &bits);
+        const int token =
+            token_of(zigzag(flip_sign(cls, n.a, n.b, n.c, n.d) ? -r : r), &nbits, &bits);
         f(block, x, y, c, ctx, token, nbits, bits);
       }
     }
@@ -1412,12 +1413,12 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
     if (t.w[l] == 0 || t.h[l] == 0) continue;
     const int key = keyframe;
     switch (ly.channels * 4 + ly.ycocg * 2 + key) {
-#define CODEC2_LAYER(NC, YC)                                                 \
-  case NC * 4 + YC * 2 + 0:                                                  \
-    ok = decode_layer<NC, YC, false>(t, l, lanes, state, dec);        \
-    break;                                                                   \
-  case NC * 4 + YC * 2 + 1:                                                  \
-    ok = decode_layer<NC, YC, true>(t, l, lanes, state, dec);         \
+#define CODEC2_LAYER(NC, YC)                                   \
+  case NC * 4 + YC * 2 + 0:                                    \
+    ok = decode_layer<NC, YC, false>(t, l, lanes, state, dec); \
+    break;                                                     \
+  case NC * 4 + YC * 2 + 1:                                    \
+    ok = decode_layer<NC, YC, true>(t, l, lanes, state, dec);  \
     break;
       CODEC2_LAYER(1, 0)
       CODEC2_LAYER(2, 0)
@@ -1438,8 +1439,7 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
 // One layer of a coded tile, in the schedule's order (codec2_rules.h):
 // NC components, YCOCG colour transform, KEY keyframe (no reference).
 template <int NC, bool YCOCG, bool KEY>
-bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state,
-                              RansDecoder &dec) {
+bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, RansDecoder &dec) {
   constexpr int W2 = 2 * NC;  // int16 per sample in work_: S-domain, then T-domain
   const Layer &ly = ls_.layer[l];
   const int w = t.w[l], h = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
@@ -1511,10 +1511,11 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state,
     bool edge;  // in the tile's first row or column, or its last column
     int i, j;
     int rclass;
+    bool flip;
     int pred, token, r0;
     int value[NC];
   } lane[kMaxLanes];
-  int active[kMaxLanes];          // lanes with a coded sample, in lane order
+  int active[kMaxLanes];              // lanes with a coded sample, in lane order
   int by_class[kClasses][kMaxLanes];  // the same, per class
   int n_class[kClasses];
   bool bad = false;
@@ -1556,16 +1557,17 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state,
       int ctx;
       if (CLS == kClassTemporal) {
         L.pred = 0;
-        ctx = activity_bucket(iabs(a) + iabs(b) + iabs(cc) + iabs(d));
+        ctx = activity_bucket(temporal_activity(a, b, cc, d));
       } else {
         L.pred = med(a, b, cc);
-        ctx = activity_bucket(iabs(d - b) + iabs(b - cc) + iabs(cc - a));
+        ctx = activity_bucket(spatial_activity(a, b, cc, d));
       }
       if (c > 0) {
         const int m = iabs(L.r0);
         ctx += kActivityBuckets * (m >= kCrossLevels ? kCrossLevels - 1 : m);
       }
       if (CLS == kClassTemporal && c == 0) ctx = ctx * kRefClasses + L.rclass;
+      L.flip = flip_sign(CLS, a, b, cc, d);
       const DecodeTable &tb = tb0[ctx];
       bad |= !tb.used;
       L.token = dec.decode(state[ln], tb);
@@ -1616,14 +1618,15 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state,
           const uint32_t bits = state[ln] & ((1u << nbits) - 1);
           state[ln] >>= nbits;
           dec.renorm(state[ln]);
-          const int r = unzigzag(kTokenBase[L.token] | bits);
+          const int r =
+              L.flip ? -unzigzag(kTokenBase[L.token] | bits) : unzigzag(kTokenBase[L.token] | bits);
           if (c == 0) L.r0 = r;
           L.value[c] = L.pred + r;
         }
       } else {
         for (int k = 0; k < n_active; ++k) {
           Lane &L = lane[active[k]];
-          const int r = unzigzag(uint32_t(L.token));
+          const int r = L.flip ? -unzigzag(uint32_t(L.token)) : unzigzag(uint32_t(L.token));
           if (c == 0) L.r0 = r;
           L.value[c] = L.pred + r;
         }

@@ -141,12 +141,26 @@ CODEC2_HD int ref_class(int g, int k) {
   const int q = g / (2 * k + 1);
   return q < 2 ? 0 : q < 6 ? 1 : q < 16 ? 2 : 3;
 }
+// Local activity from the neighbours in the sample's domain.
+CODEC2_HD int spatial_activity(int a, int b, int c, int d) {
+  return iabs(a - b) + iabs(b - c) + iabs(c - a) + iabs(b - d);
+}
+CODEC2_HD int temporal_activity(int a, int b, int c, int d) {
+  return iabs(a) + iabs(b) + iabs(c) + iabs(d);
+}
+// Residuals are coded negated where the neighbours lean negative, so that
+// one table serves both signs: temporal samples by the sum of the
+// neighbours' T-domain values (a drift), the others by the curvature
+// a + b - 2c (where the median predictor tends to err the same way).
+CODEC2_HD bool flip_sign(int cls, int a, int b, int c, int d) {
+  return cls == kClassTemporal ? a + b + c + d < 0 : a + b - 2 * c < 0;
+}
 // Context of a sample from its neighbours' values in the mode's domain
 // (a left, b above, c above-left, d above-right), for comp > 0 the first
 // component's residual r0 at the same pixel, and the reference's class.
 CODEC2_HD int sample_context(int cls, int comp, int a, int b, int c, int d, int r0, int rclass) {
-  const int g = cls == kClassTemporal ? iabs(a) + iabs(b) + iabs(c) + iabs(d)
-                                      : iabs(d - b) + iabs(b - c) + iabs(c - a);
+  const int g =
+      cls == kClassTemporal ? temporal_activity(a, b, c, d) : spatial_activity(a, b, c, d);
   int ctx = activity_bucket(g);
   if (comp > 0) {
     const int m = iabs(r0);
