@@ -842,10 +842,12 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
       gobject_class, PROP_STREAM_VERSION,
       g_param_spec_uint(
           "stream-version", "Stream version",
-          "Version of the stream written (the caps say it too): 2, block prediction and "
-          "entropy coding (several times smaller than version 1 at the same threshold; coded "
-          "on the CPU for now, whatever backend says), or 1, the changed bytes with optional "
-          "zstd, for receivers that read only version 1. Read when caps are set. Default: 2",
+          "Version of the stream written (the caps say it too): 2, 16x16 blocks predicted from "
+          "the previous picture or their neighbours, quantised with step 2*threshold+1 and "
+          "entropy-coded (on the CPU whatever backend says, until version 2 has a CUDA "
+          "implementation), or 1, the bytes that changed by more than threshold with optional "
+          "zstd (on the GPU with backend cuda), for receivers that read only version 1. Read "
+          "when caps are set. Default: 2",
           1, 2, DEFAULT_STREAM_VERSION,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                    GST_PARAM_MUTABLE_READY)));
