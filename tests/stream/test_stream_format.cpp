@@ -75,6 +75,42 @@ const char *kDocDelta =
 
 }  // namespace
 
+namespace {
+
+// Bytes as docs/stream-format.md prints them (16 per line, offsets), so that
+// a changed example can be pasted into the document.
+std::string doc_dump(const char *title, const Bytes &b) {
+  std::string out = std::string("    ") + title + " (" + std::to_string(b.size()) + " bytes)\n";
+  char line[16];
+  for (size_t i = 0; i < b.size(); i += 16) {
+    std::snprintf(line, sizeof line, "      %04zx ", i);
+    out += line;
+    for (size_t j = i; j < b.size() && j < i + 16; ++j) {
+      std::snprintf(line, sizeof line, " %02x", b[j]);
+      out += line;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// The version 2 example of docs/stream-format.md, byte for byte.
+const char *kDocV2StreamHeader =
+    "43 44 49 46 02 40 10 0b 00 00 00 00 00 00 00 00 ff ff ff ff ff ff ff ff ff ff ff ff ff ff "
+    "ff ff 00 00 00 00 00 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 00 00 00 00 "
+    "e2 74 e2 b5";
+const char *kDocV2Keyframe =
+    "43 44 49 46 02 40 01 0b 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 55 a0 fc 01 00 00 "
+    "00 00 14 00 00 00 14 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 0c 13 a0 d5 "
+    "4f 11 ec 17 01 02 14 08 49 54 55 55 55 fd 06 00 00 81 05 f7 ef 5a 03 88";
+const char *kDocV2Delta =
+    "43 44 49 46 02 40 00 0b 01 00 00 00 00 00 00 00 55 a0 fc 01 00 00 00 00 55 a0 fc 01 00 00 "
+    "00 00 23 00 00 00 23 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 6d 9b d4 0b "
+    "d2 58 63 50 00 02 14 08 0b db 04 00 c6 50 55 3f a0 9e 00 00 00 60 07 55 05 07 00 00 00 00 "
+    "81 07 b2 2b 7d 04 a7 3f 34";
+
+}  // namespace
+
 TEST(StreamFormat, DocumentedExampleBytes) {
   EXPECT_EQ(Writer::stream_header(VideoFormat::GRAY8, 40, 1, 30, 1), hex(kDocStreamHeader));
 
@@ -960,4 +996,44 @@ TEST(StreamFormat, Version1RecordingStillDecodes) {
       EXPECT_EQ(d.shown[f].second, picture) << "frame " << f << ", chunk " << chunk;
     }
   }
+}
+
+// The version 2 example: the same pictures as the version 1 example, at
+// threshold 2, coded by the codec2 core.
+TEST(StreamFormat, DocumentedVersion2ExampleBytes) {
+  auto ctx = Context::cpu();
+  auto enc = codec2::Encoder::create(*ctx, VideoFormat::GRAY8, 40, 1);
+  testing_util::HostFrame key(VideoFormat::GRAY8, 40, 1);
+  testing_util::fill_value(key, 100);
+  HostBytes body;
+  enc->encode(key.view, 2, true, body);
+  Writer w;
+  FrameInfo info = gray40(true, 0, 0);
+  info.version = kVersion2;
+  const Bytes sh = Writer::stream_header(VideoFormat::GRAY8, 40, 1, 30, 1, "", kVersion2);
+  const Bytes k = packet(w, info, Bytes(body.data(), body.data() + body.size()));
+  testing_util::HostFrame next = key;
+  uint8_t *row = next.view.data[0];
+  row[0] = row[5] = row[33] = row[39] = 130;
+  row[10] = 120;
+  row[11] = 79;
+  enc->encode(next.view, 2, false, body);
+  info = gray40(false, 1, 33333333);
+  info.version = kVersion2;
+  const Bytes d = packet(w, info, Bytes(body.data(), body.data() + body.size()));
+  const std::string dumps =
+      doc_dump("stream header", sh) + doc_dump("keyframe", k) + doc_dump("delta", d);
+  EXPECT_EQ(sh, hex(kDocV2StreamHeader)) << dumps;
+  EXPECT_EQ(k, hex(kDocV2Keyframe)) << dumps;
+  EXPECT_EQ(d, hex(kDocV2Delta)) << dumps;
+  // What the decoder shows: 100 everywhere, then 130 at 0, 5, 33, 39, 120
+  // at 10 and 80 at 11 (79 is 1 from the nearest value 100 + 5q).
+  Decoded dec = decode_stream(concat({sh, k, d}), 7);
+  ASSERT_EQ(dec.shown.size(), 2u);
+  EXPECT_EQ(dec.shown[0].second, Bytes(40, 100));
+  Bytes want(40, 100);
+  want[0] = want[5] = want[33] = want[39] = 130;
+  want[10] = 120;
+  want[11] = 80;
+  EXPECT_EQ(dec.shown[1].second, want);
 }
