@@ -26,6 +26,7 @@
 #include "gstcudadiffenc.h"  // GstCudaDiffFrameOverlap
 
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -638,8 +639,16 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     self->stats.bytes_in += in.size;
     GST_OBJECT_UNLOCK(self);
     try {
-      st->ctx->activate();
-      decoded = decode_packet(self, h, in.data + stream::kHeaderSize, &ret);
+      try {
+        st->ctx->activate();
+        decoded = decode_packet(self, h, in.data + stream::kHeaderSize, &ret);
+      } catch (const std::bad_alloc &) {
+        // A keyframe of a size this machine cannot hold (version 2 keeps
+        // about 7 bytes per frame byte).
+        throw cudadiff::Error("out of memory for a " + std::to_string(h.width) + "x" +
+                              std::to_string(h.height) + " " + cudadiff::format_name(h.format) +
+                              " frame of stream version " + std::to_string(h.version));
+      }
     } catch (const cudadiff::Error &e) {
       gst_buffer_unmap(frame->input_buffer, &in);
       gst_cudadiff_post_error(GST_ELEMENT(self), "decoding a frame", e);

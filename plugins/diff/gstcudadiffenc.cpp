@@ -34,6 +34,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -378,6 +379,23 @@ static GstBuffer *make_stream_header(cudadiff::VideoFormat format, const GstVide
   return buf;
 }
 
+// The core encoder of the version, and every buffer at its largest, so that
+// no frame allocates. Throws cudadiff::Error (and std::bad_alloc).
+static void configure_codec(EncState *st, bool v2, cudadiff::VideoFormat format, int width,
+                            int height, size_t frame_bytes, bool zstd, int level) {
+  if (v2) {
+    st->encoder2 = codec2::Encoder::create(*st->cpu_ctx, format, width, height);
+    st->body.reserve(stream::max_v2_body_size(format, width, height));
+    st->reference.reserve(frame_bytes);
+    return;
+  }
+  st->ctx->activate();
+  st->encoder = diff::DiffEncoder::create(*st->ctx, format, width, height);
+  st->body.reserve(diff::max_delta_body_size(frame_bytes));
+  st->writer->set_compression(zstd ? stream::Compression::Zstd : stream::Compression::None, level);
+  st->writer->reserve(frame_bytes);
+}
+
 static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCodecState *state) {
   auto *self = GST_CUDADIFF_ENC(encoder);
   EncState *st = self->state;
@@ -435,18 +453,11 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   }
   try {
     st->drop_codec();
-    if (v2) {
-      st->encoder2 = codec2::Encoder::create(*st->cpu_ctx, format, width, height);
-      st->body.reserve(stream::max_v2_body_size(format, width, height));
-      st->reference.reserve(frame_bytes);
-    } else {
-      st->ctx->activate();
-      st->encoder = diff::DiffEncoder::create(*st->ctx, format, width, height);
-      // Every buffer at its largest now, so that no frame allocates.
-      st->body.reserve(diff::max_delta_body_size(frame_bytes));
-      st->writer->set_compression(zstd ? stream::Compression::Zstd : stream::Compression::None,
-                                  level);
-      st->writer->reserve(frame_bytes);
+    try {
+      configure_codec(st, v2, format, width, height, frame_bytes, zstd, level);
+    } catch (const std::bad_alloc &) {
+      throw cudadiff::Error("out of memory for the encoder of a " + std::to_string(width) + "x" +
+                            std::to_string(height) + " " + GST_VIDEO_INFO_NAME(info) + " frame");
     }
   } catch (const cudadiff::Error &e) {
     st->drop_codec();
@@ -629,6 +640,21 @@ static uint64_t count_changed(const cudadiff::FrameView &input, const uint8_t *r
   return changed;
 }
 
+// Version 2: the frame's body into st->body, synchronously (the CPU core).
+// The body carries its threshold: a new threshold applies from this frame
+// on, keyframe or not. Throws cudadiff::Error.
+static void encode_v2(EncState *st, const cudadiff::FrameView &input, int threshold, bool keyframe,
+                      FrameResult *result) {
+  try {
+    if (!keyframe) result->changed_bytes = count_changed(input, st->reference.data(), threshold);
+    const codec2::FrameStats fs = st->encoder2->encode(input, threshold, keyframe, st->body);
+    st->encoder2->read_reference(st->reference);
+    for (int m = 0; m < 4; ++m) result->blocks[m] = fs.blocks[m];
+  } catch (const std::bad_alloc &) {
+    throw cudadiff::Error("out of memory encoding a frame");
+  }
+}
+
 // A keyframe is made and pushed at once.
 // Version 1: a delta is queued on the core (submit_delta_host: the CUDA
 // backend uploads the frame in slices, compares each as it arrives and
@@ -703,12 +729,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     // strides).
     const cudadiff::FrameView input = gst_cudadiff_frame_view(&p.vframe);
     if (st->encoder2) {
-      // The body carries its threshold: a new threshold applies from this
-      // frame on, keyframe or not.
-      if (!keyframe) p.result.changed_bytes = count_changed(input, st->reference.data(), threshold);
-      const codec2::FrameStats fs = st->encoder2->encode(input, threshold, keyframe, st->body);
-      st->encoder2->read_reference(st->reference);
-      for (int m = 0; m < 4; ++m) p.result.blocks[m] = fs.blocks[m];
+      encode_v2(st, input, threshold, keyframe, &p.result);
     } else {
       st->ctx->activate();
       if (keyframe)
