@@ -109,8 +109,8 @@ struct FrameResult {
 // Everything that lives from start (context) or set_format (codec) to stop.
 struct EncState {
   std::unique_ptr<cudadiff::Context> ctx;
-  std::unique_ptr<diff::DiffEncoder>
-      encoder;  // version 1: keeps the reference (on the device for CUDA)
+  // Version 1: keeps the reference (on the device for CUDA).
+  std::unique_ptr<diff::DiffEncoder> encoder;
   // Version 2: the codec2 encoder, on the CPU (cpu_ctx) whatever the
   // backend until codec2 has a CUDA implementation; with it the reference
   // (the picture the decoders show, canonical order) to count the bytes a
