@@ -212,6 +212,12 @@ CODEC2_HD uint32_t token_value(int token, uint32_t bits) {
 constexpr int kProbBits = 12;  // frequencies sum to 4096
 constexpr uint32_t kProbScale = 1u << kProbBits;
 constexpr uint32_t kRansLow = 1u << 23;  // state in [2^23, 2^31); byte-wise renormalisation
+// The state every lane's encoder starts from, which its decoder must end in:
+// it holds the threshold and the lane, so that a body decoded with another
+// threshold (damage) or lanes mixed up fail the check.
+CODEC2_HD uint32_t lane_final_state(int threshold, int lane) {
+  return kRansLow + uint32_t(threshold) * 32u + uint32_t(lane);
+}
 
 // ---- frequency tables ---------------------------------------------------
 // A transmitted table gives each token a level L (0 = absent, 1..kLevels);
