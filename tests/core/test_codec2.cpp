@@ -544,6 +544,37 @@ TEST(Codec2Cpu, RandomBodiesNeverCrash) {
   }
 }
 
+// docs/codec2-draft.md, "Example": the same bytes (also decoded by
+// tests/core/codec2_reference.py from the document).
+TEST(Codec2Cpu, WorkedExample) {
+  const std::vector<uint8_t> key_in = {10, 12, 15, 15, 40, 11, 13, 14, 20, 41};
+  const std::vector<uint8_t> delta_in = {10, 13, 17, 15, 44, 11, 12, 14, 26, 41};
+  const std::vector<uint8_t> key_body = {0x01, 0x01, 0x14, 0x08, 0x83, 0x9b, 0x93, 0xba, 0xa9,
+                                         0xaa, 0xca, 0x2f, 0xa2, 0x8a, 0x84, 0x02, 0x00, 0x81,
+                                         0x06, 0xc3, 0x19, 0xfb, 0x02, 0xf5, 0x52};
+  const std::vector<uint8_t> key_pic = {9, 12, 15, 15, 39, 12, 12, 15, 21, 42};
+  const std::vector<uint8_t> delta_body = {0x00, 0x01, 0x14, 0x08, 0x17, 0xc4, 0x09, 0xe4, 0x23,
+                                           0xaa, 0x18, 0xe0, 0x00, 0x23, 0xa8, 0xe0, 0x00, 0x00,
+                                           0x00, 0x00, 0x00, 0x81, 0x04, 0x20, 0x20, 0x01, 0x40};
+  const std::vector<uint8_t> delta_pic = {9, 12, 18, 15, 45, 12, 12, 15, 27, 42};
+  auto enc = Encoder::create(*cpu, VideoFormat::GRAY8, 5, 2);
+  auto dec = Decoder::create(*cpu, VideoFormat::GRAY8, 5, 2);
+  HostBytes body, pic;
+  std::vector<uint8_t> in = key_in;
+  enc->encode(packed_view(VideoFormat::GRAY8, 5, 2, in.data()), 1, true, body);
+  EXPECT_EQ(bytes_of(body), key_body);
+  std::string err;
+  ASSERT_TRUE(dec->decode(key_body.data(), key_body.size(), &err)) << err;
+  dec->read_reference(pic);
+  EXPECT_EQ(bytes_of(pic), key_pic);
+  in = delta_in;
+  enc->encode(packed_view(VideoFormat::GRAY8, 5, 2, in.data()), 1, false, body);
+  EXPECT_EQ(bytes_of(body), delta_body);
+  ASSERT_TRUE(dec->decode(delta_body.data(), delta_body.size(), &err)) << err;
+  dec->read_reference(pic);
+  EXPECT_EQ(bytes_of(pic), delta_pic);
+}
+
 TEST(Codec2Cpu, BodyHeader) {
   const uint8_t b[4] = {0x01, 20, 20, 8};
   BodyHeader h;
