@@ -161,6 +161,17 @@ uint32_t log2_q8(uint32_t x) {
   return uint32_t(e) * 256 + frac;
 }
 
+// The first estimate of a token's cost in the mode decision: about
+// 1 + 2 log2(1 + |r|) bits (1/256 bit), r the smallest residual of the token.
+struct FirstCosts {
+  uint32_t of_token[kTokens];
+  FirstCosts() {
+    for (int t = 0; t < kTokens; ++t)
+      of_token[t] = 256 + 2 * log2_q8(1 + (token_value(t, 0) + 1) / 2);
+  }
+};
+const FirstCosts kFirstCost;
+
 struct Costs {
   uint16_t of_freq[kProbScale + 1];  // cost of a symbol of frequency f: 256 * log2(4096 / f)
   Costs() {
@@ -850,13 +861,9 @@ void CpuEncoder::block_costs(const Tile &t, const std::vector<uint32_t> *cost_ta
       scan(
           ls_, t, l, cls, planes, planes, rclass_[l], [](int) { return true; },
           [&](int block, int, int, int c, int ctx, int token, int nbits, uint32_t) {
-            uint32_t bits;
-            if (cost_tables) {
-              bits = (*cost_tables)[size_t(base[c] + ctx) * kTokens + token];
-            } else {
-              // First estimate: about 1 + 2 log2(1 + |r|) bits.
-              bits = 256 + 2 * log2_q8(1 + (token_value(token, 0) + 1) / 2);
-            }
+            const uint32_t bits = cost_tables
+                                      ? (*cost_tables)[size_t(base[c] + ctx) * kTokens + token]
+                                      : kFirstCost.of_token[token];
             cost[size_t(block) * kModes + mode] += bits + 256u * uint32_t(nbits);
           });
     }
@@ -1041,8 +1048,6 @@ bool CpuEncoder::encode_tile(size_t ti, const Model &model, int threshold) {
   if (buf.size() < bound) buf.resize(bound);
   uint8_t *end = buf.data() + bound;
   RansEncoder enc{buf.data(), end};
-  uint32_t state[kMaxLanes];
-  for (int ln = 0; ln < lanes; ++ln) state[ln] = lane_final_state(threshold, ln);
   size_t layer_first[kMaxLayers];
   {
     size_t at = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
@@ -1051,6 +1056,20 @@ bool CpuEncoder::encode_tile(size_t ti, const Model &model, int threshold) {
       at += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
     }
   }
+  // Each lane's raw bits in its decoding order (its rows, layer by layer).
+  uint32_t checksum[kMaxLanes] = {};
+  for (int l = 0; l < ls_.count; ++l) {
+    const int nc = ls_.layer[l].channels;
+    for (int j = 0; j < t.h[l]; ++j)
+      for (size_t at = layer_first[l] + size_t(j) * t.w[l] * nc, end = at + size_t(t.w[l]) * nc;
+           at < end; ++at) {
+        const Symbol &s = syms[at];
+        if (s.dist != 0xffff && s.nbits)
+          checksum[j % lanes] = raw_checksum(checksum[j % lanes], s.bits);
+      }
+  }
+  uint32_t state[kMaxLanes];
+  for (int ln = 0; ln < lanes; ++ln) state[ln] = lane_final_state(threshold, ln, checksum[ln]);
   for (int l = ls_.count - 1; l >= 0; --l) {
     const int w = t.w[l], h = t.h[l], nc = ls_.layer[l].channels;
     if (w == 0 || h == 0) continue;
@@ -1293,7 +1312,8 @@ class CpuDecoder final : public Decoder {
   bool decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
                    bool keyframe);
   template <int NC, bool YCOCG, bool KEY>
-  bool decode_layer(const Tile &t, int l, int lanes, uint32_t *state, RansDecoder &dec);
+  bool decode_layer(const Tile &t, int l, int lanes, uint32_t *state, uint32_t *checksum,
+                    RansDecoder &dec);
 
   LayerSet ls_;
   DistLayout dl_;
@@ -1438,7 +1458,7 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
     return true;
   }
   RansDecoder dec{p + 4 * lanes, p + size};
-  uint32_t state[kMaxLanes];
+  uint32_t state[kMaxLanes], checksum[kMaxLanes] = {};
   for (int ln = 0; ln < lanes; ++ln) {
     state[ln] = uint32_t(p[4 * ln]) | uint32_t(p[4 * ln + 1]) << 8 | uint32_t(p[4 * ln + 2]) << 16 |
                 uint32_t(p[4 * ln + 3]) << 24;
@@ -1462,12 +1482,12 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
     if (t.w[l] == 0 || t.h[l] == 0) continue;
     const int key = keyframe;
     switch (ly.channels * 4 + ly.ycocg * 2 + key) {
-#define CODEC2_LAYER(NC, YC)                                   \
-  case NC * 4 + YC * 2 + 0:                                    \
-    ok = decode_layer<NC, YC, false>(t, l, lanes, state, dec); \
-    break;                                                     \
-  case NC * 4 + YC * 2 + 1:                                    \
-    ok = decode_layer<NC, YC, true>(t, l, lanes, state, dec);  \
+#define CODEC2_LAYER(NC, YC)                                             \
+  case NC * 4 + YC * 2 + 0:                                              \
+    ok = decode_layer<NC, YC, false>(t, l, lanes, state, checksum, dec); \
+    break;                                                               \
+  case NC * 4 + YC * 2 + 1:                                              \
+    ok = decode_layer<NC, YC, true>(t, l, lanes, state, checksum, dec);  \
     break;
       CODEC2_LAYER(1, 0)
       CODEC2_LAYER(2, 0)
@@ -1480,7 +1500,7 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
   }
   // Every lane must end where its encoder began, with every byte read.
   for (int ln = 0; ln < lanes; ++ln)
-    if (state[ln] != lane_final_state(q_.k, ln)) ok = false;
+    if (state[ln] != lane_final_state(q_.k, ln, checksum[ln])) ok = false;
   if (dec.underflow || dec.p != dec.end) ok = false;
   return ok;
 }
@@ -1488,7 +1508,8 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
 // One layer of a coded tile, in the schedule's order (codec2_rules.h):
 // NC components, YCOCG colour transform, KEY keyframe (no reference).
 template <int NC, bool YCOCG, bool KEY>
-bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, RansDecoder &dec) {
+bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, uint32_t *checksum,
+                              RansDecoder &dec) {
   constexpr int W2 = 2 * NC;  // int16 per sample in work_: S-domain, then T-domain
   const Layer &ly = ls_.layer[l];
   const int w = t.w[l], h = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
@@ -1561,6 +1582,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
     int i, j;
     int rclass;
     bool flip;
+    const DecodeTable *table;
     int pred, token, r0;
     int value[NC];
   } lane[kMaxLanes];
@@ -1592,7 +1614,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
   };
   // Token of component c of every lane of class CLS, without renormalising
   // (that follows for all lanes in lane order).
-  auto tokens = [&](auto cls_tag, int c, bool &extra) {
+  auto tokens = [&](auto cls_tag, int c) {
     constexpr int CLS = decltype(cls_tag)::value;
     const int *lst = by_class[CLS];
     const int n = n_class[CLS];
@@ -1617,9 +1639,17 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       }
       if (CLS == kClassTemporal && c == 0) ctx = ctx * kRefClasses + L.rclass;
       L.flip = flip_sign(CLS, a, b, cc, d);
-      const DecodeTable &tb = tb0[ctx];
-      bad |= !tb.used;
-      L.token = dec.decode(state[ln], tb);
+      L.table = tb0 + ctx;
+    }
+  };
+  // The tokens of every active lane, once their tables are known: a second
+  // loop, so that the lanes' table look-ups overlap.
+  auto decode_tokens = [&](int n_active, bool &extra) {
+    for (int k = 0; k < n_active; ++k) {
+      const int ln = active[k];
+      Lane &L = lane[ln];
+      bad |= !L.table->used;
+      L.token = dec.decode(state[ln], *L.table);
       extra |= L.token >= kDirectTokens;
     }
   };
@@ -1652,11 +1682,12 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
     if (n_active == 0) continue;
     for (int c = 0; c < NC; ++c) {
       bool extra = false;  // a token with raw bits in this sub-step
-      tokens(std::integral_constant<int, kClassSpatial>(), c, extra);
+      tokens(std::integral_constant<int, kClassSpatial>(), c);
       if (!KEY) {
-        tokens(std::integral_constant<int, kClassTemporal>(), c, extra);
-        tokens(std::integral_constant<int, kClassTempSpat>(), c, extra);
+        tokens(std::integral_constant<int, kClassTemporal>(), c);
+        tokens(std::integral_constant<int, kClassTempSpat>(), c);
       }
+      decode_tokens(n_active, extra);
       for (int k = 0; k < n_active; ++k) dec.renorm(state[active[k]]);
       if (extra) {
         // Raw bits (none below token 16), without a branch on the token.
@@ -1667,6 +1698,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
           const uint32_t bits = state[ln] & ((1u << nbits) - 1);
           state[ln] >>= nbits;
           dec.renorm(state[ln]);
+          checksum[ln] = nbits ? raw_checksum(checksum[ln], bits) : checksum[ln];
           const int r =
               L.flip ? -unzigzag(kTokenBase[L.token] | bits) : unzigzag(kTokenBase[L.token] | bits);
           if (c == 0) L.r0 = r;

@@ -235,6 +235,7 @@ class Decoder:
         if kind != 1 or len(payload) < 4 * lanes:
             raise Invalid("tile type or size")
         state = [int.from_bytes(payload[4 * l:4 * l + 4], "little") for l in range(lanes)]
+        checksum = [0] * lanes
         self.log("tile %s: %d lanes, initial states %s" % (tile, lanes, state))
         pos = [4 * lanes]
         L = 1 << 23
@@ -353,6 +354,7 @@ class Decoder:
                             n = e - 1
                             bits = state[ln] & ((1 << n) - 1)
                             state[ln] >>= n
+                            checksum[ln] = (checksum[ln] * 33 + bits) & 0x1FFFF
                             self.log("    lane %d: %d raw bits %d, state %d" % (ln, n, bits, state[ln]))
                             renorm(ln)
                             v = ((2 | ((t - 16) & 1)) << (e - 1)) | bits
@@ -381,7 +383,7 @@ class Decoder:
                             new[place(c, x, y)] = min(255, max(0, ref[place(c, x, y)] + ch[c] * self.s))
                     work[(i, j)] = working(x, y)
         for ln in range(lanes):
-            if state[ln] != (1 << 23) + 32 * self.k + ln:
+            if state[ln] != (1 << 23) + (checksum[ln] << 13) + 32 * self.k + ln:
                 raise Invalid("final state of lane %d" % ln)
         if pos[0] != len(payload):
             raise Invalid("bytes left in the tile")
