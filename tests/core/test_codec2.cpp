@@ -255,8 +255,8 @@ TEST(Codec2Rules, ScheduleVisitsEverySampleAfterItsNeighbours) {
 
 TEST(Codec2Rules, LanesPerTile) {
   EXPECT_EQ(lanes_for_tile(0, 128), 1);
-  EXPECT_EQ(lanes_for_tile(4096, 128), 1);
-  EXPECT_EQ(lanes_for_tile(4097, 128), 2);
+  EXPECT_EQ(lanes_for_tile(2048, 128), 1);
+  EXPECT_EQ(lanes_for_tile(2049, 128), 2);
   EXPECT_EQ(lanes_for_tile(1u << 30, 128), 32);
   EXPECT_EQ(lanes_for_tile(1u << 30, 5), 5);
 }

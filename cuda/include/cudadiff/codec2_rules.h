@@ -290,7 +290,7 @@ LayerSet layers_of(VideoFormat format, int width, int height);
 // in layer 0. Every lane flushes a 4-byte state, so a tile with little to
 // code gets few lanes; a GPU decodes the lanes of a tile in parallel, so a
 // full tile gets 32 and no lane codes much more than kSamplesPerLane samples.
-constexpr uint32_t kSamplesPerLane = 4096;
+constexpr uint32_t kSamplesPerLane = 2048;
 CODEC2_HD int lanes_for_tile(uint32_t coded_samples, int rows) {
   uint32_t lanes = (coded_samples + kSamplesPerLane - 1) / kSamplesPerLane;
   const uint32_t cap = uint32_t(rows < kMaxLanes ? rows : kMaxLanes);
