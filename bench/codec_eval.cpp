@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
   std::string format_name_arg, size_arg, path, label;
   std::vector<int> ks = {0, 5, 10, 20};
   long max_frames = -1;
-  int keyint = 60, threads = 0, repeat = 1;
+  int keyint = 60, threads = 0, repeat = 1;  // --repeat 0: sizes and errors only
   bool markdown = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
     else if (a == "--threads")
       threads = std::atoi(next().c_str());
     else if (a == "--repeat")
-      repeat = std::max(1, std::atoi(next().c_str()));
+      repeat = std::max(0, std::atoi(next().c_str()));
     else if (a == "--label")
       label = next();
     else if (a == "--markdown")
@@ -218,6 +218,7 @@ int main(int argc, char **argv) {
     const double mse = sq / (n * double(frame_bytes));
     const double psnr = mse > 0 ? 10 * std::log10(255.0 * 255.0 / mse) : 99.0;
     const double per = 1;
+    if (repeat == 0) enc_ms = dec_ms = 0;  // not timed
     if (markdown) {
       std::printf("| %s | %s | %d | %.0f | %d | %.2f | %.2f | %.2f |\n", label.c_str(),
                   format_name(format), k, double(total) / n, max_err, psnr, enc_ms / per,

@@ -77,7 +77,7 @@ def split_pipeline(p):
     return shlex.split(p)
 
 
-def ours(build, fmt, w, h, raw, ks, keyint, threads=None, frames=None, repeat=1):
+def ours(build, fmt, w, h, raw, ks, keyint, threads=None, frames=None, repeat=0):
     cmd = [os.path.join(build, "bench", "codec_eval"), "--format", fmt, "--size", "%dx%d" % (w, h),
            "--k", ",".join(str(k) for k in ks), "--keyframe-interval", str(keyint), "--markdown",
            "--repeat", str(repeat)]
@@ -170,6 +170,8 @@ def main():
     ap.add_argument("--speed", action="store_true",
                     help="also time encoder and decoder at 1920x1080 BGR, 1 and 2 threads")
     ap.add_argument("--speed-frames", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="timed passes for --speed; the fastest counts (default 3)")
     args = ap.parse_args()
     ks = [int(k) for k in args.k.split(",")]
     fmts = args.formats.split(",")
@@ -218,8 +220,10 @@ def main():
                 f.write(os.urandom(frame_bytes("BGR", 1920, 1080) * min(args.speed_frames, 5)))
             sources.append(("random", raw))
             for name, raw in sources:
-                one = ours(args.build, "BGR", 1920, 1080, raw, ks, args.keyframe_interval, threads=1)
-                two = ours(args.build, "BGR", 1920, 1080, raw, ks, args.keyframe_interval, threads=2)
+                one = ours(args.build, "BGR", 1920, 1080, raw, ks, args.keyframe_interval, threads=1,
+                           repeat=args.repeat)
+                two = ours(args.build, "BGR", 1920, 1080, raw, ks, args.keyframe_interval, threads=2,
+                           repeat=args.repeat)
                 for k in ks:
                     print("| %s | %d | %.1f | %.1f | %.1f | %.1f |" % (
                         name, k, one[k]["enc_ms"], one[k]["dec_ms"], two[k]["enc_ms"],

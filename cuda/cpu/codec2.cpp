@@ -17,6 +17,10 @@
 
 #include "cudadiff/codec2_rules.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 namespace cudadiff {
 namespace codec2 {
 
@@ -156,6 +160,17 @@ uint32_t log2_q8(uint32_t x) {
   }
   return uint32_t(e) * 256 + frac;
 }
+
+// The first estimate of a token's cost in the mode decision: about
+// 1 + 2 log2(1 + |r|) bits (1/256 bit), r the smallest residual of the token.
+struct FirstCosts {
+  uint32_t of_token[kTokens];
+  FirstCosts() {
+    for (int t = 0; t < kTokens; ++t)
+      of_token[t] = 256 + 2 * log2_q8(1 + (token_value(t, 0) + 1) / 2);
+  }
+};
+const FirstCosts kFirstCost;
 
 struct Costs {
   uint16_t of_freq[kProbScale + 1];  // cost of a symbol of frequency f: 256 * log2(4096 / f)
@@ -404,12 +419,20 @@ struct Model {
 
 // Which distributions a body lists: modes only in deltas, the temporal
 // classes only in deltas.
-bool listed(const DistLayout &dl, const LayerSet &ls, bool keyframe, int d) {
-  if (d == dl.mode) return !keyframe;
-  if (!keyframe) return true;
+// The distributions a body lists, in order, as groups: the block modes
+// (deltas only), then per layer its classes (keyframes: spatial only), each
+// class's components and contexts in order. A group starts with one bit,
+// 0 when none of its distributions is used.
+struct DistGroup {
+  int first, end;
+};
+std::vector<DistGroup> listed_groups(const DistLayout &dl, const LayerSet &ls, bool keyframe) {
+  std::vector<DistGroup> g;
+  if (!keyframe) g.push_back({dl.mode, dl.mode + 1});
   for (int l = 0; l < ls.count; ++l)
-    if (d >= dl.base[l][kClassSpatial][0] && d < dl.end_of_class[l][kClassSpatial]) return true;
-  return false;
+    for (int cls = 0; cls < (keyframe ? 1 : kClasses); ++cls)
+      g.push_back({dl.base[l][cls][0], dl.end_of_class[l][cls]});
+  return g;
 }
 
 // ---------------------------------------------------------------------------
@@ -748,6 +771,15 @@ inline void lane_position(int t, int l, int lanes, int period, int w, int h, Lan
   c->i = i;
 }
 
+constexpr int kMaxThreads = 256;
+int omp_thread() {
+#ifdef _OPENMP
+  return omp_get_thread_num() % kMaxThreads;
+#else
+  return 0;
+#endif
+}
+
 int default_threads(size_t samples, size_t tiles) {
   if (tiles < 2) return 1;
   return std::max(1, std::min<int>(int(tiles), cpu_threads_for(samples)));
@@ -791,6 +823,10 @@ class CpuEncoder final : public Encoder {
   void decide_modes(int threads);
   void block_costs(const Tile &t, const std::vector<uint32_t> *cost_tables,
                    std::vector<uint64_t> &cost);
+  void tile_symbols(size_t ti);
+  void build_model(const std::vector<uint32_t> &hist, bool keyframe, BitWriter &bw, Model &model);
+  bool encode_tile(size_t ti, const Model &model, int threshold);
+  void store_raw(size_t ti);
 
   LayerSet ls_;
   DistLayout dl_;
@@ -802,10 +838,12 @@ class CpuEncoder final : public Encoder {
   std::vector<uint8_t> rclass_[kMaxLayers];  // reference texture classes (deltas)
   std::vector<uint8_t> modes_;
   Model prev_;
-  std::vector<std::vector<Symbol>> symbols_;  // per tile, layer by layer, raster order
+  std::vector<std::vector<Symbol>> symbols_;  // per tile: block modes, then layer by layer
+  std::vector<std::vector<uint32_t>> tile_hist_;
   std::vector<std::vector<uint8_t>> streams_;
   std::vector<int> tile_type_;   // 0 skipped, 1 coded, 2 raw
   std::vector<int> tile_lanes_;  // lanes of a coded tile
+  std::vector<std::vector<uint8_t>> rans_buffers_{size_t(kMaxThreads)};
   bool keyframe_ = true;
 };
 
@@ -823,13 +861,9 @@ void CpuEncoder::block_costs(const Tile &t, const std::vector<uint32_t> *cost_ta
       scan(
           ls_, t, l, cls, planes, planes, rclass_[l], [](int) { return true; },
           [&](int block, int, int, int c, int ctx, int token, int nbits, uint32_t) {
-            uint32_t bits;
-            if (cost_tables) {
-              bits = (*cost_tables)[size_t(base[c] + ctx) * kTokens + token];
-            } else {
-              // First estimate: about 1 + 2 log2(1 + |r|) bits.
-              bits = 256 + 2 * log2_q8(1 + (token_value(token, 0) + 1) / 2);
-            }
+            const uint32_t bits = cost_tables
+                                      ? (*cost_tables)[size_t(base[c] + ctx) * kTokens + token]
+                                      : kFirstCost.of_token[token];
             cost[size_t(block) * kModes + mode] += bits + 256u * uint32_t(nbits);
           });
     }
@@ -898,6 +932,213 @@ void CpuEncoder::decide_modes(int threads) {
   }
 }
 
+// The symbols of a tile (its block modes, then each layer's samples in
+// raster order; skipped samples hold no symbol) and their histogram. A tile
+// whose blocks are all skipped has none and is marked skipped.
+void CpuEncoder::tile_symbols(size_t ti) {
+  const Tile &t = tiles_[ti];
+  std::vector<Symbol> &syms = symbols_[ti];
+  std::vector<uint32_t> &h = tile_hist_[ti];
+  h.assign(size_t(dl_.count) * kTokens, 0);
+  syms.clear();
+  if (!keyframe_) {
+    bool all_skip = true;
+    for (int by = t.by0; by < t.by1; ++by)
+      for (int bx = t.bx0; bx < t.bx1; ++bx) {
+        const int m = modes_[size_t(by) * ls_.blocks_x + bx];
+        all_skip &= m == kSkip;
+        syms.push_back({uint16_t(dl_.mode), uint8_t(m), 0, 0});
+        h[size_t(dl_.mode) * kTokens + m]++;
+      }
+    if (all_skip) {
+      syms.clear();
+      std::fill(h.begin(), h.end(), 0);
+      tile_type_[ti] = 0;
+      streams_[ti].clear();
+      return;
+    }
+  }
+  const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
+  for (int l = 0; l < ls_.count; ++l) {
+    const Layer &ly = ls_.layer[l];
+    const size_t first = syms.size();
+    syms.resize(first + size_t(t.w[l]) * t.h[l] * ly.channels, Symbol{0xffff, 0, 0, 0});
+    for (int cls = 0; cls < kClasses; ++cls) {
+      const std::vector<int16_t> *nb = cls == kClassSpatial ? work_[l].s : work_[l].t;
+      const std::vector<int16_t> *val = cls == kClassSpatial ? in_[l].s : in_[l].t;
+      const int *base = dl_.base[l][cls];
+      scan(
+          ls_, t, l, cls, nb, val, rclass_[l],
+          [&](int block) { return class_of_mode[modes_[block]] == cls; },
+          [&](int, int x, int y, int c, int ctx, int token, int nbits, uint32_t bits) {
+            const size_t at =
+                first + (size_t(y - t.y0[l]) * t.w[l] + (x - t.x0[l])) * ly.channels + c;
+            const uint16_t d = uint16_t(base[c] + ctx);
+            syms[at] = {d, uint8_t(token), uint8_t(nbits), uint16_t(bits)};
+            h[size_t(d) * kTokens + token]++;
+          });
+    }
+  }
+}
+
+// The model section: for each listed group a bit (any table used), then for
+// each distribution of a used group: unused, the previous frame's table, a
+// new one, or a copy of the last table listed before it, whichever costs
+// least (ties in that order after unused).
+void CpuEncoder::build_model(const std::vector<uint32_t> &hist, bool keyframe, BitWriter &bw,
+                             Model &model) {
+  model.tables.assign(dl_.count, Table{});
+  int last_used = -1;
+  for (const DistGroup &g : listed_groups(dl_, ls_, keyframe)) {
+    bool any = false;
+    for (int d = g.first; d < g.end && !any; ++d)
+      for (int tk = 0; tk < kTokens; ++tk) any |= hist[size_t(d) * kTokens + tk] != 0;
+    bw.put(any, 1);
+    if (!any) continue;
+    for (int d = g.first; d < g.end; ++d) {
+      const uint32_t *h = &hist[size_t(d) * kTokens];
+      Table fresh;
+      table_from_histogram(h, &fresh);
+      if (!fresh.used) {
+        bw.put(0, 1);
+        continue;
+      }
+      constexpr uint64_t kNever = ~uint64_t(0) >> 1;
+      auto flagged = [](uint64_t cost, int flag_bits) {
+        return cost == ~uint64_t(0) ? kNever : cost + 256ull * flag_bits;
+      };
+      const uint64_t cost_reuse =
+          keyframe || !prev_.tables[d].used ? kNever : flagged(coding_cost(h, prev_.tables[d]), 2);
+      const uint64_t cost_copy =
+          last_used < 0 ? kNever
+                        : flagged(coding_cost(h, model.tables[last_used]), keyframe ? 2 : 3);
+      const uint64_t cost_new =
+          coding_cost(h, fresh) + 256ull * (table_description_bits(fresh) + (keyframe ? 2 : 3));
+      if (cost_reuse <= cost_copy && cost_reuse <= cost_new) {
+        bw.put(1, 1), bw.put(0, 1);
+        model.tables[d] = prev_.tables[d];
+      } else if (cost_copy <= cost_new) {
+        bw.put(1, 1), bw.put(1, 1);
+        if (!keyframe) bw.put(1, 1);
+        model.tables[d] = model.tables[last_used];
+      } else {
+        bw.put(1, 1);
+        if (!keyframe) bw.put(1, 1);
+        bw.put(0, 1);
+        write_table(bw, fresh);
+        model.tables[d] = fresh;
+      }
+      last_used = d;
+    }
+  }
+}
+
+// rANS of one tile's symbols in reverse schedule order (the decoder reads
+// them forwards). False when the stream is no smaller than the tile's
+// bytes: the tile is then marked raw.
+bool CpuEncoder::encode_tile(size_t ti, const Model &model, int threshold) {
+  const Tile &t = tiles_[ti];
+  const std::vector<Symbol> &syms = symbols_[ti];
+  uint32_t coded_samples = 0;
+  for (const Symbol &sy : syms) coded_samples += sy.dist != 0xffff && sy.dist != dl_.mode;
+  const int lanes = lanes_for_tile(coded_samples, t.h[0]);
+  tile_lanes_[ti] = lanes;
+  const size_t bound = 4 * size_t(lanes) + 4 * syms.size() + 16;
+  std::vector<uint8_t> &buf = rans_buffers_[size_t(omp_thread())];
+  if (buf.size() < bound) buf.resize(bound);
+  uint8_t *end = buf.data() + bound;
+  RansEncoder enc{buf.data(), end};
+  size_t layer_first[kMaxLayers];
+  {
+    size_t at = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
+    for (int l = 0; l < ls_.count; ++l) {
+      layer_first[l] = at;
+      at += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
+    }
+  }
+  // Each lane's raw bits in its decoding order (its rows, layer by layer).
+  uint32_t checksum[kMaxLanes] = {};
+  for (int l = 0; l < ls_.count; ++l) {
+    const int nc = ls_.layer[l].channels;
+    for (int j = 0; j < t.h[l]; ++j)
+      for (size_t at = layer_first[l] + size_t(j) * t.w[l] * nc, end = at + size_t(t.w[l]) * nc;
+           at < end; ++at) {
+        const Symbol &s = syms[at];
+        if (s.dist != 0xffff && s.nbits)
+          checksum[j % lanes] = raw_checksum(checksum[j % lanes], s.bits);
+      }
+  }
+  uint32_t state[kMaxLanes];
+  for (int ln = 0; ln < lanes; ++ln) state[ln] = lane_final_state(threshold, ln, checksum[ln]);
+  for (int l = ls_.count - 1; l >= 0; --l) {
+    const int w = t.w[l], h = t.h[l], nc = ls_.layer[l].channels;
+    if (w == 0 || h == 0) continue;
+    const int period = schedule_period(w, lanes);
+    const int steps = schedule_steps(w, h, lanes);
+    for (int st = steps - 1; st >= 0; --st) {
+      LaneCursor cur[kMaxLanes];
+      for (int ln = 0; ln < lanes; ++ln) lane_position(st, ln, lanes, period, w, h, &cur[ln]);
+      for (int c = nc - 1; c >= 0; --c) {
+        for (int ln = lanes - 1; ln >= 0; --ln) {
+          if (cur[ln].j < 0) continue;
+          const Symbol &s = syms[layer_first[l] + (size_t(cur[ln].j) * w + cur[ln].i) * nc + c];
+          if (s.dist == 0xffff || s.nbits == 0) continue;  // skipped sample or no raw bits
+          enc.put_bits(state[ln], s.bits, s.nbits);
+        }
+        for (int ln = lanes - 1; ln >= 0; --ln) {
+          if (cur[ln].j < 0) continue;
+          const Symbol &s = syms[layer_first[l] + (size_t(cur[ln].j) * w + cur[ln].i) * nc + c];
+          if (s.dist == 0xffff) continue;
+          const Table &tb = model.tables[s.dist];
+          enc.put(state[ln], tb.freq[s.token], tb.cum[s.token]);
+        }
+      }
+    }
+  }
+  if (!keyframe_) {
+    const int n_blocks = (t.bx1 - t.bx0) * (t.by1 - t.by0);
+    const Table &tb = model.tables[dl_.mode];
+    for (int b = n_blocks - 1; b >= 0; --b) {
+      const Symbol &s = syms[b];
+      enc.put(state[b % lanes], tb.freq[s.token], tb.cum[s.token]);
+    }
+  }
+  for (int ln = lanes - 1; ln >= 0; --ln) {
+    enc.emit(uint8_t(state[ln] >> 24));
+    enc.emit(uint8_t(state[ln] >> 16));
+    enc.emit(uint8_t(state[ln] >> 8));
+    enc.emit(uint8_t(state[ln]));
+  }
+  if (enc.overflow) throw Error("codec2 encoder: stream bound exceeded (internal error)");
+  const size_t coded = size_t(end - enc.p);
+  if (coded >= t.raw_bytes) {
+    tile_type_[ti] = 2;
+    streams_[ti].clear();
+    return false;
+  }
+  streams_[ti].assign(enc.p, end);
+  return true;
+}
+
+// A raw tile: its samples' bytes, layer by layer, row by row, sample by
+// sample, channel by channel; they are also the reconstruction.
+void CpuEncoder::store_raw(size_t ti) {
+  const Tile &t = tiles_[ti];
+  std::vector<uint8_t> &out = streams_[ti];
+  out.resize(t.raw_bytes);
+  size_t at = 0;
+  for (int l = 0; l < ls_.count; ++l) {
+    const Layer &ly = ls_.layer[l];
+    for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y)
+      for (int x = t.x0[l]; x < t.x0[l] + t.w[l]; ++x)
+        for (int c = 0; c < ly.channels; ++c) {
+          const size_t p = size_t(y) * ly.width + x;
+          out[at++] = cur_.ch[l][c][p];
+          rec_.ch[l][c][p] = cur_.ch[l][c][p];
+        }
+  }
+}
+
 FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyframe,
                               HostBytes &body) {
   validate(frame, "codec2 encoder input");
@@ -953,214 +1194,37 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
                    work_[l]);
   }
 
-  // 4. Symbols and histograms, per tile.
+  // 4. Symbols and their histograms, per tile.
   const size_t n_tiles = tiles_.size();
   symbols_.resize(n_tiles);
+  tile_hist_.resize(n_tiles);
   streams_.resize(n_tiles);
   tile_type_.assign(n_tiles, 1);
   tile_lanes_.assign(n_tiles, 1);
-  std::vector<uint32_t> hist(size_t(dl_.count) * kTokens, 0);
-  std::vector<std::vector<uint32_t>> tile_hist(n_tiles);
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
-  for (long long ti = 0; ti < (long long)n_tiles; ++ti) {
-    const Tile &t = tiles_[ti];
-    std::vector<Symbol> &syms = symbols_[ti];
-    std::vector<uint32_t> &h = tile_hist[ti];
-    h.assign(size_t(dl_.count) * kTokens, 0);
-    syms.clear();
-    if (!keyframe)
-      for (int by = t.by0; by < t.by1; ++by)
-        for (int bx = t.bx0; bx < t.bx1; ++bx) {
-          const int m = modes_[size_t(by) * ls_.blocks_x + bx];
-          syms.push_back({uint16_t(dl_.mode), uint8_t(m), 0, 0});
-          h[size_t(dl_.mode) * kTokens + m]++;
-        }
-    for (int l = 0; l < ls_.count; ++l) {
-      const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
-      // Symbols in raster order of the layer, all classes merged: visit each
-      // sample once with its block's class.
-      const Layer &ly = ls_.layer[l];
-      const size_t first = syms.size();
-      syms.resize(first + size_t(t.w[l]) * t.h[l] * ly.channels, Symbol{0xffff, 0, 0, 0});
-      for (int cls = 0; cls < kClasses; ++cls) {
-        const std::vector<int16_t> *nb = cls == kClassSpatial ? work_[l].s : work_[l].t;
-        const std::vector<int16_t> *val = cls == kClassSpatial ? in_[l].s : in_[l].t;
-        const int *base = dl_.base[l][cls];
-        scan(
-            ls_, t, l, cls, nb, val, rclass_[l],
-            [&](int block) { return class_of_mode[modes_[block]] == cls; },
-            [&](int, int x, int y, int c, int ctx, int token, int nbits, uint32_t bits) {
-              const size_t at =
-                  first + (size_t(y - t.y0[l]) * t.w[l] + (x - t.x0[l])) * ly.channels + c;
-              const uint16_t d = uint16_t(base[c] + ctx);
-              syms[at] = {d, uint8_t(token), uint8_t(nbits), uint16_t(bits)};
-              h[size_t(d) * kTokens + token]++;
-            });
-      }
-    }
+  for (long long ti = 0; ti < (long long)n_tiles; ++ti) tile_symbols(size_t(ti));
+
+  // 5. Tables from the histograms of the coded tiles, then each tile's
+  // stream. Tiles that come out no smaller than their bytes are stored raw;
+  // if any did, the tables are made again without them and the other tiles
+  // coded again (those that now come out too large are stored raw as well).
+  Model model;
+  BitWriter bw;
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<uint32_t> hist(size_t(dl_.count) * kTokens, 0);
+    for (size_t ti = 0; ti < n_tiles; ++ti)
+      if (tile_type_[ti] == 1)
+        for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_hist_[ti][i];
+    bw = BitWriter();
+    build_model(hist, keyframe, bw, model);
+    bool any_raw = false;
+#pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : any_raw)
+    for (long long ti = 0; ti < (long long)n_tiles; ++ti)
+      if (tile_type_[ti] == 1) any_raw |= !encode_tile(size_t(ti), model, threshold);
+    if (!any_raw) break;
   }
   for (size_t ti = 0; ti < n_tiles; ++ti)
-    for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_hist[ti][i];
-
-  // 5. Tables: for each listed distribution unused, the previous frame's,
-  // new, or a copy of the last table listed before it; the cheapest.
-  Model model;
-  model.tables.assign(dl_.count, Table{});
-  BitWriter bw;
-  int last_used = -1;
-  for (int d = 0; d < dl_.count; ++d) {
-    if (!listed(dl_, ls_, keyframe, d)) continue;
-    const uint32_t *h = &hist[size_t(d) * kTokens];
-    Table fresh;
-    table_from_histogram(h, &fresh);
-    if (!fresh.used) {
-      bw.put(0, 1);
-      continue;
-    }
-    constexpr uint64_t kNever = ~uint64_t(0) >> 1;
-    auto flagged = [](uint64_t cost, int flag_bits) {
-      return cost == ~uint64_t(0) ? kNever : cost + 256ull * flag_bits;
-    };
-    const uint64_t cost_reuse =
-        keyframe || !prev_.tables[d].used ? kNever : flagged(coding_cost(h, prev_.tables[d]), 2);
-    const uint64_t cost_copy =
-        last_used < 0 ? kNever : flagged(coding_cost(h, model.tables[last_used]), keyframe ? 2 : 3);
-    const uint64_t cost_new =
-        coding_cost(h, fresh) + 256ull * (table_description_bits(fresh) + (keyframe ? 2 : 3));
-    if (cost_reuse <= cost_copy && cost_reuse <= cost_new) {
-      bw.put(1, 1), bw.put(0, 1);
-      model.tables[d] = prev_.tables[d];
-    } else if (cost_copy <= cost_new) {
-      bw.put(1, 1), bw.put(1, 1);
-      if (!keyframe) bw.put(1, 1);
-      model.tables[d] = model.tables[last_used];
-    } else {
-      bw.put(1, 1);
-      if (!keyframe) bw.put(1, 1);
-      bw.put(0, 1);
-      write_table(bw, fresh);
-      model.tables[d] = fresh;
-    }
-    last_used = d;
-  }
-
-  if (std::getenv("CODEC2_DEBUG")) {
-    // Ideal sizes (bytes) per layer, class and component, and table bits.
-    for (int l = 0; l < ls_.count; ++l)
-      for (int cls = 0; cls < kClasses; ++cls)
-        for (int c = 0; c < ls_.layer[l].channels; ++c) {
-          uint64_t bits = 0, n = 0;
-          for (int d = dl_.base[l][cls][c]; d < dl_.base[l][cls][c] + contexts_of(cls, c); ++d) {
-            const uint32_t *h = &hist[size_t(d) * kTokens];
-            if (model.tables[d].used) bits += coding_cost(h, model.tables[d]);
-            for (int tk = 0; tk < kTokens; ++tk) {
-              n += h[tk];
-              bits += uint64_t(h[tk]) * token_extra_bits(tk) * 256;
-            }
-          }
-          if (n)
-            std::fprintf(stderr, "L%d cls%d c%d: %8.0f B  %7llu samples %5.2f b/s\n", l, cls, c,
-                         bits / 2048.0, (unsigned long long)n, bits / 256.0 / n);
-        }
-    std::fprintf(stderr, "tables %zu bits\n", bw.bit_count());
-  }
-  // 6. rANS per tile, in reverse schedule order.
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-  for (long long ti = 0; ti < (long long)n_tiles; ++ti) {
-    const Tile &t = tiles_[ti];
-    const std::vector<Symbol> &syms = symbols_[ti];
-    std::vector<uint8_t> &out = streams_[ti];
-    bool all_skip = !keyframe;
-    if (!keyframe)
-      for (int by = t.by0; by < t.by1 && all_skip; ++by)
-        for (int bx = t.bx0; bx < t.bx1; ++bx)
-          if (modes_[size_t(by) * ls_.blocks_x + bx] != kSkip) {
-            all_skip = false;
-            break;
-          }
-    if (all_skip) {
-      out.clear();
-      tile_type_[ti] = 0;
-      continue;
-    }
-    uint32_t coded_samples = 0;
-    for (const Symbol &sy : syms) coded_samples += sy.dist != 0xffff && sy.dist != dl_.mode;
-    const int lanes = lanes_for_tile(coded_samples, t.h[0]);
-    tile_lanes_[ti] = lanes;
-    const size_t bound = 4 * size_t(lanes) + 2 * syms.size() * 2 + 16;
-    std::vector<uint8_t> buf(bound);
-    RansEncoder enc{buf.data(), buf.data() + bound};
-    uint32_t state[kMaxLanes];
-    for (int l = 0; l < lanes; ++l) state[l] = kRansLow;
-    size_t layer_first[kMaxLayers];
-    {
-      size_t at = keyframe ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
-      for (int l = 0; l < ls_.count; ++l) {
-        layer_first[l] = at;
-        at += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
-      }
-    }
-    for (int l = ls_.count - 1; l >= 0; --l) {
-      const int w = t.w[l], h = t.h[l], nc = ls_.layer[l].channels;
-      if (w == 0 || h == 0) continue;
-      const int period = schedule_period(w, lanes);
-      const int steps = schedule_steps(w, h, lanes);
-      for (int st = steps - 1; st >= 0; --st) {
-        LaneCursor cur[kMaxLanes];
-        for (int ln = 0; ln < lanes; ++ln) lane_position(st, ln, lanes, period, w, h, &cur[ln]);
-        for (int c = nc - 1; c >= 0; --c) {
-          for (int ln = lanes - 1; ln >= 0; --ln) {
-            if (cur[ln].j < 0) continue;
-            const Symbol &s = syms[layer_first[l] + (size_t(cur[ln].j) * w + cur[ln].i) * nc + c];
-            if (s.dist == 0xffff || s.nbits == 0) continue;  // skipped sample or no raw bits
-            enc.put_bits(state[ln], s.bits, s.nbits);
-          }
-          for (int ln = lanes - 1; ln >= 0; --ln) {
-            if (cur[ln].j < 0) continue;
-            const Symbol &s = syms[layer_first[l] + (size_t(cur[ln].j) * w + cur[ln].i) * nc + c];
-            if (s.dist == 0xffff) continue;
-            const Table &tb = model.tables[s.dist];
-            enc.put(state[ln], tb.freq[s.token], tb.cum[s.token]);
-          }
-        }
-      }
-    }
-    if (!keyframe) {
-      const int n_blocks = (t.bx1 - t.bx0) * (t.by1 - t.by0);
-      const Table &tb = model.tables[dl_.mode];
-      for (int b = n_blocks - 1; b >= 0; --b) {
-        const Symbol &s = syms[b];
-        enc.put(state[b % lanes], tb.freq[s.token], tb.cum[s.token]);
-      }
-    }
-    for (int ln = lanes - 1; ln >= 0; --ln) {
-      enc.emit(uint8_t(state[ln] >> 24));
-      enc.emit(uint8_t(state[ln] >> 16));
-      enc.emit(uint8_t(state[ln] >> 8));
-      enc.emit(uint8_t(state[ln]));
-    }
-    if (enc.overflow) throw Error("codec2 encoder: stream bound exceeded (internal error)");
-    const size_t coded = size_t(buf.data() + bound - enc.p);
-    if (coded >= t.raw_bytes) {
-      // Raw: the samples' bytes, layer by layer, row by row, channel by channel.
-      out.resize(t.raw_bytes);
-      size_t at = 0;
-      for (int l = 0; l < ls_.count; ++l) {
-        const Layer &ly = ls_.layer[l];
-        for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y)
-          for (int x = t.x0[l]; x < t.x0[l] + t.w[l]; ++x)
-            for (int c = 0; c < ly.channels; ++c) {
-              const size_t p = size_t(y) * ly.width + x;
-              out[at++] = cur_.ch[l][c][p];
-              rec_.ch[l][c][p] = cur_.ch[l][c][p];  // raw tiles are exact
-            }
-      }
-      tile_type_[ti] = 2;
-    } else {
-      out.assign(enc.p, buf.data() + bound);
-      tile_type_[ti] = 1;
-    }
-  }
+    if (tile_type_[ti] == 2) store_raw(ti);
 
   // 7. The body: header, tables, tile sizes, tile streams.
   FrameStats st;
@@ -1248,7 +1312,8 @@ class CpuDecoder final : public Decoder {
   bool decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
                    bool keyframe);
   template <int NC, bool YCOCG, bool KEY>
-  bool decode_layer(const Tile &t, int l, int lanes, uint32_t *state, RansDecoder &dec);
+  bool decode_layer(const Tile &t, int l, int lanes, uint32_t *state, uint32_t *checksum,
+                    RansDecoder &dec);
 
   LayerSet ls_;
   DistLayout dl_;
@@ -1286,26 +1351,30 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
   Model model;
   model.tables.assign(dl_.count, Table{});
   int last_used = -1;
-  for (int d = 0; d < dl_.count; ++d) {
-    if (!listed(dl_, ls_, h.keyframe, d)) continue;
-    uint32_t used, reuse = 0, copy = 0;
-    if (!br.get(1, &used)) return fail("truncated in its tables");
-    if (!used) continue;
-    if (!h.keyframe) {
-      if (!br.get(1, &reuse)) return fail("truncated in its tables");
-      reuse = !reuse;  // 0: the previous frame's table
+  for (const DistGroup &g : listed_groups(dl_, ls_, h.keyframe)) {
+    uint32_t any;
+    if (!br.get(1, &any)) return fail("truncated in its tables");
+    if (!any) continue;
+    for (int d = g.first; d < g.end; ++d) {
+      uint32_t used, reuse = 0, copy = 0;
+      if (!br.get(1, &used)) return fail("truncated in its tables");
+      if (!used) continue;
+      if (!h.keyframe) {
+        if (!br.get(1, &reuse)) return fail("truncated in its tables");
+        reuse = !reuse;  // 0: the previous frame's table
+      }
+      if (!reuse && !br.get(1, &copy)) return fail("truncated in its tables");
+      if (reuse) {
+        if (!prev_.tables[d].used) return fail("reuses a table the previous frame did not have");
+        model.tables[d] = prev_.tables[d];
+      } else if (copy) {
+        if (last_used < 0) return fail("copies a table before the first one");
+        model.tables[d] = model.tables[last_used];
+      } else if (!read_table(br, &model.tables[d])) {
+        return fail("damaged frequency table");
+      }
+      last_used = d;
     }
-    if (!reuse && !br.get(1, &copy)) return fail("truncated in its tables");
-    if (reuse) {
-      if (!prev_.tables[d].used) return fail("reuses a table the previous frame did not have");
-      model.tables[d] = prev_.tables[d];
-    } else if (copy) {
-      if (last_used < 0) return fail("copies a table before the first one");
-      model.tables[d] = model.tables[last_used];
-    } else if (!read_table(br, &model.tables[d])) {
-      return fail("damaged frequency table");
-    }
-    last_used = d;
   }
   if (!h.keyframe && model.tables[dl_.mode].used && model.tables[dl_.mode].n > kModes)
     return fail("block-mode table with more than four modes");
@@ -1389,7 +1458,7 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
     return true;
   }
   RansDecoder dec{p + 4 * lanes, p + size};
-  uint32_t state[kMaxLanes];
+  uint32_t state[kMaxLanes], checksum[kMaxLanes] = {};
   for (int ln = 0; ln < lanes; ++ln) {
     state[ln] = uint32_t(p[4 * ln]) | uint32_t(p[4 * ln + 1]) << 8 | uint32_t(p[4 * ln + 2]) << 16 |
                 uint32_t(p[4 * ln + 3]) << 24;
@@ -1413,12 +1482,12 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
     if (t.w[l] == 0 || t.h[l] == 0) continue;
     const int key = keyframe;
     switch (ly.channels * 4 + ly.ycocg * 2 + key) {
-#define CODEC2_LAYER(NC, YC)                                   \
-  case NC * 4 + YC * 2 + 0:                                    \
-    ok = decode_layer<NC, YC, false>(t, l, lanes, state, dec); \
-    break;                                                     \
-  case NC * 4 + YC * 2 + 1:                                    \
-    ok = decode_layer<NC, YC, true>(t, l, lanes, state, dec);  \
+#define CODEC2_LAYER(NC, YC)                                             \
+  case NC * 4 + YC * 2 + 0:                                              \
+    ok = decode_layer<NC, YC, false>(t, l, lanes, state, checksum, dec); \
+    break;                                                               \
+  case NC * 4 + YC * 2 + 1:                                              \
+    ok = decode_layer<NC, YC, true>(t, l, lanes, state, checksum, dec);  \
     break;
       CODEC2_LAYER(1, 0)
       CODEC2_LAYER(2, 0)
@@ -1431,7 +1500,7 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
   }
   // Every lane must end where its encoder began, with every byte read.
   for (int ln = 0; ln < lanes; ++ln)
-    if (state[ln] != kRansLow) ok = false;
+    if (state[ln] != lane_final_state(q_.k, ln, checksum[ln])) ok = false;
   if (dec.underflow || dec.p != dec.end) ok = false;
   return ok;
 }
@@ -1439,7 +1508,8 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
 // One layer of a coded tile, in the schedule's order (codec2_rules.h):
 // NC components, YCOCG colour transform, KEY keyframe (no reference).
 template <int NC, bool YCOCG, bool KEY>
-bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, RansDecoder &dec) {
+bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, uint32_t *checksum,
+                              RansDecoder &dec) {
   constexpr int W2 = 2 * NC;  // int16 per sample in work_: S-domain, then T-domain
   const Layer &ly = ls_.layer[l];
   const int w = t.w[l], h = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
@@ -1512,6 +1582,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
     int i, j;
     int rclass;
     bool flip;
+    const DecodeTable *table;
     int pred, token, r0;
     int value[NC];
   } lane[kMaxLanes];
@@ -1543,7 +1614,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
   };
   // Token of component c of every lane of class CLS, without renormalising
   // (that follows for all lanes in lane order).
-  auto tokens = [&](auto cls_tag, int c, bool &extra) {
+  auto tokens = [&](auto cls_tag, int c) {
     constexpr int CLS = decltype(cls_tag)::value;
     const int *lst = by_class[CLS];
     const int n = n_class[CLS];
@@ -1568,9 +1639,17 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       }
       if (CLS == kClassTemporal && c == 0) ctx = ctx * kRefClasses + L.rclass;
       L.flip = flip_sign(CLS, a, b, cc, d);
-      const DecodeTable &tb = tb0[ctx];
-      bad |= !tb.used;
-      L.token = dec.decode(state[ln], tb);
+      L.table = tb0 + ctx;
+    }
+  };
+  // The tokens of every active lane, once their tables are known: a second
+  // loop, so that the lanes' table look-ups overlap.
+  auto decode_tokens = [&](int n_active, bool &extra) {
+    for (int k = 0; k < n_active; ++k) {
+      const int ln = active[k];
+      Lane &L = lane[ln];
+      bad |= !L.table->used;
+      L.token = dec.decode(state[ln], *L.table);
       extra |= L.token >= kDirectTokens;
     }
   };
@@ -1603,11 +1682,12 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
     if (n_active == 0) continue;
     for (int c = 0; c < NC; ++c) {
       bool extra = false;  // a token with raw bits in this sub-step
-      tokens(std::integral_constant<int, kClassSpatial>(), c, extra);
+      tokens(std::integral_constant<int, kClassSpatial>(), c);
       if (!KEY) {
-        tokens(std::integral_constant<int, kClassTemporal>(), c, extra);
-        tokens(std::integral_constant<int, kClassTempSpat>(), c, extra);
+        tokens(std::integral_constant<int, kClassTemporal>(), c);
+        tokens(std::integral_constant<int, kClassTempSpat>(), c);
       }
+      decode_tokens(n_active, extra);
       for (int k = 0; k < n_active; ++k) dec.renorm(state[active[k]]);
       if (extra) {
         // Raw bits (none below token 16), without a branch on the token.
@@ -1618,6 +1698,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
           const uint32_t bits = state[ln] & ((1u << nbits) - 1);
           state[ln] >>= nbits;
           dec.renorm(state[ln]);
+          checksum[ln] = nbits ? raw_checksum(checksum[ln], bits) : checksum[ln];
           const int r =
               L.flip ? -unzigzag(kTokenBase[L.token] | bits) : unzigzag(kTokenBase[L.token] | bits);
           if (c == 0) L.r0 = r;

@@ -212,6 +212,17 @@ CODEC2_HD uint32_t token_value(int token, uint32_t bits) {
 constexpr int kProbBits = 12;  // frequencies sum to 4096
 constexpr uint32_t kProbScale = 1u << kProbBits;
 constexpr uint32_t kRansLow = 1u << 23;  // state in [2^23, 2^31); byte-wise renormalisation
+// The state every lane's encoder starts from, which its decoder must end in.
+// It holds the threshold and the lane, so that a body decoded with another
+// threshold (damage) or lanes mixed up fail the check, and a 17-bit checksum
+// of the lane's raw bits: damage there leaves the state consistent
+// otherwise (raw bits are taken from the state as they are).
+CODEC2_HD uint32_t raw_checksum(uint32_t h, uint32_t bits) {
+  return (h * 33u + bits) & 0x1FFFFu;  // over the lane's raw bits in decoding order, from 0
+}
+CODEC2_HD uint32_t lane_final_state(int threshold, int lane, uint32_t checksum) {
+  return kRansLow + (checksum << 13) + uint32_t(threshold) * 32u + uint32_t(lane);
+}
 
 // ---- frequency tables ---------------------------------------------------
 // A transmitted table gives each token a level L (0 = absent, 1..kLevels);
@@ -279,7 +290,7 @@ LayerSet layers_of(VideoFormat format, int width, int height);
 // in layer 0. Every lane flushes a 4-byte state, so a tile with little to
 // code gets few lanes; a GPU decodes the lanes of a tile in parallel, so a
 // full tile gets 32 and no lane codes much more than kSamplesPerLane samples.
-constexpr uint32_t kSamplesPerLane = 4096;
+constexpr uint32_t kSamplesPerLane = 2048;
 CODEC2_HD int lanes_for_tile(uint32_t coded_samples, int rows) {
   uint32_t lanes = (coded_samples + kSamplesPerLane - 1) / kSamplesPerLane;
   const uint32_t cap = uint32_t(rows < kMaxLanes ? rows : kMaxLanes);
