@@ -191,7 +191,7 @@ size_t max_v2_body_size(VideoFormat format, int width, int height) {
   if (n == 0) return 0;
   const codec2::LayerSet ls = codec2::layers_of(format, width, height);
   if (ls.count == 0) return 0;
-  // At most one tile per block, whose size and lanes take at most 6 bytes
+  // At most one tile per block, whose size and lanes take at most 5 bytes
   // of the tile table; every tile at most its raw bytes (N in all); the
   // body header and frequency tables (at most 45 bytes per distribution,
   // 313 distributions: under 15 KB) within the 65536.

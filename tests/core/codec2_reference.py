@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""A second decoder of version 2 bodies, written from docs/codec2-draft.md
-alone (plain Python, no dependencies, slow), to check that the text says
-everything a decoder needs.
+"""A second decoder of version 2 bodies, written from docs/stream-format.md
+("Version 2: the body") alone (plain Python, no dependencies, slow), to check
+that the text says everything a decoder needs.
 
-  codec2_reference.py --check-doc docs/codec2-draft.md
+  codec2_reference.py --check-doc docs/stream-format.md
       decodes the example bodies of the document and compares the pictures
       with the ones it gives (a meson test runs this);
   codec2_reference.py --trace FORMAT W H BODY.hex [PREVIOUS.hex]

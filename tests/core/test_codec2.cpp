@@ -3,7 +3,7 @@
 // k = 0, the decoder's picture equal to the encoder's reference) for every
 // format, odd sizes and padded strides, keyframes and long runs of deltas,
 // a decoder starting at a later keyframe, changing thresholds, damaged
-// bodies, and the worked example of docs/codec2-draft.md byte for byte.
+// bodies, and the worked example of docs/stream-format.md byte for byte.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -546,7 +546,7 @@ TEST(Codec2Cpu, RandomBodiesNeverCrash) {
   }
 }
 
-// docs/codec2-draft.md, "Example": the same bytes (also decoded by
+// docs/stream-format.md, "Example: two bodies": the same bytes (also decoded by
 // tests/core/codec2_reference.py from the document).
 TEST(Codec2Cpu, WorkedExample) {
   const std::vector<uint8_t> key_in = {10, 12, 15, 15, 40, 11, 13, 14, 20, 41};

@@ -94,20 +94,20 @@ std::string doc_dump(const char *title, const Bytes &b) {
   return out;
 }
 
-// The version 2 example of docs/stream-format.md, byte for byte.
+// The version 2 packet example of docs/stream-format.md, byte for byte.
 const char *kDocV2StreamHeader =
     "43 44 49 46 02 40 10 0b 00 00 00 00 00 00 00 00 ff ff ff ff ff ff ff ff ff ff ff ff ff ff "
     "ff ff 00 00 00 00 00 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 00 00 00 00 "
     "e2 74 e2 b5";
 const char *kDocV2Keyframe =
     "43 44 49 46 02 40 01 0b 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 55 a0 fc 01 00 00 "
-    "00 00 14 00 00 00 14 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 0c 13 a0 d5 "
-    "4f 11 ec 17 01 02 14 08 49 54 55 55 55 fd 06 00 00 81 05 f7 ef 5a 03 88";
+    "00 00 14 00 00 00 14 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 53 0b 14 db "
+    "c8 ba a6 f1 01 02 14 08 93 a8 aa aa aa fa 0d 00 00 81 05 ae af 61 03 88";
 const char *kDocV2Delta =
     "43 44 49 46 02 40 00 0b 01 00 00 00 00 00 00 00 55 a0 fc 01 00 00 00 00 55 a0 fc 01 00 00 "
-    "00 00 23 00 00 00 23 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 6d 9b d4 0b "
-    "d2 58 63 50 00 02 14 08 0b db 04 00 c6 50 55 3f a0 9e 00 00 00 60 07 55 05 07 00 00 00 00 "
-    "81 07 b2 2b 7d 04 a7 3f 34";
+    "00 00 20 00 00 00 20 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 e5 13 52 0e "
+    "73 e9 db d0 00 02 14 08 17 b6 c9 31 54 d5 0f a8 27 00 00 00 d8 41 55 c1 01 00 00 81 07 b2 "
+    "2b 7d 04 a7 3f 74";
 
 }  // namespace
 
