@@ -1333,12 +1333,14 @@ class CpuDecoder final : public Decoder {
 bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
   auto fail = [&](const std::string &why) {
     if (error) *error = "codec2 body: " + why;
+    has_reference_ = false;  // deltas wait for the next keyframe
     return false;
   };
   BodyHeader h;
   std::string why;
   if (!read_body_header(body, n, &h, &why)) return fail(why);
-  if (!h.keyframe && !has_reference_) return fail("a delta without a previous frame");
+  if (!h.keyframe && !has_reference_)
+    return fail("a delta without a previous frame (waiting for a keyframe)");
   const Geometry &g = h.geometry;
   if (g.tile_bx != tiles_geometry_.tile_bx || g.tile_by != tiles_geometry_.tile_by) {
     tiles_ = make_tiles(ls_, g);

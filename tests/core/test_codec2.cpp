@@ -480,7 +480,10 @@ TEST(Codec2Cpu, DamageIsDetectedOrHarmless) {
         HostBytes pic;
         dec->read_reference(pic);
         ASSERT_EQ(bytes_of(pic), before) << "picture unchanged after a failure";
-        // The next (good) delta still applies: the tables were not touched.
+        // Deltas wait for a keyframe now; the keyframe and then the delta decode.
+        ASSERT_FALSE(dec->has_reference());
+        ASSERT_FALSE(dec->decode(body.data(), body.size(), &err));
+        ASSERT_TRUE(dec->decode(s.bodies[0].data(), s.bodies[0].size(), &err)) << err;
         ASSERT_TRUE(dec->decode(body.data(), body.size(), &err)) << err;
         dec->read_reference(pic);
         ASSERT_EQ(bytes_of(pic), s.references[1]);
@@ -525,17 +528,26 @@ TEST(Codec2Cpu, DamageIsDetectedOrHarmless) {
 
 TEST(Codec2Cpu, RandomBodiesNeverCrash) {
   // Random bytes after a valid header, for each format: decode fails cleanly
-  // (or, very rarely, succeeds) and never writes outside the frame.
+  // (or, very rarely, succeeds) and never writes outside the frame. Deltas
+  // get a picture to apply to first.
   std::mt19937 &gen = testing_util::rng();
   for (VideoFormat f : all_formats()) {
     auto dec = Decoder::create(*cpu, f, 19, 11);
+    auto enc = Encoder::create(*cpu, f, 19, 11);
+    HostFrame key(f, 19, 11);
+    fill_scene(key, 0, gen, 5);
+    HostBytes key_body;
+    enc->encode(key.view, 3, true, key_body);
     for (int round = 0; round < 40; ++round) {
+      std::string err;
+      if (round % 2 == 0) {
+        ASSERT_TRUE(dec->decode(key_body.data(), key_body.size(), &err)) << err;
+      }
       std::vector<uint8_t> body(4 + gen() % 300);
       for (uint8_t &b : body) b = uint8_t(gen());
-      body[0] = round % 2;
+      body[0] = (round / 2) % 2;
       body[2] = uint8_t(1 + gen() % 3);
       body[3] = uint8_t(1 + gen() % 3);
-      std::string err;
       dec->decode(body.data(), body.size(), &err);
       HostFrame out(f, 19, 11, 3);
       if (dec->has_reference()) {

@@ -100,14 +100,18 @@ class Decoder {
   virtual ~Decoder() = default;
   // Decodes a body (host memory). True: the picture is the decoded frame.
   // False with a reason in `error`: the body is damaged, truncated, or a
-  // delta without a picture to apply it to; picture and tables are unchanged.
+  // delta without a picture to apply it to. The picture and the tables stay
+  // as they were, but after a failure only a keyframe is decoded (a delta
+  // made against what was lost would not fit): has_reference() is false
+  // until then, as after reset().
   virtual bool decode(const uint8_t *body, size_t n, std::string *error) = 0;
   // Copies the picture into `out` (host memory, this format and size, any strides).
   virtual void write_frame(const FrameView &out) = 0;
   // The picture in canonical order, for tests.
   virtual void read_reference(HostBytes &out) = 0;
+  // True when a delta can be decoded (a keyframe was, and nothing failed since).
   bool has_reference() const { return has_reference_; }
-  // Forget the picture (the next body must be a keyframe).
+  // Wait for a keyframe (the picture stays for write_frame()).
   void reset() { has_reference_ = false; }
 
   // Throws Error for an unknown format or an empty size.
