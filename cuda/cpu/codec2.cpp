@@ -539,6 +539,7 @@ void extract(const FrameView &f, const LayerSet &ls, Picture &pic) {
     const Layer &ly = ls.layer[l];
     for (int c = 0; c < ly.channels; ++c) {
       uint8_t *dst = pic.ch[l][c].data();
+#pragma omp parallel for num_threads(cpu_threads_for(size_t(ly.width) * ly.height)) schedule(static)
       for (int y = 0; y < ly.height; ++y) {
         const uint8_t *src = f.row(ly.plane[c], y) + ly.offset[c];
         uint8_t *d = dst + size_t(y) * ly.width;
@@ -554,6 +555,7 @@ void store(const Picture &pic, const LayerSet &ls, const FrameView &f) {
     const Layer &ly = ls.layer[l];
     for (int c = 0; c < ly.channels; ++c) {
       const uint8_t *src = pic.ch[l][c].data();
+#pragma omp parallel for num_threads(cpu_threads_for(size_t(ly.width) * ly.height)) schedule(static)
       for (int y = 0; y < ly.height; ++y) {
         uint8_t *dst = f.row(ly.plane[c], y) + ly.offset[c];
         const uint8_t *s = src + size_t(y) * ly.width;
@@ -827,6 +829,7 @@ class CpuEncoder final : public Encoder {
   void build_model(const std::vector<uint32_t> &hist, bool keyframe, BitWriter &bw, Model &model);
   bool encode_tile(size_t ti, const Model &model, int threshold);
   void store_raw(size_t ti);
+  void debug_sizes(const Model &model);
 
   LayerSet ls_;
   DistLayout dl_;
@@ -1120,6 +1123,32 @@ bool CpuEncoder::encode_tile(size_t ti, const Model &model, int threshold) {
   return true;
 }
 
+// Development aid (CODEC2_DEBUG set): the ideal size of each layer, class
+// and component with the frame's tables, on stderr.
+void CpuEncoder::debug_sizes(const Model &model) {
+  std::vector<uint64_t> hist(size_t(dl_.count) * kTokens, 0);
+  for (size_t ti = 0; ti < tiles_.size(); ++ti)
+    if (tile_type_[ti] == 1)
+      for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_hist_[ti][i];
+  for (int l = 0; l < ls_.count; ++l)
+    for (int cls = 0; cls < kClasses; ++cls)
+      for (int c = 0; c < ls_.layer[l].channels; ++c) {
+        double bits = 0;
+        uint64_t n = 0;
+        for (int d = dl_.base[l][cls][c]; d < dl_.base[l][cls][c] + contexts_of(cls, c); ++d)
+          for (int tk = 0; tk < kTokens; ++tk) {
+            const uint64_t h = hist[size_t(d) * kTokens + tk];
+            if (!h) continue;
+            n += h;
+            bits += double(h) * (costs().of_freq[model.tables[d].freq[tk]] / 256.0 +
+                                 token_extra_bits(tk));
+          }
+        if (n)
+          std::fprintf(stderr, "layer %d class %d comp %d: %8.0f bytes, %7llu samples, %.2f b/s\n",
+                       l, cls, c, bits / 8, (unsigned long long)n, bits / double(n));
+      }
+}
+
 // A raw tile: its samples' bytes, layer by layer, row by row, sample by
 // sample, channel by channel; they are also the reconstruction.
 void CpuEncoder::store_raw(size_t ti) {
@@ -1225,6 +1254,7 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   }
   for (size_t ti = 0; ti < n_tiles; ++ti)
     if (tile_type_[ti] == 2) store_raw(ti);
+  if (std::getenv("CODEC2_DEBUG")) debug_sizes(model);
 
   // 7. The body: header, tables, tile sizes, tile streams.
   FrameStats st;
@@ -1446,16 +1476,31 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
 
 bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
                              bool keyframe) {
-  // Skipped and raw tiles.
-  if (type == 0 || type == 2) {
+  // Skipped tiles: the reference's rows; raw tiles: the payload's samples.
+  if (type == 0) {
     for (int l = 0; l < ls_.count; ++l) {
       const Layer &ly = ls_.layer[l];
-      for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y)
-        for (int x = t.x0[l]; x < t.x0[l] + t.w[l]; ++x)
-          for (int c = 0; c < ly.channels; ++c) {
-            const size_t at = size_t(y) * ly.width + x;
-            rec_.ch[l][c][at] = type == 0 ? ref_.ch[l][c][at] : *p++;
-          }
+      for (int c = 0; c < ly.channels; ++c)
+        for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y) {
+          const size_t at = size_t(y) * ly.width + t.x0[l];
+          std::memcpy(rec_.ch[l][c].data() + at, ref_.ch[l][c].data() + at, size_t(t.w[l]));
+        }
+    }
+    return true;
+  }
+  if (type == 2) {
+    for (int l = 0; l < ls_.count; ++l) {
+      const Layer &ly = ls_.layer[l];
+      const int nc = ly.channels;
+      for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y) {
+        const size_t at = size_t(y) * ly.width + t.x0[l];
+        for (int c = 0; c < nc; ++c) {
+          uint8_t *dst = rec_.ch[l][c].data() + at;
+          const uint8_t *src = p + c;
+          for (int i = 0; i < t.w[l]; ++i) dst[i] = src[size_t(i) * nc];
+        }
+        p += size_t(t.w[l]) * nc;
+      }
     }
     return true;
   }
@@ -1556,17 +1601,25 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
     for (int c = 0; c < NC; ++c) work[at * W2 + NC + c] = int16_t(comp[c]);
   };
 
-  // Skipped samples: the reference.
+  // Skipped samples: the reference, in runs along each row.
   if (!KEY)
     for (int y = y0; y < y0 + h; ++y) {
       const uint8_t *mrow = modes + size_t((y << sy) / kBlock) * bx_count;
-      for (int x = x0; x < x0 + w; ++x) {
-        if (mrow[(x << sx) / kBlock] != kSkip) continue;
+      for (int x = x0; x < x0 + w;) {
+        if (mrow[(x << sx) / kBlock] != kSkip) {
+          ++x;
+          continue;
+        }
+        int end = x + 1;
+        while (end < x0 + w && mrow[(end << sx) / kBlock] == kSkip) ++end;
         const size_t at = size_t(y) * stride + x;
-        for (int c = 0; c < NC; ++c) rec[c][at] = ref[c][at];
-        if (need_s) store_s(at);
-        if (need_t)
-          for (int c = 0; c < NC; ++c) work[at * W2 + NC + c] = 0;
+        for (int c = 0; c < NC; ++c) std::memcpy(rec[c] + at, ref[c] + at, size_t(end - x));
+        for (size_t a = at; a < at + size_t(end - x); ++a) {
+          if (need_s) store_s(a);
+          if (need_t)
+            for (int c = 0; c < NC; ++c) work[a * W2 + NC + c] = 0;
+        }
+        x = end;
       }
     }
 
