@@ -1051,7 +1051,7 @@ bool CpuEncoder::encode_tile(size_t ti, const Model &model, int threshold) {
   if (buf.size() < bound) buf.resize(bound);
   uint8_t *end = buf.data() + bound;
   RansEncoder enc{buf.data(), end};
-  size_t layer_first[kMaxLayers];
+  size_t layer_first[kMaxLayers] = {};
   {
     size_t at = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
     for (int l = 0; l < ls_.count; ++l) {
@@ -1059,16 +1059,22 @@ bool CpuEncoder::encode_tile(size_t ti, const Model &model, int threshold) {
       at += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
     }
   }
-  // Each lane's raw bits in its decoding order (its rows, layer by layer).
+  // Each lane's symbols in its decoding order: its block modes, then its
+  // rows layer by layer (tokens, each followed by its raw bits).
   uint32_t checksum[kMaxLanes] = {};
+  if (!keyframe_)
+    for (size_t b = 0; b < layer_first[0]; ++b)
+      checksum[b % lanes] = lane_checksum(checksum[b % lanes], syms[b].token);
   for (int l = 0; l < ls_.count; ++l) {
     const int nc = ls_.layer[l].channels;
     for (int j = 0; j < t.h[l]; ++j)
       for (size_t at = layer_first[l] + size_t(j) * t.w[l] * nc, end = at + size_t(t.w[l]) * nc;
            at < end; ++at) {
         const Symbol &s = syms[at];
-        if (s.dist != 0xffff && s.nbits)
-          checksum[j % lanes] = raw_checksum(checksum[j % lanes], s.bits);
+        if (s.dist == 0xffff) continue;
+        uint32_t &h = checksum[j % lanes];
+        h = lane_checksum(h, s.token);
+        if (s.nbits) h = lane_checksum(h, s.bits);
       }
   }
   uint32_t state[kMaxLanes];
@@ -1140,8 +1146,8 @@ void CpuEncoder::debug_sizes(const Model &model) {
             const uint64_t h = hist[size_t(d) * kTokens + tk];
             if (!h) continue;
             n += h;
-            bits += double(h) * (costs().of_freq[model.tables[d].freq[tk]] / 256.0 +
-                                 token_extra_bits(tk));
+            bits += double(h) *
+                    (costs().of_freq[model.tables[d].freq[tk]] / 256.0 + token_extra_bits(tk));
           }
         if (n)
           std::fprintf(stderr, "layer %d class %d comp %d: %8.0f bytes, %7llu samples, %.2f b/s\n",
@@ -1522,6 +1528,7 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
     }
     if (!dtab_[dl_.mode].used) return false;
     modes_[at] = uint8_t(dec.get(state[b % lanes], dtab_[dl_.mode]));
+    checksum[b % lanes] = lane_checksum(checksum[b % lanes], modes_[at]);
   }
   bool ok = true;
   for (int l = 0; l < ls_.count && ok; ++l) {
@@ -1705,6 +1712,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       Lane &L = lane[ln];
       bad |= !L.table->used;
       L.token = dec.decode(state[ln], *L.table);
+      checksum[ln] = lane_checksum(checksum[ln], uint32_t(L.token));
       extra |= L.token >= kDirectTokens;
     }
   };
@@ -1753,7 +1761,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
           const uint32_t bits = state[ln] & ((1u << nbits) - 1);
           state[ln] >>= nbits;
           dec.renorm(state[ln]);
-          checksum[ln] = nbits ? raw_checksum(checksum[ln], bits) : checksum[ln];
+          checksum[ln] = nbits ? lane_checksum(checksum[ln], bits) : checksum[ln];
           const int r =
               L.flip ? -unzigzag(kTokenBase[L.token] | bits) : unzigzag(kTokenBase[L.token] | bits);
           if (c == 0) L.r0 = r;
