@@ -1585,16 +1585,30 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
   const int *base[kClasses];
   for (int cls = 0; cls < kClasses; ++cls) base[cls] = dl_.base[l][cls];
 
-  // Which domains neighbours will ask for: S-domain values next to spatial
-  // blocks, T-domain values next to temporal ones.
-  bool need_s = KEY, need_t = false;
-  if (!KEY)
-    for (int by = t.by0; by < t.by1; ++by)
-      for (int bx = t.bx0; bx < t.bx1; ++bx) {
-        const int m = modes[size_t(by) * bx_count + bx];
-        need_s |= m == kSpatial;
-        need_t |= m == kTemporal || m == kTempSpat;
-      }
+  // Which blocks' samples neighbours will ask for in which domain: a sample
+  // is a neighbour of samples in its own block and in the blocks left,
+  // right, below-left, below and below-right of it; only spatial samples
+  // read S-domain values, only temporal ones T-domain values.
+  const int tbw = t.bx1 - t.bx0, tbh = t.by1 - t.by0;
+  std::vector<uint8_t> need_blocks(size_t(tbw) * tbh);  // 1: S-domain, 2: T-domain
+  uint8_t *need = need_blocks.data();
+  for (int by = 0; by < tbh; ++by)
+    for (int bx = 0; bx < tbw; ++bx) {
+      uint8_t n = KEY ? 1 : 0;
+      if (!KEY)
+        for (int dy = 0; dy <= 1; ++dy)
+          for (int dx = -1; dx <= 1; ++dx) {
+            const int nx = bx + dx, ny = by + dy;
+            if (nx < 0 || nx >= tbw || ny >= tbh) continue;
+            const int m = modes[size_t(t.by0 + ny) * bx_count + t.bx0 + nx];
+            n |= m == kSpatial ? 1 : m == kSkip ? 0 : 2;
+          }
+      need[by * tbw + bx] = n;
+    }
+  // Block of the tile that sample (x, y) of this layer lies in.
+  auto block_of = [&](int x, int y) {
+    return ((unsigned(y << sy) / kBlock) - t.by0) * tbw + (unsigned(x << sx) / kBlock) - t.bx0;
+  };
   auto store_s = [&](size_t at) {
     int ch[NC], comp[NC];
     for (int c = 0; c < NC; ++c) ch[c] = q.index[rec[c][at]];
@@ -1622,8 +1636,9 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
         const size_t at = size_t(y) * stride + x;
         for (int c = 0; c < NC; ++c) std::memcpy(rec[c] + at, ref[c] + at, size_t(end - x));
         for (size_t a = at; a < at + size_t(end - x); ++a) {
-          if (need_s) store_s(a);
-          if (need_t)
+          const int nb = need[block_of(int(a - size_t(y) * stride), y)];
+          if (nb & 1) store_s(a);
+          if (nb & 2)
             for (int c = 0; c < NC; ++c) work[a * W2 + NC + c] = 0;
         }
         x = end;
@@ -1641,7 +1656,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
   struct Lane {
     size_t at;
     bool edge;  // in the tile's first row or column, or its last column
-    int i, j;
+    int i, j, block;
     int rclass;
     bool flip;
     const DecodeTable *table;
@@ -1736,6 +1751,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       L.at = size_t(y) * stride + x;
       L.i = i;
       L.j = j;
+      L.block = block_of(x, y);
       L.edge = i == 0 || j == 0 || i + 1 == w;
       L.rclass = KEY ? 0 : rclass[L.at];
       const int cls = KEY ? int(kClassSpatial) : mode_class(mode);
@@ -1792,7 +1808,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
         rec[c][L.at] = q.dequant[ch[c]];
         wp[c] = int16_t(L.value[c]);
       }
-      if (need_t) store_t(L.at);
+      if (need[L.block] & 2) store_t(L.at);
     }
     if (KEY) continue;
     for (int cls = kClassTemporal; cls <= kClassTempSpat; ++cls)
@@ -1816,7 +1832,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
         } else {
           for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(L.value[c]);
         }
-        if (need_s) store_s(L.at);
+        if (need[L.block] & 1) store_s(L.at);
       }
   }
   return !bad;
