@@ -114,13 +114,17 @@ LayerSet layers_of(VideoFormat format, int width, int height) {
   return s;
 }
 
+// Tiles of 20 x 8 blocks (320 x 128 samples of layer 0, about 41,000): 54
+// tiles at 1920x1080, enough work for every core and, with up to 32 lanes
+// each, for a GPU; larger tiles would code a little smaller (fewer tile
+// edges), smaller ones a little larger. The same for every format and size.
 Geometry default_geometry(VideoFormat format, int width, int height) {
+  (void)format;
+  (void)width;
+  (void)height;
   Geometry g;
-  const LayerSet ls = layers_of(format, width, height);
-  (void)ls;
   g.tile_bx = 20;
   g.tile_by = 8;
-  if (const char *e = std::getenv("CODEC2_TILE")) std::sscanf(e, "%d,%d", &g.tile_bx, &g.tile_by);
   return g;
 }
 
@@ -539,6 +543,7 @@ void extract(const FrameView &f, const LayerSet &ls, Picture &pic) {
     const Layer &ly = ls.layer[l];
     for (int c = 0; c < ly.channels; ++c) {
       uint8_t *dst = pic.ch[l][c].data();
+#pragma omp parallel for num_threads(cpu_threads_for(size_t(ly.width) * ly.height)) schedule(static)
       for (int y = 0; y < ly.height; ++y) {
         const uint8_t *src = f.row(ly.plane[c], y) + ly.offset[c];
         uint8_t *d = dst + size_t(y) * ly.width;
@@ -554,6 +559,7 @@ void store(const Picture &pic, const LayerSet &ls, const FrameView &f) {
     const Layer &ly = ls.layer[l];
     for (int c = 0; c < ly.channels; ++c) {
       const uint8_t *src = pic.ch[l][c].data();
+#pragma omp parallel for num_threads(cpu_threads_for(size_t(ly.width) * ly.height)) schedule(static)
       for (int y = 0; y < ly.height; ++y) {
         uint8_t *dst = f.row(ly.plane[c], y) + ly.offset[c];
         const uint8_t *s = src + size_t(y) * ly.width;
@@ -827,6 +833,7 @@ class CpuEncoder final : public Encoder {
   void build_model(const std::vector<uint32_t> &hist, bool keyframe, BitWriter &bw, Model &model);
   bool encode_tile(size_t ti, const Model &model, int threshold);
   void store_raw(size_t ti);
+  void debug_sizes(const Model &model);
 
   LayerSet ls_;
   DistLayout dl_;
@@ -1048,7 +1055,7 @@ bool CpuEncoder::encode_tile(size_t ti, const Model &model, int threshold) {
   if (buf.size() < bound) buf.resize(bound);
   uint8_t *end = buf.data() + bound;
   RansEncoder enc{buf.data(), end};
-  size_t layer_first[kMaxLayers];
+  size_t layer_first[kMaxLayers] = {};
   {
     size_t at = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
     for (int l = 0; l < ls_.count; ++l) {
@@ -1056,16 +1063,22 @@ bool CpuEncoder::encode_tile(size_t ti, const Model &model, int threshold) {
       at += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
     }
   }
-  // Each lane's raw bits in its decoding order (its rows, layer by layer).
+  // Each lane's symbols in its decoding order: its block modes, then its
+  // rows layer by layer (tokens, each followed by its raw bits).
   uint32_t checksum[kMaxLanes] = {};
+  if (!keyframe_)
+    for (size_t b = 0; b < layer_first[0]; ++b)
+      checksum[b % lanes] = lane_checksum(checksum[b % lanes], syms[b].token);
   for (int l = 0; l < ls_.count; ++l) {
     const int nc = ls_.layer[l].channels;
     for (int j = 0; j < t.h[l]; ++j)
       for (size_t at = layer_first[l] + size_t(j) * t.w[l] * nc, end = at + size_t(t.w[l]) * nc;
            at < end; ++at) {
         const Symbol &s = syms[at];
-        if (s.dist != 0xffff && s.nbits)
-          checksum[j % lanes] = raw_checksum(checksum[j % lanes], s.bits);
+        if (s.dist == 0xffff) continue;
+        uint32_t &h = checksum[j % lanes];
+        h = lane_checksum(h, s.token);
+        if (s.nbits) h = lane_checksum(h, s.bits);
       }
   }
   uint32_t state[kMaxLanes];
@@ -1118,6 +1131,32 @@ bool CpuEncoder::encode_tile(size_t ti, const Model &model, int threshold) {
   }
   streams_[ti].assign(enc.p, end);
   return true;
+}
+
+// Development aid (CODEC2_DEBUG set): the ideal size of each layer, class
+// and component with the frame's tables, on stderr.
+void CpuEncoder::debug_sizes(const Model &model) {
+  std::vector<uint64_t> hist(size_t(dl_.count) * kTokens, 0);
+  for (size_t ti = 0; ti < tiles_.size(); ++ti)
+    if (tile_type_[ti] == 1)
+      for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_hist_[ti][i];
+  for (int l = 0; l < ls_.count; ++l)
+    for (int cls = 0; cls < kClasses; ++cls)
+      for (int c = 0; c < ls_.layer[l].channels; ++c) {
+        double bits = 0;
+        uint64_t n = 0;
+        for (int d = dl_.base[l][cls][c]; d < dl_.base[l][cls][c] + contexts_of(cls, c); ++d)
+          for (int tk = 0; tk < kTokens; ++tk) {
+            const uint64_t h = hist[size_t(d) * kTokens + tk];
+            if (!h) continue;
+            n += h;
+            bits += double(h) *
+                    (costs().of_freq[model.tables[d].freq[tk]] / 256.0 + token_extra_bits(tk));
+          }
+        if (n)
+          std::fprintf(stderr, "layer %d class %d comp %d: %8.0f bytes, %7llu samples, %.2f b/s\n",
+                       l, cls, c, bits / 8, (unsigned long long)n, bits / double(n));
+      }
 }
 
 // A raw tile: its samples' bytes, layer by layer, row by row, sample by
@@ -1225,6 +1264,7 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   }
   for (size_t ti = 0; ti < n_tiles; ++ti)
     if (tile_type_[ti] == 2) store_raw(ti);
+  if (std::getenv("CODEC2_DEBUG")) debug_sizes(model);
 
   // 7. The body: header, tables, tile sizes, tile streams.
   FrameStats st;
@@ -1333,12 +1373,14 @@ class CpuDecoder final : public Decoder {
 bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
   auto fail = [&](const std::string &why) {
     if (error) *error = "codec2 body: " + why;
+    has_reference_ = false;  // deltas wait for the next keyframe
     return false;
   };
   BodyHeader h;
   std::string why;
   if (!read_body_header(body, n, &h, &why)) return fail(why);
-  if (!h.keyframe && !has_reference_) return fail("a delta without a previous frame");
+  if (!h.keyframe && !has_reference_)
+    return fail("a delta without a previous frame (waiting for a keyframe)");
   const Geometry &g = h.geometry;
   if (g.tile_bx != tiles_geometry_.tile_bx || g.tile_by != tiles_geometry_.tile_by) {
     tiles_ = make_tiles(ls_, g);
@@ -1444,16 +1486,31 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
 
 bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
                              bool keyframe) {
-  // Skipped and raw tiles.
-  if (type == 0 || type == 2) {
+  // Skipped tiles: the reference's rows; raw tiles: the payload's samples.
+  if (type == 0) {
     for (int l = 0; l < ls_.count; ++l) {
       const Layer &ly = ls_.layer[l];
-      for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y)
-        for (int x = t.x0[l]; x < t.x0[l] + t.w[l]; ++x)
-          for (int c = 0; c < ly.channels; ++c) {
-            const size_t at = size_t(y) * ly.width + x;
-            rec_.ch[l][c][at] = type == 0 ? ref_.ch[l][c][at] : *p++;
-          }
+      for (int c = 0; c < ly.channels; ++c)
+        for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y) {
+          const size_t at = size_t(y) * ly.width + t.x0[l];
+          std::memcpy(rec_.ch[l][c].data() + at, ref_.ch[l][c].data() + at, size_t(t.w[l]));
+        }
+    }
+    return true;
+  }
+  if (type == 2) {
+    for (int l = 0; l < ls_.count; ++l) {
+      const Layer &ly = ls_.layer[l];
+      const int nc = ly.channels;
+      for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y) {
+        const size_t at = size_t(y) * ly.width + t.x0[l];
+        for (int c = 0; c < nc; ++c) {
+          uint8_t *dst = rec_.ch[l][c].data() + at;
+          const uint8_t *src = p + c;
+          for (int i = 0; i < t.w[l]; ++i) dst[i] = src[size_t(i) * nc];
+        }
+        p += size_t(t.w[l]) * nc;
+      }
     }
     return true;
   }
@@ -1475,6 +1532,7 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
     }
     if (!dtab_[dl_.mode].used) return false;
     modes_[at] = uint8_t(dec.get(state[b % lanes], dtab_[dl_.mode]));
+    checksum[b % lanes] = lane_checksum(checksum[b % lanes], modes_[at]);
   }
   bool ok = true;
   for (int l = 0; l < ls_.count && ok; ++l) {
@@ -1531,16 +1589,30 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
   const int *base[kClasses];
   for (int cls = 0; cls < kClasses; ++cls) base[cls] = dl_.base[l][cls];
 
-  // Which domains neighbours will ask for: S-domain values next to spatial
-  // blocks, T-domain values next to temporal ones.
-  bool need_s = KEY, need_t = false;
-  if (!KEY)
-    for (int by = t.by0; by < t.by1; ++by)
-      for (int bx = t.bx0; bx < t.bx1; ++bx) {
-        const int m = modes[size_t(by) * bx_count + bx];
-        need_s |= m == kSpatial;
-        need_t |= m == kTemporal || m == kTempSpat;
-      }
+  // Which blocks' samples neighbours will ask for in which domain: a sample
+  // is a neighbour of samples in its own block and in the blocks left,
+  // right, below-left, below and below-right of it; only spatial samples
+  // read S-domain values, only temporal ones T-domain values.
+  const int tbw = t.bx1 - t.bx0, tbh = t.by1 - t.by0;
+  std::vector<uint8_t> need_blocks(size_t(tbw) * tbh);  // 1: S-domain, 2: T-domain
+  uint8_t *need = need_blocks.data();
+  for (int by = 0; by < tbh; ++by)
+    for (int bx = 0; bx < tbw; ++bx) {
+      uint8_t n = KEY ? 1 : 0;
+      if (!KEY)
+        for (int dy = 0; dy <= 1; ++dy)
+          for (int dx = -1; dx <= 1; ++dx) {
+            const int nx = bx + dx, ny = by + dy;
+            if (nx < 0 || nx >= tbw || ny >= tbh) continue;
+            const int m = modes[size_t(t.by0 + ny) * bx_count + t.bx0 + nx];
+            n |= m == kSpatial ? 1 : m == kSkip ? 0 : 2;
+          }
+      need[by * tbw + bx] = n;
+    }
+  // Block of the tile that sample (x, y) of this layer lies in.
+  auto block_of = [&](int x, int y) {
+    return ((unsigned(y << sy) / kBlock) - t.by0) * tbw + (unsigned(x << sx) / kBlock) - t.bx0;
+  };
   auto store_s = [&](size_t at) {
     int ch[NC], comp[NC];
     for (int c = 0; c < NC; ++c) ch[c] = q.index[rec[c][at]];
@@ -1554,17 +1626,26 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
     for (int c = 0; c < NC; ++c) work[at * W2 + NC + c] = int16_t(comp[c]);
   };
 
-  // Skipped samples: the reference.
+  // Skipped samples: the reference, in runs along each row.
   if (!KEY)
     for (int y = y0; y < y0 + h; ++y) {
       const uint8_t *mrow = modes + size_t((y << sy) / kBlock) * bx_count;
-      for (int x = x0; x < x0 + w; ++x) {
-        if (mrow[(x << sx) / kBlock] != kSkip) continue;
+      for (int x = x0; x < x0 + w;) {
+        if (mrow[(x << sx) / kBlock] != kSkip) {
+          ++x;
+          continue;
+        }
+        int end = x + 1;
+        while (end < x0 + w && mrow[(end << sx) / kBlock] == kSkip) ++end;
         const size_t at = size_t(y) * stride + x;
-        for (int c = 0; c < NC; ++c) rec[c][at] = ref[c][at];
-        if (need_s) store_s(at);
-        if (need_t)
-          for (int c = 0; c < NC; ++c) work[at * W2 + NC + c] = 0;
+        for (int c = 0; c < NC; ++c) std::memcpy(rec[c] + at, ref[c] + at, size_t(end - x));
+        for (size_t a = at; a < at + size_t(end - x); ++a) {
+          const int nb = need[block_of(int(a - size_t(y) * stride), y)];
+          if (nb & 1) store_s(a);
+          if (nb & 2)
+            for (int c = 0; c < NC; ++c) work[a * W2 + NC + c] = 0;
+        }
+        x = end;
       }
     }
 
@@ -1579,7 +1660,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
   struct Lane {
     size_t at;
     bool edge;  // in the tile's first row or column, or its last column
-    int i, j;
+    int i, j, block;
     int rclass;
     bool flip;
     const DecodeTable *table;
@@ -1650,6 +1731,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       Lane &L = lane[ln];
       bad |= !L.table->used;
       L.token = dec.decode(state[ln], *L.table);
+      checksum[ln] = lane_checksum(checksum[ln], uint32_t(L.token));
       extra |= L.token >= kDirectTokens;
     }
   };
@@ -1673,6 +1755,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       L.at = size_t(y) * stride + x;
       L.i = i;
       L.j = j;
+      L.block = block_of(x, y);
       L.edge = i == 0 || j == 0 || i + 1 == w;
       L.rclass = KEY ? 0 : rclass[L.at];
       const int cls = KEY ? int(kClassSpatial) : mode_class(mode);
@@ -1698,7 +1781,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
           const uint32_t bits = state[ln] & ((1u << nbits) - 1);
           state[ln] >>= nbits;
           dec.renorm(state[ln]);
-          checksum[ln] = nbits ? raw_checksum(checksum[ln], bits) : checksum[ln];
+          checksum[ln] = nbits ? lane_checksum(checksum[ln], bits) : checksum[ln];
           const int r =
               L.flip ? -unzigzag(kTokenBase[L.token] | bits) : unzigzag(kTokenBase[L.token] | bits);
           if (c == 0) L.r0 = r;
@@ -1729,7 +1812,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
         rec[c][L.at] = q.dequant[ch[c]];
         wp[c] = int16_t(L.value[c]);
       }
-      if (need_t) store_t(L.at);
+      if (need[L.block] & 2) store_t(L.at);
     }
     if (KEY) continue;
     for (int cls = kClassTemporal; cls <= kClassTempSpat; ++cls)
@@ -1753,7 +1836,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
         } else {
           for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(L.value[c]);
         }
-        if (need_s) store_s(L.at);
+        if (need[L.block] & 1) store_s(L.at);
       }
   }
   return !bad;

@@ -15,7 +15,8 @@ change the layer table).
 import re
 import sys
 
-LEVEL_WEIGHT = [0] + [int(256 * 2 ** ((level - 1) / 4) + 0.5) for level in range(1, 50)]
+LEVEL_WEIGHT = [0] + [[256, 304, 362, 431][(level - 1) % 4] << ((level - 1) // 4)
+                      for level in range(1, 50)]
 EDGES = [1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80]
 
 
@@ -235,7 +236,7 @@ class Decoder:
         if kind != 1 or len(payload) < 4 * lanes:
             raise Invalid("tile type or size")
         state = [int.from_bytes(payload[4 * l:4 * l + 4], "little") for l in range(lanes)]
-        checksum = [0] * lanes
+        checksum = [0] * lanes  # of each lane's symbols: tokens and raw bits
         self.log("tile %s: %d lanes, initial states %s" % (tile, lanes, state))
         pos = [4 * lanes]
         L = 1 << 23
@@ -275,6 +276,7 @@ class Decoder:
                 continue
             t = token(b % lanes, 0)
             renorm(b % lanes)
+            checksum[b % lanes] = (checksum[b % lanes] * 33 + t) & 0x1FFFF
             if t > 3:
                 raise Invalid("mode")
             modes[pos_block] = t
@@ -344,6 +346,7 @@ class Decoder:
                         flip = (a + b + cc + d < 0) if cls == 1 else (a + b - 2 * cc < 0)
                         dist = self.base[(l, cls, c)] + ctx
                         toks[ln] = (token(ln, dist), pred, flip, dist, (a, b, cc, d), ctx)
+                        checksum[ln] = (checksum[ln] * 33 + toks[ln][0]) & 0x1FFFF
                     for ln, _, _ in active:
                         renorm(ln)
                     for ln, i, j in active:

@@ -480,7 +480,10 @@ TEST(Codec2Cpu, DamageIsDetectedOrHarmless) {
         HostBytes pic;
         dec->read_reference(pic);
         ASSERT_EQ(bytes_of(pic), before) << "picture unchanged after a failure";
-        // The next (good) delta still applies: the tables were not touched.
+        // Deltas wait for a keyframe now; the keyframe and then the delta decode.
+        ASSERT_FALSE(dec->has_reference());
+        ASSERT_FALSE(dec->decode(body.data(), body.size(), &err));
+        ASSERT_TRUE(dec->decode(s.bodies[0].data(), s.bodies[0].size(), &err)) << err;
         ASSERT_TRUE(dec->decode(body.data(), body.size(), &err)) << err;
         dec->read_reference(pic);
         ASSERT_EQ(bytes_of(pic), s.references[1]);
@@ -525,17 +528,26 @@ TEST(Codec2Cpu, DamageIsDetectedOrHarmless) {
 
 TEST(Codec2Cpu, RandomBodiesNeverCrash) {
   // Random bytes after a valid header, for each format: decode fails cleanly
-  // (or, very rarely, succeeds) and never writes outside the frame.
+  // (or, very rarely, succeeds) and never writes outside the frame. Deltas
+  // get a picture to apply to first.
   std::mt19937 &gen = testing_util::rng();
   for (VideoFormat f : all_formats()) {
     auto dec = Decoder::create(*cpu, f, 19, 11);
+    auto enc = Encoder::create(*cpu, f, 19, 11);
+    HostFrame key(f, 19, 11);
+    fill_scene(key, 0, gen, 5);
+    HostBytes key_body;
+    enc->encode(key.view, 3, true, key_body);
     for (int round = 0; round < 40; ++round) {
+      std::string err;
+      if (round % 2 == 0) {
+        ASSERT_TRUE(dec->decode(key_body.data(), key_body.size(), &err)) << err;
+      }
       std::vector<uint8_t> body(4 + gen() % 300);
       for (uint8_t &b : body) b = uint8_t(gen());
-      body[0] = round % 2;
+      body[0] = (round / 2) % 2;
       body[2] = uint8_t(1 + gen() % 3);
       body[3] = uint8_t(1 + gen() % 3);
-      std::string err;
       dec->decode(body.data(), body.size(), &err);
       HostFrame out(f, 19, 11, 3);
       if (dec->has_reference()) {
@@ -553,11 +565,11 @@ TEST(Codec2Cpu, WorkedExample) {
   const std::vector<uint8_t> delta_in = {10, 13, 17, 15, 44, 11, 12, 14, 26, 41};
   const std::vector<uint8_t> key_body = {0x01, 0x01, 0x14, 0x08, 0x83, 0x9b, 0x93, 0xba, 0xa9,
                                          0xaa, 0xca, 0x2f, 0xa2, 0x8a, 0x84, 0x02, 0x00, 0x81,
-                                         0x06, 0xc3, 0x19, 0xfb, 0x02, 0xf5, 0x52};
+                                         0x06, 0x3c, 0x1c, 0xb0, 0x33, 0x7d, 0x53};
   const std::vector<uint8_t> key_pic = {9, 12, 15, 15, 39, 12, 12, 15, 21, 42};
-  const std::vector<uint8_t> delta_body = {0x00, 0x01, 0x14, 0x08, 0x17, 0xc4, 0x09, 0xe4, 0x23,
-                                           0xaa, 0x18, 0xe0, 0x00, 0x23, 0xa8, 0xe0, 0x00, 0x00,
-                                           0x00, 0x00, 0x00, 0x81, 0x04, 0x20, 0x20, 0x01, 0x40};
+  const std::vector<uint8_t> delta_body = {
+      0x00, 0x01, 0x14, 0x08, 0x17, 0xc4, 0x09, 0xe4, 0x23, 0xaa, 0x18, 0xe0, 0x00, 0x23,
+      0xa8, 0xe0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x81, 0x05, 0xc0, 0x22, 0x61, 0x10, 0x20};
   const std::vector<uint8_t> delta_pic = {9, 12, 18, 15, 45, 12, 12, 15, 27, 42};
   auto enc = Encoder::create(*cpu, VideoFormat::GRAY8, 5, 2);
   auto dec = Decoder::create(*cpu, VideoFormat::GRAY8, 5, 2);

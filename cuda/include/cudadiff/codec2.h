@@ -8,15 +8,23 @@
 // threshold, so every byte stays within k of the input; k = 0 is lossless),
 // RGB as YCoCg-R of the quantised values, YUV as a luma and a chroma layer,
 // residuals of a median predictor coded as tokens with per-frame frequency
-// tables selected by local activity, by 32 interleaved rANS coders per tile.
-// Tiles are independent, so both directions run in parallel over tiles (and
-// a GPU over the 32 lanes of a tile).
+// tables selected by local activity, by up to 32 interleaved rANS coders
+// (lanes) per tile. Tiles are independent, so both directions run in
+// parallel over tiles (and a GPU over the lanes of a tile).
 //
 // The encoder owns the reference (the picture every decoder shows) and the
 // previous frame's tables; a body depends on both, except a keyframe's,
 // which depends on nothing. The decoder trusts nothing in a body: every
-// size, count, offset and symbol is checked, it never writes outside its
-// frame, and a damaged body leaves its picture and tables unchanged.
+// size, count and offset is checked, every lane ends in a state that holds
+// a checksum of its symbols, it never writes outside its frame, and a
+// damaged body leaves its picture and tables unchanged (and makes it wait
+// for a keyframe).
+//
+// For a CUDA implementation: detail::make_cuda_encoder/decoder below, the
+// same bytes as the CPU's (codec2_rules.h has every per-sample function as
+// __host__ __device__); Encoder::create()/Decoder::create() pick it for a
+// CUDA context. For the stream format: a version 2 packet's payload is a
+// body; its keyframe flag must match read_body_header()'s.
 #pragma once
 
 #include <cstddef>
@@ -100,14 +108,18 @@ class Decoder {
   virtual ~Decoder() = default;
   // Decodes a body (host memory). True: the picture is the decoded frame.
   // False with a reason in `error`: the body is damaged, truncated, or a
-  // delta without a picture to apply it to; picture and tables are unchanged.
+  // delta without a picture to apply it to. The picture and the tables stay
+  // as they were, but after a failure only a keyframe is decoded (a delta
+  // made against what was lost would not fit): has_reference() is false
+  // until then, as after reset().
   virtual bool decode(const uint8_t *body, size_t n, std::string *error) = 0;
   // Copies the picture into `out` (host memory, this format and size, any strides).
   virtual void write_frame(const FrameView &out) = 0;
   // The picture in canonical order, for tests.
   virtual void read_reference(HostBytes &out) = 0;
+  // True when a delta can be decoded (a keyframe was, and nothing failed since).
   bool has_reference() const { return has_reference_; }
-  // Forget the picture (the next body must be a keyframe).
+  // Wait for a keyframe (the picture stays for write_frame()).
   void reset() { has_reference_ = false; }
 
   // Throws Error for an unknown format or an empty size.
@@ -125,9 +137,9 @@ namespace detail {
 std::unique_ptr<Encoder> make_cpu_encoder(VideoFormat format, int width, int height,
                                           const Geometry &geometry);
 std::unique_ptr<Decoder> make_cpu_decoder(VideoFormat format, int width, int height);
-// The CUDA implementation (to come): create() will return these for a CUDA
-// context when the build has CUDA; until then a CUDA context gets the CPU
-// reference (same bytes, host memory).
+// The CUDA implementation (to come, in cuda/kernels): create() will return
+// these for a CUDA context when the build has CUDA (as diff.h's classes do);
+// until they exist create() throws Error for a CUDA context.
 std::unique_ptr<Encoder> make_cuda_encoder(const Context &ctx, VideoFormat format, int width,
                                            int height, const Geometry &geometry);
 std::unique_ptr<Decoder> make_cuda_decoder(const Context &ctx, VideoFormat format, int width,

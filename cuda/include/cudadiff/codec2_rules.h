@@ -215,10 +215,12 @@ constexpr uint32_t kRansLow = 1u << 23;  // state in [2^23, 2^31); byte-wise ren
 // The state every lane's encoder starts from, which its decoder must end in.
 // It holds the threshold and the lane, so that a body decoded with another
 // threshold (damage) or lanes mixed up fail the check, and a 17-bit checksum
-// of the lane's raw bits: damage there leaves the state consistent
-// otherwise (raw bits are taken from the state as they are).
-CODEC2_HD uint32_t raw_checksum(uint32_t h, uint32_t bits) {
-  return (h * 33u + bits) & 0x1FFFFu;  // over the lane's raw bits in decoding order, from 0
+// of every symbol the lane decodes (a damaged stream can fall back into step
+// with different symbols, and damaged raw bits leave the state as it was).
+CODEC2_HD uint32_t lane_checksum(uint32_t h, uint32_t value) {
+  // For each symbol of the lane in decoding order, from 0: the token of a
+  // table symbol (block modes included), the value of raw bits.
+  return (h * 33u + value) & 0x1FFFFu;
 }
 CODEC2_HD uint32_t lane_final_state(int threshold, int lane, uint32_t checksum) {
   return kRansLow + (checksum << 13) + uint32_t(threshold) * 32u + uint32_t(lane);
@@ -226,15 +228,16 @@ CODEC2_HD uint32_t lane_final_state(int threshold, int lane, uint32_t checksum) 
 
 // ---- frequency tables ---------------------------------------------------
 // A transmitted table gives each token a level L (0 = absent, 1..kLevels);
-// level L weighs kLevelWeight[L] = round(256 * 2^((L-1)/4)). normalize_levels()
-// turns levels into frequencies summing to kProbScale.
+// level L weighs B[(L-1) % 4] << ((L-1) / 4) with B = 256, 304, 362, 431
+// (256 * 2^(r/4) rounded): a quarter of an octave per level, 256 .. 2^20.
+// normalize_levels() turns levels into frequencies summing to kProbScale.
 constexpr int kLevels = 49;
-constexpr uint32_t kLevelWeight[kLevels + 1] = {
-    0,      256,    304,    362,    431,    512,    609,    724,    861,    1024,
-    1218,   1448,   1722,   2048,   2435,   2896,   3444,   4096,   4871,   5793,
-    6889,   8192,   9742,   11585,  13777,  16384,  19484,  23170,  27554,  32768,
-    38968,  46341,  55109,  65536,  77936,  92682,  110218, 131072, 155872, 185364,
-    220436, 262144, 311744, 370728, 440872, 524288, 623487, 741455, 881744, 1048576};
+CODEC2_HD uint32_t level_weight(int level) {
+  if (level <= 0) return 0;
+  const int q = (level - 1) >> 2, r = (level - 1) & 3;
+  const uint32_t base = r == 0 ? 256u : r == 1 ? 304u : r == 2 ? 362u : 431u;
+  return base << q;
+}
 
 // levels[0..n) -> freq[0..n): absent tokens get 0, present ones at least 1,
 // the rest in proportion to their weights (floor), and the remainder (which
@@ -242,14 +245,14 @@ constexpr uint32_t kLevelWeight[kLevels + 1] = {
 // Returns false when no token is present.
 CODEC2_HD bool normalize_levels(const uint8_t *levels, int n, uint16_t *freq) {
   uint64_t total = 0;
-  for (int t = 0; t < n; ++t) total += kLevelWeight[levels[t]];
+  for (int t = 0; t < n; ++t) total += level_weight(levels[t]);
   if (total == 0) return false;
   int32_t sum = 0;
   int largest = 0;
   for (int t = 0; t < n; ++t) {
     uint32_t f = 0;
     if (levels[t]) {
-      f = uint32_t((uint64_t(kLevelWeight[levels[t]]) * kProbScale) / total);
+      f = uint32_t((uint64_t(level_weight(levels[t])) * kProbScale) / total);
       if (f == 0) f = 1;
     }
     freq[t] = uint16_t(f);
