@@ -80,8 +80,8 @@ void look_up(const char *name, Fn *fn, std::string *missing) {
   if (err != cudaSuccess || !p) {
     cudaGetLastError();
     if (missing->empty())
-      *missing = std::string("driver entry point ") + name + " not found (" +
-                 cudaGetErrorName(err) + ")";
+      *missing =
+          std::string("driver entry point ") + name + " not found (" + cudaGetErrorName(err) + ")";
     return;
   }
   *fn = reinterpret_cast<Fn>(p);

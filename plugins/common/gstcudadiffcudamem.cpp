@@ -161,9 +161,10 @@ GstCaps *gst_cudadiff_caps_without_cuda(GstCaps *caps) {
 }
 
 GstCaps *gst_cudadiff_make_template_caps(const char *formats) {
-  gchar *str = g_strdup_printf("video/x-raw, format = (string) %s, width = (int) [ 1, 32767 ], "
-                               "height = (int) [ 1, 32767 ], framerate = (fraction) [ 0, max ]",
-                               formats);
+  gchar *str = g_strdup_printf(
+      "video/x-raw, format = (string) %s, width = (int) [ 1, 32767 ], "
+      "height = (int) [ 1, 32767 ], framerate = (fraction) [ 0, max ]",
+      formats);
   GstCaps *sys = gst_caps_from_string(str);
   g_free(str);
 #if CUDADIFF_HAVE_GST_CUDA
@@ -382,8 +383,8 @@ bool GstCudaDiffCudaShare::ensure(GstElement *element, gint device_id, std::stri
   }
   gst_query_unref(query);
   if (!gst_context())
-    gst_element_post_message(element,
-                             gst_message_new_need_context(GST_OBJECT(element), GST_CUDA_CONTEXT_TYPE));
+    gst_element_post_message(
+        element, gst_message_new_need_context(GST_OBJECT(element), GST_CUDA_CONTEXT_TYPE));
   if (gst_context()) return true;
 
   // None in the pipeline: the device's primary context, the one the CUDA
@@ -594,8 +595,8 @@ gboolean gst_cudadiff_decide_cuda_allocation(GstElement *element, GstCudaDiffCud
     gst_object_unref(pool);
     pool = gst_cuda_buffer_pool_new(ctx);
     config = gst_buffer_pool_get_config(pool);
-    gst_buffer_pool_config_set_params(config, caps,
-                                      static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)), min, max);
+    gst_buffer_pool_config_set_params(config, caps, static_cast<guint>(GST_VIDEO_INFO_SIZE(&info)),
+                                      min, max);
     gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
     if (!gst_buffer_pool_set_config(pool, config)) {
       GST_ERROR_OBJECT(element, "cannot configure a CUDA buffer pool for %" GST_PTR_FORMAT, caps);
@@ -631,12 +632,15 @@ gboolean gst_cudadiff_frame_map(GstVideoFrame *frame, const GstVideoInfo *info, 
   if (cuda) {
 #if GST_CHECK_VERSION(1, 24, 0)
     // A producer on another stream may have left work queued (1.24's
-    // GstCudaStream): gst_cuda_memory_sync() waits for it when needed.
-    for (guint i = 0; i < n; ++i)
-      gst_cuda_memory_sync(GST_CUDA_MEMORY_CAST(gst_buffer_peek_memory(buffer, i)));
+    // GstCudaStream): gst_cuda_memory_sync() waits for it when needed. Work
+    // on our own shared stream is ordered already.
+    GstCudaStream *ours = shared_gst_stream(ctx);
+    for (guint i = 0; i < n; ++i) {
+      auto *cmem = GST_CUDA_MEMORY_CAST(gst_buffer_peek_memory(buffer, i));
+      if (!ours || gst_cuda_memory_get_stream(cmem) != ours) gst_cuda_memory_sync(cmem);
+    }
 #endif
-    if (!gst_video_frame_map(frame, info, buffer,
-                             static_cast<GstMapFlags>(flags | GST_MAP_CUDA)))
+    if (!gst_video_frame_map(frame, info, buffer, static_cast<GstMapFlags>(flags | GST_MAP_CUDA)))
       return FALSE;
     *on_device = true;
     return TRUE;
@@ -665,11 +669,11 @@ gboolean gst_cudadiff_frame_map(GstVideoFrame *frame, const GstVideoInfo *info, 
 // --- ordering
 
 void gst_cudadiff_buffer_mark_pending(GstBuffer *buffer, const cudadiff::Context &ctx) {
-  auto *meta = reinterpret_cast<PendingMeta *>(
-      gst_buffer_get_meta(buffer, pending_meta_api_get_type()));
+  auto *meta =
+      reinterpret_cast<PendingMeta *>(gst_buffer_get_meta(buffer, pending_meta_api_get_type()));
   if (!meta)
-    meta = reinterpret_cast<PendingMeta *>(
-        gst_buffer_add_meta(buffer, pending_meta_info(), nullptr));
+    meta =
+        reinterpret_cast<PendingMeta *>(gst_buffer_add_meta(buffer, pending_meta_info(), nullptr));
   if (!meta) return;
   if (!meta->stream)
     meta->stream = new std::shared_ptr<cudadiff::Stream>(ctx.shared_stream());
@@ -686,8 +690,8 @@ void gst_cudadiff_buffer_mark_pending(GstBuffer *buffer, const cudadiff::Context
 }
 
 bool gst_cudadiff_buffer_ordered_input(GstBuffer *buffer, const cudadiff::Context &ctx) {
-  auto *meta = reinterpret_cast<PendingMeta *>(
-      gst_buffer_get_meta(buffer, pending_meta_api_get_type()));
+  auto *meta =
+      reinterpret_cast<PendingMeta *>(gst_buffer_get_meta(buffer, pending_meta_api_get_type()));
   if (!meta || !meta->stream || !*meta->stream) return false;
   if (meta->stream->get() == ctx.shared_stream().get()) return true;
   (*meta->stream)->synchronize();  // another stream: its writes are done after this

@@ -36,8 +36,9 @@
 #define GST_CUDADIFF_CAPS_FEATURE_CUDA "memory:CUDAMemory"
 // The formats that gst-cudadiff exchanges in CUDA memory: those of ours that
 // GStreamer's CUDA allocator lays out (1.22: no GRAY8, xRGB, xBGR).
-#define GST_CUDADIFF_CUDA_FORMATS \
-  "{ BGR, RGB, BGRx, RGBx, BGRA, RGBA, ABGR, ARGB, I420, YV12, NV12, NV21, YUY2, UYVY, Y444, Y42B }"
+#define GST_CUDADIFF_CUDA_FORMATS                                                              \
+  "{ BGR, RGB, BGRx, RGBx, BGRA, RGBA, ABGR, ARGB, I420, YV12, NV12, NV21, YUY2, UYVY, Y444, " \
+  "Y42B }"
 
 // Called once from plugin_init: loads GStreamer's CUDA library (and through
 // it the driver) and registers its allocator. Safe without a driver.

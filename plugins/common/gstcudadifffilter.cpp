@@ -46,7 +46,7 @@ struct FilterState {
   // (alternate, so that the previous input stays valid) and output slots.
   std::vector<cudadiff::DeviceFrame> device_in;
   std::vector<cudadiff::DeviceFrame> device_out;
-  unsigned frame_index = 0;  // frames since caps: picks the slots
+  unsigned frame_index = 0;        // frames since caps: picks the slots
   bool need_host_results = false;  // process() asked for this frame
   // Inputs the GPU may still read, and spare events for them.
   std::vector<HeldInput> held;
@@ -284,8 +284,7 @@ static gboolean gst_cudadiff_filter_query(GstBaseTransform *trans, GstPadDirecti
   if (GST_QUERY_TYPE(query) == GST_QUERY_CONTEXT &&
       get_priv(GST_CUDADIFF_FILTER(trans))->state->share.handle_query(GST_ELEMENT(trans), query))
     return TRUE;
-  return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)
-      ->query(trans, direction, query);
+  return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)->query(trans, direction, query);
 }
 
 static gboolean gst_cudadiff_filter_start(GstBaseTransform *trans) {
@@ -446,21 +445,22 @@ static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *in
 
 // Finishes a frame whose output is on the device: waits for it when
 // downstream would not order its work after it (or the subclass wants its
-// results), else marks the buffer pending and lets the frame run.
-static void finish_device_output(GstCudaDiffFilter *self, GstBuffer *outbuf, bool keep_mark) {
+// results); else lets the frame run and returns true: the caller marks the
+// buffer pending once it is unmapped (and so writable again).
+static bool finish_device_output(GstCudaDiffFilter *self, GstBuffer *outbuf, bool may_mark) {
   FilterState *st = get_priv(self)->state;
   GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
   const cudadiff::Context &ctx = *st->ctx;
-  if (st->downstream_orders && keep_mark && !st->need_host_results) {
-    gst_cudadiff_buffer_mark_pending(outbuf, ctx);
+  if (st->downstream_orders && may_mark && !st->need_host_results) {
     st->last_frame_done->record(ctx);
     st->last_frame_unfinished = true;
     st->last_frame_pts = GST_BUFFER_PTS(outbuf);
-    return;
+    return true;
   }
   ctx.synchronize();
   release_held(st);  // read by now
   if (klass->finish_frame) klass->finish_frame(self, GST_BUFFER_PTS(outbuf));
+  return false;
 }
 
 // Before a new frame: inputs of earlier frames are released once read, and
@@ -544,6 +544,7 @@ static GstFlowReturn gst_cudadiff_filter_transform(GstBaseTransform *trans, GstB
     return GST_FLOW_ERROR;
   }
   bool mapped = true;  // false once the frames are handed to the overlap queue
+  bool mark_pending = false;
   try {
     cudadiff::ContextScope scope(st->ctx.get());
     const cudadiff::Context &ctx = *st->ctx;
@@ -570,13 +571,15 @@ static GstFlowReturn gst_cudadiff_filter_transform(GstBaseTransform *trans, GstB
         input_ordered = gst_cudadiff_buffer_ordered_input(inbuf, ctx);
       } else {
         if (st->device_in.empty()) throw cudadiff::Error("no device input frame for host input");
-        const cudadiff::FrameView &slot = st->device_in[st->frame_index % st->device_in.size()].view();
+        const cudadiff::FrameView &slot =
+            st->device_in[st->frame_index % st->device_in.size()].view();
         cudadiff::copy_to_device(in, slot, ctx);
         dev_in = slot;
       }
       st->frame_index++;
-      const cudadiff::FrameView dev_out =
-          out_dev ? out : st->device_out.empty() ? cudadiff::FrameView() : st->device_out[0].view();
+      const cudadiff::FrameView dev_out = out_dev                  ? out
+                                          : st->device_out.empty() ? cudadiff::FrameView()
+                                                                   : st->device_out[0].view();
       if (!out_dev && st->device_out.empty())
         throw cudadiff::Error("no device output frame for host output");
       klass->process(self, dev_in, dev_out);
@@ -591,7 +594,7 @@ static GstFlowReturn gst_cudadiff_filter_transform(GstBaseTransform *trans, GstB
         hold_input(st, inbuf);
       }
       if (out_dev) {
-        finish_device_output(self, outbuf, true);
+        mark_pending = finish_device_output(self, outbuf, true);
       } else {
         cudadiff::copy_to_host(dev_out, out, ctx);
         ctx.synchronize();
@@ -611,14 +614,14 @@ static GstFlowReturn gst_cudadiff_filter_transform(GstBaseTransform *trans, GstB
     gst_video_frame_unmap(&in_frame);
     gst_video_frame_unmap(&out_frame);
   }
+  if (mark_pending) gst_cudadiff_buffer_mark_pending(outbuf, *st->ctx);
   return GST_FLOW_OK;
 }
 
 // Never called (transform() maps the buffers itself); its presence tells
 // GstVideoFilter that the element is not in place unless it says so.
 static GstFlowReturn gst_cudadiff_filter_transform_frame_unused(GstVideoFilter *filter,
-                                                                GstVideoFrame *,
-                                                                GstVideoFrame *) {
+                                                                GstVideoFrame *, GstVideoFrame *) {
   GST_ELEMENT_ERROR(filter, CORE, NOT_IMPLEMENTED, (nullptr), ("unexpected transform_frame"));
   return GST_FLOW_ERROR;
 }
@@ -655,7 +658,7 @@ static GstFlowReturn gst_cudadiff_filter_transform_ip(GstBaseTransform *trans, G
       const bool ordered = gst_cudadiff_buffer_ordered_input(buf, ctx);
       klass->process_ip(self, gst_cudadiff_frame_view(&frame), TRUE);
       gst_video_frame_unmap(&frame);
-      finish_device_output(self, buf, ordered);
+      if (finish_device_output(self, buf, ordered)) gst_cudadiff_buffer_mark_pending(buf, ctx);
       return GST_FLOW_OK;
     }
     klass->process_ip(self, gst_cudadiff_frame_view(&frame), FALSE);
@@ -751,7 +754,8 @@ static gboolean gst_cudadiff_filter_propose_allocation(GstBaseTransform *trans,
   GstCaps *caps = nullptr;
   gst_query_parse_allocation(query, &caps, nullptr);
   GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(trans);
-  const guint keep = (st->ctx && st->ctx->is_cuda() ? 1u : 0u) + (klass->keeps_previous_input ? 1u : 0u);
+  const guint keep =
+      (st->ctx && st->ctx->is_cuda() ? 1u : 0u) + (klass->keeps_previous_input ? 1u : 0u);
   if (gst_cudadiff_caps_are_cuda(caps))
     return gst_cudadiff_propose_cuda_allocation(&st->share, query, keep);
   return gst_cudadiff_propose_pinned_allocation(query, keep);
