@@ -3,7 +3,9 @@
 // same run (1920x1080 BGR by default):
 //
 //  chain    appsrc (pinned) ! cudaupload ! cudagauss ! cudabinarize ! cudaheatmap
-//           ! cudadownload ! fakesink (pinned pool offered to cudadownload):
+//           ! cudadownload ! fakesink (pinned pool offered to cudadownload; each
+//           frame mapped for reading at the sink, which is where GStreamer
+//           1.22's CUDA memory comes down when cudadownload passes it on):
 //           ms per frame against one H2D + one D2H + the three kernels (CUDA
 //           events, core operations on device frames). Also the same with a
 //           queue after cudaupload and before cudadownload (three threads).
@@ -167,10 +169,15 @@ struct SinkCount {
   bool keep_arrivals = false;
 };
 
+// Each frame is mapped for reading, as a consumer of the pictures would:
+// GStreamer 1.22's cudadownload passes CUDA memory on to a consumer that can
+// map it, and the download to the host happens only at that map.
 GstPadProbeReturn count_buffer(GstPad *, GstPadProbeInfo *info, gpointer data) {
   auto *c = static_cast<SinkCount *>(data);
-  if (c->keep_arrivals) c->arrivals.push_back(Clock::now());
   GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+  GstMapInfo map;
+  if (gst_buffer_map(buf, &map, GST_MAP_READ)) gst_buffer_unmap(buf, &map);
+  if (c->keep_arrivals) c->arrivals.push_back(Clock::now());
   if (!buffer_pinned(buf)) c->pinned = false;
   if (gst_buffer_n_memory(buf) > 0 &&
       gst_memory_is_type(gst_buffer_peek_memory(buf, 0), "gst.cuda.memory"))

@@ -176,14 +176,10 @@ GstCaps *gst_cudadiff_make_template_caps(const char *formats) {
 #endif
 }
 
-GstCaps *gst_cudadiff_caps_prefer_peer_memory(GstPad *pad, GstCaps *caps) {
-  bool cuda_first = false;
-  if (GstCaps *peer = gst_pad_peer_query_caps(pad, nullptr)) {
-    if (!gst_caps_is_any(peer))
-      for (guint i = 0; i < gst_caps_get_size(peer) && !cuda_first; ++i)
-        cuda_first = structure_is_cuda(peer, i);
-    gst_caps_unref(peer);
-  }
+namespace {
+
+GstCaps *order_by_memory(GstCaps *caps, bool cuda_first) {
+  if (gst_caps_is_any(caps) || gst_caps_is_empty(caps)) return caps;
   caps = gst_caps_make_writable(caps);
   GstCaps *first = gst_caps_new_empty(), *rest = gst_caps_new_empty();
   while (gst_caps_get_size(caps) > 0) {
@@ -198,6 +194,23 @@ GstCaps *gst_cudadiff_caps_prefer_peer_memory(GstPad *pad, GstCaps *caps) {
   gst_caps_unref(caps);
   gst_caps_append(first, rest);
   return first;
+}
+
+}  // namespace
+
+GstCaps *gst_cudadiff_caps_cuda_first(GstCaps *caps) {
+  return order_by_memory(caps, true);
+}
+
+GstCaps *gst_cudadiff_caps_prefer_peer_memory(GstPad *pad, GstCaps *caps) {
+  bool cuda_first = false;
+  if (GstCaps *peer = gst_pad_peer_query_caps(pad, nullptr)) {
+    if (!gst_caps_is_any(peer))
+      for (guint i = 0; i < gst_caps_get_size(peer) && !cuda_first; ++i)
+        cuda_first = structure_is_cuda(peer, i);
+    gst_caps_unref(peer);
+  }
+  return order_by_memory(caps, cuda_first);
 }
 
 void gst_cudadiff_output_state_prefer_cuda(GstPad *srcpad, GstVideoCodecState *state,

@@ -62,6 +62,11 @@ GstCaps *gst_cudadiff_make_template_caps(const char *formats);
 GstCaps *gst_cudadiff_caps_with_memory(GstCaps *caps, bool cuda);
 // `caps` without its CUDA memory structures (new caps; `caps` not taken).
 GstCaps *gst_cudadiff_caps_without_cuda(GstCaps *caps);
+// `caps` (taken) with its CUDA memory structures first, the others after,
+// each group in its order: for elements whose caps pass through others
+// (an in-place filter, an encoder's proxied caps), so that the element that
+// picks the first structure upstream (cudaupload) prefers CUDA memory.
+GstCaps *gst_cudadiff_caps_cuda_first(GstCaps *caps);
 // Reorders `caps` (taken) for fixation: CUDA memory structures first when
 // the peer of `pad` lists memory:CUDAMemory itself (not merely ANY caps),
 // system memory first otherwise, so that an application's appsink or a

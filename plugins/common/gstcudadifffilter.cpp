@@ -332,7 +332,8 @@ static GstCaps *gst_cudadiff_filter_transform_caps(GstBaseTransform *trans,
   const bool cuda = gst_cudadiff_cuda_caps_allowed(backend, device_id);
   GstCaps *result;
   if (gst_base_transform_is_in_place(trans)) {
-    result = cuda ? gst_caps_ref(caps) : gst_cudadiff_caps_without_cuda(caps);
+    result = cuda ? gst_cudadiff_caps_cuda_first(gst_caps_ref(caps))
+                  : gst_cudadiff_caps_without_cuda(caps);
   } else {
     GstCaps *sys = gst_cudadiff_caps_with_memory(caps, false);
     GstCaps *mapped = klass->transform_format_caps

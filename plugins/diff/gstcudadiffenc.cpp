@@ -658,7 +658,7 @@ static GstCaps *gst_cudadiff_enc_getcaps(GstVideoEncoder *encoder, GstCaps *filt
   const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id);
   GST_OBJECT_UNLOCK(self);
   GstCaps *caps = gst_video_encoder_proxy_getcaps(encoder, nullptr, filter);
-  if (cuda) return caps;
+  if (cuda) return gst_cudadiff_caps_cuda_first(caps);
   GstCaps *sys = gst_cudadiff_caps_without_cuda(caps);
   gst_caps_unref(caps);
   return sys;
