@@ -19,7 +19,9 @@
 // its stream. Input from any other producer is complete when it arrives
 // (GStreamer 1.22's CUDA elements wait before pushing), but its producer may
 // reuse the memory as soon as we release it, so a consumer waits for its own
-// reads before it releases such a buffer.
+// reads before it releases such a buffer. Whoever maps a pending buffer on the
+// host (a pad probe) gets GStreamer 1.22's synchronous copy on the legacy
+// default stream, which waits for the shared stream (a blocking stream).
 #pragma once
 
 #include <gst/gst.h>
