@@ -29,6 +29,7 @@
 
 #include "cudadiff/diff.h"
 #include "cudadiffstream.h"
+#include "gstcudadiffcudamem.h"
 #include "gstcudadifffilter.h"
 #include "gstcudadiffpinned.h"
 #include "gstcudadiffutils.h"
@@ -80,6 +81,7 @@ class AdapterQueue final : public stream::ByteQueue {
 };
 
 struct DecState {
+  GstCudaDiffCudaShare share;  // the pipeline's CUDA context
   std::unique_ptr<cudadiff::Context> ctx;
   std::unique_ptr<diff::DiffDecoder> decoder;
   std::unique_ptr<stream::Reader> reader;  // its scratch and zstd context, start to stop
@@ -212,7 +214,7 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
   self->stats = DecStats();
   GST_OBJECT_UNLOCK(self);
   DecState *st = self->state;
-  st->ctx = gst_cudadiff_open_context(GST_ELEMENT(self), backend, device_id);
+  st->ctx = gst_cudadiff_open_shared_context(GST_ELEMENT(self), backend, device_id, &st->share);
   try {
     st->reader = std::make_unique<stream::Reader>();
   } catch (const cudadiff::Error &e) {
@@ -243,6 +245,7 @@ static gboolean gst_cudadiff_dec_stop(GstVideoDecoder *decoder) {
   st->reader.reset();
   st->entries = std::vector<diff::SuperblockEntry>();
   st->ctx.reset();
+  st->share.release();
   return TRUE;
 }
 
@@ -387,6 +390,11 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
       gst_video_colorimetry_from_string(&colorimetry, st->colorimetry.c_str()))
     out->info.colorimetry = colorimetry;
   st->out_colorimetry = st->colorimetry;
+  GST_OBJECT_LOCK(self);
+  const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id) &&
+                    st->share.gst_context() != nullptr;
+  GST_OBJECT_UNLOCK(self);
+  gst_cudadiff_output_state_prefer_cuda(GST_VIDEO_DECODER_SRC_PAD(self), out, cuda);
   gst_video_codec_state_unref(out);
   GST_INFO_OBJECT(self, "stream: %s %ux%u at %u/%u fps on %s", cudadiff::format_name(h.format),
                   h.width, h.height, h.fps_n, h.fps_d, cudadiff::backend_name(st->ctx->backend()));
@@ -619,8 +627,11 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   p.frame = frame;
   p.sender_pts = h.pts;
   p.sender_duration = h.duration;
-  const gboolean mapped =
-      gst_video_frame_map(&p.out, &out_state->info, frame->output_buffer, GST_MAP_WRITE);
+  // CUDA memory output (the pipeline's context): the frame is written where
+  // it is, on the GPU; wait_frame() waits for it before it is pushed.
+  bool on_device = false;
+  const gboolean mapped = gst_cudadiff_frame_map(&p.out, &out_state->info, frame->output_buffer,
+                                                 GST_MAP_WRITE, &st->share, &on_device);
   gst_video_codec_state_unref(out_state);
   if (!mapped) {
     GST_ELEMENT_ERROR(self, STREAM, DECODE, ("cannot map the output buffer"), (nullptr));
@@ -645,11 +656,41 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
 }
 
 // Output buffers come from a pinned pool: downstream's when it is one of
-// ours, else a new one.
+// ours, else a new one; for CUDA memory caps a pool of the pipeline's CUDA
+// context.
 static gboolean gst_cudadiff_dec_decide_allocation(GstVideoDecoder *decoder, GstQuery *query) {
+  DecState *st = GST_CUDADIFF_DEC(decoder)->state;
   // One more buffer than downstream asks for: the frame in flight.
-  return gst_cudadiff_decide_pinned_allocation(GST_ELEMENT(decoder), query,
-                                               GST_CUDADIFF_DEC(decoder)->state->overlap ? 1 : 0);
+  const guint extra = st->overlap ? 1 : 0;
+  GstCaps *caps = nullptr;
+  gst_query_parse_allocation(query, &caps, nullptr);
+  if (gst_cudadiff_caps_are_cuda(caps)) {
+    bool orders = false;  // every frame is waited for before it leaves
+    return gst_cudadiff_decide_cuda_allocation(GST_ELEMENT(decoder), &st->share, query, extra,
+                                               &orders);
+  }
+  return gst_cudadiff_decide_pinned_allocation(GST_ELEMENT(decoder), query, extra);
+}
+
+static gboolean gst_cudadiff_dec_src_query(GstVideoDecoder *decoder, GstQuery *query) {
+  if (GST_CUDADIFF_DEC(decoder)->state->share.handle_query(GST_ELEMENT(decoder), query))
+    return TRUE;
+  return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->src_query(decoder, query);
+}
+
+static gboolean gst_cudadiff_dec_sink_query(GstVideoDecoder *decoder, GstQuery *query) {
+  if (GST_CUDADIFF_DEC(decoder)->state->share.handle_query(GST_ELEMENT(decoder), query))
+    return TRUE;
+  return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->sink_query(decoder, query);
+}
+
+static void gst_cudadiff_dec_set_context(GstElement *element, GstContext *context) {
+  auto *self = GST_CUDADIFF_DEC(element);
+  GST_OBJECT_LOCK(self);
+  const gint device_id = self->device_id;
+  GST_OBJECT_UNLOCK(self);
+  self->state->share.set_context(element, context, device_id);
+  GST_ELEMENT_CLASS(gst_cudadiff_dec_parent_class)->set_context(element, context);
 }
 
 static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
@@ -694,7 +735,7 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
   gst_element_class_add_pad_template(
       element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink_caps));
   gst_caps_unref(sink_caps);
-  GstCaps *src_caps = gst_cudadiff_filter_make_caps(SRC_FORMATS);
+  GstCaps *src_caps = gst_cudadiff_make_template_caps(SRC_FORMATS);
   gst_element_class_add_pad_template(
       element_class, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, src_caps));
   gst_caps_unref(src_caps);
@@ -713,6 +754,9 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
   decoder_class->parse = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_parse);
   decoder_class->handle_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_handle_frame);
   decoder_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_decide_allocation);
+  decoder_class->src_query = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_src_query);
+  decoder_class->sink_query = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_sink_query);
+  element_class->set_context = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_set_context);
 }
 
 static void gst_cudadiff_dec_init(GstCudaDiffDec *self) {

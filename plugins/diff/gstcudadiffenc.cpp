@@ -32,6 +32,7 @@
 
 #include "cudadiff/diff.h"
 #include "cudadiffstream.h"
+#include "gstcudadiffcudamem.h"
 #include "gstcudadifffilter.h"
 #include "gstcudadiffpinned.h"
 #include "gstcudadiffutils.h"
@@ -88,6 +89,7 @@ struct EncStats {
 
 // Everything that lives from start (context) or set_format (codec) to stop.
 struct EncState {
+  GstCudaDiffCudaShare share;  // the pipeline's CUDA context
   std::unique_ptr<cudadiff::Context> ctx;
   std::unique_ptr<diff::DiffEncoder> encoder;  // keeps the reference (on the device for CUDA)
   cudadiff::HostBytes body;                    // pinned: the core writes each body here
@@ -280,7 +282,7 @@ static gboolean gst_cudadiff_enc_start(GstVideoEncoder *encoder) {
   self->stats = EncStats();
   GST_OBJECT_UNLOCK(self);
   EncState *st = self->state;
-  st->ctx = gst_cudadiff_open_context(GST_ELEMENT(self), backend, device_id);
+  st->ctx = gst_cudadiff_open_shared_context(GST_ELEMENT(self), backend, device_id, &st->share);
   try {
     st->writer = std::make_unique<stream::Writer>();
   } catch (const cudadiff::Error &e) {
@@ -310,6 +312,7 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
   st->writer.reset();
   st->body = cudadiff::HostBytes();
   st->ctx.reset();
+  st->share.release();
   return TRUE;
 }
 
@@ -421,6 +424,8 @@ static gboolean gst_cudadiff_enc_sink_query(GstVideoEncoder *encoder, GstQuery *
     if (ret != GST_FLOW_OK && ret != GST_FLOW_ERROR) self->state->held_flow = ret;
     GST_VIDEO_ENCODER_STREAM_UNLOCK(encoder);
   }
+  if (GST_CUDADIFF_ENC(encoder)->state->share.handle_query(GST_ELEMENT(encoder), query))
+    return TRUE;
   return GST_VIDEO_ENCODER_CLASS(gst_cudadiff_enc_parent_class)->sink_query(encoder, query);
 }
 
@@ -586,15 +591,20 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   p.info.fps_n = GST_VIDEO_INFO_FPS_N(&st->input_state->info);
   p.info.fps_d = GST_VIDEO_INFO_FPS_D(&st->input_state->info);
 
-  if (!gst_video_frame_map(&p.vframe, &st->input_state->info, frame->input_buffer, GST_MAP_READ)) {
+  // CUDA memory of the pipeline's context is read where it is (device
+  // pointers); the core orders its work after the producer's on the shared
+  // stream and waits before the frame is released.
+  bool on_device = false;
+  if (!gst_cudadiff_frame_map(&p.vframe, &st->input_state->info, frame->input_buffer, GST_MAP_READ,
+                              &st->share, &on_device)) {
     GST_ELEMENT_ERROR(self, STREAM, ENCODE, ("cannot map the input frame"), (nullptr));
     gst_video_codec_frame_unref(frame);
     return GST_FLOW_ERROR;
   }
   try {
     st->ctx->activate();
-    // The mapped frame as it is (pinned when upstream took our pool, any
-    // strides).
+    // The mapped frame as it is (pinned when upstream took our pool, or
+    // device memory; any strides).
     const cudadiff::FrameView input = gst_cudadiff_frame_view(&p.vframe);
     if (keyframe)
       st->encoder->keyframe_host(input, st->body);
@@ -629,11 +639,44 @@ static GstFlowReturn gst_cudadiff_enc_finish(GstVideoEncoder *encoder) {
 }
 
 // Upstream gets a pool of pinned buffers (with GstVideoMeta): it writes each
-// frame where the GPU copies from at full speed.
+// frame where the GPU copies from at full speed; for CUDA memory caps a pool
+// of the pipeline's CUDA context.
 static gboolean gst_cudadiff_enc_propose_allocation(GstVideoEncoder *encoder, GstQuery *query) {
-  (void)encoder;
+  GstCaps *caps = nullptr;
+  gst_query_parse_allocation(query, &caps, nullptr);
   // It may keep one input frame after handle_frame returns (frame-overlap).
+  if (gst_cudadiff_caps_are_cuda(caps))
+    return gst_cudadiff_propose_cuda_allocation(&GST_CUDADIFF_ENC(encoder)->state->share, query, 1);
   return gst_cudadiff_propose_pinned_allocation(query, 1);
+}
+
+// CUDA memory caps only where the element can use them (not with
+// backend=cpu, nor without a device).
+static GstCaps *gst_cudadiff_enc_getcaps(GstVideoEncoder *encoder, GstCaps *filter) {
+  auto *self = GST_CUDADIFF_ENC(encoder);
+  GST_OBJECT_LOCK(self);
+  const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id);
+  GST_OBJECT_UNLOCK(self);
+  GstCaps *caps = gst_video_encoder_proxy_getcaps(encoder, nullptr, filter);
+  if (cuda) return gst_cudadiff_caps_cuda_first(caps);
+  GstCaps *sys = gst_cudadiff_caps_without_cuda(caps);
+  gst_caps_unref(caps);
+  return sys;
+}
+
+static gboolean gst_cudadiff_enc_src_query(GstVideoEncoder *encoder, GstQuery *query) {
+  if (GST_CUDADIFF_ENC(encoder)->state->share.handle_query(GST_ELEMENT(encoder), query))
+    return TRUE;
+  return GST_VIDEO_ENCODER_CLASS(gst_cudadiff_enc_parent_class)->src_query(encoder, query);
+}
+
+static void gst_cudadiff_enc_set_context(GstElement *element, GstContext *context) {
+  auto *self = GST_CUDADIFF_ENC(element);
+  GST_OBJECT_LOCK(self);
+  const gint device_id = self->device_id;
+  GST_OBJECT_UNLOCK(self);
+  self->state->share.set_context(element, context, device_id);
+  GST_ELEMENT_CLASS(gst_cudadiff_enc_parent_class)->set_context(element, context);
 }
 
 static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
@@ -714,7 +757,7 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
                          static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
   gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID);
 
-  GstCaps *sink_caps = gst_cudadiff_filter_make_caps(SINK_FORMATS);
+  GstCaps *sink_caps = gst_cudadiff_make_template_caps(SINK_FORMATS);
   gst_element_class_add_pad_template(
       element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink_caps));
   gst_caps_unref(sink_caps);
@@ -736,6 +779,9 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
   encoder_class->finish = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_finish);
   encoder_class->sink_query = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_sink_query);
   encoder_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_propose_allocation);
+  encoder_class->getcaps = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_getcaps);
+  encoder_class->src_query = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_src_query);
+  element_class->set_context = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_set_context);
 
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_COMPRESSION, static_cast<GstPluginAPIFlags>(0));
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_FRAME_OVERLAP, static_cast<GstPluginAPIFlags>(0));
