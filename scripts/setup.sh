@@ -11,6 +11,9 @@ packages=(
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   libgtest-dev libzstd-dev zlib1g-dev
   libpango1.0-dev libcairo2-dev
+  # cudadiff-server (RTSP), its tests and the latency benchmark: gst-rtsp-server,
+  # rtspsrc/rtpbin/udp (good), SRT and netsim (bad)
+  libgstrtspserver-1.0-dev gstreamer1.0-plugins-bad
 )
 # Extra packages a caller asks for (the demo wants none beyond these).
 packages+=(${EXTRA_PACKAGES:-})
