@@ -511,7 +511,8 @@ static GstElement *cudadiff_factory_create_element(GstRTSPMediaFactory *factory,
                                   "name=enc " +
                                   o.encoder_properties;
   GError *err = nullptr;
-  GstElement *source = gst_parse_bin_from_description(description.c_str(), TRUE, &err);
+  // (Unlinked pads are not ghosted: a decodebin's pads link later.)
+  GstElement *source = gst_parse_bin_from_description(description.c_str(), FALSE, &err);
   if (!source) {
     impl->set_error(std::string("media: ") + (err ? err->message : "cannot parse") + ": " +
                     description);
@@ -519,6 +520,13 @@ static GstElement *cudadiff_factory_create_element(GstRTSPMediaFactory *factory,
     return nullptr;
   }
   g_clear_error(&err);
+  {
+    GstElement *enc = gst_bin_get_by_name(GST_BIN(source), "enc");
+    GstPad *enc_src = gst_element_get_static_pad(enc, "src");
+    gst_element_add_pad(source, gst_ghost_pad_new("src", enc_src));
+    gst_object_unref(enc_src);
+    gst_object_unref(enc);
+  }
   GstElement *pay = gst_element_factory_make("rtpgstpay", "pay");
   GstElement *feedback = gst_element_factory_make("capsfilter", nullptr);
   if (!pay || !feedback) {
@@ -834,11 +842,12 @@ std::string source_description(const std::string &source, const std::string &dev
     return "v4l2src device=\"" + (device.empty() ? std::string("/dev/video0") : device) + "\"";
   if (source == "test")
     return "videotestsrc is-live=true pattern=smpte horizontal-speed=2 ! video/x-raw," + size;
-  // A media file: decoded, at its own rate (rtsp-server's senders pace it in
-  // real time).
+  // A media file: decoded and played in real time (clocksync) like a camera,
+  // so that the encoder works on the frames being sent (a keyframe asked for
+  // now is the next frame on the wire).
   gchar *uri = gst_filename_to_uri(source.c_str(), nullptr);
   std::string description =
-      std::string("uridecodebin uri=\"") + (uri ? uri : source.c_str()) + "\"";
+      std::string("uridecodebin uri=\"") + (uri ? uri : source.c_str()) + "\" ! clocksync";
   g_free(uri);
   return description;
 }
