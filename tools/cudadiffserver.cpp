@@ -607,6 +607,17 @@ static void cudadiff_factory_init(CudaDiffFactory *self) {
 namespace {
 
 // The media's settings, before it is prepared (setup_rtpbin comes later).
+// The media's network senders send each packet at once: the source is live
+// (a file is played in real time before the encoder), so waiting for the
+// clock there would only add the pipeline's latency.
+void unsync_sender(GstBin *, GstBin *, GstElement *element, gpointer) {
+  GstElementFactory *factory = gst_element_get_factory(element);
+  if (!factory) return;
+  const char *name = GST_OBJECT_NAME(factory);
+  if (g_strcmp0(name, "multiudpsink") == 0 || g_strcmp0(name, "appsink") == 0)
+    g_object_set(element, "sync", FALSE, nullptr);
+}
+
 void on_media_configure(GstRTSPMediaFactory *, GstRTSPMedia *media, gpointer data) {
   Shared *impl = shared_of(data);
   auto *m = reinterpret_cast<CudaDiffMedia *>(media);
@@ -628,6 +639,10 @@ void on_media_configure(GstRTSPMediaFactory *, GstRTSPMedia *media, gpointer dat
     list.push_back(GST_RTSP_MEDIA(g_object_ref(media)));
   }
   GstElement *element = gst_rtsp_media_get_element(media);
+  if (GstObject *pipeline = gst_object_get_parent(GST_OBJECT(element))) {
+    g_signal_connect(pipeline, "deep-element-added", G_CALLBACK(unsync_sender), nullptr);
+    gst_object_unref(pipeline);
+  }
   if (auto *state = static_cast<PacerStatePtr *>(g_object_get_data(G_OBJECT(element), kPacerKey))) {
     delete m->pacer;
     m->pacer = new PacerStatePtr(*state);
