@@ -1,21 +1,25 @@
 // The RTSP server of the difference stream (cudadiffserver.h says what it
 // serves). Pieces, in the order a packet meets them:
 //
-//   source ! videoconvert ! cudadiffenc name=enc ! pay0:( rtpgstpay ! capsfilter
-//     ! queue ! pacer ) ! rtpbin: [rtprtxsend] -> rtpsession -> [loss] -> UDP / TCP
+//   source ! queue ! videoconvert ! cudadiffenc name=enc ! pay0:(rtpgstpay ! capsfilter)
+//     ! rtpbin: [rtprtxsend] -> rtpsession -> [queue ! pacer ! netsim] -> UDP / TCP senders
 //
 // - pay0 is a bin: rtsp-server takes its "src" pad and finds the payloader in
 //   it. The capsfilter adds rtcp-fb-nack, rtcp-fb-nack-pli and rtcp-fb-ccm-fir
 //   to the RTP caps: the SDP then announces them and the clients' rtpbin sends
 //   NACK, PLI and FIR.
-// - the pacer spreads the packets of a large frame (a keyframe) over part of
-//   a frame interval, so that a receiver's socket buffer is not flooded; it
-//   runs in the queue's thread, so the encoder never waits for it.
 // - retransmission: rtsp-server's own rtprtxsend (RTP/AVPF, rtx payload type
-//   in the SDP, packets kept for retransmission_ms).
-// - simulated loss: netsim in the slot rtpbin offers after the session (the
-//   "RTP encoder", where SRTP would go): every RTP packet, retransmissions
-//   included, crosses it on its way to the UDP and TCP senders.
+//   in the SDP), told to keep every packet of retransmission_ms.
+// - pacer and simulated loss sit in the slot rtpbin offers after the session
+//   (the "RTP encoder", where SRTP would go), so that retransmissions are
+//   paced and dropped like the other packets. The pacer spreads the packets
+//   of a large frame (a keyframe) over part of a frame interval, so that a
+//   receiver's socket buffer is not flooded; it runs in its queue's thread,
+//   so neither the session nor the encoder waits for it. It learns each
+//   frame's size from a probe on the payloader's input.
+// - keyframes: a force-key-unit event for each client that starts playing;
+//   rtpbin makes one for each PLI/FIR; requests while one is pending are
+//   dropped (a probe on the encoder's output).
 #include "cudadiffserver.h"
 
 #include <gst/rtsp-server/rtsp-server.h>

@@ -6,6 +6,7 @@
 // encoder), a keyframe for each client that starts playing, and pacing of
 // large frames so that a keyframe does not arrive as one burst. RTP over UDP,
 // or interleaved in the RTSP connection (TCP) for clients that ask for it.
+// docs/streaming.md describes it for users.
 #pragma once
 
 #include <gst/gst.h>
