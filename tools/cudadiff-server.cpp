@@ -31,7 +31,7 @@ struct Args {
   gdouble simulate_loss = 0;
   gint pace_window = -1;
   gint pace_burst = 65536;
-  gint retransmission_time = 1000;
+  gint retransmission_time = 2000;
   gint rtcp_interval = 50;
   gint stats_interval = 10;
 };
@@ -95,7 +95,8 @@ int main(int argc, char **argv) {
       {"pace-burst", 0, 0, G_OPTION_ARG_INT, &a.pace_burst,
        "Bytes of a frame sent at once before pacing starts (default 65536)", "BYTES"},
       {"retransmission-time", 0, 0, G_OPTION_ARG_INT, &a.retransmission_time,
-       "Milliseconds sent packets are kept for retransmission on a NACK (default 1000; 0: off)",
+       "Milliseconds sent packets are kept for retransmission on a NACK; keep it at least the "
+       "viewers' latency (rtspsrc: 2000) (default 2000; 0: off)",
        "MS"},
       {"rtcp-interval", 0, 0, G_OPTION_ARG_INT, &a.rtcp_interval,
        "Tell clients (RTCP-Interval in the PLAY response, which rtspsrc follows) to send RTCP, "

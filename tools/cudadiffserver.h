@@ -34,8 +34,10 @@ struct Options {
   // over pace_window_ms (-1: half the frame's duration; 0: no pacing).
   int pace_window_ms = -1;
   unsigned pace_burst_bytes = 65536;
-  // How long sent packets are kept for retransmission (0: no retransmission).
-  unsigned retransmission_ms = 1000;
+  // How long sent packets are kept for retransmission (0: no retransmission):
+  // at least the time a viewer waits for one (rtspsrc's latency, 2 s by
+  // default), or its last retries come too late.
+  unsigned retransmission_ms = 2000;
   // How often (ms) clients may send RTCP, told to them in the PLAY response
   // (the RTCP-Interval header, which rtspsrc follows): their retransmission
   // requests and keyframe requests go out at this pace. 0: not sent.

@@ -101,10 +101,14 @@ class Pipeline {
   }
   bool start() {
     if (!pipeline_) return false;
+    stopping_ = false;
     started_at_ = Clock::now();
     return gst_element_set_state(pipeline_, GST_STATE_PLAYING) != GST_STATE_CHANGE_FAILURE;
   }
+  // Errors from here on are the shutdown's (rtspsrc over TCP can find its
+  // connection closed while it sends PAUSE): error() leaves them out.
   void stop() {
+    stopping_ = true;
     if (pipeline_) gst_element_set_state(pipeline_, GST_STATE_NULL);
   }
   GstElement *element() { return pipeline_; }
@@ -142,9 +146,14 @@ class Pipeline {
     std::lock_guard<std::mutex> lock(mutex_);
     return warnings_;
   }
+  // The first error while it ran ("" when none).
   std::string error() {
     std::lock_guard<std::mutex> lock(mutex_);
     return error_;
+  }
+  std::vector<std::string> shutdown_errors() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return shutdown_errors_;
   }
   bool eos() const { return eos_; }
   // Factory names of every element, recursively.
@@ -178,6 +187,8 @@ class Pipeline {
       std::lock_guard<std::mutex> lock(self->mutex_);
       if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING)
         self->warnings_.push_back(text);
+      else if (self->stopping_)
+        self->shutdown_errors_.push_back(text);
       else if (self->error_.empty())
         self->error_ = text;
       g_error_free(err);
@@ -212,7 +223,9 @@ class Pipeline {
   std::vector<Shown> frames_;
   std::vector<std::string> warnings_;
   std::string error_;
+  std::vector<std::string> shutdown_errors_;
   std::atomic<bool> eos_{false};
+  std::atomic<bool> stopping_{false};
   Clock::time_point started_at_ = Clock::now();
   double first_frame_s_ = -1;
 };
