@@ -3,8 +3,9 @@
 // to the moment cudadiffdec outputs it, matched by the sender timestamp the
 // packets carry (the decoder attaches it as a GstReferenceTimestampMeta with
 // caps timestamp/x-cudadiff-sender). Live source: an appsrc fed at the frame
-// rate from the encoder's own (pinned) buffer pool with a still background
-// and a moving block (about 6 % of the bytes change per frame) plus a
+// rate from the encoder's own (pinned) buffer pool: a still textured
+// background and a block of moving texture, a quarter of the width by an
+// eighth of the height (about 3 % of the bytes change per frame), plus a
 // keyframe every --keyframe-interval frames.
 //
 //   bench_latency [--transports tcp,rtsp,srt] [--sizes 1920x1080,1280x720] [--fps 30]
@@ -19,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -54,6 +56,8 @@ struct Options {
   int keyframe_interval = 60;
   int threshold = 20;
   int rtsp_latency_ms = 2000;  // rtspsrc's default
+  int pace_window_ms = -1;     // cudadiff-server's default: half a frame interval
+  double pace_max_rate = 0;    // Mbit/s, 0: none (the server's default)
   int srt_latency_ms = 20;
 };
 
@@ -174,7 +178,12 @@ class Scene {
         uint8_t *row = dst + size_t(y) * size_t(stride);
         std::memcpy(row, background_.data() + offset + size_t(y) * size_t(src_stride),
                     size_t(row_bytes));
-        if (y >= by && y < by + bh) std::memset(row + bx, 255 - (t & 0x3f), size_t(bw));
+        // Inside the block a piece of the texture that moves with t.
+        if (y >= by && y < by + bh) {
+          const size_t sy = size_t((y + 3 * t) % rows), sx = size_t((7 * t) % (row_bytes - bw + 1));
+          std::memcpy(row + bx, background_.data() + offset + sy * size_t(src_stride) + sx,
+                      size_t(bw));
+        }
       }
     }
     (void)w;
@@ -330,8 +339,45 @@ struct Result {
   int width = 0, height = 0;
   guint64 frames_in = 0, frames_out = 0;
   double p50 = 0, p99 = 0, max = 0;
+  double keyframe_kb = 0, delta_kb = 0;  // mean packet sizes from the encoder's stats
+  long long rcvbuf_errors = -1;          // UDP datagrams this host dropped (full socket buffers)
   std::string error;
 };
+
+// Linux's count of UDP datagrams dropped for a full receive buffer (-1: unknown).
+long long udp_rcvbuf_errors() {
+  FILE *f = std::fopen("/proc/net/snmp", "r");
+  if (!f) return -1;
+  char header[1024], values[1024];
+  long long result = -1;
+  while (std::fgets(header, sizeof header, f) && std::fgets(values, sizeof values, f)) {
+    if (std::strncmp(header, "Udp:", 4) != 0) continue;
+    std::istringstream names(header + 4), numbers(values + 4);
+    std::string name;
+    long long number = 0;
+    while (names >> name && numbers >> number)
+      if (name == "RcvbufErrors") result = number;
+    break;
+  }
+  std::fclose(f);
+  return result;
+}
+
+// Mean keyframe and delta packet sizes (KB) from cudadiffenc's stats.
+void read_sizes(GstElement *enc, Result *r) {
+  if (!enc) return;
+  GstStructure *s = nullptr;
+  g_object_get(enc, "stats", &s, nullptr);
+  if (!s) return;
+  guint64 frames = 0, keyframes = 0, bytes = 0, delta_bytes = 0;
+  gst_structure_get_uint64(s, "frames", &frames);
+  gst_structure_get_uint64(s, "keyframes", &keyframes);
+  gst_structure_get_uint64(s, "bytes-out", &bytes);
+  gst_structure_get_uint64(s, "delta-bytes-out", &delta_bytes);
+  gst_structure_free(s);
+  if (keyframes) r->keyframe_kb = double(bytes - delta_bytes) / double(keyframes) / 1e3;
+  if (frames > keyframes) r->delta_kb = double(delta_bytes) / double(frames - keyframes) / 1e3;
+}
 
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -349,10 +395,12 @@ Result run(const Options &o, const std::string &transport, int w, int h) {
   r.height = h;
   Scene scene(o.format, w, h, o.fps);
   Meter meter;
+  const long long rcvbuf_before = udp_rcvbuf_errors();
   Feeder feeder(scene, o.fps);
   const std::string enc = "cudadiffenc name=enc " + encoder_properties(o);
   const std::string dec = "cudadiffdec name=dec backend=" + o.backend;
   GstElement *sender = nullptr, *receiver = nullptr;
+  GstElement *encoder = nullptr;  // for its stats
   std::unique_ptr<cudadiff_server::Server> rtsp;
 
   if (transport == "tcp") {
@@ -378,14 +426,19 @@ Result run(const Options &o, const std::string &transport, int w, int h) {
     gst_element_set_state(sender, GST_STATE_PLAYING);
     receiver = launch("srtsrc uri=srt://127.0.0.1:" + port + " latency=" + latency + " ! " + dec +
                       " ! fakesink sync=false");
-  } else if (transport == "rtsp") {
+  } else if (transport == "rtsp" || transport.rfind("rtsp:", 0) == 0) {
     cudadiff_server::Options so;
     so.source = appsrc_description(scene);
     so.address = "127.0.0.1";
     so.port = 0;
     so.encoder_properties = encoder_properties(o);
+    // "rtsp:W": the server's pace window W ms.
+    so.pace_window_ms = transport.size() > 5 ? std::atoi(transport.c_str() + 5) : o.pace_window_ms;
+    so.pace_max_rate_mbit = o.pace_max_rate;
     so.on_media = [&](GstElement *media) {
       probe(media, "enc", "sink", on_encoder_input, &meter);
+      if (encoder) gst_object_unref(encoder);
+      encoder = gst_bin_get_by_name(GST_BIN(media), "enc");
       GstElement *src = gst_bin_get_by_name(GST_BIN(media), "src");
       feeder.set_appsrc(src);
       gst_object_unref(src);
@@ -409,6 +462,7 @@ Result run(const Options &o, const std::string &transport, int w, int h) {
   }
   if (sender) {
     probe(sender, "enc", "sink", on_encoder_input, &meter);
+    encoder = gst_bin_get_by_name(GST_BIN(sender), "enc");
     GstElement *src = gst_bin_get_by_name(GST_BIN(sender), "src");
     feeder.set_appsrc(src);
     gst_object_unref(src);
@@ -428,6 +482,10 @@ Result run(const Options &o, const std::string &transport, int w, int h) {
     meter.counting = false;
   }
   feeder.stop();
+  read_sizes(encoder, &r);
+  const long long rcvbuf_after = udp_rcvbuf_errors();
+  if (rcvbuf_before >= 0 && rcvbuf_after >= 0) r.rcvbuf_errors = rcvbuf_after - rcvbuf_before;
+  if (encoder) gst_object_unref(encoder);
   r.error = bus_error(receiver);
   if (sender && r.error.empty()) r.error = bus_error(sender);
   if (rtsp && r.error.empty()) r.error = rtsp->error();
@@ -456,7 +514,9 @@ int main(int argc, char **argv) {
   gdouble seconds = o.seconds, warmup = o.warmup;
   const GOptionEntry entries[] = {
       {"transports", 0, 0, G_OPTION_ARG_STRING, &transports,
-       "Comma-separated: tcp, rtsp, srt (default all)", "LIST"},
+       "Comma-separated: tcp, rtsp, srt; rtsp:W for the server's pace window W ms (default "
+       "tcp,rtsp,srt)",
+       "LIST"},
       {"sizes", 0, 0, G_OPTION_ARG_STRING, &sizes,
        "Comma-separated WxH (default 1920x1080,1280x720)", "LIST"},
       {"fps", 0, 0, G_OPTION_ARG_INT, &o.fps, "Frame rate (default 30)", "N"},
@@ -471,6 +531,10 @@ int main(int argc, char **argv) {
        "cudadiffenc keyframe-interval (default 60)", "N"},
       {"rtsp-latency", 0, 0, G_OPTION_ARG_INT, &o.rtsp_latency_ms,
        "rtspsrc latency in ms (default 2000, its own default)", "MS"},
+      {"pace-window", 0, 0, G_OPTION_ARG_INT, &o.pace_window_ms,
+       "cudadiff-server --pace-window in ms (default -1: half a frame interval)", "MS"},
+      {"pace-max-rate", 0, 0, G_OPTION_ARG_DOUBLE, &o.pace_max_rate,
+       "cudadiff-server --pace-max-rate in Mbit/s (default 0: none)", "MBIT"},
       {"srt-latency", 0, 0, G_OPTION_ARG_INT, &o.srt_latency_ms,
        "SRT latency in ms on both ends (default 20)", "MS"},
       {nullptr, 0, 0, G_OPTION_ARG_NONE, nullptr, nullptr, nullptr},
@@ -516,10 +580,11 @@ int main(int argc, char **argv) {
       Result r = run(o, t, size.first, size.second);
       std::printf(
           "RESULT|latency|%s|%dx%d|%s|backend=%s|frames_in=%llu|frames_out=%llu|"
-          "p50_ms=%.2f|p99_ms=%.2f|max_ms=%.2f|%s\n",
+          "p50_ms=%.2f|p99_ms=%.2f|max_ms=%.2f|keyframe_kb=%.0f|delta_kb=%.1f|"
+          "udp_rcvbuf_errors=%lld|%s\n",
           t.c_str(), size.first, size.second, o.format.c_str(), o.backend.c_str(),
           (unsigned long long)r.frames_in, (unsigned long long)r.frames_out, r.p50, r.p99, r.max,
-          r.error.empty() ? "ok" : r.error.c_str());
+          r.keyframe_kb, r.delta_kb, r.rcvbuf_errors, r.error.empty() ? "ok" : r.error.c_str());
       std::fflush(stdout);
       results.push_back(r);
     }
@@ -529,13 +594,14 @@ int main(int argc, char **argv) {
       "\nencoder input -> decoder output, %s, %d fps, backend %s, keyframe every %d "
       "frames (one frame = %.1f ms)\n",
       o.format.c_str(), o.fps, o.backend.c_str(), o.keyframe_interval, frame_ms);
-  std::printf("%-6s %-10s %8s %8s %9s %9s %9s\n", "", "size", "frames", "shown", "p50 ms", "p99 ms",
-              "max ms");
+  std::printf("%-8s %-10s %7s %7s %8s %8s %8s %9s %8s\n", "", "size", "frames", "shown", "p50 ms",
+              "p99 ms", "max ms", "key KB", "delta KB");
   bool ok = true;
   for (const Result &r : results) {
-    std::printf("%-6s %4dx%-5d %8llu %8llu %9.2f %9.2f %9.2f %s\n", r.transport.c_str(), r.width,
-                r.height, (unsigned long long)r.frames_in, (unsigned long long)r.frames_out, r.p50,
-                r.p99, r.max, r.error.c_str());
+    std::printf("%-8s %4dx%-5d %7llu %7llu %8.2f %8.2f %8.2f %9.0f %8.1f %s\n", r.transport.c_str(),
+                r.width, r.height, (unsigned long long)r.frames_in,
+                (unsigned long long)r.frames_out, r.p50, r.p99, r.max, r.keyframe_kb, r.delta_kb,
+                r.error.c_str());
     ok = ok && r.error.empty() && r.frames_out > 0;
   }
   return ok ? 0 : 1;

@@ -31,6 +31,7 @@ struct Args {
   gdouble simulate_loss = 0;
   gint pace_window = -1;
   gint pace_burst = 65536;
+  gdouble pace_max_rate = 0;
   gint retransmission_time = 2000;
   gint rtcp_interval = 50;
   gint stats_interval = 10;
@@ -94,6 +95,11 @@ int main(int argc, char **argv) {
        "MS"},
       {"pace-burst", 0, 0, G_OPTION_ARG_INT, &a.pace_burst,
        "Bytes of a frame sent at once before pacing starts (default 65536)", "BYTES"},
+      {"pace-max-rate", 0, 0, G_OPTION_ARG_DOUBLE, &a.pace_max_rate,
+       "Never send paced packets faster than this many Mbit/s, even if a frame then takes longer "
+       "than --pace-window (for receivers that cannot take large keyframes fast; default 0: no "
+       "cap)",
+       "MBIT"},
       {"retransmission-time", 0, 0, G_OPTION_ARG_INT, &a.retransmission_time,
        "Milliseconds sent packets are kept for retransmission on a NACK; keep it at least the "
        "viewers' latency (rtspsrc: 2000) (default 2000; 0: off)",
@@ -119,8 +125,8 @@ int main(int argc, char **argv) {
   g_option_context_free(context);
   gst_init(&argc, &argv);
   if (a.port < 0 || a.port > 65535 || a.simulate_loss < 0 || a.simulate_loss > 1 ||
-      a.pace_burst < 0 || a.retransmission_time < 0 || a.width <= 0 || a.height <= 0 ||
-      a.fps <= 0 || a.rtcp_interval < 0) {
+      a.pace_burst < 0 || a.pace_max_rate < 0 || a.retransmission_time < 0 || a.width <= 0 ||
+      a.height <= 0 || a.fps <= 0 || a.rtcp_interval < 0) {
     std::fprintf(stderr, "an option is out of range (see --help)\n");
     return 2;
   }
@@ -162,6 +168,7 @@ int main(int argc, char **argv) {
   o.simulate_loss = a.simulate_loss;
   o.pace_window_ms = a.pace_window;
   o.pace_burst_bytes = unsigned(a.pace_burst);
+  o.pace_max_rate_mbit = a.pace_max_rate;
   o.retransmission_ms = unsigned(a.retransmission_time);
   o.rtcp_interval_ms = unsigned(a.rtcp_interval);
 

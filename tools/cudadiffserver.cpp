@@ -57,6 +57,7 @@ struct PacerState {
   bool flushing = false;
   gint64 window_ns = -1;  // -1: half the frame's duration
   double burst = 65536;
+  double max_rate = 0;  // bytes per second; 0: no cap
   // Frames announced on the payloader's input: pts -> (bytes, duration).
   std::map<GstClockTime, std::pair<guint64, GstClockTime>> announced;
   GstClockTime last_pts = GST_CLOCK_TIME_NONE;  // of the newest frame seen
@@ -76,7 +77,9 @@ struct PacerState {
 
 using PacerStatePtr = std::shared_ptr<PacerState>;
 
-// The first packet of a newer frame sets the rate. Lock held.
+// The first packet of a newer frame sets the rate: the bytes of that frame
+// and of the frames queued behind it (announced, not yet here) over the
+// window, so that a backlog never grows. Lock held.
 void pacer_note_packet(PacerState *st, GstBuffer *buf) {
   const GstClockTime pts = GST_BUFFER_PTS(buf);
   if (!GST_CLOCK_TIME_IS_VALID(pts) ||
@@ -85,18 +88,23 @@ void pacer_note_packet(PacerState *st, GstBuffer *buf) {
   st->last_pts = pts;
   const auto it = st->announced.find(pts);
   if (it == st->announced.end()) return;
-  const guint64 bytes = it->second.first;
   const GstClockTime duration = it->second.second;
-  st->announced.erase(st->announced.begin(), std::next(it));
+  st->announced.erase(st->announced.begin(), it);
+  guint64 outstanding = 0;
+  for (const auto &frame : st->announced) outstanding += frame.second.first;
+  st->announced.erase(st->announced.begin());
   gint64 window_ns = st->window_ns;
   if (window_ns < 0)
     window_ns = GST_CLOCK_TIME_IS_VALID(duration) && duration > 0 ? gint64(duration / 2)
                                                                   : 16 * gint64(GST_MSECOND);
   const double seconds = std::max(1e-4, double(window_ns) / 1e9);
   // Never slower than refilling the burst within the window.
-  st->rate = std::max(double(bytes), st->burst) / seconds;
-  GST_LOG("frame %" GST_TIME_FORMAT ": %" G_GUINT64_FORMAT " bytes, paced at %.1f MB/s",
-          GST_TIME_ARGS(pts), bytes, st->rate / 1e6);
+  st->rate = std::max(double(outstanding), st->burst) / seconds;
+  if (st->max_rate > 0) st->rate = std::min(st->rate, st->max_rate);
+  GST_LOG("frame %" GST_TIME_FORMAT ": %" G_GUINT64_FORMAT
+          " bytes with those behind it, paced at "
+          "%.1f MB/s",
+          GST_TIME_ARGS(pts), outstanding, st->rate / 1e6);
 }
 
 // Packets whose time comes within half a millisecond leave together.
@@ -560,6 +568,7 @@ static GstElement *cudadiff_factory_create_element(GstRTSPMediaFactory *factory,
     auto state = std::make_shared<PacerState>();
     state->window_ns = o.pace_window_ms < 0 ? -1 : gint64(o.pace_window_ms) * gint64(GST_MSECOND);
     state->burst = double(o.pace_burst_bytes);
+    state->max_rate = o.pace_max_rate_mbit * 1e6 / 8;
     state->reset();
     GstPad *pay_sink = gst_element_get_static_pad(pay, "sink");
     gst_pad_add_probe(pay_sink, GST_PAD_PROBE_TYPE_BUFFER, announce_frame, new PacerStatePtr(state),
