@@ -56,8 +56,7 @@ struct Options {
   int keyframe_interval = 60;
   int threshold = 20;
   int rtsp_latency_ms = 2000;  // rtspsrc's default
-  int pace_window_ms = -1;     // cudadiff-server's default: half a frame interval
-  double pace_max_rate = 0;    // Mbit/s, 0: none (the server's default)
+  double pace_rate = 400;      // Mbit/s (cudadiff-server's default)
   int srt_latency_ms = 20;
 };
 
@@ -432,9 +431,8 @@ Result run(const Options &o, const std::string &transport, int w, int h) {
     so.address = "127.0.0.1";
     so.port = 0;
     so.encoder_properties = encoder_properties(o);
-    // "rtsp:W": the server's pace window W ms.
-    so.pace_window_ms = transport.size() > 5 ? std::atoi(transport.c_str() + 5) : o.pace_window_ms;
-    so.pace_max_rate_mbit = o.pace_max_rate;
+    // "rtsp:R": the server paces at R Mbit/s.
+    so.pace_rate_mbit = transport.size() > 5 ? std::atof(transport.c_str() + 5) : o.pace_rate;
     so.on_media = [&](GstElement *media) {
       probe(media, "enc", "sink", on_encoder_input, &meter);
       if (encoder) gst_object_unref(encoder);
@@ -514,7 +512,7 @@ int main(int argc, char **argv) {
   gdouble seconds = o.seconds, warmup = o.warmup;
   const GOptionEntry entries[] = {
       {"transports", 0, 0, G_OPTION_ARG_STRING, &transports,
-       "Comma-separated: tcp, rtsp, srt; rtsp:W for the server's pace window W ms (default "
+       "Comma-separated: tcp, rtsp, srt; rtsp:R for the server pacing at R Mbit/s (default "
        "tcp,rtsp,srt)",
        "LIST"},
       {"sizes", 0, 0, G_OPTION_ARG_STRING, &sizes,
@@ -531,10 +529,8 @@ int main(int argc, char **argv) {
        "cudadiffenc keyframe-interval (default 60)", "N"},
       {"rtsp-latency", 0, 0, G_OPTION_ARG_INT, &o.rtsp_latency_ms,
        "rtspsrc latency in ms (default 2000, its own default)", "MS"},
-      {"pace-window", 0, 0, G_OPTION_ARG_INT, &o.pace_window_ms,
-       "cudadiff-server --pace-window in ms (default -1: half a frame interval)", "MS"},
-      {"pace-max-rate", 0, 0, G_OPTION_ARG_DOUBLE, &o.pace_max_rate,
-       "cudadiff-server --pace-max-rate in Mbit/s (default 0: none)", "MBIT"},
+      {"pace-rate", 0, 0, G_OPTION_ARG_DOUBLE, &o.pace_rate,
+       "cudadiff-server --pace-rate in Mbit/s (default 400)", "MBIT"},
       {"srt-latency", 0, 0, G_OPTION_ARG_INT, &o.srt_latency_ms,
        "SRT latency in ms on both ends (default 20)", "MS"},
       {nullptr, 0, 0, G_OPTION_ARG_NONE, nullptr, nullptr, nullptr},

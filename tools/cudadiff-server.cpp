@@ -29,9 +29,8 @@ struct Args {
   gchar *compression = nullptr;
   gchar *backend = nullptr;
   gdouble simulate_loss = 0;
-  gint pace_window = -1;
+  gdouble pace_rate = 400;
   gint pace_burst = 65536;
-  gdouble pace_max_rate = 0;
   gint retransmission_time = 2000;
   gint rtcp_interval = 50;
   gint stats_interval = 10;
@@ -89,17 +88,12 @@ int main(int argc, char **argv) {
        "Drop this fraction (0..1) of the outgoing RTP packets, retransmissions included, over "
        "UDP and TCP alike (for tests and demos; default 0)",
        "P"},
-      {"pace-window", 0, 0, G_OPTION_ARG_INT, &a.pace_window,
-       "Spread the packets of a large frame (beyond --pace-burst) evenly over this many "
-       "milliseconds; -1: half a frame interval (default); 0: no pacing",
-       "MS"},
-      {"pace-burst", 0, 0, G_OPTION_ARG_INT, &a.pace_burst,
-       "Bytes of a frame sent at once before pacing starts (default 65536)", "BYTES"},
-      {"pace-max-rate", 0, 0, G_OPTION_ARG_DOUBLE, &a.pace_max_rate,
-       "Never send paced packets faster than this many Mbit/s, even if a frame then takes longer "
-       "than --pace-window (for receivers that cannot take large keyframes fast; default 0: no "
-       "cap)",
+      {"pace-rate", 0, 0, G_OPTION_ARG_DOUBLE, &a.pace_rate,
+       "Send RTP packets at most at this many Mbit/s, so that a large keyframe does not arrive "
+       "at a viewer faster than it can read it (default 400; 0: no pacing)",
        "MBIT"},
+      {"pace-burst", 0, 0, G_OPTION_ARG_INT, &a.pace_burst,
+       "Bytes that may leave at once after a pause (default 65536)", "BYTES"},
       {"retransmission-time", 0, 0, G_OPTION_ARG_INT, &a.retransmission_time,
        "Milliseconds sent packets are kept for retransmission on a NACK; keep it at least the "
        "viewers' latency (rtspsrc: 2000) (default 2000; 0: off)",
@@ -125,7 +119,7 @@ int main(int argc, char **argv) {
   g_option_context_free(context);
   gst_init(&argc, &argv);
   if (a.port < 0 || a.port > 65535 || a.simulate_loss < 0 || a.simulate_loss > 1 ||
-      a.pace_burst < 0 || a.pace_max_rate < 0 || a.retransmission_time < 0 || a.width <= 0 ||
+      a.pace_burst < 0 || a.pace_rate < 0 || a.retransmission_time < 0 || a.width <= 0 ||
       a.height <= 0 || a.fps <= 0 || a.rtcp_interval < 0) {
     std::fprintf(stderr, "an option is out of range (see --help)\n");
     return 2;
@@ -166,9 +160,8 @@ int main(int argc, char **argv) {
   if (a.compression) o.encoder_properties += std::string(" compression=") + a.compression;
   if (a.backend) o.encoder_properties += std::string(" backend=") + a.backend;
   o.simulate_loss = a.simulate_loss;
-  o.pace_window_ms = a.pace_window;
+  o.pace_rate_mbit = a.pace_rate;
   o.pace_burst_bytes = unsigned(a.pace_burst);
-  o.pace_max_rate_mbit = a.pace_max_rate;
   o.retransmission_ms = unsigned(a.retransmission_time);
   o.rtcp_interval_ms = unsigned(a.rtcp_interval);
 

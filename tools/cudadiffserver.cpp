@@ -12,11 +12,10 @@
 //   in the SDP), told to keep every packet of retransmission_ms.
 // - pacer and simulated loss sit in the slot rtpbin offers after the session
 //   (the "RTP encoder", where SRTP would go), so that retransmissions are
-//   paced and dropped like the other packets. The pacer spreads the packets
-//   of a large frame (a keyframe) over part of a frame interval, so that a
-//   receiver's socket buffer is not flooded; it runs in its queue's thread,
-//   so neither the session nor the encoder waits for it. It learns each
-//   frame's size from a probe on the payloader's input.
+//   paced and dropped like the other packets. The pacer lets packets leave
+//   at most at a given rate after a short burst, so that a large frame (a
+//   keyframe) does not flood a receiver's socket buffer; it runs in its
+//   queue's thread, so neither the session nor the encoder waits for it.
 // - keyframes: a force-key-unit event for each client that starts playing;
 //   rtpbin makes one for each PLI/FIR; requests while one is pending are
 //   dropped (a probe on the encoder's output).
@@ -29,7 +28,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -46,66 +44,28 @@ namespace cudadiff_server {
 
 namespace {
 
-// A token bucket whose rate follows the frames: each frame's packets may
-// leave at (frame bytes / window), the bucket lets `burst` bytes go at once
-// after a pause. Retransmissions (packets of frames already sent) share the
-// bucket at the current rate. Shared by the probe that announces frames (on
-// the payloader's input) and the pacer element (inside rtpbin).
+// A token bucket: packets leave at most at `rate` bytes per second, after a
+// pause up to `burst` bytes at once, whatever their sizes. Retransmissions
+// share it.
 struct PacerState {
   std::mutex mutex;  // guards everything below
   std::condition_variable wake;
   bool flushing = false;
-  gint64 window_ns = -1;  // -1: half the frame's duration
+  double rate = 50e6;  // bytes per second
   double burst = 65536;
-  double max_rate = 0;  // bytes per second; 0: no cap
-  // Frames announced on the payloader's input: pts -> (bytes, duration).
-  std::map<GstClockTime, std::pair<guint64, GstClockTime>> announced;
-  GstClockTime last_pts = GST_CLOCK_TIME_NONE;  // of the newest frame seen
-  double rate = 0;                              // bytes per second; 0: not known yet (no pacing)
-  double tokens = 0;                            // bytes that may leave now
-  gint64 last_us = 0;                           // when tokens were last refilled
+  double tokens = 0;   // bytes that may leave now
+  gint64 last_us = 0;  // when tokens were last refilled
 
   void reset() {
     flushing = false;
-    announced.clear();
-    last_pts = GST_CLOCK_TIME_NONE;
-    rate = 0;
     tokens = burst;
     last_us = g_get_monotonic_time();
   }
+  void refill(gint64 now) {
+    tokens = std::min(burst, tokens + double(now - last_us) * 1e-6 * rate);
+    last_us = now;
+  }
 };
-
-using PacerStatePtr = std::shared_ptr<PacerState>;
-
-// The first packet of a newer frame sets the rate: the bytes of that frame
-// and of the frames queued behind it (announced, not yet here) over the
-// window, so that a backlog never grows. Lock held.
-void pacer_note_packet(PacerState *st, GstBuffer *buf) {
-  const GstClockTime pts = GST_BUFFER_PTS(buf);
-  if (!GST_CLOCK_TIME_IS_VALID(pts) ||
-      (GST_CLOCK_TIME_IS_VALID(st->last_pts) && pts <= st->last_pts))
-    return;  // the same frame, an older one (retransmission), or a stream header
-  st->last_pts = pts;
-  const auto it = st->announced.find(pts);
-  if (it == st->announced.end()) return;
-  const GstClockTime duration = it->second.second;
-  st->announced.erase(st->announced.begin(), it);
-  guint64 outstanding = 0;
-  for (const auto &frame : st->announced) outstanding += frame.second.first;
-  st->announced.erase(st->announced.begin());
-  gint64 window_ns = st->window_ns;
-  if (window_ns < 0)
-    window_ns = GST_CLOCK_TIME_IS_VALID(duration) && duration > 0 ? gint64(duration / 2)
-                                                                  : 16 * gint64(GST_MSECOND);
-  const double seconds = std::max(1e-4, double(window_ns) / 1e9);
-  // Never slower than refilling the burst within the window.
-  st->rate = std::max(double(outstanding), st->burst) / seconds;
-  if (st->max_rate > 0) st->rate = std::min(st->rate, st->max_rate);
-  GST_LOG("frame %" GST_TIME_FORMAT ": %" G_GUINT64_FORMAT
-          " bytes with those behind it, paced at "
-          "%.1f MB/s",
-          GST_TIME_ARGS(pts), outstanding, st->rate / 1e6);
-}
 
 // Packets whose time comes within half a millisecond leave together.
 constexpr double kPacerSlackSeconds = 0.0005;
@@ -116,7 +76,7 @@ struct CudaDiffPacer {
   GstElement parent;
   GstPad *sinkpad;
   GstPad *srcpad;
-  PacerStatePtr *state;
+  PacerState *state;
 };
 struct CudaDiffPacerClass {
   GstElementClass parent_class;
@@ -130,55 +90,39 @@ static GstStaticPadTemplate pacer_src_template = GST_STATIC_PAD_TEMPLATE(
     "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS("application/x-rtp"));
 
 // Waits until the bucket holds `bytes` (less the slack); false when flushing.
-static bool pacer_take(PacerState *st, std::unique_lock<std::mutex> &lock, double bytes,
-                       bool *waited) {
-  *waited = false;
+static bool pacer_take(PacerState *st, std::unique_lock<std::mutex> &lock, double bytes) {
   for (;;) {
     if (st->flushing) return false;
-    const gint64 now = g_get_monotonic_time();
-    if (st->rate <= 0) {  // no frame announced yet: nothing to pace by
-      st->last_us = now;
-      return true;
-    }
-    st->tokens = std::min(st->burst, st->tokens + double(now - st->last_us) * 1e-6 * st->rate);
-    st->last_us = now;
+    st->refill(g_get_monotonic_time());
     const double missing = bytes - st->tokens - kPacerSlackSeconds * st->rate;
     if (missing <= 0 || st->tokens >= st->burst) {  // (a packet larger than the bucket)
       st->tokens -= bytes;
       return true;
     }
-    *waited = true;
     st->wake.wait_for(lock, std::chrono::microseconds(gint64(missing / st->rate * 1e6) + 1));
   }
 }
 
 static GstFlowReturn pacer_chain_list(GstPad *, GstObject *parent, GstBufferList *list) {
   auto *self = reinterpret_cast<CudaDiffPacer *>(parent);
-  PacerState *st = self->state->get();
+  PacerState *st = self->state;
   const guint n = gst_buffer_list_length(list);
   GstBufferList *batch = gst_buffer_list_new();
   GstFlowReturn ret = GST_FLOW_OK;
   for (guint i = 0; i < n; ++i) {
     GstBuffer *buf = gst_buffer_list_get(list, i);
-    std::unique_lock<std::mutex> lock(st->mutex);
-    pacer_note_packet(st, buf);
-    // Before waiting, what may leave already leaves.
     const double size = double(gst_buffer_get_size(buf));
-    const gint64 now = g_get_monotonic_time();
-    const double available =
-        st->rate <= 0
-            ? size
-            : std::min(st->burst, st->tokens + double(now - st->last_us) * 1e-6 * st->rate) +
-                  kPacerSlackSeconds * st->rate;
-    if (available < size && gst_buffer_list_length(batch) > 0) {
+    std::unique_lock<std::mutex> lock(st->mutex);
+    st->refill(g_get_monotonic_time());
+    // Before waiting, what may leave already leaves.
+    if (st->tokens + kPacerSlackSeconds * st->rate < size && gst_buffer_list_length(batch) > 0) {
       lock.unlock();
       ret = gst_pad_push_list(self->srcpad, batch);
       batch = gst_buffer_list_new();
       if (ret != GST_FLOW_OK) break;
       lock.lock();
     }
-    bool waited = false;
-    if (!pacer_take(st, lock, size, &waited)) {
+    if (!pacer_take(st, lock, size)) {
       ret = GST_FLOW_FLUSHING;
       break;
     }
@@ -200,7 +144,7 @@ static GstFlowReturn pacer_chain(GstPad *pad, GstObject *parent, GstBuffer *buf)
 }
 
 static gboolean pacer_sink_event(GstPad *pad, GstObject *parent, GstEvent *event) {
-  PacerState *st = reinterpret_cast<CudaDiffPacer *>(parent)->state->get();
+  PacerState *st = reinterpret_cast<CudaDiffPacer *>(parent)->state;
   if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_START) {
     std::lock_guard<std::mutex> lock(st->mutex);
     st->flushing = true;
@@ -213,7 +157,7 @@ static gboolean pacer_sink_event(GstPad *pad, GstObject *parent, GstEvent *event
 }
 
 static GstStateChangeReturn pacer_change_state(GstElement *element, GstStateChange transition) {
-  PacerState *st = reinterpret_cast<CudaDiffPacer *>(element)->state->get();
+  PacerState *st = reinterpret_cast<CudaDiffPacer *>(element)->state;
   if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
     // Wake a waiting chain before the pads are deactivated (they wait for it).
     std::lock_guard<std::mutex> lock(st->mutex);
@@ -244,7 +188,7 @@ static void cudadiff_pacer_class_init(CudaDiffPacerClass *klass) {
 }
 
 static void cudadiff_pacer_init(CudaDiffPacer *self) {
-  self->state = new PacerStatePtr(std::make_shared<PacerState>());
+  self->state = new PacerState();
   self->sinkpad = gst_pad_new_from_static_template(&pacer_sink_template, "sink");
   gst_pad_set_chain_function(self->sinkpad, pacer_chain);
   gst_pad_set_chain_list_function(self->sinkpad, pacer_chain_list);
@@ -255,20 +199,6 @@ static void cudadiff_pacer_init(CudaDiffPacer *self) {
   self->srcpad = gst_pad_new_from_static_template(&pacer_src_template, "src");
   GST_PAD_SET_PROXY_CAPS(self->srcpad);
   gst_element_add_pad(GST_ELEMENT(self), self->srcpad);
-}
-
-// The payloader's input: each frame's size and duration, before its packets.
-static GstPadProbeReturn announce_frame(GstPad *, GstPadProbeInfo *info, gpointer data) {
-  PacerState *st = static_cast<PacerStatePtr *>(data)->get();
-  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
-  if (!GST_BUFFER_PTS_IS_VALID(buf)) return GST_PAD_PROBE_OK;
-  std::lock_guard<std::mutex> lock(st->mutex);
-  auto &entry = st->announced[GST_BUFFER_PTS(buf)];
-  entry.first += gst_buffer_get_size(buf);
-  entry.second = GST_BUFFER_DURATION(buf);
-  // Bounded: frames whose packets never reach the pacer.
-  while (st->announced.size() > 64) st->announced.erase(st->announced.begin());
-  return GST_PAD_PROBE_OK;
 }
 
 // ---------------------------------------------------------------------------
@@ -328,14 +258,13 @@ namespace {
 struct CudaDiffMedia {
   GstRTSPMedia parent;
   double loss;
-  PacerStatePtr *pacer;  // shared with the probe on the payloader; null: no pacing
-  SharedPtr *shared;     // for its errors
+  double pace_rate;   // bytes per second; 0: no pacing
+  double pace_burst;  // bytes
+  SharedPtr *shared;  // for its errors
 };
 struct CudaDiffMediaClass {
   GstRTSPMediaClass parent_class;
 };
-
-const char *const kPacerKey = "cudadiff-pacer";  // the media element's PacerStatePtr
 
 }  // namespace
 
@@ -355,7 +284,7 @@ static GstElement *make_send_element(GstElement *, guint session, gpointer data)
     if (!first) first = e;
     last = e;
   };
-  if (media->pacer) {
+  if (media->pace_rate > 0) {
     // The queue's thread waits for the pacer; the session's does not.
     GstElement *queue = gst_element_factory_make("queue", nullptr);
     g_object_set(queue, "max-size-buffers", 0u, "max-size-time", guint64(0), "max-size-bytes",
@@ -363,7 +292,9 @@ static GstElement *make_send_element(GstElement *, guint session, gpointer data)
     append(queue);
     auto *pacer =
         reinterpret_cast<CudaDiffPacer *>(g_object_new(cudadiff_pacer_get_type(), nullptr));
-    *pacer->state = *media->pacer;
+    pacer->state->rate = media->pace_rate;
+    pacer->state->burst = media->pace_burst;
+    pacer->state->reset();
     append(GST_ELEMENT(pacer));
   }
   if (media->loss > 0) {
@@ -419,7 +350,7 @@ static gboolean cudadiff_media_setup_rtpbin(GstRTSPMedia *media, GstElement *rtp
   auto *parent = GST_RTSP_MEDIA_CLASS(cudadiff_media_parent_class);
   if (parent->setup_rtpbin && !parent->setup_rtpbin(media, rtpbin)) return FALSE;
   g_signal_connect(rtpbin, "deep-element-added", G_CALLBACK(on_rtpbin_element), nullptr);
-  if (self->pacer || self->loss > 0)
+  if (self->pace_rate > 0 || self->loss > 0)
     g_signal_connect(rtpbin, "request-rtp-encoder", G_CALLBACK(make_send_element), self);
   return TRUE;
 }
@@ -440,7 +371,6 @@ static gboolean cudadiff_media_handle_message(GstRTSPMedia *media, GstMessage *m
 }
 
 static void cudadiff_media_finalize(GObject *object) {
-  delete reinterpret_cast<CudaDiffMedia *>(object)->pacer;
   delete reinterpret_cast<CudaDiffMedia *>(object)->shared;
   G_OBJECT_CLASS(cudadiff_media_parent_class)->finalize(object);
 }
@@ -453,7 +383,8 @@ static void cudadiff_media_class_init(CudaDiffMediaClass *klass) {
 
 static void cudadiff_media_init(CudaDiffMedia *self) {
   self->loss = 0;
-  self->pacer = nullptr;
+  self->pace_rate = 0;
+  self->pace_burst = 0;
   self->shared = nullptr;
 }
 
@@ -504,10 +435,6 @@ static GstPadProbeReturn on_encoded(GstPad *, GstPadProbeInfo *info, gpointer da
   impl->keyframe_requested_us = 0;
   impl->stats.keyframes++;
   return GST_PAD_PROBE_OK;
-}
-
-static void delete_pacer_state(gpointer data) {
-  delete static_cast<PacerStatePtr *>(data);
 }
 
 // The media: source ! queue ! videoconvert ! cudadiffenc ! pay0, where pay0
@@ -563,19 +490,6 @@ static GstElement *cudadiff_factory_create_element(GstRTSPMediaFactory *factory,
   pad = gst_element_get_static_pad(feedback, "src");
   gst_element_add_pad(pay_bin, gst_ghost_pad_new("src", pad));
   gst_object_unref(pad);
-  if (o.pace_window_ms != 0) {
-    // Frames are announced to the pacer (in rtpbin) from the payloader's input.
-    auto state = std::make_shared<PacerState>();
-    state->window_ns = o.pace_window_ms < 0 ? -1 : gint64(o.pace_window_ms) * gint64(GST_MSECOND);
-    state->burst = double(o.pace_burst_bytes);
-    state->max_rate = o.pace_max_rate_mbit * 1e6 / 8;
-    state->reset();
-    GstPad *pay_sink = gst_element_get_static_pad(pay, "sink");
-    gst_pad_add_probe(pay_sink, GST_PAD_PROBE_TYPE_BUFFER, announce_frame, new PacerStatePtr(state),
-                      delete_pacer_state);
-    gst_object_unref(pay_sink);
-    g_object_set_data_full(G_OBJECT(top), kPacerKey, new PacerStatePtr(state), delete_pacer_state);
-  }
   gst_bin_add_many(GST_BIN(top), source, pay_bin, nullptr);
   if (!gst_element_link(source, pay_bin)) {
     impl->set_error("media: the source does not link to cudadiffenc and rtpgstpay: " + description);
@@ -635,6 +549,8 @@ void on_media_configure(GstRTSPMediaFactory *, GstRTSPMedia *media, gpointer dat
   Shared *impl = shared_of(data);
   auto *m = reinterpret_cast<CudaDiffMedia *>(media);
   m->loss = impl->options.simulate_loss;
+  m->pace_rate = impl->options.pace_rate_mbit * 1e6 / 8;
+  m->pace_burst = double(impl->options.pace_burst_bytes);
   delete m->shared;
   m->shared = new SharedPtr(*static_cast<SharedPtr *>(data));
   {
@@ -655,10 +571,6 @@ void on_media_configure(GstRTSPMediaFactory *, GstRTSPMedia *media, gpointer dat
   if (GstObject *pipeline = gst_object_get_parent(GST_OBJECT(element))) {
     g_signal_connect(pipeline, "deep-element-added", G_CALLBACK(unsync_sender), nullptr);
     gst_object_unref(pipeline);
-  }
-  if (auto *state = static_cast<PacerStatePtr *>(g_object_get_data(G_OBJECT(element), kPacerKey))) {
-    delete m->pacer;
-    m->pacer = new PacerStatePtr(*state);
   }
   gst_object_unref(element);
 }

@@ -30,13 +30,10 @@ struct Options {
   // Fraction of the outgoing RTP packets dropped (netsim), after the
   // retransmission sender: retransmitted packets are dropped alike.
   double simulate_loss = 0;
-  // Pacing: the bytes of a frame beyond pace_burst_bytes leave spread evenly
-  // over pace_window_ms (-1: half the frame's duration; 0: no pacing).
-  int pace_window_ms = -1;
+  // Pacing: RTP packets leave at most at pace_rate_mbit (Mbit/s), after a
+  // pause up to pace_burst_bytes at once (0: no pacing).
+  double pace_rate_mbit = 400;
   unsigned pace_burst_bytes = 65536;
-  // At most this rate (Mbit/s) for the paced packets, whatever the window
-  // asks (a receiver that cannot take a large keyframe at that speed); 0: no cap.
-  double pace_max_rate_mbit = 0;
   // How long sent packets are kept for retransmission (0: no retransmission):
   // at least the time a viewer waits for one (rtspsrc's latency, 2 s by
   // default), or its last retries come too late.
