@@ -56,7 +56,7 @@ struct Options {
   int keyframe_interval = 60;
   int threshold = 20;
   int rtsp_latency_ms = 2000;  // rtspsrc's default
-  double pace_rate = 400;      // Mbit/s (cudadiff-server's default)
+  double pace_rate = 200;      // Mbit/s (cudadiff-server's default)
   int srt_latency_ms = 20;
 };
 
@@ -530,7 +530,7 @@ int main(int argc, char **argv) {
       {"rtsp-latency", 0, 0, G_OPTION_ARG_INT, &o.rtsp_latency_ms,
        "rtspsrc latency in ms (default 2000, its own default)", "MS"},
       {"pace-rate", 0, 0, G_OPTION_ARG_DOUBLE, &o.pace_rate,
-       "cudadiff-server --pace-rate in Mbit/s (default 400)", "MBIT"},
+       "cudadiff-server --pace-rate in Mbit/s (default 200)", "MBIT"},
       {"srt-latency", 0, 0, G_OPTION_ARG_INT, &o.srt_latency_ms,
        "SRT latency in ms on both ends (default 20)", "MS"},
       {nullptr, 0, 0, G_OPTION_ARG_NONE, nullptr, nullptr, nullptr},

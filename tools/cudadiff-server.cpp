@@ -29,7 +29,7 @@ struct Args {
   gchar *compression = nullptr;
   gchar *backend = nullptr;
   gdouble simulate_loss = 0;
-  gdouble pace_rate = 400;
+  gdouble pace_rate = 200;
   gint pace_burst = 65536;
   gint retransmission_time = 2000;
   gint rtcp_interval = 50;
@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
        "P"},
       {"pace-rate", 0, 0, G_OPTION_ARG_DOUBLE, &a.pace_rate,
        "Send RTP packets at most at this many Mbit/s, so that a large keyframe does not arrive "
-       "at a viewer faster than it can read it (default 400; 0: no pacing)",
+       "at a viewer faster than it can read it (default 200; 0: no pacing)",
        "MBIT"},
       {"pace-burst", 0, 0, G_OPTION_ARG_INT, &a.pace_burst,
        "Bytes that may leave at once after a pause (default 65536)", "BYTES"},

@@ -32,7 +32,7 @@ struct Options {
   double simulate_loss = 0;
   // Pacing: RTP packets leave at most at pace_rate_mbit (Mbit/s), after a
   // pause up to pace_burst_bytes at once (0: no pacing).
-  double pace_rate_mbit = 400;
+  double pace_rate_mbit = 200;
   unsigned pace_burst_bytes = 65536;
   // How long sent packets are kept for retransmission (0: no retransmission):
   // at least the time a viewer waits for one (rtspsrc's latency, 2 s by
