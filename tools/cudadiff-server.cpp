@@ -22,7 +22,7 @@ struct Args {
   gint port = 8554;
   gchar *address = nullptr;
   gchar *source = nullptr;
-  gchar *device = nullptr;
+  gchar *camera = nullptr;
   gint width = 1280, height = 720, fps = 30;
   gint threshold = -1;
   gint keyframe_interval = -1;
@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
        "Address to listen on (default 0.0.0.0: every interface)", "ADDR"},
       {"source", 's', 0, G_OPTION_ARG_STRING, &a.source,
        "camera, test (a moving test pattern), or the path of a media file (default test)", "SRC"},
-      {"device", 'd', 0, G_OPTION_ARG_STRING, &a.device, "Camera device (default /dev/video0)",
+      {"device", 'd', 0, G_OPTION_ARG_STRING, &a.camera, "Camera device (default /dev/video0)",
        "PATH"},
       {"width", 'W', 0, G_OPTION_ARG_INT, &a.width, "Test pattern width (default 1280)", "W"},
       {"height", 'H', 0, G_OPTION_ARG_INT, &a.height, "Test pattern height (default 720)", "H"},
@@ -150,7 +150,7 @@ int main(int argc, char **argv) {
 
   cudadiff_server::Options o;
   const std::string source = a.source ? a.source : "test";
-  o.source = cudadiff_server::source_description(source, a.device ? a.device : "", a.width,
+  o.source = cudadiff_server::source_description(source, a.camera ? a.camera : "", a.width,
                                                  a.height, a.fps);
   o.address = a.address ? a.address : "0.0.0.0";
   o.port = a.port;

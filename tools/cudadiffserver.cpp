@@ -355,21 +355,6 @@ static gboolean cudadiff_media_setup_rtpbin(GstRTSPMedia *media, GstElement *rtp
   return TRUE;
 }
 
-// The first error of a media's pipeline is kept (Server::error()).
-static gboolean cudadiff_media_handle_message(GstRTSPMedia *media, GstMessage *message) {
-  auto *self = reinterpret_cast<CudaDiffMedia *>(media);
-  if (GST_MESSAGE_TYPE(message) == GST_MESSAGE_ERROR && self->shared) {
-    GError *err = nullptr;
-    gchar *debug = nullptr;
-    gst_message_parse_error(message, &err, &debug);
-    self->shared->get()->set_error(std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(message))) + ": " +
-                                   err->message + (debug ? std::string(" (") + debug + ")" : ""));
-    g_clear_error(&err);
-    g_free(debug);
-  }
-  return GST_RTSP_MEDIA_CLASS(cudadiff_media_parent_class)->handle_message(media, message);
-}
-
 static void cudadiff_media_finalize(GObject *object) {
   delete reinterpret_cast<CudaDiffMedia *>(object)->shared;
   G_OBJECT_CLASS(cudadiff_media_parent_class)->finalize(object);
@@ -378,7 +363,6 @@ static void cudadiff_media_finalize(GObject *object) {
 static void cudadiff_media_class_init(CudaDiffMediaClass *klass) {
   G_OBJECT_CLASS(klass)->finalize = cudadiff_media_finalize;
   GST_RTSP_MEDIA_CLASS(klass)->setup_rtpbin = cudadiff_media_setup_rtpbin;
-  GST_RTSP_MEDIA_CLASS(klass)->handle_message = cudadiff_media_handle_message;
 }
 
 static void cudadiff_media_init(CudaDiffMedia *self) {
@@ -534,6 +518,22 @@ static void cudadiff_factory_init(CudaDiffFactory *self) {
 namespace {
 
 // The media's settings, before it is prepared (setup_rtpbin comes later).
+// The first error of a media's pipeline is kept (Server::error()), as it is
+// posted: one that stops the media from starting (a camera that is not
+// there) is gone from the bus before rtsp-server's watch would see it.
+GstBusSyncReply record_error(GstBus *, GstMessage *message, gpointer data) {
+  if (GST_MESSAGE_TYPE(message) == GST_MESSAGE_ERROR) {
+    GError *err = nullptr;
+    gchar *debug = nullptr;
+    gst_message_parse_error(message, &err, &debug);
+    shared_of(data)->set_error(std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(message))) + ": " +
+                               err->message + (debug ? std::string(" (") + debug + ")" : ""));
+    g_clear_error(&err);
+    g_free(debug);
+  }
+  return GST_BUS_PASS;
+}
+
 // The media's network senders send each packet at once: the source is live
 // (a file is played in real time before the encoder), so waiting for the
 // clock there would only add the pipeline's latency.
@@ -570,6 +570,10 @@ void on_media_configure(GstRTSPMediaFactory *, GstRTSPMedia *media, gpointer dat
   GstElement *element = gst_rtsp_media_get_element(media);
   if (GstObject *pipeline = gst_object_get_parent(GST_OBJECT(element))) {
     g_signal_connect(pipeline, "deep-element-added", G_CALLBACK(unsync_sender), nullptr);
+    GstBus *bus = gst_element_get_bus(GST_ELEMENT(pipeline));
+    gst_bus_set_sync_handler(bus, record_error, new_ref(*static_cast<SharedPtr *>(data)),
+                             delete_ref);
+    gst_object_unref(bus);
     gst_object_unref(pipeline);
   }
   gst_object_unref(element);
