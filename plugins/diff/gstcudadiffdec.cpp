@@ -9,14 +9,20 @@
  * keyframe brings another. It waits for a keyframe; a packet that fails its
  * checksum, is truncated, names impossible sizes or positions, or arrives out
  * of sequence is dropped with a warning (one per loss) and decoding resumes
- * at the next keyframe. Untimed input (a byte stream) gets the sender's
- * timestamps, shifted so that the first frame shown is at 0; every output
- * buffer carries the sender's timestamp as a GstReferenceTimestampMeta with
- * caps timestamp/x-cudadiff-sender.
+ * at the next keyframe. While it waits for a keyframe (it started without
+ * one, or it lost a packet) it asks upstream for one with a force-key-unit
+ * event (gst_video_decoder_request_sync_point()), which rtpbin turns into
+ * RTCP PLI/FIR for the sender, at most once per min-force-key-unit-interval
+ * (GstVideoDecoder's property, 300 ms by default here). Untimed input (a
+ * byte stream) gets the sender's timestamps, shifted so that the first frame
+ * shown is at 0; every output buffer carries the sender's timestamp as a
+ * GstReferenceTimestampMeta with caps timestamp/x-cudadiff-sender.
  *
  * ## Example launch line
  * |[
  * gst-launch-1.0 tcpclientsrc host=SERVER port=5000 ! cudadiffdec ! videoconvert ! autovideosink
+ * gst-launch-1.0 rtspsrc location=rtsp://SERVER:8554/cam ! rtpgstdepay ! cudadiffdec \
+ *     ! videoconvert ! autovideosink
  * ]|
  */
 #include "gstcudadiffdec.h"
@@ -43,6 +49,11 @@ namespace diff = cudadiff::diff;
 enum { PROP_0, PROP_STATS, PROP_FRAME_OVERLAP, PROP_BACKEND, PROP_DEVICE_ID };
 
 #define DEFAULT_FRAME_OVERLAP GST_CUDADIFF_FRAME_OVERLAP_NEVER
+// Of GstVideoDecoder's min-force-key-unit-interval (ns): a keyframe request
+// reaches the encoder through RTCP in one round trip, and the keyframe
+// comes back paced over part of a frame interval; requests closer than
+// this would only make more keyframes.
+#define DEFAULT_MIN_FORCE_KEY_UNIT_INTERVAL (300 * GST_MSECOND)
 
 #define SRC_FORMATS                                                                       \
   "{ BGR, RGB, BGRx, RGBx, xBGR, xRGB, BGRA, RGBA, ABGR, ARGB, GRAY8, I420, YV12, NV12, " \
@@ -405,6 +416,20 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
   return true;
 }
 
+// A packet was dropped and the decoder waits for a keyframe (none yet, or a
+// loss): it asks upstream for one (a force-key-unit event, which rtpbin
+// turns into RTCP PLI/FIR; other sources ignore it). The base class sends
+// at most one per min-force-key-unit-interval of running time; untimed input
+// (a byte stream) is given the element's running time so that the limit
+// holds there too.
+static void request_keyframe(GstCudaDiffDec *self, GstVideoCodecFrame *frame) {
+  if (!GST_CLOCK_TIME_IS_VALID(frame->deadline))
+    frame->deadline = gst_element_get_current_running_time(GST_ELEMENT(self));
+  GST_DEBUG_OBJECT(self, "asking upstream for a keyframe");
+  gst_video_decoder_request_sync_point(GST_VIDEO_DECODER(self), frame,
+                                       static_cast<GstVideoDecoderRequestSyncPointFlags>(0));
+}
+
 // Decodes the packet into the reference. Returns false when the packet is
 // not decoded (reported as a loss, or waiting for a keyframe); throws
 // cudadiff::Error for failures of the core.
@@ -611,6 +636,7 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     GST_OBJECT_LOCK(self);
     self->stats.dropped_packets++;
     GST_OBJECT_UNLOCK(self);
+    if (!st->synced && ret == GST_FLOW_OK) request_keyframe(self, frame);
     const GstFlowReturn flushed = finish_pending(self);
     gst_video_decoder_release_frame(decoder, frame);
     return ret != GST_FLOW_OK ? ret : flushed;
@@ -766,4 +792,8 @@ static void gst_cudadiff_dec_init(GstCudaDiffDec *self) {
   self->state = new DecState();
   // The parse vfunc splits the input into packets, whatever its buffers are.
   gst_video_decoder_set_packetized(GST_VIDEO_DECODER(self), FALSE);
+  // Keyframe requests (request_keyframe): at most one per interval; the
+  // base class's default, 0, would send one per dropped packet.
+  g_object_set(self, "min-force-key-unit-interval", guint64(DEFAULT_MIN_FORCE_KEY_UNIT_INTERVAL),
+               nullptr);
 }
