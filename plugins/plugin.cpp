@@ -9,6 +9,7 @@
 #include "filters/gstcudagrayscale.h"
 #include "vis/gstcudaheatmap.h"
 #include "vis/gstcudanoisevis.h"
+#include "gstcudadiffcudamem.h"
 #include "gstcudadiffutils.h"
 #if CUDADIFF_HAVE_PANGOCAIRO
 #include "vis/gstcudatextoverlay.h"
@@ -16,6 +17,7 @@
 
 static gboolean plugin_init(GstPlugin *plugin) {
   gst_cudadiff_common_init();
+  gst_cudadiff_cuda_memory_init();
   gboolean ok = FALSE;
   ok |= GST_ELEMENT_REGISTER(cudagrayscale, plugin);
   ok |= GST_ELEMENT_REGISTER(cudagauss, plugin);

@@ -27,7 +27,8 @@ for step in $steps; do
       ;;
     sanitize)
       : > "$out/sanitizer.log"
-      for t in "$build"/tests/core_*_cuda "$build"/tests/element_*_cuda; do
+      for t in "$build"/tests/core_*_cuda "$build"/tests/element_*_cuda \
+               "$build"/tests/pipeline_cuda_memory; do
         [ -x "$t" ] || continue
         name=$(basename "$t")
         line=$(GST_PLUGIN_PATH_1_0="$PWD/$build/plugins" timeout ${SANITIZE_TIMEOUT:-400} \
@@ -35,9 +36,10 @@ for step in $steps; do
                grep "ERROR SUMMARY" | tail -n 1)
         summary+=("memcheck $name: ${line:-no summary (timeout or crash)}")
       done
-      for t in "$build"/tests/core_*_cuda; do
+      for t in "$build"/tests/core_*_cuda "$build"/tests/pipeline_cuda_memory; do
         name=$(basename "$t")
-        line=$(timeout ${SANITIZE_TIMEOUT:-400} compute-sanitizer --tool racecheck "$t" 2>&1 | tee -a "$out/sanitizer.log" |
+        line=$(GST_PLUGIN_PATH_1_0="$PWD/$build/plugins" timeout ${SANITIZE_TIMEOUT:-400} \
+               compute-sanitizer --tool racecheck "$t" 2>&1 | tee -a "$out/sanitizer.log" |
                grep "RACECHECK SUMMARY" | tail -n 1)
         summary+=("racecheck $name: ${line:-no summary (timeout or crash)}")
       done

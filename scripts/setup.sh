@@ -11,6 +11,13 @@ packages=(
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
   libgtest-dev libzstd-dev zlib1g-dev
   libpango1.0-dev libcairo2-dev
+  libgstreamer-plugins-bad1.0-dev
+  # device-resident tests: nvcodec's cudaupload/cudadownload/nvh264dec and
+  # h264parse (plugins-bad), x264enc (plugins-ugly); they skip without them
+  gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly
+  # cudadiff-server (RTSP), its tests and the latency benchmark: gst-rtsp-server,
+  # rtspsrc/rtpbin/udp (good), SRT and netsim (bad)
+  libgstrtspserver-1.0-dev
 )
 # Extra packages a caller asks for (the demo wants none beyond these).
 packages+=(${EXTRA_PACKAGES:-})

@@ -528,6 +528,14 @@ class CudaDiffEncoder final : public DiffEncoder {
   // Copies the host frame into the slot's frame slice by slice on the upload
   // stream; the main stream compares every slice once it is there.
   void upload_and_compare(const FrameView &host, int threshold, Slot &slot) {
+    if (is_device_memory(host.data[0])) {
+      // Already on the GPU (a device-resident pipeline): one copy on the main
+      // stream, after the work that wrote the frame there and after the last
+      // compaction that read the slot.
+      copy_device_to_device(host, packed_view(format_, width_, height_, slot.current.data()), ctx_);
+      launch_masks(slot.current.data(), 0, n_tiles_, threshold);
+      return;
+    }
     cudaStream_t upload = static_cast<cudaStream_t>(upload_stream_->handle());
     // The slot's frame may still be read by the compaction of the last frame
     // that used the slot (its event follows that compaction; an event never

@@ -1,4 +1,8 @@
 // The runtime on top of the CUDA runtime API (compiled by the host compiler).
+// The few driver API calls it needs (the context stack, for contexts shared
+// with GStreamer) are reached through the runtime (cudaGetDriverEntryPoint),
+// so nothing links libcuda: a machine without a driver still loads the code.
+#include <cuda.h>  // types of the driver entry points only
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
@@ -48,15 +52,129 @@ void set_device(int device_id) {
   CUDADIFF_CHECK(cudaSetDevice(device_id));
 }
 
-Stream::Stream(int device_id) : device_(device_id) {
+namespace {
+
+// Driver entry points, looked up once through the runtime.
+struct DriverApi {
+  CUresult(CUDAAPI *ctx_get_current)(CUcontext *) = nullptr;
+  CUresult(CUDAAPI *ctx_set_current)(CUcontext) = nullptr;
+  CUresult(CUDAAPI *ctx_push_current)(CUcontext) = nullptr;
+  CUresult(CUDAAPI *ctx_pop_current)(CUcontext *) = nullptr;
+  std::string missing;  // why the lookup failed ("" when it did not)
+};
+
+template <typename Fn>
+void look_up(const char *name, Fn *fn, std::string *missing) {
+  void *p = nullptr;
+  cudaError_t err;
+#if CUDART_VERSION >= 12050
+  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSuccess;
+  // The ABI of CUDA 11.8, the oldest toolkit the project builds with.
+  err = cudaGetDriverEntryPointByVersion(name, &p, 11080, cudaEnableDefault, &status);
+#elif CUDART_VERSION >= 12000
+  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSuccess;
+  err = cudaGetDriverEntryPoint(name, &p, cudaEnableDefault, &status);
+#else
+  err = cudaGetDriverEntryPoint(name, &p, cudaEnableDefault);
+#endif
+  if (err != cudaSuccess || !p) {
+    cudaGetLastError();
+    if (missing->empty())
+      *missing =
+          std::string("driver entry point ") + name + " not found (" + cudaGetErrorName(err) + ")";
+    return;
+  }
+  *fn = reinterpret_cast<Fn>(p);
+}
+
+const DriverApi &driver_api() {
+  static const DriverApi api = [] {
+    DriverApi a;
+    look_up("cuCtxGetCurrent", &a.ctx_get_current, &a.missing);
+    look_up("cuCtxSetCurrent", &a.ctx_set_current, &a.missing);
+    look_up("cuCtxPushCurrent", &a.ctx_push_current, &a.missing);
+    look_up("cuCtxPopCurrent", &a.ctx_pop_current, &a.missing);
+    return a;
+  }();
+  return api;
+}
+
+const DriverApi &checked_driver_api() {
+  const DriverApi &api = driver_api();
+  if (!api.missing.empty()) throw Error("CUDA driver: " + api.missing);
+  return api;
+}
+
+void check_driver(CUresult res, const char *call) {
+  if (res != CUDA_SUCCESS)
+    throw Error(std::string("CUDA driver error ") + std::to_string(int(res)) + " (" + call + ")",
+                int(res));
+}
+
+// Binds the device unless the thread already runs in a context on it (a
+// shared driver context made current by the caller stays current).
+void bind_device_keep_context(int device_id) {
+  if (current_driver_context()) {
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current == device_id) return;
+    cudaGetLastError();
+  }
   set_device(device_id);
+}
+
+}  // namespace
+
+void *current_driver_context() {
+  const DriverApi &api = driver_api();
+  if (!api.ctx_get_current) return nullptr;
+  CUcontext ctx = nullptr;
+  if (api.ctx_get_current(&ctx) != CUDA_SUCCESS) return nullptr;
+  return ctx;
+}
+
+void *primary_context(int device_id) {
+  const DriverApi &api = checked_driver_api();
+  void *previous = current_driver_context();
+  set_device(device_id);
+  CUDADIFF_CHECK(cudaFree(nullptr));  // initialises the primary context
+  CUcontext primary = nullptr;
+  const CUresult res = api.ctx_get_current(&primary);
+  // Leave the thread's context as it was.
+  if (previous && previous != primary) api.ctx_set_current(static_cast<CUcontext>(previous));
+  check_driver(res, "cuCtxGetCurrent");
+  if (!primary) throw Error("CUDA device " + std::to_string(device_id) + ": no primary context");
+  return primary;
+}
+
+bool is_device_memory(const void *ptr) {
+  if (!ptr) return false;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
+Stream::Stream(int device_id, bool blocking) : device_(device_id) {
+  bind_device_keep_context(device_id);
   cudaStream_t s = nullptr;
-  CUDADIFF_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDADIFF_CHECK(
+      cudaStreamCreateWithFlags(&s, blocking ? cudaStreamDefault : cudaStreamNonBlocking));
   handle_ = s;
 }
 
+std::shared_ptr<Stream> Stream::borrow(int device_id, void *handle) {
+  if (!handle) throw Error("no stream to borrow");
+  std::shared_ptr<Stream> s(new Stream());
+  s->handle_ = handle;
+  s->device_ = device_id;
+  s->owned_ = false;
+  return s;
+}
+
 Stream::~Stream() {
-  if (handle_) cudaStreamDestroy(static_cast<cudaStream_t>(handle_));
+  if (handle_ && owned_) cudaStreamDestroy(static_cast<cudaStream_t>(handle_));
 }
 
 void Stream::synchronize() {
@@ -128,12 +246,106 @@ std::unique_ptr<Context> Context::cuda(int device_id) {
   ctx->backend_ = Backend::Cuda;
   ctx->device_id_ = device_id;
   ctx->device_info_ = device_info(device_id);
-  ctx->stream_ = std::make_unique<Stream>(device_id);
+  set_device(device_id);
+  ctx->stream_ = std::make_shared<Stream>(device_id);
+  return ctx;
+}
+
+std::unique_ptr<Context> Context::cuda_in(int device_id, void *driver_context,
+                                          std::shared_ptr<Stream> stream) {
+  if (!driver_context) throw Error("no driver context given");
+  std::string why;
+  const int count = device_count(&why);
+  if (count == 0) throw Error("no CUDA device is usable (" + why + ")");
+  if (device_id < 0 || device_id >= count)
+    throw Error("CUDA device " + std::to_string(device_id) + " does not exist (" +
+                std::to_string(count) + " device(s) found)");
+  std::unique_ptr<Context> ctx(new Context());
+  ctx->backend_ = Backend::Cuda;
+  ctx->device_id_ = device_id;
+  ctx->device_info_ = device_info(device_id);
+  ctx->driver_context_ = driver_context;
+  ContextScope scope(driver_context);
+  int current = -1;
+  CUDADIFF_CHECK(cudaGetDevice(&current));
+  if (current != device_id)
+    throw Error("the driver context is on CUDA device " + std::to_string(current) + ", not " +
+                std::to_string(device_id));
+  if (stream && stream->device() != device_id)
+    throw Error("the shared stream is on another device");
+  ctx->stream_ = stream ? std::move(stream) : std::make_shared<Stream>(device_id);
   return ctx;
 }
 
 void Context::activate() const {
-  if (backend_ == Backend::Cuda) set_device(device_id_);
+  if (backend_ != Backend::Cuda) return;
+  if (!driver_context_) {
+    set_device(device_id_);
+    return;
+  }
+  if (current_driver_context() == driver_context_) return;
+  check_driver(checked_driver_api().ctx_set_current(static_cast<CUcontext>(driver_context_)),
+               "cuCtxSetCurrent");
+}
+
+ContextScope::ContextScope(const Context *ctx) {
+  if (!ctx || !ctx->is_cuda()) return;
+  if (ctx->driver_context())
+    push(ctx->driver_context());
+  else
+    ctx->activate();
+}
+
+void ContextScope::push(void *driver_context) {
+  if (!driver_context) return;
+  check_driver(checked_driver_api().ctx_push_current(static_cast<CUcontext>(driver_context)),
+               "cuCtxPushCurrent");
+  pushed_ = true;
+}
+
+ContextScope::~ContextScope() {
+  if (!pushed_) return;
+  CUcontext popped = nullptr;
+  driver_api().ctx_pop_current(&popped);
+}
+
+StreamEvent::StreamEvent() {
+  cudaEvent_t e = nullptr;
+  CUDADIFF_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  event_ = e;
+}
+
+StreamEvent::~StreamEvent() {
+  if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+void StreamEvent::record(const Context &ctx) {
+  CUDADIFF_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_),
+                                 static_cast<cudaStream_t>(ctx.stream_handle())));
+}
+
+void StreamEvent::record(const Stream &stream) {
+  CUDADIFF_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_),
+                                 static_cast<cudaStream_t>(stream.handle())));
+}
+
+void StreamEvent::make_wait(const Stream &stream) const {
+  CUDADIFF_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream.handle()),
+                                     static_cast<cudaEvent_t>(event_), 0));
+}
+
+bool StreamEvent::done() const {
+  const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event_));
+  if (err == cudaErrorNotReady) {
+    cudaGetLastError();  // not an error: do not leave it for the next caller
+    return false;
+  }
+  CUDADIFF_CHECK(err);
+  return true;
+}
+
+void StreamEvent::synchronize() const {
+  CUDADIFF_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
 }
 
 void Context::synchronize() const {
@@ -156,13 +368,15 @@ DeviceFrame::DeviceFrame(VideoFormat format, int width, int height) {
 
 namespace {
 
-void copy_planes(const FrameView &src, const FrameView &dst, cudaMemcpyKind kind,
-                 const Context &ctx) {
+// The direction comes from the pointers (cudaMemcpyDefault): either side may
+// be host or device memory.
+void copy_planes(const FrameView &src, const FrameView &dst, void *stream_handle) {
+  const cudaMemcpyKind kind = cudaMemcpyDefault;
   validate(src, "copy source");
   validate(dst, "copy destination");
   if (src.format != dst.format || src.width != dst.width || src.height != dst.height)
     throw Error("copy between frames of different format or size");
-  auto stream = static_cast<cudaStream_t>(ctx.stream_handle());
+  auto stream = static_cast<cudaStream_t>(stream_handle);
   for (int p = 0; p < src.n_planes(); ++p) {
     const size_t row = src.row_bytes(p);
     const size_t rows = static_cast<size_t>(src.plane_height(p));
@@ -180,15 +394,19 @@ void copy_planes(const FrameView &src, const FrameView &dst, cudaMemcpyKind kind
 }  // namespace
 
 void copy_to_device(const FrameView &host, const FrameView &device, const Context &ctx) {
-  copy_planes(host, device, cudaMemcpyHostToDevice, ctx);
+  copy_planes(host, device, ctx.stream_handle());
 }
 
 void copy_to_host(const FrameView &device, const FrameView &host, const Context &ctx) {
-  copy_planes(device, host, cudaMemcpyDeviceToHost, ctx);
+  copy_planes(device, host, ctx.stream_handle());
 }
 
 void copy_device_to_device(const FrameView &src, const FrameView &dst, const Context &ctx) {
-  copy_planes(src, dst, cudaMemcpyDeviceToDevice, ctx);
+  copy_planes(src, dst, ctx.stream_handle());
+}
+
+void copy_frame_async(const FrameView &src, const FrameView &dst, const Stream &stream) {
+  copy_planes(src, dst, stream.handle());
 }
 
 void copy_bytes_async(void *dst, const void *src, size_t bytes, const Context &ctx) {

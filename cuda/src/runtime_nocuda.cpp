@@ -32,7 +32,20 @@ void set_device(int) {
   no_cuda();
 }
 
-Stream::Stream(int device_id) : device_(device_id) {
+void *primary_context(int) {
+  no_cuda();
+}
+void *current_driver_context() {
+  return nullptr;
+}
+bool is_device_memory(const void *) {
+  return false;
+}
+
+Stream::Stream(int device_id, bool) : device_(device_id) {
+  no_cuda();
+}
+std::shared_ptr<Stream> Stream::borrow(int, void *) {
   no_cuda();
 }
 Stream::~Stream() = default;
@@ -64,7 +77,34 @@ void host_free(void *ptr, bool) {
 std::unique_ptr<Context> Context::cuda(int) {
   no_cuda();
 }
+std::unique_ptr<Context> Context::cuda_in(int, void *, std::shared_ptr<Stream>) {
+  no_cuda();
+}
 void Context::activate() const {}
+
+ContextScope::ContextScope(const Context *) {}
+void ContextScope::push(void *driver_context) {
+  if (driver_context) no_cuda();
+}
+ContextScope::~ContextScope() = default;
+
+StreamEvent::StreamEvent() {
+  no_cuda();
+}
+StreamEvent::~StreamEvent() = default;
+void StreamEvent::record(const Context &) {
+  no_cuda();
+}
+void StreamEvent::record(const Stream &) {
+  no_cuda();
+}
+void StreamEvent::make_wait(const Stream &) const {
+  no_cuda();
+}
+bool StreamEvent::done() const {
+  return true;
+}
+void StreamEvent::synchronize() const {}
 void Context::synchronize() const {}
 
 DeviceFrame::DeviceFrame(VideoFormat, int, int) {
@@ -78,6 +118,10 @@ void copy_to_host(const FrameView &, const FrameView &, const Context &) {
   no_cuda();
 }
 void copy_device_to_device(const FrameView &, const FrameView &, const Context &) {
+  no_cuda();
+}
+
+void copy_frame_async(const FrameView &, const FrameView &, const Stream &) {
   no_cuda();
 }
 

@@ -1,12 +1,25 @@
 // GstCudaDiffFilter: the base class of every gst-cudadiff video filter.
 //
-// It owns the `backend` and `device-id` properties, the core Context (CUDA
-// stream) from start to stop, device frames allocated once per negotiated
-// caps, the upload of each input and the download of each output, pinned
-// buffer pools offered upstream and used downstream, and error reporting. A
-// subclass maps caps and properties to one core operation: it fills the class
-// vfuncs below and, where its output caps differ from the input's, overrides
-// GstBaseTransform's transform_caps/fixate_caps.
+// It owns the `backend`, `device-id` and `frame-overlap` properties, the core
+// Context (in the pipeline's shared CUDA context) from start to stop, device
+// frames allocated once per negotiated caps, the memory each side of the
+// element negotiated (system memory, or video/x-raw(memory:CUDAMemory) where
+// the neighbour offers it: gstcudadiffcudamem.h), the upload of host input
+// and the download of host output, buffer pools (pinned or CUDA) offered
+// upstream and used downstream, the ordering of GPU work between elements,
+// and error reporting. A subclass maps caps and properties to one core
+// operation: it fills the class vfuncs below and, where its output formats
+// differ from the input's, `transform_format_caps`.
+//
+// Frames per memory kind, CUDA backend (process-type filters):
+//   CUDA in, CUDA out       the kernels read and write GStreamer's CUDA memory
+//                           in place; no copy, no wait between our elements
+//   system in, CUDA out     one upload into a device frame
+//   CUDA in, system out     one download, waited for before the push
+//   system in, system out   upload, kernels, download; with frame-overlap the
+//                           upload of frame N+1 runs while frame N is
+//                           processed and downloaded, frame N leaving when
+//                           N+1 arrives
 #pragma once
 
 #include <gst/gst.h>
@@ -32,8 +45,9 @@ struct _GstCudaDiffFilterClass {
   void (*setup)(GstCudaDiffFilter *filter, const GstVideoInfo *in_info,
                 const GstVideoInfo *out_info, const cudadiff::Context &ctx);
   // Processes one frame. With the CUDA backend `in` and `out` are device
-  // frames (work is queued on the context's stream; the base class waits),
-  // with the CPU backend the mapped buffers. Throws cudadiff::Error.
+  // frames (work is queued on the context's stream; the base class orders
+  // and waits), with the CPU backend the mapped buffers. Throws
+  // cudadiff::Error.
   void (*process)(GstCudaDiffFilter *filter, const cudadiff::FrameView &in,
                   const cudadiff::FrameView &out);
   // Drops the operation (caps change, stop). Must not throw.
@@ -43,19 +57,38 @@ struct _GstCudaDiffFilterClass {
 
   // In-place filters (optional, instead of `process`): modify the frame where
   // it is, so the output buffer is the input buffer. `frame` is the mapped
-  // buffer (host memory) with every backend: the operation moves to the
-  // device and back only what it needs, on the context's stream, and the base
-  // class waits once. Such a subclass leaves `process` NULL and calls
-  // gst_base_transform_set_in_place(TRUE) in its instance init; no device
-  // frames are allocated for it. Never called in passthrough. Throws
-  // cudadiff::Error.
-  void (*process_ip)(GstCudaDiffFilter *filter, const cudadiff::FrameView &frame);
+  // buffer: device memory when `on_device` (CUDA memory caps: the work is
+  // queued on the context's stream), else host memory with every backend
+  // (the operation moves to the device and back only what it needs, on the
+  // context's stream, and the base class waits once). Such a subclass leaves
+  // `process` NULL and calls gst_base_transform_set_in_place(TRUE) in its
+  // instance init; no device frames are allocated for it. Never called in
+  // passthrough. Throws cudadiff::Error.
+  void (*process_ip)(GstCudaDiffFilter *filter, const cudadiff::FrameView &frame,
+                     gboolean on_device);
+
+  // The formats of the other side (optional; NULL: the same formats).
+  // `caps` is system-memory caps; the result too: the base class adds the
+  // memory kinds. Same contract as GstBaseTransform::transform_caps.
+  GstCaps *(*transform_format_caps)(GstBaseTransform *trans, GstPadDirection direction,
+                                    GstCaps *caps, GstCaps *filter);
+
+  // A frame's results are on the host (optional): called after the base
+  // class waited for the frame, before it is pushed, in frame order, with
+  // its timestamp. Frames that stay on the GPU (CUDA memory between our
+  // elements) are not waited for: they get this call at the next frame when
+  // their work has finished by then, unless process() asked for a wait with
+  // gst_cudadiff_filter_need_host_results().
+  void (*finish_frame)(GstCudaDiffFilter *filter, GstClockTime pts);
 
   // Set in class_init by filters that compare a frame with the previous one:
   // then the device input frame of one process() call stays valid and
-  // unmodified during the next call (two input frames alternate), and input
-  // is always uploaded (no zero-copy of mapped memory on integrated GPUs).
+  // unmodified during the next call, and input is always uploaded (no
+  // zero-copy of mapped memory on integrated GPUs).
   gboolean keeps_previous_input;
+  // Set in class_init by filters whose results come back to the host with
+  // each frame (histograms, counts): their frames never overlap.
+  gboolean host_results;
 
   gpointer _reserved[GST_PADDING];
 };
@@ -64,10 +97,15 @@ struct _GstCudaDiffFilterClass {
 const cudadiff::Context *gst_cudadiff_filter_get_context(GstCudaDiffFilter *filter);
 // The backend in use after start.
 cudadiff::Backend gst_cudadiff_filter_get_backend(GstCudaDiffFilter *filter);
+// From process(): this frame's results must be on the host before it leaves
+// (the base class waits for it and calls finish_frame).
+void gst_cudadiff_filter_need_host_results(GstCudaDiffFilter *filter);
 // Caps of every format the core knows, restricted to `formats` (a
-// GST_VIDEO_CAPS_MAKE-style format list string such as "{ BGR, RGB }").
+// GST_VIDEO_CAPS_MAKE-style format list string such as "{ BGR, RGB }"), in
+// system memory.
 GstCaps *gst_cudadiff_filter_make_caps(const char *formats);
-// Adds "sink" and "src" always-pad templates with those format lists.
+// Adds "sink" and "src" always-pad templates with those format lists, in
+// CUDA memory (when built with it) and system memory.
 void gst_cudadiff_filter_add_pad_templates(GstElementClass *klass, const char *sink_formats,
                                            const char *src_formats);
 

@@ -11,14 +11,20 @@
  * keyframe brings another. It waits for a keyframe; a packet that fails its
  * checksum, is truncated, names impossible sizes or positions, or arrives out
  * of sequence is dropped with a warning (one per loss) and decoding resumes
- * at the next keyframe. Untimed input (a byte stream) gets the sender's
- * timestamps, shifted so that the first frame shown is at 0; every output
- * buffer carries the sender's timestamp as a GstReferenceTimestampMeta with
- * caps timestamp/x-cudadiff-sender.
+ * at the next keyframe. While it waits for a keyframe (it started without
+ * one, or it lost a packet) it asks upstream for one with a force-key-unit
+ * event (gst_video_decoder_request_sync_point()), which rtpbin turns into
+ * RTCP PLI/FIR for the sender, at most once per min-force-key-unit-interval
+ * (GstVideoDecoder's property, 300 ms by default here). Untimed input (a
+ * byte stream) gets the sender's timestamps, shifted so that the first frame
+ * shown is at 0; every output buffer carries the sender's timestamp as a
+ * GstReferenceTimestampMeta with caps timestamp/x-cudadiff-sender.
  *
  * ## Example launch line
  * |[
  * gst-launch-1.0 tcpclientsrc host=SERVER port=5000 ! cudadiffdec ! videoconvert ! autovideosink
+ * gst-launch-1.0 rtspsrc location=rtsp://SERVER:8554/cam ! rtpgstdepay ! cudadiffdec \
+ *     ! videoconvert ! autovideosink
  * ]|
  */
 #include "gstcudadiffdec.h"
@@ -33,6 +39,7 @@
 #include "cudadiff/codec2.h"
 #include "cudadiff/diff.h"
 #include "cudadiffstream.h"
+#include "gstcudadiffcudamem.h"
 #include "gstcudadifffilter.h"
 #include "gstcudadiffpinned.h"
 #include "gstcudadiffutils.h"
@@ -47,6 +54,11 @@ namespace codec2 = cudadiff::codec2;
 enum { PROP_0, PROP_STATS, PROP_FRAME_OVERLAP, PROP_BACKEND, PROP_DEVICE_ID };
 
 #define DEFAULT_FRAME_OVERLAP GST_CUDADIFF_FRAME_OVERLAP_NEVER
+// Of GstVideoDecoder's min-force-key-unit-interval (ns): a keyframe request
+// reaches the encoder through RTCP in one round trip, and the keyframe
+// comes back paced over part of a frame interval; requests closer than
+// this would only make more keyframes.
+#define DEFAULT_MIN_FORCE_KEY_UNIT_INTERVAL (300 * GST_MSECOND)
 
 #define SRC_FORMATS                                                                       \
   "{ BGR, RGB, BGRx, RGBx, xBGR, xRGB, BGRA, RGBA, ABGR, ARGB, GRAY8, I420, YV12, NV12, " \
@@ -85,6 +97,7 @@ class AdapterQueue final : public stream::ByteQueue {
 };
 
 struct DecState {
+  GstCudaDiffCudaShare share;  // the pipeline's CUDA context
   std::unique_ptr<cudadiff::Context> ctx;
   std::unique_ptr<diff::DiffDecoder> decoder;  // version 1
   // Version 2: the codec2 decoder, on the CPU (cpu_ctx) whatever the
@@ -224,7 +237,7 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
   self->stats = DecStats();
   GST_OBJECT_UNLOCK(self);
   DecState *st = self->state;
-  st->ctx = gst_cudadiff_open_context(GST_ELEMENT(self), backend, device_id);
+  st->ctx = gst_cudadiff_open_shared_context(GST_ELEMENT(self), backend, device_id, &st->share);
   try {
     st->cpu_ctx = cudadiff::Context::cpu();
     st->reader = std::make_unique<stream::Reader>();
@@ -257,6 +270,7 @@ static gboolean gst_cudadiff_dec_stop(GstVideoDecoder *decoder) {
   st->entries = std::vector<diff::SuperblockEntry>();
   st->ctx.reset();
   st->cpu_ctx.reset();
+  st->share.release();
   return TRUE;
 }
 
@@ -407,6 +421,11 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
       gst_video_colorimetry_from_string(&colorimetry, st->colorimetry.c_str()))
     out->info.colorimetry = colorimetry;
   st->out_colorimetry = st->colorimetry;
+  GST_OBJECT_LOCK(self);
+  const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id) &&
+                    st->share.gst_context() != nullptr;
+  GST_OBJECT_UNLOCK(self);
+  gst_cudadiff_output_state_prefer_cuda(GST_VIDEO_DECODER_SRC_PAD(self), out, cuda);
   gst_video_codec_state_unref(out);
   GST_INFO_OBJECT(
       self, "stream version %u: %s %ux%u at %u/%u fps on %s", h.version,
@@ -417,6 +436,20 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
     return false;
   }
   return true;
+}
+
+// A packet was dropped and the decoder waits for a keyframe (none yet, or a
+// loss): it asks upstream for one (a force-key-unit event, which rtpbin
+// turns into RTCP PLI/FIR; other sources ignore it). The base class sends
+// at most one per min-force-key-unit-interval of running time; untimed input
+// (a byte stream) is given the element's running time so that the limit
+// holds there too.
+static void request_keyframe(GstCudaDiffDec *self, GstVideoCodecFrame *frame) {
+  if (!GST_CLOCK_TIME_IS_VALID(frame->deadline))
+    frame->deadline = gst_element_get_current_running_time(GST_ELEMENT(self));
+  GST_DEBUG_OBJECT(self, "asking upstream for a keyframe");
+  gst_video_decoder_request_sync_point(GST_VIDEO_DECODER(self), frame,
+                                       static_cast<GstVideoDecoderRequestSyncPointFlags>(0));
 }
 
 // Decodes the packet into the reference. Returns false when the packet is
@@ -661,6 +694,7 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     GST_OBJECT_LOCK(self);
     self->stats.dropped_packets++;
     GST_OBJECT_UNLOCK(self);
+    if (!st->synced && ret == GST_FLOW_OK) request_keyframe(self, frame);
     const GstFlowReturn flushed = finish_pending(self);
     gst_video_decoder_release_frame(decoder, frame);
     return ret != GST_FLOW_OK ? ret : flushed;
@@ -677,8 +711,15 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   p.frame = frame;
   p.sender_pts = h.pts;
   p.sender_duration = h.duration;
+  // Version 1 into CUDA memory (the pipeline's context): the frame is
+  // written where it is, on the GPU; wait_frame() waits for it before it is
+  // pushed. Version 2 is decoded by the CPU core, which writes through host
+  // pointers: without the share the buffer is mapped on the host, and
+  // GStreamer uploads CUDA memory when it is next mapped on the device.
+  bool on_device = false;
   const gboolean mapped =
-      gst_video_frame_map(&p.out, &out_state->info, frame->output_buffer, GST_MAP_WRITE);
+      gst_cudadiff_frame_map(&p.out, &out_state->info, frame->output_buffer, GST_MAP_WRITE,
+                             st->decoder2 ? nullptr : &st->share, &on_device);
   gst_video_codec_state_unref(out_state);
   if (!mapped) {
     GST_ELEMENT_ERROR(self, STREAM, DECODE, ("cannot map the output buffer"), (nullptr));
@@ -708,11 +749,41 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
 }
 
 // Output buffers come from a pinned pool: downstream's when it is one of
-// ours, else a new one.
+// ours, else a new one; for CUDA memory caps a pool of the pipeline's CUDA
+// context.
 static gboolean gst_cudadiff_dec_decide_allocation(GstVideoDecoder *decoder, GstQuery *query) {
+  DecState *st = GST_CUDADIFF_DEC(decoder)->state;
   // One more buffer than downstream asks for: the frame in flight.
-  return gst_cudadiff_decide_pinned_allocation(GST_ELEMENT(decoder), query,
-                                               GST_CUDADIFF_DEC(decoder)->state->overlap ? 1 : 0);
+  const guint extra = st->overlap ? 1 : 0;
+  GstCaps *caps = nullptr;
+  gst_query_parse_allocation(query, &caps, nullptr);
+  if (gst_cudadiff_caps_are_cuda(caps)) {
+    bool orders = false;  // every frame is waited for before it leaves
+    return gst_cudadiff_decide_cuda_allocation(GST_ELEMENT(decoder), &st->share, query, extra,
+                                               &orders);
+  }
+  return gst_cudadiff_decide_pinned_allocation(GST_ELEMENT(decoder), query, extra);
+}
+
+static gboolean gst_cudadiff_dec_src_query(GstVideoDecoder *decoder, GstQuery *query) {
+  if (GST_CUDADIFF_DEC(decoder)->state->share.handle_query(GST_ELEMENT(decoder), query))
+    return TRUE;
+  return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->src_query(decoder, query);
+}
+
+static gboolean gst_cudadiff_dec_sink_query(GstVideoDecoder *decoder, GstQuery *query) {
+  if (GST_CUDADIFF_DEC(decoder)->state->share.handle_query(GST_ELEMENT(decoder), query))
+    return TRUE;
+  return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->sink_query(decoder, query);
+}
+
+static void gst_cudadiff_dec_set_context(GstElement *element, GstContext *context) {
+  auto *self = GST_CUDADIFF_DEC(element);
+  GST_OBJECT_LOCK(self);
+  const gint device_id = self->device_id;
+  GST_OBJECT_UNLOCK(self);
+  self->state->share.set_context(element, context, device_id);
+  GST_ELEMENT_CLASS(gst_cudadiff_dec_parent_class)->set_context(element, context);
 }
 
 static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
@@ -760,7 +831,7 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
   gst_element_class_add_pad_template(
       element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink_caps));
   gst_caps_unref(sink_caps);
-  GstCaps *src_caps = gst_cudadiff_filter_make_caps(SRC_FORMATS);
+  GstCaps *src_caps = gst_cudadiff_make_template_caps(SRC_FORMATS);
   gst_element_class_add_pad_template(
       element_class, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, src_caps));
   gst_caps_unref(src_caps);
@@ -779,6 +850,9 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
   decoder_class->parse = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_parse);
   decoder_class->handle_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_handle_frame);
   decoder_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_decide_allocation);
+  decoder_class->src_query = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_src_query);
+  decoder_class->sink_query = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_sink_query);
+  element_class->set_context = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_set_context);
 }
 
 static void gst_cudadiff_dec_init(GstCudaDiffDec *self) {
@@ -788,4 +862,8 @@ static void gst_cudadiff_dec_init(GstCudaDiffDec *self) {
   self->state = new DecState();
   // The parse vfunc splits the input into packets, whatever its buffers are.
   gst_video_decoder_set_packetized(GST_VIDEO_DECODER(self), FALSE);
+  // Keyframe requests (request_keyframe): at most one per interval; the
+  // base class's default, 0, would send one per dropped packet.
+  g_object_set(self, "min-force-key-unit-interval", guint64(DEFAULT_MIN_FORCE_KEY_UNIT_INTERVAL),
+               nullptr);
 }

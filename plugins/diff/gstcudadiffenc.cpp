@@ -41,6 +41,7 @@
 #include "cudadiff/codec2.h"
 #include "cudadiff/diff.h"
 #include "cudadiffstream.h"
+#include "gstcudadiffcudamem.h"
 #include "gstcudadifffilter.h"
 #include "gstcudadiffpinned.h"
 #include "gstcudadiffutils.h"
@@ -108,6 +109,7 @@ struct FrameResult {
 
 // Everything that lives from start (context) or set_format (codec) to stop.
 struct EncState {
+  GstCudaDiffCudaShare share;  // the pipeline's CUDA context
   std::unique_ptr<cudadiff::Context> ctx;
   // Version 1: keeps the reference (on the device for CUDA).
   std::unique_ptr<diff::DiffEncoder> encoder;
@@ -325,7 +327,7 @@ static gboolean gst_cudadiff_enc_start(GstVideoEncoder *encoder) {
   self->stats = EncStats();
   GST_OBJECT_UNLOCK(self);
   EncState *st = self->state;
-  st->ctx = gst_cudadiff_open_context(GST_ELEMENT(self), backend, device_id);
+  st->ctx = gst_cudadiff_open_shared_context(GST_ELEMENT(self), backend, device_id, &st->share);
   try {
     st->cpu_ctx = cudadiff::Context::cpu();
     st->writer = std::make_unique<stream::Writer>();
@@ -358,6 +360,7 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
   st->reference = cudadiff::HostBytes();
   st->ctx.reset();
   st->cpu_ctx.reset();
+  st->share.release();
   return TRUE;
 }
 
@@ -452,6 +455,7 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
     gst_caps_unref(allowed);
   }
   try {
+    st->ctx->activate();  // a version 1 encoder of the previous caps frees device memory
     st->drop_codec();
     try {
       configure_codec(st, v2, format, width, height, frame_bytes, zstd, level);
@@ -511,6 +515,8 @@ static gboolean gst_cudadiff_enc_sink_query(GstVideoEncoder *encoder, GstQuery *
     if (ret != GST_FLOW_OK && ret != GST_FLOW_ERROR) self->state->held_flow = ret;
     GST_VIDEO_ENCODER_STREAM_UNLOCK(encoder);
   }
+  if (GST_CUDADIFF_ENC(encoder)->state->share.handle_query(GST_ELEMENT(encoder), query))
+    return TRUE;
   return GST_VIDEO_ENCODER_CLASS(gst_cudadiff_enc_parent_class)->sink_query(encoder, query);
 }
 
@@ -719,14 +725,23 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   p.info.fps_n = GST_VIDEO_INFO_FPS_N(&st->input_state->info);
   p.info.fps_d = GST_VIDEO_INFO_FPS_D(&st->input_state->info);
 
-  if (!gst_video_frame_map(&p.vframe, &st->input_state->info, frame->input_buffer, GST_MAP_READ)) {
+  // Version 1: CUDA memory of the pipeline's context is read where it is
+  // (device pointers); the core orders its work after the producer's on the
+  // shared stream and waits before the frame is released. Version 2 is coded
+  // by the CPU core, which needs host pointers: without the share the frame
+  // is mapped on the host, and GStreamer copies CUDA memory down (a
+  // synchronous copy, ordered after the producer's work on the shared
+  // stream).
+  bool on_device = false;
+  if (!gst_cudadiff_frame_map(&p.vframe, &st->input_state->info, frame->input_buffer, GST_MAP_READ,
+                              st->encoder2 ? nullptr : &st->share, &on_device)) {
     GST_ELEMENT_ERROR(self, STREAM, ENCODE, ("cannot map the input frame"), (nullptr));
     gst_video_codec_frame_unref(frame);
     return GST_FLOW_ERROR;
   }
   try {
-    // The mapped frame as it is (pinned when upstream took our pool, any
-    // strides).
+    // The mapped frame as it is (pinned when upstream took our pool, or
+    // device memory for version 1; any strides).
     const cudadiff::FrameView input = gst_cudadiff_frame_view(&p.vframe);
     if (st->encoder2) {
       encode_v2(st, input, threshold, keyframe, &p.result);
@@ -766,11 +781,44 @@ static GstFlowReturn gst_cudadiff_enc_finish(GstVideoEncoder *encoder) {
 }
 
 // Upstream gets a pool of pinned buffers (with GstVideoMeta): it writes each
-// frame where the GPU copies from at full speed.
+// frame where the GPU copies from at full speed; for CUDA memory caps a pool
+// of the pipeline's CUDA context.
 static gboolean gst_cudadiff_enc_propose_allocation(GstVideoEncoder *encoder, GstQuery *query) {
-  (void)encoder;
+  GstCaps *caps = nullptr;
+  gst_query_parse_allocation(query, &caps, nullptr);
   // It may keep one input frame after handle_frame returns (frame-overlap).
+  if (gst_cudadiff_caps_are_cuda(caps))
+    return gst_cudadiff_propose_cuda_allocation(&GST_CUDADIFF_ENC(encoder)->state->share, query, 1);
   return gst_cudadiff_propose_pinned_allocation(query, 1);
+}
+
+// CUDA memory caps only where the element can use them (not with
+// backend=cpu, nor without a device).
+static GstCaps *gst_cudadiff_enc_getcaps(GstVideoEncoder *encoder, GstCaps *filter) {
+  auto *self = GST_CUDADIFF_ENC(encoder);
+  GST_OBJECT_LOCK(self);
+  const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id);
+  GST_OBJECT_UNLOCK(self);
+  GstCaps *caps = gst_video_encoder_proxy_getcaps(encoder, nullptr, filter);
+  if (cuda) return gst_cudadiff_caps_cuda_first(caps);
+  GstCaps *sys = gst_cudadiff_caps_without_cuda(caps);
+  gst_caps_unref(caps);
+  return sys;
+}
+
+static gboolean gst_cudadiff_enc_src_query(GstVideoEncoder *encoder, GstQuery *query) {
+  if (GST_CUDADIFF_ENC(encoder)->state->share.handle_query(GST_ELEMENT(encoder), query))
+    return TRUE;
+  return GST_VIDEO_ENCODER_CLASS(gst_cudadiff_enc_parent_class)->src_query(encoder, query);
+}
+
+static void gst_cudadiff_enc_set_context(GstElement *element, GstContext *context) {
+  auto *self = GST_CUDADIFF_ENC(element);
+  GST_OBJECT_LOCK(self);
+  const gint device_id = self->device_id;
+  GST_OBJECT_UNLOCK(self);
+  self->state->share.set_context(element, context, device_id);
+  GST_ELEMENT_CLASS(gst_cudadiff_enc_parent_class)->set_context(element, context);
 }
 
 static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
@@ -874,7 +922,7 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
                                    GST_PARAM_MUTABLE_READY)));
   gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID);
 
-  GstCaps *sink_caps = gst_cudadiff_filter_make_caps(SINK_FORMATS);
+  GstCaps *sink_caps = gst_cudadiff_make_template_caps(SINK_FORMATS);
   gst_element_class_add_pad_template(
       element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink_caps));
   gst_caps_unref(sink_caps);
@@ -897,6 +945,9 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
   encoder_class->finish = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_finish);
   encoder_class->sink_query = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_sink_query);
   encoder_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_propose_allocation);
+  encoder_class->getcaps = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_getcaps);
+  encoder_class->src_query = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_src_query);
+  element_class->set_context = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_set_context);
 
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_COMPRESSION, static_cast<GstPluginAPIFlags>(0));
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_FRAME_OVERLAP, static_cast<GstPluginAPIFlags>(0));

@@ -138,14 +138,15 @@ static void gst_cudadiff_binarize_process(GstCudaDiffFilter *filter, const cudad
   params.want_peaks = self->post_messages;
   GST_OBJECT_UNLOCK(self);
   self->frame_posts_message = params.want_peaks;
+  // A message per frame needs each frame's result on the host.
+  if (params.want_peaks) gst_cudadiff_filter_need_host_results(filter);
   self->op->process(in, out, params);
 }
 
-static void post_threshold_message(GstCudaDiffBinarize *self, GstBuffer *buffer,
+static void post_threshold_message(GstCudaDiffBinarize *self, GstClockTime pts,
                                    cudadiff::ThresholdMethod method,
                                    const cudadiff::BinarizeResult &r) {
   GstBaseTransform *trans = GST_BASE_TRANSFORM(self);
-  const GstClockTime pts = GST_BUFFER_PTS(buffer);
   GstClockTime stream_time = GST_CLOCK_TIME_NONE, running_time = GST_CLOCK_TIME_NONE;
   if (GST_CLOCK_TIME_IS_VALID(pts) && trans->segment.format == GST_FORMAT_TIME) {
     stream_time = gst_segment_to_stream_time(&trans->segment, GST_FORMAT_TIME, pts);
@@ -165,15 +166,13 @@ static void post_threshold_message(GstCudaDiffBinarize *self, GstBuffer *buffer,
   gst_element_post_message(GST_ELEMENT(self), gst_message_new_element(GST_OBJECT(self), s));
 }
 
-// The base class uploads, processes, downloads and synchronises; the
-// threshold (a few bytes that came back with the frame) is read afterwards.
-static GstFlowReturn gst_cudadiff_binarize_transform_frame(GstVideoFilter *filter,
-                                                           GstVideoFrame *inframe,
-                                                           GstVideoFrame *outframe) {
+// The threshold (a few bytes that came back with the frame) once the frame
+// is done: every frame in system memory or with post-messages; a frame that
+// stays on the GPU updates last-threshold when its work has finished by the
+// next frame.
+static void gst_cudadiff_binarize_finish_frame(GstCudaDiffFilter *filter, GstClockTime pts) {
   auto *self = GST_CUDADIFF_BINARIZE(filter);
-  const GstFlowReturn ret = GST_VIDEO_FILTER_CLASS(gst_cudadiff_binarize_parent_class)
-                                ->transform_frame(filter, inframe, outframe);
-  if (ret != GST_FLOW_OK || !self->op) return ret;
+  if (!self->op) return;
   const cudadiff::BinarizeResult r = self->op->result();
   GST_OBJECT_LOCK(self);
   self->last_threshold = r.threshold;
@@ -181,8 +180,8 @@ static GstFlowReturn gst_cudadiff_binarize_transform_frame(GstVideoFilter *filte
   GST_OBJECT_UNLOCK(self);
   GST_LOG_OBJECT(self, "threshold %d, peaks %d (%u) and %d (%u)", r.threshold, r.peak1,
                  r.peak1_count, r.peak2, r.peak2_count);
-  if (self->frame_posts_message) post_threshold_message(self, inframe->buffer, method, r);
-  return ret;
+  if (self->frame_posts_message) post_threshold_message(self, pts, method, r);
+  self->frame_posts_message = FALSE;
 }
 
 static void gst_cudadiff_binarize_set_property(GObject *object, guint prop_id, const GValue *value,
@@ -257,8 +256,6 @@ static void gst_cudadiff_binarize_get_property(GObject *object, guint prop_id, G
 static void gst_cudadiff_binarize_class_init(GstCudaDiffBinarizeClass *klass) {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
-  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS(klass);
-  GstVideoFilterClass *vfilter_class = GST_VIDEO_FILTER_CLASS(klass);
   GstCudaDiffFilterClass *filter_class = GST_CUDADIFF_FILTER_CLASS(klass);
 
   GST_DEBUG_CATEGORY_INIT(gst_cudadiff_binarize_debug, "cudabinarize", 0,
@@ -321,8 +318,11 @@ static void gst_cudadiff_binarize_class_init(GstCudaDiffBinarizeClass *klass) {
   g_object_class_install_property(
       gobject_class, PROP_LAST_THRESHOLD,
       g_param_spec_int("last-threshold", "Last threshold",
-                       "Threshold (gray level 0-255) applied to the last frame; -1 before the "
-                       "first frame. Read-only. Default: -1",
+                       "Threshold (gray level 0-255) of the last frame whose result reached "
+                       "the host: every frame with system-memory output or post-messages=true; "
+                       "with CUDA memory output (no wait per frame), a frame whose GPU work had "
+                       "finished when the next one came. -1 before the first frame. Read-only. "
+                       "Default: -1",
                        -1, 255, -1,
                        static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
 
@@ -333,8 +333,9 @@ static void gst_cudadiff_binarize_class_init(GstCudaDiffBinarizeClass *klass) {
       "on the GPU, or on the CPU without one; outputs GRAY8 or the input format",
       "gst-cudadiff developers");
 
-  trans_class->transform_caps = GST_DEBUG_FUNCPTR(gst_cudadiff_binarize_transform_caps);
-  vfilter_class->transform_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_binarize_transform_frame);
+  filter_class->transform_format_caps = GST_DEBUG_FUNCPTR(gst_cudadiff_binarize_transform_caps);
+  filter_class->finish_frame = gst_cudadiff_binarize_finish_frame;
+  filter_class->host_results = TRUE;
   filter_class->setup = gst_cudadiff_binarize_setup;
   filter_class->teardown = gst_cudadiff_binarize_teardown;
   filter_class->process = gst_cudadiff_binarize_process;

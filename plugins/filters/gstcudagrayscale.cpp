@@ -134,7 +134,6 @@ static void gst_cudadiff_grayscale_get_property(GObject *object, guint prop_id, 
 static void gst_cudadiff_grayscale_class_init(GstCudaDiffGrayscaleClass *klass) {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
-  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS(klass);
   GstCudaDiffFilterClass *filter_class = GST_CUDADIFF_FILTER_CLASS(klass);
 
   GST_DEBUG_CATEGORY_INIT(gst_cudadiff_grayscale_debug, "cudagrayscale", 0,
@@ -161,7 +160,7 @@ static void gst_cudadiff_grayscale_class_init(GstCudaDiffGrayscaleClass *klass) 
       "CPU without one; outputs GRAY8 or the input format",
       "gst-cudadiff developers");
 
-  trans_class->transform_caps = GST_DEBUG_FUNCPTR(gst_cudadiff_grayscale_transform_caps);
+  filter_class->transform_format_caps = GST_DEBUG_FUNCPTR(gst_cudadiff_grayscale_transform_caps);
   filter_class->setup = gst_cudadiff_grayscale_setup;
   filter_class->teardown = gst_cudadiff_grayscale_teardown;
   filter_class->process = gst_cudadiff_grayscale_process;

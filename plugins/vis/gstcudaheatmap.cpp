@@ -139,7 +139,6 @@ static void gst_cudadiff_heatmap_get_property(GObject *object, guint prop_id, GV
 static void gst_cudadiff_heatmap_class_init(GstCudaDiffHeatmapClass *klass) {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
-  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS(klass);
   GstCudaDiffFilterClass *filter_class = GST_CUDADIFF_FILTER_CLASS(klass);
 
   GST_DEBUG_CATEGORY_INIT(gst_cudadiff_heatmap_debug, "cudaheatmap", 0, "gst-cudadiff heat map");
@@ -185,7 +184,7 @@ static void gst_cudadiff_heatmap_class_init(GstCudaDiffHeatmapClass *klass) {
       "input format; GRAY8 input gives colour or GRAY8",
       "gst-cudadiff developers");
 
-  trans_class->transform_caps = GST_DEBUG_FUNCPTR(gst_cudadiff_vis_transform_caps);
+  filter_class->transform_format_caps = GST_DEBUG_FUNCPTR(gst_cudadiff_vis_transform_caps);
   filter_class->setup = gst_cudadiff_heatmap_setup;
   filter_class->teardown = gst_cudadiff_heatmap_teardown;
   filter_class->process = gst_cudadiff_heatmap_process;

@@ -124,16 +124,16 @@ static void gst_cudadiff_noisevis_process(GstCudaDiffFilter *filter, const cudad
     self->op->take_counts();
     self->interval_frames = 0;
     self->report_due = TRUE;
+    gst_cudadiff_filter_need_host_results(filter);
   }
 }
 
 // Posts the report of the interval the frame ends (its totals are valid now:
 // the base class has waited for the GPU).
-static void post_report(GstCudaDiffNoiseVis *self, GstVideoFrame *inframe) {
+static void post_report(GstCudaDiffNoiseVis *self, GstClockTime pts) {
   const cudadiff::NoiseCounts t = self->op->counts();
 
   GstBaseTransform *trans = GST_BASE_TRANSFORM(self);
-  const GstClockTime pts = GST_BUFFER_PTS(inframe->buffer);
   GstClockTime running_time = GST_CLOCK_TIME_NONE, stream_time = GST_CLOCK_TIME_NONE;
   if (GST_CLOCK_TIME_IS_VALID(pts) && trans->segment.format == GST_FORMAT_TIME) {
     running_time = gst_segment_to_running_time(&trans->segment, GST_FORMAT_TIME, pts);
@@ -160,21 +160,12 @@ static void post_report(GstCudaDiffNoiseVis *self, GstVideoFrame *inframe) {
   gst_element_post_message(GST_ELEMENT(self), gst_message_new_element(GST_OBJECT(self), s));
 }
 
-static GstFlowReturn gst_cudadiff_noisevis_transform_frame(GstVideoFilter *filter,
-                                                           GstVideoFrame *inframe,
-                                                           GstVideoFrame *outframe) {
+// A frame that ends an interval asked for its results (need_host_results):
+// the base class waited for it, so its totals are on the host.
+static void gst_cudadiff_noisevis_finish_frame(GstCudaDiffFilter *filter, GstClockTime pts) {
   auto *self = GST_CUDADIFF_NOISEVIS(filter);
-  self->counting_interval = 0;
+  if (self->report_due && self->op) post_report(self, pts);
   self->report_due = FALSE;
-  const GstFlowReturn ret = GST_VIDEO_FILTER_CLASS(gst_cudadiff_noisevis_parent_class)
-                                ->transform_frame(filter, inframe, outframe);
-  if (ret != GST_FLOW_OK) return ret;
-  if (self->counting_interval > 0 && self->op) {
-    if (self->report_due) post_report(self, inframe);
-  } else {
-    self->totals_interval = 0;  // counting off: the next interval starts afresh
-  }
-  return ret;
 }
 
 static void gst_cudadiff_noisevis_set_property(GObject *object, guint prop_id, const GValue *value,
@@ -238,8 +229,6 @@ static void gst_cudadiff_noisevis_finalize(GObject *object) {
 static void gst_cudadiff_noisevis_class_init(GstCudaDiffNoiseVisClass *klass) {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
-  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS(klass);
-  GstVideoFilterClass *video_filter_class = GST_VIDEO_FILTER_CLASS(klass);
   GstCudaDiffFilterClass *filter_class = GST_CUDADIFF_FILTER_CLASS(klass);
 
   GST_DEBUG_CATEGORY_INIT(gst_cudadiff_noisevis_debug, "cudanoisevis", 0,
@@ -302,8 +291,9 @@ static void gst_cudadiff_noisevis_class_init(GstCudaDiffNoiseVisClass *klass) {
       "changed pixels and bytes; on the GPU or on the CPU without one",
       "gst-cudadiff developers");
 
-  trans_class->transform_caps = GST_DEBUG_FUNCPTR(gst_cudadiff_vis_transform_caps);
-  video_filter_class->transform_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_noisevis_transform_frame);
+  filter_class->transform_format_caps = GST_DEBUG_FUNCPTR(gst_cudadiff_vis_transform_caps);
+  filter_class->finish_frame = gst_cudadiff_noisevis_finish_frame;
+  filter_class->host_results = TRUE;
   filter_class->setup = gst_cudadiff_noisevis_setup;
   filter_class->teardown = gst_cudadiff_noisevis_teardown;
   filter_class->process = gst_cudadiff_noisevis_process;

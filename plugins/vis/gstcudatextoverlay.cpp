@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cudadiff/overlay.h"
+#include "gstcudadiffcudamem.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_text_overlay_debug);
 #define GST_CAT_DEFAULT gst_cudadiff_text_overlay_debug
@@ -324,7 +325,8 @@ static void gst_cudadiff_text_overlay_teardown(GstCudaDiffFilter *filter) {
 }
 
 static void gst_cudadiff_text_overlay_process_ip(GstCudaDiffFilter *filter,
-                                                 const cudadiff::FrameView &frame) {
+                                                 const cudadiff::FrameView &frame,
+                                                 gboolean on_device) {
   auto *self = GST_CUDADIFF_TEXT_OVERLAY(filter);
   GST_OBJECT_LOCK(self);
   const Settings s = *self->settings;
@@ -355,7 +357,10 @@ static void gst_cudadiff_text_overlay_process_ip(GstCudaDiffFilter *filter,
                      " (%dx%d visible)",
                      p.width, p.height, p.x, p.y, p.visible.width(), p.visible.height());
   }
-  self->op->blend_host(frame);
+  if (on_device)
+    self->op->blend(frame);  // CUDA memory: in place on the GPU
+  else
+    self->op->blend_host(frame);
 }
 
 // Empty text: pass-through (no mapping, no copy). Upstream is asked to
@@ -598,7 +603,7 @@ static void gst_cudadiff_text_overlay_class_init(GstCudaDiffTextOverlayClass *kl
                           "or its place, never per frame. Read-only. Default: 0",
                           0, G_MAXUINT64, 0, read_only));
 
-  GstCaps *caps = gst_cudadiff_filter_make_caps(FORMATS);
+  GstCaps *caps = gst_cudadiff_make_template_caps(FORMATS);
   gst_element_class_add_pad_template(
       element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, caps));
   gst_element_class_add_pad_template(

@@ -53,6 +53,17 @@ void read_frame(GstBuffer *buffer, const GstVideoInfo &info,
   gst_video_frame_unmap(&frame);
 }
 
+std::vector<std::string> split(const std::string &text, char separator) {
+  std::vector<std::string> parts;
+  size_t begin = 0;
+  for (;;) {
+    const size_t end = text.find(separator, begin);
+    parts.push_back(text.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
+    if (end == std::string::npos) return parts;
+    begin = end + 1;
+  }
+}
+
 bool have_cuda_device() {
   return cudadiff::device_count() > 0;
 }

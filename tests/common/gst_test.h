@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace gst_test {
 
@@ -35,6 +36,9 @@ void read_frame(GstBuffer *buffer, const GstVideoInfo &info,
 
 // TRUE when a CUDA device is usable (the core's view, no GStreamer).
 bool have_cuda_device();
+
+// `text` cut at each `separator`.
+std::vector<std::string> split(const std::string &text, char separator);
 
 // Runs `pipeline` (gst_parse_launch syntax) to EOS or ERROR within
 // `timeout_s`; returns the error message ("" on EOS) and, when `error_out`,

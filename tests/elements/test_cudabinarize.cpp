@@ -346,6 +346,9 @@ TEST(CudaBinarize, CapsNegotiation) {
 TEST(CudaBinarize, TransformCapsMapsFormats) {
   GstElement *el = gst_element_factory_make("cudabinarize", nullptr);
   GstBaseTransformClass *klass = GST_BASE_TRANSFORM_GET_CLASS(el);
+  // The formats in system memory (backend=cpu offers no memory:CUDAMemory;
+  // the CUDA memory variants are checked in tests/pipelines/test_cuda_memory).
+  gst_util_set_object_arg(G_OBJECT(el), "backend", "cpu");
   const auto mapped = [&](GstPadDirection dir, const char *in) {
     GstCaps *c = gst_caps_from_string(in);
     GstCaps *r = klass->transform_caps(GST_BASE_TRANSFORM(el), dir, c, nullptr);

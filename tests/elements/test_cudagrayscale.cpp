@@ -152,6 +152,9 @@ TEST(CudaGrayscale, CapsNegotiation) {
 TEST(CudaGrayscale, TransformCapsMapsFormats) {
   GstElement *el = gst_element_factory_make("cudagrayscale", nullptr);
   GstBaseTransformClass *klass = GST_BASE_TRANSFORM_GET_CLASS(el);
+  // The formats in system memory (backend=cpu offers no memory:CUDAMemory;
+  // the CUDA memory variants are checked in tests/pipelines/test_cuda_memory).
+  gst_util_set_object_arg(G_OBJECT(el), "backend", "cpu");
   GstCaps *bgr = gst_caps_from_string("video/x-raw,format=BGR,width=4,height=4");
   GstCaps *src = klass->transform_caps(GST_BASE_TRANSFORM(el), GST_PAD_SINK, bgr, nullptr);
   gchar *s = gst_caps_to_string(src);

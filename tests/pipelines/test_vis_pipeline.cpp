@@ -3,6 +3,7 @@
 // "no change" blue, later frames show the ball's movement; cudanoisevis posts
 // one report per stats-interval frames on the pipeline's bus, with fractions
 // that match a ball moving over a still background.
+#include <gst/video/video.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -20,15 +21,28 @@ struct HeatProbe {
 };
 
 // BGR at 320x240: counts pixels that are not (255, 0, 0) in B, G, R order.
-GstPadProbeReturn on_heat_buffer(GstPad *, GstPadProbeInfo *info, gpointer user_data) {
+// The frame is mapped with its caps and strides: between two GPU elements it
+// is CUDA memory, whose rows are padded.
+GstPadProbeReturn on_heat_buffer(GstPad *pad, GstPadProbeInfo *info, gpointer user_data) {
   auto *p = static_cast<HeatProbe *>(user_data);
   GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
-  GstMapInfo map;
-  if (!gst_buffer_map(buf, &map, GST_MAP_READ)) return GST_PAD_PROBE_OK;
+  GstCaps *caps = gst_pad_get_current_caps(pad);
+  GstVideoInfo vinfo;
+  const bool have_info = caps && gst_video_info_from_caps(&vinfo, caps);
+  if (caps) gst_caps_unref(caps);
+  GstVideoFrame frame;
+  if (!have_info || !gst_video_frame_map(&frame, &vinfo, buf, GST_MAP_READ)) {
+    ADD_FAILURE() << "cannot map the heat map's frame";
+    return GST_PAD_PROBE_OK;
+  }
   int not_blue = 0;
-  for (gsize i = 0; i + 2 < map.size && i < 320u * 240u * 3u; i += 3)
-    not_blue += !(map.data[i] == 255 && map.data[i + 1] == 0 && map.data[i + 2] == 0);
-  gst_buffer_unmap(buf, &map);
+  for (int y = 0; y < GST_VIDEO_FRAME_HEIGHT(&frame); ++y) {
+    const guint8 *row = static_cast<const guint8 *>(GST_VIDEO_FRAME_PLANE_DATA(&frame, 0)) +
+                        y * GST_VIDEO_FRAME_PLANE_STRIDE(&frame, 0);
+    for (int x = 0; x < GST_VIDEO_FRAME_WIDTH(&frame); ++x)
+      not_blue += !(row[3 * x] == 255 && row[3 * x + 1] == 0 && row[3 * x + 2] == 0);
+  }
+  gst_video_frame_unmap(&frame);
   if (p->buffers.fetch_add(1) == 0)
     p->first_not_blue = not_blue;
   else

@@ -105,6 +105,9 @@ class DiffEncoder {
   // The element's path: `frame` is in host memory (pinned for speed, any
   // strides). The CUDA backend uploads it in slices and compares each slice
   // while the next one crosses the bus; the CPU backend is keyframe()/delta().
+  // The CUDA backend also takes a frame in device memory here (a
+  // device-resident pipeline): copied on the context's stream, so ordered
+  // after the work that the context's stream queued to write it.
   virtual void keyframe_host(const FrameView &frame, HostBytes &body) { keyframe(frame, body); }
   virtual DeltaSummary delta_host(const FrameView &frame, int threshold, ValueMode mode,
                                   HostBytes &body) {

@@ -47,15 +47,37 @@ struct DeviceInfo {
 int device_count(std::string *why = nullptr);
 // Throws Error for an invalid id.
 DeviceInfo device_info(int device_id);
-// Binds `device_id` to the calling thread (cudaSetDevice). Throws on failure.
+// Binds `device_id` to the calling thread (cudaSetDevice: the device's
+// primary context becomes current). Throws on failure.
 void set_device(int device_id);
+
+// The primary context of `device_id` (the CUDA runtime's own, which
+// set_device() binds), as a raw CUcontext, initialised if needed; it lives
+// until the process ends. Throws Error.
+void *primary_context(int device_id);
+// The driver context current on the calling thread (a CUcontext), or
+// nullptr. Never throws.
+void *current_driver_context();
+// True when `ptr` points into device memory (cudaMalloc, cuMemAlloc: a
+// GStreamer CUDA buffer), false for host memory of any kind. Never throws.
+bool is_device_memory(const void *ptr);
 
 enum class Backend { Cpu, Cuda };
 const char *backend_name(Backend b);
 
 class Stream {
  public:
-  explicit Stream(int device_id);  // creates a non-blocking stream on the device
+  // Creates a stream on the device: in the driver context current on the
+  // calling thread when that context is on `device_id` (a shared context the
+  // caller made current, see ContextScope), else in the device's primary
+  // context (set_device). Non-blocking unless `blocking`: a blocking stream
+  // is ordered with the legacy default stream, where other libraries queue
+  // their synchronous copies (GStreamer's CUDA memory does).
+  explicit Stream(int device_id, bool blocking = false);
+  // A stream that someone else made and destroys (a raw cudaStream_t /
+  // CUstream on `device_id`, e.g. GStreamer's GstCudaStream): not destroyed
+  // here.
+  static std::shared_ptr<Stream> borrow(int device_id, void *handle);
   ~Stream();
   Stream(const Stream &) = delete;
   Stream &operator=(const Stream &) = delete;
@@ -64,8 +86,10 @@ class Stream {
   int device() const { return device_; }
 
  private:
+  Stream() = default;
   void *handle_ = nullptr;
-  int device_;
+  int device_ = -1;
+  bool owned_ = true;
 };
 
 // Device memory (cudaMalloc). Empty when default-constructed.
@@ -139,23 +163,39 @@ class HostBytes {
 void *host_alloc(size_t bytes, bool *pinned);
 void host_free(void *ptr, bool pinned);
 
-// Where an operation runs: the backend, and for CUDA the device and the
-// element's stream. One per element instance; operations keep a reference.
+// Where an operation runs: the backend, and for CUDA the device, the driver
+// context and the stream. One per element instance; operations keep a
+// reference.
 class Context {
  public:
   static std::unique_ptr<Context> cpu();
-  // Throws Error when the device is unusable.
+  // The device's primary context (the CUDA runtime's), on a stream of its
+  // own. Throws Error when the device is unusable.
   static std::unique_ptr<Context> cuda(int device_id);
+  // A driver context made and kept alive by someone else (a raw CUcontext:
+  // the one a GStreamer pipeline shares, or a device's primary context); it
+  // must outlive this Context and everything made with it. On `stream` when
+  // given (made in that driver context and shared by several Contexts, whose
+  // work is then ordered among them), else on a stream of its own. Throws
+  // Error.
+  static std::unique_ptr<Context> cuda_in(int device_id, void *driver_context,
+                                          std::shared_ptr<Stream> stream = nullptr);
   ~Context();
 
   Backend backend() const { return backend_; }
   bool is_cuda() const { return backend_ == Backend::Cuda; }
   int gpu_id() const { return device_id_; }
   const DeviceInfo &gpu() const { return device_info_; }
-  // Binds the device to the calling thread; call at the top of every entry
-  // point that may run on a new thread (GStreamer calls from several).
+  // The driver context of cuda_in(), nullptr for cuda() and cpu().
+  void *driver_context() const { return driver_context_; }
+  // Makes the context current on the calling thread; call at the top of
+  // every entry point that may run on a new thread (GStreamer calls from
+  // several). cuda(): binds the device (set_device). cuda_in(): makes its
+  // driver context current unless it is already, replacing the thread's
+  // current one (as set_device does); ContextScope restores it afterwards.
   void activate() const;
   Stream &stream() const { return *stream_; }
+  const std::shared_ptr<Stream> &shared_stream() const { return stream_; }
   void *stream_handle() const { return stream_ ? stream_->handle() : nullptr; }
   void synchronize() const;
 
@@ -164,7 +204,47 @@ class Context {
   Backend backend_ = Backend::Cpu;
   int device_id_ = -1;
   DeviceInfo device_info_;
-  std::unique_ptr<Stream> stream_;
+  void *driver_context_ = nullptr;
+  std::shared_ptr<Stream> stream_;
+};
+
+// Makes a context current for a scope and leaves the thread as it was after:
+// a driver context (cuda_in(), or a raw CUcontext) is pushed onto the
+// thread's context stack and popped at the end; cuda() binds the device as
+// activate() does (nothing to undo); the CPU and nullptr do nothing. Throws
+// Error when the push fails.
+class ContextScope {
+ public:
+  explicit ContextScope(const Context *ctx);
+  explicit ContextScope(void *driver_context) { push(driver_context); }
+  ~ContextScope();
+  ContextScope(const ContextScope &) = delete;
+  ContextScope &operator=(const ContextScope &) = delete;
+
+ private:
+  void push(void *driver_context);
+  bool pushed_ = false;
+};
+
+// A CUDA event (no timing) made in the context current on the thread: marks
+// a point of a stream that the host or another stream can wait for.
+class StreamEvent {
+ public:
+  StreamEvent();
+  ~StreamEvent();
+  StreamEvent(const StreamEvent &) = delete;
+  StreamEvent &operator=(const StreamEvent &) = delete;
+  void record(const Context &ctx);    // at the current end of ctx's stream
+  void record(const Stream &stream);  // at the current end of `stream`
+  // Work queued on `stream` from now on waits for the marked work (nothing
+  // to wait for when never recorded).
+  void make_wait(const Stream &stream) const;
+  bool done() const;         // without waiting: the marked work has finished
+  void synchronize() const;  // waits on the host
+  void *handle() const { return event_; }
+
+ private:
+  void *event_ = nullptr;
 };
 
 // A view of a frame stored with no padding at `base`: planes one after the
@@ -190,10 +270,16 @@ class DeviceFrame {
 };
 
 // Asynchronous copies between views of the same format and size, plane by
-// plane (cudaMemcpy2DAsync honours both sides' strides).
+// plane (cudaMemcpy2DAsync honours both sides' strides), on the context's
+// stream. The direction follows from the pointers (unified addressing), so
+// a "host" side may also be device memory (a frame that is already on the
+// GPU): the names say what the callers usually pass.
 void copy_to_device(const FrameView &host, const FrameView &device, const Context &ctx);
 void copy_to_host(const FrameView &device, const FrameView &host, const Context &ctx);
 void copy_device_to_device(const FrameView &src, const FrameView &dst, const Context &ctx);
+// The same on another stream of the context (an upload or download stream
+// beside the context's own).
+void copy_frame_async(const FrameView &src, const FrameView &dst, const Stream &stream);
 // Raw asynchronous copy on the context's stream; the direction follows from
 // the pointers (unified addressing).
 void copy_bytes_async(void *dst, const void *src, size_t bytes, const Context &ctx);

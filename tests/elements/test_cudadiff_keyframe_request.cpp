@@ -1,0 +1,125 @@
+// cudadiffdec asks upstream for a keyframe (an upstream force-key-unit
+// event) when it has to wait for one: it started with deltas, or it lost a
+// packet. At most one event per min-force-key-unit-interval of running time
+// (GstVideoDecoder's property; cudadiffdec's default is 300 ms), timed
+// input or not; none while it decodes.
+#include <gst/check/gstharness.h>
+#include <gst/video/video.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cudadiff_util.h"
+
+using namespace diff_test;
+
+namespace {
+
+// Packets of `frames` frames at 30 fps (frame i at i/30 s), stream header left out.
+std::vector<GstBuffer *> packets(int frames, const char *props, GstCaps **caps) {
+  GstHarness *enc = gst_harness_new_parse((std::string("cudadiffenc ") + props).c_str());
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 32, 16).c_str());
+  const GstVideoInfo info = video_info("GRAY8", 32, 16);
+  std::vector<GstBuffer *> out;
+  for (int t = 0; t < frames; ++t) {
+    EXPECT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 32, 16, t, 7), t)),
+              GST_FLOW_OK);
+    while (GstBuffer *b = gst_harness_try_pull(enc)) {
+      if (GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER))
+        gst_buffer_unref(b);
+      else
+        out.push_back(b);
+    }
+  }
+  *caps = gst_pad_get_current_caps(enc->sinkpad);
+  gst_harness_teardown(enc);
+  return out;
+}
+
+// Upstream force-key-unit events the decoder sent since the last call.
+int keyframe_requests(GstHarness *h) {
+  int n = 0;
+  while (GstEvent *e = gst_harness_try_pull_upstream_event(h)) {
+    if (gst_video_event_is_force_key_unit(e)) {
+      gboolean all_headers = TRUE;
+      EXPECT_TRUE(gst_video_event_parse_upstream_force_key_unit(e, nullptr, &all_headers, nullptr));
+      ++n;
+    }
+    gst_event_unref(e);
+  }
+  return n;
+}
+
+GstHarness *decoder(GstCaps *caps, guint64 interval_ns) {
+  GstHarness *h = gst_harness_new("cudadiffdec");
+  g_object_set(h->element, "min-force-key-unit-interval", interval_ns, nullptr);
+  gst_harness_set_src_caps(h, gst_caps_ref(caps));
+  while (GstEvent *e = gst_harness_try_pull_upstream_event(h)) gst_event_unref(e);
+  return h;
+}
+
+void push(GstHarness *h, GstBuffer *packet, bool timed = true) {
+  GstBuffer *b = gst_buffer_copy(packet);
+  if (!timed) GST_BUFFER_PTS(b) = GST_BUFFER_DURATION(b) = GST_CLOCK_TIME_NONE;
+  ASSERT_EQ(gst_harness_push(h, b), GST_FLOW_OK);
+  while (GstBuffer *out = gst_harness_try_pull(h)) gst_buffer_unref(out);
+}
+
+}  // namespace
+
+TEST(CudaDiffKeyframeRequest, DefaultInterval) {
+  GstElement *dec = gst_element_factory_make("cudadiffdec", nullptr);
+  guint64 interval = 0;
+  g_object_get(dec, "min-force-key-unit-interval", &interval, nullptr);
+  EXPECT_EQ(interval, 300 * GST_MSECOND);
+  gst_object_unref(dec);
+}
+
+// Deltas first (a client joining late), then keyframe 12, then a lost delta.
+TEST(CudaDiffKeyframeRequest, AtStartAndAfterALossRateLimited) {
+  GstCaps *caps = nullptr;
+  std::vector<GstBuffer *> p = packets(24, "keyframe-interval=12", &caps);
+  ASSERT_EQ(p.size(), 24u);
+  GstHarness *h = decoder(caps, 250 * GST_MSECOND);
+  // Deltas 1..11 (33 ms .. 367 ms): a request at the first, the next one at
+  // least 250 ms later (delta 9, 300 ms), then none.
+  for (int i = 1; i <= 8; ++i) push(h, p[size_t(i)]);
+  EXPECT_EQ(keyframe_requests(h), 1) << "one request for deltas 1..8";
+  for (int i = 9; i <= 11; ++i) push(h, p[size_t(i)]);
+  EXPECT_EQ(keyframe_requests(h), 1) << "one more 250 ms later";
+  // Keyframe 12 and deltas: decoded, no request.
+  for (int i = 12; i <= 15; ++i) push(h, p[size_t(i)]);
+  EXPECT_EQ(keyframe_requests(h), 0);
+  // Delta 16 is lost: 17 shows the gap, a request at once (the last was
+  // 267 ms of stream time ago), none for 18.
+  push(h, p[17]);
+  EXPECT_EQ(keyframe_requests(h), 1) << "a loss asks for a keyframe";
+  push(h, p[18]);
+  EXPECT_EQ(keyframe_requests(h), 0);
+  GstStructure *stats = stats_of(h->element);
+  EXPECT_EQ(stat(stats, "keyframes"), 1u);
+  EXPECT_EQ(stat(stats, "frames-out"), 4u);
+  gst_structure_free(stats);
+  gst_harness_teardown(h);
+  for (GstBuffer *b : p) gst_buffer_unref(b);
+  gst_caps_unref(caps);
+}
+
+// A byte stream without timestamps (tcpclientsrc): the limit holds by the
+// element's running time, so deltas in quick succession make one request.
+TEST(CudaDiffKeyframeRequest, UntimedInputIsRateLimitedToo) {
+  GstCaps *caps = nullptr;
+  std::vector<GstBuffer *> p = packets(10, "keyframe-interval=0", &caps);
+  ASSERT_EQ(p.size(), 10u);
+  GstHarness *h = decoder(caps, 10 * GST_SECOND);
+  for (int i = 1; i < 10; ++i) push(h, p[size_t(i)], false);
+  EXPECT_EQ(keyframe_requests(h), 1);
+  // With no limit (0, GstVideoDecoder's own default) one per dropped packet.
+  g_object_set(h->element, "min-force-key-unit-interval", guint64(0), nullptr);
+  for (int i = 1; i < 10; ++i) push(h, p[size_t(i)], false);
+  EXPECT_EQ(keyframe_requests(h), 9);
+  gst_harness_teardown(h);
+  for (GstBuffer *b : p) gst_buffer_unref(b);
+  gst_caps_unref(caps);
+}

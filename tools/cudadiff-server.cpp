@@ -1,0 +1,200 @@
+// cudadiff-server: serves rtsp://HOST:PORT/cam, the difference stream of a
+// camera, a test pattern or a media file, to any number of clients through
+// one shared encoder. docs/streaming.md explains the options and the clients.
+//
+//   cudadiff-server [--source camera|test|FILE] [--port 8554] [--threshold 20] ...
+//   (cudadiff-server --help lists the options)
+#include <glib-unix.h>
+#include <gst/gst.h>
+
+#include <cstdio>
+#include <string>
+
+#include "cudadiffserver.h"
+
+#ifndef CUDADIFF_BUILD_PLUGIN_DIR
+#define CUDADIFF_BUILD_PLUGIN_DIR ""
+#endif
+
+namespace {
+
+struct Args {
+  gint port = 8554;
+  gchar *address = nullptr;
+  gchar *source = nullptr;
+  gchar *camera = nullptr;
+  gint width = 1280, height = 720, fps = 30;
+  gint threshold = -1;
+  gint keyframe_interval = -1;
+  gchar *compression = nullptr;
+  gchar *backend = nullptr;
+  gdouble simulate_loss = 0;
+  gdouble pace_rate = 200;
+  gint pace_burst = 65536;
+  gint retransmission_time = 2000;
+  gint rtcp_interval = 50;
+  gint stats_interval = 10;
+};
+
+GMainLoop *main_loop = nullptr;
+
+gboolean on_signal(gpointer) {
+  std::printf("stopping\n");
+  g_main_loop_quit(main_loop);
+  return G_SOURCE_REMOVE;
+}
+
+gboolean print_stats(gpointer data) {
+  auto *server = static_cast<cudadiff_server::Server *>(data);
+  const cudadiff_server::Stats s = server->stats();
+  std::printf(
+      "clients: %llu now, %llu so far; %llu plays; %llu keyframes; keyframe requests: "
+      "%llu (%llu for joins), %llu merged\n",
+      (unsigned long long)s.clients_now, (unsigned long long)s.clients_connected,
+      (unsigned long long)s.plays, (unsigned long long)s.keyframes,
+      (unsigned long long)s.keyframe_requests, (unsigned long long)s.join_keyframes,
+      (unsigned long long)s.keyframe_requests_merged);
+  const std::string error = server->error();
+  if (!error.empty()) std::printf("media error: %s\n", error.c_str());
+  std::fflush(stdout);
+  return G_SOURCE_CONTINUE;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  Args a;
+  const GOptionEntry entries[] = {
+      {"port", 'p', 0, G_OPTION_ARG_INT, &a.port, "RTSP port (default 8554; 0: any free port)",
+       "N"},
+      {"address", 'a', 0, G_OPTION_ARG_STRING, &a.address,
+       "Address to listen on (default 0.0.0.0: every interface)", "ADDR"},
+      {"source", 's', 0, G_OPTION_ARG_STRING, &a.source,
+       "camera, test (a moving test pattern), or the path of a media file (default test)", "SRC"},
+      {"device", 'd', 0, G_OPTION_ARG_STRING, &a.camera, "Camera device (default /dev/video0)",
+       "PATH"},
+      {"width", 'W', 0, G_OPTION_ARG_INT, &a.width, "Test pattern width (default 1280)", "W"},
+      {"height", 'H', 0, G_OPTION_ARG_INT, &a.height, "Test pattern height (default 720)", "H"},
+      {"fps", 'f', 0, G_OPTION_ARG_INT, &a.fps, "Test pattern frame rate (default 30)", "FPS"},
+      {"threshold", 't', 0, G_OPTION_ARG_INT, &a.threshold,
+       "cudadiffenc threshold (default: the element's, 20)", "T"},
+      {"keyframe-interval", 'k', 0, G_OPTION_ARG_INT, &a.keyframe_interval,
+       "cudadiffenc keyframe-interval in frames (default: the element's, 60)", "N"},
+      {"compression", 'c', 0, G_OPTION_ARG_STRING, &a.compression,
+       "cudadiffenc compression: zstd or none (default: the element's)", "C"},
+      {"backend", 'b', 0, G_OPTION_ARG_STRING, &a.backend,
+       "cudadiffenc backend: auto, cuda or cpu (default auto)", "B"},
+      {"simulate-loss", 'l', 0, G_OPTION_ARG_DOUBLE, &a.simulate_loss,
+       "Drop this fraction (0..1) of the outgoing RTP packets, retransmissions included, over "
+       "UDP and TCP alike (for tests and demos; default 0)",
+       "P"},
+      {"pace-rate", 0, 0, G_OPTION_ARG_DOUBLE, &a.pace_rate,
+       "Send RTP packets at most at this many Mbit/s, so that a large keyframe does not arrive "
+       "at a viewer faster than it can read it (default 200; 0: no pacing)",
+       "MBIT"},
+      {"pace-burst", 0, 0, G_OPTION_ARG_INT, &a.pace_burst,
+       "Bytes that may leave at once after a pause (default 65536)", "BYTES"},
+      {"retransmission-time", 0, 0, G_OPTION_ARG_INT, &a.retransmission_time,
+       "Milliseconds sent packets are kept for retransmission on a NACK; keep it at least the "
+       "viewers' latency (rtspsrc: 2000) (default 2000; 0: off)",
+       "MS"},
+      {"rtcp-interval", 0, 0, G_OPTION_ARG_INT, &a.rtcp_interval,
+       "Tell clients (RTCP-Interval in the PLAY response, which rtspsrc follows) to send RTCP, "
+       "hence retransmission and keyframe requests, this often in milliseconds (default 50; 0: "
+       "do not tell)",
+       "MS"},
+      {"stats-interval", 0, 0, G_OPTION_ARG_INT, &a.stats_interval,
+       "Print the client counts every this many seconds (default 10; 0: never)", "S"},
+      {nullptr, 0, 0, G_OPTION_ARG_NONE, nullptr, nullptr, nullptr},
+  };
+  GOptionContext *context = g_option_context_new(
+      "- serve the difference stream of cudadiffenc over RTSP (rtsp://HOST:PORT/cam)");
+  g_option_context_add_main_entries(context, entries, nullptr);
+  g_option_context_add_group(context, gst_init_get_option_group());
+  GError *err = nullptr;
+  if (!g_option_context_parse(context, &argc, &argv, &err)) {
+    std::fprintf(stderr, "%s\n", err->message);
+    return 2;
+  }
+  g_option_context_free(context);
+  gst_init(&argc, &argv);
+  if (a.port < 0 || a.port > 65535 || a.simulate_loss < 0 || a.simulate_loss > 1 ||
+      a.pace_burst < 0 || a.pace_rate < 0 || a.retransmission_time < 0 || a.width <= 0 ||
+      a.height <= 0 || a.fps <= 0 || a.rtcp_interval < 0) {
+    std::fprintf(stderr, "an option is out of range (see --help)\n");
+    return 2;
+  }
+  // Run from the build tree without GST_PLUGIN_PATH.
+  if (!gst_registry_find_feature(gst_registry_get(), "cudadiffenc", GST_TYPE_ELEMENT_FACTORY) &&
+      CUDADIFF_BUILD_PLUGIN_DIR[0])
+    gst_registry_scan_path(gst_registry_get(), CUDADIFF_BUILD_PLUGIN_DIR);
+  for (const char *needed : {"cudadiffenc", "rtpgstpay", "rtpbin", "udpsink"}) {
+    GstElementFactory *f = gst_element_factory_find(needed);
+    if (!f) {
+      std::fprintf(stderr,
+                   "element %s not found (cudadiffenc: set GST_PLUGIN_PATH to the plugin's "
+                   "directory; the others: gst-plugins-good)\n",
+                   needed);
+      return 1;
+    }
+    gst_object_unref(f);
+  }
+  if (a.simulate_loss > 0) {
+    GstElementFactory *f = gst_element_factory_find("netsim");
+    if (!f) {
+      std::fprintf(stderr, "--simulate-loss needs netsim (gst-plugins-bad)\n");
+      return 1;
+    }
+    gst_object_unref(f);
+  }
+
+  cudadiff_server::Options o;
+  const std::string source = a.source ? a.source : "test";
+  o.source = cudadiff_server::source_description(source, a.camera ? a.camera : "", a.width,
+                                                 a.height, a.fps);
+  o.address = a.address ? a.address : "0.0.0.0";
+  o.port = a.port;
+  if (a.threshold >= 0) o.encoder_properties += " threshold=" + std::to_string(a.threshold);
+  if (a.keyframe_interval >= 0)
+    o.encoder_properties += " keyframe-interval=" + std::to_string(a.keyframe_interval);
+  if (a.compression) o.encoder_properties += std::string(" compression=") + a.compression;
+  if (a.backend) o.encoder_properties += std::string(" backend=") + a.backend;
+  o.simulate_loss = a.simulate_loss;
+  o.pace_rate_mbit = a.pace_rate;
+  o.pace_burst_bytes = unsigned(a.pace_burst);
+  o.retransmission_ms = unsigned(a.retransmission_time);
+  o.rtcp_interval_ms = unsigned(a.rtcp_interval);
+
+  cudadiff_server::Server server(o);
+  std::string error;
+  if (!server.start(&error)) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return 1;
+  }
+  const std::string host = o.address == "0.0.0.0" ? "HOST" : o.address;
+  std::printf("serving %s\n", server.url(host).c_str());
+  std::printf("  media: %s ! videoconvert ! cudadiffenc%s ! rtpgstpay\n", o.source.c_str(),
+              o.encoder_properties.c_str());
+  if (o.simulate_loss > 0)
+    std::printf("  dropping %.2f %% of the outgoing RTP packets (retransmissions too)\n",
+                100.0 * o.simulate_loss);
+  std::printf(
+      "  watch it with:\n    gst-launch-1.0 rtspsrc location=%s ! rtpgstdepay ! "
+      "cudadiffdec ! videoconvert ! autovideosink\n",
+      server.url(host).c_str());
+  std::fflush(stdout);
+
+  main_loop = g_main_loop_new(nullptr, FALSE);
+  g_unix_signal_add(SIGINT, on_signal, nullptr);
+  g_unix_signal_add(SIGTERM, on_signal, nullptr);
+  if (a.stats_interval > 0) g_timeout_add_seconds(guint(a.stats_interval), print_stats, &server);
+  g_main_loop_run(main_loop);
+  server.stop();
+  g_main_loop_unref(main_loop);
+  const std::string media_error = server.error();
+  if (!media_error.empty()) {
+    std::fprintf(stderr, "media error: %s\n", media_error.c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,799 @@
+// The RTSP server of the difference stream (cudadiffserver.h says what it
+// serves). Pieces, in the order a packet meets them:
+//
+//   source ! queue ! videoconvert ! cudadiffenc name=enc ! pay0:(rtpgstpay ! capsfilter)
+//     ! rtpbin: [rtprtxsend] -> rtpsession -> [queue ! pacer ! netsim] -> UDP / TCP senders
+//
+// - pay0 is a bin: rtsp-server takes its "src" pad and finds the payloader in
+//   it. The capsfilter adds rtcp-fb-nack, rtcp-fb-nack-pli and rtcp-fb-ccm-fir
+//   to the RTP caps: the SDP then announces them and the clients' rtpbin sends
+//   NACK, PLI and FIR.
+// - retransmission: rtsp-server's own rtprtxsend (RTP/AVPF, rtx payload type
+//   in the SDP), told to keep every packet of retransmission_ms.
+// - pacer and simulated loss sit in the slot rtpbin offers after the session
+//   (the "RTP encoder", where SRTP would go), so that retransmissions are
+//   paced and dropped like the other packets. The pacer lets packets leave
+//   at most at a given rate after a short burst, so that a large frame (a
+//   keyframe) does not flood a receiver's socket buffer; it runs in its
+//   queue's thread, so neither the session nor the encoder waits for it.
+// - keyframes: a force-key-unit event for each client that starts playing;
+//   rtpbin makes one for each PLI/FIR; requests while one is pending are
+//   dropped (a probe on the encoder's output).
+#include "cudadiffserver.h"
+
+#include <gst/rtsp-server/rtsp-server.h>
+#include <gst/video/video.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+GST_DEBUG_CATEGORY_STATIC(cudadiff_server_debug);
+#define GST_CAT_DEFAULT cudadiff_server_debug
+
+namespace cudadiff_server {
+
+// ---------------------------------------------------------------------------
+// The pacer: an element private to the server (not in the plugin).
+
+namespace {
+
+// A token bucket: packets leave at most at `rate` bytes per second, after a
+// pause up to `burst` bytes at once, whatever their sizes. Retransmissions
+// share it.
+struct PacerState {
+  std::mutex mutex;  // guards everything below
+  std::condition_variable wake;
+  bool flushing = false;
+  double rate = 50e6;  // bytes per second
+  double burst = 65536;
+  double tokens = 0;   // bytes that may leave now
+  gint64 last_us = 0;  // when tokens were last refilled
+
+  void reset() {
+    flushing = false;
+    tokens = burst;
+    last_us = g_get_monotonic_time();
+  }
+  void refill(gint64 now) {
+    tokens = std::min(burst, tokens + double(now - last_us) * 1e-6 * rate);
+    last_us = now;
+  }
+};
+
+// Packets whose time comes within half a millisecond leave together.
+constexpr double kPacerSlackSeconds = 0.0005;
+
+}  // namespace
+
+struct CudaDiffPacer {
+  GstElement parent;
+  GstPad *sinkpad;
+  GstPad *srcpad;
+  PacerState *state;
+};
+struct CudaDiffPacerClass {
+  GstElementClass parent_class;
+};
+
+G_DEFINE_TYPE(CudaDiffPacer, cudadiff_pacer, GST_TYPE_ELEMENT)
+
+static GstStaticPadTemplate pacer_sink_template = GST_STATIC_PAD_TEMPLATE(
+    "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS("application/x-rtp"));
+static GstStaticPadTemplate pacer_src_template = GST_STATIC_PAD_TEMPLATE(
+    "src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS("application/x-rtp"));
+
+// Waits until the bucket holds `bytes` (less the slack); false when flushing.
+static bool pacer_take(PacerState *st, std::unique_lock<std::mutex> &lock, double bytes) {
+  for (;;) {
+    if (st->flushing) return false;
+    st->refill(g_get_monotonic_time());
+    const double missing = bytes - st->tokens - kPacerSlackSeconds * st->rate;
+    if (missing <= 0 || st->tokens >= st->burst) {  // (a packet larger than the bucket)
+      st->tokens -= bytes;
+      return true;
+    }
+    st->wake.wait_for(lock, std::chrono::microseconds(gint64(missing / st->rate * 1e6) + 1));
+  }
+}
+
+static GstFlowReturn pacer_chain_list(GstPad *, GstObject *parent, GstBufferList *list) {
+  auto *self = reinterpret_cast<CudaDiffPacer *>(parent);
+  PacerState *st = self->state;
+  const guint n = gst_buffer_list_length(list);
+  GstBufferList *batch = gst_buffer_list_new();
+  GstFlowReturn ret = GST_FLOW_OK;
+  for (guint i = 0; i < n; ++i) {
+    GstBuffer *buf = gst_buffer_list_get(list, i);
+    const double size = double(gst_buffer_get_size(buf));
+    std::unique_lock<std::mutex> lock(st->mutex);
+    st->refill(g_get_monotonic_time());
+    // Before waiting, what may leave already leaves.
+    if (st->tokens + kPacerSlackSeconds * st->rate < size && gst_buffer_list_length(batch) > 0) {
+      lock.unlock();
+      ret = gst_pad_push_list(self->srcpad, batch);
+      batch = gst_buffer_list_new();
+      if (ret != GST_FLOW_OK) break;
+      lock.lock();
+    }
+    if (!pacer_take(st, lock, size)) {
+      ret = GST_FLOW_FLUSHING;
+      break;
+    }
+    lock.unlock();
+    gst_buffer_list_add(batch, gst_buffer_ref(buf));
+  }
+  if (ret == GST_FLOW_OK && gst_buffer_list_length(batch) > 0)
+    ret = gst_pad_push_list(self->srcpad, batch);
+  else
+    gst_buffer_list_unref(batch);
+  gst_buffer_list_unref(list);
+  return ret;
+}
+
+static GstFlowReturn pacer_chain(GstPad *pad, GstObject *parent, GstBuffer *buf) {
+  GstBufferList *list = gst_buffer_list_new_sized(1);
+  gst_buffer_list_add(list, buf);
+  return pacer_chain_list(pad, parent, list);
+}
+
+static gboolean pacer_sink_event(GstPad *pad, GstObject *parent, GstEvent *event) {
+  PacerState *st = reinterpret_cast<CudaDiffPacer *>(parent)->state;
+  if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_START) {
+    std::lock_guard<std::mutex> lock(st->mutex);
+    st->flushing = true;
+    st->wake.notify_all();
+  } else if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
+    std::lock_guard<std::mutex> lock(st->mutex);
+    st->flushing = false;
+  }
+  return gst_pad_event_default(pad, parent, event);
+}
+
+static GstStateChangeReturn pacer_change_state(GstElement *element, GstStateChange transition) {
+  PacerState *st = reinterpret_cast<CudaDiffPacer *>(element)->state;
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY) {
+    // Wake a waiting chain before the pads are deactivated (they wait for it).
+    std::lock_guard<std::mutex> lock(st->mutex);
+    st->flushing = true;
+    st->wake.notify_all();
+  } else if (transition == GST_STATE_CHANGE_READY_TO_PAUSED) {
+    std::lock_guard<std::mutex> lock(st->mutex);
+    st->reset();
+  }
+  return GST_ELEMENT_CLASS(cudadiff_pacer_parent_class)->change_state(element, transition);
+}
+
+static void cudadiff_pacer_finalize(GObject *object) {
+  delete reinterpret_cast<CudaDiffPacer *>(object)->state;
+  G_OBJECT_CLASS(cudadiff_pacer_parent_class)->finalize(object);
+}
+
+static void cudadiff_pacer_class_init(CudaDiffPacerClass *klass) {
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
+  gobject_class->finalize = cudadiff_pacer_finalize;
+  element_class->change_state = pacer_change_state;
+  gst_element_class_add_static_pad_template(element_class, &pacer_sink_template);
+  gst_element_class_add_static_pad_template(element_class, &pacer_src_template);
+  gst_element_class_set_static_metadata(element_class, "RTP pacer", "Filter/Network/RTP",
+                                        "Spreads the packets of large frames over time",
+                                        "gst-cudadiff developers");
+}
+
+static void cudadiff_pacer_init(CudaDiffPacer *self) {
+  self->state = new PacerState();
+  self->sinkpad = gst_pad_new_from_static_template(&pacer_sink_template, "sink");
+  gst_pad_set_chain_function(self->sinkpad, pacer_chain);
+  gst_pad_set_chain_list_function(self->sinkpad, pacer_chain_list);
+  gst_pad_set_event_function(self->sinkpad, pacer_sink_event);
+  GST_PAD_SET_PROXY_CAPS(self->sinkpad);
+  GST_PAD_SET_PROXY_ALLOCATION(self->sinkpad);
+  gst_element_add_pad(GST_ELEMENT(self), self->sinkpad);
+  self->srcpad = gst_pad_new_from_static_template(&pacer_src_template, "src");
+  GST_PAD_SET_PROXY_CAPS(self->srcpad);
+  gst_element_add_pad(GST_ELEMENT(self), self->srcpad);
+}
+
+// ---------------------------------------------------------------------------
+// Media and factory.
+
+namespace {
+
+// What the server, its clients and its medias share. Their callbacks may
+// run after Server::stop() (a media finishing in rtsp-server's threads), so
+// each holds a reference.
+struct Shared {
+  Options options;
+  mutable std::mutex mutex;  // everything below
+  Stats stats;
+  std::string error;
+  gint64 keyframe_requested_us = 0;    // when a request went to the encoder; 0: none pending
+  std::vector<GstRTSPMedia *> medias;  // references, unprepared at stop
+
+  void set_error(const std::string &text) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (error.empty()) error = text;
+  }
+};
+
+using SharedPtr = std::shared_ptr<Shared>;
+
+Shared *shared_of(gpointer data) {
+  return static_cast<SharedPtr *>(data)->get();
+}
+gpointer new_ref(const SharedPtr &shared) {
+  return new SharedPtr(shared);
+}
+void delete_ref(gpointer data) {
+  delete static_cast<SharedPtr *>(data);
+}
+void delete_ref_closure(gpointer data, GClosure *) {
+  delete static_cast<SharedPtr *>(data);
+}
+
+}  // namespace
+
+struct Server::Impl {
+  SharedPtr shared = std::make_shared<Shared>();
+  GstRTSPServer *server = nullptr;
+  GstRTSPMediaFactory *factory = nullptr;
+  GMainContext *context = nullptr;
+  GMainLoop *loop = nullptr;
+  std::thread thread;
+  guint server_source = 0;
+  int bound_port = 0;
+  bool running = false;
+};
+
+namespace {
+
+// The media: rtpbin gets the pacer and the simulated loss after its session.
+struct CudaDiffMedia {
+  GstRTSPMedia parent;
+  double loss;
+  double pace_rate;   // bytes per second; 0: no pacing
+  double pace_burst;  // bytes
+  SharedPtr *shared;  // for its errors
+};
+struct CudaDiffMediaClass {
+  GstRTSPMediaClass parent_class;
+};
+
+}  // namespace
+
+G_DEFINE_TYPE(CudaDiffMedia, cudadiff_media, GST_TYPE_RTSP_MEDIA)
+
+// rtpbin's "RTP encoder" slot (where SRTP would go): after the session and
+// the retransmission sender, before the UDP and TCP senders, so that
+// retransmitted packets are paced and dropped like the others. The pads of
+// the element must be named rtp_sink_N / rtp_src_N.
+static GstElement *make_send_element(GstElement *, guint session, gpointer data) {
+  auto *media = static_cast<CudaDiffMedia *>(data);
+  GstElement *bin = gst_bin_new(nullptr);
+  GstElement *first = nullptr, *last = nullptr;
+  auto append = [&](GstElement *e) {
+    gst_bin_add(GST_BIN(bin), e);
+    if (last) gst_element_link(last, e);
+    if (!first) first = e;
+    last = e;
+  };
+  if (media->pace_rate > 0) {
+    // The queue's thread waits for the pacer; the session's does not.
+    GstElement *queue = gst_element_factory_make("queue", nullptr);
+    g_object_set(queue, "max-size-buffers", 0u, "max-size-time", guint64(0), "max-size-bytes",
+                 256u << 20, nullptr);
+    append(queue);
+    auto *pacer =
+        reinterpret_cast<CudaDiffPacer *>(g_object_new(cudadiff_pacer_get_type(), nullptr));
+    pacer->state->rate = media->pace_rate;
+    pacer->state->burst = media->pace_burst;
+    pacer->state->reset();
+    append(GST_ELEMENT(pacer));
+  }
+  if (media->loss > 0) {
+    GstElement *netsim = gst_element_factory_make("netsim", nullptr);
+    if (netsim) {
+      g_object_set(netsim, "drop-probability", float(media->loss), nullptr);
+      append(netsim);
+    } else if (media->shared) {
+      media->shared->get()->set_error("--simulate-loss needs netsim (gst-plugins-bad)");
+    }
+  }
+  if (!first) {
+    gst_object_unref(bin);
+    return nullptr;
+  }
+  GstPad *sink = gst_element_get_static_pad(first, "sink");
+  GstPad *src = gst_element_get_static_pad(last, "src");
+  gchar *sink_name = g_strdup_printf("rtp_sink_%u", session);
+  gchar *src_name = g_strdup_printf("rtp_src_%u", session);
+  gst_element_add_pad(bin, gst_ghost_pad_new(sink_name, sink));
+  gst_element_add_pad(bin, gst_ghost_pad_new(src_name, src));
+  g_free(sink_name);
+  g_free(src_name);
+  gst_object_unref(sink);
+  gst_object_unref(src);
+  return bin;
+}
+
+// rtsp-server's rtprtxsend keeps at most 100 packets (its default
+// max-size-packets), fewer than one keyframe: keep every packet of the
+// retransmission time instead.
+static void keep_packets_for_retransmission(GstElement *element) {
+  GstElementFactory *factory = gst_element_get_factory(element);
+  if (factory && g_strcmp0(GST_OBJECT_NAME(factory), "rtprtxsend") == 0)
+    g_object_set(element, "max-size-packets", 0u, nullptr);
+}
+
+static void on_rtpbin_element(GstBin *, GstBin *, GstElement *element, gpointer) {
+  keep_packets_for_retransmission(element);
+  if (!GST_IS_BIN(element)) return;
+  GstIterator *it = gst_bin_iterate_recurse(GST_BIN(element));
+  GValue item = G_VALUE_INIT;
+  while (gst_iterator_next(it, &item) == GST_ITERATOR_OK) {
+    keep_packets_for_retransmission(GST_ELEMENT(g_value_get_object(&item)));
+    g_value_reset(&item);
+  }
+  g_value_unset(&item);
+  gst_iterator_free(it);
+}
+
+static gboolean cudadiff_media_setup_rtpbin(GstRTSPMedia *media, GstElement *rtpbin) {
+  auto *self = reinterpret_cast<CudaDiffMedia *>(media);
+  auto *parent = GST_RTSP_MEDIA_CLASS(cudadiff_media_parent_class);
+  if (parent->setup_rtpbin && !parent->setup_rtpbin(media, rtpbin)) return FALSE;
+  g_signal_connect(rtpbin, "deep-element-added", G_CALLBACK(on_rtpbin_element), nullptr);
+  if (self->pace_rate > 0 || self->loss > 0)
+    g_signal_connect(rtpbin, "request-rtp-encoder", G_CALLBACK(make_send_element), self);
+  return TRUE;
+}
+
+static void cudadiff_media_finalize(GObject *object) {
+  delete reinterpret_cast<CudaDiffMedia *>(object)->shared;
+  G_OBJECT_CLASS(cudadiff_media_parent_class)->finalize(object);
+}
+
+static void cudadiff_media_class_init(CudaDiffMediaClass *klass) {
+  G_OBJECT_CLASS(klass)->finalize = cudadiff_media_finalize;
+  GST_RTSP_MEDIA_CLASS(klass)->setup_rtpbin = cudadiff_media_setup_rtpbin;
+}
+
+static void cudadiff_media_init(CudaDiffMedia *self) {
+  self->loss = 0;
+  self->pace_rate = 0;
+  self->pace_burst = 0;
+  self->shared = nullptr;
+}
+
+namespace {
+
+struct CudaDiffFactory {
+  GstRTSPMediaFactory parent;
+  SharedPtr *shared;
+};
+struct CudaDiffFactoryClass {
+  GstRTSPMediaFactoryClass parent_class;
+};
+
+}  // namespace
+
+G_DEFINE_TYPE(CudaDiffFactory, cudadiff_factory, GST_TYPE_RTSP_MEDIA_FACTORY)
+
+// Keyframe requests at the encoder (force-key-unit events from rtpbin, for
+// PLI/FIR, and the server's own for joining clients). One need makes many
+// requests (every client asks, and asks again while the keyframe is on its
+// way), and each keyframe goes to every client: a request is dropped while
+// another one is pending, that is until the next keyframe leaves the
+// encoder (at most one second, in case none comes).
+constexpr gint64 kPendingKeyframeUs = 1000000;
+
+static GstPadProbeReturn on_keyframe_request(GstPad *, GstPadProbeInfo *info, gpointer data) {
+  Shared *impl = shared_of(data);
+  GstEvent *event = GST_PAD_PROBE_INFO_EVENT(info);
+  if (!gst_video_event_is_force_key_unit(event)) return GST_PAD_PROBE_OK;
+  const gint64 now = g_get_monotonic_time();
+  std::lock_guard<std::mutex> lock(impl->mutex);
+  impl->stats.keyframe_requests++;
+  if (impl->keyframe_requested_us > 0 && now - impl->keyframe_requested_us < kPendingKeyframeUs) {
+    impl->stats.keyframe_requests_merged++;
+    return GST_PAD_PROBE_DROP;
+  }
+  impl->keyframe_requested_us = now;
+  return GST_PAD_PROBE_OK;
+}
+
+static GstPadProbeReturn on_encoded(GstPad *, GstPadProbeInfo *info, gpointer data) {
+  Shared *impl = shared_of(data);
+  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_HEADER) ||
+      GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT))
+    return GST_PAD_PROBE_OK;
+  std::lock_guard<std::mutex> lock(impl->mutex);
+  impl->keyframe_requested_us = 0;
+  impl->stats.keyframes++;
+  return GST_PAD_PROBE_OK;
+}
+
+// The media: source ! queue ! videoconvert ! cudadiffenc ! pay0, where pay0
+// is a bin of rtpgstpay and a capsfilter that adds the RTCP feedback the
+// server answers (NACK, PLI, FIR) to the caps, hence to the SDP.
+static GstElement *cudadiff_factory_create_element(GstRTSPMediaFactory *factory,
+                                                   const GstRTSPUrl *) {
+  const SharedPtr &shared = *reinterpret_cast<CudaDiffFactory *>(factory)->shared;
+  Shared *impl = shared.get();
+  const Options &o = impl->options;
+  const std::string description = o.source +
+                                  " ! queue max-size-buffers=4 ! videoconvert ! cudadiffenc "
+                                  "name=enc " +
+                                  o.encoder_properties;
+  GError *err = nullptr;
+  // (Unlinked pads are not ghosted: a decodebin's pads link later.)
+  GstElement *source = gst_parse_bin_from_description(description.c_str(), FALSE, &err);
+  if (!source) {
+    impl->set_error(std::string("media: ") + (err ? err->message : "cannot parse") + ": " +
+                    description);
+    g_clear_error(&err);
+    return nullptr;
+  }
+  g_clear_error(&err);
+  {
+    GstElement *enc = gst_bin_get_by_name(GST_BIN(source), "enc");
+    GstPad *enc_src = gst_element_get_static_pad(enc, "src");
+    gst_element_add_pad(source, gst_ghost_pad_new("src", enc_src));
+    gst_object_unref(enc_src);
+    gst_object_unref(enc);
+  }
+  GstElement *pay = gst_element_factory_make("rtpgstpay", "pay");
+  GstElement *feedback = gst_element_factory_make("capsfilter", nullptr);
+  if (!pay || !feedback) {
+    impl->set_error("media: rtpgstpay or capsfilter is missing (gst-plugins-good, -base)");
+    if (pay) gst_object_unref(pay);
+    if (feedback) gst_object_unref(feedback);
+    gst_object_unref(source);
+    return nullptr;
+  }
+  GstElement *top = gst_bin_new(nullptr);
+  GstElement *pay_bin = gst_bin_new("pay0");
+  GstCaps *caps = gst_caps_from_string(
+      "application/x-rtp, rtcp-fb-nack=(boolean)true, rtcp-fb-nack-pli=(boolean)true, "
+      "rtcp-fb-ccm-fir=(boolean)true");
+  g_object_set(feedback, "caps", caps, nullptr);
+  gst_caps_unref(caps);
+  gst_bin_add_many(GST_BIN(pay_bin), pay, feedback, nullptr);
+  gst_element_link(pay, feedback);
+  GstPad *pad = gst_element_get_static_pad(pay, "sink");
+  gst_element_add_pad(pay_bin, gst_ghost_pad_new("sink", pad));
+  gst_object_unref(pad);
+  pad = gst_element_get_static_pad(feedback, "src");
+  gst_element_add_pad(pay_bin, gst_ghost_pad_new("src", pad));
+  gst_object_unref(pad);
+  gst_bin_add_many(GST_BIN(top), source, pay_bin, nullptr);
+  if (!gst_element_link(source, pay_bin)) {
+    impl->set_error("media: the source does not link to cudadiffenc and rtpgstpay: " + description);
+    gst_object_unref(top);
+    return nullptr;
+  }
+  if (GstElement *enc = gst_bin_get_by_name(GST_BIN(top), "enc")) {
+    GstPad *src = gst_element_get_static_pad(enc, "src");
+    gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_EVENT_UPSTREAM, on_keyframe_request, new_ref(shared),
+                      delete_ref);
+    gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_BUFFER, on_encoded, new_ref(shared), delete_ref);
+    gst_object_unref(src);
+    gst_object_unref(enc);
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl->mutex);
+    impl->stats.medias++;
+  }
+  if (o.on_media) o.on_media(top);
+  return top;
+}
+
+static void cudadiff_factory_finalize(GObject *object);
+
+static void cudadiff_factory_class_init(CudaDiffFactoryClass *klass) {
+  G_OBJECT_CLASS(klass)->finalize = cudadiff_factory_finalize;
+  GST_RTSP_MEDIA_FACTORY_CLASS(klass)->create_element = cudadiff_factory_create_element;
+}
+
+static void cudadiff_factory_finalize(GObject *object) {
+  delete reinterpret_cast<CudaDiffFactory *>(object)->shared;
+  G_OBJECT_CLASS(cudadiff_factory_parent_class)->finalize(object);
+}
+
+static void cudadiff_factory_init(CudaDiffFactory *self) {
+  self->shared = nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// The server.
+
+namespace {
+
+// The media's settings, before it is prepared (setup_rtpbin comes later).
+// The first error of a media's pipeline is kept (Server::error()), as it is
+// posted: one that stops the media from starting (a camera that is not
+// there) is gone from the bus before rtsp-server's watch would see it.
+GstBusSyncReply record_error(GstBus *, GstMessage *message, gpointer data) {
+  if (GST_MESSAGE_TYPE(message) == GST_MESSAGE_ERROR) {
+    GError *err = nullptr;
+    gchar *debug = nullptr;
+    gst_message_parse_error(message, &err, &debug);
+    shared_of(data)->set_error(std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(message))) + ": " +
+                               err->message + (debug ? std::string(" (") + debug + ")" : ""));
+    g_clear_error(&err);
+    g_free(debug);
+  }
+  return GST_BUS_PASS;
+}
+
+// The media's network senders send each packet at once: the source is live
+// (a file is played in real time before the encoder), so waiting for the
+// clock there would only add the pipeline's latency.
+void unsync_sender(GstBin *, GstBin *, GstElement *element, gpointer) {
+  GstElementFactory *factory = gst_element_get_factory(element);
+  if (!factory) return;
+  const char *name = GST_OBJECT_NAME(factory);
+  if (g_strcmp0(name, "multiudpsink") == 0 || g_strcmp0(name, "appsink") == 0)
+    g_object_set(element, "sync", FALSE, nullptr);
+}
+
+void on_media_configure(GstRTSPMediaFactory *, GstRTSPMedia *media, gpointer data) {
+  Shared *impl = shared_of(data);
+  auto *m = reinterpret_cast<CudaDiffMedia *>(media);
+  m->loss = impl->options.simulate_loss;
+  m->pace_rate = impl->options.pace_rate_mbit * 1e6 / 8;
+  m->pace_burst = double(impl->options.pace_burst_bytes);
+  delete m->shared;
+  m->shared = new SharedPtr(*static_cast<SharedPtr *>(data));
+  {
+    // Medias that ended (every client left) are let go.
+    std::lock_guard<std::mutex> lock(impl->mutex);
+    auto &list = impl->medias;
+    for (auto it = list.begin(); it != list.end();) {
+      if (gst_rtsp_media_get_status(*it) == GST_RTSP_MEDIA_STATUS_UNPREPARED) {
+        g_object_unref(*it);
+        it = list.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    list.push_back(GST_RTSP_MEDIA(g_object_ref(media)));
+  }
+  GstElement *element = gst_rtsp_media_get_element(media);
+  if (GstObject *pipeline = gst_object_get_parent(GST_OBJECT(element))) {
+    g_signal_connect(pipeline, "deep-element-added", G_CALLBACK(unsync_sender), nullptr);
+    GstBus *bus = gst_element_get_bus(GST_ELEMENT(pipeline));
+    gst_bus_set_sync_handler(bus, record_error, new_ref(*static_cast<SharedPtr *>(data)),
+                             delete_ref);
+    gst_object_unref(bus);
+    gst_object_unref(pipeline);
+  }
+  gst_object_unref(element);
+}
+
+void on_play_request(GstRTSPClient *, GstRTSPContext *ctx, gpointer data) {
+  Shared *impl = shared_of(data);
+  {
+    std::lock_guard<std::mutex> lock(impl->mutex);
+    impl->stats.plays++;
+  }
+  if (!impl->options.keyframe_on_join || !ctx->media) return;
+  GstElement *element = gst_rtsp_media_get_element(ctx->media);
+  if (!element) return;
+  if (GstElement *enc = gst_bin_get_by_name(GST_BIN(element), "enc")) {
+    // all-headers: the stream header (colorimetry) goes out again before it.
+    GstEvent *event = gst_video_event_new_upstream_force_key_unit(GST_CLOCK_TIME_NONE, TRUE, 0);
+    GstPad *src = gst_element_get_static_pad(enc, "src");
+    {
+      std::lock_guard<std::mutex> lock(impl->mutex);
+      impl->stats.join_keyframes++;
+    }
+    gst_pad_send_event(src, event);
+    gst_object_unref(src);
+    gst_object_unref(enc);
+  }
+  gst_object_unref(element);
+}
+
+void on_client_closed(GstRTSPClient *, gpointer data) {
+  Shared *impl = shared_of(data);
+  std::lock_guard<std::mutex> lock(impl->mutex);
+  if (impl->stats.clients_now > 0) impl->stats.clients_now--;
+}
+
+// The PLAY response tells rtspsrc how often it may send RTCP (the
+// RTCP-Interval header sets its session's rtcp-min-interval): with RTP/AVPF
+// a receiver sends one early feedback packet (NACK, PLI) per regular RTCP
+// interval, which is 5 s by default, too rare for retransmissions to come in
+// time. Other clients ignore the header.
+void on_send_message(GstRTSPClient *, GstRTSPContext *ctx, GstRTSPMessage *message, gpointer data) {
+  Shared *impl = shared_of(data);
+  if (!ctx || ctx->method != GST_RTSP_PLAY || impl->options.rtcp_interval_ms == 0 ||
+      gst_rtsp_message_get_type(message) != GST_RTSP_MESSAGE_RESPONSE)
+    return;
+  gst_rtsp_message_add_header(message, GST_RTSP_HDR_RTCP_INTERVAL,
+                              std::to_string(impl->options.rtcp_interval_ms).c_str());
+}
+
+void connect_shared(gpointer instance, const char *signal, GCallback callback, gpointer data) {
+  g_signal_connect_data(instance, signal, callback, new_ref(*static_cast<SharedPtr *>(data)),
+                        delete_ref_closure, GConnectFlags(0));
+}
+
+void on_client_connected(GstRTSPServer *, GstRTSPClient *client, gpointer data) {
+  Shared *impl = shared_of(data);
+  {
+    std::lock_guard<std::mutex> lock(impl->mutex);
+    impl->stats.clients_connected++;
+    impl->stats.clients_now++;
+  }
+  connect_shared(client, "play-request", G_CALLBACK(on_play_request), data);
+  connect_shared(client, "closed", G_CALLBACK(on_client_closed), data);
+  connect_shared(client, "send-message", G_CALLBACK(on_send_message), data);
+}
+
+gboolean cleanup_sessions(gpointer data) {
+  auto *server = static_cast<GstRTSPServer *>(data);
+  GstRTSPSessionPool *pool = gst_rtsp_server_get_session_pool(server);
+  gst_rtsp_session_pool_cleanup(pool);
+  g_object_unref(pool);
+  return G_SOURCE_CONTINUE;
+}
+
+GstRTSPFilterResult remove_client(GstRTSPServer *, GstRTSPClient *, gpointer) {
+  return GST_RTSP_FILTER_REMOVE;
+}
+
+}  // namespace
+
+Server::Server(Options options) : impl_(new Impl) {
+  impl_->shared->options = std::move(options);
+}
+
+Server::~Server() {
+  stop();
+}
+
+bool Server::start(std::string *error) {
+  Impl *impl = impl_.get();
+  if (!cudadiff_server_debug)
+    GST_DEBUG_CATEGORY_INIT(cudadiff_server_debug, "cudadiff-server", 0, "cudadiff RTSP server");
+  if (impl->running) return true;
+  const Options &options = impl->shared->options;
+  impl->context = g_main_context_new();
+  impl->loop = g_main_loop_new(impl->context, FALSE);
+  impl->server = gst_rtsp_server_new();
+  gst_rtsp_server_set_address(impl->server, options.address.c_str());
+  const std::string service = std::to_string(options.port);
+  gst_rtsp_server_set_service(impl->server, service.c_str());
+
+  auto *factory =
+      static_cast<CudaDiffFactory *>(g_object_new(cudadiff_factory_get_type(), nullptr));
+  factory->shared = new SharedPtr(impl->shared);
+  impl->factory = GST_RTSP_MEDIA_FACTORY(factory);
+  gst_rtsp_media_factory_set_shared(impl->factory, TRUE);
+  gst_rtsp_media_factory_set_media_gtype(impl->factory, cudadiff_media_get_type());
+  // AVPF: early RTCP feedback (NACK, PLI) and the rtx payload type in the SDP.
+  gst_rtsp_media_factory_set_profiles(impl->factory, GST_RTSP_PROFILE_AVPF);
+  if (options.retransmission_ms > 0)
+    gst_rtsp_media_factory_set_retransmission_time(
+        impl->factory, GstClockTime(options.retransmission_ms) * GST_MSECOND);
+  gst_rtsp_media_factory_set_protocols(
+      impl->factory, GstRTSPLowerTrans(GST_RTSP_LOWER_TRANS_UDP | GST_RTSP_LOWER_TRANS_TCP));
+  gpointer ref = &impl->shared;  // connect_shared copies it
+  connect_shared(impl->factory, "media-configure", G_CALLBACK(on_media_configure), ref);
+  GstRTSPMountPoints *mounts = gst_rtsp_server_get_mount_points(impl->server);
+  gst_rtsp_mount_points_add_factory(mounts, options.mount.c_str(),
+                                    GST_RTSP_MEDIA_FACTORY(g_object_ref(impl->factory)));
+  g_object_unref(mounts);
+  connect_shared(impl->server, "client-connected", G_CALLBACK(on_client_connected), ref);
+
+  GError *err = nullptr;
+  GSource *source = gst_rtsp_server_create_source(impl->server, nullptr, &err);
+  if (!source) {
+    if (error)
+      *error = "cannot listen on " + options.address + ":" + service + ": " +
+               (err ? err->message : "unknown error");
+    g_clear_error(&err);
+    return false;
+  }
+  impl->server_source = g_source_attach(source, impl->context);
+  g_source_unref(source);
+  impl->bound_port = gst_rtsp_server_get_bound_port(impl->server);
+  GSource *timeout = g_timeout_source_new_seconds(2);
+  g_source_set_callback(timeout, cleanup_sessions, impl->server, nullptr);
+  g_source_attach(timeout, impl->context);
+  g_source_unref(timeout);
+  impl->running = true;
+  impl->thread = std::thread([impl] {
+    g_main_context_push_thread_default(impl->context);
+    g_main_loop_run(impl->loop);
+    g_main_context_pop_thread_default(impl->context);
+  });
+  return true;
+}
+
+void Server::stop() {
+  Impl *impl = impl_.get();
+  if (!impl->running) return;
+  impl->running = false;
+  // In the server's thread: close every client (their medias stop), then quit.
+  g_main_context_invoke(
+      impl->context,
+      [](gpointer data) -> gboolean {
+        auto *impl = static_cast<Impl *>(data);
+        GSource *s = g_main_context_find_source_by_id(impl->context, impl->server_source);
+        if (s) g_source_destroy(s);
+        gst_rtsp_server_client_filter(impl->server, remove_client, nullptr);
+        g_main_loop_quit(impl->loop);
+        return G_SOURCE_REMOVE;
+      },
+      impl);
+  impl->thread.join();
+  // Sources still pending (client removals) run to their end.
+  while (g_main_context_iteration(impl->context, FALSE)) {
+  }
+  // Every media stops now (rtsp-server would finish them in its own threads).
+  std::vector<GstRTSPMedia *> medias;
+  {
+    std::lock_guard<std::mutex> lock(impl->shared->mutex);
+    medias.swap(impl->shared->medias);
+  }
+  for (GstRTSPMedia *media : medias) {
+    if (gst_rtsp_media_get_status(media) != GST_RTSP_MEDIA_STATUS_UNPREPARED)
+      gst_rtsp_media_unprepare(media);
+    g_object_unref(media);
+  }
+  g_object_unref(impl->factory);
+  g_object_unref(impl->server);
+  g_main_loop_unref(impl->loop);
+  g_main_context_unref(impl->context);
+  impl->factory = nullptr;
+  impl->server = nullptr;
+}
+
+int Server::port() const {
+  return impl_->bound_port;
+}
+
+std::string Server::url(const std::string &host) const {
+  return "rtsp://" + host + ":" + std::to_string(impl_->bound_port) + impl_->shared->options.mount;
+}
+
+Stats Server::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->shared->mutex);
+  return impl_->shared->stats;
+}
+
+std::string Server::error() const {
+  std::lock_guard<std::mutex> lock(impl_->shared->mutex);
+  return impl_->shared->error;
+}
+
+std::string source_description(const std::string &source, const std::string &device, int width,
+                               int height, int fps) {
+  const std::string size = "width=" + std::to_string(width) + ",height=" + std::to_string(height) +
+                           ",framerate=" + std::to_string(fps) + "/1";
+  if (source == "camera")
+    return "v4l2src device=\"" + (device.empty() ? std::string("/dev/video0") : device) + "\"";
+  if (source == "test")
+    return "videotestsrc is-live=true pattern=smpte horizontal-speed=2 ! video/x-raw," + size;
+  // A media file: decoded and played in real time (clocksync) like a camera,
+  // so that the encoder works on the frames being sent (a keyframe asked for
+  // now is the next frame on the wire).
+  gchar *uri = gst_filename_to_uri(source.c_str(), nullptr);
+  std::string description =
+      std::string("uridecodebin uri=\"") + (uri ? uri : source.c_str()) + "\" ! clocksync";
+  g_free(uri);
+  return description;
+}
+
+}  // namespace cudadiff_server

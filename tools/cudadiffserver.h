@@ -1,0 +1,94 @@
+// The RTSP server of the difference stream, as a small library: cudadiff-server
+// is its command line, the RTSP tests and the latency benchmark run it in
+// their own process. One shared media per mount: a raw video source, one
+// cudadiffenc for every client, rtpgstpay, then rtpbin with retransmission
+// (RTP/AVPF, NACK), RTCP feedback (PLI/FIR become force-key-unit events at the
+// encoder), a keyframe for each client that starts playing, and pacing of
+// large frames so that a keyframe does not arrive as one burst. RTP over UDP,
+// or interleaved in the RTSP connection (TCP) for clients that ask for it.
+// docs/streaming.md describes it for users.
+#pragma once
+
+#include <gst/gst.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace cudadiff_server {
+
+struct Options {
+  // gst-launch description of the raw video source (its last element gives
+  // raw video in any format cudadiffenc takes; videoconvert follows it).
+  std::string source = "videotestsrc is-live=true pattern=ball";
+  std::string address = "0.0.0.0";
+  int port = 8554;  // 0: any free port (Server::port() says which)
+  std::string mount = "/cam";
+  // Properties of cudadiffenc, gst-launch syntax: "threshold=20 backend=cpu".
+  std::string encoder_properties;
+  // Fraction of the outgoing RTP packets dropped (netsim), after the
+  // retransmission sender: retransmitted packets are dropped alike.
+  double simulate_loss = 0;
+  // Pacing: RTP packets leave at most at pace_rate_mbit (Mbit/s), after a
+  // pause up to pace_burst_bytes at once (0: no pacing).
+  double pace_rate_mbit = 200;
+  unsigned pace_burst_bytes = 65536;
+  // How long sent packets are kept for retransmission (0: no retransmission):
+  // at least the time a viewer waits for one (rtspsrc's latency, 2 s by
+  // default), or its last retries come too late.
+  unsigned retransmission_ms = 2000;
+  // How often (ms) clients may send RTCP, told to them in the PLAY response
+  // (the RTCP-Interval header, which rtspsrc follows): their retransmission
+  // requests and keyframe requests go out at this pace. 0: not sent.
+  unsigned rtcp_interval_ms = 50;
+  // A keyframe for every client that starts playing.
+  bool keyframe_on_join = true;
+  // Called with the media's top-level bin when a media is made (for tests:
+  // probes on the element named "enc", the encoder). In the server's thread.
+  std::function<void(GstElement *)> on_media;
+};
+
+struct Stats {
+  uint64_t clients_connected = 0;         // RTSP connections accepted so far
+  uint64_t clients_now = 0;               // connections open now
+  uint64_t plays = 0;                     // PLAY requests served
+  uint64_t join_keyframes = 0;            // keyframes asked for because a client started playing
+  uint64_t keyframe_requests = 0;         // force-key-unit events on their way to the encoder
+                                          // (RTCP PLI/FIR, and the joins above)
+  uint64_t keyframe_requests_merged = 0;  // of those, dropped while one was pending
+  uint64_t keyframes = 0;                 // keyframes encoded (periodic ones included)
+  uint64_t medias = 0;  // media pipelines made (a new one when the last client left)
+};
+
+class Server {
+ public:
+  explicit Server(Options options);
+  ~Server();  // stops
+  Server(const Server &) = delete;
+  Server &operator=(const Server &) = delete;
+
+  // Binds the port and serves from a thread of its own. False with *error
+  // set when the port cannot be bound or the source cannot be parsed.
+  bool start(std::string *error);
+  void stop();
+  int port() const;
+  // rtsp://HOST:PORT/MOUNT
+  std::string url(const std::string &host = "127.0.0.1") const;
+  Stats stats() const;
+  // The first error a media pipeline posted, "" when none.
+  std::string error() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The media's source for --source: "camera" (v4l2src, DEVICE = /dev/video0
+// when empty), "test" (a live test pattern of the given size and rate), or a
+// media file path (decoded by decodebin, played in real time).
+std::string source_description(const std::string &source, const std::string &device, int width,
+                               int height, int fps);
+
+}  // namespace cudadiff_server
