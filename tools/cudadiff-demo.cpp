@@ -358,7 +358,7 @@ int main(int argc, char **argv) {
       {"keyframe-interval", 'k', 0, G_OPTION_ARG_INT, &o.keyframe_interval,
        "cudadiffenc keyframe-interval (default 60)", "N"},
       {"stream-version", 'V', 0, G_OPTION_ARG_INT, &o.stream_version,
-       "cudadiffenc stream-version: 2 or 1 (default: the element's, 2)", "N"},
+       "cudadiffenc stream-version: 1 or 2 (default: the element's default)", "N"},
       {"compression", 'c', 0, G_OPTION_ARG_STRING, &o.compression,
        "cudadiffenc compression of version 1: zstd or none (default: the element's)", "C"},
       {"backend", 'b', 0, G_OPTION_ARG_STRING, &o.backend, "auto, cuda or cpu (default auto)", "B"},

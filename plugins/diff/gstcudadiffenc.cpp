@@ -6,11 +6,12 @@
  * against the reference, the picture every decoder shows (the encoder keeps
  * exactly what the decoders rebuild, so errors never accumulate). Every shown
  * byte is within `threshold` of the input (threshold=0 is lossless).
- * Version 2 of the stream (the default) codes 16x16 blocks as skipped,
- * predicted from the reference, from their neighbours or both, quantised
- * with step 2*threshold+1 and entropy-coded in independent tiles; version 1
- * (stream-version=1) sends the bytes that differ from the reference by more
- * than the threshold, optionally with zstd. Keyframes come on the first
+ * Two versions of the stream (`stream-version`, default 1): version 1 sends
+ * the bytes that differ from the reference by more than the threshold,
+ * optionally with zstd, on the GPU or the CPU; version 2 codes 16x16 blocks
+ * as skipped, predicted from the reference, from their neighbours or both,
+ * quantised with step 2*threshold+1 and entropy-coded in independent tiles,
+ * on the CPU only for now. Keyframes come on the first
  * frame, every `keyframe-interval` frames, on force-key-unit events and on
  * caps changes; deltas carry GST_BUFFER_FLAG_DELTA_UNIT, so tcpserversink's
  * keyframe sync methods start late clients at a keyframe. The stream header
@@ -54,7 +55,10 @@ namespace diff = cudadiff::diff;
 namespace codec2 = cudadiff::codec2;
 
 #define DEFAULT_THRESHOLD 20
-#define DEFAULT_STREAM_VERSION 2
+// The version written unless `stream-version` says otherwise: 1 while
+// version 2 is coded on the CPU only (far slower per frame than version 1
+// on the GPU); the blurb and the docs follow this one constant.
+#define DEFAULT_STREAM_VERSION 1
 #define DEFAULT_KEYFRAME_INTERVAL 60
 #define DEFAULT_COMPRESSION_LEVEL 3
 #define DEFAULT_STATS_INTERVAL 0
@@ -911,12 +915,13 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
       gobject_class, PROP_STREAM_VERSION,
       g_param_spec_uint(
           "stream-version", "Stream version",
-          "Version of the stream written (the caps say it too): 2, 16x16 blocks predicted from "
-          "the previous picture or their neighbours, quantised with step 2*threshold+1 and "
-          "entropy-coded (on the CPU whatever backend says, until version 2 has a CUDA "
-          "implementation), or 1, the bytes that changed by more than threshold with optional "
-          "zstd (on the GPU with backend cuda), for receivers that read only version 1. Read "
-          "when caps are set. Default: 2",
+          "Version of the stream written (the caps say it too): 1, the bytes that changed by "
+          "more than threshold with optional zstd, on the GPU with a CUDA backend; or 2, 16x16 "
+          "blocks predicted from the previous picture or their neighbours, quantised with step "
+          "2*threshold+1 and entropy-coded, coded on the CPU whatever backend says (far more CPU "
+          "time per frame than version 1). Decoders built before version 2 "
+          "read only version 1. Read when caps are set. Default: " G_STRINGIFY(
+              DEFAULT_STREAM_VERSION),
           1, 2, DEFAULT_STREAM_VERSION,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                    GST_PARAM_MUTABLE_READY)));

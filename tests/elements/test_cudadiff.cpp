@@ -242,7 +242,9 @@ TEST(CudaDiff, PropertiesAndDefaults) {
   g_object_get(enc, "threshold", &threshold, "keyframe-interval", &interval, "compression",
                &compression, "compression-level", &level, "stats-interval", &stats_interval,
                "backend", &backend, "frame-overlap", &overlap, "stream-version", &version, nullptr);
-  EXPECT_EQ(version, 2u) << "version 2 by default";
+  // The one test of the default (DEFAULT_STREAM_VERSION in the encoder):
+  // every other test names the version it tests.
+  EXPECT_EQ(version, 1u) << "version 1 by default";
   GParamSpec *vspec = g_object_class_find_property(G_OBJECT_GET_CLASS(enc), "stream-version");
   EXPECT_EQ(G_PARAM_SPEC_UINT(vspec)->minimum, 1u);
   EXPECT_EQ(G_PARAM_SPEC_UINT(vspec)->maximum, 2u);
@@ -277,7 +279,7 @@ TEST(CudaDiff, StreamHeaderInCapsAndFirst) {
   for (int v : {2, 1}) {
     SCOPED_TRACE("version " + std::to_string(v));
     GstHarness *enc =
-        gst_harness_new_parse(v == 2 ? "cudadiffenc" : "cudadiffenc stream-version=1");
+        gst_harness_new_parse(("cudadiffenc stream-version=" + std::to_string(v)).c_str());
     gst_harness_set_src_caps_str(enc, gst_test::raw_caps("I420", 17, 9, 25).c_str());
     const GstVideoInfo info = video_info("I420", 17, 9, 25);
     ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("I420", 17, 9, 0, 1), 0)), GST_FLOW_OK);
@@ -543,7 +545,8 @@ TEST(CudaDiff, Version2PacketsLeaveAtOnce) {
   for (const char *overlap : {"auto", "always"}) {
     SCOPED_TRACE(overlap);
     GstHarness *enc = gst_harness_new_parse(
-        (std::string("cudadiffenc keyframe-interval=3 frame-overlap=") + overlap).c_str());
+        (std::string("cudadiffenc stream-version=2 keyframe-interval=3 frame-overlap=") + overlap)
+            .c_str());
     gst_harness_set_live(enc, FALSE);
     gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGRx", 12, 5).c_str());
     const GstVideoInfo info = video_info("BGRx", 12, 5);
@@ -667,7 +670,8 @@ TEST(CudaDiff, StatsAndMessagesVersion1) {
 // version 2 picture (what a version 1 delta would have sent from it), and
 // the blocks of each mode as the core reports them.
 TEST(CudaDiff, StatsAndMessagesVersion2) {
-  GstHarness *enc = gst_harness_new_parse("cudadiffenc stats-interval=3 keyframe-interval=4");
+  GstHarness *enc =
+      gst_harness_new_parse("cudadiffenc stream-version=2 stats-interval=3 keyframe-interval=4");
   GstBus *bus = gst_bus_new();
   gst_element_set_bus(enc->element, bus);
   const int w = 70, h = 40;  // 5 x 3 blocks of 16x16
@@ -768,7 +772,8 @@ TEST(CudaDiff, ThresholdChangesWhilePlayingVersion1) {
 // next frame without a keyframe: frames after a change to 0 are exact, each
 // frame is within its own threshold, and the decoder follows.
 TEST(CudaDiff, ThresholdChangesWhilePlayingVersion2) {
-  GstHarness *enc = gst_harness_new_parse("cudadiffenc threshold=30 keyframe-interval=0");
+  GstHarness *enc =
+      gst_harness_new_parse("cudadiffenc stream-version=2 threshold=30 keyframe-interval=0");
   const int w = 50, h = 20;
   gst_harness_set_src_caps_str(enc, gst_test::raw_caps("I420", w, h).c_str());
   const GstVideoInfo info = video_info("I420", w, h);
@@ -1133,8 +1138,10 @@ TEST(CudaDiff, TypefinderRecognisesTheStream) {
   }
 }
 
-TEST(CudaDiff, ColorimetryTravelsInTheStreamHeader) {
-  GstHarness *enc = gst_harness_new("cudadiffenc");
+static void colorimetry_travels(int version) {
+  SCOPED_TRACE("version " + std::to_string(version));
+  GstHarness *enc =
+      gst_harness_new_parse(("cudadiffenc stream-version=" + std::to_string(version)).c_str());
   gst_harness_set_src_caps_str(enc,
                                (gst_test::raw_caps("I420", 64, 48) + ",colorimetry=bt709").c_str());
   const GstVideoInfo info = video_info("I420", 64, 48);
@@ -1160,6 +1167,11 @@ TEST(CudaDiff, ColorimetryTravelsInTheStreamHeader) {
   EXPECT_NE(d.caps[0].find("colorimetry=(string)bt709"), std::string::npos) << d.caps[0];
 }
 
+TEST(CudaDiff, ColorimetryTravelsInTheStreamHeader) {
+  colorimetry_travels(1);
+  colorimetry_travels(2);
+}
+
 // The version downstream accepts is checked when caps are set: a receiver
 // that reads only version 1 (here a capsfilter) gets a clear error with
 // version 2 and works with stream-version=1.
@@ -1169,9 +1181,9 @@ TEST(CudaDiff, CapsNegotiationOfTheVersion) {
     int version;  // 0: refused
   };
   for (const Case c :
-       {Case{"cudadiffenc ! capsfilter caps=video/x-cudadiff,version=(int)1", 0},
+       {Case{"cudadiffenc stream-version=2 ! capsfilter caps=video/x-cudadiff,version=(int)1", 0},
         Case{"cudadiffenc stream-version=1 ! capsfilter caps=video/x-cudadiff,version=(int)1", 1},
-        Case{"cudadiffenc ! capsfilter caps=video/x-cudadiff,version=(int)2", 2},
+        Case{"cudadiffenc stream-version=2 ! capsfilter caps=video/x-cudadiff,version=(int)2", 2},
         Case{"cudadiffenc stream-version=2 ! capsfilter caps=video/x-cudadiff", 2},
         Case{"cudadiffenc stream-version=1 ! capsfilter caps=video/x-cudadiff,version=(int)2",
              0}}) {

@@ -190,7 +190,7 @@ constexpr int kKeyframeInterval = 10;
 // which sender timestamps are keyframes.
 class Server {
  public:
-  Server(int frames, const std::string &encoder_props = "") {
+  Server(int frames, const std::string &encoder_props) {
     pipeline_ = std::make_unique<Pipeline>(
         "videotestsrc is-live=true pattern=ball num-buffers=" + std::to_string(frames) +
         " ! video/x-raw,format=I420,width=96,height=64,framerate=" + std::to_string(kFps) +
@@ -412,7 +412,7 @@ bool got_last(Server &server, Pipeline &p) {
 
 TEST(DiffTcp, TwoClientsOneLateShowWhatTheDirectDecodeShows) {
   const int frames = 150;
-  Server server(frames);
+  Server server(frames, "stream-version=2");
   server.start();
   Pipeline early(client_pipeline(server.port()));
   early.start();
@@ -447,7 +447,7 @@ TEST(DiffTcp, TwoClientsOneLateShowWhatTheDirectDecodeShows) {
 
 TEST(DiffTcp, ClientDisconnectsAndReconnects) {
   const int frames = 180;
-  Server server(frames);
+  Server server(frames, "stream-version=2");
   server.start();
   Pipeline client(client_pipeline(server.port()));
   client.start();
@@ -497,7 +497,7 @@ void corrupted_and_dropped(const std::string &encoder_props) {
 }
 
 TEST(DiffTcp, CorruptedAndDroppedBytesRecoverAtTheNextKeyframe) {
-  corrupted_and_dropped("");
+  corrupted_and_dropped("stream-version=2");
 }
 
 TEST(DiffTcp, CorruptedAndDroppedBytesRecoverAtTheNextKeyframeVersion1) {
@@ -525,7 +525,7 @@ void cut_mid_packet(const std::string &encoder_props) {
 }
 
 TEST(DiffTcp, StreamCutMidPacketEndsWithTruncationWarning) {
-  cut_mid_packet("");
+  cut_mid_packet("stream-version=2");
 }
 
 TEST(DiffTcp, StreamCutMidPacketEndsWithTruncationWarningVersion1) {
@@ -534,7 +534,7 @@ TEST(DiffTcp, StreamCutMidPacketEndsWithTruncationWarningVersion1) {
 
 TEST(DiffTcp, DecodebinFindsTheDecoderByTypefind) {
   const int frames = 90;
-  Server server(frames);
+  Server server(frames, "stream-version=2");
   server.start();
   Pipeline client(client_pipeline(server.port(), "decodebin"));
   client.start();
@@ -599,7 +599,8 @@ TEST(DiffPipeline, CapsChangeMidStreamIsLossless) {
   Pipeline p(
       "videotestsrc is-live=true pattern=smpte horizontal-speed=2 ! capsfilter name=cf "
       "caps=video/x-raw,format=I420,width=64,height=48,framerate=60/1 ! identity name=in ! "
-      "cudadiffenc threshold=0 keyframe-interval=0 ! cudadiffdec ! fakesink name=out sync=false");
+      "cudadiffenc stream-version=2 threshold=0 keyframe-interval=0 ! cudadiffdec ! fakesink "
+      "name=out sync=false");
   // The encoder's input by timestamp, to compare with what the decoder shows.
   struct Inputs {
     std::mutex mutex;
@@ -660,7 +661,7 @@ TEST(DiffPipeline, CapsChangeMidStreamIsLossless) {
 TEST(DiffPipeline, PinnedBuffersInAndOut) {
   Pipeline p(
       "videotestsrc num-buffers=5 ! video/x-raw,format=NV12,width=64,height=32 ! "
-      "cudadiffenc name=enc ! cudadiffdec ! fakesink name=out sync=false");
+      "cudadiffenc name=enc stream-version=2 ! cudadiffdec ! fakesink name=out sync=false");
   std::atomic<int> in_pinned{0}, in_total{0};
   GstElement *enc = p.get("enc");
   GstPad *pad = gst_element_get_static_pad(enc, "sink");

@@ -1,13 +1,13 @@
 #!/bin/sh
 # The streaming demo end to end: 30 frames of the test pattern through
-# cudadiffenc (stream version 2, the default), TCP and cudadiffdec; every
+# cudadiffenc (stream version 2, named), TCP and cudadiffdec; every
 # frame shown, the version 2 statistics printed, and both pictures written:
 # the client's frame (W x H) and the mosaic of one moment (2W x 2H).
 set -eu
 demo=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-"$demo" --source test --frames 30 --width 320 --height 240 \
+"$demo" --source test --frames 30 --width 320 --height 240 --stream-version 2 \
   --png "$dir/snapshot.png" --mosaic "$dir/mosaic.png" >"$dir/log" 2>&1 || {
   cat "$dir/log"; echo "FAIL: the demo exited with an error"; exit 1; }
 cat "$dir/log"
