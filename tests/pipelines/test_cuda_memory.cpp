@@ -630,10 +630,12 @@ TEST(CudaMemory, ForeignContextIsCopiedWithAWarning) {
       gst_object_unref(e);
     }
   };
-  // identity answers no allocation query: cudaupload writes into a pool of
-  // its own context.
+  // CUDA memory out of cudaupload (through identity, which otherwise lets it
+  // settle on system memory), and identity answers no allocation query:
+  // cudaupload writes into a pool of its own context.
   const RunResult a = run(std::string(kSource) +
-                              " ! cudaupload name=up ! identity drop-allocation=true ! "
+                              " ! cudaupload name=up ! video/x-raw(memory:CUDAMemory) ! "
+                              "identity drop-allocation=true ! "
                               "cudagauss name=g ! cudaheatmap name=h ! "
                               "video/x-raw,format=BGR ! fakesink name=out",
                           {"up", "g", "h"}, opts);
