@@ -284,6 +284,7 @@ static gboolean gst_cudadiff_enc_start(GstVideoEncoder *encoder) {
   EncState *st = self->state;
   st->ctx = gst_cudadiff_open_shared_context(GST_ELEMENT(self), backend, device_id, &st->share);
   try {
+    cudadiff::ContextScope scope(st->ctx.get());
     st->writer = std::make_unique<stream::Writer>();
   } catch (const cudadiff::Error &e) {
     gst_cudadiff_post_error(GST_ELEMENT(self), "starting", e);
@@ -301,14 +302,18 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
   EncState *st = self->state;
   discard_pending(self);
   try {
-    if (st->ctx) {
-      st->ctx->activate();
-      st->ctx->synchronize();
-    }
+    // Everything that frees CUDA resources runs in the context, which is
+    // popped again after (the thread is left as it was).
+    cudadiff::ContextScope scope(st->ctx.get());
+    if (st->ctx) st->ctx->synchronize();
     st->drop_codec();
+    st->writer.reset();
+    st->body = cudadiff::HostBytes();
+    st->ctx.reset();
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "at stop: %s", e.what());
   }
+  st->drop_codec();
   st->writer.reset();
   st->body = cudadiff::HostBytes();
   st->ctx.reset();
@@ -366,8 +371,10 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   st->overlap = overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
                 (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
                  !gst_cudadiff_upstream_is_live(GST_VIDEO_ENCODER_SINK_PAD(encoder)));
+  gst_cudadiff_set_overlap_latency(GST_ELEMENT(encoder), st->overlap, GST_VIDEO_INFO_FPS_N(info),
+                                   GST_VIDEO_INFO_FPS_D(info));
   try {
-    st->ctx->activate();
+    cudadiff::ContextScope scope(st->ctx.get());
     st->drop_codec();
     st->encoder = diff::DiffEncoder::create(*st->ctx, format, width, height);
     // Every buffer at its largest now, so that no frame allocates.
@@ -501,7 +508,7 @@ static GstFlowReturn finish_pending(GstCudaDiffEnc *self) {
   st->has_pending = false;
   diff::DeltaSummary summary;
   try {
-    st->ctx->activate();
+    cudadiff::ContextScope scope(st->ctx.get());
     summary = st->encoder->collect_delta(st->body);
   } catch (const cudadiff::Error &e) {
     // The reference may hold this frame, which no decoder will see.
@@ -522,7 +529,7 @@ static void discard_pending(GstCudaDiffEnc *self) {
   if (!st->has_pending) return;
   st->has_pending = false;
   try {
-    st->ctx->activate();
+    cudadiff::ContextScope scope(st->ctx.get());
     st->encoder->collect_delta(st->body);
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "dropping a queued frame: %s", e.what());
@@ -602,7 +609,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     return GST_FLOW_ERROR;
   }
   try {
-    st->ctx->activate();
+    cudadiff::ContextScope scope(st->ctx.get());
     // The mapped frame as it is (pinned when upstream took our pool, or
     // device memory; any strides).
     const cudadiff::FrameView input = gst_cudadiff_frame_view(&p.vframe);
@@ -655,7 +662,9 @@ static gboolean gst_cudadiff_enc_propose_allocation(GstVideoEncoder *encoder, Gs
 static GstCaps *gst_cudadiff_enc_getcaps(GstVideoEncoder *encoder, GstCaps *filter) {
   auto *self = GST_CUDADIFF_ENC(encoder);
   GST_OBJECT_LOCK(self);
-  const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id);
+  // Nor after start failed to share the pipeline's context.
+  const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id) &&
+                    !self->state->share.disabled();
   GST_OBJECT_UNLOCK(self);
   GstCaps *caps = gst_video_encoder_proxy_getcaps(encoder, nullptr, filter);
   if (cuda) return gst_cudadiff_caps_cuda_first(caps);
@@ -674,8 +683,10 @@ static void gst_cudadiff_enc_set_context(GstElement *element, GstContext *contex
   auto *self = GST_CUDADIFF_ENC(element);
   GST_OBJECT_LOCK(self);
   const gint device_id = self->device_id;
+  const bool cpu = self->backend == GST_CUDADIFF_BACKEND_CPU;
   GST_OBJECT_UNLOCK(self);
-  self->state->share.set_context(element, context, device_id);
+  // A CPU element keeps no CUDA context (and so answers no context query).
+  if (!cpu) self->state->share.set_context(element, context, device_id);
   GST_ELEMENT_CLASS(gst_cudadiff_enc_parent_class)->set_context(element, context);
 }
 
