@@ -6,6 +6,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -60,6 +63,10 @@ struct DriverApi {
   CUresult(CUDAAPI *ctx_set_current)(CUcontext) = nullptr;
   CUresult(CUDAAPI *ctx_push_current)(CUcontext) = nullptr;
   CUresult(CUDAAPI *ctx_pop_current)(CUcontext *) = nullptr;
+  CUresult(CUDAAPI *device_get)(CUdevice *, int) = nullptr;
+  CUresult(CUDAAPI *primary_retain)(CUcontext *, CUdevice) = nullptr;
+  CUresult(CUDAAPI *primary_release)(CUdevice) = nullptr;
+  CUresult(CUDAAPI *primary_get_state)(CUdevice, unsigned int *, int *) = nullptr;
   std::string missing;  // why the lookup failed ("" when it did not)
 };
 
@@ -94,6 +101,10 @@ const DriverApi &driver_api() {
     look_up("cuCtxSetCurrent", &a.ctx_set_current, &a.missing);
     look_up("cuCtxPushCurrent", &a.ctx_push_current, &a.missing);
     look_up("cuCtxPopCurrent", &a.ctx_pop_current, &a.missing);
+    look_up("cuDeviceGet", &a.device_get, &a.missing);
+    look_up("cuDevicePrimaryCtxRetain", &a.primary_retain, &a.missing);
+    look_up("cuDevicePrimaryCtxRelease", &a.primary_release, &a.missing);
+    look_up("cuDevicePrimaryCtxGetState", &a.primary_get_state, &a.missing);
     return a;
   }();
   return api;
@@ -134,14 +145,44 @@ void *current_driver_context() {
 
 void *primary_context(int device_id) {
   const DriverApi &api = checked_driver_api();
-  void *previous = current_driver_context();
-  set_device(device_id);
-  CUDADIFF_CHECK(cudaFree(nullptr));  // initialises the primary context
+  std::string why;
+  const int count = device_count(&why);
+  if (device_id < 0 || device_id >= count)
+    throw Error("CUDA device " + std::to_string(device_id) + " is not usable (" +
+                (count == 0 ? why : std::to_string(count) + " device(s) found") + ")");
+  CUdevice device = 0;
+  check_driver(api.device_get(&device, device_id), "cuDeviceGet");
+  // Our reference keeps the context alive while the runtime starts on it;
+  // the runtime takes its own (cudaSetDevice initialises its state on the
+  // primary context), which lasts until the process ends. The context is
+  // pushed for that and popped after, so the thread's context stack is left
+  // exactly as it was (nothing made current behind the caller's back).
   CUcontext primary = nullptr;
-  const CUresult res = api.ctx_get_current(&primary);
-  // Leave the thread's context as it was.
-  if (previous && previous != primary) api.ctx_set_current(static_cast<CUcontext>(previous));
-  check_driver(res, "cuCtxGetCurrent");
+  check_driver(api.primary_retain(&primary, device), "cuDevicePrimaryCtxRetain");
+  try {
+    ContextScope scope(static_cast<void *>(primary));
+    set_device(device_id);  // replaces the top of the stack with `primary` itself
+    CUDADIFF_CHECK(cudaFree(nullptr));
+  } catch (...) {
+    api.primary_release(device);
+    throw;
+  }
+  check_driver(api.primary_release(device), "cuDevicePrimaryCtxRelease");
+  unsigned int flags = 0;
+  int active = 0;
+  check_driver(api.primary_get_state(device, &flags, &active), "cuDevicePrimaryCtxGetState");
+  if (!active) {
+    // A runtime that took no reference: keep one for the process, once per
+    // device, so that the context outlives every user of the handle.
+    static std::mutex lock;
+    static std::set<int> kept;
+    std::lock_guard<std::mutex> guard(lock);
+    if (kept.insert(device_id).second) {
+      check_driver(api.primary_retain(&primary, device), "cuDevicePrimaryCtxRetain");
+    } else {
+      throw Error("CUDA device " + std::to_string(device_id) + ": primary context inactive");
+    }
+  }
   if (!primary) throw Error("CUDA device " + std::to_string(device_id) + ": no primary context");
   return primary;
 }
@@ -210,9 +251,33 @@ DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
   return *this;
 }
 
+namespace {
+
+// A runtime call on a thread with no current context makes the device's
+// primary context current there and leaves it so; allocators run on any
+// thread (a pool in an upstream element's), so they push a context for the
+// call instead and leave the thread as it was.
+class NoImplicitContext {
+ public:
+  NoImplicitContext() {
+    if (current_driver_context()) return;
+    try {
+      scope_.emplace(primary_context(0));
+    } catch (const Error &) {
+      // No usable device (or the runtime is unloading): nothing to push.
+    }
+  }
+
+ private:
+  std::optional<ContextScope> scope_;
+};
+
+}  // namespace
+
 void *host_alloc(size_t bytes, bool *pinned) {
   if (bytes == 0) bytes = 1;
   if (device_count() > 0) {
+    NoImplicitContext no_implicit;
     void *p = nullptr;
     if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped) == cudaSuccess) {
       *pinned = true;
@@ -228,6 +293,7 @@ void *host_alloc(size_t bytes, bool *pinned) {
 void host_free(void *ptr, bool pinned) {
   if (!ptr) return;
   if (pinned) {
+    NoImplicitContext no_implicit;
     // cudaErrorCudartUnloading at process exit is not an error: the memory goes with it.
     cudaFreeHost(ptr);
   } else {

@@ -369,6 +369,7 @@ bool run_context_query(GstElement *element, GstQuery *query, GstPadDirection dir
 void GstCudaDiffCudaShare::set_context(GstElement *element, GstContext *context, gint device_id) {
   if (!g_available) return;
   std::lock_guard<std::mutex> guard(lock_);
+  if (disabled_) return;
   GstCudaContext *ctx = static_cast<GstCudaContext *>(ctx_);
   if (gst_cuda_handle_set_context(element, context, device_id, &ctx) && ctx != ctx_) {
     ctx_ = ctx;
@@ -447,6 +448,19 @@ void GstCudaDiffCudaShare::release() {
   std::lock_guard<std::mutex> guard(lock_);
   if (ctx_) gst_object_unref(ctx_);
   ctx_ = nullptr;
+  disabled_ = false;
+}
+
+void GstCudaDiffCudaShare::disable() {
+  std::lock_guard<std::mutex> guard(lock_);
+  if (ctx_) gst_object_unref(ctx_);
+  ctx_ = nullptr;
+  disabled_ = true;
+}
+
+bool GstCudaDiffCudaShare::disabled() const {
+  std::lock_guard<std::mutex> guard(lock_);
+  return disabled_;
 }
 
 gpointer GstCudaDiffCudaShare::gst_context() const {
@@ -494,6 +508,10 @@ bool GstCudaDiffCudaShare::handle_query(GstElement *, GstQuery *) {
   return false;
 }
 void GstCudaDiffCudaShare::release() {}
+void GstCudaDiffCudaShare::disable() {}
+bool GstCudaDiffCudaShare::disabled() const {
+  return true;
+}
 gpointer GstCudaDiffCudaShare::gst_context() const {
   return nullptr;
 }
@@ -511,8 +529,10 @@ std::unique_ptr<cudadiff::Context> gst_cudadiff_open_shared_context(GstElement *
                                                                     gint device_id,
                                                                     GstCudaDiffCudaShare *share) {
   if (!share || !g_available || backend == GST_CUDADIFF_BACKEND_CPU ||
-      cudadiff::device_count() <= device_id)
+      cudadiff::device_count() <= device_id) {
+    if (share) share->disable();
     return gst_cudadiff_open_context(element, backend, device_id);
+  }
   std::string why;
   if (share->ensure(element, device_id, &why)) {
     try {
@@ -529,7 +549,7 @@ std::unique_ptr<cudadiff::Context> gst_cudadiff_open_shared_context(GstElement *
                      "cannot share the pipeline's CUDA context (%s): using a context of our own, "
                      "system memory only",
                      why.c_str());
-  share->release();
+  share->disable();
   return gst_cudadiff_open_context(element, backend, device_id);
 }
 
@@ -630,18 +650,40 @@ gboolean gst_cudadiff_decide_cuda_allocation(GstElement *element, GstCudaDiffCud
   return TRUE;
 }
 
+namespace {
+
+// Whether `mem` is CUDA memory in the driver context `handle` (two
+// GstCudaContexts may wrap one driver context: its pointers are valid in
+// both).
+bool cuda_memory_in(GstMemory *mem, void *handle) {
+  if (!handle || !gst_is_cuda_memory(mem)) return false;
+  GstCudaContext *mem_ctx = GST_CUDA_MEMORY_CAST(mem)->context;
+  return mem_ctx && gst_cuda_context_get_handle(mem_ctx) == handle;
+}
+
+}  // namespace
+
+gboolean gst_cudadiff_buffer_is_foreign_cuda(GstBuffer *buffer, GstCudaDiffCudaShare *share) {
+  void *handle = share ? share->driver_context() : nullptr;
+  for (guint i = 0; i < gst_buffer_n_memory(buffer); ++i) {
+    GstMemory *mem = gst_buffer_peek_memory(buffer, i);
+    if (gst_is_cuda_memory(mem) && !cuda_memory_in(mem, handle)) return TRUE;
+  }
+  return FALSE;
+}
+
 gboolean gst_cudadiff_frame_map(GstVideoFrame *frame, const GstVideoInfo *info, GstBuffer *buffer,
                                 GstMapFlags flags, GstCudaDiffCudaShare *share, bool *on_device) {
   *on_device = false;
   GstCudaContext *ctx = share ? static_cast<GstCudaContext *>(share->gst_context()) : nullptr;
+  void *handle = ctx ? gst_cuda_context_get_handle(ctx) : nullptr;
   const guint n = gst_buffer_n_memory(buffer);
-  bool cuda = ctx && n > 0;
-  for (guint i = 0; i < n && cuda; ++i) {
-    GstMemory *mem = gst_buffer_peek_memory(buffer, i);
-    cuda = gst_is_cuda_memory(mem) && GST_CUDA_MEMORY_CAST(mem)->context == ctx;
-  }
+  bool cuda = handle && n > 0;
+  for (guint i = 0; i < n && cuda; ++i)
+    cuda = cuda_memory_in(gst_buffer_peek_memory(buffer, i), handle);
   if (!cuda && n > 0 && gst_is_cuda_memory(gst_buffer_peek_memory(buffer, 0)))
-    GST_DEBUG("CUDA memory of another context: mapped through the host");
+    GST_LOG("CUDA memory %s: mapped through the host",
+            handle ? "of another driver context" : "for an element without CUDA context");
   if (cuda) {
 #if GST_CHECK_VERSION(1, 24, 0)
     // A producer on another stream may have left work queued (1.24's
@@ -675,6 +717,9 @@ gboolean gst_cudadiff_frame_map(GstVideoFrame *frame, const GstVideoInfo *info, 
                                 GstMapFlags flags, GstCudaDiffCudaShare *, bool *on_device) {
   *on_device = false;
   return gst_video_frame_map(frame, info, buffer, flags);
+}
+gboolean gst_cudadiff_buffer_is_foreign_cuda(GstBuffer *, GstCudaDiffCudaShare *) {
+  return FALSE;
 }
 
 #endif

@@ -90,7 +90,8 @@ class GstCudaDiffCudaShare {
   GstCudaDiffCudaShare &operator=(const GstCudaDiffCudaShare &) = delete;
 
   // GstElement::set_context: keeps a gst.cuda.context on `device_id` (a
-  // context already held stays).
+  // context already held stays). Ignored while disabled, and by elements
+  // whose backend is cpu (they do not call it).
   void set_context(GstElement *element, GstContext *context, gint device_id);
   // Finds the pipeline's context (the neighbours, then the application or
   // the bins through need-context), else wraps the device's primary context
@@ -100,7 +101,14 @@ class GstCudaDiffCudaShare {
   bool ensure(GstElement *element, gint device_id, std::string *why);
   // GST_QUERY_CONTEXT on a pad: TRUE when answered with our context.
   bool handle_query(GstElement *element, GstQuery *query);
+  // Drops the held context; the share may be used again (stop).
   void release();
+  // Drops the held context and refuses contexts until release(): the
+  // element runs without CUDA memory (backend cpu, or the pipeline's
+  // context could not be used). Its caps then offer system memory only and
+  // it answers no context query.
+  void disable();
+  bool disabled() const;
   // The GstCudaContext (transfer none; valid while held), or nullptr.
   gpointer gst_context() const;
   // The raw CUcontext of the held context, or nullptr.
@@ -113,12 +121,15 @@ class GstCudaDiffCudaShare {
  private:
   mutable std::mutex lock_;
   gpointer ctx_ = nullptr;  // GstCudaContext, one reference
+  bool disabled_ = false;
 };
 
 // Opens the element's core context as gst_cudadiff_open_context() does, but
 // for CUDA inside the pipeline's shared GstCudaContext (`share`, ensured
 // here) when CUDA memory is available; without it (or when the context
-// cannot be had) in the device's primary context as before.
+// cannot be had) in the device's primary context as before, with `share`
+// disabled (system memory caps only) until stop. backend=cpu disables it
+// too: a CPU element never takes nor hands out device pointers.
 std::unique_ptr<cudadiff::Context> gst_cudadiff_open_shared_context(GstElement *element,
                                                                     GstCudaDiffBackend backend,
                                                                     gint device_id,
@@ -137,12 +148,18 @@ gboolean gst_cudadiff_decide_cuda_allocation(GstElement *element, GstCudaDiffCud
                                              bool *downstream_orders);
 
 // Maps `buffer` (of `info`) for the element's GPU work: with device
-// pointers when its memory is CUDA memory of the shared context
-// (GST_MAP_CUDA), else with host pointers (system memory, or CUDA memory of
-// another context, which GStreamer then copies through the host).
+// pointers when its memory is CUDA memory of the shared context's driver
+// context (GST_MAP_CUDA), else with host pointers (system memory, CUDA
+// memory of another driver context, which GStreamer then copies through the
+// host, and every buffer while `share` holds no context: backend cpu).
 // *on_device says which. FALSE when the buffer cannot be mapped.
 gboolean gst_cudadiff_frame_map(GstVideoFrame *frame, const GstVideoInfo *info, GstBuffer *buffer,
                                 GstMapFlags flags, GstCudaDiffCudaShare *share, bool *on_device);
+
+// TRUE when `buffer` holds CUDA memory of another driver context than the
+// one `share` holds (another device-id, or a context that was not shared):
+// such frames are mapped through the host (slow, but correct).
+gboolean gst_cudadiff_buffer_is_foreign_cuda(GstBuffer *buffer, GstCudaDiffCudaShare *share);
 
 // The GPU work that writes `buffer` is queued on ctx's stream and may not be
 // finished: consumers that honour the mark order their work after it.

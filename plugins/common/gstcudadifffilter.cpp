@@ -69,6 +69,8 @@ struct FilterState {
   bool in_flight = false;
   Flight queued;  // the frame transform() just queued, for generate_output()
   bool have_queued = false;
+  // CUDA memory of another driver context was seen (warned once per start).
+  bool warned_foreign = false;
 };
 
 }  // namespace
@@ -274,17 +276,39 @@ static void gst_cudadiff_filter_set_context(GstElement *element, GstContext *con
   GstCudaDiffFilterPrivate *priv = get_priv(GST_CUDADIFF_FILTER(element));
   GST_OBJECT_LOCK(element);
   const gint device_id = priv->device_id;
+  const bool cpu = priv->backend == GST_CUDADIFF_BACKEND_CPU;
   GST_OBJECT_UNLOCK(element);
-  priv->state->share.set_context(element, context, device_id);
+  // A CPU element keeps no CUDA context (and so answers no context query).
+  if (!cpu) priv->state->share.set_context(element, context, device_id);
   GST_ELEMENT_CLASS(gst_cudadiff_filter_parent_class)->set_context(element, context);
 }
 
 static gboolean gst_cudadiff_filter_query(GstBaseTransform *trans, GstPadDirection direction,
                                           GstQuery *query) {
+  FilterState *st = get_priv(GST_CUDADIFF_FILTER(trans))->state;
   if (GST_QUERY_TYPE(query) == GST_QUERY_CONTEXT &&
-      get_priv(GST_CUDADIFF_FILTER(trans))->state->share.handle_query(GST_ELEMENT(trans), query))
+      st->share.handle_query(GST_ELEMENT(trans), query))
     return TRUE;
-  return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)->query(trans, direction, query);
+  const gboolean ret =
+      GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)->query(trans, direction, query);
+  // Frame overlap holds each frame until the next one arrives: one frame
+  // more of latency, which a live pipeline must account for.
+  if (ret && direction == GST_PAD_SRC && GST_QUERY_TYPE(query) == GST_QUERY_LATENCY &&
+      st->overlap) {
+    const GstVideoInfo *info = &GST_VIDEO_FILTER(trans)->in_info;
+    if (GST_VIDEO_INFO_FPS_N(info) > 0) {
+      const GstClockTime frame = gst_util_uint64_scale_int(GST_SECOND, GST_VIDEO_INFO_FPS_D(info),
+                                                           GST_VIDEO_INFO_FPS_N(info));
+      gboolean live = FALSE;
+      GstClockTime min = 0, max = GST_CLOCK_TIME_NONE;
+      gst_query_parse_latency(query, &live, &min, &max);
+      min += frame;
+      if (GST_CLOCK_TIME_IS_VALID(max)) max += frame;
+      gst_query_set_latency(query, live, min, max);
+      GST_DEBUG_OBJECT(trans, "frame overlap: latency + %" GST_TIME_FORMAT, GST_TIME_ARGS(frame));
+    }
+  }
+  return ret;
 }
 
 static gboolean gst_cudadiff_filter_start(GstBaseTransform *trans) {
@@ -294,6 +318,7 @@ static gboolean gst_cudadiff_filter_start(GstBaseTransform *trans) {
   const GstCudaDiffBackend backend = priv->backend;
   const gint device_id = priv->device_id;
   GST_OBJECT_UNLOCK(self);
+  priv->state->warned_foreign = false;
   priv->state->ctx =
       gst_cudadiff_open_shared_context(GST_ELEMENT(self), backend, device_id, &priv->state->share);
   return priv->state->ctx != nullptr;
@@ -329,7 +354,10 @@ static GstCaps *gst_cudadiff_filter_transform_caps(GstBaseTransform *trans,
   const GstCudaDiffBackend backend = priv->backend;
   const gint device_id = priv->device_id;
   GST_OBJECT_UNLOCK(self);
-  const bool cuda = gst_cudadiff_cuda_caps_allowed(backend, device_id);
+  // Not after start failed to share the pipeline's context (or chose the
+  // CPU): system memory only then.
+  const bool cuda =
+      gst_cudadiff_cuda_caps_allowed(backend, device_id) && !priv->state->share.disabled();
   GstCaps *result;
   if (gst_base_transform_is_in_place(trans)) {
     result = cuda ? gst_cudadiff_caps_cuda_first(gst_caps_ref(caps))
@@ -391,6 +419,7 @@ static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *in
   }
   // A frame waiting from the last caps goes out first, under them.
   if (st->in_flight && push_flight(self) == GST_FLOW_ERROR) return FALSE;
+  const bool had_overlap = st->overlap;
   GST_OBJECT_LOCK(self);
   const GstCudaDiffFrameOverlap overlap = priv->frame_overlap;
   GST_OBJECT_UNLOCK(self);
@@ -435,6 +464,9 @@ static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *in
     gst_cudadiff_post_error(GST_ELEMENT(self), "configuring for the negotiated caps", e);
     return FALSE;
   }
+  // The frame held back changes the latency: live pipelines query it again.
+  if (st->overlap != had_overlap)
+    gst_element_post_message(GST_ELEMENT(self), gst_message_new_latency(GST_OBJECT(self)));
   GST_DEBUG_OBJECT(self, "configured %s %dx%d (%s) -> %s (%s) on %s%s",
                    GST_VIDEO_INFO_NAME(in_info), GST_VIDEO_INFO_WIDTH(in_info),
                    GST_VIDEO_INFO_HEIGHT(in_info), in_cuda ? "CUDA memory" : "system memory",
@@ -516,6 +548,39 @@ static void queue_overlapped(GstCudaDiffFilter *self, GstVideoFrame *in_frame,
   st->have_queued = true;
 }
 
+// Device frames for one side that negotiated CUDA memory but got a host
+// frame (CUDA memory of another driver context): as many as set_info makes
+// for system memory on that side without overlap. With the context current.
+static void allocate_slots(GstCudaDiffFilter *self, std::vector<cudadiff::DeviceFrame> *slots,
+                           bool input) {
+  GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
+  const GstVideoInfo *info =
+      input ? &GST_VIDEO_FILTER(self)->in_info : &GST_VIDEO_FILTER(self)->out_info;
+  const size_t n = input && klass->keeps_previous_input ? 2 : 1;
+  const cudadiff::VideoFormat format = gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(info));
+  for (size_t i = 0; i < n; ++i)
+    slots->emplace_back(format, GST_VIDEO_INFO_WIDTH(info), GST_VIDEO_INFO_HEIGHT(info));
+  GST_DEBUG_OBJECT(self, "allocated %zu device %s frame(s) for host frames", n,
+                   input ? "input" : "output");
+}
+
+// CUDA memory of another driver context works (GStreamer copies it through
+// the host) but costs two copies per frame: say once why and what to do.
+static void warn_if_foreign(GstCudaDiffFilter *self, GstBuffer *buffer) {
+  FilterState *st = get_priv(self)->state;
+  if (st->warned_foreign || !st->share.gst_context() ||
+      !gst_cudadiff_buffer_is_foreign_cuda(buffer, &st->share))
+    return;
+  st->warned_foreign = true;
+  GST_ELEMENT_WARNING(self, STREAM, FAILED,
+                      ("CUDA memory of another CUDA context: frames are copied through system "
+                       "memory"),
+                      ("upstream's CUDA context is not this element's (another device-id, or "
+                       "a context that was not shared): give every CUDA element the same "
+                       "device-id and let them share one gst.cuda.context (or set the same "
+                       "GstCudaContext on each) to keep frames on the GPU"));
+}
+
 static GstFlowReturn gst_cudadiff_filter_transform(GstBaseTransform *trans, GstBuffer *inbuf,
                                                    GstBuffer *outbuf) {
   auto *self = GST_CUDADIFF_FILTER(trans);
@@ -544,6 +609,7 @@ static GstFlowReturn gst_cudadiff_filter_transform(GstBaseTransform *trans, GstB
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the output frame"), (nullptr));
     return GST_FLOW_ERROR;
   }
+  if (!in_dev) warn_if_foreign(self, inbuf);
   bool mapped = true;  // false once the frames are handed to the overlap queue
   bool mark_pending = false;
   try {
@@ -571,18 +637,22 @@ static GstFlowReturn gst_cudadiff_filter_transform(GstBaseTransform *trans, GstB
       if (in_dev) {
         input_ordered = gst_cudadiff_buffer_ordered_input(inbuf, ctx);
       } else {
-        if (st->device_in.empty()) throw cudadiff::Error("no device input frame for host input");
+        // Host input under CUDA memory caps (CUDA memory of another driver
+        // context, mapped through the host): slots made when first needed.
+        if (st->device_in.empty()) allocate_slots(self, &st->device_in, true);
         const cudadiff::FrameView &slot =
             st->device_in[st->frame_index % st->device_in.size()].view();
         cudadiff::copy_to_device(in, slot, ctx);
         dev_in = slot;
       }
       st->frame_index++;
-      const cudadiff::FrameView dev_out = out_dev                  ? out
-                                          : st->device_out.empty() ? cudadiff::FrameView()
-                                                                   : st->device_out[0].view();
-      if (!out_dev && st->device_out.empty())
-        throw cudadiff::Error("no device output frame for host output");
+      cudadiff::FrameView dev_out = out_dev                  ? out
+                                    : st->device_out.empty() ? cudadiff::FrameView()
+                                                             : st->device_out[0].view();
+      if (!out_dev && st->device_out.empty()) {
+        allocate_slots(self, &st->device_out, false);
+        dev_out = st->device_out[0].view();
+      }
       klass->process(self, dev_in, dev_out);
       // The inputs the GPU reads are kept until read: host input being
       // uploaded, device input of a producer that does not order by our stream,
@@ -648,6 +718,14 @@ static GstFlowReturn gst_cudadiff_filter_transform_ip(GstBaseTransform *trans, G
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the frame"), (nullptr));
     return GST_FLOW_ERROR;
   }
+  if (!on_device) warn_if_foreign(self, buf);
+  // Unmapped exactly once, on every path: before the pending mark (which
+  // needs the buffer writable again) or at the end.
+  bool mapped = true;
+  auto unmap = [&]() {
+    if (mapped) gst_video_frame_unmap(&frame);
+    mapped = false;
+  };
   try {
     cudadiff::ContextScope scope(st->ctx.get());
     const cudadiff::Context &ctx = *st->ctx;
@@ -658,7 +736,7 @@ static GstFlowReturn gst_cudadiff_filter_transform_ip(GstBaseTransform *trans, G
       // producer leaves complete.
       const bool ordered = gst_cudadiff_buffer_ordered_input(buf, ctx);
       klass->process_ip(self, gst_cudadiff_frame_view(&frame), TRUE);
-      gst_video_frame_unmap(&frame);
+      unmap();
       if (finish_device_output(self, buf, ordered)) gst_cudadiff_buffer_mark_pending(buf, ctx);
       return GST_FLOW_OK;
     }
@@ -666,11 +744,11 @@ static GstFlowReturn gst_cudadiff_filter_transform_ip(GstBaseTransform *trans, G
     if (ctx.is_cuda()) ctx.synchronize();
     if (klass->finish_frame) klass->finish_frame(self, GST_BUFFER_PTS(buf));
   } catch (const cudadiff::Error &e) {
-    gst_video_frame_unmap(&frame);
+    unmap();
     gst_cudadiff_post_error(GST_ELEMENT(self), "processing a frame", e);
     return GST_FLOW_ERROR;
   }
-  gst_video_frame_unmap(&frame);
+  unmap();
   return GST_FLOW_OK;
 }
 

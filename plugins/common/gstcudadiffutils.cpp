@@ -1,5 +1,8 @@
 #include "gstcudadiffutils.h"
 
+#include <gst/video/gstvideodecoder.h>
+#include <gst/video/gstvideoencoder.h>
+
 #include <string>
 
 GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_utils_debug);
@@ -250,4 +253,22 @@ bool gst_cudadiff_upstream_is_live(GstPad *sinkpad) {
   if (gst_pad_peer_query(sinkpad, query)) gst_query_parse_latency(query, &live, nullptr, nullptr);
   gst_query_unref(query);
   return live;
+}
+
+void gst_cudadiff_set_overlap_latency(GstElement *codec, bool overlap, gint fps_n, gint fps_d) {
+  const GstClockTime frame =
+      overlap && fps_n > 0 && fps_d > 0 ? gst_util_uint64_scale_int(GST_SECOND, fps_d, fps_n) : 0;
+  if (overlap && frame == 0)
+    GST_INFO_OBJECT(codec, "frame overlap with an unknown framerate: its latency is not reported");
+  if (GST_IS_VIDEO_ENCODER(codec)) {
+    GstClockTime min = 0, max = 0;
+    gst_video_encoder_get_latency(GST_VIDEO_ENCODER(codec), &min, &max);
+    if (min != frame || max != frame)
+      gst_video_encoder_set_latency(GST_VIDEO_ENCODER(codec), frame, frame);
+  } else if (GST_IS_VIDEO_DECODER(codec)) {
+    GstClockTime min = 0, max = 0;
+    gst_video_decoder_get_latency(GST_VIDEO_DECODER(codec), &min, &max);
+    if (min != frame || max != frame)
+      gst_video_decoder_set_latency(GST_VIDEO_DECODER(codec), frame, frame);
+  }
 }

@@ -239,6 +239,7 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
   DecState *st = self->state;
   st->ctx = gst_cudadiff_open_shared_context(GST_ELEMENT(self), backend, device_id, &st->share);
   try {
+    cudadiff::ContextScope scope(st->ctx.get());
     st->cpu_ctx = cudadiff::Context::cpu();
     st->reader = std::make_unique<stream::Reader>();
   } catch (const cudadiff::Error &e) {
@@ -258,14 +259,17 @@ static gboolean gst_cudadiff_dec_stop(GstVideoDecoder *decoder) {
   DecState *st = self->state;
   discard_pending(self);
   try {
-    if (st->ctx) {
-      st->ctx->activate();
-      st->ctx->synchronize();
-    }
+    // Everything that frees CUDA resources runs in the context, which is
+    // popped again after (the thread is left as it was).
+    cudadiff::ContextScope scope(st->ctx.get());
+    if (st->ctx) st->ctx->synchronize();
     st->drop_codec();
+    st->reader.reset();
+    st->ctx.reset();
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "at stop: %s", e.what());
   }
+  st->drop_codec();
   st->reader.reset();
   st->entries = std::vector<diff::SuperblockEntry>();
   st->ctx.reset();
@@ -289,6 +293,15 @@ static gboolean gst_cudadiff_dec_set_format(GstVideoDecoder *decoder, GstVideoCo
   st->overlap = overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
                 (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
                  !gst_cudadiff_upstream_is_live(GST_VIDEO_DECODER_SINK_PAD(decoder)));
+  // The stream's framerate comes with its keyframes (configure()); the
+  // caps' until then. A version 2 stream holds no frame (no latency).
+  gint fps_n = int(st->fps_n), fps_d = int(st->fps_d);
+  if (!st->decoder && !st->decoder2 &&
+      !gst_structure_get_fraction(gst_caps_get_structure(state->caps, 0), "framerate", &fps_n,
+                                  &fps_d))
+    fps_n = 0;
+  gst_cudadiff_set_overlap_latency(GST_ELEMENT(decoder), st->overlap && !st->decoder2, fps_n,
+                                   fps_d);
   return TRUE;
 }
 
@@ -414,6 +427,8 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
                                                                h.width, h.height, nullptr);
   GST_VIDEO_INFO_FPS_N(&out->info) = int(h.fps_n);
   GST_VIDEO_INFO_FPS_D(&out->info) = int(h.fps_d);
+  gst_cudadiff_set_overlap_latency(GST_ELEMENT(self), st->overlap && !st->decoder2, int(h.fps_n),
+                                   int(h.fps_d));
   // The sender's colorimetry when its stream header said (else the default
   // of the format and size); the frame is not checked against it.
   GstVideoColorimetry colorimetry;
@@ -583,7 +598,7 @@ static GstFlowReturn finish_pending(GstCudaDiffDec *self) {
   st->pending.frame = nullptr;
   try {
     if (st->decoder) {  // version 1: the frame comes down from the GPU
-      st->ctx->activate();
+      cudadiff::ContextScope scope(st->ctx.get());
       st->decoder->wait_frame();
     }
   } catch (const cudadiff::Error &e) {
@@ -610,7 +625,7 @@ static void discard_pending(GstCudaDiffDec *self) {
   st->has_pending = false;
   try {
     if (st->decoder) {
-      st->ctx->activate();
+      cudadiff::ContextScope scope(st->ctx.get());
       st->decoder->wait_frame();
     }
   } catch (const cudadiff::Error &e) {
@@ -673,7 +688,7 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     GST_OBJECT_UNLOCK(self);
     try {
       try {
-        st->ctx->activate();
+        cudadiff::ContextScope scope(st->ctx.get());
         decoded = decode_packet(self, h, in.data + stream::kHeaderSize, &ret);
       } catch (const std::bad_alloc &) {
         // A keyframe of a size this machine cannot hold (version 2 keeps
@@ -730,7 +745,7 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     if (st->decoder2) {
       st->decoder2->write_frame(gst_cudadiff_frame_view(&p.out));
     } else {
-      st->ctx->activate();
+      cudadiff::ContextScope scope(st->ctx.get());
       st->decoder->submit_write_frame(gst_cudadiff_frame_view(&p.out));
     }
   } catch (const cudadiff::Error &e) {
@@ -781,8 +796,10 @@ static void gst_cudadiff_dec_set_context(GstElement *element, GstContext *contex
   auto *self = GST_CUDADIFF_DEC(element);
   GST_OBJECT_LOCK(self);
   const gint device_id = self->device_id;
+  const bool cpu = self->backend == GST_CUDADIFF_BACKEND_CPU;
   GST_OBJECT_UNLOCK(self);
-  self->state->share.set_context(element, context, device_id);
+  // A CPU element keeps no CUDA context (and so answers no context query).
+  if (!cpu) self->state->share.set_context(element, context, device_id);
   GST_ELEMENT_CLASS(gst_cudadiff_dec_parent_class)->set_context(element, context);
 }
 

@@ -333,6 +333,7 @@ static gboolean gst_cudadiff_enc_start(GstVideoEncoder *encoder) {
   EncState *st = self->state;
   st->ctx = gst_cudadiff_open_shared_context(GST_ELEMENT(self), backend, device_id, &st->share);
   try {
+    cudadiff::ContextScope scope(st->ctx.get());
     st->cpu_ctx = cudadiff::Context::cpu();
     st->writer = std::make_unique<stream::Writer>();
   } catch (const cudadiff::Error &e) {
@@ -351,14 +352,19 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
   EncState *st = self->state;
   discard_pending(self);
   try {
-    if (st->ctx) {
-      st->ctx->activate();
-      st->ctx->synchronize();
-    }
+    // Everything that frees CUDA resources runs in the context, which is
+    // popped again after (the thread is left as it was).
+    cudadiff::ContextScope scope(st->ctx.get());
+    if (st->ctx) st->ctx->synchronize();
     st->drop_codec();
+    st->writer.reset();
+    st->body = cudadiff::HostBytes();
+    st->reference = cudadiff::HostBytes();
+    st->ctx.reset();
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "at stop: %s", e.what());
   }
+  st->drop_codec();
   st->writer.reset();
   st->body = cudadiff::HostBytes();
   st->reference = cudadiff::HostBytes();
@@ -387,7 +393,8 @@ static GstBuffer *make_stream_header(cudadiff::VideoFormat format, const GstVide
 }
 
 // The core encoder of the version, and every buffer at its largest, so that
-// no frame allocates. Throws cudadiff::Error (and std::bad_alloc).
+// no frame allocates. In the element's context scope (set_format). Throws
+// cudadiff::Error (and std::bad_alloc).
 static void configure_codec(EncState *st, bool v2, cudadiff::VideoFormat format, int width,
                             int height, size_t frame_bytes, bool zstd, int level) {
   if (v2) {
@@ -396,7 +403,6 @@ static void configure_codec(EncState *st, bool v2, cudadiff::VideoFormat format,
     st->reference.reserve(frame_bytes);
     return;
   }
-  st->ctx->activate();
   st->encoder = diff::DiffEncoder::create(*st->ctx, format, width, height);
   st->body.reserve(diff::max_delta_body_size(frame_bytes));
   st->writer->set_compression(zstd ? stream::Compression::Zstd : stream::Compression::None, level);
@@ -439,6 +445,8 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   st->overlap = !v2 && (overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
                         (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
                          !gst_cudadiff_upstream_is_live(GST_VIDEO_ENCODER_SINK_PAD(encoder))));
+  gst_cudadiff_set_overlap_latency(GST_ELEMENT(encoder), st->overlap, GST_VIDEO_INFO_FPS_N(info),
+                                   GST_VIDEO_INFO_FPS_D(info));
   // Downstream must read this version (a capsfilter or a receiver's caps
   // may say which); say so plainly rather than fail later.
   GstCaps *allowed = gst_pad_get_allowed_caps(GST_VIDEO_ENCODER_SRC_PAD(encoder));
@@ -459,7 +467,8 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
     gst_caps_unref(allowed);
   }
   try {
-    st->ctx->activate();  // a version 1 encoder of the previous caps frees device memory
+    // A version 1 encoder of the previous caps frees device memory.
+    cudadiff::ContextScope scope(st->ctx.get());
     st->drop_codec();
     try {
       configure_codec(st, v2, format, width, height, frame_bytes, zstd, level);
@@ -598,7 +607,7 @@ static GstFlowReturn finish_pending(GstCudaDiffEnc *self) {
   FrameResult result = p.result;
   try {
     if (st->encoder) {  // version 1: the delta was queued on the core
-      st->ctx->activate();
+      cudadiff::ContextScope scope(st->ctx.get());
       result.changed_bytes = st->encoder->collect_delta(st->body).changed_bytes;
     }
   } catch (const cudadiff::Error &e) {
@@ -621,7 +630,7 @@ static void discard_pending(GstCudaDiffEnc *self) {
   st->has_pending = false;
   try {
     if (st->encoder) {
-      st->ctx->activate();
+      cudadiff::ContextScope scope(st->ctx.get());
       st->encoder->collect_delta(st->body);
     }
   } catch (const cudadiff::Error &e) {
@@ -750,7 +759,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     if (st->encoder2) {
       encode_v2(st, input, threshold, keyframe, &p.result);
     } else {
-      st->ctx->activate();
+      cudadiff::ContextScope scope(st->ctx.get());
       if (keyframe)
         st->encoder->keyframe_host(input, st->body);
       else
@@ -801,7 +810,9 @@ static gboolean gst_cudadiff_enc_propose_allocation(GstVideoEncoder *encoder, Gs
 static GstCaps *gst_cudadiff_enc_getcaps(GstVideoEncoder *encoder, GstCaps *filter) {
   auto *self = GST_CUDADIFF_ENC(encoder);
   GST_OBJECT_LOCK(self);
-  const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id);
+  // Nor after start failed to share the pipeline's context.
+  const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id) &&
+                    !self->state->share.disabled();
   GST_OBJECT_UNLOCK(self);
   GstCaps *caps = gst_video_encoder_proxy_getcaps(encoder, nullptr, filter);
   if (cuda) return gst_cudadiff_caps_cuda_first(caps);
@@ -820,8 +831,10 @@ static void gst_cudadiff_enc_set_context(GstElement *element, GstContext *contex
   auto *self = GST_CUDADIFF_ENC(element);
   GST_OBJECT_LOCK(self);
   const gint device_id = self->device_id;
+  const bool cpu = self->backend == GST_CUDADIFF_BACKEND_CPU;
   GST_OBJECT_UNLOCK(self);
-  self->state->share.set_context(element, context, device_id);
+  // A CPU element keeps no CUDA context (and so answers no context query).
+  if (!cpu) self->state->share.set_context(element, context, device_id);
   GST_ELEMENT_CLASS(gst_cudadiff_enc_parent_class)->set_context(element, context);
 }
 

@@ -538,6 +538,91 @@ TEST(CudaDiff, FrameOverlapPropertyAndDrain) {
   }
 }
 
+// Upstream of the harness answers LATENCY with live, min 0, max 100 ms
+// (GstHarness's own answer has no max); other queries as before.
+static GstPadQueryFunction harness_src_query = nullptr;
+static gboolean bounded_latency_query(GstPad *pad, GstObject *parent, GstQuery *query) {
+  if (GST_QUERY_TYPE(query) != GST_QUERY_LATENCY) return harness_src_query(pad, parent, query);
+  gst_query_set_latency(query, TRUE, 0, 100 * GST_MSECOND);
+  return TRUE;
+}
+
+// The element's LATENCY answer (min, max) with upstream at 0 to 100 ms.
+static void query_latency(GstHarness *h, GstClockTime *min, GstClockTime *max) {
+  if (GST_PAD_QUERYFUNC(h->srcpad) != bounded_latency_query) {
+    harness_src_query = GST_PAD_QUERYFUNC(h->srcpad);
+    gst_pad_set_query_function(h->srcpad, bounded_latency_query);
+  }
+  GstQuery *q = gst_query_new_latency();
+  ASSERT_TRUE(gst_pad_peer_query(h->sinkpad, q));
+  gboolean live = FALSE;
+  gst_query_parse_latency(q, &live, min, max);
+  gst_query_unref(q);
+}
+
+// A frame held back by frame-overlap is one frame interval of latency: the
+// encoder and the decoder report it (min and max) in LATENCY queries, and
+// nothing without overlap. Version 2 holds no frame: no latency, whatever
+// frame-overlap says (the decoder reports the caps' frame until a keyframe
+// says which version the stream is).
+TEST(CudaDiff, FrameOverlapReportsOneFrameOfLatency) {
+  for (int version : {1, 2})
+    for (const char *overlap : {"never", "always"}) {
+      SCOPED_TRACE(std::string(overlap) + ", version " + std::to_string(version));
+      const bool on = std::string(overlap) == "always";
+      const bool held = on && version == 1;
+      GstHarness *enc = gst_harness_new_parse(
+          ("cudadiffenc keyframe-interval=3 stream-version=" + std::to_string(version) +
+           " frame-overlap=" + overlap)
+              .c_str());
+      gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGRx", 12, 5, 25).c_str());
+      const GstVideoInfo info = video_info("BGRx", 12, 5, 25);
+      std::vector<GstBuffer *> packets;
+      for (int t = 0; t < 4; ++t) {
+        ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("BGRx", 12, 5, t, 5), t)),
+                  GST_FLOW_OK);
+        while (GstBuffer *p = pull_packet(enc)) packets.push_back(p);
+      }
+      GstClockTime min = 1, max = 1;
+      query_latency(enc, &min, &max);
+      EXPECT_EQ(min, held ? GST_SECOND / 25 : 0) << "encoder min";
+      EXPECT_EQ(max, 100 * GST_MSECOND + (held ? GST_SECOND / 25 : 0)) << "encoder max";
+      gst_harness_push_event(enc, gst_event_new_eos());
+      while (GstBuffer *p = pull_packet(enc)) packets.push_back(p);
+      EXPECT_EQ(packets.size(), 4u);
+      gst_harness_teardown(enc);
+
+      // The decoder: the caps' framerate until a keyframe says (25 fps here).
+      GstHarness *dec =
+          gst_harness_new_parse((std::string("cudadiffdec frame-overlap=") + overlap).c_str());
+      gst_harness_set_src_caps_str(dec, "video/x-cudadiff, framerate=(fraction)50/1");
+      query_latency(dec, &min, &max);
+      EXPECT_EQ(min, on ? GST_SECOND / 50 : 0) << "decoder min, from the caps";
+      EXPECT_EQ(max, 100 * GST_MSECOND + (on ? GST_SECOND / 50 : 0))
+          << "decoder max, from the caps";
+      int frames = 0;
+      for (GstBuffer *p : packets) {
+        ASSERT_EQ(gst_harness_push(dec, p), GST_FLOW_OK);
+        while (GstBuffer *f = gst_harness_try_pull(dec)) {
+          ++frames;
+          gst_buffer_unref(f);
+        }
+      }
+      query_latency(dec, &min, &max);
+      EXPECT_EQ(min, held ? GST_SECOND / 25 : 0) << "decoder min, from the stream";
+      EXPECT_EQ(max, 100 * GST_MSECOND + (held ? GST_SECOND / 25 : 0))
+          << "decoder max, from the stream";
+      EXPECT_EQ(frames, held ? 3 : 4);  // one frame in flight with overlap
+      gst_harness_push_event(dec, gst_event_new_eos());
+      while (GstBuffer *f = gst_harness_try_pull(dec)) {
+        ++frames;
+        gst_buffer_unref(f);
+      }
+      EXPECT_EQ(frames, 4);
+      gst_harness_teardown(dec);
+    }
+}
+
 // Version 2 encodes each frame synchronously: whatever frame-overlap says and
 // whether upstream is live, every packet leaves with its frame; a drain
 // query and EOS find nothing waiting.

@@ -13,9 +13,21 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
+
+#if CUDADIFF_HAVE_GST_CUDA
+#include <gst/cuda/gstcudacontext.h>
+#include <gst/cuda/gstcudamemory.h>
+#include <gst/cuda/gstcudautils.h>
+#endif
+
+#include <gst/check/gstharness.h>
+
+#include <atomic>
+#include <thread>
 
 #include "cudadiff/runtime.h"
 #include "frames.h"
@@ -38,9 +50,21 @@ bool is_cuda_memory(GstMemory *mem) {
   return mem && mem->allocator && g_strcmp0(mem->allocator->mem_type, "gst.cuda.memory") == 0;
 }
 
+// The GstCudaContext a CUDA memory belongs to (GstCudaMemory's own field),
+// or nullptr.
+gpointer memory_context(GstMemory *mem) {
+#if CUDADIFF_HAVE_GST_CUDA
+  if (mem && gst_is_cuda_memory(mem)) return GST_CUDA_MEMORY_CAST(mem)->context;
+#endif
+  (void)mem;
+  return nullptr;
+}
+
 struct PadCount {
   int buffers = 0;
   int cuda = 0;
+  gpointer context = nullptr;  // GstCudaContext of the first CUDA buffer's memory
+  int other_context = 0;       // CUDA buffers whose memory is of another one
 };
 
 GstPadProbeReturn count_memory(GstPad *, GstPadProbeInfo *info, gpointer data) {
@@ -48,8 +72,14 @@ GstPadProbeReturn count_memory(GstPad *, GstPadProbeInfo *info, gpointer data) {
   GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
   count->buffers++;
   bool all_cuda = gst_buffer_n_memory(buf) > 0;
-  for (guint i = 0; i < gst_buffer_n_memory(buf); ++i)
-    all_cuda = all_cuda && is_cuda_memory(gst_buffer_peek_memory(buf, i));
+  for (guint i = 0; i < gst_buffer_n_memory(buf); ++i) {
+    GstMemory *mem = gst_buffer_peek_memory(buf, i);
+    all_cuda = all_cuda && is_cuda_memory(mem);
+    if (gpointer ctx = memory_context(mem)) {
+      if (!count->context) count->context = ctx;
+      if (ctx != count->context) count->other_context++;
+    }
+  }
   if (all_cuda) count->cuda++;
   return GST_PAD_PROBE_OK;
 }
@@ -97,15 +127,26 @@ void on_handoff(GstElement *, GstBuffer *buf, GstPad *pad, gpointer data) {
 
 struct RunResult {
   std::string error;  // "" on EOS
+  std::vector<std::string> warnings;
   std::vector<std::string> frames;
   std::map<std::string, PadCount> counts;       // per "element" (its src pad)
   std::map<std::string, std::string> src_caps;  // per "element": its src pad's caps
   std::map<std::string, gpointer> contexts;     // per element: its GstCudaContext
+  std::map<std::string, PadCount> sink_counts;  // per element: its sink pad
 };
 
-// Runs `desc` (a fakesink named "out" at the end) to EOS; probes the src pads
-// of `watch` and reads their gst.cuda.context before stopping.
-RunResult run(const std::string &desc, const std::vector<std::string> &watch = {}) {
+struct RunOptions {
+  // Called once the pipeline is PLAYING (feeds an appsrc, ...).
+  std::function<void(GstElement *pipeline)> feed;
+  // Called before the pipeline goes to PLAYING (sets contexts, ...).
+  std::function<void(GstElement *pipeline)> prepare;
+};
+
+// Runs `desc` (a fakesink named "out" at the end) to EOS; probes the src
+// (and sink) pads of `watch` and reads their gst.cuda.context before
+// stopping; collects warnings.
+RunResult run(const std::string &desc, const std::vector<std::string> &watch = {},
+              const RunOptions &opts = RunOptions()) {
   RunResult r;
   GError *err = nullptr;
   GstElement *pipeline = gst_parse_launch(desc.c_str(), &err);
@@ -126,14 +167,33 @@ RunResult run(const std::string &desc, const std::vector<std::string> &watch = {
     EXPECT_NE(e, nullptr) << name;
     if (!e) continue;
     GstPad *pad = gst_element_get_static_pad(e, "src");
-    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, count_memory, &r.counts[name], nullptr);
-    gst_object_unref(pad);
+    if (pad) {
+      gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, count_memory, &r.counts[name], nullptr);
+      gst_object_unref(pad);
+    }
+    if ((pad = gst_element_get_static_pad(e, "sink"))) {
+      gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, count_memory, &r.sink_counts[name],
+                        nullptr);
+      gst_object_unref(pad);
+    }
     gst_object_unref(e);
   }
+  if (opts.prepare) opts.prepare(pipeline);
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  if (opts.feed) opts.feed(pipeline);
   GstBus *bus = gst_element_get_bus(pipeline);
-  GstMessage *msg = gst_bus_timed_pop_filtered(
-      bus, 60 * GST_SECOND, static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  GstMessage *msg = nullptr;
+  for (;;) {
+    msg = gst_bus_timed_pop_filtered(
+        bus, 60 * GST_SECOND,
+        static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING));
+    if (!msg || GST_MESSAGE_TYPE(msg) != GST_MESSAGE_WARNING) break;
+    GError *w = nullptr;
+    gst_message_parse_warning(msg, &w, nullptr);
+    r.warnings.push_back(std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(msg))) + ": " + w->message);
+    g_error_free(w);
+    gst_message_unref(msg);
+  }
   if (!msg) {
     r.error = "timeout";
   } else if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
@@ -151,13 +211,13 @@ RunResult run(const std::string &desc, const std::vector<std::string> &watch = {
     GstElement *e = gst_bin_get_by_name(GST_BIN(pipeline), name.c_str());
     if (!e) continue;
     GstPad *pad = gst_element_get_static_pad(e, "src");
-    if (GstCaps *caps = gst_pad_get_current_caps(pad)) {
+    if (GstCaps *caps = pad ? gst_pad_get_current_caps(pad) : nullptr) {
       gchar *str = gst_caps_to_string(caps);
       r.src_caps[name] = str;
       g_free(str);
       gst_caps_unref(caps);
     }
-    gst_object_unref(pad);
+    if (pad) gst_object_unref(pad);
     gpointer ctx = nullptr;
     if (GstContext *c = gst_element_get_context(e, "gst.cuda.context")) {
       const GValue *v = gst_structure_get_value(gst_context_get_structure(c), "gst.cuda.context");
@@ -205,6 +265,9 @@ void expect_cuda_between(const RunResult &r, const std::vector<std::string> &nam
     EXPECT_EQ(it->second.cuda, it->second.buffers) << n << " pushed system memory";
     EXPECT_NE(r.src_caps.at(n).find("memory:CUDAMemory"), std::string::npos)
         << n << ": " << r.src_caps.at(n);
+    // The memory is of the element's own (the pipeline's one) context.
+    EXPECT_EQ(it->second.context, r.contexts.at(n)) << n << ": memory of another CUDA context";
+    EXPECT_EQ(it->second.other_context, 0) << n;
   }
 }
 
@@ -242,7 +305,7 @@ TEST(CudaMemory, TextOverlayIntoEncoderMatchesSystemMemory) {
                               " ! cudaupload name=up ! cudatextoverlay name=text text=\"device "
                               "resident\" shaded-background=true ! " +
                               tail,
-                          {"up", "text"});
+                          {"up", "text", "enc"});
   ASSERT_EQ(a.error, "");
   const RunResult b = run(std::string(kSource) +
                           " ! cudatextoverlay text=\"device resident\" shaded-background=true ! "
@@ -251,7 +314,12 @@ TEST(CudaMemory, TextOverlayIntoEncoderMatchesSystemMemory) {
   ASSERT_EQ(b.error, "");
   EXPECT_EQ(a.frames.size(), 12u);
   expect_same_frames(a, b);
+  // CUDA memory from cudaupload into cudatextoverlay and from it into the
+  // encoder, of the one context all three share.
   expect_cuda_between(a, {"up", "text"}, 12);
+  EXPECT_EQ(a.sink_counts.at("enc").buffers, 12);
+  EXPECT_EQ(a.sink_counts.at("enc").cuda, 12) << "the encoder got system memory";
+  EXPECT_EQ(a.sink_counts.at("enc").context, a.contexts.at("enc"));
   expect_one_context(a, {"up", "text", "enc"});
 }
 
@@ -279,9 +347,12 @@ TEST(CudaMemory, Nvh264decFeedsGauss) {
                               "cudagauss name=gauss kernel-size=7 ! cudadownload name=down ! "
                               "video/x-raw,format=NV12 ! fakesink name=out",
                           {"dec", "gauss", "down"});
-  const RunResult b = run(decode +
-                          "cudadownload ! video/x-raw,format=NV12 ! cudagauss kernel-size=7 ! "
-                          "video/x-raw,format=NV12 ! fakesink name=out");
+  // The reference: system memory into cudagauss (identity answers no
+  // allocation query, so no pool of either side is shared).
+  const RunResult b =
+      run(decode +
+          "cudadownload ! video/x-raw,format=NV12 ! identity drop-allocation=true "
+          "! cudagauss kernel-size=7 ! video/x-raw,format=NV12 ! fakesink name=out");
   g_unlink(path);
   g_free(path);
   ASSERT_EQ(a.error, "");
@@ -290,6 +361,11 @@ TEST(CudaMemory, Nvh264decFeedsGauss) {
   expect_same_frames(a, b);
   expect_cuda_between(a, {"dec", "gauss"}, 20);
   expect_one_context(a, {"dec", "gauss", "down"});
+  // What cudagauss received: NVDEC's CUDA memory, of cudagauss's context.
+  EXPECT_EQ(a.sink_counts.at("gauss").buffers, 20);
+  EXPECT_EQ(a.sink_counts.at("gauss").cuda, 20);
+  EXPECT_EQ(a.sink_counts.at("gauss").context, a.contexts.at("gauss"));
+  EXPECT_EQ(a.sink_counts.at("gauss").other_context, 0);
 }
 
 // Without GStreamer's CUDA elements: ours alone share one context and pass
@@ -378,6 +454,448 @@ TEST(CudaMemory, CudaCapsOnlyWithTheCudaBackend) {
       gst_object_unref(e);
     }
   }
+}
+
+// A pipeline kept across state changes: frames collected at "out".
+struct Pipe {
+  GstElement *pipeline = nullptr;
+  Collected collected;
+  explicit Pipe(const std::string &desc) {
+    pipeline = gst_parse_launch(desc.c_str(), nullptr);
+    EXPECT_NE(pipeline, nullptr) << desc;
+    if (!pipeline) return;
+    GstElement *out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
+    g_object_set(out, "signal-handoffs", TRUE, "sync", FALSE, nullptr);
+    g_signal_connect(out, "handoff", G_CALLBACK(on_handoff), &collected);
+    gst_object_unref(out);
+  }
+  ~Pipe() {
+    if (!pipeline) return;
+    gst_element_set_state(pipeline, GST_STATE_NULL);
+    gst_object_unref(pipeline);
+  }
+  GstElement *get(const char *name) {  // transfer full
+    return gst_bin_get_by_name(GST_BIN(pipeline), name);
+  }
+  // Waits for EOS: "" or the error.
+  std::string wait_eos() {
+    GstBus *bus = gst_element_get_bus(pipeline);
+    GstMessage *msg = gst_bus_timed_pop_filtered(
+        bus, 60 * GST_SECOND, static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+    gst_object_unref(bus);
+    if (!msg) return "timeout";
+    std::string error;
+    if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
+      GError *e = nullptr;
+      gst_message_parse_error(msg, &e, nullptr);
+      error = std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(msg))) + ": " + e->message;
+      g_error_free(e);
+    }
+    gst_message_unref(msg);
+    return error;
+  }
+  std::vector<std::string> take_frames() {
+    std::vector<std::string> f;
+    f.swap(collected.frames);
+    return f;
+  }
+};
+
+// The thread that calls the codecs keeps its own current CUDA context:
+// every entry point pushes the element's context and pops it again.
+TEST(CudaMemory, CodecsLeaveTheCallersContextCurrent) {
+#if CUDADIFF_HAVE_GST_CUDA
+  GstCudaContext *mine = gst_cuda_context_new(0);  // a driver context of its own
+  ASSERT_NE(mine, nullptr);
+  ASSERT_TRUE(gst_cuda_context_push(mine));
+  void *expected = gst_cuda_context_get_handle(mine);
+  ASSERT_EQ(cudadiff::current_driver_context(), expected);
+  const char *caps = "video/x-raw,format=BGRx,width=64,height=48,framerate=30/1";
+  GstHarness *enc = gst_harness_new_parse(
+      "cudadiffenc stream-version=1 backend=cuda threshold=0 keyframe-interval=3 "
+      "frame-overlap=always");
+  gst_harness_set_src_caps_str(enc, caps);
+  EXPECT_EQ(cudadiff::current_driver_context(), expected) << "after start and caps";
+  std::vector<GstBuffer *> packets;
+  for (int t = 0; t < 6; ++t) {
+    GstBuffer *in = gst_buffer_new_allocate(nullptr, 64 * 48 * 4, nullptr);
+    GstMapInfo map;
+    gst_buffer_map(in, &map, GST_MAP_WRITE);
+    for (gsize i = 0; i < map.size; ++i) map.data[i] = static_cast<guint8>(i * 7 + t * 13);
+    gst_buffer_unmap(in, &map);
+    GST_BUFFER_PTS(in) = t * GST_SECOND / 30;
+    ASSERT_EQ(gst_harness_push(enc, in), GST_FLOW_OK);
+    EXPECT_EQ(cudadiff::current_driver_context(), expected) << "after encoding frame " << t;
+    while (GstBuffer *p = gst_harness_try_pull(enc)) packets.push_back(p);
+  }
+  gst_harness_push_event(enc, gst_event_new_eos());
+  EXPECT_EQ(cudadiff::current_driver_context(), expected) << "after the encoder's EOS";
+  while (GstBuffer *p = gst_harness_try_pull(enc)) packets.push_back(p);
+  gst_harness_teardown(enc);
+  EXPECT_EQ(cudadiff::current_driver_context(), expected) << "after the encoder stopped";
+  EXPECT_EQ(packets.size(), 7u);  // stream header + 6 packets
+
+  GstHarness *dec = gst_harness_new_parse("cudadiffdec backend=cuda frame-overlap=always");
+  gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+  int frames = 0;
+  for (GstBuffer *p : packets) {
+    if (GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_HEADER)) {
+      gst_buffer_unref(p);
+      continue;
+    }
+    ASSERT_EQ(gst_harness_push(dec, p), GST_FLOW_OK);
+    EXPECT_EQ(cudadiff::current_driver_context(), expected) << "after decoding a packet";
+    while (GstBuffer *f = gst_harness_try_pull(dec)) {
+      ++frames;
+      gst_buffer_unref(f);
+    }
+  }
+  gst_harness_push_event(dec, gst_event_new_flush_start());
+  gst_harness_push_event(dec, gst_event_new_flush_stop(TRUE));
+  EXPECT_EQ(cudadiff::current_driver_context(), expected) << "after the decoder's flush";
+  gst_harness_teardown(dec);
+  EXPECT_EQ(cudadiff::current_driver_context(), expected) << "after the decoder stopped";
+  EXPECT_EQ(frames, 5);  // the last one was in flight at the flush
+  CUcontext popped = nullptr;
+  gst_cuda_context_pop(&popped);
+  EXPECT_EQ(static_cast<void *>(popped), expected);
+  gst_object_unref(mine);
+#else
+  GTEST_SKIP() << "built without gstreamer-cuda-1.0";
+#endif
+}
+
+// primary_context() leaves the calling thread as it was.
+TEST(CudaMemory, PrimaryContextLeavesTheThreadAlone) {
+  std::thread([] {
+    EXPECT_EQ(cudadiff::current_driver_context(), nullptr);
+    void *primary = cudadiff::primary_context(0);
+    EXPECT_NE(primary, nullptr);
+    EXPECT_EQ(cudadiff::current_driver_context(), nullptr) << "primary context left current";
+    EXPECT_EQ(cudadiff::primary_context(0), primary);
+  }).join();
+}
+
+// backend=cpu: no gst.cuda.context kept or given, and CUDA memory (GStreamer
+// 1.22's cudadownload passes it on under system memory caps) is read
+// through the host: the same pictures as from system memory.
+TEST(CudaMemory, CpuBackendTakesNoDevicePointers) {
+#if CUDADIFF_HAVE_GST_CUDA
+  GstCudaContext *ctx = gst_cuda_context_new(0);
+  ASSERT_NE(ctx, nullptr);
+  GstContext *context = gst_context_new_cuda_context(ctx);
+  for (const char *name : {"cudagauss", "cudagrayscale", "cudadiffenc", "cudadiffdec"}) {
+    for (const char *backend : {"cpu", "cuda"}) {
+      GstElement *e = gst_element_factory_make(name, nullptr);
+      ASSERT_NE(e, nullptr);
+      gst_util_set_object_arg(G_OBJECT(e), "backend", backend);
+      gst_element_set_context(e, context);
+      GstPad *src = gst_element_get_static_pad(e, "src");
+      GstQuery *q = gst_query_new_context("gst.cuda.context");
+      const gboolean answered = gst_pad_query(src, q);
+      EXPECT_EQ(answered, std::string(backend) == "cuda") << name << " backend=" << backend;
+      gst_query_unref(q);
+      gst_object_unref(src);
+      gst_object_unref(e);
+    }
+  }
+  gst_context_unref(context);
+  gst_object_unref(ctx);
+#endif
+  if (!have_nvcodec_copies()) GTEST_SKIP() << "nvcodec's cudaupload/cudadownload missing";
+  const std::string src =
+      "videotestsrc num-buffers=6 pattern=ball ! "
+      "video/x-raw,format=BGRx,width=160,height=120,framerate=30/1 ! ";
+  const RunResult a =
+      run(src +
+              "cudaupload ! cudadownload ! video/x-raw,format=BGRx ! "
+              "cudagrayscale name=g backend=cpu ! video/x-raw,format=BGRx ! "
+              "cudadiffenc stream-version=1 backend=cpu threshold=0 ! fakesink name=out",
+          {"g"});
+  ASSERT_EQ(a.error, "");
+  const RunResult b =
+      run(src +
+          "cudagrayscale backend=cpu ! video/x-raw,format=BGRx ! "
+          "cudadiffenc stream-version=1 backend=cpu threshold=0 ! fakesink name=out");
+  ASSERT_EQ(b.error, "");
+  EXPECT_EQ(a.frames.size(), 6u);
+  expect_same_frames(a, b);
+  std::printf("backend=cpu got %d of %d frames in CUDA memory\n", a.sink_counts.at("g").cuda,
+              a.sink_counts.at("g").buffers);
+}
+
+// CUDA memory of another driver context (contexts not shared): copied
+// through the host into the element's device frames, the same pictures, one
+// warning that says what to do.
+TEST(CudaMemory, ForeignContextIsCopiedWithAWarning) {
+#if CUDADIFF_HAVE_GST_CUDA
+  if (!have_nvcodec_copies()) GTEST_SKIP() << "nvcodec's cudaupload/cudadownload missing";
+  GstCudaContext *ctx_up = gst_cuda_context_new(0), *ctx_filter = gst_cuda_context_new(0);
+  ASSERT_NE(ctx_up, nullptr);
+  ASSERT_NE(ctx_filter, nullptr);
+  RunOptions opts;
+  opts.prepare = [&](GstElement *pipeline) {
+    for (auto pair : {std::make_pair("up", ctx_up), std::make_pair("g", ctx_filter),
+                      std::make_pair("h", ctx_filter)}) {
+      GstElement *e = gst_bin_get_by_name(GST_BIN(pipeline), pair.first);
+      GstContext *c = gst_context_new_cuda_context(pair.second);
+      gst_element_set_context(e, c);
+      gst_context_unref(c);
+      gst_object_unref(e);
+    }
+  };
+  // CUDA memory out of cudaupload (through identity, which otherwise lets it
+  // settle on system memory), and identity answers no allocation query:
+  // cudaupload writes into a pool of its own context.
+  const RunResult a = run(std::string(kSource) +
+                              " ! cudaupload name=up ! video/x-raw(memory:CUDAMemory) ! "
+                              "identity drop-allocation=true ! "
+                              "cudagauss name=g ! cudaheatmap name=h ! "
+                              "video/x-raw,format=BGR ! fakesink name=out",
+                          {"up", "g", "h"}, opts);
+  ASSERT_EQ(a.error, "");
+  const RunResult b = run(std::string(kSource) +
+                          " ! cudagauss ! video/x-raw,format=BGR ! cudaheatmap ! "
+                          "video/x-raw,format=BGR ! fakesink name=out");
+  ASSERT_EQ(b.error, "");
+  EXPECT_EQ(a.frames.size(), 12u);
+  expect_same_frames(a, b);
+  // It really was CUDA memory of the other context...
+  EXPECT_EQ(a.sink_counts.at("g").cuda, 12);
+  EXPECT_EQ(a.sink_counts.at("g").context, static_cast<gpointer>(ctx_up));
+  // ...while g and h share theirs in CUDA memory.
+  EXPECT_EQ(a.counts.at("g").cuda, 12);
+  EXPECT_EQ(a.counts.at("g").context, static_cast<gpointer>(ctx_filter));
+  int warned = 0;
+  for (const std::string &w : a.warnings)
+    if (w.rfind("g: ", 0) == 0 && w.find("another CUDA context") != std::string::npos) ++warned;
+  EXPECT_EQ(warned, 1) << "warnings: " << a.warnings.size();
+  gst_object_unref(ctx_up);
+  gst_object_unref(ctx_filter);
+#else
+  GTEST_SKIP() << "built without gstreamer-cuda-1.0";
+#endif
+}
+
+// Frame overlap engages: with it, each frame leaves only once the next one
+// has entered (the last at EOS); without it, at once. Same frames either way.
+// It reports its frame of delay in the latency.
+TEST(CudaMemory, FrameOverlapHoldsOneFrameAndReportsItsLatency) {
+  std::map<std::string, std::vector<int>> entered_at_push;
+  std::map<std::string, std::vector<std::string>> frames;
+  for (const char *overlap : {"never", "always"}) {
+    int entered = 0;
+    std::vector<int> &seen = entered_at_push[overlap];
+    RunOptions opts;
+    opts.prepare = [&](GstElement *pipeline) {
+      GstElement *f = gst_bin_get_by_name(GST_BIN(pipeline), "f");
+      GstPad *sink = gst_element_get_static_pad(f, "sink");
+      GstPad *src = gst_element_get_static_pad(f, "src");
+      gst_pad_add_probe(
+          sink, GST_PAD_PROBE_TYPE_BUFFER,
+          [](GstPad *, GstPadProbeInfo *, gpointer d) {
+            ++*static_cast<int *>(d);
+            return GST_PAD_PROBE_OK;
+          },
+          &entered, nullptr);
+      struct Ctx {
+        int *entered;
+        std::vector<int> *seen;
+      };
+      gst_pad_add_probe(
+          src, GST_PAD_PROBE_TYPE_BUFFER,
+          [](GstPad *, GstPadProbeInfo *, gpointer d) {
+            auto *c = static_cast<Ctx *>(d);
+            c->seen->push_back(*c->entered);
+            return GST_PAD_PROBE_OK;
+          },
+          new Ctx{&entered, &seen}, [](gpointer d) { delete static_cast<Ctx *>(d); });
+      gst_object_unref(sink);
+      gst_object_unref(src);
+      gst_object_unref(f);
+    };
+    const RunResult r =
+        run(std::string("videotestsrc num-buffers=6 pattern=ball ! "
+                        "video/x-raw,format=RGBA,width=200,height=90,framerate=30/1 ! "
+                        "cudagauss name=f frame-overlap=") +
+                overlap + " ! video/x-raw ! fakesink name=out",
+            {}, opts);
+    ASSERT_EQ(r.error, "") << overlap;
+    frames[overlap] = r.frames;
+  }
+  EXPECT_EQ(entered_at_push["never"], (std::vector<int>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(entered_at_push["always"], (std::vector<int>{2, 3, 4, 5, 6, 6}));
+  ASSERT_EQ(frames["never"].size(), 6u);
+  EXPECT_TRUE(frames["never"] == frames["always"]);
+
+  // Latency of a live pipeline: one frame (1/30 s) more with overlap.
+  std::map<std::string, GstClockTime> min_latency;
+  for (const char *overlap : {"never", "always"}) {
+    Pipe p(std::string("videotestsrc is-live=true pattern=ball ! "
+                       "video/x-raw,format=RGBA,width=200,height=90,framerate=30/1 ! "
+                       "cudagauss name=f frame-overlap=") +
+           overlap + " ! video/x-raw ! fakesink name=out");
+    GstElement *out = p.get("out");
+    GstPad *sink = gst_element_get_static_pad(out, "sink");
+    std::atomic<int> arrived{0};
+    gst_pad_add_probe(
+        sink, GST_PAD_PROBE_TYPE_BUFFER,
+        [](GstPad *, GstPadProbeInfo *, gpointer d) {
+          ++*static_cast<std::atomic<int> *>(d);
+          return GST_PAD_PROBE_OK;
+        },
+        &arrived, nullptr);
+    gst_element_set_state(p.pipeline, GST_STATE_PLAYING);
+    ASSERT_EQ(gst_element_get_state(p.pipeline, nullptr, nullptr, 20 * GST_SECOND),
+              GST_STATE_CHANGE_SUCCESS);
+    // Caps are set (and overlap decided) once frames flow.
+    for (int i = 0; i < 400 && arrived < 3; ++i) g_usleep(10000);
+    ASSERT_GE(arrived, 3);
+    GstQuery *q = gst_query_new_latency();
+    ASSERT_TRUE(gst_pad_peer_query(sink, q));
+    gboolean live = FALSE;
+    GstClockTime min = 0, max = 0;
+    gst_query_parse_latency(q, &live, &min, &max);
+    EXPECT_TRUE(live);
+    min_latency[overlap] = min;
+    gst_query_unref(q);
+    gst_element_set_state(p.pipeline, GST_STATE_NULL);  // before `arrived` goes
+    gst_object_unref(sink);
+    gst_object_unref(out);
+  }
+  EXPECT_EQ(min_latency["always"] - min_latency["never"],
+            gst_util_uint64_scale_int(GST_SECOND, 1, 30));
+}
+
+// A flushing seek in a CUDA memory chain: the frames after it are those of
+// a fresh start (the heat map forgets its previous frame).
+TEST(CudaMemory, FlushingSeekInCudaMemory) {
+  Pipe p(
+      "videotestsrc pattern=ball ! video/x-raw,format=BGRx,width=160,height=120,framerate=30/1 "
+      "! cudagauss name=a ! cudaheatmap name=b gain=4 ! video/x-raw,format=BGRx ! fakesink "
+      "name=out");
+  PadCount between;
+  GstElement *a = p.get("a");
+  GstPad *src = gst_element_get_static_pad(a, "src");
+  gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_BUFFER, count_memory, &between, nullptr);
+  gst_object_unref(src);
+  gst_object_unref(a);
+  std::vector<std::vector<std::string>> runs;
+  for (int i = 0; i < 3; ++i) {
+    gst_element_set_state(p.pipeline, GST_STATE_PAUSED);
+    ASSERT_NE(gst_element_get_state(p.pipeline, nullptr, nullptr, 20 * GST_SECOND),
+              GST_STATE_CHANGE_FAILURE);
+    ASSERT_TRUE(
+        gst_element_seek(p.pipeline, 1.0, GST_FORMAT_TIME,
+                         static_cast<GstSeekFlags>(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_ACCURATE),
+                         GST_SEEK_TYPE_SET, (i == 2 ? 3 : 0) * GST_SECOND / 30, GST_SEEK_TYPE_SET,
+                         (i == 2 ? 11 : 8) * GST_SECOND / 30));
+    ASSERT_NE(gst_element_get_state(p.pipeline, nullptr, nullptr, 20 * GST_SECOND),
+              GST_STATE_CHANGE_FAILURE);
+    p.take_frames();  // the preroll frame of the seek counts in the next play
+    gst_element_set_state(p.pipeline, GST_STATE_PLAYING);
+    ASSERT_EQ(p.wait_eos(), "") << "run " << i;
+    runs.push_back(p.take_frames());
+  }
+  ASSERT_GE(runs[0].size(), 7u);
+  EXPECT_TRUE(runs[0] == runs[1]) << "a flush did not reset the chain";
+  // Started three frames later: other pictures, the same count.
+  EXPECT_EQ(runs[2].size(), runs[0].size());
+  EXPECT_FALSE(runs[2] == runs[0]);
+  EXPECT_GT(between.buffers, 0);
+  EXPECT_EQ(between.cuda, between.buffers) << "cudagauss -> cudaheatmap left CUDA memory";
+}
+
+// Caps change mid-stream (a new size) in CUDA memory: the same frames as on
+// system memory.
+TEST(CudaMemory, CapsChangeInCudaMemory) {
+  RunOptions opts;
+  opts.feed = [](GstElement *pipeline) {
+    GstElement *src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
+    int n = 0;
+    for (auto size : {std::make_pair(160, 120), std::make_pair(96, 64), std::make_pair(33, 17)}) {
+      gchar *str = g_strdup_printf("video/x-raw,format=BGRx,width=%d,height=%d,framerate=30/1",
+                                   size.first, size.second);
+      GstCaps *caps = gst_caps_from_string(str);
+      g_free(str);
+      for (int t = 0; t < 4; ++t, ++n) {
+        const gsize bytes = static_cast<gsize>(size.first) * size.second * 4;
+        GstBuffer *buf = gst_buffer_new_allocate(nullptr, bytes, nullptr);
+        GstMapInfo map;
+        gst_buffer_map(buf, &map, GST_MAP_WRITE);
+        guint32 x = 2463534242u + 97u * n;
+        for (gsize i = 0; i < bytes; ++i) {
+          x ^= x << 13;
+          x ^= x >> 17;
+          x ^= x << 5;
+          map.data[i] = static_cast<guint8>(i % 64 < 32 ? x : (i / 97 + t * 9));
+        }
+        gst_buffer_unmap(buf, &map);
+        GST_BUFFER_PTS(buf) = n * GST_SECOND / 30;
+        GST_BUFFER_DURATION(buf) = GST_SECOND / 30;
+        GstSample *sample = gst_sample_new(buf, caps, nullptr, nullptr);
+        GstFlowReturn ret = GST_FLOW_ERROR;
+        g_signal_emit_by_name(src, "push-sample", sample, &ret);
+        EXPECT_EQ(ret, GST_FLOW_OK);
+        gst_sample_unref(sample);
+        gst_buffer_unref(buf);
+      }
+      gst_caps_unref(caps);
+    }
+    GstFlowReturn ret = GST_FLOW_ERROR;
+    g_signal_emit_by_name(src, "end-of-stream", &ret);
+    gst_object_unref(src);
+  };
+  const std::string src = "appsrc name=src format=time max-bytes=0 ! ";
+  const RunResult a =
+      run(src +
+              "cudagauss name=a ! cudaheatmap name=b gain=3 ! cudadiffenc "
+              "stream-version=1 threshold=0 name=c ! cudadiffdec ! video/x-raw,format=BGRx ! "
+              "fakesink name=out",
+          {"a", "b"}, opts);
+  ASSERT_EQ(a.error, "");
+  const RunResult b =
+      run(src +
+              "cudagauss ! video/x-raw,format=BGRx ! cudaheatmap gain=3 ! "
+              "video/x-raw,format=BGRx ! cudadiffenc stream-version=1 threshold=0 ! cudadiffdec "
+              "! video/x-raw,format=BGRx ! fakesink name=out",
+          {}, opts);
+  ASSERT_EQ(b.error, "");
+  EXPECT_EQ(a.frames.size(), 12u);
+  expect_same_frames(a, b);
+  EXPECT_EQ(a.counts.at("a").cuda, 12) << "cudagauss -> cudaheatmap left CUDA memory";
+  EXPECT_EQ(a.counts.at("b").cuda, 12) << "cudaheatmap -> cudadiffenc left CUDA memory";
+}
+
+// Stop and start again (READY/NULL and back) with CUDA memory throughout:
+// the same frames each time.
+TEST(CudaMemory, StopAndRestartInCudaMemory) {
+  Pipe p(
+      "videotestsrc num-buffers=6 pattern=ball ! "
+      "video/x-raw,format=BGRx,width=176,height=144,framerate=30/1 ! cudagauss ! cudaheatmap "
+      "gain=4 ! cudadiffenc stream-version=1 threshold=0 keyframe-interval=4 ! cudadiffdec ! "
+      "cudagauss name=g "
+      "kernel-size=5 ! video/x-raw,format=BGRx ! fakesink name=out");
+  PadCount into_g;
+  GstElement *g = p.get("g");
+  GstPad *sink = gst_element_get_static_pad(g, "sink");
+  gst_pad_add_probe(sink, GST_PAD_PROBE_TYPE_BUFFER, count_memory, &into_g, nullptr);
+  gst_object_unref(sink);
+  gst_object_unref(g);
+  std::vector<std::vector<std::string>> runs;
+  for (GstState between : {GST_STATE_NULL, GST_STATE_READY, GST_STATE_NULL}) {
+    gst_element_set_state(p.pipeline, GST_STATE_PLAYING);
+    ASSERT_EQ(p.wait_eos(), "");
+    runs.push_back(p.take_frames());
+    gst_element_set_state(p.pipeline, between);
+    ASSERT_NE(gst_element_get_state(p.pipeline, nullptr, nullptr, 20 * GST_SECOND),
+              GST_STATE_CHANGE_FAILURE);
+  }
+  ASSERT_EQ(runs[0].size(), 6u);
+  EXPECT_TRUE(runs[1] == runs[0]);
+  EXPECT_TRUE(runs[2] == runs[0]);
+  EXPECT_EQ(into_g.buffers, 18);
+  EXPECT_EQ(into_g.cuda, 18) << "cudadiffdec -> cudagauss left CUDA memory";
 }
 
 int main(int argc, char **argv) {

@@ -52,8 +52,10 @@ DeviceInfo device_info(int device_id);
 void set_device(int device_id);
 
 // The primary context of `device_id` (the CUDA runtime's own, which
-// set_device() binds), as a raw CUcontext, initialised if needed; it lives
-// until the process ends. Throws Error.
+// set_device() binds), as a raw CUcontext, initialised if needed; the
+// runtime's reference keeps it alive until the process ends (the one taken
+// here is released). The calling thread's current context is left as it was.
+// Throws Error.
 void *primary_context(int device_id);
 // The driver context current on the calling thread (a CUcontext), or
 // nullptr. Never throws.
