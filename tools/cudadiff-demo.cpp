@@ -380,6 +380,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   g_option_context_free(context);
+  if (o.stream_version < 0 || o.stream_version > 2) {
+    std::fprintf(stderr, "--stream-version must be 1 or 2\n");
+    return 2;
+  }
   gst_init(&argc, &argv);
   // Run from the build tree without GST_PLUGIN_PATH.
   if (!gst_registry_find_feature(gst_registry_get(), "cudadiffenc", GST_TYPE_ELEMENT_FACTORY) &&
