@@ -294,11 +294,11 @@ double run_density(const Options &o, int n, const std::string &compression,
   std::atomic<bool> stop{false};
   for (int k = 0; k < n; ++k) {
     auto p = std::make_unique<DensityPipeline>();
-    const std::string desc = "appsrc name=src format=time block=true max-buffers=3 caps=\"" +
-                             raw_caps(o) + "\" ! cudagauss ! cudatextoverlay text=\"camera " +
-                             std::to_string(k) +
-                             "\" ! cudadiffenc threshold=20 compression=" + compression +
-                             " ! fakesink name=sink sync=false";
+    const std::string desc =
+        "appsrc name=src format=time block=true max-buffers=3 caps=\"" + raw_caps(o) +
+        "\" ! cudagauss ! cudatextoverlay text=\"camera " + std::to_string(k) +
+        "\" ! cudadiffenc stream-version=1 threshold=20 compression=" + compression +
+        " ! fakesink name=sink sync=false";
     p->pipeline = launch(desc);
     p->src = gst_bin_get_by_name(GST_BIN(p->pipeline), "src");
     GstElement *sink = gst_bin_get_by_name(GST_BIN(p->pipeline), "sink");

@@ -109,7 +109,7 @@ Result run_encoder(const Options &o, const char *compression, std::vector<GstBuf
                    GstCaps **packet_caps, size_t *bytes_out) {
   const std::string desc =
       "appsrc name=src format=time block=true max-bytes=100000000 caps=\"" + raw_caps(o) +
-      "\" ! cudadiffenc name=enc threshold=20 compression=" + compression +
+      "\" ! cudadiffenc name=enc stream-version=1 threshold=20 compression=" + compression +
       " backend=" + o.backend + " ! fakesink name=sink sync=false signal-handoffs=true";
   GstElement *pipeline = launch(desc);
   GstElement *src = gst_bin_get_by_name(GST_BIN(pipeline), "src");

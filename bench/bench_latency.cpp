@@ -54,6 +54,7 @@ struct Options {
   std::string format = "BGR";
   std::string compression;  // the encoder's default when empty
   int keyframe_interval = 60;
+  int stream_version = 1;  // named: the measured path, whatever the element's default
   int threshold = 20;
   int rtsp_latency_ms = 2000;  // rtspsrc's default
   double pace_rate = 200;      // Mbit/s (cudadiff-server's default)
@@ -301,7 +302,8 @@ std::string appsrc_description(const Scene &scene) {
 }
 
 std::string encoder_properties(const Options &o) {
-  std::string p = "backend=" + o.backend + " threshold=" + std::to_string(o.threshold) +
+  std::string p = "stream-version=" + std::to_string(o.stream_version) + " backend=" + o.backend +
+                  " threshold=" + std::to_string(o.threshold) +
                   " keyframe-interval=" + std::to_string(o.keyframe_interval);
   if (!o.compression.empty()) p += " compression=" + o.compression;
   return p;
@@ -527,6 +529,8 @@ int main(int argc, char **argv) {
        "cudadiffenc compression (default: the element's)", "C"},
       {"keyframe-interval", 0, 0, G_OPTION_ARG_INT, &o.keyframe_interval,
        "cudadiffenc keyframe-interval (default 60)", "N"},
+      {"stream-version", 0, 0, G_OPTION_ARG_INT, &o.stream_version,
+       "cudadiffenc stream-version, 1 or 2 (default 1; version 2 is coded on the CPU)", "N"},
       {"rtsp-latency", 0, 0, G_OPTION_ARG_INT, &o.rtsp_latency_ms,
        "rtspsrc latency in ms (default 2000, its own default)", "MS"},
       {"pace-rate", 0, 0, G_OPTION_ARG_DOUBLE, &o.pace_rate,
@@ -561,6 +565,10 @@ int main(int argc, char **argv) {
   if (backend) o.backend = backend;
   if (format) o.format = format;
   if (compression) o.compression = compression;
+  if (o.stream_version != 1 && o.stream_version != 2) {
+    std::fprintf(stderr, "--stream-version must be 1 or 2\n");
+    return 2;
+  }
   o.seconds = seconds;
   o.warmup = warmup;
   if (!gst_registry_find_feature(gst_registry_get(), "cudadiffenc", GST_TYPE_ELEMENT_FACTORY) &&

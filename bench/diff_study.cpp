@@ -159,8 +159,8 @@ std::string source(const std::string &file, int frames, const char *format) {
 void study(const std::string &file, int frames, const char *backend, const Config &c) {
   const std::string desc =
       source(file, frames, c.format) +
-      " ! identity name=orig ! cudadiffenc name=enc threshold=" + std::to_string(c.threshold) +
-      " compression=" + c.compression + " backend=" + backend +
+      " ! identity name=orig ! cudadiffenc name=enc stream-version=1 threshold=" +
+      std::to_string(c.threshold) + " compression=" + c.compression + " backend=" + backend +
       " ! identity name=pkt ! cudadiffdec backend=" + backend +
       " ! identity name=dec ! fakesink sync=false";
   GError *err = nullptr;

@@ -2,9 +2,10 @@
 // cudadiffenc -> tcpserversink) and a client pipeline (tcpclientsrc ->
 // cudadiffdec) on 127.0.0.1, both by gst_parse_launch in this process. It
 // prints the client's frame rate, the stream's bytes per second against raw
-// video and the report's layout, the PSNR of the client's picture against
-// the server's input (frames matched by the sender timestamp the decoder
-// attaches), and saves the client's last picture as a PNG, and a mosaic of
+// video and the report's layout, the stream version and (version 2) how the
+// blocks were coded, the PSNR of the client's picture against the server's
+// input (frames matched by the sender timestamp the decoder attaches), and
+// saves the client's last picture as a PNG, and a mosaic of
 // the same moment: the server's input, the client's picture, cudaheatmap of
 // the change and cudanoisevis's mask of the bytes that changed by more than
 // the threshold, each labelled by cudatextoverlay.
@@ -39,6 +40,7 @@ struct Options {
   gint width = 1280, height = 720, fps = 30;
   gint threshold = 20;
   gint keyframe_interval = 60;
+  gint stream_version = 0;  // 0: the element's default
   gchar *compression = nullptr;
   gchar *backend = nullptr;
   gchar *png = nullptr;
@@ -355,8 +357,10 @@ int main(int argc, char **argv) {
        "T"},
       {"keyframe-interval", 'k', 0, G_OPTION_ARG_INT, &o.keyframe_interval,
        "cudadiffenc keyframe-interval (default 60)", "N"},
+      {"stream-version", 'V', 0, G_OPTION_ARG_INT, &o.stream_version,
+       "cudadiffenc stream-version: 1 or 2 (default: the element's default)", "N"},
       {"compression", 'c', 0, G_OPTION_ARG_STRING, &o.compression,
-       "cudadiffenc compression: zstd or none (default: the element's)", "C"},
+       "cudadiffenc compression of version 1: zstd or none (default: the element's)", "C"},
       {"backend", 'b', 0, G_OPTION_ARG_STRING, &o.backend, "auto, cuda or cpu (default auto)", "B"},
       {"png", 'o', 0, G_OPTION_ARG_FILENAME, &o.png,
        "Where to save the client's last picture (default demo-snapshot.png)", "PATH"},
@@ -376,6 +380,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   g_option_context_free(context);
+  if (o.stream_version < 0 || o.stream_version > 2) {
+    std::fprintf(stderr, "--stream-version must be 1 or 2\n");
+    return 2;
+  }
   gst_init(&argc, &argv);
   // Run from the build tree without GST_PLUGIN_PATH.
   if (!gst_registry_find_feature(gst_registry_get(), "cudadiffenc", GST_TYPE_ELEMENT_FACTORY) &&
@@ -425,6 +433,7 @@ int main(int argc, char **argv) {
   }
   std::string enc_props = "threshold=" + std::to_string(o.threshold) +
                           " keyframe-interval=" + std::to_string(o.keyframe_interval);
+  if (o.stream_version) enc_props += " stream-version=" + std::to_string(o.stream_version);
   if (o.compression) enc_props += std::string(" compression=") + o.compression;
   if (o.backend) enc_props += std::string(" backend=") + o.backend;
   // For the mosaic, the same input also goes through cudaheatmap (where and how
@@ -548,6 +557,20 @@ int main(int argc, char **argv) {
           "         deltas are 1/%.1f of the report's layout (5 bytes per changed byte); "
           "everything 1/%.1f\n",
           delta_report / delta_out, report / out);
+    std::printf("         stream version %" G_GUINT64_FORMAT, stat(stats, "stream-version"));
+    // Version 2: how the 16x16 blocks were coded, over all frames.
+    const double skip = double(stat(stats, "blocks-skip")),
+                 temporal = double(stat(stats, "blocks-temporal")),
+                 both = double(stat(stats, "blocks-temporal-spatial")),
+                 spatial = double(stat(stats, "blocks-spatial"));
+    const double blocks = skip + temporal + both + spatial;
+    if (blocks > 0)
+      std::printf(
+          "; blocks %.0f%% skipped, %.0f%% from the previous picture, %.0f%% from it "
+          "and their neighbours, %.0f%% from their neighbours (keyframes all)",
+          100 * skip / blocks, 100 * temporal / blocks, 100 * both / blocks,
+          100 * spatial / blocks);
+    std::printf("\n");
   }
   if (shown.matched > 0 && shown.lossless == shown.matched)
     std::printf("PSNR:    infinite: all %d frames identical to the server's input (lossless)\n",

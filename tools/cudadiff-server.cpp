@@ -26,6 +26,7 @@ struct Args {
   gint width = 1280, height = 720, fps = 30;
   gint threshold = -1;
   gint keyframe_interval = -1;
+  gint stream_version = 0;  // 0: the element's default
   gchar *compression = nullptr;
   gchar *backend = nullptr;
   gdouble simulate_loss = 0;
@@ -80,6 +81,10 @@ int main(int argc, char **argv) {
        "cudadiffenc threshold (default: the element's, 20)", "T"},
       {"keyframe-interval", 'k', 0, G_OPTION_ARG_INT, &a.keyframe_interval,
        "cudadiffenc keyframe-interval in frames (default: the element's, 60)", "N"},
+      {"stream-version", 'V', 0, G_OPTION_ARG_INT, &a.stream_version,
+       "cudadiffenc stream-version: 1 or 2 (default: the element's default; version 2 is coded "
+       "on the CPU)",
+       "N"},
       {"compression", 'c', 0, G_OPTION_ARG_STRING, &a.compression,
        "cudadiffenc compression: zstd or none (default: the element's)", "C"},
       {"backend", 'b', 0, G_OPTION_ARG_STRING, &a.backend,
@@ -120,7 +125,8 @@ int main(int argc, char **argv) {
   gst_init(&argc, &argv);
   if (a.port < 0 || a.port > 65535 || a.simulate_loss < 0 || a.simulate_loss > 1 ||
       a.pace_burst < 0 || a.pace_rate < 0 || a.retransmission_time < 0 || a.width <= 0 ||
-      a.height <= 0 || a.fps <= 0 || a.rtcp_interval < 0) {
+      a.height <= 0 || a.fps <= 0 || a.rtcp_interval < 0 || a.stream_version < 0 ||
+      a.stream_version > 2) {
     std::fprintf(stderr, "an option is out of range (see --help)\n");
     return 2;
   }
@@ -157,6 +163,8 @@ int main(int argc, char **argv) {
   if (a.threshold >= 0) o.encoder_properties += " threshold=" + std::to_string(a.threshold);
   if (a.keyframe_interval >= 0)
     o.encoder_properties += " keyframe-interval=" + std::to_string(a.keyframe_interval);
+  if (a.stream_version > 0)
+    o.encoder_properties += " stream-version=" + std::to_string(a.stream_version);
   if (a.compression) o.encoder_properties += std::string(" compression=") + a.compression;
   if (a.backend) o.encoder_properties += std::string(" backend=") + a.backend;
   o.simulate_loss = a.simulate_loss;

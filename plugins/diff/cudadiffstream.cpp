@@ -2,7 +2,7 @@
 //
 // Packet header, 64 bytes, little-endian:
 //    0  4  magic "CDIF"            32  4  payload size
-//    4  1  version (1)             36  4  body size
+//    4  1  version (1 or 2)        36  4  body size
 //    5  1  header size (64)        40  4  width
 //    6  1  flags                   44  4  height
 //    7  1  format (wire code)      48  4  framerate numerator
@@ -17,6 +17,9 @@
 #include <cstring>
 #include <limits>
 #include <vector>
+
+#include "cudadiff/codec2.h"
+#include "cudadiff/codec2_rules.h"
 
 #if CUDADIFF_HAVE_ZSTD
 #include <zstd.h>
@@ -179,8 +182,26 @@ void write_header(const PacketHeader &h, uint8_t out[kHeaderSize]) {
   put_u32(out + 60, crc32(out, 60));
 }
 
+size_t min_v2_body_size() {
+  return codec2::kBodyHeaderBytes + 2;
+}
+
+size_t max_v2_body_size(VideoFormat format, int width, int height) {
+  const size_t n = checked_frame_bytes(format, uint64_t(width), uint64_t(height));
+  if (n == 0) return 0;
+  const codec2::LayerSet ls = codec2::layers_of(format, width, height);
+  if (ls.count == 0) return 0;
+  // At most one tile per block, whose size and lanes take at most 5 bytes
+  // of the tile table; every tile at most its raw bytes (N in all); the
+  // body header and frequency tables (at most 45 bytes per distribution,
+  // 313 distributions: under 15 KB) within the 65536.
+  const size_t blocks = size_t(ls.blocks_x) * size_t(ls.blocks_y);
+  return n + 8 * blocks + 65536;
+}
+
 size_t max_payload_size(const PacketHeader &h) {
   if (h.stream_header()) return kMaxStreamHeaderPayload;
+  if (h.version == kVersion2) return max_v2_body_size(h.format, int(h.width), int(h.height));
   const size_t n = h.frame_bytes();
   if (n == 0) return 0;
   const size_t body = h.keyframe() ? n : diff::max_delta_body_size(n);
@@ -197,11 +218,10 @@ HeaderStatus read_header(const uint8_t *data, size_t n, PacketHeader *out, std::
   // The checksum first: a damaged byte must not pass for a newer version.
   if (crc32(data, 60) != get_u32(data + 60))
     return fail(HeaderStatus::BadChecksum, "packet header checksum mismatch");
-  if (data[4] != kVersion || data[5] != kHeaderSize)
+  if (!known_version(data[4]) || data[5] != kHeaderSize)
     return fail(HeaderStatus::Unsupported, "stream version " + std::to_string(data[4]) +
                                                " (header of " + std::to_string(data[5]) +
-                                               " bytes); this reader knows version " +
-                                               std::to_string(kVersion));
+                                               " bytes); this reader knows versions 1 and 2");
   PacketHeader h;
   h.version = data[4];
   h.flags = data[6];
@@ -217,7 +237,10 @@ HeaderStatus read_header(const uint8_t *data, size_t n, PacketHeader *out, std::
   h.fps_d = get_u32(data + 52);
   h.payload_crc = get_u32(data + 56);
 
-  if (h.flags & ~kKnownFlags) return fail(HeaderStatus::Invalid, "unknown flags set");
+  const bool v2 = h.version == kVersion2;
+  if (h.flags & ~(v2 ? kKnownFlagsV2 : kKnownFlags))
+    return fail(HeaderStatus::Invalid,
+                v2 ? "flags that version 2 does not define" : "unknown flags set");
   if (h.format == VideoFormat::Unknown)
     return fail(HeaderStatus::Invalid, "unknown video format code " + std::to_string(data[7]));
   const size_t frame = h.frame_bytes();
@@ -233,6 +256,19 @@ HeaderStatus read_header(const uint8_t *data, size_t n, PacketHeader *out, std::
       return fail(HeaderStatus::Invalid, "stream header with frame flags");
     if (h.body_size != h.payload_size || h.payload_size > kMaxStreamHeaderPayload)
       return fail(HeaderStatus::Invalid, "impossible stream header payload size");
+  } else if (v2) {
+    // A codec2 body, keyframe or delta, as it is.
+    const size_t lo = min_v2_body_size();
+    const size_t hi = max_v2_body_size(h.format, int(h.width), int(h.height));
+    if (h.body_size < lo || h.body_size > hi)
+      return fail(HeaderStatus::Invalid, "impossible version 2 body size " +
+                                             std::to_string(h.body_size) + " for a frame of " +
+                                             std::to_string(frame) + " bytes (" +
+                                             std::to_string(lo) + ".." + std::to_string(hi) + ")");
+    if (h.payload_size != h.body_size)
+      return fail(HeaderStatus::Invalid, "impossible payload size " +
+                                             std::to_string(h.payload_size) + " for a body of " +
+                                             std::to_string(h.body_size) + " bytes");
   } else if (h.keyframe()) {
     if (h.flags & kFlagDeltaValues) return fail(HeaderStatus::Invalid, "keyframe with delta flags");
     if (h.body_size != frame)
@@ -245,7 +281,7 @@ HeaderStatus read_header(const uint8_t *data, size_t n, PacketHeader *out, std::
                                              std::to_string(h.body_size) + " for a frame of " +
                                              std::to_string(frame) + " bytes");
   }
-  if (!h.stream_header()) {
+  if (!h.stream_header() && !v2) {
     if (h.compressed() ? (h.payload_size == 0 || h.payload_size > compress_bound(h.body_size))
                        : h.payload_size != h.body_size)
       return fail(HeaderStatus::Invalid, "impossible payload size " +
@@ -307,7 +343,10 @@ void Writer::reserve(size_t frame_bytes) {
 size_t Writer::prepare(const FrameInfo &info, const uint8_t *body, size_t body_size) {
   if (body_size > std::numeric_limits<uint32_t>::max())
     throw Error("difference stream: frame body too large for the stream format");
+  if (!known_version(info.version))
+    throw Error("difference stream: unknown stream version " + std::to_string(info.version));
   PacketHeader h;
+  h.version = info.version;
   h.flags =
       info.keyframe ? kFlagKeyframe : (info.mode == diff::ValueMode::Deltas ? kFlagDeltaValues : 0);
   h.format = info.format;
@@ -321,8 +360,16 @@ size_t Writer::prepare(const FrameInfo &info, const uint8_t *body, size_t body_s
   h.fps_d = uint32_t(std::max(info.fps_d, 1));
   payload_ = body;
   payload_size_ = body_size;
+  if (info.version == kVersion2) {
+    // The codec2 body as it is: no zstd, no value mode, no prediction.
+    h.flags = info.keyframe ? kFlagKeyframe : 0;
+    if (body_size < min_v2_body_size() ||
+        body_size > max_v2_body_size(info.format, info.width, info.height))
+      throw Error("difference stream: a version 2 body of " + std::to_string(body_size) +
+                  " bytes is outside the bounds of the stream format (internal error)");
+  }
 #if CUDADIFF_HAVE_ZSTD
-  if (compression_ == Compression::Zstd) {
+  if (compression_ == Compression::Zstd && info.version == kVersion1) {
     const uint8_t *src = body;
     if (info.keyframe) {
       predicted_.resize(body_size);
@@ -353,11 +400,14 @@ void Writer::write(uint8_t *dst) {
 }
 
 std::vector<uint8_t> Writer::stream_header(VideoFormat format, int width, int height, int fps_n,
-                                           int fps_d, const std::string &text) {
+                                           int fps_d, const std::string &text, uint8_t version) {
   if (text.size() > kMaxStreamHeaderPayload) throw Error("stream header text too long");
+  if (!known_version(version))
+    throw Error("difference stream: unknown stream version " + std::to_string(version));
   std::vector<uint8_t> out(kHeaderSize + text.size());
   std::memcpy(out.data() + kHeaderSize, text.data(), text.size());
   PacketHeader h;
+  h.version = version;
   h.flags = kFlagStreamHeader;
   h.format = format;
   h.width = uint32_t(width);
@@ -406,6 +456,23 @@ void Reader::reserve(size_t frame_bytes) {
 bool Reader::body(const PacketHeader &h, const uint8_t *payload, const uint8_t **body,
                   std::string *why, bool *unsupported) {
   if (unsupported) *unsupported = false;
+  if (h.version == kVersion2) {
+    // The body's own header must say what the packet says.
+    codec2::BodyHeader bh;
+    std::string reason;
+    if (!codec2::read_body_header(payload, h.body_size, &bh, &reason)) {
+      if (why) *why = "version 2 body: " + reason;
+      return false;
+    }
+    if (bh.keyframe != h.keyframe()) {
+      if (why)
+        *why = std::string("version 2 body of a ") + (bh.keyframe ? "keyframe" : "delta") +
+               " in a " + (h.keyframe() ? "keyframe" : "delta") + " packet";
+      return false;
+    }
+    *body = payload;
+    return true;
+  }
   const uint8_t *src = payload;
   if (h.compressed()) {
 #if CUDADIFF_HAVE_ZSTD

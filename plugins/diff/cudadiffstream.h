@@ -4,11 +4,12 @@
 // the tests can link it without the plugin's GTypes.
 //
 // A stream is a sequence of packets, each a fixed 64-byte little-endian
-// header followed by its payload. The payload of a keyframe is the frame in
-// the codec's canonical byte order, of a delta the delta body of
-// cudadiff/diff.h; either may be zstd-compressed, a keyframe may be
-// left-predicted first. Every size, count and position read from the wire is
-// checked before it is used.
+// header followed by its payload. The header's version byte says what the
+// payload is. Version 2: the body of the version 2 codec (cudadiff/codec2.h),
+// as it is. Version 1: a keyframe is the frame in the codec's canonical byte
+// order, a delta the delta body of cudadiff/diff.h; either may be
+// zstd-compressed, a keyframe may be left-predicted first. Every size, count
+// and position read from the wire is checked before it is used.
 #pragma once
 
 #include <cstddef>
@@ -24,7 +25,14 @@ namespace cudadiff {
 namespace stream {
 
 constexpr size_t kHeaderSize = 64;
-constexpr uint8_t kVersion = 1;
+// Versions of the stream. A reader reads both; the version byte of each
+// packet decides, and a delta belongs to the version of its keyframe.
+constexpr uint8_t kVersion1 = 1;  // bodies of cudadiff/diff.h, optional zstd
+constexpr uint8_t kVersion2 = 2;  // bodies of cudadiff/codec2.h (entropy-coded)
+constexpr uint8_t kLatestVersion = kVersion2;
+inline bool known_version(uint8_t v) {
+  return v == kVersion1 || v == kVersion2;
+}
 // "CDIF" as it appears on the wire, and as a big-endian u32 (for scanners).
 constexpr uint8_t kMagic[4] = {'C', 'D', 'I', 'F'};
 constexpr uint32_t kMagicBE = 0x43444946u;
@@ -37,17 +45,18 @@ constexpr size_t kMaxStreamHeaderPayload = 65536;
 
 // Bits of the flags byte.
 enum Flags : uint8_t {
-  kFlagKeyframe = 1u << 0,      // the payload is a whole frame
-  kFlagCompressed = 1u << 1,    // the payload is zstd (one or more frames) of the body
-  kFlagDeltaValues = 1u << 2,   // delta values are (new - old) mod 256 (ValueMode::Deltas)
-  kFlagPredicted = 1u << 3,     // keyframe body is left-predicted per plane row
+  kFlagKeyframe = 1u << 0,      // the payload is a whole frame (depends on no other packet)
+  kFlagCompressed = 1u << 1,    // version 1: the payload is zstd (one or more frames) of the body
+  kFlagDeltaValues = 1u << 2,   // version 1: delta values are (new - old) mod 256
+  kFlagPredicted = 1u << 3,     // version 1: keyframe body is left-predicted per plane row
   kFlagStreamHeader = 1u << 4,  // the stream header: describes the stream, carries no frame
-  kKnownFlags = 0x1f,
+  kKnownFlags = 0x1f,           // version 1
+  kKnownFlagsV2 = kFlagKeyframe | kFlagStreamHeader,
 };
 
 // A packet header as numbers (the wire layout is in the .cpp and the doc).
 struct PacketHeader {
-  uint8_t version = kVersion;
+  uint8_t version = kVersion1;
   uint8_t flags = 0;
   VideoFormat format = VideoFormat::Unknown;
   uint64_t frame_number = 0;
@@ -83,6 +92,13 @@ uint32_t copy_crc32(uint8_t *dst, const uint8_t *src, size_t n);
 // True when this build can read and write zstd payloads.
 bool have_zstd();
 
+// Bounds of a version 2 body (codec2) for a frame of this format and size,
+// N canonical bytes in B blocks of 16x16 samples: at least the body header
+// and 2 bytes (tables, tile table), at most N + 8 B + 65536 (raw tiles, the
+// tile table, the frequency tables). 0 for an impossible format or size.
+size_t min_v2_body_size();
+size_t max_v2_body_size(VideoFormat format, int width, int height);
+
 // Writes the 64 header bytes of `h` (computing the header checksum).
 void write_header(const PacketHeader &h, uint8_t out[kHeaderSize]);
 
@@ -94,10 +110,11 @@ enum class HeaderStatus {
   Invalid,      // checksum fine but the fields are impossible (sizes, format, flags)
 };
 
-// Reads and checks a header: magic, version, checksum, and that every field
-// is possible (known format, frame size within kMaxFrameBytes, body and
-// payload sizes that a frame of that size can have, known flags in allowed
-// combinations). `n` must be >= kHeaderSize. `why` gets the reason otherwise.
+// Reads and checks a header: magic, version (1 or 2), checksum, and that
+// every field is possible (known format, frame size within kMaxFrameBytes,
+// body and payload sizes that a frame of that size can have in that
+// version, flags of that version in allowed combinations). `n` must be >=
+// kHeaderSize. `why` gets the reason otherwise.
 HeaderStatus read_header(const uint8_t *data, size_t n, PacketHeader *h, std::string *why);
 
 // The value of `key` in the text of a stream header payload ("key=value"
@@ -126,8 +143,9 @@ inline diff::ValueMode choose_value_mode(Compression c, int threshold) {
 
 // What the encoder knows about a frame besides its body.
 struct FrameInfo {
+  uint8_t version = kVersion1;  // kVersion2: `body` is a codec2 body
   bool keyframe = false;
-  diff::ValueMode mode = diff::ValueMode::Values;
+  diff::ValueMode mode = diff::ValueMode::Values;  // version 1 deltas
   uint64_t frame_number = 0;
   uint64_t pts = kNoTime;
   uint64_t duration = kNoTime;
@@ -145,17 +163,20 @@ class Writer {
   Writer(const Writer &) = delete;
   Writer &operator=(const Writer &) = delete;
 
-  // Compression for the following packets (Zstd without zstd: throws Error).
+  // Compression for the following version 1 packets (Zstd without zstd:
+  // throws Error). Version 2 packets are never compressed: their bodies are
+  // entropy-coded already.
   void set_compression(Compression c, int level);
   Compression compression() const { return compression_; }
   // Allocates the scratch memory for frames of `frame_bytes` up front, so
   // that no packet allocates.
   void reserve(size_t frame_bytes);
 
-  // Prepares the packet of a frame whose body (keyframe or delta body) is
-  // `body`: predicts and compresses as configured, fills the header but for
-  // the payload checksum. `body` must stay valid until write(). Returns the
-  // packet size.
+  // Prepares the packet of a frame whose body (keyframe or delta body of
+  // info.version) is `body`: for version 1 predicts and compresses as
+  // configured; fills the header but for the payload checksum. `body` must
+  // stay valid until write(). Returns the packet size. Throws Error for a
+  // body the stream cannot carry.
   size_t prepare(const FrameInfo &info, const uint8_t *body, size_t body_size);
   // The prepared packet's header; its payload_crc is set by write().
   const PacketHeader &header() const { return header_; }
@@ -165,9 +186,11 @@ class Writer {
   void write(uint8_t *dst);
 
   // The stream header packet describing the stream: 64 bytes, then `text`
-  // as its payload (key=value lines, see stream_header_value()).
+  // as its payload (key=value lines, see stream_header_value()); its
+  // version byte is the stream's.
   static std::vector<uint8_t> stream_header(VideoFormat format, int width, int height, int fps_n,
-                                            int fps_d, const std::string &text = "");
+                                            int fps_d, const std::string &text = "",
+                                            uint8_t version = kVersion1);
 
  private:
   Compression compression_ = Compression::None;
@@ -189,11 +212,14 @@ class Reader {
   Reader &operator=(const Reader &) = delete;
 
   // The body of a packet whose header passed read_header() and whose payload
-  // (h.payload_size bytes) passed the checksum: decompressed and unpredicted
-  // as the flags say. *body points into `payload` or into the reader's
+  // (h.payload_size bytes) passed the checksum. Version 1: decompressed and
+  // unpredicted as the flags say. Version 2: the payload itself, once its
+  // body header (codec2::read_body_header) is valid and agrees with the
+  // packet's keyframe flag. *body points into `payload` or into the reader's
   // scratch (valid until the next call); its size is h.body_size. Returns
-  // false with a reason when the payload does not decode to that size, or
-  // when it is compressed and this build has no zstd (*unsupported = true).
+  // false with a reason when the payload does not decode to that size or
+  // its body header is wrong, or when it is compressed and this build has
+  // no zstd (*unsupported = true).
   bool body(const PacketHeader &h, const uint8_t *payload, const uint8_t **body, std::string *why,
             bool *unsupported = nullptr);
   // Allocates the scratch memory for frames of `frame_bytes` up front.

@@ -2,9 +2,11 @@
  * SECTION:element-cudadiffdec
  * @title: cudadiffdec
  *
- * Decoder of the frame-difference stream of cudadiffenc. It takes packets
- * one per buffer or as a raw byte stream (tcpclientsrc, filesrc): a parser
- * finds the packets, checks their checksums and resynchronises after damage.
+ * Decoder of the frame-difference stream of cudadiffenc, versions 1 and 2
+ * (each packet says which; version 2 decodes on the CPU, over every core).
+ * It takes packets one per buffer or as a raw byte stream (tcpclientsrc,
+ * filesrc): a parser finds the packets, checks their checksums and
+ * resynchronises after damage.
  * It outputs the stream's own format and size, and renegotiates when a
  * keyframe brings another. It waits for a keyframe; a packet that fails its
  * checksum, is truncated, names impossible sizes or positions, or arrives out
@@ -30,9 +32,11 @@
 #include "gstcudadiffenc.h"  // GstCudaDiffFrameOverlap
 
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
+#include "cudadiff/codec2.h"
 #include "cudadiff/diff.h"
 #include "cudadiffstream.h"
 #include "gstcudadiffcudamem.h"
@@ -45,6 +49,7 @@ GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_dec_debug);
 
 namespace stream = cudadiff::stream;
 namespace diff = cudadiff::diff;
+namespace codec2 = cudadiff::codec2;
 
 enum { PROP_0, PROP_STATS, PROP_FRAME_OVERLAP, PROP_BACKEND, PROP_DEVICE_ID };
 
@@ -94,13 +99,18 @@ class AdapterQueue final : public stream::ByteQueue {
 struct DecState {
   GstCudaDiffCudaShare share;  // the pipeline's CUDA context
   std::unique_ptr<cudadiff::Context> ctx;
-  std::unique_ptr<diff::DiffDecoder> decoder;
+  std::unique_ptr<diff::DiffDecoder> decoder;  // version 1
+  // Version 2: the codec2 decoder, on the CPU (cpu_ctx) whatever the
+  // backend until codec2 has a CUDA implementation.
+  std::unique_ptr<cudadiff::Context> cpu_ctx;
+  std::unique_ptr<codec2::Decoder> decoder2;
   std::unique_ptr<stream::Reader> reader;  // its scratch and zstd context, start to stop
   stream::Parser parser;
   std::vector<diff::SuperblockEntry> entries;  // of the last delta (CUDA)
   std::string colorimetry;                     // from the last stream header
   std::string out_colorimetry;                 // in the output caps
   // The stream being decoded (from its last keyframe).
+  uint8_t version = 0;
   cudadiff::VideoFormat format = cudadiff::VideoFormat::Unknown;
   uint32_t width = 0, height = 0, fps_n = 0, fps_d = 1;
   size_t frame_bytes = 0;
@@ -131,6 +141,8 @@ struct DecState {
   }
   void drop_codec() {
     decoder.reset();
+    decoder2.reset();
+    version = 0;
     format = cudadiff::VideoFormat::Unknown;
     width = height = 0;
     frame_bytes = 0;
@@ -228,6 +240,7 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
   st->ctx = gst_cudadiff_open_shared_context(GST_ELEMENT(self), backend, device_id, &st->share);
   try {
     cudadiff::ContextScope scope(st->ctx.get());
+    st->cpu_ctx = cudadiff::Context::cpu();
     st->reader = std::make_unique<stream::Reader>();
   } catch (const cudadiff::Error &e) {
     gst_cudadiff_post_error(GST_ELEMENT(self), "starting", e);
@@ -260,6 +273,7 @@ static gboolean gst_cudadiff_dec_stop(GstVideoDecoder *decoder) {
   st->reader.reset();
   st->entries = std::vector<diff::SuperblockEntry>();
   st->ctx.reset();
+  st->cpu_ctx.reset();
   st->share.release();
   return TRUE;
 }
@@ -280,12 +294,14 @@ static gboolean gst_cudadiff_dec_set_format(GstVideoDecoder *decoder, GstVideoCo
                 (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
                  !gst_cudadiff_upstream_is_live(GST_VIDEO_DECODER_SINK_PAD(decoder)));
   // The stream's framerate comes with its keyframes (configure()); the
-  // caps' until then.
+  // caps' until then. A version 2 stream holds no frame (no latency).
   gint fps_n = int(st->fps_n), fps_d = int(st->fps_d);
-  if (!st->decoder && !gst_structure_get_fraction(gst_caps_get_structure(state->caps, 0),
-                                                  "framerate", &fps_n, &fps_d))
+  if (!st->decoder && !st->decoder2 &&
+      !gst_structure_get_fraction(gst_caps_get_structure(state->caps, 0), "framerate", &fps_n,
+                                  &fps_d))
     fps_n = 0;
-  gst_cudadiff_set_overlap_latency(GST_ELEMENT(decoder), st->overlap, fps_n, fps_d);
+  gst_cudadiff_set_overlap_latency(GST_ELEMENT(decoder), st->overlap && !st->decoder2, fps_n,
+                                   fps_d);
   return TRUE;
 }
 
@@ -384,17 +400,23 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
   }
 }
 
-// A keyframe of another format, size or framerate: a new core decoder and
-// new output caps.
+// A keyframe of another version, format, size or framerate: a new core
+// decoder and new output caps.
 static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
   DecState *st = self->state;
-  if (st->decoder && st->format == h.format && st->width == h.width && st->height == h.height &&
-      st->fps_n == h.fps_n && st->fps_d == h.fps_d && st->colorimetry == st->out_colorimetry)
+  if ((st->decoder || st->decoder2) && st->version == h.version && st->format == h.format &&
+      st->width == h.width && st->height == h.height && st->fps_n == h.fps_n &&
+      st->fps_d == h.fps_d && st->colorimetry == st->out_colorimetry)
     return true;
   const GstVideoFormat gst_format = gst_cudadiff_format_to_gst(h.format);
   st->drop_codec();
-  st->decoder = diff::DiffDecoder::create(*st->ctx, h.format, int(h.width), int(h.height));
-  st->reader->reserve(h.frame_bytes());
+  if (h.version == stream::kVersion2) {
+    st->decoder2 = codec2::Decoder::create(*st->cpu_ctx, h.format, int(h.width), int(h.height));
+  } else {
+    st->decoder = diff::DiffDecoder::create(*st->ctx, h.format, int(h.width), int(h.height));
+    st->reader->reserve(h.frame_bytes());
+  }
+  st->version = h.version;
   st->format = h.format;
   st->width = h.width;
   st->height = h.height;
@@ -405,7 +427,8 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
                                                                h.width, h.height, nullptr);
   GST_VIDEO_INFO_FPS_N(&out->info) = int(h.fps_n);
   GST_VIDEO_INFO_FPS_D(&out->info) = int(h.fps_d);
-  gst_cudadiff_set_overlap_latency(GST_ELEMENT(self), st->overlap, int(h.fps_n), int(h.fps_d));
+  gst_cudadiff_set_overlap_latency(GST_ELEMENT(self), st->overlap && !st->decoder2, int(h.fps_n),
+                                   int(h.fps_d));
   // The sender's colorimetry when its stream header said (else the default
   // of the format and size); the frame is not checked against it.
   GstVideoColorimetry colorimetry;
@@ -419,8 +442,10 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
   GST_OBJECT_UNLOCK(self);
   gst_cudadiff_output_state_prefer_cuda(GST_VIDEO_DECODER_SRC_PAD(self), out, cuda);
   gst_video_codec_state_unref(out);
-  GST_INFO_OBJECT(self, "stream: %s %ux%u at %u/%u fps on %s", cudadiff::format_name(h.format),
-                  h.width, h.height, h.fps_n, h.fps_d, cudadiff::backend_name(st->ctx->backend()));
+  GST_INFO_OBJECT(
+      self, "stream version %u: %s %ux%u at %u/%u fps on %s", h.version,
+      cudadiff::format_name(h.format), h.width, h.height, h.fps_n, h.fps_d,
+      cudadiff::backend_name(st->decoder2 ? cudadiff::Backend::Cpu : st->ctx->backend()));
   if (!gst_video_decoder_negotiate(GST_VIDEO_DECODER(self))) {
     st->drop_codec();
     return false;
@@ -469,7 +494,17 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
       report_loss(self, "damaged keyframe", why);
       return false;
     }
-    st->decoder->keyframe(body);
+    if (st->decoder2) {
+      // A body the core refuses leaves its picture as it was; deltas wait
+      // for the next keyframe.
+      if (!st->decoder2->decode(body, h.body_size, &why)) {
+        report_loss(self, "damaged keyframe",
+                    "frame " + std::to_string(h.frame_number) + ": " + why);
+        return false;
+      }
+    } else {
+      st->decoder->keyframe(body);
+    }
     st->synced = true;
     st->in_loss = false;
     st->last_frame_number = h.frame_number;
@@ -495,6 +530,12 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
                     std::to_string(st->width) + "x" + std::to_string(st->height) + " stream");
     return false;
   }
+  if (h.version != st->version) {
+    report_loss(self, "delta of another stream version",
+                "a version " + std::to_string(h.version) + " delta in a version " +
+                    std::to_string(st->version) + " stream");
+    return false;
+  }
   if (!st->reader->body(h, payload, &body, &why, &unsupported)) {
     if (unsupported) {
       GST_ELEMENT_ERROR(self, STREAM, CODEC_NOT_FOUND, ("cannot decode this stream"),
@@ -504,6 +545,14 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
     }
     report_loss(self, "damaged delta", why);
     return false;
+  }
+  if (st->decoder2) {
+    if (!st->decoder2->decode(body, h.body_size, &why)) {
+      report_loss(self, "impossible delta", "frame " + std::to_string(h.frame_number) + ": " + why);
+      return false;
+    }
+    st->last_frame_number = h.frame_number;
+    return true;
   }
   diff::DeltaIndex index;
   // The CUDA decoder takes the list of changed superblocks from the check.
@@ -548,8 +597,10 @@ static GstFlowReturn finish_pending(GstCudaDiffDec *self) {
   DecState::Pending p = st->pending;
   st->pending.frame = nullptr;
   try {
-    cudadiff::ContextScope scope(st->ctx.get());
-    st->decoder->wait_frame();
+    if (st->decoder) {  // version 1: the frame comes down from the GPU
+      cudadiff::ContextScope scope(st->ctx.get());
+      st->decoder->wait_frame();
+    }
   } catch (const cudadiff::Error &e) {
     gst_video_frame_unmap(&p.out);
     gst_cudadiff_post_error(GST_ELEMENT(self), "writing a decoded frame", e);
@@ -573,8 +624,10 @@ static void discard_pending(GstCudaDiffDec *self) {
   if (!st->has_pending) return;
   st->has_pending = false;
   try {
-    cudadiff::ContextScope scope(st->ctx.get());
-    st->decoder->wait_frame();
+    if (st->decoder) {
+      cudadiff::ContextScope scope(st->ctx.get());
+      st->decoder->wait_frame();
+    }
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "dropping a frame in flight: %s", e.what());
   }
@@ -634,8 +687,16 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     self->stats.bytes_in += in.size;
     GST_OBJECT_UNLOCK(self);
     try {
-      cudadiff::ContextScope scope(st->ctx.get());
-      decoded = decode_packet(self, h, in.data + stream::kHeaderSize, &ret);
+      try {
+        cudadiff::ContextScope scope(st->ctx.get());
+        decoded = decode_packet(self, h, in.data + stream::kHeaderSize, &ret);
+      } catch (const std::bad_alloc &) {
+        // A keyframe of a size this machine cannot hold (version 2 keeps
+        // about 7 bytes per frame byte).
+        throw cudadiff::Error("out of memory for a " + std::to_string(h.width) + "x" +
+                              std::to_string(h.height) + " " + cudadiff::format_name(h.format) +
+                              " frame of stream version " + std::to_string(h.version));
+      }
     } catch (const cudadiff::Error &e) {
       gst_buffer_unmap(frame->input_buffer, &in);
       gst_cudadiff_post_error(GST_ELEMENT(self), "decoding a frame", e);
@@ -665,11 +726,15 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   p.frame = frame;
   p.sender_pts = h.pts;
   p.sender_duration = h.duration;
-  // CUDA memory output (the pipeline's context): the frame is written where
-  // it is, on the GPU; wait_frame() waits for it before it is pushed.
+  // Version 1 into CUDA memory (the pipeline's context): the frame is
+  // written where it is, on the GPU; wait_frame() waits for it before it is
+  // pushed. Version 2 is decoded by the CPU core, which writes through host
+  // pointers: without the share the buffer is mapped on the host, and
+  // GStreamer uploads CUDA memory when it is next mapped on the device.
   bool on_device = false;
-  const gboolean mapped = gst_cudadiff_frame_map(&p.out, &out_state->info, frame->output_buffer,
-                                                 GST_MAP_WRITE, &st->share, &on_device);
+  const gboolean mapped =
+      gst_cudadiff_frame_map(&p.out, &out_state->info, frame->output_buffer, GST_MAP_WRITE,
+                             st->decoder2 ? nullptr : &st->share, &on_device);
   gst_video_codec_state_unref(out_state);
   if (!mapped) {
     GST_ELEMENT_ERROR(self, STREAM, DECODE, ("cannot map the output buffer"), (nullptr));
@@ -677,19 +742,24 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     return GST_FLOW_ERROR;
   }
   try {
-    cudadiff::ContextScope scope(st->ctx.get());
-    st->decoder->submit_write_frame(gst_cudadiff_frame_view(&p.out));
+    if (st->decoder2) {
+      st->decoder2->write_frame(gst_cudadiff_frame_view(&p.out));
+    } else {
+      cudadiff::ContextScope scope(st->ctx.get());
+      st->decoder->submit_write_frame(gst_cudadiff_frame_view(&p.out));
+    }
   } catch (const cudadiff::Error &e) {
     gst_video_frame_unmap(&p.out);
     gst_cudadiff_post_error(GST_ELEMENT(self), "writing a decoded frame", e);
     gst_video_decoder_release_frame(decoder, frame);
     return GST_FLOW_ERROR;
   }
-  // The frame before this one (overlap), then this one now or later.
+  // The frame before this one (overlap), then this one now or later; a
+  // version 2 frame is complete already (written on the CPU).
   ret = finish_pending(self);
   st->pending = p;
   st->has_pending = true;
-  if (ret != GST_FLOW_OK || st->overlap) return ret;
+  if (ret != GST_FLOW_OK || (st->overlap && !st->decoder2)) return ret;
   return finish_pending(self);
 }
 
@@ -765,12 +835,15 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
           "per second, one frame of delay; end of stream, keyframes, damaged packets and caps "
           "changes push it): never (for viewers: tcpclientsrc is not flagged live but is real "
           "time), always (decoding files or recorded streams as fast as possible), auto = when "
-          "upstream is not live. Read when caps are set. Default: never",
+          "upstream is not live. Version 1 only: a version 2 frame is decoded on the CPU and "
+          "pushed at once. Read when caps are set. Default: never",
           GST_TYPE_CUDADIFF_FRAME_OVERLAP, DEFAULT_FRAME_OVERLAP,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                    GST_PARAM_MUTABLE_PLAYING)));
   gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID);
 
+  // Any version field: each packet says its version (and caps without one,
+  // "video/x-cudadiff", must be accepted as before).
   GstCaps *sink_caps = gst_caps_from_string("video/x-cudadiff");
   gst_element_class_add_pad_template(
       element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink_caps));
@@ -781,8 +854,8 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
   gst_caps_unref(src_caps);
   gst_element_class_set_static_metadata(
       element_class, "CUDA frame-difference decoder", "Codec/Decoder/Video",
-      "Rebuilds video from the keyframes and difference packets of cudadiffenc (packets or a raw "
-      "byte stream from tcpclientsrc), on the GPU or on the CPU without one",
+      "Rebuilds video from the keyframes and difference packets of cudadiffenc, stream versions "
+      "1 and 2 (packets or a raw byte stream from tcpclientsrc), on the GPU or on the CPU",
       "gst-cudadiff developers");
 
   decoder_class->start = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_start);

@@ -2,21 +2,28 @@
  * SECTION:element-cudadiffenc
  * @title: cudadiffenc
  *
- * Frame-difference video encoder: a keyframe, then per frame only the bytes
- * whose difference from the reference exceeds `threshold`. Bytes under the
- * threshold keep the reference value, so the encoder's reference is exactly
- * the picture every decoder shows and every shown byte is within `threshold`
- * of the input (threshold=0 is lossless). Keyframes come on the first frame,
- * every `keyframe-interval` frames, on force-key-unit events and on caps
- * changes; deltas carry GST_BUFFER_FLAG_DELTA_UNIT, so tcpserversink's
+ * Bounded-error difference encoder: a keyframe, then per frame a delta
+ * against the reference, the picture every decoder shows (the encoder keeps
+ * exactly what the decoders rebuild, so errors never accumulate). Every shown
+ * byte is within `threshold` of the input (threshold=0 is lossless).
+ * Two versions of the stream (`stream-version`, default 1): version 1 sends
+ * the bytes that differ from the reference by more than the threshold,
+ * optionally with zstd, on the GPU or the CPU; version 2 codes 16x16 blocks
+ * as skipped, predicted from the reference, from their neighbours or both,
+ * quantised with step 2*threshold+1 and entropy-coded in independent tiles,
+ * on the CPU only for now. Keyframes come on the first
+ * frame, every `keyframe-interval` frames, on force-key-unit events and on
+ * caps changes; deltas carry GST_BUFFER_FLAG_DELTA_UNIT, so tcpserversink's
  * keyframe sync methods start late clients at a keyframe. The stream header
  * goes into the caps as `streamheader`. docs/stream-format.md specifies the
  * stream.
  *
- * When upstream is not live, a delta's packet is pushed when the next frame
- * arrives, so that the GPU encodes frame N while the CPU packs frame N-1
- * (same packets, one frame later; end of stream pushes the last one). With
- * a live upstream every packet is pushed as soon as its frame is encoded.
+ * Version 1 with a non-live upstream: a delta's packet is pushed when the
+ * next frame arrives, so that the GPU encodes frame N while the CPU packs
+ * frame N-1 (same packets, one frame later; end of stream pushes the last
+ * one). With a live upstream every packet is pushed as soon as its frame is
+ * encoded. Version 2 encodes each frame on the CPU (its CUDA implementation
+ * is to come) and pushes its packet at once.
  *
  * ## Example launch line
  * |[
@@ -26,10 +33,13 @@
  */
 #include "gstcudadiffenc.h"
 
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
+#include "cudadiff/codec2.h"
 #include "cudadiff/diff.h"
 #include "cudadiffstream.h"
 #include "gstcudadiffcudamem.h"
@@ -42,8 +52,13 @@ GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_enc_debug);
 
 namespace stream = cudadiff::stream;
 namespace diff = cudadiff::diff;
+namespace codec2 = cudadiff::codec2;
 
 #define DEFAULT_THRESHOLD 20
+// The version written unless `stream-version` says otherwise: 1 while
+// version 2 is coded on the CPU only (far slower per frame than version 1
+// on the GPU); the blurb and the docs follow this one constant.
+#define DEFAULT_STREAM_VERSION 1
 #define DEFAULT_KEYFRAME_INTERVAL 60
 #define DEFAULT_COMPRESSION_LEVEL 3
 #define DEFAULT_STATS_INTERVAL 0
@@ -67,6 +82,7 @@ enum {
   PROP_STATS,
   PROP_BACKEND,
   PROP_DEVICE_ID,
+  PROP_STREAM_VERSION,
 };
 
 #define SINK_FORMATS                                                                      \
@@ -85,15 +101,32 @@ struct EncStats {
       0;  // the report's layout: frame for keyframes, 5 B per changed byte
   guint64 delta_bytes_out = 0;
   guint64 delta_report_layout_bytes = 0;
+  guint64 blocks[4] = {0, 0, 0, 0};  // version 2: blocks per mode (codec2_rules.h, Mode)
+  guint64 stream_version = 0;        // of the current caps
+};
+
+// What a frame's packet and statistics need besides its body.
+struct FrameResult {
+  uint64_t changed_bytes = 0;  // deltas: input bytes off the reference by more than the threshold
+  uint32_t blocks[4] = {0, 0, 0, 0};  // version 2: blocks per mode
 };
 
 // Everything that lives from start (context) or set_format (codec) to stop.
 struct EncState {
   GstCudaDiffCudaShare share;  // the pipeline's CUDA context
   std::unique_ptr<cudadiff::Context> ctx;
-  std::unique_ptr<diff::DiffEncoder> encoder;  // keeps the reference (on the device for CUDA)
-  cudadiff::HostBytes body;                    // pinned: the core writes each body here
-  std::unique_ptr<stream::Writer> writer;      // its scratch and zstd context, start to stop
+  // Version 1: keeps the reference (on the device for CUDA).
+  std::unique_ptr<diff::DiffEncoder> encoder;
+  // Version 2: the codec2 encoder, on the CPU (cpu_ctx) whatever the
+  // backend until codec2 has a CUDA implementation; with it the reference
+  // (the picture the decoders show, canonical order) to count the bytes a
+  // version 1 delta would have sent, for the statistics.
+  std::unique_ptr<cudadiff::Context> cpu_ctx;
+  std::unique_ptr<codec2::Encoder> encoder2;
+  cudadiff::HostBytes reference;
+  int version = DEFAULT_STREAM_VERSION;    // of the current caps
+  cudadiff::HostBytes body;                // pinned: the core writes each body here
+  std::unique_ptr<stream::Writer> writer;  // its scratch and zstd context, start to stop
   GstVideoCodecState *input_state = nullptr;
   cudadiff::VideoFormat format = cudadiff::VideoFormat::Unknown;
   int width = 0, height = 0;
@@ -112,6 +145,10 @@ struct EncState {
     stream::FrameInfo info;
     stream::Compression compression = stream::Compression::None;
     int level = 0;
+    // Version 2 (synchronous): complete when queued. An asynchronous codec
+    // would complete it in finish_pending, as collect_delta does for
+    // version 1.
+    FrameResult result;
   };
   Pending pending;
   bool has_pending = false;
@@ -121,6 +158,8 @@ struct EncState {
 
   void drop_codec() {
     encoder.reset();
+    encoder2.reset();
+    reference.clear();
     if (input_state) gst_video_codec_state_unref(input_state);
     input_state = nullptr;
     format = cudadiff::VideoFormat::Unknown;
@@ -140,6 +179,7 @@ struct _GstCudaDiffEnc {
   GstCudaDiffFrameOverlap frame_overlap;
   GstCudaDiffBackend backend;
   gint device_id;
+  guint stream_version;
   EncStats stats;  // under the object lock too
   EncState *state;
 };
@@ -189,7 +229,10 @@ static GstStructure *stats_structure(GstCudaDiffEnc *self) {
       s.keyframes, "bytes-in", G_TYPE_UINT64, s.bytes_in, "bytes-out", G_TYPE_UINT64, s.bytes_out,
       "changed-bytes", G_TYPE_UINT64, s.changed_bytes, "report-layout-bytes", G_TYPE_UINT64,
       s.report_layout_bytes, "delta-bytes-out", G_TYPE_UINT64, s.delta_bytes_out,
-      "delta-report-layout-bytes", G_TYPE_UINT64, s.delta_report_layout_bytes, nullptr);
+      "delta-report-layout-bytes", G_TYPE_UINT64, s.delta_report_layout_bytes, "blocks-skip",
+      G_TYPE_UINT64, s.blocks[0], "blocks-temporal", G_TYPE_UINT64, s.blocks[1],
+      "blocks-temporal-spatial", G_TYPE_UINT64, s.blocks[2], "blocks-spatial", G_TYPE_UINT64,
+      s.blocks[3], "stream-version", G_TYPE_UINT64, s.stream_version, nullptr);
 }
 
 static void gst_cudadiff_enc_set_property(GObject *object, guint prop_id, const GValue *value,
@@ -220,6 +263,9 @@ static void gst_cudadiff_enc_set_property(GObject *object, guint prop_id, const 
       break;
     case PROP_DEVICE_ID:
       self->device_id = g_value_get_int(value);
+      break;
+    case PROP_STREAM_VERSION:
+      self->stream_version = g_value_get_uint(value);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
@@ -260,6 +306,9 @@ static void gst_cudadiff_enc_get_property(GObject *object, guint prop_id, GValue
     case PROP_DEVICE_ID:
       g_value_set_int(value, self->device_id);
       break;
+    case PROP_STREAM_VERSION:
+      g_value_set_uint(value, self->stream_version);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
       break;
@@ -285,6 +334,7 @@ static gboolean gst_cudadiff_enc_start(GstVideoEncoder *encoder) {
   st->ctx = gst_cudadiff_open_shared_context(GST_ELEMENT(self), backend, device_id, &st->share);
   try {
     cudadiff::ContextScope scope(st->ctx.get());
+    st->cpu_ctx = cudadiff::Context::cpu();
     st->writer = std::make_unique<stream::Writer>();
   } catch (const cudadiff::Error &e) {
     gst_cudadiff_post_error(GST_ELEMENT(self), "starting", e);
@@ -309,6 +359,7 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
     st->drop_codec();
     st->writer.reset();
     st->body = cudadiff::HostBytes();
+    st->reference = cudadiff::HostBytes();
     st->ctx.reset();
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "at stop: %s", e.what());
@@ -316,26 +367,46 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
   st->drop_codec();
   st->writer.reset();
   st->body = cudadiff::HostBytes();
+  st->reference = cudadiff::HostBytes();
   st->ctx.reset();
+  st->cpu_ctx.reset();
   st->share.release();
   return TRUE;
 }
 
 // The stream header buffer (also in the caps as `streamheader`); its text
 // carries the colorimetry, which the packet headers do not.
-static GstBuffer *make_stream_header(cudadiff::VideoFormat format, const GstVideoInfo *info) {
+static GstBuffer *make_stream_header(cudadiff::VideoFormat format, const GstVideoInfo *info,
+                                     int version) {
   std::string text;
   if (gchar *c = gst_video_colorimetry_to_string(&info->colorimetry)) {
     text = std::string("colorimetry=") + c + "\n";
     g_free(c);
   }
-  const std::vector<uint8_t> bytes =
-      stream::Writer::stream_header(format, GST_VIDEO_INFO_WIDTH(info), GST_VIDEO_INFO_HEIGHT(info),
-                                    GST_VIDEO_INFO_FPS_N(info), GST_VIDEO_INFO_FPS_D(info), text);
+  const std::vector<uint8_t> bytes = stream::Writer::stream_header(
+      format, GST_VIDEO_INFO_WIDTH(info), GST_VIDEO_INFO_HEIGHT(info), GST_VIDEO_INFO_FPS_N(info),
+      GST_VIDEO_INFO_FPS_D(info), text, uint8_t(version));
   GstBuffer *buf = gst_buffer_new_allocate(nullptr, bytes.size(), nullptr);
   gst_buffer_fill(buf, 0, bytes.data(), bytes.size());
   GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_HEADER);
   return buf;
+}
+
+// The core encoder of the version, and every buffer at its largest, so that
+// no frame allocates. In the element's context scope (set_format). Throws
+// cudadiff::Error (and std::bad_alloc).
+static void configure_codec(EncState *st, bool v2, cudadiff::VideoFormat format, int width,
+                            int height, size_t frame_bytes, bool zstd, int level) {
+  if (v2) {
+    st->encoder2 = codec2::Encoder::create(*st->cpu_ctx, format, width, height);
+    st->body.reserve(stream::max_v2_body_size(format, width, height));
+    st->reference.reserve(frame_bytes);
+    return;
+  }
+  st->encoder = diff::DiffEncoder::create(*st->ctx, format, width, height);
+  st->body.reserve(diff::max_delta_body_size(frame_bytes));
+  st->writer->set_compression(zstd ? stream::Compression::Zstd : stream::Compression::None, level);
+  st->writer->reserve(frame_bytes);
 }
 
 static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCodecState *state) {
@@ -367,21 +438,44 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   const bool zstd = self->compression == GST_CUDADIFF_COMPRESSION_ZSTD;
   const int level = self->compression_level;
   const GstCudaDiffFrameOverlap overlap = self->frame_overlap;
+  const int version = int(self->stream_version);
   GST_OBJECT_UNLOCK(self);
-  st->overlap = overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
-                (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
-                 !gst_cudadiff_upstream_is_live(GST_VIDEO_ENCODER_SINK_PAD(encoder)));
+  const bool v2 = version == stream::kVersion2;
+  // Version 2 encodes synchronously (on the CPU): nothing to overlap.
+  st->overlap = !v2 && (overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
+                        (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
+                         !gst_cudadiff_upstream_is_live(GST_VIDEO_ENCODER_SINK_PAD(encoder))));
   gst_cudadiff_set_overlap_latency(GST_ELEMENT(encoder), st->overlap, GST_VIDEO_INFO_FPS_N(info),
                                    GST_VIDEO_INFO_FPS_D(info));
+  // Downstream must read this version (a capsfilter or a receiver's caps
+  // may say which); say so plainly rather than fail later.
+  GstCaps *allowed = gst_pad_get_allowed_caps(GST_VIDEO_ENCODER_SRC_PAD(encoder));
+  if (allowed) {
+    GstCaps *ours =
+        gst_caps_new_simple("video/x-cudadiff", "version", G_TYPE_INT, version, nullptr);
+    const bool accepted = gst_caps_can_intersect(allowed, ours);
+    gst_caps_unref(ours);
+    if (!accepted) {
+      gchar *text = gst_caps_to_string(allowed);
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                        ("downstream does not accept version %d of the difference stream", version),
+                        ("downstream accepts %s; set stream-version to a version it reads", text));
+      g_free(text);
+      gst_caps_unref(allowed);
+      return FALSE;
+    }
+    gst_caps_unref(allowed);
+  }
   try {
+    // A version 1 encoder of the previous caps frees device memory.
     cudadiff::ContextScope scope(st->ctx.get());
     st->drop_codec();
-    st->encoder = diff::DiffEncoder::create(*st->ctx, format, width, height);
-    // Every buffer at its largest now, so that no frame allocates.
-    st->body.reserve(diff::max_delta_body_size(frame_bytes));
-    st->writer->set_compression(zstd ? stream::Compression::Zstd : stream::Compression::None,
-                                level);
-    st->writer->reserve(frame_bytes);
+    try {
+      configure_codec(st, v2, format, width, height, frame_bytes, zstd, level);
+    } catch (const std::bad_alloc &) {
+      throw cudadiff::Error("out of memory for the encoder of a " + std::to_string(width) + "x" +
+                            std::to_string(height) + " " + GST_VIDEO_INFO_NAME(info) + " frame");
+    }
   } catch (const cudadiff::Error &e) {
     st->drop_codec();
     gst_cudadiff_post_error(GST_ELEMENT(self), "configuring the encoder", e);
@@ -392,11 +486,14 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   st->width = width;
   st->height = height;
   st->frame_bytes = frame_bytes;
+  st->version = version;
   st->need_keyframe = true;  // a caps change starts with a keyframe
+  GST_OBJECT_LOCK(self);
+  self->stats.stream_version = guint64(version);
+  GST_OBJECT_UNLOCK(self);
 
-  GstBuffer *header = make_stream_header(format, info);
-  GstCaps *caps = gst_caps_new_simple("video/x-cudadiff", "version", G_TYPE_INT,
-                                      int(stream::kVersion), nullptr);
+  GstBuffer *header = make_stream_header(format, info, version);
+  GstCaps *caps = gst_caps_new_simple("video/x-cudadiff", "version", G_TYPE_INT, version, nullptr);
   GValue array = G_VALUE_INIT, value = G_VALUE_INIT;
   g_value_init(&array, GST_TYPE_ARRAY);
   g_value_init(&value, GST_TYPE_BUFFER);
@@ -406,10 +503,10 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   GstVideoCodecState *out = gst_video_encoder_set_output_state(encoder, caps, state);
   gst_video_codec_state_unref(out);
   gst_video_encoder_set_headers(encoder, g_list_append(nullptr, header));
-  GST_DEBUG_OBJECT(self, "configured %s %dx%d (%zu bytes per frame) on %s, %s upstream",
-                   GST_VIDEO_INFO_NAME(info), width, height, frame_bytes,
-                   cudadiff::backend_name(st->ctx->backend()),
-                   st->overlap ? "non-live (frames overlap)" : "live");
+  GST_DEBUG_OBJECT(self, "configured %s %dx%d (%zu bytes per frame), stream version %d on %s%s",
+                   GST_VIDEO_INFO_NAME(info), width, height, frame_bytes, version,
+                   cudadiff::backend_name(v2 ? cudadiff::Backend::Cpu : st->ctx->backend()),
+                   st->overlap ? ", frames overlap" : "");
   return TRUE;
 }
 
@@ -440,7 +537,7 @@ static gboolean gst_cudadiff_enc_sink_query(GstVideoEncoder *encoder, GstQuery *
 // buffer, with flags and statistics; finishes the frame.
 static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame,
                                  const stream::FrameInfo &info, stream::Compression compression,
-                                 int level, const diff::DeltaSummary &summary) {
+                                 int level, const FrameResult &result) {
   GstVideoEncoder *encoder = GST_VIDEO_ENCODER(self);
   EncState *st = self->state;
   size_t packet_size = 0;
@@ -474,7 +571,7 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
   } else {
     GST_LOG_OBJECT(self,
                    "delta %" G_GUINT64_FORMAT ": %" G_GUINT64_FORMAT " changed bytes, %zu bytes",
-                   info.frame_number, summary.changed_bytes, packet_size);
+                   info.frame_number, guint64(result.changed_bytes), packet_size);
   }
 
   GstMessage *stats_message = nullptr;
@@ -487,11 +584,12 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
     s.keyframes++;
     s.report_layout_bytes += st->frame_bytes;
   } else {
-    s.changed_bytes += summary.changed_bytes;
-    s.report_layout_bytes += 5 * summary.changed_bytes;
+    s.changed_bytes += result.changed_bytes;
+    s.report_layout_bytes += 5 * result.changed_bytes;
     s.delta_bytes_out += packet_size;
-    s.delta_report_layout_bytes += 5 * summary.changed_bytes;
+    s.delta_report_layout_bytes += 5 * result.changed_bytes;
   }
+  for (int m = 0; m < 4; ++m) s.blocks[m] += result.blocks[m];
   if (self->stats_interval > 0 && s.frames % self->stats_interval == 0)
     stats_message = gst_message_new_element(GST_OBJECT(self), stats_structure(self));
   GST_OBJECT_UNLOCK(self);
@@ -506,10 +604,12 @@ static GstFlowReturn finish_pending(GstCudaDiffEnc *self) {
   if (!st->has_pending) return GST_FLOW_OK;
   EncState::Pending p = st->pending;
   st->has_pending = false;
-  diff::DeltaSummary summary;
+  FrameResult result = p.result;
   try {
-    cudadiff::ContextScope scope(st->ctx.get());
-    summary = st->encoder->collect_delta(st->body);
+    if (st->encoder) {  // version 1: the delta was queued on the core
+      cudadiff::ContextScope scope(st->ctx.get());
+      result.changed_bytes = st->encoder->collect_delta(st->body).changed_bytes;
+    }
   } catch (const cudadiff::Error &e) {
     // The reference may hold this frame, which no decoder will see.
     st->need_keyframe = true;
@@ -519,7 +619,7 @@ static GstFlowReturn finish_pending(GstCudaDiffEnc *self) {
     return GST_FLOW_ERROR;
   }
   gst_video_frame_unmap(&p.vframe);
-  return push_packet(self, p.frame, p.info, p.compression, p.level, summary);
+  return push_packet(self, p.frame, p.info, p.compression, p.level, result);
 }
 
 // Flush and stop: the queued delta is collected (the core's queue must
@@ -529,8 +629,10 @@ static void discard_pending(GstCudaDiffEnc *self) {
   if (!st->has_pending) return;
   st->has_pending = false;
   try {
-    cudadiff::ContextScope scope(st->ctx.get());
-    st->encoder->collect_delta(st->body);
+    if (st->encoder) {
+      cudadiff::ContextScope scope(st->ctx.get());
+      st->encoder->collect_delta(st->body);
+    }
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "dropping a queued frame: %s", e.what());
   }
@@ -539,19 +641,56 @@ static void discard_pending(GstCudaDiffEnc *self) {
   st->pending.frame = nullptr;
 }
 
-// A keyframe is made and pushed at once. A delta is queued on the core
-// (submit_delta_host: the CUDA backend uploads the frame in slices, compares
-// each as it arrives and compacts the changed bytes without waiting). With a
-// live upstream its packet is then collected and pushed at once; otherwise
-// it stays queued while the previous delta's packet is collected, checksummed
-// and pushed, so that the GPU works on frame N while the CPU finishes frame
-// N-1 (one frame of delay, which only a live pipeline would notice). Both
-// give the same packets.
+// Bytes of `input` that differ from `reference` (canonical order) by more
+// than `threshold`: what a version 1 delta would send, the baseline of the
+// statistics.
+static uint64_t count_changed(const cudadiff::FrameView &input, const uint8_t *reference,
+                              int threshold) {
+  uint64_t changed = 0;
+  for (int p = 0; p < input.n_planes(); ++p) {
+    const size_t row = input.row_bytes(p);
+    for (int y = 0; y < input.plane_height(p); ++y, reference += row) {
+      const uint8_t *in = input.row(p, y);
+      uint64_t n = 0;
+      for (size_t x = 0; x < row; ++x) n += std::abs(int(in[x]) - int(reference[x])) > threshold;
+      changed += n;
+    }
+  }
+  return changed;
+}
+
+// Version 2: the frame's body into st->body, synchronously (the CPU core).
+// The body carries its threshold: a new threshold applies from this frame
+// on, keyframe or not. Throws cudadiff::Error.
+static void encode_v2(EncState *st, const cudadiff::FrameView &input, int threshold, bool keyframe,
+                      FrameResult *result) {
+  try {
+    if (!keyframe) result->changed_bytes = count_changed(input, st->reference.data(), threshold);
+    const codec2::FrameStats fs = st->encoder2->encode(input, threshold, keyframe, st->body);
+    st->encoder2->read_reference(st->reference);
+    for (int m = 0; m < 4; ++m) result->blocks[m] = fs.blocks[m];
+  } catch (const std::bad_alloc &) {
+    throw cudadiff::Error("out of memory encoding a frame");
+  }
+}
+
+// A keyframe is made and pushed at once.
+// Version 1: a delta is queued on the core (submit_delta_host: the CUDA
+// backend uploads the frame in slices, compares each as it arrives and
+// compacts the changed bytes without waiting). With a live upstream its
+// packet is then collected and pushed at once; otherwise it stays queued
+// while the previous delta's packet is collected, checksummed and pushed, so
+// that the GPU works on frame N while the CPU finishes frame N-1 (one frame
+// of delay, which only a live pipeline would notice). Both give the same
+// packets.
+// Version 2: the frame is encoded here, synchronously (the CPU core); its
+// delta goes through the same queue, which an asynchronous implementation
+// could keep one frame deep as version 1 does.
 static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
                                                    GstVideoCodecFrame *frame) {
   auto *self = GST_CUDADIFF_ENC(encoder);
   EncState *st = self->state;
-  if (!st->ctx || !st->encoder) {
+  if (!st->ctx || !(st->encoder || st->encoder2)) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, (nullptr), ("frame before caps were configured"));
     gst_video_codec_frame_unref(frame);
     return GST_FLOW_NOT_NEGOTIATED;
@@ -587,6 +726,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   p.frame = frame;
   p.compression = compression;
   p.level = level;
+  p.info.version = uint8_t(st->version);
   p.info.keyframe = keyframe;
   p.info.mode = stream::choose_value_mode(compression, threshold);
   p.info.frame_number = st->frame_number;
@@ -598,25 +738,33 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   p.info.fps_n = GST_VIDEO_INFO_FPS_N(&st->input_state->info);
   p.info.fps_d = GST_VIDEO_INFO_FPS_D(&st->input_state->info);
 
-  // CUDA memory of the pipeline's context is read where it is (device
-  // pointers); the core orders its work after the producer's on the shared
-  // stream and waits before the frame is released.
+  // Version 1: CUDA memory of the pipeline's context is read where it is
+  // (device pointers); the core orders its work after the producer's on the
+  // shared stream and waits before the frame is released. Version 2 is coded
+  // by the CPU core, which needs host pointers: without the share the frame
+  // is mapped on the host, and GStreamer copies CUDA memory down (a
+  // synchronous copy, ordered after the producer's work on the shared
+  // stream).
   bool on_device = false;
   if (!gst_cudadiff_frame_map(&p.vframe, &st->input_state->info, frame->input_buffer, GST_MAP_READ,
-                              &st->share, &on_device)) {
+                              st->encoder2 ? nullptr : &st->share, &on_device)) {
     GST_ELEMENT_ERROR(self, STREAM, ENCODE, ("cannot map the input frame"), (nullptr));
     gst_video_codec_frame_unref(frame);
     return GST_FLOW_ERROR;
   }
   try {
-    cudadiff::ContextScope scope(st->ctx.get());
     // The mapped frame as it is (pinned when upstream took our pool, or
-    // device memory; any strides).
+    // device memory for version 1; any strides).
     const cudadiff::FrameView input = gst_cudadiff_frame_view(&p.vframe);
-    if (keyframe)
-      st->encoder->keyframe_host(input, st->body);
-    else
-      st->encoder->submit_delta_host(input, threshold, p.info.mode);
+    if (st->encoder2) {
+      encode_v2(st, input, threshold, keyframe, &p.result);
+    } else {
+      cudadiff::ContextScope scope(st->ctx.get());
+      if (keyframe)
+        st->encoder->keyframe_host(input, st->body);
+      else
+        st->encoder->submit_delta_host(input, threshold, p.info.mode);
+    }
   } catch (const cudadiff::Error &e) {
     // The reference may hold part of this frame, which no decoder will see.
     st->need_keyframe = true;
@@ -630,7 +778,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     st->last_keyframe_number = p.info.frame_number;
     st->need_keyframe = false;
     gst_video_frame_unmap(&p.vframe);
-    return push_packet(self, frame, p.info, compression, level, diff::DeltaSummary());
+    return push_packet(self, frame, p.info, compression, level, p.result);
   }
   // The delta before this one (overlap), then this one now or later.
   const GstFlowReturn ret = finish_pending(self);
@@ -707,10 +855,12 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
   g_object_class_install_property(
       gobject_class, PROP_THRESHOLD,
       g_param_spec_uint("threshold", "Threshold",
-                        "A byte is sent when it differs from the reference (the picture the "
-                        "decoders show) by more than this many levels (0-255); the others keep "
-                        "the reference, so every shown byte is within threshold of the input. "
-                        "0 is lossless. Changeable while playing. Default: 20",
+                        "Largest difference, in levels (0-255), between an input byte and the "
+                        "byte the decoders show; 0 is lossless. Version 2 quantises with step "
+                        "2*threshold+1 and skips blocks within threshold of the reference; "
+                        "version 1 sends the bytes that differ from the reference by more than "
+                        "threshold. Changeable while playing: applies from the next frame, no "
+                        "keyframe needed. Default: 20",
                         0, 255, DEFAULT_THRESHOLD, playing));
   g_object_class_install_property(
       gobject_class, PROP_KEYFRAME_INTERVAL,
@@ -722,9 +872,11 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
   g_object_class_install_property(
       gobject_class, PROP_COMPRESSION,
       g_param_spec_enum("compression", "Compression",
-                        "Compression of packet payloads: none, or zstd (when built with libzstd; "
-                        "keyframes are left-predicted first, deltas of thresholds up to 12 send "
-                        "differences rather than values). Changeable while playing. "
+                        "Compression of version 1 payloads (stream-version=1): none, or zstd "
+                        "(when built with libzstd; keyframes are left-predicted first, deltas of "
+                        "thresholds up to 12 send differences rather than values). Version 2 "
+                        "ignores it: its bodies are entropy-coded already. Changeable while "
+                        "playing. "
 #if CUDADIFF_HAVE_ZSTD
                         "Default: zstd",
 #else
@@ -734,8 +886,9 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
   g_object_class_install_property(
       gobject_class, PROP_COMPRESSION_LEVEL,
       g_param_spec_int("compression-level", "Compression level",
-                       "zstd level (-7 fastest .. 19 smallest); 1 is about twice as fast as 3 "
-                       "for a few percent more bytes. Changeable while playing. Default: 3",
+                       "zstd level of version 1 payloads (-7 fastest .. 19 smallest); 1 is about "
+                       "twice as fast as 3 for a few percent more bytes. Version 2 ignores it. "
+                       "Changeable while playing. Default: 3",
                        MIN_COMPRESSION_LEVEL, MAX_COMPRESSION_LEVEL, DEFAULT_COMPRESSION_LEVEL,
                        playing));
   g_object_class_install_property(
@@ -753,7 +906,8 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
           "delay; end of stream, keyframes, caps changes and drain queries push the waiting "
           "packet): auto = when upstream is not live (latency query), always, never (each "
           "packet leaves as soon as its frame is encoded: for applications that push a frame "
-          "and wait for its packet). Read when caps are set. Default: auto",
+          "and wait for its packet). Version 1 only: version 2 encodes each frame on the CPU "
+          "and pushes its packet at once. Read when caps are set. Default: auto",
           GST_TYPE_CUDADIFF_FRAME_OVERLAP, DEFAULT_FRAME_OVERLAP,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                    GST_PARAM_MUTABLE_PLAYING)));
@@ -761,25 +915,44 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
       gobject_class, PROP_STATS,
       g_param_spec_boxed("stats", "Statistics",
                          "Counters since start (read-only, guint64 fields): frames, keyframes, "
-                         "bytes-in (raw frame bytes), bytes-out (packet bytes), changed-bytes, "
-                         "report-layout-bytes (the report's layout: whole keyframes plus 5 bytes "
-                         "per changed byte), delta-bytes-out, delta-report-layout-bytes",
+                         "bytes-in (raw frame bytes), bytes-out (packet bytes), changed-bytes "
+                         "(input bytes of deltas off the shown picture by more than threshold: "
+                         "what version 1 sends), report-layout-bytes (the report's layout, the "
+                         "baseline: whole keyframes plus 5 bytes per changed byte), "
+                         "delta-bytes-out, delta-report-layout-bytes, blocks-skip, "
+                         "blocks-temporal, blocks-temporal-spatial, blocks-spatial (version 2: "
+                         "16x16 blocks coded in each mode, keyframes all spatial), stream-version",
                          GST_TYPE_STRUCTURE,
                          static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+  g_object_class_install_property(
+      gobject_class, PROP_STREAM_VERSION,
+      g_param_spec_uint(
+          "stream-version", "Stream version",
+          "Version of the stream written (the caps say it too): 1, the bytes that changed by "
+          "more than threshold with optional zstd, on the GPU with a CUDA backend; or 2, 16x16 "
+          "blocks predicted from the previous picture or their neighbours, quantised with step "
+          "2*threshold+1 and entropy-coded, coded on the CPU whatever backend says (far more CPU "
+          "time per frame than version 1). Decoders built before version 2 "
+          "read only version 1. Read when caps are set. Default: " G_STRINGIFY(
+              DEFAULT_STREAM_VERSION),
+          1, 2, DEFAULT_STREAM_VERSION,
+          static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                   GST_PARAM_MUTABLE_READY)));
   gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID);
 
   GstCaps *sink_caps = gst_cudadiff_make_template_caps(SINK_FORMATS);
   gst_element_class_add_pad_template(
       element_class, gst_pad_template_new("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink_caps));
   gst_caps_unref(sink_caps);
-  GstCaps *src_caps = gst_caps_from_string("video/x-cudadiff, version = (int) 1");
+  GstCaps *src_caps = gst_caps_from_string("video/x-cudadiff, version = (int) { 2, 1 }");
   gst_element_class_add_pad_template(
       element_class, gst_pad_template_new("src", GST_PAD_SRC, GST_PAD_ALWAYS, src_caps));
   gst_caps_unref(src_caps);
   gst_element_class_set_static_metadata(
       element_class, "CUDA frame-difference encoder", "Codec/Encoder/Video",
-      "Sends a keyframe, then only the bytes that changed by more than a threshold (on the GPU, "
-      "or on the CPU without one); optional zstd",
+      "Sends a keyframe, then per frame what changed, with every byte within a threshold "
+      "(lossless at 0): version 2 predicts and entropy-codes blocks, version 1 sends the "
+      "changed bytes (on the GPU, or on the CPU without one)",
       "gst-cudadiff developers");
 
   encoder_class->start = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_start);
@@ -807,5 +980,6 @@ static void gst_cudadiff_enc_init(GstCudaDiffEnc *self) {
   self->frame_overlap = DEFAULT_FRAME_OVERLAP;
   self->backend = GST_CUDADIFF_DEFAULT_BACKEND;
   self->device_id = GST_CUDADIFF_DEFAULT_DEVICE_ID;
+  self->stream_version = DEFAULT_STREAM_VERSION;
   self->state = new EncState();
 }

@@ -1,7 +1,8 @@
-// The typefinder of the difference stream: a packet header (magic, version,
-// checksum, possible sizes) at the start of the data, as tcpserversink sends
-// it (the stream header comes first), or within the first 64 KiB for a stream
-// picked up in the middle.
+// The typefinder of the difference stream: a packet header (magic, version
+// 1 or 2, checksum, possible sizes) at the start of the data, as
+// tcpserversink sends it (the stream header comes first), or within the
+// first 64 KiB for a stream picked up in the middle. The caps it suggests
+// carry the version of that packet.
 #include "gstcudadifftypefind.h"
 
 #include <cstring>
@@ -14,14 +15,16 @@ namespace {
 
 constexpr size_t kScanBytes = 65536;
 
-bool header_at(const guint8 *data) {
+bool header_at(const guint8 *data, int *version) {
   stream::PacketHeader h;
-  return stream::read_header(data, stream::kHeaderSize, &h, nullptr) == stream::HeaderStatus::Ok;
+  if (stream::read_header(data, stream::kHeaderSize, &h, nullptr) != stream::HeaderStatus::Ok)
+    return false;
+  *version = h.version;
+  return true;
 }
 
-void suggest(GstTypeFind *tf, guint probability) {
-  GstCaps *caps = gst_caps_new_simple("video/x-cudadiff", "version", G_TYPE_INT,
-                                      int(stream::kVersion), nullptr);
+void suggest(GstTypeFind *tf, guint probability, int version) {
+  GstCaps *caps = gst_caps_new_simple("video/x-cudadiff", "version", G_TYPE_INT, version, nullptr);
   gst_type_find_suggest(tf, probability, caps);
   gst_caps_unref(caps);
 }
@@ -29,8 +32,9 @@ void suggest(GstTypeFind *tf, guint probability) {
 void cudadiff_type_find(GstTypeFind *tf, gpointer) {
   const guint8 *data = gst_type_find_peek(tf, 0, stream::kHeaderSize);
   if (!data) return;
-  if (header_at(data)) {
-    suggest(tf, GST_TYPE_FIND_MAXIMUM);
+  int version = 0;
+  if (header_at(data, &version)) {
+    suggest(tf, GST_TYPE_FIND_MAXIMUM, version);
     return;
   }
   // The largest block available of the first 64 KiB.
@@ -42,8 +46,8 @@ void cudadiff_type_find(GstTypeFind *tf, gpointer) {
     const void *hit = std::memchr(data + i, stream::kMagic[0], len - stream::kHeaderSize + 1 - i);
     if (!hit) return;
     i = static_cast<size_t>(static_cast<const guint8 *>(hit) - data);
-    if (std::memcmp(data + i, stream::kMagic, 4) == 0 && header_at(data + i)) {
-      suggest(tf, GST_TYPE_FIND_LIKELY);
+    if (std::memcmp(data + i, stream::kMagic, 4) == 0 && header_at(data + i, &version)) {
+      suggest(tf, GST_TYPE_FIND_LIKELY, version);
       return;
     }
   }

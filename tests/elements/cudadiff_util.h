@@ -1,8 +1,9 @@
 // Helpers of the cudadiffenc/cudadiffdec tests: synthetic video with motion
-// and noise in every format, canonical bytes of GStreamer buffers, the codec's
-// model (what a decoder must show, computed here byte by byte), and a reader
-// of packet headers written from docs/stream-format.md (independent of the
-// plugin's own reader).
+// and noise in every format, canonical bytes of GStreamer buffers, the
+// codec's models (what a decoder must show: version 1 computed here byte by
+// byte, version 2 by the codec2 CPU core run here on the same frames), and
+// a reader of packet headers written from docs/stream-format.md
+// (independent of the plugin's own reader).
 #pragma once
 
 #include <gst/check/gstharness.h>
@@ -12,10 +13,12 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cudadiff/codec2.h"
 #include "cudadiff/frame.h"
 #include "cudadiff/runtime.h"
 #include "frames.h"
@@ -139,6 +142,29 @@ struct Model {
   }
 };
 
+// Version 2: the codec2 encoder (CPU core) run on the same frames as the
+// element, with the same keyframes and thresholds; the element's packets
+// must carry exactly its bodies and decoders must show its reference.
+struct Codec2Model {
+  std::unique_ptr<cudadiff::Context> ctx = cudadiff::Context::cpu();
+  std::unique_ptr<cudadiff::codec2::Encoder> enc;
+  cudadiff::HostBytes body, ref;
+  Bytes picture;
+  cudadiff::codec2::FrameStats stats;
+  // Encodes `input` (canonical bytes of `format` w x h); returns the body.
+  Bytes apply(const std::string &format, int w, int h, const Bytes &input, bool keyframe,
+              int threshold) {
+    const cudadiff::VideoFormat f = core_format(format);
+    if (!enc || enc->format() != f || enc->width() != w || enc->height() != h)
+      enc = cudadiff::codec2::Encoder::create(*ctx, f, w, h);
+    Bytes copy = input;
+    stats = enc->encode(cudadiff::packed_view(f, w, h, copy.data()), threshold, keyframe, body);
+    enc->read_reference(ref);
+    picture.assign(ref.data(), ref.data() + ref.size());
+    return Bytes(body.data(), body.data() + body.size());
+  }
+};
+
 // A packet header read by the layout of docs/stream-format.md.
 struct Header {
   std::string magic;
@@ -200,6 +226,7 @@ inline guint64 stat(const GstStructure *s, const char *field) {
 // Runs frames through cudadiffenc: returns the packets (stream header
 // excluded; it is checked) and keeps the model of what decoders must show.
 struct Encoded {
+  int version = 2;
   std::vector<GstBuffer *> packets;
   std::vector<Bytes> inputs, pictures;  // per frame
   GstCaps *caps = nullptr;              // the encoder's output caps

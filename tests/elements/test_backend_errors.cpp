@@ -44,9 +44,9 @@ TEST(BackendErrors, DeviceIdOutOfRange) {
 TEST(BackendErrors, DiffElementsCudaWithoutDeviceFailAtStart) {
   for (const char *pipeline :
        {"videotestsrc num-buffers=2 ! video/x-raw,format=BGR,width=32,height=8 ! "
-        "cudadiffenc backend=cuda ! fakesink",
-        "videotestsrc num-buffers=2 ! video/x-raw,format=BGR,width=32,height=8 ! cudadiffenc ! "
-        "cudadiffdec backend=cuda ! fakesink"}) {
+        "cudadiffenc stream-version=1 backend=cuda ! fakesink",
+        "videotestsrc num-buffers=2 ! video/x-raw,format=BGR,width=32,height=8 ! cudadiffenc "
+        "stream-version=1 ! cudadiffdec backend=cuda ! fakesink"}) {
     GError *err = nullptr;
     const std::string msg = gst_test::run_pipeline(pipeline, 20, &err);
     ASSERT_NE(err, nullptr) << pipeline;
@@ -54,9 +54,12 @@ TEST(BackendErrors, DiffElementsCudaWithoutDeviceFailAtStart) {
     EXPECT_NE(msg.find("no CUDA device is usable for backend=cuda"), std::string::npos) << msg;
     g_error_free(err);
   }
-  EXPECT_EQ(gst_test::run_pipeline("videotestsrc num-buffers=3 ! "
-                                   "video/x-raw,format=I420,width=32,height=8 ! cudadiffenc ! "
-                                   "cudadiffdec ! fakesink",
-                                   20),
-            "");
+  for (const char *version : {"1", "2"})
+    EXPECT_EQ(gst_test::run_pipeline(std::string("videotestsrc num-buffers=3 ! "
+                                                 "video/x-raw,format=I420,width=32,height=8 ! "
+                                                 "cudadiffenc stream-version=") +
+                                         version + " ! cudadiffdec ! fakesink",
+                                     20),
+              "")
+        << "stream-version=" << version;
 }

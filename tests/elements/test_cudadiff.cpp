@@ -1,8 +1,11 @@
 // cudadiffenc and cudadiffdec through GstHarness, with the backend a user
-// gets by default (auto: CUDA on the GPU machine, the CPU here); the outputs
-// are checked against the codec's definition computed in the test (Model),
-// the packets against docs/stream-format.md's layout. test_cudadiff_cuda
-// compares the backends byte for byte.
+// gets by default (auto: CUDA on the GPU machine, the CPU here), for both
+// stream versions: the outputs are checked against the codec's definition
+// (version 1: Model, computed in the test; version 2: Codec2Model, the
+// codec2 core run in the test on the same frames, whose bodies the packets
+// must carry byte for byte) and against the input (every byte within the
+// threshold, exact at 0), the packets against docs/stream-format.md's
+// layout. test_cudadiff_cuda compares the backends byte for byte.
 #include <gst/base/gsttypefindhelper.h>
 #include <gst/check/gstharness.h>
 #include <gtest/gtest.h>
@@ -47,23 +50,49 @@ struct EncodeOptions {
   int threshold = 20;
   int frames = 6;
   uint32_t seed = 1;
+  int version = 2;  // stream-version
+};
+
+Bytes payload_of(GstBuffer *packet) {
+  const Bytes b = bytes_of(packet);
+  return b.size() < 64 ? Bytes() : Bytes(b.begin() + 64, b.end());
+}
+
+// The codec's model of `version` for a packet the element made from `in`:
+// returns the picture a decoder must show. Version 2 also checks that the
+// packet carries the body the core writes for the same frame.
+struct Models {
+  Model v1;
+  Codec2Model v2;
+  const Bytes &apply(int version, const std::string &format, int w, int h, const Bytes &in,
+                     GstBuffer *packet, int threshold) {
+    const bool key = !GST_BUFFER_FLAG_IS_SET(packet, GST_BUFFER_FLAG_DELTA_UNIT);
+    if (version == 1) {
+      v1.apply(in, key, threshold);
+      return v1.picture;
+    }
+    const Bytes body = v2.apply(format, w, h, in, key, threshold);
+    EXPECT_EQ(payload_of(packet), body) << "the packet's payload is the codec2 body";
+    return v2.picture;
+  }
 };
 
 void encode(Encoded &e, const std::string &format, int w, int h, const EncodeOptions &o) {
-  const std::string launch = "cudadiffenc threshold=" + std::to_string(o.threshold) + " " + o.props;
+  const std::string launch = "cudadiffenc threshold=" + std::to_string(o.threshold) +
+                             " stream-version=" + std::to_string(o.version) + " " + o.props;
   GstHarness *enc = gst_harness_new_parse(launch.c_str());
   gst_harness_set_src_caps_str(enc, gst_test::raw_caps(format.c_str(), w, h).c_str());
   const GstVideoInfo info = video_info(format, w, h);
-  Model model;
+  Models models;
+  e.version = o.version;
   for (int t = 0; t < o.frames; ++t) {
     Bytes in = scene(format, w, h, t, o.seed);
     ASSERT_EQ(gst_harness_push(enc, buffer_from(info, in, t)), GST_FLOW_OK);
     GstBuffer *packet = pull_packet(enc);
     ASSERT_NE(packet, nullptr) << format << " frame " << t;
-    model.apply(in, !GST_BUFFER_FLAG_IS_SET(packet, GST_BUFFER_FLAG_DELTA_UNIT), o.threshold);
+    e.pictures.push_back(models.apply(o.version, format, w, h, in, packet, o.threshold));
     e.packets.push_back(packet);
     e.inputs.push_back(std::move(in));
-    e.pictures.push_back(model.picture);
   }
   e.caps = gst_pad_get_current_caps(enc->sinkpad);
   gst_harness_teardown(enc);
@@ -129,19 +158,22 @@ int max_diff(const Bytes &a, const Bytes &b) {
 }
 
 // Encodes, checks the packets, decodes and checks every frame.
-void round_trip(const std::string &format, int w, int h, int threshold, const char *compression) {
+void round_trip(const std::string &format, int w, int h, int threshold, const char *compression,
+                int version = 1) {
   SCOPED_TRACE(format + " " + std::to_string(w) + "x" + std::to_string(h) + " threshold " +
-               std::to_string(threshold) + " " + compression);
+               std::to_string(threshold) + " " + compression + " version " +
+               std::to_string(version));
   Encoded e;
   EncodeOptions o;
   o.threshold = threshold;
+  o.version = version;
   o.props = std::string("compression=") + compression + " keyframe-interval=4";
   encode(e, format, w, h, o);
   ASSERT_EQ(e.packets.size(), 6u);
   for (size_t i = 0; i < e.packets.size(); ++i) {
     const Header hd = header_of(e.packets[i]);
     EXPECT_EQ(hd.magic, "CDIF");
-    EXPECT_EQ(hd.version, 1);
+    EXPECT_EQ(hd.version, version);
     EXPECT_EQ(hd.header_size, 64);
     EXPECT_EQ(hd.frame_number, i);
     EXPECT_EQ(hd.pts, gst_util_uint64_scale(i, GST_SECOND, 30));
@@ -154,6 +186,12 @@ void round_trip(const std::string &format, int w, int h, int threshold, const ch
     const bool key = i % 4 == 0;
     EXPECT_EQ(hd.keyframe(), key) << i;
     EXPECT_EQ(GST_BUFFER_FLAG_IS_SET(e.packets[i], GST_BUFFER_FLAG_DELTA_UNIT), !key) << i;
+    if (version == 2) {
+      // The body as it is, whatever `compression` says.
+      EXPECT_EQ(hd.flags, key ? 1 : 0);
+      EXPECT_EQ(hd.payload_size, hd.body_size);
+      continue;
+    }
     EXPECT_EQ(hd.body_size, key ? e.inputs[i].size() : hd.body_size);
     if (std::string(compression) == "none") {
       EXPECT_EQ(hd.flags & ~1, 0);
@@ -184,8 +222,9 @@ TEST(CudaDiff, PropertiesAndDefaults) {
   GstElement *dec = gst_element_factory_make("cudadiffdec", nullptr);
   ASSERT_NE(enc, nullptr);
   ASSERT_NE(dec, nullptr);
-  for (const char *name : {"threshold", "keyframe-interval", "compression", "compression-level",
-                           "stats-interval", "frame-overlap", "stats", "backend", "device-id"}) {
+  for (const char *name :
+       {"threshold", "keyframe-interval", "compression", "compression-level", "stats-interval",
+        "frame-overlap", "stats", "backend", "device-id", "stream-version"}) {
     GParamSpec *spec = g_object_class_find_property(G_OBJECT_GET_CLASS(enc), name);
     ASSERT_NE(spec, nullptr) << name;
     if (std::string(name) != "stats") {
@@ -198,11 +237,22 @@ TEST(CudaDiff, PropertiesAndDefaults) {
   gint dec_overlap = -1;
   g_object_get(dec, "frame-overlap", &dec_overlap, nullptr);
   EXPECT_EQ(dec_overlap, 2) << "never: a viewer behind tcpclientsrc gets no added delay";
-  guint threshold = 0, interval = 0, stats_interval = 1;
+  guint threshold = 0, interval = 0, stats_interval = 1, version = 0;
   gint compression = -1, level = 0, backend = -1, overlap = -1;
   g_object_get(enc, "threshold", &threshold, "keyframe-interval", &interval, "compression",
                &compression, "compression-level", &level, "stats-interval", &stats_interval,
-               "backend", &backend, "frame-overlap", &overlap, nullptr);
+               "backend", &backend, "frame-overlap", &overlap, "stream-version", &version, nullptr);
+  // The one test of the default (DEFAULT_STREAM_VERSION in the encoder):
+  // every other test names the version it tests.
+  EXPECT_EQ(version, 1u) << "version 1 by default";
+  GParamSpec *vspec = g_object_class_find_property(G_OBJECT_GET_CLASS(enc), "stream-version");
+  EXPECT_EQ(G_PARAM_SPEC_UINT(vspec)->minimum, 1u);
+  EXPECT_EQ(G_PARAM_SPEC_UINT(vspec)->maximum, 2u);
+  for (const char *name : {"compression", "compression-level", "frame-overlap"}) {
+    const std::string blurb =
+        g_param_spec_get_blurb(g_object_class_find_property(G_OBJECT_GET_CLASS(enc), name));
+    EXPECT_NE(blurb.find("ersion 2"), std::string::npos) << name << ": what it does under v2";
+  }
   EXPECT_EQ(overlap, 0) << "auto";
   EXPECT_EQ(threshold, 20u);
   EXPECT_EQ(interval, 60u);
@@ -226,105 +276,130 @@ TEST(CudaDiff, PropertiesAndDefaults) {
 }
 
 TEST(CudaDiff, StreamHeaderInCapsAndFirst) {
-  GstHarness *enc = gst_harness_new("cudadiffenc");
-  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("I420", 17, 9, 25).c_str());
-  const GstVideoInfo info = video_info("I420", 17, 9, 25);
-  ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("I420", 17, 9, 0, 1), 0)), GST_FLOW_OK);
-  std::vector<GstBuffer *> headers;
-  GstBuffer *key = pull_packet(enc, &headers);
-  ASSERT_NE(key, nullptr);
-  ASSERT_EQ(headers.size(), 1u) << "the stream header comes first";
-  const Header sh = header_of(headers[0]);
-  EXPECT_EQ(sh.magic, "CDIF");
-  EXPECT_EQ(sh.flags, 0x10);
-  EXPECT_EQ(sh.format, 12);  // I420
-  EXPECT_EQ(sh.width, 17u);
-  EXPECT_EQ(sh.height, 9u);
-  EXPECT_EQ(sh.fps_n, 25u);
-  EXPECT_EQ(sh.pts, ~uint64_t(0));
-  // Its payload: the colorimetry of the input caps (I420 at this size: bt601).
-  const Bytes b = bytes_of(headers[0]);
-  EXPECT_EQ(std::string(b.begin() + 64, b.end()), "colorimetry=bt601\n");
-  EXPECT_EQ(sh.payload_size, b.size() - 64);
+  for (int v : {2, 1}) {
+    SCOPED_TRACE("version " + std::to_string(v));
+    GstHarness *enc =
+        gst_harness_new_parse(("cudadiffenc stream-version=" + std::to_string(v)).c_str());
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("I420", 17, 9, 25).c_str());
+    const GstVideoInfo info = video_info("I420", 17, 9, 25);
+    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("I420", 17, 9, 0, 1), 0)), GST_FLOW_OK);
+    std::vector<GstBuffer *> headers;
+    GstBuffer *key = pull_packet(enc, &headers);
+    ASSERT_NE(key, nullptr);
+    ASSERT_EQ(headers.size(), 1u) << "the stream header comes first";
+    const Header sh = header_of(headers[0]);
+    EXPECT_EQ(sh.magic, "CDIF");
+    EXPECT_EQ(sh.version, v);
+    EXPECT_EQ(header_of(key).version, v);
+    EXPECT_EQ(sh.flags, 0x10);
+    EXPECT_EQ(sh.format, 12);  // I420
+    EXPECT_EQ(sh.width, 17u);
+    EXPECT_EQ(sh.height, 9u);
+    EXPECT_EQ(sh.fps_n, 25u);
+    EXPECT_EQ(sh.pts, ~uint64_t(0));
+    // Its payload: the colorimetry of the input caps (I420 at this size: bt601).
+    const Bytes b = bytes_of(headers[0]);
+    EXPECT_EQ(std::string(b.begin() + 64, b.end()), "colorimetry=bt601\n");
+    EXPECT_EQ(sh.payload_size, b.size() - 64);
 
-  GstCaps *caps = gst_pad_get_current_caps(enc->sinkpad);
-  const GstStructure *st = gst_caps_get_structure(caps, 0);
-  EXPECT_TRUE(gst_structure_has_name(st, "video/x-cudadiff"));
-  gint version = 0, width = 0;
-  EXPECT_TRUE(gst_structure_get_int(st, "version", &version));
-  EXPECT_EQ(version, 1);
-  EXPECT_TRUE(gst_structure_get_int(st, "width", &width));
-  EXPECT_EQ(width, 17);
-  const GValue *array = gst_structure_get_value(st, "streamheader");
-  ASSERT_NE(array, nullptr);
-  ASSERT_TRUE(GST_VALUE_HOLDS_ARRAY(array));
-  ASSERT_EQ(gst_value_array_get_size(array), 1u);
-  GstBuffer *in_caps = gst_value_get_buffer(gst_value_array_get_value(array, 0));
-  EXPECT_EQ(bytes_of(in_caps), bytes_of(headers[0]));
-  EXPECT_TRUE(GST_BUFFER_FLAG_IS_SET(in_caps, GST_BUFFER_FLAG_HEADER));
-  gst_caps_unref(caps);
-  for (GstBuffer *b : headers) gst_buffer_unref(b);
-  gst_buffer_unref(key);
-  gst_harness_teardown(enc);
+    GstCaps *caps = gst_pad_get_current_caps(enc->sinkpad);
+    const GstStructure *st = gst_caps_get_structure(caps, 0);
+    EXPECT_TRUE(gst_structure_has_name(st, "video/x-cudadiff"));
+    gint version = 0, width = 0;
+    EXPECT_TRUE(gst_structure_get_int(st, "version", &version));
+    EXPECT_EQ(version, v);
+    EXPECT_TRUE(gst_structure_get_int(st, "width", &width));
+    EXPECT_EQ(width, 17);
+    const GValue *array = gst_structure_get_value(st, "streamheader");
+    ASSERT_NE(array, nullptr);
+    ASSERT_TRUE(GST_VALUE_HOLDS_ARRAY(array));
+    ASSERT_EQ(gst_value_array_get_size(array), 1u);
+    GstBuffer *in_caps = gst_value_get_buffer(gst_value_array_get_value(array, 0));
+    EXPECT_EQ(bytes_of(in_caps), bytes_of(headers[0]));
+    EXPECT_TRUE(GST_BUFFER_FLAG_IS_SET(in_caps, GST_BUFFER_FLAG_HEADER));
+    gst_caps_unref(caps);
+    for (GstBuffer *b : headers) gst_buffer_unref(b);
+    gst_buffer_unref(key);
+    gst_harness_teardown(enc);
+  }
 }
 
-TEST(CudaDiff, RoundTripEveryFormat) {
-  int n = 0;
+TEST(CudaDiff, RoundTripEveryFormatVersion1) {
   for (const std::string &f : all_formats())
     for (int thr : {0, 20}) {
-      const char *compression = (have_zstd() && (n++ % 2)) ? "zstd" : "none";
-      round_trip(f, 33, 17, thr, compression);
-      if (have_zstd()) round_trip(f, 33, 17, thr, "zstd");
+      round_trip(f, 33, 17, thr, "none", 1);
+      if (have_zstd()) round_trip(f, 33, 17, thr, "zstd", 1);
     }
+}
+
+// Every format at k = 0, 5, 20: the packets carry the codec2 core's bodies,
+// the decoder shows its reference, every byte within k of the input (exact
+// at 0). `compression` is ignored.
+TEST(CudaDiff, RoundTripEveryFormatVersion2) {
+  int n = 0;
+  for (const std::string &f : all_formats())
+    for (int thr : {0, 5, 20})
+      round_trip(f, 33, 17, thr, (have_zstd() && (n++ % 2)) ? "zstd" : "none", 2);
 }
 
 TEST(CudaDiff, OddSizes) {
   const int sizes[][2] = {{1, 1}, {3, 1}, {1, 5}, {2, 2}, {97, 31}, {641, 3}};
-  for (const char *f : {"BGR", "RGBA", "GRAY8", "I420", "NV21", "YUY2", "Y42B"})
-    for (const auto &sz : sizes)
-      for (int thr : {0, 20}) round_trip(f, sz[0], sz[1], thr, have_zstd() ? "zstd" : "none");
+  for (int version : {1, 2})
+    for (const char *f : {"BGR", "RGBA", "GRAY8", "I420", "NV21", "YUY2", "Y42B"})
+      for (const auto &sz : sizes)
+        for (int thr : {0, 20})
+          round_trip(f, sz[0], sz[1], thr, have_zstd() ? "zstd" : "none", version);
 }
 
 TEST(CudaDiff, KeyframeInterval) {
-  for (int interval : {0, 1, 3}) {
-    Encoded e;
-    EncodeOptions o;
-    o.frames = 8;
-    o.props = "keyframe-interval=" + std::to_string(interval);
-    encode(e, "BGR", 16, 4, o);
-    for (size_t i = 0; i < e.packets.size(); ++i) {
-      const bool want = i == 0 || (interval > 0 && i % size_t(interval) == 0);
-      EXPECT_EQ(!GST_BUFFER_FLAG_IS_SET(e.packets[i], GST_BUFFER_FLAG_DELTA_UNIT), want)
-          << "interval " << interval << " frame " << i;
+  for (int version : {1, 2})
+    for (int interval : {0, 1, 3}) {
+      Encoded e;
+      EncodeOptions o;
+      o.frames = 8;
+      o.version = version;
+      o.props = "keyframe-interval=" + std::to_string(interval);
+      encode(e, "BGR", 16, 4, o);
+      for (size_t i = 0; i < e.packets.size(); ++i) {
+        const bool want = i == 0 || (interval > 0 && i % size_t(interval) == 0);
+        EXPECT_EQ(!GST_BUFFER_FLAG_IS_SET(e.packets[i], GST_BUFFER_FLAG_DELTA_UNIT), want)
+            << "interval " << interval << " frame " << i;
+        EXPECT_EQ(header_of(e.packets[i]).keyframe(), want);
+        EXPECT_EQ(header_of(e.packets[i]).version, version);
+      }
     }
-  }
 }
 
 TEST(CudaDiff, ForceKeyUnit) {
-  GstHarness *enc = gst_harness_new_parse("cudadiffenc keyframe-interval=0");
-  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("RGBx", 20, 6).c_str());
-  const GstVideoInfo info = video_info("RGBx", 20, 6);
-  std::vector<bool> keys;
-  for (int t = 0; t < 7; ++t) {
-    if (t == 3) {  // downstream asks (as a sink or a muxer does)
-      EXPECT_TRUE(gst_harness_push_upstream_event(
-          enc, gst_video_event_new_upstream_force_key_unit(GST_CLOCK_TIME_NONE, TRUE, 1)));
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    GstHarness *enc = gst_harness_new_parse(
+        ("cudadiffenc keyframe-interval=0 stream-version=" + std::to_string(version)).c_str());
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("RGBx", 20, 6).c_str());
+    const GstVideoInfo info = video_info("RGBx", 20, 6);
+    std::vector<bool> keys;
+    for (int t = 0; t < 7; ++t) {
+      if (t == 3) {  // downstream asks (as a sink or a muxer does)
+        EXPECT_TRUE(gst_harness_push_upstream_event(
+            enc, gst_video_event_new_upstream_force_key_unit(GST_CLOCK_TIME_NONE, TRUE, 1)));
+      }
+      if (t == 5) {  // upstream asks, for the frame at its running time
+        EXPECT_TRUE(gst_harness_push_event(
+            enc, gst_video_event_new_downstream_force_key_unit(
+                     gst_util_uint64_scale(5, GST_SECOND, 30), GST_CLOCK_TIME_NONE,
+                     gst_util_uint64_scale(5, GST_SECOND, 30), TRUE, 1)));
+      }
+      ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("RGBx", 20, 6, t, 2), t)),
+                GST_FLOW_OK);
+      GstBuffer *p = pull_packet(enc);
+      ASSERT_NE(p, nullptr);
+      keys.push_back(!GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT));
+      EXPECT_EQ(header_of(p).keyframe(), keys.back());
+      gst_buffer_unref(p);
     }
-    if (t == 5) {  // upstream asks, for the frame at its running time
-      EXPECT_TRUE(gst_harness_push_event(
-          enc, gst_video_event_new_downstream_force_key_unit(
-                   gst_util_uint64_scale(5, GST_SECOND, 30), GST_CLOCK_TIME_NONE,
-                   gst_util_uint64_scale(5, GST_SECOND, 30), TRUE, 1)));
-    }
-    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("RGBx", 20, 6, t, 2), t)), GST_FLOW_OK);
-    GstBuffer *p = pull_packet(enc);
-    ASSERT_NE(p, nullptr);
-    keys.push_back(!GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT));
-    EXPECT_EQ(header_of(p).keyframe(), keys.back());
-    gst_buffer_unref(p);
+    EXPECT_EQ(keys, (std::vector<bool>{true, false, false, true, false, true, false}));
+    gst_harness_teardown(enc);
   }
-  EXPECT_EQ(keys, (std::vector<bool>{true, false, false, true, false, true, false}));
-  gst_harness_teardown(enc);
 }
 
 // Without a live upstream the encoder keeps one delta queued while it packs
@@ -339,11 +414,12 @@ TEST(CudaDiff, NonLiveUpstreamOverlapsFramesWithTheSamePackets) {
     Encoded live;
     EncodeOptions o;
     o.frames = frames;
+    o.version = 1;
     o.props = "keyframe-interval=4 compression=none";
     encode(live, format, w, h, o);
 
-    GstHarness *enc =
-        gst_harness_new_parse("cudadiffenc threshold=20 keyframe-interval=4 compression=none");
+    GstHarness *enc = gst_harness_new_parse(
+        "cudadiffenc stream-version=1 threshold=20 keyframe-interval=4 compression=none");
     gst_harness_set_live(enc, FALSE);
     gst_harness_set_src_caps_str(enc, gst_test::raw_caps(format, w, h).c_str());
     const GstVideoInfo info = video_info(format, w, h);
@@ -372,7 +448,8 @@ TEST(CudaDiff, NonLiveUpstreamOverlapsFramesWithTheSamePackets) {
 }
 
 TEST(CudaDiff, NonLiveQueuedDeltaAtCapsChangeAndFlush) {
-  GstHarness *enc = gst_harness_new_parse("cudadiffenc keyframe-interval=0 threshold=0");
+  GstHarness *enc =
+      gst_harness_new_parse("cudadiffenc stream-version=1 keyframe-interval=0 threshold=0");
   gst_harness_set_live(enc, FALSE);
   gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 24, 8).c_str());
   GstVideoInfo info = video_info("GRAY8", 24, 8);
@@ -429,7 +506,8 @@ TEST(CudaDiff, FrameOverlapPropertyAndDrain) {
                        Case{"auto", true, false}, Case{"auto", false, true}}) {
     SCOPED_TRACE(std::string(c.overlap) + (c.live ? " live" : " not live"));
     GstHarness *enc = gst_harness_new_parse(
-        (std::string("cudadiffenc keyframe-interval=0 frame-overlap=") + c.overlap).c_str());
+        (std::string("cudadiffenc stream-version=1 keyframe-interval=0 frame-overlap=") + c.overlap)
+            .c_str());
     gst_harness_set_live(enc, c.live);
     gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGRx", 12, 5).c_str());
     const GstVideoInfo info = video_info("BGRx", 12, 5);
@@ -484,98 +562,144 @@ static void query_latency(GstHarness *h, GstClockTime *min, GstClockTime *max) {
 
 // A frame held back by frame-overlap is one frame interval of latency: the
 // encoder and the decoder report it (min and max) in LATENCY queries, and
-// nothing without overlap.
+// nothing without overlap. Version 2 holds no frame: no latency, whatever
+// frame-overlap says (the decoder reports the caps' frame until a keyframe
+// says which version the stream is).
 TEST(CudaDiff, FrameOverlapReportsOneFrameOfLatency) {
-  for (const char *overlap : {"never", "always"}) {
-    SCOPED_TRACE(overlap);
-    const bool on = std::string(overlap) == "always";
-    GstHarness *enc = gst_harness_new_parse(
-        (std::string("cudadiffenc keyframe-interval=3 frame-overlap=") + overlap).c_str());
-    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGRx", 12, 5, 25).c_str());
-    const GstVideoInfo info = video_info("BGRx", 12, 5, 25);
-    std::vector<GstBuffer *> packets;
-    for (int t = 0; t < 4; ++t) {
-      ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("BGRx", 12, 5, t, 5), t)),
-                GST_FLOW_OK);
+  for (int version : {1, 2})
+    for (const char *overlap : {"never", "always"}) {
+      SCOPED_TRACE(std::string(overlap) + ", version " + std::to_string(version));
+      const bool on = std::string(overlap) == "always";
+      const bool held = on && version == 1;
+      GstHarness *enc = gst_harness_new_parse(
+          ("cudadiffenc keyframe-interval=3 stream-version=" + std::to_string(version) +
+           " frame-overlap=" + overlap)
+              .c_str());
+      gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGRx", 12, 5, 25).c_str());
+      const GstVideoInfo info = video_info("BGRx", 12, 5, 25);
+      std::vector<GstBuffer *> packets;
+      for (int t = 0; t < 4; ++t) {
+        ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("BGRx", 12, 5, t, 5), t)),
+                  GST_FLOW_OK);
+        while (GstBuffer *p = pull_packet(enc)) packets.push_back(p);
+      }
+      GstClockTime min = 1, max = 1;
+      query_latency(enc, &min, &max);
+      EXPECT_EQ(min, held ? GST_SECOND / 25 : 0) << "encoder min";
+      EXPECT_EQ(max, 100 * GST_MSECOND + (held ? GST_SECOND / 25 : 0)) << "encoder max";
+      gst_harness_push_event(enc, gst_event_new_eos());
       while (GstBuffer *p = pull_packet(enc)) packets.push_back(p);
-    }
-    GstClockTime min = 1, max = 1;
-    query_latency(enc, &min, &max);
-    EXPECT_EQ(min, on ? GST_SECOND / 25 : 0) << "encoder min";
-    EXPECT_EQ(max, 100 * GST_MSECOND + (on ? GST_SECOND / 25 : 0)) << "encoder max";
-    gst_harness_push_event(enc, gst_event_new_eos());
-    while (GstBuffer *p = pull_packet(enc)) packets.push_back(p);
-    EXPECT_EQ(packets.size(), 4u);
-    gst_harness_teardown(enc);
+      EXPECT_EQ(packets.size(), 4u);
+      gst_harness_teardown(enc);
 
-    // The decoder: the caps' framerate until a keyframe says (25 fps here).
-    GstHarness *dec =
-        gst_harness_new_parse((std::string("cudadiffdec frame-overlap=") + overlap).c_str());
-    gst_harness_set_src_caps_str(dec, "video/x-cudadiff, framerate=(fraction)50/1");
-    query_latency(dec, &min, &max);
-    EXPECT_EQ(min, on ? GST_SECOND / 50 : 0) << "decoder min, from the caps";
-    EXPECT_EQ(max, 100 * GST_MSECOND + (on ? GST_SECOND / 50 : 0)) << "decoder max, from the caps";
-    int frames = 0;
-    for (GstBuffer *p : packets) {
-      ASSERT_EQ(gst_harness_push(dec, p), GST_FLOW_OK);
+      // The decoder: the caps' framerate until a keyframe says (25 fps here).
+      GstHarness *dec =
+          gst_harness_new_parse((std::string("cudadiffdec frame-overlap=") + overlap).c_str());
+      gst_harness_set_src_caps_str(dec, "video/x-cudadiff, framerate=(fraction)50/1");
+      query_latency(dec, &min, &max);
+      EXPECT_EQ(min, on ? GST_SECOND / 50 : 0) << "decoder min, from the caps";
+      EXPECT_EQ(max, 100 * GST_MSECOND + (on ? GST_SECOND / 50 : 0))
+          << "decoder max, from the caps";
+      int frames = 0;
+      for (GstBuffer *p : packets) {
+        ASSERT_EQ(gst_harness_push(dec, p), GST_FLOW_OK);
+        while (GstBuffer *f = gst_harness_try_pull(dec)) {
+          ++frames;
+          gst_buffer_unref(f);
+        }
+      }
+      query_latency(dec, &min, &max);
+      EXPECT_EQ(min, held ? GST_SECOND / 25 : 0) << "decoder min, from the stream";
+      EXPECT_EQ(max, 100 * GST_MSECOND + (held ? GST_SECOND / 25 : 0))
+          << "decoder max, from the stream";
+      EXPECT_EQ(frames, held ? 3 : 4);  // one frame in flight with overlap
+      gst_harness_push_event(dec, gst_event_new_eos());
       while (GstBuffer *f = gst_harness_try_pull(dec)) {
         ++frames;
         gst_buffer_unref(f);
       }
+      EXPECT_EQ(frames, 4);
+      gst_harness_teardown(dec);
     }
-    query_latency(dec, &min, &max);
-    EXPECT_EQ(min, on ? GST_SECOND / 25 : 0) << "decoder min, from the stream";
-    EXPECT_EQ(max, 100 * GST_MSECOND + (on ? GST_SECOND / 25 : 0))
-        << "decoder max, from the stream";
-    EXPECT_EQ(frames, on ? 3 : 4);  // one frame in flight with overlap
-    gst_harness_push_event(dec, gst_event_new_eos());
-    while (GstBuffer *f = gst_harness_try_pull(dec)) {
-      ++frames;
-      gst_buffer_unref(f);
+}
+
+// Version 2 encodes each frame synchronously: whatever frame-overlap says and
+// whether upstream is live, every packet leaves with its frame; a drain
+// query and EOS find nothing waiting.
+TEST(CudaDiff, Version2PacketsLeaveAtOnce) {
+  for (const char *overlap : {"auto", "always"}) {
+    SCOPED_TRACE(overlap);
+    GstHarness *enc = gst_harness_new_parse(
+        (std::string("cudadiffenc stream-version=2 keyframe-interval=3 frame-overlap=") + overlap)
+            .c_str());
+    gst_harness_set_live(enc, FALSE);
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGRx", 12, 5).c_str());
+    const GstVideoInfo info = video_info("BGRx", 12, 5);
+    for (int t = 0; t < 5; ++t) {
+      ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("BGRx", 12, 5, t, 4), t)),
+                GST_FLOW_OK);
+      GstBuffer *p = pull_packet(enc);
+      ASSERT_NE(p, nullptr) << "frame " << t << " not out at once";
+      EXPECT_EQ(header_of(p).frame_number, uint64_t(t));
+      EXPECT_EQ(header_of(p).version, 2);
+      gst_buffer_unref(p);
     }
-    EXPECT_EQ(frames, 4);
-    gst_harness_teardown(dec);
+    GstQuery *drain = gst_query_new_drain();
+    EXPECT_TRUE(gst_pad_peer_query(enc->srcpad, drain));
+    gst_query_unref(drain);
+    gst_harness_push_event(enc, gst_event_new_eos());
+    EXPECT_EQ(pull_packet(enc), nullptr);
+    gst_harness_teardown(enc);
   }
 }
 
 TEST(CudaDiff, CapsChangeGivesKeyframeAndDecoderRenegotiates) {
-  GstHarness *enc = gst_harness_new_parse("cudadiffenc keyframe-interval=0 threshold=0");
-  std::vector<GstBuffer *> packets;
-  std::vector<Bytes> inputs;
-  struct Part {
-    const char *format;
-    int w, h;
-  } parts[] = {{"BGR", 12, 5}, {"NV12", 10, 6}, {"NV12", 31, 3}};
-  for (const Part &part : parts) {
-    gst_harness_set_src_caps_str(enc, gst_test::raw_caps(part.format, part.w, part.h).c_str());
-    const GstVideoInfo info = video_info(part.format, part.w, part.h);
-    for (int t = 0; t < 3; ++t) {
-      const int index = int(packets.size());
-      inputs.push_back(scene(part.format, part.w, part.h, t, 3));
-      ASSERT_EQ(gst_harness_push(enc, buffer_from(info, inputs.back(), index)), GST_FLOW_OK);
-      GstBuffer *p = pull_packet(enc);
-      ASSERT_NE(p, nullptr);
-      EXPECT_EQ(!GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT), t == 0)
-          << part.format << " " << part.w << " frame " << t;
-      EXPECT_EQ(header_of(p).frame_number, uint64_t(index)) << "frame numbers run on";
-      packets.push_back(p);
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    GstHarness *enc = gst_harness_new_parse(
+        ("cudadiffenc keyframe-interval=0 threshold=0 stream-version=" + std::to_string(version))
+            .c_str());
+    std::vector<GstBuffer *> packets;
+    std::vector<Bytes> inputs;
+    struct Part {
+      const char *format;
+      int w, h;
+    } parts[] = {{"BGR", 12, 5}, {"NV12", 10, 6}, {"NV12", 31, 3}};
+    for (const Part &part : parts) {
+      gst_harness_set_src_caps_str(enc, gst_test::raw_caps(part.format, part.w, part.h).c_str());
+      const GstVideoInfo info = video_info(part.format, part.w, part.h);
+      for (int t = 0; t < 3; ++t) {
+        const int index = int(packets.size());
+        inputs.push_back(scene(part.format, part.w, part.h, t, 3));
+        ASSERT_EQ(gst_harness_push(enc, buffer_from(info, inputs.back(), index)), GST_FLOW_OK);
+        GstBuffer *p = pull_packet(enc);
+        ASSERT_NE(p, nullptr);
+        EXPECT_EQ(!GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT), t == 0)
+            << part.format << " " << part.w << " frame " << t;
+        EXPECT_EQ(header_of(p).frame_number, uint64_t(index)) << "frame numbers run on";
+        packets.push_back(p);
+      }
+    }
+    gst_harness_teardown(enc);
+    Decoded d;
+    decode(d, packets);
+    ASSERT_EQ(d.frames.size(), inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) EXPECT_EQ(d.frames[i], inputs[i]) << i;
+    EXPECT_NE(d.caps[0].find("BGR"), std::string::npos) << d.caps[0];
+    EXPECT_NE(d.caps[3].find("NV12"), std::string::npos) << d.caps[3];
+    EXPECT_NE(d.caps[3].find("width=(int)10"), std::string::npos) << d.caps[3];
+    EXPECT_NE(d.caps[6].find("width=(int)31"), std::string::npos) << d.caps[6];
+    EXPECT_TRUE(d.warnings.empty());
+    for (GstBuffer *p : packets) {
+      EXPECT_EQ(header_of(p).version, version);
+      gst_buffer_unref(p);
     }
   }
-  gst_harness_teardown(enc);
-  Decoded d;
-  decode(d, packets);
-  ASSERT_EQ(d.frames.size(), inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) EXPECT_EQ(d.frames[i], inputs[i]) << i;
-  EXPECT_NE(d.caps[0].find("BGR"), std::string::npos) << d.caps[0];
-  EXPECT_NE(d.caps[3].find("NV12"), std::string::npos) << d.caps[3];
-  EXPECT_NE(d.caps[3].find("width=(int)10"), std::string::npos) << d.caps[3];
-  EXPECT_NE(d.caps[6].find("width=(int)31"), std::string::npos) << d.caps[6];
-  EXPECT_TRUE(d.warnings.empty());
-  for (GstBuffer *p : packets) gst_buffer_unref(p);
 }
 
-TEST(CudaDiff, StatsAndMessages) {
-  GstHarness *enc = gst_harness_new_parse("cudadiffenc stats-interval=2 keyframe-interval=3");
+TEST(CudaDiff, StatsAndMessagesVersion1) {
+  GstHarness *enc =
+      gst_harness_new_parse("cudadiffenc stream-version=1 stats-interval=2 keyframe-interval=3");
   GstBus *bus = gst_bus_new();
   gst_element_set_bus(enc->element, bus);
   gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGR", 40, 10).c_str());
@@ -607,6 +731,10 @@ TEST(CudaDiff, StatsAndMessages) {
   EXPECT_EQ(stat(s, "delta-bytes-out"), delta_out);
   EXPECT_EQ(stat(s, "delta-report-layout-bytes"), 5 * changed);
   EXPECT_GT(changed, 0u);
+  EXPECT_EQ(stat(s, "stream-version"), 1u);
+  for (const char *blocks :
+       {"blocks-skip", "blocks-temporal", "blocks-temporal-spatial", "blocks-spatial"})
+    EXPECT_EQ(stat(s, blocks), 0u) << blocks << " counts version 2 blocks only";
   gst_structure_free(s);
   int messages = 0;
   while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_ELEMENT)) {
@@ -623,8 +751,79 @@ TEST(CudaDiff, StatsAndMessages) {
   gst_harness_teardown(enc);
 }
 
-TEST(CudaDiff, ThresholdChangesWhilePlaying) {
-  GstHarness *enc = gst_harness_new_parse("cudadiffenc threshold=30 keyframe-interval=0");
+// Version 2: the same counters, with changed-bytes measured against the
+// version 2 picture (what a version 1 delta would have sent from it), and
+// the blocks of each mode as the core reports them.
+TEST(CudaDiff, StatsAndMessagesVersion2) {
+  GstHarness *enc =
+      gst_harness_new_parse("cudadiffenc stream-version=2 stats-interval=3 keyframe-interval=4");
+  GstBus *bus = gst_bus_new();
+  gst_element_set_bus(enc->element, bus);
+  const int w = 70, h = 40;  // 5 x 3 blocks of 16x16
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("RGB", w, h).c_str());
+  const GstVideoInfo info = video_info("RGB", w, h);
+  Codec2Model model;
+  guint64 bytes_out = 0, changed = 0, delta_out = 0, blocks[4] = {0, 0, 0, 0};
+  const int frames = 9;
+  for (int t = 0; t < frames; ++t) {
+    const Bytes in = scene("RGB", w, h, t, 6);
+    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, in, t)), GST_FLOW_OK);
+    GstBuffer *p = pull_packet(enc);
+    ASSERT_NE(p, nullptr);
+    const bool key = !GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT);
+    if (!key)
+      for (size_t i = 0; i < in.size(); ++i)
+        changed += std::abs(int(in[i]) - int(model.picture[i])) > 20;
+    EXPECT_EQ(payload_of(p), model.apply("RGB", w, h, in, key, 20));
+    for (int m = 0; m < 4; ++m) blocks[m] += model.stats.blocks[m];
+    bytes_out += gst_buffer_get_size(p);
+    if (!key) delta_out += gst_buffer_get_size(p);
+    gst_buffer_unref(p);
+  }
+  GstElement *el = gst_harness_find_element(enc, "cudadiffenc");
+  GstStructure *s = stats_of(el);
+  gst_object_unref(el);
+  EXPECT_EQ(stat(s, "stream-version"), 2u);
+  EXPECT_EQ(stat(s, "frames"), guint64(frames));
+  EXPECT_EQ(stat(s, "keyframes"), 3u);  // 0, 4, 8
+  EXPECT_EQ(stat(s, "bytes-in"), guint64(frames) * w * h * 3);
+  EXPECT_EQ(stat(s, "bytes-out"), bytes_out);
+  EXPECT_EQ(stat(s, "delta-bytes-out"), delta_out);
+  EXPECT_EQ(stat(s, "changed-bytes"), changed);
+  EXPECT_GT(changed, 0u);
+  EXPECT_EQ(stat(s, "report-layout-bytes"), 3u * w * h * 3 + 5 * changed);
+  EXPECT_EQ(stat(s, "delta-report-layout-bytes"), 5 * changed);
+  const char *names[4] = {"blocks-skip", "blocks-temporal", "blocks-temporal-spatial",
+                          "blocks-spatial"};
+  guint64 total = 0;
+  for (int m = 0; m < 4; ++m) {
+    EXPECT_EQ(stat(s, names[m]), blocks[m]) << names[m];
+    total += stat(s, names[m]);
+  }
+  EXPECT_EQ(total, guint64(frames) * 15) << "every block of every frame, once";
+  EXPECT_GE(stat(s, "blocks-spatial"), 3u * 15) << "keyframes are all spatial";
+  EXPECT_GT(
+      stat(s, "blocks-skip") + stat(s, "blocks-temporal") + stat(s, "blocks-temporal-spatial"), 0u);
+  gst_structure_free(s);
+  int messages = 0;
+  while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_ELEMENT)) {
+    const GstStructure *ms = gst_message_get_structure(m);
+    if (gst_structure_has_name(ms, "cudadiffenc-stats")) {
+      ++messages;
+      EXPECT_EQ(stat(ms, "frames"), guint64(3 * messages));
+      EXPECT_EQ(stat(ms, "stream-version"), 2u);
+    }
+    gst_message_unref(m);
+  }
+  EXPECT_EQ(messages, 3);
+  gst_element_set_bus(enc->element, nullptr);
+  gst_object_unref(bus);
+  gst_harness_teardown(enc);
+}
+
+TEST(CudaDiff, ThresholdChangesWhilePlayingVersion1) {
+  GstHarness *enc =
+      gst_harness_new_parse("cudadiffenc stream-version=1 threshold=30 keyframe-interval=0");
   gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 64, 8).c_str());
   const GstVideoInfo info = video_info("GRAY8", 64, 8);
   std::vector<GstBuffer *> packets;
@@ -654,18 +853,68 @@ TEST(CudaDiff, ThresholdChangesWhilePlaying) {
   for (GstBuffer *p : packets) gst_buffer_unref(p);
 }
 
-TEST(CudaDiff, DecoderWaitsForKeyframe) {
-  Encoded e;
-  EncodeOptions o;
-  o.frames = 8;
-  o.props = "keyframe-interval=5";
-  encode(e, "BGRA", 21, 7, o);
-  // A client that starts with deltas 2, 3, 4: nothing until keyframe 5, no warning.
+// Version 2: each body carries its threshold, so a change applies from the
+// next frame without a keyframe: frames after a change to 0 are exact, each
+// frame is within its own threshold, and the decoder follows.
+TEST(CudaDiff, ThresholdChangesWhilePlayingVersion2) {
+  GstHarness *enc =
+      gst_harness_new_parse("cudadiffenc stream-version=2 threshold=30 keyframe-interval=0");
+  const int w = 50, h = 20;
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("I420", w, h).c_str());
+  const GstVideoInfo info = video_info("I420", w, h);
+  GstElement *el = gst_harness_find_element(enc, "cudadiffenc");
+  std::vector<GstBuffer *> packets;
+  std::vector<Bytes> pictures;
+  Codec2Model model;
+  const int thresholds[9] = {30, 30, 30, 0, 0, 0, 12, 12, 12};
+  for (int t = 0; t < 9; ++t) {
+    if (t > 0 && thresholds[t] != thresholds[t - 1])
+      g_object_set(el, "threshold", guint(thresholds[t]), nullptr);
+    const Bytes in = scene("I420", w, h, t, 5);
+    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, in, t)), GST_FLOW_OK);
+    GstBuffer *p = pull_packet(enc);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT), t > 0)
+        << "no keyframe at a threshold change, frame " << t;
+    const Bytes body = payload_of(p);
+    ASSERT_GT(body.size(), 4u);
+    EXPECT_EQ(body[1], thresholds[t]) << "the body's threshold, frame " << t;
+    EXPECT_EQ(body, model.apply("I420", w, h, in, t == 0, thresholds[t])) << "frame " << t;
+    int worst = 0;
+    for (size_t i = 0; i < in.size(); ++i)
+      worst = std::max(worst, std::abs(int(in[i]) - int(model.picture[i])));
+    EXPECT_LE(worst, thresholds[t]) << "frame " << t;
+    if (thresholds[t] == 0) {
+      EXPECT_EQ(model.picture, in) << "frame " << t;
+    }
+    packets.push_back(p);
+    pictures.push_back(model.picture);
+  }
+  gst_object_unref(el);
+  gst_harness_teardown(enc);
   Decoded d;
-  decode(d, std::vector<GstBuffer *>(e.packets.begin() + 2, e.packets.end()));
+  decode(d, packets);
   EXPECT_TRUE(d.warnings.empty());
-  ASSERT_EQ(d.frames.size(), 3u);
-  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(d.frames[i], e.pictures[5 + i]);
+  ASSERT_EQ(d.frames.size(), pictures.size());
+  for (size_t i = 0; i < pictures.size(); ++i) EXPECT_EQ(d.frames[i], pictures[i]) << i;
+  for (GstBuffer *p : packets) gst_buffer_unref(p);
+}
+
+TEST(CudaDiff, DecoderWaitsForKeyframe) {
+  for (int version : {1, 2}) {
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 8;
+    o.version = version;
+    o.props = "keyframe-interval=5";
+    encode(e, "BGRA", 21, 7, o);
+    // A client that starts with deltas 2, 3, 4: nothing until keyframe 5, no warning.
+    Decoded d;
+    decode(d, std::vector<GstBuffer *>(e.packets.begin() + 2, e.packets.end()));
+    EXPECT_TRUE(d.warnings.empty());
+    ASSERT_EQ(d.frames.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(d.frames[i], e.pictures[5 + i]) << version;
+  }
 }
 
 namespace {
@@ -691,42 +940,67 @@ GstBuffer *damaged(GstBuffer *packet, size_t payload_offset, uint8_t value, bool
 }  // namespace
 
 TEST(CudaDiff, DecoderDropsDamagedPacketsAndRecovers) {
-  Encoded e;
-  EncodeOptions o;
-  o.frames = 16;
-  o.props = "keyframe-interval=4 compression=none";
-  encode(e, "BGR", 45, 11, o);
-  auto check = [&](const std::vector<GstBuffer *> &in, const std::vector<size_t> &want,
-                   const char *what, const char *warning) {
-    Decoded d;
-    decode(d, in);
-    ASSERT_EQ(d.frames.size(), want.size()) << what;
-    for (size_t i = 0; i < want.size(); ++i) {
-      EXPECT_EQ(d.frames[i], e.pictures[want[i]]) << what << ": frame " << want[i];
-      EXPECT_EQ(GST_BUFFER_PTS(d.buffers[i]), gst_util_uint64_scale(want[i], GST_SECOND, 30));
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 16;
+    o.version = version;
+    o.props = "keyframe-interval=4 compression=none";
+    encode(e, "BGR", 45, 11, o);
+    auto check = [&](const std::vector<GstBuffer *> &in, const std::vector<size_t> &want,
+                     const char *what, const char *warning) {
+      Decoded d;
+      decode(d, in);
+      ASSERT_EQ(d.frames.size(), want.size()) << what;
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(d.frames[i], e.pictures[want[i]]) << what << ": frame " << want[i];
+        EXPECT_EQ(GST_BUFFER_PTS(d.buffers[i]), gst_util_uint64_scale(want[i], GST_SECOND, 30));
+      }
+      ASSERT_EQ(d.warnings.size(), 1u) << what;
+      EXPECT_NE(d.warnings[0].find(warning), std::string::npos) << d.warnings[0];
+    };
+    std::vector<GstBuffer *> in(e.packets.begin(), e.packets.end());
+    // A bit error in delta 2 (checksum): 2, 3 lost, keyframe 4 recovers.
+    in[2] = damaged(e.packets[2], 5, 0xff, false);
+    check(in, {0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, "bad checksum", "checksum");
+    gst_buffer_unref(in[2]);
+    // A packet lost: 6 missing, 7 is out of sequence.
+    in.assign(e.packets.begin(), e.packets.end());
+    in.erase(in.begin() + 6);
+    check(in, {0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}, "packet lost", "out of sequence");
+    // Packets reordered: 9 before 10 swapped.
+    in.assign(e.packets.begin(), e.packets.end());
+    std::swap(in[9], in[10]);
+    check(in, {0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15}, "reordered", "out of sequence");
+    const std::vector<size_t> lose_13_to_15 = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    in.assign(e.packets.begin(), e.packets.end());
+    if (version == 1) {
+      // A delta whose checksum is right but whose masks name bytes past the
+      // frame (the superblock bitmap of a 1485-byte frame has 2 valid bits).
+      in[13] = damaged(e.packets[13], 0, 0xff, true);
+      check(in, lose_13_to_15, "impossible delta", "impossible delta");
+      gst_buffer_unref(in[13]);
+    } else {
+      // Checksums right, the body wrong: its header says keyframe in a delta
+      // packet (the reader), its tile table does not add up (the core).
+      in[13] = damaged(e.packets[13], 0, 0x01, true);
+      check(in, lose_13_to_15, "keyframe body in a delta", "keyframe in a delta packet");
+      gst_buffer_unref(in[13]);
+      const Bytes body = payload_of(e.packets[13]);
+      const size_t last = body.size() - 1;
+      in[13] = damaged(e.packets[13], last, uint8_t(body[last] ^ 0x5a), true);
+      Decoded d;
+      decode(d, in);
+      gst_buffer_unref(in[13]);
+      // A changed byte of a coded tile is caught by the core (its lanes must
+      // end where they began); the picture then stays the last good one.
+      ASSERT_EQ(d.frames.size(), lose_13_to_15.size());
+      ASSERT_EQ(d.warnings.size(), 1u);
+      EXPECT_NE(d.warnings[0].find("impossible delta"), std::string::npos) << d.warnings[0];
+      EXPECT_NE(d.warnings[0].find("codec2 body"), std::string::npos) << d.warnings[0];
     }
-    ASSERT_EQ(d.warnings.size(), 1u) << what;
-    EXPECT_NE(d.warnings[0].find(warning), std::string::npos) << d.warnings[0];
-  };
-  std::vector<GstBuffer *> in(e.packets.begin(), e.packets.end());
-  // A bit error in delta 2 (checksum): 2, 3 lost, keyframe 4 recovers.
-  in[2] = damaged(e.packets[2], 5, 0xff, false);
-  check(in, {0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, "bad checksum", "checksum");
-  gst_buffer_unref(in[2]);
-  // A packet lost: 6 missing, 7 is out of sequence.
-  in.assign(e.packets.begin(), e.packets.end());
-  in.erase(in.begin() + 6);
-  check(in, {0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}, "packet lost", "out of sequence");
-  // Packets reordered: 9 before 10 swapped.
-  in.assign(e.packets.begin(), e.packets.end());
-  std::swap(in[9], in[10]);
-  check(in, {0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15}, "reordered", "out of sequence");
-  // A delta whose checksum is right but whose masks name bytes past the frame
-  // (the superblock bitmap of a 1485-byte frame has 2 valid bits).
-  in.assign(e.packets.begin(), e.packets.end());
-  in[13] = damaged(e.packets[13], 0, 0xff, true);
-  check(in, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, "impossible delta", "impossible delta");
-  gst_buffer_unref(in[13]);
+  }
 }
 
 // frame-overlap=always on the decoder: the same frames, each pushed once the
@@ -740,6 +1014,7 @@ TEST(CudaDiff, DecoderFrameOverlapGivesTheSameFrames) {
     Encoded e;
     EncodeOptions o;
     o.frames = 16;
+    o.version = 1;
     o.props = std::string("keyframe-interval=4 compression=") + compression;
     encode(e, "BGR", 45, 11, o);
     std::vector<GstBuffer *> in(e.packets.begin(), e.packets.end());
@@ -797,68 +1072,95 @@ TEST(CudaDiff, DecoderFrameOverlapGivesTheSameFrames) {
     for (GstBuffer *b : out) gst_buffer_unref(b);
     gst_harness_teardown(dec);
   }
-}
-
-TEST(CudaDiff, DecoderReadsByteStreamInPieces) {
-  Encoded e;
-  EncodeOptions o;
-  o.frames = 9;
-  o.props = "keyframe-interval=4";
-  encode(e, "I420", 35, 13, o);
-  Bytes stream;
-  for (size_t i = 3; i < e.packets.size(); ++i) {  // starts mid-stream, as a late client
-    const Bytes b = bytes_of(e.packets[i]);
-    stream.insert(stream.end(), b.begin(), b.end());
-  }
-  // Untimed pieces of 1..300 bytes, as tcpclientsrc delivers them.
-  std::vector<GstBuffer *> pieces;
-  std::mt19937 gen(testing_util::test_seed());
-  for (size_t at = 0; at < stream.size();) {
-    const size_t n = std::min(stream.size() - at, size_t(1 + gen() % 300));
-    GstBuffer *b = gst_buffer_new_allocate(nullptr, n, nullptr);
-    gst_buffer_fill(b, 0, stream.data() + at, n);
-    pieces.push_back(b);
-    at += n;
-  }
-  Decoded d;
-  decode(d, pieces);
-  EXPECT_TRUE(d.warnings.empty());
-  ASSERT_EQ(d.frames.size(), 5u);  // keyframe 4 to 8
-  GstCaps *sender = gst_caps_from_string("timestamp/x-cudadiff-sender");
-  for (size_t i = 0; i < 5; ++i) {
-    EXPECT_EQ(d.frames[i], e.pictures[4 + i]) << i;
-    // The receiver's line starts at 0; the sender's time comes along.
-    EXPECT_EQ(GST_BUFFER_PTS(d.buffers[i]), gst_util_uint64_scale(4 + i, GST_SECOND, 30) -
-                                                gst_util_uint64_scale(4, GST_SECOND, 30));
-    GstReferenceTimestampMeta *meta = gst_buffer_get_reference_timestamp_meta(d.buffers[i], sender);
-    ASSERT_NE(meta, nullptr);
-    EXPECT_EQ(meta->timestamp, gst_util_uint64_scale(4 + i, GST_SECOND, 30));
-  }
-  gst_caps_unref(sender);
-  for (GstBuffer *b : pieces) gst_buffer_unref(b);
-}
-
-TEST(CudaDiff, DecoderTruncatedAtEos) {
+  // Version 2 frames are decoded on the CPU and leave at once, whatever
+  // frame-overlap says.
   Encoded e;
   EncodeOptions o;
   o.frames = 5;
-  encode(e, "YUY2", 30, 8, o);
-  Bytes stream;
-  for (GstBuffer *p : e.packets) {
-    const Bytes b = bytes_of(p);
-    stream.insert(stream.end(), b.begin(), b.end());
+  encode(e, "BGR", 45, 11, o);
+  GstHarness *dec = gst_harness_new_parse("cudadiffdec frame-overlap=always");
+  gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+  for (int t = 0; t < 5; ++t) {
+    ASSERT_EQ(gst_harness_push(dec, gst_buffer_ref(e.packets[t])), GST_FLOW_OK);
+    GstBuffer *b = gst_harness_try_pull(dec);
+    ASSERT_NE(b, nullptr) << "version 2 frame " << t << " not out at once";
+    GstCaps *caps = gst_pad_get_current_caps(dec->sinkpad);
+    EXPECT_EQ(canonical_of(b, caps), e.pictures[t]) << t;
+    gst_caps_unref(caps);
+    gst_buffer_unref(b);
   }
-  stream.resize(stream.size() - 10);  // the last packet loses its end
-  GstBuffer *all = gst_buffer_new_allocate(nullptr, stream.size(), nullptr);
-  gst_buffer_fill(all, 0, stream.data(), stream.size());
-  GST_BUFFER_PTS(all) = GST_CLOCK_TIME_NONE;
-  Decoded d;
-  decode(d, {all}, true);
-  ASSERT_EQ(d.frames.size(), 4u);
-  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(d.frames[i], e.pictures[i]);
-  ASSERT_EQ(d.warnings.size(), 1u);
-  EXPECT_NE(d.warnings[0].find("truncated"), std::string::npos) << d.warnings[0];
-  gst_buffer_unref(all);
+  gst_harness_teardown(dec);
+}
+
+TEST(CudaDiff, DecoderReadsByteStreamInPieces) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 9;
+    o.version = version;
+    o.props = "keyframe-interval=4";
+    encode(e, "I420", 35, 13, o);
+    Bytes stream;
+    for (size_t i = 3; i < e.packets.size(); ++i) {  // starts mid-stream, as a late client
+      const Bytes b = bytes_of(e.packets[i]);
+      stream.insert(stream.end(), b.begin(), b.end());
+    }
+    // Untimed pieces of 1..300 bytes, as tcpclientsrc delivers them.
+    std::vector<GstBuffer *> pieces;
+    std::mt19937 gen(testing_util::test_seed());
+    for (size_t at = 0; at < stream.size();) {
+      const size_t n = std::min(stream.size() - at, size_t(1 + gen() % 300));
+      GstBuffer *b = gst_buffer_new_allocate(nullptr, n, nullptr);
+      gst_buffer_fill(b, 0, stream.data() + at, n);
+      pieces.push_back(b);
+      at += n;
+    }
+    Decoded d;
+    decode(d, pieces);
+    EXPECT_TRUE(d.warnings.empty());
+    ASSERT_EQ(d.frames.size(), 5u);  // keyframe 4 to 8
+    GstCaps *sender = gst_caps_from_string("timestamp/x-cudadiff-sender");
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(d.frames[i], e.pictures[4 + i]) << i;
+      // The receiver's line starts at 0; the sender's time comes along.
+      EXPECT_EQ(GST_BUFFER_PTS(d.buffers[i]), gst_util_uint64_scale(4 + i, GST_SECOND, 30) -
+                                                  gst_util_uint64_scale(4, GST_SECOND, 30));
+      GstReferenceTimestampMeta *meta =
+          gst_buffer_get_reference_timestamp_meta(d.buffers[i], sender);
+      ASSERT_NE(meta, nullptr);
+      EXPECT_EQ(meta->timestamp, gst_util_uint64_scale(4 + i, GST_SECOND, 30));
+    }
+    gst_caps_unref(sender);
+    for (GstBuffer *b : pieces) gst_buffer_unref(b);
+  }
+}
+
+TEST(CudaDiff, DecoderTruncatedAtEos) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 5;
+    o.version = version;
+    encode(e, "YUY2", 30, 8, o);
+    Bytes stream;
+    for (GstBuffer *p : e.packets) {
+      const Bytes b = bytes_of(p);
+      stream.insert(stream.end(), b.begin(), b.end());
+    }
+    stream.resize(stream.size() - 10);  // the last packet loses its end
+    GstBuffer *all = gst_buffer_new_allocate(nullptr, stream.size(), nullptr);
+    gst_buffer_fill(all, 0, stream.data(), stream.size());
+    GST_BUFFER_PTS(all) = GST_CLOCK_TIME_NONE;
+    Decoded d;
+    decode(d, {all}, true);
+    ASSERT_EQ(d.frames.size(), 4u);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(d.frames[i], e.pictures[i]);
+    ASSERT_EQ(d.warnings.size(), 1u);
+    EXPECT_NE(d.warnings[0].find("truncated"), std::string::npos) << d.warnings[0];
+    gst_buffer_unref(all);
+  }
 }
 
 TEST(CudaDiff, DecoderOutputComesFromPinnedPool) {
@@ -878,41 +1180,53 @@ TEST(CudaDiff, DecoderOutputComesFromPinnedPool) {
 }
 
 TEST(CudaDiff, TypefinderRecognisesTheStream) {
-  Encoded e;
-  EncodeOptions o;
-  o.frames = 3;
-  encode(e, "GRAY8", 300, 200, o);
-  Bytes stream;
-  for (GstBuffer *p : e.packets) {
-    const Bytes b = bytes_of(p);
-    stream.insert(stream.end(), b.begin(), b.end());
-  }
-  auto typefind = [](const Bytes &data, GstTypeFindProbability *prob) {
-    std::string name;
-    GstCaps *caps = gst_type_find_helper_for_data(nullptr, data.data(), data.size(), prob);
-    if (caps) {
-      name = gst_structure_get_name(gst_caps_get_structure(caps, 0));
-      gst_caps_unref(caps);
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 3;
+    o.version = version;
+    encode(e, "GRAY8", 300, 200, o);
+    Bytes stream;
+    for (GstBuffer *p : e.packets) {
+      const Bytes b = bytes_of(p);
+      stream.insert(stream.end(), b.begin(), b.end());
     }
-    return name;
-  };
-  GstTypeFindProbability prob = GST_TYPE_FIND_NONE;
-  // A packet at the start (what tcpserversink sends a client first).
-  EXPECT_EQ(typefind(stream, &prob), "video/x-cudadiff");
-  EXPECT_EQ(prob, GST_TYPE_FIND_MAXIMUM);
-  // Picked up in the middle: a packet within the first 64 KiB.
-  Bytes mid(stream.begin() + 1000, stream.end());
-  EXPECT_EQ(typefind(mid, &prob), "video/x-cudadiff");
-  EXPECT_GE(prob, GST_TYPE_FIND_LIKELY);
-  // A damaged header is not taken for one.
-  Bytes damaged = stream;
-  damaged.resize(64);
-  damaged[20] ^= 1;
-  EXPECT_NE(typefind(damaged, &prob), "video/x-cudadiff");
+    // The media type and its version field.
+    auto typefind = [](const Bytes &data, GstTypeFindProbability *prob) {
+      std::string name;
+      GstCaps *caps = gst_type_find_helper_for_data(nullptr, data.data(), data.size(), prob);
+      if (caps) {
+        const GstStructure *st = gst_caps_get_structure(caps, 0);
+        gint v = 0;
+        gst_structure_get_int(st, "version", &v);
+        name = std::string(gst_structure_get_name(st)) + " " + std::to_string(v);
+        gst_caps_unref(caps);
+      }
+      return name;
+    };
+    const std::string want = "video/x-cudadiff " + std::to_string(version);
+    GstTypeFindProbability prob = GST_TYPE_FIND_NONE;
+    // A packet at the start (what tcpserversink sends a client first).
+    EXPECT_EQ(typefind(stream, &prob), want);
+    EXPECT_EQ(prob, GST_TYPE_FIND_MAXIMUM);
+    // Picked up in the middle: a packet within the first 64 KiB.
+    ASSERT_GT(bytes_of(e.packets[0]).size(), 1000u);
+    Bytes mid(stream.begin() + 1000, stream.end());
+    EXPECT_EQ(typefind(mid, &prob), want);
+    EXPECT_GE(prob, GST_TYPE_FIND_LIKELY);
+    // A damaged header is not taken for one.
+    Bytes damaged = stream;
+    damaged.resize(64);
+    damaged[20] ^= 1;
+    EXPECT_EQ(typefind(damaged, &prob), "");
+  }
 }
 
-TEST(CudaDiff, ColorimetryTravelsInTheStreamHeader) {
-  GstHarness *enc = gst_harness_new("cudadiffenc");
+static void colorimetry_travels(int version) {
+  SCOPED_TRACE("version " + std::to_string(version));
+  GstHarness *enc =
+      gst_harness_new_parse(("cudadiffenc stream-version=" + std::to_string(version)).c_str());
   gst_harness_set_src_caps_str(enc,
                                (gst_test::raw_caps("I420", 64, 48) + ",colorimetry=bt709").c_str());
   const GstVideoInfo info = video_info("I420", 64, 48);
@@ -936,4 +1250,134 @@ TEST(CudaDiff, ColorimetryTravelsInTheStreamHeader) {
   gst_buffer_unref(in);
   ASSERT_EQ(d.frames.size(), 1u);
   EXPECT_NE(d.caps[0].find("colorimetry=(string)bt709"), std::string::npos) << d.caps[0];
+}
+
+TEST(CudaDiff, ColorimetryTravelsInTheStreamHeader) {
+  colorimetry_travels(1);
+  colorimetry_travels(2);
+}
+
+// The version downstream accepts is checked when caps are set: a receiver
+// that reads only version 1 (here a capsfilter) gets a clear error with
+// version 2 and works with stream-version=1.
+TEST(CudaDiff, CapsNegotiationOfTheVersion) {
+  struct Case {
+    const char *launch;
+    int version;  // 0: refused
+  };
+  for (const Case c :
+       {Case{"cudadiffenc stream-version=2 ! capsfilter caps=video/x-cudadiff,version=(int)1", 0},
+        Case{"cudadiffenc stream-version=1 ! capsfilter caps=video/x-cudadiff,version=(int)1", 1},
+        Case{"cudadiffenc stream-version=2 ! capsfilter caps=video/x-cudadiff,version=(int)2", 2},
+        Case{"cudadiffenc stream-version=2 ! capsfilter caps=video/x-cudadiff", 2},
+        Case{"cudadiffenc stream-version=1 ! capsfilter caps=video/x-cudadiff,version=(int)2",
+             0}}) {
+    SCOPED_TRACE(c.launch);
+    GstHarness *enc = gst_harness_new_parse(c.launch);
+    GstBus *bus = gst_bus_new();
+    gst_element_set_bus(enc->element, bus);
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 16, 8).c_str());
+    const GstVideoInfo info = video_info("GRAY8", 16, 8);
+    const GstFlowReturn ret =
+        gst_harness_push(enc, buffer_from(info, scene("GRAY8", 16, 8, 0, 1), 0));
+    GstMessage *error = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
+    if (c.version == 0) {
+      EXPECT_NE(ret, GST_FLOW_OK);
+      ASSERT_NE(error, nullptr);
+      GError *err = nullptr;
+      gchar *debug = nullptr;
+      gst_message_parse_error(error, &err, &debug);
+      EXPECT_TRUE(g_error_matches(err, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION));
+      EXPECT_NE(std::string(err->message).find("does not accept version"), std::string::npos)
+          << err->message;
+      EXPECT_NE(std::string(debug).find("stream-version"), std::string::npos) << debug;
+      g_error_free(err);
+      g_free(debug);
+    } else {
+      EXPECT_EQ(ret, GST_FLOW_OK);
+      EXPECT_EQ(error, nullptr);
+      GstBuffer *p = pull_packet(enc);
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(header_of(p).version, c.version);
+      gst_buffer_unref(p);
+      GstCaps *caps = gst_pad_get_current_caps(enc->sinkpad);
+      gint v = 0;
+      EXPECT_TRUE(gst_structure_get_int(gst_caps_get_structure(caps, 0), "version", &v));
+      EXPECT_EQ(v, c.version);
+      gst_caps_unref(caps);
+    }
+    if (error) gst_message_unref(error);
+    gst_element_set_bus(enc->element, nullptr);
+    gst_object_unref(bus);
+    gst_harness_teardown(enc);
+  }
+}
+
+// A recording made by the version 1 encoder before version 2 existed
+// (tests/stream/data) plays through the decoder: every picture is the
+// version 1 codec's definition applied to the recorded input.
+TEST(CudaDiff, Version1RecordingDecodes) {
+  auto read = [](const std::string &path) {
+    Bytes out;
+    if (FILE *f = std::fopen(path.c_str(), "rb")) {
+      uint8_t buf[4096];
+      for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;)
+        out.insert(out.end(), buf, buf + n);
+      std::fclose(f);
+    }
+    return out;
+  };
+  const Bytes stream = read(std::string(CUDADIFF_TEST_DATA) + "/v1-i420-32x24-k10-zstd.cdif");
+  const Bytes raw = read(std::string(CUDADIFF_TEST_DATA) + "/v1-i420-32x24.yuv");
+  const size_t n = 32 * 24 * 3 / 2;
+  ASSERT_EQ(raw.size(), 6 * n);
+  GstBuffer *in = gst_buffer_new_allocate(nullptr, stream.size(), nullptr);
+  gst_buffer_fill(in, 0, stream.data(), stream.size());
+  Decoded d;
+  decode(d, {in}, true);
+  gst_buffer_unref(in);
+  EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+  ASSERT_EQ(d.frames.size(), 6u);
+  Model model;
+  for (size_t f = 0; f < 6; ++f) {
+    model.apply(Bytes(raw.begin() + long(f * n), raw.begin() + long((f + 1) * n)), f % 4 == 0, 10);
+    EXPECT_EQ(d.frames[f], model.picture) << "frame " << f;
+    EXPECT_EQ(GST_BUFFER_PTS(d.buffers[f]), gst_util_uint64_scale(f, GST_SECOND, 30));
+  }
+  EXPECT_NE(d.caps[0].find("format=(string)I420"), std::string::npos) << d.caps[0];
+  EXPECT_NE(d.caps[0].find("width=(int)32"), std::string::npos) << d.caps[0];
+}
+
+// A receiver that stays connected while the sender restarts with the other
+// version: both are shown, each from its keyframe, and a delta of the other
+// version than its keyframe's is a loss.
+TEST(CudaDiff, DecoderFollowsTheVersionOfEachKeyframe) {
+  Encoded a, b;
+  EncodeOptions o;
+  o.frames = 4;
+  o.threshold = 0;
+  o.version = 1;
+  encode(a, "NV12", 26, 10, o);
+  o.version = 2;
+  encode(b, "NV12", 26, 10, o);
+  // Frame numbers restart at 0 with the new sender: the keyframe starts over.
+  std::vector<GstBuffer *> in(a.packets.begin(), a.packets.end());
+  in.insert(in.end(), b.packets.begin(), b.packets.end());
+  Decoded d;
+  decode(d, in);
+  EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+  ASSERT_EQ(d.frames.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(d.frames[i], i < 4 ? a.inputs[i] : b.inputs[i - 4]);
+  // Version 1 keyframe, then a version 2 delta numbered as its successor.
+  Bytes delta = bytes_of(b.packets[1]);
+  ASSERT_EQ(header_of(a.packets[0]).frame_number, 0u);
+  ASSERT_EQ(header_of(b.packets[1]).frame_number, 1u);
+  GstBuffer *mixed = gst_buffer_new_allocate(nullptr, delta.size(), nullptr);
+  gst_buffer_fill(mixed, 0, delta.data(), delta.size());
+  Decoded m;
+  decode(m, {a.packets[0], mixed});
+  gst_buffer_unref(mixed);
+  ASSERT_EQ(m.frames.size(), 1u);
+  ASSERT_EQ(m.warnings.size(), 1u);
+  EXPECT_NE(m.warnings[0].find("another stream version"), std::string::npos) << m.warnings[0];
 }

@@ -2,10 +2,13 @@
 // event) when it has to wait for one: it started with deltas, or it lost a
 // packet. At most one event per min-force-key-unit-interval of running time
 // (GstVideoDecoder's property; cudadiffdec's default is 300 ms), timed
-// input or not; none while it decodes.
+// input or not; none while it decodes. Both stream versions; with version 2
+// also for a body the reader or the codec refuses and for a delta of the
+// other version.
 #include <gst/check/gstharness.h>
 #include <gst/video/video.h>
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <string>
 #include <vector>
@@ -17,8 +20,8 @@ using namespace diff_test;
 namespace {
 
 // Packets of `frames` frames at 30 fps (frame i at i/30 s), stream header left out.
-std::vector<GstBuffer *> packets(int frames, const char *props, GstCaps **caps) {
-  GstHarness *enc = gst_harness_new_parse((std::string("cudadiffenc ") + props).c_str());
+std::vector<GstBuffer *> packets(int frames, const std::string &props, GstCaps **caps) {
+  GstHarness *enc = gst_harness_new_parse(("cudadiffenc " + props).c_str());
   gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 32, 16).c_str());
   const GstVideoInfo info = video_info("GRAY8", 32, 16);
   std::vector<GstBuffer *> out;
@@ -77,9 +80,11 @@ TEST(CudaDiffKeyframeRequest, DefaultInterval) {
 }
 
 // Deltas first (a client joining late), then keyframe 12, then a lost delta.
-TEST(CudaDiffKeyframeRequest, AtStartAndAfterALossRateLimited) {
+static void at_start_and_after_a_loss(int version) {
+  SCOPED_TRACE("version " + std::to_string(version));
   GstCaps *caps = nullptr;
-  std::vector<GstBuffer *> p = packets(24, "keyframe-interval=12", &caps);
+  std::vector<GstBuffer *> p =
+      packets(24, "keyframe-interval=12 stream-version=" + std::to_string(version), &caps);
   ASSERT_EQ(p.size(), 24u);
   GstHarness *h = decoder(caps, 250 * GST_MSECOND);
   // Deltas 1..11 (33 ms .. 367 ms): a request at the first, the next one at
@@ -106,11 +111,16 @@ TEST(CudaDiffKeyframeRequest, AtStartAndAfterALossRateLimited) {
   gst_caps_unref(caps);
 }
 
+TEST(CudaDiffKeyframeRequest, AtStartAndAfterALossRateLimited) {
+  at_start_and_after_a_loss(1);
+  at_start_and_after_a_loss(2);
+}
+
 // A byte stream without timestamps (tcpclientsrc): the limit holds by the
 // element's running time, so deltas in quick succession make one request.
 TEST(CudaDiffKeyframeRequest, UntimedInputIsRateLimitedToo) {
   GstCaps *caps = nullptr;
-  std::vector<GstBuffer *> p = packets(10, "keyframe-interval=0", &caps);
+  std::vector<GstBuffer *> p = packets(10, "keyframe-interval=0 stream-version=1", &caps);
   ASSERT_EQ(p.size(), 10u);
   GstHarness *h = decoder(caps, 10 * GST_SECOND);
   for (int i = 1; i < 10; ++i) push(h, p[size_t(i)], false);
@@ -122,4 +132,67 @@ TEST(CudaDiffKeyframeRequest, UntimedInputIsRateLimitedToo) {
   gst_harness_teardown(h);
   for (GstBuffer *b : p) gst_buffer_unref(b);
   gst_caps_unref(caps);
+}
+
+// A copy of `packet` with payload byte `offset` xor `mask`, checksums made
+// right again: damage only the body's own checks can see.
+static GstBuffer *damaged_body(GstBuffer *packet, size_t offset, uint8_t mask) {
+  Bytes b = bytes_of(packet);
+  b[64 + offset] ^= mask;
+  const uint32_t crc = uint32_t(::crc32(0, b.data() + 64, uInt(b.size() - 64)));
+  for (int i = 0; i < 4; ++i) b[56 + i] = uint8_t(crc >> (8 * i));
+  const uint32_t hcrc = uint32_t(::crc32(0, b.data(), 60));
+  for (int i = 0; i < 4; ++i) b[60 + i] = uint8_t(hcrc >> (8 * i));
+  GstBuffer *out = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
+  gst_buffer_fill(out, 0, b.data(), b.size());
+  gst_buffer_copy_into(out, packet, GST_BUFFER_COPY_METADATA, 0, -1);
+  return out;
+}
+
+// Version 2: a delta of version 1 in a version 2 stream, a keyframe body
+// the reader refuses (its header says delta) and a delta body the codec
+// refuses (a changed byte of a coded tile) are losses: each asks for a
+// keyframe, as does every packet dropped while waiting for one.
+TEST(CudaDiffKeyframeRequest, Version2RefusedBodiesAndForeignDeltasAskForAKeyframe) {
+  GstCaps *caps2 = nullptr, *caps1 = nullptr;
+  std::vector<GstBuffer *> q = packets(12, "keyframe-interval=4 stream-version=2", &caps2);
+  std::vector<GstBuffer *> r = packets(12, "keyframe-interval=4 stream-version=1", &caps1);
+  ASSERT_EQ(q.size(), 12u);
+  ASSERT_EQ(r.size(), 12u);
+  ASSERT_EQ(bytes_of(q[2])[4], 2);
+  ASSERT_EQ(bytes_of(r[2])[4], 1);
+  GstHarness *h = decoder(caps2, 0);  // no limit: one request per dropped packet
+  push(h, q[0]);
+  push(h, q[1]);
+  EXPECT_EQ(keyframe_requests(h), 0);
+  push(h, r[2]);  // frame 2 in sequence, of the other version
+  EXPECT_EQ(keyframe_requests(h), 1) << "a delta of the other version";
+  push(h, q[3]);
+  EXPECT_EQ(keyframe_requests(h), 1) << "waiting for a keyframe";
+  GstBuffer *bad_key = damaged_body(q[4], 0, 0x01);  // the body's keyframe bit
+  push(h, bad_key);
+  gst_buffer_unref(bad_key);
+  EXPECT_EQ(keyframe_requests(h), 1) << "a keyframe whose body the reader refuses";
+  push(h, q[5]);
+  EXPECT_EQ(keyframe_requests(h), 1);
+  push(h, q[8]);
+  push(h, q[9]);
+  EXPECT_EQ(keyframe_requests(h), 0) << "decoding again";
+  const size_t last = bytes_of(q[10]).size() - 65;
+  GstBuffer *bad_delta = damaged_body(q[10], last, 0x5a);
+  push(h, bad_delta);
+  gst_buffer_unref(bad_delta);
+  EXPECT_EQ(keyframe_requests(h), 1) << "a delta whose body the codec refuses";
+  push(h, q[11]);
+  EXPECT_EQ(keyframe_requests(h), 1);
+  GstStructure *stats = stats_of(h->element);
+  EXPECT_EQ(stat(stats, "keyframes"), 2u) << "0 and 8; the damaged keyframe 4 refused";
+  EXPECT_EQ(stat(stats, "frames-out"), 4u) << "0, 1, 8, 9";
+  EXPECT_EQ(stat(stats, "dropped-packets"), 6u);
+  gst_structure_free(stats);
+  gst_harness_teardown(h);
+  for (GstBuffer *b : q) gst_buffer_unref(b);
+  for (GstBuffer *b : r) gst_buffer_unref(b);
+  gst_caps_unref(caps2);
+  gst_caps_unref(caps1);
 }

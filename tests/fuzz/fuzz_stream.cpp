@@ -1,10 +1,12 @@
 // Fuzz target: the receive path of cudadiffdec without GStreamer. The input's
 // first byte picks how the stream is cut into pieces (as tcpclientsrc
 // delivers it); the rest is the byte stream. Every packet the parser accepts
-// is decoded the way the element does it (reader, sequence rules,
-// parse_delta, the CPU core decoder) into a frame with guard bytes around
-// every row, which must stay intact: the reader never writes outside its
-// frame, whatever the input.
+// is decoded the way the element does it (reader, sequence rules, and per
+// version: parse_delta and the version 1 CPU decoder, or the version 2
+// (codec2) CPU decoder) into a frame with guard bytes around every row,
+// which must stay intact: the reader never writes outside its frame,
+// whatever the input. A version 2 body the decoder refuses must leave its
+// picture unchanged.
 #include "fuzz_stream.h"
 
 #include <zlib.h>
@@ -15,6 +17,7 @@
 #include <memory>
 #include <string>
 
+#include "cudadiff/codec2.h"
 #include "cudadiff/diff.h"
 #include "cudadiffstream.h"
 
@@ -61,25 +64,34 @@ struct GuardedFrame {
 struct Receiver {
   std::unique_ptr<Context> ctx = Context::cpu();
   std::unique_ptr<diff::DiffDecoder> decoder;
+  std::unique_ptr<codec2::Decoder> decoder2;
   Reader reader;
   Parser parser;
   PacketHeader current;
   bool synced = false;
   uint64_t last = 0;
   GuardedFrame out;
+  HostBytes before, after;
 
   void packet(const PacketHeader &h, const uint8_t *payload) {
     if (h.stream_header()) return;
-    if (h.frame_bytes() > fuzz::kMaxFuzzFrameBytes) {
+    const size_t cap =
+        h.version == kVersion2 ? fuzz::kMaxFuzzV2FrameBytes : fuzz::kMaxFuzzFrameBytes;
+    if (h.frame_bytes() > cap) {
       synced = false;
       return;
     }
     const uint8_t *body = nullptr;
     std::string why;
     if (h.keyframe()) {
-      if (!decoder || h.format != current.format || h.width != current.width ||
-          h.height != current.height) {
-        decoder = diff::DiffDecoder::create(*ctx, h.format, int(h.width), int(h.height));
+      if (!(decoder || decoder2) || h.version != current.version || h.format != current.format ||
+          h.width != current.width || h.height != current.height) {
+        decoder.reset();
+        decoder2.reset();
+        if (h.version == kVersion2)
+          decoder2 = codec2::Decoder::create(*ctx, h.format, int(h.width), int(h.height));
+        else
+          decoder = diff::DiffDecoder::create(*ctx, h.format, int(h.width), int(h.height));
         out.make(h.format, int(h.width), int(h.height));
       }
       current = h;
@@ -87,30 +99,63 @@ struct Receiver {
         synced = false;
         return;
       }
-      decoder->keyframe(body);
+      if (decoder2) {
+        if (!decode2(body, h.body_size)) return;
+      } else {
+        decoder->keyframe(body);
+      }
       synced = true;
     } else {
-      if (!synced || h.frame_number != last + 1 || h.format != current.format ||
-          h.width != current.width || h.height != current.height ||
+      if (!synced || h.frame_number != last + 1 || h.version != current.version ||
+          h.format != current.format || h.width != current.width || h.height != current.height ||
           !reader.body(h, payload, &body, &why)) {
         synced = false;
         return;
       }
-      diff::DeltaIndex index;
-      if (!diff::parse_delta(body, h.body_size, decoder->frame_bytes(), &index, &why)) {
-        synced = false;
-        return;
+      if (decoder2) {
+        if (!decode2(body, h.body_size)) return;
+      } else {
+        diff::DeltaIndex index;
+        if (!diff::parse_delta(body, h.body_size, decoder->frame_bytes(), &index, &why)) {
+          synced = false;
+          return;
+        }
+        decoder->delta(
+            body, index,
+            (h.flags & kFlagDeltaValues) ? diff::ValueMode::Deltas : diff::ValueMode::Values);
       }
-      decoder->delta(
-          body, index,
-          (h.flags & kFlagDeltaValues) ? diff::ValueMode::Deltas : diff::ValueMode::Values);
     }
     last = h.frame_number;
-    decoder->write_frame(out.view);
+    if (decoder2)
+      decoder2->write_frame(out.view);
+    else
+      decoder->write_frame(out.view);
     if (!out.guards_intact()) {
       std::fprintf(stderr, "the decoder wrote outside its frame\n");
       std::abort();
     }
+  }
+
+  // A version 2 body; a refused one must leave the picture as it was.
+  bool decode2(const uint8_t *body, size_t n) {
+    std::string why;
+    const bool had = decoder2->has_reference();
+    if (had) decoder2->read_reference(before);
+    if (decoder2->decode(body, n, &why)) return true;
+    synced = false;
+    if (had) {
+      decoder2->read_reference(after);
+      if (after.size() != before.size() ||
+          std::memcmp(after.data(), before.data(), before.size()) != 0) {
+        std::fprintf(stderr, "a refused version 2 body changed the picture (%s)\n", why.c_str());
+        std::abort();
+      }
+    }
+    if (why.empty()) {
+      std::fprintf(stderr, "a version 2 body refused without a reason\n");
+      std::abort();
+    }
+    return false;
   }
 };
 

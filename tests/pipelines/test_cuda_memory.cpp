@@ -299,7 +299,8 @@ TEST(CudaMemory, TextOverlayIntoEncoderMatchesSystemMemory) {
   if (!have_nvcodec_copies()) GTEST_SKIP() << "nvcodec's cudaupload/cudadownload missing";
   if (!have_factory("cudatextoverlay")) GTEST_SKIP() << "built without Pango";
   const std::string tail =
-      " cudadiffenc name=enc threshold=10 keyframe-interval=5 ! fakesink name=out";
+      " cudadiffenc name=enc stream-version=1 threshold=10 keyframe-interval=5 ! fakesink "
+      "name=out";
   const RunResult a = run(std::string(kSource) +
                               " ! cudaupload name=up ! cudatextoverlay name=text text=\"device "
                               "resident\" shaded-background=true ! " +
@@ -368,41 +369,51 @@ TEST(CudaMemory, Nvh264decFeedsGauss) {
 }
 
 // Without GStreamer's CUDA elements: ours alone share one context and pass
-// CUDA memory (the first one uploads, the encoder reads device frames).
+// CUDA memory (the first one uploads, the encoder reads device frames;
+// version 2, coded on the CPU, maps them on the host).
 TEST(CudaMemory, OwnElementsShareOneContext) {
-  const std::string chain =
-      "videotestsrc num-buffers=8 pattern=ball ! video/x-raw,format=BGRx,width=160,height=120 ! "
-      "cudagauss name=a ! cudaheatmap name=b gain=4 ! cudadiffenc name=c threshold=0 ! "
-      "fakesink name=out";
-  const RunResult r = run(chain, {"a", "b", "c"});
-  ASSERT_EQ(r.error, "");
-  EXPECT_EQ(r.frames.size(), 8u);
-  expect_cuda_between(r, {"a", "b"}, 8);
-  expect_one_context(r, {"a", "b", "c"});
-  // The same packets as on system memory.
-  const RunResult sys = run(
-      "videotestsrc num-buffers=8 pattern=ball ! video/x-raw,format=BGRx,width=160,height=120 ! "
-      "cudagauss ! video/x-raw,format=BGRx ! cudaheatmap gain=4 ! video/x-raw,format=BGRx ! "
-      "cudadiffenc threshold=0 ! fakesink name=out");
-  ASSERT_EQ(sys.error, "");
-  expect_same_frames(r, sys);
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("stream-version=" + std::to_string(version));
+    const std::string enc = "cudadiffenc stream-version=" + std::to_string(version) + " ";
+    const std::string chain =
+        "videotestsrc num-buffers=8 pattern=ball ! video/x-raw,format=BGRx,width=160,height=120 "
+        "! cudagauss name=a ! cudaheatmap name=b gain=4 ! " +
+        enc + "name=c threshold=0 ! fakesink name=out";
+    const RunResult r = run(chain, {"a", "b", "c"});
+    ASSERT_EQ(r.error, "");
+    EXPECT_EQ(r.frames.size(), 8u);
+    expect_cuda_between(r, {"a", "b"}, 8);
+    expect_one_context(r, {"a", "b", "c"});
+    // The same packets as on system memory.
+    const RunResult sys = run(
+        "videotestsrc num-buffers=8 pattern=ball ! video/x-raw,format=BGRx,width=160,height=120 "
+        "! cudagauss ! video/x-raw,format=BGRx ! cudaheatmap gain=4 ! video/x-raw,format=BGRx ! " +
+        enc + "threshold=0 ! fakesink name=out");
+    ASSERT_EQ(sys.error, "");
+    expect_same_frames(r, sys);
+  }
 }
 
-// A decoder's output into a filter in CUDA memory, same pictures.
+// A decoder's output into a filter in CUDA memory, same pictures (version
+// 2 writes the CUDA memory through a host mapping).
 TEST(CudaMemory, DecoderFeedsFilterOnDevice) {
-  const std::string enc =
-      "videotestsrc num-buffers=10 pattern=ball ! video/x-raw,format=I420,width=176,height=144 ! "
-      "cudadiffenc threshold=0 keyframe-interval=4 ! cudadiffdec name=dec ! ";
-  const RunResult a =
-      run(enc + "cudagauss name=g ! video/x-raw,format=I420 ! fakesink name=out", {"dec", "g"});
-  ASSERT_EQ(a.error, "");
-  EXPECT_EQ(a.counts.at("dec").cuda, 10);
-  const RunResult b = run(enc +
-                          "video/x-raw,format=I420 ! cudagauss ! video/x-raw,format=I420 ! "
-                          "fakesink name=out");
-  ASSERT_EQ(b.error, "");
-  EXPECT_EQ(a.frames.size(), 10u);
-  expect_same_frames(a, b);
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("stream-version=" + std::to_string(version));
+    const std::string enc =
+        "videotestsrc num-buffers=10 pattern=ball ! video/x-raw,format=I420,width=176,height=144 "
+        "! cudadiffenc stream-version=" +
+        std::to_string(version) + " threshold=0 keyframe-interval=4 ! cudadiffdec name=dec ! ";
+    const RunResult a =
+        run(enc + "cudagauss name=g ! video/x-raw,format=I420 ! fakesink name=out", {"dec", "g"});
+    ASSERT_EQ(a.error, "");
+    EXPECT_EQ(a.counts.at("dec").cuda, 10);
+    const RunResult b = run(enc +
+                            "video/x-raw,format=I420 ! cudagauss ! video/x-raw,format=I420 ! "
+                            "fakesink name=out");
+    ASSERT_EQ(b.error, "");
+    EXPECT_EQ(a.frames.size(), 10u);
+    expect_same_frames(a, b);
+  }
 }
 
 // Frame overlap (system memory on both sides) changes nothing but timing:
@@ -501,7 +512,8 @@ TEST(CudaMemory, CodecsLeaveTheCallersContextCurrent) {
   ASSERT_EQ(cudadiff::current_driver_context(), expected);
   const char *caps = "video/x-raw,format=BGRx,width=64,height=48,framerate=30/1";
   GstHarness *enc = gst_harness_new_parse(
-      "cudadiffenc backend=cuda threshold=0 keyframe-interval=3 frame-overlap=always");
+      "cudadiffenc stream-version=1 backend=cuda threshold=0 keyframe-interval=3 "
+      "frame-overlap=always");
   gst_harness_set_src_caps_str(enc, caps);
   EXPECT_EQ(cudadiff::current_driver_context(), expected) << "after start and caps";
   std::vector<GstBuffer *> packets;
@@ -594,15 +606,17 @@ TEST(CudaMemory, CpuBackendTakesNoDevicePointers) {
   const std::string src =
       "videotestsrc num-buffers=6 pattern=ball ! "
       "video/x-raw,format=BGRx,width=160,height=120,framerate=30/1 ! ";
-  const RunResult a = run(src +
-                              "cudaupload ! cudadownload ! video/x-raw,format=BGRx ! "
-                              "cudagrayscale name=g backend=cpu ! video/x-raw,format=BGRx ! "
-                              "cudadiffenc backend=cpu threshold=0 ! fakesink name=out",
-                          {"g"});
+  const RunResult a =
+      run(src +
+              "cudaupload ! cudadownload ! video/x-raw,format=BGRx ! "
+              "cudagrayscale name=g backend=cpu ! video/x-raw,format=BGRx ! "
+              "cudadiffenc stream-version=1 backend=cpu threshold=0 ! fakesink name=out",
+          {"g"});
   ASSERT_EQ(a.error, "");
-  const RunResult b = run(src +
-                          "cudagrayscale backend=cpu ! video/x-raw,format=BGRx ! "
-                          "cudadiffenc backend=cpu threshold=0 ! fakesink name=out");
+  const RunResult b =
+      run(src +
+          "cudagrayscale backend=cpu ! video/x-raw,format=BGRx ! "
+          "cudadiffenc stream-version=1 backend=cpu threshold=0 ! fakesink name=out");
   ASSERT_EQ(b.error, "");
   EXPECT_EQ(a.frames.size(), 6u);
   expect_same_frames(a, b);
@@ -833,17 +847,19 @@ TEST(CudaMemory, CapsChangeInCudaMemory) {
     gst_object_unref(src);
   };
   const std::string src = "appsrc name=src format=time max-bytes=0 ! ";
-  const RunResult a = run(src +
-                              "cudagauss name=a ! cudaheatmap name=b gain=3 ! cudadiffenc "
-                              "threshold=0 name=c ! cudadiffdec ! video/x-raw,format=BGRx ! "
-                              "fakesink name=out",
-                          {"a", "b"}, opts);
+  const RunResult a =
+      run(src +
+              "cudagauss name=a ! cudaheatmap name=b gain=3 ! cudadiffenc "
+              "stream-version=1 threshold=0 name=c ! cudadiffdec ! video/x-raw,format=BGRx ! "
+              "fakesink name=out",
+          {"a", "b"}, opts);
   ASSERT_EQ(a.error, "");
-  const RunResult b = run(src +
-                              "cudagauss ! video/x-raw,format=BGRx ! cudaheatmap gain=3 ! "
-                              "video/x-raw,format=BGRx ! cudadiffenc threshold=0 ! cudadiffdec "
-                              "! video/x-raw,format=BGRx ! fakesink name=out",
-                          {}, opts);
+  const RunResult b =
+      run(src +
+              "cudagauss ! video/x-raw,format=BGRx ! cudaheatmap gain=3 ! "
+              "video/x-raw,format=BGRx ! cudadiffenc stream-version=1 threshold=0 ! cudadiffdec "
+              "! video/x-raw,format=BGRx ! fakesink name=out",
+          {}, opts);
   ASSERT_EQ(b.error, "");
   EXPECT_EQ(a.frames.size(), 12u);
   expect_same_frames(a, b);
@@ -857,7 +873,8 @@ TEST(CudaMemory, StopAndRestartInCudaMemory) {
   Pipe p(
       "videotestsrc num-buffers=6 pattern=ball ! "
       "video/x-raw,format=BGRx,width=176,height=144,framerate=30/1 ! cudagauss ! cudaheatmap "
-      "gain=4 ! cudadiffenc threshold=0 keyframe-interval=4 ! cudadiffdec ! cudagauss name=g "
+      "gain=4 ! cudadiffenc stream-version=1 threshold=0 keyframe-interval=4 ! cudadiffdec ! "
+      "cudagauss name=g "
       "kernel-size=5 ! video/x-raw,format=BGRx ! fakesink name=out");
   PadCount into_g;
   GstElement *g = p.get("g");

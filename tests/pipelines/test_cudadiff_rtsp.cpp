@@ -190,7 +190,8 @@ cudadiff_server::Options large_keyframes() {
   cudadiff_server::Options o;
   o.source = source(640, 480);
   // Uncompressed: a keyframe is 900 KB, hundreds of packets.
-  o.encoder_properties = "threshold=" + std::to_string(kThreshold) + " compression=none";
+  o.encoder_properties =
+      "stream-version=1 threshold=" + std::to_string(kThreshold) + " compression=none";
   return o;
 }
 
@@ -326,7 +327,7 @@ TEST(DiffRtsp, NoLossShowsEveryFrameAndLateClientStartsWithin5Frames) {
 TEST(DiffRtsp, DecoderKeyframeRequestReachesTheEncoderAsPli) {
   cudadiff_server::Options o;
   o.source = source(160, 120);
-  o.encoder_properties = "keyframe-interval=0";
+  o.encoder_properties = "stream-version=1 keyframe-interval=0";
   o.keyframe_on_join = false;
   TestServer server(o);
   Pipeline first(client(server.url()));
@@ -350,6 +351,7 @@ TEST(DiffRtsp, DecoderKeyframeRequestReachesTheEncoderAsPli) {
 TEST(DiffRtsp, ClientsJoinAndLeaveAtRandom) {
   cudadiff_server::Options o;
   o.source = source(320, 240);
+  o.encoder_properties = "stream-version=1";
   TestServer server(o);
   // A client that stays from the start to the end keeps the media running.
   Pipeline anchor(client(server.url()));
@@ -416,6 +418,7 @@ TEST(DiffRtsp, ClientsJoinAndLeaveAtRandom) {
 TEST(DiffRtsp, PlaybinPlaysTheStream) {
   cudadiff_server::Options o;
   o.source = source(160, 120);
+  o.encoder_properties = "stream-version=2";  // version 2 over RTP too
   TestServer server(o);
   Pipeline p("playbin uri=" + server.url() + " video-sink=\"fakesink name=out sync=false\"");
   GstElement *sink = nullptr;

@@ -67,7 +67,7 @@ TEST(DiffSrt, ClientsFromTheStartAndLateShowWhatTheDirectDecodeShows) {
   ASSERT_GT(port, 0);
   Pipeline server(
       "videotestsrc is-live=true pattern=ball ! video/x-raw,format=I420,width=160,height=120,"
-      "framerate=30/1 ! cudadiffenc name=enc keyframe-interval=" +
+      "framerate=30/1 ! cudadiffenc name=enc stream-version=1 keyframe-interval=" +
           std::to_string(kKeyframeInterval) +
           " ! tee name=t t. ! queue ! srtsink uri=srt://127.0.0.1:" + std::to_string(port) +
           "?mode=listener wait-for-connection=false sync=false t. ! queue ! cudadiffdec ! "

@@ -6,7 +6,9 @@
 // sender's timestamp the decoder attaches (GstReferenceTimestampMeta):
 // every client must show, frame for frame, exactly what the direct decode
 // shows, starting at a keyframe. Damage comes from an in-test TCP proxy that
-// flips, drops or cuts bytes between server and client.
+// flips, drops or cuts bytes between server and client, placed by packet
+// (the proxy follows the packet headers), so that the same test holds for
+// both stream versions whatever their sizes.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -60,7 +62,11 @@ class Pipeline {
     GstBus *bus = gst_element_get_bus(pipeline_);
     gst_bus_set_sync_handler(bus, on_message, this, nullptr);
     gst_object_unref(bus);
-    if (GstElement *out = gst_bin_get_by_name(GST_BIN(pipeline_), "out")) {
+    GstElement *out = gst_bin_get_by_name(GST_BIN(pipeline_), "out");
+    // playbin: the sink given as its video-sink.
+    if (!out && g_object_class_find_property(G_OBJECT_GET_CLASS(pipeline_), "video-sink"))
+      g_object_get(pipeline_, "video-sink", &out, nullptr);
+    if (out) {
       GstPad *pad = gst_element_get_static_pad(out, "sink");
       gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, on_frame, this, nullptr);
       gst_object_unref(pad);
@@ -184,7 +190,7 @@ constexpr int kKeyframeInterval = 10;
 // which sender timestamps are keyframes.
 class Server {
  public:
-  Server(int frames, const std::string &encoder_props = "") {
+  Server(int frames, const std::string &encoder_props) {
     pipeline_ = std::make_unique<Pipeline>(
         "videotestsrc is-live=true pattern=ball num-buffers=" + std::to_string(frames) +
         " ! video/x-raw,format=I420,width=96,height=64,framerate=" + std::to_string(kFps) +
@@ -281,14 +287,15 @@ std::vector<uint64_t> check_against_direct(Server &server, Pipeline &client, con
 }
 
 // Forwards one TCP connection to the server, damaging the bytes from server
-// to client: one byte flipped, a run dropped, or the connection cut, at
-// given offsets of the byte stream.
+// to client: one byte flipped, a run dropped, or the connection cut, in the
+// middle of the payload of given packets of what the client receives (0 is
+// the stream header, 1 the first frame it gets).
 class Proxy {
  public:
   struct Damage {
-    size_t flip_at = SIZE_MAX;
-    size_t drop_at = SIZE_MAX, drop_len = 0;
-    size_t cut_at = SIZE_MAX;
+    size_t flip_packet = SIZE_MAX;
+    size_t drop_packet = SIZE_MAX, drop_len = 0;
+    size_t cut_packet = SIZE_MAX;
   };
   Proxy(int server_port, Damage damage) : server_port_(server_port), damage_(damage) {
     listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
@@ -329,6 +336,12 @@ class Proxy {
       return;
     }
     size_t offset = 0;  // of the server's byte stream
+    // The packet the byte at `offset` belongs to: its index, start, header
+    // bytes so far and (once the header is complete) its size; where its
+    // damage goes.
+    size_t packet = 0, packet_start = 0, packet_size = SIZE_MAX;
+    std::vector<uint8_t> header;
+    size_t flip_at = SIZE_MAX, drop_at = SIZE_MAX, cut_at = SIZE_MAX;
     std::vector<uint8_t> buf(65536), out;
     while (!stop_) {
       pollfd fds[2] = {{server, POLLIN, 0}, {client, POLLIN, 0}};
@@ -344,12 +357,30 @@ class Proxy {
       out.clear();
       bool cut = false;
       for (ssize_t i = 0; i < n; ++i, ++offset) {
-        if (offset >= damage_.cut_at) {
+        if (offset == packet_start + packet_size) {
+          ++packet;
+          packet_start = offset;
+          packet_size = SIZE_MAX;
+          header.clear();
+        }
+        if (header.size() < 64) {
+          header.push_back(buf[size_t(i)]);
+          if (header.size() == 64) {
+            const size_t payload = size_t(header[32]) | size_t(header[33]) << 8 |
+                                   size_t(header[34]) << 16 | size_t(header[35]) << 24;
+            packet_size = 64 + payload;
+            const size_t middle = packet_start + 64 + payload / 2;
+            if (packet == damage_.flip_packet) flip_at = middle;
+            if (packet == damage_.drop_packet) drop_at = middle;
+            if (packet == damage_.cut_packet) cut_at = middle;
+          }
+        }
+        if (offset >= cut_at) {
           cut = true;
           break;
         }
-        if (offset >= damage_.drop_at && offset < damage_.drop_at + damage_.drop_len) continue;
-        out.push_back(offset == damage_.flip_at ? uint8_t(buf[size_t(i)] ^ 0x20) : buf[size_t(i)]);
+        if (offset >= drop_at && offset < drop_at + damage_.drop_len) continue;
+        out.push_back(offset == flip_at ? uint8_t(buf[size_t(i)] ^ 0x20) : buf[size_t(i)]);
       }
       for (size_t sent = 0; sent < out.size();) {
         const ssize_t s = send(client, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
@@ -381,7 +412,7 @@ bool got_last(Server &server, Pipeline &p) {
 
 TEST(DiffTcp, TwoClientsOneLateShowWhatTheDirectDecodeShows) {
   const int frames = 150;
-  Server server(frames);
+  Server server(frames, "stream-version=2");
   server.start();
   Pipeline early(client_pipeline(server.port()));
   early.start();
@@ -416,7 +447,7 @@ TEST(DiffTcp, TwoClientsOneLateShowWhatTheDirectDecodeShows) {
 
 TEST(DiffTcp, ClientDisconnectsAndReconnects) {
   const int frames = 180;
-  Server server(frames);
+  Server server(frames, "stream-version=2");
   server.start();
   Pipeline client(client_pipeline(server.port()));
   client.start();
@@ -439,16 +470,16 @@ TEST(DiffTcp, ClientDisconnectsAndReconnects) {
   EXPECT_EQ(client.error(), "");
 }
 
-TEST(DiffTcp, CorruptedAndDroppedBytesRecoverAtTheNextKeyframe) {
+// A byte flipped in the 25th packet, 100 bytes dropped inside the 75th: each
+// loss ends at the next keyframe.
+void corrupted_and_dropped(const std::string &encoder_props) {
   const int frames = 150;
-  Server server(frames, "compression=none");
+  Server server(frames, encoder_props);
   server.start();
-  // A keyframe of 96x64 I420 is 9216 + 64 bytes: a flipped byte early on, a
-  // run of 300 bytes dropped later.
   Proxy::Damage damage;
-  damage.flip_at = 30000;
-  damage.drop_at = 90000;
-  damage.drop_len = 300;
+  damage.flip_packet = 25;
+  damage.drop_packet = 75;
+  damage.drop_len = 100;
   Proxy proxy(server.port(), damage);
   Pipeline client(client_pipeline(proxy.port()));
   client.start();
@@ -465,28 +496,45 @@ TEST(DiffTcp, CorruptedAndDroppedBytesRecoverAtTheNextKeyframe) {
   EXPECT_EQ(client.error(), "");
 }
 
-TEST(DiffTcp, StreamCutMidPacketEndsWithTruncationWarning) {
+TEST(DiffTcp, CorruptedAndDroppedBytesRecoverAtTheNextKeyframe) {
+  corrupted_and_dropped("stream-version=2");
+}
+
+TEST(DiffTcp, CorruptedAndDroppedBytesRecoverAtTheNextKeyframeVersion1) {
+  corrupted_and_dropped("stream-version=1 compression=none");
+}
+
+// The connection closes in the middle of the 60th packet.
+void cut_mid_packet(const std::string &encoder_props) {
   const int frames = 120;
-  Server server(frames, "compression=none");
+  Server server(frames, encoder_props);
   server.start();
   Proxy::Damage damage;
-  damage.cut_at = 50000;  // the connection closes inside a packet
+  damage.cut_packet = 60;
   Proxy proxy(server.port(), damage);
   Pipeline client(client_pipeline(proxy.port()));
   client.start();
   ASSERT_TRUE(wait_until([&] { return client.eos(); }, 30)) << client.error();
   const std::vector<uint64_t> runs = check_against_direct(server, client, "cut client");
   EXPECT_EQ(runs.size(), 1u);
-  EXPECT_GT(client.frame_count(), 0u);
+  EXPECT_EQ(client.frame_count(), 59u) << "every whole packet before the cut";
   const std::vector<std::string> w = client.warnings();
   ASSERT_EQ(w.size(), 1u);
   EXPECT_NE(w[0].find("truncated"), std::string::npos) << w[0];
   EXPECT_EQ(client.error(), "");
 }
 
+TEST(DiffTcp, StreamCutMidPacketEndsWithTruncationWarning) {
+  cut_mid_packet("stream-version=2");
+}
+
+TEST(DiffTcp, StreamCutMidPacketEndsWithTruncationWarningVersion1) {
+  cut_mid_packet("stream-version=1 compression=none");
+}
+
 TEST(DiffTcp, DecodebinFindsTheDecoderByTypefind) {
   const int frames = 90;
-  Server server(frames);
+  Server server(frames, "stream-version=2");
   server.start();
   Pipeline client(client_pipeline(server.port(), "decodebin"));
   client.start();
@@ -499,30 +547,50 @@ TEST(DiffTcp, DecodebinFindsTheDecoderByTypefind) {
   EXPECT_NE(std::find(f.begin(), f.end(), "typefind"), f.end());
 }
 
-TEST(DiffTcp, RecordedFileThroughDecodebin) {
-  const std::string path =
-      std::string(g_get_tmp_dir()) + "/cudadiff-test-" + std::to_string(getpid()) + ".cdif";
-  const std::string record = gst_test::run_pipeline(
-      "videotestsrc num-buffers=40 pattern=smpte horizontal-speed=3 ! "
-      "video/x-raw,format=BGRx,width=80,height=48 ! cudadiffenc keyframe-interval=16 ! "
-      "filesink location=" +
-      path);
-  ASSERT_EQ(record, "");
-  Pipeline direct("filesrc location=" + path + " ! cudadiffdec ! fakesink name=out sync=false");
-  Pipeline bin("filesrc location=" + path + " ! decodebin ! fakesink name=out sync=false");
-  for (Pipeline *p : {&direct, &bin}) {
-    p->start();
-    ASSERT_TRUE(wait_until([&] { return p->eos() || !p->error().empty(); }, 20));
-    EXPECT_EQ(p->error(), "");
+// A recording of each version: decodebin and playbin plug cudadiffdec by
+// the typefinder and show what cudadiffdec shows.
+TEST(DiffTcp, RecordedFileThroughDecodebinAndPlaybin) {
+  for (int version : {2, 1}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    const std::string path =
+        std::string(g_get_tmp_dir()) + "/cudadiff-test-" + std::to_string(getpid()) + ".cdif";
+    const std::string record = gst_test::run_pipeline(
+        "videotestsrc num-buffers=40 pattern=smpte horizontal-speed=3 ! "
+        "video/x-raw,format=BGRx,width=80,height=48 ! cudadiffenc keyframe-interval=16 "
+        "stream-version=" +
+        std::to_string(version) + " ! filesink location=" + path);
+    ASSERT_EQ(record, "");
+    {
+      FILE *f = std::fopen(path.c_str(), "rb");
+      ASSERT_NE(f, nullptr);
+      uint8_t head[8] = {0};
+      EXPECT_EQ(std::fread(head, 1, 8, f), 8u);
+      std::fclose(f);
+      EXPECT_EQ(head[4], version) << "the recording's version";
+    }
+    Pipeline direct("filesrc location=" + path + " ! cudadiffdec ! fakesink name=out sync=false");
+    Pipeline bin("filesrc location=" + path + " ! decodebin ! fakesink name=out sync=false");
+    Pipeline play("playbin uri=file://" + path +
+                  " video-sink=\"fakesink sync=false\" audio-sink=\"fakesink sync=false\"");
+    for (Pipeline *p : {&direct, &bin, &play}) {
+      p->start();
+      ASSERT_TRUE(wait_until([&] { return p->eos() || !p->error().empty(); }, 20));
+      EXPECT_EQ(p->error(), "");
+    }
+    const auto a = direct.frames(), b = bin.frames(), c = play.frames();
+    ASSERT_EQ(a.size(), 40u);
+    ASSERT_EQ(b.size(), 40u);
+    ASSERT_EQ(c.size(), 40u);
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].first, b[i].first);
+      EXPECT_EQ(a[i].second, b[i].second) << i;
+      EXPECT_EQ(a[i].first, c[i].first);
+      EXPECT_EQ(a[i].second, c[i].second) << i;
+    }
+    const std::vector<std::string> f = play.factories();
+    EXPECT_NE(std::find(f.begin(), f.end(), "cudadiffdec"), f.end()) << "playbin plugged it";
+    std::remove(path.c_str());
   }
-  const auto a = direct.frames(), b = bin.frames();
-  ASSERT_EQ(a.size(), 40u);
-  ASSERT_EQ(b.size(), 40u);
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    EXPECT_EQ(a[i].second, b[i].second) << i;
-  }
-  std::remove(path.c_str());
 }
 
 // Caps change in a running pipeline: the encoder starts over with a keyframe
@@ -531,7 +599,8 @@ TEST(DiffPipeline, CapsChangeMidStreamIsLossless) {
   Pipeline p(
       "videotestsrc is-live=true pattern=smpte horizontal-speed=2 ! capsfilter name=cf "
       "caps=video/x-raw,format=I420,width=64,height=48,framerate=60/1 ! identity name=in ! "
-      "cudadiffenc threshold=0 keyframe-interval=0 ! cudadiffdec ! fakesink name=out sync=false");
+      "cudadiffenc stream-version=2 threshold=0 keyframe-interval=0 ! cudadiffdec ! fakesink "
+      "name=out sync=false");
   // The encoder's input by timestamp, to compare with what the decoder shows.
   struct Inputs {
     std::mutex mutex;
@@ -592,7 +661,7 @@ TEST(DiffPipeline, CapsChangeMidStreamIsLossless) {
 TEST(DiffPipeline, PinnedBuffersInAndOut) {
   Pipeline p(
       "videotestsrc num-buffers=5 ! video/x-raw,format=NV12,width=64,height=32 ! "
-      "cudadiffenc name=enc ! cudadiffdec ! fakesink name=out sync=false");
+      "cudadiffenc name=enc stream-version=2 ! cudadiffdec ! fakesink name=out sync=false");
   std::atomic<int> in_pinned{0}, in_total{0};
   GstElement *enc = p.get("enc");
   GstPad *pad = gst_element_get_static_pad(enc, "sink");

@@ -1,14 +1,21 @@
 // The stream format (plugins/diff/cudadiffstream): the exact bytes of
-// docs/stream-format.md's example, header checks, prediction, writer/reader
-// round trips with and without zstd, and the parser's resynchronisation.
+// docs/stream-format.md's examples (versions 1 and 2), header checks of both
+// versions, prediction, writer/reader round trips (version 1 with and
+// without zstd, version 2 at several thresholds), the parser's
+// resynchronisation, version 2 body bounds and damage, and a version 1
+// recording made before version 2 existed.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cudadiff/codec2.h"
+#include "cudadiff/codec2_rules.h"
 #include "cudadiff/diff.h"
 #include "cudadiffstream.h"
 #include "frames.h"
@@ -65,6 +72,42 @@ const char *kDocDelta =
     "43 44 49 46 01 40 00 0b 01 00 00 00 00 00 00 00 55 a0 fc 01 00 00 00 00 55 a0 fc 01 00 00 "
     "00 00 12 00 00 00 12 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 15 a1 27 06 "
     "50 21 46 9c 01 03 00 00 00 21 08 00 00 82 00 00 00 82 82 4f 82 82";
+
+}  // namespace
+
+namespace {
+
+// Bytes as docs/stream-format.md prints them (16 per line, offsets), so that
+// a changed example can be pasted into the document.
+std::string doc_dump(const char *title, const Bytes &b) {
+  std::string out = std::string("    ") + title + " (" + std::to_string(b.size()) + " bytes)\n";
+  char line[16];
+  for (size_t i = 0; i < b.size(); i += 16) {
+    std::snprintf(line, sizeof line, "      %04zx ", i);
+    out += line;
+    for (size_t j = i; j < b.size() && j < i + 16; ++j) {
+      std::snprintf(line, sizeof line, " %02x", b[j]);
+      out += line;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// The version 2 packet example of docs/stream-format.md, byte for byte.
+const char *kDocV2StreamHeader =
+    "43 44 49 46 02 40 10 0b 00 00 00 00 00 00 00 00 ff ff ff ff ff ff ff ff ff ff ff ff ff ff "
+    "ff ff 00 00 00 00 00 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 00 00 00 00 "
+    "e2 74 e2 b5";
+const char *kDocV2Keyframe =
+    "43 44 49 46 02 40 01 0b 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 55 a0 fc 01 00 00 "
+    "00 00 14 00 00 00 14 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 25 56 49 99 "
+    "ce fb 51 4c 01 02 14 08 93 a8 aa aa aa fa 0d 00 00 81 05 a8 7f a9 6f 78";
+const char *kDocV2Delta =
+    "43 44 49 46 02 40 00 0b 01 00 00 00 00 00 00 00 55 a0 fc 01 00 00 00 00 55 a0 fc 01 00 00 "
+    "00 00 21 00 00 00 21 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 45 a1 46 8d "
+    "fd 47 e5 81 00 02 14 08 17 b6 c9 31 54 d5 0f a8 27 00 00 00 d8 41 55 c1 01 00 00 81 08 c1 "
+    "a5 e9 01 ad af 74 40";
 
 }  // namespace
 
@@ -181,10 +224,12 @@ TEST(StreamFormat, HeaderChecks) {
     EXPECT_EQ(read_header(b, sizeof b, &r, &why), HeaderStatus::BadChecksum) << "byte " << i;
   }
   // Another version with an intact checksum: unsupported, not damage.
-  PacketHeader v2 = good;
-  v2.version = 2;
-  EXPECT_EQ(status_of(v2), HeaderStatus::Unsupported);
-  EXPECT_NE(why.find("version 2"), std::string::npos) << why;
+  for (uint8_t version : {uint8_t(0), uint8_t(3), uint8_t(255)}) {
+    PacketHeader other = good;
+    other.version = version;
+    EXPECT_EQ(status_of(other), HeaderStatus::Unsupported);
+    EXPECT_NE(why.find("version " + std::to_string(version)), std::string::npos) << why;
+  }
 
   auto invalid = [&](PacketHeader h, const char *what) {
     EXPECT_EQ(status_of(h), HeaderStatus::Invalid) << what;
@@ -294,23 +339,34 @@ TEST(StreamFormat, CrcMatchesZlibOnLargeInputs) {
 
 namespace {
 
-// Encodes frames of a moving, noisy picture with the core and the writer.
+// Encodes frames of a moving, noisy picture with the core of `version` and
+// the writer.
 struct TestStream {
   std::vector<Bytes> packets;
   std::vector<Bytes> pictures;  // what a decoder must show after each packet
+  std::vector<Bytes> inputs;
 };
 
 TestStream make_stream(VideoFormat fmt, int w, int h, int frames, Compression c, int threshold,
-                       int keyframe_interval = 0) {
+                       int keyframe_interval = 0, uint8_t version = kVersion1) {
   auto ctx = Context::cpu();
-  auto enc = diff::DiffEncoder::create(*ctx, fmt, w, h);
+  std::unique_ptr<diff::DiffEncoder> enc1;
+  std::unique_ptr<codec2::Encoder> enc2;
+  if (version == kVersion2)
+    enc2 = codec2::Encoder::create(*ctx, fmt, w, h);
+  else
+    enc1 = diff::DiffEncoder::create(*ctx, fmt, w, h);
   Writer writer;
   writer.set_compression(c, 3);
   TestStream s;
   testing_util::HostFrame frame(fmt, w, h, 3);
-  testing_util::fill_random(frame);
-  HostBytes body, ref;
   std::mt19937 &gen = testing_util::rng();
+  // A smooth start with a little noise (coded tiles in version 2, not raw).
+  for (int p = 0; p < frame.view.n_planes(); ++p)
+    for (int y = 0; y < frame.view.plane_height(p); ++y)
+      for (size_t x = 0; x < frame.view.row_bytes(p); ++x)
+        frame.view.row(p, y)[x] = uint8_t(x * 2 + size_t(y) * 5 + gen() % 7);
+  HostBytes body, ref;
   for (int t = 0; t < frames; ++t) {
     // Noise on a few bytes and a run that changes a lot.
     for (int p = 0; p < frame.view.n_planes(); ++p)
@@ -321,6 +377,7 @@ TestStream make_stream(VideoFormat fmt, int w, int h, int frames, Compression c,
           if (x % 97 == size_t(t) % 97) v = uint8_t(v + 100);
         }
     FrameInfo info;
+    info.version = version;
     info.keyframe = t == 0 || (keyframe_interval && t % keyframe_interval == 0);
     info.mode = choose_value_mode(c, threshold);
     info.frame_number = uint64_t(t);
@@ -330,16 +387,84 @@ TestStream make_stream(VideoFormat fmt, int w, int h, int frames, Compression c,
     info.width = w;
     info.height = h;
     info.fps_n = 25;
-    if (info.keyframe)
-      enc->keyframe(frame.view, body);
+    if (enc2)
+      enc2->encode(frame.view, threshold, info.keyframe, body);
+    else if (info.keyframe)
+      enc1->keyframe(frame.view, body);
     else
-      enc->delta(frame.view, threshold, info.mode, body);
+      enc1->delta(frame.view, threshold, info.mode, body);
     s.packets.push_back(packet(writer, info, Bytes(body.data(), body.data() + body.size())));
-    enc->read_reference(ref);
+    if (enc2)
+      enc2->read_reference(ref);
+    else
+      enc1->read_reference(ref);
     s.pictures.emplace_back(ref.data(), ref.data() + ref.size());
+    Bytes in(frame_size_packed(fmt, w, h));
+    copy_frame_host(frame.view, packed_view(fmt, w, h, in.data()));
+    s.inputs.push_back(std::move(in));
   }
   return s;
 }
+
+// The receive path of cudadiffdec without GStreamer: the reader, the
+// sequence rules, and the core decoder of each packet's version.
+struct Receiver {
+  std::unique_ptr<Context> ctx = Context::cpu();
+  std::unique_ptr<diff::DiffDecoder> dec1;
+  std::unique_ptr<codec2::Decoder> dec2;
+  Reader reader;
+  PacketHeader cur;
+  bool synced = false;
+  uint64_t last = 0;
+  std::string problem;  // why the last packet was not decoded
+
+  // True when the packet was decoded (`picture` is the new picture).
+  bool packet(const PacketHeader &h, const uint8_t *payload, Bytes *picture) {
+    const uint8_t *body = nullptr;
+    problem.clear();
+    if (h.stream_header()) return false;
+    if (!h.keyframe() &&
+        (!synced || h.frame_number != last + 1 || h.version != cur.version ||
+         h.format != cur.format || h.width != cur.width || h.height != cur.height)) {
+      synced = false;
+      problem = "out of sequence or another stream";
+      return false;
+    }
+    if (h.keyframe() && (!(dec1 || dec2) || h.version != cur.version || h.format != cur.format ||
+                         h.width != cur.width || h.height != cur.height)) {
+      dec1.reset();
+      dec2.reset();
+      if (h.version == kVersion2)
+        dec2 = codec2::Decoder::create(*ctx, h.format, int(h.width), int(h.height));
+      else
+        dec1 = diff::DiffDecoder::create(*ctx, h.format, int(h.width), int(h.height));
+    }
+    if (h.keyframe()) cur = h;
+    bool ok = reader.body(h, payload, &body, &problem);
+    if (ok && dec2) {
+      ok = dec2->decode(body, h.body_size, &problem);
+    } else if (ok && h.keyframe()) {
+      dec1->keyframe(body);
+    } else if (ok) {
+      diff::DeltaIndex idx;
+      ok = diff::parse_delta(body, h.body_size, dec1->frame_bytes(), &idx, &problem);
+      if (ok)
+        dec1->delta(
+            body, idx,
+            (h.flags & kFlagDeltaValues) ? diff::ValueMode::Deltas : diff::ValueMode::Values);
+    }
+    synced = ok;
+    if (!ok) return false;
+    last = h.frame_number;
+    picture->assign(cur.frame_bytes(), 0);
+    const FrameView out = packed_view(cur.format, int(cur.width), int(cur.height), picture->data());
+    if (dec2)
+      dec2->write_frame(out);
+    else
+      dec1->write_frame(out);
+    return true;
+  }
+};
 
 // Decodes a byte stream fed in chunks, the way cudadiffdec does; returns the
 // pictures shown (keyed by frame number) and counts skips.
@@ -347,19 +472,15 @@ struct Decoded {
   std::vector<std::pair<uint64_t, Bytes>> shown;
   int skips = 0;
   int truncated = 0;
+  int unsupported = 0;
 };
 
 Decoded decode_stream(const Bytes &bytes, size_t chunk) {
   Decoded out;
-  auto ctx = Context::cpu();
-  std::unique_ptr<diff::DiffDecoder> dec;
-  Reader reader;
+  Receiver rx;
   Parser parser;
   ArrayQueue q(bytes.data(), 0);
   size_t fed = 0;
-  bool synced = false;
-  uint64_t last = 0;
-  PacketHeader cur;
   for (;;) {
     const bool eos = fed == bytes.size();
     const Parser::Step s = parser.next(q, eos);
@@ -374,40 +495,15 @@ Decoded decode_stream(const Bytes &bytes, size_t chunk) {
       // in the frame numbers.
       out.skips++;
       out.truncated += s.truncated;
+      out.unsupported += s.unsupported;
       q.flush(s.bytes);
       continue;
     }
-    const PacketHeader &h = s.header;
-    const uint8_t *payload = q.map(s.bytes) + kHeaderSize;
-    const uint8_t *body = nullptr;
-    std::string why;
-    bool ok = !h.stream_header() && reader.body(h, payload, &body, &why);
-    if (ok && h.keyframe()) {
-      if (!dec || h.format != cur.format || h.width != cur.width || h.height != cur.height)
-        dec = diff::DiffDecoder::create(*ctx, h.format, int(h.width), int(h.height));
-      cur = h;
-      dec->keyframe(body);
-      synced = true;
-    } else if (ok && synced && h.frame_number == last + 1) {
-      diff::DeltaIndex idx;
-      ok = diff::parse_delta(body, h.body_size, dec->frame_bytes(), &idx, &why);
-      if (ok)
-        dec->delta(
-            body, idx,
-            (h.flags & kFlagDeltaValues) ? diff::ValueMode::Deltas : diff::ValueMode::Values);
-      else
-        synced = false;
-    } else {
-      ok = false;
-      if (!h.keyframe()) synced = false;
-    }
+    Bytes picture;
+    const bool shown = rx.packet(s.header, q.map(s.bytes) + kHeaderSize, &picture);
     q.unmap();
     q.flush(s.bytes);
-    if (!ok || !synced) continue;
-    last = h.frame_number;
-    Bytes pic(dec->frame_bytes());
-    dec->write_frame(packed_view(cur.format, int(cur.width), int(cur.height), pic.data()));
-    out.shown.emplace_back(h.frame_number, pic);
+    if (shown) out.shown.emplace_back(s.header.frame_number, std::move(picture));
   }
   return out;
 }
@@ -416,6 +512,13 @@ Bytes concat(const std::vector<Bytes> &packets) {
   Bytes all;
   for (const Bytes &p : packets) all.insert(all.end(), p.begin(), p.end());
   return all;
+}
+
+int max_abs_diff(const Bytes &a, const Bytes &b) {
+  int worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    worst = std::max(worst, std::abs(int(a[i]) - int(b[i])));
+  return worst;
 }
 
 }  // namespace
@@ -447,6 +550,275 @@ TEST(StreamFormat, WriterReaderRoundTrips) {
           EXPECT_EQ(bool(h.flags & kFlagDeltaValues), thr <= 12);
         }
       }
+}
+
+// Version 2: the codec2 body as the payload, whatever the compression
+// setting; the decoded pictures are the encoder's reference, every byte
+// within the threshold of the input (exact at 0).
+TEST(StreamFormat, Version2RoundTrips) {
+  const VideoFormat formats[] = {VideoFormat::BGR,  VideoFormat::GRAY8, VideoFormat::I420,
+                                 VideoFormat::NV12, VideoFormat::YUY2,  VideoFormat::RGBA,
+                                 VideoFormat::Y42B, VideoFormat::UYVY};
+  for (VideoFormat fmt : formats)
+    for (int thr : {0, 5, 20}) {
+      SCOPED_TRACE(std::string(format_name(fmt)) + " threshold " + std::to_string(thr));
+      const Compression c = have_zstd() && thr == 5 ? Compression::Zstd : Compression::None;
+      const TestStream s = make_stream(fmt, 67, 9, 7, c, thr, 4, kVersion2);
+      for (size_t i = 0; i < s.packets.size(); ++i) {
+        PacketHeader h;
+        std::string why;
+        ASSERT_EQ(read_header(s.packets[i].data(), kHeaderSize, &h, &why), HeaderStatus::Ok) << why;
+        EXPECT_EQ(h.version, kVersion2);
+        EXPECT_EQ(h.flags, i % 4 == 0 ? kFlagKeyframe : 0) << "no zstd in version 2";
+        EXPECT_EQ(h.payload_size, h.body_size);
+        EXPECT_EQ(s.packets[i].size(), kHeaderSize + h.payload_size);
+        codec2::BodyHeader bh;
+        ASSERT_TRUE(
+            codec2::read_body_header(s.packets[i].data() + kHeaderSize, h.body_size, &bh, &why))
+            << why;
+        EXPECT_EQ(bh.keyframe, h.keyframe());
+        EXPECT_EQ(bh.threshold, thr);
+        if (thr == 20) {
+          EXPECT_LT(h.body_size, s.inputs[i].size() / 2) << "coded, not raw: frame " << i;
+        }
+        if (thr == 0) {
+          EXPECT_EQ(s.pictures[i], s.inputs[i]) << "lossless, frame " << i;
+        } else {
+          EXPECT_LE(max_abs_diff(s.pictures[i], s.inputs[i]), thr) << "frame " << i;
+        }
+      }
+      for (size_t chunk : {size_t(1), size_t(13), size_t(100000)}) {
+        const Decoded d = decode_stream(concat(s.packets), chunk);
+        ASSERT_EQ(d.skips, 0);
+        ASSERT_EQ(d.shown.size(), s.pictures.size());
+        for (size_t i = 0; i < d.shown.size(); ++i) {
+          EXPECT_EQ(d.shown[i].first, i);
+          EXPECT_EQ(d.shown[i].second, s.pictures[i]) << "frame " << i << ", chunk " << chunk;
+        }
+      }
+    }
+}
+
+// A sender that restarts with the other version: each keyframe starts a
+// stream of its own version; a delta of the other version is refused.
+TEST(StreamFormat, VersionsFollowEachOther) {
+  const TestStream a =
+      make_stream(VideoFormat::NV12, 30, 10, 4, Compression::None, 10, 0, kVersion1);
+  const TestStream b =
+      make_stream(VideoFormat::NV12, 30, 10, 4, Compression::None, 10, 0, kVersion2);
+  // Frame numbers run on across the switch (as after a caps change).
+  std::vector<Bytes> packets = a.packets;
+  for (size_t i = 0; i < b.packets.size(); ++i) {
+    Bytes p = b.packets[i];
+    PacketHeader h;
+    ASSERT_EQ(read_header(p.data(), kHeaderSize, &h, nullptr), HeaderStatus::Ok);
+    h.frame_number += a.packets.size();
+    write_header(h, p.data());
+    packets.push_back(p);
+  }
+  Decoded d = decode_stream(concat(packets), 50);
+  ASSERT_EQ(d.shown.size(), 8u);
+  for (size_t i = 0; i < 8; ++i)
+    EXPECT_EQ(d.shown[i].second, i < 4 ? a.pictures[i] : b.pictures[i - 4]) << i;
+  // A version 2 delta right after version 1 frames: out of the stream.
+  std::vector<Bytes> mixed = {a.packets[0], a.packets[1]};
+  Bytes delta = b.packets[1];
+  PacketHeader h;
+  ASSERT_EQ(read_header(delta.data(), kHeaderSize, &h, nullptr), HeaderStatus::Ok);
+  h.frame_number = 2;
+  write_header(h, delta.data());
+  mixed.push_back(delta);
+  d = decode_stream(concat(mixed), 1000);
+  ASSERT_EQ(d.shown.size(), 2u);
+}
+
+TEST(StreamFormat, Version2HeaderChecks) {
+  const VideoFormat fmt = VideoFormat::RGBA;
+  const int w = 100, h = 40;  // 7 x 3 blocks of 16x16
+  const size_t n = frame_size_packed(fmt, w, h);
+  PacketHeader good;
+  good.version = kVersion2;
+  good.flags = kFlagKeyframe;
+  good.format = fmt;
+  good.width = w;
+  good.height = h;
+  good.body_size = good.payload_size = 900;
+  good.fps_n = 30;
+  uint8_t b[kHeaderSize];
+  PacketHeader r;
+  std::string why;
+  auto status_of = [&](PacketHeader x) {
+    write_header(x, b);
+    return read_header(b, sizeof b, &r, &why);
+  };
+  ASSERT_EQ(status_of(good), HeaderStatus::Ok) << why;
+  EXPECT_EQ(r.version, kVersion2);
+  EXPECT_EQ(b[4], 2);
+  // The bounds: 6 bytes at least, N + 8 B + 65536 at most (B = 21 blocks).
+  EXPECT_EQ(min_v2_body_size(), 6u);
+  EXPECT_EQ(max_v2_body_size(fmt, w, h), n + 8 * 21 + 65536);
+  EXPECT_EQ(max_v2_body_size(VideoFormat::Unknown, w, h), 0u);
+  EXPECT_EQ(max_v2_body_size(fmt, 0, h), 0u);
+  // YUY2: blocks of the luma layer, 2 ceil(W/2) samples wide.
+  EXPECT_EQ(max_v2_body_size(VideoFormat::YUY2, 33, 16),
+            frame_size_packed(VideoFormat::YUY2, 33, 16) + 8 * 3 + 65536);
+  for (uint8_t flags : {uint8_t(0), uint8_t(kFlagKeyframe)}) {
+    PacketHeader x = good;
+    x.flags = flags;
+    for (uint32_t size : {uint32_t(6), uint32_t(n + 8 * 21 + 65536)}) {
+      x.body_size = x.payload_size = size;
+      EXPECT_EQ(status_of(x), HeaderStatus::Ok) << size << " " << why;
+    }
+    for (uint32_t size : {uint32_t(0), uint32_t(5), uint32_t(n + 8 * 21 + 65537)}) {
+      x.body_size = x.payload_size = size;
+      EXPECT_EQ(status_of(x), HeaderStatus::Invalid) << size;
+    }
+  }
+  auto invalid = [&](PacketHeader x, const char *what) {
+    EXPECT_EQ(status_of(x), HeaderStatus::Invalid) << what;
+  };
+  PacketHeader x = good;
+  for (uint8_t flag : {uint8_t(kFlagCompressed), uint8_t(kFlagDeltaValues), uint8_t(kFlagPredicted),
+                       uint8_t(0x20), uint8_t(0x80)}) {
+    x = good;
+    x.flags |= flag;
+    invalid(x, "a flag version 2 does not have");
+    x.flags = flag;
+    invalid(x, "a flag version 2 does not have (delta)");
+  }
+  x = good;
+  x.payload_size = 901;
+  invalid(x, "payload != body");
+  x = good;
+  x.payload_size = 899;
+  invalid(x, "payload != body");
+  x = good;
+  x.format = VideoFormat::Unknown;
+  invalid(x, "format 0");
+  x = good;
+  x.width = 32768;
+  invalid(x, "width too large");
+  x = good;
+  x.fps_d = 0;
+  invalid(x, "framerate denominator 0");
+  x = good;
+  x.flags = kFlagStreamHeader | kFlagKeyframe;
+  invalid(x, "stream header with frame flags");
+  x = good;
+  x.flags = kFlagStreamHeader;
+  x.body_size = x.payload_size = 3;
+  EXPECT_EQ(status_of(x), HeaderStatus::Ok) << "a stream header's text of any size";
+  EXPECT_EQ(r.version, kVersion2);
+  // The writer's version 2 stream header.
+  const Bytes sh = Writer::stream_header(fmt, w, h, 30, 1, "colorimetry=sRGB\n", kVersion2);
+  ASSERT_EQ(read_header(sh.data(), sh.size(), &r, &why), HeaderStatus::Ok) << why;
+  EXPECT_EQ(r.version, kVersion2);
+  EXPECT_TRUE(r.stream_header());
+  // The writer refuses what the reader would.
+  Writer wr;
+  FrameInfo info;
+  info.version = kVersion2;
+  info.format = fmt;
+  info.width = w;
+  info.height = h;
+  Bytes tiny(5, 0);
+  EXPECT_THROW(wr.prepare(info, tiny.data(), tiny.size()), Error);
+  info.version = 3;
+  Bytes some(100, 0);
+  EXPECT_THROW(wr.prepare(info, some.data(), some.size()), Error);
+}
+
+// The body's own header must agree with the packet (checked with the
+// payload, before the core sees it).
+TEST(StreamFormat, Version2BodyHeaderMustMatchThePacket) {
+  const TestStream s =
+      make_stream(VideoFormat::GRAY8, 40, 20, 2, Compression::None, 3, 0, kVersion2);
+  Reader reader;
+  for (size_t i = 0; i < 2; ++i) {
+    PacketHeader h;
+    ASSERT_EQ(read_header(s.packets[i].data(), kHeaderSize, &h, nullptr), HeaderStatus::Ok);
+    const uint8_t *body = nullptr;
+    std::string why;
+    Bytes payload(s.packets[i].begin() + kHeaderSize, s.packets[i].end());
+    ASSERT_TRUE(reader.body(h, payload.data(), &body, &why)) << why;
+    EXPECT_EQ(body, payload.data()) << "the payload is the body";
+    Bytes bad = payload;
+    bad[0] ^= 1;  // keyframe <-> delta
+    EXPECT_FALSE(reader.body(h, bad.data(), &body, &why));
+    EXPECT_NE(why.find(h.keyframe() ? "delta in a keyframe" : "keyframe in a delta"),
+              std::string::npos)
+        << why;
+    bad = payload;
+    bad[0] |= 2;  // unknown body flag
+    EXPECT_FALSE(reader.body(h, bad.data(), &body, &why));
+    bad = payload;
+    bad[2] = 0;  // tiles of 0 blocks
+    EXPECT_FALSE(reader.body(h, bad.data(), &body, &why));
+  }
+}
+
+// Every body the encoder writes lies within the bounds the reader checks:
+// the smallest frames, deltas that change nothing, and noise at threshold 0
+// (raw tiles), for every format.
+TEST(StreamFormat, Version2BodiesWithinTheirBounds) {
+  auto ctx = Context::cpu();
+  for (int f = int(VideoFormat::BGR); f <= int(VideoFormat::Y42B); ++f) {
+    const VideoFormat fmt = VideoFormat(f);
+    for (auto wh : {std::make_pair(1, 1), std::make_pair(17, 3), std::make_pair(130, 70)}) {
+      SCOPED_TRACE(std::string(format_name(fmt)) + " " + std::to_string(wh.first) + "x" +
+                   std::to_string(wh.second));
+      auto enc = codec2::Encoder::create(*ctx, fmt, wh.first, wh.second);
+      testing_util::HostFrame frame(fmt, wh.first, wh.second);
+      testing_util::fill_random(frame);
+      HostBytes body;
+      const size_t hi = max_v2_body_size(fmt, wh.first, wh.second);
+      for (int t = 0; t < 3; ++t) {
+        enc->encode(frame.view, 0, t == 0, body);  // noise; then nothing changes
+        EXPECT_GE(body.size(), min_v2_body_size());
+        EXPECT_LE(body.size(), hi);
+        if (t == 0) {
+          EXPECT_GE(body.size(), frame_size_packed(fmt, wh.first, wh.second))
+              << "noise is not compressible";
+        }
+      }
+    }
+  }
+}
+
+// Bytes changed inside version 2 bodies with the checksums made right again:
+// the core either refuses the body (and keeps its picture) or decodes it;
+// it never writes outside its frame (checked by the fuzz target as well).
+TEST(StreamFormat, Version2DamagedBodiesKeepThePicture) {
+  const TestStream s = make_stream(VideoFormat::BGR, 70, 20, 3, Compression::None, 4, 0, kVersion2);
+  auto ctx = Context::cpu();
+  std::mt19937 &gen = testing_util::rng();
+  int refused = 0, trials = 0;
+  for (size_t i = 1; i < 3; ++i) {
+    const Bytes body(s.packets[i].begin() + kHeaderSize, s.packets[i].end());
+    for (int k = 0; k < 150; ++k) {
+      auto dec = codec2::Decoder::create(*ctx, VideoFormat::BGR, 70, 20);
+      std::string why;
+      for (size_t j = 0; j < i; ++j) {
+        const Bytes b(s.packets[j].begin() + kHeaderSize, s.packets[j].end());
+        ASSERT_TRUE(dec->decode(b.data(), b.size(), &why)) << why;
+      }
+      Bytes bad = body;
+      const size_t at = codec2::kBodyHeaderBytes + gen() % (bad.size() - codec2::kBodyHeaderBytes);
+      bad[at] ^= uint8_t(1 + gen() % 255);
+      HostBytes before, after;
+      dec->read_reference(before);
+      ++trials;
+      if (!dec->decode(bad.data(), bad.size(), &why)) {
+        ++refused;
+        dec->read_reference(after);
+        ASSERT_EQ(Bytes(after.data(), after.data() + after.size()),
+                  Bytes(before.data(), before.data() + before.size()))
+            << "a refused body changed the picture (byte " << at << ")";
+      }
+    }
+  }
+  // Coded tiles end exactly where their lanes began: most damage shows.
+  EXPECT_GT(refused, trials / 2) << refused << " of " << trials;
 }
 
 TEST(StreamFormat, ZstdFlagsAndIncompressibleBodies) {
@@ -488,60 +860,180 @@ TEST(StreamFormat, ZstdFlagsAndIncompressibleBodies) {
 }
 
 TEST(StreamFormat, ParserResynchronises) {
-  const TestStream s = make_stream(VideoFormat::BGR, 61, 7, 12, Compression::None, 20, 4);
-  const Bytes clean = concat(s.packets);
-  std::vector<size_t> starts;
-  size_t at = 0;
-  for (const Bytes &p : s.packets) {
-    starts.push_back(at);
-    at += p.size();
-  }
-  auto expect_recovery = [&](const Bytes &damaged, const std::vector<uint64_t> &want_frames,
-                             const char *what) {
-    for (size_t chunk : {size_t(3), size_t(1000)}) {
-      const Decoded d = decode_stream(damaged, chunk);
-      std::vector<uint64_t> got;
-      for (const auto &f : d.shown) {
-        got.push_back(f.first);
-        EXPECT_EQ(f.second, s.pictures[f.first]) << what << " frame " << f.first;
-      }
-      EXPECT_EQ(got, want_frames) << what << " chunk " << chunk;
+  for (uint8_t version : {kVersion1, kVersion2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    const TestStream s =
+        make_stream(VideoFormat::BGR, 61, 7, 12, Compression::None, 20, 4, version);
+    const Bytes clean = concat(s.packets);
+    std::vector<size_t> starts;
+    size_t at = 0;
+    for (const Bytes &p : s.packets) {
+      starts.push_back(at);
+      at += p.size();
     }
-  };
-  // Garbage before and between packets is skipped.
-  Bytes g = clean;
-  g.insert(g.begin() + long(starts[2]), {'C', 'D', 'I', 'F', 1, 2, 3});
-  g.insert(g.begin(), 100, 0x43);
-  expect_recovery(g, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, "garbage");
-  // A flipped payload byte in delta 2: 2 and 3 are lost, 4 is a keyframe.
-  Bytes f = clean;
-  f[starts[2] + kHeaderSize + 3] ^= 1;
-  expect_recovery(f, {0, 1, 4, 5, 6, 7, 8, 9, 10, 11}, "flip in payload");
-  // A flipped header byte in delta 5.
-  f = clean;
-  f[starts[5] + 20] ^= 0x80;
-  expect_recovery(f, {0, 1, 2, 3, 4, 8, 9, 10, 11}, "flip in header");
-  // Bytes dropped inside keyframe 4: 4..7 lost (deltas need it), 8 resumes.
-  Bytes dr = clean;
-  dr.erase(dr.begin() + long(starts[4] + 100), dr.begin() + long(starts[4] + 170));
-  expect_recovery(dr, {0, 1, 2, 3, 8, 9, 10, 11}, "drop in keyframe");
-  // A whole delta dropped: out of sequence.
-  dr = clean;
-  dr.erase(dr.begin() + long(starts[6]), dr.begin() + long(starts[7]));
-  expect_recovery(dr, {0, 1, 2, 3, 4, 5, 8, 9, 10, 11}, "packet dropped");
-  // Truncated at the end: the cut packet is reported as truncated.
-  Bytes t(clean.begin(), clean.begin() + long(starts[11] + 70));
-  const Decoded d = decode_stream(t, 50);
-  EXPECT_EQ(d.shown.size(), 11u);
-  EXPECT_EQ(d.truncated, 1);
-  // An intact header of an unknown version is flagged as such.
-  Bytes v = clean;
-  v[starts[0] + 4] = 2;
-  const uint32_t crc = uint32_t(::crc32(0, v.data() + starts[0], 60));
-  for (int i = 0; i < 4; ++i) v[starts[0] + 60 + i] = uint8_t(crc >> (8 * i));
-  ArrayQueue q(v.data(), v.size());
-  Parser p;
-  const Parser::Step step = p.next(q, false);
-  EXPECT_EQ(step.kind, Parser::Kind::Skip);
-  EXPECT_TRUE(step.unsupported);
+    auto expect_recovery = [&](const Bytes &damaged, const std::vector<uint64_t> &want_frames,
+                               const char *what) {
+      for (size_t chunk : {size_t(3), size_t(1000)}) {
+        const Decoded d = decode_stream(damaged, chunk);
+        std::vector<uint64_t> got;
+        for (const auto &f : d.shown) {
+          got.push_back(f.first);
+          EXPECT_EQ(f.second, s.pictures[f.first]) << what << " frame " << f.first;
+        }
+        EXPECT_EQ(got, want_frames) << what << " chunk " << chunk;
+      }
+    };
+    // Garbage before and between packets is skipped.
+    Bytes g = clean;
+    g.insert(g.begin() + long(starts[2]), {'C', 'D', 'I', 'F', 1, 2, 3});
+    g.insert(g.begin(), 100, 0x43);
+    expect_recovery(g, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, "garbage");
+    // A flipped payload byte in delta 2: 2 and 3 are lost, 4 is a keyframe.
+    Bytes f = clean;
+    f[starts[2] + kHeaderSize + 3] ^= 1;
+    expect_recovery(f, {0, 1, 4, 5, 6, 7, 8, 9, 10, 11}, "flip in payload");
+    // A flipped header byte in delta 5.
+    f = clean;
+    f[starts[5] + 20] ^= 0x80;
+    expect_recovery(f, {0, 1, 2, 3, 4, 8, 9, 10, 11}, "flip in header");
+    // Bytes dropped inside keyframe 4: 4..7 lost (deltas need it), 8 resumes.
+    Bytes dr = clean;
+    ASSERT_GT(s.packets[4].size(), 170u);
+    dr.erase(dr.begin() + long(starts[4] + 100), dr.begin() + long(starts[4] + 170));
+    expect_recovery(dr, {0, 1, 2, 3, 8, 9, 10, 11}, "drop in keyframe");
+    // A whole delta dropped: out of sequence.
+    dr = clean;
+    dr.erase(dr.begin() + long(starts[6]), dr.begin() + long(starts[7]));
+    expect_recovery(dr, {0, 1, 2, 3, 4, 5, 8, 9, 10, 11}, "packet dropped");
+    // Truncated at the end: the cut packet is reported as truncated.
+    Bytes t(clean.begin(), clean.begin() + long(starts[11] + 70));
+    const Decoded d = decode_stream(t, 50);
+    EXPECT_EQ(d.shown.size(), 11u);
+    EXPECT_EQ(d.truncated, 1);
+    // An intact header of an unknown version is flagged as such.
+    Bytes v = clean;
+    v[starts[0] + 4] = 3;
+    const uint32_t crc = uint32_t(::crc32(0, v.data() + starts[0], 60));
+    for (int i = 0; i < 4; ++i) v[starts[0] + 60 + i] = uint8_t(crc >> (8 * i));
+    ArrayQueue q(v.data(), v.size());
+    Parser p;
+    const Parser::Step step = p.next(q, false);
+    EXPECT_EQ(step.kind, Parser::Kind::Skip);
+    EXPECT_TRUE(step.unsupported);
+  }
+}
+
+namespace {
+
+Bytes read_file(const std::string &path) {
+  FILE *f = std::fopen(path.c_str(), "rb");
+  Bytes out;
+  if (!f) return out;
+  uint8_t buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.insert(out.end(), buf, buf + n);
+  std::fclose(f);
+  return out;
+}
+
+}  // namespace
+
+// A version 1 recording made by cudadiffenc before version 2 existed
+// (tests/stream/data/README.md says how): I420 32x24, threshold 10, zstd,
+// a keyframe every 4 frames, 6 frames of videotestsrc's ball. The pictures
+// it decodes to are the codec's definition applied to the recorded input:
+// a keyframe is the frame, a delta changes the bytes that differ from the
+// picture by more than 10.
+TEST(StreamFormat, Version1RecordingStillDecodes) {
+  const Bytes stream = read_file(std::string(CUDADIFF_TEST_DATA) + "/v1-i420-32x24-k10-zstd.cdif");
+  const Bytes raw = read_file(std::string(CUDADIFF_TEST_DATA) + "/v1-i420-32x24.yuv");
+  const size_t n = frame_size_packed(VideoFormat::I420, 32, 24);
+  ASSERT_EQ(n, 1152u);
+  ASSERT_EQ(raw.size(), 6 * n) << CUDADIFF_TEST_DATA;
+  ASSERT_FALSE(stream.empty());
+  // Its packets, as written: the stream header with the colorimetry, a
+  // predicted zstd keyframe, deltas of differences (thresholds <= 12).
+  std::vector<PacketHeader> headers;
+  for (size_t at = 0; at + kHeaderSize <= stream.size();) {
+    PacketHeader h;
+    std::string why;
+    ASSERT_EQ(read_header(stream.data() + at, kHeaderSize, &h, &why), HeaderStatus::Ok) << why;
+    EXPECT_EQ(h.version, 1);
+    headers.push_back(h);
+    at += kHeaderSize + h.payload_size;
+    if (at == stream.size()) break;
+  }
+  ASSERT_EQ(headers.size(), 7u);
+  EXPECT_EQ(headers[0].flags, kFlagStreamHeader);
+  EXPECT_EQ(
+      stream_header_value(stream.data() + kHeaderSize, headers[0].payload_size, "colorimetry"),
+      "bt601");
+  for (size_t i = 1; i < headers.size(); ++i) {
+    const bool key = (i - 1) % 4 == 0;
+    EXPECT_EQ(headers[i].keyframe(), key) << i;
+    EXPECT_EQ(headers[i].flags & ~kFlagCompressed,
+              key ? kFlagKeyframe | kFlagPredicted : kFlagDeltaValues)
+        << i;
+    EXPECT_EQ(headers[i].frame_number, i - 1);
+    EXPECT_EQ(headers[i].pts, (i - 1) * 1000000000ull / 30);
+    EXPECT_EQ(headers[i].format, VideoFormat::I420);
+  }
+  EXPECT_TRUE(headers[1].compressed());
+  // Decoded, in pieces of every size class.
+  for (size_t chunk : {size_t(1), size_t(61), size_t(100000)}) {
+    const Decoded d = decode_stream(stream, chunk);
+    EXPECT_EQ(d.skips, 0);
+    ASSERT_EQ(d.shown.size(), 6u);
+    Bytes picture;
+    for (size_t f = 0; f < 6; ++f) {
+      const uint8_t *in = raw.data() + f * n;
+      if (f % 4 == 0) {
+        picture.assign(in, in + n);
+      } else {
+        for (size_t i = 0; i < n; ++i)
+          if (std::abs(int(in[i]) - int(picture[i])) > 10) picture[i] = in[i];
+      }
+      EXPECT_EQ(d.shown[f].first, f);
+      EXPECT_EQ(d.shown[f].second, picture) << "frame " << f << ", chunk " << chunk;
+    }
+  }
+}
+
+// The version 2 example: the same pictures as the version 1 example, at
+// threshold 2, coded by the codec2 core.
+TEST(StreamFormat, DocumentedVersion2ExampleBytes) {
+  auto ctx = Context::cpu();
+  auto enc = codec2::Encoder::create(*ctx, VideoFormat::GRAY8, 40, 1);
+  testing_util::HostFrame key(VideoFormat::GRAY8, 40, 1);
+  testing_util::fill_value(key, 100);
+  HostBytes body;
+  enc->encode(key.view, 2, true, body);
+  Writer w;
+  FrameInfo info = gray40(true, 0, 0);
+  info.version = kVersion2;
+  const Bytes sh = Writer::stream_header(VideoFormat::GRAY8, 40, 1, 30, 1, "", kVersion2);
+  const Bytes k = packet(w, info, Bytes(body.data(), body.data() + body.size()));
+  testing_util::HostFrame next = key;
+  uint8_t *row = next.view.data[0];
+  row[0] = row[5] = row[33] = row[39] = 130;
+  row[10] = 120;
+  row[11] = 79;
+  enc->encode(next.view, 2, false, body);
+  info = gray40(false, 1, 33333333);
+  info.version = kVersion2;
+  const Bytes d = packet(w, info, Bytes(body.data(), body.data() + body.size()));
+  const std::string dumps =
+      doc_dump("stream header", sh) + doc_dump("keyframe", k) + doc_dump("delta", d);
+  EXPECT_EQ(sh, hex(kDocV2StreamHeader)) << dumps;
+  EXPECT_EQ(k, hex(kDocV2Keyframe)) << dumps;
+  EXPECT_EQ(d, hex(kDocV2Delta)) << dumps;
+  // What the decoder shows: 100 everywhere, then 130 at 0, 5, 33, 39, 120
+  // at 10 and 80 at 11 (79 is 1 from the nearest value 100 + 5q).
+  Decoded dec = decode_stream(concat({sh, k, d}), 7);
+  ASSERT_EQ(dec.shown.size(), 2u);
+  EXPECT_EQ(dec.shown[0].second, Bytes(40, 100));
+  Bytes want(40, 100);
+  want[0] = want[5] = want[33] = want[39] = 130;
+  want[10] = 120;
+  want[11] = 80;
+  EXPECT_EQ(dec.shown[1].second, want);
 }

@@ -1,17 +1,19 @@
 #!/bin/sh
 # The streaming demo end to end: 30 frames of the test pattern through
-# cudadiffenc, TCP and cudadiffdec; every frame shown, and both pictures
-# written: the client's frame (W x H) and the mosaic of one moment (2W x 2H).
+# cudadiffenc (stream version 2, named), TCP and cudadiffdec; every
+# frame shown, the version 2 statistics printed, and both pictures written:
+# the client's frame (W x H) and the mosaic of one moment (2W x 2H).
 set -eu
 demo=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-"$demo" --source test --frames 30 --width 320 --height 240 \
+"$demo" --source test --frames 30 --width 320 --height 240 --stream-version 2 \
   --png "$dir/snapshot.png" --mosaic "$dir/mosaic.png" >"$dir/log" 2>&1 || {
   cat "$dir/log"; echo "FAIL: the demo exited with an error"; exit 1; }
 cat "$dir/log"
 grep -q "^frames:  30 sent, 30 shown by the client" "$dir/log" || { echo "FAIL: not every frame shown"; exit 1; }
 grep -q "^mosaic: " "$dir/log" || { echo "FAIL: no mosaic reported"; exit 1; }
+grep -q "stream version 2; blocks " "$dir/log" || { echo "FAIL: no version 2 statistics"; exit 1; }
 # PNG: the signature, then IHDR with width and height (big-endian u32) at byte 16.
 png_size() {
   sig=$(od -An -tx1 -N8 "$1" | tr -d ' \n')

@@ -1,0 +1,1875 @@
+// The difference codec, version 2: the CPU reference of the encoder and the
+// decoder (docs/codec2-draft.md specifies the body, cudadiff/codec2_rules.h
+// the per-sample rules). Written as the phases a GPU runs: per-sample work
+// that depends on nothing but the input and the reference (quantisation,
+// mode costs, reconstruction, symbols), per-frame tables from histograms,
+// and one sequential rANS pass per tile.
+#include "cudadiff/codec2.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "cudadiff/codec2_rules.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace cudadiff {
+namespace codec2 {
+
+// ---------------------------------------------------------------------------
+// Layers and geometry
+
+LayerSet layers_of(VideoFormat format, int width, int height) {
+  LayerSet s;
+  const FormatInfo &fi = format_info(format);
+  if (fi.n_planes == 0 || width <= 0 || height <= 0) return s;
+  auto set_channel = [](Layer &l, int ch, int plane, int step, int offset) {
+    l.plane[ch] = plane;
+    l.step[ch] = step;
+    l.offset[ch] = offset;
+  };
+  const int cw = (width + 1) / 2, ch = (height + 1) / 2;
+  Layer &y = s.layer[0];
+  Layer &c = s.layer[1];
+  if (fi.packed_rgb) {
+    const int ps = fi.pixel_stride[0];
+    s.count = 1;
+    y.width = width;
+    y.height = height;
+    y.channels = ps;
+    y.ycocg = true;
+    set_channel(y, 0, 0, ps, fi.r);
+    set_channel(y, 1, 0, ps, fi.g);
+    set_channel(y, 2, 0, ps, fi.b);
+    if (ps == 4) set_channel(y, 3, 0, ps, 6 - fi.r - fi.g - fi.b);  // alpha or padding
+  } else {
+    s.count = format == VideoFormat::GRAY8 ? 1 : 2;
+    y.width = width;
+    y.height = height;
+    y.channels = 1;
+    set_channel(y, 0, 0, 1, 0);
+    c.channels = 2;
+    switch (format) {
+      case VideoFormat::GRAY8:
+        break;
+      case VideoFormat::I420:
+      case VideoFormat::YV12: {
+        const bool yv12 = format == VideoFormat::YV12;
+        c.width = cw;
+        c.height = ch;
+        c.sx = c.sy = 1;
+        set_channel(c, 0, yv12 ? 2 : 1, 1, 0);
+        set_channel(c, 1, yv12 ? 1 : 2, 1, 0);
+        break;
+      }
+      case VideoFormat::NV12:
+      case VideoFormat::NV21: {
+        const bool nv21 = format == VideoFormat::NV21;
+        c.width = cw;
+        c.height = ch;
+        c.sx = c.sy = 1;
+        set_channel(c, 0, 1, 2, nv21 ? 1 : 0);
+        set_channel(c, 1, 1, 2, nv21 ? 0 : 1);
+        break;
+      }
+      case VideoFormat::YUY2:
+      case VideoFormat::UYVY: {
+        const bool uyvy = format == VideoFormat::UYVY;
+        y.width = 2 * cw;  // the row holds ceil(W/2) pairs
+        set_channel(y, 0, 0, 2, uyvy ? 1 : 0);
+        c.width = cw;
+        c.height = height;
+        c.sx = 1;
+        set_channel(c, 0, 0, 4, uyvy ? 0 : 1);
+        set_channel(c, 1, 0, 4, uyvy ? 2 : 3);
+        break;
+      }
+      case VideoFormat::Y444:
+        c.width = width;
+        c.height = height;
+        set_channel(c, 0, 1, 1, 0);
+        set_channel(c, 1, 2, 1, 0);
+        break;
+      case VideoFormat::Y42B:
+        c.width = cw;
+        c.height = height;
+        c.sx = 1;
+        set_channel(c, 0, 1, 1, 0);
+        set_channel(c, 1, 2, 1, 0);
+        break;
+      default:
+        return LayerSet{};
+    }
+  }
+  s.blocks_x = (y.width + kBlock - 1) / kBlock;
+  s.blocks_y = (y.height + kBlock - 1) / kBlock;
+  return s;
+}
+
+// Tiles of 20 x 8 blocks (320 x 128 samples of layer 0, about 41,000): 54
+// tiles at 1920x1080, enough work for every core and, with up to 32 lanes
+// each, for a GPU; larger tiles would code a little smaller (fewer tile
+// edges), smaller ones a little larger. The same for every format and size.
+Geometry default_geometry(VideoFormat format, int width, int height) {
+  (void)format;
+  (void)width;
+  (void)height;
+  Geometry g;
+  g.tile_bx = 20;
+  g.tile_by = 8;
+  return g;
+}
+
+bool read_body_header(const uint8_t *body, size_t n, BodyHeader *h, std::string *error) {
+  auto fail = [&](const char *why) {
+    if (error) *error = why;
+    return false;
+  };
+  if (n < kBodyHeaderBytes) return fail("body shorter than its header");
+  if (body[0] & ~1u) return fail("unknown body flags");
+  BodyHeader r;
+  r.keyframe = body[0] & 1u;
+  r.threshold = body[1];
+  r.geometry.tile_bx = body[2];
+  r.geometry.tile_by = body[3];
+  if (r.geometry.tile_bx == 0 || r.geometry.tile_by == 0) return fail("zero tile size");
+  *h = r;
+  return true;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Integer costs (1/256 bit), the same on every backend.
+
+// floor(256 * log2(x)) for x >= 1.
+uint32_t log2_q8(uint32_t x) {
+  const int e = bit_length(x);
+  uint64_t m = (uint64_t(x) << 16) >> e;  // mantissa in [1, 2) as Q16
+  uint32_t frac = 0;
+  for (int i = 7; i >= 0; --i) {
+    m = (m * m) >> 16;
+    if (m >= (2u << 16)) {
+      m >>= 1;
+      frac |= 1u << i;
+    }
+  }
+  return uint32_t(e) * 256 + frac;
+}
+
+// The first estimate of a token's cost in the mode decision: about
+// 1 + 2 log2(1 + |r|) bits (1/256 bit), r the smallest residual of the token.
+struct FirstCosts {
+  uint32_t of_token[kTokens];
+  FirstCosts() {
+    for (int t = 0; t < kTokens; ++t)
+      of_token[t] = 256 + 2 * log2_q8(1 + (token_value(t, 0) + 1) / 2);
+  }
+};
+const FirstCosts kFirstCost;
+
+struct Costs {
+  uint16_t of_freq[kProbScale + 1];  // cost of a symbol of frequency f: 256 * log2(4096 / f)
+  Costs() {
+    of_freq[0] = 0;
+    for (uint32_t f = 1; f <= kProbScale; ++f) of_freq[f] = uint16_t(12 * 256 - log2_q8(f));
+  }
+};
+const Costs &costs() {
+  static const Costs c;
+  return c;
+}
+
+// ---------------------------------------------------------------------------
+// Distributions and their tables
+
+struct DistLayout {
+  int count = 0;
+  int mode = 0;  // the block-mode distribution (deltas only)
+  int base[kMaxLayers][kClasses][kMaxComps] = {};
+  int end_of_class[kMaxLayers][kClasses] = {};
+  DistLayout() = default;
+  explicit DistLayout(const LayerSet &ls) {
+    count = 1;  // 0: modes
+    for (int l = 0; l < ls.count; ++l)
+      for (int cls = 0; cls < kClasses; ++cls) {
+        for (int c = 0; c < ls.layer[l].channels; ++c) {
+          base[l][cls][c] = count;
+          count += contexts_of(cls, c);
+        }
+        end_of_class[l][cls] = count;
+      }
+  }
+};
+
+struct Table {
+  bool used = false;
+  uint8_t n = 0;  // tokens 0..n-1 may occur
+  uint8_t levels[kTokens] = {};
+  uint16_t freq[kTokens] = {};
+  uint16_t cum[kTokens + 1] = {};
+  void finish() {
+    cum[0] = 0;
+    for (int t = 0; t < kTokens; ++t) cum[t + 1] = uint16_t(cum[t] + (t < n ? freq[t] : 0));
+  }
+};
+
+// Per token: raw bits and the value with those bits 0.
+struct TokenTables {
+  uint8_t extra[kTokens];
+  uint32_t base[kTokens];
+  TokenTables() {
+    for (int t = 0; t < kTokens; ++t) {
+      extra[t] = uint8_t(token_extra_bits(t));
+      base[t] = token_value(t, 0);
+    }
+  }
+};
+const TokenTables kTokenInfo;
+const uint8_t *const kTokenExtra = kTokenInfo.extra;
+const uint32_t *const kTokenBase = kTokenInfo.base;
+
+// The decoder's form of a table (160 bytes): per token its start and
+// frequency (cum | freq << 16), and the token holding every 128th slot, where
+// the search for a slot's token starts.
+constexpr int kStartShift = 7;
+struct DecodeTable {
+  uint32_t sym[kTokens];
+  uint8_t start[kProbScale >> kStartShift];
+  bool used;
+  void set(const Table &t) {
+    used = t.used;
+    for (int i = 0; i < kTokens; ++i)
+      sym[i] = i < t.n ? uint32_t(t.cum[i]) | uint32_t(t.freq[i]) << 16 : kProbScale;
+    int tk = 0;
+    for (uint32_t i = 0; i < (kProbScale >> kStartShift); ++i) {
+      while (t.cum[tk + 1] <= (i << kStartShift)) ++tk;
+      start[i] = uint8_t(tk);
+    }
+  }
+};
+
+// Bits, least significant first, packed into bytes.
+class BitWriter {
+ public:
+  void put(uint32_t value, int bits) {
+    for (int i = 0; i < bits; ++i) {
+      if (used_ == 0) bytes_.push_back(0);
+      bytes_.back() |= uint8_t(((value >> i) & 1u) << used_);
+      used_ = (used_ + 1) & 7;
+    }
+  }
+  const std::vector<uint8_t> &bytes() const { return bytes_; }
+  size_t bit_count() const { return bytes_.size() * 8 - (used_ ? 8 - used_ : 0); }
+
+ private:
+  std::vector<uint8_t> bytes_;
+  int used_ = 0;
+};
+
+class BitReader {
+ public:
+  BitReader(const uint8_t *p, size_t n) : p_(p), n_(n) {}
+  bool get(int bits, uint32_t *value) {
+    uint32_t v = 0;
+    for (int i = 0; i < bits; ++i) {
+      if (pos_ >= n_ * 8) return false;
+      v |= uint32_t((p_[pos_ >> 3] >> (pos_ & 7)) & 1u) << i;
+      ++pos_;
+    }
+    *value = v;
+    return true;
+  }
+  size_t bytes_used() const { return (pos_ + 7) / 8; }
+
+ private:
+  const uint8_t *p_;
+  size_t n_;
+  size_t pos_ = 0;
+};
+
+// A table's description: the token count n (5 bits, n - 1), then each
+// token's level as a change from the previous present token's level (the
+// first from kLevels), by a prefix code (bits in the order written):
+//   00 same level        01 absent (level 0)
+//   10 s m               level change of 1 + m (s: 1 = down)
+//   110 s vv             3 + vv
+//   1110 s vvv           7 + vvv
+//   1111 s vvvvvv        15 + vvvvvv
+// The last token is present; every level lies in 1..kLevels.
+int level_code_bits(int delta) {
+  const int d = delta < 0 ? -delta : delta;
+  return d == 0 ? 2 : d <= 2 ? 4 : d <= 6 ? 6 : d <= 14 ? 8 : 11;
+}
+uint32_t table_description_bits(const Table &t) {
+  uint32_t bits = 5;
+  int prev = kLevels;
+  for (int i = 0; i < t.n; ++i) {
+    if (!t.levels[i]) {
+      bits += 2;
+      continue;
+    }
+    bits += level_code_bits(t.levels[i] - prev);
+    prev = t.levels[i];
+  }
+  return bits;
+}
+void write_table(BitWriter &w, const Table &t) {
+  w.put(t.n - 1, 5);
+  int prev = kLevels;
+  for (int i = 0; i < t.n; ++i) {
+    const int l = t.levels[i];
+    if (!l) {
+      w.put(0, 1);
+      w.put(1, 1);
+      continue;
+    }
+    const int delta = l - prev, d = delta < 0 ? -delta : delta, down = delta < 0;
+    prev = l;
+    if (d == 0) {
+      w.put(0, 2);
+    } else if (d <= 2) {
+      w.put(1, 1), w.put(0, 1), w.put(down, 1), w.put(d - 1, 1);
+    } else if (d <= 6) {
+      w.put(3, 2), w.put(0, 1), w.put(down, 1), w.put(d - 3, 2);
+    } else if (d <= 14) {
+      w.put(7, 3), w.put(0, 1), w.put(down, 1), w.put(d - 7, 3);
+    } else {
+      w.put(15, 4), w.put(down, 1), w.put(d - 15, 6);
+    }
+  }
+}
+bool read_table(BitReader &r, Table *t) {
+  uint32_t v, bit;
+  if (!r.get(5, &v)) return false;
+  *t = Table{};
+  t->n = uint8_t(v + 1);
+  int prev = kLevels;
+  for (int i = 0; i < t->n; ++i) {
+    if (!r.get(1, &bit)) return false;
+    if (!bit) {
+      if (!r.get(1, &bit)) return false;
+      t->levels[i] = uint8_t(bit ? 0 : prev);
+      continue;
+    }
+    int ones = 1;
+    while (ones < 4) {
+      if (!r.get(1, &bit)) return false;
+      if (!bit) break;
+      ++ones;
+    }
+    uint32_t down, m;
+    static const int kBits[5] = {0, 1, 2, 3, 6}, kBase[5] = {0, 1, 3, 7, 15};
+    if (!r.get(1, &down) || !r.get(kBits[ones], &m)) return false;
+    const int d = kBase[ones] + int(m);
+    const int l = down ? prev - d : prev + d;
+    if (l < 1 || l > kLevels) return false;
+    t->levels[i] = uint8_t(l);
+    prev = l;
+  }
+  if (t->levels[t->n - 1] == 0) return false;
+  if (!normalize_levels(t->levels, t->n, t->freq)) return false;
+  t->used = true;
+  t->finish();
+  return true;
+}
+
+// Levels for a histogram: the most frequent token gets kLevels, the others
+// kLevels + round(4 * log2(count / max)), at least 1; absent tokens 0.
+void table_from_histogram(const uint32_t *hist, Table *t) {
+  *t = Table{};
+  uint32_t mx = 0;
+  int n = 0;
+  for (int i = 0; i < kTokens; ++i) {
+    if (hist[i]) n = i + 1;
+    mx = std::max(mx, hist[i]);
+  }
+  if (n == 0) return;
+  const int32_t lmx = int32_t(log2_q8(mx));
+  for (int i = 0; i < n; ++i) {
+    if (!hist[i]) continue;
+    const int32_t d = lmx - int32_t(log2_q8(hist[i]));  // >= 0, 1/256 bit
+    const int32_t l = kLevels - (4 * d + 128) / 256;
+    t->levels[i] = uint8_t(l < 1 ? 1 : l);
+  }
+  t->n = uint8_t(n);
+  normalize_levels(t->levels, n, t->freq);
+  t->used = true;
+  t->finish();
+}
+
+// Cost (1/256 bit) of coding `hist` with table `t`; ~0u when a token has no frequency.
+uint64_t coding_cost(const uint32_t *hist, const Table &t) {
+  uint64_t c = 0;
+  for (int i = 0; i < kTokens; ++i) {
+    if (!hist[i]) continue;
+    if (i >= t.n || t.freq[i] == 0) return ~uint64_t(0);
+    c += uint64_t(hist[i]) * costs().of_freq[t.freq[i]];
+  }
+  return c;
+}
+
+struct Model {
+  std::vector<Table> tables;
+};
+
+// Which distributions a body lists: modes only in deltas, the temporal
+// classes only in deltas.
+// The distributions a body lists, in order, as groups: the block modes
+// (deltas only), then per layer its classes (keyframes: spatial only), each
+// class's components and contexts in order. A group starts with one bit,
+// 0 when none of its distributions is used.
+struct DistGroup {
+  int first, end;
+};
+std::vector<DistGroup> listed_groups(const DistLayout &dl, const LayerSet &ls, bool keyframe) {
+  std::vector<DistGroup> g;
+  if (!keyframe) g.push_back({dl.mode, dl.mode + 1});
+  for (int l = 0; l < ls.count; ++l)
+    for (int cls = 0; cls < (keyframe ? 1 : kClasses); ++cls)
+      g.push_back({dl.base[l][cls][0], dl.end_of_class[l][cls]});
+  return g;
+}
+
+// ---------------------------------------------------------------------------
+// rANS, byte-wise, 32-bit state (docs/codec2-draft.md, "Entropy coding")
+
+struct RansEncoder {
+  uint8_t *begin;  // output grows downwards from `end` towards `begin`
+  uint8_t *p;
+  bool overflow = false;
+  inline void emit(uint8_t byte) {
+    if (p == begin) {
+      overflow = true;
+      return;
+    }
+    *--p = byte;
+  }
+  inline void put(uint32_t &x, uint32_t freq, uint32_t cum) {
+    const uint32_t x_max = ((kRansLow >> kProbBits) << 8) * freq;
+    while (x >= x_max) {
+      emit(uint8_t(x));
+      x >>= 8;
+    }
+    x = ((x / freq) << kProbBits) + (x % freq) + cum;
+  }
+  inline void put_bits(uint32_t &x, uint32_t bits, int n) {
+    const uint32_t x_max = (kRansLow >> n) << 8;
+    while (x >= x_max) {
+      emit(uint8_t(x));
+      x >>= 8;
+    }
+    x = (x << n) | bits;
+  }
+};
+
+struct RansDecoder {
+  const uint8_t *p;
+  const uint8_t *end;
+  bool underflow = false;
+  // After a step the state is at least 2^11 (frequency >= 1, x >> 12 >= 2^11),
+  // so at most two bytes bring it back to [2^23, 2^31). Branch-free where
+  // two bytes are left to read.
+  inline void renorm(uint32_t &x) {
+    if (end - p >= 2) {
+      const uint32_t n = uint32_t(x < kRansLow) + uint32_t(x < (kRansLow >> 8));
+      const uint32_t two = uint32_t(p[0]) << 8 | p[1];
+      x = (x << (8 * n)) | (two >> (8 * (2 - n)));
+      p += n;
+      return;
+    }
+    while (x < kRansLow) {
+      if (p == end) {
+        underflow = true;
+        x = kRansLow;  // stop; the tile is reported damaged
+        return;
+      }
+      x = (x << 8) | *p++;
+    }
+  }
+  // A symbol's step without the renormalisation (renorm() follows).
+  inline int decode(uint32_t &x, const DecodeTable &t) const {
+    const uint32_t slot = x & (kProbScale - 1);
+    int s = t.start[slot >> kStartShift];
+    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
+    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
+    uint32_t e = t.sym[s];
+    while (slot >= (e & 0xffff) + (e >> 16)) e = t.sym[++s];
+    x = (e >> 16) * (x >> kProbBits) + slot - (e & 0xffff);
+    return s;
+  }
+  inline int get(uint32_t &x, const DecodeTable &t) {
+    const uint32_t slot = x & (kProbScale - 1);
+    int s = t.start[slot >> kStartShift];
+    // The tokens' ranges cover 0..4095 in order: step to the slot's token.
+    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
+    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
+    uint32_t e = t.sym[s];
+    while (slot >= (e & 0xffff) + (e >> 16)) e = t.sym[++s];
+    x = (e >> 16) * (x >> kProbBits) + slot - (e & 0xffff);
+    renorm(x);
+    return s;
+  }
+  inline uint32_t get_bits(uint32_t &x, int n) {
+    const uint32_t v = x & ((1u << n) - 1);
+    x >>= n;
+    renorm(x);
+    return v;
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Pictures as channel planes
+
+struct Picture {
+  std::vector<uint8_t> ch[kMaxLayers][kMaxComps];
+  void allocate(const LayerSet &ls) {
+    for (int l = 0; l < ls.count; ++l)
+      for (int c = 0; c < ls.layer[l].channels; ++c)
+        ch[l][c].assign(size_t(ls.layer[l].width) * ls.layer[l].height, 0);
+  }
+};
+
+void extract(const FrameView &f, const LayerSet &ls, Picture &pic) {
+  for (int l = 0; l < ls.count; ++l) {
+    const Layer &ly = ls.layer[l];
+    for (int c = 0; c < ly.channels; ++c) {
+      uint8_t *dst = pic.ch[l][c].data();
+#pragma omp parallel for num_threads(cpu_threads_for(size_t(ly.width) * ly.height)) schedule(static)
+      for (int y = 0; y < ly.height; ++y) {
+        const uint8_t *src = f.row(ly.plane[c], y) + ly.offset[c];
+        uint8_t *d = dst + size_t(y) * ly.width;
+        const int step = ly.step[c];
+        for (int x = 0; x < ly.width; ++x) d[x] = src[size_t(x) * step];
+      }
+    }
+  }
+}
+
+void store(const Picture &pic, const LayerSet &ls, const FrameView &f) {
+  for (int l = 0; l < ls.count; ++l) {
+    const Layer &ly = ls.layer[l];
+    for (int c = 0; c < ly.channels; ++c) {
+      const uint8_t *src = pic.ch[l][c].data();
+#pragma omp parallel for num_threads(cpu_threads_for(size_t(ly.width) * ly.height)) schedule(static)
+      for (int y = 0; y < ly.height; ++y) {
+        uint8_t *dst = f.row(ly.plane[c], y) + ly.offset[c];
+        const uint8_t *s = src + size_t(y) * ly.width;
+        const int step = ly.step[c];
+        for (int x = 0; x < ly.width; ++x) dst[size_t(x) * step] = s[x];
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Tiles
+
+struct Tile {
+  int bx0, by0, bx1, by1;              // blocks [bx0, bx1) x [by0, by1)
+  int x0[kMaxLayers], y0[kMaxLayers];  // first sample per layer
+  int w[kMaxLayers], h[kMaxLayers];    // samples per layer
+  size_t raw_bytes = 0;                // bytes of a raw tile
+};
+
+std::vector<Tile> make_tiles(const LayerSet &ls, const Geometry &g) {
+  std::vector<Tile> tiles;
+  for (int by = 0; by < ls.blocks_y; by += g.tile_by)
+    for (int bx = 0; bx < ls.blocks_x; bx += g.tile_bx) {
+      Tile t;
+      t.bx0 = bx;
+      t.by0 = by;
+      t.bx1 = std::min(ls.blocks_x, bx + g.tile_bx);
+      t.by1 = std::min(ls.blocks_y, by + g.tile_by);
+      for (int l = 0; l < ls.count; ++l) {
+        const Layer &ly = ls.layer[l];
+        const int x0 = (t.bx0 * kBlock) >> ly.sx,
+                  x1 = std::min(ly.width, (t.bx1 * kBlock) >> ly.sx);
+        const int y0 = (t.by0 * kBlock) >> ly.sy,
+                  y1 = std::min(ly.height, (t.by1 * kBlock) >> ly.sy);
+        t.x0[l] = x0;
+        t.y0[l] = y0;
+        t.w[l] = std::max(0, x1 - x0);
+        t.h[l] = std::max(0, y1 - y0);
+        t.raw_bytes += size_t(t.w[l]) * t.h[l] * ly.channels;
+      }
+      tiles.push_back(t);
+    }
+  return tiles;
+}
+
+// Neighbours of sample (i, j) of a tile in a plane of values (row stride
+// `stride`, `p` at the sample), with the tile's edge rules: a left, b above,
+// c above-left, d above-right; outside the tile: see docs/codec2-draft.md.
+struct Neighbours {
+  int a, b, c, d;
+};
+inline Neighbours neighbours(const int16_t *p, ptrdiff_t stride, int i, int j, int w) {
+  Neighbours n;
+  if (j == 0) {
+    n.a = i > 0 ? p[-1] : 0;
+    n.b = n.c = n.d = n.a;
+  } else {
+    const int16_t *up = p - stride;
+    n.b = up[0];
+    if (i > 0) {
+      n.a = p[-1];
+      n.c = up[-1];
+    } else {
+      n.a = n.c = n.b;
+    }
+    n.d = i + 1 < w ? up[1] : n.b;
+  }
+  return n;
+}
+
+// Working values of one layer: per component, S-domain (quantisation
+// indices after the colour transform) and T-domain (quantised differences to
+// the reference after the colour transform), int16 per sample.
+struct Planes {
+  std::vector<int16_t> s[kMaxComps], t[kMaxComps];
+  void allocate(const Layer &ly, bool temporal) {
+    const size_t n = size_t(ly.width) * ly.height;
+    for (int c = 0; c < ly.channels; ++c) {
+      s[c].assign(n, 0);
+      if (temporal) t[c].assign(n, 0);
+    }
+  }
+};
+
+// Domain values of one sample from its channel bytes (and the reference's).
+struct Quantizer {
+  int k = 0;
+  uint8_t index[256];    // quant_index
+  int16_t diff[511];     // quant_diff(e), e = -255..255 at [e + 255]
+  uint8_t dequant[256];  // dequant_index for indices 0..max_index
+  int max_index = 0;
+  void set(int threshold) {
+    k = threshold;
+    for (int x = 0; x < 256; ++x) index[x] = uint8_t(quant_index(x, k));
+    for (int e = -255; e <= 255; ++e) diff[e + 255] = int16_t(quant_diff(e, k));
+    max_index = codec2::max_index(k);
+    for (int u = 0; u < 256; ++u) dequant[u] = uint8_t(u <= max_index ? dequant_index(u, k) : 0);
+  }
+};
+
+// Channel values -> component values (colour transform for RGB layers).
+inline void to_components(bool ycocg, int channels, const int *ch, int *comp) {
+  if (ycocg) {
+    ycocg_forward(ch[0], ch[1], ch[2], &comp[0], &comp[1], &comp[2]);
+    if (channels == 4) comp[3] = ch[3];
+  } else {
+    for (int c = 0; c < channels; ++c) comp[c] = ch[c];
+  }
+}
+inline void to_channels(bool ycocg, int channels, const int *comp, int *ch) {
+  if (ycocg) {
+    ycocg_inverse(comp[0], comp[1], comp[2], &ch[0], &ch[1], &ch[2]);
+    if (channels == 4) ch[3] = comp[3];
+  } else {
+    for (int c = 0; c < channels; ++c) ch[c] = comp[c];
+  }
+}
+
+// Fills the working values of samples [x0, x0+w) x [y0, y0+h) of a layer
+// from a picture (and the reference for the T-domain).
+void working_values(const Layer &ly, const Quantizer &q, const Picture &pic, const Picture *ref,
+                    int layer, int x0, int y0, int w, int h, Planes &out) {
+  int ch[kMaxComps], comp[kMaxComps];
+  for (int y = y0; y < y0 + h; ++y)
+    for (int x = x0; x < x0 + w; ++x) {
+      const size_t at = size_t(y) * ly.width + x;
+      for (int c = 0; c < ly.channels; ++c) ch[c] = q.index[pic.ch[layer][c][at]];
+      to_components(ly.ycocg, ly.channels, ch, comp);
+      for (int c = 0; c < ly.channels; ++c) out.s[c][at] = int16_t(comp[c]);
+      if (!ref) continue;
+      for (int c = 0; c < ly.channels; ++c)
+        ch[c] = q.diff[int(pic.ch[layer][c][at]) - int(ref->ch[layer][c][at]) + 255];
+      to_components(ly.ycocg, ly.channels, ch, comp);
+      for (int c = 0; c < ly.channels; ++c) out.t[c][at] = int16_t(comp[c]);
+    }
+}
+
+// The texture class of the reference around every sample of a layer
+// (ref_class() of the sum of differences to the 4 nearest samples of the
+// texture channel: G for RGB, else the first; the layer's edges replicate).
+void reference_classes(const Layer &ly, const Picture &ref, int layer, int k,
+                       std::vector<uint8_t> &out) {
+  const std::vector<uint8_t> &p = ref.ch[layer][ly.ycocg ? 1 : 0];
+  const int w = ly.width, h = ly.height;
+  out.resize(size_t(w) * h);
+  for (int y = 0; y < h; ++y) {
+    const uint8_t *row = p.data() + size_t(y) * w;
+    const uint8_t *up = p.data() + size_t(y > 0 ? y - 1 : 0) * w;
+    const uint8_t *down = p.data() + size_t(y + 1 < h ? y + 1 : y) * w;
+    for (int x = 0; x < w; ++x) {
+      const int v = row[x];
+      const int g = iabs(row[x > 0 ? x - 1 : 0] - v) + iabs(row[x + 1 < w ? x + 1 : x] - v) +
+                    iabs(up[x] - v) + iabs(down[x] - v);
+      out[size_t(y) * w + x] = uint8_t(ref_class(g, k));
+    }
+  }
+}
+
+// One coded sample component.
+struct Symbol {
+  uint16_t dist;
+  uint8_t token;
+  uint8_t nbits;
+  uint16_t bits;
+};
+
+// Visits the samples of layer `l` of a tile whose block passes `want(block)`,
+// predicting each component from `nb` (neighbour values of the mode's
+// domain) and coding the value of `val`: f(block, x, y, comp, ctx, token,
+// nbits, bits) for each component in order.
+template <class Want, class F>
+void scan(const LayerSet &ls, const Tile &t, int l, int cls, const std::vector<int16_t> *nb,
+          const std::vector<int16_t> *val, const std::vector<uint8_t> &rclass, Want want, F f) {
+  const Layer &ly = ls.layer[l];
+  const ptrdiff_t stride = ly.width;
+  for (int j = 0; j < t.h[l]; ++j) {
+    const int y = t.y0[l] + j;
+    const int brow = ((y << ly.sy) / kBlock) * ls.blocks_x;
+    for (int i = 0; i < t.w[l]; ++i) {
+      const int x = t.x0[l] + i;
+      const int block = brow + (x << ly.sx) / kBlock;
+      if (!want(block)) continue;
+      const size_t at = size_t(y) * stride + x;
+      int r0 = 0;
+      for (int c = 0; c < ly.channels; ++c) {
+        const Neighbours n = neighbours(nb[c].data() + at, stride, i, j, t.w[l]);
+        const int pred = cls == kClassTemporal ? 0 : med(n.a, n.b, n.c);
+        const int r = val[c][at] - pred;
+        if (c == 0) r0 = r;
+        const int ctx =
+            sample_context(cls, c, n.a, n.b, n.c, n.d, r0, rclass.empty() ? 0 : rclass[at]);
+        int nbits;
+        uint32_t bits;
+        const int token =
+            token_of(zigzag(flip_sign(cls, n.a, n.b, n.c, n.d) ? -r : r), &nbits, &bits);
+        f(block, x, y, c, ctx, token, nbits, bits);
+      }
+    }
+  }
+}
+
+// The per-lane position in the schedule of one layer of a tile.
+struct LaneCursor {
+  int j, i;  // row and column in the tile, or j < 0: idle
+};
+inline void lane_position(int t, int l, int lanes, int period, int w, int h, LaneCursor *c) {
+  const int tt = t - kStagger * l;
+  c->j = -1;
+  if (tt < 0) return;
+  const int round = tt / period, i = tt % period;
+  const int j = round * lanes + l;
+  if (i >= w || j >= h) return;
+  c->j = j;
+  c->i = i;
+}
+
+constexpr int kMaxThreads = 256;
+int omp_thread() {
+#ifdef _OPENMP
+  return omp_get_thread_num() % kMaxThreads;
+#else
+  return 0;
+#endif
+}
+
+int default_threads(size_t samples, size_t tiles) {
+  if (tiles < 2) return 1;
+  return std::max(1, std::min<int>(int(tiles), cpu_threads_for(samples)));
+}
+
+// ---------------------------------------------------------------------------
+// The encoder
+
+class CpuEncoder final : public Encoder {
+ public:
+  CpuEncoder(VideoFormat format, int width, int height, const Geometry &g) {
+    format_ = format;
+    width_ = width;
+    height_ = height;
+    geometry_ = g;
+    ls_ = layers_of(format, width, height);
+    if (ls_.count == 0) throw Error("codec2 encoder: unknown format or empty size");
+    if (g.tile_bx < 1 || g.tile_bx > 255 || g.tile_by < 1 || g.tile_by > 255)
+      throw Error("codec2 encoder: tile geometry out of range");
+    dl_ = DistLayout(ls_);
+    tiles_ = make_tiles(ls_, g);
+    cur_.allocate(ls_);
+    ref_.allocate(ls_);
+    rec_.allocate(ls_);
+    for (int l = 0; l < ls_.count; ++l) {
+      in_[l].allocate(ls_.layer[l], true);
+      work_[l].allocate(ls_.layer[l], true);
+    }
+    modes_.assign(size_t(ls_.blocks_x) * ls_.blocks_y, kSpatial);
+    prev_.tables.assign(dl_.count, Table{});
+  }
+
+  FrameStats encode(const FrameView &frame, int threshold, bool keyframe, HostBytes &body) override;
+
+  void read_reference(HostBytes &out) override {
+    out.resize(frame_size_packed(format_, width_, height_));
+    store(ref_, ls_, packed_view(format_, width_, height_, out.data()));
+  }
+
+ private:
+  void decide_modes(int threads);
+  void block_costs(const Tile &t, const std::vector<uint32_t> *cost_tables,
+                   std::vector<uint64_t> &cost);
+  void tile_symbols(size_t ti);
+  void build_model(const std::vector<uint32_t> &hist, bool keyframe, BitWriter &bw, Model &model);
+  bool encode_tile(size_t ti, const Model &model, int threshold);
+  void store_raw(size_t ti);
+  void debug_sizes(const Model &model);
+
+  LayerSet ls_;
+  DistLayout dl_;
+  std::vector<Tile> tiles_;
+  Quantizer q_;
+  Picture cur_, ref_, rec_;
+  Planes in_[kMaxLayers];                    // working values of the input (the values coded)
+  Planes work_[kMaxLayers];                  // working values of the reconstruction (neighbours)
+  std::vector<uint8_t> rclass_[kMaxLayers];  // reference texture classes (deltas)
+  std::vector<uint8_t> modes_;
+  Model prev_;
+  std::vector<std::vector<Symbol>> symbols_;  // per tile: block modes, then layer by layer
+  std::vector<std::vector<uint32_t>> tile_hist_;
+  std::vector<std::vector<uint8_t>> streams_;
+  std::vector<int> tile_type_;   // 0 skipped, 1 coded, 2 raw
+  std::vector<int> tile_lanes_;  // lanes of a coded tile
+  std::vector<std::vector<uint8_t>> rans_buffers_{size_t(kMaxThreads)};
+  bool keyframe_ = true;
+};
+
+// Costs of the three coded modes for every block of a tile, each sample
+// predicted as if its neighbours had the same mode. `cost_tables` (per
+// distribution, per token; 1/256 bit) or null for the first estimate.
+void CpuEncoder::block_costs(const Tile &t, const std::vector<uint32_t> *cost_tables,
+                             std::vector<uint64_t> &cost) {
+  const int modes_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
+  for (int l = 0; l < ls_.count; ++l)
+    for (int cls = 0; cls < kClasses; ++cls) {
+      const std::vector<int16_t> *planes = cls == kClassSpatial ? in_[l].s : in_[l].t;
+      const int mode = modes_of_class[cls];
+      const int *base = dl_.base[l][cls];
+      scan(
+          ls_, t, l, cls, planes, planes, rclass_[l], [](int) { return true; },
+          [&](int block, int, int, int c, int ctx, int token, int nbits, uint32_t) {
+            const uint32_t bits = cost_tables
+                                      ? (*cost_tables)[size_t(base[c] + ctx) * kTokens + token]
+                                      : kFirstCost.of_token[token];
+            cost[size_t(block) * kModes + mode] += bits + 256u * uint32_t(nbits);
+          });
+    }
+}
+
+void CpuEncoder::decide_modes(int threads) {
+  const size_t n_blocks = modes_.size();
+  std::vector<uint64_t> cost(n_blocks * kModes);
+  // Blocks where every byte is within k of the reference are skipped.
+  std::vector<uint8_t> skip(n_blocks, 1);
+  for (int l = 0; l < ls_.count; ++l) {
+    const Layer &ly = ls_.layer[l];
+    for (int y = 0; y < ly.height; ++y)
+      for (int x = 0; x < ly.width; ++x) {
+        const size_t at = size_t(y) * ly.width + x;
+        bool same = true;
+        for (int c = 0; c < ly.channels; ++c) same &= in_[l].t[c][at] == 0;
+        if (!same) skip[((y << ly.sy) / kBlock) * ls_.blocks_x + (x << ly.sx) / kBlock] = 0;
+      }
+  }
+  // Two rounds: a first choice by a fixed cost per residual, then by the
+  // costs of the tables that choice would produce.
+  std::vector<uint32_t> cost_tables;
+  for (int round = 0; round < 2; ++round) {
+    std::fill(cost.begin(), cost.end(), 0);
+    const long long n_tiles = (long long)tiles_.size();
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+    for (long long ti = 0; ti < n_tiles; ++ti)
+      block_costs(tiles_[ti], round ? &cost_tables : nullptr, cost);
+    for (size_t b = 0; b < n_blocks; ++b) {
+      if (skip[b]) {
+        modes_[b] = kSkip;
+        continue;
+      }
+      const uint64_t *c = &cost[b * kModes];
+      int best = kTemporal;
+      if (c[kTempSpat] < c[best]) best = kTempSpat;
+      if (c[kSpatial] < c[best]) best = kSpatial;
+      modes_[b] = uint8_t(best);
+    }
+    if (round == 1) break;
+    // Histograms of the proxy symbols under this choice -> cost tables.
+    std::vector<uint32_t> hist(size_t(dl_.count) * kTokens, 0);
+    const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
+    for (const Tile &t : tiles_)
+      for (int l = 0; l < ls_.count; ++l)
+        for (int cls = 0; cls < kClasses; ++cls) {
+          const std::vector<int16_t> *planes = cls == kClassSpatial ? in_[l].s : in_[l].t;
+          const int *base = dl_.base[l][cls];
+          scan(
+              ls_, t, l, cls, planes, planes, rclass_[l],
+              [&](int block) { return class_of_mode[modes_[block]] == cls; },
+              [&](int, int, int, int c, int ctx, int token, int, uint32_t) {
+                hist[size_t(base[c] + ctx) * kTokens + token]++;
+              });
+        }
+    cost_tables.assign(size_t(dl_.count) * kTokens, 0);
+    for (int d = 0; d < dl_.count; ++d) {
+      // Costs with one extra count per token, so that unseen tokens cost a lot but not infinity.
+      uint32_t total = 0;
+      for (int tk = 0; tk < kTokens; ++tk) total += hist[size_t(d) * kTokens + tk] + 1;
+      const uint32_t lt = log2_q8(total);
+      for (int tk = 0; tk < kTokens; ++tk)
+        cost_tables[size_t(d) * kTokens + tk] = lt - log2_q8(hist[size_t(d) * kTokens + tk] + 1);
+    }
+  }
+}
+
+// The symbols of a tile (its block modes, then each layer's samples in
+// raster order; skipped samples hold no symbol) and their histogram. A tile
+// whose blocks are all skipped has none and is marked skipped.
+void CpuEncoder::tile_symbols(size_t ti) {
+  const Tile &t = tiles_[ti];
+  std::vector<Symbol> &syms = symbols_[ti];
+  std::vector<uint32_t> &h = tile_hist_[ti];
+  h.assign(size_t(dl_.count) * kTokens, 0);
+  syms.clear();
+  if (!keyframe_) {
+    bool all_skip = true;
+    for (int by = t.by0; by < t.by1; ++by)
+      for (int bx = t.bx0; bx < t.bx1; ++bx) {
+        const int m = modes_[size_t(by) * ls_.blocks_x + bx];
+        all_skip &= m == kSkip;
+        syms.push_back({uint16_t(dl_.mode), uint8_t(m), 0, 0});
+        h[size_t(dl_.mode) * kTokens + m]++;
+      }
+    if (all_skip) {
+      syms.clear();
+      std::fill(h.begin(), h.end(), 0);
+      tile_type_[ti] = 0;
+      streams_[ti].clear();
+      return;
+    }
+  }
+  const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
+  for (int l = 0; l < ls_.count; ++l) {
+    const Layer &ly = ls_.layer[l];
+    const size_t first = syms.size();
+    syms.resize(first + size_t(t.w[l]) * t.h[l] * ly.channels, Symbol{0xffff, 0, 0, 0});
+    for (int cls = 0; cls < kClasses; ++cls) {
+      const std::vector<int16_t> *nb = cls == kClassSpatial ? work_[l].s : work_[l].t;
+      const std::vector<int16_t> *val = cls == kClassSpatial ? in_[l].s : in_[l].t;
+      const int *base = dl_.base[l][cls];
+      scan(
+          ls_, t, l, cls, nb, val, rclass_[l],
+          [&](int block) { return class_of_mode[modes_[block]] == cls; },
+          [&](int, int x, int y, int c, int ctx, int token, int nbits, uint32_t bits) {
+            const size_t at =
+                first + (size_t(y - t.y0[l]) * t.w[l] + (x - t.x0[l])) * ly.channels + c;
+            const uint16_t d = uint16_t(base[c] + ctx);
+            syms[at] = {d, uint8_t(token), uint8_t(nbits), uint16_t(bits)};
+            h[size_t(d) * kTokens + token]++;
+          });
+    }
+  }
+}
+
+// The model section: for each listed group a bit (any table used), then for
+// each distribution of a used group: unused, the previous frame's table, a
+// new one, or a copy of the last table listed before it, whichever costs
+// least (ties in that order after unused).
+void CpuEncoder::build_model(const std::vector<uint32_t> &hist, bool keyframe, BitWriter &bw,
+                             Model &model) {
+  model.tables.assign(dl_.count, Table{});
+  int last_used = -1;
+  for (const DistGroup &g : listed_groups(dl_, ls_, keyframe)) {
+    bool any = false;
+    for (int d = g.first; d < g.end && !any; ++d)
+      for (int tk = 0; tk < kTokens; ++tk) any |= hist[size_t(d) * kTokens + tk] != 0;
+    bw.put(any, 1);
+    if (!any) continue;
+    for (int d = g.first; d < g.end; ++d) {
+      const uint32_t *h = &hist[size_t(d) * kTokens];
+      Table fresh;
+      table_from_histogram(h, &fresh);
+      if (!fresh.used) {
+        bw.put(0, 1);
+        continue;
+      }
+      constexpr uint64_t kNever = ~uint64_t(0) >> 1;
+      auto flagged = [](uint64_t cost, int flag_bits) {
+        return cost == ~uint64_t(0) ? kNever : cost + 256ull * flag_bits;
+      };
+      const uint64_t cost_reuse =
+          keyframe || !prev_.tables[d].used ? kNever : flagged(coding_cost(h, prev_.tables[d]), 2);
+      const uint64_t cost_copy =
+          last_used < 0 ? kNever
+                        : flagged(coding_cost(h, model.tables[last_used]), keyframe ? 2 : 3);
+      const uint64_t cost_new =
+          coding_cost(h, fresh) + 256ull * (table_description_bits(fresh) + (keyframe ? 2 : 3));
+      if (cost_reuse <= cost_copy && cost_reuse <= cost_new) {
+        bw.put(1, 1), bw.put(0, 1);
+        model.tables[d] = prev_.tables[d];
+      } else if (cost_copy <= cost_new) {
+        bw.put(1, 1), bw.put(1, 1);
+        if (!keyframe) bw.put(1, 1);
+        model.tables[d] = model.tables[last_used];
+      } else {
+        bw.put(1, 1);
+        if (!keyframe) bw.put(1, 1);
+        bw.put(0, 1);
+        write_table(bw, fresh);
+        model.tables[d] = fresh;
+      }
+      last_used = d;
+    }
+  }
+}
+
+// rANS of one tile's symbols in reverse schedule order (the decoder reads
+// them forwards). False when the stream is no smaller than the tile's
+// bytes: the tile is then marked raw.
+bool CpuEncoder::encode_tile(size_t ti, const Model &model, int threshold) {
+  const Tile &t = tiles_[ti];
+  const std::vector<Symbol> &syms = symbols_[ti];
+  uint32_t coded_samples = 0;
+  for (const Symbol &sy : syms) coded_samples += sy.dist != 0xffff && sy.dist != dl_.mode;
+  const int lanes = lanes_for_tile(coded_samples, t.h[0]);
+  tile_lanes_[ti] = lanes;
+  const size_t bound = 4 * size_t(lanes) + 4 * syms.size() + 16;
+  std::vector<uint8_t> &buf = rans_buffers_[size_t(omp_thread())];
+  if (buf.size() < bound) buf.resize(bound);
+  uint8_t *end = buf.data() + bound;
+  RansEncoder enc{buf.data(), end};
+  size_t layer_first[kMaxLayers] = {};
+  {
+    size_t at = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
+    for (int l = 0; l < ls_.count; ++l) {
+      layer_first[l] = at;
+      at += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
+    }
+  }
+  // Each lane's symbols in its decoding order: its block modes, then its
+  // rows layer by layer (tokens, each followed by its raw bits).
+  uint32_t checksum[kMaxLanes] = {};
+  if (!keyframe_)
+    for (size_t b = 0; b < layer_first[0]; ++b)
+      checksum[b % lanes] = lane_checksum(checksum[b % lanes], syms[b].token);
+  for (int l = 0; l < ls_.count; ++l) {
+    const int nc = ls_.layer[l].channels;
+    for (int j = 0; j < t.h[l]; ++j)
+      for (size_t at = layer_first[l] + size_t(j) * t.w[l] * nc, end = at + size_t(t.w[l]) * nc;
+           at < end; ++at) {
+        const Symbol &s = syms[at];
+        if (s.dist == 0xffff) continue;
+        uint32_t &h = checksum[j % lanes];
+        h = lane_checksum(h, s.token);
+        if (s.nbits) h = lane_checksum(h, s.bits);
+      }
+  }
+  uint32_t state[kMaxLanes];
+  for (int ln = 0; ln < lanes; ++ln) state[ln] = lane_final_state(threshold, ln, checksum[ln]);
+  for (int l = ls_.count - 1; l >= 0; --l) {
+    const int w = t.w[l], h = t.h[l], nc = ls_.layer[l].channels;
+    if (w == 0 || h == 0) continue;
+    const int period = schedule_period(w, lanes);
+    const int steps = schedule_steps(w, h, lanes);
+    for (int st = steps - 1; st >= 0; --st) {
+      LaneCursor cur[kMaxLanes];
+      for (int ln = 0; ln < lanes; ++ln) lane_position(st, ln, lanes, period, w, h, &cur[ln]);
+      for (int c = nc - 1; c >= 0; --c) {
+        for (int ln = lanes - 1; ln >= 0; --ln) {
+          if (cur[ln].j < 0) continue;
+          const Symbol &s = syms[layer_first[l] + (size_t(cur[ln].j) * w + cur[ln].i) * nc + c];
+          if (s.dist == 0xffff || s.nbits == 0) continue;  // skipped sample or no raw bits
+          enc.put_bits(state[ln], s.bits, s.nbits);
+        }
+        for (int ln = lanes - 1; ln >= 0; --ln) {
+          if (cur[ln].j < 0) continue;
+          const Symbol &s = syms[layer_first[l] + (size_t(cur[ln].j) * w + cur[ln].i) * nc + c];
+          if (s.dist == 0xffff) continue;
+          const Table &tb = model.tables[s.dist];
+          enc.put(state[ln], tb.freq[s.token], tb.cum[s.token]);
+        }
+      }
+    }
+  }
+  if (!keyframe_) {
+    const int n_blocks = (t.bx1 - t.bx0) * (t.by1 - t.by0);
+    const Table &tb = model.tables[dl_.mode];
+    for (int b = n_blocks - 1; b >= 0; --b) {
+      const Symbol &s = syms[b];
+      enc.put(state[b % lanes], tb.freq[s.token], tb.cum[s.token]);
+    }
+  }
+  for (int ln = lanes - 1; ln >= 0; --ln) {
+    enc.emit(uint8_t(state[ln] >> 24));
+    enc.emit(uint8_t(state[ln] >> 16));
+    enc.emit(uint8_t(state[ln] >> 8));
+    enc.emit(uint8_t(state[ln]));
+  }
+  if (enc.overflow) throw Error("codec2 encoder: stream bound exceeded (internal error)");
+  const size_t coded = size_t(end - enc.p);
+  if (coded >= t.raw_bytes) {
+    tile_type_[ti] = 2;
+    streams_[ti].clear();
+    return false;
+  }
+  streams_[ti].assign(enc.p, end);
+  return true;
+}
+
+// Development aid (CODEC2_DEBUG set): the ideal size of each layer, class
+// and component with the frame's tables, on stderr.
+void CpuEncoder::debug_sizes(const Model &model) {
+  std::vector<uint64_t> hist(size_t(dl_.count) * kTokens, 0);
+  for (size_t ti = 0; ti < tiles_.size(); ++ti)
+    if (tile_type_[ti] == 1)
+      for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_hist_[ti][i];
+  for (int l = 0; l < ls_.count; ++l)
+    for (int cls = 0; cls < kClasses; ++cls)
+      for (int c = 0; c < ls_.layer[l].channels; ++c) {
+        double bits = 0;
+        uint64_t n = 0;
+        for (int d = dl_.base[l][cls][c]; d < dl_.base[l][cls][c] + contexts_of(cls, c); ++d)
+          for (int tk = 0; tk < kTokens; ++tk) {
+            const uint64_t h = hist[size_t(d) * kTokens + tk];
+            if (!h) continue;
+            n += h;
+            bits += double(h) *
+                    (costs().of_freq[model.tables[d].freq[tk]] / 256.0 + token_extra_bits(tk));
+          }
+        if (n)
+          std::fprintf(stderr, "layer %d class %d comp %d: %8.0f bytes, %7llu samples, %.2f b/s\n",
+                       l, cls, c, bits / 8, (unsigned long long)n, bits / double(n));
+      }
+}
+
+// A raw tile: its samples' bytes, layer by layer, row by row, sample by
+// sample, channel by channel; they are also the reconstruction.
+void CpuEncoder::store_raw(size_t ti) {
+  const Tile &t = tiles_[ti];
+  std::vector<uint8_t> &out = streams_[ti];
+  out.resize(t.raw_bytes);
+  size_t at = 0;
+  for (int l = 0; l < ls_.count; ++l) {
+    const Layer &ly = ls_.layer[l];
+    for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y)
+      for (int x = t.x0[l]; x < t.x0[l] + t.w[l]; ++x)
+        for (int c = 0; c < ly.channels; ++c) {
+          const size_t p = size_t(y) * ly.width + x;
+          out[at++] = cur_.ch[l][c][p];
+          rec_.ch[l][c][p] = cur_.ch[l][c][p];
+        }
+  }
+}
+
+FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyframe,
+                              HostBytes &body) {
+  validate(frame, "codec2 encoder input");
+  if (frame.format != format_ || frame.width != width_ || frame.height != height_)
+    throw Error("codec2 encoder: frame does not match the encoder's format and size");
+  if (threshold < 0 || threshold > 255) throw Error("codec2 encoder: threshold not in 0..255");
+  if (!keyframe && !has_reference_) throw Error("codec2 encoder: a delta needs a previous frame");
+  const Geometry &g = geometry_;
+  q_.set(threshold);
+  keyframe_ = keyframe;
+  extract(frame, ls_, cur_);
+  size_t samples = 0;
+  for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
+  const int threads = default_threads(samples, tiles_.size());
+
+  // 1. Working values of the input, the reference's texture.
+  for (int l = 0; l < ls_.count; ++l)
+    if (keyframe)
+      rclass_[l].clear();
+    else
+      reference_classes(ls_.layer[l], ref_, l, threshold, rclass_[l]);
+  for (int l = 0; l < ls_.count; ++l)
+    working_values(ls_.layer[l], q_, cur_, keyframe ? nullptr : &ref_, l, 0, 0, ls_.layer[l].width,
+                   ls_.layer[l].height, in_[l]);
+
+  // 2. Block modes.
+  if (keyframe)
+    std::fill(modes_.begin(), modes_.end(), uint8_t(kSpatial));
+  else
+    decide_modes(threads);
+
+  // 3. Reconstruction and its working values (what the decoder will see).
+  for (int l = 0; l < ls_.count; ++l) {
+    const Layer &ly = ls_.layer[l];
+    for (int y = 0; y < ly.height; ++y)
+      for (int x = 0; x < ly.width; ++x) {
+        const size_t at = size_t(y) * ly.width + x;
+        const int mode = modes_[((y << ly.sy) / kBlock) * ls_.blocks_x + (x << ly.sx) / kBlock];
+        for (int c = 0; c < ly.channels; ++c) {
+          const int v = cur_.ch[l][c][at];
+          const int r = keyframe ? 0 : ref_.ch[l][c][at];
+          int out;
+          if (mode == kSpatial)
+            out = q_.dequant[q_.index[v]];
+          else if (mode == kSkip)
+            out = r;
+          else
+            out = dequant_diff(r, q_.diff[v - r + 255], q_.k);
+          rec_.ch[l][c][at] = uint8_t(out);
+        }
+      }
+    working_values(ly, q_, rec_, keyframe ? nullptr : &ref_, l, 0, 0, ly.width, ly.height,
+                   work_[l]);
+  }
+
+  // 4. Symbols and their histograms, per tile.
+  const size_t n_tiles = tiles_.size();
+  symbols_.resize(n_tiles);
+  tile_hist_.resize(n_tiles);
+  streams_.resize(n_tiles);
+  tile_type_.assign(n_tiles, 1);
+  tile_lanes_.assign(n_tiles, 1);
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+  for (long long ti = 0; ti < (long long)n_tiles; ++ti) tile_symbols(size_t(ti));
+
+  // 5. Tables from the histograms of the coded tiles, then each tile's
+  // stream. Tiles that come out no smaller than their bytes are stored raw;
+  // if any did, the tables are made again without them and the other tiles
+  // coded again (those that now come out too large are stored raw as well).
+  Model model;
+  BitWriter bw;
+  for (int pass = 0; pass < 2; ++pass) {
+    std::vector<uint32_t> hist(size_t(dl_.count) * kTokens, 0);
+    for (size_t ti = 0; ti < n_tiles; ++ti)
+      if (tile_type_[ti] == 1)
+        for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_hist_[ti][i];
+    bw = BitWriter();
+    build_model(hist, keyframe, bw, model);
+    bool any_raw = false;
+#pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : any_raw)
+    for (long long ti = 0; ti < (long long)n_tiles; ++ti)
+      if (tile_type_[ti] == 1) any_raw |= !encode_tile(size_t(ti), model, threshold);
+    if (!any_raw) break;
+  }
+  for (size_t ti = 0; ti < n_tiles; ++ti)
+    if (tile_type_[ti] == 2) store_raw(ti);
+  if (std::getenv("CODEC2_DEBUG")) debug_sizes(model);
+
+  // 7. The body: header, tables, tile sizes, tile streams.
+  FrameStats st;
+  st.keyframe = keyframe;
+  st.threshold = threshold;
+  std::vector<uint8_t> head(kBodyHeaderBytes + bw.bytes().size());
+  head[0] = keyframe ? 1 : 0;
+  head[1] = uint8_t(threshold);
+  head[2] = uint8_t(g.tile_bx);
+  head[3] = uint8_t(g.tile_by);
+  std::copy(bw.bytes().begin(), bw.bytes().end(), head.begin() + kBodyHeaderBytes);
+  st.model_bytes = head.size();
+  std::vector<uint8_t> table;
+  size_t payload = 0;
+  for (size_t ti = 0; ti < n_tiles; ++ti) {
+    const int type = tile_type_[ti];
+    const size_t size = streams_[ti].size();
+    st.tiles[type]++;
+    const int lanes = type == 1 ? tile_lanes_[ti] : 1;
+    if (type == 1) st.lanes += lanes;
+    uint64_t v = (uint64_t(size) << 7) | uint64_t(lanes - 1) << 2 | uint64_t(type);
+    do {
+      const uint8_t byte = uint8_t(v & 0x7f);
+      v >>= 7;
+      table.push_back(uint8_t(byte | (v ? 0x80 : 0)));
+    } while (v);
+    payload += size;
+  }
+  st.table_bytes = table.size();
+  body.resize(head.size() + table.size() + payload);
+  uint8_t *p = body.data();
+  std::memcpy(p, head.data(), head.size());
+  p += head.size();
+  std::memcpy(p, table.data(), table.size());
+  p += table.size();
+  for (size_t ti = 0; ti < n_tiles; ++ti) {
+    if (!streams_[ti].empty()) std::memcpy(p, streams_[ti].data(), streams_[ti].size());
+    p += streams_[ti].size();
+  }
+  st.body_bytes = body.size();
+  for (uint8_t m : modes_) st.blocks[m]++;
+
+  std::swap(ref_, rec_);
+  prev_ = std::move(model);
+  has_reference_ = true;
+  return st;
+}
+
+// ---------------------------------------------------------------------------
+// The decoder
+
+class CpuDecoder final : public Decoder {
+ public:
+  CpuDecoder(VideoFormat format, int width, int height) {
+    format_ = format;
+    width_ = width;
+    height_ = height;
+    ls_ = layers_of(format, width, height);
+    if (ls_.count == 0) throw Error("codec2 decoder: unknown format or empty size");
+    dl_ = DistLayout(ls_);
+    ref_.allocate(ls_);
+    rec_.allocate(ls_);
+    for (int l = 0; l < ls_.count; ++l)
+      work_[l].assign(size_t(ls_.layer[l].width) * ls_.layer[l].height * 2 * ls_.layer[l].channels,
+                      0);
+    modes_.assign(size_t(ls_.blocks_x) * ls_.blocks_y, kSpatial);
+    prev_.tables.assign(dl_.count, Table{});
+  }
+
+  bool decode(const uint8_t *body, size_t n, std::string *error) override;
+
+  void write_frame(const FrameView &out) override {
+    validate(out, "codec2 decoder output");
+    if (out.format != format_ || out.width != width_ || out.height != height_)
+      throw Error("codec2 decoder: output frame does not match the stream's format and size");
+    store(ref_, ls_, out);
+  }
+
+  void read_reference(HostBytes &out) override {
+    out.resize(frame_size_packed(format_, width_, height_));
+    store(ref_, ls_, packed_view(format_, width_, height_, out.data()));
+  }
+
+ private:
+  bool decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
+                   bool keyframe);
+  template <int NC, bool YCOCG, bool KEY>
+  bool decode_layer(const Tile &t, int l, int lanes, uint32_t *state, uint32_t *checksum,
+                    RansDecoder &dec);
+
+  LayerSet ls_;
+  DistLayout dl_;
+  Quantizer q_;
+  Picture ref_, rec_;
+  std::vector<DecodeTable> dtab_;  // the frame's tables, decoding form
+  // Working values of the picture being decoded, per sample: the S-domain
+  // components, then the T-domain components.
+  std::vector<int16_t> work_[kMaxLayers];
+  std::vector<uint8_t> rclass_[kMaxLayers];
+  std::vector<uint8_t> modes_;
+  Model prev_;
+  std::vector<Tile> tiles_;
+  Geometry tiles_geometry_{0, 0};
+};
+
+bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
+  auto fail = [&](const std::string &why) {
+    if (error) *error = "codec2 body: " + why;
+    has_reference_ = false;  // deltas wait for the next keyframe
+    return false;
+  };
+  BodyHeader h;
+  std::string why;
+  if (!read_body_header(body, n, &h, &why)) return fail(why);
+  if (!h.keyframe && !has_reference_)
+    return fail("a delta without a previous frame (waiting for a keyframe)");
+  const Geometry &g = h.geometry;
+  if (g.tile_bx != tiles_geometry_.tile_bx || g.tile_by != tiles_geometry_.tile_by) {
+    tiles_ = make_tiles(ls_, g);
+    tiles_geometry_ = g;
+  }
+  q_.set(h.threshold);
+
+  // Tables.
+  BitReader br(body + kBodyHeaderBytes, n - kBodyHeaderBytes);
+  Model model;
+  model.tables.assign(dl_.count, Table{});
+  int last_used = -1;
+  for (const DistGroup &g : listed_groups(dl_, ls_, h.keyframe)) {
+    uint32_t any;
+    if (!br.get(1, &any)) return fail("truncated in its tables");
+    if (!any) continue;
+    for (int d = g.first; d < g.end; ++d) {
+      uint32_t used, reuse = 0, copy = 0;
+      if (!br.get(1, &used)) return fail("truncated in its tables");
+      if (!used) continue;
+      if (!h.keyframe) {
+        if (!br.get(1, &reuse)) return fail("truncated in its tables");
+        reuse = !reuse;  // 0: the previous frame's table
+      }
+      if (!reuse && !br.get(1, &copy)) return fail("truncated in its tables");
+      if (reuse) {
+        if (!prev_.tables[d].used) return fail("reuses a table the previous frame did not have");
+        model.tables[d] = prev_.tables[d];
+      } else if (copy) {
+        if (last_used < 0) return fail("copies a table before the first one");
+        model.tables[d] = model.tables[last_used];
+      } else if (!read_table(br, &model.tables[d])) {
+        return fail("damaged frequency table");
+      }
+      last_used = d;
+    }
+  }
+  if (!h.keyframe && model.tables[dl_.mode].used && model.tables[dl_.mode].n > kModes)
+    return fail("block-mode table with more than four modes");
+  size_t at = kBodyHeaderBytes + br.bytes_used();
+
+  // Unused tables decode (any slot gives token 0) but mark the tile bad.
+  dtab_.resize(dl_.count);
+  Table none;
+  none.n = 1;
+  none.freq[0] = kProbScale;
+  none.finish();
+  for (int d = 0; d < dl_.count; ++d) dtab_[d].set(model.tables[d].used ? model.tables[d] : none);
+
+  // Tile sizes.
+  const size_t n_tiles = tiles_.size();
+  std::vector<int> type(n_tiles), lanes(n_tiles);
+  std::vector<size_t> offset(n_tiles + 1);
+  size_t total = 0;
+  for (size_t ti = 0; ti < n_tiles; ++ti) {
+    uint64_t v = 0;
+    int shift = 0;
+    for (;;) {
+      if (at >= n) return fail("truncated in its tile table");
+      if (shift > 35) return fail("tile size too large");
+      const uint8_t byte = body[at++];
+      v |= uint64_t(byte & 0x7f) << shift;
+      shift += 7;
+      if (!(byte & 0x80)) break;
+    }
+    type[ti] = int(v & 3);
+    lanes[ti] = int((v >> 2) & 31) + 1;
+    const uint64_t size = v >> 7;
+    if (type[ti] == 3) return fail("unknown tile type");
+    if (type[ti] != 1 && lanes[ti] != 1) return fail("lanes given for an uncoded tile");
+    if (type[ti] == 0 && (h.keyframe || size != 0)) return fail("bad skipped tile");
+    if (type[ti] == 2 && size != tiles_[ti].raw_bytes) return fail("raw tile of the wrong size");
+    if (type[ti] == 1 && size < 4u * lanes[ti]) return fail("coded tile shorter than its states");
+    if (size > n) return fail("tile larger than the body");
+    offset[ti] = total;
+    total += size_t(size);
+  }
+  offset[n_tiles] = total;
+  if (total != n - at) return fail("tile sizes do not add up to the body size");
+
+  for (int l = 0; l < ls_.count; ++l)
+    if (h.keyframe)
+      rclass_[l].clear();
+    else
+      reference_classes(ls_.layer[l], ref_, l, h.threshold, rclass_[l]);
+
+  // Tiles, in parallel; the picture is replaced only when every tile decoded.
+  size_t samples = 0;
+  for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
+  const int threads = default_threads(samples, n_tiles);
+  int failed = 0;
+#pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : failed)
+  for (long long ti = 0; ti < (long long)n_tiles; ++ti)
+    if (!decode_tile(tiles_[ti], type[ti], lanes[ti], body + at + offset[ti],
+                     offset[ti + 1] - offset[ti], h.keyframe))
+      failed |= 1;
+  if (failed) return fail("a tile failed to decode (damaged data)");
+  std::swap(ref_, rec_);
+  prev_ = std::move(model);
+  has_reference_ = true;
+  return true;
+}
+
+bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
+                             bool keyframe) {
+  // Skipped tiles: the reference's rows; raw tiles: the payload's samples.
+  if (type == 0) {
+    for (int l = 0; l < ls_.count; ++l) {
+      const Layer &ly = ls_.layer[l];
+      for (int c = 0; c < ly.channels; ++c)
+        for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y) {
+          const size_t at = size_t(y) * ly.width + t.x0[l];
+          std::memcpy(rec_.ch[l][c].data() + at, ref_.ch[l][c].data() + at, size_t(t.w[l]));
+        }
+    }
+    return true;
+  }
+  if (type == 2) {
+    for (int l = 0; l < ls_.count; ++l) {
+      const Layer &ly = ls_.layer[l];
+      const int nc = ly.channels;
+      for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y) {
+        const size_t at = size_t(y) * ly.width + t.x0[l];
+        for (int c = 0; c < nc; ++c) {
+          uint8_t *dst = rec_.ch[l][c].data() + at;
+          const uint8_t *src = p + c;
+          for (int i = 0; i < t.w[l]; ++i) dst[i] = src[size_t(i) * nc];
+        }
+        p += size_t(t.w[l]) * nc;
+      }
+    }
+    return true;
+  }
+  RansDecoder dec{p + 4 * lanes, p + size};
+  uint32_t state[kMaxLanes], checksum[kMaxLanes] = {};
+  for (int ln = 0; ln < lanes; ++ln) {
+    state[ln] = uint32_t(p[4 * ln]) | uint32_t(p[4 * ln + 1]) << 8 | uint32_t(p[4 * ln + 2]) << 16 |
+                uint32_t(p[4 * ln + 3]) << 24;
+    if (state[ln] < kRansLow || state[ln] >= (kRansLow << 8)) return false;
+  }
+  // Block modes.
+  const int tbw = t.bx1 - t.bx0;
+  const int n_blocks = tbw * (t.by1 - t.by0);
+  for (int b = 0; b < n_blocks; ++b) {
+    const size_t at = size_t(t.by0 + b / tbw) * ls_.blocks_x + t.bx0 + b % tbw;
+    if (keyframe) {
+      modes_[at] = kSpatial;
+      continue;
+    }
+    if (!dtab_[dl_.mode].used) return false;
+    modes_[at] = uint8_t(dec.get(state[b % lanes], dtab_[dl_.mode]));
+    checksum[b % lanes] = lane_checksum(checksum[b % lanes], modes_[at]);
+  }
+  bool ok = true;
+  for (int l = 0; l < ls_.count && ok; ++l) {
+    const Layer &ly = ls_.layer[l];
+    if (t.w[l] == 0 || t.h[l] == 0) continue;
+    const int key = keyframe;
+    switch (ly.channels * 4 + ly.ycocg * 2 + key) {
+#define CODEC2_LAYER(NC, YC)                                             \
+  case NC * 4 + YC * 2 + 0:                                              \
+    ok = decode_layer<NC, YC, false>(t, l, lanes, state, checksum, dec); \
+    break;                                                               \
+  case NC * 4 + YC * 2 + 1:                                              \
+    ok = decode_layer<NC, YC, true>(t, l, lanes, state, checksum, dec);  \
+    break;
+      CODEC2_LAYER(1, 0)
+      CODEC2_LAYER(2, 0)
+      CODEC2_LAYER(3, 1)
+      CODEC2_LAYER(4, 1)
+#undef CODEC2_LAYER
+      default:
+        ok = false;
+    }
+  }
+  // Every lane must end where its encoder began, with every byte read.
+  for (int ln = 0; ln < lanes; ++ln)
+    if (state[ln] != lane_final_state(q_.k, ln, checksum[ln])) ok = false;
+  if (dec.underflow || dec.p != dec.end) ok = false;
+  return ok;
+}
+
+// One layer of a coded tile, in the schedule's order (codec2_rules.h):
+// NC components, YCOCG colour transform, KEY keyframe (no reference).
+template <int NC, bool YCOCG, bool KEY>
+bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, uint32_t *checksum,
+                              RansDecoder &dec) {
+  constexpr int W2 = 2 * NC;  // int16 per sample in work_: S-domain, then T-domain
+  const Layer &ly = ls_.layer[l];
+  const int w = t.w[l], h = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
+  const ptrdiff_t stride = ly.width;
+  const ptrdiff_t wstride = stride * W2;
+  int16_t *work = work_[l].data();
+  const uint8_t *modes = modes_.data();
+  const int bx_count = ls_.blocks_x, sx = ly.sx, sy = ly.sy;
+  const Quantizer &q = q_;
+  const int step = 2 * q.k + 1;
+  uint8_t *rec[kMaxComps];
+  const uint8_t *ref[kMaxComps];
+  for (int c = 0; c < NC; ++c) {
+    rec[c] = rec_.ch[l][c].data();
+    ref[c] = ref_.ch[l][c].data();
+  }
+  const uint8_t *rclass = KEY ? nullptr : rclass_[l].data();
+  const DecodeTable *tables = dtab_.data();
+  const int *base[kClasses];
+  for (int cls = 0; cls < kClasses; ++cls) base[cls] = dl_.base[l][cls];
+
+  // Which blocks' samples neighbours will ask for in which domain: a sample
+  // is a neighbour of samples in its own block and in the blocks left,
+  // right, below-left, below and below-right of it; only spatial samples
+  // read S-domain values, only temporal ones T-domain values.
+  const int tbw = t.bx1 - t.bx0, tbh = t.by1 - t.by0;
+  std::vector<uint8_t> need_blocks(size_t(tbw) * tbh);  // 1: S-domain, 2: T-domain
+  uint8_t *need = need_blocks.data();
+  for (int by = 0; by < tbh; ++by)
+    for (int bx = 0; bx < tbw; ++bx) {
+      uint8_t n = KEY ? 1 : 0;
+      if (!KEY)
+        for (int dy = 0; dy <= 1; ++dy)
+          for (int dx = -1; dx <= 1; ++dx) {
+            const int nx = bx + dx, ny = by + dy;
+            if (nx < 0 || nx >= tbw || ny >= tbh) continue;
+            const int m = modes[size_t(t.by0 + ny) * bx_count + t.bx0 + nx];
+            n |= m == kSpatial ? 1 : m == kSkip ? 0 : 2;
+          }
+      need[by * tbw + bx] = n;
+    }
+  // Block of the tile that sample (x, y) of this layer lies in.
+  auto block_of = [&](int x, int y) {
+    return ((unsigned(y << sy) / kBlock) - t.by0) * tbw + (unsigned(x << sx) / kBlock) - t.bx0;
+  };
+  auto store_s = [&](size_t at) {
+    int ch[NC], comp[NC];
+    for (int c = 0; c < NC; ++c) ch[c] = q.index[rec[c][at]];
+    to_components(YCOCG, NC, ch, comp);
+    for (int c = 0; c < NC; ++c) work[at * W2 + c] = int16_t(comp[c]);
+  };
+  auto store_t = [&](size_t at) {
+    int ch[NC], comp[NC];
+    for (int c = 0; c < NC; ++c) ch[c] = q.diff[int(rec[c][at]) - int(ref[c][at]) + 255];
+    to_components(YCOCG, NC, ch, comp);
+    for (int c = 0; c < NC; ++c) work[at * W2 + NC + c] = int16_t(comp[c]);
+  };
+
+  // Skipped samples: the reference, in runs along each row.
+  if (!KEY)
+    for (int y = y0; y < y0 + h; ++y) {
+      const uint8_t *mrow = modes + size_t((y << sy) / kBlock) * bx_count;
+      for (int x = x0; x < x0 + w;) {
+        if (mrow[(x << sx) / kBlock] != kSkip) {
+          ++x;
+          continue;
+        }
+        int end = x + 1;
+        while (end < x0 + w && mrow[(end << sx) / kBlock] == kSkip) ++end;
+        const size_t at = size_t(y) * stride + x;
+        for (int c = 0; c < NC; ++c) std::memcpy(rec[c] + at, ref[c] + at, size_t(end - x));
+        for (size_t a = at; a < at + size_t(end - x); ++a) {
+          const int nb = need[block_of(int(a - size_t(y) * stride), y)];
+          if (nb & 1) store_s(a);
+          if (nb & 2)
+            for (int c = 0; c < NC; ++c) work[a * W2 + NC + c] = 0;
+        }
+        x = end;
+      }
+    }
+
+  const int period = schedule_period(w, lanes);
+  const int steps = schedule_steps(w, h, lanes);
+  int ci[kMaxLanes], cj[kMaxLanes];
+  for (int ln = 0; ln < lanes; ++ln) {
+    ci[ln] = -kStagger * ln;
+    cj[ln] = ln;
+  }
+  // Per lane, the sample it codes in the current step.
+  struct Lane {
+    size_t at;
+    bool edge;  // in the tile's first row or column, or its last column
+    int i, j, block;
+    int rclass;
+    bool flip;
+    const DecodeTable *table;
+    int pred, token, r0;
+    int value[NC];
+  } lane[kMaxLanes];
+  int active[kMaxLanes];              // lanes with a coded sample, in lane order
+  int by_class[kClasses][kMaxLanes];  // the same, per class
+  int n_class[kClasses];
+  bool bad = false;
+
+  // Neighbours in the tile, with its edge rules.
+  auto neighbours4 = [&](const Lane &L, const int16_t *p, int &a, int &b, int &cc, int &d) {
+    if (!L.edge) {
+      a = p[-W2];
+      b = p[-wstride];
+      cc = p[-wstride - W2];
+      d = p[-wstride + W2];
+    } else if (L.j == 0) {
+      a = L.i > 0 ? p[-W2] : 0;
+      b = cc = d = a;
+    } else {
+      b = p[-wstride];
+      if (L.i > 0) {
+        a = p[-W2];
+        cc = p[-wstride - W2];
+      } else {
+        a = cc = b;
+      }
+      d = L.i + 1 < w ? p[-wstride + W2] : b;
+    }
+  };
+  // Token of component c of every lane of class CLS, without renormalising
+  // (that follows for all lanes in lane order).
+  auto tokens = [&](auto cls_tag, int c) {
+    constexpr int CLS = decltype(cls_tag)::value;
+    const int *lst = by_class[CLS];
+    const int n = n_class[CLS];
+    const int16_t *domain = work + (CLS == kClassSpatial ? 0 : NC) + c;
+    const DecodeTable *tb0 = tables + base[CLS][c];
+    for (int k = 0; k < n; ++k) {
+      const int ln = lst[k];
+      Lane &L = lane[ln];
+      int a, b, cc, d;
+      neighbours4(L, domain + L.at * W2, a, b, cc, d);
+      int ctx;
+      if (CLS == kClassTemporal) {
+        L.pred = 0;
+        ctx = activity_bucket(temporal_activity(a, b, cc, d));
+      } else {
+        L.pred = med(a, b, cc);
+        ctx = activity_bucket(spatial_activity(a, b, cc, d));
+      }
+      if (c > 0) {
+        const int m = iabs(L.r0);
+        ctx += kActivityBuckets * (m >= kCrossLevels ? kCrossLevels - 1 : m);
+      }
+      if (CLS == kClassTemporal && c == 0) ctx = ctx * kRefClasses + L.rclass;
+      L.flip = flip_sign(CLS, a, b, cc, d);
+      L.table = tb0 + ctx;
+    }
+  };
+  // The tokens of every active lane, once their tables are known: a second
+  // loop, so that the lanes' table look-ups overlap.
+  auto decode_tokens = [&](int n_active, bool &extra) {
+    for (int k = 0; k < n_active; ++k) {
+      const int ln = active[k];
+      Lane &L = lane[ln];
+      bad |= !L.table->used;
+      L.token = dec.decode(state[ln], *L.table);
+      checksum[ln] = lane_checksum(checksum[ln], uint32_t(L.token));
+      extra |= L.token >= kDirectTokens;
+    }
+  };
+
+  for (int st = 0; st < steps; ++st) {
+    int n_active = 0;
+    n_class[0] = n_class[1] = n_class[2] = 0;
+    for (int ln = 0; ln < lanes; ++ln) {
+      const int i = ci[ln], j = cj[ln];
+      if (++ci[ln] == period) {
+        ci[ln] = 0;
+        cj[ln] += lanes;
+      }
+      if (i < 0 || i >= w || j >= h) continue;
+      const int x = x0 + i, y = y0 + j;
+      const int mode =
+          KEY ? int(kSpatial)
+              : modes[size_t(unsigned(y << sy) / kBlock) * bx_count + unsigned(x << sx) / kBlock];
+      if (!KEY && mode == kSkip) continue;
+      Lane &L = lane[ln];
+      L.at = size_t(y) * stride + x;
+      L.i = i;
+      L.j = j;
+      L.block = block_of(x, y);
+      L.edge = i == 0 || j == 0 || i + 1 == w;
+      L.rclass = KEY ? 0 : rclass[L.at];
+      const int cls = KEY ? int(kClassSpatial) : mode_class(mode);
+      by_class[cls][n_class[cls]++] = ln;
+      active[n_active++] = ln;
+    }
+    if (n_active == 0) continue;
+    for (int c = 0; c < NC; ++c) {
+      bool extra = false;  // a token with raw bits in this sub-step
+      tokens(std::integral_constant<int, kClassSpatial>(), c);
+      if (!KEY) {
+        tokens(std::integral_constant<int, kClassTemporal>(), c);
+        tokens(std::integral_constant<int, kClassTempSpat>(), c);
+      }
+      decode_tokens(n_active, extra);
+      for (int k = 0; k < n_active; ++k) dec.renorm(state[active[k]]);
+      if (extra) {
+        // Raw bits (none below token 16), without a branch on the token.
+        for (int k = 0; k < n_active; ++k) {
+          const int ln = active[k];
+          Lane &L = lane[ln];
+          const int nbits = kTokenExtra[L.token];
+          const uint32_t bits = state[ln] & ((1u << nbits) - 1);
+          state[ln] >>= nbits;
+          dec.renorm(state[ln]);
+          checksum[ln] = nbits ? lane_checksum(checksum[ln], bits) : checksum[ln];
+          const int r =
+              L.flip ? -unzigzag(kTokenBase[L.token] | bits) : unzigzag(kTokenBase[L.token] | bits);
+          if (c == 0) L.r0 = r;
+          L.value[c] = L.pred + r;
+        }
+      } else {
+        for (int k = 0; k < n_active; ++k) {
+          Lane &L = lane[active[k]];
+          const int r = L.flip ? -unzigzag(uint32_t(L.token)) : unzigzag(uint32_t(L.token));
+          if (c == 0) L.r0 = r;
+          L.value[c] = L.pred + r;
+        }
+      }
+    }
+    // Reconstruct each active sample and its working values: the coded
+    // domain's are the decoded values (exactly, unless a T-domain value
+    // was clamped), the other domain's follow from the reconstruction.
+    for (int k = 0; k < n_class[kClassSpatial]; ++k) {
+      Lane &L = lane[by_class[kClassSpatial][k]];
+      int ch[NC];
+      to_channels(YCOCG, NC, L.value, ch);
+      int16_t *wp = work + L.at * W2;
+      for (int c = 0; c < NC; ++c) {
+        if (unsigned(ch[c]) > unsigned(q.max_index)) {
+          bad = true;
+          ch[c] = 0;
+        }
+        rec[c][L.at] = q.dequant[ch[c]];
+        wp[c] = int16_t(L.value[c]);
+      }
+      if (need[L.block] & 2) store_t(L.at);
+    }
+    if (KEY) continue;
+    for (int cls = kClassTemporal; cls <= kClassTempSpat; ++cls)
+      for (int k = 0; k < n_class[cls]; ++k) {
+        Lane &L = lane[by_class[cls][k]];
+        int ch[NC];
+        to_channels(YCOCG, NC, L.value, ch);
+        int16_t *wp = work + L.at * W2;
+        bool clamped = false;
+        for (int c = 0; c < NC; ++c) {
+          if (ch[c] < -255 || ch[c] > 255) {
+            bad = true;
+            ch[c] = 0;
+          }
+          const int v = ref[c][L.at] + ch[c] * step;
+          clamped |= unsigned(v) > 255u;
+          rec[c][L.at] = uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
+        if (clamped) {
+          store_t(L.at);
+        } else {
+          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(L.value[c]);
+        }
+        if (need[L.block] & 1) store_s(L.at);
+      }
+  }
+  return !bad;
+}
+
+}  // namespace
+
+namespace detail {
+std::unique_ptr<Encoder> make_cpu_encoder(VideoFormat format, int width, int height,
+                                          const Geometry &geometry) {
+  return std::make_unique<CpuEncoder>(format, width, height, geometry);
+}
+std::unique_ptr<Decoder> make_cpu_decoder(VideoFormat format, int width, int height) {
+  return std::make_unique<CpuDecoder>(format, width, height);
+}
+}  // namespace detail
+
+std::unique_ptr<Encoder> Encoder::create(const Context &ctx, VideoFormat format, int width,
+                                         int height, const Geometry *geometry) {
+  const Geometry g = geometry ? *geometry : default_geometry(format, width, height);
+  if (ctx.is_cuda())
+    // Here detail::make_cuda_encoder(ctx, format, width, height, g) once it exists.
+    throw Error("codec2: the CUDA backend is not implemented yet; use a CPU context");
+  return detail::make_cpu_encoder(format, width, height, g);
+}
+
+std::unique_ptr<Decoder> Decoder::create(const Context &ctx, VideoFormat format, int width,
+                                         int height) {
+  if (ctx.is_cuda())
+    // Here detail::make_cuda_decoder(ctx, format, width, height) once it exists.
+    throw Error("codec2: the CUDA backend is not implemented yet; use a CPU context");
+  return detail::make_cpu_decoder(format, width, height);
+}
+
+}  // namespace codec2
+}  // namespace cudadiff

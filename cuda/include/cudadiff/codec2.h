@@ -1,0 +1,150 @@
+// The difference codec, version 2: bounded-error coding of a frame against
+// the reference frame every decoder holds. docs/codec2-draft.md specifies the
+// body; cudadiff/codec2_rules.h holds the per-sample rules shared by every
+// backend.
+//
+// In short: per 16x16 block a mode (skip, temporal, temporal+spatial,
+// spatial; keyframes are all spatial), values quantised with step 2k+1 (k =
+// threshold, so every byte stays within k of the input; k = 0 is lossless),
+// RGB as YCoCg-R of the quantised values, YUV as a luma and a chroma layer,
+// residuals of a median predictor coded as tokens with per-frame frequency
+// tables selected by local activity, by up to 32 interleaved rANS coders
+// (lanes) per tile. Tiles are independent, so both directions run in
+// parallel over tiles (and a GPU over the lanes of a tile).
+//
+// The encoder owns the reference (the picture every decoder shows) and the
+// previous frame's tables; a body depends on both, except a keyframe's,
+// which depends on nothing. The decoder trusts nothing in a body: every
+// size, count and offset is checked, every lane ends in a state that holds
+// a checksum of its symbols, it never writes outside its frame, and a
+// damaged body leaves its picture and tables unchanged (and makes it wait
+// for a keyframe).
+//
+// For a CUDA implementation: detail::make_cuda_encoder/decoder below, the
+// same bytes as the CPU's (codec2_rules.h has every per-sample function as
+// __host__ __device__); Encoder::create()/Decoder::create() pick it for a
+// CUDA context. For the stream format: a version 2 packet's payload is a
+// body; its keyframe flag must match read_body_header()'s.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cudadiff/frame.h"
+#include "cudadiff/runtime.h"
+
+namespace cudadiff {
+namespace codec2 {
+
+// Tile geometry, written in every body: tiles of tile_bx x tile_by blocks
+// (16x16 samples of the first layer). Each coded tile has its own number of
+// rANS lanes (1..32, in the tile table), chosen by the encoder from the
+// tile's coded samples (codec2_rules.h, lanes_for_tile()).
+struct Geometry {
+  int tile_bx = 20;
+  int tile_by = 8;
+};
+// The geometry the encoders use for a format and size (deterministic, so
+// that every backend writes the same bytes).
+Geometry default_geometry(VideoFormat format, int width, int height);
+
+// What one encoded frame holds.
+struct FrameStats {
+  bool keyframe = false;
+  int threshold = 0;
+  size_t body_bytes = 0;
+  size_t model_bytes = 0;             // header and frequency tables
+  size_t table_bytes = 0;             // the tile table (sizes)
+  uint32_t tiles[3] = {0, 0, 0};      // skipped, coded, raw
+  uint32_t lanes = 0;                 // rANS lanes of the coded tiles
+  uint32_t blocks[4] = {0, 0, 0, 0};  // per mode (Mode in codec2_rules.h)
+};
+
+// Fixed fields at the start of every body.
+struct BodyHeader {
+  bool keyframe = false;
+  int threshold = 0;
+  Geometry geometry;
+};
+constexpr size_t kBodyHeaderBytes = 4;
+// Reads and checks the fixed fields (flags, threshold, geometry); false with
+// a reason otherwise. The stream layer uses it to match the packet's flags.
+bool read_body_header(const uint8_t *body, size_t n, BodyHeader *h, std::string *error);
+
+class Encoder {
+ public:
+  virtual ~Encoder() = default;
+  // Encodes `frame` (host pointers for the CPU backend, device pointers for
+  // CUDA) with every byte within `threshold` (0..255) of it. A keyframe
+  // uses neither the reference nor the previous tables; a delta needs a
+  // previous frame (else Error). Afterwards the reference is what a decoder
+  // of `body` shows. Returns when `body` is complete in host memory.
+  virtual FrameStats encode(const FrameView &frame, int threshold, bool keyframe,
+                            HostBytes &body) = 0;
+  // The reference in canonical order (docs/stream-format.md), for tests.
+  virtual void read_reference(HostBytes &out) = 0;
+  bool has_reference() const { return has_reference_; }
+  VideoFormat format() const { return format_; }
+  int width() const { return width_; }
+  int height() const { return height_; }
+  const Geometry &geometry() const { return geometry_; }
+
+  // Throws Error for an unknown format or an empty size. `geometry` null:
+  // default_geometry().
+  static std::unique_ptr<Encoder> create(const Context &ctx, VideoFormat format, int width,
+                                         int height, const Geometry *geometry = nullptr);
+
+ protected:
+  VideoFormat format_ = VideoFormat::Unknown;
+  int width_ = 0, height_ = 0;
+  Geometry geometry_;
+  bool has_reference_ = false;
+};
+
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  // Decodes a body (host memory). True: the picture is the decoded frame.
+  // False with a reason in `error`: the body is damaged, truncated, or a
+  // delta without a picture to apply it to. The picture and the tables stay
+  // as they were, but after a failure only a keyframe is decoded (a delta
+  // made against what was lost would not fit): has_reference() is false
+  // until then, as after reset().
+  virtual bool decode(const uint8_t *body, size_t n, std::string *error) = 0;
+  // Copies the picture into `out` (host memory, this format and size, any strides).
+  virtual void write_frame(const FrameView &out) = 0;
+  // The picture in canonical order, for tests.
+  virtual void read_reference(HostBytes &out) = 0;
+  // True when a delta can be decoded (a keyframe was, and nothing failed since).
+  bool has_reference() const { return has_reference_; }
+  // Wait for a keyframe (the picture stays for write_frame()).
+  void reset() { has_reference_ = false; }
+
+  // Throws Error for an unknown format or an empty size.
+  static std::unique_ptr<Decoder> create(const Context &ctx, VideoFormat format, int width,
+                                         int height);
+
+ protected:
+  VideoFormat format_ = VideoFormat::Unknown;
+  int width_ = 0, height_ = 0;
+  bool has_reference_ = false;
+};
+
+namespace detail {
+// The CPU reference; create() returns these for a CPU context.
+std::unique_ptr<Encoder> make_cpu_encoder(VideoFormat format, int width, int height,
+                                          const Geometry &geometry);
+std::unique_ptr<Decoder> make_cpu_decoder(VideoFormat format, int width, int height);
+// The CUDA implementation (to come, in cuda/kernels): create() will return
+// these for a CUDA context when the build has CUDA (as diff.h's classes do);
+// until they exist create() throws Error for a CUDA context.
+std::unique_ptr<Encoder> make_cuda_encoder(const Context &ctx, VideoFormat format, int width,
+                                           int height, const Geometry &geometry);
+std::unique_ptr<Decoder> make_cuda_decoder(const Context &ctx, VideoFormat format, int width,
+                                           int height);
+}  // namespace detail
+
+}  // namespace codec2
+}  // namespace cudadiff

@@ -1,0 +1,324 @@
+// The difference codec, version 2: the rules every backend follows bit for
+// bit (docs/codec2-draft.md is their specification). Only small inline
+// integer functions and constants live here, usable from C++ and CUDA
+// (__host__ __device__ under nvcc), so that the CPU reference
+// (cuda/cpu/codec2.cpp) and a CUDA implementation compute the same values:
+// quantisation, the colour transform, prediction, contexts, tokens, the
+// wavefront schedule of a tile and the rANS coder's constants.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cudadiff/frame.h"
+
+#if defined(__CUDACC__)
+#define CODEC2_HD __host__ __device__ __forceinline__
+#else
+#define CODEC2_HD inline
+#endif
+
+namespace cudadiff {
+namespace codec2 {
+
+// ---- geometry -----------------------------------------------------------
+constexpr int kBlock = 16;     // a block is 16x16 samples of layer 0; one mode per block
+constexpr int kMaxLanes = 32;  // rANS states per tile, one per row (mod lanes) of the tile
+constexpr int kStagger = 2;    // lane l runs 2*l steps behind lane 0 (up-right neighbour ready)
+constexpr int kMaxLayers = 2;  // luma (or RGB) and chroma
+constexpr int kMaxComps = 4;   // components per layer (Y, Co, Cg, alpha/padding)
+
+// ---- block modes --------------------------------------------------------
+enum Mode : uint8_t {
+  kSkip = 0,      // every byte is the reference's
+  kTemporal = 1,  // T-domain value predicted as 0 (the reference)
+  kTempSpat = 2,  // T-domain value predicted by MED of its neighbours' T-domain values
+  kSpatial = 3,   // S-domain value (quantisation index) predicted by MED of its neighbours
+};
+constexpr int kModes = 4;
+// Distribution classes: which table set a coded sample uses.
+enum Class : int { kClassSpatial = 0, kClassTemporal = 1, kClassTempSpat = 2 };
+constexpr int kClasses = 3;
+CODEC2_HD int mode_class(int mode) {
+  return mode == kSpatial ? kClassSpatial : mode == kTemporal ? kClassTemporal : kClassTempSpat;
+}
+
+// ---- quantisation -------------------------------------------------------
+// Step s = 2k+1. S-domain: index u = (x + k) / s, reconstruction min(255, u*s).
+// T-domain: q = Qd(x - ref) (rounding to nearest multiple of s, ties towards
+// zero), reconstruction clamp(ref + q*s, 0, 255). Both keep |x - recon| <= k.
+CODEC2_HD int quant_index(int x, int k) {
+  return (x + k) / (2 * k + 1);
+}
+CODEC2_HD int dequant_index(int u, int k) {
+  const int v = u * (2 * k + 1);
+  return v < 0 ? 0 : v > 255 ? 255 : v;
+}
+CODEC2_HD int max_index(int k) {
+  return (255 + k) / (2 * k + 1);
+}
+CODEC2_HD int quant_diff(int e, int k) {
+  const int s = 2 * k + 1;
+  return e >= 0 ? (e + k) / s : -((k - e) / s);
+}
+CODEC2_HD int dequant_diff(int ref, int q, int k) {
+  const int v = ref + q * (2 * k + 1);
+  return v < 0 ? 0 : v > 255 ? 255 : v;
+}
+
+// ---- colour transform (YCoCg-R, lossless on any integers) ---------------
+CODEC2_HD void ycocg_forward(int r, int g, int b, int *y, int *co, int *cg) {
+  *co = r - b;
+  const int t = b + (*co >> 1);
+  *cg = g - t;
+  *y = t + (*cg >> 1);
+}
+CODEC2_HD void ycocg_inverse(int y, int co, int cg, int *r, int *g, int *b) {
+  const int t = y - (cg >> 1);
+  *g = cg + t;
+  *b = t - (co >> 1);
+  *r = *b + co;
+}
+
+// ---- prediction ---------------------------------------------------------
+// MED (LOCO-I): a left, b above, c above-left.
+CODEC2_HD int med(int a, int b, int c) {
+  const int mx = a > b ? a : b;
+  const int mn = a > b ? b : a;
+  return c >= mx ? mn : c <= mn ? mx : a + b - c;
+}
+
+// ---- contexts -----------------------------------------------------------
+// Activity buckets: g -> 0..kActivityBuckets-1, the number of the edges
+// 1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80 that are <= g.
+constexpr int kActivityBuckets = 13;
+// The same as a table for g in 0..80 (bucket 12 beyond).
+struct ActivityTable {
+  uint8_t bucket[81];
+};
+constexpr ActivityTable make_activity_table() {
+  ActivityTable t{};
+  const int edges[12] = {1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80};
+  for (int g = 0; g <= 80; ++g) {
+    int n = 0;
+    for (int e : edges) n += g >= e;
+    t.bucket[g] = uint8_t(n);
+  }
+  return t;
+}
+#if !defined(__CUDACC__)
+inline constexpr ActivityTable kActivityTable = make_activity_table();
+CODEC2_HD int activity_bucket(int g) {
+  return kActivityTable.bucket[g < 80 ? g : 80];
+}
+#else
+CODEC2_HD int activity_bucket(int g) {
+  const int edges[12] = {1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80};
+  int n = 0;
+  for (int e : edges) n += g >= e;
+  return n;
+}
+#endif
+CODEC2_HD int iabs(int v) {
+  return v < 0 ? -v : v;
+}
+// Components after the first also see the first component's residual at the
+// same pixel (0, 1, 2 or more): 3 times the contexts.
+constexpr int kCrossLevels = 2;
+// Temporal samples of the first component also see how textured the
+// reference is around them (edges move, flat areas rarely change by more than k).
+constexpr int kRefClasses = 4;
+CODEC2_HD bool uses_ref_class(int cls, int comp) {
+  return cls == kClassTemporal && comp == 0;
+}
+CODEC2_HD int contexts_of(int cls, int comp) {
+  return (comp == 0 ? kActivityBuckets : kActivityBuckets * kCrossLevels) *
+         (uses_ref_class(cls, comp) ? kRefClasses : 1);
+}
+// Texture class of the reference at a sample: g = sum of |neighbour - sample|
+// over the 4 nearest samples of its texture channel, in steps of 2k+1.
+CODEC2_HD int ref_class(int g, int k) {
+  const int q = g / (2 * k + 1);
+  return q < 2 ? 0 : q < 6 ? 1 : q < 16 ? 2 : 3;
+}
+// Local activity from the neighbours in the sample's domain.
+CODEC2_HD int spatial_activity(int a, int b, int c, int d) {
+  return iabs(a - b) + iabs(b - c) + iabs(c - a) + iabs(b - d);
+}
+CODEC2_HD int temporal_activity(int a, int b, int c, int d) {
+  return iabs(a) + iabs(b) + iabs(c) + iabs(d);
+}
+// Residuals are coded negated where the neighbours lean negative, so that
+// one table serves both signs: temporal samples by the sum of the
+// neighbours' T-domain values (a drift), the others by the curvature
+// a + b - 2c (where the median predictor tends to err the same way).
+CODEC2_HD bool flip_sign(int cls, int a, int b, int c, int d) {
+  return cls == kClassTemporal ? a + b + c + d < 0 : a + b - 2 * c < 0;
+}
+// Context of a sample from its neighbours' values in the mode's domain
+// (a left, b above, c above-left, d above-right), for comp > 0 the first
+// component's residual r0 at the same pixel, and the reference's class.
+CODEC2_HD int sample_context(int cls, int comp, int a, int b, int c, int d, int r0, int rclass) {
+  const int g =
+      cls == kClassTemporal ? temporal_activity(a, b, c, d) : spatial_activity(a, b, c, d);
+  int ctx = activity_bucket(g);
+  if (comp > 0) {
+    const int m = iabs(r0);
+    ctx += kActivityBuckets * (m >= kCrossLevels ? kCrossLevels - 1 : m);
+  }
+  if (uses_ref_class(cls, comp)) ctx = ctx * kRefClasses + rclass;
+  return ctx;
+}
+
+// ---- tokens -------------------------------------------------------------
+// A residual r is coded as v = zigzag(r) (0, -1, 1, -2, ... -> 0, 1, 2, 3, ...),
+// v < 16 as token v, larger v as a token for its bit length and the bit below
+// the leading one, followed by the remaining e-1 bits raw (e = bit length - 1).
+constexpr int kTokens = 32;  // tokens 0..31: v < 4096
+constexpr int kDirectTokens = 16;
+CODEC2_HD uint32_t zigzag(int r) {
+  return r >= 0 ? uint32_t(r) << 1 : (uint32_t(-r) << 1) - 1;
+}
+CODEC2_HD int unzigzag(uint32_t v) {
+  return (v & 1) ? -int(v >> 1) - 1 : int(v >> 1);
+}
+CODEC2_HD int bit_length(uint32_t v) {  // index of the highest set bit, v > 0
+  int e = 0;
+  while (v >> (e + 1)) ++e;
+  return e;
+}
+// Token of v (< 4096) and its raw bits (count and value).
+CODEC2_HD int token_of(uint32_t v, int *nbits, uint32_t *bits) {
+  if (v < uint32_t(kDirectTokens)) {
+    *nbits = 0;
+    *bits = 0;
+    return int(v);
+  }
+  const int e = bit_length(v);  // 4..11
+  *nbits = e - 1;
+  *bits = v & ((1u << (e - 1)) - 1);
+  return kDirectTokens + 2 * (e - 4) + int((v >> (e - 1)) & 1);
+}
+CODEC2_HD int token_extra_bits(int token) {
+  return token < kDirectTokens ? 0 : 3 + (token - kDirectTokens) / 2;
+}
+CODEC2_HD uint32_t token_value(int token, uint32_t bits) {
+  if (token < kDirectTokens) return uint32_t(token);
+  const int e = 4 + (token - kDirectTokens) / 2;
+  return ((2u | uint32_t((token - kDirectTokens) & 1)) << (e - 1)) | bits;
+}
+
+// ---- rANS ---------------------------------------------------------------
+constexpr int kProbBits = 12;  // frequencies sum to 4096
+constexpr uint32_t kProbScale = 1u << kProbBits;
+constexpr uint32_t kRansLow = 1u << 23;  // state in [2^23, 2^31); byte-wise renormalisation
+// The state every lane's encoder starts from, which its decoder must end in.
+// It holds the threshold and the lane, so that a body decoded with another
+// threshold (damage) or lanes mixed up fail the check, and a 17-bit checksum
+// of every symbol the lane decodes (a damaged stream can fall back into step
+// with different symbols, and damaged raw bits leave the state as it was).
+CODEC2_HD uint32_t lane_checksum(uint32_t h, uint32_t value) {
+  // For each symbol of the lane in decoding order, from 0: the token of a
+  // table symbol (block modes included), the value of raw bits.
+  return (h * 33u + value) & 0x1FFFFu;
+}
+CODEC2_HD uint32_t lane_final_state(int threshold, int lane, uint32_t checksum) {
+  return kRansLow + (checksum << 13) + uint32_t(threshold) * 32u + uint32_t(lane);
+}
+
+// ---- frequency tables ---------------------------------------------------
+// A transmitted table gives each token a level L (0 = absent, 1..kLevels);
+// level L weighs B[(L-1) % 4] << ((L-1) / 4) with B = 256, 304, 362, 431
+// (256 * 2^(r/4) rounded): a quarter of an octave per level, 256 .. 2^20.
+// normalize_levels() turns levels into frequencies summing to kProbScale.
+constexpr int kLevels = 49;
+CODEC2_HD uint32_t level_weight(int level) {
+  if (level <= 0) return 0;
+  const int q = (level - 1) >> 2, r = (level - 1) & 3;
+  const uint32_t base = r == 0 ? 256u : r == 1 ? 304u : r == 2 ? 362u : 431u;
+  return base << q;
+}
+
+// levels[0..n) -> freq[0..n): absent tokens get 0, present ones at least 1,
+// the rest in proportion to their weights (floor), and the remainder (which
+// may be negative) goes to the first token with the largest frequency.
+// Returns false when no token is present.
+CODEC2_HD bool normalize_levels(const uint8_t *levels, int n, uint16_t *freq) {
+  uint64_t total = 0;
+  for (int t = 0; t < n; ++t) total += level_weight(levels[t]);
+  if (total == 0) return false;
+  int32_t sum = 0;
+  int largest = 0;
+  for (int t = 0; t < n; ++t) {
+    uint32_t f = 0;
+    if (levels[t]) {
+      f = uint32_t((uint64_t(level_weight(levels[t])) * kProbScale) / total);
+      if (f == 0) f = 1;
+    }
+    freq[t] = uint16_t(f);
+    sum += int32_t(f);
+    if (f > freq[largest]) largest = t;
+  }
+  freq[largest] = uint16_t(int32_t(freq[largest]) + int32_t(kProbScale) - sum);
+  return true;
+}
+
+// ---- layers ---------------------------------------------------------------
+// A frame is coded as one or two layers of samples: packed RGB and GRAY8 as
+// one layer (RGB: components Y, Co, Cg of the R, G, B bytes, then the fourth
+// byte, if any, as its own component), YUV formats as a luma layer and a
+// chroma layer of two components (U, V). Each component of a sample is one
+// byte of the frame (a channel).
+struct Layer {
+  int width = 0, height = 0;  // samples
+  int channels = 0;           // bytes per sample
+  bool ycocg = false;         // channels 0, 1, 2 are R, G, B and are transformed
+  int sx = 0, sy = 0;         // log2 subsampling against layer 0 (block of a sample)
+  // Channel ch of sample (x, y): plane[ch], byte x * step[ch] + offset[ch] of row y.
+  int plane[kMaxComps] = {0, 0, 0, 0};
+  int step[kMaxComps] = {0, 0, 0, 0};
+  int offset[kMaxComps] = {0, 0, 0, 0};
+};
+struct LayerSet {
+  int count = 0;
+  Layer layer[kMaxLayers];
+  int blocks_x = 0, blocks_y = 0;  // block grid over layer 0
+};
+// The layers of a format and size (count 0 for an unknown format).
+LayerSet layers_of(VideoFormat format, int width, int height);
+
+// ---- tiles and the wavefront schedule -----------------------------------
+// Lanes of a coded tile: one per kSamplesPerLane coded samples (components of
+// samples in non-skipped blocks, all layers), 1..32, at most the tile's rows
+// in layer 0. Every lane flushes a 4-byte state, so a tile with little to
+// code gets few lanes; a GPU decodes the lanes of a tile in parallel, so a
+// full tile gets 32 and no lane codes much more than kSamplesPerLane samples.
+constexpr uint32_t kSamplesPerLane = 2048;
+CODEC2_HD int lanes_for_tile(uint32_t coded_samples, int rows) {
+  uint32_t lanes = (coded_samples + kSamplesPerLane - 1) / kSamplesPerLane;
+  const uint32_t cap = uint32_t(rows < kMaxLanes ? rows : kMaxLanes);
+  if (lanes > cap) lanes = cap;
+  return lanes < 1 ? 1 : int(lanes);
+}
+
+// Tiles are rectangles of tile_bx x tile_by blocks (the last row and column of
+// tiles may be smaller); in layer l a tile covers the samples whose block lies
+// in it. Within a tile, row j of a layer belongs to lane j % lanes; that lane
+// codes it in round j / lanes. Sample (j, i) of the tile is coded at step
+//   round * period + i + kStagger * (j % lanes),  period = max(tile width, kStagger * lanes),
+// so its left, above-left, above and above-right neighbours come at earlier
+// steps. Within a step: for each component, the tokens of every lane (in lane
+// order), then the raw bits of every lane that has some (in lane order).
+CODEC2_HD int schedule_period(int tile_width, int lanes) {
+  return tile_width > kStagger * lanes ? tile_width : kStagger * lanes;
+}
+CODEC2_HD int schedule_steps(int tile_width, int tile_height, int lanes) {
+  if (tile_width <= 0 || tile_height <= 0) return 0;
+  const int rounds = (tile_height + lanes - 1) / lanes;
+  // The last row finishes last: earlier rounds end at least a period sooner.
+  return (rounds - 1) * schedule_period(tile_width, lanes) + tile_width +
+         kStagger * ((tile_height - 1) % lanes);
+}
+
+}  // namespace codec2
+}  // namespace cudadiff

@@ -1,0 +1,444 @@
+#!/usr/bin/env python3
+"""A second decoder of version 2 bodies, written from docs/stream-format.md
+("Version 2: the body") alone (plain Python, no dependencies, slow), to check
+that the text says everything a decoder needs.
+
+  codec2_reference.py --check-doc docs/stream-format.md
+      decodes the example bodies of the document and compares the pictures
+      with the ones it gives (a meson test runs this);
+  codec2_reference.py --trace FORMAT W H BODY.hex [PREVIOUS.hex]
+      decodes one body (hex) and prints every decoded symbol.
+
+Formats: GRAY8, BGR, RGB, I420 (enough for the examples; the others only
+change the layer table).
+"""
+import re
+import sys
+
+LEVEL_WEIGHT = [0] + [[256, 304, 362, 431][(level - 1) % 4] << ((level - 1) // 4)
+                      for level in range(1, 50)]
+EDGES = [1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80]
+
+
+class Invalid(Exception):
+    pass
+
+
+def layers_of(fmt, w, h):
+    """(width, height, channels, ycocg, sx, sy, placement) per layer; placement
+    maps (channel, x, y) to a byte offset of the canonical frame."""
+    cw, ch = (w + 1) // 2, (h + 1) // 2
+    if fmt in ("BGR", "RGB"):
+        order = {"BGR": (2, 1, 0), "RGB": (0, 1, 2)}[fmt]
+        return [(w, h, 3, True, 0, 0, lambda c, x, y: y * 3 * w + 3 * x + order[c])]
+    if fmt == "GRAY8":
+        return [(w, h, 1, False, 0, 0, lambda c, x, y: y * w + x)]
+    if fmt == "I420":
+        return [(w, h, 1, False, 0, 0, lambda c, x, y: y * w + x),
+                (cw, ch, 2, False, 1, 1, lambda c, x, y: w * h + c * cw * ch + y * cw + x)]
+    raise ValueError("format not in this script: " + fmt)
+
+
+class Bits:
+    def __init__(self, data):
+        self.data, self.pos = data, 0
+
+    def get(self, n):
+        v = 0
+        for i in range(n):
+            if self.pos >= 8 * len(self.data):
+                raise Invalid("model runs past the body")
+            v |= ((self.data[self.pos >> 3] >> (self.pos & 7)) & 1) << i
+            self.pos += 1
+        return v
+
+
+def read_table(bits):
+    n = bits.get(5) + 1
+    levels, prev = [], 49
+    for _ in range(n):
+        if bits.get(1) == 0:
+            levels.append(0 if bits.get(1) else prev)
+            continue
+        ones = 1
+        while ones < 4 and bits.get(1):
+            ones += 1
+        down = bits.get(1)
+        d = [0, 1, 3, 7, 15][ones] + bits.get([0, 1, 2, 3, 6][ones])
+        level = prev - d if down else prev + d
+        if not 1 <= level <= 49:
+            raise Invalid("level out of range")
+        levels.append(level)
+        prev = level
+    if levels[-1] == 0:
+        raise Invalid("last token absent")
+    total = sum(LEVEL_WEIGHT[l] for l in levels)
+    freq = [max(1, LEVEL_WEIGHT[l] * 4096 // total) if l else 0 for l in levels]
+    largest = freq.index(max(freq))
+    freq[largest] += 4096 - sum(freq)
+    return freq
+
+
+def med(a, b, c):
+    if c >= max(a, b):
+        return min(a, b)
+    if c <= min(a, b):
+        return max(a, b)
+    return a + b - c
+
+
+def ycocg(ch):
+    r, g, b = ch[:3]
+    co = r - b
+    t = b + (co >> 1)
+    cg = g - t
+    return [t + (cg >> 1), co, cg] + ch[3:]
+
+
+def ycocg_inverse(comp):
+    y, co, cg = comp[:3]
+    t = y - (cg >> 1)
+    g = cg + t
+    b = t - (co >> 1)
+    return [b + co, g, b] + comp[3:]
+
+
+def quant_diff(e, k):
+    s = 2 * k + 1
+    return (e + k) // s if e >= 0 else -((k - e) // s)
+
+
+class Decoder:
+    def __init__(self, fmt, w, h, trace=False):
+        self.fmt, self.w, self.h, self.trace = fmt, w, h, trace
+        self.layers = layers_of(fmt, w, h)
+        self.bx = (self.layers[0][0] + 15) // 16
+        self.by = (self.layers[0][1] + 15) // 16
+        self.picture = None
+        self.tables = {}
+        # Distribution numbering.
+        self.base, n = {}, 1
+        for l, (_, _, nch, _, _, _, _) in enumerate(self.layers):
+            for cls in range(3):
+                for c in range(nch):
+                    self.base[(l, cls, c)] = n
+                    n += (13 if c == 0 else 26) * (4 if cls == 1 and c == 0 else 1)
+            self.base[(l, 3)] = n
+        self.count = n
+
+    def log(self, *args):
+        if self.trace:
+            print(*args)
+
+    def decode(self, body):
+        if len(body) < 4 or body[0] & ~1 or body[2] == 0 or body[3] == 0:
+            raise Invalid("header")
+        key, k, tbx, tby = body[0] & 1, body[1], body[2], body[3]
+        if not key and self.picture is None:
+            raise Invalid("delta without a picture")
+        self.k, self.s = k, 2 * k + 1
+        # Model.
+        bits = Bits(body[4:])
+        groups = [] if key else [(0, 1)]
+        for l in range(len(self.layers)):
+            for cls in (range(1) if key else range(3)):
+                first = self.base[(l, cls, 0)]
+                end = self.base[(l, cls + 1, 0)] if cls < 2 else self.base[(l, 3)]
+                groups.append((first, end))
+        tables, last = {}, None
+        for first, end in groups:
+            if not bits.get(1):
+                continue
+            for d in range(first, end):
+                if not bits.get(1):
+                    continue
+                if not key and bits.get(1) == 0:
+                    if d not in self.tables:
+                        raise Invalid("reuse of a missing table")
+                    tables[d] = self.tables[d]
+                elif bits.get(1):
+                    if last is None:
+                        raise Invalid("copy before the first table")
+                    tables[d] = tables[last]
+                else:
+                    tables[d] = read_table(bits)
+                last = d
+        for d in sorted(tables):
+            self.log("table %d: %s" % (d, [f for f in tables[d]]))
+        at = 4 + (bits.pos + 7) // 8
+        # Tiles.
+        tiles = []
+        for ty in range(0, self.by, tby):
+            for tx in range(0, self.bx, tbx):
+                tiles.append((tx, ty, min(self.bx, tx + tbx), min(self.by, ty + tby)))
+        entries = []
+        for _ in tiles:
+            v, shift = 0, 0
+            while True:
+                if at >= len(body) or shift > 28:
+                    raise Invalid("tile table")
+                byte = body[at]
+                at += 1
+                v |= (byte & 0x7F) << shift
+                shift += 7
+                if not byte & 0x80:
+                    break
+            entries.append((v & 3, ((v >> 2) & 31) + 1, v >> 7))
+        if sum(e[2] for e in entries) != len(body) - at:
+            raise Invalid("tile sizes")
+        new = list(self.picture) if self.picture else [0] * self.frame_bytes()
+        self.rclass = None if key else self.reference_classes()
+        self.log("model %d bytes, tile table %s, payloads from byte %d"
+                 % ((bits.pos + 7) // 8, entries, at))
+        for tile, (kind, lanes, size) in zip(tiles, entries):
+            payload = body[at:at + size]
+            at += size
+            self.decode_tile(tile, kind, lanes, payload, key, tables, new)
+        self.picture, self.tables = new, tables
+        return new
+
+    def frame_bytes(self):
+        return sum(lw * lh * nch for lw, lh, nch, *_ in self.layers)
+
+    def reference_classes(self):
+        out = []
+        for (lw, lh, nch, yc, _, _, place) in self.layers:
+            tc = 1 if yc else 0
+            p = lambda x, y: self.picture[place(tc, min(max(x, 0), lw - 1), min(max(y, 0), lh - 1))]
+            cl = {}
+            for y in range(lh):
+                for x in range(lw):
+                    v = p(x, y)
+                    g = sum(abs(p(x + dx, y + dy) - v) for dx, dy in ((-1, 0), (1, 0), (0, -1), (0, 1)))
+                    q = g // self.s
+                    cl[(x, y)] = 0 if q < 2 else 1 if q < 6 else 2 if q < 16 else 3
+            out.append(cl)
+        return out
+
+    def decode_tile(self, tile, kind, lanes, payload, key, tables, new):
+        bx0, by0, bx1, by1 = tile
+        rects = []
+        for (lw, lh, nch, yc, sx, sy, place) in self.layers:
+            x0, y0 = (16 * bx0) >> sx, (16 * by0) >> sy
+            rects.append((x0, y0, max(0, min(lw, (16 * bx1) >> sx) - x0),
+                          max(0, min(lh, (16 * by1) >> sy) - y0)))
+        if kind in (0, 2):
+            if kind == 0 and (key or payload):
+                raise Invalid("skipped tile")
+            data = iter(payload)
+            for (lw, lh, nch, yc, sx, sy, place), (x0, y0, w, h) in zip(self.layers, rects):
+                for y in range(y0, y0 + h):
+                    for x in range(x0, x0 + w):
+                        for c in range(nch):
+                            if kind == 2:
+                                new[place(c, x, y)] = next(data)
+            return
+        if kind != 1 or len(payload) < 4 * lanes:
+            raise Invalid("tile type or size")
+        state = [int.from_bytes(payload[4 * l:4 * l + 4], "little") for l in range(lanes)]
+        checksum = [0] * lanes  # of each lane's symbols: tokens and raw bits
+        self.log("tile %s: %d lanes, initial states %s" % (tile, lanes, state))
+        pos = [4 * lanes]
+        L = 1 << 23
+
+        def renorm(l):
+            read = []
+            while state[l] < L:
+                if pos[0] >= len(payload):
+                    raise Invalid("stream ends early")
+                state[l] = (state[l] << 8) | payload[pos[0]]
+                read.append("%02x" % payload[pos[0]])
+                pos[0] += 1
+            if read:
+                self.log("    lane %d reads %s: state %d" % (l, " ".join(read), state[l]))
+
+        def token(l, d):
+            if d not in tables:
+                raise Invalid("unused table")
+            freq = tables[d]
+            x = state[l]
+            slot, cum = x & 4095, 0
+            for t, f in enumerate(freq):
+                if cum <= slot < cum + f:
+                    state[l] = f * (x >> 12) + slot - cum
+                    self.log("    lane %d: state %d, slot %d -> token %d (f %d, c %d), state %d"
+                             % (l, x, slot, t, f, cum, state[l]))
+                    return t
+                cum += f
+            raise Invalid("no token")
+
+        modes = {}
+        nblocks = (bx1 - bx0) * (by1 - by0)
+        for b in range(nblocks):
+            pos_block = (bx0 + b % (bx1 - bx0), by0 + b // (bx1 - bx0))
+            if key:
+                modes[pos_block] = 3
+                continue
+            t = token(b % lanes, 0)
+            renorm(b % lanes)
+            checksum[b % lanes] = (checksum[b % lanes] * 33 + t) & 0x1FFFF
+            if t > 3:
+                raise Invalid("mode")
+            modes[pos_block] = t
+            self.log("block %s mode %d" % (pos_block, t))
+        ref = self.picture
+        for l, ((lw, lh, nch, yc, sx, sy, place), (x0, y0, w, h)) in enumerate(zip(self.layers, rects)):
+            if w == 0 or h == 0:
+                continue
+            work = {}  # (i, j) -> (S values, T values)
+            conv = ycocg if yc else (lambda v: v)
+            inv = ycocg_inverse if yc else (lambda v: v)
+
+            def working(x, y):
+                rec = [new[place(c, x, y)] for c in range(nch)]
+                s = conv([(v + self.k) // self.s for v in rec])
+                t = conv([quant_diff(v - ref[place(c, x, y)], self.k) for c, v in enumerate(rec)]) \
+                    if ref else None
+                return s, t
+
+            def mode_of(i, j):
+                return modes[(((x0 + i) << sx) >> 4, ((y0 + j) << sy) >> 4)]
+
+            for j in range(h):
+                for i in range(w):
+                    if mode_of(i, j) == 0:
+                        for c in range(nch):
+                            new[place(c, x0 + i, y0 + j)] = ref[place(c, x0 + i, y0 + j)]
+                        work[(i, j)] = working(x0 + i, y0 + j)
+            period = max(w, 2 * lanes)
+            rounds = (h + lanes - 1) // lanes
+            steps = (rounds - 1) * period + w + 2 * ((h - 1) % lanes)
+            for st in range(steps):
+                active = []
+                for ln in range(lanes):
+                    tt = st - 2 * ln
+                    if tt < 0:
+                        continue
+                    i, j = tt % period, (tt // period) * lanes + ln
+                    if i < w and j < h and mode_of(i, j) != 0:
+                        active.append((ln, i, j))
+                vals = {ln: [] for ln, _, _ in active}
+                r0 = {}
+                for c in range(nch):
+                    toks = {}
+                    for ln, i, j in active:
+                        mode = mode_of(i, j)
+                        cls = {3: 0, 1: 1, 2: 2}[mode]
+                        dom = 0 if cls == 0 else 1
+
+                        def nb(di, dj):
+                            return work[(i + di, j + dj)][dom][c]
+                        if j == 0:
+                            a = nb(-1, 0) if i > 0 else 0
+                            b = cc = d = a
+                        else:
+                            b = nb(0, -1)
+                            a, cc = (nb(-1, 0), nb(-1, -1)) if i > 0 else (b, b)
+                            d = nb(1, -1) if i + 1 < w else b
+                        pred = 0 if cls == 1 else med(a, b, cc)
+                        g = abs(a) + abs(b) + abs(cc) + abs(d) if cls == 1 else \
+                            abs(a - b) + abs(b - cc) + abs(cc - a) + abs(b - d)
+                        ctx = sum(g >= e for e in EDGES)
+                        if c > 0:
+                            ctx += 13 * (r0[ln] != 0)
+                        if cls == 1 and c == 0:
+                            ctx = ctx * 4 + self.rclass[l][(x0 + i, y0 + j)]
+                        flip = (a + b + cc + d < 0) if cls == 1 else (a + b - 2 * cc < 0)
+                        dist = self.base[(l, cls, c)] + ctx
+                        toks[ln] = (token(ln, dist), pred, flip, dist, (a, b, cc, d), ctx)
+                        checksum[ln] = (checksum[ln] * 33 + toks[ln][0]) & 0x1FFFF
+                    for ln, _, _ in active:
+                        renorm(ln)
+                    for ln, i, j in active:
+                        t, pred, flip, dist, nbs, ctx = toks[ln]
+                        v = t
+                        if t >= 16:
+                            e = 4 + (t - 16) // 2
+                            n = e - 1
+                            bits = state[ln] & ((1 << n) - 1)
+                            state[ln] >>= n
+                            checksum[ln] = (checksum[ln] * 33 + bits) & 0x1FFFF
+                            self.log("    lane %d: %d raw bits %d, state %d" % (ln, n, bits, state[ln]))
+                            renorm(ln)
+                            v = ((2 | ((t - 16) & 1)) << (e - 1)) | bits
+                        r = v // 2 if v % 2 == 0 else -(v + 1) // 2
+                        if flip:
+                            r = -r
+                        if c == 0:
+                            r0[ln] = r
+                        vals[ln].append(pred + r)
+                        self.log("layer %d sample (%d,%d) comp %d: neighbours %s pred %d ctx %d "
+                                 "dist %d token %d value %d residual %d%s"
+                                 % (l, i, j, c, nbs, pred, ctx, dist, t, v, r,
+                                    " (flipped)" if flip else ""))
+                for ln, i, j in active:
+                    mode = mode_of(i, j)
+                    ch = inv(vals[ln])
+                    x, y = x0 + i, y0 + j
+                    for c in range(nch):
+                        if mode == 3:
+                            if not 0 <= ch[c] <= (255 + self.k) // self.s:
+                                raise Invalid("index out of range")
+                            new[place(c, x, y)] = min(255, ch[c] * self.s)
+                        else:
+                            if not -255 <= ch[c] <= 255:
+                                raise Invalid("difference out of range")
+                            new[place(c, x, y)] = min(255, max(0, ref[place(c, x, y)] + ch[c] * self.s))
+                    work[(i, j)] = working(x, y)
+        for ln in range(lanes):
+            if state[ln] != (1 << 23) + (checksum[ln] << 13) + 32 * self.k + ln:
+                raise Invalid("final state of lane %d" % ln)
+        if pos[0] != len(payload):
+            raise Invalid("bytes left in the tile")
+
+
+def hex_bytes(text):
+    return bytes(int(x, 16) for x in text.split())
+
+
+def check_doc(path):
+    """The document's example: blocks of `fmt W H`, `body <hex>`, `picture <hex>`."""
+    text = open(path).read()
+    m = re.search(r"```example\n(.*?)```", text, re.S)
+    if not m:
+        print("no example block in", path)
+        return 1
+    dec = None
+    frames = 0
+    for line in m.group(1).splitlines():
+        line = line.split("#")[0].strip()
+        if not line:
+            continue
+        word, rest = line.split(None, 1)
+        if word == "format":
+            fmt, w, h = rest.split()
+            dec = Decoder(fmt, int(w), int(h))
+        elif word == "body":
+            body = hex_bytes(rest)
+        elif word == "picture":
+            want = list(hex_bytes(rest))
+            got = dec.decode(body)
+            if got != want:
+                print("picture %d differs: got %s" % (frames, " ".join("%02x" % v for v in got)))
+                return 1
+            frames += 1
+    print("decoded the %d example bodies of %s" % (frames, path))
+    return 0 if frames else 1
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--check-doc":
+        return check_doc(sys.argv[2])
+    if len(sys.argv) >= 6 and sys.argv[1] == "--trace":
+        fmt, w, h = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+        dec = Decoder(fmt, w, h, trace=True)
+        for path in sys.argv[5:]:
+            pic = dec.decode(hex_bytes(open(path).read()))
+            print("picture:", " ".join("%02x" % v for v in pic))
+        return 0
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,605 @@
+// The version 2 codec, CPU reference: the per-sample rules, the layers of
+// every format, round trips (every byte within k of the input, exact at
+// k = 0, the decoder's picture equal to the encoder's reference) for every
+// format, odd sizes and padded strides, keyframes and long runs of deltas,
+// a decoder starting at a later keyframe, changing thresholds, damaged
+// bodies, and the worked example of docs/stream-format.md byte for byte.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cudadiff/codec2.h"
+#include "cudadiff/codec2_rules.h"
+#include "frames.h"
+
+using namespace cudadiff;
+using namespace cudadiff::codec2;
+using testing_util::HostFrame;
+
+namespace {
+
+std::unique_ptr<Context> cpu = Context::cpu();
+
+std::vector<uint8_t> bytes_of(const HostBytes &b) {
+  return {b.data(), b.data() + b.size()};
+}
+
+std::vector<uint8_t> packed_bytes(const FrameView &v) {
+  std::vector<uint8_t> out(frame_size_packed(v.format, v.width, v.height));
+  copy_frame_host(v, packed_view(v.format, v.width, v.height, out.data()));
+  return out;
+}
+
+std::vector<VideoFormat> all_formats() {
+  std::vector<VideoFormat> out;
+  for (int i = 1;; ++i) {
+    const VideoFormat f = static_cast<VideoFormat>(i);
+    if (format_info(f).n_planes == 0) break;
+    out.push_back(f);
+  }
+  return out;
+}
+
+// Smooth content with edges, a moving square and some noise: what cameras
+// give, so that every block mode occurs.
+void fill_scene(HostFrame &f, int t, std::mt19937 &gen, int noise) {
+  std::uniform_int_distribution<int> n(-noise, noise);
+  for (int p = 0; p < f.view.n_planes(); ++p) {
+    const size_t row = f.view.row_bytes(p);
+    const int rows = f.view.plane_height(p);
+    for (int y = 0; y < rows; ++y)
+      for (size_t x = 0; x < row; ++x) {
+        int v = int((x * 3 + size_t(y) * 2) % 200) + 20;
+        if ((x / 7 + size_t(y) / 5) % 3 == 0) v = 240 - v / 2;
+        const int sx = (2 * t) % int(std::max<size_t>(row, 1)), sy = t % std::max(rows, 1);
+        if (x >= size_t(sx) && x < size_t(sx) + 9 && y >= sy && y < sy + 6) v = 255 - v;
+        if (noise) v += n(gen);
+        f.view.row(p, y)[x] = uint8_t(std::clamp(v, 0, 255));
+      }
+  }
+}
+
+struct Sequence {
+  std::vector<HostFrame> frames;
+  std::vector<std::vector<uint8_t>> bodies;
+  std::vector<std::vector<uint8_t>> references;  // the encoder's, canonical order
+  std::vector<FrameStats> stats;
+};
+
+// Encodes `frames` (keyframe where `key[i]`), checking every byte within k.
+Sequence encode_sequence(VideoFormat fmt, int w, int h, const std::vector<HostFrame> &frames,
+                         const std::vector<bool> &key, const std::vector<int> &k) {
+  Sequence s;
+  s.frames = frames;
+  auto enc = Encoder::create(*cpu, fmt, w, h);
+  HostBytes body, ref;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    s.stats.push_back(enc->encode(frames[i].view, k[i], key[i], body));
+    s.bodies.push_back(bytes_of(body));
+    enc->read_reference(ref);
+    s.references.push_back(bytes_of(ref));
+    const std::vector<uint8_t> in = packed_bytes(frames[i].view);
+    int worst = 0;
+    for (size_t b = 0; b < in.size(); ++b)
+      worst = std::max(worst, std::abs(int(in[b]) - ref.data()[b]));
+    EXPECT_LE(worst, k[i]) << format_name(fmt) << " " << w << "x" << h << " frame " << i;
+  }
+  return s;
+}
+
+// Decodes a sequence from `first` on and checks each picture against the
+// encoder's reference, through write_frame() into a padded frame.
+void decode_sequence(VideoFormat fmt, int w, int h, const Sequence &s, size_t first = 0) {
+  auto dec = Decoder::create(*cpu, fmt, w, h);
+  for (size_t i = first; i < s.bodies.size(); ++i) {
+    std::string err;
+    ASSERT_TRUE(dec->decode(s.bodies[i].data(), s.bodies[i].size(), &err))
+        << format_name(fmt) << " " << w << "x" << h << " frame " << i << ": " << err;
+    HostFrame out(fmt, w, h, 5);
+    dec->write_frame(out.view);
+    ASSERT_TRUE(out.padding_intact());
+    ASSERT_EQ(packed_bytes(out.view), s.references[i])
+        << format_name(fmt) << " " << w << "x" << h << " frame " << i;
+  }
+}
+
+}  // namespace
+
+// ---- the rules --------------------------------------------------------------
+
+TEST(Codec2Rules, QuantisationKeepsTheBound) {
+  for (int k = 0; k <= 255; ++k) {
+    for (int x = 0; x < 256; ++x) {
+      const int u = quant_index(x, k);
+      ASSERT_LE(u, max_index(k));
+      ASSERT_LE(std::abs(dequant_index(u, k) - x), k) << x << " " << k;
+      ASSERT_EQ(quant_index(dequant_index(u, k), k), u) << "indices are fixed points";
+    }
+    for (int ref = 0; ref < 256; ref += (k < 3 ? 1 : 7))
+      for (int x = 0; x < 256; ++x) {
+        const int q = quant_diff(x - ref, k);
+        ASSERT_LE(std::abs(dequant_diff(ref, q, k) - x), k) << x << " " << ref << " " << k;
+        if (std::abs(x - ref) <= k) {
+          ASSERT_EQ(q, 0) << "within k of the reference: unchanged";
+        }
+      }
+  }
+  EXPECT_EQ(quant_index(30, 10), 1);  // (30 + 10) / 21
+  EXPECT_EQ(dequant_index(12, 10), 252);
+  EXPECT_EQ(dequant_index(13, 10), 255);  // 273 clamped
+  EXPECT_EQ(quant_diff(-11, 5), -1);      // -((5 + 11) / 11)
+  EXPECT_EQ(quant_diff(16, 5), 1);
+  EXPECT_EQ(quant_diff(17, 5), 2);
+}
+
+TEST(Codec2Rules, ColourTransformIsLossless) {
+  for (int r = -300; r <= 300; r += 7)
+    for (int g = -300; g <= 300; g += 11)
+      for (int b = -300; b <= 300; b += 13) {
+        int y, co, cg, r2, g2, b2;
+        ycocg_forward(r, g, b, &y, &co, &cg);
+        ycocg_inverse(y, co, cg, &r2, &g2, &b2);
+        ASSERT_EQ(r2, r);
+        ASSERT_EQ(g2, g);
+        ASSERT_EQ(b2, b);
+      }
+  int y, co, cg;
+  ycocg_forward(200, 100, 50, &y, &co, &cg);  // co 150, t 125, cg -25, y 112
+  EXPECT_EQ(co, 150);
+  EXPECT_EQ(cg, -25);
+  EXPECT_EQ(y, 112);
+}
+
+TEST(Codec2Rules, TokensAndContexts) {
+  for (uint32_t v = 0; v < 4096; ++v) {
+    int nbits;
+    uint32_t bits;
+    const int t = token_of(v, &nbits, &bits);
+    ASSERT_LT(t, kTokens);
+    ASSERT_EQ(nbits, token_extra_bits(t));
+    ASSERT_EQ(token_value(t, bits), v);
+  }
+  int nbits;
+  uint32_t bits;
+  EXPECT_EQ(token_of(15, &nbits, &bits), 15);
+  EXPECT_EQ(token_of(16, &nbits, &bits), 16);
+  EXPECT_EQ(nbits, 3);
+  EXPECT_EQ(token_of(100, &nbits, &bits), 16 + 2 * 2 + 1);  // 1100100: e 6, next bit 1
+  EXPECT_EQ(bits, 4u);
+  EXPECT_EQ(nbits, 5);
+  for (int r = -2000; r <= 2000; ++r) ASSERT_EQ(unzigzag(zigzag(r)), r);
+  EXPECT_EQ(zigzag(-1), 1u);
+  EXPECT_EQ(zigzag(2), 4u);
+  EXPECT_EQ(med(10, 20, 5), 20);
+  EXPECT_EQ(med(10, 20, 25), 10);
+  EXPECT_EQ(med(10, 20, 15), 15);
+  const int edges[] = {1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80};
+  for (int g = 0; g < 300; ++g) {
+    int n = 0;
+    for (int e : edges) n += g >= e;
+    ASSERT_EQ(activity_bucket(g), n) << g;
+  }
+}
+
+TEST(Codec2Rules, LevelsNormaliseToTheScale) {
+  std::mt19937 &gen = testing_util::rng();
+  for (int round = 0; round < 2000; ++round) {
+    uint8_t levels[kTokens] = {};
+    const int n = 1 + int(gen() % kTokens);
+    for (int i = 0; i < n; ++i) levels[i] = (gen() % 3) ? uint8_t(gen() % (kLevels + 1)) : 0;
+    levels[n - 1] = uint8_t(1 + gen() % kLevels);
+    uint16_t freq[kTokens];
+    ASSERT_TRUE(normalize_levels(levels, n, freq));
+    uint32_t sum = 0;
+    for (int i = 0; i < n; ++i) {
+      sum += freq[i];
+      ASSERT_EQ(freq[i] == 0, levels[i] == 0) << "present tokens get >= 1, absent 0";
+    }
+    ASSERT_EQ(sum, kProbScale);
+  }
+  // Two tokens of levels 49 and 45 (weights 2^20 and 2^19): 2731 and 1365,
+  // remainder 0... checked by hand: floor(4096 * 2/3) = 2730, floor(4096/3) = 1365,
+  // the first largest gets the 1 left over.
+  const uint8_t two[2] = {49, 45};
+  uint16_t f2[2];
+  ASSERT_TRUE(normalize_levels(two, 2, f2));
+  EXPECT_EQ(f2[0], 2731);
+  EXPECT_EQ(f2[1], 1365);
+  const uint8_t none[3] = {0, 0, 0};
+  EXPECT_FALSE(normalize_levels(none, 3, f2));
+}
+
+TEST(Codec2Rules, ScheduleVisitsEverySampleAfterItsNeighbours) {
+  for (int lanes : {1, 2, 5, 32})
+    for (int w : {1, 2, 3, 8, 63, 64, 65, 100})
+      for (int h : {1, 2, 7, 32, 33, 70}) {
+        const int period = schedule_period(w, lanes);
+        const int steps = schedule_steps(w, h, lanes);
+        std::vector<int> when(size_t(w) * h, -1);
+        for (int t = 0; t < steps; ++t)
+          for (int l = 0; l < lanes; ++l) {
+            const int tt = t - kStagger * l;
+            if (tt < 0) continue;
+            const int i = tt % period, j = (tt / period) * lanes + l;
+            if (i >= w || j >= h) continue;
+            ASSERT_EQ(when[size_t(j) * w + i], -1) << "visited twice";
+            when[size_t(j) * w + i] = t;
+          }
+        for (int j = 0; j < h; ++j)
+          for (int i = 0; i < w; ++i) {
+            const int t = when[size_t(j) * w + i];
+            ASSERT_GE(t, 0) << "never visited " << i << "," << j << " w" << w << " h" << h;
+            if (i > 0) {
+              ASSERT_LT(when[size_t(j) * w + i - 1], t);
+            }
+            if (j > 0) {
+              ASSERT_LT(when[size_t(j - 1) * w + i], t);
+              if (i > 0) {
+                ASSERT_LT(when[size_t(j - 1) * w + i - 1], t);
+              }
+              if (i + 1 < w) {
+                ASSERT_LT(when[size_t(j - 1) * w + i + 1], t);
+              }
+            }
+          }
+        // The last step does something.
+        bool last_used = false;
+        for (int v : when) last_used |= v == steps - 1;
+        ASSERT_TRUE(last_used);
+      }
+}
+
+TEST(Codec2Rules, LanesPerTile) {
+  EXPECT_EQ(lanes_for_tile(0, 128), 1);
+  EXPECT_EQ(lanes_for_tile(2048, 128), 1);
+  EXPECT_EQ(lanes_for_tile(2049, 128), 2);
+  EXPECT_EQ(lanes_for_tile(1u << 30, 128), 32);
+  EXPECT_EQ(lanes_for_tile(1u << 30, 5), 5);
+}
+
+TEST(Codec2Rules, LayersOfEveryFormat) {
+  // Every byte of the canonical frame belongs to exactly one sample channel.
+  for (VideoFormat f : all_formats())
+    for (auto [w, h] : {std::pair{1, 1}, {3, 5}, {16, 16}, {33, 17}}) {
+      const LayerSet ls = layers_of(f, w, h);
+      ASSERT_GT(ls.count, 0) << format_name(f);
+      FrameView v = packed_view(f, w, h, nullptr);
+      std::vector<int> hits(frame_size_packed(f, w, h), 0);
+      for (int l = 0; l < ls.count; ++l) {
+        const Layer &ly = ls.layer[l];
+        ASSERT_LT(((ly.width - 1) << ly.sx) >> 4, ls.blocks_x) << format_name(f);
+        ASSERT_LT(((ly.height - 1) << ly.sy) >> 4, ls.blocks_y) << format_name(f);
+        for (int y = 0; y < ly.height; ++y)
+          for (int x = 0; x < ly.width; ++x)
+            for (int c = 0; c < ly.channels; ++c) {
+              const size_t at =
+                  size_t(v.row(ly.plane[c], y) - v.data[0]) + size_t(x) * ly.step[c] + ly.offset[c];
+              ASSERT_LT(at, hits.size()) << format_name(f);
+              hits[at]++;
+            }
+      }
+      for (size_t b = 0; b < hits.size(); ++b)
+        ASSERT_EQ(hits[b], 1) << format_name(f) << " " << w << "x" << h << " byte " << b;
+    }
+  const LayerSet yuy2 = layers_of(VideoFormat::YUY2, 5, 3);
+  EXPECT_EQ(yuy2.layer[0].width, 6);  // three pairs
+  EXPECT_EQ(yuy2.layer[1].width, 3);
+  EXPECT_EQ(yuy2.layer[1].height, 3);
+  EXPECT_EQ(yuy2.layer[1].offset[1], 3);  // V
+  const LayerSet nv21 = layers_of(VideoFormat::NV21, 5, 3);
+  EXPECT_EQ(nv21.layer[1].width, 3);
+  EXPECT_EQ(nv21.layer[1].height, 2);
+  EXPECT_EQ(nv21.layer[1].offset[0], 1);  // U after V
+  const LayerSet bgrx = layers_of(VideoFormat::BGRx, 2, 2);
+  EXPECT_TRUE(bgrx.layer[0].ycocg);
+  EXPECT_EQ(bgrx.layer[0].channels, 4);
+  EXPECT_EQ(bgrx.layer[0].offset[0], 2);  // R
+  EXPECT_EQ(bgrx.layer[0].offset[3], 3);  // x
+}
+
+// ---- round trips ------------------------------------------------------------
+
+TEST(Codec2Cpu, EveryFormatAndOddSizes) {
+  std::mt19937 &gen = testing_util::rng();
+  for (VideoFormat f : all_formats())
+    for (auto [w, h] : {std::pair{1, 1}, {2, 1}, {1, 3}, {5, 3}, {17, 9}, {37, 21}})
+      for (int k : {0, 4, 20}) {
+        std::vector<HostFrame> frames;
+        for (int t = 0; t < 4; ++t) {
+          frames.emplace_back(f, w, h, 3 + t);  // padded strides, different per frame
+          fill_scene(frames.back(), t, gen, 3);
+        }
+        const Sequence s =
+            encode_sequence(f, w, h, frames, {true, false, false, false}, {k, k, k, k});
+        decode_sequence(f, w, h, s);
+        if (k == 0) {
+          for (size_t i = 0; i < frames.size(); ++i)
+            ASSERT_EQ(s.references[i], packed_bytes(frames[i].view)) << "lossless";
+        }
+      }
+}
+
+TEST(Codec2Cpu, BoundOnRandomAndStructuredFrames) {
+  std::mt19937 &gen = testing_util::rng();
+  for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::RGBA})
+    for (int k : {0, 1, 2, 7, 31, 127, 255}) {
+      std::vector<HostFrame> frames;
+      for (int t = 0; t < 5; ++t) {
+        frames.emplace_back(f, 70, 45, 2);
+        if (t % 2)
+          testing_util::fill_random(frames.back(), gen);
+        else
+          fill_scene(frames.back(), t, gen, 30);
+      }
+      const Sequence s =
+          encode_sequence(f, 70, 45, frames, {true, false, false, true, false}, {k, k, k, k, k});
+      decode_sequence(f, 70, 45, s);
+    }
+}
+
+TEST(Codec2Cpu, RandomFramesAreStoredRaw) {
+  HostFrame f(VideoFormat::BGR, 64, 64);
+  testing_util::fill_random(f);
+  auto enc = Encoder::create(*cpu, VideoFormat::BGR, 64, 64);
+  HostBytes body;
+  const FrameStats st = enc->encode(f.view, 0, true, body);
+  EXPECT_EQ(st.tiles[2], 1u) << "the one tile is raw";
+  EXPECT_GE(body.size(), 64u * 64 * 3);
+  EXPECT_LT(body.size(), 64u * 64 * 3 + 200) << "header and tables only on top";
+  // A smooth frame is coded.
+  fill_scene(f, 0, testing_util::rng(), 0);
+  const FrameStats st2 = enc->encode(f.view, 0, true, body);
+  EXPECT_EQ(st2.tiles[1], 1u);
+  EXPECT_LT(body.size(), 64u * 64 * 3 / 2);
+}
+
+TEST(Codec2Cpu, StillFramesCostAlmostNothing) {
+  HostFrame f(VideoFormat::I420, 320, 240);
+  fill_scene(f, 0, testing_util::rng(), 2);
+  auto enc = Encoder::create(*cpu, VideoFormat::I420, 320, 240);
+  HostBytes body, ref;
+  enc->encode(f.view, 5, true, body);
+  enc->read_reference(ref);
+  // Every byte within k = 5 of the reference: every block and tile skipped.
+  HostFrame g(VideoFormat::I420, 320, 240);
+  std::uniform_int_distribution<int> noise(-5, 5);
+  std::vector<uint8_t> next(ref.size());
+  for (size_t i = 0; i < next.size(); ++i)
+    next[i] = uint8_t(std::clamp(int(ref.data()[i]) + noise(testing_util::rng()), 0, 255));
+  copy_frame_host(packed_view(VideoFormat::I420, 320, 240, next.data()), g.view);
+  const FrameStats st = enc->encode(g.view, 5, false, body);
+  EXPECT_EQ(st.tiles[1] + st.tiles[2], 0u);
+  EXPECT_EQ(st.blocks[kSkip], 20u * 15);
+  EXPECT_LT(body.size(), 16u);
+  HostBytes after;
+  enc->read_reference(after);
+  EXPECT_EQ(bytes_of(after), bytes_of(ref)) << "the reference stays";
+}
+
+TEST(Codec2Cpu, LongRunOfDeltasWithChangingThresholds) {
+  std::mt19937 &gen = testing_util::rng();
+  const VideoFormat f = VideoFormat::NV12;
+  const int w = 95, h = 61;
+  std::vector<HostFrame> frames;
+  std::vector<bool> key;
+  std::vector<int> k;
+  for (int t = 0; t < 40; ++t) {
+    frames.emplace_back(f, w, h, 1);
+    fill_scene(frames.back(), t, gen, 4);
+    key.push_back(t == 0 || t == 25);
+    k.push_back(t < 10 ? 3 : t < 20 ? 0 : t < 30 ? 12 : int(gen() % 40));
+  }
+  const Sequence s = encode_sequence(f, w, h, frames, key, k);
+  decode_sequence(f, w, h, s);
+  // A decoder can start at the second keyframe.
+  decode_sequence(f, w, h, s, 25);
+  // ... but not at a delta.
+  auto dec = Decoder::create(*cpu, f, w, h);
+  std::string err;
+  EXPECT_FALSE(dec->decode(s.bodies[5].data(), s.bodies[5].size(), &err));
+  EXPECT_NE(err.find("without a previous frame"), std::string::npos) << err;
+}
+
+TEST(Codec2Cpu, DeterministicAndIndependentOfStrides) {
+  std::mt19937 &gen = testing_util::rng();
+  std::vector<HostFrame> a, b;
+  for (int t = 0; t < 4; ++t) {
+    a.emplace_back(VideoFormat::BGRx, 50, 30, 0);
+    fill_scene(a.back(), t, gen, 8);
+    b.emplace_back(VideoFormat::BGRx, 50, 30, 13);
+    copy_frame_host(a.back().view, b.back().view);
+  }
+  const std::vector<bool> key = {true, false, false, false};
+  const std::vector<int> k = {2, 2, 2, 2};
+  const Sequence sa = encode_sequence(VideoFormat::BGRx, 50, 30, a, key, k);
+  const Sequence sb = encode_sequence(VideoFormat::BGRx, 50, 30, b, key, k);
+  EXPECT_EQ(sa.bodies, sb.bodies);
+}
+
+TEST(Codec2Cpu, ThreadsGiveTheSameBytes) {
+  // Large enough for several threads (and several tiles).
+  std::mt19937 &gen = testing_util::rng();
+  std::vector<HostFrame> frames;
+  for (int t = 0; t < 3; ++t) {
+    frames.emplace_back(VideoFormat::BGR, 400, 300);
+    fill_scene(frames.back(), t, gen, 6);
+  }
+  const std::vector<bool> key = {true, false, false};
+  const std::vector<int> k = {1, 1, 1};
+  set_cpu_threads(1);
+  const Sequence one = encode_sequence(VideoFormat::BGR, 400, 300, frames, key, k);
+  set_cpu_threads(2);
+  const Sequence two = encode_sequence(VideoFormat::BGR, 400, 300, frames, key, k);
+  EXPECT_EQ(one.bodies, two.bodies);
+  decode_sequence(VideoFormat::BGR, 400, 300, one);
+  set_cpu_threads(1);
+  decode_sequence(VideoFormat::BGR, 400, 300, one);
+  set_cpu_threads(0);
+  EXPECT_GT(one.stats[1].tiles[1], 1u);
+}
+
+// ---- damage -----------------------------------------------------------------
+
+TEST(Codec2Cpu, DamageIsDetectedOrHarmless) {
+  // Smooth content (no raw tiles, whose bytes only the packet checksum
+  // covers): every truncation fails; every flipped byte fails or (in unused
+  // bits) decodes to the same picture; a failed body leaves the picture and
+  // the tables as they were. Fixed content: a flip in raw bits goes unnoticed
+  // with probability 2^-17 (the lanes' checksum), so this content is checked
+  // once and for all rather than a new one each run.
+  std::mt19937 gen(12345);
+  const VideoFormat f = VideoFormat::I420;
+  const int w = 40, h = 36;
+  std::vector<HostFrame> frames;
+  for (int t = 0; t < 3; ++t) {
+    frames.emplace_back(f, w, h);
+    fill_scene(frames.back(), t, gen, 5);
+  }
+  const Sequence s = encode_sequence(f, w, h, frames, {true, false, false}, {2, 2, 2});
+  for (const FrameStats &st : s.stats) ASSERT_EQ(st.tiles[2], 0u);
+  for (size_t frame = 0; frame < 2; ++frame) {  // a keyframe, then a delta
+    const std::vector<uint8_t> &body = s.bodies[frame];
+    auto fresh = [&]() {
+      auto dec = Decoder::create(*cpu, f, w, h);
+      std::string err;
+      if (frame == 1) {
+        EXPECT_TRUE(dec->decode(s.bodies[0].data(), s.bodies[0].size(), &err));
+      }
+      return dec;
+    };
+    const std::vector<uint8_t> before = frame == 1 ? s.references[0] : std::vector<uint8_t>();
+    for (size_t len = 0; len < body.size(); ++len) {
+      auto dec = fresh();
+      std::string err;
+      ASSERT_FALSE(dec->decode(body.data(), len, &err)) << "truncated to " << len;
+      if (frame == 1) {
+        HostBytes pic;
+        dec->read_reference(pic);
+        ASSERT_EQ(bytes_of(pic), before) << "picture unchanged after a failure";
+        // Deltas wait for a keyframe now; the keyframe and then the delta decode.
+        ASSERT_FALSE(dec->has_reference());
+        ASSERT_FALSE(dec->decode(body.data(), body.size(), &err));
+        ASSERT_TRUE(dec->decode(s.bodies[0].data(), s.bodies[0].size(), &err)) << err;
+        ASSERT_TRUE(dec->decode(body.data(), body.size(), &err)) << err;
+        dec->read_reference(pic);
+        ASSERT_EQ(bytes_of(pic), s.references[1]);
+      }
+    }
+    int detected = 0, harmless = 0;
+    for (size_t at = 0; at < body.size(); ++at)
+      for (uint8_t flip : {uint8_t(0x01), uint8_t(0x80), uint8_t(0xff)}) {
+        std::vector<uint8_t> bad = body;
+        bad[at] ^= flip;
+        auto dec = fresh();
+        std::string err;
+        if (!dec->decode(bad.data(), bad.size(), &err)) {
+          detected++;
+          continue;
+        }
+        HostBytes pic;
+        dec->read_reference(pic);
+        ASSERT_EQ(bytes_of(pic), s.references[frame])
+            << "undetected damage at byte " << at << " of " << body.size() << " (^" << int(flip)
+            << ")";
+        harmless++;
+      }
+    EXPECT_GT(detected, 10 * (harmless + 1))
+        << detected << " detected, " << harmless << " harmless";
+  }
+  // Extra bytes at the end.
+  std::vector<uint8_t> longer = s.bodies[0];
+  longer.push_back(0);
+  auto dec = Decoder::create(*cpu, f, w, h);
+  std::string err;
+  EXPECT_FALSE(dec->decode(longer.data(), longer.size(), &err));
+  // A header that names an impossible geometry.
+  std::vector<uint8_t> bad = s.bodies[0];
+  bad[2] = 0;
+  EXPECT_FALSE(dec->decode(bad.data(), bad.size(), &err));
+  bad = s.bodies[0];
+  bad[0] = 0x81;
+  EXPECT_FALSE(dec->decode(bad.data(), bad.size(), &err));
+  EXPECT_NE(err.find("flags"), std::string::npos) << err;
+}
+
+TEST(Codec2Cpu, RandomBodiesNeverCrash) {
+  // Random bytes after a valid header, for each format: decode fails cleanly
+  // (or, very rarely, succeeds) and never writes outside the frame. Deltas
+  // get a picture to apply to first.
+  std::mt19937 &gen = testing_util::rng();
+  for (VideoFormat f : all_formats()) {
+    auto dec = Decoder::create(*cpu, f, 19, 11);
+    auto enc = Encoder::create(*cpu, f, 19, 11);
+    HostFrame key(f, 19, 11);
+    fill_scene(key, 0, gen, 5);
+    HostBytes key_body;
+    enc->encode(key.view, 3, true, key_body);
+    for (int round = 0; round < 40; ++round) {
+      std::string err;
+      if (round % 2 == 0) {
+        ASSERT_TRUE(dec->decode(key_body.data(), key_body.size(), &err)) << err;
+      }
+      std::vector<uint8_t> body(4 + gen() % 300);
+      for (uint8_t &b : body) b = uint8_t(gen());
+      body[0] = (round / 2) % 2;
+      body[2] = uint8_t(1 + gen() % 3);
+      body[3] = uint8_t(1 + gen() % 3);
+      dec->decode(body.data(), body.size(), &err);
+      HostFrame out(f, 19, 11, 3);
+      if (dec->has_reference()) {
+        dec->write_frame(out.view);
+        ASSERT_TRUE(out.padding_intact());
+      }
+    }
+  }
+}
+
+// docs/stream-format.md, "Example: two bodies": the same bytes (also decoded by
+// tests/core/codec2_reference.py from the document).
+TEST(Codec2Cpu, WorkedExample) {
+  const std::vector<uint8_t> key_in = {10, 12, 15, 15, 40, 11, 13, 14, 20, 41};
+  const std::vector<uint8_t> delta_in = {10, 13, 17, 15, 44, 11, 12, 14, 26, 41};
+  const std::vector<uint8_t> key_body = {0x01, 0x01, 0x14, 0x08, 0x83, 0x9b, 0x93, 0xba, 0xa9,
+                                         0xaa, 0xca, 0x2f, 0xa2, 0x8a, 0x84, 0x02, 0x00, 0x81,
+                                         0x06, 0x3c, 0x1c, 0xb0, 0x33, 0x7d, 0x53};
+  const std::vector<uint8_t> key_pic = {9, 12, 15, 15, 39, 12, 12, 15, 21, 42};
+  const std::vector<uint8_t> delta_body = {
+      0x00, 0x01, 0x14, 0x08, 0x17, 0xc4, 0x09, 0xe4, 0x23, 0xaa, 0x18, 0xe0, 0x00, 0x23,
+      0xa8, 0xe0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x81, 0x05, 0xc0, 0x22, 0x61, 0x10, 0x20};
+  const std::vector<uint8_t> delta_pic = {9, 12, 18, 15, 45, 12, 12, 15, 27, 42};
+  auto enc = Encoder::create(*cpu, VideoFormat::GRAY8, 5, 2);
+  auto dec = Decoder::create(*cpu, VideoFormat::GRAY8, 5, 2);
+  HostBytes body, pic;
+  std::vector<uint8_t> in = key_in;
+  enc->encode(packed_view(VideoFormat::GRAY8, 5, 2, in.data()), 1, true, body);
+  EXPECT_EQ(bytes_of(body), key_body);
+  std::string err;
+  ASSERT_TRUE(dec->decode(key_body.data(), key_body.size(), &err)) << err;
+  dec->read_reference(pic);
+  EXPECT_EQ(bytes_of(pic), key_pic);
+  in = delta_in;
+  enc->encode(packed_view(VideoFormat::GRAY8, 5, 2, in.data()), 1, false, body);
+  EXPECT_EQ(bytes_of(body), delta_body);
+  ASSERT_TRUE(dec->decode(delta_body.data(), delta_body.size(), &err)) << err;
+  dec->read_reference(pic);
+  EXPECT_EQ(bytes_of(pic), delta_pic);
+}
+
+TEST(Codec2Cpu, BodyHeader) {
+  const uint8_t b[4] = {0x01, 20, 20, 8};
+  BodyHeader h;
+  std::string err;
+  ASSERT_TRUE(read_body_header(b, 4, &h, &err)) << err;
+  EXPECT_TRUE(h.keyframe);
+  EXPECT_EQ(h.threshold, 20);
+  EXPECT_EQ(h.geometry.tile_bx, 20);
+  EXPECT_EQ(h.geometry.tile_by, 8);
+  EXPECT_FALSE(read_body_header(b, 3, &h, &err));
+  const Geometry g = default_geometry(VideoFormat::BGR, 1920, 1080);
+  EXPECT_EQ(g.tile_bx, 20);
+  EXPECT_EQ(g.tile_by, 8);
+}
