@@ -679,44 +679,83 @@ inline void to_channels(bool ycocg, int channels, const int *comp, int *ch) {
   }
 }
 
-// Fills the working values of samples [x0, x0+w) x [y0, y0+h) of a layer
-// from a picture (and the reference for the T-domain).
-void working_values(const Layer &ly, const Quantizer &q, const Picture &pic, const Picture *ref,
-                    int layer, int x0, int y0, int w, int h, Planes &out) {
-  int ch[kMaxComps], comp[kMaxComps];
-  for (int y = y0; y < y0 + h; ++y)
-    for (int x = x0; x < x0 + w; ++x) {
+// Samples [x0, x1) of a layer's row lie in block column bx.
+struct BlockSpan {
+  int x0, x1;
+};
+inline BlockSpan block_span(const Layer &ly, int bx) {
+  const int x0 = (bx * kBlock) >> ly.sx;
+  return {x0, std::min(ly.width, x0 + (kBlock >> ly.sx))};
+}
+
+// Calls f(y, x0, x1) for every row y of layer `l` and every run [x0, x1) of
+// samples whose blocks are flagged in `blocks` (one flag per block of the
+// frame; null: every block), rows in parallel.
+template <class F>
+void for_each_block_span(const LayerSet &ls, int l, const uint8_t *blocks, int threads, F f) {
+  const Layer &ly = ls.layer[l];
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int y = 0; y < ly.height; ++y) {
+    if (!blocks) {
+      f(y, 0, ly.width);
+      continue;
+    }
+    const uint8_t *brow = blocks + size_t((y << ly.sy) / kBlock) * ls.blocks_x;
+    for (int bx = 0; bx < ls.blocks_x; ++bx) {
+      if (!brow[bx]) continue;
+      int last = bx;  // the run of flagged blocks
+      while (last + 1 < ls.blocks_x && brow[last + 1]) ++last;
+      const int x0 = block_span(ly, bx).x0, x1 = block_span(ly, last).x1;
+      if (x0 < x1) f(y, x0, x1);
+      bx = last;
+    }
+  }
+}
+
+// Fills the working values of layer `l` from a picture (and the reference
+// for the T-domain) in the blocks flagged in `blocks` (null: all); other
+// samples keep their values (nothing reads them).
+void working_values(const LayerSet &ls, int l, const Quantizer &q, const Picture &pic,
+                    const Picture *ref, const uint8_t *blocks, int threads, Planes &out) {
+  const Layer &ly = ls.layer[l];
+  for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
+    int ch[kMaxComps], comp[kMaxComps];
+    for (int x = x0; x < x1; ++x) {
       const size_t at = size_t(y) * ly.width + x;
-      for (int c = 0; c < ly.channels; ++c) ch[c] = q.index[pic.ch[layer][c][at]];
+      for (int c = 0; c < ly.channels; ++c) ch[c] = q.index[pic.ch[l][c][at]];
       to_components(ly.ycocg, ly.channels, ch, comp);
       for (int c = 0; c < ly.channels; ++c) out.s[c][at] = int16_t(comp[c]);
       if (!ref) continue;
       for (int c = 0; c < ly.channels; ++c)
-        ch[c] = q.diff[int(pic.ch[layer][c][at]) - int(ref->ch[layer][c][at]) + 255];
+        ch[c] = q.diff[int(pic.ch[l][c][at]) - int(ref->ch[l][c][at]) + 255];
       to_components(ly.ycocg, ly.channels, ch, comp);
       for (int c = 0; c < ly.channels; ++c) out.t[c][at] = int16_t(comp[c]);
     }
+  });
 }
 
-// The texture class of the reference around every sample of a layer
-// (ref_class() of the sum of differences to the 4 nearest samples of the
-// texture channel: G for RGB, else the first; the layer's edges replicate).
-void reference_classes(const Layer &ly, const Picture &ref, int layer, int k,
-                       std::vector<uint8_t> &out) {
-  const std::vector<uint8_t> &p = ref.ch[layer][ly.ycocg ? 1 : 0];
+// The texture class of the reference around the samples of layer `l` in
+// the blocks flagged in `blocks` (null: all): ref_class() of the sum of
+// differences to the 4 nearest samples of the texture channel (G for RGB,
+// else the first; the layer's edges replicate). `out` holds a class per
+// sample of the layer; the others keep their values (nothing reads them).
+void reference_classes(const LayerSet &ls, int l, const Picture &ref, int k, const uint8_t *blocks,
+                       int threads, std::vector<uint8_t> &out) {
+  const Layer &ly = ls.layer[l];
+  const std::vector<uint8_t> &p = ref.ch[l][ly.ycocg ? 1 : 0];
   const int w = ly.width, h = ly.height;
   out.resize(size_t(w) * h);
-  for (int y = 0; y < h; ++y) {
+  for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
     const uint8_t *row = p.data() + size_t(y) * w;
     const uint8_t *up = p.data() + size_t(y > 0 ? y - 1 : 0) * w;
     const uint8_t *down = p.data() + size_t(y + 1 < h ? y + 1 : y) * w;
-    for (int x = 0; x < w; ++x) {
+    for (int x = x0; x < x1; ++x) {
       const int v = row[x];
       const int g = iabs(row[x > 0 ? x - 1 : 0] - v) + iabs(row[x + 1 < w ? x + 1 : x] - v) +
                     iabs(up[x] - v) + iabs(down[x] - v);
       out[size_t(y) * w + x] = uint8_t(ref_class(g, k));
     }
-  }
+  });
 }
 
 // One coded sample component.
@@ -739,24 +778,27 @@ void scan(const LayerSet &ls, const Tile &t, int l, int cls, const std::vector<i
   for (int j = 0; j < t.h[l]; ++j) {
     const int y = t.y0[l] + j;
     const int brow = ((y << ly.sy) / kBlock) * ls.blocks_x;
-    for (int i = 0; i < t.w[l]; ++i) {
-      const int x = t.x0[l] + i;
-      const int block = brow + (x << ly.sx) / kBlock;
-      if (!want(block)) continue;
-      const size_t at = size_t(y) * stride + x;
-      int r0 = 0;
-      for (int c = 0; c < ly.channels; ++c) {
-        const Neighbours n = neighbours(nb[c].data() + at, stride, i, j, t.w[l]);
-        const int pred = cls == kClassTemporal ? 0 : med(n.a, n.b, n.c);
-        const int r = val[c][at] - pred;
-        if (c == 0) r0 = r;
-        const int ctx =
-            sample_context(cls, c, n.a, n.b, n.c, n.d, r0, rclass.empty() ? 0 : rclass[at]);
-        int nbits;
-        uint32_t bits;
-        const int token =
-            token_of(zigzag(flip_sign(cls, n.a, n.b, n.c, n.d) ? -r : r), &nbits, &bits);
-        f(block, x, y, c, ctx, token, nbits, bits);
+    for (int bx = t.bx0; bx < t.bx1; ++bx) {
+      const int block = brow + bx;
+      if (!want(block)) continue;  // the block's samples in this row are not visited
+      const BlockSpan span = block_span(ly, bx);
+      for (int x = span.x0; x < span.x1; ++x) {
+        const int i = x - t.x0[l];
+        const size_t at = size_t(y) * stride + x;
+        int r0 = 0;
+        for (int c = 0; c < ly.channels; ++c) {
+          const Neighbours n = neighbours(nb[c].data() + at, stride, i, j, t.w[l]);
+          const int pred = cls == kClassTemporal ? 0 : med(n.a, n.b, n.c);
+          const int r = val[c][at] - pred;
+          if (c == 0) r0 = r;
+          const int ctx =
+              sample_context(cls, c, n.a, n.b, n.c, n.d, r0, rclass.empty() ? 0 : rclass[at]);
+          int nbits;
+          uint32_t bits;
+          const int token =
+              token_of(zigzag(flip_sign(cls, n.a, n.b, n.c, n.d) ? -r : r), &nbits, &bits);
+          f(block, x, y, c, ctx, token, nbits, bits);
+        }
       }
     }
   }
@@ -826,6 +868,7 @@ class CpuEncoder final : public Encoder {
   }
 
  private:
+  void find_coded_blocks(bool keyframe, int threads);
   void decide_modes(int threads);
   void block_costs(const Tile &t, const std::vector<uint32_t> *cost_tables,
                    std::vector<uint64_t> &cost);
@@ -844,6 +887,9 @@ class CpuEncoder final : public Encoder {
   Planes work_[kMaxLayers];                  // working values of the reconstruction (neighbours)
   std::vector<uint8_t> rclass_[kMaxLayers];  // reference texture classes (deltas)
   std::vector<uint8_t> modes_;
+  // Per block: not skipped; and needed (coded, or holding neighbours of a
+  // coded block's samples: left, right, above-left, above or above-right of it).
+  std::vector<uint8_t> coded_, needed_;
   Model prev_;
   std::vector<std::vector<Symbol>> symbols_;  // per tile: block modes, then layer by layer
   std::vector<std::vector<uint32_t>> tile_hist_;
@@ -854,7 +900,7 @@ class CpuEncoder final : public Encoder {
   bool keyframe_ = true;
 };
 
-// Costs of the three coded modes for every block of a tile, each sample
+// Costs of the three coded modes for every coded block of a tile, each sample
 // predicted as if its neighbours had the same mode. `cost_tables` (per
 // distribution, per token; 1/256 bit) or null for the first estimate.
 void CpuEncoder::block_costs(const Tile &t, const std::vector<uint32_t> *cost_tables,
@@ -866,7 +912,7 @@ void CpuEncoder::block_costs(const Tile &t, const std::vector<uint32_t> *cost_ta
       const int mode = modes_of_class[cls];
       const int *base = dl_.base[l][cls];
       scan(
-          ls_, t, l, cls, planes, planes, rclass_[l], [](int) { return true; },
+          ls_, t, l, cls, planes, planes, rclass_[l], [&](int block) { return coded_[block] != 0; },
           [&](int block, int, int, int c, int ctx, int token, int nbits, uint32_t) {
             const uint32_t bits = cost_tables
                                       ? (*cost_tables)[size_t(base[c] + ctx) * kTokens + token]
@@ -876,21 +922,52 @@ void CpuEncoder::block_costs(const Tile &t, const std::vector<uint32_t> *cost_ta
     }
 }
 
+// coded_: every block of a keyframe; in a delta the blocks with a byte
+// more than k from the reference (exactly those with a T-domain value other
+// than 0: quant_diff() is 0 only within k, and YCoCg-R maps 0 to 0).
+// needed_: the coded blocks and the blocks their samples' neighbours lie in.
+void CpuEncoder::find_coded_blocks(bool keyframe, int threads) {
+  const int bxs = ls_.blocks_x, bys = ls_.blocks_y;
+  coded_.assign(size_t(bxs) * bys, keyframe ? 1 : 0);
+  needed_.assign(coded_.size(), keyframe ? 1 : 0);
+  if (keyframe) return;
+  const int k = q_.k;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int by = 0; by < bys; ++by) {
+    uint8_t *coded = coded_.data() + size_t(by) * bxs;
+    for (int l = 0; l < ls_.count; ++l) {
+      const Layer &ly = ls_.layer[l];
+      const int y1 = std::min(ly.height, ((by + 1) * kBlock) >> ly.sy);
+      for (int y = (by * kBlock) >> ly.sy; y < y1; ++y)
+        for (int c = 0; c < ly.channels; ++c) {
+          const uint8_t *cur = cur_.ch[l][c].data() + size_t(y) * ly.width;
+          const uint8_t *ref = ref_.ch[l][c].data() + size_t(y) * ly.width;
+          for (int bx = 0; bx < bxs; ++bx) {
+            if (coded[bx]) continue;
+            const BlockSpan span = block_span(ly, bx);
+            int far = 0;
+            for (int x = span.x0; x < span.x1; ++x) far |= iabs(int(cur[x]) - int(ref[x])) > k;
+            coded[bx] = uint8_t(far);
+          }
+        }
+    }
+  }
+  for (int by = 0; by < bys; ++by)
+    for (int bx = 0; bx < bxs; ++bx) {
+      // A sample's neighbours lie in its block and the blocks left, right
+      // (above-right of a sample at the block's right edge), above-left,
+      // above and above-right of it.
+      uint8_t n = 0;
+      for (int dy = 0; dy <= 1 && by + dy < bys; ++dy)
+        for (int dx = -1; dx <= 1; ++dx)
+          if (bx + dx >= 0 && bx + dx < bxs) n |= coded_[size_t(by + dy) * bxs + bx + dx];
+      needed_[size_t(by) * bxs + bx] = n;
+    }
+}
+
 void CpuEncoder::decide_modes(int threads) {
   const size_t n_blocks = modes_.size();
   std::vector<uint64_t> cost(n_blocks * kModes);
-  // Blocks where every byte is within k of the reference are skipped.
-  std::vector<uint8_t> skip(n_blocks, 1);
-  for (int l = 0; l < ls_.count; ++l) {
-    const Layer &ly = ls_.layer[l];
-    for (int y = 0; y < ly.height; ++y)
-      for (int x = 0; x < ly.width; ++x) {
-        const size_t at = size_t(y) * ly.width + x;
-        bool same = true;
-        for (int c = 0; c < ly.channels; ++c) same &= in_[l].t[c][at] == 0;
-        if (!same) skip[((y << ly.sy) / kBlock) * ls_.blocks_x + (x << ly.sx) / kBlock] = 0;
-      }
-  }
   // Two rounds: a first choice by a fixed cost per residual, then by the
   // costs of the tables that choice would produce.
   std::vector<uint32_t> cost_tables;
@@ -901,7 +978,7 @@ void CpuEncoder::decide_modes(int threads) {
     for (long long ti = 0; ti < n_tiles; ++ti)
       block_costs(tiles_[ti], round ? &cost_tables : nullptr, cost);
     for (size_t b = 0; b < n_blocks; ++b) {
-      if (skip[b]) {
+      if (!coded_[b]) {
         modes_[b] = kSkip;
         continue;
       }
@@ -1193,15 +1270,19 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
   const int threads = default_threads(samples, tiles_.size());
 
-  // 1. Working values of the input, the reference's texture.
-  for (int l = 0; l < ls_.count; ++l)
+  // 1. Blocks to code (deltas: those with a byte more than k from the
+  // reference; the others are skipped and cost only this comparison), the
+  // working values of the input where they are read, the reference's
+  // texture where it is read.
+  find_coded_blocks(keyframe, threads);
+  const uint8_t *needed = keyframe ? nullptr : needed_.data();
+  for (int l = 0; l < ls_.count; ++l) {
     if (keyframe)
       rclass_[l].clear();
     else
-      reference_classes(ls_.layer[l], ref_, l, threshold, rclass_[l]);
-  for (int l = 0; l < ls_.count; ++l)
-    working_values(ls_.layer[l], q_, cur_, keyframe ? nullptr : &ref_, l, 0, 0, ls_.layer[l].width,
-                   ls_.layer[l].height, in_[l]);
+      reference_classes(ls_, l, ref_, threshold, coded_.data(), threads, rclass_[l]);
+    working_values(ls_, l, q_, cur_, keyframe ? nullptr : &ref_, needed, threads, in_[l]);
+  }
 
   // 2. Block modes.
   if (keyframe)
@@ -1212,25 +1293,32 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   // 3. Reconstruction and its working values (what the decoder will see).
   for (int l = 0; l < ls_.count; ++l) {
     const Layer &ly = ls_.layer[l];
-    for (int y = 0; y < ly.height; ++y)
-      for (int x = 0; x < ly.width; ++x) {
-        const size_t at = size_t(y) * ly.width + x;
-        const int mode = modes_[((y << ly.sy) / kBlock) * ls_.blocks_x + (x << ly.sx) / kBlock];
+    for_each_block_span(ls_, l, nullptr, threads, [&](int y, int, int) {
+      const uint8_t *mrow = modes_.data() + size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
+      for (int bx = 0; bx < ls_.blocks_x; ++bx) {
+        const BlockSpan span = block_span(ly, bx);
+        const int mode = mrow[bx];
         for (int c = 0; c < ly.channels; ++c) {
-          const int v = cur_.ch[l][c][at];
-          const int r = keyframe ? 0 : ref_.ch[l][c][at];
-          int out;
-          if (mode == kSpatial)
-            out = q_.dequant[q_.index[v]];
-          else if (mode == kSkip)
-            out = r;
-          else
-            out = dequant_diff(r, q_.diff[v - r + 255], q_.k);
-          rec_.ch[l][c][at] = uint8_t(out);
+          const uint8_t *cur = cur_.ch[l][c].data() + size_t(y) * ly.width;
+          const uint8_t *ref = ref_.ch[l][c].data() + size_t(y) * ly.width;
+          uint8_t *rec = rec_.ch[l][c].data() + size_t(y) * ly.width;
+          if (mode == kSkip) {
+            std::memcpy(rec + span.x0, ref + span.x0, size_t(std::max(0, span.x1 - span.x0)));
+            continue;
+          }
+          for (int x = span.x0; x < span.x1; ++x) {
+            const int v = cur[x];
+            if (mode == kSpatial) {
+              rec[x] = q_.dequant[q_.index[v]];
+            } else {
+              const int r = ref[x];
+              rec[x] = uint8_t(dequant_diff(r, q_.diff[v - r + 255], q_.k));
+            }
+          }
         }
       }
-    working_values(ly, q_, rec_, keyframe ? nullptr : &ref_, l, 0, 0, ly.width, ly.height,
-                   work_[l]);
+    });
+    working_values(ls_, l, q_, rec_, keyframe ? nullptr : &ref_, needed, threads, work_[l]);
   }
 
   // 4. Symbols and their histograms, per tile.
@@ -1461,16 +1549,16 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
   offset[n_tiles] = total;
   if (total != n - at) return fail("tile sizes do not add up to the body size");
 
+  size_t samples = 0;
+  for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
+  const int threads = default_threads(samples, n_tiles);
   for (int l = 0; l < ls_.count; ++l)
     if (h.keyframe)
       rclass_[l].clear();
     else
-      reference_classes(ls_.layer[l], ref_, l, h.threshold, rclass_[l]);
+      reference_classes(ls_, l, ref_, h.threshold, nullptr, threads, rclass_[l]);
 
   // Tiles, in parallel; the picture is replaced only when every tile decoded.
-  size_t samples = 0;
-  for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
-  const int threads = default_threads(samples, n_tiles);
   int failed = 0;
 #pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : failed)
   for (long long ti = 0; ti < (long long)n_tiles; ++ti)
