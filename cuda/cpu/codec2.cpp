@@ -848,6 +848,7 @@ class CpuEncoder final : public Encoder {
     if (g.tile_bx < 1 || g.tile_bx > 255 || g.tile_by < 1 || g.tile_by > 255)
       throw Error("codec2 encoder: tile geometry out of range");
     dl_ = DistLayout(ls_);
+    if (size_t(dl_.count) * kTokens > 65536) throw Error("codec2 encoder: too many distributions");
     tiles_ = make_tiles(ls_, g);
     cur_.allocate(ls_);
     ref_.allocate(ls_);
@@ -870,8 +871,9 @@ class CpuEncoder final : public Encoder {
  private:
   void find_coded_blocks(bool keyframe, int threads);
   void decide_modes(int threads);
-  void block_costs(const Tile &t, const std::vector<uint32_t> *cost_tables,
-                   std::vector<uint64_t> &cost);
+  void proxy_symbols(const Tile &t, std::vector<uint64_t> &cost);
+  template <class Want, class F>
+  void for_each_proxy(const Tile &t, Want want, F f) const;
   void tile_symbols(size_t ti);
   void build_model(const std::vector<uint32_t> &hist, bool keyframe, BitWriter &bw, Model &model);
   bool encode_tile(size_t ti, const Model &model, int threshold);
@@ -890,6 +892,8 @@ class CpuEncoder final : public Encoder {
   // Per block: not skipped; and needed (coded, or holding neighbours of a
   // coded block's samples: left, right, above-left, above or above-right of it).
   std::vector<uint8_t> coded_, needed_;
+  // The mode decision's symbols per layer, class, sample and component.
+  std::vector<uint16_t> ids_[kMaxLayers][kClasses];
   Model prev_;
   std::vector<std::vector<Symbol>> symbols_;  // per tile: block modes, then layer by layer
   std::vector<std::vector<uint32_t>> tile_hist_;
@@ -900,26 +904,52 @@ class CpuEncoder final : public Encoder {
   bool keyframe_ = true;
 };
 
-// Costs of the three coded modes for every coded block of a tile, each sample
-// predicted as if its neighbours had the same mode. `cost_tables` (per
-// distribution, per token; 1/256 bit) or null for the first estimate.
-void CpuEncoder::block_costs(const Tile &t, const std::vector<uint32_t> *cost_tables,
-                             std::vector<uint64_t> &cost) {
+// The proxy symbols of every coded block of a tile in each of the three
+// coded modes' classes, each sample predicted as if its neighbours had the
+// same mode (from the input's working values), kept in ids_ as
+// distribution * kTokens + token; and the first estimate of each mode's
+// cost, by a fixed cost per residual.
+void CpuEncoder::proxy_symbols(const Tile &t, std::vector<uint64_t> &cost) {
   const int modes_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
   for (int l = 0; l < ls_.count; ++l)
     for (int cls = 0; cls < kClasses; ++cls) {
       const std::vector<int16_t> *planes = cls == kClassSpatial ? in_[l].s : in_[l].t;
       const int mode = modes_of_class[cls];
       const int *base = dl_.base[l][cls];
+      const int nc = ls_.layer[l].channels, width = ls_.layer[l].width;
+      uint16_t *ids = ids_[l][cls].data();
       scan(
           ls_, t, l, cls, planes, planes, rclass_[l], [&](int block) { return coded_[block] != 0; },
-          [&](int block, int, int, int c, int ctx, int token, int nbits, uint32_t) {
-            const uint32_t bits = cost_tables
-                                      ? (*cost_tables)[size_t(base[c] + ctx) * kTokens + token]
-                                      : kFirstCost.of_token[token];
-            cost[size_t(block) * kModes + mode] += bits + 256u * uint32_t(nbits);
+          [&](int block, int x, int y, int c, int ctx, int token, int nbits, uint32_t) {
+            ids[(size_t(y) * width + x) * nc + c] = uint16_t((base[c] + ctx) * kTokens + token);
+            cost[size_t(block) * kModes + mode] +=
+                kFirstCost.of_token[token] + 256u * uint32_t(nbits);
           });
     }
+}
+
+// Calls f(block, mode, id) for every proxy symbol of the coded blocks of a
+// tile for which want(block, cls) holds.
+template <class Want, class F>
+void CpuEncoder::for_each_proxy(const Tile &t, Want want, F f) const {
+  const int modes_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
+  for (int l = 0; l < ls_.count; ++l) {
+    const Layer &ly = ls_.layer[l];
+    const int nc = ly.channels;
+    for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y) {
+      const size_t brow = size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
+      for (int bx = t.bx0; bx < t.bx1; ++bx) {
+        const int block = int(brow) + bx;
+        if (!coded_[block]) continue;
+        const BlockSpan span = block_span(ly, bx);
+        for (int cls = 0; cls < kClasses; ++cls) {
+          if (!want(block, cls)) continue;
+          const uint16_t *ids = ids_[l][cls].data() + (size_t(y) * ly.width + span.x0) * nc;
+          for (int n = 0; n < (span.x1 - span.x0) * nc; ++n) f(block, modes_of_class[cls], ids[n]);
+        }
+      }
+    }
+  }
 }
 
 // coded_: every block of a keyframe; in a delta the blocks with a byte
@@ -969,14 +999,27 @@ void CpuEncoder::decide_modes(int threads) {
   const size_t n_blocks = modes_.size();
   std::vector<uint64_t> cost(n_blocks * kModes);
   // Two rounds: a first choice by a fixed cost per residual, then by the
-  // costs of the tables that choice would produce.
-  std::vector<uint32_t> cost_tables;
+  // costs of the tables that choice would produce (of the same symbols,
+  // computed once).
+  const long long n_tiles = (long long)tiles_.size();
+  for (int l = 0; l < ls_.count; ++l)
+    for (int cls = 0; cls < kClasses; ++cls)
+      ids_[l][cls].resize(size_t(ls_.layer[l].width) * ls_.layer[l].height * ls_.layer[l].channels);
+  std::vector<uint32_t> id_cost;  // per distribution and token: 1/256 bit
   for (int round = 0; round < 2; ++round) {
     std::fill(cost.begin(), cost.end(), 0);
-    const long long n_tiles = (long long)tiles_.size();
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
-    for (long long ti = 0; ti < n_tiles; ++ti)
-      block_costs(tiles_[ti], round ? &cost_tables : nullptr, cost);
+    for (long long ti = 0; ti < n_tiles; ++ti) {
+      if (round == 0) {
+        proxy_symbols(tiles_[ti], cost);
+        continue;
+      }
+      for_each_proxy(
+          tiles_[ti], [](int, int) { return true; },
+          [&](int block, int mode, uint16_t id) {
+            cost[size_t(block) * kModes + mode] += id_cost[id];
+          });
+    }
     for (size_t b = 0; b < n_blocks; ++b) {
       if (!coded_[b]) {
         modes_[b] = kSkip;
@@ -989,29 +1032,31 @@ void CpuEncoder::decide_modes(int threads) {
       modes_[b] = uint8_t(best);
     }
     if (round == 1) break;
-    // Histograms of the proxy symbols under this choice -> cost tables.
-    std::vector<uint32_t> hist(size_t(dl_.count) * kTokens, 0);
+    // Histograms of the proxy symbols under this choice -> costs (with the
+    // raw bits: 256 per bit).
+    const size_t n_ids = size_t(dl_.count) * kTokens;
+    std::vector<uint32_t> hist(n_ids, 0);
     const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
-    for (const Tile &t : tiles_)
-      for (int l = 0; l < ls_.count; ++l)
-        for (int cls = 0; cls < kClasses; ++cls) {
-          const std::vector<int16_t> *planes = cls == kClassSpatial ? in_[l].s : in_[l].t;
-          const int *base = dl_.base[l][cls];
-          scan(
-              ls_, t, l, cls, planes, planes, rclass_[l],
-              [&](int block) { return class_of_mode[modes_[block]] == cls; },
-              [&](int, int, int, int c, int ctx, int token, int, uint32_t) {
-                hist[size_t(base[c] + ctx) * kTokens + token]++;
-              });
-        }
-    cost_tables.assign(size_t(dl_.count) * kTokens, 0);
+#pragma omp parallel num_threads(threads)
+    {
+      std::vector<uint32_t> mine(n_ids, 0);
+#pragma omp for schedule(dynamic)
+      for (long long ti = 0; ti < n_tiles; ++ti)
+        for_each_proxy(
+            tiles_[ti], [&](int block, int cls) { return class_of_mode[modes_[block]] == cls; },
+            [&](int, int, uint16_t id) { mine[id]++; });
+#pragma omp critical
+      for (size_t i = 0; i < n_ids; ++i) hist[i] += mine[i];
+    }
+    id_cost.assign(n_ids, 0);
     for (int d = 0; d < dl_.count; ++d) {
       // Costs with one extra count per token, so that unseen tokens cost a lot but not infinity.
       uint32_t total = 0;
       for (int tk = 0; tk < kTokens; ++tk) total += hist[size_t(d) * kTokens + tk] + 1;
       const uint32_t lt = log2_q8(total);
       for (int tk = 0; tk < kTokens; ++tk)
-        cost_tables[size_t(d) * kTokens + tk] = lt - log2_q8(hist[size_t(d) * kTokens + tk] + 1);
+        id_cost[size_t(d) * kTokens + tk] =
+            lt - log2_q8(hist[size_t(d) * kTokens + tk] + 1) + 256u * uint32_t(kTokenExtra[tk]);
     }
   }
 }
