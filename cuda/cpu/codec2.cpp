@@ -734,27 +734,33 @@ void working_values(const LayerSet &ls, int l, const Quantizer &q, const Picture
   });
 }
 
-// The texture class of the reference around the samples of layer `l` in
-// the blocks flagged in `blocks` (null: all): ref_class() of the sum of
-// differences to the 4 nearest samples of the texture channel (G for RGB,
-// else the first; the layer's edges replicate). `out` holds a class per
-// sample of the layer; the others keep their values (nothing reads them).
+// The texture class of the reference around samples [x0, x1) of row y of
+// layer `l`: ref_class() of the sum of differences to the 4 nearest samples
+// of the texture channel (G for RGB, else the first; the layer's edges
+// replicate), into `out` (a class per sample of the layer).
+void reference_class_span(const Layer &ly, const Picture &ref, int l, int k, int y, int x0, int x1,
+                          uint8_t *out) {
+  const std::vector<uint8_t> &p = ref.ch[l][ly.ycocg ? 1 : 0];
+  const int w = ly.width, h = ly.height;
+  const uint8_t *row = p.data() + size_t(y) * w;
+  const uint8_t *up = p.data() + size_t(y > 0 ? y - 1 : 0) * w;
+  const uint8_t *down = p.data() + size_t(y + 1 < h ? y + 1 : y) * w;
+  for (int x = x0; x < x1; ++x) {
+    const int v = row[x];
+    const int g = iabs(row[x > 0 ? x - 1 : 0] - v) + iabs(row[x + 1 < w ? x + 1 : x] - v) +
+                  iabs(up[x] - v) + iabs(down[x] - v);
+    out[size_t(y) * w + x] = uint8_t(ref_class(g, k));
+  }
+}
+
+// The same for the samples of layer `l` in the blocks flagged in `blocks`
+// (null: all); the others keep their values (nothing reads them).
 void reference_classes(const LayerSet &ls, int l, const Picture &ref, int k, const uint8_t *blocks,
                        int threads, std::vector<uint8_t> &out) {
   const Layer &ly = ls.layer[l];
-  const std::vector<uint8_t> &p = ref.ch[l][ly.ycocg ? 1 : 0];
-  const int w = ly.width, h = ly.height;
-  out.resize(size_t(w) * h);
+  out.resize(size_t(ly.width) * ly.height);
   for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
-    const uint8_t *row = p.data() + size_t(y) * w;
-    const uint8_t *up = p.data() + size_t(y > 0 ? y - 1 : 0) * w;
-    const uint8_t *down = p.data() + size_t(y + 1 < h ? y + 1 : y) * w;
-    for (int x = x0; x < x1; ++x) {
-      const int v = row[x];
-      const int g = iabs(row[x > 0 ? x - 1 : 0] - v) + iabs(row[x + 1 < w ? x + 1 : x] - v) +
-                    iabs(up[x] - v) + iabs(down[x] - v);
-      out[size_t(y) * w + x] = uint8_t(ref_class(g, k));
-    }
+    reference_class_span(ly, ref, l, k, y, x0, x1, out.data());
   });
 }
 
@@ -1597,11 +1603,10 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
   size_t samples = 0;
   for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
   const int threads = default_threads(samples, n_tiles);
+  // The reference's texture classes: each tile computes those of its
+  // temporal blocks (the only samples that read them) once their modes are known.
   for (int l = 0; l < ls_.count; ++l)
-    if (h.keyframe)
-      rclass_[l].clear();
-    else
-      reference_classes(ls_, l, ref_, h.threshold, nullptr, threads, rclass_[l]);
+    rclass_[l].resize(h.keyframe ? 0 : size_t(ls_.layer[l].width) * ls_.layer[l].height);
 
   // Tiles, in parallel; the picture is replaced only when every tile decoded.
   int failed = 0;
@@ -1667,6 +1672,18 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
     modes_[at] = uint8_t(dec.get(state[b % lanes], dtab_[dl_.mode]));
     checksum[b % lanes] = lane_checksum(checksum[b % lanes], modes_[at]);
   }
+  if (!keyframe)
+    for (int l = 0; l < ls_.count; ++l) {
+      const Layer &ly = ls_.layer[l];
+      for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y) {
+        const uint8_t *mrow = modes_.data() + size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
+        for (int bx = t.bx0; bx < t.bx1; ++bx)
+          if (mrow[bx] == kTemporal) {
+            const BlockSpan span = block_span(ly, bx);
+            reference_class_span(ly, ref_, l, q_.k, y, span.x0, span.x1, rclass_[l].data());
+          }
+      }
+    }
   bool ok = true;
   for (int l = 0; l < ls_.count && ok; ++l) {
     const Layer &ly = ls_.layer[l];
@@ -1890,7 +1907,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       L.j = j;
       L.block = block_of(x, y);
       L.edge = i == 0 || j == 0 || i + 1 == w;
-      L.rclass = KEY ? 0 : rclass[L.at];
+      L.rclass = !KEY && mode == kTemporal ? rclass[L.at] : 0;
       const int cls = KEY ? int(kClassSpatial) : mode_class(mode);
       by_class[cls][n_class[cls]++] = ln;
       active[n_active++] = ln;
