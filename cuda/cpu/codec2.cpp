@@ -825,6 +825,22 @@ inline void lane_position(int t, int l, int lanes, int period, int w, int h, Lan
   c->i = i;
 }
 
+// flip ? -unzigzag(v) : unzigzag(v), without branches (the decoder's lanes
+// flip at random): unzigzag(v) = (v >> 1) ^ -(v & 1), and -r = (r ^ -1) + 1.
+constexpr int residual_of(uint32_t v, bool flip) {
+  const int r = int(v >> 1) ^ -int(v & 1);
+  return (r ^ -int(flip)) + int(flip);
+}
+constexpr bool residual_of_is_exact() {  // for every value a token codes
+  for (uint32_t v = 0; v < 4096; ++v)
+    for (int flip = 0; flip <= 1; ++flip) {
+      const int u = (v & 1) ? -int(v >> 1) - 1 : int(v >> 1);  // unzigzag()
+      if (residual_of(v, flip != 0) != (flip ? -u : u)) return false;
+    }
+  return true;
+}
+static_assert(residual_of_is_exact(), "residual_of() differs from unzigzag()");
+
 constexpr int kMaxThreads = 256;
 int omp_thread() {
 #ifdef _OPENMP
@@ -1932,15 +1948,14 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
           state[ln] >>= nbits;
           dec.renorm(state[ln]);
           checksum[ln] = nbits ? lane_checksum(checksum[ln], bits) : checksum[ln];
-          const int r =
-              L.flip ? -unzigzag(kTokenBase[L.token] | bits) : unzigzag(kTokenBase[L.token] | bits);
+          const int r = residual_of(kTokenBase[L.token] | bits, L.flip);
           if (c == 0) L.r0 = r;
           L.value[c] = L.pred + r;
         }
       } else {
         for (int k = 0; k < n_active; ++k) {
           Lane &L = lane[active[k]];
-          const int r = L.flip ? -unzigzag(uint32_t(L.token)) : unzigzag(uint32_t(L.token));
+          const int r = residual_of(uint32_t(L.token), L.flip);
           if (c == 0) L.r0 = r;
           L.value[c] = L.pred + r;
         }
