@@ -234,6 +234,27 @@ struct TokenTables {
   }
 };
 const TokenTables kTokenInfo;
+
+// token_of() as a table for every value a token codes (v < 4096): the
+// token and its raw bit count (the raw bits are the low bits of v).
+struct TokenOfValue {
+  uint8_t token[1u << 12], nbits[1u << 12];
+  TokenOfValue() {
+    for (uint32_t v = 0; v < (1u << 12); ++v) {
+      int n;
+      uint32_t bits;
+      token[v] = uint8_t(token_of(v, &n, &bits));
+      nbits[v] = uint8_t(n);
+    }
+  }
+};
+const TokenOfValue kTokenOfValue;
+inline int token_of_table(uint32_t v, int *nbits, uint32_t *bits) {
+  if (v >= (1u << 12)) return token_of(v, nbits, bits);  // never for a valid residual
+  *nbits = kTokenOfValue.nbits[v];
+  *bits = v & ((1u << *nbits) - 1);
+  return kTokenOfValue.token[v];
+}
 const uint8_t *const kTokenExtra = kTokenInfo.extra;
 const uint32_t *const kTokenBase = kTokenInfo.base;
 
@@ -461,6 +482,36 @@ struct RansEncoder {
     }
     x = ((x / freq) << kProbBits) + (x % freq) + cum;
   }
+  // put() with the division by the frequency as a multiplication (below).
+  struct Symbol {
+    uint32_t x_max, reciprocal;
+    uint16_t freq, cum;
+    uint8_t shift;
+  };
+  static Symbol symbol(uint32_t freq, uint32_t cum) {
+    Symbol s{((kRansLow >> kProbBits) << 8) * freq, 0, uint16_t(freq), uint16_t(cum), 0};
+    if (freq == 0) return s;  // never coded
+    int l = 0;
+    while ((1u << l) < freq) ++l;
+    s.shift = uint8_t(31 + l);
+    s.reciprocal = uint32_t(((uint64_t(1) << s.shift) + freq - 1) / freq);
+    return s;
+  }
+  // x / freq for x < 2^31 (a state about to take a symbol is below x_max <=
+  // 2^31): with l = ceil(log2(freq)) and m = ceil(2^(31+l) / freq),
+  // x * m / 2^(31+l) exceeds x / freq by less than x / (freq * 2^31) < 1/freq,
+  // so its floor is the quotient.
+  static constexpr uint32_t quotient(uint32_t x, uint32_t reciprocal, int shift) {
+    return uint32_t((uint64_t(x) * reciprocal) >> shift);
+  }
+  inline void put(uint32_t &x, const Symbol &s) {
+    while (x >= s.x_max) {
+      emit(uint8_t(x));
+      x >>= 8;
+    }
+    const uint32_t q = quotient(x, s.reciprocal, s.shift);
+    x = (q << kProbBits) + (x - q * s.freq) + s.cum;
+  }
   inline void put_bits(uint32_t &x, uint32_t bits, int n) {
     const uint32_t x_max = (kRansLow >> n) << 8;
     while (x >= x_max) {
@@ -470,6 +521,22 @@ struct RansEncoder {
     x = (x << n) | bits;
   }
 };
+
+// RansEncoder::quotient() is the quotient for every frequency, at the ends
+// of the range and around multiples of the frequency.
+constexpr bool rans_quotient_is_exact() {
+  for (uint32_t f = 1; f <= kProbScale; ++f) {
+    int l = 0;
+    while ((1u << l) < f) ++l;
+    const uint32_t m = uint32_t(((uint64_t(1) << (31 + l)) + f - 1) / f);
+    const uint32_t top = 0x7fffffffu / f * f;
+    const uint32_t xs[7] = {0, f - 1, f, 2 * f - 1, top - 1, top, 0x7fffffffu};
+    for (uint32_t x : xs)
+      if (RansEncoder::quotient(x, m, 31 + l) != x / f) return false;
+  }
+  return true;
+}
+static_assert(rans_quotient_is_exact(), "rANS encoder's division by multiplication is inexact");
 
 struct RansDecoder {
   const uint8_t *p;
@@ -802,7 +869,7 @@ void scan(const LayerSet &ls, const Tile &t, int l, int cls, const std::vector<i
           int nbits;
           uint32_t bits;
           const int token =
-              token_of(zigzag(flip_sign(cls, n.a, n.b, n.c, n.d) ? -r : r), &nbits, &bits);
+              token_of_table(zigzag(flip_sign(cls, n.a, n.b, n.c, n.d) ? -r : r), &nbits, &bits);
           f(block, x, y, c, ctx, token, nbits, bits);
         }
       }
@@ -898,7 +965,7 @@ class CpuEncoder final : public Encoder {
   void for_each_proxy(const Tile &t, Want want, F f) const;
   void tile_symbols(size_t ti);
   void build_model(const std::vector<uint32_t> &hist, bool keyframe, BitWriter &bw, Model &model);
-  bool encode_tile(size_t ti, const Model &model, int threshold);
+  bool encode_tile(size_t ti, int threshold);
   void store_raw(size_t ti);
   void debug_sizes(const Model &model);
 
@@ -923,6 +990,7 @@ class CpuEncoder final : public Encoder {
   std::vector<int> tile_type_;   // 0 skipped, 1 coded, 2 raw
   std::vector<int> tile_lanes_;  // lanes of a coded tile
   std::vector<std::vector<uint8_t>> rans_buffers_{size_t(kMaxThreads)};
+  std::vector<RansEncoder::Symbol> rans_symbols_;  // per distribution and token: the model's
   bool keyframe_ = true;
 };
 
@@ -1184,10 +1252,10 @@ void CpuEncoder::build_model(const std::vector<uint32_t> &hist, bool keyframe, B
   }
 }
 
-// rANS of one tile's symbols in reverse schedule order (the decoder reads
-// them forwards). False when the stream is no smaller than the tile's
-// bytes: the tile is then marked raw.
-bool CpuEncoder::encode_tile(size_t ti, const Model &model, int threshold) {
+// rANS of one tile's symbols with the frame's tables (rans_symbols_) in
+// reverse schedule order (the decoder reads them forwards). False when the
+// stream is no smaller than the tile's bytes: the tile is then marked raw.
+bool CpuEncoder::encode_tile(size_t ti, int threshold) {
   const Tile &t = tiles_[ti];
   const std::vector<Symbol> &syms = symbols_[ti];
   uint32_t coded_samples = 0;
@@ -1246,19 +1314,15 @@ bool CpuEncoder::encode_tile(size_t ti, const Model &model, int threshold) {
           if (cur[ln].j < 0) continue;
           const Symbol &s = syms[layer_first[l] + (size_t(cur[ln].j) * w + cur[ln].i) * nc + c];
           if (s.dist == 0xffff) continue;
-          const Table &tb = model.tables[s.dist];
-          enc.put(state[ln], tb.freq[s.token], tb.cum[s.token]);
+          enc.put(state[ln], rans_symbols_[size_t(s.dist) * kTokens + s.token]);
         }
       }
     }
   }
   if (!keyframe_) {
     const int n_blocks = (t.bx1 - t.bx0) * (t.by1 - t.by0);
-    const Table &tb = model.tables[dl_.mode];
-    for (int b = n_blocks - 1; b >= 0; --b) {
-      const Symbol &s = syms[b];
-      enc.put(state[b % lanes], tb.freq[s.token], tb.cum[s.token]);
-    }
+    const RansEncoder::Symbol *mode_symbols = &rans_symbols_[size_t(dl_.mode) * kTokens];
+    for (int b = n_blocks - 1; b >= 0; --b) enc.put(state[b % lanes], mode_symbols[syms[b].token]);
   }
   for (int ln = lanes - 1; ln >= 0; --ln) {
     enc.emit(uint8_t(state[ln] >> 24));
@@ -1411,10 +1475,15 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
         for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_hist_[ti][i];
     bw = BitWriter();
     build_model(hist, keyframe, bw, model);
+    rans_symbols_.resize(size_t(dl_.count) * kTokens);
+    for (int d = 0; d < dl_.count; ++d)
+      for (int tk = 0; tk < kTokens; ++tk)
+        rans_symbols_[size_t(d) * kTokens + tk] =
+            RansEncoder::symbol(model.tables[d].freq[tk], model.tables[d].cum[tk]);
     bool any_raw = false;
 #pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : any_raw)
     for (long long ti = 0; ti < (long long)n_tiles; ++ti)
-      if (tile_type_[ti] == 1) any_raw |= !encode_tile(size_t(ti), model, threshold);
+      if (tile_type_[ti] == 1) any_raw |= !encode_tile(size_t(ti), threshold);
     if (!any_raw) break;
   }
   for (size_t ti = 0; ti < n_tiles; ++ti)
