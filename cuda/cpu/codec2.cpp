@@ -877,21 +877,6 @@ void scan(const LayerSet &ls, const Tile &t, int l, int cls, const std::vector<i
   }
 }
 
-// The per-lane position in the schedule of one layer of a tile.
-struct LaneCursor {
-  int j, i;  // row and column in the tile, or j < 0: idle
-};
-inline void lane_position(int t, int l, int lanes, int period, int w, int h, LaneCursor *c) {
-  const int tt = t - kStagger * l;
-  c->j = -1;
-  if (tt < 0) return;
-  const int round = tt / period, i = tt % period;
-  const int j = round * lanes + l;
-  if (i >= w || j >= h) return;
-  c->j = j;
-  c->i = i;
-}
-
 // flip ? -unzigzag(v) : unzigzag(v), without branches (the decoder's lanes
 // flip at random): unzigzag(v) = (v >> 1) ^ -(v & 1), and -r = (r ^ -1) + 1.
 constexpr int residual_of(uint32_t v, bool flip) {
@@ -1300,21 +1285,40 @@ bool CpuEncoder::encode_tile(size_t ti, int threshold) {
     if (w == 0 || h == 0) continue;
     const int period = schedule_period(w, lanes);
     const int steps = schedule_steps(w, h, lanes);
+    // Lane ln codes row j = round * lanes + ln, column i at step
+    // round * period + i + kStagger * ln (codec2_rules.h): its round and
+    // column at step st, stepped backwards from the last step (a negative
+    // round: idle from there on; i >= w or j >= h: idle at this step).
+    int round[kMaxLanes], col[kMaxLanes];
+    for (int ln = 0; ln < lanes; ++ln) {
+      const int tt = steps - 1 - kStagger * ln;
+      round[ln] = tt < 0 ? -1 : tt / period;
+      col[ln] = tt < 0 ? 0 : tt % period;
+    }
     for (int st = steps - 1; st >= 0; --st) {
-      LaneCursor cur[kMaxLanes];
-      for (int ln = 0; ln < lanes; ++ln) lane_position(st, ln, lanes, period, w, h, &cur[ln]);
-      for (int c = nc - 1; c >= 0; --c) {
-        for (int ln = lanes - 1; ln >= 0; --ln) {
-          if (cur[ln].j < 0) continue;
-          const Symbol &s = syms[layer_first[l] + (size_t(cur[ln].j) * w + cur[ln].i) * nc + c];
-          if (s.dist == 0xffff || s.nbits == 0) continue;  // skipped sample or no raw bits
-          enc.put_bits(state[ln], s.bits, s.nbits);
+      const Symbol *sample[kMaxLanes];  // per active lane, its sample's first component
+      int active[kMaxLanes], n_active = 0;
+      for (int ln = 0; ln < lanes; ++ln) {
+        const int i = col[ln], j = round[ln] * lanes + ln;
+        if (round[ln] >= 0 && i < w && j < h) {
+          sample[n_active] = &syms[layer_first[l] + (size_t(j) * w + i) * nc];
+          active[n_active++] = ln;
         }
-        for (int ln = lanes - 1; ln >= 0; --ln) {
-          if (cur[ln].j < 0) continue;
-          const Symbol &s = syms[layer_first[l] + (size_t(cur[ln].j) * w + cur[ln].i) * nc + c];
+        if (--col[ln] < 0) {
+          col[ln] = period - 1;
+          --round[ln];
+        }
+      }
+      for (int c = nc - 1; c >= 0; --c) {
+        for (int a = n_active - 1; a >= 0; --a) {
+          const Symbol &s = sample[a][c];
+          if (s.dist == 0xffff || s.nbits == 0) continue;  // skipped sample or no raw bits
+          enc.put_bits(state[active[a]], s.bits, s.nbits);
+        }
+        for (int a = n_active - 1; a >= 0; --a) {
+          const Symbol &s = sample[a][c];
           if (s.dist == 0xffff) continue;
-          enc.put(state[ln], rans_symbols_[size_t(s.dist) * kTokens + s.token]);
+          enc.put(state[active[a]], rans_symbols_[size_t(s.dist) * kTokens + s.token]);
         }
       }
     }
