@@ -779,25 +779,48 @@ void for_each_block_span(const LayerSet &ls, int l, const uint8_t *blocks, int t
   }
 }
 
+// Working values of samples [at, at + n) of a layer of NC channels (YCOCG:
+// colour transformed) from a picture's channels (and the reference's).
+template <int NC, bool YCOCG>
+void working_values_run(const Quantizer &q, const uint8_t *const *pic, const uint8_t *const *ref,
+                        size_t at, size_t n, int16_t *const *s, int16_t *const *t) {
+  int ch[NC], comp[NC];
+  for (size_t a = at; a < at + n; ++a) {
+    for (int c = 0; c < NC; ++c) ch[c] = q.index[pic[c][a]];
+    to_components(YCOCG, NC, ch, comp);
+    for (int c = 0; c < NC; ++c) s[c][a] = int16_t(comp[c]);
+    if (!ref) continue;
+    for (int c = 0; c < NC; ++c) ch[c] = q.diff[int(pic[c][a]) - int(ref[c][a]) + 255];
+    to_components(YCOCG, NC, ch, comp);
+    for (int c = 0; c < NC; ++c) t[c][a] = int16_t(comp[c]);
+  }
+}
+
 // Fills the working values of layer `l` from a picture (and the reference
 // for the T-domain) in the blocks flagged in `blocks` (null: all); other
 // samples keep their values (nothing reads them).
 void working_values(const LayerSet &ls, int l, const Quantizer &q, const Picture &pic,
                     const Picture *ref, const uint8_t *blocks, int threads, Planes &out) {
   const Layer &ly = ls.layer[l];
+  const uint8_t *p[kMaxComps] = {}, *r[kMaxComps] = {};
+  int16_t *s[kMaxComps] = {}, *t[kMaxComps] = {};
+  for (int c = 0; c < ly.channels; ++c) {
+    p[c] = pic.ch[l][c].data();
+    if (ref) r[c] = ref->ch[l][c].data();
+    s[c] = out.s[c].data();
+    t[c] = out.t[c].data();
+  }
+  const uint8_t *const *rp = ref ? r : nullptr;
   for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
-    int ch[kMaxComps], comp[kMaxComps];
-    for (int x = x0; x < x1; ++x) {
-      const size_t at = size_t(y) * ly.width + x;
-      for (int c = 0; c < ly.channels; ++c) ch[c] = q.index[pic.ch[l][c][at]];
-      to_components(ly.ycocg, ly.channels, ch, comp);
-      for (int c = 0; c < ly.channels; ++c) out.s[c][at] = int16_t(comp[c]);
-      if (!ref) continue;
-      for (int c = 0; c < ly.channels; ++c)
-        ch[c] = q.diff[int(pic.ch[l][c][at]) - int(ref->ch[l][c][at]) + 255];
-      to_components(ly.ycocg, ly.channels, ch, comp);
-      for (int c = 0; c < ly.channels; ++c) out.t[c][at] = int16_t(comp[c]);
-    }
+    const size_t at = size_t(y) * ly.width + x0, n = size_t(x1 - x0);
+    if (ly.ycocg && ly.channels == 3)
+      working_values_run<3, true>(q, p, rp, at, n, s, t);
+    else if (ly.ycocg)
+      working_values_run<4, true>(q, p, rp, at, n, s, t);
+    else if (ly.channels == 1)
+      working_values_run<1, false>(q, p, rp, at, n, s, t);
+    else
+      working_values_run<2, false>(q, p, rp, at, n, s, t);
   });
 }
 
