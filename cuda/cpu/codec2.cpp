@@ -865,12 +865,21 @@ struct Symbol {
 // Visits the samples of layer `l` of a tile whose block passes `want(block)`,
 // predicting each component from `nb` (neighbour values of the mode's
 // domain) and coding the value of `val`: f(block, x, y, comp, ctx, token,
-// nbits, bits) for each component in order.
-template <class Want, class F>
-void scan(const LayerSet &ls, const Tile &t, int l, int cls, const std::vector<int16_t> *nb,
-          const std::vector<int16_t> *val, const std::vector<uint8_t> &rclass, Want want, F f) {
+// nbits, bits) for each component in order. CLS: the class (scan() below
+// picks it); samples inside the tile read their neighbours directly, those
+// on its first row or column or last column by neighbours().
+template <int CLS, class Want, class F>
+void scan_class(const LayerSet &ls, const Tile &t, int l, const std::vector<int16_t> *nb,
+                const std::vector<int16_t> *val, const std::vector<uint8_t> &rclass, Want want,
+                F f) {
   const Layer &ly = ls.layer[l];
   const ptrdiff_t stride = ly.width;
+  const int16_t *nbp[kMaxComps], *valp[kMaxComps];
+  for (int c = 0; c < ly.channels; ++c) {
+    nbp[c] = nb[c].data();
+    valp[c] = val[c].data();
+  }
+  const uint8_t *rc = rclass.empty() ? nullptr : rclass.data();
   for (int j = 0; j < t.h[l]; ++j) {
     const int y = t.y0[l] + j;
     const int brow = ((y << ly.sy) / kBlock) * ls.blocks_x;
@@ -881,23 +890,39 @@ void scan(const LayerSet &ls, const Tile &t, int l, int cls, const std::vector<i
       for (int x = span.x0; x < span.x1; ++x) {
         const int i = x - t.x0[l];
         const size_t at = size_t(y) * stride + x;
+        const bool inside = j > 0 && i > 0 && i + 1 < t.w[l];
+        const int rcl = rc ? rc[at] : 0;
         int r0 = 0;
         for (int c = 0; c < ly.channels; ++c) {
-          const Neighbours n = neighbours(nb[c].data() + at, stride, i, j, t.w[l]);
-          const int pred = cls == kClassTemporal ? 0 : med(n.a, n.b, n.c);
-          const int r = val[c][at] - pred;
+          const int16_t *p = nbp[c] + at;
+          Neighbours n;
+          if (inside)
+            n = {p[-1], p[-stride], p[-stride - 1], p[-stride + 1]};
+          else
+            n = neighbours(p, stride, i, j, t.w[l]);
+          const int pred = CLS == kClassTemporal ? 0 : med(n.a, n.b, n.c);
+          const int r = valp[c][at] - pred;
           if (c == 0) r0 = r;
-          const int ctx =
-              sample_context(cls, c, n.a, n.b, n.c, n.d, r0, rclass.empty() ? 0 : rclass[at]);
+          const int ctx = sample_context(CLS, c, n.a, n.b, n.c, n.d, r0, rcl);
           int nbits;
           uint32_t bits;
           const int token =
-              token_of_table(zigzag(flip_sign(cls, n.a, n.b, n.c, n.d) ? -r : r), &nbits, &bits);
+              token_of_table(zigzag(flip_sign(CLS, n.a, n.b, n.c, n.d) ? -r : r), &nbits, &bits);
           f(block, x, y, c, ctx, token, nbits, bits);
         }
       }
     }
   }
+}
+template <class Want, class F>
+void scan(const LayerSet &ls, const Tile &t, int l, int cls, const std::vector<int16_t> *nb,
+          const std::vector<int16_t> *val, const std::vector<uint8_t> &rclass, Want want, F f) {
+  if (cls == kClassSpatial)
+    scan_class<kClassSpatial>(ls, t, l, nb, val, rclass, want, f);
+  else if (cls == kClassTemporal)
+    scan_class<kClassTemporal>(ls, t, l, nb, val, rclass, want, f);
+  else
+    scan_class<kClassTempSpat>(ls, t, l, nb, val, rclass, want, f);
 }
 
 // flip ? -unzigzag(v) : unzigzag(v), without branches (the decoder's lanes
