@@ -2,13 +2,17 @@
 // (cudadiff/codec2.h, CPU reference) on raw frames read from a file or stdin.
 //
 //   codec_eval --format BGR --size 768x576 --k 0,5,10,20 [--frames N]
-//              [--keyframe-interval 60] [--threads T] [--repeat R] [--label NAME] FILE|-
+//              [--keyframe-interval 60] [--threads T] [--repeat R] [--label NAME]
+//              [--hash] FILE|-
 //
 // For each k: every frame is encoded (a keyframe every `keyframe-interval`
 // frames, the element's default 60), decoded by a separate decoder, and
 // compared with the input: maximum error per byte and PSNR over all bytes.
 // Prints one line per k (also as a markdown row with --markdown). The times
 // are CPU times per frame of this machine (indicative: other work disturbs them).
+// --hash also prints, per k, a hash (FNV-1a, 64 bits) of every body and one of
+// every decoded picture: two builds that print the same hashes wrote the same
+// bytes (a check for optimisations that must not change the stream).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -62,11 +66,17 @@ double now_ms() {
   return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
 }
 
+uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
+
 int usage() {
   std::fprintf(stderr,
                "usage: codec_eval --format FMT --size WxH [--k 0,5,10,20] [--frames N]\n"
                "                  [--keyframe-interval N] [--threads T] [--repeat R]\n"
-               "                  [--label NAME] [--markdown] [--cpu-time] FILE|-\n");
+               "                  [--label NAME] [--markdown] [--cpu-time] [--hash] FILE|-\n");
   return 2;
 }
 
@@ -77,7 +87,7 @@ int main(int argc, char **argv) {
   std::vector<int> ks = {0, 5, 10, 20};
   long max_frames = -1;
   int keyint = 60, threads = 0, repeat = 1;  // --repeat 0: sizes and errors only
-  bool markdown = false;
+  bool markdown = false, hash = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -101,6 +111,8 @@ int main(int argc, char **argv) {
       markdown = true;
     else if (a == "--cpu-time")
       g_cpu_time = true;
+    else if (a == "--hash")
+      hash = true;
     else if (!a.empty() && a[0] == '-' && a != "-")
       return usage();
     else
@@ -152,6 +164,7 @@ int main(int argc, char **argv) {
     size_t model = 0, table = 0;
     bool mismatch = false;
     std::string error;
+    uint64_t body_hash = kFnvBasis, picture_hash = kFnvBasis;
     // Encode every frame once (checking each body with a decoder that follows
     // the encoder), then time the encoder and the decoder `repeat` times more
     // on the same frames and bodies (a fresh encoder and decoder each time).
@@ -170,6 +183,10 @@ int main(int argc, char **argv) {
           continue;
         }
         bodies[i].assign(body.data(), body.data() + body.size());
+        const uint8_t size_bytes[4] = {uint8_t(body.size()), uint8_t(body.size() >> 8),
+                                       uint8_t(body.size() >> 16), uint8_t(body.size() >> 24)};
+        body_hash = fnv1a(body_hash, size_bytes, 4);
+        body_hash = fnv1a(body_hash, body.data(), body.size());
         total += body.size();
         if (key) {
           key_total += body.size();
@@ -196,6 +213,7 @@ int main(int argc, char **argv) {
                     i % size_t(keyint) == 0, body);
         dec->read_reference(out);
         enc->read_reference(ref);
+        picture_hash = fnv1a(picture_hash, out.data(), frame_bytes);
         if (std::memcmp(out.data(), ref.data(), frame_bytes) != 0) mismatch = true;
         for (size_t b = 0; b < frame_bytes; ++b) {
           const int d = int(out.data()[b]) - int(frames[i][b]);
@@ -238,6 +256,9 @@ int main(int argc, char **argv) {
           nb ? double(blocks[2]) / nb : 0, nb ? double(blocks[3]) / nb : 0,
           mismatch ? "  DECODER != ENCODER" : "");
     }
+    if (hash)
+      std::printf("k=%d hash bodies %016llx pictures %016llx\n", k, (unsigned long long)body_hash,
+                  (unsigned long long)picture_hash);
     std::fflush(stdout);
     if (mismatch || max_err > k) return 1;
   }

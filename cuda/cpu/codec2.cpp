@@ -1,6 +1,6 @@
 // The difference codec, version 2: the CPU reference of the encoder and the
-// decoder (docs/codec2-draft.md specifies the body, cudadiff/codec2_rules.h
-// the per-sample rules). Written as the phases a GPU runs: per-sample work
+// decoder (docs/stream-format.md, "Version 2: the body", specifies the body,
+// cudadiff/codec2_rules.h the per-sample rules). Written as the phases a GPU runs: per-sample work
 // that depends on nothing but the input and the reference (quantisation,
 // mode costs, reconstruction, symbols), per-frame tables from histograms,
 // and one sequential rANS pass per tile.
@@ -234,6 +234,27 @@ struct TokenTables {
   }
 };
 const TokenTables kTokenInfo;
+
+// token_of() as a table for every value a token codes (v < 4096): the
+// token and its raw bit count (the raw bits are the low bits of v).
+struct TokenOfValue {
+  uint8_t token[1u << 12], nbits[1u << 12];
+  TokenOfValue() {
+    for (uint32_t v = 0; v < (1u << 12); ++v) {
+      int n;
+      uint32_t bits;
+      token[v] = uint8_t(token_of(v, &n, &bits));
+      nbits[v] = uint8_t(n);
+    }
+  }
+};
+const TokenOfValue kTokenOfValue;
+inline int token_of_table(uint32_t v, int *nbits, uint32_t *bits) {
+  if (v >= (1u << 12)) return token_of(v, nbits, bits);  // never for a valid residual
+  *nbits = kTokenOfValue.nbits[v];
+  *bits = v & ((1u << *nbits) - 1);
+  return kTokenOfValue.token[v];
+}
 const uint8_t *const kTokenExtra = kTokenInfo.extra;
 const uint32_t *const kTokenBase = kTokenInfo.base;
 
@@ -440,7 +461,7 @@ std::vector<DistGroup> listed_groups(const DistLayout &dl, const LayerSet &ls, b
 }
 
 // ---------------------------------------------------------------------------
-// rANS, byte-wise, 32-bit state (docs/codec2-draft.md, "Entropy coding")
+// rANS, byte-wise, 32-bit state (docs/stream-format.md, "Version 2: the body", "Coded tiles")
 
 struct RansEncoder {
   uint8_t *begin;  // output grows downwards from `end` towards `begin`
@@ -461,6 +482,36 @@ struct RansEncoder {
     }
     x = ((x / freq) << kProbBits) + (x % freq) + cum;
   }
+  // put() with the division by the frequency as a multiplication (below).
+  struct Symbol {
+    uint32_t x_max, reciprocal;
+    uint16_t freq, cum;
+    uint8_t shift;
+  };
+  static Symbol symbol(uint32_t freq, uint32_t cum) {
+    Symbol s{((kRansLow >> kProbBits) << 8) * freq, 0, uint16_t(freq), uint16_t(cum), 0};
+    if (freq == 0) return s;  // never coded
+    int l = 0;
+    while ((1u << l) < freq) ++l;
+    s.shift = uint8_t(31 + l);
+    s.reciprocal = uint32_t(((uint64_t(1) << s.shift) + freq - 1) / freq);
+    return s;
+  }
+  // x / freq for x < 2^31 (a state about to take a symbol is below x_max <=
+  // 2^31): with l = ceil(log2(freq)) and m = ceil(2^(31+l) / freq),
+  // x * m / 2^(31+l) exceeds x / freq by less than x / (freq * 2^31) < 1/freq,
+  // so its floor is the quotient.
+  static constexpr uint32_t quotient(uint32_t x, uint32_t reciprocal, int shift) {
+    return uint32_t((uint64_t(x) * reciprocal) >> shift);
+  }
+  inline void put(uint32_t &x, const Symbol &s) {
+    while (x >= s.x_max) {
+      emit(uint8_t(x));
+      x >>= 8;
+    }
+    const uint32_t q = quotient(x, s.reciprocal, s.shift);
+    x = (q << kProbBits) + (x - q * s.freq) + s.cum;
+  }
   inline void put_bits(uint32_t &x, uint32_t bits, int n) {
     const uint32_t x_max = (kRansLow >> n) << 8;
     while (x >= x_max) {
@@ -470,6 +521,22 @@ struct RansEncoder {
     x = (x << n) | bits;
   }
 };
+
+// RansEncoder::quotient() is the quotient for every frequency, at the ends
+// of the range and around multiples of the frequency.
+constexpr bool rans_quotient_is_exact() {
+  for (uint32_t f = 1; f <= kProbScale; ++f) {
+    int l = 0;
+    while ((1u << l) < f) ++l;
+    const uint32_t m = uint32_t(((uint64_t(1) << (31 + l)) + f - 1) / f);
+    const uint32_t top = 0x7fffffffu / f * f;
+    const uint32_t xs[7] = {0, f - 1, f, 2 * f - 1, top - 1, top, 0x7fffffffu};
+    for (uint32_t x : xs)
+      if (RansEncoder::quotient(x, m, 31 + l) != x / f) return false;
+  }
+  return true;
+}
+static_assert(rans_quotient_is_exact(), "rANS encoder's division by multiplication is inexact");
 
 struct RansDecoder {
   const uint8_t *p;
@@ -608,7 +675,7 @@ std::vector<Tile> make_tiles(const LayerSet &ls, const Geometry &g) {
 
 // Neighbours of sample (i, j) of a tile in a plane of values (row stride
 // `stride`, `p` at the sample), with the tile's edge rules: a left, b above,
-// c above-left, d above-right; outside the tile: see docs/codec2-draft.md.
+// c above-left, d above-right; outside the tile: see docs/stream-format.md, "Version 2: the body".
 struct Neighbours {
   int a, b, c, d;
 };
@@ -679,44 +746,112 @@ inline void to_channels(bool ycocg, int channels, const int *comp, int *ch) {
   }
 }
 
-// Fills the working values of samples [x0, x0+w) x [y0, y0+h) of a layer
-// from a picture (and the reference for the T-domain).
-void working_values(const Layer &ly, const Quantizer &q, const Picture &pic, const Picture *ref,
-                    int layer, int x0, int y0, int w, int h, Planes &out) {
-  int ch[kMaxComps], comp[kMaxComps];
-  for (int y = y0; y < y0 + h; ++y)
-    for (int x = x0; x < x0 + w; ++x) {
-      const size_t at = size_t(y) * ly.width + x;
-      for (int c = 0; c < ly.channels; ++c) ch[c] = q.index[pic.ch[layer][c][at]];
-      to_components(ly.ycocg, ly.channels, ch, comp);
-      for (int c = 0; c < ly.channels; ++c) out.s[c][at] = int16_t(comp[c]);
-      if (!ref) continue;
-      for (int c = 0; c < ly.channels; ++c)
-        ch[c] = q.diff[int(pic.ch[layer][c][at]) - int(ref->ch[layer][c][at]) + 255];
-      to_components(ly.ycocg, ly.channels, ch, comp);
-      for (int c = 0; c < ly.channels; ++c) out.t[c][at] = int16_t(comp[c]);
-    }
+// Samples [x0, x1) of a layer's row lie in block column bx.
+struct BlockSpan {
+  int x0, x1;
+};
+inline BlockSpan block_span(const Layer &ly, int bx) {
+  const int x0 = (bx * kBlock) >> ly.sx;
+  return {x0, std::min(ly.width, x0 + (kBlock >> ly.sx))};
 }
 
-// The texture class of the reference around every sample of a layer
-// (ref_class() of the sum of differences to the 4 nearest samples of the
-// texture channel: G for RGB, else the first; the layer's edges replicate).
-void reference_classes(const Layer &ly, const Picture &ref, int layer, int k,
-                       std::vector<uint8_t> &out) {
-  const std::vector<uint8_t> &p = ref.ch[layer][ly.ycocg ? 1 : 0];
-  const int w = ly.width, h = ly.height;
-  out.resize(size_t(w) * h);
-  for (int y = 0; y < h; ++y) {
-    const uint8_t *row = p.data() + size_t(y) * w;
-    const uint8_t *up = p.data() + size_t(y > 0 ? y - 1 : 0) * w;
-    const uint8_t *down = p.data() + size_t(y + 1 < h ? y + 1 : y) * w;
-    for (int x = 0; x < w; ++x) {
-      const int v = row[x];
-      const int g = iabs(row[x > 0 ? x - 1 : 0] - v) + iabs(row[x + 1 < w ? x + 1 : x] - v) +
-                    iabs(up[x] - v) + iabs(down[x] - v);
-      out[size_t(y) * w + x] = uint8_t(ref_class(g, k));
+// Calls f(y, x0, x1) for every row y of layer `l` and every run [x0, x1) of
+// samples whose blocks are flagged in `blocks` (one flag per block of the
+// frame; null: every block), rows in parallel.
+template <class F>
+void for_each_block_span(const LayerSet &ls, int l, const uint8_t *blocks, int threads, F f) {
+  const Layer &ly = ls.layer[l];
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int y = 0; y < ly.height; ++y) {
+    if (!blocks) {
+      f(y, 0, ly.width);
+      continue;
+    }
+    const uint8_t *brow = blocks + size_t((y << ly.sy) / kBlock) * ls.blocks_x;
+    for (int bx = 0; bx < ls.blocks_x; ++bx) {
+      if (!brow[bx]) continue;
+      int last = bx;  // the run of flagged blocks
+      while (last + 1 < ls.blocks_x && brow[last + 1]) ++last;
+      const int x0 = block_span(ly, bx).x0, x1 = block_span(ly, last).x1;
+      if (x0 < x1) f(y, x0, x1);
+      bx = last;
     }
   }
+}
+
+// Working values of samples [at, at + n) of a layer of NC channels (YCOCG:
+// colour transformed) from a picture's channels (and the reference's).
+template <int NC, bool YCOCG>
+void working_values_run(const Quantizer &q, const uint8_t *const *pic, const uint8_t *const *ref,
+                        size_t at, size_t n, int16_t *const *s, int16_t *const *t) {
+  int ch[NC], comp[NC];
+  for (size_t a = at; a < at + n; ++a) {
+    for (int c = 0; c < NC; ++c) ch[c] = q.index[pic[c][a]];
+    to_components(YCOCG, NC, ch, comp);
+    for (int c = 0; c < NC; ++c) s[c][a] = int16_t(comp[c]);
+    if (!ref) continue;
+    for (int c = 0; c < NC; ++c) ch[c] = q.diff[int(pic[c][a]) - int(ref[c][a]) + 255];
+    to_components(YCOCG, NC, ch, comp);
+    for (int c = 0; c < NC; ++c) t[c][a] = int16_t(comp[c]);
+  }
+}
+
+// Fills the working values of layer `l` from a picture (and the reference
+// for the T-domain) in the blocks flagged in `blocks` (null: all); other
+// samples keep their values (nothing reads them).
+void working_values(const LayerSet &ls, int l, const Quantizer &q, const Picture &pic,
+                    const Picture *ref, const uint8_t *blocks, int threads, Planes &out) {
+  const Layer &ly = ls.layer[l];
+  const uint8_t *p[kMaxComps] = {}, *r[kMaxComps] = {};
+  int16_t *s[kMaxComps] = {}, *t[kMaxComps] = {};
+  for (int c = 0; c < ly.channels; ++c) {
+    p[c] = pic.ch[l][c].data();
+    if (ref) r[c] = ref->ch[l][c].data();
+    s[c] = out.s[c].data();
+    t[c] = out.t[c].data();
+  }
+  const uint8_t *const *rp = ref ? r : nullptr;
+  for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
+    const size_t at = size_t(y) * ly.width + x0, n = size_t(x1 - x0);
+    if (ly.ycocg && ly.channels == 3)
+      working_values_run<3, true>(q, p, rp, at, n, s, t);
+    else if (ly.ycocg)
+      working_values_run<4, true>(q, p, rp, at, n, s, t);
+    else if (ly.channels == 1)
+      working_values_run<1, false>(q, p, rp, at, n, s, t);
+    else
+      working_values_run<2, false>(q, p, rp, at, n, s, t);
+  });
+}
+
+// The texture class of the reference around samples [x0, x1) of row y of
+// layer `l`: ref_class() of the sum of differences to the 4 nearest samples
+// of the texture channel (G for RGB, else the first; the layer's edges
+// replicate), into `out` (a class per sample of the layer).
+void reference_class_span(const Layer &ly, const Picture &ref, int l, int k, int y, int x0, int x1,
+                          uint8_t *out) {
+  const std::vector<uint8_t> &p = ref.ch[l][ly.ycocg ? 1 : 0];
+  const int w = ly.width, h = ly.height;
+  const uint8_t *row = p.data() + size_t(y) * w;
+  const uint8_t *up = p.data() + size_t(y > 0 ? y - 1 : 0) * w;
+  const uint8_t *down = p.data() + size_t(y + 1 < h ? y + 1 : y) * w;
+  for (int x = x0; x < x1; ++x) {
+    const int v = row[x];
+    const int g = iabs(row[x > 0 ? x - 1 : 0] - v) + iabs(row[x + 1 < w ? x + 1 : x] - v) +
+                  iabs(up[x] - v) + iabs(down[x] - v);
+    out[size_t(y) * w + x] = uint8_t(ref_class(g, k));
+  }
+}
+
+// The same for the samples of layer `l` in the blocks flagged in `blocks`
+// (null: all); the others keep their values (nothing reads them).
+void reference_classes(const LayerSet &ls, int l, const Picture &ref, int k, const uint8_t *blocks,
+                       int threads, std::vector<uint8_t> &out) {
+  const Layer &ly = ls.layer[l];
+  out.resize(size_t(ly.width) * ly.height);
+  for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
+    reference_class_span(ly, ref, l, k, y, x0, x1, out.data());
+  });
 }
 
 // One coded sample component.
@@ -730,52 +865,81 @@ struct Symbol {
 // Visits the samples of layer `l` of a tile whose block passes `want(block)`,
 // predicting each component from `nb` (neighbour values of the mode's
 // domain) and coding the value of `val`: f(block, x, y, comp, ctx, token,
-// nbits, bits) for each component in order.
-template <class Want, class F>
-void scan(const LayerSet &ls, const Tile &t, int l, int cls, const std::vector<int16_t> *nb,
-          const std::vector<int16_t> *val, const std::vector<uint8_t> &rclass, Want want, F f) {
+// nbits, bits) for each component in order. CLS: the class (scan() below
+// picks it); samples inside the tile read their neighbours directly, those
+// on its first row or column or last column by neighbours().
+template <int CLS, class Want, class F>
+void scan_class(const LayerSet &ls, const Tile &t, int l, const std::vector<int16_t> *nb,
+                const std::vector<int16_t> *val, const std::vector<uint8_t> &rclass, Want want,
+                F f) {
   const Layer &ly = ls.layer[l];
   const ptrdiff_t stride = ly.width;
+  const int16_t *nbp[kMaxComps], *valp[kMaxComps];
+  for (int c = 0; c < ly.channels; ++c) {
+    nbp[c] = nb[c].data();
+    valp[c] = val[c].data();
+  }
+  const uint8_t *rc = rclass.empty() ? nullptr : rclass.data();
   for (int j = 0; j < t.h[l]; ++j) {
     const int y = t.y0[l] + j;
     const int brow = ((y << ly.sy) / kBlock) * ls.blocks_x;
-    for (int i = 0; i < t.w[l]; ++i) {
-      const int x = t.x0[l] + i;
-      const int block = brow + (x << ly.sx) / kBlock;
-      if (!want(block)) continue;
-      const size_t at = size_t(y) * stride + x;
-      int r0 = 0;
-      for (int c = 0; c < ly.channels; ++c) {
-        const Neighbours n = neighbours(nb[c].data() + at, stride, i, j, t.w[l]);
-        const int pred = cls == kClassTemporal ? 0 : med(n.a, n.b, n.c);
-        const int r = val[c][at] - pred;
-        if (c == 0) r0 = r;
-        const int ctx =
-            sample_context(cls, c, n.a, n.b, n.c, n.d, r0, rclass.empty() ? 0 : rclass[at]);
-        int nbits;
-        uint32_t bits;
-        const int token =
-            token_of(zigzag(flip_sign(cls, n.a, n.b, n.c, n.d) ? -r : r), &nbits, &bits);
-        f(block, x, y, c, ctx, token, nbits, bits);
+    for (int bx = t.bx0; bx < t.bx1; ++bx) {
+      const int block = brow + bx;
+      if (!want(block)) continue;  // the block's samples in this row are not visited
+      const BlockSpan span = block_span(ly, bx);
+      for (int x = span.x0; x < span.x1; ++x) {
+        const int i = x - t.x0[l];
+        const size_t at = size_t(y) * stride + x;
+        const bool inside = j > 0 && i > 0 && i + 1 < t.w[l];
+        const int rcl = rc ? rc[at] : 0;
+        int r0 = 0;
+        for (int c = 0; c < ly.channels; ++c) {
+          const int16_t *p = nbp[c] + at;
+          Neighbours n;
+          if (inside)
+            n = {p[-1], p[-stride], p[-stride - 1], p[-stride + 1]};
+          else
+            n = neighbours(p, stride, i, j, t.w[l]);
+          const int pred = CLS == kClassTemporal ? 0 : med(n.a, n.b, n.c);
+          const int r = valp[c][at] - pred;
+          if (c == 0) r0 = r;
+          const int ctx = sample_context(CLS, c, n.a, n.b, n.c, n.d, r0, rcl);
+          int nbits;
+          uint32_t bits;
+          const int token =
+              token_of_table(zigzag(flip_sign(CLS, n.a, n.b, n.c, n.d) ? -r : r), &nbits, &bits);
+          f(block, x, y, c, ctx, token, nbits, bits);
+        }
       }
     }
   }
 }
-
-// The per-lane position in the schedule of one layer of a tile.
-struct LaneCursor {
-  int j, i;  // row and column in the tile, or j < 0: idle
-};
-inline void lane_position(int t, int l, int lanes, int period, int w, int h, LaneCursor *c) {
-  const int tt = t - kStagger * l;
-  c->j = -1;
-  if (tt < 0) return;
-  const int round = tt / period, i = tt % period;
-  const int j = round * lanes + l;
-  if (i >= w || j >= h) return;
-  c->j = j;
-  c->i = i;
+template <class Want, class F>
+void scan(const LayerSet &ls, const Tile &t, int l, int cls, const std::vector<int16_t> *nb,
+          const std::vector<int16_t> *val, const std::vector<uint8_t> &rclass, Want want, F f) {
+  if (cls == kClassSpatial)
+    scan_class<kClassSpatial>(ls, t, l, nb, val, rclass, want, f);
+  else if (cls == kClassTemporal)
+    scan_class<kClassTemporal>(ls, t, l, nb, val, rclass, want, f);
+  else
+    scan_class<kClassTempSpat>(ls, t, l, nb, val, rclass, want, f);
 }
+
+// flip ? -unzigzag(v) : unzigzag(v), without branches (the decoder's lanes
+// flip at random): unzigzag(v) = (v >> 1) ^ -(v & 1), and -r = (r ^ -1) + 1.
+constexpr int residual_of(uint32_t v, bool flip) {
+  const int r = int(v >> 1) ^ -int(v & 1);
+  return (r ^ -int(flip)) + int(flip);
+}
+constexpr bool residual_of_is_exact() {  // for every value a token codes
+  for (uint32_t v = 0; v < 4096; ++v)
+    for (int flip = 0; flip <= 1; ++flip) {
+      const int u = (v & 1) ? -int(v >> 1) - 1 : int(v >> 1);  // unzigzag()
+      if (residual_of(v, flip != 0) != (flip ? -u : u)) return false;
+    }
+  return true;
+}
+static_assert(residual_of_is_exact(), "residual_of() differs from unzigzag()");
 
 constexpr int kMaxThreads = 256;
 int omp_thread() {
@@ -806,6 +970,7 @@ class CpuEncoder final : public Encoder {
     if (g.tile_bx < 1 || g.tile_bx > 255 || g.tile_by < 1 || g.tile_by > 255)
       throw Error("codec2 encoder: tile geometry out of range");
     dl_ = DistLayout(ls_);
+    if (size_t(dl_.count) * kTokens > 65536) throw Error("codec2 encoder: too many distributions");
     tiles_ = make_tiles(ls_, g);
     cur_.allocate(ls_);
     ref_.allocate(ls_);
@@ -826,12 +991,14 @@ class CpuEncoder final : public Encoder {
   }
 
  private:
+  void find_coded_blocks(bool keyframe, int threads);
   void decide_modes(int threads);
-  void block_costs(const Tile &t, const std::vector<uint32_t> *cost_tables,
-                   std::vector<uint64_t> &cost);
+  void proxy_symbols(const Tile &t, std::vector<uint64_t> &cost);
+  template <class Want, class F>
+  void for_each_proxy(const Tile &t, Want want, F f) const;
   void tile_symbols(size_t ti);
   void build_model(const std::vector<uint32_t> &hist, bool keyframe, BitWriter &bw, Model &model);
-  bool encode_tile(size_t ti, const Model &model, int threshold);
+  bool encode_tile(size_t ti, int threshold);
   void store_raw(size_t ti);
   void debug_sizes(const Model &model);
 
@@ -844,6 +1011,11 @@ class CpuEncoder final : public Encoder {
   Planes work_[kMaxLayers];                  // working values of the reconstruction (neighbours)
   std::vector<uint8_t> rclass_[kMaxLayers];  // reference texture classes (deltas)
   std::vector<uint8_t> modes_;
+  // Per block: not skipped; and needed (coded, or holding neighbours of a
+  // coded block's samples: left, right, above-left, above or above-right of it).
+  std::vector<uint8_t> coded_, needed_;
+  // The mode decision's symbols per layer, class, sample and component.
+  std::vector<uint16_t> ids_[kMaxLayers][kClasses];
   Model prev_;
   std::vector<std::vector<Symbol>> symbols_;  // per tile: block modes, then layer by layer
   std::vector<std::vector<uint32_t>> tile_hist_;
@@ -851,57 +1023,128 @@ class CpuEncoder final : public Encoder {
   std::vector<int> tile_type_;   // 0 skipped, 1 coded, 2 raw
   std::vector<int> tile_lanes_;  // lanes of a coded tile
   std::vector<std::vector<uint8_t>> rans_buffers_{size_t(kMaxThreads)};
+  std::vector<RansEncoder::Symbol> rans_symbols_;  // per distribution and token: the model's
   bool keyframe_ = true;
 };
 
-// Costs of the three coded modes for every block of a tile, each sample
-// predicted as if its neighbours had the same mode. `cost_tables` (per
-// distribution, per token; 1/256 bit) or null for the first estimate.
-void CpuEncoder::block_costs(const Tile &t, const std::vector<uint32_t> *cost_tables,
-                             std::vector<uint64_t> &cost) {
+// The proxy symbols of every coded block of a tile in each of the three
+// coded modes' classes, each sample predicted as if its neighbours had the
+// same mode (from the input's working values), kept in ids_ as
+// distribution * kTokens + token; and the first estimate of each mode's
+// cost, by a fixed cost per residual.
+void CpuEncoder::proxy_symbols(const Tile &t, std::vector<uint64_t> &cost) {
   const int modes_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
   for (int l = 0; l < ls_.count; ++l)
     for (int cls = 0; cls < kClasses; ++cls) {
       const std::vector<int16_t> *planes = cls == kClassSpatial ? in_[l].s : in_[l].t;
       const int mode = modes_of_class[cls];
       const int *base = dl_.base[l][cls];
+      const int nc = ls_.layer[l].channels, width = ls_.layer[l].width;
+      uint16_t *ids = ids_[l][cls].data();
       scan(
-          ls_, t, l, cls, planes, planes, rclass_[l], [](int) { return true; },
-          [&](int block, int, int, int c, int ctx, int token, int nbits, uint32_t) {
-            const uint32_t bits = cost_tables
-                                      ? (*cost_tables)[size_t(base[c] + ctx) * kTokens + token]
-                                      : kFirstCost.of_token[token];
-            cost[size_t(block) * kModes + mode] += bits + 256u * uint32_t(nbits);
+          ls_, t, l, cls, planes, planes, rclass_[l], [&](int block) { return coded_[block] != 0; },
+          [&](int block, int x, int y, int c, int ctx, int token, int nbits, uint32_t) {
+            ids[(size_t(y) * width + x) * nc + c] = uint16_t((base[c] + ctx) * kTokens + token);
+            cost[size_t(block) * kModes + mode] +=
+                kFirstCost.of_token[token] + 256u * uint32_t(nbits);
           });
+    }
+}
+
+// Calls f(block, mode, id) for every proxy symbol of the coded blocks of a
+// tile for which want(block, cls) holds.
+template <class Want, class F>
+void CpuEncoder::for_each_proxy(const Tile &t, Want want, F f) const {
+  const int modes_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
+  for (int l = 0; l < ls_.count; ++l) {
+    const Layer &ly = ls_.layer[l];
+    const int nc = ly.channels;
+    for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y) {
+      const size_t brow = size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
+      for (int bx = t.bx0; bx < t.bx1; ++bx) {
+        const int block = int(brow) + bx;
+        if (!coded_[block]) continue;
+        const BlockSpan span = block_span(ly, bx);
+        for (int cls = 0; cls < kClasses; ++cls) {
+          if (!want(block, cls)) continue;
+          const uint16_t *ids = ids_[l][cls].data() + (size_t(y) * ly.width + span.x0) * nc;
+          for (int n = 0; n < (span.x1 - span.x0) * nc; ++n) f(block, modes_of_class[cls], ids[n]);
+        }
+      }
+    }
+  }
+}
+
+// coded_: every block of a keyframe; in a delta the blocks with a byte
+// more than k from the reference (exactly those with a T-domain value other
+// than 0: quant_diff() is 0 only within k, and YCoCg-R maps 0 to 0).
+// needed_: the coded blocks and the blocks their samples' neighbours lie in.
+void CpuEncoder::find_coded_blocks(bool keyframe, int threads) {
+  const int bxs = ls_.blocks_x, bys = ls_.blocks_y;
+  coded_.assign(size_t(bxs) * bys, keyframe ? 1 : 0);
+  needed_.assign(coded_.size(), keyframe ? 1 : 0);
+  if (keyframe) return;
+  const int k = q_.k;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int by = 0; by < bys; ++by) {
+    uint8_t *coded = coded_.data() + size_t(by) * bxs;
+    for (int l = 0; l < ls_.count; ++l) {
+      const Layer &ly = ls_.layer[l];
+      const int y1 = std::min(ly.height, ((by + 1) * kBlock) >> ly.sy);
+      for (int y = (by * kBlock) >> ly.sy; y < y1; ++y)
+        for (int c = 0; c < ly.channels; ++c) {
+          const uint8_t *cur = cur_.ch[l][c].data() + size_t(y) * ly.width;
+          const uint8_t *ref = ref_.ch[l][c].data() + size_t(y) * ly.width;
+          for (int bx = 0; bx < bxs; ++bx) {
+            if (coded[bx]) continue;
+            const BlockSpan span = block_span(ly, bx);
+            int far = 0;
+            for (int x = span.x0; x < span.x1; ++x) far |= iabs(int(cur[x]) - int(ref[x])) > k;
+            coded[bx] = uint8_t(far);
+          }
+        }
+    }
+  }
+  for (int by = 0; by < bys; ++by)
+    for (int bx = 0; bx < bxs; ++bx) {
+      // A sample's neighbours lie in its block and the blocks left, right
+      // (above-right of a sample at the block's right edge), above-left,
+      // above and above-right of it.
+      uint8_t n = 0;
+      for (int dy = 0; dy <= 1 && by + dy < bys; ++dy)
+        for (int dx = -1; dx <= 1; ++dx)
+          if (bx + dx >= 0 && bx + dx < bxs) n |= coded_[size_t(by + dy) * bxs + bx + dx];
+      needed_[size_t(by) * bxs + bx] = n;
     }
 }
 
 void CpuEncoder::decide_modes(int threads) {
   const size_t n_blocks = modes_.size();
   std::vector<uint64_t> cost(n_blocks * kModes);
-  // Blocks where every byte is within k of the reference are skipped.
-  std::vector<uint8_t> skip(n_blocks, 1);
-  for (int l = 0; l < ls_.count; ++l) {
-    const Layer &ly = ls_.layer[l];
-    for (int y = 0; y < ly.height; ++y)
-      for (int x = 0; x < ly.width; ++x) {
-        const size_t at = size_t(y) * ly.width + x;
-        bool same = true;
-        for (int c = 0; c < ly.channels; ++c) same &= in_[l].t[c][at] == 0;
-        if (!same) skip[((y << ly.sy) / kBlock) * ls_.blocks_x + (x << ly.sx) / kBlock] = 0;
-      }
-  }
   // Two rounds: a first choice by a fixed cost per residual, then by the
-  // costs of the tables that choice would produce.
-  std::vector<uint32_t> cost_tables;
+  // costs of the tables that choice would produce (of the same symbols,
+  // computed once).
+  const long long n_tiles = (long long)tiles_.size();
+  for (int l = 0; l < ls_.count; ++l)
+    for (int cls = 0; cls < kClasses; ++cls)
+      ids_[l][cls].resize(size_t(ls_.layer[l].width) * ls_.layer[l].height * ls_.layer[l].channels);
+  std::vector<uint32_t> id_cost;  // per distribution and token: 1/256 bit
   for (int round = 0; round < 2; ++round) {
     std::fill(cost.begin(), cost.end(), 0);
-    const long long n_tiles = (long long)tiles_.size();
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
-    for (long long ti = 0; ti < n_tiles; ++ti)
-      block_costs(tiles_[ti], round ? &cost_tables : nullptr, cost);
+    for (long long ti = 0; ti < n_tiles; ++ti) {
+      if (round == 0) {
+        proxy_symbols(tiles_[ti], cost);
+        continue;
+      }
+      for_each_proxy(
+          tiles_[ti], [](int, int) { return true; },
+          [&](int block, int mode, uint16_t id) {
+            cost[size_t(block) * kModes + mode] += id_cost[id];
+          });
+    }
     for (size_t b = 0; b < n_blocks; ++b) {
-      if (skip[b]) {
+      if (!coded_[b]) {
         modes_[b] = kSkip;
         continue;
       }
@@ -912,29 +1155,31 @@ void CpuEncoder::decide_modes(int threads) {
       modes_[b] = uint8_t(best);
     }
     if (round == 1) break;
-    // Histograms of the proxy symbols under this choice -> cost tables.
-    std::vector<uint32_t> hist(size_t(dl_.count) * kTokens, 0);
+    // Histograms of the proxy symbols under this choice -> costs (with the
+    // raw bits: 256 per bit).
+    const size_t n_ids = size_t(dl_.count) * kTokens;
+    std::vector<uint32_t> hist(n_ids, 0);
     const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
-    for (const Tile &t : tiles_)
-      for (int l = 0; l < ls_.count; ++l)
-        for (int cls = 0; cls < kClasses; ++cls) {
-          const std::vector<int16_t> *planes = cls == kClassSpatial ? in_[l].s : in_[l].t;
-          const int *base = dl_.base[l][cls];
-          scan(
-              ls_, t, l, cls, planes, planes, rclass_[l],
-              [&](int block) { return class_of_mode[modes_[block]] == cls; },
-              [&](int, int, int, int c, int ctx, int token, int, uint32_t) {
-                hist[size_t(base[c] + ctx) * kTokens + token]++;
-              });
-        }
-    cost_tables.assign(size_t(dl_.count) * kTokens, 0);
+#pragma omp parallel num_threads(threads)
+    {
+      std::vector<uint32_t> mine(n_ids, 0);
+#pragma omp for schedule(dynamic)
+      for (long long ti = 0; ti < n_tiles; ++ti)
+        for_each_proxy(
+            tiles_[ti], [&](int block, int cls) { return class_of_mode[modes_[block]] == cls; },
+            [&](int, int, uint16_t id) { mine[id]++; });
+#pragma omp critical
+      for (size_t i = 0; i < n_ids; ++i) hist[i] += mine[i];
+    }
+    id_cost.assign(n_ids, 0);
     for (int d = 0; d < dl_.count; ++d) {
       // Costs with one extra count per token, so that unseen tokens cost a lot but not infinity.
       uint32_t total = 0;
       for (int tk = 0; tk < kTokens; ++tk) total += hist[size_t(d) * kTokens + tk] + 1;
       const uint32_t lt = log2_q8(total);
       for (int tk = 0; tk < kTokens; ++tk)
-        cost_tables[size_t(d) * kTokens + tk] = lt - log2_q8(hist[size_t(d) * kTokens + tk] + 1);
+        id_cost[size_t(d) * kTokens + tk] =
+            lt - log2_q8(hist[size_t(d) * kTokens + tk] + 1) + 256u * uint32_t(kTokenExtra[tk]);
     }
   }
 }
@@ -1040,10 +1285,10 @@ void CpuEncoder::build_model(const std::vector<uint32_t> &hist, bool keyframe, B
   }
 }
 
-// rANS of one tile's symbols in reverse schedule order (the decoder reads
-// them forwards). False when the stream is no smaller than the tile's
-// bytes: the tile is then marked raw.
-bool CpuEncoder::encode_tile(size_t ti, const Model &model, int threshold) {
+// rANS of one tile's symbols with the frame's tables (rans_symbols_) in
+// reverse schedule order (the decoder reads them forwards). False when the
+// stream is no smaller than the tile's bytes: the tile is then marked raw.
+bool CpuEncoder::encode_tile(size_t ti, int threshold) {
   const Tile &t = tiles_[ti];
   const std::vector<Symbol> &syms = symbols_[ti];
   uint32_t coded_samples = 0;
@@ -1088,33 +1333,48 @@ bool CpuEncoder::encode_tile(size_t ti, const Model &model, int threshold) {
     if (w == 0 || h == 0) continue;
     const int period = schedule_period(w, lanes);
     const int steps = schedule_steps(w, h, lanes);
+    // Lane ln codes row j = round * lanes + ln, column i at step
+    // round * period + i + kStagger * ln (codec2_rules.h): its round and
+    // column at step st, stepped backwards from the last step (a negative
+    // round: idle from there on; i >= w or j >= h: idle at this step).
+    int round[kMaxLanes], col[kMaxLanes];
+    for (int ln = 0; ln < lanes; ++ln) {
+      const int tt = steps - 1 - kStagger * ln;
+      round[ln] = tt < 0 ? -1 : tt / period;
+      col[ln] = tt < 0 ? 0 : tt % period;
+    }
     for (int st = steps - 1; st >= 0; --st) {
-      LaneCursor cur[kMaxLanes];
-      for (int ln = 0; ln < lanes; ++ln) lane_position(st, ln, lanes, period, w, h, &cur[ln]);
-      for (int c = nc - 1; c >= 0; --c) {
-        for (int ln = lanes - 1; ln >= 0; --ln) {
-          if (cur[ln].j < 0) continue;
-          const Symbol &s = syms[layer_first[l] + (size_t(cur[ln].j) * w + cur[ln].i) * nc + c];
-          if (s.dist == 0xffff || s.nbits == 0) continue;  // skipped sample or no raw bits
-          enc.put_bits(state[ln], s.bits, s.nbits);
+      const Symbol *sample[kMaxLanes];  // per active lane, its sample's first component
+      int active[kMaxLanes], n_active = 0;
+      for (int ln = 0; ln < lanes; ++ln) {
+        const int i = col[ln], j = round[ln] * lanes + ln;
+        if (round[ln] >= 0 && i < w && j < h) {
+          sample[n_active] = &syms[layer_first[l] + (size_t(j) * w + i) * nc];
+          active[n_active++] = ln;
         }
-        for (int ln = lanes - 1; ln >= 0; --ln) {
-          if (cur[ln].j < 0) continue;
-          const Symbol &s = syms[layer_first[l] + (size_t(cur[ln].j) * w + cur[ln].i) * nc + c];
+        if (--col[ln] < 0) {
+          col[ln] = period - 1;
+          --round[ln];
+        }
+      }
+      for (int c = nc - 1; c >= 0; --c) {
+        for (int a = n_active - 1; a >= 0; --a) {
+          const Symbol &s = sample[a][c];
+          if (s.dist == 0xffff || s.nbits == 0) continue;  // skipped sample or no raw bits
+          enc.put_bits(state[active[a]], s.bits, s.nbits);
+        }
+        for (int a = n_active - 1; a >= 0; --a) {
+          const Symbol &s = sample[a][c];
           if (s.dist == 0xffff) continue;
-          const Table &tb = model.tables[s.dist];
-          enc.put(state[ln], tb.freq[s.token], tb.cum[s.token]);
+          enc.put(state[active[a]], rans_symbols_[size_t(s.dist) * kTokens + s.token]);
         }
       }
     }
   }
   if (!keyframe_) {
     const int n_blocks = (t.bx1 - t.bx0) * (t.by1 - t.by0);
-    const Table &tb = model.tables[dl_.mode];
-    for (int b = n_blocks - 1; b >= 0; --b) {
-      const Symbol &s = syms[b];
-      enc.put(state[b % lanes], tb.freq[s.token], tb.cum[s.token]);
-    }
+    const RansEncoder::Symbol *mode_symbols = &rans_symbols_[size_t(dl_.mode) * kTokens];
+    for (int b = n_blocks - 1; b >= 0; --b) enc.put(state[b % lanes], mode_symbols[syms[b].token]);
   }
   for (int ln = lanes - 1; ln >= 0; --ln) {
     enc.emit(uint8_t(state[ln] >> 24));
@@ -1193,15 +1453,19 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
   const int threads = default_threads(samples, tiles_.size());
 
-  // 1. Working values of the input, the reference's texture.
-  for (int l = 0; l < ls_.count; ++l)
+  // 1. Blocks to code (deltas: those with a byte more than k from the
+  // reference; the others are skipped and cost only this comparison), the
+  // working values of the input where they are read, the reference's
+  // texture where it is read.
+  find_coded_blocks(keyframe, threads);
+  const uint8_t *needed = keyframe ? nullptr : needed_.data();
+  for (int l = 0; l < ls_.count; ++l) {
     if (keyframe)
       rclass_[l].clear();
     else
-      reference_classes(ls_.layer[l], ref_, l, threshold, rclass_[l]);
-  for (int l = 0; l < ls_.count; ++l)
-    working_values(ls_.layer[l], q_, cur_, keyframe ? nullptr : &ref_, l, 0, 0, ls_.layer[l].width,
-                   ls_.layer[l].height, in_[l]);
+      reference_classes(ls_, l, ref_, threshold, coded_.data(), threads, rclass_[l]);
+    working_values(ls_, l, q_, cur_, keyframe ? nullptr : &ref_, needed, threads, in_[l]);
+  }
 
   // 2. Block modes.
   if (keyframe)
@@ -1212,25 +1476,32 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   // 3. Reconstruction and its working values (what the decoder will see).
   for (int l = 0; l < ls_.count; ++l) {
     const Layer &ly = ls_.layer[l];
-    for (int y = 0; y < ly.height; ++y)
-      for (int x = 0; x < ly.width; ++x) {
-        const size_t at = size_t(y) * ly.width + x;
-        const int mode = modes_[((y << ly.sy) / kBlock) * ls_.blocks_x + (x << ly.sx) / kBlock];
+    for_each_block_span(ls_, l, nullptr, threads, [&](int y, int, int) {
+      const uint8_t *mrow = modes_.data() + size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
+      for (int bx = 0; bx < ls_.blocks_x; ++bx) {
+        const BlockSpan span = block_span(ly, bx);
+        const int mode = mrow[bx];
         for (int c = 0; c < ly.channels; ++c) {
-          const int v = cur_.ch[l][c][at];
-          const int r = keyframe ? 0 : ref_.ch[l][c][at];
-          int out;
-          if (mode == kSpatial)
-            out = q_.dequant[q_.index[v]];
-          else if (mode == kSkip)
-            out = r;
-          else
-            out = dequant_diff(r, q_.diff[v - r + 255], q_.k);
-          rec_.ch[l][c][at] = uint8_t(out);
+          const uint8_t *cur = cur_.ch[l][c].data() + size_t(y) * ly.width;
+          const uint8_t *ref = ref_.ch[l][c].data() + size_t(y) * ly.width;
+          uint8_t *rec = rec_.ch[l][c].data() + size_t(y) * ly.width;
+          if (mode == kSkip) {
+            std::memcpy(rec + span.x0, ref + span.x0, size_t(std::max(0, span.x1 - span.x0)));
+            continue;
+          }
+          for (int x = span.x0; x < span.x1; ++x) {
+            const int v = cur[x];
+            if (mode == kSpatial) {
+              rec[x] = q_.dequant[q_.index[v]];
+            } else {
+              const int r = ref[x];
+              rec[x] = uint8_t(dequant_diff(r, q_.diff[v - r + 255], q_.k));
+            }
+          }
         }
       }
-    working_values(ly, q_, rec_, keyframe ? nullptr : &ref_, l, 0, 0, ly.width, ly.height,
-                   work_[l]);
+    });
+    working_values(ls_, l, q_, rec_, keyframe ? nullptr : &ref_, needed, threads, work_[l]);
   }
 
   // 4. Symbols and their histograms, per tile.
@@ -1256,10 +1527,15 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
         for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_hist_[ti][i];
     bw = BitWriter();
     build_model(hist, keyframe, bw, model);
+    rans_symbols_.resize(size_t(dl_.count) * kTokens);
+    for (int d = 0; d < dl_.count; ++d)
+      for (int tk = 0; tk < kTokens; ++tk)
+        rans_symbols_[size_t(d) * kTokens + tk] =
+            RansEncoder::symbol(model.tables[d].freq[tk], model.tables[d].cum[tk]);
     bool any_raw = false;
 #pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : any_raw)
     for (long long ti = 0; ti < (long long)n_tiles; ++ti)
-      if (tile_type_[ti] == 1) any_raw |= !encode_tile(size_t(ti), model, threshold);
+      if (tile_type_[ti] == 1) any_raw |= !encode_tile(size_t(ti), threshold);
     if (!any_raw) break;
   }
   for (size_t ti = 0; ti < n_tiles; ++ti)
@@ -1461,16 +1737,15 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
   offset[n_tiles] = total;
   if (total != n - at) return fail("tile sizes do not add up to the body size");
 
-  for (int l = 0; l < ls_.count; ++l)
-    if (h.keyframe)
-      rclass_[l].clear();
-    else
-      reference_classes(ls_.layer[l], ref_, l, h.threshold, rclass_[l]);
-
-  // Tiles, in parallel; the picture is replaced only when every tile decoded.
   size_t samples = 0;
   for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
   const int threads = default_threads(samples, n_tiles);
+  // The reference's texture classes: each tile computes those of its
+  // temporal blocks (the only samples that read them) once their modes are known.
+  for (int l = 0; l < ls_.count; ++l)
+    rclass_[l].resize(h.keyframe ? 0 : size_t(ls_.layer[l].width) * ls_.layer[l].height);
+
+  // Tiles, in parallel; the picture is replaced only when every tile decoded.
   int failed = 0;
 #pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : failed)
   for (long long ti = 0; ti < (long long)n_tiles; ++ti)
@@ -1534,6 +1809,18 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
     modes_[at] = uint8_t(dec.get(state[b % lanes], dtab_[dl_.mode]));
     checksum[b % lanes] = lane_checksum(checksum[b % lanes], modes_[at]);
   }
+  if (!keyframe)
+    for (int l = 0; l < ls_.count; ++l) {
+      const Layer &ly = ls_.layer[l];
+      for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y) {
+        const uint8_t *mrow = modes_.data() + size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
+        for (int bx = t.bx0; bx < t.bx1; ++bx)
+          if (mrow[bx] == kTemporal) {
+            const BlockSpan span = block_span(ly, bx);
+            reference_class_span(ly, ref_, l, q_.k, y, span.x0, span.x1, rclass_[l].data());
+          }
+      }
+    }
   bool ok = true;
   for (int l = 0; l < ls_.count && ok; ++l) {
     const Layer &ly = ls_.layer[l];
@@ -1757,7 +2044,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       L.j = j;
       L.block = block_of(x, y);
       L.edge = i == 0 || j == 0 || i + 1 == w;
-      L.rclass = KEY ? 0 : rclass[L.at];
+      L.rclass = !KEY && mode == kTemporal ? rclass[L.at] : 0;
       const int cls = KEY ? int(kClassSpatial) : mode_class(mode);
       by_class[cls][n_class[cls]++] = ln;
       active[n_active++] = ln;
@@ -1782,15 +2069,14 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
           state[ln] >>= nbits;
           dec.renorm(state[ln]);
           checksum[ln] = nbits ? lane_checksum(checksum[ln], bits) : checksum[ln];
-          const int r =
-              L.flip ? -unzigzag(kTokenBase[L.token] | bits) : unzigzag(kTokenBase[L.token] | bits);
+          const int r = residual_of(kTokenBase[L.token] | bits, L.flip);
           if (c == 0) L.r0 = r;
           L.value[c] = L.pred + r;
         }
       } else {
         for (int k = 0; k < n_active; ++k) {
           Lane &L = lane[active[k]];
-          const int r = L.flip ? -unzigzag(uint32_t(L.token)) : unzigzag(uint32_t(L.token));
+          const int r = residual_of(uint32_t(L.token), L.flip);
           if (c == 0) L.r0 = r;
           L.value[c] = L.pred + r;
         }

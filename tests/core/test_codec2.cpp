@@ -603,3 +603,77 @@ TEST(Codec2Cpu, BodyHeader) {
   EXPECT_EQ(g.tile_bx, 20);
   EXPECT_EQ(g.tile_by, 8);
 }
+
+// The bytes of a multi-frame stream, pinned: every body of a synthetic
+// sequence (static areas, a moving square, a noisy patch, a cut) hashed per
+// format and k. The sequence uses no std distributions, so it is the same
+// with every standard library. A faster encoder must keep these hashes;
+// a change here is a change of the stream format.
+namespace {
+uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+uint32_t mix(uint32_t v) {  // a fixed integer hash (no library randomness)
+  v ^= v >> 16;
+  v *= 0x7feb352dU;
+  v ^= v >> 15;
+  v *= 0x846ca68bU;
+  v ^= v >> 16;
+  return v;
+}
+void fill_pinned_scene(HostFrame &f, int t) {
+  for (int p = 0; p < f.view.n_planes(); ++p) {
+    const int row = int(f.view.row_bytes(p)), rows = f.view.plane_height(p);
+    for (int y = 0; y < rows; ++y)
+      for (int x = 0; x < row; ++x) {
+        int v = (x * 5 + y * 3 + 40 * p) % 220 + 10;
+        if ((x / 9 + y / 6) % 4 == 0) v = 250 - v / 3;
+        const int sx = (7 * t) % std::max(row - 24, 1), sy = (4 * t) % std::max(rows - 16, 1);
+        if (x >= sx && x < sx + 24 && y >= sy && y < sy + 16) v = 255 - v;
+        const uint32_t r = mix(uint32_t(t * 7919 + p * 104729) ^ uint32_t(y * 65537 + x));
+        if (y > rows / 2 && x < row / 3) v += int(r % 9) - 4;  // noise in one corner
+        if (t == 3 && y < rows / 4) v = int(r & 255);          // a cut across the top
+        f.view.row(p, y)[x] = uint8_t(std::clamp(v, 0, 255));
+      }
+  }
+}
+}  // namespace
+
+TEST(Codec2Cpu, PinnedStreamBytes) {
+  struct Case {
+    VideoFormat format;
+    int k;
+    uint64_t hash;
+  };
+  const Case cases[] = {
+      {VideoFormat::BGR, 0, 0x944a66e111a1468dull},   {VideoFormat::BGR, 5, 0x29d60f01847dccc0ull},
+      {VideoFormat::BGR, 20, 0xcacede513576971cull},  {VideoFormat::I420, 0, 0xdf22c4c152ab554aull},
+      {VideoFormat::I420, 10, 0x35cdd462fa7dfe8bull},
+  };
+  const int w = 203, h = 141, frames = 7;
+  for (const Case &c : cases) {
+    auto enc = Encoder::create(*cpu, c.format, w, h);
+    auto dec = Decoder::create(*cpu, c.format, w, h);
+    uint64_t hash = 0xcbf29ce484222325ull;
+    uint32_t modes[kModes] = {0, 0, 0, 0};
+    HostBytes body, ref, pic;
+    for (int t = 0; t < frames; ++t) {
+      HostFrame f(c.format, w, h);
+      fill_pinned_scene(f, t);
+      const FrameStats st = enc->encode(f.view, c.k, t == 0 || t == 5, body);
+      for (int m = 0; m < kModes; ++m) modes[m] += st.blocks[m];
+      hash = fnv1a(hash, body.data(), body.size());
+      std::string err;
+      ASSERT_TRUE(dec->decode(body.data(), body.size(), &err)) << err;
+      dec->read_reference(pic);
+      enc->read_reference(ref);
+      ASSERT_EQ(bytes_of(pic), bytes_of(ref)) << format_name(c.format) << " k=" << c.k;
+    }
+    // Every block mode occurs, so the hash covers every path of the coder.
+    for (int m = 0; m < kModes; ++m)
+      EXPECT_GT(modes[m], 0u) << format_name(c.format) << " k=" << c.k << " mode " << m;
+    EXPECT_EQ(hash, c.hash) << format_name(c.format) << " k=" << c.k << std::hex << " hash 0x"
+                            << hash;
+  }
+}

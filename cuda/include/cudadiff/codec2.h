@@ -1,7 +1,6 @@
 // The difference codec, version 2: bounded-error coding of a frame against
-// the reference frame every decoder holds. docs/codec2-draft.md specifies the
-// body; cudadiff/codec2_rules.h holds the per-sample rules shared by every
-// backend.
+// the reference frame every decoder holds. docs/stream-format.md, "Version 2: the body", specifies
+// the body; cudadiff/codec2_rules.h holds the per-sample rules shared by every backend.
 //
 // In short: per 16x16 block a mode (skip, temporal, temporal+spatial,
 // spatial; keyframes are all spatial), values quantised with step 2k+1 (k =

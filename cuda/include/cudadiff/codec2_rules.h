@@ -1,5 +1,5 @@
 // The difference codec, version 2: the rules every backend follows bit for
-// bit (docs/codec2-draft.md is their specification). Only small inline
+// bit (docs/stream-format.md, "Version 2: the body", is their specification). Only small inline
 // integer functions and constants live here, usable from C++ and CUDA
 // (__host__ __device__ under nvcc), so that the CPU reference
 // (cuda/cpu/codec2.cpp) and a CUDA implementation compute the same values:
