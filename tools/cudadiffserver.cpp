@@ -307,7 +307,7 @@ static GstElement *make_send_element(GstElement *, guint session, gpointer data)
     }
   }
   if (!first) {
-    gst_object_unref(bin);
+    gst_object_unref(gst_object_ref_sink(bin));  // still floating: nobody took it
     return nullptr;
   }
   GstPad *sink = gst_element_get_static_pad(first, "sink");
