@@ -2,7 +2,7 @@
 // work), warm-up, median of many runs, rotation among several inputs, the
 // copy-bandwidth ceilings measured in the same run, and one output format:
 //   RESULT|operation|implementation|median ms|bytes moved|GB/s|note
-// followed by a short table at the end (what the device tool shows).
+// followed by a short human-readable table at the end.
 #pragma once
 
 #include <functional>

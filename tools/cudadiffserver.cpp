@@ -307,7 +307,7 @@ static GstElement *make_send_element(GstElement *, guint session, gpointer data)
     }
   }
   if (!first) {
-    gst_object_unref(bin);
+    gst_object_unref(gst_object_ref_sink(bin));  // still floating: nobody took it
     return nullptr;
   }
   GstPad *sink = gst_element_get_static_pad(first, "sink");
@@ -703,6 +703,15 @@ bool Server::start(std::string *error) {
       *error = "cannot listen on " + options.address + ":" + service + ": " +
                (err ? err->message : "unknown error");
     g_clear_error(&err);
+    // Nothing runs yet: let go of what was made, so that start() may be tried again.
+    g_object_unref(impl->factory);
+    g_object_unref(impl->server);
+    g_main_loop_unref(impl->loop);
+    g_main_context_unref(impl->context);
+    impl->factory = nullptr;
+    impl->server = nullptr;
+    impl->loop = nullptr;
+    impl->context = nullptr;
     return false;
   }
   impl->server_source = g_source_attach(source, impl->context);

@@ -951,8 +951,8 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
   gst_element_class_set_static_metadata(
       element_class, "CUDA frame-difference encoder", "Codec/Encoder/Video",
       "Sends a keyframe, then per frame what changed, with every byte within a threshold "
-      "(lossless at 0): version 2 predicts and entropy-codes blocks, version 1 sends the "
-      "changed bytes (on the GPU, or on the CPU without one)",
+      "(lossless at 0): version 1 (the default) sends the changed bytes (on the GPU, or on "
+      "the CPU without one), version 2 predicts and entropy-codes blocks (on the CPU)",
       "gst-cudadiff developers");
 
   encoder_class->start = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_start);
