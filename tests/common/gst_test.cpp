@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "cudadiff/runtime.h"
 
@@ -22,6 +23,32 @@ void init(int *argc, char ***argv) {
   }
   std::printf("plugin: %s\n", gst_plugin_get_filename(plugin));
   gst_object_unref(plugin);
+}
+
+namespace {
+std::mutex tolerated_mutex;
+std::vector<std::vector<std::string>> tolerated;
+
+gboolean fatal_unless_tolerated(const gchar *domain, GLogLevelFlags level, const gchar *message,
+                                gpointer) {
+  if (!(level & G_LOG_LEVEL_WARNING) || !message) return TRUE;
+  std::lock_guard<std::mutex> lock(tolerated_mutex);
+  for (const auto &strings : tolerated) {
+    bool all = true;
+    for (const std::string &s : strings) all = all && std::strstr(message, s.c_str());
+    if (all) {
+      std::printf("tolerated %s warning: %s\n", domain ? domain : "", message);
+      return FALSE;  // not fatal
+    }
+  }
+  return TRUE;
+}
+}  // namespace
+
+void tolerate_warning(std::vector<std::string> substrings) {
+  std::lock_guard<std::mutex> lock(tolerated_mutex);
+  tolerated.push_back(std::move(substrings));
+  g_test_log_set_fatal_handler(fatal_unless_tolerated, nullptr);
 }
 
 std::string raw_caps(const char *format, int width, int height, int fps) {

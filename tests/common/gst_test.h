@@ -16,6 +16,12 @@ namespace gst_test {
 // tree's plugin. Call from main().
 void init(int *argc, char ***argv);
 
+// Lets a warning GStreamer's own elements emit, and that is no bug of this
+// project, through init()'s fatal rule: a warning whose text contains every
+// string of one call is printed and not fatal. Use sparingly, with a comment
+// saying where the warning comes from.
+void tolerate_warning(std::vector<std::string> substrings);
+
 // Caps string for raw video.
 std::string raw_caps(const char *format, int width, int height, int fps = 30);
 

@@ -112,6 +112,17 @@ struct TestServer {
   std::unique_ptr<cudadiff_server::Server> server;
 
   explicit TestServer(cudadiff_server::Options o) {
+    // gst-rtsp-server's media funnels the RTCP its clients send (UDP sources
+    // and, for TCP clients, an app source) into rtpbin; when a client's
+    // first RTCP races its caps, GStreamer 1.22's funnel warns of a segment
+    // before caps. The stream is unaffected (seen about once in ten runs of
+    // the join-and-leave test).
+    static const bool once = [] {
+      gst_test::tolerate_warning(
+          {"store_sticky_event:<funnel", "Sticky event misordering, got 'segment' before 'caps'"});
+      return true;
+    }();
+    (void)once;
     o.port = 0;
     o.address = "127.0.0.1";
     o.on_media = [this](GstElement *media) { watch.attach(media); };
