@@ -258,23 +258,19 @@ inline int token_of_table(uint32_t v, int *nbits, uint32_t *bits) {
 const uint8_t *const kTokenExtra = kTokenInfo.extra;
 const uint32_t *const kTokenBase = kTokenInfo.base;
 
-// The decoder's form of a table (160 bytes): per token its start and
-// frequency (cum | freq << 16), and the token holding every 128th slot, where
-// the search for a slot's token starts.
-constexpr int kStartShift = 7;
+// The decoder's form of a table (4.2 KB): per token its start and frequency
+// (cum | freq << 16), and per slot (0..4095) the token whose range holds it,
+// so that a symbol costs two loads and no search.
 struct DecodeTable {
   uint32_t sym[kTokens];
-  uint8_t start[kProbScale >> kStartShift];
+  uint8_t token[kProbScale];
   bool used;
   void set(const Table &t) {
     used = t.used;
     for (int i = 0; i < kTokens; ++i)
       sym[i] = i < t.n ? uint32_t(t.cum[i]) | uint32_t(t.freq[i]) << 16 : kProbScale;
-    int tk = 0;
-    for (uint32_t i = 0; i < (kProbScale >> kStartShift); ++i) {
-      while (t.cum[tk + 1] <= (i << kStartShift)) ++tk;
-      start[i] = uint8_t(tk);
-    }
+    // The tokens' ranges cover 0..4095 in order (absent tokens: none).
+    for (int i = 0; i < t.n; ++i) std::memset(token + t.cum[i], i, t.freq[i]);
   }
 };
 
@@ -563,25 +559,15 @@ struct RansDecoder {
     }
   }
   // A symbol's step without the renormalisation (renorm() follows).
-  inline int decode(uint32_t &x, const DecodeTable &t) const {
+  static inline int decode(uint32_t &x, const DecodeTable &t) {
     const uint32_t slot = x & (kProbScale - 1);
-    int s = t.start[slot >> kStartShift];
-    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
-    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
-    uint32_t e = t.sym[s];
-    while (slot >= (e & 0xffff) + (e >> 16)) e = t.sym[++s];
+    const int s = t.token[slot];
+    const uint32_t e = t.sym[s];
     x = (e >> 16) * (x >> kProbBits) + slot - (e & 0xffff);
     return s;
   }
   inline int get(uint32_t &x, const DecodeTable &t) {
-    const uint32_t slot = x & (kProbScale - 1);
-    int s = t.start[slot >> kStartShift];
-    // The tokens' ranges cover 0..4095 in order: step to the slot's token.
-    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
-    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
-    uint32_t e = t.sym[s];
-    while (slot >= (e & 0xffff) + (e >> 16)) e = t.sym[++s];
-    x = (e >> 16) * (x >> kProbBits) + slot - (e & 0xffff);
+    const int s = decode(x, t);
     renorm(x);
     return s;
   }
