@@ -543,7 +543,8 @@ struct RansDecoder {
   // two bytes are left to read.
   inline void renorm(uint32_t &x) {
     if (end - p >= 2) {
-      const uint32_t n = uint32_t(x < kRansLow) + uint32_t(x < (kRansLow >> 8));
+      // Bytes needed: 0 for x >= 2^23, 1 for x >= 2^15, else 2 (x < 2^31).
+      const uint32_t n = uint32_t(__builtin_clz(x) - 1) >> 3;
       const uint32_t two = uint32_t(p[0]) << 8 | p[1];
       x = (x << (8 * n)) | (two >> (8 * (2 - n)));
       p += n;
@@ -1858,9 +1859,9 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
     ref[c] = ref_.ch[l][c].data();
   }
   const uint8_t *rclass = KEY ? nullptr : rclass_[l].data();
-  const DecodeTable *tables = dtab_.data();
-  const int *base[kClasses];
-  for (int cls = 0; cls < kClasses; ++cls) base[cls] = dl_.base[l][cls];
+  const DecodeTable *table0[kClasses][NC];  // context 0 of each class and component
+  for (int cls = 0; cls < kClasses; ++cls)
+    for (int c = 0; c < NC; ++c) table0[cls][c] = dtab_.data() + dl_.base[l][cls][c];
 
   // Which blocks' samples neighbours will ask for in which domain: a sample
   // is a neighbour of samples in its own block and in the blocks left,
@@ -1934,10 +1935,10 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
     size_t at;
     bool edge;  // in the tile's first row or column, or its last column
     int i, j, block;
-    int rclass;
+    int rclass, cls;
     bool flip;
-    const DecodeTable *table;
-    int pred, token, r0;
+    int pred, token;
+    int cross;  // components after the first: their context's offset for r0
     int value[NC];
   } lane[kMaxLanes];
   int active[kMaxLanes];              // lanes with a coded sample, in lane order
@@ -1966,47 +1967,31 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       d = L.i + 1 < w ? p[-wstride + W2] : b;
     }
   };
-  // Token of component c of every lane of class CLS, without renormalising
-  // (that follows for all lanes in lane order).
-  auto tokens = [&](auto cls_tag, int c) {
-    constexpr int CLS = decltype(cls_tag)::value;
-    const int *lst = by_class[CLS];
-    const int n = n_class[CLS];
-    const int16_t *domain = work + (CLS == kClassSpatial ? 0 : NC) + c;
-    const DecodeTable *tb0 = tables + base[CLS][c];
-    for (int k = 0; k < n; ++k) {
-      const int ln = lst[k];
-      Lane &L = lane[ln];
-      int a, b, cc, d;
-      neighbours4(L, domain + L.at * W2, a, b, cc, d);
-      int ctx;
-      if (CLS == kClassTemporal) {
-        L.pred = 0;
-        ctx = activity_bucket(temporal_activity(a, b, cc, d));
-      } else {
-        L.pred = med(a, b, cc);
-        ctx = activity_bucket(spatial_activity(a, b, cc, d));
-      }
-      if (c > 0) {
-        const int m = iabs(L.r0);
-        ctx += kActivityBuckets * (m >= kCrossLevels ? kCrossLevels - 1 : m);
-      }
-      if (CLS == kClassTemporal && c == 0) ctx = ctx * kRefClasses + L.rclass;
-      L.flip = flip_sign(CLS, a, b, cc, d);
-      L.table = tb0 + ctx;
-    }
+  // The context offset of components after the first for a residual r0 of
+  // the first (sample_context() in codec2_rules.h).
+  auto cross_context = [](int r0) {
+    const int m = iabs(r0);
+    return kActivityBuckets * (m >= kCrossLevels ? kCrossLevels - 1 : m);
   };
-  // The tokens of every active lane, once their tables are known: a second
-  // loop, so that the lanes' table look-ups overlap.
-  auto decode_tokens = [&](int n_active, bool &extra) {
-    for (int k = 0; k < n_active; ++k) {
-      const int ln = active[k];
-      Lane &L = lane[ln];
-      bad |= !L.table->used;
-      L.token = dec.decode(state[ln], *L.table);
-      checksum[ln] = lane_checksum(checksum[ln], uint32_t(L.token));
-      extra |= L.token >= kDirectTokens;
+  // Context of component c of lane L's sample (class CLS): sets its
+  // prediction and sign flip, returns its table.
+  auto context = [&](auto cls_tag, Lane &L, int c) -> const DecodeTable * {
+    constexpr int CLS = decltype(cls_tag)::value;
+    const int16_t *domain = work + (CLS == kClassSpatial ? 0 : NC) + c;
+    int a, b, cc, d;
+    neighbours4(L, domain + L.at * W2, a, b, cc, d);
+    int ctx;
+    if (CLS == kClassTemporal) {
+      L.pred = 0;
+      ctx = activity_bucket(temporal_activity(a, b, cc, d));
+    } else {
+      L.pred = med(a, b, cc);
+      ctx = activity_bucket(spatial_activity(a, b, cc, d));
     }
+    if (c > 0) ctx += L.cross;
+    if (CLS == kClassTemporal && c == 0) ctx = ctx * kRefClasses + L.rclass;
+    L.flip = flip_sign(CLS, a, b, cc, d);
+    return table0[CLS][c] + ctx;
   };
 
   for (int st = 0; st < steps; ++st) {
@@ -2032,19 +2017,31 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       L.edge = i == 0 || j == 0 || i + 1 == w;
       L.rclass = !KEY && mode == kTemporal ? rclass[L.at] : 0;
       const int cls = KEY ? int(kClassSpatial) : mode_class(mode);
+      L.cls = cls;
       by_class[cls][n_class[cls]++] = ln;
       active[n_active++] = ln;
     }
     if (n_active == 0) continue;
     for (int c = 0; c < NC; ++c) {
+      // The tokens of every active lane in lane order: no lane's token
+      // reads a byte, so each lane's renormalisation may follow its token.
       bool extra = false;  // a token with raw bits in this sub-step
-      tokens(std::integral_constant<int, kClassSpatial>(), c);
-      if (!KEY) {
-        tokens(std::integral_constant<int, kClassTemporal>(), c);
-        tokens(std::integral_constant<int, kClassTempSpat>(), c);
+      for (int k = 0; k < n_active; ++k) {
+        const int ln = active[k];
+        Lane &L = lane[ln];
+        const DecodeTable *table;
+        if (KEY || L.cls == kClassSpatial)
+          table = context(std::integral_constant<int, kClassSpatial>(), L, c);
+        else if (L.cls == kClassTemporal)
+          table = context(std::integral_constant<int, kClassTemporal>(), L, c);
+        else
+          table = context(std::integral_constant<int, kClassTempSpat>(), L, c);
+        bad |= !table->used;
+        L.token = dec.decode(state[ln], *table);
+        dec.renorm(state[ln]);
+        checksum[ln] = lane_checksum(checksum[ln], uint32_t(L.token));
+        extra |= L.token >= kDirectTokens;
       }
-      decode_tokens(n_active, extra);
-      for (int k = 0; k < n_active; ++k) dec.renorm(state[active[k]]);
       if (extra) {
         // Raw bits (none below token 16), without a branch on the token.
         for (int k = 0; k < n_active; ++k) {
@@ -2056,14 +2053,14 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
           dec.renorm(state[ln]);
           checksum[ln] = nbits ? lane_checksum(checksum[ln], bits) : checksum[ln];
           const int r = residual_of(kTokenBase[L.token] | bits, L.flip);
-          if (c == 0) L.r0 = r;
+          if (c == 0) L.cross = cross_context(r);
           L.value[c] = L.pred + r;
         }
       } else {
         for (int k = 0; k < n_active; ++k) {
           Lane &L = lane[active[k]];
           const int r = residual_of(uint32_t(L.token), L.flip);
-          if (c == 0) L.r0 = r;
+          if (c == 0) L.cross = cross_context(r);
           L.value[c] = L.pred + r;
         }
       }
