@@ -272,6 +272,12 @@ struct DecodeTable {
     // The tokens' ranges cover 0..4095 in order (absent tokens: none).
     for (int i = 0; i < t.n; ++i) std::memset(token + t.cum[i], i, t.freq[i]);
   }
+  // An unused table: every token spans all slots (the state is kept), and
+  // `token` keeps what it holds (tokens < kTokens; zero when allocated).
+  void set_unused() {
+    used = false;
+    for (int i = 0; i < kTokens; ++i) sym[i] = kProbScale << 16;
+  }
 };
 
 // Bits, least significant first, packed into bytes.
@@ -1685,13 +1691,15 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
     return fail("block-mode table with more than four modes");
   size_t at = kBodyHeaderBytes + br.bytes_used();
 
-  // Unused tables decode (any slot gives token 0) but mark the tile bad.
+  // Unused tables decode (any slot gives some token, the state stays) but
+  // mark the tile bad.
   dtab_.resize(dl_.count);
-  Table none;
-  none.n = 1;
-  none.freq[0] = kProbScale;
-  none.finish();
-  for (int d = 0; d < dl_.count; ++d) dtab_[d].set(model.tables[d].used ? model.tables[d] : none);
+  for (int d = 0; d < dl_.count; ++d) {
+    if (model.tables[d].used)
+      dtab_[d].set(model.tables[d]);
+    else
+      dtab_[d].set_unused();
+  }
 
   // Tile sizes.
   const size_t n_tiles = tiles_.size();
@@ -2051,7 +2059,9 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
           const uint32_t bits = state[ln] & ((1u << nbits) - 1);
           state[ln] >>= nbits;
           dec.renorm(state[ln]);
-          checksum[ln] = nbits ? lane_checksum(checksum[ln], bits) : checksum[ln];
+          // Only a field of raw bits is a symbol (select without a branch).
+          const uint32_t keep = uint32_t(nbits != 0) - 1u;  // all ones: no raw bits
+          checksum[ln] = (lane_checksum(checksum[ln], bits) & ~keep) | (checksum[ln] & keep);
           const int r = residual_of(kTokenBase[L.token] | bits, L.flip);
           if (c == 0) L.cross = cross_context(r);
           L.value[c] = L.pred + r;
