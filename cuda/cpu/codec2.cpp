@@ -614,9 +614,32 @@ void extract(const FrameView &f, const LayerSet &ls, Picture &pic) {
   }
 }
 
+// Rows of a packed 3-byte layer (BGR, RGB): the three channels interleaved
+// in one loop, which the compiler vectorises.
+void store_packed3(const Picture &pic, const Layer &ly, int l, const FrameView &f) {
+  const uint8_t *src[3] = {pic.ch[l][0].data(), pic.ch[l][1].data(), pic.ch[l][2].data()};
+  const int o0 = ly.offset[0], o1 = ly.offset[1], o2 = ly.offset[2];
+#pragma omp parallel for num_threads(cpu_threads_for(size_t(ly.width) * ly.height)) schedule(static)
+  for (int y = 0; y < ly.height; ++y) {
+    uint8_t *dst = f.row(ly.plane[0], y);
+    const size_t at = size_t(y) * ly.width;
+    const uint8_t *s0 = src[0] + at, *s1 = src[1] + at, *s2 = src[2] + at;
+    for (int x = 0; x < ly.width; ++x) {
+      dst[3 * x + o0] = s0[x];
+      dst[3 * x + o1] = s1[x];
+      dst[3 * x + o2] = s2[x];
+    }
+  }
+}
+
 void store(const Picture &pic, const LayerSet &ls, const FrameView &f) {
   for (int l = 0; l < ls.count; ++l) {
     const Layer &ly = ls.layer[l];
+    if (ly.channels == 3 && ly.plane[1] == ly.plane[0] && ly.plane[2] == ly.plane[0] &&
+        ly.step[0] == 3 && ly.step[1] == 3 && ly.step[2] == 3) {
+      store_packed3(pic, ly, l, f);
+      continue;
+    }
     for (int c = 0; c < ly.channels; ++c) {
       const uint8_t *src = pic.ch[l][c].data();
 #pragma omp parallel for num_threads(cpu_threads_for(size_t(ly.width) * ly.height)) schedule(static)
@@ -1933,11 +1956,26 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
 
   const int period = schedule_period(w, lanes);
   const int steps = schedule_steps(w, h, lanes);
-  int ci[kMaxLanes], cj[kMaxLanes];
+  // Per lane its position (column ci, row cj of the tile) and where its
+  // row starts: in the layer (row_at), in the frame's block modes (mrow) and
+  // in the tile's `need` (nrow), the latter two to be added to bcol[ci].
+  int ci[kMaxLanes], cj[kMaxLanes], mrow[kMaxLanes], nrow[kMaxLanes];
+  size_t row_at[kMaxLanes];
+  auto set_row = [&](int ln) {
+    const int y = y0 + cj[ln];
+    const int by = int(unsigned(y << sy) / kBlock);
+    row_at[ln] = size_t(y) * stride + x0;
+    mrow[ln] = by * bx_count;
+    nrow[ln] = (by - t.by0) * tbw - t.bx0;
+  };
   for (int ln = 0; ln < lanes; ++ln) {
     ci[ln] = -kStagger * ln;
     cj[ln] = ln;
+    set_row(ln);
   }
+  std::vector<int> bcol_v(static_cast<size_t>(w));  // block column of each column of the tile
+  for (int i = 0; i < w; ++i) bcol_v[i] = int(unsigned((x0 + i) << sx) / kBlock);
+  const int *bcol = bcol_v.data();
   // Per lane, the sample it codes in the current step.
   struct Lane {
     size_t at;
@@ -2007,21 +2045,22 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
     n_class[0] = n_class[1] = n_class[2] = 0;
     for (int ln = 0; ln < lanes; ++ln) {
       const int i = ci[ln], j = cj[ln];
+      const size_t at = row_at[ln] + size_t(i);
+      const int mr = mrow[ln], nr = nrow[ln];
       if (++ci[ln] == period) {
         ci[ln] = 0;
         cj[ln] += lanes;
+        set_row(ln);
       }
-      if (i < 0 || i >= w || j >= h) continue;
-      const int x = x0 + i, y = y0 + j;
-      const int mode =
-          KEY ? int(kSpatial)
-              : modes[size_t(unsigned(y << sy) / kBlock) * bx_count + unsigned(x << sx) / kBlock];
+      if (unsigned(i) >= unsigned(w) || j >= h) continue;
+      const int bc = bcol[i];
+      const int mode = KEY ? int(kSpatial) : modes[mr + bc];
       if (!KEY && mode == kSkip) continue;
       Lane &L = lane[ln];
-      L.at = size_t(y) * stride + x;
+      L.at = at;
       L.i = i;
       L.j = j;
-      L.block = block_of(x, y);
+      L.block = nr + bc;
       L.edge = i == 0 || j == 0 || i + 1 == w;
       L.rclass = !KEY && mode == kTemporal ? rclass[L.at] : 0;
       const int cls = KEY ? int(kClassSpatial) : mode_class(mode);
