@@ -258,23 +258,25 @@ inline int token_of_table(uint32_t v, int *nbits, uint32_t *bits) {
 const uint8_t *const kTokenExtra = kTokenInfo.extra;
 const uint32_t *const kTokenBase = kTokenInfo.base;
 
-// The decoder's form of a table (160 bytes): per token its start and
-// frequency (cum | freq << 16), and the token holding every 128th slot, where
-// the search for a slot's token starts.
-constexpr int kStartShift = 7;
+// The decoder's form of a table (4.2 KB): per token its start and frequency
+// (cum | freq << 16), and per slot (0..4095) the token whose range holds it,
+// so that a symbol costs two loads and no search.
 struct DecodeTable {
   uint32_t sym[kTokens];
-  uint8_t start[kProbScale >> kStartShift];
+  uint8_t token[kProbScale];
   bool used;
   void set(const Table &t) {
     used = t.used;
     for (int i = 0; i < kTokens; ++i)
       sym[i] = i < t.n ? uint32_t(t.cum[i]) | uint32_t(t.freq[i]) << 16 : kProbScale;
-    int tk = 0;
-    for (uint32_t i = 0; i < (kProbScale >> kStartShift); ++i) {
-      while (t.cum[tk + 1] <= (i << kStartShift)) ++tk;
-      start[i] = uint8_t(tk);
-    }
+    // The tokens' ranges cover 0..4095 in order (absent tokens: none).
+    for (int i = 0; i < t.n; ++i) std::memset(token + t.cum[i], i, t.freq[i]);
+  }
+  // An unused table: every token spans all slots (the state is kept), and
+  // `token` keeps what it holds (tokens < kTokens; zero when allocated).
+  void set_unused() {
+    used = false;
+    for (int i = 0; i < kTokens; ++i) sym[i] = kProbScale << 16;
   }
 };
 
@@ -547,7 +549,8 @@ struct RansDecoder {
   // two bytes are left to read.
   inline void renorm(uint32_t &x) {
     if (end - p >= 2) {
-      const uint32_t n = uint32_t(x < kRansLow) + uint32_t(x < (kRansLow >> 8));
+      // Bytes needed: 0 for x >= 2^23, 1 for x >= 2^15, else 2 (x < 2^31).
+      const uint32_t n = uint32_t(__builtin_clz(x) - 1) >> 3;
       const uint32_t two = uint32_t(p[0]) << 8 | p[1];
       x = (x << (8 * n)) | (two >> (8 * (2 - n)));
       p += n;
@@ -563,25 +566,15 @@ struct RansDecoder {
     }
   }
   // A symbol's step without the renormalisation (renorm() follows).
-  inline int decode(uint32_t &x, const DecodeTable &t) const {
+  static inline int decode(uint32_t &x, const DecodeTable &t) {
     const uint32_t slot = x & (kProbScale - 1);
-    int s = t.start[slot >> kStartShift];
-    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
-    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
-    uint32_t e = t.sym[s];
-    while (slot >= (e & 0xffff) + (e >> 16)) e = t.sym[++s];
+    const int s = t.token[slot];
+    const uint32_t e = t.sym[s];
     x = (e >> 16) * (x >> kProbBits) + slot - (e & 0xffff);
     return s;
   }
   inline int get(uint32_t &x, const DecodeTable &t) {
-    const uint32_t slot = x & (kProbScale - 1);
-    int s = t.start[slot >> kStartShift];
-    // The tokens' ranges cover 0..4095 in order: step to the slot's token.
-    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
-    s += slot >= (t.sym[s] & 0xffff) + (t.sym[s] >> 16);
-    uint32_t e = t.sym[s];
-    while (slot >= (e & 0xffff) + (e >> 16)) e = t.sym[++s];
-    x = (e >> 16) * (x >> kProbBits) + slot - (e & 0xffff);
+    const int s = decode(x, t);
     renorm(x);
     return s;
   }
@@ -621,9 +614,32 @@ void extract(const FrameView &f, const LayerSet &ls, Picture &pic) {
   }
 }
 
+// Rows of a packed 3-byte layer (BGR, RGB): the three channels interleaved
+// in one loop, which the compiler vectorises.
+void store_packed3(const Picture &pic, const Layer &ly, int l, const FrameView &f) {
+  const uint8_t *src[3] = {pic.ch[l][0].data(), pic.ch[l][1].data(), pic.ch[l][2].data()};
+  const int o0 = ly.offset[0], o1 = ly.offset[1], o2 = ly.offset[2];
+#pragma omp parallel for num_threads(cpu_threads_for(size_t(ly.width) * ly.height)) schedule(static)
+  for (int y = 0; y < ly.height; ++y) {
+    uint8_t *dst = f.row(ly.plane[0], y);
+    const size_t at = size_t(y) * ly.width;
+    const uint8_t *s0 = src[0] + at, *s1 = src[1] + at, *s2 = src[2] + at;
+    for (int x = 0; x < ly.width; ++x) {
+      dst[3 * x + o0] = s0[x];
+      dst[3 * x + o1] = s1[x];
+      dst[3 * x + o2] = s2[x];
+    }
+  }
+}
+
 void store(const Picture &pic, const LayerSet &ls, const FrameView &f) {
   for (int l = 0; l < ls.count; ++l) {
     const Layer &ly = ls.layer[l];
+    if (ly.channels == 3 && ly.plane[1] == ly.plane[0] && ly.plane[2] == ly.plane[0] &&
+        ly.step[0] == 3 && ly.step[1] == 3 && ly.step[2] == 3) {
+      store_packed3(pic, ly, l, f);
+      continue;
+    }
     for (int c = 0; c < ly.channels; ++c) {
       const uint8_t *src = pic.ch[l][c].data();
 #pragma omp parallel for num_threads(cpu_threads_for(size_t(ly.width) * ly.height)) schedule(static)
@@ -1698,13 +1714,15 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
     return fail("block-mode table with more than four modes");
   size_t at = kBodyHeaderBytes + br.bytes_used();
 
-  // Unused tables decode (any slot gives token 0) but mark the tile bad.
+  // Unused tables decode (any slot gives some token, the state stays) but
+  // mark the tile bad.
   dtab_.resize(dl_.count);
-  Table none;
-  none.n = 1;
-  none.freq[0] = kProbScale;
-  none.finish();
-  for (int d = 0; d < dl_.count; ++d) dtab_[d].set(model.tables[d].used ? model.tables[d] : none);
+  for (int d = 0; d < dl_.count; ++d) {
+    if (model.tables[d].used)
+      dtab_[d].set(model.tables[d]);
+    else
+      dtab_[d].set_unused();
+  }
 
   // Tile sizes.
   const size_t n_tiles = tiles_.size();
@@ -1872,9 +1890,9 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
     ref[c] = ref_.ch[l][c].data();
   }
   const uint8_t *rclass = KEY ? nullptr : rclass_[l].data();
-  const DecodeTable *tables = dtab_.data();
-  const int *base[kClasses];
-  for (int cls = 0; cls < kClasses; ++cls) base[cls] = dl_.base[l][cls];
+  const DecodeTable *table0[kClasses][NC];  // context 0 of each class and component
+  for (int cls = 0; cls < kClasses; ++cls)
+    for (int c = 0; c < NC; ++c) table0[cls][c] = dtab_.data() + dl_.base[l][cls][c];
 
   // Which blocks' samples neighbours will ask for in which domain: a sample
   // is a neighbour of samples in its own block and in the blocks left,
@@ -1938,20 +1956,35 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
 
   const int period = schedule_period(w, lanes);
   const int steps = schedule_steps(w, h, lanes);
-  int ci[kMaxLanes], cj[kMaxLanes];
+  // Per lane its position (column ci, row cj of the tile) and where its
+  // row starts: in the layer (row_at), in the frame's block modes (mrow) and
+  // in the tile's `need` (nrow), the latter two to be added to bcol[ci].
+  int ci[kMaxLanes], cj[kMaxLanes], mrow[kMaxLanes], nrow[kMaxLanes];
+  size_t row_at[kMaxLanes];
+  auto set_row = [&](int ln) {
+    const int y = y0 + cj[ln];
+    const int by = int(unsigned(y << sy) / kBlock);
+    row_at[ln] = size_t(y) * stride + x0;
+    mrow[ln] = by * bx_count;
+    nrow[ln] = (by - t.by0) * tbw - t.bx0;
+  };
   for (int ln = 0; ln < lanes; ++ln) {
     ci[ln] = -kStagger * ln;
     cj[ln] = ln;
+    set_row(ln);
   }
+  std::vector<int> bcol_v(static_cast<size_t>(w));  // block column of each column of the tile
+  for (int i = 0; i < w; ++i) bcol_v[i] = int(unsigned((x0 + i) << sx) / kBlock);
+  const int *bcol = bcol_v.data();
   // Per lane, the sample it codes in the current step.
   struct Lane {
     size_t at;
     bool edge;  // in the tile's first row or column, or its last column
     int i, j, block;
-    int rclass;
+    int rclass, cls;
     bool flip;
-    const DecodeTable *table;
-    int pred, token, r0;
+    int pred, token;
+    int cross;  // components after the first: their context's offset for r0
     int value[NC];
   } lane[kMaxLanes];
   int active[kMaxLanes];              // lanes with a coded sample, in lane order
@@ -1980,47 +2013,31 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       d = L.i + 1 < w ? p[-wstride + W2] : b;
     }
   };
-  // Token of component c of every lane of class CLS, without renormalising
-  // (that follows for all lanes in lane order).
-  auto tokens = [&](auto cls_tag, int c) {
-    constexpr int CLS = decltype(cls_tag)::value;
-    const int *lst = by_class[CLS];
-    const int n = n_class[CLS];
-    const int16_t *domain = work + (CLS == kClassSpatial ? 0 : NC) + c;
-    const DecodeTable *tb0 = tables + base[CLS][c];
-    for (int k = 0; k < n; ++k) {
-      const int ln = lst[k];
-      Lane &L = lane[ln];
-      int a, b, cc, d;
-      neighbours4(L, domain + L.at * W2, a, b, cc, d);
-      int ctx;
-      if (CLS == kClassTemporal) {
-        L.pred = 0;
-        ctx = activity_bucket(temporal_activity(a, b, cc, d));
-      } else {
-        L.pred = med(a, b, cc);
-        ctx = activity_bucket(spatial_activity(a, b, cc, d));
-      }
-      if (c > 0) {
-        const int m = iabs(L.r0);
-        ctx += kActivityBuckets * (m >= kCrossLevels ? kCrossLevels - 1 : m);
-      }
-      if (CLS == kClassTemporal && c == 0) ctx = ctx * kRefClasses + L.rclass;
-      L.flip = flip_sign(CLS, a, b, cc, d);
-      L.table = tb0 + ctx;
-    }
+  // The context offset of components after the first for a residual r0 of
+  // the first (sample_context() in codec2_rules.h).
+  auto cross_context = [](int r0) {
+    const int m = iabs(r0);
+    return kActivityBuckets * (m >= kCrossLevels ? kCrossLevels - 1 : m);
   };
-  // The tokens of every active lane, once their tables are known: a second
-  // loop, so that the lanes' table look-ups overlap.
-  auto decode_tokens = [&](int n_active, bool &extra) {
-    for (int k = 0; k < n_active; ++k) {
-      const int ln = active[k];
-      Lane &L = lane[ln];
-      bad |= !L.table->used;
-      L.token = dec.decode(state[ln], *L.table);
-      checksum[ln] = lane_checksum(checksum[ln], uint32_t(L.token));
-      extra |= L.token >= kDirectTokens;
+  // Context of component c of lane L's sample (class CLS): sets its
+  // prediction and sign flip, returns its table.
+  auto context = [&](auto cls_tag, Lane &L, int c) -> const DecodeTable * {
+    constexpr int CLS = decltype(cls_tag)::value;
+    const int16_t *domain = work + (CLS == kClassSpatial ? 0 : NC) + c;
+    int a, b, cc, d;
+    neighbours4(L, domain + L.at * W2, a, b, cc, d);
+    int ctx;
+    if (CLS == kClassTemporal) {
+      L.pred = 0;
+      ctx = activity_bucket(temporal_activity(a, b, cc, d));
+    } else {
+      L.pred = med(a, b, cc);
+      ctx = activity_bucket(spatial_activity(a, b, cc, d));
     }
+    if (c > 0) ctx += L.cross;
+    if (CLS == kClassTemporal && c == 0) ctx = ctx * kRefClasses + L.rclass;
+    L.flip = flip_sign(CLS, a, b, cc, d);
+    return table0[CLS][c] + ctx;
   };
 
   for (int st = 0; st < steps; ++st) {
@@ -2028,37 +2045,50 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
     n_class[0] = n_class[1] = n_class[2] = 0;
     for (int ln = 0; ln < lanes; ++ln) {
       const int i = ci[ln], j = cj[ln];
+      const size_t at = row_at[ln] + size_t(i);
+      const int mr = mrow[ln], nr = nrow[ln];
       if (++ci[ln] == period) {
         ci[ln] = 0;
         cj[ln] += lanes;
+        set_row(ln);
       }
-      if (i < 0 || i >= w || j >= h) continue;
-      const int x = x0 + i, y = y0 + j;
-      const int mode =
-          KEY ? int(kSpatial)
-              : modes[size_t(unsigned(y << sy) / kBlock) * bx_count + unsigned(x << sx) / kBlock];
+      if (unsigned(i) >= unsigned(w) || j >= h) continue;
+      const int bc = bcol[i];
+      const int mode = KEY ? int(kSpatial) : modes[mr + bc];
       if (!KEY && mode == kSkip) continue;
       Lane &L = lane[ln];
-      L.at = size_t(y) * stride + x;
+      L.at = at;
       L.i = i;
       L.j = j;
-      L.block = block_of(x, y);
+      L.block = nr + bc;
       L.edge = i == 0 || j == 0 || i + 1 == w;
       L.rclass = !KEY && mode == kTemporal ? rclass[L.at] : 0;
       const int cls = KEY ? int(kClassSpatial) : mode_class(mode);
+      L.cls = cls;
       by_class[cls][n_class[cls]++] = ln;
       active[n_active++] = ln;
     }
     if (n_active == 0) continue;
     for (int c = 0; c < NC; ++c) {
+      // The tokens of every active lane in lane order: no lane's token
+      // reads a byte, so each lane's renormalisation may follow its token.
       bool extra = false;  // a token with raw bits in this sub-step
-      tokens(std::integral_constant<int, kClassSpatial>(), c);
-      if (!KEY) {
-        tokens(std::integral_constant<int, kClassTemporal>(), c);
-        tokens(std::integral_constant<int, kClassTempSpat>(), c);
+      for (int k = 0; k < n_active; ++k) {
+        const int ln = active[k];
+        Lane &L = lane[ln];
+        const DecodeTable *table;
+        if (KEY || L.cls == kClassSpatial)
+          table = context(std::integral_constant<int, kClassSpatial>(), L, c);
+        else if (L.cls == kClassTemporal)
+          table = context(std::integral_constant<int, kClassTemporal>(), L, c);
+        else
+          table = context(std::integral_constant<int, kClassTempSpat>(), L, c);
+        bad |= !table->used;
+        L.token = dec.decode(state[ln], *table);
+        dec.renorm(state[ln]);
+        checksum[ln] = lane_checksum(checksum[ln], uint32_t(L.token));
+        extra |= L.token >= kDirectTokens;
       }
-      decode_tokens(n_active, extra);
-      for (int k = 0; k < n_active; ++k) dec.renorm(state[active[k]]);
       if (extra) {
         // Raw bits (none below token 16), without a branch on the token.
         for (int k = 0; k < n_active; ++k) {
@@ -2068,16 +2098,18 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
           const uint32_t bits = state[ln] & ((1u << nbits) - 1);
           state[ln] >>= nbits;
           dec.renorm(state[ln]);
-          checksum[ln] = nbits ? lane_checksum(checksum[ln], bits) : checksum[ln];
+          // Only a field of raw bits is a symbol (select without a branch).
+          const uint32_t keep = uint32_t(nbits != 0) - 1u;  // all ones: no raw bits
+          checksum[ln] = (lane_checksum(checksum[ln], bits) & ~keep) | (checksum[ln] & keep);
           const int r = residual_of(kTokenBase[L.token] | bits, L.flip);
-          if (c == 0) L.r0 = r;
+          if (c == 0) L.cross = cross_context(r);
           L.value[c] = L.pred + r;
         }
       } else {
         for (int k = 0; k < n_active; ++k) {
           Lane &L = lane[active[k]];
           const int r = residual_of(uint32_t(L.token), L.flip);
-          if (c == 0) L.r0 = r;
+          if (c == 0) L.cross = cross_context(r);
           L.value[c] = L.pred + r;
         }
       }

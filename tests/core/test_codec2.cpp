@@ -177,6 +177,17 @@ TEST(Codec2Rules, TokensAndContexts) {
   EXPECT_EQ(med(10, 20, 5), 20);
   EXPECT_EQ(med(10, 20, 25), 10);
   EXPECT_EQ(med(10, 20, 15), 15);
+  // The specification's form of MED, against the branch-free one it is
+  // computed by, over values of both domains' range.
+  for (int a = -40; a <= 40; a += 3)
+    for (int b = -40; b <= 40; b += 2)
+      for (int c = -45; c <= 45; ++c) {
+        const int mx = std::max(a, b), mn = std::min(a, b);
+        ASSERT_EQ(med(a, b, c), c >= mx   ? mn
+                                : c <= mn ? mx
+                                          : a + b - c)
+            << a << " " << b << " " << c;
+      }
   const int edges[] = {1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80};
   for (int g = 0; g < 300; ++g) {
     int n = 0;

@@ -81,11 +81,17 @@ CODEC2_HD void ycocg_inverse(int y, int co, int cg, int *r, int *g, int *b) {
 }
 
 // ---- prediction ---------------------------------------------------------
-// MED (LOCO-I): a left, b above, c above-left.
+// MED (LOCO-I): a left, b above, c above-left:
+//   c >= max(a, b) ? min(a, b) : c <= min(a, b) ? max(a, b) : a + b - c,
+// computed as a + b - c clamped to [min(a, b), max(a, b)], which is the same
+// (c >= max gives a + b - c <= min, c <= min gives a + b - c >= max) and
+// has no branch to mispredict.
 CODEC2_HD int med(int a, int b, int c) {
   const int mx = a > b ? a : b;
   const int mn = a > b ? b : a;
-  return c >= mx ? mn : c <= mn ? mx : a + b - c;
+  const int p = a + b - c;
+  const int hi = p < mx ? p : mx;
+  return hi > mn ? hi : mn;
 }
 
 // ---- contexts -----------------------------------------------------------
