@@ -63,7 +63,7 @@ struct DriverApi {
   CUresult(CUDAAPI *ctx_set_current)(CUcontext) = nullptr;
   CUresult(CUDAAPI *ctx_push_current)(CUcontext) = nullptr;
   CUresult(CUDAAPI *ctx_pop_current)(CUcontext *) = nullptr;
-  CUresult(CUDAAPI *device_get)(CUdevice *, int) = nullptr;
+  CUresult(CUDAAPI *get_device)(CUdevice *, int) = nullptr;
   CUresult(CUDAAPI *primary_retain)(CUcontext *, CUdevice) = nullptr;
   CUresult(CUDAAPI *primary_release)(CUdevice) = nullptr;
   CUresult(CUDAAPI *primary_get_state)(CUdevice, unsigned int *, int *) = nullptr;
@@ -101,7 +101,7 @@ const DriverApi &driver_api() {
     look_up("cuCtxSetCurrent", &a.ctx_set_current, &a.missing);
     look_up("cuCtxPushCurrent", &a.ctx_push_current, &a.missing);
     look_up("cuCtxPopCurrent", &a.ctx_pop_current, &a.missing);
-    look_up("cuDeviceGet", &a.device_get, &a.missing);
+    look_up("cuDeviceGet", &a.get_device, &a.missing);
     look_up("cuDevicePrimaryCtxRetain", &a.primary_retain, &a.missing);
     look_up("cuDevicePrimaryCtxRelease", &a.primary_release, &a.missing);
     look_up("cuDevicePrimaryCtxGetState", &a.primary_get_state, &a.missing);
@@ -151,7 +151,7 @@ void *primary_context(int device_id) {
     throw Error("CUDA device " + std::to_string(device_id) + " is not usable (" +
                 (count == 0 ? why : std::to_string(count) + " device(s) found") + ")");
   CUdevice device = 0;
-  check_driver(api.device_get(&device, device_id), "cuDeviceGet");
+  check_driver(api.get_device(&device, device_id), "cuDeviceGet");
   // Our reference keeps the context alive while the runtime starts on it;
   // the runtime takes its own (cudaSetDevice initialises its state on the
   // primary context), which lasts until the process ends. The context is
