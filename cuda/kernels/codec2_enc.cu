@@ -1,0 +1,791 @@
+// The version 2 encoder on the GPU: the same bodies as the CPU reference
+// (cuda/cpu/codec2.cpp), byte for byte. docs/stream-format.md, "The
+// encoder", lists the steps; here every per-sample and per-block step runs
+// on the device, one thread per sample, one thread block per 16x16 block of
+// the block grid and layer (so that a block's sums need no atomics between
+// thread blocks of one layer):
+//   1. prepare: the input's channels, its working values in both domains,
+//      the reference's texture classes, and which blocks are not skipped;
+//   2. round 1: every coded block's proxy symbols in the three classes
+//      (kept as distribution * 32 + token) and the block's first costs;
+//      decide; the proxies' histograms under that choice; their costs;
+//   3. round 2: the blocks' costs by those; decide again;
+//   4. the reconstruction (the new reference) and its working values;
+//   5. every tile's symbols in the reference's layout, and per tile the
+//      histogram of its symbols.
+// The symbols, the histograms and the block modes come back to the host,
+// where the CPU reference's back end makes the tables and the rANS streams
+// and writes the body (the same code, so the same bytes). Raw tiles take
+// the input's bytes into the reference on the device. The reference stays
+// on the device between frames.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "../src/check.h"
+#include "../src/codec2_encoder.h"
+#include "cudadiff/codec2.h"
+#include "cudadiff/codec2_rules.h"
+
+namespace cudadiff {
+namespace codec2 {
+namespace {
+
+using detail::kNoSymbol;
+using detail::Symbol;
+using detail::Tile;
+using detail::TileSymbols;
+
+constexpr int kThreads = kBlock * kBlock;  // one thread per sample of a block (layer 0)
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+struct DevLayer {
+  int width, height, channels, ycocg, sx, sy;
+  int plane[kMaxComps], step[kMaxComps], offset[kMaxComps];
+};
+
+// Per tile, what the symbol layout needs.
+struct DevTile {
+  unsigned long long first;  // first symbol of the tile (its block modes)
+  int blocks;                // blocks of the tile (block-mode symbols in a delta)
+  int x0[kMaxLayers], y0[kMaxLayers], w[kMaxLayers], h[kMaxLayers];
+  unsigned long long layer_first[kMaxLayers];  // first symbol of each layer
+};
+
+// Everything a kernel reads: the geometry and the device planes. Channel
+// planes are W x H bytes per channel of a layer; working values W x H x nc
+// int16 (components interleaved per sample).
+struct Params {
+  int layers;
+  DevLayer layer[kMaxLayers];
+  int blocks_x, blocks_y, tile_bx, tile_by, tiles_x;
+  int k;
+  int keyframe;
+  int dist_count;
+  int dist_base[kMaxLayers][kClasses][kMaxComps];
+  const uint8_t *frame[kMaxPlanes];
+  size_t pitch[kMaxPlanes];
+  uint8_t *cur[kMaxLayers][kMaxComps];
+  const uint8_t *ref[kMaxLayers][kMaxComps];
+  uint8_t *rec[kMaxLayers][kMaxComps];
+  int16_t *in_s[kMaxLayers], *in_t[kMaxLayers];  // the input's working values
+  int16_t *wk_s[kMaxLayers], *wk_t[kMaxLayers];  // the reconstruction's
+  uint8_t *rclass[kMaxLayers];
+  uint16_t *ids[kMaxLayers][kClasses];  // round 1's proxy symbols per sample and component
+  uint8_t *coded;                       // per block: not skipped
+  uint8_t *modes;                       // per block
+  unsigned long long *cost;             // per block and mode
+  uint32_t *hist;                       // proxy histogram (distribution x token)
+  uint32_t *id_cost;                    // round 2's cost per distribution and token
+  const DevTile *tiles;
+  Symbol *symbols;
+  uint32_t *tile_hist;  // per tile: distribution x token
+};
+
+__constant__ uint32_t c_first_cost[kTokens];
+
+// The sample of this thread in layer l of block (blockIdx.x, blockIdx.y).
+struct Sample {
+  int x, y;
+  bool valid;
+};
+__device__ __forceinline__ Sample sample_of(const DevLayer &ly) {
+  const int tx = threadIdx.x & (kBlock - 1), ty = threadIdx.x / kBlock;
+  const int x = ((int(blockIdx.x) * kBlock) >> ly.sx) + tx;
+  const int y = ((int(blockIdx.y) * kBlock) >> ly.sy) + ty;
+  const bool valid =
+      tx < (kBlock >> ly.sx) && ty < (kBlock >> ly.sy) && x < ly.width && y < ly.height;
+  return {x, y, valid};
+}
+
+__device__ __forceinline__ void to_comps(const DevLayer &ly, const int *ch, int *comp) {
+  if (ly.ycocg) {
+    ycocg_forward(ch[0], ch[1], ch[2], &comp[0], &comp[1], &comp[2]);
+    if (ly.channels == 4) comp[3] = ch[3];
+  } else {
+    for (int c = 0; c < ly.channels; ++c) comp[c] = ch[c];
+  }
+}
+
+// The tile of this thread block, and the sample's position in it.
+struct InTile {
+  int tile, i, j, w;
+};
+__device__ __forceinline__ InTile in_tile(const Params &p, int l, int x, int y) {
+  const int tx = int(blockIdx.x) / p.tile_bx, ty = int(blockIdx.y) / p.tile_by;
+  const int t = ty * p.tiles_x + tx;
+  const DevTile &dt = p.tiles[t];
+  return {t, x - dt.x0[l], y - dt.y0[l], dt.w[l]};
+}
+
+// Neighbours (a left, b above, c above-left, d above-right) of component c
+// of sample (x, y) in working values `v` (nc components per sample), with
+// the tile's edge rules.
+struct Nb {
+  int a, b, c, d;
+};
+__device__ __forceinline__ Nb neighbours(const int16_t *v, int width, int nc, int comp, int x,
+                                         int y, int i, int j, int w) {
+  const int16_t *q = v + (size_t(y) * width + x) * nc + comp;
+  const ptrdiff_t up = ptrdiff_t(width) * nc;
+  Nb n;
+  if (j == 0) {
+    n.a = i > 0 ? q[-nc] : 0;
+    n.b = n.c = n.d = n.a;
+  } else {
+    n.b = q[-up];
+    if (i > 0) {
+      n.a = q[-nc];
+      n.c = q[-up - nc];
+    } else {
+      n.a = n.c = n.b;
+    }
+    n.d = i + 1 < w ? q[-up + nc] : n.b;
+  }
+  return n;
+}
+
+// Sums over the thread block (256 threads) of three values; thread 0 gets them.
+__device__ __forceinline__ void block_sum3(unsigned long long v[3]) {
+  __shared__ unsigned long long part[kThreads / 32][3];
+  for (int m = 0; m < 3; ++m)
+    for (int o = 16; o > 0; o >>= 1) v[m] += __shfl_down_sync(kFullWarp, v[m], o);
+  const int warp = threadIdx.x / 32;
+  if ((threadIdx.x & 31) == 0)
+    for (int m = 0; m < 3; ++m) part[warp][m] = v[m];
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int m = 0; m < 3; ++m) {
+      unsigned long long s = 0;
+      for (int w = 0; w < kThreads / 32; ++w) s += part[w][m];
+      v[m] = s;
+    }
+}
+
+// hist[key] += 1 for every thread of the warp with `valid`, one atomic per
+// distinct key. Every thread of the warp must call it.
+__device__ __forceinline__ void warp_count(uint32_t *hist, uint32_t key, bool valid) {
+  const unsigned same = __match_any_sync(kFullWarp, valid ? key : 0xffffffffu);
+  if (valid && int(threadIdx.x & 31) == __ffs(same) - 1) atomicAdd(hist + key, __popc(same));
+}
+
+// 1. The input's channels and working values, the reference's texture
+// classes, and per block whether it is coded (a byte more than k from the
+// reference; every block of a keyframe). Layer 0 sets a block's flag, layer
+// 1 (launched after it) may set it too.
+__global__ void prepare_kernel(Params p, int l) {
+  const DevLayer &ly = p.layer[l];
+  const Sample s = sample_of(ly);
+  bool far = false;
+  if (s.valid) {
+    const size_t at = size_t(s.y) * ly.width + s.x;
+    const int nc = ly.channels;
+    int v[kMaxComps], ch[kMaxComps], comp[kMaxComps];
+    for (int c = 0; c < nc; ++c) {
+      v[c] = p.frame[ly.plane[c]]
+                    [size_t(s.y) * p.pitch[ly.plane[c]] + size_t(s.x) * ly.step[c] + ly.offset[c]];
+      p.cur[l][c][at] = uint8_t(v[c]);
+      ch[c] = quant_index(v[c], p.k);
+    }
+    to_comps(ly, ch, comp);
+    for (int c = 0; c < nc; ++c) p.in_s[l][at * nc + c] = int16_t(comp[c]);
+    if (!p.keyframe) {
+      for (int c = 0; c < nc; ++c) {
+        const int r = p.ref[l][c][at];
+        far |= iabs(v[c] - r) > p.k;
+        ch[c] = quant_diff(v[c] - r, p.k);
+      }
+      to_comps(ly, ch, comp);
+      for (int c = 0; c < nc; ++c) p.in_t[l][at * nc + c] = int16_t(comp[c]);
+      // The reference's texture class around the sample (the layer's edges repeat it).
+      const uint8_t *t = p.ref[l][ly.ycocg ? 1 : 0];
+      const int w = ly.width, h = ly.height, x = s.x, y = s.y;
+      const int c0 = t[at];
+      const int g = iabs(int(t[size_t(y) * w + (x > 0 ? x - 1 : 0)]) - c0) +
+                    iabs(int(t[size_t(y) * w + (x + 1 < w ? x + 1 : x)]) - c0) +
+                    iabs(int(t[size_t(y > 0 ? y - 1 : 0) * w + x]) - c0) +
+                    iabs(int(t[size_t(y + 1 < h ? y + 1 : y) * w + x]) - c0);
+      p.rclass[l][at] = uint8_t(ref_class(g, p.k));
+    }
+  }
+  const int any = __syncthreads_or(far);
+  if (threadIdx.x == 0) {
+    uint8_t &coded = p.coded[size_t(blockIdx.y) * p.blocks_x + blockIdx.x];
+    if (p.keyframe)
+      coded = 1;
+    else if (l == 0)
+      coded = uint8_t(any != 0);
+    else if (any)
+      coded = 1;
+  }
+}
+
+// The symbol of component c of a sample in class CLS: neighbours from `nb`,
+// value from `val`. Returns the token; distribution context in *ctx.
+template <int CLS>
+__device__ __forceinline__ int code_component(const int16_t *nb, const int16_t *val, int width,
+                                              int nc, int c, int x, int y, const InTile &it,
+                                              int rclass, int *r0, int *ctx, int *nbits,
+                                              uint32_t *bits) {
+  const Nb n = neighbours(nb, width, nc, c, x, y, it.i, it.j, it.w);
+  const int pred = CLS == kClassTemporal ? 0 : med(n.a, n.b, n.c);
+  const int r = val[(size_t(y) * width + x) * nc + c] - pred;
+  if (c == 0) *r0 = r;
+  *ctx = sample_context(CLS, c, n.a, n.b, n.c, n.d, *r0, rclass);
+  return token_of(zigzag(flip_sign(CLS, n.a, n.b, n.c, n.d) ? -r : r), nbits, bits);
+}
+
+template <int CLS>
+__device__ __forceinline__ unsigned long long proxy_class(const Params &p, int l, const Sample &s,
+                                                          const InTile &it, int rclass) {
+  const DevLayer &ly = p.layer[l];
+  const int nc = ly.channels;
+  const int16_t *planes = CLS == kClassSpatial ? p.in_s[l] : p.in_t[l];
+  uint16_t *ids = p.ids[l][CLS];
+  const size_t at = size_t(s.y) * ly.width + s.x;
+  unsigned long long cost = 0;
+  int r0 = 0;
+  for (int c = 0; c < nc; ++c) {
+    int ctx, nbits;
+    uint32_t bits;
+    const int token = code_component<CLS>(planes, planes, ly.width, nc, c, s.x, s.y, it, rclass,
+                                          &r0, &ctx, &nbits, &bits);
+    ids[at * nc + c] = uint16_t((p.dist_base[l][CLS][c] + ctx) * kTokens + token);
+    cost += c_first_cost[token] + 256u * uint32_t(nbits);
+  }
+  return cost;
+}
+
+// 2. Round 1: the proxy symbols of the coded blocks' samples in each class
+// (neighbours from the input's working values of that class), and the
+// block's first cost of each mode.
+__global__ void round1_kernel(Params p, int l) {
+  const DevLayer &ly = p.layer[l];
+  const Sample s = sample_of(ly);
+  const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
+  if (!p.coded[block]) return;          // the whole thread block
+  unsigned long long v[3] = {0, 0, 0};  // spatial, temporal, t+s
+  if (s.valid) {
+    const InTile it = in_tile(p, l, s.x, s.y);
+    const int rc = p.rclass[l][size_t(s.y) * ly.width + s.x];
+    v[0] = proxy_class<kClassSpatial>(p, l, s, it, rc);
+    v[1] = proxy_class<kClassTemporal>(p, l, s, it, rc);
+    v[2] = proxy_class<kClassTempSpat>(p, l, s, it, rc);
+  }
+  block_sum3(v);
+  if (threadIdx.x == 0) {
+    atomicAdd(&p.cost[block * kModes + kSpatial], v[0]);
+    atomicAdd(&p.cost[block * kModes + kTemporal], v[1]);
+    atomicAdd(&p.cost[block * kModes + kTempSpat], v[2]);
+  }
+}
+
+// The cheapest mode of every block (ties: temporal, t+s, spatial).
+__global__ void decide_kernel(Params p, int n_blocks) {
+  const int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= n_blocks) return;
+  if (!p.coded[b]) {
+    p.modes[b] = kSkip;
+    return;
+  }
+  const unsigned long long *c = p.cost + size_t(b) * kModes;
+  int best = kTemporal;
+  if (c[kTempSpat] < c[best]) best = kTempSpat;
+  if (c[kSpatial] < c[best]) best = kSpatial;
+  p.modes[b] = uint8_t(best);
+}
+
+__device__ __forceinline__ int class_of(int mode) {
+  return mode == kSpatial ? kClassSpatial : mode == kTemporal ? kClassTemporal : kClassTempSpat;
+}
+
+// Histogram of the proxy symbols that round 1's choice would code.
+__global__ void proxy_hist_kernel(Params p, int l) {
+  const DevLayer &ly = p.layer[l];
+  const Sample s = sample_of(ly);
+  const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
+  if (!p.coded[block]) return;
+  const int cls = class_of(p.modes[block]);
+  const size_t at = size_t(s.y) * ly.width + s.x;
+  for (int c = 0; c < ly.channels; ++c) {
+    const uint32_t id = s.valid ? p.ids[l][cls][at * ly.channels + c] : 0;
+    warp_count(p.hist, id, s.valid);
+  }
+}
+
+// Round 2's cost of every distribution's tokens: log2 of the total over
+// log2 of the count (one extra count each), plus the raw bits.
+__global__ void id_cost_kernel(Params p) {
+  const int d = blockIdx.x * blockDim.x + threadIdx.x;
+  if (d >= p.dist_count) return;
+  const uint32_t *h = p.hist + size_t(d) * kTokens;
+  uint32_t total = 0;
+  for (int t = 0; t < kTokens; ++t) total += h[t] + 1;
+  const uint32_t lt = log2_q8(total);
+  for (int t = 0; t < kTokens; ++t)
+    p.id_cost[size_t(d) * kTokens + t] =
+        lt - log2_q8(h[t] + 1) + 256u * uint32_t(token_extra_bits(t));
+}
+
+// 3. Round 2: the blocks' costs from the proxy symbols and those costs.
+__global__ void round2_kernel(Params p, int l) {
+  const DevLayer &ly = p.layer[l];
+  const Sample s = sample_of(ly);
+  const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
+  if (!p.coded[block]) return;
+  unsigned long long v[3] = {0, 0, 0};
+  if (s.valid) {
+    const size_t at = (size_t(s.y) * ly.width + s.x) * ly.channels;
+    for (int cls = 0; cls < kClasses; ++cls)
+      for (int c = 0; c < ly.channels; ++c) v[cls] += p.id_cost[p.ids[l][cls][at + c]];
+  }
+  block_sum3(v);
+  if (threadIdx.x == 0) {
+    atomicAdd(&p.cost[block * kModes + kSpatial], v[0]);
+    atomicAdd(&p.cost[block * kModes + kTemporal], v[1]);
+    atomicAdd(&p.cost[block * kModes + kTempSpat], v[2]);
+  }
+}
+
+// 4. The reconstruction by the block's mode and its working values.
+__global__ void reconstruct_kernel(Params p, int l) {
+  const DevLayer &ly = p.layer[l];
+  const Sample s = sample_of(ly);
+  if (!s.valid) return;
+  const int mode = p.modes[size_t(blockIdx.y) * p.blocks_x + blockIdx.x];
+  const size_t at = size_t(s.y) * ly.width + s.x;
+  const int nc = ly.channels;
+  int rec[kMaxComps], ch[kMaxComps], comp[kMaxComps];
+  for (int c = 0; c < nc; ++c) {
+    const int v = p.cur[l][c][at];
+    if (mode == kSpatial) {
+      rec[c] = dequant_index(quant_index(v, p.k), p.k);
+    } else {
+      const int r = p.ref[l][c][at];
+      rec[c] = mode == kSkip ? r : dequant_diff(r, quant_diff(v - r, p.k), p.k);
+    }
+    p.rec[l][c][at] = uint8_t(rec[c]);
+    ch[c] = quant_index(rec[c], p.k);
+  }
+  to_comps(ly, ch, comp);
+  for (int c = 0; c < nc; ++c) p.wk_s[l][at * nc + c] = int16_t(comp[c]);
+  if (p.keyframe) return;
+  for (int c = 0; c < nc; ++c) ch[c] = quant_diff(rec[c] - int(p.ref[l][c][at]), p.k);
+  to_comps(ly, ch, comp);
+  for (int c = 0; c < nc; ++c) p.wk_t[l][at * nc + c] = int16_t(comp[c]);
+}
+
+template <int CLS>
+__device__ __forceinline__ void symbols_class(const Params &p, int l, const Sample &s,
+                                              const InTile &it, int rclass, Symbol *out,
+                                              uint32_t *key) {
+  const DevLayer &ly = p.layer[l];
+  const int nc = ly.channels;
+  const int16_t *nb = CLS == kClassSpatial ? p.wk_s[l] : p.wk_t[l];
+  const int16_t *val = CLS == kClassSpatial ? p.in_s[l] : p.in_t[l];
+  int r0 = 0;
+  for (int c = 0; c < nc; ++c) {
+    int ctx, nbits;
+    uint32_t bits;
+    const int token = code_component<CLS>(nb, val, ly.width, nc, c, s.x, s.y, it, rclass, &r0, &ctx,
+                                          &nbits, &bits);
+    const int d = p.dist_base[l][CLS][c] + ctx;
+    out[c] = Symbol{uint16_t(d), uint8_t(token), uint8_t(nbits), uint16_t(bits)};
+    key[c] = uint32_t(d) * kTokens + uint32_t(token);
+  }
+}
+
+// 5. Every sample's symbols (neighbours from the reconstruction's working
+// values, values from the input's) in the tile's layout, the block-mode
+// symbols of a delta, and each tile's histogram.
+__global__ void symbols_kernel(Params p, int l) {
+  const DevLayer &ly = p.layer[l];
+  const Sample s = sample_of(ly);
+  const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
+  const int mode = p.modes[block];
+  const int tx = int(blockIdx.x) / p.tile_bx, ty = int(blockIdx.y) / p.tile_by;
+  const int t = ty * p.tiles_x + tx;
+  const DevTile &dt = p.tiles[t];
+  uint32_t *hist = p.tile_hist + size_t(t) * p.dist_count * kTokens;
+  if (!p.keyframe && l == 0 && threadIdx.x == 0) {
+    const int local = (int(blockIdx.y) - ty * p.tile_by) *
+                          (min(p.blocks_x, (tx + 1) * p.tile_bx) - tx * p.tile_bx) +
+                      (int(blockIdx.x) - tx * p.tile_bx);
+    p.symbols[dt.first + local] = Symbol{0, uint8_t(mode), 0, 0};  // distribution 0: modes
+    atomicAdd(hist + mode, 1u);
+  }
+  const int nc = ly.channels;
+  Symbol sym[kMaxComps];
+  uint32_t key[kMaxComps] = {0, 0, 0, 0};
+  if (s.valid) {
+    const InTile it{t, s.x - dt.x0[l], s.y - dt.y0[l], dt.w[l]};
+    Symbol *out = p.symbols + dt.layer_first[l] + (size_t(it.j) * it.w + it.i) * nc;
+    if (mode == kSkip) {
+      for (int c = 0; c < nc; ++c) out[c] = Symbol{kNoSymbol, 0, 0, 0};
+    } else {
+      const int rc = p.keyframe ? 0 : p.rclass[l][size_t(s.y) * ly.width + s.x];
+      if (mode == kSpatial)
+        symbols_class<kClassSpatial>(p, l, s, it, rc, sym, key);
+      else if (mode == kTemporal)
+        symbols_class<kClassTemporal>(p, l, s, it, rc, sym, key);
+      else
+        symbols_class<kClassTempSpat>(p, l, s, it, rc, sym, key);
+      for (int c = 0; c < nc; ++c) out[c] = sym[c];
+    }
+  }
+  const bool counted = s.valid && mode != kSkip;
+  for (int c = 0; c < nc; ++c) warp_count(hist, key[c], counted);
+}
+
+// A raw tile's bytes become its reconstruction (the input's).
+__global__ void raw_tile_kernel(Params p, int l, int x0, int y0, int w, int h) {
+  const DevLayer &ly = p.layer[l];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= w * h) return;
+  const size_t at = size_t(y0 + i / w) * ly.width + x0 + i % w;
+  for (int c = 0; c < ly.channels; ++c) p.rec[l][c][at] = p.cur[l][c][at];
+}
+
+class CudaEncoder final : public Encoder {
+ public:
+  CudaEncoder(const Context &ctx, VideoFormat format, int width, int height, const Geometry &g)
+      : ctx_(ctx) {
+    format_ = format;
+    width_ = width;
+    height_ = height;
+    geometry_ = g;
+    back_ = detail::make_encoder_back_end(format, width, height, g);  // checks the arguments
+    ctx.activate();
+    stream_ = static_cast<cudaStream_t>(ctx.stream_handle());
+    const LayerSet &ls = back_->layers();
+    ls_ = ls;
+    const std::vector<Tile> &tiles = back_->tiles();
+    n_blocks_ = size_t(ls.blocks_x) * ls.blocks_y;
+    Params &p = p_;
+    std::memset(&p, 0, sizeof(p));
+    p.layers = ls.count;
+    p.blocks_x = ls.blocks_x;
+    p.blocks_y = ls.blocks_y;
+    p.tile_bx = g.tile_bx;
+    p.tile_by = g.tile_by;
+    p.tiles_x = (ls.blocks_x + g.tile_bx - 1) / g.tile_bx;
+    p.dist_count = back_->dist_count();
+    size_t plane_bytes = 0, value_count = 0;
+    for (int l = 0; l < ls.count; ++l) {
+      const Layer &ly = ls.layer[l];
+      DevLayer &d = p.layer[l];
+      d.width = ly.width;
+      d.height = ly.height;
+      d.channels = ly.channels;
+      d.ycocg = ly.ycocg;
+      d.sx = ly.sx;
+      d.sy = ly.sy;
+      for (int c = 0; c < kMaxComps; ++c) {
+        d.plane[c] = ly.plane[c];
+        d.step[c] = ly.step[c];
+        d.offset[c] = ly.offset[c];
+      }
+      for (int cls = 0; cls < kClasses; ++cls)
+        for (int c = 0; c < ly.channels; ++c) p.dist_base[l][cls][c] = back_->dist_base(l, cls, c);
+      const size_t n = size_t(ly.width) * ly.height;
+      plane_bytes += n * ly.channels;
+      value_count += n * ly.channels;
+    }
+    // Symbols: per tile its block modes, then its layers' samples.
+    std::vector<DevTile> dev_tiles(tiles.size());
+    size_t n_symbols = 0;
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      const Tile &tl = tiles[t];
+      DevTile &d = dev_tiles[t];
+      d.first = n_symbols;
+      d.blocks = (tl.bx1 - tl.bx0) * (tl.by1 - tl.by0);
+      size_t at = n_symbols + size_t(d.blocks);
+      for (int l = 0; l < kMaxLayers; ++l) {
+        d.x0[l] = tl.x0[l];
+        d.y0[l] = tl.y0[l];
+        d.w[l] = l < ls.count ? tl.w[l] : 0;
+        d.h[l] = l < ls.count ? tl.h[l] : 0;
+        d.layer_first[l] = at;
+        if (l < ls.count) at += size_t(d.w[l]) * d.h[l] * ls.layer[l].channels;
+      }
+      n_symbols = at;
+    }
+    dev_tiles_host_ = dev_tiles;
+    n_symbols_ = n_symbols;
+    const size_t hist_count = size_t(p.dist_count) * kTokens;
+
+    // One allocation for the channel planes (cur, ref, rec), one for the
+    // rest, carved up with 256-byte alignment.
+    auto carve = [](size_t &at, size_t bytes) {
+      const size_t off = at;
+      at += (bytes + 255) / 256 * 256;
+      return off;
+    };
+    size_t at = 0;
+    size_t plane_off[3][kMaxLayers][kMaxComps] = {};
+    for (int which = 0; which < 3; ++which)
+      for (int l = 0; l < ls.count; ++l)
+        for (int c = 0; c < ls.layer[l].channels; ++c)
+          plane_off[which][l][c] = carve(at, size_t(ls.layer[l].width) * ls.layer[l].height);
+    planes_ = DeviceBuffer(std::max<size_t>(at, 256));
+    for (int l = 0; l < ls.count; ++l)
+      for (int c = 0; c < ls.layer[l].channels; ++c) {
+        p.cur[l][c] = planes_.data() + plane_off[0][l][c];
+        ref_[l][c] = planes_.data() + plane_off[1][l][c];
+        rec_[l][c] = planes_.data() + plane_off[2][l][c];
+      }
+    at = 0;
+    size_t off_in_s[kMaxLayers], off_in_t[kMaxLayers], off_wk_s[kMaxLayers], off_wk_t[kMaxLayers],
+        off_rclass[kMaxLayers], off_ids[kMaxLayers][kClasses];
+    for (int l = 0; l < ls.count; ++l) {
+      const size_t n = size_t(ls.layer[l].width) * ls.layer[l].height,
+                   nv = n * ls.layer[l].channels;
+      off_in_s[l] = carve(at, nv * 2);
+      off_in_t[l] = carve(at, nv * 2);
+      off_wk_s[l] = carve(at, nv * 2);
+      off_wk_t[l] = carve(at, nv * 2);
+      off_rclass[l] = carve(at, n);
+      for (int cls = 0; cls < kClasses; ++cls) off_ids[l][cls] = carve(at, nv * 2);
+    }
+    const size_t off_coded = carve(at, n_blocks_), off_modes = carve(at, n_blocks_),
+                 off_cost = carve(at, n_blocks_ * kModes * 8), off_hist = carve(at, hist_count * 4),
+                 off_id_cost = carve(at, hist_count * 4),
+                 off_tiles = carve(at, dev_tiles.size() * sizeof(DevTile)),
+                 off_symbols = carve(at, n_symbols * sizeof(Symbol)),
+                 off_tile_hist = carve(at, tiles.size() * hist_count * 4);
+    work_ = DeviceBuffer(at);
+    uint8_t *w = work_.data();
+    for (int l = 0; l < ls.count; ++l) {
+      p.in_s[l] = reinterpret_cast<int16_t *>(w + off_in_s[l]);
+      p.in_t[l] = reinterpret_cast<int16_t *>(w + off_in_t[l]);
+      p.wk_s[l] = reinterpret_cast<int16_t *>(w + off_wk_s[l]);
+      p.wk_t[l] = reinterpret_cast<int16_t *>(w + off_wk_t[l]);
+      p.rclass[l] = w + off_rclass[l];
+      for (int cls = 0; cls < kClasses; ++cls)
+        p.ids[l][cls] = reinterpret_cast<uint16_t *>(w + off_ids[l][cls]);
+    }
+    p.coded = w + off_coded;
+    p.modes = w + off_modes;
+    p.cost = reinterpret_cast<unsigned long long *>(w + off_cost);
+    p.hist = reinterpret_cast<uint32_t *>(w + off_hist);
+    p.id_cost = reinterpret_cast<uint32_t *>(w + off_id_cost);
+    p.tiles = reinterpret_cast<const DevTile *>(w + off_tiles);
+    p.symbols = reinterpret_cast<Symbol *>(w + off_symbols);
+    p.tile_hist = reinterpret_cast<uint32_t *>(w + off_tile_hist);
+    (void)value_count;
+    (void)plane_bytes;
+
+    // Every buffer a kernel may read is defined (the reference of a first
+    // delta is refused anyway; these keep a sanitizer's view clean).
+    CUDADIFF_CHECK(cudaMemsetAsync(planes_.data(), 0, planes_.size(), stream_));
+    CUDADIFF_CHECK(cudaMemsetAsync(work_.data(), 0, work_.size(), stream_));
+    CUDADIFF_CHECK(cudaMemcpyAsync(w + off_tiles, dev_tiles.data(),
+                                   dev_tiles.size() * sizeof(DevTile), cudaMemcpyHostToDevice,
+                                   stream_));
+    uint32_t first_cost[kTokens];
+    for (int t = 0; t < kTokens; ++t)
+      first_cost[t] = 256 + 2 * log2_q8(1 + (token_value(t, 0) + 1) / 2);
+    CUDADIFF_CHECK(cudaMemcpyToSymbolAsync(c_first_cost, first_cost, sizeof(first_cost), 0,
+                                           cudaMemcpyHostToDevice, stream_));
+    host_symbols_.resize(std::max<size_t>(n_symbols * sizeof(Symbol), 1));
+    host_hist_.resize(std::max<size_t>(tiles.size() * hist_count * 4, 1));
+    host_modes_.resize(n_blocks_);
+    CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  FrameStats encode(const FrameView &frame, int threshold, bool keyframe,
+                    HostBytes &body) override {
+    validate(frame, "codec2 encoder input");
+    if (frame.format != format_ || frame.width != width_ || frame.height != height_)
+      throw Error("codec2 encoder: frame does not match the encoder's format and size");
+    if (threshold < 0 || threshold > 255) throw Error("codec2 encoder: threshold not in 0..255");
+    if (!keyframe && !has_reference_) throw Error("codec2 encoder: a delta needs a previous frame");
+    for (int pl = 0; pl < frame.n_planes(); ++pl)
+      if (!is_device_memory(frame.data[pl]))
+        throw Error("codec2 CUDA encoder: the frame must be in device memory");
+    ctx_.activate();
+    Params &p = p_;
+    p.k = threshold;
+    p.keyframe = keyframe ? 1 : 0;
+    for (int pl = 0; pl < kMaxPlanes; ++pl) {
+      p.frame[pl] = pl < frame.n_planes() ? frame.data[pl] : nullptr;
+      p.pitch[pl] = pl < frame.n_planes() ? frame.stride[pl] : 0;
+    }
+    for (int l = 0; l < ls_.count; ++l)
+      for (int c = 0; c < ls_.layer[l].channels; ++c) {
+        p.ref[l][c] = ref_[l][c];
+        p.rec[l][c] = rec_[l][c];
+      }
+    const dim3 grid(unsigned(ls_.blocks_x), unsigned(ls_.blocks_y));
+    const int nb = int(n_blocks_);
+    const size_t hist_count = size_t(p.dist_count) * kTokens;
+    const size_t n_tiles = back_->tiles().size();
+
+    for (int l = 0; l < ls_.count; ++l) {
+      prepare_kernel<<<grid, kThreads, 0, stream_>>>(p, l);
+      CUDADIFF_CHECK_LAUNCH("codec2 prepare_kernel");
+    }
+    if (keyframe) {
+      CUDADIFF_CHECK(cudaMemsetAsync(p.modes, kSpatial, n_blocks_, stream_));
+    } else {
+      for (int round = 0; round < 2; ++round) {
+        CUDADIFF_CHECK(
+            cudaMemsetAsync(p.cost, 0, n_blocks_ * kModes * sizeof(unsigned long long), stream_));
+        for (int l = 0; l < ls_.count; ++l) {
+          if (round == 0)
+            round1_kernel<<<grid, kThreads, 0, stream_>>>(p, l);
+          else
+            round2_kernel<<<grid, kThreads, 0, stream_>>>(p, l);
+          CUDADIFF_CHECK_LAUNCH("codec2 round kernel");
+        }
+        decide_kernel<<<(nb + 255) / 256, 256, 0, stream_>>>(p, nb);
+        CUDADIFF_CHECK_LAUNCH("codec2 decide_kernel");
+        if (round == 1) break;
+        CUDADIFF_CHECK(cudaMemsetAsync(p.hist, 0, hist_count * 4, stream_));
+        for (int l = 0; l < ls_.count; ++l) {
+          proxy_hist_kernel<<<grid, kThreads, 0, stream_>>>(p, l);
+          CUDADIFF_CHECK_LAUNCH("codec2 proxy_hist_kernel");
+        }
+        id_cost_kernel<<<(p.dist_count + 127) / 128, 128, 0, stream_>>>(p);
+        CUDADIFF_CHECK_LAUNCH("codec2 id_cost_kernel");
+      }
+    }
+    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream_));
+    for (int l = 0; l < ls_.count; ++l) {
+      reconstruct_kernel<<<grid, kThreads, 0, stream_>>>(p, l);
+      CUDADIFF_CHECK_LAUNCH("codec2 reconstruct_kernel");
+    }
+    for (int l = 0; l < ls_.count; ++l) {
+      symbols_kernel<<<grid, kThreads, 0, stream_>>>(p, l);
+      CUDADIFF_CHECK_LAUNCH("codec2 symbols_kernel");
+    }
+    CUDADIFF_CHECK(
+        cudaMemcpyAsync(host_modes_.data(), p.modes, n_blocks_, cudaMemcpyDeviceToHost, stream_));
+    CUDADIFF_CHECK(cudaMemcpyAsync(host_symbols_.data(), p.symbols, n_symbols_ * sizeof(Symbol),
+                                   cudaMemcpyDeviceToHost, stream_));
+    CUDADIFF_CHECK(cudaMemcpyAsync(host_hist_.data(), p.tile_hist, n_tiles * hist_count * 4,
+                                   cudaMemcpyDeviceToHost, stream_));
+    CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+
+    // The tiles' symbols as the back end reads them.
+    const Symbol *syms = reinterpret_cast<const Symbol *>(host_symbols_.data());
+    const uint32_t *hist = reinterpret_cast<const uint32_t *>(host_hist_.data());
+    std::vector<TileSymbols> in(n_tiles);
+    for (size_t t = 0; t < n_tiles; ++t) {
+      const DevTile &d = dev_tiles_host_[t];
+      const size_t total = size_t(d.layer_first[kMaxLayers - 1] - d.first) +
+                           size_t(d.w[kMaxLayers - 1]) * d.h[kMaxLayers - 1] *
+                               (ls_.count > 1 ? ls_.layer[1].channels : 0);
+      in[t].hist = hist + t * hist_count;
+      if (keyframe) {
+        in[t].symbols = syms + d.first + d.blocks;
+        in[t].count = total - size_t(d.blocks);
+        continue;
+      }
+      const Tile &tl = back_->tiles()[t];
+      bool all_skip = true;
+      for (int by = tl.by0; by < tl.by1 && all_skip; ++by)
+        for (int bx = tl.bx0; bx < tl.bx1; ++bx)
+          all_skip &= host_modes_[size_t(by) * ls_.blocks_x + bx] == kSkip;
+      in[t].symbols = syms + d.first;
+      in[t].count = all_skip ? 0 : total;
+    }
+    bool have_cur = false;
+    auto raw = [&](size_t t, uint8_t *out) {
+      if (!have_cur) {  // the input's channels, for raw tiles (rare)
+        download_planes(p.cur, host_cur_);
+        have_cur = true;
+      }
+      const Tile &tl = back_->tiles()[t];
+      size_t n = 0;
+      for (int l = 0; l < ls_.count; ++l) {
+        const Layer &ly = ls_.layer[l];
+        for (int y = tl.y0[l]; y < tl.y0[l] + tl.h[l]; ++y)
+          for (int x = tl.x0[l]; x < tl.x0[l] + tl.w[l]; ++x)
+            for (int c = 0; c < ly.channels; ++c)
+              out[n++] = host_cur_[l][c][size_t(y) * ly.width + x];
+      }
+    };
+    const FrameStats st =
+        back_->write_body(keyframe, threshold, host_modes_.data(), in.data(), raw, body);
+    const std::vector<int> &types = back_->tile_types();
+    for (size_t t = 0; t < n_tiles; ++t) {
+      if (types[t] != 2) continue;
+      const Tile &tl = back_->tiles()[t];
+      for (int l = 0; l < ls_.count; ++l) {
+        const int n = tl.w[l] * tl.h[l];
+        if (n == 0) continue;
+        raw_tile_kernel<<<(n + 255) / 256, 256, 0, stream_>>>(p, l, tl.x0[l], tl.y0[l], tl.w[l],
+                                                              tl.h[l]);
+        CUDADIFF_CHECK_LAUNCH("codec2 raw_tile_kernel");
+      }
+    }
+    for (int l = 0; l < ls_.count; ++l)
+      for (int c = 0; c < ls_.layer[l].channels; ++c) std::swap(ref_[l][c], rec_[l][c]);
+    // The frame may be reused by the caller as soon as this returns.
+    CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+    has_reference_ = true;
+    return st;
+  }
+
+  void read_reference(HostBytes &out) override {
+    ctx_.activate();
+    std::vector<uint8_t> planes[kMaxLayers][kMaxComps];
+    download_planes(ref_, planes);
+    out.resize(frame_size_packed(format_, width_, height_));
+    const FrameView v = packed_view(format_, width_, height_, out.data());
+    for (int l = 0; l < ls_.count; ++l) {
+      const Layer &ly = ls_.layer[l];
+      for (int c = 0; c < ly.channels; ++c)
+        for (int y = 0; y < ly.height; ++y) {
+          uint8_t *row = v.row(ly.plane[c], y) + ly.offset[c];
+          const uint8_t *src = planes[l][c].data() + size_t(y) * ly.width;
+          for (int x = 0; x < ly.width; ++x) row[size_t(x) * ly.step[c]] = src[x];
+        }
+    }
+  }
+
+ private:
+  void download_planes(uint8_t *const (&src)[kMaxLayers][kMaxComps],
+                       std::vector<uint8_t> (&dst)[kMaxLayers][kMaxComps]) {
+    for (int l = 0; l < ls_.count; ++l)
+      for (int c = 0; c < ls_.layer[l].channels; ++c) {
+        const size_t n = size_t(ls_.layer[l].width) * ls_.layer[l].height;
+        dst[l][c].resize(n);
+        CUDADIFF_CHECK(
+            cudaMemcpyAsync(dst[l][c].data(), src[l][c], n, cudaMemcpyDeviceToHost, stream_));
+      }
+    CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  const Context &ctx_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<detail::EncoderBackEnd> back_;
+  LayerSet ls_;
+  size_t n_blocks_ = 0, n_symbols_ = 0;
+  Params p_;
+  std::vector<DevTile> dev_tiles_host_;
+  DeviceBuffer planes_, work_;
+  uint8_t *ref_[kMaxLayers][kMaxComps] = {};
+  uint8_t *rec_[kMaxLayers][kMaxComps] = {};
+  HostBytes host_symbols_, host_hist_;
+  std::vector<uint8_t> host_modes_;
+  std::vector<uint8_t> host_cur_[kMaxLayers][kMaxComps];
+};
+
+}  // namespace
+
+namespace detail {
+std::unique_ptr<Encoder> make_cuda_encoder(const Context &ctx, VideoFormat format, int width,
+                                           int height, const Geometry &geometry) {
+  return std::make_unique<CudaEncoder>(ctx, format, width, height, geometry);
+}
+}  // namespace detail
+
+}  // namespace codec2
+}  // namespace cudadiff
