@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
       ++count;
     });
     r.note = "body " + std::to_string(bytes / std::max(count, 1)) +
-             " bytes; kernels, symbols and histograms to the host, tables and rANS on the CPU";
+             " bytes; tables on the host, everything else on the GPU";
     report.add(r);
   }
   report.print_table();

@@ -1001,6 +1001,10 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
                         const TileSymbols *tiles, const std::function<void(size_t, uint8_t *)> &raw,
                         HostBytes &body) override;
   const std::vector<int> &tile_types() const override { return tile_type_; }
+  void make_tables(bool keyframe, const uint32_t *hist, uint32_t *freq_cum) override;
+  FrameStats assemble(bool keyframe, int threshold, const uint8_t *modes, const int *types,
+                      const int *lanes, const size_t *sizes,
+                      const std::function<void(uint8_t *)> &payloads, HostBytes &body) override;
 
  private:
   void find_coded_blocks(bool keyframe, int threads);
@@ -1009,7 +1013,7 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   template <class Want, class F>
   void for_each_proxy(const Tile &t, Want want, F f) const;
   void tile_symbols(size_t ti);
-  void build_model(const std::vector<uint32_t> &hist, bool keyframe, BitWriter &bw, Model &model);
+  void build_model(const uint32_t *hist, bool keyframe, BitWriter &bw, Model &model);
   bool encode_tile(size_t ti, int threshold);
   void store_raw(size_t ti, uint8_t *out);
   void debug_sizes(const Model &model);
@@ -1032,6 +1036,8 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   std::vector<std::vector<Symbol>> symbols_;  // per tile: block modes, then layer by layer
   std::vector<std::vector<uint32_t>> tile_hist_;
   const TileSymbols *tile_in_ = nullptr;  // write_body()'s input: per tile its symbols
+  Model pending_;                         // make_tables()'s tables (prev_ after assemble())
+  std::vector<uint8_t> model_bytes_;      // and the model section
   std::vector<std::vector<uint8_t>> streams_;
   std::vector<int> tile_type_;   // 0 skipped, 1 coded, 2 raw
   std::vector<int> tile_lanes_;  // lanes of a coded tile
@@ -1250,8 +1256,7 @@ void CpuEncoder::tile_symbols(size_t ti) {
 // each distribution of a used group: unused, the previous frame's table, a
 // new one, or a copy of the last table listed before it, whichever costs
 // least (ties in that order after unused).
-void CpuEncoder::build_model(const std::vector<uint32_t> &hist, bool keyframe, BitWriter &bw,
-                             Model &model) {
+void CpuEncoder::build_model(const uint32_t *hist, bool keyframe, BitWriter &bw, Model &model) {
   model.tables.assign(dl_.count, Table{});
   int last_used = -1;
   for (const DistGroup &g : listed_groups(dl_, ls_, keyframe)) {
@@ -1541,7 +1546,6 @@ FrameStats CpuEncoder::write_body(bool keyframe, int threshold, const uint8_t *m
                                   const TileSymbols *tiles,
                                   const std::function<void(size_t, uint8_t *)> &raw,
                                   HostBytes &body) {
-  const Geometry &g = geometry_;
   keyframe_ = keyframe;
   tile_in_ = tiles;
   const size_t n_tiles = tiles_.size();
@@ -1561,20 +1565,17 @@ FrameStats CpuEncoder::write_body(bool keyframe, int threshold, const uint8_t *m
   // stream. Tiles that come out no smaller than their bytes are stored raw;
   // if any did, the tables are made again without them and the other tiles
   // coded again (those that now come out too large are stored raw as well).
-  Model model;
-  BitWriter bw;
   for (int pass = 0; pass < 2; ++pass) {
     std::vector<uint32_t> hist(size_t(dl_.count) * kTokens, 0);
     for (size_t ti = 0; ti < n_tiles; ++ti)
       if (tile_type_[ti] == 1)
         for (size_t i = 0; i < hist.size(); ++i) hist[i] += tiles[ti].hist[i];
-    bw = BitWriter();
-    build_model(hist, keyframe, bw, model);
+    make_tables(keyframe, hist.data(), nullptr);
     rans_symbols_.resize(size_t(dl_.count) * kTokens);
     for (int d = 0; d < dl_.count; ++d)
       for (int tk = 0; tk < kTokens; ++tk)
         rans_symbols_[size_t(d) * kTokens + tk] =
-            RansEncoder::symbol(model.tables[d].freq[tk], model.tables[d].cum[tk]);
+            RansEncoder::symbol(pending_.tables[d].freq[tk], pending_.tables[d].cum[tk]);
     bool any_raw = false;
 #pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : any_raw)
     for (long long ti = 0; ti < (long long)n_tiles; ++ti)
@@ -1586,26 +1587,56 @@ FrameStats CpuEncoder::write_body(bool keyframe, int threshold, const uint8_t *m
       streams_[ti].resize(tiles_[ti].raw_bytes);
       raw(ti, streams_[ti].data());
     }
-  if (std::getenv("CODEC2_DEBUG")) debug_sizes(model);
+  if (std::getenv("CODEC2_DEBUG")) debug_sizes(pending_);
+  std::vector<size_t> sizes(n_tiles);
+  for (size_t ti = 0; ti < n_tiles; ++ti) sizes[ti] = streams_[ti].size();
+  const FrameStats st = assemble(
+      keyframe, threshold, modes, tile_type_.data(), tile_lanes_.data(), sizes.data(),
+      [&](uint8_t *p) {
+        for (size_t ti = 0; ti < n_tiles; ++ti) {
+          if (!streams_[ti].empty()) std::memcpy(p, streams_[ti].data(), streams_[ti].size());
+          p += streams_[ti].size();
+        }
+      },
+      body);
+  tile_in_ = nullptr;
+  return st;
+}
 
+void CpuEncoder::make_tables(bool keyframe, const uint32_t *hist, uint32_t *freq_cum) {
+  BitWriter bw;
+  build_model(hist, keyframe, bw, pending_);
+  model_bytes_ = bw.bytes();
+  if (freq_cum)
+    for (int d = 0; d < dl_.count; ++d)
+      for (int tk = 0; tk < kTokens; ++tk)
+        freq_cum[size_t(d) * kTokens + tk] =
+            uint32_t(pending_.tables[d].cum[tk]) | uint32_t(pending_.tables[d].freq[tk]) << 16;
+}
+
+FrameStats CpuEncoder::assemble(bool keyframe, int threshold, const uint8_t *modes,
+                                const int *types, const int *lanes_of, const size_t *sizes,
+                                const std::function<void(uint8_t *)> &payloads, HostBytes &body) {
   // 7. The body: header, tables, tile sizes, tile streams.
+  const Geometry &g = geometry_;
+  const size_t n_tiles = tiles_.size();
   FrameStats st;
   st.keyframe = keyframe;
   st.threshold = threshold;
-  std::vector<uint8_t> head(kBodyHeaderBytes + bw.bytes().size());
+  std::vector<uint8_t> head(kBodyHeaderBytes + model_bytes_.size());
   head[0] = keyframe ? 1 : 0;
   head[1] = uint8_t(threshold);
   head[2] = uint8_t(g.tile_bx);
   head[3] = uint8_t(g.tile_by);
-  std::copy(bw.bytes().begin(), bw.bytes().end(), head.begin() + kBodyHeaderBytes);
+  std::copy(model_bytes_.begin(), model_bytes_.end(), head.begin() + kBodyHeaderBytes);
   st.model_bytes = head.size();
   std::vector<uint8_t> table;
   size_t payload = 0;
   for (size_t ti = 0; ti < n_tiles; ++ti) {
-    const int type = tile_type_[ti];
-    const size_t size = streams_[ti].size();
+    const int type = types[ti];
+    const size_t size = sizes[ti];
     st.tiles[type]++;
-    const int lanes = type == 1 ? tile_lanes_[ti] : 1;
+    const int lanes = type == 1 ? lanes_of[ti] : 1;
     if (type == 1) st.lanes += lanes;
     uint64_t v = (uint64_t(size) << 7) | uint64_t(lanes - 1) << 2 | uint64_t(type);
     do {
@@ -1622,15 +1653,11 @@ FrameStats CpuEncoder::write_body(bool keyframe, int threshold, const uint8_t *m
   p += head.size();
   std::memcpy(p, table.data(), table.size());
   p += table.size();
-  for (size_t ti = 0; ti < n_tiles; ++ti) {
-    if (!streams_[ti].empty()) std::memcpy(p, streams_[ti].data(), streams_[ti].size());
-    p += streams_[ti].size();
-  }
+  payloads(p);
   st.body_bytes = body.size();
   for (size_t b = 0; b < size_t(ls_.blocks_x) * ls_.blocks_y; ++b) st.blocks[modes[b]]++;
 
-  prev_ = std::move(model);
-  tile_in_ = nullptr;
+  prev_ = pending_;
   return st;
 }
 

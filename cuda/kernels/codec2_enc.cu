@@ -12,16 +12,24 @@
 //   3. round 2: the blocks' costs by those; decide again;
 //   4. the reconstruction (the new reference) and its working values;
 //   5. every tile's symbols in the reference's layout, and per tile the
-//      histogram of its symbols.
-// The symbols, the histograms and the block modes come back to the host,
-// where the CPU reference's back end makes the tables and the rANS streams
-// and writes the body (the same code, so the same bytes). Raw tiles take
-// the input's bytes into the reference on the device. The reference stays
-// on the device between frames.
+//      histogram of its symbols; the tiles' types and the histogram of the
+//      coded tiles;
+//   6. (host) the tables from that histogram, by the CPU reference's code
+//      (EncoderBackEnd::make_tables: a few hundred distributions);
+//   7. rANS, one warp per tile, thread l being lane l: each lane's
+//      checksum, then the symbols in reverse; the bytes the lanes emit in
+//      a sub-step are placed by counting those of the lanes before them;
+//      tiles no smaller than their bytes become raw (then 6 and 7 again);
+//   8. the payloads gathered in body order and brought back at once; the
+//      host writes the header, the model and the tile table around them.
+// The reference stays on the device between frames.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -39,7 +47,6 @@ namespace {
 using detail::kNoSymbol;
 using detail::Symbol;
 using detail::Tile;
-using detail::TileSymbols;
 
 constexpr int kThreads = kBlock * kBlock;  // one thread per sample of a block (layer 0)
 constexpr unsigned kFullWarp = 0xffffffffu;
@@ -85,6 +92,15 @@ struct Params {
   const DevTile *tiles;
   Symbol *symbols;
   uint32_t *tile_hist;  // per tile: distribution x token
+  int n_tiles;
+  int *tile_type;            // 0 skipped, 1 coded, 2 raw
+  int *tile_lanes;           // lanes of a coded tile
+  uint32_t *tile_size;       // its stream's bytes
+  const uint32_t *freq_cum;  // the frame's tables: cum | freq << 16 per distribution and token
+  uint8_t *streams;          // per tile a region (stream_off) its stream ends at the end of
+  const unsigned long long *stream_off;   // n_tiles + 1 offsets of the regions
+  const unsigned long long *payload_off;  // per tile, where its payload goes in `payload`
+  uint8_t *payload;                       // the tiles' payloads in body order
 };
 
 __constant__ uint32_t c_first_cost[kTokens];
@@ -451,6 +467,172 @@ __global__ void raw_tile_kernel(Params p, int l, int x0, int y0, int w, int h) {
   for (int c = 0; c < ly.channels; ++c) p.rec[l][c][at] = p.cur[l][c][at];
 }
 
+// Tile types: skipped when every block of a delta's tile is (keyframes: coded).
+__global__ void tile_type_kernel(Params p) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= p.n_tiles) return;
+  int type = p.keyframe ? 1 : 0;
+  const int tx = t % p.tiles_x, ty = t / p.tiles_x;
+  const int bx1 = min(p.blocks_x, (tx + 1) * p.tile_bx),
+            by1 = min(p.blocks_y, (ty + 1) * p.tile_by);
+  for (int by = ty * p.tile_by; by < by1 && !type; ++by)
+    for (int bx = tx * p.tile_bx; bx < bx1; ++bx)
+      if (p.modes[size_t(by) * p.blocks_x + bx] != kSkip) type = 1;
+  p.tile_type[t] = type;
+}
+
+// The histogram of the coded tiles: one thread per distribution and token.
+__global__ void sum_hist_kernel(Params p) {
+  const size_t n = size_t(p.dist_count) * kTokens;
+  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  uint32_t sum = 0;
+  for (int t = 0; t < p.n_tiles; ++t)
+    if (p.tile_type[t] == 1) sum += p.tile_hist[size_t(t) * n + i];
+  p.hist[i] = sum;
+}
+
+// Bytes emitted by the lanes of a sub-step, in the reference's order (lanes
+// from the last; each lane its low byte first) into a stream written
+// backwards from `end`: each lane renormalises its state below x_max
+// (at most 2 bytes: a state below 2^31 against x_max >= 2^15), its bytes'
+// places from the counts of the lanes above it. Every thread of the warp
+// calls it; `part`: the lane has a symbol here.
+__device__ __forceinline__ uint32_t emit_renorm(bool part, uint32_t x, uint32_t x_max, uint8_t *end,
+                                                uint32_t &written) {
+  int e = 0;
+  uint32_t y = x;
+  if (part)
+    while (y >= x_max) {
+      ++e;
+      y >>= 8;
+    }
+  const unsigned one = __ballot_sync(kFullWarp, e >= 1), two = __ballot_sync(kFullWarp, e >= 2);
+  const int lane = threadIdx.x & 31;
+  const unsigned above = lane == 31 ? 0u : ~0u << (lane + 1);
+  const uint32_t before = written + __popc(one & above) + __popc(two & above);
+  for (int q = 0; q < e; ++q) end[-1 - int(before) - q] = uint8_t(x >> (8 * q));
+  written += __popc(one) + __popc(two);
+  return y;
+}
+
+// 6. rANS of every coded tile, one warp per tile (thread l: lane l): the
+// lanes (from the coded samples), each lane's checksum and final state, then
+// the symbols in exactly the reverse of the decoding order; the stream ends
+// at the end of the tile's region, its size into tile_size.
+__global__ void rans_kernel(Params p) {
+  const int t = blockIdx.x;
+  if (p.tile_type[t] != 1) return;
+  const DevTile &dt = p.tiles[t];
+  const int ln = threadIdx.x;
+  const Symbol *syms = p.symbols + dt.first;
+  const size_t n_modes = p.keyframe ? 0 : size_t(dt.blocks);
+  size_t n_samples = 0;
+  for (int l = 0; l < p.layers; ++l) n_samples += size_t(dt.w[l]) * dt.h[l] * p.layer[l].channels;
+  uint32_t coded = 0;
+  for (size_t i = ln; i < n_samples; i += 32) coded += syms[dt.blocks + i].dist != kNoSymbol;
+  coded = __reduce_add_sync(kFullWarp, coded);
+  const int lanes = lanes_for_tile(coded, dt.h[0]);
+  const bool mine = ln < lanes;
+  // The checksum of the lane's symbols in decoding order.
+  uint32_t h = 0;
+  if (mine) {
+    for (size_t b = ln; b < n_modes; b += lanes) h = lane_checksum(h, syms[b].token);
+    for (int l = 0; l < p.layers; ++l) {
+      const int w = dt.w[l], nc = p.layer[l].channels;
+      const Symbol *layer = p.symbols + dt.layer_first[l];
+      for (int j = ln; j < dt.h[l]; j += lanes)
+        for (const Symbol *s = layer + size_t(j) * w * nc, *e = s + size_t(w) * nc; s < e; ++s) {
+          const Symbol v = *s;
+          if (v.dist == kNoSymbol) continue;
+          h = lane_checksum(h, v.token);
+          if (v.nbits) h = lane_checksum(h, v.bits);
+        }
+    }
+  }
+  uint32_t x = lane_final_state(p.k, ln, h);
+  uint8_t *end = p.streams + p.stream_off[t + 1];
+  uint32_t written = 0;
+  for (int l = p.layers - 1; l >= 0; --l) {
+    const int w = dt.w[l], hh = dt.h[l], nc = p.layer[l].channels;
+    if (w == 0 || hh == 0) continue;
+    const int period = schedule_period(w, lanes);
+    const int steps = schedule_steps(w, hh, lanes);
+    const Symbol *layer = p.symbols + dt.layer_first[l];
+    for (int st = steps - 1; st >= 0; --st) {
+      const int tt = st - kStagger * ln;
+      const int i = tt % period, j = (tt / period) * lanes + ln;
+      const bool active = mine && tt >= 0 && i < w && j < hh;
+      const Symbol *sample = active ? layer + (size_t(j) * w + i) * nc : nullptr;
+      for (int c = nc - 1; c >= 0; --c) {
+        Symbol v{kNoSymbol, 0, 0, 0};
+        if (active) v = sample[c];
+        const bool coded_here = v.dist != kNoSymbol;
+        // Raw bits first (they are read after the token), then the token.
+        const bool raw = coded_here && v.nbits != 0;
+        x = emit_renorm(raw, x, raw ? (kRansLow >> v.nbits) << 8 : 0xffffffffu, end, written);
+        if (raw) x = (x << v.nbits) | v.bits;
+        uint32_t f = 1, cum = 0;
+        if (coded_here) {
+          const uint32_t fc = p.freq_cum[size_t(v.dist) * kTokens + v.token];
+          f = fc >> 16;
+          cum = fc & 0xffff;
+        }
+        x = emit_renorm(coded_here, x, ((kRansLow >> kProbBits) << 8) * f, end, written);
+        if (coded_here) x = ((x / f) << kProbBits) + x % f + cum;
+      }
+    }
+  }
+  if (n_modes) {
+    const uint32_t *mode_fc = p.freq_cum;  // distribution 0
+    for (int g = int((n_modes + lanes - 1) / lanes) - 1; g >= 0; --g) {
+      const size_t b = size_t(g) * lanes + ln;
+      const bool here = mine && b < n_modes;
+      uint32_t f = 1, cum = 0;
+      if (here) {
+        const uint32_t fc = mode_fc[syms[b].token];
+        f = fc >> 16;
+        cum = fc & 0xffff;
+      }
+      x = emit_renorm(here, x, ((kRansLow >> kProbBits) << 8) * f, end, written);
+      if (here) x = ((x / f) << kProbBits) + x % f + cum;
+    }
+  }
+  // The states, lane 0 first, each little-endian.
+  if (mine)
+    for (int q = 0; q < 4; ++q)
+      end[-1 - int(written) - 4 * (lanes - 1 - ln) - q] = uint8_t(x >> (24 - 8 * q));
+  if (ln == 0) {
+    p.tile_size[t] = written + 4u * uint32_t(lanes);
+    p.tile_lanes[t] = lanes;
+  }
+}
+
+// 8. The payloads in body order: coded tiles' streams, raw tiles' bytes
+// (layer by layer, row by row, sample by sample, channel by channel).
+__global__ void gather_kernel(Params p) {
+  const int t = blockIdx.x;
+  const int type = p.tile_type[t];
+  uint8_t *out = p.payload + p.payload_off[t];
+  if (type == 1) {
+    const uint32_t n = p.tile_size[t];
+    const uint8_t *src = p.streams + p.stream_off[t + 1] - n;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) out[i] = src[i];
+  } else if (type == 2) {
+    const DevTile &dt = p.tiles[t];
+    for (int l = 0; l < p.layers; ++l) {
+      const DevLayer &ly = p.layer[l];
+      const int nc = ly.channels, row = dt.w[l] * nc;
+      const uint32_t n = uint32_t(row) * dt.h[l];
+      for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const int y = dt.y0[l] + int(i / row), r = int(i % row);
+        out[i] = p.cur[l][r % nc][size_t(y) * ly.width + dt.x0[l] + r / nc];
+      }
+      out += n;
+    }
+  }
+}
+
 class CudaEncoder final : public Encoder {
  public:
   CudaEncoder(const Context &ctx, VideoFormat format, int width, int height, const Geometry &g)
@@ -558,6 +740,26 @@ class CudaEncoder final : public Encoder {
                  off_tiles = carve(at, dev_tiles.size() * sizeof(DevTile)),
                  off_symbols = carve(at, n_symbols * sizeof(Symbol)),
                  off_tile_hist = carve(at, tiles.size() * hist_count * 4);
+    // Per tile: type, lanes, stream size; the tables; the regions the
+    // streams are written into (each at most 4 bytes per symbol, plus the
+    // states); the payloads (at most the frame's bytes: a coded tile is
+    // smaller than its raw bytes).
+    std::vector<unsigned long long> stream_off(tiles.size() + 1, 0);
+    size_t frame_bytes = 0;
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      const size_t count =
+          size_t(dev_tiles[t].layer_first[kMaxLayers - 1] - dev_tiles[t].first) +
+          (ls.count > 1 ? size_t(tiles[t].w[1]) * tiles[t].h[1] * ls.layer[1].channels : 0);
+      stream_off[t + 1] = stream_off[t] + 4 * count + 4 * kMaxLanes + 16;
+      frame_bytes += tiles[t].raw_bytes;
+    }
+    const size_t off_type = carve(at, tiles.size() * sizeof(int)),
+                 off_lanes = carve(at, tiles.size() * sizeof(int)),
+                 off_size = carve(at, tiles.size() * 4), off_freq_cum = carve(at, hist_count * 4),
+                 off_streams = carve(at, stream_off.back()),
+                 off_stream_off = carve(at, stream_off.size() * 8),
+                 off_payload_off = carve(at, tiles.size() * 8),
+                 off_payload = carve(at, frame_bytes);
     work_ = DeviceBuffer(at);
     uint8_t *w = work_.data();
     for (int l = 0; l < ls.count; ++l) {
@@ -577,6 +779,15 @@ class CudaEncoder final : public Encoder {
     p.tiles = reinterpret_cast<const DevTile *>(w + off_tiles);
     p.symbols = reinterpret_cast<Symbol *>(w + off_symbols);
     p.tile_hist = reinterpret_cast<uint32_t *>(w + off_tile_hist);
+    p.n_tiles = int(tiles.size());
+    p.tile_type = reinterpret_cast<int *>(w + off_type);
+    p.tile_lanes = reinterpret_cast<int *>(w + off_lanes);
+    p.tile_size = reinterpret_cast<uint32_t *>(w + off_size);
+    p.freq_cum = reinterpret_cast<const uint32_t *>(w + off_freq_cum);
+    p.streams = w + off_streams;
+    p.stream_off = reinterpret_cast<const unsigned long long *>(w + off_stream_off);
+    p.payload_off = reinterpret_cast<const unsigned long long *>(w + off_payload_off);
+    p.payload = w + off_payload;
     (void)value_count;
     (void)plane_bytes;
 
@@ -587,14 +798,21 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK(cudaMemcpyAsync(w + off_tiles, dev_tiles.data(),
                                    dev_tiles.size() * sizeof(DevTile), cudaMemcpyHostToDevice,
                                    stream_));
+    CUDADIFF_CHECK(cudaMemcpyAsync(w + off_stream_off, stream_off.data(), stream_off.size() * 8,
+                                   cudaMemcpyHostToDevice, stream_));
     uint32_t first_cost[kTokens];
     for (int t = 0; t < kTokens; ++t)
       first_cost[t] = 256 + 2 * log2_q8(1 + (token_value(t, 0) + 1) / 2);
     CUDADIFF_CHECK(cudaMemcpyToSymbolAsync(c_first_cost, first_cost, sizeof(first_cost), 0,
                                            cudaMemcpyHostToDevice, stream_));
-    host_symbols_.resize(std::max<size_t>(n_symbols * sizeof(Symbol), 1));
-    host_hist_.resize(std::max<size_t>(tiles.size() * hist_count * 4, 1));
-    host_modes_.resize(n_blocks_);
+    timing_ = std::getenv("CODEC2_CUDA_TIMES") != nullptr;
+    h_modes_.resize(n_blocks_);
+    h_types_.resize(tiles.size() * sizeof(int));
+    h_hist_.resize(hist_count * 4);
+    h_freq_cum_.resize(hist_count * 4);
+    h_sizes_.resize(tiles.size() * 4);
+    h_lanes_.resize(tiles.size() * sizeof(int));
+    h_payload_off_.resize(tiles.size() * 8);
     CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
   }
 
@@ -609,6 +827,7 @@ class CudaEncoder final : public Encoder {
       if (!is_device_memory(frame.data[pl]))
         throw Error("codec2 CUDA encoder: the frame must be in device memory");
     ctx_.activate();
+    const auto start = std::chrono::steady_clock::now();
     Params &p = p_;
     p.k = threshold;
     p.keyframe = keyframe ? 1 : 0;
@@ -664,66 +883,90 @@ class CudaEncoder final : public Encoder {
       symbols_kernel<<<grid, kThreads, 0, stream_>>>(p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 symbols_kernel");
     }
-    CUDADIFF_CHECK(
-        cudaMemcpyAsync(host_modes_.data(), p.modes, n_blocks_, cudaMemcpyDeviceToHost, stream_));
-    CUDADIFF_CHECK(cudaMemcpyAsync(host_symbols_.data(), p.symbols, n_symbols_ * sizeof(Symbol),
-                                   cudaMemcpyDeviceToHost, stream_));
-    CUDADIFF_CHECK(cudaMemcpyAsync(host_hist_.data(), p.tile_hist, n_tiles * hist_count * 4,
-                                   cudaMemcpyDeviceToHost, stream_));
+    // Tile types and the histogram of the coded tiles; to the host with the
+    // block modes, for the tables.
+    tile_type_kernel<<<(unsigned(n_tiles) + 127) / 128, 128, 0, stream_>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 tile_type_kernel");
+    sum_hist_kernel<<<unsigned((hist_count + 255) / 256), 256, 0, stream_>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
+    int *types = reinterpret_cast<int *>(h_types_.data());
+    uint32_t *hist = reinterpret_cast<uint32_t *>(h_hist_.data());
+    copy_out(h_modes_.data(), p.modes, n_blocks_);
+    copy_out(types, p.tile_type, n_tiles * sizeof(int));
+    copy_out(hist, p.hist, hist_count * 4);
     CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+    const auto t0 = std::chrono::steady_clock::now();
 
-    // The tiles' symbols as the back end reads them.
-    const Symbol *syms = reinterpret_cast<const Symbol *>(host_symbols_.data());
-    const uint32_t *hist = reinterpret_cast<const uint32_t *>(host_hist_.data());
-    std::vector<TileSymbols> in(n_tiles);
-    for (size_t t = 0; t < n_tiles; ++t) {
-      const DevTile &d = dev_tiles_host_[t];
-      const size_t total = size_t(d.layer_first[kMaxLayers - 1] - d.first) +
-                           size_t(d.w[kMaxLayers - 1]) * d.h[kMaxLayers - 1] *
-                               (ls_.count > 1 ? ls_.layer[1].channels : 0);
-      in[t].hist = hist + t * hist_count;
-      if (keyframe) {
-        in[t].symbols = syms + d.first + d.blocks;
-        in[t].count = total - size_t(d.blocks);
-        continue;
+    // Tables (on the host, by the reference's code), rANS per tile. Tiles
+    // no smaller than their bytes are stored raw; if any, once more with
+    // the tables of the other tiles (and those then too large are raw too).
+    const std::vector<Tile> &tiles = back_->tiles();
+    const uint32_t *sizes = reinterpret_cast<const uint32_t *>(h_sizes_.data());
+    const int *lanes = reinterpret_cast<const int *>(h_lanes_.data());
+    for (int pass = 0; pass < 2; ++pass) {
+      if (pass == 1) {
+        copy_in(p.tile_type, types, n_tiles * sizeof(int));
+        sum_hist_kernel<<<unsigned((hist_count + 255) / 256), 256, 0, stream_>>>(p);
+        CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
+        copy_out(hist, p.hist, hist_count * 4);
+        CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
       }
-      const Tile &tl = back_->tiles()[t];
-      bool all_skip = true;
-      for (int by = tl.by0; by < tl.by1 && all_skip; ++by)
-        for (int bx = tl.bx0; bx < tl.bx1; ++bx)
-          all_skip &= host_modes_[size_t(by) * ls_.blocks_x + bx] == kSkip;
-      in[t].symbols = syms + d.first;
-      in[t].count = all_skip ? 0 : total;
+      back_->make_tables(keyframe, hist, reinterpret_cast<uint32_t *>(h_freq_cum_.data()));
+      copy_in(const_cast<uint32_t *>(p.freq_cum), h_freq_cum_.data(), hist_count * 4);
+      rans_kernel<<<unsigned(n_tiles), 32, 0, stream_>>>(p);
+      CUDADIFF_CHECK_LAUNCH("codec2 rans_kernel");
+      copy_out(h_sizes_.data(), p.tile_size, n_tiles * 4);
+      copy_out(h_lanes_.data(), p.tile_lanes, n_tiles * sizeof(int));
+      CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+      bool any_raw = false;
+      for (size_t t = 0; t < n_tiles; ++t)
+        if (types[t] == 1 && sizes[t] >= tiles[t].raw_bytes) {
+          types[t] = 2;
+          any_raw = true;
+        }
+      if (!any_raw) break;
     }
-    bool have_cur = false;
-    auto raw = [&](size_t t, uint8_t *out) {
-      if (!have_cur) {  // the input's channels, for raw tiles (rare)
-        download_planes(p.cur, host_cur_);
-        have_cur = true;
-      }
-      const Tile &tl = back_->tiles()[t];
-      size_t n = 0;
-      for (int l = 0; l < ls_.count; ++l) {
-        const Layer &ly = ls_.layer[l];
-        for (int y = tl.y0[l]; y < tl.y0[l] + tl.h[l]; ++y)
-          for (int x = tl.x0[l]; x < tl.x0[l] + tl.w[l]; ++x)
-            for (int c = 0; c < ly.channels; ++c)
-              out[n++] = host_cur_[l][c][size_t(y) * ly.width + x];
-      }
-    };
-    const FrameStats st =
-        back_->write_body(keyframe, threshold, host_modes_.data(), in.data(), raw, body);
-    const std::vector<int> &types = back_->tile_types();
+
+    const auto t1 = std::chrono::steady_clock::now();
+    // The payloads in body order, gathered on the device and brought back
+    // once; raw tiles' bytes become their reconstruction.
+    std::vector<size_t> size_of(n_tiles);
+    unsigned long long *payload_off = reinterpret_cast<unsigned long long *>(h_payload_off_.data());
+    size_t payload = 0;
+    for (size_t t = 0; t < n_tiles; ++t) {
+      size_of[t] = types[t] == 1 ? sizes[t] : types[t] == 2 ? tiles[t].raw_bytes : 0;
+      payload_off[t] = payload;
+      payload += size_of[t];
+    }
+    copy_in(p.tile_type, types, n_tiles * sizeof(int));
+    copy_in(const_cast<unsigned long long *>(p.payload_off), payload_off, n_tiles * 8);
+    gather_kernel<<<unsigned(n_tiles), 256, 0, stream_>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 gather_kernel");
     for (size_t t = 0; t < n_tiles; ++t) {
       if (types[t] != 2) continue;
-      const Tile &tl = back_->tiles()[t];
       for (int l = 0; l < ls_.count; ++l) {
-        const int n = tl.w[l] * tl.h[l];
+        const int n = tiles[t].w[l] * tiles[t].h[l];
         if (n == 0) continue;
-        raw_tile_kernel<<<(n + 255) / 256, 256, 0, stream_>>>(p, l, tl.x0[l], tl.y0[l], tl.w[l],
-                                                              tl.h[l]);
+        raw_tile_kernel<<<(n + 255) / 256, 256, 0, stream_>>>(p, l, tiles[t].x0[l], tiles[t].y0[l],
+                                                              tiles[t].w[l], tiles[t].h[l]);
         CUDADIFF_CHECK_LAUNCH("codec2 raw_tile_kernel");
       }
+    }
+    std::vector<int> lanes_of(lanes, lanes + n_tiles);
+    const FrameStats st = back_->assemble(
+        keyframe, threshold, h_modes_.data(), types, lanes_of.data(), size_of.data(),
+        [&](uint8_t *dst) {
+          if (payload) copy_out(dst, p.payload, payload);
+          CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+        },
+        body);
+    if (timing_) {  // development aid: where the time goes (host clock, ms)
+      CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+      const auto t2 = std::chrono::steady_clock::now();
+      std::fprintf(stderr, "codec2 cuda: front end %.3f, tables and rANS %.3f, body %.3f ms\n",
+                   std::chrono::duration<double, std::milli>(t0 - start).count(),
+                   std::chrono::duration<double, std::milli>(t1 - t0).count(),
+                   std::chrono::duration<double, std::milli>(t2 - t1).count());
     }
     for (int l = 0; l < ls_.count; ++l)
       for (int c = 0; c < ls_.layer[l].channels; ++c) std::swap(ref_[l][c], rec_[l][c]);
@@ -751,6 +994,12 @@ class CudaEncoder final : public Encoder {
   }
 
  private:
+  void copy_out(void *host, const void *device, size_t n) {
+    CUDADIFF_CHECK(cudaMemcpyAsync(host, device, n, cudaMemcpyDeviceToHost, stream_));
+  }
+  void copy_in(void *device, const void *host, size_t n) {
+    CUDADIFF_CHECK(cudaMemcpyAsync(device, host, n, cudaMemcpyHostToDevice, stream_));
+  }
   void download_planes(uint8_t *const (&src)[kMaxLayers][kMaxComps],
                        std::vector<uint8_t> (&dst)[kMaxLayers][kMaxComps]) {
     for (int l = 0; l < ls_.count; ++l)
@@ -773,9 +1022,9 @@ class CudaEncoder final : public Encoder {
   DeviceBuffer planes_, work_;
   uint8_t *ref_[kMaxLayers][kMaxComps] = {};
   uint8_t *rec_[kMaxLayers][kMaxComps] = {};
-  HostBytes host_symbols_, host_hist_;
-  std::vector<uint8_t> host_modes_;
-  std::vector<uint8_t> host_cur_[kMaxLayers][kMaxComps];
+  bool timing_ = false;  // CODEC2_CUDA_TIMES set: each frame's phases on stderr
+  // Pinned staging for the copies between the steps.
+  HostBytes h_modes_, h_types_, h_hist_, h_freq_cum_, h_sizes_, h_lanes_, h_payload_off_;
 };
 
 }  // namespace

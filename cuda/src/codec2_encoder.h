@@ -71,6 +71,19 @@ class EncoderBackEnd {
                                 const std::function<void(size_t, uint8_t *)> &raw,
                                 HostBytes &body) = 0;
   virtual const std::vector<int> &tile_types() const = 0;
+
+  // The same in pieces, for a backend that codes the tiles itself. Step 5:
+  // the tables from the summed histogram of the coded tiles (the model
+  // section is kept for assemble()); each distribution's tokens as
+  // cum | freq << 16 into freq_cum (dist_count() x kTokens) when not null.
+  virtual void make_tables(bool keyframe, const uint32_t *hist, uint32_t *freq_cum) = 0;
+  // The body from the last make_tables() and the tiles: per tile its type
+  // (0 skipped, 1 coded, 2 raw), lanes (coded tiles) and payload size;
+  // payloads(p) writes every payload, in tile order, from p. The tables
+  // become the previous ones for the next delta.
+  virtual FrameStats assemble(bool keyframe, int threshold, const uint8_t *modes, const int *types,
+                              const int *lanes, const size_t *sizes,
+                              const std::function<void(uint8_t *)> &payloads, HostBytes &body) = 0;
 };
 
 // The CPU reference's back end, for `format`, size and geometry (throws Error
