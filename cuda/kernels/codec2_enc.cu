@@ -62,7 +62,32 @@ struct DevTile {
   int blocks;                // blocks of the tile (block-mode symbols in a delta)
   int x0[kMaxLayers], y0[kMaxLayers], w[kMaxLayers], h[kMaxLayers];
   unsigned long long layer_first[kMaxLayers];  // first symbol of each layer
+  int channels[kMaxLayers];                    // components per sample of each layer
+  // The rANS passes' scratch: the lanes' byte counts per sub-step, and each
+  // lane's bytes in the order it emits them (lane_scratch() below).
+  unsigned long long counts_first, log_first;
 };
+
+// The rANS encoder runs in two passes: each lane alone codes its symbols
+// backwards, noting how many bytes it emits in each sub-step (a component's
+// raw bits, its token, or a block mode of a step) and the bytes; then the
+// bytes are placed in the reference's order. Sub-steps of a tile with
+// `lanes` lanes, and a bound of one lane's bytes:
+__host__ __device__ inline uint32_t tile_substeps(const DevTile &t, int layers, int lanes,
+                                                  bool modes) {
+  uint32_t n = modes ? uint32_t((t.blocks + lanes - 1) / lanes) : 0;
+  for (int l = 0; l < layers; ++l)
+    n += uint32_t(schedule_steps(t.w[l], t.h[l], lanes)) * uint32_t(t.channels[l]) * 2;
+  return n;
+}
+__host__ __device__ inline uint32_t lane_log_bytes(const DevTile &t, int layers, int lanes) {
+  // At most 2 bytes per sub-step a lane takes part in: 2 per component
+  // (raw bits and token) of each of its samples, 1 per block mode.
+  uint32_t n = 2 * uint32_t((t.blocks + lanes - 1) / lanes) + 16;
+  for (int l = 0; l < layers; ++l)
+    n += 4 * uint32_t((t.h[l] + lanes - 1) / lanes) * uint32_t(t.w[l]) * uint32_t(t.channels[l]);
+  return n;
+}
 
 // Everything a kernel reads: the geometry and the device planes. Channel
 // planes are W x H bytes per channel of a layer; working values W x H x nc
@@ -101,6 +126,10 @@ struct Params {
   const unsigned long long *stream_off;   // n_tiles + 1 offsets of the regions
   const unsigned long long *payload_off;  // per tile, where its payload goes in `payload`
   uint8_t *payload;                       // the tiles' payloads in body order
+  uint32_t *tile_coded;                   // per tile: coded sample components
+  uint32_t *lane_sum;                     // per tile and lane: the checksum
+  uint32_t *lane_state;                   // per tile and lane: the state after its symbols
+  uint8_t *rans_counts, *rans_log;        // the rANS passes' scratch (DevTile)
 };
 
 __constant__ uint32_t c_first_cost[kTokens];
@@ -456,6 +485,8 @@ __global__ void symbols_kernel(Params p, int l) {
   }
   const bool counted = s.valid && mode != kSkip;
   for (int c = 0; c < nc; ++c) warp_count(hist, key[c], counted);
+  const int n = __syncthreads_count(counted);
+  if (threadIdx.x == 0 && n) atomicAdd(p.tile_coded + t, uint32_t(n * nc));
 }
 
 // A raw tile's bytes become its reconstruction (the input's).
@@ -492,118 +523,214 @@ __global__ void sum_hist_kernel(Params p) {
   p.hist[i] = sum;
 }
 
-// Bytes emitted by the lanes of a sub-step, in the reference's order (lanes
-// from the last; each lane its low byte first) into a stream written
-// backwards from `end`: each lane renormalises its state below x_max
-// (at most 2 bytes: a state below 2^31 against x_max >= 2^15), its bytes'
-// places from the counts of the lanes above it. Every thread of the warp
-// calls it; `part`: the lane has a symbol here.
-__device__ __forceinline__ uint32_t emit_renorm(bool part, uint32_t x, uint32_t x_max, uint8_t *end,
-                                                uint32_t &written) {
-  int e = 0;
-  uint32_t y = x;
-  if (part)
-    while (y >= x_max) {
-      ++e;
-      y >>= 8;
-    }
-  const unsigned one = __ballot_sync(kFullWarp, e >= 1), two = __ballot_sync(kFullWarp, e >= 2);
-  const int lane = threadIdx.x & 31;
-  const unsigned above = lane == 31 ? 0u : ~0u << (lane + 1);
-  const uint32_t before = written + __popc(one & above) + __popc(two & above);
-  for (int q = 0; q < e; ++q) end[-1 - int(before) - q] = uint8_t(x >> (8 * q));
-  written += __popc(one) + __popc(two);
-  return y;
+// A lane's checksum h -> (33 h + v) mod 2^17 per symbol is affine in h, so
+// a run of symbols is one map h -> m h + a (mod 2^32; the checksum keeps the
+// low 17 bits), and the maps of consecutive runs compose in order.
+struct Affine {
+  uint32_t m, a;
+};
+__device__ __forceinline__ Affine then(Affine first, Affine second) {
+  return {first.m * second.m, first.a * second.m + second.a};
+}
+__device__ __forceinline__ Affine affine_of(const Symbol &v) {
+  if (v.dist == kNoSymbol) return {1u, 0u};
+  if (!v.nbits) return {33u, v.token};
+  return {33u * 33u, uint32_t(v.token) * 33u + v.bits};  // the token, then its raw bits
 }
 
-// 6. rANS of every coded tile, one warp per tile (thread l: lane l): the
-// lanes (from the coded samples), each lane's checksum and final state, then
-// the symbols in exactly the reverse of the decoding order; the stream ends
-// at the end of the tile's region, its size into tile_size.
-__global__ void rans_kernel(Params p) {
-  const int t = blockIdx.x;
+// 6a. The lanes' checksums: one thread block per tile and lane, each thread
+// a run of the lane's symbols in decoding order (its block modes, then its
+// rows layer by layer), composed in order across the block.
+__global__ void checksum_kernel(Params p) {
+  const int t = blockIdx.x, ln = blockIdx.y;
   if (p.tile_type[t] != 1) return;
   const DevTile &dt = p.tiles[t];
+  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
+  if (ln >= lanes) return;
+  const Symbol *syms = p.symbols + dt.first;
+  const uint32_t n_modes = p.keyframe ? 0 : uint32_t(dt.blocks);
+  const uint32_t modes = n_modes > uint32_t(ln) ? (n_modes - ln + lanes - 1) / lanes : 0;
+  uint32_t row_items[kMaxLayers], items[kMaxLayers];
+  uint32_t total = modes;
+  for (int l = 0; l < kMaxLayers; ++l) {
+    const int rows = l < p.layers && dt.h[l] > ln ? (dt.h[l] - ln + lanes - 1) / lanes : 0;
+    row_items[l] = l < p.layers ? uint32_t(dt.w[l]) * p.layer[l].channels : 0;
+    items[l] = uint32_t(rows) * row_items[l];
+    total += items[l];
+  }
+  const uint32_t chunk = (total + blockDim.x - 1) / blockDim.x;
+  const uint32_t first = threadIdx.x * chunk, last = min(total, first + chunk);
+  Affine acc{1u, 0u};
+  for (uint32_t i = first; i < last; ++i) {
+    const Symbol *s;
+    if (i < modes) {
+      s = syms + ln + size_t(i) * lanes;
+    } else {
+      uint32_t k = i - modes;
+      const int l = k < items[0] ? 0 : 1;
+      if (l == 1) k -= items[0];
+      const uint32_t r = k / row_items[l], within = k % row_items[l];
+      s = p.symbols + dt.layer_first[l] + size_t(ln + r * lanes) * row_items[l] + within;
+    }
+    acc = then(acc, affine_of(*s));
+  }
+  for (int o = 1; o < 32; o <<= 1) {
+    const Affine other{__shfl_down_sync(kFullWarp, acc.m, o),
+                       __shfl_down_sync(kFullWarp, acc.a, o)};
+    if ((threadIdx.x & 31) + o < 32) acc = then(acc, other);
+  }
+  __shared__ Affine warps[kThreads / 32];
+  if ((threadIdx.x & 31) == 0) warps[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    Affine all{1u, 0u};
+    for (int w = 0; w < int(blockDim.x / 32); ++w) all = then(all, warps[w]);
+    p.lane_sum[t * kMaxLanes + ln] = all.a & 0x1FFFFu;
+  }
+}
+
+// Renormalisation and coding of a table symbol of frequency f (x_max = 2^19 f).
+__device__ __forceinline__ uint32_t code_token(uint32_t x, uint32_t fc) {
+  const uint32_t f = fc >> 16, q = x / f;
+  return (q << kProbBits) + (x - q * f) + (fc & 0xffff);
+}
+
+// 6b. rANS, first pass: one warp per coded tile, thread l codes lane l's
+// symbols in exactly the reverse of the decoding order from its final
+// state, alone: per sub-step it notes the bytes it emitted (0..2) in
+// counts (sub-step x lanes) and appends them to its log. The frame's tables
+// are in shared memory; each step's symbols are loaded during the step
+// before.
+__global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
+  extern __shared__ uint32_t s_fc[];  // dist_count x kTokens: cum | freq << 16
+  const int t = blockIdx.x;
+  if (p.tile_type[t] != 1) return;
+  const int n_fc = p.dist_count * kTokens;
+  for (int i = threadIdx.x; i < n_fc; i += 32) s_fc[i] = p.freq_cum[i];
+  __syncwarp();
+  const DevTile &dt = p.tiles[t];
   const int ln = threadIdx.x;
+  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
+  if (ln >= lanes) return;
   const Symbol *syms = p.symbols + dt.first;
   const size_t n_modes = p.keyframe ? 0 : size_t(dt.blocks);
-  size_t n_samples = 0;
-  for (int l = 0; l < p.layers; ++l) n_samples += size_t(dt.w[l]) * dt.h[l] * p.layer[l].channels;
-  uint32_t coded = 0;
-  for (size_t i = ln; i < n_samples; i += 32) coded += syms[dt.blocks + i].dist != kNoSymbol;
-  coded = __reduce_add_sync(kFullWarp, coded);
-  const int lanes = lanes_for_tile(coded, dt.h[0]);
-  const bool mine = ln < lanes;
-  // The checksum of the lane's symbols in decoding order.
-  uint32_t h = 0;
-  if (mine) {
-    for (size_t b = ln; b < n_modes; b += lanes) h = lane_checksum(h, syms[b].token);
-    for (int l = 0; l < p.layers; ++l) {
-      const int w = dt.w[l], nc = p.layer[l].channels;
-      const Symbol *layer = p.symbols + dt.layer_first[l];
-      for (int j = ln; j < dt.h[l]; j += lanes)
-        for (const Symbol *s = layer + size_t(j) * w * nc, *e = s + size_t(w) * nc; s < e; ++s) {
-          const Symbol v = *s;
-          if (v.dist == kNoSymbol) continue;
-          h = lane_checksum(h, v.token);
-          if (v.nbits) h = lane_checksum(h, v.bits);
-        }
-    }
-  }
-  uint32_t x = lane_final_state(p.k, ln, h);
-  uint8_t *end = p.streams + p.stream_off[t + 1];
-  uint32_t written = 0;
+  uint32_t x = lane_final_state(p.k, ln, p.lane_sum[t * kMaxLanes + ln]);
+  uint8_t *counts = p.rans_counts + dt.counts_first + ln;
+  uint8_t *log = p.rans_log + dt.log_first + size_t(ln) * lane_log_bytes(dt, p.layers, lanes);
+  uint32_t n_log = 0;
+  size_t sub = 0;  // sub-steps so far (counts advance by `lanes` per sub-step)
+  auto renorm = [&](bool part, uint32_t x_max) {
+    uint8_t e = 0;
+    if (part)
+      while (x >= x_max) {
+        log[n_log++] = uint8_t(x);
+        x >>= 8;
+        ++e;
+      }
+    counts[sub] = e;
+    sub += lanes;
+  };
+  const Symbol none{kNoSymbol, 0, 0, 0};
   for (int l = p.layers - 1; l >= 0; --l) {
-    const int w = dt.w[l], hh = dt.h[l], nc = p.layer[l].channels;
+    const int w = dt.w[l], hh = dt.h[l], nc = dt.channels[l];
     if (w == 0 || hh == 0) continue;
     const int period = schedule_period(w, lanes);
     const int steps = schedule_steps(w, hh, lanes);
     const Symbol *layer = p.symbols + dt.layer_first[l];
-    for (int st = steps - 1; st >= 0; --st) {
+    // This lane's sample at step st (null when idle).
+    auto sample_at = [&](int st) -> const Symbol * {
       const int tt = st - kStagger * ln;
+      if (tt < 0) return nullptr;
       const int i = tt % period, j = (tt / period) * lanes + ln;
-      const bool active = mine && tt >= 0 && i < w && j < hh;
-      const Symbol *sample = active ? layer + (size_t(j) * w + i) * nc : nullptr;
-      for (int c = nc - 1; c >= 0; --c) {
-        Symbol v{kNoSymbol, 0, 0, 0};
-        if (active) v = sample[c];
+      return i < w && j < hh ? layer + (size_t(j) * w + i) * nc : nullptr;
+    };
+    Symbol cur[kMaxComps], next[kMaxComps];
+    const Symbol *at = sample_at(steps - 1);
+#pragma unroll
+    for (int c = 0; c < kMaxComps; ++c) cur[c] = at && c < nc ? at[c] : none;
+    for (int st = steps - 1; st >= 0; --st) {
+      const Symbol *ahead = st > 0 ? sample_at(st - 1) : nullptr;
+#pragma unroll
+      for (int c = 0; c < kMaxComps; ++c) next[c] = ahead && c < nc ? ahead[c] : none;
+#pragma unroll
+      for (int c = kMaxComps - 1; c >= 0; --c) {
+        if (c >= nc) continue;
+        const Symbol v = cur[c];
         const bool coded_here = v.dist != kNoSymbol;
+        const uint32_t fc = coded_here ? s_fc[v.dist * kTokens + v.token] : (1u << 16);
         // Raw bits first (they are read after the token), then the token.
         const bool raw = coded_here && v.nbits != 0;
-        x = emit_renorm(raw, x, raw ? (kRansLow >> v.nbits) << 8 : 0xffffffffu, end, written);
+        renorm(raw, raw ? (kRansLow >> v.nbits) << 8 : 0xffffffffu);
         if (raw) x = (x << v.nbits) | v.bits;
-        uint32_t f = 1, cum = 0;
-        if (coded_here) {
-          const uint32_t fc = p.freq_cum[size_t(v.dist) * kTokens + v.token];
-          f = fc >> 16;
-          cum = fc & 0xffff;
-        }
-        x = emit_renorm(coded_here, x, ((kRansLow >> kProbBits) << 8) * f, end, written);
-        if (coded_here) x = ((x / f) << kProbBits) + x % f + cum;
+        renorm(coded_here, ((kRansLow >> kProbBits) << 8) * (fc >> 16));
+        if (coded_here) x = code_token(x, fc);
       }
+#pragma unroll
+      for (int c = 0; c < kMaxComps; ++c) cur[c] = next[c];
     }
   }
-  if (n_modes) {
-    const uint32_t *mode_fc = p.freq_cum;  // distribution 0
-    for (int g = int((n_modes + lanes - 1) / lanes) - 1; g >= 0; --g) {
-      const size_t b = size_t(g) * lanes + ln;
-      const bool here = mine && b < n_modes;
-      uint32_t f = 1, cum = 0;
-      if (here) {
-        const uint32_t fc = mode_fc[syms[b].token];
-        f = fc >> 16;
-        cum = fc & 0xffff;
-      }
-      x = emit_renorm(here, x, ((kRansLow >> kProbBits) << 8) * f, end, written);
-      if (here) x = ((x / f) << kProbBits) + x % f + cum;
-    }
+  for (int g = int((n_modes + lanes - 1) / lanes) - 1; g >= 0; --g) {
+    const size_t b = size_t(g) * lanes + ln;
+    const bool here = b < n_modes;
+    const uint32_t fc = here ? s_fc[syms[b].token] : (1u << 16);  // distribution 0
+    renorm(here, ((kRansLow >> kProbBits) << 8) * (fc >> 16));
+    if (here) x = code_token(x, fc);
   }
-  // The states, lane 0 first, each little-endian.
+  p.lane_state[t * kMaxLanes + ln] = x;
+}
+
+// 6c. rANS, second pass: the lanes' bytes in the reference's order (sub-steps
+// from the first emitted, in each the lanes from the last, each lane's bytes
+// in its order), written backwards from the end of the tile's region, then
+// the states (lane 0 first, little-endian). One thread block per tile: warp
+// w takes the w-th run of sub-steps, thread l lane l; where each run starts
+// (in the stream and in each lane's log) follows from the runs' counts.
+__global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
+  const int t = blockIdx.x;
+  if (p.tile_type[t] != 1) return;
+  const DevTile &dt = p.tiles[t];
+  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
+  const uint32_t subs = tile_substeps(dt, p.layers, lanes, !p.keyframe);
+  const int warp = threadIdx.x / 32, ln = threadIdx.x & 31;
+  const int warps = blockDim.x / 32;
+  const uint32_t run = (subs + warps - 1) / warps;
+  const uint32_t first = min(subs, uint32_t(warp) * run), last = min(subs, first + run);
+  const uint8_t *counts = p.rans_counts + dt.counts_first;
+  const bool mine = ln < lanes;
+  uint32_t in_run = 0;
   if (mine)
+    for (uint32_t s = first; s < last; ++s) in_run += counts[size_t(s) * lanes + ln];
+  __shared__ uint32_t lane_run[32][32], warp_run[32];
+  lane_run[warp][ln] = in_run;
+  const uint32_t run_total = __reduce_add_sync(kFullWarp, in_run);
+  if (ln == 0) warp_run[warp] = run_total;
+  __syncthreads();
+  uint32_t at_log = 0, before = 0, total = 0;
+  for (int w = 0; w < warps; ++w) {
+    if (w < warp) {
+      at_log += lane_run[w][ln];
+      before += warp_run[w];
+    }
+    total += warp_run[w];
+  }
+  const uint8_t *log = p.rans_log + dt.log_first + size_t(ln) * lane_log_bytes(dt, p.layers, lanes);
+  uint8_t *end = p.streams + p.stream_off[t + 1];
+  const unsigned above = ln == 31 ? 0u : ~0u << (ln + 1);
+  for (uint32_t s = first; s < last; ++s) {
+    const int e = mine ? counts[size_t(s) * lanes + ln] : 0;
+    const unsigned one = __ballot_sync(kFullWarp, e >= 1), two = __ballot_sync(kFullWarp, e >= 2);
+    const uint32_t at = before + __popc(one & above) + __popc(two & above);
+    for (int q = 0; q < e; ++q) end[-1 - int(at) - q] = log[at_log + q];
+    at_log += e;
+    before += __popc(one) + __popc(two);
+  }
+  if (warp == 0 && mine) {
+    const uint32_t x = p.lane_state[t * kMaxLanes + ln];
     for (int q = 0; q < 4; ++q)
-      end[-1 - int(written) - 4 * (lanes - 1 - ln) - q] = uint8_t(x >> (24 - 8 * q));
-  if (ln == 0) {
-    p.tile_size[t] = written + 4u * uint32_t(lanes);
+      end[-1 - int(total) - 4 * (lanes - 1 - ln) - q] = uint8_t(x >> (24 - 8 * q));
+  }
+  if (threadIdx.x == 0) {
+    p.tile_size[t] = total + 4u * uint32_t(lanes);
     p.tile_lanes[t] = lanes;
   }
 }
@@ -635,6 +762,10 @@ __global__ void gather_kernel(Params p) {
 
 class CudaEncoder final : public Encoder {
  public:
+  ~CudaEncoder() override {
+    for (cudaEvent_t e : events_)
+      if (e) cudaEventDestroy(e);
+  }
   CudaEncoder(const Context &ctx, VideoFormat format, int width, int height, const Geometry &g)
       : ctx_(ctx) {
     format_ = format;
@@ -745,12 +876,25 @@ class CudaEncoder final : public Encoder {
     // states); the payloads (at most the frame's bytes: a coded tile is
     // smaller than its raw bytes).
     std::vector<unsigned long long> stream_off(tiles.size() + 1, 0);
+    size_t counts_bytes = 0, log_bytes = 0;
     size_t frame_bytes = 0;
     for (size_t t = 0; t < tiles.size(); ++t) {
       const size_t count =
           size_t(dev_tiles[t].layer_first[kMaxLayers - 1] - dev_tiles[t].first) +
           (ls.count > 1 ? size_t(tiles[t].w[1]) * tiles[t].h[1] * ls.layer[1].channels : 0);
       stream_off[t + 1] = stream_off[t] + 4 * count + 4 * kMaxLanes + 16;
+      DevTile &d = dev_tiles[t];
+      for (int l = 0; l < kMaxLayers; ++l) d.channels[l] = l < ls.count ? ls.layer[l].channels : 0;
+      size_t most_counts = 0, most_log = 0;
+      for (int lanes = 1; lanes <= std::min(kMaxLanes, d.h[0]); ++lanes) {
+        most_counts =
+            std::max<size_t>(most_counts, size_t(tile_substeps(d, ls.count, lanes, true)) * lanes);
+        most_log = std::max<size_t>(most_log, size_t(lane_log_bytes(d, ls.count, lanes)) * lanes);
+      }
+      d.counts_first = counts_bytes;
+      d.log_first = log_bytes;
+      counts_bytes += most_counts;
+      log_bytes += most_log;
       frame_bytes += tiles[t].raw_bytes;
     }
     const size_t off_type = carve(at, tiles.size() * sizeof(int)),
@@ -759,7 +903,11 @@ class CudaEncoder final : public Encoder {
                  off_streams = carve(at, stream_off.back()),
                  off_stream_off = carve(at, stream_off.size() * 8),
                  off_payload_off = carve(at, tiles.size() * 8),
-                 off_payload = carve(at, frame_bytes);
+                 off_payload = carve(at, frame_bytes),
+                 off_coded_count = carve(at, tiles.size() * 4),
+                 off_lane_sum = carve(at, tiles.size() * kMaxLanes * 4),
+                 off_lane_state = carve(at, tiles.size() * kMaxLanes * 4),
+                 off_counts = carve(at, counts_bytes), off_log = carve(at, log_bytes);
     work_ = DeviceBuffer(at);
     uint8_t *w = work_.data();
     for (int l = 0; l < ls.count; ++l) {
@@ -788,6 +936,15 @@ class CudaEncoder final : public Encoder {
     p.stream_off = reinterpret_cast<const unsigned long long *>(w + off_stream_off);
     p.payload_off = reinterpret_cast<const unsigned long long *>(w + off_payload_off);
     p.payload = w + off_payload;
+    p.tile_coded = reinterpret_cast<uint32_t *>(w + off_coded_count);
+    p.lane_sum = reinterpret_cast<uint32_t *>(w + off_lane_sum);
+    p.lane_state = reinterpret_cast<uint32_t *>(w + off_lane_state);
+    p.rans_counts = w + off_counts;
+    p.rans_log = w + off_log;
+    rans_shared_ = size_t(p.dist_count) * kTokens * 4;
+    if (rans_shared_ > 48 * 1024)
+      CUDADIFF_CHECK(cudaFuncSetAttribute(
+          rans_lanes_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(rans_shared_)));
     (void)value_count;
     (void)plane_bytes;
 
@@ -806,6 +963,8 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK(cudaMemcpyToSymbolAsync(c_first_cost, first_cost, sizeof(first_cost), 0,
                                            cudaMemcpyHostToDevice, stream_));
     timing_ = std::getenv("CODEC2_CUDA_TIMES") != nullptr;
+    if (timing_)
+      for (cudaEvent_t &e : events_) CUDADIFF_CHECK(cudaEventCreate(&e));
     h_modes_.resize(n_blocks_);
     h_types_.resize(tiles.size() * sizeof(int));
     h_hist_.resize(hist_count * 4);
@@ -845,10 +1004,12 @@ class CudaEncoder final : public Encoder {
     const size_t hist_count = size_t(p.dist_count) * kTokens;
     const size_t n_tiles = back_->tiles().size();
 
+    mark(0);
     for (int l = 0; l < ls_.count; ++l) {
       prepare_kernel<<<grid, kThreads, 0, stream_>>>(p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 prepare_kernel");
     }
+    mark(1);
     if (keyframe) {
       CUDADIFF_CHECK(cudaMemsetAsync(p.modes, kSpatial, n_blocks_, stream_));
     } else {
@@ -874,7 +1035,9 @@ class CudaEncoder final : public Encoder {
         CUDADIFF_CHECK_LAUNCH("codec2 id_cost_kernel");
       }
     }
+    mark(2);
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream_));
+    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 4, stream_));
     for (int l = 0; l < ls_.count; ++l) {
       reconstruct_kernel<<<grid, kThreads, 0, stream_>>>(p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 reconstruct_kernel");
@@ -889,6 +1052,10 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK_LAUNCH("codec2 tile_type_kernel");
     sum_hist_kernel<<<unsigned((hist_count + 255) / 256), 256, 0, stream_>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
+    mark(3);
+    checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kThreads, 0, stream_>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 checksum_kernel");
+    mark(4);
     int *types = reinterpret_cast<int *>(h_types_.data());
     uint32_t *hist = reinterpret_cast<uint32_t *>(h_hist_.data());
     copy_out(h_modes_.data(), p.modes, n_blocks_);
@@ -901,6 +1068,7 @@ class CudaEncoder final : public Encoder {
     // no smaller than their bytes are stored raw; if any, once more with
     // the tables of the other tiles (and those then too large are raw too).
     const std::vector<Tile> &tiles = back_->tiles();
+    double tables_ms = 0;
     const uint32_t *sizes = reinterpret_cast<const uint32_t *>(h_sizes_.data());
     const int *lanes = reinterpret_cast<const int *>(h_lanes_.data());
     for (int pass = 0; pass < 2; ++pass) {
@@ -911,10 +1079,19 @@ class CudaEncoder final : public Encoder {
         copy_out(hist, p.hist, hist_count * 4);
         CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
       }
+      const auto m0 = std::chrono::steady_clock::now();
       back_->make_tables(keyframe, hist, reinterpret_cast<uint32_t *>(h_freq_cum_.data()));
+      if (pass == 0)
+        tables_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m0)
+                        .count();
       copy_in(const_cast<uint32_t *>(p.freq_cum), h_freq_cum_.data(), hist_count * 4);
-      rans_kernel<<<unsigned(n_tiles), 32, 0, stream_>>>(p);
-      CUDADIFF_CHECK_LAUNCH("codec2 rans_kernel");
+      if (pass == 0) mark(5);
+      rans_lanes_kernel<<<unsigned(n_tiles), 32, rans_shared_, stream_>>>(p);
+      CUDADIFF_CHECK_LAUNCH("codec2 rans_lanes_kernel");
+      if (pass == 0) mark(6);
+      rans_merge_kernel<<<unsigned(n_tiles), 1024, 0, stream_>>>(p);
+      CUDADIFF_CHECK_LAUNCH("codec2 rans_merge_kernel");
+      if (pass == 0) mark(7);
       copy_out(h_sizes_.data(), p.tile_size, n_tiles * 4);
       copy_out(h_lanes_.data(), p.tile_lanes, n_tiles * sizeof(int));
       CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
@@ -963,6 +1140,15 @@ class CudaEncoder final : public Encoder {
     if (timing_) {  // development aid: where the time goes (host clock, ms)
       CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
       const auto t2 = std::chrono::steady_clock::now();
+      float ms[7];
+      for (int i = 0; i < 7; ++i)
+        CUDADIFF_CHECK(cudaEventElapsedTime(&ms[i], events_[i], events_[i + 1]));
+      std::fprintf(stderr,
+                   "codec2 cuda kernels: prepare %.3f, modes %.3f, reconstruction and symbols "
+                   "%.3f, checksums %.3f ms\n",
+                   ms[0], ms[1], ms[2], ms[3]);
+      std::fprintf(stderr, "codec2 cuda: tables (host) %.3f, rANS lanes %.3f, merge %.3f ms\n",
+                   tables_ms, ms[5], ms[6]);
       std::fprintf(stderr, "codec2 cuda: front end %.3f, tables and rANS %.3f, body %.3f ms\n",
                    std::chrono::duration<double, std::milli>(t0 - start).count(),
                    std::chrono::duration<double, std::milli>(t1 - t0).count(),
@@ -1022,7 +1208,12 @@ class CudaEncoder final : public Encoder {
   DeviceBuffer planes_, work_;
   uint8_t *ref_[kMaxLayers][kMaxComps] = {};
   uint8_t *rec_[kMaxLayers][kMaxComps] = {};
-  bool timing_ = false;  // CODEC2_CUDA_TIMES set: each frame's phases on stderr
+  cudaEvent_t events_[8] = {};  // CODEC2_CUDA_TIMES: the front end's phases
+  void mark(int i) {
+    if (timing_) CUDADIFF_CHECK(cudaEventRecord(events_[i], stream_));
+  }
+  size_t rans_shared_ = 0;  // the tables in the rANS kernel's shared memory
+  bool timing_ = false;     // CODEC2_CUDA_TIMES set: each frame's phases on stderr
   // Pinned staging for the copies between the steps.
   HostBytes h_modes_, h_types_, h_hist_, h_freq_cum_, h_sizes_, h_lanes_, h_payload_off_;
 };
