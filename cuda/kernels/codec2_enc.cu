@@ -130,6 +130,7 @@ struct Params {
   uint32_t *lane_sum;                     // per tile and lane: the checksum
   uint32_t *lane_state;                   // per tile and lane: the state after its symbols
   uint8_t *rans_counts, *rans_log;        // the rANS passes' scratch (DevTile)
+  const uint32_t *reciprocal;             // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
 };
 
 __constant__ uint32_t c_first_cost[kTokens];
@@ -148,12 +149,14 @@ __device__ __forceinline__ Sample sample_of(const DevLayer &ly) {
   return {x, y, valid};
 }
 
+template <int NC>
 __device__ __forceinline__ void to_comps(const DevLayer &ly, const int *ch, int *comp) {
-  if (ly.ycocg) {
+  if (NC >= 3 && ly.ycocg) {
     ycocg_forward(ch[0], ch[1], ch[2], &comp[0], &comp[1], &comp[2]);
-    if (ly.channels == 4) comp[3] = ch[3];
+    if (NC == 4) comp[3] = ch[3];
   } else {
-    for (int c = 0; c < ly.channels; ++c) comp[c] = ch[c];
+#pragma unroll
+    for (int c = 0; c < NC; ++c) comp[c] = ch[c];
   }
 }
 
@@ -223,29 +226,34 @@ __device__ __forceinline__ void warp_count(uint32_t *hist, uint32_t key, bool va
 // classes, and per block whether it is coded (a byte more than k from the
 // reference; every block of a keyframe). Layer 0 sets a block's flag, layer
 // 1 (launched after it) may set it too.
+template <int NC>
 __global__ void prepare_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
   bool far = false;
   if (s.valid) {
     const size_t at = size_t(s.y) * ly.width + s.x;
-    const int nc = ly.channels;
+    constexpr int nc = NC;
     int v[kMaxComps], ch[kMaxComps], comp[kMaxComps];
+#pragma unroll
     for (int c = 0; c < nc; ++c) {
       v[c] = p.frame[ly.plane[c]]
                     [size_t(s.y) * p.pitch[ly.plane[c]] + size_t(s.x) * ly.step[c] + ly.offset[c]];
       p.cur[l][c][at] = uint8_t(v[c]);
       ch[c] = quant_index(v[c], p.k);
     }
-    to_comps(ly, ch, comp);
+    to_comps<NC>(ly, ch, comp);
+#pragma unroll
     for (int c = 0; c < nc; ++c) p.in_s[l][at * nc + c] = int16_t(comp[c]);
     if (!p.keyframe) {
+#pragma unroll
       for (int c = 0; c < nc; ++c) {
         const int r = p.ref[l][c][at];
         far |= iabs(v[c] - r) > p.k;
         ch[c] = quant_diff(v[c] - r, p.k);
       }
-      to_comps(ly, ch, comp);
+      to_comps<NC>(ly, ch, comp);
+#pragma unroll
       for (int c = 0; c < nc; ++c) p.in_t[l][at * nc + c] = int16_t(comp[c]);
       // The reference's texture class around the sample (the layer's edges repeat it).
       const uint8_t *t = p.ref[l][ly.ycocg ? 1 : 0];
@@ -285,16 +293,17 @@ __device__ __forceinline__ int code_component(const int16_t *nb, const int16_t *
   return token_of(zigzag(flip_sign(CLS, n.a, n.b, n.c, n.d) ? -r : r), nbits, bits);
 }
 
-template <int CLS>
+template <int CLS, int NC>
 __device__ __forceinline__ unsigned long long proxy_class(const Params &p, int l, const Sample &s,
                                                           const InTile &it, int rclass) {
   const DevLayer &ly = p.layer[l];
-  const int nc = ly.channels;
+  constexpr int nc = NC;
   const int16_t *planes = CLS == kClassSpatial ? p.in_s[l] : p.in_t[l];
   uint16_t *ids = p.ids[l][CLS];
   const size_t at = size_t(s.y) * ly.width + s.x;
   unsigned long long cost = 0;
   int r0 = 0;
+#pragma unroll
   for (int c = 0; c < nc; ++c) {
     int ctx, nbits;
     uint32_t bits;
@@ -309,6 +318,7 @@ __device__ __forceinline__ unsigned long long proxy_class(const Params &p, int l
 // 2. Round 1: the proxy symbols of the coded blocks' samples in each class
 // (neighbours from the input's working values of that class), and the
 // block's first cost of each mode.
+template <int NC>
 __global__ void round1_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
@@ -318,9 +328,9 @@ __global__ void round1_kernel(Params p, int l) {
   if (s.valid) {
     const InTile it = in_tile(p, l, s.x, s.y);
     const int rc = p.rclass[l][size_t(s.y) * ly.width + s.x];
-    v[0] = proxy_class<kClassSpatial>(p, l, s, it, rc);
-    v[1] = proxy_class<kClassTemporal>(p, l, s, it, rc);
-    v[2] = proxy_class<kClassTempSpat>(p, l, s, it, rc);
+    v[0] = proxy_class<kClassSpatial, NC>(p, l, s, it, rc);
+    v[1] = proxy_class<kClassTemporal, NC>(p, l, s, it, rc);
+    v[2] = proxy_class<kClassTempSpat, NC>(p, l, s, it, rc);
   }
   block_sum3(v);
   if (threadIdx.x == 0) {
@@ -350,6 +360,7 @@ __device__ __forceinline__ int class_of(int mode) {
 }
 
 // Histogram of the proxy symbols that round 1's choice would code.
+template <int NC>
 __global__ void proxy_hist_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
@@ -357,8 +368,9 @@ __global__ void proxy_hist_kernel(Params p, int l) {
   if (!p.coded[block]) return;
   const int cls = class_of(p.modes[block]);
   const size_t at = size_t(s.y) * ly.width + s.x;
-  for (int c = 0; c < ly.channels; ++c) {
-    const uint32_t id = s.valid ? p.ids[l][cls][at * ly.channels + c] : 0;
+#pragma unroll
+  for (int c = 0; c < NC; ++c) {
+    const uint32_t id = s.valid ? p.ids[l][cls][at * NC + c] : 0;
     warp_count(p.hist, id, s.valid);
   }
 }
@@ -378,6 +390,7 @@ __global__ void id_cost_kernel(Params p) {
 }
 
 // 3. Round 2: the blocks' costs from the proxy symbols and those costs.
+template <int NC>
 __global__ void round2_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
@@ -385,9 +398,10 @@ __global__ void round2_kernel(Params p, int l) {
   if (!p.coded[block]) return;
   unsigned long long v[3] = {0, 0, 0};
   if (s.valid) {
-    const size_t at = (size_t(s.y) * ly.width + s.x) * ly.channels;
+    const size_t at = (size_t(s.y) * ly.width + s.x) * NC;
     for (int cls = 0; cls < kClasses; ++cls)
-      for (int c = 0; c < ly.channels; ++c) v[cls] += p.id_cost[p.ids[l][cls][at + c]];
+#pragma unroll
+      for (int c = 0; c < NC; ++c) v[cls] += p.id_cost[p.ids[l][cls][at + c]];
   }
   block_sum3(v);
   if (threadIdx.x == 0) {
@@ -398,14 +412,16 @@ __global__ void round2_kernel(Params p, int l) {
 }
 
 // 4. The reconstruction by the block's mode and its working values.
+template <int NC>
 __global__ void reconstruct_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
   if (!s.valid) return;
   const int mode = p.modes[size_t(blockIdx.y) * p.blocks_x + blockIdx.x];
   const size_t at = size_t(s.y) * ly.width + s.x;
-  const int nc = ly.channels;
+  constexpr int nc = NC;
   int rec[kMaxComps], ch[kMaxComps], comp[kMaxComps];
+#pragma unroll
   for (int c = 0; c < nc; ++c) {
     const int v = p.cur[l][c][at];
     if (mode == kSpatial) {
@@ -417,23 +433,27 @@ __global__ void reconstruct_kernel(Params p, int l) {
     p.rec[l][c][at] = uint8_t(rec[c]);
     ch[c] = quant_index(rec[c], p.k);
   }
-  to_comps(ly, ch, comp);
+  to_comps<NC>(ly, ch, comp);
+#pragma unroll
   for (int c = 0; c < nc; ++c) p.wk_s[l][at * nc + c] = int16_t(comp[c]);
   if (p.keyframe) return;
+#pragma unroll
   for (int c = 0; c < nc; ++c) ch[c] = quant_diff(rec[c] - int(p.ref[l][c][at]), p.k);
-  to_comps(ly, ch, comp);
+  to_comps<NC>(ly, ch, comp);
+#pragma unroll
   for (int c = 0; c < nc; ++c) p.wk_t[l][at * nc + c] = int16_t(comp[c]);
 }
 
-template <int CLS>
+template <int CLS, int NC>
 __device__ __forceinline__ void symbols_class(const Params &p, int l, const Sample &s,
                                               const InTile &it, int rclass, Symbol *out,
                                               uint32_t *key) {
   const DevLayer &ly = p.layer[l];
-  const int nc = ly.channels;
+  constexpr int nc = NC;
   const int16_t *nb = CLS == kClassSpatial ? p.wk_s[l] : p.wk_t[l];
   const int16_t *val = CLS == kClassSpatial ? p.in_s[l] : p.in_t[l];
   int r0 = 0;
+#pragma unroll
   for (int c = 0; c < nc; ++c) {
     int ctx, nbits;
     uint32_t bits;
@@ -448,6 +468,7 @@ __device__ __forceinline__ void symbols_class(const Params &p, int l, const Samp
 // 5. Every sample's symbols (neighbours from the reconstruction's working
 // values, values from the input's) in the tile's layout, the block-mode
 // symbols of a delta, and each tile's histogram.
+template <int NC>
 __global__ void symbols_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
@@ -464,26 +485,29 @@ __global__ void symbols_kernel(Params p, int l) {
     p.symbols[dt.first + local] = Symbol{0, uint8_t(mode), 0, 0};  // distribution 0: modes
     atomicAdd(hist + mode, 1u);
   }
-  const int nc = ly.channels;
+  constexpr int nc = NC;
   Symbol sym[kMaxComps];
   uint32_t key[kMaxComps] = {0, 0, 0, 0};
   if (s.valid) {
     const InTile it{t, s.x - dt.x0[l], s.y - dt.y0[l], dt.w[l]};
     Symbol *out = p.symbols + dt.layer_first[l] + (size_t(it.j) * it.w + it.i) * nc;
     if (mode == kSkip) {
+#pragma unroll
       for (int c = 0; c < nc; ++c) out[c] = Symbol{kNoSymbol, 0, 0, 0};
     } else {
       const int rc = p.keyframe ? 0 : p.rclass[l][size_t(s.y) * ly.width + s.x];
       if (mode == kSpatial)
-        symbols_class<kClassSpatial>(p, l, s, it, rc, sym, key);
+        symbols_class<kClassSpatial, NC>(p, l, s, it, rc, sym, key);
       else if (mode == kTemporal)
-        symbols_class<kClassTemporal>(p, l, s, it, rc, sym, key);
+        symbols_class<kClassTemporal, NC>(p, l, s, it, rc, sym, key);
       else
-        symbols_class<kClassTempSpat>(p, l, s, it, rc, sym, key);
+        symbols_class<kClassTempSpat, NC>(p, l, s, it, rc, sym, key);
+#pragma unroll
       for (int c = 0; c < nc; ++c) out[c] = sym[c];
     }
   }
   const bool counted = s.valid && mode != kSkip;
+#pragma unroll
   for (int c = 0; c < nc; ++c) warp_count(hist, key[c], counted);
   const int n = __syncthreads_count(counted);
   if (threadIdx.x == 0 && n) atomicAdd(p.tile_coded + t, uint32_t(n * nc));
@@ -589,24 +613,102 @@ __global__ void checksum_kernel(Params p) {
   }
 }
 
-// Renormalisation and coding of a table symbol of frequency f (x_max = 2^19 f).
-__device__ __forceinline__ uint32_t code_token(uint32_t x, uint32_t fc) {
-  const uint32_t f = fc >> 16, q = x / f;
-  return (q << kProbBits) + (x - q * f) + (fc & 0xffff);
+// One lane's rANS coder in the first pass: its state, its log of bytes and
+// its counts per sub-step. Renormalisation emits at most 2 bytes (a state
+// below 2^31 against x_max >= 2^15), computed without a loop; the division
+// by a frequency is a multiplication by its reciprocal (exact for x < 2^31,
+// see RansEncoder::quotient in cuda/cpu/codec2.cpp).
+struct LaneCoder {
+  uint32_t x;
+  uint8_t *log;
+  uint32_t n_log;
+  uint8_t *counts;  // this lane's count of the current sub-step
+  int stride;       // lanes: counts of consecutive sub-steps are this far apart
+  __device__ __forceinline__ void renorm(bool part, uint32_t x_max) {
+    const uint32_t e = part ? uint32_t(x >= x_max) + uint32_t((x >> 8) >= x_max) : 0u;
+    if (e >= 1) log[n_log] = uint8_t(x);
+    if (e >= 2) log[n_log + 1] = uint8_t(x >> 8);
+    n_log += e;
+    x >>= 8 * e;
+    *counts = uint8_t(e);
+    counts += stride;
+  }
+  __device__ __forceinline__ void raw(bool part, uint32_t bits, int n) {
+    renorm(part, (kRansLow >> n) << 8);
+    if (part) x = (x << n) | bits;
+  }
+  __device__ __forceinline__ void token(bool part, uint32_t fc, uint32_t rcp) {
+    const uint32_t f = fc >> 16;
+    renorm(part, ((kRansLow >> kProbBits) << 8) * f);
+    if (part) {
+      const int shift = 31 + (f > 1 ? 32 - __clz(f - 1) : 0);
+      const uint32_t q = uint32_t((uint64_t(x) * rcp) >> shift);
+      x = (q << kProbBits) + (x - q * f) + (fc & 0xffff);
+    }
+  }
+};
+
+// The steps of one layer of a tile, backwards, for a lane: NC components
+// per sample; each step's symbols are loaded a step ahead (two buffers).
+template <int NC>
+__device__ __forceinline__ void code_layer(LaneCoder &lc, const Symbol *layer, int w, int h,
+                                           int lanes, int ln, const uint32_t *s_fc,
+                                           const uint32_t *s_rcp) {
+  const int period = schedule_period(w, lanes);
+  const int steps = schedule_steps(w, h, lanes);
+  // The step this lane loads next: its round and column (round < 0: idle).
+  int tt = steps - 1 - kStagger * ln;
+  int round = tt < 0 ? -1 : tt / period, col = tt < 0 ? 0 : tt % period;
+  auto load = [&](Symbol(&v)[NC]) {
+    const int j = round * lanes + ln;
+    const bool active = round >= 0 && col < w && j < h;
+    const Symbol *at = layer + (size_t(j) * w + col) * NC;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) v[c] = active ? at[c] : Symbol{kNoSymbol, 0, 0, 0};
+    if (round >= 0 && --col < 0) {
+      col = period - 1;
+      --round;
+    }
+  };
+  auto code = [&](const Symbol(&v)[NC]) {
+    uint32_t fc[NC], rcp[NC];
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      fc[c] = v[c].dist != kNoSymbol ? s_fc[v[c].dist * kTokens + v[c].token] : (1u << 16);
+      rcp[c] = s_rcp[fc[c] >> 16];
+    }
+#pragma unroll
+    for (int c = NC - 1; c >= 0; --c) {
+      const bool coded = v[c].dist != kNoSymbol;
+      // Raw bits first (they are read after the token), then the token.
+      lc.raw(coded && v[c].nbits != 0, v[c].bits, v[c].nbits);
+      lc.token(coded, fc[c], rcp[c]);
+    }
+  };
+  Symbol a[NC], b[NC];
+  load(a);
+  for (int st = steps - 1; st >= 0; st -= 2) {
+    if (st >= 1) load(b);
+    code(a);
+    if (st < 1) break;
+    if (st >= 2) load(a);
+    code(b);
+  }
 }
 
 // 6b. rANS, first pass: one warp per coded tile, thread l codes lane l's
 // symbols in exactly the reverse of the decoding order from its final
 // state, alone: per sub-step it notes the bytes it emitted (0..2) in
 // counts (sub-step x lanes) and appends them to its log. The frame's tables
-// are in shared memory; each step's symbols are loaded during the step
-// before.
+// and the reciprocals of the frequencies are in shared memory.
 __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
-  extern __shared__ uint32_t s_fc[];  // dist_count x kTokens: cum | freq << 16
+  extern __shared__ uint32_t s_tab[];  // reciprocals (kProbScale + 1), then the tables
+  uint32_t *s_rcp = s_tab, *s_fc = s_tab + kProbScale + 1;
   const int t = blockIdx.x;
   if (p.tile_type[t] != 1) return;
   const int n_fc = p.dist_count * kTokens;
   for (int i = threadIdx.x; i < n_fc; i += 32) s_fc[i] = p.freq_cum[i];
+  for (int i = threadIdx.x; i <= int(kProbScale); i += 32) s_rcp[i] = p.reciprocal[i];
   __syncwarp();
   const DevTile &dt = p.tiles[t];
   const int ln = threadIdx.x;
@@ -614,69 +716,38 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
   if (ln >= lanes) return;
   const Symbol *syms = p.symbols + dt.first;
   const size_t n_modes = p.keyframe ? 0 : size_t(dt.blocks);
-  uint32_t x = lane_final_state(p.k, ln, p.lane_sum[t * kMaxLanes + ln]);
-  uint8_t *counts = p.rans_counts + dt.counts_first + ln;
-  uint8_t *log = p.rans_log + dt.log_first + size_t(ln) * lane_log_bytes(dt, p.layers, lanes);
-  uint32_t n_log = 0;
-  size_t sub = 0;  // sub-steps so far (counts advance by `lanes` per sub-step)
-  auto renorm = [&](bool part, uint32_t x_max) {
-    uint8_t e = 0;
-    if (part)
-      while (x >= x_max) {
-        log[n_log++] = uint8_t(x);
-        x >>= 8;
-        ++e;
-      }
-    counts[sub] = e;
-    sub += lanes;
-  };
-  const Symbol none{kNoSymbol, 0, 0, 0};
+  LaneCoder lc;
+  lc.x = lane_final_state(p.k, ln, p.lane_sum[t * kMaxLanes + ln]);
+  lc.log = p.rans_log + dt.log_first + size_t(ln) * lane_log_bytes(dt, p.layers, lanes);
+  lc.n_log = 0;
+  lc.counts = p.rans_counts + dt.counts_first + ln;
+  lc.stride = lanes;
   for (int l = p.layers - 1; l >= 0; --l) {
-    const int w = dt.w[l], hh = dt.h[l], nc = dt.channels[l];
+    const int w = dt.w[l], hh = dt.h[l];
     if (w == 0 || hh == 0) continue;
-    const int period = schedule_period(w, lanes);
-    const int steps = schedule_steps(w, hh, lanes);
     const Symbol *layer = p.symbols + dt.layer_first[l];
-    // This lane's sample at step st (null when idle).
-    auto sample_at = [&](int st) -> const Symbol * {
-      const int tt = st - kStagger * ln;
-      if (tt < 0) return nullptr;
-      const int i = tt % period, j = (tt / period) * lanes + ln;
-      return i < w && j < hh ? layer + (size_t(j) * w + i) * nc : nullptr;
-    };
-    Symbol cur[kMaxComps], next[kMaxComps];
-    const Symbol *at = sample_at(steps - 1);
-#pragma unroll
-    for (int c = 0; c < kMaxComps; ++c) cur[c] = at && c < nc ? at[c] : none;
-    for (int st = steps - 1; st >= 0; --st) {
-      const Symbol *ahead = st > 0 ? sample_at(st - 1) : nullptr;
-#pragma unroll
-      for (int c = 0; c < kMaxComps; ++c) next[c] = ahead && c < nc ? ahead[c] : none;
-#pragma unroll
-      for (int c = kMaxComps - 1; c >= 0; --c) {
-        if (c >= nc) continue;
-        const Symbol v = cur[c];
-        const bool coded_here = v.dist != kNoSymbol;
-        const uint32_t fc = coded_here ? s_fc[v.dist * kTokens + v.token] : (1u << 16);
-        // Raw bits first (they are read after the token), then the token.
-        const bool raw = coded_here && v.nbits != 0;
-        renorm(raw, raw ? (kRansLow >> v.nbits) << 8 : 0xffffffffu);
-        if (raw) x = (x << v.nbits) | v.bits;
-        renorm(coded_here, ((kRansLow >> kProbBits) << 8) * (fc >> 16));
-        if (coded_here) x = code_token(x, fc);
-      }
-#pragma unroll
-      for (int c = 0; c < kMaxComps; ++c) cur[c] = next[c];
+    switch (dt.channels[l]) {
+      case 1:
+        code_layer<1>(lc, layer, w, hh, lanes, ln, s_fc, s_rcp);
+        break;
+      case 2:
+        code_layer<2>(lc, layer, w, hh, lanes, ln, s_fc, s_rcp);
+        break;
+      case 3:
+        code_layer<3>(lc, layer, w, hh, lanes, ln, s_fc, s_rcp);
+        break;
+      default:
+        code_layer<4>(lc, layer, w, hh, lanes, ln, s_fc, s_rcp);
+        break;
     }
   }
   for (int g = int((n_modes + lanes - 1) / lanes) - 1; g >= 0; --g) {
     const size_t b = size_t(g) * lanes + ln;
     const bool here = b < n_modes;
     const uint32_t fc = here ? s_fc[syms[b].token] : (1u << 16);  // distribution 0
-    renorm(here, ((kRansLow >> kProbBits) << 8) * (fc >> 16));
-    if (here) x = code_token(x, fc);
+    lc.token(here, fc, s_rcp[fc >> 16]);
   }
-  p.lane_state[t * kMaxLanes + ln] = x;
+  p.lane_state[t * kMaxLanes + ln] = lc.x;
 }
 
 // 6c. rANS, second pass: the lanes' bytes in the reference's order (sub-steps
@@ -759,6 +830,25 @@ __global__ void gather_kernel(Params p) {
     }
   }
 }
+
+// Launches kernel<NC> for a layer of NC channels.
+#define CODEC2_LAUNCH_NC(kernel, nc, grid, block, stream, ...) \
+  do {                                                         \
+    switch (nc) {                                              \
+      case 1:                                                  \
+        kernel<1><<<grid, block, 0, stream>>>(__VA_ARGS__);    \
+        break;                                                 \
+      case 2:                                                  \
+        kernel<2><<<grid, block, 0, stream>>>(__VA_ARGS__);    \
+        break;                                                 \
+      case 3:                                                  \
+        kernel<3><<<grid, block, 0, stream>>>(__VA_ARGS__);    \
+        break;                                                 \
+      default:                                                 \
+        kernel<4><<<grid, block, 0, stream>>>(__VA_ARGS__);    \
+        break;                                                 \
+    }                                                          \
+  } while (0)
 
 class CudaEncoder final : public Encoder {
  public:
@@ -907,7 +997,8 @@ class CudaEncoder final : public Encoder {
                  off_coded_count = carve(at, tiles.size() * 4),
                  off_lane_sum = carve(at, tiles.size() * kMaxLanes * 4),
                  off_lane_state = carve(at, tiles.size() * kMaxLanes * 4),
-                 off_counts = carve(at, counts_bytes), off_log = carve(at, log_bytes);
+                 off_counts = carve(at, counts_bytes), off_log = carve(at, log_bytes),
+                 off_reciprocal = carve(at, (kProbScale + 1) * 4);
     work_ = DeviceBuffer(at);
     uint8_t *w = work_.data();
     for (int l = 0; l < ls.count; ++l) {
@@ -941,7 +1032,8 @@ class CudaEncoder final : public Encoder {
     p.lane_state = reinterpret_cast<uint32_t *>(w + off_lane_state);
     p.rans_counts = w + off_counts;
     p.rans_log = w + off_log;
-    rans_shared_ = size_t(p.dist_count) * kTokens * 4;
+    p.reciprocal = reinterpret_cast<const uint32_t *>(w + off_reciprocal);
+    rans_shared_ = (size_t(p.dist_count) * kTokens + kProbScale + 1) * 4;
     if (rans_shared_ > 48 * 1024)
       CUDADIFF_CHECK(cudaFuncSetAttribute(
           rans_lanes_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(rans_shared_)));
@@ -956,6 +1048,14 @@ class CudaEncoder final : public Encoder {
                                    dev_tiles.size() * sizeof(DevTile), cudaMemcpyHostToDevice,
                                    stream_));
     CUDADIFF_CHECK(cudaMemcpyAsync(w + off_stream_off, stream_off.data(), stream_off.size() * 8,
+                                   cudaMemcpyHostToDevice, stream_));
+    std::vector<uint32_t> reciprocal(kProbScale + 1, 0);
+    for (uint32_t f = 1; f <= kProbScale; ++f) {
+      int l = 0;
+      while ((1u << l) < f) ++l;
+      reciprocal[f] = uint32_t(((uint64_t(1) << (31 + l)) + f - 1) / f);
+    }
+    CUDADIFF_CHECK(cudaMemcpyAsync(w + off_reciprocal, reciprocal.data(), reciprocal.size() * 4,
                                    cudaMemcpyHostToDevice, stream_));
     uint32_t first_cost[kTokens];
     for (int t = 0; t < kTokens; ++t)
@@ -1006,7 +1106,7 @@ class CudaEncoder final : public Encoder {
 
     mark(0);
     for (int l = 0; l < ls_.count; ++l) {
-      prepare_kernel<<<grid, kThreads, 0, stream_>>>(p, l);
+      CODEC2_LAUNCH_NC(prepare_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 prepare_kernel");
     }
     mark(1);
@@ -1018,9 +1118,9 @@ class CudaEncoder final : public Encoder {
             cudaMemsetAsync(p.cost, 0, n_blocks_ * kModes * sizeof(unsigned long long), stream_));
         for (int l = 0; l < ls_.count; ++l) {
           if (round == 0)
-            round1_kernel<<<grid, kThreads, 0, stream_>>>(p, l);
+            CODEC2_LAUNCH_NC(round1_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
           else
-            round2_kernel<<<grid, kThreads, 0, stream_>>>(p, l);
+            CODEC2_LAUNCH_NC(round2_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
           CUDADIFF_CHECK_LAUNCH("codec2 round kernel");
         }
         decide_kernel<<<(nb + 255) / 256, 256, 0, stream_>>>(p, nb);
@@ -1028,7 +1128,7 @@ class CudaEncoder final : public Encoder {
         if (round == 1) break;
         CUDADIFF_CHECK(cudaMemsetAsync(p.hist, 0, hist_count * 4, stream_));
         for (int l = 0; l < ls_.count; ++l) {
-          proxy_hist_kernel<<<grid, kThreads, 0, stream_>>>(p, l);
+          CODEC2_LAUNCH_NC(proxy_hist_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
           CUDADIFF_CHECK_LAUNCH("codec2 proxy_hist_kernel");
         }
         id_cost_kernel<<<(p.dist_count + 127) / 128, 128, 0, stream_>>>(p);
@@ -1039,11 +1139,11 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream_));
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 4, stream_));
     for (int l = 0; l < ls_.count; ++l) {
-      reconstruct_kernel<<<grid, kThreads, 0, stream_>>>(p, l);
+      CODEC2_LAUNCH_NC(reconstruct_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 reconstruct_kernel");
     }
     for (int l = 0; l < ls_.count; ++l) {
-      symbols_kernel<<<grid, kThreads, 0, stream_>>>(p, l);
+      CODEC2_LAUNCH_NC(symbols_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 symbols_kernel");
     }
     // Tile types and the histogram of the coded tiles; to the host with the
