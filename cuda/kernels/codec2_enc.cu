@@ -65,7 +65,7 @@ struct DevTile {
   int channels[kMaxLayers];                    // components per sample of each layer
   // The rANS passes' scratch: the lanes' byte counts per sub-step, and each
   // lane's bytes in the order it emits them (lane_scratch() below).
-  unsigned long long counts_first, log_first;
+  unsigned long long counts_first, log_first, sched_first;
 };
 
 // The rANS encoder runs in two passes: each lane alone codes its symbols
@@ -79,6 +79,11 @@ __host__ __device__ inline uint32_t tile_substeps(const DevTile &t, int layers, 
   for (int l = 0; l < layers; ++l)
     n += uint32_t(schedule_steps(t.w[l], t.h[l], lanes)) * uint32_t(t.channels[l]) * 2;
   return n;
+}
+// The symbols as the first pass reads them: per layer, per step, per
+// component, per lane (idle: kNoCode), packed in 32 bits (pack_code()).
+__host__ __device__ inline uint32_t layer_codes(const DevTile &t, int l, int lanes) {
+  return uint32_t(schedule_steps(t.w[l], t.h[l], lanes)) * uint32_t(t.channels[l]) * lanes;
 }
 __host__ __device__ inline uint32_t lane_log_bytes(const DevTile &t, int layers, int lanes) {
   // At most 2 bytes per sub-step a lane takes part in: 2 per component
@@ -131,6 +136,7 @@ struct Params {
   uint32_t *lane_state;                   // per tile and lane: the state after its symbols
   uint8_t *rans_counts, *rans_log;        // the rANS passes' scratch (DevTile)
   const uint32_t *reciprocal;             // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
+  uint32_t *codes;                        // the symbols in schedule order (DevTile::sched_first)
 };
 
 __constant__ uint32_t c_first_cost[kTokens];
@@ -620,14 +626,14 @@ __global__ void checksum_kernel(Params p) {
 // see RansEncoder::quotient in cuda/cpu/codec2.cpp).
 struct LaneCoder {
   uint32_t x;
-  uint8_t *log;
+  uint8_t *log;  // this lane's first byte; its k-th is at log[k * stride]
   uint32_t n_log;
   uint8_t *counts;  // this lane's count of the current sub-step
   int stride;       // lanes: counts of consecutive sub-steps are this far apart
   __device__ __forceinline__ void renorm(bool part, uint32_t x_max) {
     const uint32_t e = part ? uint32_t(x >= x_max) + uint32_t((x >> 8) >= x_max) : 0u;
-    if (e >= 1) log[n_log] = uint8_t(x);
-    if (e >= 2) log[n_log + 1] = uint8_t(x >> 8);
+    if (e >= 1) log[size_t(n_log) * stride] = uint8_t(x);
+    if (e >= 2) log[size_t(n_log + 1) * stride] = uint8_t(x >> 8);
     n_log += e;
     x >>= 8 * e;
     *counts = uint8_t(e);
@@ -648,50 +654,77 @@ struct LaneCoder {
   }
 };
 
+// A symbol for the first pass: distribution x 32 + token in bits 0-13, the
+// raw bit count in 14-17, the raw bits from 18 (at most 10 of them).
+constexpr uint32_t kNoCode = 0xffffffffu;
+__device__ __forceinline__ uint32_t pack_code(const Symbol &v) {
+  return v.dist == kNoSymbol ? kNoCode
+                             : (uint32_t(v.dist) * kTokens + v.token) | uint32_t(v.nbits) << 14 |
+                                   uint32_t(v.bits) << 18;
+}
+
+// 6a'. The coded tiles' symbols in schedule order (so that the lanes of a
+// step read them together): one thread per step and lane of a tile.
+__global__ void schedule_kernel(Params p) {
+  const int t = blockIdx.y;
+  if (p.tile_type[t] != 1) return;
+  const DevTile &dt = p.tiles[t];
+  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
+  uint32_t idx = blockIdx.x * blockDim.x + threadIdx.x;
+  uint32_t *out = p.codes + dt.sched_first;
+  for (int l = 0; l < p.layers; ++l) {
+    const uint32_t n = layer_codes(dt, l, lanes) / dt.channels[l];  // steps x lanes
+    if (idx >= n) {
+      idx -= n;
+      out += size_t(n) * dt.channels[l];
+      continue;
+    }
+    const int w = dt.w[l], h = dt.h[l], nc = dt.channels[l];
+    const int st = int(idx / lanes), ln = int(idx % lanes);
+    const int period = schedule_period(w, lanes);
+    const int tt = st - kStagger * ln;
+    const int i = tt >= 0 ? tt % period : w, j = tt >= 0 ? (tt / period) * lanes + ln : h;
+    const bool valid = i < w && j < h;
+    const Symbol *at = p.symbols + dt.layer_first[l] + (size_t(j) * w + i) * nc;
+    for (int c = 0; c < nc; ++c)
+      out[(size_t(st) * nc + c) * lanes + ln] = valid ? pack_code(at[c]) : kNoCode;
+    return;
+  }
+}
+
 // The steps of one layer of a tile, backwards, for a lane: NC components
-// per sample; each step's symbols are loaded a step ahead (two buffers).
+// per sample, read in schedule order a step ahead (two buffers).
 template <int NC>
-__device__ __forceinline__ void code_layer(LaneCoder &lc, const Symbol *layer, int w, int h,
+__device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes, int steps,
                                            int lanes, int ln, const uint32_t *s_fc,
                                            const uint32_t *s_rcp) {
-  const int period = schedule_period(w, lanes);
-  const int steps = schedule_steps(w, h, lanes);
-  // The step this lane loads next: its round and column (round < 0: idle).
-  int tt = steps - 1 - kStagger * ln;
-  int round = tt < 0 ? -1 : tt / period, col = tt < 0 ? 0 : tt % period;
-  auto load = [&](Symbol(&v)[NC]) {
-    const int j = round * lanes + ln;
-    const bool active = round >= 0 && col < w && j < h;
-    const Symbol *at = layer + (size_t(j) * w + col) * NC;
+  auto load = [&](uint32_t(&v)[NC], int st) {
 #pragma unroll
-    for (int c = 0; c < NC; ++c) v[c] = active ? at[c] : Symbol{kNoSymbol, 0, 0, 0};
-    if (round >= 0 && --col < 0) {
-      col = period - 1;
-      --round;
-    }
+    for (int c = 0; c < NC; ++c) v[c] = codes[(size_t(st) * NC + c) * lanes + ln];
   };
-  auto code = [&](const Symbol(&v)[NC]) {
+  auto code = [&](const uint32_t(&v)[NC]) {
     uint32_t fc[NC], rcp[NC];
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
-      fc[c] = v[c].dist != kNoSymbol ? s_fc[v[c].dist * kTokens + v[c].token] : (1u << 16);
+      fc[c] = v[c] != kNoCode ? s_fc[v[c] & 0x3fff] : (1u << 16);
       rcp[c] = s_rcp[fc[c] >> 16];
     }
 #pragma unroll
     for (int c = NC - 1; c >= 0; --c) {
-      const bool coded = v[c].dist != kNoSymbol;
+      const bool coded = v[c] != kNoCode;
+      const int nbits = int((v[c] >> 14) & 15);
       // Raw bits first (they are read after the token), then the token.
-      lc.raw(coded && v[c].nbits != 0, v[c].bits, v[c].nbits);
+      lc.raw(coded && nbits != 0, v[c] >> 18, nbits);
       lc.token(coded, fc[c], rcp[c]);
     }
   };
-  Symbol a[NC], b[NC];
-  load(a);
+  uint32_t a[NC], b[NC];
+  load(a, steps - 1);
   for (int st = steps - 1; st >= 0; st -= 2) {
-    if (st >= 1) load(b);
+    if (st >= 1) load(b, st - 1);
     code(a);
     if (st < 1) break;
-    if (st >= 2) load(a);
+    if (st >= 2) load(a, st - 2);
     code(b);
   }
 }
@@ -718,26 +751,27 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
   const size_t n_modes = p.keyframe ? 0 : size_t(dt.blocks);
   LaneCoder lc;
   lc.x = lane_final_state(p.k, ln, p.lane_sum[t * kMaxLanes + ln]);
-  lc.log = p.rans_log + dt.log_first + size_t(ln) * lane_log_bytes(dt, p.layers, lanes);
+  lc.log = p.rans_log + dt.log_first + ln;
   lc.n_log = 0;
   lc.counts = p.rans_counts + dt.counts_first + ln;
   lc.stride = lanes;
   for (int l = p.layers - 1; l >= 0; --l) {
-    const int w = dt.w[l], hh = dt.h[l];
-    if (w == 0 || hh == 0) continue;
-    const Symbol *layer = p.symbols + dt.layer_first[l];
+    const int steps = schedule_steps(dt.w[l], dt.h[l], lanes);
+    if (steps == 0) continue;
+    const uint32_t *codes = p.codes + dt.sched_first;
+    for (int m = 0; m < l; ++m) codes += layer_codes(dt, m, lanes);
     switch (dt.channels[l]) {
       case 1:
-        code_layer<1>(lc, layer, w, hh, lanes, ln, s_fc, s_rcp);
+        code_layer<1>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
         break;
       case 2:
-        code_layer<2>(lc, layer, w, hh, lanes, ln, s_fc, s_rcp);
+        code_layer<2>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
         break;
       case 3:
-        code_layer<3>(lc, layer, w, hh, lanes, ln, s_fc, s_rcp);
+        code_layer<3>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
         break;
       default:
-        code_layer<4>(lc, layer, w, hh, lanes, ln, s_fc, s_rcp);
+        code_layer<4>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
         break;
     }
   }
@@ -784,14 +818,14 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
     }
     total += warp_run[w];
   }
-  const uint8_t *log = p.rans_log + dt.log_first + size_t(ln) * lane_log_bytes(dt, p.layers, lanes);
+  const uint8_t *log = p.rans_log + dt.log_first + ln;  // its k-th byte at log[k * lanes]
   uint8_t *end = p.streams + p.stream_off[t + 1];
   const unsigned above = ln == 31 ? 0u : ~0u << (ln + 1);
   for (uint32_t s = first; s < last; ++s) {
     const int e = mine ? counts[size_t(s) * lanes + ln] : 0;
     const unsigned one = __ballot_sync(kFullWarp, e >= 1), two = __ballot_sync(kFullWarp, e >= 2);
     const uint32_t at = before + __popc(one & above) + __popc(two & above);
-    for (int q = 0; q < e; ++q) end[-1 - int(at) - q] = log[at_log + q];
+    for (int q = 0; q < e; ++q) end[-1 - int(at) - q] = log[size_t(at_log + q) * lanes];
     at_log += e;
     before += __popc(one) + __popc(two);
   }
@@ -966,7 +1000,7 @@ class CudaEncoder final : public Encoder {
     // states); the payloads (at most the frame's bytes: a coded tile is
     // smaller than its raw bytes).
     std::vector<unsigned long long> stream_off(tiles.size() + 1, 0);
-    size_t counts_bytes = 0, log_bytes = 0;
+    size_t counts_bytes = 0, log_bytes = 0, codes_count = 0;
     size_t frame_bytes = 0;
     for (size_t t = 0; t < tiles.size(); ++t) {
       const size_t count =
@@ -975,14 +1009,23 @@ class CudaEncoder final : public Encoder {
       stream_off[t + 1] = stream_off[t] + 4 * count + 4 * kMaxLanes + 16;
       DevTile &d = dev_tiles[t];
       for (int l = 0; l < kMaxLayers; ++l) d.channels[l] = l < ls.count ? ls.layer[l].channels : 0;
-      size_t most_counts = 0, most_log = 0;
+      size_t most_counts = 0, most_log = 0, most_codes = 0;
       for (int lanes = 1; lanes <= std::min(kMaxLanes, d.h[0]); ++lanes) {
         most_counts =
             std::max<size_t>(most_counts, size_t(tile_substeps(d, ls.count, lanes, true)) * lanes);
         most_log = std::max<size_t>(most_log, size_t(lane_log_bytes(d, ls.count, lanes)) * lanes);
+        size_t codes = 0, slots = 0;
+        for (int l = 0; l < ls.count; ++l) {
+          codes += layer_codes(d, l, lanes);
+          slots += layer_codes(d, l, lanes) / std::max(1, d.channels[l]);
+        }
+        most_codes = std::max(most_codes, codes);
+        most_slots_ = std::max(most_slots_, slots);
       }
       d.counts_first = counts_bytes;
       d.log_first = log_bytes;
+      d.sched_first = codes_count;
+      codes_count += most_codes;
       counts_bytes += most_counts;
       log_bytes += most_log;
       frame_bytes += tiles[t].raw_bytes;
@@ -998,7 +1041,8 @@ class CudaEncoder final : public Encoder {
                  off_lane_sum = carve(at, tiles.size() * kMaxLanes * 4),
                  off_lane_state = carve(at, tiles.size() * kMaxLanes * 4),
                  off_counts = carve(at, counts_bytes), off_log = carve(at, log_bytes),
-                 off_reciprocal = carve(at, (kProbScale + 1) * 4);
+                 off_reciprocal = carve(at, (kProbScale + 1) * 4),
+                 off_codes = carve(at, codes_count * 4);
     work_ = DeviceBuffer(at);
     uint8_t *w = work_.data();
     for (int l = 0; l < ls.count; ++l) {
@@ -1033,6 +1077,7 @@ class CudaEncoder final : public Encoder {
     p.rans_counts = w + off_counts;
     p.rans_log = w + off_log;
     p.reciprocal = reinterpret_cast<const uint32_t *>(w + off_reciprocal);
+    p.codes = reinterpret_cast<uint32_t *>(w + off_codes);
     rans_shared_ = (size_t(p.dist_count) * kTokens + kProbScale + 1) * 4;
     if (rans_shared_ > 48 * 1024)
       CUDADIFF_CHECK(cudaFuncSetAttribute(
@@ -1155,6 +1200,9 @@ class CudaEncoder final : public Encoder {
     mark(3);
     checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kThreads, 0, stream_>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 checksum_kernel");
+    schedule_kernel<<<dim3(unsigned((most_slots_ + 255) / 256), unsigned(n_tiles)), 256, 0,
+                      stream_>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 schedule_kernel");
     mark(4);
     int *types = reinterpret_cast<int *>(h_types_.data());
     uint32_t *hist = reinterpret_cast<uint32_t *>(h_hist_.data());
@@ -1312,8 +1360,10 @@ class CudaEncoder final : public Encoder {
   void mark(int i) {
     if (timing_) CUDADIFF_CHECK(cudaEventRecord(events_[i], stream_));
   }
-  size_t rans_shared_ = 0;  // the tables in the rANS kernel's shared memory
-  bool timing_ = false;     // CODEC2_CUDA_TIMES set: each frame's phases on stderr
+  size_t rans_shared_ = 0;
+  size_t most_slots_ = 0;  // most steps x lanes of a tile (schedule_kernel's threads)  // the
+                           // tables in the rANS kernel's shared memory
+  bool timing_ = false;    // CODEC2_CUDA_TIMES set: each frame's phases on stderr
   // Pinned staging for the copies between the steps.
   HostBytes h_modes_, h_types_, h_hist_, h_freq_cum_, h_sizes_, h_lanes_, h_payload_off_;
 };
