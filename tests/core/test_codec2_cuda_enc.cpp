@@ -100,12 +100,12 @@ struct Totals {
 // t % key_every == 0, thresholds ks[t % size]) and compares everything.
 // Padded: the device frame has rows padded to 256 bytes, else packed.
 Totals compare(VideoFormat fmt, int w, int h, Content content, const std::vector<int> &ks,
-               int frames, int key_every, bool padded) {
+               int frames, int key_every, bool padded, const Geometry *geometry = nullptr) {
   auto cpu = Context::cpu();
   auto gpu = Context::cuda(0);
   std::mt19937 &gen = testing_util::rng();
-  auto cenc = Encoder::create(*cpu, fmt, w, h);
-  auto genc = Encoder::create(*gpu, fmt, w, h);
+  auto cenc = Encoder::create(*cpu, fmt, w, h, geometry);
+  auto genc = Encoder::create(*gpu, fmt, w, h, geometry);
   auto dec = Decoder::create(*cpu, fmt, w, h);
   DeviceBuffer packed(frame_size_packed(fmt, w, h));
   HostBytes cbody, gbody, cref, gref, dref;
@@ -205,6 +205,18 @@ TEST(Codec2CudaEncoder, StaticRegionsAndEveryMode) {
 TEST(Codec2CudaEncoder, ChangingThresholdsAndKeyframes) {
   compare(VideoFormat::BGR, 200, 130, Content::Scene, {0, 5, 20, 3, 255, 12}, 12, 5, true);
   compare(VideoFormat::I420, 201, 131, Content::Static, {20, 0, 7}, 9, 4, false);
+}
+
+// Other tile geometries (the body's header carries it): many small tiles
+// with few lanes, tall and wide tiles.
+TEST(Codec2CudaEncoder, TileGeometries) {
+  const Geometry geometries[] = {{1, 1}, {3, 2}, {1, 9}, {255, 255}};
+  for (const Geometry &g : geometries)
+    for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::YUY2}) {
+      compare(f, 150, 90, Content::Static, {5}, 4, 3, true, &g);
+      compare(f, 61, 37, Content::Scene, {0}, 3, 2, false, &g);
+      if (HasFailure()) return;
+    }
 }
 
 TEST(Codec2CudaEncoder, FullHd) {
