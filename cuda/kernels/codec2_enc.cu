@@ -665,12 +665,8 @@ __device__ __forceinline__ uint32_t pack_code(const Symbol &v) {
 
 // 6a'. The coded tiles' symbols in schedule order (so that the lanes of a
 // step read them together): one thread per step and lane of a tile.
-__global__ void schedule_kernel(Params p) {
-  const int t = blockIdx.y;
-  if (p.tile_type[t] != 1) return;
-  const DevTile &dt = p.tiles[t];
-  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
-  uint32_t idx = blockIdx.x * blockDim.x + threadIdx.x;
+__device__ __forceinline__ void schedule_slot(const Params &p, const DevTile &dt, int lanes,
+                                              uint32_t idx) {
   uint32_t *out = p.codes + dt.sched_first;
   for (int l = 0; l < p.layers; ++l) {
     const uint32_t n = layer_codes(dt, l, lanes) / dt.channels[l];  // steps x lanes
@@ -690,6 +686,17 @@ __global__ void schedule_kernel(Params p) {
       out[(size_t(st) * nc + c) * lanes + ln] = valid ? pack_code(at[c]) : kNoCode;
     return;
   }
+}
+__global__ void schedule_kernel(Params p) {
+  const int t = blockIdx.x;
+  if (p.tile_type[t] != 1) return;
+  const DevTile &dt = p.tiles[t];
+  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
+  uint32_t slots = 0;
+  for (int l = 0; l < p.layers; ++l) slots += layer_codes(dt, l, lanes) / dt.channels[l];
+  for (uint32_t idx = blockIdx.y * blockDim.x + threadIdx.x; idx < slots;
+       idx += gridDim.y * blockDim.x)
+    schedule_slot(p, dt, lanes, idx);
 }
 
 // The steps of one layer of a tile, backwards, for a lane: NC components
@@ -1200,8 +1207,9 @@ class CudaEncoder final : public Encoder {
     mark(3);
     checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kThreads, 0, stream_>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 checksum_kernel");
-    schedule_kernel<<<dim3(unsigned((most_slots_ + 255) / 256), unsigned(n_tiles)), 256, 0,
-                      stream_>>>(p);
+    schedule_kernel<<<dim3(unsigned(n_tiles),
+                           unsigned(std::min<size_t>((most_slots_ + 255) / 256, 65535))),
+                      256, 0, stream_>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 schedule_kernel");
     mark(4);
     int *types = reinterpret_cast<int *>(h_types_.data());
