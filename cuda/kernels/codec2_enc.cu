@@ -896,6 +896,7 @@ class CudaEncoder final : public Encoder {
   ~CudaEncoder() override {
     for (cudaEvent_t e : events_)
       if (e) cudaEventDestroy(e);
+    if (hist_ready_) cudaEventDestroy(hist_ready_);
   }
   CudaEncoder(const Context &ctx, VideoFormat format, int width, int height, const Geometry &g)
       : ctx_(ctx) {
@@ -1114,6 +1115,7 @@ class CudaEncoder final : public Encoder {
       first_cost[t] = 256 + 2 * log2_q8(1 + (token_value(t, 0) + 1) / 2);
     CUDADIFF_CHECK(cudaMemcpyToSymbolAsync(c_first_cost, first_cost, sizeof(first_cost), 0,
                                            cudaMemcpyHostToDevice, stream_));
+    CUDADIFF_CHECK(cudaEventCreateWithFlags(&hist_ready_, cudaEventDisableTiming));
     timing_ = std::getenv("CODEC2_CUDA_TIMES") != nullptr;
     if (timing_)
       for (cudaEvent_t &e : events_) CUDADIFF_CHECK(cudaEventCreate(&e));
@@ -1204,6 +1206,13 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK_LAUNCH("codec2 tile_type_kernel");
     sum_hist_kernel<<<unsigned((hist_count + 255) / 256), 256, 0, stream_>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
+    int *types = reinterpret_cast<int *>(h_types_.data());
+    uint32_t *hist = reinterpret_cast<uint32_t *>(h_hist_.data());
+    copy_out(h_modes_.data(), p.modes, n_blocks_);
+    copy_out(types, p.tile_type, n_tiles * sizeof(int));
+    copy_out(hist, p.hist, hist_count * 4);
+    CUDADIFF_CHECK(cudaEventRecord(hist_ready_, stream_));
+    // The lanes' checksums and the schedule order while the host makes the tables.
     mark(3);
     checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kThreads, 0, stream_>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 checksum_kernel");
@@ -1212,12 +1221,7 @@ class CudaEncoder final : public Encoder {
                       256, 0, stream_>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 schedule_kernel");
     mark(4);
-    int *types = reinterpret_cast<int *>(h_types_.data());
-    uint32_t *hist = reinterpret_cast<uint32_t *>(h_hist_.data());
-    copy_out(h_modes_.data(), p.modes, n_blocks_);
-    copy_out(types, p.tile_type, n_tiles * sizeof(int));
-    copy_out(hist, p.hist, hist_count * 4);
-    CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+    CUDADIFF_CHECK(cudaEventSynchronize(hist_ready_));
     const auto t0 = std::chrono::steady_clock::now();
 
     // Tables (on the host, by the reference's code), rANS per tile. Tiles
@@ -1364,7 +1368,8 @@ class CudaEncoder final : public Encoder {
   DeviceBuffer planes_, work_;
   uint8_t *ref_[kMaxLayers][kMaxComps] = {};
   uint8_t *rec_[kMaxLayers][kMaxComps] = {};
-  cudaEvent_t events_[8] = {};  // CODEC2_CUDA_TIMES: the front end's phases
+  cudaEvent_t hist_ready_ = nullptr;  // the block modes, tile types and histogram are on the host
+  cudaEvent_t events_[8] = {};        // CODEC2_CUDA_TIMES: the front end's phases
   void mark(int i) {
     if (timing_) CUDADIFF_CHECK(cudaEventRecord(events_[i], stream_));
   }
