@@ -15,11 +15,15 @@
 //      histogram of its symbols; the tiles' types and the histogram of the
 //      coded tiles;
 //   6. (host) the tables from that histogram, by the CPU reference's code
-//      (EncoderBackEnd::make_tables: a few hundred distributions);
-//   7. rANS, one warp per tile, thread l being lane l: each lane's
-//      checksum, then the symbols in reverse; the bytes the lanes emit in
-//      a sub-step are placed by counting those of the lanes before them;
-//      tiles no smaller than their bytes become raw (then 6 and 7 again);
+//      (EncoderBackEnd::make_tables: a few hundred distributions), while
+//      the device computes each lane's checksum (one thread block per lane)
+//      and lays the symbols out in schedule order;
+//   7. rANS in two passes: each lane (a thread, one warp per tile) codes
+//      its symbols backwards alone, logging its bytes and how many it
+//      emitted in each sub-step; then one thread block per tile places the
+//      bytes in the reference's order (in a sub-step, the lanes from the
+//      last) by counting; tiles no smaller than their bytes become raw
+//      (then 6 and 7 again);
 //   8. the payloads gathered in body order and brought back at once; the
 //      host writes the header, the model and the tile table around them.
 // The reference stays on the device between frames.
@@ -920,7 +924,7 @@ class CudaEncoder final : public Encoder {
     p.tile_by = g.tile_by;
     p.tiles_x = (ls.blocks_x + g.tile_bx - 1) / g.tile_bx;
     p.dist_count = back_->dist_count();
-    size_t plane_bytes = 0, value_count = 0;
+
     for (int l = 0; l < ls.count; ++l) {
       const Layer &ly = ls.layer[l];
       DevLayer &d = p.layer[l];
@@ -937,9 +941,6 @@ class CudaEncoder final : public Encoder {
       }
       for (int cls = 0; cls < kClasses; ++cls)
         for (int c = 0; c < ly.channels; ++c) p.dist_base[l][cls][c] = back_->dist_base(l, cls, c);
-      const size_t n = size_t(ly.width) * ly.height;
-      plane_bytes += n * ly.channels;
-      value_count += n * ly.channels;
     }
     // Symbols: per tile its block modes, then its layers' samples.
     std::vector<DevTile> dev_tiles(tiles.size());
@@ -960,8 +961,7 @@ class CudaEncoder final : public Encoder {
       }
       n_symbols = at;
     }
-    dev_tiles_host_ = dev_tiles;
-    n_symbols_ = n_symbols;
+
     const size_t hist_count = size_t(p.dist_count) * kTokens;
 
     // One allocation for the channel planes (cur, ref, rec), one for the
@@ -1090,8 +1090,6 @@ class CudaEncoder final : public Encoder {
     if (rans_shared_ > 48 * 1024)
       CUDADIFF_CHECK(cudaFuncSetAttribute(
           rans_lanes_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(rans_shared_)));
-    (void)value_count;
-    (void)plane_bytes;
 
     // Every buffer a kernel may read is defined (the reference of a first
     // delta is refused anyway; these keep a sanitizer's view clean).
@@ -1362,9 +1360,8 @@ class CudaEncoder final : public Encoder {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<detail::EncoderBackEnd> back_;
   LayerSet ls_;
-  size_t n_blocks_ = 0, n_symbols_ = 0;
+  size_t n_blocks_ = 0;
   Params p_;
-  std::vector<DevTile> dev_tiles_host_;
   DeviceBuffer planes_, work_;
   uint8_t *ref_[kMaxLayers][kMaxComps] = {};
   uint8_t *rec_[kMaxLayers][kMaxComps] = {};
