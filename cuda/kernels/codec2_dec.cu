@@ -67,6 +67,7 @@ struct Params {
   const uint8_t *slot_token;  // per distribution and slot: the token
   const uint8_t *used;        // per distribution
   uint32_t *failed;           // tiles that failed
+  size_t ring_elems;          // int16 of shared memory for the rows of working values
   int k, keyframe, blocks_x, mode_dist, n_layers;
   LayerDev layer[kMaxLayers];
 };
@@ -143,136 +144,180 @@ __device__ __forceinline__ void to_channels_dev(const int *comp, int *ch) {
   }
 }
 
-// Working values of sample (x, y) from its reconstruction (and the
-// reference for the T-domain), at wp.
-template <int NC, bool YCOCG, bool KEY>
-__device__ __forceinline__ void store_working(const Params &P, const LayerDev &L, int x, int y,
-                                              int16_t *wp) {
-  int ch[NC], comp[NC], rv[NC];
-  for (int c = 0; c < NC; ++c) {
-    rv[c] = *chan_ptr(P.rec, L, c, x, y);
-    ch[c] = quant_index(rv[c], P.k);
+// Where a layer's working values live while a tile decodes: a sample reads
+// its left neighbour in its own row and three in the row above, and row j
+// is read only by row j + 1, which the same lane decodes before it moves on
+// to row j + lanes; so a ring of lanes + 1 rows in shared memory holds all
+// that is read (row j in slot j % (lanes + 1)). When that does not fit
+// (very wide tiles), the frame-sized buffer in global memory does.
+struct WorkRows {
+  int16_t *base;
+  int rows;          // ring slots (a large number for the global buffer)
+  size_t row_elems;  // int16 per row
+  __device__ __forceinline__ int16_t *row(int j) const {
+    return base + size_t(j % rows) * row_elems;
   }
-  to_components_dev<NC, YCOCG>(ch, comp);
-  for (int c = 0; c < NC; ++c) wp[c] = int16_t(comp[c]);
-  if constexpr (!KEY) {
-    for (int c = 0; c < NC; ++c) ch[c] = quant_diff(rv[c] - int(*chan_ptr(P.ref, L, c, x, y)), P.k);
-    to_components_dev<NC, YCOCG>(ch, comp);
-    for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(comp[c]);
-  }
+};
+
+// Per-threshold tables of a block, in shared memory (a division per sample
+// costs more than the rest of its arithmetic).
+struct Lookup {
+  uint8_t index[256];  // quant_index
+  int16_t diff[511];   // quant_diff(e) at e + 255
+  uint8_t bucket[81];  // activity_bucket(g) for g <= 80
+};
+__device__ __forceinline__ int bucket_of(const Lookup &lu, int g) {
+  return lu.bucket[g < 80 ? g : 80];
 }
+
+// Channel bytes of a row of a layer in a picture (the tile's first sample).
+template <int NC>
+struct RowPointers {
+  uint8_t *at[NC];
+};
 
 // One layer of a coded tile (the warp together; `lane` < `lanes` are the
 // tile's rANS lanes). False when the tile is damaged.
 template <int NC, bool YCOCG, bool KEY>
-__device__ bool decode_layer(const Params &P, const TileDev &t, int l, int lanes, int lane,
-                             unsigned lt, uint32_t &x, uint32_t &h, const uint8_t *p, uint32_t &pos,
-                             bool has_skipped) {
+__device__ bool decode_layer(const Params &P, const Lookup &lu, const TileDev &t, int l, int lanes,
+                             int lane, unsigned lt, uint32_t &x, uint32_t &h, const uint8_t *p,
+                             uint32_t &pos, int16_t *ring, size_t ring_elems) {
   constexpr int W2 = 2 * NC;
   const LayerDev &L = P.layer[l];
   const int w = t.w[l], hh = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
-  const size_t wstride = size_t(L.width) * W2;
-  int16_t *work = P.work[l];
-  const int step = 2 * P.k + 1;
-  const int max_idx = max_index(P.k);
+  const int k = P.k;
+  const int step = 2 * k + 1;
+  const int max_idx = max_index(k);
+  // Reference classes: q = g / step < 2, 6, 16 as comparisons.
+  const int rc1 = 2 * step, rc2 = 6 * step, rc3 = 16 * step;
+  WorkRows rows;
+  if (size_t(lanes + 1) * w * W2 <= ring_elems) {
+    rows = {ring, lanes + 1, size_t(w) * W2};
+  } else {
+    rows = {P.work[l] + (size_t(y0) * L.width + x0) * W2, 0x7fffffff, size_t(L.width) * W2};
+  }
+  int step_of[NC], base[kClasses][NC];
+  for (int c = 0; c < NC; ++c) {
+    step_of[c] = L.chan_step[c];
+    for (int cls = 0; cls < kClasses; ++cls) base[cls][c] = L.base[cls][c];
+  }
+  const size_t tex_stride = L.chan_stride[YCOCG ? 1 : 0];
+  const int tex_step = L.chan_step[YCOCG ? 1 : 0];
 
-  // Skipped samples: the reference's bytes and their working values.
-  if (!KEY && has_skipped) {
-    for (int idx = lane; idx < w * hh; idx += 32) {
-      const int i = idx % w, j = idx / w, sxp = x0 + i, syp = y0 + j;
-      const int mode = P.modes[((syp << L.sy) / kBlock) * P.blocks_x + ((sxp << L.sx) / kBlock)];
-      if (mode != kSkip) continue;
-      for (int c = 0; c < NC; ++c)
-        *chan_ptr(P.rec, L, c, sxp, syp) = *chan_ptr(P.ref, L, c, sxp, syp);
-      int16_t *wp = work + (size_t(syp) * L.width + sxp) * W2;
+  const int period = schedule_period(w, lanes);
+  const int steps = schedule_steps(w, hh, lanes);
+  const bool is_lane = lane < lanes;
+  int ci = -kStagger * lane, cj = lane;
+  // Per lane, its row: working values (and the row above), the picture's
+  // bytes, the block modes.
+  int16_t *cur, *up;
+  RowPointers<NC> rec_row, ref_row;
+  const uint8_t *mode_row;
+  auto set_row = [&](int j) {
+    cur = rows.row(j);
+    up = rows.row(j > 0 ? j - 1 : 0);
+    const int y = y0 + j;
+    for (int c = 0; c < NC; ++c) {
+      const size_t o = L.chan_at[c] + size_t(y) * L.chan_stride[c] + size_t(x0) * L.chan_step[c];
+      rec_row.at[c] = P.rec + o;
+      ref_row.at[c] = const_cast<uint8_t *>(P.ref) + o;
+    }
+    mode_row = P.modes + size_t((y << L.sy) / kBlock) * P.blocks_x;
+  };
+  set_row(cj);
+  const uint32_t end = t.size;
+  const int tex = YCOCG ? 1 : 0;  // the texture channel: G, else the first
+  for (int st = 0; st < steps; ++st) {
+    const int i = ci, j = cj;
+    int16_t *const wp_row = cur, *const up_row = up;
+    const RowPointers<NC> rec_at = rec_row, ref_at = ref_row;
+    const uint8_t *const modes = mode_row;
+    if (++ci == period) {
+      ci = 0;
+      cj += lanes;
+      set_row(cj);
+    }
+    const bool in_tile = is_lane && i >= 0 && i < w && j < hh;
+    const int sxp = x0 + i;
+    int mode = kSpatial;
+    if (!KEY && in_tile) mode = modes[(sxp << L.sx) / kBlock];
+    const bool active = in_tile && (KEY || mode != kSkip);
+    const int cls = mode_class(mode);
+    int16_t *const wp = wp_row + i * W2;
+    // The reference's bytes (deltas): skipped samples copy them, the others
+    // need them for the T-domain.
+    int refv[NC];
+    if (!KEY && in_tile)
+      for (int c = 0; c < NC; ++c) refv[c] = __ldg(ref_at.at[c] + i * step_of[c]);
+    if (!KEY && in_tile && mode == kSkip) {
       int ch[NC], comp[NC];
-      for (int c = 0; c < NC; ++c) ch[c] = quant_index(*chan_ptr(P.ref, L, c, sxp, syp), P.k);
+      for (int c = 0; c < NC; ++c) {
+        rec_at.at[c][i * step_of[c]] = uint8_t(refv[c]);
+        ch[c] = lu.index[refv[c]];
+      }
       to_components_dev<NC, YCOCG>(ch, comp);
       for (int c = 0; c < NC; ++c) {
         wp[c] = int16_t(comp[c]);
         wp[NC + c] = 0;
       }
     }
-    __syncwarp();
-  }
-
-  const int period = schedule_period(w, lanes);
-  const int steps = schedule_steps(w, hh, lanes);
-  const bool is_lane = lane < lanes;
-  int ci = -kStagger * lane, cj = lane;
-  const uint32_t end = t.size;
-  const int tex = YCOCG ? 1 : 0;  // the texture channel: G, else the first
-  for (int st = 0; st < steps; ++st) {
-    const int i = ci, j = cj;
-    if (++ci == period) {
-      ci = 0;
-      cj += lanes;
+    if (__ballot_sync(kFullWarp, active) == 0) {
+      __syncwarp();
+      continue;
     }
-    bool active = is_lane && i >= 0 && i < w && j < hh;
-    const int sxp = x0 + i, syp = y0 + j;
-    int cls = kClassSpatial, rclass = 0;
-    if (active && !KEY) {
-      const int mode = P.modes[((syp << L.sy) / kBlock) * P.blocks_x + ((sxp << L.sx) / kBlock)];
-      if (mode == kSkip) {
-        active = false;
-      } else {
-        cls = mode_class(mode);
-        if (mode == kTemporal) {
-          const int v = *chan_ptr(P.ref, L, tex, sxp, syp);
-          const int xl = sxp > 0 ? sxp - 1 : sxp, xr = sxp + 1 < L.width ? sxp + 1 : sxp;
-          const int yu = syp > 0 ? syp - 1 : syp, yd = syp + 1 < L.height ? syp + 1 : syp;
-          const int g = iabs(int(*chan_ptr(P.ref, L, tex, xl, syp)) - v) +
-                        iabs(int(*chan_ptr(P.ref, L, tex, xr, syp)) - v) +
-                        iabs(int(*chan_ptr(P.ref, L, tex, sxp, yu)) - v) +
-                        iabs(int(*chan_ptr(P.ref, L, tex, sxp, yd)) - v);
-          rclass = ref_class(g, P.k);
-        }
-      }
+    int rclass = 0;
+    if (!KEY && active && mode == kTemporal) {
+      const int syp = y0 + j;
+      const uint8_t *q = ref_at.at[tex] + i * tex_step;
+      const int v = __ldg(q);
+      const int g = iabs(int(__ldg(q - (sxp > 0 ? tex_step : 0))) - v) +
+                    iabs(int(__ldg(q + (sxp + 1 < L.width ? tex_step : 0))) - v) +
+                    iabs(int(__ldg(q - (syp > 0 ? tex_stride : 0))) - v) +
+                    iabs(int(__ldg(q + (syp + 1 < L.height ? tex_stride : 0))) - v);
+      rclass = (g >= rc1) + (g >= rc2) + (g >= rc3);
     }
-    if (__ballot_sync(kFullWarp, active) == 0) continue;
-    int16_t *wp = work + (size_t(syp) * L.width + sxp) * W2;
     int value[NC];
     int cross = 0;
+    bool bad = false;
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
       int pred = 0, token = 0;
-      bool flip = false, bad = false;
+      bool flip = false;
       if (active) {
         // Neighbours in the class's domain, with the tile's edge rules.
-        const int16_t *q = wp + (cls == kClassSpatial ? 0 : NC) + c;
+        const int dom = (cls == kClassSpatial ? 0 : NC) + c;
         int a, b, cc, d;
         if (j == 0) {
-          a = i > 0 ? q[-W2] : 0;
+          a = i > 0 ? wp[dom - W2] : 0;
           b = cc = d = a;
         } else {
-          b = q[-wstride];
+          const int16_t *q = up_row + i * W2 + dom;
+          b = q[0];
           if (i > 0) {
-            a = q[-W2];
-            cc = q[-wstride - W2];
+            a = wp[dom - W2];
+            cc = q[-W2];
           } else {
             a = cc = b;
           }
-          d = i + 1 < w ? q[-wstride + W2] : b;
+          d = i + 1 < w ? q[W2] : b;
         }
         int ctx;
         if (cls == kClassTemporal) {
-          ctx = activity_bucket(temporal_activity(a, b, cc, d));
+          ctx = bucket_of(lu, temporal_activity(a, b, cc, d));
         } else {
           pred = med(a, b, cc);
-          ctx = activity_bucket(spatial_activity(a, b, cc, d));
+          ctx = bucket_of(lu, spatial_activity(a, b, cc, d));
         }
         if (c > 0) ctx += cross;
         if (cls == kClassTemporal && c == 0) ctx = ctx * kRefClasses + rclass;
         flip = flip_sign(cls, a, b, cc, d);
-        const int dist = L.base[cls][c] + ctx;
-        if (!P.used[dist]) {
-          bad = true;
-        } else {
-          token = decode_symbol(x, P, dist);
-          h = lane_checksum(h, uint32_t(token));
-        }
+        const int dist = base[cls][c] + ctx;
+        // An unused table keeps the state (every token spans all slots) and
+        // makes the tile fail after this step.
+        bad |= !__ldg(P.used + dist);
+        token = decode_symbol(x, P, dist);
+        h = lane_checksum(h, uint32_t(token));
       }
-      if (__any_sync(kFullWarp, bad)) return false;
       if (!renorm(x, active, p, pos, end, lt)) return false;
       const bool extra = active && token >= kDirectTokens;
       uint32_t v = uint32_t(token);
@@ -294,25 +339,50 @@ __device__ bool decode_layer(const Params &P, const TileDev &t, int l, int lanes
       }
       value[c] = pred + r;
     }
-    // Reconstruction and the sample's working values.
-    bool bad = false;
+    // Reconstruction and the sample's working values (the coded domain's
+    // are the decoded values unless a temporal value was clamped; the
+    // other domain's follow from the reconstruction).
     if (active) {
-      int ch[NC];
+      int ch[NC], rv[NC], comp[NC];
       to_channels_dev<NC, YCOCG>(value, ch);
       if (cls == kClassSpatial) {
         for (int c = 0; c < NC; ++c) {
-          if (ch[c] < 0 || ch[c] > max_idx) bad = true;
-          *chan_ptr(P.rec, L, c, sxp, syp) = uint8_t(dequant_index(ch[c], P.k));
+          if (ch[c] < 0 || ch[c] > max_idx) {
+            bad = true;
+            ch[c] = 0;
+          }
+          rv[c] = dequant_index(ch[c], k);
+          rec_at.at[c][i * step_of[c]] = uint8_t(rv[c]);
+          wp[c] = int16_t(value[c]);
         }
-      } else {
+        if (!KEY) {
+          for (int c = 0; c < NC; ++c) ch[c] = lu.diff[rv[c] - refv[c] + 255];
+          to_components_dev<NC, YCOCG>(ch, comp);
+          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(comp[c]);
+        }
+      } else if (!KEY) {
+        bool clamped = false;
         for (int c = 0; c < NC; ++c) {
-          if (ch[c] < -255 || ch[c] > 255) bad = true;
-          const int r = *chan_ptr(P.ref, L, c, sxp, syp);
-          const int vv = r + ch[c] * step;
-          *chan_ptr(P.rec, L, c, sxp, syp) = uint8_t(vv < 0 ? 0 : vv > 255 ? 255 : vv);
+          if (ch[c] < -255 || ch[c] > 255) {
+            bad = true;
+            ch[c] = 0;
+          }
+          const int vv = refv[c] + ch[c] * step;
+          clamped |= vv < 0 || vv > 255;
+          rv[c] = vv < 0 ? 0 : vv > 255 ? 255 : vv;
+          rec_at.at[c][i * step_of[c]] = uint8_t(rv[c]);
         }
+        if (clamped) {
+          for (int c = 0; c < NC; ++c) ch[c] = lu.diff[rv[c] - refv[c] + 255];
+          to_components_dev<NC, YCOCG>(ch, comp);
+          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(comp[c]);
+        } else {
+          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(value[c]);
+        }
+        for (int c = 0; c < NC; ++c) ch[c] = lu.index[rv[c]];
+        to_components_dev<NC, YCOCG>(ch, comp);
+        for (int c = 0; c < NC; ++c) wp[c] = int16_t(comp[c]);
       }
-      if (!bad) store_working<NC, YCOCG, KEY>(P, L, sxp, syp, wp);
     }
     if (__any_sync(kFullWarp, bad)) return false;
     __syncwarp();
@@ -321,6 +391,8 @@ __device__ bool decode_layer(const Params &P, const TileDev &t, int l, int lanes
 }
 
 __global__ void __launch_bounds__(32) decode_tiles_kernel(const Params P) {
+  extern __shared__ int16_t ring[];
+  __shared__ Lookup lu;
   const TileDev t = P.tiles[blockIdx.x];
   const int lane = threadIdx.x;
   const uint8_t *p = P.payload + t.offset;
@@ -341,6 +413,12 @@ __global__ void __launch_bounds__(32) decode_tiles_kernel(const Params P) {
     }
     return;
   }
+  for (int v = lane; v < 511; v += 32) {
+    if (v < 256) lu.index[v] = uint8_t(quant_index(v, P.k));
+    if (v < 81) lu.bucket[v] = uint8_t(activity_bucket(v));
+    lu.diff[v] = int16_t(quant_diff(v - 255, P.k));
+  }
+  __syncwarp();
   const int lanes = t.lanes;
   const unsigned lt = (1u << lane) - 1u;
   const bool is_lane = lane < lanes;
@@ -354,7 +432,6 @@ __global__ void __launch_bounds__(32) decode_tiles_kernel(const Params P) {
   bool ok = !__any_sync(kFullWarp, bad);
   uint32_t pos = 4u * lanes;
   const bool key = P.keyframe != 0;
-  bool has_skipped = false;
   // Block modes: block b by lane b % lanes, in rounds of `lanes` blocks.
   if (ok && !key) {
     if (!P.used[P.mode_dist]) ok = false;
@@ -368,7 +445,6 @@ __global__ void __launch_bounds__(32) decode_tiles_kernel(const Params P) {
         h = lane_checksum(h, uint32_t(mode));
         P.modes[size_t(t.by0 + b / tbw) * P.blocks_x + t.bx0 + b % tbw] = uint8_t(mode);
       }
-      has_skipped |= __any_sync(kFullWarp, act && mode == kSkip);
       if (!renorm(x, act, p, pos, t.size, lt)) ok = false;
     }
     __syncwarp();
@@ -378,12 +454,14 @@ __global__ void __launch_bounds__(32) decode_tiles_kernel(const Params P) {
     if (t.w[l] == 0 || t.h[l] == 0) continue;
     const int variant = L.channels * 4 + L.ycocg * 2 + (key ? 1 : 0);
     switch (variant) {
-#define CODEC2_LAYER(NC, YC)                                                               \
-  case NC * 4 + YC * 2 + 0:                                                                \
-    ok = decode_layer<NC, YC, false>(P, t, l, lanes, lane, lt, x, h, p, pos, has_skipped); \
-    break;                                                                                 \
-  case NC * 4 + YC * 2 + 1:                                                                \
-    ok = decode_layer<NC, YC, true>(P, t, l, lanes, lane, lt, x, h, p, pos, has_skipped);  \
+#define CODEC2_LAYER(NC, YC)                                                           \
+  case NC * 4 + YC * 2 + 0:                                                            \
+    ok = decode_layer<NC, YC, false>(P, lu, t, l, lanes, lane, lt, x, h, p, pos, ring, \
+                                     P.ring_elems);                                    \
+    break;                                                                             \
+  case NC * 4 + YC * 2 + 1:                                                            \
+    ok = decode_layer<NC, YC, true>(P, lu, t, l, lanes, lane, lt, x, h, p, pos, ring,  \
+                                    P.ring_elems);                                     \
     break;
       CODEC2_LAYER(1, 0)
       CODEC2_LAYER(2, 0)
@@ -449,6 +527,14 @@ class CudaDecoder final : public Decoder {
     modes_ = DeviceBuffer(size_t(ls.blocks_x) * ls.blocks_y);
     slot_token_ = DeviceBuffer(size_t(n_dist_) * kProbScale);
     CUDADIFF_CHECK(cudaMemsetAsync(slot_token_.data(), 0, slot_token_.size(), stream_));
+    int optin = 0;
+    CUDADIFF_CHECK(
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.gpu_id()));
+    cudaFuncAttributes attr{};
+    CUDADIFF_CHECK(cudaFuncGetAttributes(&attr, decode_tiles_kernel));
+    max_shared_ = size_t(optin) - attr.sharedSizeBytes;
+    CUDADIFF_CHECK(cudaFuncSetAttribute(
+        decode_tiles_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(max_shared_)));
     failed_ = DeviceBuffer(sizeof(uint32_t));
     failed_host_ = HostBytes(sizeof(uint32_t));
     ctx.synchronize();
@@ -505,7 +591,13 @@ class CudaDecoder final : public Decoder {
     uint8_t *used = s + used_at;
     for (int d = 0; d < n_dist_; ++d) {
       used[d] = reader_.used(d) ? 1 : 0;
-      reader_.symbols(d, sym + size_t(d) * kTokens);
+      if (used[d]) {
+        reader_.symbols(d, sym + size_t(d) * kTokens);
+      } else {
+        // Every token spans all slots: decoding keeps the state (the tile
+        // fails all the same).
+        for (int t = 0; t < kTokens; ++t) sym[size_t(d) * kTokens + t] = kProbScale << 16;
+      }
     }
     std::memcpy(s + payload_at, body + reader_.payload_offset(), payload);
     CUDADIFF_CHECK(cudaMemcpyAsync(upload_.data(), s, total, cudaMemcpyHostToDevice, stream_));
@@ -533,8 +625,19 @@ class CudaDecoder final : public Decoder {
     P.n_layers = n_layers_;
     for (int l = 0; l < kMaxLayers; ++l) P.layer[l] = layer_[l];
     CUDADIFF_CHECK(cudaMemsetAsync(failed_.data(), 0, sizeof(uint32_t), stream_));
+    // Shared memory for the rows of working values of the widest coded tile
+    // (those that do not fit use global memory).
+    size_t ring_bytes = 0;
+    for (size_t ti = 0; ti < n_tiles; ++ti) {
+      if (entries[ti].type != 1) continue;
+      for (int l = 0; l < n_layers_; ++l)
+        ring_bytes = std::max(ring_bytes, size_t(entries[ti].lanes + 1) * tiles[ti].w[l] * 2 *
+                                              layer_[l].channels * sizeof(int16_t));
+    }
+    ring_bytes = std::min(ring_bytes, max_shared_);
+    P.ring_elems = ring_bytes / sizeof(int16_t);
     if (n_tiles > 0) {
-      decode_tiles_kernel<<<unsigned(n_tiles), 32, 0, stream_>>>(P);
+      decode_tiles_kernel<<<unsigned(n_tiles), 32, ring_bytes, stream_>>>(P);
       CUDADIFF_CHECK_LAUNCH("codec2 decode_tiles_kernel");
     }
     CUDADIFF_CHECK(cudaMemcpyAsync(failed_host_.data(), failed_.data(), sizeof(uint32_t),
@@ -571,6 +674,7 @@ class CudaDecoder final : public Decoder {
   detail::BodyReader reader_;
   cudaStream_t stream_ = nullptr;
   size_t frame_bytes_ = 0;
+  size_t max_shared_ = 0;  // dynamic shared memory a block may have
   int n_layers_ = 0, blocks_x_ = 0, n_dist_ = 0;
   LayerDev layer_[kMaxLayers] = {};
   DeviceBuffer picture_[2];  // the picture shown and the one being decoded

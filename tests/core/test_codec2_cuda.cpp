@@ -197,6 +197,16 @@ TEST(Codec2Cuda, ManyLanesCameraLike) {
     }
 }
 
+TEST(Codec2Cuda, WideTiles) {
+  // Tiles 640 samples wide with 32 lanes: their rows of working values do not
+  // fit in shared memory (global memory instead), beside a narrow tile that does.
+  const Geometry wide{40, 4};
+  for (VideoFormat f : {VideoFormat::BGRx, VideoFormat::BGR, VideoFormat::I420}) {
+    compare_sequence(f, 700, 100, Content::Camera, {true, false, false}, {0, 5, 5}, &wide);
+    if (HasFailure()) return;
+  }
+}
+
 TEST(Codec2Cuda, FullHd) {
   compare_sequence(VideoFormat::BGR, 1920, 1080, Content::Camera, {true, false, false}, {5, 5, 5});
 }
