@@ -54,7 +54,15 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  bench::Options opt = bench::parse_options(argc, argv);
+  bench::Options opt = bench::parse_options(argc, argv, "[--tiles BXxBY]");
+  // --tiles: another tile geometry than the encoder's default (blocks of
+  // 16x16 per tile), to see how the decoder scales with tiles and lanes.
+  Geometry geometry;
+  bool own_geometry = false;
+  for (size_t i = 0; i + 1 < opt.positional.size(); ++i)
+    if (opt.positional[i] == "--tiles" && std::sscanf(opt.positional[i + 1].c_str(), "%dx%d",
+                                                      &geometry.tile_bx, &geometry.tile_by) == 2)
+      own_geometry = true;
   const int w = opt.width, h = opt.height;
   const VideoFormat fmt = VideoFormat::BGR;
   const size_t n = frame_size_packed(fmt, w, h);
@@ -81,7 +89,8 @@ int main(int argc, char **argv) {
 
   for (int k : {0, 5, 10, 20}) {
     // The bodies: a keyframe, then deltas, in pinned host memory.
-    auto enc = Encoder::create(*cpu, fmt, w, h);
+    if (!own_geometry) geometry = default_geometry(fmt, w, h);
+    auto enc = Encoder::create(*cpu, fmt, w, h, &geometry);
     std::vector<HostBytes> bodies(static_cast<size_t>(frames));
     size_t delta_bytes = 0;
     for (int t = 0; t < frames; ++t) {
@@ -116,7 +125,9 @@ int main(int argc, char **argv) {
         }
       for (int key = 1; key >= 0; --key) {
         bench::Row row;
-        row.operation = "codec2 decode " + std::to_string(w) + "x" + std::to_string(h) + " BGR";
+        row.operation = "codec2 decode " + std::to_string(w) + "x" + std::to_string(h) +
+                        " BGR, tiles " + std::to_string(geometry.tile_bx) + "x" +
+                        std::to_string(geometry.tile_by);
         row.implementation =
             std::string(impl.name) + " k=" + std::to_string(k) + (key ? " keyframe" : " delta");
         const std::vector<double> &v = key ? key_ms : delta_ms;

@@ -318,10 +318,27 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const TileDev &t
         token = decode_symbol(x, P, dist);
         h = lane_checksum(h, uint32_t(token));
       }
-      if (!renorm(x, active, p, pos, end, lt)) return false;
+      // The token's renormalisation (and, in the same round of votes,
+      // whether any lane has raw bits to read after it).
       const bool extra = active && token >= kDirectTokens;
+      bool any_extra;
+      {
+        const uint32_t n = !active ? 0u : x < (1u << 15) ? 2u : x < kRansLow ? 1u : 0u;
+        const uint32_t one = __ballot_sync(kFullWarp, n & 1u);
+        const uint32_t two = __ballot_sync(kFullWarp, n & 2u);
+        any_extra = __any_sync(kFullWarp, extra);
+        if (one | two) {
+          const uint32_t total = __popc(one) + 2u * __popc(two);
+          if (end - pos < total) return false;
+          if (n) {
+            const uint32_t at = pos + __popc(one & lt) + 2u * __popc(two & lt);
+            x = n == 1 ? (x << 8) | p[at] : (x << 16) | uint32_t(p[at]) << 8 | p[at + 1];
+          }
+          pos += total;
+        }
+      }
       uint32_t v = uint32_t(token);
-      if (__any_sync(kFullWarp, extra)) {
+      if (any_extra) {
         const int nbits = extra ? token_extra_bits(token) : 0;
         const uint32_t bits = x & ((1u << nbits) - 1);
         x >>= nbits;
