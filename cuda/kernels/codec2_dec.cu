@@ -5,8 +5,8 @@
 // Per body:
 //   1. the host reads the header, the tables and the tile table with the
 //      reference's own code (codec2_body.h), so both backends refuse the same
-//      bodies there; the tile list, each table's cumulative frequencies and
-//      the payloads go to the device in one copy;
+//      bodies there; the tile list and each table's cumulative frequencies
+//      go to the device in one copy, the payloads in another;
 //   2. slot_tables_kernel: per used table, the token of each of its 4096 slots;
 //   3. decode_tiles_kernel: one warp per tile, one thread per rANS lane.
 //      Block modes in rounds of `lanes` blocks, then each layer in the
@@ -572,17 +572,17 @@ class CudaDecoder final : public Decoder {
     const size_t payload = n - reader_.payload_offset();
     if (payload > UINT32_MAX) return fail("body too large");
 
-    // Staging: tiles, symbols, used flags, payloads; one copy.
+    // Staging: tiles, symbols, used flags; one copy.
     const size_t tiles_at = 0;
     const size_t sym_at = align_up(tiles_at + n_tiles * sizeof(TileDev), 16);
     const size_t used_at = align_up(sym_at + size_t(n_dist_) * kTokens * sizeof(uint32_t), 16);
-    const size_t payload_at = align_up(used_at + size_t(n_dist_), 16);
-    const size_t total = payload_at + payload + 16;
+    const size_t total = used_at + size_t(n_dist_);
     ctx_.activate();
     if (staging_.capacity() < total) {
       staging_.reserve(total + total / 4);
       upload_ = DeviceBuffer(staging_.capacity());
     }
+    if (payload_.size() < payload + 16) payload_ = DeviceBuffer(payload + payload / 4 + 16);
     staging_.resize(total);
     uint8_t *s = staging_.data();
     TileDev *td = reinterpret_cast<TileDev *>(s + tiles_at);
@@ -616,8 +616,12 @@ class CudaDecoder final : public Decoder {
         for (int t = 0; t < kTokens; ++t) sym[size_t(d) * kTokens + t] = kProbScale << 16;
       }
     }
-    std::memcpy(s + payload_at, body + reader_.payload_offset(), payload);
     CUDADIFF_CHECK(cudaMemcpyAsync(upload_.data(), s, total, cudaMemcpyHostToDevice, stream_));
+    // The payloads straight from the caller's body (pinned or not: the
+    // stream is waited for before decode() returns).
+    if (payload > 0)
+      CUDADIFF_CHECK(cudaMemcpyAsync(payload_.data(), body + reader_.payload_offset(), payload,
+                                     cudaMemcpyHostToDevice, stream_));
 
     slot_tables_kernel<<<n_dist_, 256, 0, stream_>>>(
         reinterpret_cast<const uint32_t *>(upload_.data() + sym_at), upload_.data() + used_at,
@@ -629,7 +633,7 @@ class CudaDecoder final : public Decoder {
     P.rec = picture_[1 - current_].data();
     for (int l = 0; l < kMaxLayers; ++l) P.work[l] = work_[l].as<int16_t>();
     P.modes = modes_.data();
-    P.payload = upload_.data() + payload_at;
+    P.payload = payload_.data();
     P.tiles = reinterpret_cast<const TileDev *>(upload_.data() + tiles_at);
     P.sym = reinterpret_cast<const uint32_t *>(upload_.data() + sym_at);
     P.slot_token = slot_token_.data();
@@ -696,7 +700,7 @@ class CudaDecoder final : public Decoder {
   LayerDev layer_[kMaxLayers] = {};
   DeviceBuffer picture_[2];  // the picture shown and the one being decoded
   int current_ = 0;
-  DeviceBuffer work_[kMaxLayers], modes_, slot_token_, failed_, upload_;
+  DeviceBuffer work_[kMaxLayers], modes_, slot_token_, failed_, upload_, payload_;
   HostBytes staging_, failed_host_;
 };
 
