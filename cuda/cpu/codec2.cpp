@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cudadiff/codec2_body.h"
 #include "cudadiff/codec2_rules.h"
 #include "../src/codec2_encoder.h"
 
@@ -147,11 +148,38 @@ bool read_body_header(const uint8_t *body, size_t n, BodyHeader *h, std::string 
   return true;
 }
 
+namespace detail {
+std::vector<Tile> make_tiles(const LayerSet &ls, const Geometry &g) {
+  std::vector<Tile> tiles;
+  for (int by = 0; by < ls.blocks_y; by += g.tile_by)
+    for (int bx = 0; bx < ls.blocks_x; bx += g.tile_bx) {
+      Tile t;
+      t.bx0 = bx;
+      t.by0 = by;
+      t.bx1 = std::min(ls.blocks_x, bx + g.tile_bx);
+      t.by1 = std::min(ls.blocks_y, by + g.tile_by);
+      for (int l = 0; l < ls.count; ++l) {
+        const Layer &ly = ls.layer[l];
+        const int x0 = (t.bx0 * kBlock) >> ly.sx,
+                  x1 = std::min(ly.width, (t.bx1 * kBlock) >> ly.sx);
+        const int y0 = (t.by0 * kBlock) >> ly.sy,
+                  y1 = std::min(ly.height, (t.by1 * kBlock) >> ly.sy);
+        t.x0[l] = x0;
+        t.y0[l] = y0;
+        t.w[l] = std::max(0, x1 - x0);
+        t.h[l] = std::max(0, y1 - y0);
+        t.raw_bytes += size_t(t.w[l]) * t.h[l] * ly.channels;
+      }
+      tiles.push_back(t);
+    }
+  return tiles;
+}
+}  // namespace detail
+
 namespace {
 
 using detail::kNoSymbol;
 using detail::Symbol;
-using detail::Tile;
 using detail::TileSymbols;
 
 // ---------------------------------------------------------------------------
@@ -648,37 +676,8 @@ void store(const Picture &pic, const LayerSet &ls, const FrameView &f) {
 // ---------------------------------------------------------------------------
 // Tiles
 
-}  // namespace
-
-std::vector<Tile> detail::make_tiles(const LayerSet &ls, const Geometry &g) {
-  std::vector<Tile> tiles;
-  for (int by = 0; by < ls.blocks_y; by += g.tile_by)
-    for (int bx = 0; bx < ls.blocks_x; bx += g.tile_bx) {
-      Tile t;
-      t.bx0 = bx;
-      t.by0 = by;
-      t.bx1 = std::min(ls.blocks_x, bx + g.tile_bx);
-      t.by1 = std::min(ls.blocks_y, by + g.tile_by);
-      for (int l = 0; l < ls.count; ++l) {
-        const Layer &ly = ls.layer[l];
-        const int x0 = (t.bx0 * kBlock) >> ly.sx,
-                  x1 = std::min(ly.width, (t.bx1 * kBlock) >> ly.sx);
-        const int y0 = (t.by0 * kBlock) >> ly.sy,
-                  y1 = std::min(ly.height, (t.by1 * kBlock) >> ly.sy);
-        t.x0[l] = x0;
-        t.y0[l] = y0;
-        t.w[l] = std::max(0, x1 - x0);
-        t.h[l] = std::max(0, y1 - y0);
-        t.raw_bytes += size_t(t.w[l]) * t.h[l] * ly.channels;
-      }
-      tiles.push_back(t);
-    }
-  return tiles;
-}
-
-namespace {
-
 using detail::make_tiles;
+using detail::Tile;
 
 // Neighbours of sample (i, j) of a tile in a plane of values (row stride
 // `stride`, `p` at the sample), with the tile's edge rules: a left, b above,
@@ -1664,6 +1663,99 @@ FrameStats CpuEncoder::assemble(bool keyframe, int threshold, const uint8_t *mod
 // ---------------------------------------------------------------------------
 // The decoder
 
+// The tile table of a body: per tile its type, lanes and payload offset
+// (from the first payload; offset[n] is the payloads' total), and where the
+// first payload starts in the body.
+struct TileTable {
+  std::vector<int> type, lanes;
+  std::vector<size_t> offset;
+  size_t payload_at = 0;
+};
+
+// Steps 2 and 3 of decoding a body (docs/stream-format.md, "Decoding a
+// body"): its tables (`prev`: the previous frame's) and its tile table;
+// false with the reason.
+bool read_tables_and_tile_table(const DistLayout &dl, const LayerSet &ls,
+                                const std::vector<Tile> &tiles, const BodyHeader &h,
+                                const uint8_t *body, size_t n, const Model &prev, Model &model,
+                                TileTable &tt, std::string *why) {
+  auto fail_with = [&](const char *reason) {
+    *why = reason;
+    return false;
+  };
+  // Tables.
+  BitReader br(body + kBodyHeaderBytes, n - kBodyHeaderBytes);
+  model.tables.assign(dl.count, Table{});
+  int last_used = -1;
+  for (const DistGroup &g : listed_groups(dl, ls, h.keyframe)) {
+    uint32_t any;
+    if (!br.get(1, &any)) return fail_with("truncated in its tables");
+    if (!any) continue;
+    for (int d = g.first; d < g.end; ++d) {
+      uint32_t used, reuse = 0, copy = 0;
+      if (!br.get(1, &used)) return fail_with("truncated in its tables");
+      if (!used) continue;
+      if (!h.keyframe) {
+        if (!br.get(1, &reuse)) return fail_with("truncated in its tables");
+        reuse = !reuse;  // 0: the previous frame's table
+      }
+      if (!reuse && !br.get(1, &copy)) return fail_with("truncated in its tables");
+      if (reuse) {
+        if (!prev.tables[d].used)
+          return fail_with("reuses a table the previous frame did not have");
+        model.tables[d] = prev.tables[d];
+      } else if (copy) {
+        if (last_used < 0) return fail_with("copies a table before the first one");
+        model.tables[d] = model.tables[last_used];
+      } else if (!read_table(br, &model.tables[d])) {
+        return fail_with("damaged frequency table");
+      }
+      last_used = d;
+    }
+  }
+  if (!h.keyframe && model.tables[dl.mode].used && model.tables[dl.mode].n > kModes)
+    return fail_with("block-mode table with more than four modes");
+  size_t at = kBodyHeaderBytes + br.bytes_used();
+
+  // Tile sizes.
+  const size_t n_tiles = tiles.size();
+  std::vector<int> &type = tt.type, &lanes = tt.lanes;
+  std::vector<size_t> &offset = tt.offset;
+  type.assign(n_tiles, 0);
+  lanes.assign(n_tiles, 1);
+  offset.assign(n_tiles + 1, 0);
+  size_t total = 0;
+  for (size_t ti = 0; ti < n_tiles; ++ti) {
+    uint64_t v = 0;
+    int shift = 0;
+    for (;;) {
+      if (at >= n) return fail_with("truncated in its tile table");
+      if (shift > 35) return fail_with("tile size too large");
+      const uint8_t byte = body[at++];
+      v |= uint64_t(byte & 0x7f) << shift;
+      shift += 7;
+      if (!(byte & 0x80)) break;
+    }
+    type[ti] = int(v & 3);
+    lanes[ti] = int((v >> 2) & 31) + 1;
+    const uint64_t size = v >> 7;
+    if (type[ti] == 3) return fail_with("unknown tile type");
+    if (type[ti] != 1 && lanes[ti] != 1) return fail_with("lanes given for an uncoded tile");
+    if (type[ti] == 0 && (h.keyframe || size != 0)) return fail_with("bad skipped tile");
+    if (type[ti] == 2 && size != tiles[ti].raw_bytes)
+      return fail_with("raw tile of the wrong size");
+    if (type[ti] == 1 && size < 4u * lanes[ti])
+      return fail_with("coded tile shorter than its states");
+    if (size > n) return fail_with("tile larger than the body");
+    offset[ti] = total;
+    total += size_t(size);
+  }
+  offset[n_tiles] = total;
+  if (total != n - at) return fail_with("tile sizes do not add up to the body size");
+  tt.payload_at = at;
+  return true;
+}
+
 class CpuDecoder final : public Decoder {
  public:
   CpuDecoder(VideoFormat format, int width, int height) {
@@ -1736,39 +1828,15 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
   }
   q_.set(h.threshold);
 
-  // Tables.
-  BitReader br(body + kBodyHeaderBytes, n - kBodyHeaderBytes);
+  // Tables and tile table.
   Model model;
-  model.tables.assign(dl_.count, Table{});
-  int last_used = -1;
-  for (const DistGroup &g : listed_groups(dl_, ls_, h.keyframe)) {
-    uint32_t any;
-    if (!br.get(1, &any)) return fail("truncated in its tables");
-    if (!any) continue;
-    for (int d = g.first; d < g.end; ++d) {
-      uint32_t used, reuse = 0, copy = 0;
-      if (!br.get(1, &used)) return fail("truncated in its tables");
-      if (!used) continue;
-      if (!h.keyframe) {
-        if (!br.get(1, &reuse)) return fail("truncated in its tables");
-        reuse = !reuse;  // 0: the previous frame's table
-      }
-      if (!reuse && !br.get(1, &copy)) return fail("truncated in its tables");
-      if (reuse) {
-        if (!prev_.tables[d].used) return fail("reuses a table the previous frame did not have");
-        model.tables[d] = prev_.tables[d];
-      } else if (copy) {
-        if (last_used < 0) return fail("copies a table before the first one");
-        model.tables[d] = model.tables[last_used];
-      } else if (!read_table(br, &model.tables[d])) {
-        return fail("damaged frequency table");
-      }
-      last_used = d;
-    }
-  }
-  if (!h.keyframe && model.tables[dl_.mode].used && model.tables[dl_.mode].n > kModes)
-    return fail("block-mode table with more than four modes");
-  size_t at = kBodyHeaderBytes + br.bytes_used();
+  TileTable tt;
+  if (!read_tables_and_tile_table(dl_, ls_, tiles_, h, body, n, prev_, model, tt, &why))
+    return fail(why);
+  const size_t at = tt.payload_at;
+  const std::vector<int> &type = tt.type, &lanes = tt.lanes;
+  const std::vector<size_t> &offset = tt.offset;
+  const size_t n_tiles = tiles_.size();
 
   // Unused tables decode (any slot gives some token, the state stays) but
   // mark the tile bad.
@@ -1779,37 +1847,6 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
     else
       dtab_[d].set_unused();
   }
-
-  // Tile sizes.
-  const size_t n_tiles = tiles_.size();
-  std::vector<int> type(n_tiles), lanes(n_tiles);
-  std::vector<size_t> offset(n_tiles + 1);
-  size_t total = 0;
-  for (size_t ti = 0; ti < n_tiles; ++ti) {
-    uint64_t v = 0;
-    int shift = 0;
-    for (;;) {
-      if (at >= n) return fail("truncated in its tile table");
-      if (shift > 35) return fail("tile size too large");
-      const uint8_t byte = body[at++];
-      v |= uint64_t(byte & 0x7f) << shift;
-      shift += 7;
-      if (!(byte & 0x80)) break;
-    }
-    type[ti] = int(v & 3);
-    lanes[ti] = int((v >> 2) & 31) + 1;
-    const uint64_t size = v >> 7;
-    if (type[ti] == 3) return fail("unknown tile type");
-    if (type[ti] != 1 && lanes[ti] != 1) return fail("lanes given for an uncoded tile");
-    if (type[ti] == 0 && (h.keyframe || size != 0)) return fail("bad skipped tile");
-    if (type[ti] == 2 && size != tiles_[ti].raw_bytes) return fail("raw tile of the wrong size");
-    if (type[ti] == 1 && size < 4u * lanes[ti]) return fail("coded tile shorter than its states");
-    if (size > n) return fail("tile larger than the body");
-    offset[ti] = total;
-    total += size_t(size);
-  }
-  offset[n_tiles] = total;
-  if (total != n - at) return fail("tile sizes do not add up to the body size");
 
   size_t samples = 0;
   for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
@@ -2219,6 +2256,90 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
 }  // namespace
 
 namespace detail {
+
+struct BodyReader::State {
+  LayerSet ls;
+  DistLayout dl;
+  Geometry geometry{0, 0};
+  std::vector<Tile> tiles;
+  BodyHeader header;
+  Model prev, model;
+  TileTable tt;
+  std::vector<TileEntry> entries;
+};
+
+BodyReader::BodyReader(VideoFormat format, int width, int height) : state_(new State) {
+  state_->ls = layers_of(format, width, height);
+  if (state_->ls.count == 0) throw Error("codec2 decoder: unknown format or empty size");
+  state_->dl = DistLayout(state_->ls);
+  state_->prev.tables.assign(state_->dl.count, Table{});
+}
+BodyReader::~BodyReader() = default;
+
+bool BodyReader::read(const uint8_t *body, size_t n, bool has_reference, std::string *why) {
+  State &s = *state_;
+  BodyHeader h;
+  if (!read_body_header(body, n, &h, why)) return false;
+  if (!h.keyframe && !has_reference) {
+    *why = "a delta without a previous frame (waiting for a keyframe)";
+    return false;
+  }
+  if (h.geometry.tile_bx != s.geometry.tile_bx || h.geometry.tile_by != s.geometry.tile_by) {
+    s.tiles = make_tiles(s.ls, h.geometry);
+    s.geometry = h.geometry;
+  }
+  if (!read_tables_and_tile_table(s.dl, s.ls, s.tiles, h, body, n, s.prev, s.model, s.tt, why))
+    return false;
+  s.header = h;
+  s.entries.resize(s.tiles.size());
+  for (size_t ti = 0; ti < s.tiles.size(); ++ti) {
+    TileEntry &e = s.entries[ti];
+    e.type = s.tt.type[ti];
+    e.lanes = s.tt.lanes[ti];
+    e.offset = s.tt.offset[ti];
+    e.size = s.tt.offset[ti + 1] - s.tt.offset[ti];
+  }
+  return true;
+}
+void BodyReader::commit() {
+  std::swap(state_->prev, state_->model);
+}
+const BodyHeader &BodyReader::header() const {
+  return state_->header;
+}
+size_t BodyReader::payload_offset() const {
+  return state_->tt.payload_at;
+}
+const std::vector<Tile> &BodyReader::tiles() const {
+  return state_->tiles;
+}
+const std::vector<TileEntry> &BodyReader::entries() const {
+  return state_->entries;
+}
+const LayerSet &BodyReader::layers() const {
+  return state_->ls;
+}
+int BodyReader::distributions() const {
+  return state_->dl.count;
+}
+int BodyReader::mode_distribution() const {
+  return state_->dl.mode;
+}
+int BodyReader::base(int layer, int cls, int comp) const {
+  return state_->dl.base[layer][cls][comp];
+}
+bool BodyReader::used(int d) const {
+  return state_->model.tables[d].used;
+}
+void BodyReader::symbols(int d, uint32_t out[kTokens]) const {
+  const Table &t = state_->model.tables[d];
+  for (int i = 0; i < kTokens; ++i)
+    out[i] = i < t.n ? uint32_t(t.cum[i]) | uint32_t(t.freq[i]) << 16 : kProbScale;
+}
+
+}  // namespace detail
+
+namespace detail {
 std::unique_ptr<Encoder> make_cpu_encoder(VideoFormat format, int width, int height,
                                           const Geometry &geometry) {
   return std::make_unique<CpuEncoder>(format, width, height, geometry);
@@ -2245,9 +2366,11 @@ std::unique_ptr<Encoder> Encoder::create(const Context &ctx, VideoFormat format,
 
 std::unique_ptr<Decoder> Decoder::create(const Context &ctx, VideoFormat format, int width,
                                          int height) {
-  if (ctx.is_cuda())
-    // Here detail::make_cuda_decoder(ctx, format, width, height) once it exists.
-    throw Error("codec2: the CUDA backend is not implemented yet; use a CPU context");
+#if CUDADIFF_HAVE_CUDA
+  if (ctx.is_cuda()) return detail::make_cuda_decoder(ctx, format, width, height);
+#else
+  if (ctx.is_cuda()) throw Error("codec2: this build has no CUDA backend; use a CPU context");
+#endif
   return detail::make_cpu_decoder(format, width, height);
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cudadiff/codec2.h"
+#include "cudadiff/codec2_body.h"  // Tile, make_tiles()
 #include "cudadiff/codec2_rules.h"
 
 namespace cudadiff {
@@ -32,16 +33,6 @@ struct Symbol {
 };
 static_assert(sizeof(Symbol) == 6, "Symbol is copied between backends as 6 bytes");
 constexpr uint16_t kNoSymbol = 0xffff;
-
-// A tile: blocks [bx0, bx1) x [by0, by1), and per layer its samples
-// [x0, x0 + w) x [y0, y0 + h).
-struct Tile {
-  int bx0, by0, bx1, by1;
-  int x0[kMaxLayers], y0[kMaxLayers];
-  int w[kMaxLayers], h[kMaxLayers];
-  size_t raw_bytes = 0;  // bytes of a raw tile
-};
-std::vector<Tile> make_tiles(const LayerSet &ls, const Geometry &g);
 
 // A tile's symbols as the back end reads them: its block modes in raster
 // order (deltas only), then layer by layer its w x h samples in raster

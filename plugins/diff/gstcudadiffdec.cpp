@@ -100,9 +100,8 @@ struct DecState {
   GstCudaDiffCudaShare share;  // the pipeline's CUDA context
   std::unique_ptr<cudadiff::Context> ctx;
   std::unique_ptr<diff::DiffDecoder> decoder;  // version 1
-  // Version 2: the codec2 decoder, on the CPU (cpu_ctx) whatever the
-  // backend until codec2 has a CUDA implementation.
-  std::unique_ptr<cudadiff::Context> cpu_ctx;
+  // Version 2: the codec2 decoder, on the element's backend (its picture
+  // on the GPU with CUDA).
   std::unique_ptr<codec2::Decoder> decoder2;
   std::unique_ptr<stream::Reader> reader;  // its scratch and zstd context, start to stop
   stream::Parser parser;
@@ -240,7 +239,6 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
   st->ctx = gst_cudadiff_open_shared_context(GST_ELEMENT(self), backend, device_id, &st->share);
   try {
     cudadiff::ContextScope scope(st->ctx.get());
-    st->cpu_ctx = cudadiff::Context::cpu();
     st->reader = std::make_unique<stream::Reader>();
   } catch (const cudadiff::Error &e) {
     gst_cudadiff_post_error(GST_ELEMENT(self), "starting", e);
@@ -273,7 +271,6 @@ static gboolean gst_cudadiff_dec_stop(GstVideoDecoder *decoder) {
   st->reader.reset();
   st->entries = std::vector<diff::SuperblockEntry>();
   st->ctx.reset();
-  st->cpu_ctx.reset();
   st->share.release();
   return TRUE;
 }
@@ -411,7 +408,7 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
   const GstVideoFormat gst_format = gst_cudadiff_format_to_gst(h.format);
   st->drop_codec();
   if (h.version == stream::kVersion2) {
-    st->decoder2 = codec2::Decoder::create(*st->cpu_ctx, h.format, int(h.width), int(h.height));
+    st->decoder2 = codec2::Decoder::create(*st->ctx, h.format, int(h.width), int(h.height));
   } else {
     st->decoder = diff::DiffDecoder::create(*st->ctx, h.format, int(h.width), int(h.height));
     st->reader->reserve(h.frame_bytes());
@@ -442,10 +439,9 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
   GST_OBJECT_UNLOCK(self);
   gst_cudadiff_output_state_prefer_cuda(GST_VIDEO_DECODER_SRC_PAD(self), out, cuda);
   gst_video_codec_state_unref(out);
-  GST_INFO_OBJECT(
-      self, "stream version %u: %s %ux%u at %u/%u fps on %s", h.version,
-      cudadiff::format_name(h.format), h.width, h.height, h.fps_n, h.fps_d,
-      cudadiff::backend_name(st->decoder2 ? cudadiff::Backend::Cpu : st->ctx->backend()));
+  GST_INFO_OBJECT(self, "stream version %u: %s %ux%u at %u/%u fps on %s", h.version,
+                  cudadiff::format_name(h.format), h.width, h.height, h.fps_n, h.fps_d,
+                  cudadiff::backend_name(st->ctx->backend()));
   if (!gst_video_decoder_negotiate(GST_VIDEO_DECODER(self))) {
     st->drop_codec();
     return false;
@@ -728,8 +724,8 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   p.sender_duration = h.duration;
   // Version 1 into CUDA memory (the pipeline's context): the frame is
   // written where it is, on the GPU; wait_frame() waits for it before it is
-  // pushed. Version 2 is decoded by the CPU core, which writes through host
-  // pointers: without the share the buffer is mapped on the host, and
+  // pushed. Version 2 writes its picture (from the GPU with CUDA) into a
+  // buffer mapped on the host, and has finished when write_frame() returns;
   // GStreamer uploads CUDA memory when it is next mapped on the device.
   bool on_device = false;
   const gboolean mapped =
@@ -742,12 +738,11 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     return GST_FLOW_ERROR;
   }
   try {
-    if (st->decoder2) {
+    cudadiff::ContextScope scope(st->ctx.get());
+    if (st->decoder2)
       st->decoder2->write_frame(gst_cudadiff_frame_view(&p.out));
-    } else {
-      cudadiff::ContextScope scope(st->ctx.get());
+    else
       st->decoder->submit_write_frame(gst_cudadiff_frame_view(&p.out));
-    }
   } catch (const cudadiff::Error &e) {
     gst_video_frame_unmap(&p.out);
     gst_cudadiff_post_error(GST_ELEMENT(self), "writing a decoded frame", e);
@@ -755,7 +750,7 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     return GST_FLOW_ERROR;
   }
   // The frame before this one (overlap), then this one now or later; a
-  // version 2 frame is complete already (written on the CPU).
+  // version 2 frame is complete already.
   ret = finish_pending(self);
   st->pending = p;
   st->has_pending = true;

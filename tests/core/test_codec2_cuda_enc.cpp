@@ -3,7 +3,7 @@
 // of deltas on random frames (raw tiles), smooth moving scenes, and scenes
 // with static regions (skipped, temporal and spatial blocks), from packed
 // and padded device frames; the reference and the frame statistics are the
-// CPU's too, and the CPU decoder shows the encoder's reference.
+// CPU's too, and the CPU and CUDA decoders show the encoder's reference.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -107,8 +107,9 @@ Totals compare(VideoFormat fmt, int w, int h, Content content, const std::vector
   auto cenc = Encoder::create(*cpu, fmt, w, h, geometry);
   auto genc = Encoder::create(*gpu, fmt, w, h, geometry);
   auto dec = Decoder::create(*cpu, fmt, w, h);
+  auto gdec = Decoder::create(*gpu, fmt, w, h);
   DeviceBuffer packed(frame_size_packed(fmt, w, h));
-  HostBytes cbody, gbody, cref, gref, dref;
+  HostBytes cbody, gbody, cref, gref, dref, gdref;
   Totals totals;
   for (int t = 0; t < frames; ++t) {
     const int k = ks[size_t(t) % ks.size()];
@@ -145,6 +146,10 @@ Totals compare(VideoFormat fmt, int w, int h, Content content, const std::vector
     EXPECT_TRUE(dec->decode(gbody.data(), gbody.size(), &err)) << where << ": " << err;
     dec->read_reference(dref);
     EXPECT_TRUE(bytes_of(dref) == bytes_of(gref)) << where << ": the decoder shows another picture";
+    EXPECT_TRUE(gdec->decode(gbody.data(), gbody.size(), &err)) << where << ": " << err;
+    gdec->read_reference(gdref);
+    EXPECT_TRUE(bytes_of(gdref) == bytes_of(gref))
+        << where << ": the CUDA decoder shows another picture";
     for (int i = 0; i < kModes; ++i) totals.blocks[i] += gs.blocks[i];
     for (int i = 0; i < 3; ++i) totals.tiles[i] += gs.tiles[i];
     if (::testing::Test::HasFailure()) break;

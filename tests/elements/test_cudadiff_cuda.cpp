@@ -1,8 +1,9 @@
 // cudadiffenc/cudadiffdec: backend=cuda and backend=cpu give identical packets
 // (byte for byte, headers included) and identical pictures, for every format,
 // odd sizes, lossless and lossy thresholds, with and without zstd, in stream
-// version 1 (the CUDA kernels) and version 2 (coded on the CPU with either
-// backend until codec2 has a CUDA implementation). Needs a device: exits 77
+// version 1 (the CUDA kernels) and version 2 (encoded on the CPU with either
+// backend until codec2 has a CUDA encoder; decoded on the element's backend).
+// Needs a device: exits 77
 // without one.
 #include <gst/check/gstharness.h>
 #include <gtest/gtest.h>

@@ -1,0 +1,147 @@
+// The version 2 codec's decoder core at 1920x1080 BGR (default): time per
+// frame of Decoder::decode() from a body in pinned host memory to the
+// picture (CPU: host memory; CUDA: device memory, where it stays), for
+// k = 0, 5, 10, 20, on camera-like frames that pan, with a moving object
+// and per-pixel noise that wanders (a random walk): a keyframe, then deltas.
+// CUDA's time includes reading the body's header, tables and tile table on
+// the host, copying the body to the device, the kernels and the one
+// synchronisation. The H2D copy of one 1080p frame from pinned memory is
+// measured in the same run as the ceiling (the copy a decoder on the host
+// side would need to ship the frame to the GPU).
+//   RESULT|codec2 decode|<impl> k=<k> <key|delta>|median ms|body bytes|0|note
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "cudadiff/codec2.h"
+#include "frames.h"
+
+using namespace cudadiff;
+using namespace cudadiff::codec2;
+
+namespace {
+
+// Frame t of the sequence: a panning textured picture, a moving object, and
+// `walk` (per-byte noise that wanders by -1, 0, +1 each frame, within +-12).
+void make_frame(testing_util::HostFrame &f, int t, std::vector<int8_t> &walk, std::mt19937 &gen) {
+  const int w = f.view.width, h = f.view.height, ps = format_info(f.view.format).pixel_stride[0];
+  for (int y = 0; y < h; ++y) {
+    uint8_t *row = f.view.row(0, y);
+    int8_t *wr = walk.data() + size_t(y) * w * ps;
+    for (int x = 0; x < w * ps; ++x) {
+      const int px = x / ps + 2 * t, py = y + t, c = x % ps;
+      int v = 70 + (px * 3 + py * 2) % 90 + ((px / 40 + py / 30) % 2) * 50 + c * 9;
+      const int ox = (8 * t) % w, oy = (4 * t) % h;
+      if (std::abs(x / ps - ox) < 60 && std::abs(y - oy) < 40) v = 220 - (x / ps - ox);
+      const int step = int(gen() % 3) - 1;
+      wr[x] = int8_t(std::clamp(wr[x] + step, -12, 12));
+      row[x] = uint8_t(std::clamp(v + wr[x], 0, 255));
+    }
+  }
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  bench::Options opt = bench::parse_options(argc, argv, "[--tiles BXxBY]");
+  // --tiles: another tile geometry than the encoder's default (blocks of
+  // 16x16 per tile), to see how the decoder scales with tiles and lanes.
+  Geometry geometry;
+  bool own_geometry = false;
+  for (size_t i = 0; i + 1 < opt.positional.size(); ++i)
+    if (opt.positional[i] == "--tiles" && std::sscanf(opt.positional[i + 1].c_str(), "%dx%d",
+                                                      &geometry.tile_bx, &geometry.tile_by) == 2)
+      own_geometry = true;
+  const int w = opt.width, h = opt.height;
+  const VideoFormat fmt = VideoFormat::BGR;
+  const size_t n = frame_size_packed(fmt, w, h);
+  const int frames = std::max(2, opt.frames);
+  const int rounds = std::max(1, opt.runs / frames);
+  bench::Report report;
+  std::unique_ptr<Context> cpu = Context::cpu();
+  std::unique_ptr<Context> gpu;
+  std::string why;
+  if (opt.cuda && device_count(&why) > 0) gpu = Context::cuda(0);
+  bench::describe_machine(report, gpu.get());
+  if (opt.cuda && !gpu) {
+    std::printf("SKIP: no usable CUDA device (%s)\n", why.c_str());
+    if (!opt.cpu) return 77;
+  }
+
+  std::mt19937 gen(testing_util::test_seed());
+  std::vector<testing_util::HostFrame> input;
+  std::vector<int8_t> walk(n, 0);
+  for (int t = 0; t < frames; ++t) {
+    input.emplace_back(fmt, w, h);
+    make_frame(input.back(), t, walk, gen);
+  }
+
+  for (int k : {0, 5, 10, 20}) {
+    // The bodies: a keyframe, then deltas, in pinned host memory.
+    if (!own_geometry) geometry = default_geometry(fmt, w, h);
+    auto enc = Encoder::create(*cpu, fmt, w, h, &geometry);
+    std::vector<HostBytes> bodies(static_cast<size_t>(frames));
+    size_t delta_bytes = 0;
+    for (int t = 0; t < frames; ++t) {
+      enc->encode(input[t].view, k, t == 0, bodies[t]);
+      if (t > 0) delta_bytes += bodies[t].size();
+    }
+    const std::string sizes = "keyframe " + std::to_string(bodies[0].size()) + " B, deltas " +
+                              std::to_string(delta_bytes / (frames - 1)) + " B on average";
+    struct Impl {
+      const char *name;
+      const Context *ctx;
+    };
+    std::vector<Impl> impls;
+    if (opt.cpu) impls.push_back({"cpu", cpu.get()});
+    if (gpu) impls.push_back({"cuda", gpu.get()});
+    for (const Impl &impl : impls) {
+      auto dec = Decoder::create(*impl.ctx, fmt, w, h);
+      std::vector<double> key_ms, delta_ms;
+      std::string err;
+      for (int r = 0; r < rounds + 1; ++r)  // the first round warms up
+        for (int t = 0; t < frames; ++t) {
+          const auto t0 = std::chrono::steady_clock::now();
+          const bool ok = dec->decode(bodies[t].data(), bodies[t].size(), &err);
+          const auto t1 = std::chrono::steady_clock::now();
+          if (!ok) {
+            std::fprintf(stderr, "decode failed: %s\n", err.c_str());
+            return 1;
+          }
+          if (r == 0) continue;
+          (t == 0 ? key_ms : delta_ms)
+              .push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        }
+      for (int key = 1; key >= 0; --key) {
+        bench::Row row;
+        row.operation = "codec2 decode " + std::to_string(w) + "x" + std::to_string(h) +
+                        " BGR, tiles " + std::to_string(geometry.tile_bx) + "x" +
+                        std::to_string(geometry.tile_by);
+        row.implementation =
+            std::string(impl.name) + " k=" + std::to_string(k) + (key ? " keyframe" : " delta");
+        const std::vector<double> &v = key ? key_ms : delta_ms;
+        row.stats.median_ms = median(v);
+        row.stats.min_ms = v.empty() ? 0 : *std::min_element(v.begin(), v.end());
+        row.stats.max_ms = v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+        row.stats.runs = int(v.size());
+        row.note = std::string("body in pinned host memory, picture in ") +
+                   (gpu && impl.ctx == gpu.get() ? "device" : "host") + " memory; " + sizes;
+        report.add(row);
+      }
+    }
+  }
+  if (gpu) report.add(bench::measure_h2d_copy(opt, *gpu, n));
+  report.print_table();
+  return 0;
+}

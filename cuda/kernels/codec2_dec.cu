@@ -1,0 +1,717 @@
+// The difference codec, version 2: the decoder on the GPU. The same pictures
+// as the CPU reference (cuda/cpu/codec2.cpp), byte for byte, and the same
+// bodies refused (docs/stream-format.md, "Version 2: the body").
+//
+// Per body:
+//   1. the host reads the header, the tables and the tile table with the
+//      reference's own code (codec2_body.h), so both backends refuse the same
+//      bodies there; the tile list and each table's cumulative frequencies
+//      go to the device in one copy, the payloads in another;
+//   2. slot_tables_kernel: per used table, the token of each of its 4096 slots;
+//   3. decode_tiles_kernel: one warp per tile, one thread per rANS lane.
+//      Block modes in rounds of `lanes` blocks, then each layer in the
+//      wavefront order of the spec: per step and component every lane
+//      decodes its token by slot lookup, the lanes' renormalisation bytes
+//      are handed out in lane order by a prefix sum over the warp (two
+//      ballots: who needs one byte, who needs two), then the raw bits
+//      likewise. Skipped and raw tiles are copies.
+//   4. one flag comes back: the picture (two device buffers in the
+//      canonical byte order) is swapped only when every tile decoded.
+// A tile that fails stops at once (the CPU decoder goes on to its end but
+// refuses the body all the same).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../src/check.h"
+#include "cudadiff/codec2.h"
+#include "cudadiff/codec2_body.h"
+#include "cudadiff/codec2_rules.h"
+
+namespace cudadiff {
+namespace codec2 {
+namespace {
+
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+// A layer as the kernel addresses it: channel c of sample (x, y) is byte
+// chan_at[c] + y * chan_stride[c] + x * chan_step[c] of a picture.
+struct LayerDev {
+  int width, height, channels, ycocg, sx, sy;
+  uint32_t chan_at[kMaxComps];
+  uint32_t chan_stride[kMaxComps];
+  int chan_step[kMaxComps];
+  int base[kClasses][kMaxComps];  // first distribution of each class and component
+};
+
+struct TileDev {
+  int type, lanes;
+  uint32_t offset, size;  // payload, from the first tile's
+  int bx0, by0, bx1, by1;
+  int x0[kMaxLayers], y0[kMaxLayers], w[kMaxLayers], h[kMaxLayers];
+};
+
+struct Params {
+  const uint8_t *ref;
+  uint8_t *rec;
+  int16_t *work[kMaxLayers];  // per sample: S-domain components, then T-domain ones
+  uint8_t *modes;             // per block of the frame
+  const uint8_t *payload;
+  const TileDev *tiles;
+  const uint32_t *sym;        // per distribution and token: cum | freq << 16
+  const uint8_t *slot_token;  // per distribution and slot: the token
+  const uint8_t *used;        // per distribution
+  uint32_t *failed;           // tiles that failed
+  size_t ring_elems;          // int16 of shared memory for the rows of working values
+  int k, keyframe, blocks_x, mode_dist, n_layers;
+  LayerDev layer[kMaxLayers];
+};
+
+__device__ __forceinline__ uint8_t *chan_ptr(uint8_t *pic, const LayerDev &L, int c, int x, int y) {
+  return pic + L.chan_at[c] + size_t(y) * L.chan_stride[c] + size_t(x) * L.chan_step[c];
+}
+__device__ __forceinline__ const uint8_t *chan_ptr(const uint8_t *pic, const LayerDev &L, int c,
+                                                   int x, int y) {
+  return pic + L.chan_at[c] + size_t(y) * L.chan_stride[c] + size_t(x) * L.chan_step[c];
+}
+
+// Per used distribution (one thread block each), the token of every slot.
+__global__ void slot_tables_kernel(const uint32_t *__restrict__ sym,
+                                   const uint8_t *__restrict__ used,
+                                   uint8_t *__restrict__ slot_token) {
+  const int d = blockIdx.x;
+  if (!used[d]) return;
+  __shared__ uint32_t s[kTokens];
+  if (threadIdx.x < kTokens) s[threadIdx.x] = sym[d * kTokens + threadIdx.x];
+  __syncthreads();
+  for (int slot = threadIdx.x; slot < int(kProbScale); slot += blockDim.x) {
+    int token = 0;
+    for (int t = 0; t < kTokens; ++t)
+      if ((s[t] >> 16) != 0 && int(s[t] & 0xffff) <= slot) token = t;
+    slot_token[size_t(d) * kProbScale + slot] = uint8_t(token);
+  }
+}
+
+// Renormalises the lanes that are `active` (every thread of the warp calls
+// it): each lane needs 0, 1 or 2 bytes (its state is at least 2^11 after a
+// step), handed out in lane order from `pos`. False (the same in every
+// lane) when the payload has too few.
+__device__ __forceinline__ bool renorm(uint32_t &x, bool active, const uint8_t *__restrict__ p,
+                                       uint32_t &pos, uint32_t end, unsigned lane_mask_lt) {
+  const uint32_t n = !active ? 0u : x < (1u << 15) ? 2u : x < kRansLow ? 1u : 0u;
+  const uint32_t one = __ballot_sync(kFullWarp, n & 1u), two = __ballot_sync(kFullWarp, n & 2u);
+  if ((one | two) == 0) return true;
+  const uint32_t total = __popc(one) + 2u * __popc(two);
+  if (end - pos < total) return false;
+  if (n) {
+    const uint32_t at = pos + __popc(one & lane_mask_lt) + 2u * __popc(two & lane_mask_lt);
+    x = n == 1 ? (x << 8) | p[at] : (x << 16) | uint32_t(p[at]) << 8 | p[at + 1];
+  }
+  pos += total;
+  return true;
+}
+
+// The token of a table symbol from lane state x (the step without renormalisation).
+__device__ __forceinline__ int decode_symbol(uint32_t &x, const Params &P, int d) {
+  const uint32_t slot = x & (kProbScale - 1);
+  const int token = P.slot_token[size_t(d) * kProbScale + slot];
+  const uint32_t e = P.sym[d * kTokens + token];
+  x = (e >> 16) * (x >> kProbBits) + slot - (e & 0xffff);
+  return token;
+}
+
+template <int NC, bool YCOCG>
+__device__ __forceinline__ void to_components_dev(const int *ch, int *comp) {
+  if (YCOCG) {
+    ycocg_forward(ch[0], ch[1], ch[2], &comp[0], &comp[1], &comp[2]);
+    if (NC == 4) comp[3] = ch[3];
+  } else {
+    for (int c = 0; c < NC; ++c) comp[c] = ch[c];
+  }
+}
+template <int NC, bool YCOCG>
+__device__ __forceinline__ void to_channels_dev(const int *comp, int *ch) {
+  if (YCOCG) {
+    ycocg_inverse(comp[0], comp[1], comp[2], &ch[0], &ch[1], &ch[2]);
+    if (NC == 4) ch[3] = comp[3];
+  } else {
+    for (int c = 0; c < NC; ++c) ch[c] = comp[c];
+  }
+}
+
+// Where a layer's working values live while a tile decodes: a sample reads
+// its left neighbour in its own row and three in the row above, and row j
+// is read only by row j + 1, which the same lane decodes before it moves on
+// to row j + lanes; so a ring of lanes + 1 rows in shared memory holds all
+// that is read (row j in slot j % (lanes + 1)). When that does not fit
+// (very wide tiles), the frame-sized buffer in global memory does.
+struct WorkRows {
+  int16_t *base;
+  int rows;          // ring slots (a large number for the global buffer)
+  size_t row_elems;  // int16 per row
+  __device__ __forceinline__ int16_t *row(int j) const {
+    return base + size_t(j % rows) * row_elems;
+  }
+};
+
+// Per-threshold tables of a block, in shared memory (a division per sample
+// costs more than the rest of its arithmetic).
+struct Lookup {
+  uint8_t index[256];  // quant_index
+  int16_t diff[511];   // quant_diff(e) at e + 255
+  uint8_t bucket[81];  // activity_bucket(g) for g <= 80
+};
+__device__ __forceinline__ int bucket_of(const Lookup &lu, int g) {
+  return lu.bucket[g < 80 ? g : 80];
+}
+
+// Channel bytes of a row of a layer in a picture (the tile's first sample).
+template <int NC>
+struct RowPointers {
+  uint8_t *at[NC];
+};
+
+// One layer of a coded tile (the warp together; `lane` < `lanes` are the
+// tile's rANS lanes). False when the tile is damaged.
+template <int NC, bool YCOCG, bool KEY>
+__device__ bool decode_layer(const Params &P, const Lookup &lu, const TileDev &t, int l, int lanes,
+                             int lane, unsigned lt, uint32_t &x, uint32_t &h, const uint8_t *p,
+                             uint32_t &pos, int16_t *ring, size_t ring_elems) {
+  constexpr int W2 = 2 * NC;
+  const LayerDev &L = P.layer[l];
+  const int w = t.w[l], hh = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
+  const int k = P.k;
+  const int step = 2 * k + 1;
+  const int max_idx = max_index(k);
+  // Reference classes: q = g / step < 2, 6, 16 as comparisons.
+  const int rc1 = 2 * step, rc2 = 6 * step, rc3 = 16 * step;
+  WorkRows rows;
+  if (size_t(lanes + 1) * w * W2 <= ring_elems) {
+    rows = {ring, lanes + 1, size_t(w) * W2};
+  } else {
+    rows = {P.work[l] + (size_t(y0) * L.width + x0) * W2, 0x7fffffff, size_t(L.width) * W2};
+  }
+  int step_of[NC], base[kClasses][NC];
+  for (int c = 0; c < NC; ++c) {
+    step_of[c] = L.chan_step[c];
+    for (int cls = 0; cls < kClasses; ++cls) base[cls][c] = L.base[cls][c];
+  }
+  const size_t tex_stride = L.chan_stride[YCOCG ? 1 : 0];
+  const int tex_step = L.chan_step[YCOCG ? 1 : 0];
+
+  const int period = schedule_period(w, lanes);
+  const int steps = schedule_steps(w, hh, lanes);
+  const bool is_lane = lane < lanes;
+  int ci = -kStagger * lane, cj = lane;
+  // Per lane, its row: working values (and the row above), the picture's
+  // bytes, the block modes.
+  int16_t *cur, *up;
+  RowPointers<NC> rec_row, ref_row;
+  const uint8_t *mode_row;
+  auto set_row = [&](int j) {
+    cur = rows.row(j);
+    up = rows.row(j > 0 ? j - 1 : 0);
+    const int y = y0 + j;
+    for (int c = 0; c < NC; ++c) {
+      const size_t o = L.chan_at[c] + size_t(y) * L.chan_stride[c] + size_t(x0) * L.chan_step[c];
+      rec_row.at[c] = P.rec + o;
+      ref_row.at[c] = const_cast<uint8_t *>(P.ref) + o;
+    }
+    mode_row = P.modes + size_t((y << L.sy) / kBlock) * P.blocks_x;
+  };
+  set_row(cj);
+  const uint32_t end = t.size;
+  const int tex = YCOCG ? 1 : 0;  // the texture channel: G, else the first
+  for (int st = 0; st < steps; ++st) {
+    const int i = ci, j = cj;
+    int16_t *const wp_row = cur, *const up_row = up;
+    const RowPointers<NC> rec_at = rec_row, ref_at = ref_row;
+    const uint8_t *const modes = mode_row;
+    if (++ci == period) {
+      ci = 0;
+      cj += lanes;
+      set_row(cj);
+    }
+    const bool in_tile = is_lane && i >= 0 && i < w && j < hh;
+    const int sxp = x0 + i;
+    int mode = kSpatial;
+    if (!KEY && in_tile) mode = modes[(sxp << L.sx) / kBlock];
+    const bool active = in_tile && (KEY || mode != kSkip);
+    const int cls = mode_class(mode);
+    int16_t *const wp = wp_row + i * W2;
+    // The reference's bytes (deltas): skipped samples copy them, the others
+    // need them for the T-domain.
+    int refv[NC];
+    if (!KEY && in_tile)
+      for (int c = 0; c < NC; ++c) refv[c] = __ldg(ref_at.at[c] + i * step_of[c]);
+    if (!KEY && in_tile && mode == kSkip) {
+      int ch[NC], comp[NC];
+      for (int c = 0; c < NC; ++c) {
+        rec_at.at[c][i * step_of[c]] = uint8_t(refv[c]);
+        ch[c] = lu.index[refv[c]];
+      }
+      to_components_dev<NC, YCOCG>(ch, comp);
+      for (int c = 0; c < NC; ++c) {
+        wp[c] = int16_t(comp[c]);
+        wp[NC + c] = 0;
+      }
+    }
+    if (__ballot_sync(kFullWarp, active) == 0) {
+      __syncwarp();
+      continue;
+    }
+    int rclass = 0;
+    if (!KEY && active && mode == kTemporal) {
+      const int syp = y0 + j;
+      const uint8_t *q = ref_at.at[tex] + i * tex_step;
+      const int v = __ldg(q);
+      const int g = iabs(int(__ldg(q - (sxp > 0 ? tex_step : 0))) - v) +
+                    iabs(int(__ldg(q + (sxp + 1 < L.width ? tex_step : 0))) - v) +
+                    iabs(int(__ldg(q - (syp > 0 ? tex_stride : 0))) - v) +
+                    iabs(int(__ldg(q + (syp + 1 < L.height ? tex_stride : 0))) - v);
+      rclass = (g >= rc1) + (g >= rc2) + (g >= rc3);
+    }
+    int value[NC];
+    int cross = 0;
+    bool bad = false;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      int pred = 0, token = 0;
+      bool flip = false;
+      if (active) {
+        // Neighbours in the class's domain, with the tile's edge rules.
+        const int dom = (cls == kClassSpatial ? 0 : NC) + c;
+        int a, b, cc, d;
+        if (j == 0) {
+          a = i > 0 ? wp[dom - W2] : 0;
+          b = cc = d = a;
+        } else {
+          const int16_t *q = up_row + i * W2 + dom;
+          b = q[0];
+          if (i > 0) {
+            a = wp[dom - W2];
+            cc = q[-W2];
+          } else {
+            a = cc = b;
+          }
+          d = i + 1 < w ? q[W2] : b;
+        }
+        int ctx;
+        if (cls == kClassTemporal) {
+          ctx = bucket_of(lu, temporal_activity(a, b, cc, d));
+        } else {
+          pred = med(a, b, cc);
+          ctx = bucket_of(lu, spatial_activity(a, b, cc, d));
+        }
+        if (c > 0) ctx += cross;
+        if (cls == kClassTemporal && c == 0) ctx = ctx * kRefClasses + rclass;
+        flip = flip_sign(cls, a, b, cc, d);
+        const int dist = base[cls][c] + ctx;
+        // An unused table keeps the state (every token spans all slots) and
+        // makes the tile fail after this step.
+        bad |= !__ldg(P.used + dist);
+        token = decode_symbol(x, P, dist);
+        h = lane_checksum(h, uint32_t(token));
+      }
+      // The token's renormalisation (and, in the same round of votes,
+      // whether any lane has raw bits to read after it).
+      const bool extra = active && token >= kDirectTokens;
+      bool any_extra;
+      {
+        const uint32_t n = !active ? 0u : x < (1u << 15) ? 2u : x < kRansLow ? 1u : 0u;
+        const uint32_t one = __ballot_sync(kFullWarp, n & 1u);
+        const uint32_t two = __ballot_sync(kFullWarp, n & 2u);
+        any_extra = __any_sync(kFullWarp, extra);
+        if (one | two) {
+          const uint32_t total = __popc(one) + 2u * __popc(two);
+          if (end - pos < total) return false;
+          if (n) {
+            const uint32_t at = pos + __popc(one & lt) + 2u * __popc(two & lt);
+            x = n == 1 ? (x << 8) | p[at] : (x << 16) | uint32_t(p[at]) << 8 | p[at + 1];
+          }
+          pos += total;
+        }
+      }
+      uint32_t v = uint32_t(token);
+      if (any_extra) {
+        const int nbits = extra ? token_extra_bits(token) : 0;
+        const uint32_t bits = x & ((1u << nbits) - 1);
+        x >>= nbits;
+        if (!renorm(x, extra, p, pos, end, lt)) return false;
+        if (extra) {
+          h = lane_checksum(h, bits);
+          v = token_value(token, bits);
+        }
+      }
+      int r = unzigzag(v);
+      if (flip) r = -r;
+      if (c == 0) {
+        const int m = iabs(r);
+        cross = kActivityBuckets * (m >= kCrossLevels ? kCrossLevels - 1 : m);
+      }
+      value[c] = pred + r;
+    }
+    // Reconstruction and the sample's working values (the coded domain's
+    // are the decoded values unless a temporal value was clamped; the
+    // other domain's follow from the reconstruction).
+    if (active) {
+      int ch[NC], rv[NC], comp[NC];
+      to_channels_dev<NC, YCOCG>(value, ch);
+      if (cls == kClassSpatial) {
+        for (int c = 0; c < NC; ++c) {
+          if (ch[c] < 0 || ch[c] > max_idx) {
+            bad = true;
+            ch[c] = 0;
+          }
+          rv[c] = dequant_index(ch[c], k);
+          rec_at.at[c][i * step_of[c]] = uint8_t(rv[c]);
+          wp[c] = int16_t(value[c]);
+        }
+        if (!KEY) {
+          for (int c = 0; c < NC; ++c) ch[c] = lu.diff[rv[c] - refv[c] + 255];
+          to_components_dev<NC, YCOCG>(ch, comp);
+          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(comp[c]);
+        }
+      } else if (!KEY) {
+        bool clamped = false;
+        for (int c = 0; c < NC; ++c) {
+          if (ch[c] < -255 || ch[c] > 255) {
+            bad = true;
+            ch[c] = 0;
+          }
+          const int vv = refv[c] + ch[c] * step;
+          clamped |= vv < 0 || vv > 255;
+          rv[c] = vv < 0 ? 0 : vv > 255 ? 255 : vv;
+          rec_at.at[c][i * step_of[c]] = uint8_t(rv[c]);
+        }
+        if (clamped) {
+          for (int c = 0; c < NC; ++c) ch[c] = lu.diff[rv[c] - refv[c] + 255];
+          to_components_dev<NC, YCOCG>(ch, comp);
+          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(comp[c]);
+        } else {
+          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(value[c]);
+        }
+        for (int c = 0; c < NC; ++c) ch[c] = lu.index[rv[c]];
+        to_components_dev<NC, YCOCG>(ch, comp);
+        for (int c = 0; c < NC; ++c) wp[c] = int16_t(comp[c]);
+      }
+    }
+    if (__any_sync(kFullWarp, bad)) return false;
+    __syncwarp();
+  }
+  return true;
+}
+
+__global__ void __launch_bounds__(32) decode_tiles_kernel(const Params P) {
+  extern __shared__ int16_t ring[];
+  __shared__ Lookup lu;
+  const TileDev t = P.tiles[blockIdx.x];
+  const int lane = threadIdx.x;
+  const uint8_t *p = P.payload + t.offset;
+  if (t.type == 0 || t.type == 2) {
+    // Skipped: the reference's samples; raw: the payload's, layer by layer,
+    // row by row, sample by sample, channel by channel.
+    size_t at = 0;
+    for (int l = 0; l < P.n_layers; ++l) {
+      const LayerDev &L = P.layer[l];
+      const int nc = L.channels, row = t.w[l] * nc;
+      const int n = row * t.h[l];
+      for (int idx = lane; idx < n; idx += 32) {
+        const int j = idx / row, rem = idx - j * row, i = rem / nc, c = rem - i * nc;
+        const int x = t.x0[l] + i, y = t.y0[l] + j;
+        *chan_ptr(P.rec, L, c, x, y) = t.type == 0 ? *chan_ptr(P.ref, L, c, x, y) : p[at + idx];
+      }
+      at += size_t(n);
+    }
+    return;
+  }
+  for (int v = lane; v < 511; v += 32) {
+    if (v < 256) lu.index[v] = uint8_t(quant_index(v, P.k));
+    if (v < 81) lu.bucket[v] = uint8_t(activity_bucket(v));
+    lu.diff[v] = int16_t(quant_diff(v - 255, P.k));
+  }
+  __syncwarp();
+  const int lanes = t.lanes;
+  const unsigned lt = (1u << lane) - 1u;
+  const bool is_lane = lane < lanes;
+  uint32_t x = 0, h = 0;
+  bool bad = false;
+  if (is_lane) {
+    x = uint32_t(p[4 * lane]) | uint32_t(p[4 * lane + 1]) << 8 | uint32_t(p[4 * lane + 2]) << 16 |
+        uint32_t(p[4 * lane + 3]) << 24;
+    bad = x < kRansLow || x >= (kRansLow << 8);
+  }
+  bool ok = !__any_sync(kFullWarp, bad);
+  uint32_t pos = 4u * lanes;
+  const bool key = P.keyframe != 0;
+  // Block modes: block b by lane b % lanes, in rounds of `lanes` blocks.
+  if (ok && !key) {
+    if (!P.used[P.mode_dist]) ok = false;
+    const int tbw = t.bx1 - t.bx0, n_blocks = tbw * (t.by1 - t.by0);
+    for (int b0 = 0; ok && b0 < n_blocks; b0 += lanes) {
+      const int b = b0 + lane;
+      const bool act = is_lane && b < n_blocks;
+      int mode = kSpatial;
+      if (act) {
+        mode = decode_symbol(x, P, P.mode_dist);
+        h = lane_checksum(h, uint32_t(mode));
+        P.modes[size_t(t.by0 + b / tbw) * P.blocks_x + t.bx0 + b % tbw] = uint8_t(mode);
+      }
+      if (!renorm(x, act, p, pos, t.size, lt)) ok = false;
+    }
+    __syncwarp();
+  }
+  for (int l = 0; ok && l < P.n_layers; ++l) {
+    const LayerDev &L = P.layer[l];
+    if (t.w[l] == 0 || t.h[l] == 0) continue;
+    const int variant = L.channels * 4 + L.ycocg * 2 + (key ? 1 : 0);
+    switch (variant) {
+#define CODEC2_LAYER(NC, YC)                                                           \
+  case NC * 4 + YC * 2 + 0:                                                            \
+    ok = decode_layer<NC, YC, false>(P, lu, t, l, lanes, lane, lt, x, h, p, pos, ring, \
+                                     P.ring_elems);                                    \
+    break;                                                                             \
+  case NC * 4 + YC * 2 + 1:                                                            \
+    ok = decode_layer<NC, YC, true>(P, lu, t, l, lanes, lane, lt, x, h, p, pos, ring,  \
+                                    P.ring_elems);                                     \
+    break;
+      CODEC2_LAYER(1, 0)
+      CODEC2_LAYER(2, 0)
+      CODEC2_LAYER(3, 1)
+      CODEC2_LAYER(4, 1)
+#undef CODEC2_LAYER
+      default:
+        ok = false;
+    }
+  }
+  // Every lane ends where its encoder began, with every byte read.
+  if (ok) {
+    const bool wrong = is_lane && x != lane_final_state(P.k, lane, h);
+    if (__any_sync(kFullWarp, wrong) || pos != t.size) ok = false;
+  }
+  if (!ok && lane == 0) atomicAdd(P.failed, 1u);
+}
+
+size_t align_up(size_t v, size_t a) {
+  return (v + a - 1) / a * a;
+}
+
+class CudaDecoder final : public Decoder {
+ public:
+  CudaDecoder(const Context &ctx, VideoFormat format, int width, int height)
+      : ctx_(ctx), reader_(format, width, height) {
+    format_ = format;
+    width_ = width;
+    height_ = height;
+    const LayerSet &ls = reader_.layers();
+    frame_bytes_ = frame_size_packed(format, width, height);
+    size_t offsets[kMaxPlanes], strides[kMaxPlanes];
+    packed_layout(format, width, height, 1, offsets, strides);
+    n_layers_ = ls.count;
+    for (int l = 0; l < ls.count; ++l) {
+      const Layer &ly = ls.layer[l];
+      LayerDev &d = layer_[l];
+      d = LayerDev{};
+      d.width = ly.width;
+      d.height = ly.height;
+      d.channels = ly.channels;
+      d.ycocg = ly.ycocg;
+      d.sx = ly.sx;
+      d.sy = ly.sy;
+      for (int c = 0; c < ly.channels; ++c) {
+        d.chan_at[c] = uint32_t(offsets[ly.plane[c]] + ly.offset[c]);
+        d.chan_stride[c] = uint32_t(strides[ly.plane[c]]);
+        d.chan_step[c] = ly.step[c];
+        for (int cls = 0; cls < kClasses; ++cls) d.base[cls][c] = reader_.base(l, cls, c);
+      }
+    }
+    blocks_x_ = ls.blocks_x;
+    n_dist_ = reader_.distributions();
+    ctx.activate();
+    stream_ = static_cast<cudaStream_t>(ctx.stream_handle());
+    picture_[0] = DeviceBuffer(frame_bytes_);
+    picture_[1] = DeviceBuffer(frame_bytes_);
+    CUDADIFF_CHECK(cudaMemsetAsync(picture_[0].data(), 0, frame_bytes_, stream_));
+    CUDADIFF_CHECK(cudaMemsetAsync(picture_[1].data(), 0, frame_bytes_, stream_));
+    for (int l = 0; l < ls.count; ++l)
+      work_[l] = DeviceBuffer(std::max<size_t>(1, size_t(ls.layer[l].width) * ls.layer[l].height *
+                                                      2 * ls.layer[l].channels * sizeof(int16_t)));
+    modes_ = DeviceBuffer(size_t(ls.blocks_x) * ls.blocks_y);
+    slot_token_ = DeviceBuffer(size_t(n_dist_) * kProbScale);
+    CUDADIFF_CHECK(cudaMemsetAsync(slot_token_.data(), 0, slot_token_.size(), stream_));
+    int optin = 0;
+    CUDADIFF_CHECK(
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.gpu_id()));
+    cudaFuncAttributes attr{};
+    CUDADIFF_CHECK(cudaFuncGetAttributes(&attr, decode_tiles_kernel));
+    max_shared_ = size_t(optin) - attr.sharedSizeBytes;
+    CUDADIFF_CHECK(cudaFuncSetAttribute(
+        decode_tiles_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(max_shared_)));
+    failed_ = DeviceBuffer(sizeof(uint32_t));
+    failed_host_ = HostBytes(sizeof(uint32_t));
+    ctx.synchronize();
+  }
+
+  bool decode(const uint8_t *body, size_t n, std::string *error) override {
+    auto fail = [&](const std::string &why) {
+      if (error) *error = "codec2 body: " + why;
+      has_reference_ = false;
+      return false;
+    };
+    std::string why;
+    if (!reader_.read(body, n, has_reference_, &why)) return fail(why);
+    const BodyHeader &h = reader_.header();
+    const std::vector<detail::Tile> &tiles = reader_.tiles();
+    const std::vector<detail::TileEntry> &entries = reader_.entries();
+    const size_t n_tiles = tiles.size();
+    const size_t payload = n - reader_.payload_offset();
+    if (payload > UINT32_MAX) return fail("body too large");
+
+    // Staging: tiles, symbols, used flags; one copy.
+    const size_t tiles_at = 0;
+    const size_t sym_at = align_up(tiles_at + n_tiles * sizeof(TileDev), 16);
+    const size_t used_at = align_up(sym_at + size_t(n_dist_) * kTokens * sizeof(uint32_t), 16);
+    const size_t total = used_at + size_t(n_dist_);
+    ctx_.activate();
+    if (staging_.capacity() < total) {
+      staging_.reserve(total + total / 4);
+      upload_ = DeviceBuffer(staging_.capacity());
+    }
+    if (payload_.size() < payload + 16) payload_ = DeviceBuffer(payload + payload / 4 + 16);
+    staging_.resize(total);
+    uint8_t *s = staging_.data();
+    TileDev *td = reinterpret_cast<TileDev *>(s + tiles_at);
+    for (size_t ti = 0; ti < n_tiles; ++ti) {
+      const detail::Tile &t = tiles[ti];
+      TileDev &d = td[ti];
+      d.type = entries[ti].type;
+      d.lanes = entries[ti].lanes;
+      d.offset = uint32_t(entries[ti].offset);
+      d.size = uint32_t(entries[ti].size);
+      d.bx0 = t.bx0;
+      d.by0 = t.by0;
+      d.bx1 = t.bx1;
+      d.by1 = t.by1;
+      for (int l = 0; l < kMaxLayers; ++l) {
+        d.x0[l] = t.x0[l];
+        d.y0[l] = t.y0[l];
+        d.w[l] = l < n_layers_ ? t.w[l] : 0;
+        d.h[l] = l < n_layers_ ? t.h[l] : 0;
+      }
+    }
+    uint32_t *sym = reinterpret_cast<uint32_t *>(s + sym_at);
+    uint8_t *used = s + used_at;
+    for (int d = 0; d < n_dist_; ++d) {
+      used[d] = reader_.used(d) ? 1 : 0;
+      if (used[d]) {
+        reader_.symbols(d, sym + size_t(d) * kTokens);
+      } else {
+        // Every token spans all slots: decoding keeps the state (the tile
+        // fails all the same).
+        for (int t = 0; t < kTokens; ++t) sym[size_t(d) * kTokens + t] = kProbScale << 16;
+      }
+    }
+    CUDADIFF_CHECK(cudaMemcpyAsync(upload_.data(), s, total, cudaMemcpyHostToDevice, stream_));
+    // The payloads straight from the caller's body (pinned or not: the
+    // stream is waited for before decode() returns).
+    if (payload > 0)
+      CUDADIFF_CHECK(cudaMemcpyAsync(payload_.data(), body + reader_.payload_offset(), payload,
+                                     cudaMemcpyHostToDevice, stream_));
+
+    slot_tables_kernel<<<n_dist_, 256, 0, stream_>>>(
+        reinterpret_cast<const uint32_t *>(upload_.data() + sym_at), upload_.data() + used_at,
+        slot_token_.data());
+    CUDADIFF_CHECK_LAUNCH("codec2 slot_tables_kernel");
+
+    Params P{};
+    P.ref = picture_[current_].data();
+    P.rec = picture_[1 - current_].data();
+    for (int l = 0; l < kMaxLayers; ++l) P.work[l] = work_[l].as<int16_t>();
+    P.modes = modes_.data();
+    P.payload = payload_.data();
+    P.tiles = reinterpret_cast<const TileDev *>(upload_.data() + tiles_at);
+    P.sym = reinterpret_cast<const uint32_t *>(upload_.data() + sym_at);
+    P.slot_token = slot_token_.data();
+    P.used = upload_.data() + used_at;
+    P.failed = failed_.as<uint32_t>();
+    P.k = h.threshold;
+    P.keyframe = h.keyframe ? 1 : 0;
+    P.blocks_x = blocks_x_;
+    P.mode_dist = reader_.mode_distribution();
+    P.n_layers = n_layers_;
+    for (int l = 0; l < kMaxLayers; ++l) P.layer[l] = layer_[l];
+    CUDADIFF_CHECK(cudaMemsetAsync(failed_.data(), 0, sizeof(uint32_t), stream_));
+    // Shared memory for the rows of working values of the widest coded tile
+    // (those that do not fit use global memory).
+    size_t ring_bytes = 0;
+    for (size_t ti = 0; ti < n_tiles; ++ti) {
+      if (entries[ti].type != 1) continue;
+      for (int l = 0; l < n_layers_; ++l)
+        ring_bytes = std::max(ring_bytes, size_t(entries[ti].lanes + 1) * tiles[ti].w[l] * 2 *
+                                              layer_[l].channels * sizeof(int16_t));
+    }
+    ring_bytes = std::min(ring_bytes, max_shared_);
+    P.ring_elems = ring_bytes / sizeof(int16_t);
+    if (n_tiles > 0) {
+      decode_tiles_kernel<<<unsigned(n_tiles), 32, ring_bytes, stream_>>>(P);
+      CUDADIFF_CHECK_LAUNCH("codec2 decode_tiles_kernel");
+    }
+    CUDADIFF_CHECK(cudaMemcpyAsync(failed_host_.data(), failed_.data(), sizeof(uint32_t),
+                                   cudaMemcpyDeviceToHost, stream_));
+    CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+    uint32_t failed;
+    std::memcpy(&failed, failed_host_.data(), sizeof failed);
+    if (failed) return fail("a tile failed to decode (damaged data)");
+    current_ = 1 - current_;
+    reader_.commit();
+    has_reference_ = true;
+    return true;
+  }
+
+  void write_frame(const FrameView &out) override {
+    validate(out, "codec2 decoder output");
+    if (out.format != format_ || out.width != width_ || out.height != height_)
+      throw Error("codec2 decoder: output frame does not match the stream's format and size");
+    ctx_.activate();
+    copy_to_host(packed_view(format_, width_, height_, picture_[current_].data()), out, ctx_);
+    ctx_.synchronize();
+  }
+
+  void read_reference(HostBytes &out) override {
+    ctx_.activate();
+    out.resize(frame_bytes_);
+    CUDADIFF_CHECK(cudaMemcpyAsync(out.data(), picture_[current_].data(), frame_bytes_,
+                                   cudaMemcpyDeviceToHost, stream_));
+    ctx_.synchronize();
+  }
+
+ private:
+  const Context &ctx_;
+  detail::BodyReader reader_;
+  cudaStream_t stream_ = nullptr;
+  size_t frame_bytes_ = 0;
+  size_t max_shared_ = 0;  // dynamic shared memory a block may have
+  int n_layers_ = 0, blocks_x_ = 0, n_dist_ = 0;
+  LayerDev layer_[kMaxLayers] = {};
+  DeviceBuffer picture_[2];  // the picture shown and the one being decoded
+  int current_ = 0;
+  DeviceBuffer work_[kMaxLayers], modes_, slot_token_, failed_, upload_, payload_;
+  HostBytes staging_, failed_host_;
+};
+
+}  // namespace
+
+namespace detail {
+std::unique_ptr<Decoder> make_cuda_decoder(const Context &ctx, VideoFormat format, int width,
+                                           int height) {
+  return std::make_unique<CudaDecoder>(ctx, format, width, height);
+}
+}  // namespace detail
+
+}  // namespace codec2
+}  // namespace cudadiff

@@ -1,0 +1,347 @@
+// The version 2 codec's CUDA decoder against the CPU reference: the same
+// picture byte for byte after every body (every format, odd sizes, 1x1,
+// 1920x1080, k = 0, 5, 20, random, smooth, moving and camera-like content,
+// keyframes and runs of deltas, several tiles and up to 32 lanes), the same
+// accept/reject on damaged bodies (truncated, flipped bytes, a wrong tile
+// table) with the picture unchanged after a refusal, and deltas refused
+// after a failure until the next keyframe.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cudadiff/codec2.h"
+#include "cudadiff/codec2_rules.h"
+#include "frames.h"
+
+using namespace cudadiff;
+using namespace cudadiff::codec2;
+using testing_util::HostFrame;
+
+namespace {
+
+std::vector<uint8_t> bytes_of(const HostBytes &b) {
+  return {b.data(), b.data() + b.size()};
+}
+
+std::vector<uint8_t> packed_bytes(const FrameView &v) {
+  std::vector<uint8_t> out(frame_size_packed(v.format, v.width, v.height));
+  copy_frame_host(v, packed_view(v.format, v.width, v.height, out.data()));
+  return out;
+}
+
+std::vector<VideoFormat> all_formats() {
+  std::vector<VideoFormat> out;
+  for (int i = 1;; ++i) {
+    const VideoFormat f = static_cast<VideoFormat>(i);
+    if (format_info(f).n_planes == 0) break;
+    out.push_back(f);
+  }
+  return out;
+}
+
+enum class Content { Random, Scene, Camera };
+
+// Scene: smooth ramps with edges, a moving square and some noise. Camera: a
+// smooth, slowly panning picture with texture, a moving object, a slow
+// change of brightness and sensor noise (what a real camera gives).
+void fill(HostFrame &f, Content content, int t, std::mt19937 &gen, int noise) {
+  if (content == Content::Random) {
+    testing_util::fill_random(f, gen);
+    return;
+  }
+  std::uniform_int_distribution<int> n(-noise, noise);
+  for (int p = 0; p < f.view.n_planes(); ++p) {
+    const size_t row = f.view.row_bytes(p);
+    const int rows = f.view.plane_height(p);
+    for (int y = 0; y < rows; ++y)
+      for (size_t xb = 0; xb < row; ++xb) {
+        const int x = int(xb);
+        int v;
+        if (content == Content::Scene) {
+          v = int((xb * 3 + size_t(y) * 2) % 200) + 20;
+          if ((xb / 7 + size_t(y) / 5) % 3 == 0) v = 240 - v / 2;
+          const int sx = (2 * t) % std::max(int(row), 1), sy = t % std::max(rows, 1);
+          if (x >= sx && x < sx + 9 && y >= sy && y < sy + 7) v = 30 + 11 * t;
+        } else {
+          const int px = x + 3 * t, py = y + t;  // panning
+          v = 90 + (px * 7 + py * 5) % 61 + ((px / 13 + py / 9) % 2) * 40 + ((px * py) % 17);
+          v += t * 2;  // brightness
+          const int ox = (5 * t) % std::max(int(row), 1), oy = (3 * t) % std::max(rows, 1);
+          if (std::abs(x - ox) < 12 && std::abs(y - oy) < 10) v = 200 - (x - ox) * 3;
+        }
+        if (noise) v += n(gen);
+        f.view.row(p, y)[xb] = uint8_t(std::clamp(v, 0, 255));
+      }
+  }
+}
+
+struct Pair {
+  std::unique_ptr<Context> cpu_ctx = Context::cpu();
+  std::unique_ptr<Context> gpu_ctx = Context::cuda(0);
+  std::unique_ptr<Decoder> cpu, gpu;
+  VideoFormat format;
+  int w, h;
+  Pair(VideoFormat f, int width, int height) : format(f), w(width), h(height) {
+    cpu = Decoder::create(*cpu_ctx, f, w, h);
+    gpu = Decoder::create(*gpu_ctx, f, w, h);
+  }
+  std::vector<uint8_t> picture(Decoder &d) {
+    HostBytes b;
+    d.read_reference(b);
+    return bytes_of(b);
+  }
+  // Both decode `body`; returns whether they accepted it (the same, checked)
+  // and checks the pictures are equal.
+  bool decode(const std::vector<uint8_t> &body, const std::string &what) {
+    std::string ecpu, egpu;
+    const bool ok_cpu = cpu->decode(body.data(), body.size(), &ecpu);
+    const bool ok_gpu = gpu->decode(body.data(), body.size(), &egpu);
+    EXPECT_EQ(ok_cpu, ok_gpu) << what << ": CPU says '" << ecpu << "', CUDA '" << egpu << "'";
+    EXPECT_EQ(cpu->has_reference(), gpu->has_reference()) << what;
+    const std::vector<uint8_t> a = picture(*cpu), b = picture(*gpu);
+    EXPECT_EQ(a.size(), b.size());
+    if (a != b) {
+      size_t i = 0;
+      while (i < a.size() && a[i] == b[i]) ++i;
+      ADD_FAILURE() << what << ": pictures differ first at byte " << i << " of " << a.size()
+                    << " (CPU " << int(a[i]) << ", CUDA " << int(b[i]) << ")";
+    }
+    return ok_cpu;
+  }
+};
+
+// Encodes frames with the CPU encoder (key[i], k[i]) and decodes every body
+// with both decoders; checks the pictures after each, and write_frame() into
+// a padded host frame and a device frame once at the end.
+void compare_sequence(VideoFormat f, int w, int h, Content content, const std::vector<bool> &key,
+                      const std::vector<int> &k, const Geometry *geometry = nullptr,
+                      int noise = 4) {
+  auto cpu_ctx = Context::cpu();
+  std::mt19937 &gen = testing_util::rng();
+  auto enc = Encoder::create(*cpu_ctx, f, w, h, geometry);
+  Pair dec(f, w, h);
+  HostBytes body;
+  uint32_t lanes = 0;
+  for (size_t i = 0; i < key.size(); ++i) {
+    HostFrame frame(f, w, h, 3);
+    fill(frame, content, int(i), gen, noise);
+    const FrameStats st = enc->encode(frame.view, k[i], key[i], body);
+    lanes = std::max(lanes, st.lanes);
+    const std::string what = std::string(format_name(f)) + " " + std::to_string(w) + "x" +
+                             std::to_string(h) + " frame " + std::to_string(i) +
+                             " k=" + std::to_string(k[i]) + (key[i] ? " key" : " delta");
+    ASSERT_TRUE(dec.decode(bytes_of(body), what)) << what;
+    HostBytes ref;
+    enc->read_reference(ref);
+    ASSERT_EQ(dec.picture(*dec.gpu), bytes_of(ref)) << what << ": not the encoder's reference";
+    if (::testing::Test::HasFailure()) return;
+  }
+  HostFrame a(f, w, h, 5), b(f, w, h, 7);
+  dec.cpu->write_frame(a.view);
+  dec.gpu->write_frame(b.view);
+  EXPECT_TRUE(b.padding_intact());
+  EXPECT_EQ(packed_bytes(a.view), packed_bytes(b.view));
+  DeviceFrame df(f, w, h);
+  dec.gpu->write_frame(df.view());
+  const HostFrame back = testing_util::download(df, *dec.gpu_ctx);
+  EXPECT_EQ(packed_bytes(back.view), packed_bytes(a.view)) << "write_frame() into device memory";
+}
+
+const std::vector<bool> kKeyThenDeltas = {true, false, false, false};
+
+}  // namespace
+
+TEST(Codec2Cuda, EveryFormatOddSizes) {
+  for (VideoFormat f : all_formats())
+    for (const auto &wh : std::vector<std::pair<int, int>>{{33, 17}, {1, 1}, {2, 3}})
+      for (int k : {0, 5, 20}) {
+        compare_sequence(f, wh.first, wh.second, Content::Scene, kKeyThenDeltas, {k, k, k, k});
+        if (HasFailure()) return;
+      }
+}
+
+TEST(Codec2Cuda, RandomFrames) {
+  for (VideoFormat f : {VideoFormat::BGR, VideoFormat::BGRx, VideoFormat::GRAY8, VideoFormat::I420,
+                        VideoFormat::NV12, VideoFormat::YUY2})
+    for (int k : {0, 5, 20}) {
+      compare_sequence(f, 97, 61, Content::Random, {true, false, false}, {k, k, k});
+      if (HasFailure()) return;
+    }
+}
+
+TEST(Codec2Cuda, SeveralTilesAndThresholds) {
+  // Small tiles: many tiles, edges of tiles everywhere, changing k.
+  const Geometry small{3, 2};
+  for (VideoFormat f : {VideoFormat::BGR, VideoFormat::BGRx, VideoFormat::GRAY8, VideoFormat::I420,
+                        VideoFormat::NV12, VideoFormat::YUY2, VideoFormat::UYVY, VideoFormat::Y444,
+                        VideoFormat::RGBA}) {
+    compare_sequence(f, 161, 75, Content::Scene, {true, false, false, false, true, false},
+                     {0, 0, 5, 20, 5, 3}, &small);
+    if (HasFailure()) return;
+    compare_sequence(f, 150, 90, Content::Camera, {true, false, false, false}, {5, 5, 20, 0},
+                     &small);
+    if (HasFailure()) return;
+  }
+}
+
+TEST(Codec2Cuda, ManyLanesCameraLike) {
+  // Default tiles (320 x 128 samples): up to 32 lanes per tile.
+  for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::NV12, VideoFormat::YUY2,
+                        VideoFormat::GRAY8, VideoFormat::BGRx})
+    for (int k : {0, 5, 20}) {
+      compare_sequence(f, 656, 280, Content::Camera, {true, false, false}, {k, k, k});
+      if (HasFailure()) return;
+    }
+}
+
+TEST(Codec2Cuda, WideTiles) {
+  // Tiles 640 samples wide with 32 lanes: their rows of working values do not
+  // fit in shared memory (global memory instead), beside a narrow tile that does.
+  const Geometry wide{40, 4};
+  for (VideoFormat f : {VideoFormat::BGRx, VideoFormat::BGR, VideoFormat::I420}) {
+    compare_sequence(f, 700, 100, Content::Camera, {true, false, false}, {0, 5, 5}, &wide);
+    if (HasFailure()) return;
+  }
+}
+
+TEST(Codec2Cuda, FullHd) {
+  compare_sequence(VideoFormat::BGR, 1920, 1080, Content::Camera, {true, false, false}, {5, 5, 5});
+}
+
+// Damaged bodies: both decoders accept or refuse each alike, a refusal
+// leaves the picture as it was, an accepted one gives the same picture.
+TEST(Codec2Cuda, DamagedBodies) {
+  std::mt19937 gen(777);  // fixed content: see Codec2Cpu.DamageIsDetectedOrHarmless
+  for (VideoFormat f : {VideoFormat::I420, VideoFormat::BGR, VideoFormat::YUY2}) {
+    const int w = 56, h = 36;
+    const Geometry small{2, 2};
+    auto cpu_ctx = Context::cpu();
+    auto enc = Encoder::create(*cpu_ctx, f, w, h, &small);
+    std::vector<std::vector<uint8_t>> bodies;
+    HostBytes body;
+    for (int t = 0; t < 2; ++t) {
+      HostFrame frame(f, w, h);
+      fill(frame, t == 0 ? Content::Scene : Content::Camera, t, gen, 3);
+      enc->encode(frame.view, 3, t == 0, body);
+      bodies.push_back(bytes_of(body));
+    }
+    Pair dec(f, w, h);
+    for (size_t which = 0; which < bodies.size(); ++which) {
+      const std::vector<uint8_t> &good = bodies[which];
+      std::vector<std::vector<uint8_t>> damaged;
+      for (size_t len = 0; len < good.size(); len += (len < 16 ? 1 : 17))
+        damaged.emplace_back(good.begin(), good.begin() + long(len));
+      const size_t cuts = damaged.size();
+      for (size_t at = 0; at < good.size(); at += (at < 48 ? 1 : 9)) {
+        std::vector<uint8_t> b = good;
+        b[at] ^= uint8_t(1 + gen() % 255);
+        damaged.push_back(b);
+      }
+      std::vector<uint8_t> longer = good;
+      longer.push_back(0);
+      damaged.push_back(longer);
+      bool changed = true;
+      for (size_t v = 0; v < damaged.size(); ++v) {
+        // The state before: the keyframe (and for the delta nothing else);
+        // a refused keyframe changed nothing.
+        if (which == 1 || changed) {
+          ASSERT_TRUE(dec.decode(bodies[0], "keyframe"));
+        }
+        const std::vector<uint8_t> before = dec.picture(*dec.gpu);
+        const std::string what = std::string(format_name(f)) + " body " + std::to_string(which) +
+                                 " damage " + std::to_string(v);
+        const bool ok = dec.decode(damaged[v], what);
+        changed = ok;
+        // Every truncation, and a byte too many, fails.
+        if (v < cuts || v + 1 == damaged.size()) {
+          EXPECT_FALSE(ok) << what;
+        }
+        if (!ok) {
+          EXPECT_EQ(dec.picture(*dec.gpu), before) << what << ": picture changed";
+          EXPECT_FALSE(dec.gpu->has_reference());
+        }
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(Codec2Cuda, WrongTileTable) {
+  // A body whose tile table lies (a tile's type, lanes or size changed) or
+  // comes from another geometry.
+  std::mt19937 gen(99);
+  const VideoFormat f = VideoFormat::BGR;
+  const int w = 128, h = 64;
+  const Geometry small{2, 2};
+  auto cpu_ctx = Context::cpu();
+  auto enc = Encoder::create(*cpu_ctx, f, w, h, &small);
+  HostBytes body;
+  std::vector<std::vector<uint8_t>> bodies;
+  for (int t = 0; t < 2; ++t) {
+    HostFrame frame(f, w, h);
+    fill(frame, Content::Camera, t, gen, 2);
+    enc->encode(frame.view, 2, t == 0, body);
+    bodies.push_back(bytes_of(body));
+  }
+  Pair dec(f, w, h);
+  // Find the tile table: the bytes before the payloads; try every value at
+  // each of the first bytes after the header's 4 and the tables.
+  for (size_t which = 0; which < 2; ++which) {
+    const std::vector<uint8_t> &good = bodies[which];
+    for (size_t at = 4; at < std::min<size_t>(good.size(), 120); ++at)
+      for (int delta : {1, 2, 4, 0x80, 0x7f}) {
+        std::vector<uint8_t> b = good;
+        b[at] = uint8_t(b[at] + delta);
+        ASSERT_TRUE(dec.decode(bodies[0], "keyframe"));
+        const std::vector<uint8_t> before = dec.picture(*dec.gpu);
+        const std::string what = "body " + std::to_string(which) + " byte " + std::to_string(at) +
+                                 " +" + std::to_string(delta);
+        if (!dec.decode(b, what)) {
+          EXPECT_EQ(dec.picture(*dec.gpu), before) << what;
+        }
+        if (HasFailure()) return;
+      }
+    // The geometry byte changed: another tile grid.
+    std::vector<uint8_t> b = good;
+    b[2] = 3;
+    ASSERT_TRUE(dec.decode(bodies[0], "keyframe"));
+    EXPECT_FALSE(dec.decode(b, "other geometry"));
+  }
+}
+
+TEST(Codec2Cuda, DeltaAfterFailureWaitsForKeyframe) {
+  std::mt19937 &gen = testing_util::rng();
+  const VideoFormat f = VideoFormat::NV12;
+  const int w = 90, h = 50;
+  auto cpu_ctx = Context::cpu();
+  auto enc = Encoder::create(*cpu_ctx, f, w, h);
+  HostBytes body;
+  std::vector<std::vector<uint8_t>> bodies;
+  for (int t = 0; t < 4; ++t) {
+    HostFrame frame(f, w, h);
+    fill(frame, Content::Camera, t, gen, 3);
+    enc->encode(frame.view, 4, t == 0 || t == 3, body);
+    bodies.push_back(bytes_of(body));
+  }
+  Pair dec(f, w, h);
+  // A delta first: refused (no picture yet).
+  EXPECT_FALSE(dec.decode(bodies[1], "delta before any keyframe"));
+  ASSERT_TRUE(dec.decode(bodies[0], "keyframe"));
+  const std::vector<uint8_t> shown = dec.picture(*dec.gpu);
+  std::vector<uint8_t> cut(bodies[1].begin(), bodies[1].end() - 1);
+  EXPECT_FALSE(dec.decode(cut, "truncated delta"));
+  EXPECT_FALSE(dec.gpu->has_reference());
+  EXPECT_EQ(dec.picture(*dec.gpu), shown);
+  EXPECT_FALSE(dec.decode(bodies[1], "delta after a failure"));
+  EXPECT_FALSE(dec.decode(bodies[2], "next delta after a failure"));
+  EXPECT_EQ(dec.picture(*dec.gpu), shown);
+  EXPECT_TRUE(dec.decode(bodies[3], "next keyframe"));
+  EXPECT_TRUE(dec.gpu->has_reference());
+  // reset() also waits for a keyframe.
+  dec.gpu->reset();
+  dec.cpu->reset();
+  EXPECT_FALSE(dec.decode(bodies[1], "delta after reset"));
+}
