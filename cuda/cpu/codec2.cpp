@@ -11,12 +11,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "cudadiff/codec2_body.h"
 #include "cudadiff/codec2_rules.h"
+#include "../src/codec2_encoder.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -176,23 +178,12 @@ std::vector<Tile> make_tiles(const LayerSet &ls, const Geometry &g) {
 
 namespace {
 
+using detail::kNoSymbol;
+using detail::Symbol;
+using detail::TileSymbols;
+
 // ---------------------------------------------------------------------------
 // Integer costs (1/256 bit), the same on every backend.
-
-// floor(256 * log2(x)) for x >= 1.
-uint32_t log2_q8(uint32_t x) {
-  const int e = bit_length(x);
-  uint64_t m = (uint64_t(x) << 16) >> e;  // mantissa in [1, 2) as Q16
-  uint32_t frac = 0;
-  for (int i = 7; i >= 0; --i) {
-    m = (m * m) >> 16;
-    if (m >= (2u << 16)) {
-      m >>= 1;
-      frac |= 1u << i;
-    }
-  }
-  return uint32_t(e) * 256 + frac;
-}
 
 // The first estimate of a token's cost in the mode decision: about
 // 1 + 2 log2(1 + |r|) bits (1/256 bit), r the smallest residual of the token.
@@ -869,14 +860,6 @@ void reference_classes(const LayerSet &ls, int l, const Picture &ref, int k, con
   });
 }
 
-// One coded sample component.
-struct Symbol {
-  uint16_t dist;
-  uint8_t token;
-  uint8_t nbits;
-  uint16_t bits;
-};
-
 // Visits the samples of layer `l` of a tile whose block passes `want(block)`,
 // predicting each component from `nb` (neighbour values of the mode's
 // domain) and coding the value of `val`: f(block, x, y, comp, ctx, token,
@@ -973,9 +956,11 @@ int default_threads(size_t samples, size_t tiles) {
 // ---------------------------------------------------------------------------
 // The encoder
 
-class CpuEncoder final : public Encoder {
+class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
  public:
-  CpuEncoder(VideoFormat format, int width, int height, const Geometry &g) {
+  // back_end_only: used as another backend's EncoderBackEnd (no pictures).
+  CpuEncoder(VideoFormat format, int width, int height, const Geometry &g,
+             bool back_end_only = false) {
     format_ = format;
     width_ = width;
     height_ = height;
@@ -987,6 +972,9 @@ class CpuEncoder final : public Encoder {
     dl_ = DistLayout(ls_);
     if (size_t(dl_.count) * kTokens > 65536) throw Error("codec2 encoder: too many distributions");
     tiles_ = make_tiles(ls_, g);
+    modes_.assign(size_t(ls_.blocks_x) * ls_.blocks_y, kSpatial);
+    prev_.tables.assign(dl_.count, Table{});
+    if (back_end_only) return;
     cur_.allocate(ls_);
     ref_.allocate(ls_);
     rec_.allocate(ls_);
@@ -994,8 +982,6 @@ class CpuEncoder final : public Encoder {
       in_[l].allocate(ls_.layer[l], true);
       work_[l].allocate(ls_.layer[l], true);
     }
-    modes_.assign(size_t(ls_.blocks_x) * ls_.blocks_y, kSpatial);
-    prev_.tables.assign(dl_.count, Table{});
   }
 
   FrameStats encode(const FrameView &frame, int threshold, bool keyframe, HostBytes &body) override;
@@ -1005,6 +991,20 @@ class CpuEncoder final : public Encoder {
     store(ref_, ls_, packed_view(format_, width_, height_, out.data()));
   }
 
+  // EncoderBackEnd
+  const std::vector<Tile> &tiles() const override { return tiles_; }
+  const LayerSet &layers() const override { return ls_; }
+  int dist_count() const override { return dl_.count; }
+  int dist_base(int layer, int cls, int comp) const override { return dl_.base[layer][cls][comp]; }
+  FrameStats write_body(bool keyframe, int threshold, const uint8_t *modes,
+                        const TileSymbols *tiles, const std::function<void(size_t, uint8_t *)> &raw,
+                        HostBytes &body) override;
+  const std::vector<int> &tile_types() const override { return tile_type_; }
+  void make_tables(bool keyframe, const uint32_t *hist, uint32_t *freq_cum) override;
+  FrameStats assemble(bool keyframe, int threshold, const uint8_t *modes, const int *types,
+                      const int *lanes, const size_t *sizes,
+                      const std::function<void(uint8_t *)> &payloads, HostBytes &body) override;
+
  private:
   void find_coded_blocks(bool keyframe, int threads);
   void decide_modes(int threads);
@@ -1012,9 +1012,9 @@ class CpuEncoder final : public Encoder {
   template <class Want, class F>
   void for_each_proxy(const Tile &t, Want want, F f) const;
   void tile_symbols(size_t ti);
-  void build_model(const std::vector<uint32_t> &hist, bool keyframe, BitWriter &bw, Model &model);
+  void build_model(const uint32_t *hist, bool keyframe, BitWriter &bw, Model &model);
   bool encode_tile(size_t ti, int threshold);
-  void store_raw(size_t ti);
+  void store_raw(size_t ti, uint8_t *out);
   void debug_sizes(const Model &model);
 
   LayerSet ls_;
@@ -1034,6 +1034,9 @@ class CpuEncoder final : public Encoder {
   Model prev_;
   std::vector<std::vector<Symbol>> symbols_;  // per tile: block modes, then layer by layer
   std::vector<std::vector<uint32_t>> tile_hist_;
+  const TileSymbols *tile_in_ = nullptr;  // write_body()'s input: per tile its symbols
+  Model pending_;                         // make_tables()'s tables (prev_ after assemble())
+  std::vector<uint8_t> model_bytes_;      // and the model section
   std::vector<std::vector<uint8_t>> streams_;
   std::vector<int> tile_type_;   // 0 skipped, 1 coded, 2 raw
   std::vector<int> tile_lanes_;  // lanes of a coded tile
@@ -1229,7 +1232,7 @@ void CpuEncoder::tile_symbols(size_t ti) {
   for (int l = 0; l < ls_.count; ++l) {
     const Layer &ly = ls_.layer[l];
     const size_t first = syms.size();
-    syms.resize(first + size_t(t.w[l]) * t.h[l] * ly.channels, Symbol{0xffff, 0, 0, 0});
+    syms.resize(first + size_t(t.w[l]) * t.h[l] * ly.channels, Symbol{kNoSymbol, 0, 0, 0});
     for (int cls = 0; cls < kClasses; ++cls) {
       const std::vector<int16_t> *nb = cls == kClassSpatial ? work_[l].s : work_[l].t;
       const std::vector<int16_t> *val = cls == kClassSpatial ? in_[l].s : in_[l].t;
@@ -1252,8 +1255,7 @@ void CpuEncoder::tile_symbols(size_t ti) {
 // each distribution of a used group: unused, the previous frame's table, a
 // new one, or a copy of the last table listed before it, whichever costs
 // least (ties in that order after unused).
-void CpuEncoder::build_model(const std::vector<uint32_t> &hist, bool keyframe, BitWriter &bw,
-                             Model &model) {
+void CpuEncoder::build_model(const uint32_t *hist, bool keyframe, BitWriter &bw, Model &model) {
   model.tables.assign(dl_.count, Table{});
   int last_used = -1;
   for (const DistGroup &g : listed_groups(dl_, ls_, keyframe)) {
@@ -1305,12 +1307,14 @@ void CpuEncoder::build_model(const std::vector<uint32_t> &hist, bool keyframe, B
 // stream is no smaller than the tile's bytes: the tile is then marked raw.
 bool CpuEncoder::encode_tile(size_t ti, int threshold) {
   const Tile &t = tiles_[ti];
-  const std::vector<Symbol> &syms = symbols_[ti];
+  const Symbol *const syms = tile_in_[ti].symbols;
+  const size_t n_syms = tile_in_[ti].count;
   uint32_t coded_samples = 0;
-  for (const Symbol &sy : syms) coded_samples += sy.dist != 0xffff && sy.dist != dl_.mode;
+  for (size_t n = 0; n < n_syms; ++n)
+    coded_samples += syms[n].dist != kNoSymbol && syms[n].dist != dl_.mode;
   const int lanes = lanes_for_tile(coded_samples, t.h[0]);
   tile_lanes_[ti] = lanes;
-  const size_t bound = 4 * size_t(lanes) + 4 * syms.size() + 16;
+  const size_t bound = 4 * size_t(lanes) + 4 * n_syms + 16;
   std::vector<uint8_t> &buf = rans_buffers_[size_t(omp_thread())];
   if (buf.size() < bound) buf.resize(bound);
   uint8_t *end = buf.data() + bound;
@@ -1335,7 +1339,7 @@ bool CpuEncoder::encode_tile(size_t ti, int threshold) {
       for (size_t at = layer_first[l] + size_t(j) * t.w[l] * nc, end = at + size_t(t.w[l]) * nc;
            at < end; ++at) {
         const Symbol &s = syms[at];
-        if (s.dist == 0xffff) continue;
+        if (s.dist == kNoSymbol) continue;
         uint32_t &h = checksum[j % lanes];
         h = lane_checksum(h, s.token);
         if (s.nbits) h = lane_checksum(h, s.bits);
@@ -1375,12 +1379,12 @@ bool CpuEncoder::encode_tile(size_t ti, int threshold) {
       for (int c = nc - 1; c >= 0; --c) {
         for (int a = n_active - 1; a >= 0; --a) {
           const Symbol &s = sample[a][c];
-          if (s.dist == 0xffff || s.nbits == 0) continue;  // skipped sample or no raw bits
+          if (s.dist == kNoSymbol || s.nbits == 0) continue;  // skipped sample or no raw bits
           enc.put_bits(state[active[a]], s.bits, s.nbits);
         }
         for (int a = n_active - 1; a >= 0; --a) {
           const Symbol &s = sample[a][c];
-          if (s.dist == 0xffff) continue;
+          if (s.dist == kNoSymbol) continue;
           enc.put(state[active[a]], rans_symbols_[size_t(s.dist) * kTokens + s.token]);
         }
       }
@@ -1414,7 +1418,7 @@ void CpuEncoder::debug_sizes(const Model &model) {
   std::vector<uint64_t> hist(size_t(dl_.count) * kTokens, 0);
   for (size_t ti = 0; ti < tiles_.size(); ++ti)
     if (tile_type_[ti] == 1)
-      for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_hist_[ti][i];
+      for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_in_[ti].hist[i];
   for (int l = 0; l < ls_.count; ++l)
     for (int cls = 0; cls < kClasses; ++cls)
       for (int c = 0; c < ls_.layer[l].channels; ++c) {
@@ -1436,10 +1440,8 @@ void CpuEncoder::debug_sizes(const Model &model) {
 
 // A raw tile: its samples' bytes, layer by layer, row by row, sample by
 // sample, channel by channel; they are also the reconstruction.
-void CpuEncoder::store_raw(size_t ti) {
+void CpuEncoder::store_raw(size_t ti, uint8_t *out) {
   const Tile &t = tiles_[ti];
-  std::vector<uint8_t> &out = streams_[ti];
-  out.resize(t.raw_bytes);
   size_t at = 0;
   for (int l = 0; l < ls_.count; ++l) {
     const Layer &ly = ls_.layer[l];
@@ -1460,7 +1462,6 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
     throw Error("codec2 encoder: frame does not match the encoder's format and size");
   if (threshold < 0 || threshold > 255) throw Error("codec2 encoder: threshold not in 0..255");
   if (!keyframe && !has_reference_) throw Error("codec2 encoder: a delta needs a previous frame");
-  const Geometry &g = geometry_;
   q_.set(threshold);
   keyframe_ = keyframe;
   extract(frame, ls_, cur_);
@@ -1525,28 +1526,55 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   tile_hist_.resize(n_tiles);
   streams_.resize(n_tiles);
   tile_type_.assign(n_tiles, 1);
-  tile_lanes_.assign(n_tiles, 1);
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
   for (long long ti = 0; ti < (long long)n_tiles; ++ti) tile_symbols(size_t(ti));
+  std::vector<TileSymbols> in(n_tiles);
+  for (size_t ti = 0; ti < n_tiles; ++ti)
+    in[ti] = {symbols_[ti].data(), symbols_[ti].size(), tile_hist_[ti].data()};
+
+  // 5.-8. Tables, tiles, the body.
+  const FrameStats st = write_body(
+      keyframe, threshold, modes_.data(), in.data(),
+      [&](size_t ti, uint8_t *out) { store_raw(ti, out); }, body);
+  std::swap(ref_, rec_);
+  has_reference_ = true;
+  return st;
+}
+
+FrameStats CpuEncoder::write_body(bool keyframe, int threshold, const uint8_t *modes,
+                                  const TileSymbols *tiles,
+                                  const std::function<void(size_t, uint8_t *)> &raw,
+                                  HostBytes &body) {
+  keyframe_ = keyframe;
+  tile_in_ = tiles;
+  const size_t n_tiles = tiles_.size();
+  size_t samples = 0;
+  for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
+  const int threads = default_threads(samples, n_tiles);
+  streams_.resize(n_tiles);
+  tile_type_.assign(n_tiles, 1);
+  tile_lanes_.assign(n_tiles, 1);
+  for (size_t ti = 0; ti < n_tiles; ++ti)
+    if (tiles[ti].count == 0) {  // every block skipped
+      tile_type_[ti] = 0;
+      streams_[ti].clear();
+    }
 
   // 5. Tables from the histograms of the coded tiles, then each tile's
   // stream. Tiles that come out no smaller than their bytes are stored raw;
   // if any did, the tables are made again without them and the other tiles
   // coded again (those that now come out too large are stored raw as well).
-  Model model;
-  BitWriter bw;
   for (int pass = 0; pass < 2; ++pass) {
     std::vector<uint32_t> hist(size_t(dl_.count) * kTokens, 0);
     for (size_t ti = 0; ti < n_tiles; ++ti)
       if (tile_type_[ti] == 1)
-        for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_hist_[ti][i];
-    bw = BitWriter();
-    build_model(hist, keyframe, bw, model);
+        for (size_t i = 0; i < hist.size(); ++i) hist[i] += tiles[ti].hist[i];
+    make_tables(keyframe, hist.data(), nullptr);
     rans_symbols_.resize(size_t(dl_.count) * kTokens);
     for (int d = 0; d < dl_.count; ++d)
       for (int tk = 0; tk < kTokens; ++tk)
         rans_symbols_[size_t(d) * kTokens + tk] =
-            RansEncoder::symbol(model.tables[d].freq[tk], model.tables[d].cum[tk]);
+            RansEncoder::symbol(pending_.tables[d].freq[tk], pending_.tables[d].cum[tk]);
     bool any_raw = false;
 #pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : any_raw)
     for (long long ti = 0; ti < (long long)n_tiles; ++ti)
@@ -1554,27 +1582,60 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
     if (!any_raw) break;
   }
   for (size_t ti = 0; ti < n_tiles; ++ti)
-    if (tile_type_[ti] == 2) store_raw(ti);
-  if (std::getenv("CODEC2_DEBUG")) debug_sizes(model);
+    if (tile_type_[ti] == 2) {
+      streams_[ti].resize(tiles_[ti].raw_bytes);
+      raw(ti, streams_[ti].data());
+    }
+  if (std::getenv("CODEC2_DEBUG")) debug_sizes(pending_);
+  std::vector<size_t> sizes(n_tiles);
+  for (size_t ti = 0; ti < n_tiles; ++ti) sizes[ti] = streams_[ti].size();
+  const FrameStats st = assemble(
+      keyframe, threshold, modes, tile_type_.data(), tile_lanes_.data(), sizes.data(),
+      [&](uint8_t *p) {
+        for (size_t ti = 0; ti < n_tiles; ++ti) {
+          if (!streams_[ti].empty()) std::memcpy(p, streams_[ti].data(), streams_[ti].size());
+          p += streams_[ti].size();
+        }
+      },
+      body);
+  tile_in_ = nullptr;
+  return st;
+}
 
+void CpuEncoder::make_tables(bool keyframe, const uint32_t *hist, uint32_t *freq_cum) {
+  BitWriter bw;
+  build_model(hist, keyframe, bw, pending_);
+  model_bytes_ = bw.bytes();
+  if (freq_cum)
+    for (int d = 0; d < dl_.count; ++d)
+      for (int tk = 0; tk < kTokens; ++tk)
+        freq_cum[size_t(d) * kTokens + tk] =
+            uint32_t(pending_.tables[d].cum[tk]) | uint32_t(pending_.tables[d].freq[tk]) << 16;
+}
+
+FrameStats CpuEncoder::assemble(bool keyframe, int threshold, const uint8_t *modes,
+                                const int *types, const int *lanes_of, const size_t *sizes,
+                                const std::function<void(uint8_t *)> &payloads, HostBytes &body) {
   // 7. The body: header, tables, tile sizes, tile streams.
+  const Geometry &g = geometry_;
+  const size_t n_tiles = tiles_.size();
   FrameStats st;
   st.keyframe = keyframe;
   st.threshold = threshold;
-  std::vector<uint8_t> head(kBodyHeaderBytes + bw.bytes().size());
+  std::vector<uint8_t> head(kBodyHeaderBytes + model_bytes_.size());
   head[0] = keyframe ? 1 : 0;
   head[1] = uint8_t(threshold);
   head[2] = uint8_t(g.tile_bx);
   head[3] = uint8_t(g.tile_by);
-  std::copy(bw.bytes().begin(), bw.bytes().end(), head.begin() + kBodyHeaderBytes);
+  std::copy(model_bytes_.begin(), model_bytes_.end(), head.begin() + kBodyHeaderBytes);
   st.model_bytes = head.size();
   std::vector<uint8_t> table;
   size_t payload = 0;
   for (size_t ti = 0; ti < n_tiles; ++ti) {
-    const int type = tile_type_[ti];
-    const size_t size = streams_[ti].size();
+    const int type = types[ti];
+    const size_t size = sizes[ti];
     st.tiles[type]++;
-    const int lanes = type == 1 ? tile_lanes_[ti] : 1;
+    const int lanes = type == 1 ? lanes_of[ti] : 1;
     if (type == 1) st.lanes += lanes;
     uint64_t v = (uint64_t(size) << 7) | uint64_t(lanes - 1) << 2 | uint64_t(type);
     do {
@@ -1591,16 +1652,11 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   p += head.size();
   std::memcpy(p, table.data(), table.size());
   p += table.size();
-  for (size_t ti = 0; ti < n_tiles; ++ti) {
-    if (!streams_[ti].empty()) std::memcpy(p, streams_[ti].data(), streams_[ti].size());
-    p += streams_[ti].size();
-  }
+  payloads(p);
   st.body_bytes = body.size();
-  for (uint8_t m : modes_) st.blocks[m]++;
+  for (size_t b = 0; b < size_t(ls_.blocks_x) * ls_.blocks_y; ++b) st.blocks[modes[b]]++;
 
-  std::swap(ref_, rec_);
-  prev_ = std::move(model);
-  has_reference_ = true;
+  prev_ = pending_;
   return st;
 }
 
@@ -2288,6 +2344,10 @@ std::unique_ptr<Encoder> make_cpu_encoder(VideoFormat format, int width, int hei
                                           const Geometry &geometry) {
   return std::make_unique<CpuEncoder>(format, width, height, geometry);
 }
+std::unique_ptr<EncoderBackEnd> make_encoder_back_end(VideoFormat format, int width, int height,
+                                                      const Geometry &geometry) {
+  return std::make_unique<CpuEncoder>(format, width, height, geometry, true);
+}
 std::unique_ptr<Decoder> make_cpu_decoder(VideoFormat format, int width, int height) {
   return std::make_unique<CpuDecoder>(format, width, height);
 }
@@ -2296,9 +2356,11 @@ std::unique_ptr<Decoder> make_cpu_decoder(VideoFormat format, int width, int hei
 std::unique_ptr<Encoder> Encoder::create(const Context &ctx, VideoFormat format, int width,
                                          int height, const Geometry *geometry) {
   const Geometry g = geometry ? *geometry : default_geometry(format, width, height);
-  if (ctx.is_cuda())
-    // Here detail::make_cuda_encoder(ctx, format, width, height, g) once it exists.
-    throw Error("codec2: the CUDA backend is not implemented yet; use a CPU context");
+#if CUDADIFF_HAVE_CUDA
+  if (ctx.is_cuda()) return detail::make_cuda_encoder(ctx, format, width, height, g);
+#else
+  if (ctx.is_cuda()) throw Error("codec2: this build has no CUDA backend; use a CPU context");
+#endif
   return detail::make_cpu_encoder(format, width, height, g);
 }
 

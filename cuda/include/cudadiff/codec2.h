@@ -136,9 +136,9 @@ namespace detail {
 std::unique_ptr<Encoder> make_cpu_encoder(VideoFormat format, int width, int height,
                                           const Geometry &geometry);
 std::unique_ptr<Decoder> make_cpu_decoder(VideoFormat format, int width, int height);
-// The CUDA implementation (to come, in cuda/kernels): create() will return
-// these for a CUDA context when the build has CUDA (as diff.h's classes do);
-// until they exist create() throws Error for a CUDA context.
+// The CUDA implementation (cuda/kernels): create() returns these for a CUDA
+// context when the build has CUDA (as diff.h's classes do). The encoder
+// (codec2_enc.cu) takes frames in device memory and keeps its reference there.
 std::unique_ptr<Encoder> make_cuda_encoder(const Context &ctx, VideoFormat format, int width,
                                            int height, const Geometry &geometry);
 std::unique_ptr<Decoder> make_cuda_decoder(const Context &ctx, VideoFormat format, int width,

@@ -214,6 +214,24 @@ CODEC2_HD uint32_t token_value(int token, uint32_t bits) {
   return ((2u | uint32_t((token - kDirectTokens) & 1)) << (e - 1)) | bits;
 }
 
+// ---- integer costs --------------------------------------------------------
+// floor(256 * log2(x)) for x >= 1 (costs in 1/256 bit for the mode decision
+// and the tables): the integer part from the highest bit, then 8 squarings
+// of the mantissa in Q16.
+CODEC2_HD uint32_t log2_q8(uint32_t x) {
+  const int e = bit_length(x);
+  uint64_t m = (uint64_t(x) << 16) >> e;  // mantissa in [1, 2) as Q16
+  uint32_t frac = 0;
+  for (int i = 7; i >= 0; --i) {
+    m = (m * m) >> 16;
+    if (m >= (2u << 16)) {
+      m >>= 1;
+      frac |= 1u << i;
+    }
+  }
+  return uint32_t(e) * 256 + frac;
+}
+
 // ---- rANS ---------------------------------------------------------------
 constexpr int kProbBits = 12;  // frequencies sum to 4096
 constexpr uint32_t kProbScale = 1u << kProbBits;

@@ -1,0 +1,180 @@
+// The version 2 encoder at 1920x1080 BGR (default size) on moving frames: a
+// textured scene panning by 3 pixels per frame with a moving square and
+// noise of +-2 (every block is coded; the mode decision sees temporal,
+// t+s and spatial candidates), deltas at thresholds 0, 5, 10 and 20.
+//
+// Rows: encode() per delta frame, from the frame to the body in host memory,
+// on the CPU (all threads) and on CUDA (the frame in device memory: what the
+// element hands over when it gets CUDA memory); the body size; the
+// host-to-device copy of one frame measured in the same run (what an
+// upload from host memory would add). The project's goal for the CUDA
+// encoder core: at most 0.25 ms per 1080p frame.
+//
+// --clip FILE: real footage instead, raw BGR frames of --size one after
+// another (e.g. `ffmpeg -i clip.avi -f rawvideo -pix_fmt bgr24 clip.bgr`);
+// first every frame is encoded on both backends as one sequence (a
+// keyframe every 30 frames) and the bodies compared, then the deltas timed.
+#include <cstdlib>
+#include <fstream>
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "cudadiff/codec2.h"
+#include "frames.h"
+
+using namespace cudadiff;
+using namespace cudadiff::codec2;
+
+namespace {
+
+void fill_moving(testing_util::HostFrame &f, int t, std::mt19937 &gen) {
+  const int w = f.view.width, h = f.view.height;
+  std::uniform_int_distribution<int> noise(-2, 2);
+  for (int y = 0; y < h; ++y) {
+    uint8_t *row = f.view.row(0, y);
+    for (int x = 0; x < w; ++x) {
+      const int u = x + 3 * t;
+      const int sq = (x - 8 * t) % w;
+      const bool in_square = sq >= 200 && sq < 360 && y >= 400 && y < 560;
+      for (int c = 0; c < 3; ++c) {
+        int v = 40 + (u * (c + 1) / 5 + y / 3) % 120 + ((u / 37 + y / 29) % 2) * 60;
+        if (in_square) v = 230 - c * 30;
+        v += noise(gen);
+        row[3 * x + c] = uint8_t(std::clamp(v, 0, 255));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  bench::Options opt = bench::parse_options(argc, argv, "[--clip FILE]");
+  std::string clip;
+  for (size_t i = 0; i + 1 < opt.positional.size(); ++i)
+    if (opt.positional[i] == "--clip") clip = opt.positional[i + 1];
+  const int w = opt.width, h = opt.height;
+  const VideoFormat fmt = VideoFormat::BGR;
+  const size_t n = frame_size_packed(fmt, w, h);
+  const std::string size = std::to_string(w) + "x" + std::to_string(h);
+  bench::Report report;
+  std::mt19937 gen(testing_util::test_seed());
+  std::vector<testing_util::HostFrame> in;
+  if (!clip.empty()) {
+    std::ifstream f(clip, std::ios::binary);
+    for (;;) {
+      testing_util::HostFrame fr(fmt, w, h);
+      if (!f.read(reinterpret_cast<char *>(fr.view.data[0]), std::streamsize(n))) break;
+      in.push_back(std::move(fr));
+    }
+    if (in.size() < 2) {
+      std::fprintf(stderr, "%s: fewer than 2 frames of %s BGR\n", clip.c_str(), size.c_str());
+      return 2;
+    }
+    report.note(clip + ": " + std::to_string(in.size()) + " frames");
+  } else {
+    for (int t = 0; t < std::max(2, opt.frames); ++t) {
+      in.emplace_back(fmt, w, h);
+      fill_moving(in.back(), t, gen);
+    }
+  }
+  const int frames = int(in.size());
+
+  std::unique_ptr<Context> gpu;
+  std::string why;
+  if (opt.cuda && device_count(&why) > 0) gpu = Context::cuda(0);
+  bench::describe_machine(report, gpu.get());
+  const int ks[] = {0, 5, 10, 20};
+
+  // Frame i of the timed run is delta i + 1 of a sequence that started with
+  // a keyframe of frame 0 (untimed).
+  bench::Options run = opt;
+  run.runs = std::min(opt.runs, 30);
+  run.warmup = std::min(opt.warmup, 3);
+  run.frames = frames;
+
+  if (opt.cpu) {
+    auto cpu = Context::cpu();
+    for (int k : ks) {
+      auto enc = Encoder::create(*cpu, fmt, w, h);
+      HostBytes body;
+      enc->encode(in[0].view, k, true, body);
+      size_t bytes = 0;
+      int count = 0;
+      bench::Row r{"codec2 encode delta " + size + " k=" + std::to_string(k),
+                   "cpu " + std::to_string(cpu_threads()) + " threads",
+                   {},
+                   double(n),
+                   ""};
+      r.stats = bench::time_host(run, [&](int i) {
+        enc->encode(in[(i + 1) % frames].view, k, false, body);
+        bytes += body.size();
+        ++count;
+      });
+      r.note = "body " + std::to_string(bytes / std::max(count, 1)) + " bytes";
+      report.add(r);
+    }
+  }
+
+  if (!gpu) {
+    report.note("no CUDA device (" + why + "): CUDA measurements skipped");
+    report.print_table();
+    return 77;
+  }
+  report.add(bench::measure_h2d_copy(opt, *gpu, n));
+
+  std::vector<DeviceBuffer> dev;
+  for (int t = 0; t < frames; ++t) {
+    dev.emplace_back(n);
+    copy_to_device(in[t].view, packed_view(fmt, w, h, dev.back().data()), *gpu);
+  }
+  gpu->synchronize();
+  auto view = [&](int t) { return packed_view(fmt, w, h, dev[t % frames].data()); };
+
+  for (int k : ks) {
+    // Correctness first: the first deltas (every frame of a clip) give the
+    // CPU's bodies.
+    {
+      auto cpu = Context::cpu();
+      auto cenc = Encoder::create(*cpu, fmt, w, h);
+      auto genc = Encoder::create(*gpu, fmt, w, h);
+      HostBytes cb, gb;
+      const int checked = clip.empty() ? std::min(frames, 3) : frames;
+      for (int t = 0; t < checked; ++t) {
+        cenc->encode(in[t].view, k, t % 30 == 0, cb);
+        genc->encode(view(t), k, t % 30 == 0, gb);
+        if (cb.size() != gb.size() || !std::equal(cb.data(), cb.data() + cb.size(), gb.data())) {
+          std::printf("ERROR: CUDA encoder disagrees with the CPU at k=%d frame %d\n", k, t);
+          return 1;
+        }
+      }
+      report.note("k=" + std::to_string(k) + ": " + std::to_string(checked) +
+                  " frames, CUDA bodies identical to the CPU's");
+    }
+    auto enc = Encoder::create(*gpu, fmt, w, h);
+    HostBytes body;
+    enc->encode(view(0), k, true, body);
+    size_t bytes = 0;
+    int count = 0;
+    bench::Row r{"codec2 encode delta " + size + " k=" + std::to_string(k),
+                 "cuda (device frame)",
+                 {},
+                 double(n),
+                 ""};
+    r.stats = bench::time_host(run, [&](int i) {
+      enc->encode(view(i + 1), k, false, body);
+      bytes += body.size();
+      ++count;
+    });
+    r.note = "body " + std::to_string(bytes / std::max(count, 1)) +
+             " bytes; tables on the host, everything else on the GPU";
+    report.add(r);
+  }
+  report.print_table();
+  return 0;
+}

@@ -1,0 +1,1391 @@
+// The version 2 encoder on the GPU: the same bodies as the CPU reference
+// (cuda/cpu/codec2.cpp), byte for byte. docs/stream-format.md, "The
+// encoder", lists the steps; here every per-sample and per-block step runs
+// on the device, one thread per sample, one thread block per 16x16 block of
+// the block grid and layer (so that a block's sums need no atomics between
+// thread blocks of one layer):
+//   1. prepare: the input's channels, its working values in both domains,
+//      the reference's texture classes, and which blocks are not skipped;
+//   2. round 1: every coded block's proxy symbols in the three classes
+//      (kept as distribution * 32 + token) and the block's first costs;
+//      decide; the proxies' histograms under that choice; their costs;
+//   3. round 2: the blocks' costs by those; decide again;
+//   4. the reconstruction (the new reference) and its working values;
+//   5. every tile's symbols in the reference's layout, and per tile the
+//      histogram of its symbols; the tiles' types and the histogram of the
+//      coded tiles;
+//   6. (host) the tables from that histogram, by the CPU reference's code
+//      (EncoderBackEnd::make_tables: a few hundred distributions), while
+//      the device computes each lane's checksum (one thread block per lane)
+//      and lays the symbols out in schedule order;
+//   7. rANS in two passes: each lane (a thread, one warp per tile) codes
+//      its symbols backwards alone, logging its bytes and how many it
+//      emitted in each sub-step; then one thread block per tile places the
+//      bytes in the reference's order (in a sub-step, the lanes from the
+//      last) by counting; tiles no smaller than their bytes become raw
+//      (then 6 and 7 again);
+//   8. the payloads gathered in body order and brought back at once; the
+//      host writes the header, the model and the tile table around them.
+// The reference stays on the device between frames.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "../src/check.h"
+#include "../src/codec2_encoder.h"
+#include "cudadiff/codec2.h"
+#include "cudadiff/codec2_rules.h"
+
+namespace cudadiff {
+namespace codec2 {
+namespace {
+
+using detail::kNoSymbol;
+using detail::Symbol;
+using detail::Tile;
+
+constexpr int kThreads = kBlock * kBlock;  // one thread per sample of a block (layer 0)
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+struct DevLayer {
+  int width, height, channels, ycocg, sx, sy;
+  int plane[kMaxComps], step[kMaxComps], offset[kMaxComps];
+};
+
+// Per tile, what the symbol layout needs.
+struct DevTile {
+  unsigned long long first;  // first symbol of the tile (its block modes)
+  int blocks;                // blocks of the tile (block-mode symbols in a delta)
+  int x0[kMaxLayers], y0[kMaxLayers], w[kMaxLayers], h[kMaxLayers];
+  unsigned long long layer_first[kMaxLayers];  // first symbol of each layer
+  int channels[kMaxLayers];                    // components per sample of each layer
+  // The rANS passes' scratch: the lanes' byte counts per sub-step, and each
+  // lane's bytes in the order it emits them (lane_scratch() below).
+  unsigned long long counts_first, log_first, sched_first;
+};
+
+// The rANS encoder runs in two passes: each lane alone codes its symbols
+// backwards, noting how many bytes it emits in each sub-step (a component's
+// raw bits, its token, or a block mode of a step) and the bytes; then the
+// bytes are placed in the reference's order. Sub-steps of a tile with
+// `lanes` lanes, and a bound of one lane's bytes:
+__host__ __device__ inline uint32_t tile_substeps(const DevTile &t, int layers, int lanes,
+                                                  bool modes) {
+  uint32_t n = modes ? uint32_t((t.blocks + lanes - 1) / lanes) : 0;
+  for (int l = 0; l < layers; ++l)
+    n += uint32_t(schedule_steps(t.w[l], t.h[l], lanes)) * uint32_t(t.channels[l]) * 2;
+  return n;
+}
+// The symbols as the first pass reads them: per layer, per step, per
+// component, per lane (idle: kNoCode), packed in 32 bits (pack_code()).
+__host__ __device__ inline uint32_t layer_codes(const DevTile &t, int l, int lanes) {
+  return uint32_t(schedule_steps(t.w[l], t.h[l], lanes)) * uint32_t(t.channels[l]) * lanes;
+}
+__host__ __device__ inline uint32_t lane_log_bytes(const DevTile &t, int layers, int lanes) {
+  // At most 2 bytes per sub-step a lane takes part in: 2 per component
+  // (raw bits and token) of each of its samples, 1 per block mode.
+  uint32_t n = 2 * uint32_t((t.blocks + lanes - 1) / lanes) + 16;
+  for (int l = 0; l < layers; ++l)
+    n += 4 * uint32_t((t.h[l] + lanes - 1) / lanes) * uint32_t(t.w[l]) * uint32_t(t.channels[l]);
+  return n;
+}
+
+// Everything a kernel reads: the geometry and the device planes. Channel
+// planes are W x H bytes per channel of a layer; working values W x H x nc
+// int16 (components interleaved per sample).
+struct Params {
+  int layers;
+  DevLayer layer[kMaxLayers];
+  int blocks_x, blocks_y, tile_bx, tile_by, tiles_x;
+  int k;
+  int keyframe;
+  int dist_count;
+  int dist_base[kMaxLayers][kClasses][kMaxComps];
+  const uint8_t *frame[kMaxPlanes];
+  size_t pitch[kMaxPlanes];
+  uint8_t *cur[kMaxLayers][kMaxComps];
+  const uint8_t *ref[kMaxLayers][kMaxComps];
+  uint8_t *rec[kMaxLayers][kMaxComps];
+  int16_t *in_s[kMaxLayers], *in_t[kMaxLayers];  // the input's working values
+  int16_t *wk_s[kMaxLayers], *wk_t[kMaxLayers];  // the reconstruction's
+  uint8_t *rclass[kMaxLayers];
+  uint16_t *ids[kMaxLayers][kClasses];  // round 1's proxy symbols per sample and component
+  uint8_t *coded;                       // per block: not skipped
+  uint8_t *modes;                       // per block
+  unsigned long long *cost;             // per block and mode
+  uint32_t *hist;                       // proxy histogram (distribution x token)
+  uint32_t *id_cost;                    // round 2's cost per distribution and token
+  const DevTile *tiles;
+  Symbol *symbols;
+  uint32_t *tile_hist;  // per tile: distribution x token
+  int n_tiles;
+  int *tile_type;            // 0 skipped, 1 coded, 2 raw
+  int *tile_lanes;           // lanes of a coded tile
+  uint32_t *tile_size;       // its stream's bytes
+  const uint32_t *freq_cum;  // the frame's tables: cum | freq << 16 per distribution and token
+  uint8_t *streams;          // per tile a region (stream_off) its stream ends at the end of
+  const unsigned long long *stream_off;   // n_tiles + 1 offsets of the regions
+  const unsigned long long *payload_off;  // per tile, where its payload goes in `payload`
+  uint8_t *payload;                       // the tiles' payloads in body order
+  uint32_t *tile_coded;                   // per tile: coded sample components
+  uint32_t *lane_sum;                     // per tile and lane: the checksum
+  uint32_t *lane_state;                   // per tile and lane: the state after its symbols
+  uint8_t *rans_counts, *rans_log;        // the rANS passes' scratch (DevTile)
+  const uint32_t *reciprocal;             // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
+  uint32_t *codes;                        // the symbols in schedule order (DevTile::sched_first)
+};
+
+__constant__ uint32_t c_first_cost[kTokens];
+
+// The sample of this thread in layer l of block (blockIdx.x, blockIdx.y).
+struct Sample {
+  int x, y;
+  bool valid;
+};
+__device__ __forceinline__ Sample sample_of(const DevLayer &ly) {
+  const int tx = threadIdx.x & (kBlock - 1), ty = threadIdx.x / kBlock;
+  const int x = ((int(blockIdx.x) * kBlock) >> ly.sx) + tx;
+  const int y = ((int(blockIdx.y) * kBlock) >> ly.sy) + ty;
+  const bool valid =
+      tx < (kBlock >> ly.sx) && ty < (kBlock >> ly.sy) && x < ly.width && y < ly.height;
+  return {x, y, valid};
+}
+
+template <int NC>
+__device__ __forceinline__ void to_comps(const DevLayer &ly, const int *ch, int *comp) {
+  if (NC >= 3 && ly.ycocg) {
+    ycocg_forward(ch[0], ch[1], ch[2], &comp[0], &comp[1], &comp[2]);
+    if (NC == 4) comp[3] = ch[3];
+  } else {
+#pragma unroll
+    for (int c = 0; c < NC; ++c) comp[c] = ch[c];
+  }
+}
+
+// The tile of this thread block, and the sample's position in it.
+struct InTile {
+  int tile, i, j, w;
+};
+__device__ __forceinline__ InTile in_tile(const Params &p, int l, int x, int y) {
+  const int tx = int(blockIdx.x) / p.tile_bx, ty = int(blockIdx.y) / p.tile_by;
+  const int t = ty * p.tiles_x + tx;
+  const DevTile &dt = p.tiles[t];
+  return {t, x - dt.x0[l], y - dt.y0[l], dt.w[l]};
+}
+
+// Neighbours (a left, b above, c above-left, d above-right) of component c
+// of sample (x, y) in working values `v` (nc components per sample), with
+// the tile's edge rules.
+struct Nb {
+  int a, b, c, d;
+};
+__device__ __forceinline__ Nb neighbours(const int16_t *v, int width, int nc, int comp, int x,
+                                         int y, int i, int j, int w) {
+  const int16_t *q = v + (size_t(y) * width + x) * nc + comp;
+  const ptrdiff_t up = ptrdiff_t(width) * nc;
+  Nb n;
+  if (j == 0) {
+    n.a = i > 0 ? q[-nc] : 0;
+    n.b = n.c = n.d = n.a;
+  } else {
+    n.b = q[-up];
+    if (i > 0) {
+      n.a = q[-nc];
+      n.c = q[-up - nc];
+    } else {
+      n.a = n.c = n.b;
+    }
+    n.d = i + 1 < w ? q[-up + nc] : n.b;
+  }
+  return n;
+}
+
+// Sums over the thread block (256 threads) of three values; thread 0 gets them.
+__device__ __forceinline__ void block_sum3(unsigned long long v[3]) {
+  __shared__ unsigned long long part[kThreads / 32][3];
+  for (int m = 0; m < 3; ++m)
+    for (int o = 16; o > 0; o >>= 1) v[m] += __shfl_down_sync(kFullWarp, v[m], o);
+  const int warp = threadIdx.x / 32;
+  if ((threadIdx.x & 31) == 0)
+    for (int m = 0; m < 3; ++m) part[warp][m] = v[m];
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int m = 0; m < 3; ++m) {
+      unsigned long long s = 0;
+      for (int w = 0; w < kThreads / 32; ++w) s += part[w][m];
+      v[m] = s;
+    }
+}
+
+// hist[key] += 1 for every thread of the warp with `valid`, one atomic per
+// distinct key. Every thread of the warp must call it.
+__device__ __forceinline__ void warp_count(uint32_t *hist, uint32_t key, bool valid) {
+  const unsigned same = __match_any_sync(kFullWarp, valid ? key : 0xffffffffu);
+  if (valid && int(threadIdx.x & 31) == __ffs(same) - 1) atomicAdd(hist + key, __popc(same));
+}
+
+// 1. The input's channels and working values, the reference's texture
+// classes, and per block whether it is coded (a byte more than k from the
+// reference; every block of a keyframe). Layer 0 sets a block's flag, layer
+// 1 (launched after it) may set it too.
+template <int NC>
+__global__ void prepare_kernel(Params p, int l) {
+  const DevLayer &ly = p.layer[l];
+  const Sample s = sample_of(ly);
+  bool far = false;
+  if (s.valid) {
+    const size_t at = size_t(s.y) * ly.width + s.x;
+    constexpr int nc = NC;
+    int v[kMaxComps], ch[kMaxComps], comp[kMaxComps];
+#pragma unroll
+    for (int c = 0; c < nc; ++c) {
+      v[c] = p.frame[ly.plane[c]]
+                    [size_t(s.y) * p.pitch[ly.plane[c]] + size_t(s.x) * ly.step[c] + ly.offset[c]];
+      p.cur[l][c][at] = uint8_t(v[c]);
+      ch[c] = quant_index(v[c], p.k);
+    }
+    to_comps<NC>(ly, ch, comp);
+#pragma unroll
+    for (int c = 0; c < nc; ++c) p.in_s[l][at * nc + c] = int16_t(comp[c]);
+    if (!p.keyframe) {
+#pragma unroll
+      for (int c = 0; c < nc; ++c) {
+        const int r = p.ref[l][c][at];
+        far |= iabs(v[c] - r) > p.k;
+        ch[c] = quant_diff(v[c] - r, p.k);
+      }
+      to_comps<NC>(ly, ch, comp);
+#pragma unroll
+      for (int c = 0; c < nc; ++c) p.in_t[l][at * nc + c] = int16_t(comp[c]);
+      // The reference's texture class around the sample (the layer's edges repeat it).
+      const uint8_t *t = p.ref[l][ly.ycocg ? 1 : 0];
+      const int w = ly.width, h = ly.height, x = s.x, y = s.y;
+      const int c0 = t[at];
+      const int g = iabs(int(t[size_t(y) * w + (x > 0 ? x - 1 : 0)]) - c0) +
+                    iabs(int(t[size_t(y) * w + (x + 1 < w ? x + 1 : x)]) - c0) +
+                    iabs(int(t[size_t(y > 0 ? y - 1 : 0) * w + x]) - c0) +
+                    iabs(int(t[size_t(y + 1 < h ? y + 1 : y) * w + x]) - c0);
+      p.rclass[l][at] = uint8_t(ref_class(g, p.k));
+    }
+  }
+  const int any = __syncthreads_or(far);
+  if (threadIdx.x == 0) {
+    uint8_t &coded = p.coded[size_t(blockIdx.y) * p.blocks_x + blockIdx.x];
+    if (p.keyframe)
+      coded = 1;
+    else if (l == 0)
+      coded = uint8_t(any != 0);
+    else if (any)
+      coded = 1;
+  }
+}
+
+// The symbol of component c of a sample in class CLS: neighbours from `nb`,
+// value from `val`. Returns the token; distribution context in *ctx.
+template <int CLS>
+__device__ __forceinline__ int code_component(const int16_t *nb, const int16_t *val, int width,
+                                              int nc, int c, int x, int y, const InTile &it,
+                                              int rclass, int *r0, int *ctx, int *nbits,
+                                              uint32_t *bits) {
+  const Nb n = neighbours(nb, width, nc, c, x, y, it.i, it.j, it.w);
+  const int pred = CLS == kClassTemporal ? 0 : med(n.a, n.b, n.c);
+  const int r = val[(size_t(y) * width + x) * nc + c] - pred;
+  if (c == 0) *r0 = r;
+  *ctx = sample_context(CLS, c, n.a, n.b, n.c, n.d, *r0, rclass);
+  return token_of(zigzag(flip_sign(CLS, n.a, n.b, n.c, n.d) ? -r : r), nbits, bits);
+}
+
+template <int CLS, int NC>
+__device__ __forceinline__ unsigned long long proxy_class(const Params &p, int l, const Sample &s,
+                                                          const InTile &it, int rclass) {
+  const DevLayer &ly = p.layer[l];
+  constexpr int nc = NC;
+  const int16_t *planes = CLS == kClassSpatial ? p.in_s[l] : p.in_t[l];
+  uint16_t *ids = p.ids[l][CLS];
+  const size_t at = size_t(s.y) * ly.width + s.x;
+  unsigned long long cost = 0;
+  int r0 = 0;
+#pragma unroll
+  for (int c = 0; c < nc; ++c) {
+    int ctx, nbits;
+    uint32_t bits;
+    const int token = code_component<CLS>(planes, planes, ly.width, nc, c, s.x, s.y, it, rclass,
+                                          &r0, &ctx, &nbits, &bits);
+    ids[at * nc + c] = uint16_t((p.dist_base[l][CLS][c] + ctx) * kTokens + token);
+    cost += c_first_cost[token] + 256u * uint32_t(nbits);
+  }
+  return cost;
+}
+
+// 2. Round 1: the proxy symbols of the coded blocks' samples in each class
+// (neighbours from the input's working values of that class), and the
+// block's first cost of each mode.
+template <int NC>
+__global__ void round1_kernel(Params p, int l) {
+  const DevLayer &ly = p.layer[l];
+  const Sample s = sample_of(ly);
+  const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
+  if (!p.coded[block]) return;          // the whole thread block
+  unsigned long long v[3] = {0, 0, 0};  // spatial, temporal, t+s
+  if (s.valid) {
+    const InTile it = in_tile(p, l, s.x, s.y);
+    const int rc = p.rclass[l][size_t(s.y) * ly.width + s.x];
+    v[0] = proxy_class<kClassSpatial, NC>(p, l, s, it, rc);
+    v[1] = proxy_class<kClassTemporal, NC>(p, l, s, it, rc);
+    v[2] = proxy_class<kClassTempSpat, NC>(p, l, s, it, rc);
+  }
+  block_sum3(v);
+  if (threadIdx.x == 0) {
+    atomicAdd(&p.cost[block * kModes + kSpatial], v[0]);
+    atomicAdd(&p.cost[block * kModes + kTemporal], v[1]);
+    atomicAdd(&p.cost[block * kModes + kTempSpat], v[2]);
+  }
+}
+
+// The cheapest mode of every block (ties: temporal, t+s, spatial).
+__global__ void decide_kernel(Params p, int n_blocks) {
+  const int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= n_blocks) return;
+  if (!p.coded[b]) {
+    p.modes[b] = kSkip;
+    return;
+  }
+  const unsigned long long *c = p.cost + size_t(b) * kModes;
+  int best = kTemporal;
+  if (c[kTempSpat] < c[best]) best = kTempSpat;
+  if (c[kSpatial] < c[best]) best = kSpatial;
+  p.modes[b] = uint8_t(best);
+}
+
+__device__ __forceinline__ int class_of(int mode) {
+  return mode == kSpatial ? kClassSpatial : mode == kTemporal ? kClassTemporal : kClassTempSpat;
+}
+
+// Histogram of the proxy symbols that round 1's choice would code.
+template <int NC>
+__global__ void proxy_hist_kernel(Params p, int l) {
+  const DevLayer &ly = p.layer[l];
+  const Sample s = sample_of(ly);
+  const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
+  if (!p.coded[block]) return;
+  const int cls = class_of(p.modes[block]);
+  const size_t at = size_t(s.y) * ly.width + s.x;
+#pragma unroll
+  for (int c = 0; c < NC; ++c) {
+    const uint32_t id = s.valid ? p.ids[l][cls][at * NC + c] : 0;
+    warp_count(p.hist, id, s.valid);
+  }
+}
+
+// Round 2's cost of every distribution's tokens: log2 of the total over
+// log2 of the count (one extra count each), plus the raw bits.
+__global__ void id_cost_kernel(Params p) {
+  const int d = blockIdx.x * blockDim.x + threadIdx.x;
+  if (d >= p.dist_count) return;
+  const uint32_t *h = p.hist + size_t(d) * kTokens;
+  uint32_t total = 0;
+  for (int t = 0; t < kTokens; ++t) total += h[t] + 1;
+  const uint32_t lt = log2_q8(total);
+  for (int t = 0; t < kTokens; ++t)
+    p.id_cost[size_t(d) * kTokens + t] =
+        lt - log2_q8(h[t] + 1) + 256u * uint32_t(token_extra_bits(t));
+}
+
+// 3. Round 2: the blocks' costs from the proxy symbols and those costs.
+template <int NC>
+__global__ void round2_kernel(Params p, int l) {
+  const DevLayer &ly = p.layer[l];
+  const Sample s = sample_of(ly);
+  const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
+  if (!p.coded[block]) return;
+  unsigned long long v[3] = {0, 0, 0};
+  if (s.valid) {
+    const size_t at = (size_t(s.y) * ly.width + s.x) * NC;
+    for (int cls = 0; cls < kClasses; ++cls)
+#pragma unroll
+      for (int c = 0; c < NC; ++c) v[cls] += p.id_cost[p.ids[l][cls][at + c]];
+  }
+  block_sum3(v);
+  if (threadIdx.x == 0) {
+    atomicAdd(&p.cost[block * kModes + kSpatial], v[0]);
+    atomicAdd(&p.cost[block * kModes + kTemporal], v[1]);
+    atomicAdd(&p.cost[block * kModes + kTempSpat], v[2]);
+  }
+}
+
+// 4. The reconstruction by the block's mode and its working values.
+template <int NC>
+__global__ void reconstruct_kernel(Params p, int l) {
+  const DevLayer &ly = p.layer[l];
+  const Sample s = sample_of(ly);
+  if (!s.valid) return;
+  const int mode = p.modes[size_t(blockIdx.y) * p.blocks_x + blockIdx.x];
+  const size_t at = size_t(s.y) * ly.width + s.x;
+  constexpr int nc = NC;
+  int rec[kMaxComps], ch[kMaxComps], comp[kMaxComps];
+#pragma unroll
+  for (int c = 0; c < nc; ++c) {
+    const int v = p.cur[l][c][at];
+    if (mode == kSpatial) {
+      rec[c] = dequant_index(quant_index(v, p.k), p.k);
+    } else {
+      const int r = p.ref[l][c][at];
+      rec[c] = mode == kSkip ? r : dequant_diff(r, quant_diff(v - r, p.k), p.k);
+    }
+    p.rec[l][c][at] = uint8_t(rec[c]);
+    ch[c] = quant_index(rec[c], p.k);
+  }
+  to_comps<NC>(ly, ch, comp);
+#pragma unroll
+  for (int c = 0; c < nc; ++c) p.wk_s[l][at * nc + c] = int16_t(comp[c]);
+  if (p.keyframe) return;
+#pragma unroll
+  for (int c = 0; c < nc; ++c) ch[c] = quant_diff(rec[c] - int(p.ref[l][c][at]), p.k);
+  to_comps<NC>(ly, ch, comp);
+#pragma unroll
+  for (int c = 0; c < nc; ++c) p.wk_t[l][at * nc + c] = int16_t(comp[c]);
+}
+
+template <int CLS, int NC>
+__device__ __forceinline__ void symbols_class(const Params &p, int l, const Sample &s,
+                                              const InTile &it, int rclass, Symbol *out,
+                                              uint32_t *key) {
+  const DevLayer &ly = p.layer[l];
+  constexpr int nc = NC;
+  const int16_t *nb = CLS == kClassSpatial ? p.wk_s[l] : p.wk_t[l];
+  const int16_t *val = CLS == kClassSpatial ? p.in_s[l] : p.in_t[l];
+  int r0 = 0;
+#pragma unroll
+  for (int c = 0; c < nc; ++c) {
+    int ctx, nbits;
+    uint32_t bits;
+    const int token = code_component<CLS>(nb, val, ly.width, nc, c, s.x, s.y, it, rclass, &r0, &ctx,
+                                          &nbits, &bits);
+    const int d = p.dist_base[l][CLS][c] + ctx;
+    out[c] = Symbol{uint16_t(d), uint8_t(token), uint8_t(nbits), uint16_t(bits)};
+    key[c] = uint32_t(d) * kTokens + uint32_t(token);
+  }
+}
+
+// 5. Every sample's symbols (neighbours from the reconstruction's working
+// values, values from the input's) in the tile's layout, the block-mode
+// symbols of a delta, and each tile's histogram.
+template <int NC>
+__global__ void symbols_kernel(Params p, int l) {
+  const DevLayer &ly = p.layer[l];
+  const Sample s = sample_of(ly);
+  const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
+  const int mode = p.modes[block];
+  const int tx = int(blockIdx.x) / p.tile_bx, ty = int(blockIdx.y) / p.tile_by;
+  const int t = ty * p.tiles_x + tx;
+  const DevTile &dt = p.tiles[t];
+  uint32_t *hist = p.tile_hist + size_t(t) * p.dist_count * kTokens;
+  if (!p.keyframe && l == 0 && threadIdx.x == 0) {
+    const int local = (int(blockIdx.y) - ty * p.tile_by) *
+                          (min(p.blocks_x, (tx + 1) * p.tile_bx) - tx * p.tile_bx) +
+                      (int(blockIdx.x) - tx * p.tile_bx);
+    p.symbols[dt.first + local] = Symbol{0, uint8_t(mode), 0, 0};  // distribution 0: modes
+    atomicAdd(hist + mode, 1u);
+  }
+  constexpr int nc = NC;
+  Symbol sym[kMaxComps];
+  uint32_t key[kMaxComps] = {0, 0, 0, 0};
+  if (s.valid) {
+    const InTile it{t, s.x - dt.x0[l], s.y - dt.y0[l], dt.w[l]};
+    Symbol *out = p.symbols + dt.layer_first[l] + (size_t(it.j) * it.w + it.i) * nc;
+    if (mode == kSkip) {
+#pragma unroll
+      for (int c = 0; c < nc; ++c) out[c] = Symbol{kNoSymbol, 0, 0, 0};
+    } else {
+      const int rc = p.keyframe ? 0 : p.rclass[l][size_t(s.y) * ly.width + s.x];
+      if (mode == kSpatial)
+        symbols_class<kClassSpatial, NC>(p, l, s, it, rc, sym, key);
+      else if (mode == kTemporal)
+        symbols_class<kClassTemporal, NC>(p, l, s, it, rc, sym, key);
+      else
+        symbols_class<kClassTempSpat, NC>(p, l, s, it, rc, sym, key);
+#pragma unroll
+      for (int c = 0; c < nc; ++c) out[c] = sym[c];
+    }
+  }
+  const bool counted = s.valid && mode != kSkip;
+#pragma unroll
+  for (int c = 0; c < nc; ++c) warp_count(hist, key[c], counted);
+  const int n = __syncthreads_count(counted);
+  if (threadIdx.x == 0 && n) atomicAdd(p.tile_coded + t, uint32_t(n * nc));
+}
+
+// A raw tile's bytes become its reconstruction (the input's).
+__global__ void raw_tile_kernel(Params p, int l, int x0, int y0, int w, int h) {
+  const DevLayer &ly = p.layer[l];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= w * h) return;
+  const size_t at = size_t(y0 + i / w) * ly.width + x0 + i % w;
+  for (int c = 0; c < ly.channels; ++c) p.rec[l][c][at] = p.cur[l][c][at];
+}
+
+// Tile types: skipped when every block of a delta's tile is (keyframes: coded).
+__global__ void tile_type_kernel(Params p) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= p.n_tiles) return;
+  int type = p.keyframe ? 1 : 0;
+  const int tx = t % p.tiles_x, ty = t / p.tiles_x;
+  const int bx1 = min(p.blocks_x, (tx + 1) * p.tile_bx),
+            by1 = min(p.blocks_y, (ty + 1) * p.tile_by);
+  for (int by = ty * p.tile_by; by < by1 && !type; ++by)
+    for (int bx = tx * p.tile_bx; bx < bx1; ++bx)
+      if (p.modes[size_t(by) * p.blocks_x + bx] != kSkip) type = 1;
+  p.tile_type[t] = type;
+}
+
+// The histogram of the coded tiles: one thread per distribution and token.
+__global__ void sum_hist_kernel(Params p) {
+  const size_t n = size_t(p.dist_count) * kTokens;
+  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  uint32_t sum = 0;
+  for (int t = 0; t < p.n_tiles; ++t)
+    if (p.tile_type[t] == 1) sum += p.tile_hist[size_t(t) * n + i];
+  p.hist[i] = sum;
+}
+
+// A lane's checksum h -> (33 h + v) mod 2^17 per symbol is affine in h, so
+// a run of symbols is one map h -> m h + a (mod 2^32; the checksum keeps the
+// low 17 bits), and the maps of consecutive runs compose in order.
+struct Affine {
+  uint32_t m, a;
+};
+__device__ __forceinline__ Affine then(Affine first, Affine second) {
+  return {first.m * second.m, first.a * second.m + second.a};
+}
+__device__ __forceinline__ Affine affine_of(const Symbol &v) {
+  if (v.dist == kNoSymbol) return {1u, 0u};
+  if (!v.nbits) return {33u, v.token};
+  return {33u * 33u, uint32_t(v.token) * 33u + v.bits};  // the token, then its raw bits
+}
+
+// 6a. The lanes' checksums: one thread block per tile and lane, each thread
+// a run of the lane's symbols in decoding order (its block modes, then its
+// rows layer by layer), composed in order across the block.
+__global__ void checksum_kernel(Params p) {
+  const int t = blockIdx.x, ln = blockIdx.y;
+  if (p.tile_type[t] != 1) return;
+  const DevTile &dt = p.tiles[t];
+  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
+  if (ln >= lanes) return;
+  const Symbol *syms = p.symbols + dt.first;
+  const uint32_t n_modes = p.keyframe ? 0 : uint32_t(dt.blocks);
+  const uint32_t modes = n_modes > uint32_t(ln) ? (n_modes - ln + lanes - 1) / lanes : 0;
+  uint32_t row_items[kMaxLayers], items[kMaxLayers];
+  uint32_t total = modes;
+  for (int l = 0; l < kMaxLayers; ++l) {
+    const int rows = l < p.layers && dt.h[l] > ln ? (dt.h[l] - ln + lanes - 1) / lanes : 0;
+    row_items[l] = l < p.layers ? uint32_t(dt.w[l]) * p.layer[l].channels : 0;
+    items[l] = uint32_t(rows) * row_items[l];
+    total += items[l];
+  }
+  const uint32_t chunk = (total + blockDim.x - 1) / blockDim.x;
+  const uint32_t first = threadIdx.x * chunk, last = min(total, first + chunk);
+  Affine acc{1u, 0u};
+  for (uint32_t i = first; i < last; ++i) {
+    const Symbol *s;
+    if (i < modes) {
+      s = syms + ln + size_t(i) * lanes;
+    } else {
+      uint32_t k = i - modes;
+      const int l = k < items[0] ? 0 : 1;
+      if (l == 1) k -= items[0];
+      const uint32_t r = k / row_items[l], within = k % row_items[l];
+      s = p.symbols + dt.layer_first[l] + size_t(ln + r * lanes) * row_items[l] + within;
+    }
+    acc = then(acc, affine_of(*s));
+  }
+  for (int o = 1; o < 32; o <<= 1) {
+    const Affine other{__shfl_down_sync(kFullWarp, acc.m, o),
+                       __shfl_down_sync(kFullWarp, acc.a, o)};
+    if ((threadIdx.x & 31) + o < 32) acc = then(acc, other);
+  }
+  __shared__ Affine warps[kThreads / 32];
+  if ((threadIdx.x & 31) == 0) warps[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    Affine all{1u, 0u};
+    for (int w = 0; w < int(blockDim.x / 32); ++w) all = then(all, warps[w]);
+    p.lane_sum[t * kMaxLanes + ln] = all.a & 0x1FFFFu;
+  }
+}
+
+// One lane's rANS coder in the first pass: its state, its log of bytes and
+// its counts per sub-step. Renormalisation emits at most 2 bytes (a state
+// below 2^31 against x_max >= 2^15), computed without a loop; the division
+// by a frequency is a multiplication by its reciprocal (exact for x < 2^31,
+// see RansEncoder::quotient in cuda/cpu/codec2.cpp).
+struct LaneCoder {
+  uint32_t x;
+  uint8_t *log;  // this lane's first byte; its k-th is at log[k * stride]
+  uint32_t n_log;
+  uint8_t *counts;  // this lane's count of the current sub-step
+  int stride;       // lanes: counts of consecutive sub-steps are this far apart
+  __device__ __forceinline__ void renorm(bool part, uint32_t x_max) {
+    const uint32_t e = part ? uint32_t(x >= x_max) + uint32_t((x >> 8) >= x_max) : 0u;
+    if (e >= 1) log[size_t(n_log) * stride] = uint8_t(x);
+    if (e >= 2) log[size_t(n_log + 1) * stride] = uint8_t(x >> 8);
+    n_log += e;
+    x >>= 8 * e;
+    *counts = uint8_t(e);
+    counts += stride;
+  }
+  __device__ __forceinline__ void raw(bool part, uint32_t bits, int n) {
+    renorm(part, (kRansLow >> n) << 8);
+    if (part) x = (x << n) | bits;
+  }
+  __device__ __forceinline__ void token(bool part, uint32_t fc, uint32_t rcp) {
+    const uint32_t f = fc >> 16;
+    renorm(part, ((kRansLow >> kProbBits) << 8) * f);
+    if (part) {
+      const int shift = 31 + (f > 1 ? 32 - __clz(f - 1) : 0);
+      const uint32_t q = uint32_t((uint64_t(x) * rcp) >> shift);
+      x = (q << kProbBits) + (x - q * f) + (fc & 0xffff);
+    }
+  }
+};
+
+// A symbol for the first pass: distribution x 32 + token in bits 0-13, the
+// raw bit count in 14-17, the raw bits from 18 (at most 10 of them).
+constexpr uint32_t kNoCode = 0xffffffffu;
+__device__ __forceinline__ uint32_t pack_code(const Symbol &v) {
+  return v.dist == kNoSymbol ? kNoCode
+                             : (uint32_t(v.dist) * kTokens + v.token) | uint32_t(v.nbits) << 14 |
+                                   uint32_t(v.bits) << 18;
+}
+
+// 6a'. The coded tiles' symbols in schedule order (so that the lanes of a
+// step read them together): one thread per step and lane of a tile.
+__device__ __forceinline__ void schedule_slot(const Params &p, const DevTile &dt, int lanes,
+                                              uint32_t idx) {
+  uint32_t *out = p.codes + dt.sched_first;
+  for (int l = 0; l < p.layers; ++l) {
+    const uint32_t n = layer_codes(dt, l, lanes) / dt.channels[l];  // steps x lanes
+    if (idx >= n) {
+      idx -= n;
+      out += size_t(n) * dt.channels[l];
+      continue;
+    }
+    const int w = dt.w[l], h = dt.h[l], nc = dt.channels[l];
+    const int st = int(idx / lanes), ln = int(idx % lanes);
+    const int period = schedule_period(w, lanes);
+    const int tt = st - kStagger * ln;
+    const int i = tt >= 0 ? tt % period : w, j = tt >= 0 ? (tt / period) * lanes + ln : h;
+    const bool valid = i < w && j < h;
+    const Symbol *at = p.symbols + dt.layer_first[l] + (size_t(j) * w + i) * nc;
+    for (int c = 0; c < nc; ++c)
+      out[(size_t(st) * nc + c) * lanes + ln] = valid ? pack_code(at[c]) : kNoCode;
+    return;
+  }
+}
+__global__ void schedule_kernel(Params p) {
+  const int t = blockIdx.x;
+  if (p.tile_type[t] != 1) return;
+  const DevTile &dt = p.tiles[t];
+  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
+  uint32_t slots = 0;
+  for (int l = 0; l < p.layers; ++l) slots += layer_codes(dt, l, lanes) / dt.channels[l];
+  for (uint32_t idx = blockIdx.y * blockDim.x + threadIdx.x; idx < slots;
+       idx += gridDim.y * blockDim.x)
+    schedule_slot(p, dt, lanes, idx);
+}
+
+// The steps of one layer of a tile, backwards, for a lane: NC components
+// per sample, read in schedule order a step ahead (two buffers).
+template <int NC>
+__device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes, int steps,
+                                           int lanes, int ln, const uint32_t *s_fc,
+                                           const uint32_t *s_rcp) {
+  auto load = [&](uint32_t(&v)[NC], int st) {
+#pragma unroll
+    for (int c = 0; c < NC; ++c) v[c] = codes[(size_t(st) * NC + c) * lanes + ln];
+  };
+  auto code = [&](const uint32_t(&v)[NC]) {
+    uint32_t fc[NC], rcp[NC];
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      fc[c] = v[c] != kNoCode ? s_fc[v[c] & 0x3fff] : (1u << 16);
+      rcp[c] = s_rcp[fc[c] >> 16];
+    }
+#pragma unroll
+    for (int c = NC - 1; c >= 0; --c) {
+      const bool coded = v[c] != kNoCode;
+      const int nbits = int((v[c] >> 14) & 15);
+      // Raw bits first (they are read after the token), then the token.
+      lc.raw(coded && nbits != 0, v[c] >> 18, nbits);
+      lc.token(coded, fc[c], rcp[c]);
+    }
+  };
+  uint32_t a[NC], b[NC];
+  load(a, steps - 1);
+  for (int st = steps - 1; st >= 0; st -= 2) {
+    if (st >= 1) load(b, st - 1);
+    code(a);
+    if (st < 1) break;
+    if (st >= 2) load(a, st - 2);
+    code(b);
+  }
+}
+
+// 6b. rANS, first pass: one warp per coded tile, thread l codes lane l's
+// symbols in exactly the reverse of the decoding order from its final
+// state, alone: per sub-step it notes the bytes it emitted (0..2) in
+// counts (sub-step x lanes) and appends them to its log. The frame's tables
+// and the reciprocals of the frequencies are in shared memory.
+__global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
+  extern __shared__ uint32_t s_tab[];  // reciprocals (kProbScale + 1), then the tables
+  uint32_t *s_rcp = s_tab, *s_fc = s_tab + kProbScale + 1;
+  const int t = blockIdx.x;
+  if (p.tile_type[t] != 1) return;
+  const int n_fc = p.dist_count * kTokens;
+  for (int i = threadIdx.x; i < n_fc; i += 32) s_fc[i] = p.freq_cum[i];
+  for (int i = threadIdx.x; i <= int(kProbScale); i += 32) s_rcp[i] = p.reciprocal[i];
+  __syncwarp();
+  const DevTile &dt = p.tiles[t];
+  const int ln = threadIdx.x;
+  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
+  if (ln >= lanes) return;
+  const Symbol *syms = p.symbols + dt.first;
+  const size_t n_modes = p.keyframe ? 0 : size_t(dt.blocks);
+  LaneCoder lc;
+  lc.x = lane_final_state(p.k, ln, p.lane_sum[t * kMaxLanes + ln]);
+  lc.log = p.rans_log + dt.log_first + ln;
+  lc.n_log = 0;
+  lc.counts = p.rans_counts + dt.counts_first + ln;
+  lc.stride = lanes;
+  for (int l = p.layers - 1; l >= 0; --l) {
+    const int steps = schedule_steps(dt.w[l], dt.h[l], lanes);
+    if (steps == 0) continue;
+    const uint32_t *codes = p.codes + dt.sched_first;
+    for (int m = 0; m < l; ++m) codes += layer_codes(dt, m, lanes);
+    switch (dt.channels[l]) {
+      case 1:
+        code_layer<1>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
+        break;
+      case 2:
+        code_layer<2>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
+        break;
+      case 3:
+        code_layer<3>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
+        break;
+      default:
+        code_layer<4>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
+        break;
+    }
+  }
+  for (int g = int((n_modes + lanes - 1) / lanes) - 1; g >= 0; --g) {
+    const size_t b = size_t(g) * lanes + ln;
+    const bool here = b < n_modes;
+    const uint32_t fc = here ? s_fc[syms[b].token] : (1u << 16);  // distribution 0
+    lc.token(here, fc, s_rcp[fc >> 16]);
+  }
+  p.lane_state[t * kMaxLanes + ln] = lc.x;
+}
+
+// 6c. rANS, second pass: the lanes' bytes in the reference's order (sub-steps
+// from the first emitted, in each the lanes from the last, each lane's bytes
+// in its order), written backwards from the end of the tile's region, then
+// the states (lane 0 first, little-endian). One thread block per tile: warp
+// w takes the w-th run of sub-steps, thread l lane l; where each run starts
+// (in the stream and in each lane's log) follows from the runs' counts.
+__global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
+  const int t = blockIdx.x;
+  if (p.tile_type[t] != 1) return;
+  const DevTile &dt = p.tiles[t];
+  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
+  const uint32_t subs = tile_substeps(dt, p.layers, lanes, !p.keyframe);
+  const int warp = threadIdx.x / 32, ln = threadIdx.x & 31;
+  const int warps = blockDim.x / 32;
+  const uint32_t run = (subs + warps - 1) / warps;
+  const uint32_t first = min(subs, uint32_t(warp) * run), last = min(subs, first + run);
+  const uint8_t *counts = p.rans_counts + dt.counts_first;
+  const bool mine = ln < lanes;
+  uint32_t in_run = 0;
+  if (mine)
+    for (uint32_t s = first; s < last; ++s) in_run += counts[size_t(s) * lanes + ln];
+  __shared__ uint32_t lane_run[32][32], warp_run[32];
+  lane_run[warp][ln] = in_run;
+  const uint32_t run_total = __reduce_add_sync(kFullWarp, in_run);
+  if (ln == 0) warp_run[warp] = run_total;
+  __syncthreads();
+  uint32_t at_log = 0, before = 0, total = 0;
+  for (int w = 0; w < warps; ++w) {
+    if (w < warp) {
+      at_log += lane_run[w][ln];
+      before += warp_run[w];
+    }
+    total += warp_run[w];
+  }
+  const uint8_t *log = p.rans_log + dt.log_first + ln;  // its k-th byte at log[k * lanes]
+  uint8_t *end = p.streams + p.stream_off[t + 1];
+  const unsigned above = ln == 31 ? 0u : ~0u << (ln + 1);
+  for (uint32_t s = first; s < last; ++s) {
+    const int e = mine ? counts[size_t(s) * lanes + ln] : 0;
+    const unsigned one = __ballot_sync(kFullWarp, e >= 1), two = __ballot_sync(kFullWarp, e >= 2);
+    const uint32_t at = before + __popc(one & above) + __popc(two & above);
+    for (int q = 0; q < e; ++q) end[-1 - int(at) - q] = log[size_t(at_log + q) * lanes];
+    at_log += e;
+    before += __popc(one) + __popc(two);
+  }
+  if (warp == 0 && mine) {
+    const uint32_t x = p.lane_state[t * kMaxLanes + ln];
+    for (int q = 0; q < 4; ++q)
+      end[-1 - int(total) - 4 * (lanes - 1 - ln) - q] = uint8_t(x >> (24 - 8 * q));
+  }
+  if (threadIdx.x == 0) {
+    p.tile_size[t] = total + 4u * uint32_t(lanes);
+    p.tile_lanes[t] = lanes;
+  }
+}
+
+// 8. The payloads in body order: coded tiles' streams, raw tiles' bytes
+// (layer by layer, row by row, sample by sample, channel by channel).
+__global__ void gather_kernel(Params p) {
+  const int t = blockIdx.x;
+  const int type = p.tile_type[t];
+  uint8_t *out = p.payload + p.payload_off[t];
+  if (type == 1) {
+    const uint32_t n = p.tile_size[t];
+    const uint8_t *src = p.streams + p.stream_off[t + 1] - n;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) out[i] = src[i];
+  } else if (type == 2) {
+    const DevTile &dt = p.tiles[t];
+    for (int l = 0; l < p.layers; ++l) {
+      const DevLayer &ly = p.layer[l];
+      const int nc = ly.channels, row = dt.w[l] * nc;
+      const uint32_t n = uint32_t(row) * dt.h[l];
+      for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const int y = dt.y0[l] + int(i / row), r = int(i % row);
+        out[i] = p.cur[l][r % nc][size_t(y) * ly.width + dt.x0[l] + r / nc];
+      }
+      out += n;
+    }
+  }
+}
+
+// Launches kernel<NC> for a layer of NC channels.
+#define CODEC2_LAUNCH_NC(kernel, nc, grid, block, stream, ...) \
+  do {                                                         \
+    switch (nc) {                                              \
+      case 1:                                                  \
+        kernel<1><<<grid, block, 0, stream>>>(__VA_ARGS__);    \
+        break;                                                 \
+      case 2:                                                  \
+        kernel<2><<<grid, block, 0, stream>>>(__VA_ARGS__);    \
+        break;                                                 \
+      case 3:                                                  \
+        kernel<3><<<grid, block, 0, stream>>>(__VA_ARGS__);    \
+        break;                                                 \
+      default:                                                 \
+        kernel<4><<<grid, block, 0, stream>>>(__VA_ARGS__);    \
+        break;                                                 \
+    }                                                          \
+  } while (0)
+
+class CudaEncoder final : public Encoder {
+ public:
+  ~CudaEncoder() override {
+    for (cudaEvent_t e : events_)
+      if (e) cudaEventDestroy(e);
+    if (hist_ready_) cudaEventDestroy(hist_ready_);
+  }
+  CudaEncoder(const Context &ctx, VideoFormat format, int width, int height, const Geometry &g)
+      : ctx_(ctx) {
+    format_ = format;
+    width_ = width;
+    height_ = height;
+    geometry_ = g;
+    back_ = detail::make_encoder_back_end(format, width, height, g);  // checks the arguments
+    ctx.activate();
+    stream_ = static_cast<cudaStream_t>(ctx.stream_handle());
+    const LayerSet &ls = back_->layers();
+    ls_ = ls;
+    const std::vector<Tile> &tiles = back_->tiles();
+    n_blocks_ = size_t(ls.blocks_x) * ls.blocks_y;
+    Params &p = p_;
+    std::memset(&p, 0, sizeof(p));
+    p.layers = ls.count;
+    p.blocks_x = ls.blocks_x;
+    p.blocks_y = ls.blocks_y;
+    p.tile_bx = g.tile_bx;
+    p.tile_by = g.tile_by;
+    p.tiles_x = (ls.blocks_x + g.tile_bx - 1) / g.tile_bx;
+    p.dist_count = back_->dist_count();
+
+    for (int l = 0; l < ls.count; ++l) {
+      const Layer &ly = ls.layer[l];
+      DevLayer &d = p.layer[l];
+      d.width = ly.width;
+      d.height = ly.height;
+      d.channels = ly.channels;
+      d.ycocg = ly.ycocg;
+      d.sx = ly.sx;
+      d.sy = ly.sy;
+      for (int c = 0; c < kMaxComps; ++c) {
+        d.plane[c] = ly.plane[c];
+        d.step[c] = ly.step[c];
+        d.offset[c] = ly.offset[c];
+      }
+      for (int cls = 0; cls < kClasses; ++cls)
+        for (int c = 0; c < ly.channels; ++c) p.dist_base[l][cls][c] = back_->dist_base(l, cls, c);
+    }
+    // Symbols: per tile its block modes, then its layers' samples.
+    std::vector<DevTile> dev_tiles(tiles.size());
+    size_t n_symbols = 0;
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      const Tile &tl = tiles[t];
+      DevTile &d = dev_tiles[t];
+      d.first = n_symbols;
+      d.blocks = (tl.bx1 - tl.bx0) * (tl.by1 - tl.by0);
+      size_t at = n_symbols + size_t(d.blocks);
+      for (int l = 0; l < kMaxLayers; ++l) {
+        d.x0[l] = tl.x0[l];
+        d.y0[l] = tl.y0[l];
+        d.w[l] = l < ls.count ? tl.w[l] : 0;
+        d.h[l] = l < ls.count ? tl.h[l] : 0;
+        d.layer_first[l] = at;
+        if (l < ls.count) at += size_t(d.w[l]) * d.h[l] * ls.layer[l].channels;
+      }
+      n_symbols = at;
+    }
+
+    const size_t hist_count = size_t(p.dist_count) * kTokens;
+
+    // One allocation for the channel planes (cur, ref, rec), one for the
+    // rest, carved up with 256-byte alignment.
+    auto carve = [](size_t &at, size_t bytes) {
+      const size_t off = at;
+      at += (bytes + 255) / 256 * 256;
+      return off;
+    };
+    size_t at = 0;
+    size_t plane_off[3][kMaxLayers][kMaxComps] = {};
+    for (int which = 0; which < 3; ++which)
+      for (int l = 0; l < ls.count; ++l)
+        for (int c = 0; c < ls.layer[l].channels; ++c)
+          plane_off[which][l][c] = carve(at, size_t(ls.layer[l].width) * ls.layer[l].height);
+    planes_ = DeviceBuffer(std::max<size_t>(at, 256));
+    for (int l = 0; l < ls.count; ++l)
+      for (int c = 0; c < ls.layer[l].channels; ++c) {
+        p.cur[l][c] = planes_.data() + plane_off[0][l][c];
+        ref_[l][c] = planes_.data() + plane_off[1][l][c];
+        rec_[l][c] = planes_.data() + plane_off[2][l][c];
+      }
+    at = 0;
+    size_t off_in_s[kMaxLayers], off_in_t[kMaxLayers], off_wk_s[kMaxLayers], off_wk_t[kMaxLayers],
+        off_rclass[kMaxLayers], off_ids[kMaxLayers][kClasses];
+    for (int l = 0; l < ls.count; ++l) {
+      const size_t n = size_t(ls.layer[l].width) * ls.layer[l].height,
+                   nv = n * ls.layer[l].channels;
+      off_in_s[l] = carve(at, nv * 2);
+      off_in_t[l] = carve(at, nv * 2);
+      off_wk_s[l] = carve(at, nv * 2);
+      off_wk_t[l] = carve(at, nv * 2);
+      off_rclass[l] = carve(at, n);
+      for (int cls = 0; cls < kClasses; ++cls) off_ids[l][cls] = carve(at, nv * 2);
+    }
+    const size_t off_coded = carve(at, n_blocks_), off_modes = carve(at, n_blocks_),
+                 off_cost = carve(at, n_blocks_ * kModes * 8), off_hist = carve(at, hist_count * 4),
+                 off_id_cost = carve(at, hist_count * 4),
+                 off_tiles = carve(at, dev_tiles.size() * sizeof(DevTile)),
+                 off_symbols = carve(at, n_symbols * sizeof(Symbol)),
+                 off_tile_hist = carve(at, tiles.size() * hist_count * 4);
+    // Per tile: type, lanes, stream size; the tables; the regions the
+    // streams are written into (each at most 4 bytes per symbol, plus the
+    // states); the payloads (at most the frame's bytes: a coded tile is
+    // smaller than its raw bytes).
+    std::vector<unsigned long long> stream_off(tiles.size() + 1, 0);
+    size_t counts_bytes = 0, log_bytes = 0, codes_count = 0;
+    size_t frame_bytes = 0;
+    for (size_t t = 0; t < tiles.size(); ++t) {
+      const size_t count =
+          size_t(dev_tiles[t].layer_first[kMaxLayers - 1] - dev_tiles[t].first) +
+          (ls.count > 1 ? size_t(tiles[t].w[1]) * tiles[t].h[1] * ls.layer[1].channels : 0);
+      stream_off[t + 1] = stream_off[t] + 4 * count + 4 * kMaxLanes + 16;
+      DevTile &d = dev_tiles[t];
+      for (int l = 0; l < kMaxLayers; ++l) d.channels[l] = l < ls.count ? ls.layer[l].channels : 0;
+      size_t most_counts = 0, most_log = 0, most_codes = 0;
+      for (int lanes = 1; lanes <= std::min(kMaxLanes, d.h[0]); ++lanes) {
+        most_counts =
+            std::max<size_t>(most_counts, size_t(tile_substeps(d, ls.count, lanes, true)) * lanes);
+        most_log = std::max<size_t>(most_log, size_t(lane_log_bytes(d, ls.count, lanes)) * lanes);
+        size_t codes = 0, slots = 0;
+        for (int l = 0; l < ls.count; ++l) {
+          codes += layer_codes(d, l, lanes);
+          slots += layer_codes(d, l, lanes) / std::max(1, d.channels[l]);
+        }
+        most_codes = std::max(most_codes, codes);
+        most_slots_ = std::max(most_slots_, slots);
+      }
+      d.counts_first = counts_bytes;
+      d.log_first = log_bytes;
+      d.sched_first = codes_count;
+      codes_count += most_codes;
+      counts_bytes += most_counts;
+      log_bytes += most_log;
+      frame_bytes += tiles[t].raw_bytes;
+    }
+    const size_t off_type = carve(at, tiles.size() * sizeof(int)),
+                 off_lanes = carve(at, tiles.size() * sizeof(int)),
+                 off_size = carve(at, tiles.size() * 4), off_freq_cum = carve(at, hist_count * 4),
+                 off_streams = carve(at, stream_off.back()),
+                 off_stream_off = carve(at, stream_off.size() * 8),
+                 off_payload_off = carve(at, tiles.size() * 8),
+                 off_payload = carve(at, frame_bytes),
+                 off_coded_count = carve(at, tiles.size() * 4),
+                 off_lane_sum = carve(at, tiles.size() * kMaxLanes * 4),
+                 off_lane_state = carve(at, tiles.size() * kMaxLanes * 4),
+                 off_counts = carve(at, counts_bytes), off_log = carve(at, log_bytes),
+                 off_reciprocal = carve(at, (kProbScale + 1) * 4),
+                 off_codes = carve(at, codes_count * 4);
+    work_ = DeviceBuffer(at);
+    uint8_t *w = work_.data();
+    for (int l = 0; l < ls.count; ++l) {
+      p.in_s[l] = reinterpret_cast<int16_t *>(w + off_in_s[l]);
+      p.in_t[l] = reinterpret_cast<int16_t *>(w + off_in_t[l]);
+      p.wk_s[l] = reinterpret_cast<int16_t *>(w + off_wk_s[l]);
+      p.wk_t[l] = reinterpret_cast<int16_t *>(w + off_wk_t[l]);
+      p.rclass[l] = w + off_rclass[l];
+      for (int cls = 0; cls < kClasses; ++cls)
+        p.ids[l][cls] = reinterpret_cast<uint16_t *>(w + off_ids[l][cls]);
+    }
+    p.coded = w + off_coded;
+    p.modes = w + off_modes;
+    p.cost = reinterpret_cast<unsigned long long *>(w + off_cost);
+    p.hist = reinterpret_cast<uint32_t *>(w + off_hist);
+    p.id_cost = reinterpret_cast<uint32_t *>(w + off_id_cost);
+    p.tiles = reinterpret_cast<const DevTile *>(w + off_tiles);
+    p.symbols = reinterpret_cast<Symbol *>(w + off_symbols);
+    p.tile_hist = reinterpret_cast<uint32_t *>(w + off_tile_hist);
+    p.n_tiles = int(tiles.size());
+    p.tile_type = reinterpret_cast<int *>(w + off_type);
+    p.tile_lanes = reinterpret_cast<int *>(w + off_lanes);
+    p.tile_size = reinterpret_cast<uint32_t *>(w + off_size);
+    p.freq_cum = reinterpret_cast<const uint32_t *>(w + off_freq_cum);
+    p.streams = w + off_streams;
+    p.stream_off = reinterpret_cast<const unsigned long long *>(w + off_stream_off);
+    p.payload_off = reinterpret_cast<const unsigned long long *>(w + off_payload_off);
+    p.payload = w + off_payload;
+    p.tile_coded = reinterpret_cast<uint32_t *>(w + off_coded_count);
+    p.lane_sum = reinterpret_cast<uint32_t *>(w + off_lane_sum);
+    p.lane_state = reinterpret_cast<uint32_t *>(w + off_lane_state);
+    p.rans_counts = w + off_counts;
+    p.rans_log = w + off_log;
+    p.reciprocal = reinterpret_cast<const uint32_t *>(w + off_reciprocal);
+    p.codes = reinterpret_cast<uint32_t *>(w + off_codes);
+    rans_shared_ = (size_t(p.dist_count) * kTokens + kProbScale + 1) * 4;
+    if (rans_shared_ > 48 * 1024)
+      CUDADIFF_CHECK(cudaFuncSetAttribute(
+          rans_lanes_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(rans_shared_)));
+
+    // Every buffer a kernel may read is defined (the reference of a first
+    // delta is refused anyway; these keep a sanitizer's view clean).
+    CUDADIFF_CHECK(cudaMemsetAsync(planes_.data(), 0, planes_.size(), stream_));
+    CUDADIFF_CHECK(cudaMemsetAsync(work_.data(), 0, work_.size(), stream_));
+    CUDADIFF_CHECK(cudaMemcpyAsync(w + off_tiles, dev_tiles.data(),
+                                   dev_tiles.size() * sizeof(DevTile), cudaMemcpyHostToDevice,
+                                   stream_));
+    CUDADIFF_CHECK(cudaMemcpyAsync(w + off_stream_off, stream_off.data(), stream_off.size() * 8,
+                                   cudaMemcpyHostToDevice, stream_));
+    std::vector<uint32_t> reciprocal(kProbScale + 1, 0);
+    for (uint32_t f = 1; f <= kProbScale; ++f) {
+      int l = 0;
+      while ((1u << l) < f) ++l;
+      reciprocal[f] = uint32_t(((uint64_t(1) << (31 + l)) + f - 1) / f);
+    }
+    CUDADIFF_CHECK(cudaMemcpyAsync(w + off_reciprocal, reciprocal.data(), reciprocal.size() * 4,
+                                   cudaMemcpyHostToDevice, stream_));
+    uint32_t first_cost[kTokens];
+    for (int t = 0; t < kTokens; ++t)
+      first_cost[t] = 256 + 2 * log2_q8(1 + (token_value(t, 0) + 1) / 2);
+    CUDADIFF_CHECK(cudaMemcpyToSymbolAsync(c_first_cost, first_cost, sizeof(first_cost), 0,
+                                           cudaMemcpyHostToDevice, stream_));
+    CUDADIFF_CHECK(cudaEventCreateWithFlags(&hist_ready_, cudaEventDisableTiming));
+    timing_ = std::getenv("CODEC2_CUDA_TIMES") != nullptr;
+    if (timing_)
+      for (cudaEvent_t &e : events_) CUDADIFF_CHECK(cudaEventCreate(&e));
+    h_modes_.resize(n_blocks_);
+    h_types_.resize(tiles.size() * sizeof(int));
+    h_hist_.resize(hist_count * 4);
+    h_freq_cum_.resize(hist_count * 4);
+    h_sizes_.resize(tiles.size() * 4);
+    h_lanes_.resize(tiles.size() * sizeof(int));
+    h_payload_off_.resize(tiles.size() * 8);
+    CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  FrameStats encode(const FrameView &frame, int threshold, bool keyframe,
+                    HostBytes &body) override {
+    validate(frame, "codec2 encoder input");
+    if (frame.format != format_ || frame.width != width_ || frame.height != height_)
+      throw Error("codec2 encoder: frame does not match the encoder's format and size");
+    if (threshold < 0 || threshold > 255) throw Error("codec2 encoder: threshold not in 0..255");
+    if (!keyframe && !has_reference_) throw Error("codec2 encoder: a delta needs a previous frame");
+    for (int pl = 0; pl < frame.n_planes(); ++pl)
+      if (!is_device_memory(frame.data[pl]))
+        throw Error("codec2 CUDA encoder: the frame must be in device memory");
+    ctx_.activate();
+    const auto start = std::chrono::steady_clock::now();
+    Params &p = p_;
+    p.k = threshold;
+    p.keyframe = keyframe ? 1 : 0;
+    for (int pl = 0; pl < kMaxPlanes; ++pl) {
+      p.frame[pl] = pl < frame.n_planes() ? frame.data[pl] : nullptr;
+      p.pitch[pl] = pl < frame.n_planes() ? frame.stride[pl] : 0;
+    }
+    for (int l = 0; l < ls_.count; ++l)
+      for (int c = 0; c < ls_.layer[l].channels; ++c) {
+        p.ref[l][c] = ref_[l][c];
+        p.rec[l][c] = rec_[l][c];
+      }
+    const dim3 grid(unsigned(ls_.blocks_x), unsigned(ls_.blocks_y));
+    const int nb = int(n_blocks_);
+    const size_t hist_count = size_t(p.dist_count) * kTokens;
+    const size_t n_tiles = back_->tiles().size();
+
+    mark(0);
+    for (int l = 0; l < ls_.count; ++l) {
+      CODEC2_LAUNCH_NC(prepare_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
+      CUDADIFF_CHECK_LAUNCH("codec2 prepare_kernel");
+    }
+    mark(1);
+    if (keyframe) {
+      CUDADIFF_CHECK(cudaMemsetAsync(p.modes, kSpatial, n_blocks_, stream_));
+    } else {
+      for (int round = 0; round < 2; ++round) {
+        CUDADIFF_CHECK(
+            cudaMemsetAsync(p.cost, 0, n_blocks_ * kModes * sizeof(unsigned long long), stream_));
+        for (int l = 0; l < ls_.count; ++l) {
+          if (round == 0)
+            CODEC2_LAUNCH_NC(round1_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
+          else
+            CODEC2_LAUNCH_NC(round2_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
+          CUDADIFF_CHECK_LAUNCH("codec2 round kernel");
+        }
+        decide_kernel<<<(nb + 255) / 256, 256, 0, stream_>>>(p, nb);
+        CUDADIFF_CHECK_LAUNCH("codec2 decide_kernel");
+        if (round == 1) break;
+        CUDADIFF_CHECK(cudaMemsetAsync(p.hist, 0, hist_count * 4, stream_));
+        for (int l = 0; l < ls_.count; ++l) {
+          CODEC2_LAUNCH_NC(proxy_hist_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
+          CUDADIFF_CHECK_LAUNCH("codec2 proxy_hist_kernel");
+        }
+        id_cost_kernel<<<(p.dist_count + 127) / 128, 128, 0, stream_>>>(p);
+        CUDADIFF_CHECK_LAUNCH("codec2 id_cost_kernel");
+      }
+    }
+    mark(2);
+    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream_));
+    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 4, stream_));
+    for (int l = 0; l < ls_.count; ++l) {
+      CODEC2_LAUNCH_NC(reconstruct_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
+      CUDADIFF_CHECK_LAUNCH("codec2 reconstruct_kernel");
+    }
+    for (int l = 0; l < ls_.count; ++l) {
+      CODEC2_LAUNCH_NC(symbols_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
+      CUDADIFF_CHECK_LAUNCH("codec2 symbols_kernel");
+    }
+    // Tile types and the histogram of the coded tiles; to the host with the
+    // block modes, for the tables.
+    tile_type_kernel<<<(unsigned(n_tiles) + 127) / 128, 128, 0, stream_>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 tile_type_kernel");
+    sum_hist_kernel<<<unsigned((hist_count + 255) / 256), 256, 0, stream_>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
+    int *types = reinterpret_cast<int *>(h_types_.data());
+    uint32_t *hist = reinterpret_cast<uint32_t *>(h_hist_.data());
+    copy_out(h_modes_.data(), p.modes, n_blocks_);
+    copy_out(types, p.tile_type, n_tiles * sizeof(int));
+    copy_out(hist, p.hist, hist_count * 4);
+    CUDADIFF_CHECK(cudaEventRecord(hist_ready_, stream_));
+    // The lanes' checksums and the schedule order while the host makes the tables.
+    mark(3);
+    checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kThreads, 0, stream_>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 checksum_kernel");
+    schedule_kernel<<<dim3(unsigned(n_tiles),
+                           unsigned(std::min<size_t>((most_slots_ + 255) / 256, 65535))),
+                      256, 0, stream_>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 schedule_kernel");
+    mark(4);
+    CUDADIFF_CHECK(cudaEventSynchronize(hist_ready_));
+    const auto t0 = std::chrono::steady_clock::now();
+
+    // Tables (on the host, by the reference's code), rANS per tile. Tiles
+    // no smaller than their bytes are stored raw; if any, once more with
+    // the tables of the other tiles (and those then too large are raw too).
+    const std::vector<Tile> &tiles = back_->tiles();
+    double tables_ms = 0;
+    const uint32_t *sizes = reinterpret_cast<const uint32_t *>(h_sizes_.data());
+    const int *lanes = reinterpret_cast<const int *>(h_lanes_.data());
+    for (int pass = 0; pass < 2; ++pass) {
+      if (pass == 1) {
+        copy_in(p.tile_type, types, n_tiles * sizeof(int));
+        sum_hist_kernel<<<unsigned((hist_count + 255) / 256), 256, 0, stream_>>>(p);
+        CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
+        copy_out(hist, p.hist, hist_count * 4);
+        CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+      }
+      const auto m0 = std::chrono::steady_clock::now();
+      back_->make_tables(keyframe, hist, reinterpret_cast<uint32_t *>(h_freq_cum_.data()));
+      if (pass == 0)
+        tables_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m0)
+                        .count();
+      copy_in(const_cast<uint32_t *>(p.freq_cum), h_freq_cum_.data(), hist_count * 4);
+      if (pass == 0) mark(5);
+      rans_lanes_kernel<<<unsigned(n_tiles), 32, rans_shared_, stream_>>>(p);
+      CUDADIFF_CHECK_LAUNCH("codec2 rans_lanes_kernel");
+      if (pass == 0) mark(6);
+      rans_merge_kernel<<<unsigned(n_tiles), 1024, 0, stream_>>>(p);
+      CUDADIFF_CHECK_LAUNCH("codec2 rans_merge_kernel");
+      if (pass == 0) mark(7);
+      copy_out(h_sizes_.data(), p.tile_size, n_tiles * 4);
+      copy_out(h_lanes_.data(), p.tile_lanes, n_tiles * sizeof(int));
+      CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+      bool any_raw = false;
+      for (size_t t = 0; t < n_tiles; ++t)
+        if (types[t] == 1 && sizes[t] >= tiles[t].raw_bytes) {
+          types[t] = 2;
+          any_raw = true;
+        }
+      if (!any_raw) break;
+    }
+
+    const auto t1 = std::chrono::steady_clock::now();
+    // The payloads in body order, gathered on the device and brought back
+    // once; raw tiles' bytes become their reconstruction.
+    std::vector<size_t> size_of(n_tiles);
+    unsigned long long *payload_off = reinterpret_cast<unsigned long long *>(h_payload_off_.data());
+    size_t payload = 0;
+    for (size_t t = 0; t < n_tiles; ++t) {
+      size_of[t] = types[t] == 1 ? sizes[t] : types[t] == 2 ? tiles[t].raw_bytes : 0;
+      payload_off[t] = payload;
+      payload += size_of[t];
+    }
+    copy_in(p.tile_type, types, n_tiles * sizeof(int));
+    copy_in(const_cast<unsigned long long *>(p.payload_off), payload_off, n_tiles * 8);
+    gather_kernel<<<unsigned(n_tiles), 256, 0, stream_>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 gather_kernel");
+    for (size_t t = 0; t < n_tiles; ++t) {
+      if (types[t] != 2) continue;
+      for (int l = 0; l < ls_.count; ++l) {
+        const int n = tiles[t].w[l] * tiles[t].h[l];
+        if (n == 0) continue;
+        raw_tile_kernel<<<(n + 255) / 256, 256, 0, stream_>>>(p, l, tiles[t].x0[l], tiles[t].y0[l],
+                                                              tiles[t].w[l], tiles[t].h[l]);
+        CUDADIFF_CHECK_LAUNCH("codec2 raw_tile_kernel");
+      }
+    }
+    std::vector<int> lanes_of(lanes, lanes + n_tiles);
+    const FrameStats st = back_->assemble(
+        keyframe, threshold, h_modes_.data(), types, lanes_of.data(), size_of.data(),
+        [&](uint8_t *dst) {
+          if (payload) copy_out(dst, p.payload, payload);
+          CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+        },
+        body);
+    if (timing_) {  // development aid: where the time goes (host clock, ms)
+      CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+      const auto t2 = std::chrono::steady_clock::now();
+      float ms[7];
+      for (int i = 0; i < 7; ++i)
+        CUDADIFF_CHECK(cudaEventElapsedTime(&ms[i], events_[i], events_[i + 1]));
+      std::fprintf(stderr,
+                   "codec2 cuda kernels: prepare %.3f, modes %.3f, reconstruction and symbols "
+                   "%.3f, checksums %.3f ms\n",
+                   ms[0], ms[1], ms[2], ms[3]);
+      std::fprintf(stderr, "codec2 cuda: tables (host) %.3f, rANS lanes %.3f, merge %.3f ms\n",
+                   tables_ms, ms[5], ms[6]);
+      std::fprintf(stderr, "codec2 cuda: front end %.3f, tables and rANS %.3f, body %.3f ms\n",
+                   std::chrono::duration<double, std::milli>(t0 - start).count(),
+                   std::chrono::duration<double, std::milli>(t1 - t0).count(),
+                   std::chrono::duration<double, std::milli>(t2 - t1).count());
+    }
+    for (int l = 0; l < ls_.count; ++l)
+      for (int c = 0; c < ls_.layer[l].channels; ++c) std::swap(ref_[l][c], rec_[l][c]);
+    // The frame may be reused by the caller as soon as this returns.
+    CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+    has_reference_ = true;
+    return st;
+  }
+
+  void read_reference(HostBytes &out) override {
+    ctx_.activate();
+    std::vector<uint8_t> planes[kMaxLayers][kMaxComps];
+    download_planes(ref_, planes);
+    out.resize(frame_size_packed(format_, width_, height_));
+    const FrameView v = packed_view(format_, width_, height_, out.data());
+    for (int l = 0; l < ls_.count; ++l) {
+      const Layer &ly = ls_.layer[l];
+      for (int c = 0; c < ly.channels; ++c)
+        for (int y = 0; y < ly.height; ++y) {
+          uint8_t *row = v.row(ly.plane[c], y) + ly.offset[c];
+          const uint8_t *src = planes[l][c].data() + size_t(y) * ly.width;
+          for (int x = 0; x < ly.width; ++x) row[size_t(x) * ly.step[c]] = src[x];
+        }
+    }
+  }
+
+ private:
+  void copy_out(void *host, const void *device, size_t n) {
+    CUDADIFF_CHECK(cudaMemcpyAsync(host, device, n, cudaMemcpyDeviceToHost, stream_));
+  }
+  void copy_in(void *device, const void *host, size_t n) {
+    CUDADIFF_CHECK(cudaMemcpyAsync(device, host, n, cudaMemcpyHostToDevice, stream_));
+  }
+  void download_planes(uint8_t *const (&src)[kMaxLayers][kMaxComps],
+                       std::vector<uint8_t> (&dst)[kMaxLayers][kMaxComps]) {
+    for (int l = 0; l < ls_.count; ++l)
+      for (int c = 0; c < ls_.layer[l].channels; ++c) {
+        const size_t n = size_t(ls_.layer[l].width) * ls_.layer[l].height;
+        dst[l][c].resize(n);
+        CUDADIFF_CHECK(
+            cudaMemcpyAsync(dst[l][c].data(), src[l][c], n, cudaMemcpyDeviceToHost, stream_));
+      }
+    CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  const Context &ctx_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<detail::EncoderBackEnd> back_;
+  LayerSet ls_;
+  size_t n_blocks_ = 0;
+  Params p_;
+  DeviceBuffer planes_, work_;
+  uint8_t *ref_[kMaxLayers][kMaxComps] = {};
+  uint8_t *rec_[kMaxLayers][kMaxComps] = {};
+  cudaEvent_t hist_ready_ = nullptr;  // the block modes, tile types and histogram are on the host
+  cudaEvent_t events_[8] = {};        // CODEC2_CUDA_TIMES: the front end's phases
+  void mark(int i) {
+    if (timing_) CUDADIFF_CHECK(cudaEventRecord(events_[i], stream_));
+  }
+  size_t rans_shared_ = 0;
+  size_t most_slots_ = 0;  // most steps x lanes of a tile (schedule_kernel's threads)  // the
+                           // tables in the rANS kernel's shared memory
+  bool timing_ = false;    // CODEC2_CUDA_TIMES set: each frame's phases on stderr
+  // Pinned staging for the copies between the steps.
+  HostBytes h_modes_, h_types_, h_hist_, h_freq_cum_, h_sizes_, h_lanes_, h_payload_off_;
+};
+
+}  // namespace
+
+namespace detail {
+std::unique_ptr<Encoder> make_cuda_encoder(const Context &ctx, VideoFormat format, int width,
+                                           int height, const Geometry &geometry) {
+  return std::make_unique<CudaEncoder>(ctx, format, width, height, geometry);
+}
+}  // namespace detail
+
+}  // namespace codec2
+}  // namespace cudadiff

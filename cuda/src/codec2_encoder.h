@@ -1,0 +1,87 @@
+// Private to the core: the parts of the version 2 encoder that every backend
+// shares with the CPU reference (cuda/cpu/codec2.cpp), so that their bodies
+// are the same bytes by construction. A backend computes the per-sample work
+// (working values, block modes, reconstruction, every tile's symbols and
+// histograms) its own way, in exactly the layout below, and hands the
+// symbols to an EncoderBackEnd, which makes the tables, codes the tiles
+// (rANS, or raw) and writes the body (docs/stream-format.md, "The encoder",
+// steps 5 to 8).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "cudadiff/codec2.h"
+#include "cudadiff/codec2_body.h"  // Tile, make_tiles()
+#include "cudadiff/codec2_rules.h"
+
+namespace cudadiff {
+namespace codec2 {
+namespace detail {
+
+// One coded symbol: a block mode (dist = the block-mode distribution,
+// token = the mode) or a sample component (its distribution, token and raw
+// bits). kNoSymbol as dist: a sample of a skipped block (nothing coded).
+struct Symbol {
+  uint16_t dist;
+  uint8_t token;
+  uint8_t nbits;
+  uint16_t bits;
+};
+static_assert(sizeof(Symbol) == 6, "Symbol is copied between backends as 6 bytes");
+constexpr uint16_t kNoSymbol = 0xffff;
+
+// A tile's symbols as the back end reads them: its block modes in raster
+// order (deltas only), then layer by layer its w x h samples in raster
+// order, each with its components in order (kNoSymbol where skipped); and
+// their histogram (dist_count() x kTokens counts, block modes included).
+// count 0: every block of the tile is skipped (deltas).
+struct TileSymbols {
+  const Symbol *symbols = nullptr;
+  size_t count = 0;
+  const uint32_t *hist = nullptr;
+};
+
+class EncoderBackEnd {
+ public:
+  virtual ~EncoderBackEnd() = default;
+  virtual const std::vector<Tile> &tiles() const = 0;
+  virtual const LayerSet &layers() const = 0;
+  // Distributions: 0 the block modes, then base(l, cls, c) + context.
+  virtual int dist_count() const = 0;
+  virtual int dist_base(int layer, int cls, int comp) const = 0;
+  // Tables from the coded tiles' histograms, each tile's rANS stream (or raw
+  // bytes, from `raw(tile, out)`, which writes tiles()[tile].raw_bytes
+  // bytes), the body. `modes`: every block's mode (stats). Keeps the tables
+  // for the next delta. Afterwards tile_types() holds 0 skipped, 1 coded, 2 raw.
+  virtual FrameStats write_body(bool keyframe, int threshold, const uint8_t *modes,
+                                const TileSymbols *tiles,
+                                const std::function<void(size_t, uint8_t *)> &raw,
+                                HostBytes &body) = 0;
+  virtual const std::vector<int> &tile_types() const = 0;
+
+  // The same in pieces, for a backend that codes the tiles itself. Step 5:
+  // the tables from the summed histogram of the coded tiles (the model
+  // section is kept for assemble()); each distribution's tokens as
+  // cum | freq << 16 into freq_cum (dist_count() x kTokens) when not null.
+  virtual void make_tables(bool keyframe, const uint32_t *hist, uint32_t *freq_cum) = 0;
+  // The body from the last make_tables() and the tiles: per tile its type
+  // (0 skipped, 1 coded, 2 raw), lanes (coded tiles) and payload size;
+  // payloads(p) writes every payload, in tile order, from p. The tables
+  // become the previous ones for the next delta.
+  virtual FrameStats assemble(bool keyframe, int threshold, const uint8_t *modes, const int *types,
+                              const int *lanes, const size_t *sizes,
+                              const std::function<void(uint8_t *)> &payloads, HostBytes &body) = 0;
+};
+
+// The CPU reference's back end, for `format`, size and geometry (throws Error
+// as Encoder::create() does).
+std::unique_ptr<EncoderBackEnd> make_encoder_back_end(VideoFormat format, int width, int height,
+                                                      const Geometry &geometry);
+
+}  // namespace detail
+}  // namespace codec2
+}  // namespace cudadiff

@@ -1,0 +1,244 @@
+// The version 2 encoder on the GPU writes the CPU reference's bodies byte for
+// byte: every format, odd sizes, thresholds 0, 5 and 20, keyframes and runs
+// of deltas on random frames (raw tiles), smooth moving scenes, and scenes
+// with static regions (skipped, temporal and spatial blocks), from packed
+// and padded device frames; the reference and the frame statistics are the
+// CPU's too, and the CPU and CUDA decoders show the encoder's reference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cudadiff/codec2.h"
+#include "cudadiff/codec2_rules.h"
+#include "frames.h"
+
+using namespace cudadiff;
+using namespace cudadiff::codec2;
+using testing_util::HostFrame;
+
+namespace {
+
+std::vector<uint8_t> bytes_of(const HostBytes &b) {
+  return {b.data(), b.data() + b.size()};
+}
+
+// Content of a frame: random bytes, a smooth scene with a moving square and
+// noise (fill_scene), or a static background with noise below the threshold
+// in one part, a moving object and a region changing by much more.
+enum class Content { Random, Scene, Static };
+
+void fill_scene(HostFrame &f, int t, std::mt19937 &gen, int noise) {
+  std::uniform_int_distribution<int> n(-noise, noise);
+  for (int p = 0; p < f.view.n_planes(); ++p) {
+    const size_t row = f.view.row_bytes(p);
+    const int rows = f.view.plane_height(p);
+    for (int y = 0; y < rows; ++y)
+      for (size_t x = 0; x < row; ++x) {
+        int v = int((x * 3 + size_t(y) * 2 + size_t(t)) % 200) + 20;
+        if ((x / 7 + size_t(y) / 5) % 3 == 0) v = 240 - v / 2;
+        const int sx = (2 * t) % int(std::max<size_t>(row, 1)), sy = t % std::max(rows, 1);
+        if (x >= size_t(sx) && x < size_t(sx) + 9 && y >= sy && y < sy + 6) v = 255 - v;
+        if (noise) v += n(gen);
+        f.view.row(p, y)[x] = uint8_t(std::clamp(v, 0, 255));
+      }
+  }
+}
+
+// A fixed camera: a textured background, noise of up to `noise` on the left
+// half only, an object moving right, and a flickering patch.
+void fill_static(HostFrame &f, int t, std::mt19937 &gen, int noise) {
+  std::uniform_int_distribution<int> n(-noise, noise);
+  for (int p = 0; p < f.view.n_planes(); ++p) {
+    const size_t row = f.view.row_bytes(p);
+    const int rows = f.view.plane_height(p);
+    for (int y = 0; y < rows; ++y)
+      for (size_t x = 0; x < row; ++x) {
+        int v = 60 + int((x * 7) % 50) + (y / 9) * 3 + int((x / 13 + size_t(y) / 11) % 2) * 40;
+        if (x < row / 2 && noise) v += n(gen);
+        const size_t ox = size_t(5 * t) % std::max<size_t>(row, 1);
+        if (x >= ox && x < ox + 24 && y >= rows / 3 && y < rows / 3 + 20) v = 200 - int(x - ox) * 3;
+        if (x + 30 > row && y + 12 > rows && t % 2) v = 255 - v;
+        f.view.row(p, y)[x] = uint8_t(std::clamp(v, 0, 255));
+      }
+  }
+}
+
+void fill(HostFrame &f, Content c, int t, std::mt19937 &gen, int k) {
+  switch (c) {
+    case Content::Random:
+      testing_util::fill_random(f, gen);
+      break;
+    case Content::Scene:
+      fill_scene(f, t, gen, 3);
+      break;
+    case Content::Static:
+      fill_static(f, t, gen, std::max(1, k));
+      break;
+  }
+}
+
+void expect_same_stats(const FrameStats &a, const FrameStats &b, const std::string &where) {
+  EXPECT_EQ(a.keyframe, b.keyframe) << where;
+  EXPECT_EQ(a.threshold, b.threshold) << where;
+  EXPECT_EQ(a.body_bytes, b.body_bytes) << where;
+  EXPECT_EQ(a.model_bytes, b.model_bytes) << where;
+  EXPECT_EQ(a.table_bytes, b.table_bytes) << where;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(a.tiles[i], b.tiles[i]) << where << " tiles " << i;
+  EXPECT_EQ(a.lanes, b.lanes) << where;
+  for (int i = 0; i < kModes; ++i) EXPECT_EQ(a.blocks[i], b.blocks[i]) << where << " mode " << i;
+}
+
+struct Totals {
+  uint64_t blocks[kModes] = {};
+  uint64_t tiles[3] = {};
+};
+
+// Encodes `frames` frames of `content` on both backends (keyframes where
+// t % key_every == 0, thresholds ks[t % size]) and compares everything.
+// Padded: the device frame has rows padded to 256 bytes, else packed.
+Totals compare(VideoFormat fmt, int w, int h, Content content, const std::vector<int> &ks,
+               int frames, int key_every, bool padded, const Geometry *geometry = nullptr) {
+  auto cpu = Context::cpu();
+  auto gpu = Context::cuda(0);
+  std::mt19937 &gen = testing_util::rng();
+  auto cenc = Encoder::create(*cpu, fmt, w, h, geometry);
+  auto genc = Encoder::create(*gpu, fmt, w, h, geometry);
+  auto dec = Decoder::create(*cpu, fmt, w, h);
+  auto gdec = Decoder::create(*gpu, fmt, w, h);
+  DeviceBuffer packed(frame_size_packed(fmt, w, h));
+  HostBytes cbody, gbody, cref, gref, dref, gdref;
+  Totals totals;
+  for (int t = 0; t < frames; ++t) {
+    const int k = ks[size_t(t) % ks.size()];
+    const bool key = t % key_every == 0;
+    const std::string where = std::string(format_name(fmt)) + " " + std::to_string(w) + "x" +
+                              std::to_string(h) + " k " + std::to_string(k) + " frame " +
+                              std::to_string(t) + (key ? " (keyframe)" : " (delta)");
+    HostFrame frame(fmt, w, h, 3);
+    fill(frame, content, t, gen, k);
+    DeviceFrame strided;
+    FrameView dview;
+    if (padded) {
+      strided = testing_util::upload(frame, *gpu);
+      dview = strided.view();
+    } else {
+      dview = packed_view(fmt, w, h, packed.data());
+      copy_to_device(frame.view, dview, *gpu);
+      gpu->synchronize();
+    }
+    const FrameStats cs = cenc->encode(frame.view, k, key, cbody);
+    const FrameStats gs = genc->encode(dview, k, key, gbody);
+    expect_same_stats(cs, gs, where);
+    EXPECT_EQ(cbody.size(), gbody.size()) << where;
+    const size_t n = std::min(cbody.size(), gbody.size());
+    size_t first = n;
+    for (size_t i = 0; i < n && first == n; ++i)
+      if (cbody.data()[i] != gbody.data()[i]) first = i;
+    EXPECT_EQ(first, n) << where << ": bodies differ first at byte " << first << " of "
+                        << cbody.size();
+    cenc->read_reference(cref);
+    genc->read_reference(gref);
+    EXPECT_TRUE(bytes_of(cref) == bytes_of(gref)) << where << ": references differ";
+    std::string err;
+    EXPECT_TRUE(dec->decode(gbody.data(), gbody.size(), &err)) << where << ": " << err;
+    dec->read_reference(dref);
+    EXPECT_TRUE(bytes_of(dref) == bytes_of(gref)) << where << ": the decoder shows another picture";
+    EXPECT_TRUE(gdec->decode(gbody.data(), gbody.size(), &err)) << where << ": " << err;
+    gdec->read_reference(gdref);
+    EXPECT_TRUE(bytes_of(gdref) == bytes_of(gref))
+        << where << ": the CUDA decoder shows another picture";
+    for (int i = 0; i < kModes; ++i) totals.blocks[i] += gs.blocks[i];
+    for (int i = 0; i < 3; ++i) totals.tiles[i] += gs.tiles[i];
+    if (::testing::Test::HasFailure()) break;
+  }
+  return totals;
+}
+
+const VideoFormat kFormats[] = {VideoFormat::BGR,  VideoFormat::BGRx, VideoFormat::GRAY8,
+                                VideoFormat::I420, VideoFormat::NV12, VideoFormat::YUY2};
+
+}  // namespace
+
+TEST(Codec2CudaEncoder, EveryFormatOddSizesAndThresholds) {
+  const int sizes[][2] = {{1, 1}, {33, 17}, {70, 45}};
+  for (VideoFormat f : kFormats)
+    for (const auto &sz : sizes)
+      for (int k : {0, 5, 20}) {
+        compare(f, sz[0], sz[1], Content::Scene, {k}, 4, 3, (sz[0] + k) % 2 == 0);
+        if (HasFailure()) return;
+      }
+}
+
+TEST(Codec2CudaEncoder, OtherFormats) {
+  const VideoFormat formats[] = {VideoFormat::RGB,  VideoFormat::RGBA, VideoFormat::ARGB,
+                                 VideoFormat::YV12, VideoFormat::NV21, VideoFormat::UYVY,
+                                 VideoFormat::Y444, VideoFormat::Y42B};
+  for (VideoFormat f : formats) {
+    compare(f, 37, 21, Content::Scene, {5}, 3, 3, true);
+    if (HasFailure()) return;
+  }
+}
+
+TEST(Codec2CudaEncoder, RandomFramesGiveRawTiles) {
+  Totals all;
+  for (VideoFormat f : kFormats)
+    for (int k : {0, 5}) {
+      const Totals t = compare(f, 100, 70, Content::Random, {k}, 3, 2, k == 0);
+      for (int i = 0; i < 3; ++i) all.tiles[i] += t.tiles[i];
+      if (HasFailure()) return;
+    }
+  EXPECT_GT(all.tiles[2], 0u);  // raw tiles occurred
+}
+
+// Static regions: every block mode occurs, and whole skipped tiles.
+TEST(Codec2CudaEncoder, StaticRegionsAndEveryMode) {
+  Totals all;
+  for (VideoFormat f : kFormats)
+    for (int k : {0, 5, 20}) {
+      const Totals t = compare(f, 700, 300, Content::Static, {k}, 5, 100, k == 5);
+      for (int i = 0; i < kModes; ++i) all.blocks[i] += t.blocks[i];
+      for (int i = 0; i < 3; ++i) all.tiles[i] += t.tiles[i];
+      if (HasFailure()) return;
+    }
+  for (int i = 0; i < kModes; ++i) EXPECT_GT(all.blocks[i], 0u) << "mode " << i;
+  EXPECT_GT(all.tiles[0], 0u);  // skipped tiles
+}
+
+TEST(Codec2CudaEncoder, ChangingThresholdsAndKeyframes) {
+  compare(VideoFormat::BGR, 200, 130, Content::Scene, {0, 5, 20, 3, 255, 12}, 12, 5, true);
+  compare(VideoFormat::I420, 201, 131, Content::Static, {20, 0, 7}, 9, 4, false);
+}
+
+// Other tile geometries (the body's header carries it): many small tiles
+// with few lanes, tall and wide tiles.
+TEST(Codec2CudaEncoder, TileGeometries) {
+  const Geometry geometries[] = {{1, 1}, {3, 2}, {1, 9}, {255, 255}};
+  for (const Geometry &g : geometries)
+    for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::YUY2}) {
+      compare(f, 150, 90, Content::Static, {5}, 4, 3, true, &g);
+      compare(f, 61, 37, Content::Scene, {0}, 3, 2, false, &g);
+      if (HasFailure()) return;
+    }
+}
+
+TEST(Codec2CudaEncoder, FullHd) {
+  const Totals t = compare(VideoFormat::BGR, 1920, 1080, Content::Scene, {5}, 3, 10, true);
+  EXPECT_GT(t.tiles[1], 0u);
+}
+
+TEST(Codec2CudaEncoder, RefusesWhatTheCpuRefuses) {
+  auto gpu = Context::cuda(0);
+  auto enc = Encoder::create(*gpu, VideoFormat::GRAY8, 16, 16);
+  DeviceFrame frame(VideoFormat::GRAY8, 16, 16);
+  HostBytes body;
+  EXPECT_THROW(enc->encode(frame.view(), 5, false, body), Error);  // no reference yet
+  EXPECT_THROW(enc->encode(frame.view(), 256, true, body), Error);
+  HostFrame host(VideoFormat::GRAY8, 16, 16);
+  EXPECT_THROW(enc->encode(host.view, 5, true, body), Error);  // host memory
+  DeviceFrame other(VideoFormat::GRAY8, 16, 17);
+  EXPECT_THROW(enc->encode(other.view(), 5, true, body), Error);
+  EXPECT_FALSE(enc->has_reference());
+}
