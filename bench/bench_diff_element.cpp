@@ -3,6 +3,7 @@
 //   appsrc (buffers from the pool cudadiffenc proposes) ! cudadiffenc ! fakesink
 //   appsrc (the packets) ! cudadiffdec (output from its pinned pool) ! fakesink
 //     (frame-overlap never, the default, and always)
+// for stream version 1 (compression none and zstd) and version 2,
 // next to the frame rate that the host-to-device bandwidth measured in the
 // same run allows (one frame up per encoded frame, one down per decoded one).
 //
@@ -105,12 +106,13 @@ bool wait_eos(GstElement *pipeline) {
 void run_stages(const Options &o, std::vector<GstBuffer *> &inputs, const char *compression_name);
 
 // Encoder run; `packets` (optional) collects what it produced, caps included.
-Result run_encoder(const Options &o, const char *compression, std::vector<GstBuffer *> *packets,
-                   GstCaps **packet_caps, size_t *bytes_out) {
-  const std::string desc =
-      "appsrc name=src format=time block=true max-bytes=100000000 caps=\"" + raw_caps(o) +
-      "\" ! cudadiffenc name=enc stream-version=1 threshold=20 compression=" + compression +
-      " backend=" + o.backend + " ! fakesink name=sink sync=false signal-handoffs=true";
+Result run_encoder(const Options &o, int version, const char *compression,
+                   std::vector<GstBuffer *> *packets, GstCaps **packet_caps, size_t *bytes_out) {
+  const std::string desc = "appsrc name=src format=time block=true max-bytes=100000000 caps=\"" +
+                           raw_caps(o) +
+                           "\" ! cudadiffenc name=enc stream-version=" + std::to_string(version) +
+                           " threshold=20 compression=" + compression + " backend=" + o.backend +
+                           " ! fakesink name=sink sync=false signal-handoffs=true";
   GstElement *pipeline = launch(desc);
   GstElement *src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
   GstElement *sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
@@ -157,7 +159,7 @@ Result run_encoder(const Options &o, const char *compression, std::vector<GstBuf
   gst_caps_unref(caps);
   fill_frames(o, inputs);
   // Once per compression (the run that keeps the packets), before its pipeline plays.
-  if (packets) run_stages(o, inputs, compression);
+  if (packets && version == 1) run_stages(o, inputs, compression);
 
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   const auto t0 = std::chrono::steady_clock::now();
@@ -397,27 +399,35 @@ int main(int argc, char **argv) {
     double ms;
   };
   std::vector<Line> lines;
-  for (const char *compression : {"none", "zstd"}) {
+  // Stream version 1 without and with zstd, then version 2 (which has no
+  // compression setting: its bodies are entropy-coded).
+  const struct {
+    int version;
+    const char *compression;
+  } configs[] = {{1, "none"}, {1, "zstd"}, {2, "none"}};
+  for (const auto &cfg : configs) {
+    const char *compression = cfg.compression;
+    const std::string label = cfg.version == 2 ? std::string("stream-version=2")
+                                               : std::string("compression=") + compression;
     std::vector<GstBuffer *> packets;
     GstCaps *caps = nullptr;
     size_t bytes = 0;
     // Timed without keeping the packets (keeping 600 of them would make every
     // output buffer fresh, page-faulting memory); then again to collect them.
-    const Result e = run_encoder(o, compression, nullptr, nullptr, &bytes);
-    run_encoder(o, compression, &packets, &caps, nullptr);
+    const Result e = run_encoder(o, cfg.version, compression, nullptr, nullptr, &bytes);
+    run_encoder(o, cfg.version, compression, &packets, &caps, nullptr);
     char note[160];
     std::snprintf(note, sizeof note, "%s; %.0f bytes per packet",
                   e.pinned ? "pinned input" : "unpinned input",
                   double(bytes) / std::max(1, e.frames));
-    lines.push_back({"cudadiffenc " + o.backend + " compression=" + compression, note,
-                     1000 * e.seconds / std::max(1, e.frames)});
+    lines.push_back(
+        {"cudadiffenc " + o.backend + " " + label, note, 1000 * e.seconds / std::max(1, e.frames)});
     for (const char *overlap : {"never", "always"}) {
       const Result d = run_decoder(o, packets, caps, overlap);
       std::snprintf(note, sizeof note, "%s; %d frames",
                     d.pinned ? "pinned output" : "unpinned output", d.frames);
-      lines.push_back(
-          {"cudadiffdec " + o.backend + " compression=" + compression + " frame-overlap=" + overlap,
-           note, 1000 * d.seconds / std::max(1, d.frames)});
+      lines.push_back({"cudadiffdec " + o.backend + " " + label + " frame-overlap=" + overlap, note,
+                       1000 * d.seconds / std::max(1, d.frames)});
     }
     for (GstBuffer *p : packets) gst_buffer_unref(p);
     if (caps) gst_caps_unref(caps);

@@ -1007,6 +1007,7 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
 
  private:
   void find_coded_blocks(bool keyframe, int threads);
+  uint64_t count_changed(int threads) const;
   void decide_modes(int threads);
   void proxy_symbols(const Tile &t, std::vector<uint64_t> &cost);
   template <class Want, class F>
@@ -1097,6 +1098,24 @@ void CpuEncoder::for_each_proxy(const Tile &t, Want want, F f) const {
 // more than k from the reference (exactly those with a T-domain value other
 // than 0: quant_diff() is 0 only within k, and YCoCg-R maps 0 to 0).
 // needed_: the coded blocks and the blocks their samples' neighbours lie in.
+// Bytes of the input more than k off the reference (every byte of the
+// frame is one channel of one sample).
+uint64_t CpuEncoder::count_changed(int threads) const {
+  uint64_t changed = 0;
+  for (int l = 0; l < ls_.count; ++l) {
+    const Layer &ly = ls_.layer[l];
+    for (int c = 0; c < ly.channels; ++c) {
+      const uint8_t *cur = cur_.ch[l][c].data(), *ref = ref_.ch[l][c].data();
+      const long long n = (long long)ly.width * ly.height;
+      uint64_t sum = 0;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : sum)
+      for (long long i = 0; i < n; ++i) sum += iabs(int(cur[i]) - int(ref[i])) > q_.k;
+      changed += sum;
+    }
+  }
+  return changed;
+}
+
 void CpuEncoder::find_coded_blocks(bool keyframe, int threads) {
   const int bxs = ls_.blocks_x, bys = ls_.blocks_y;
   coded_.assign(size_t(bxs) * bys, keyframe ? 1 : 0);
@@ -1533,9 +1552,10 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
     in[ti] = {symbols_[ti].data(), symbols_[ti].size(), tile_hist_[ti].data()};
 
   // 5.-8. Tables, tiles, the body.
-  const FrameStats st = write_body(
+  FrameStats st = write_body(
       keyframe, threshold, modes_.data(), in.data(),
       [&](size_t ti, uint8_t *out) { store_raw(ti, out); }, body);
+  if (!keyframe) st.changed_bytes = count_changed(threads);
   std::swap(ref_, rec_);
   has_reference_ = true;
   return st;

@@ -141,6 +141,7 @@ struct Params {
   uint8_t *rans_counts, *rans_log;        // the rANS passes' scratch (DevTile)
   const uint32_t *reciprocal;             // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
   uint32_t *codes;                        // the symbols in schedule order (DevTile::sched_first)
+  unsigned long long *changed;            // deltas: input bytes more than k off the reference
 };
 
 __constant__ uint32_t c_first_cost[kTokens];
@@ -240,6 +241,9 @@ template <int NC>
 __global__ void prepare_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
+  __shared__ unsigned block_changed;
+  if (threadIdx.x == 0) block_changed = 0;
+  __syncthreads();
   bool far = false;
   if (s.valid) {
     const size_t at = size_t(s.y) * ly.width + s.x;
@@ -256,12 +260,15 @@ __global__ void prepare_kernel(Params p, int l) {
 #pragma unroll
     for (int c = 0; c < nc; ++c) p.in_s[l][at * nc + c] = int16_t(comp[c]);
     if (!p.keyframe) {
+      unsigned n = 0;
 #pragma unroll
       for (int c = 0; c < nc; ++c) {
         const int r = p.ref[l][c][at];
-        far |= iabs(v[c] - r) > p.k;
+        n += iabs(v[c] - r) > p.k;
         ch[c] = quant_diff(v[c] - r, p.k);
       }
+      far = n != 0;
+      if (n) atomicAdd(&block_changed, n);
       to_comps<NC>(ly, ch, comp);
 #pragma unroll
       for (int c = 0; c < nc; ++c) p.in_t[l][at * nc + c] = int16_t(comp[c]);
@@ -277,6 +284,7 @@ __global__ void prepare_kernel(Params p, int l) {
     }
   }
   const int any = __syncthreads_or(far);
+  if (threadIdx.x == 0 && block_changed) atomicAdd(p.changed, (unsigned long long)block_changed);
   if (threadIdx.x == 0) {
     uint8_t &coded = p.coded[size_t(blockIdx.y) * p.blocks_x + blockIdx.x];
     if (p.keyframe)
@@ -1050,7 +1058,7 @@ class CudaEncoder final : public Encoder {
                  off_lane_state = carve(at, tiles.size() * kMaxLanes * 4),
                  off_counts = carve(at, counts_bytes), off_log = carve(at, log_bytes),
                  off_reciprocal = carve(at, (kProbScale + 1) * 4),
-                 off_codes = carve(at, codes_count * 4);
+                 off_codes = carve(at, codes_count * 4), off_changed = carve(at, 8);
     work_ = DeviceBuffer(at);
     uint8_t *w = work_.data();
     for (int l = 0; l < ls.count; ++l) {
@@ -1086,6 +1094,7 @@ class CudaEncoder final : public Encoder {
     p.rans_log = w + off_log;
     p.reciprocal = reinterpret_cast<const uint32_t *>(w + off_reciprocal);
     p.codes = reinterpret_cast<uint32_t *>(w + off_codes);
+    p.changed = reinterpret_cast<unsigned long long *>(w + off_changed);
     rans_shared_ = (size_t(p.dist_count) * kTokens + kProbScale + 1) * 4;
     if (rans_shared_ > 48 * 1024)
       CUDADIFF_CHECK(cudaFuncSetAttribute(
@@ -1124,6 +1133,7 @@ class CudaEncoder final : public Encoder {
     h_sizes_.resize(tiles.size() * 4);
     h_lanes_.resize(tiles.size() * sizeof(int));
     h_payload_off_.resize(tiles.size() * 8);
+    h_changed_.resize(8);
     CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
   }
 
@@ -1157,6 +1167,7 @@ class CudaEncoder final : public Encoder {
     const size_t n_tiles = back_->tiles().size();
 
     mark(0);
+    if (!keyframe) CUDADIFF_CHECK(cudaMemsetAsync(p.changed, 0, 8, stream_));
     for (int l = 0; l < ls_.count; ++l) {
       CODEC2_LAUNCH_NC(prepare_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 prepare_kernel");
@@ -1209,6 +1220,7 @@ class CudaEncoder final : public Encoder {
     copy_out(h_modes_.data(), p.modes, n_blocks_);
     copy_out(types, p.tile_type, n_tiles * sizeof(int));
     copy_out(hist, p.hist, hist_count * 4);
+    if (!keyframe) copy_out(h_changed_.data(), p.changed, 8);
     CUDADIFF_CHECK(cudaEventRecord(hist_ready_, stream_));
     // The lanes' checksums and the schedule order while the host makes the tables.
     mark(3);
@@ -1288,7 +1300,7 @@ class CudaEncoder final : public Encoder {
       }
     }
     std::vector<int> lanes_of(lanes, lanes + n_tiles);
-    const FrameStats st = back_->assemble(
+    FrameStats st = back_->assemble(
         keyframe, threshold, h_modes_.data(), types, lanes_of.data(), size_of.data(),
         [&](uint8_t *dst) {
           if (payload) copy_out(dst, p.payload, payload);
@@ -1312,6 +1324,7 @@ class CudaEncoder final : public Encoder {
                    std::chrono::duration<double, std::milli>(t1 - t0).count(),
                    std::chrono::duration<double, std::milli>(t2 - t1).count());
     }
+    if (!keyframe) std::memcpy(&st.changed_bytes, h_changed_.data(), 8);
     for (int l = 0; l < ls_.count; ++l)
       for (int c = 0; c < ls_.layer[l].channels; ++c) std::swap(ref_[l][c], rec_[l][c]);
     // The frame may be reused by the caller as soon as this returns.
@@ -1376,6 +1389,7 @@ class CudaEncoder final : public Encoder {
   bool timing_ = false;    // CODEC2_CUDA_TIMES set: each frame's phases on stderr
   // Pinned staging for the copies between the steps.
   HostBytes h_modes_, h_types_, h_hist_, h_freq_cum_, h_sizes_, h_lanes_, h_payload_off_;
+  HostBytes h_changed_;  // the delta's changed bytes (a uint64)
 };
 
 }  // namespace

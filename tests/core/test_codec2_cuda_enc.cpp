@@ -89,6 +89,7 @@ void expect_same_stats(const FrameStats &a, const FrameStats &b, const std::stri
   for (int i = 0; i < 3; ++i) EXPECT_EQ(a.tiles[i], b.tiles[i]) << where << " tiles " << i;
   EXPECT_EQ(a.lanes, b.lanes) << where;
   for (int i = 0; i < kModes; ++i) EXPECT_EQ(a.blocks[i], b.blocks[i]) << where << " mode " << i;
+  EXPECT_EQ(a.changed_bytes, b.changed_bytes) << where;
 }
 
 struct Totals {

@@ -298,29 +298,32 @@ TEST(CudaMemory, FilterChainMatchesSystemMemory) {
 TEST(CudaMemory, TextOverlayIntoEncoderMatchesSystemMemory) {
   if (!have_nvcodec_copies()) GTEST_SKIP() << "nvcodec's cudaupload/cudadownload missing";
   if (!have_factory("cudatextoverlay")) GTEST_SKIP() << "built without Pango";
-  const std::string tail =
-      " cudadiffenc name=enc stream-version=1 threshold=10 keyframe-interval=5 ! fakesink "
-      "name=out";
-  const RunResult a = run(std::string(kSource) +
-                              " ! cudaupload name=up ! cudatextoverlay name=text text=\"device "
-                              "resident\" shaded-background=true ! " +
-                              tail,
-                          {"up", "text", "enc"});
-  ASSERT_EQ(a.error, "");
-  const RunResult b = run(std::string(kSource) +
-                          " ! cudatextoverlay text=\"device resident\" shaded-background=true ! "
-                          "video/x-raw,format=BGR ! " +
-                          tail);
-  ASSERT_EQ(b.error, "");
-  EXPECT_EQ(a.frames.size(), 12u);
-  expect_same_frames(a, b);
-  // CUDA memory from cudaupload into cudatextoverlay and from it into the
-  // encoder, of the one context all three share.
-  expect_cuda_between(a, {"up", "text"}, 12);
-  EXPECT_EQ(a.sink_counts.at("enc").buffers, 12);
-  EXPECT_EQ(a.sink_counts.at("enc").cuda, 12) << "the encoder got system memory";
-  EXPECT_EQ(a.sink_counts.at("enc").context, a.contexts.at("enc"));
-  expect_one_context(a, {"up", "text", "enc"});
+  for (int version : {1, 2}) {
+    // Both stream versions: each reads the device frames where they are.
+    SCOPED_TRACE("stream-version " + std::to_string(version));
+    const std::string tail = " cudadiffenc name=enc stream-version=" + std::to_string(version) +
+                             " threshold=10 keyframe-interval=5 ! fakesink name=out";
+    const RunResult a = run(std::string(kSource) +
+                                " ! cudaupload name=up ! cudatextoverlay name=text text=\"device "
+                                "resident\" shaded-background=true ! " +
+                                tail,
+                            {"up", "text", "enc"});
+    ASSERT_EQ(a.error, "");
+    const RunResult b = run(std::string(kSource) +
+                            " ! cudatextoverlay text=\"device resident\" shaded-background=true ! "
+                            "video/x-raw,format=BGR ! " +
+                            tail);
+    ASSERT_EQ(b.error, "");
+    EXPECT_EQ(a.frames.size(), 12u);
+    expect_same_frames(a, b);
+    // CUDA memory from cudaupload into cudatextoverlay and from it into the
+    // encoder, of the one context all three share.
+    expect_cuda_between(a, {"up", "text"}, 12);
+    EXPECT_EQ(a.sink_counts.at("enc").buffers, 12);
+    EXPECT_EQ(a.sink_counts.at("enc").cuda, 12) << "the encoder got system memory";
+    EXPECT_EQ(a.sink_counts.at("enc").context, a.contexts.at("enc"));
+    expect_one_context(a, {"up", "text", "enc"});
+  }
 }
 
 // NVDEC output (CUDA memory, NV12) straight into cudagauss.

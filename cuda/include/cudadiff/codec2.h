@@ -59,6 +59,9 @@ struct FrameStats {
   uint32_t tiles[3] = {0, 0, 0};      // skipped, coded, raw
   uint32_t lanes = 0;                 // rANS lanes of the coded tiles
   uint32_t blocks[4] = {0, 0, 0, 0};  // per mode (Mode in codec2_rules.h)
+  // Deltas: bytes of the input more than the threshold off the reference
+  // (what a version 1 delta would send); 0 for keyframes.
+  uint64_t changed_bytes = 0;
 };
 
 // Fixed fields at the start of every body.
