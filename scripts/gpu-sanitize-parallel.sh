@@ -12,10 +12,10 @@ runtime=${GST_RUNTIME:-gst-runtime}
 export GST_PLUGIN_PATH_1_0="$PWD/$build/plugins"
 out=${LOG_DIR:-/tmp/gpu-sanitize}; mkdir -p "$out"
 runs=()
-for t in "$build"/tests/core_*_cuda "$build"/tests/element_*_cuda "$build"/tests/element_cudadiff; do
+for t in "$build"/tests/core_*_cuda "$build"/tests/core_*_cuda_* "$build"/tests/element_*_cuda "$build"/tests/element_cudadiff; do
   [ -x "$t" ] && runs+=("memcheck $t")
 done
-for t in "$build"/tests/core_*_cuda; do [ -x "$t" ] && runs+=("racecheck $t"); done
+for t in "$build"/tests/core_*_cuda "$build"/tests/core_*_cuda_*; do [ -x "$t" ] && runs+=("racecheck $t"); done
 printf '%s\n' "${runs[@]}" | xargs -P "$jobs" -L 1 bash -c '
   tool=$0; t=$1; log='"$out"'/$tool-$(basename $t).log
   timeout '"$limit"' compute-sanitizer --tool $tool $( [ $tool = memcheck ] && echo --leak-check full ) "$t" > $log 2>&1
