@@ -722,15 +722,14 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   p.frame = frame;
   p.sender_pts = h.pts;
   p.sender_duration = h.duration;
-  // Version 1 into CUDA memory (the pipeline's context): the frame is
-  // written where it is, on the GPU; wait_frame() waits for it before it is
-  // pushed. Version 2 writes its picture (from the GPU with CUDA) into a
-  // buffer mapped on the host, and has finished when write_frame() returns;
-  // GStreamer uploads CUDA memory when it is next mapped on the device.
+  // Into CUDA memory (the pipeline's context) the frame is written where it
+  // is, on the GPU: version 1's wait_frame() waits for it before it is
+  // pushed; version 2's write_frame() has finished when it returns (so has
+  // its copy into system memory). The CPU backend writes through a host
+  // mapping.
   bool on_device = false;
-  const gboolean mapped =
-      gst_cudadiff_frame_map(&p.out, &out_state->info, frame->output_buffer, GST_MAP_WRITE,
-                             st->decoder2 ? nullptr : &st->share, &on_device);
+  const gboolean mapped = gst_cudadiff_frame_map(&p.out, &out_state->info, frame->output_buffer,
+                                                 GST_MAP_WRITE, &st->share, &on_device);
   gst_video_codec_state_unref(out_state);
   if (!mapped) {
     GST_ELEMENT_ERROR(self, STREAM, DECODE, ("cannot map the output buffer"), (nullptr));

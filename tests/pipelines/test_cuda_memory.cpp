@@ -397,8 +397,8 @@ TEST(CudaMemory, OwnElementsShareOneContext) {
   }
 }
 
-// A decoder's output into a filter in CUDA memory, same pictures (version
-// 2 writes the CUDA memory through a host mapping).
+// A decoder's output into a filter in CUDA memory, same pictures (both
+// versions write the picture on the device).
 TEST(CudaMemory, DecoderFeedsFilterOnDevice) {
   for (int version : {1, 2}) {
     SCOPED_TRACE("stream-version=" + std::to_string(version));
