@@ -20,6 +20,12 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#if defined(__SSE2__) && !defined(CODEC2_NO_SIMD)
+#define CODEC2_SSE2 1
+#include <emmintrin.h>
+#else
+#define CODEC2_SSE2 0
+#endif
 
 namespace cudadiff {
 namespace codec2 {
@@ -258,25 +264,49 @@ inline int token_of_table(uint32_t v, int *nbits, uint32_t *bits) {
 const uint8_t *const kTokenExtra = kTokenInfo.extra;
 const uint32_t *const kTokenBase = kTokenInfo.base;
 
-// The decoder's form of a table (4.2 KB): per token its start and frequency
-// (cum | freq << 16), and per slot (0..4095) the token whose range holds it,
-// so that a symbol costs two loads and no search.
-struct DecodeTable {
-  uint32_t sym[kTokens];
-  uint8_t token[kProbScale];
-  bool used;
+// The decoder's form of a table: e[t] the first slot of token t (t = 1..32:
+// the end of token t - 1; absent tokens and those past n span no slot, so
+// e[32] = 4096), e[0] 0 for a used table and 1 for an unused one. The token
+// of a slot is the last t with e[t] <= slot (e[0] counts as <=): a search of
+// the first cache line (64 bytes; e[32] is read only for token 31), so the
+// frame's tables stay in the first-level cache, where a slot-to-token array
+// (4 KB a table) would not.
+struct alignas(64) DecodeTable {
+  uint16_t e[kTokens + 1];
+  bool used() const { return e[0] == 0; }
   void set(const Table &t) {
-    used = t.used;
-    for (int i = 0; i < kTokens; ++i)
-      sym[i] = i < t.n ? uint32_t(t.cum[i]) | uint32_t(t.freq[i]) << 16 : kProbScale;
-    // The tokens' ranges cover 0..4095 in order (absent tokens: none).
-    for (int i = 0; i < t.n; ++i) std::memset(token + t.cum[i], i, t.freq[i]);
+    e[0] = 0;
+    for (int i = 1; i <= kTokens; ++i) e[i] = t.cum[i];  // cum[i] = 4096 for i >= n
   }
-  // An unused table: every token spans all slots (the state is kept), and
-  // `token` keeps what it holds (tokens < kTokens; zero when allocated).
+  // An unused table: every slot gives token 31, which spans all slots (the
+  // state is kept).
   void set_unused() {
-    used = false;
-    for (int i = 0; i < kTokens; ++i) sym[i] = kProbScale << 16;
+    e[0] = 1;
+    for (int i = 1; i < kTokens; ++i) e[i] = 0;
+    e[kTokens] = kProbScale;
+  }
+  // The last t in 0..31 with e[t] <= slot, or t = 0.
+  inline int token_of_slot(uint32_t slot) const {
+#if CODEC2_SSE2
+    const __m128i s = _mm_set1_epi16(int16_t(slot));
+    const __m128i *v = reinterpret_cast<const __m128i *>(e);
+    const __m128i g01 = _mm_packs_epi16(_mm_cmpgt_epi16(_mm_load_si128(v), s),
+                                        _mm_cmpgt_epi16(_mm_load_si128(v + 1), s));
+    const __m128i g23 = _mm_packs_epi16(_mm_cmpgt_epi16(_mm_load_si128(v + 2), s),
+                                        _mm_cmpgt_epi16(_mm_load_si128(v + 3), s));
+    // Bit t: e[t] > slot (a run of ones from the token after the slot's on).
+    const uint32_t gt =
+        (uint32_t(_mm_movemask_epi8(g01)) | uint32_t(_mm_movemask_epi8(g23)) << 16) & ~1u;
+    return __builtin_ctzll(uint64_t(gt) | (1ull << 32)) - 1;
+#else
+    int t = 0;
+    t += int(e[t + 16] <= slot) << 4;
+    t += int(e[t + 8] <= slot) << 3;
+    t += int(e[t + 4] <= slot) << 2;
+    t += int(e[t + 2] <= slot) << 1;
+    t += int(e[t + 1] <= slot);
+    return t;
+#endif
   }
 };
 
@@ -568,9 +598,9 @@ struct RansDecoder {
   // A symbol's step without the renormalisation (renorm() follows).
   static inline int decode(uint32_t &x, const DecodeTable &t) {
     const uint32_t slot = x & (kProbScale - 1);
-    const int s = t.token[slot];
-    const uint32_t e = t.sym[s];
-    x = (e >> 16) * (x >> kProbBits) + slot - (e & 0xffff);
+    const int s = t.token_of_slot(slot);
+    const uint32_t start = t.e[s];
+    x = (uint32_t(t.e[s + 1]) - start) * (x >> kProbBits) + slot - start;
     return s;
   }
   inline int get(uint32_t &x, const DecodeTable &t) {
@@ -1823,7 +1853,7 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
       modes_[at] = kSpatial;
       continue;
     }
-    if (!dtab_[dl_.mode].used) return false;
+    if (!dtab_[dl_.mode].used()) return false;
     modes_[at] = uint8_t(dec.get(state[b % lanes], dtab_[dl_.mode]));
     checksum[b % lanes] = lane_checksum(checksum[b % lanes], modes_[at]);
   }
@@ -1976,72 +2006,122 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
   std::vector<int> bcol_v(static_cast<size_t>(w));  // block column of each column of the tile
   for (int i = 0; i < w; ++i) bcol_v[i] = int(unsigned((x0 + i) << sx) / kBlock);
   const int *bcol = bcol_v.data();
-  // Per lane, the sample it codes in the current step.
-  struct Lane {
-    size_t at;
-    bool edge;  // in the tile's first row or column, or its last column
-    int i, j, block;
-    int rclass, cls;
-    bool flip;
-    int pred, token;
-    int cross;  // components after the first: their context's offset for r0
+  // The lanes' states, checksums and the byte stream in locals (nothing
+  // else can write them, so they stay in registers across the stores below).
+  uint32_t x_[kMaxLanes], h_[kMaxLanes];
+  for (int ln = 0; ln < lanes; ++ln) {
+    x_[ln] = state[ln];
+    h_[ln] = checksum[ln];
+  }
+  RansDecoder rd = dec;
+  // The coded samples of the current step, in lane order: per component the
+  // table of its context (before the offset for r0), prediction and sign
+  // flip, all computed when the step starts (a component's neighbours are
+  // decoded by then; only r0 comes later), then its value.
+  struct Active {
+    const DecodeTable *table[NC];
+    int pred[NC];
+    int flip[NC];
     int value[NC];
-  } lane[kMaxLanes];
-  int active[kMaxLanes];              // lanes with a coded sample, in lane order
-  int by_class[kClasses][kMaxLanes];  // the same, per class
+    size_t at;
+    int lane, block, token, cross;
+  } act[kMaxLanes];
+  int by_class[kClasses][kMaxLanes];  // indices into act, per class
   int n_class[kClasses];
   bool bad = false;
+  static_assert(kCrossLevels == 2, "the cross context below is 13 * (r0 != 0)");
 
-  // Neighbours in the tile, with its edge rules.
-  auto neighbours4 = [&](const Lane &L, const int16_t *p, int &a, int &b, int &cc, int &d) {
-    if (!L.edge) {
-      a = p[-W2];
-      b = p[-wstride];
-      cc = p[-wstride - W2];
-      d = p[-wstride + W2];
-    } else if (L.j == 0) {
-      a = L.i > 0 ? p[-W2] : 0;
+  // Neighbours on the tile's edges (first row, first column, last column).
+  auto edge_neighbours = [&](const int16_t *p, int i, int j, int &a, int &b, int &cc, int &d) {
+    if (j == 0) {
+      a = i > 0 ? p[-W2] : 0;
       b = cc = d = a;
     } else {
       b = p[-wstride];
-      if (L.i > 0) {
+      if (i > 0) {
         a = p[-W2];
         cc = p[-wstride - W2];
       } else {
         a = cc = b;
       }
-      d = L.i + 1 < w ? p[-wstride + W2] : b;
+      d = i + 1 < w ? p[-wstride + W2] : b;
     }
   };
-  // The context offset of components after the first for a residual r0 of
-  // the first (sample_context() in codec2_rules.h).
-  auto cross_context = [](int r0) {
-    const int m = iabs(r0);
-    return kActivityBuckets * (m >= kCrossLevels ? kCrossLevels - 1 : m);
-  };
-  // Context of component c of lane L's sample (class CLS): sets its
-  // prediction and sign flip, returns its table.
-  auto context = [&](auto cls_tag, Lane &L, int c) -> const DecodeTable * {
+  // Contexts of every component of a sample of class CLS (sample_context()
+  // in codec2_rules.h without r0's part).
+  auto contexts = [&](auto cls_tag, Active &A, bool edge, int i, int j, int rclass) {
     constexpr int CLS = decltype(cls_tag)::value;
-    const int16_t *domain = work + (CLS == kClassSpatial ? 0 : NC) + c;
-    int a, b, cc, d;
-    neighbours4(L, domain + L.at * W2, a, b, cc, d);
-    int ctx;
-    if (CLS == kClassTemporal) {
-      L.pred = 0;
-      ctx = activity_bucket(temporal_activity(a, b, cc, d));
-    } else {
-      L.pred = med(a, b, cc);
-      ctx = activity_bucket(spatial_activity(a, b, cc, d));
+    constexpr int off = CLS == kClassSpatial ? 0 : NC;  // the class's domain
+    const int16_t *p = work + A.at * W2 + off;
+#if CODEC2_SSE2
+    if (!edge) {
+      // Every component of both domains at once, in 8 int16 (working values
+      // and these sums stay within +-6200; the lanes past 2 * NC are unused).
+      const int16_t *q0 = work + A.at * W2;
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 - W2));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 - wstride));
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 - wstride - W2));
+      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 - wstride + W2));
+      const __m128i zero = _mm_setzero_si128();
+      alignas(16) int16_t pred[8], act[8];
+      int flips;
+      if (CLS == kClassTemporal) {
+        auto abs16 = [&](__m128i v) { return _mm_max_epi16(v, _mm_sub_epi16(zero, v)); };
+        const __m128i g =
+            _mm_add_epi16(_mm_add_epi16(abs16(a), abs16(b)), _mm_add_epi16(abs16(c), abs16(d)));
+        _mm_store_si128(reinterpret_cast<__m128i *>(act), g);
+        const __m128i sum = _mm_add_epi16(_mm_add_epi16(a, b), _mm_add_epi16(c, d));
+        flips = _mm_movemask_epi8(_mm_cmplt_epi16(sum, zero));
+      } else {
+        auto absdiff = [&](__m128i u, __m128i v) {
+          return _mm_sub_epi16(_mm_max_epi16(u, v), _mm_min_epi16(u, v));
+        };
+        const __m128i mx = _mm_max_epi16(a, b), mn = _mm_min_epi16(a, b);
+        const __m128i ab = _mm_add_epi16(a, b);
+        _mm_store_si128(reinterpret_cast<__m128i *>(pred),
+                        _mm_max_epi16(_mm_min_epi16(_mm_sub_epi16(ab, c), mx), mn));
+        const __m128i g = _mm_add_epi16(_mm_add_epi16(absdiff(a, b), absdiff(b, c)),
+                                        _mm_add_epi16(absdiff(c, a), absdiff(b, d)));
+        _mm_store_si128(reinterpret_cast<__m128i *>(act), g);
+        flips = _mm_movemask_epi8(_mm_cmplt_epi16(_mm_sub_epi16(ab, _mm_add_epi16(c, c)), zero));
+      }
+      for (int k = 0; k < NC; ++k) {
+        const unsigned g = uint16_t(act[off + k]);  // >= 0 unless the tile is already bad
+        int ctx = kActivityTable.bucket[g < 80u ? g : 80u];
+        if (CLS == kClassTemporal && k == 0) ctx = ctx * kRefClasses + rclass;
+        A.pred[k] = CLS == kClassTemporal ? 0 : pred[off + k];
+        A.flip[k] = (flips >> (2 * (off + k))) & 1;
+        A.table[k] = table0[CLS][k] + ctx;
+      }
+      return;
     }
-    if (c > 0) ctx += L.cross;
-    if (CLS == kClassTemporal && c == 0) ctx = ctx * kRefClasses + L.rclass;
-    L.flip = flip_sign(CLS, a, b, cc, d);
-    return table0[CLS][c] + ctx;
+#endif
+    for (int c = 0; c < NC; ++c) {
+      int a, b, cc, d;
+      if (!edge) {
+        a = p[c - W2];
+        b = p[c - wstride];
+        cc = p[c - wstride - W2];
+        d = p[c - wstride + W2];
+      } else {
+        edge_neighbours(p + c, i, j, a, b, cc, d);
+      }
+      int ctx;
+      if (CLS == kClassTemporal) {
+        A.pred[c] = 0;
+        ctx = activity_bucket(temporal_activity(a, b, cc, d));
+        if (c == 0) ctx = ctx * kRefClasses + rclass;
+      } else {
+        A.pred[c] = med(a, b, cc);
+        ctx = activity_bucket(spatial_activity(a, b, cc, d));
+      }
+      A.flip[c] = flip_sign(CLS, a, b, cc, d);
+      A.table[c] = table0[CLS][c] + ctx;
+    }
   };
 
   for (int st = 0; st < steps; ++st) {
-    int n_active = 0;
+    int n = 0;
     n_class[0] = n_class[1] = n_class[2] = 0;
     for (int ln = 0; ln < lanes; ++ln) {
       const int i = ci[ln], j = cj[ln];
@@ -2056,107 +2136,110 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       const int bc = bcol[i];
       const int mode = KEY ? int(kSpatial) : modes[mr + bc];
       if (!KEY && mode == kSkip) continue;
-      Lane &L = lane[ln];
-      L.at = at;
-      L.i = i;
-      L.j = j;
-      L.block = nr + bc;
-      L.edge = i == 0 || j == 0 || i + 1 == w;
-      L.rclass = !KEY && mode == kTemporal ? rclass[L.at] : 0;
-      const int cls = KEY ? int(kClassSpatial) : mode_class(mode);
-      L.cls = cls;
-      by_class[cls][n_class[cls]++] = ln;
-      active[n_active++] = ln;
+      Active &A = act[n];
+      A.at = at;
+      A.lane = ln;
+      A.block = nr + bc;
+      const bool edge = i == 0 || j == 0 || i + 1 == w;
+      if (KEY || mode == kSpatial) {
+        contexts(std::integral_constant<int, kClassSpatial>(), A, edge, i, j, 0);
+        by_class[kClassSpatial][n_class[kClassSpatial]++] = n;
+      } else if (mode == kTemporal) {
+        contexts(std::integral_constant<int, kClassTemporal>(), A, edge, i, j, rclass[at]);
+        by_class[kClassTemporal][n_class[kClassTemporal]++] = n;
+      } else {
+        contexts(std::integral_constant<int, kClassTempSpat>(), A, edge, i, j, 0);
+        by_class[kClassTempSpat][n_class[kClassTempSpat]++] = n;
+      }
+      ++n;
     }
-    if (n_active == 0) continue;
+    if (n == 0) continue;
     for (int c = 0; c < NC; ++c) {
-      // The tokens of every active lane in lane order: no lane's token
+      // The tokens of every coded sample in lane order: no lane's token
       // reads a byte, so each lane's renormalisation may follow its token.
       bool extra = false;  // a token with raw bits in this sub-step
-      for (int k = 0; k < n_active; ++k) {
-        const int ln = active[k];
-        Lane &L = lane[ln];
-        const DecodeTable *table;
-        if (KEY || L.cls == kClassSpatial)
-          table = context(std::integral_constant<int, kClassSpatial>(), L, c);
-        else if (L.cls == kClassTemporal)
-          table = context(std::integral_constant<int, kClassTemporal>(), L, c);
-        else
-          table = context(std::integral_constant<int, kClassTempSpat>(), L, c);
-        bad |= !table->used;
-        L.token = dec.decode(state[ln], *table);
-        dec.renorm(state[ln]);
-        checksum[ln] = lane_checksum(checksum[ln], uint32_t(L.token));
-        extra |= L.token >= kDirectTokens;
+      for (int k = 0; k < n; ++k) {
+        Active &A = act[k];
+        const DecodeTable *table = A.table[c] + (c > 0 ? A.cross : 0);
+        bad |= table->e[0] != 0;  // an unused table
+        const int ln = A.lane;
+        const int token = RansDecoder::decode(x_[ln], *table);
+        rd.renorm(x_[ln]);
+        h_[ln] = lane_checksum(h_[ln], uint32_t(token));
+        extra |= token >= kDirectTokens;
+        A.token = token;
+        // r0 = 0 exactly for token 0 (raw bits follow only tokens >= 16).
+        if (c == 0) A.cross = token != 0 ? kActivityBuckets : 0;
+        A.value[c] = A.pred[c] + residual_of(uint32_t(token), A.flip[c]);
       }
       if (extra) {
         // Raw bits (none below token 16), without a branch on the token.
-        for (int k = 0; k < n_active; ++k) {
-          const int ln = active[k];
-          Lane &L = lane[ln];
-          const int nbits = kTokenExtra[L.token];
-          const uint32_t bits = state[ln] & ((1u << nbits) - 1);
-          state[ln] >>= nbits;
-          dec.renorm(state[ln]);
+        for (int k = 0; k < n; ++k) {
+          Active &A = act[k];
+          const int ln = A.lane;
+          const int nbits = kTokenExtra[A.token];
+          const uint32_t bits = x_[ln] & ((1u << nbits) - 1);
+          x_[ln] >>= nbits;
+          rd.renorm(x_[ln]);
           // Only a field of raw bits is a symbol (select without a branch).
           const uint32_t keep = uint32_t(nbits != 0) - 1u;  // all ones: no raw bits
-          checksum[ln] = (lane_checksum(checksum[ln], bits) & ~keep) | (checksum[ln] & keep);
-          const int r = residual_of(kTokenBase[L.token] | bits, L.flip);
-          if (c == 0) L.cross = cross_context(r);
-          L.value[c] = L.pred + r;
-        }
-      } else {
-        for (int k = 0; k < n_active; ++k) {
-          Lane &L = lane[active[k]];
-          const int r = residual_of(uint32_t(L.token), L.flip);
-          if (c == 0) L.cross = cross_context(r);
-          L.value[c] = L.pred + r;
+          h_[ln] = (lane_checksum(h_[ln], bits) & ~keep) | (h_[ln] & keep);
+          A.value[c] = A.pred[c] + residual_of(kTokenBase[A.token] | bits, A.flip[c]);
         }
       }
     }
-    // Reconstruct each active sample and its working values: the coded
+    // Reconstruct each coded sample and its working values: the coded
     // domain's are the decoded values (exactly, unless a T-domain value
     // was clamped), the other domain's follow from the reconstruction.
     for (int k = 0; k < n_class[kClassSpatial]; ++k) {
-      Lane &L = lane[by_class[kClassSpatial][k]];
+      const Active &A = act[by_class[kClassSpatial][k]];
+      const size_t at = A.at;
       int ch[NC];
-      to_channels(YCOCG, NC, L.value, ch);
-      int16_t *wp = work + L.at * W2;
+      to_channels(YCOCG, NC, A.value, ch);
+      int16_t *wp = work + at * W2;
       for (int c = 0; c < NC; ++c) {
         if (unsigned(ch[c]) > unsigned(q.max_index)) {
           bad = true;
           ch[c] = 0;
         }
-        rec[c][L.at] = q.dequant[ch[c]];
-        wp[c] = int16_t(L.value[c]);
+        wp[c] = int16_t(A.value[c]);
       }
-      if (need[L.block] & 2) store_t(L.at);
+      for (int c = 0; c < NC; ++c) rec[c][at] = q.dequant[ch[c]];
+      if (need[A.block] & 2) store_t(at);
     }
     if (KEY) continue;
     for (int cls = kClassTemporal; cls <= kClassTempSpat; ++cls)
       for (int k = 0; k < n_class[cls]; ++k) {
-        Lane &L = lane[by_class[cls][k]];
+        const Active &A = act[by_class[cls][k]];
+        const size_t at = A.at;
         int ch[NC];
-        to_channels(YCOCG, NC, L.value, ch);
-        int16_t *wp = work + L.at * W2;
+        to_channels(YCOCG, NC, A.value, ch);
+        int16_t *wp = work + at * W2;
         bool clamped = false;
+        uint8_t out[NC];
         for (int c = 0; c < NC; ++c) {
           if (ch[c] < -255 || ch[c] > 255) {
             bad = true;
             ch[c] = 0;
           }
-          const int v = ref[c][L.at] + ch[c] * step;
+          const int v = ref[c][at] + ch[c] * step;
           clamped |= unsigned(v) > 255u;
-          rec[c][L.at] = uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
+          out[c] = uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
         }
+        for (int c = 0; c < NC; ++c) rec[c][at] = out[c];
         if (clamped) {
-          store_t(L.at);
+          store_t(at);
         } else {
-          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(L.value[c]);
+          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(A.value[c]);
         }
-        if (need[L.block] & 1) store_s(L.at);
+        if (need[A.block] & 1) store_s(at);
       }
   }
+  for (int ln = 0; ln < lanes; ++ln) {
+    state[ln] = x_[ln];
+    checksum[ln] = h_[ln];
+  }
+  dec = rd;
   return !bad;
 }
 
