@@ -579,11 +579,7 @@ struct RansDecoder {
   // two bytes are left to read.
   inline void renorm(uint32_t &x) {
     if (end - p >= 2) {
-      // Bytes needed: 0 for x >= 2^23, 1 for x >= 2^15, else 2 (x < 2^31).
-      const uint32_t n = uint32_t(__builtin_clz(x) - 1) >> 3;
-      const uint32_t two = uint32_t(p[0]) << 8 | p[1];
-      x = (x << (8 * n)) | (two >> (8 * (2 - n)));
-      p += n;
+      renorm_unchecked(x);
       return;
     }
     while (x < kRansLow) {
@@ -594,6 +590,14 @@ struct RansDecoder {
       }
       x = (x << 8) | *p++;
     }
+  }
+  // renorm() where two bytes are left: bytes needed 0 for x >= 2^23, 1 for
+  // x >= 2^15, else 2 (x >= 2^11 after a step, < 2^31).
+  inline void renorm_unchecked(uint32_t &x) {
+    const uint32_t n = uint32_t(x < kRansLow) + uint32_t(x < (1u << 15));
+    const uint32_t two = uint32_t(p[0]) << 8 | p[1];
+    x = uint32_t(((uint64_t(x) << 16) | two) >> (16 - 8 * n));
+    p += n;
   }
   // A symbol's step without the renormalisation (renorm() follows).
   static inline int decode(uint32_t &x, const DecodeTable &t) {
@@ -986,6 +990,15 @@ constexpr bool residual_of_is_exact() {  // for every value a token codes
   return true;
 }
 static_assert(residual_of_is_exact(), "residual_of() differs from unzigzag()");
+// unzigzag() of the tokens below 16 (their value; larger tokens: unused).
+struct UnzigzagTable {
+  int v[kTokens];
+  constexpr UnzigzagTable() : v() {
+    for (int t = 0; t < kTokens; ++t) v[t] = (t >> 1) ^ -(t & 1);  // unzigzag(t)
+  }
+};
+constexpr UnzigzagTable kUnzigzagTable;
+constexpr const int *kUnzigzag = kUnzigzagTable.v;
 
 constexpr int kMaxThreads = 256;
 int omp_thread() {
@@ -2017,11 +2030,13 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
   // The coded samples of the current step, in lane order: per component the
   // table of its context (before the offset for r0), prediction and sign
   // flip, all computed when the step starts (a component's neighbours are
-  // decoded by then; only r0 comes later), then its value.
+  // decoded by then; only r0 comes later), then its value. With m = -flip
+  // (all ones or 0) the value P + (flip ? -r : r) is (P - m) + (r ^ m): pm
+  // holds P - m.
   struct Active {
     const DecodeTable *table[NC];
-    int pred[NC];
-    int flip[NC];
+    alignas(16) int16_t pm[8];
+    alignas(16) int16_t m[8];
     int value[NC];
     size_t at;
     int lane, block, token, cross;
@@ -2063,34 +2078,36 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 - wstride - W2));
       const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 - wstride + W2));
       const __m128i zero = _mm_setzero_si128();
-      alignas(16) int16_t pred[8], act[8];
-      int flips;
+      alignas(16) int16_t act[8];
+      // The class's domain moved to lanes 0..NC-1.
+      auto own = [](__m128i v) { return _mm_srli_si128(v, 2 * off); };
       if (CLS == kClassTemporal) {
         auto abs16 = [&](__m128i v) { return _mm_max_epi16(v, _mm_sub_epi16(zero, v)); };
         const __m128i g =
             _mm_add_epi16(_mm_add_epi16(abs16(a), abs16(b)), _mm_add_epi16(abs16(c), abs16(d)));
-        _mm_store_si128(reinterpret_cast<__m128i *>(act), g);
+        _mm_store_si128(reinterpret_cast<__m128i *>(act), own(g));
         const __m128i sum = _mm_add_epi16(_mm_add_epi16(a, b), _mm_add_epi16(c, d));
-        flips = _mm_movemask_epi8(_mm_cmplt_epi16(sum, zero));
+        const __m128i m = own(_mm_cmplt_epi16(sum, zero));
+        _mm_store_si128(reinterpret_cast<__m128i *>(A.m), m);
+        _mm_store_si128(reinterpret_cast<__m128i *>(A.pm), _mm_sub_epi16(zero, m));
       } else {
         auto absdiff = [&](__m128i u, __m128i v) {
           return _mm_sub_epi16(_mm_max_epi16(u, v), _mm_min_epi16(u, v));
         };
         const __m128i mx = _mm_max_epi16(a, b), mn = _mm_min_epi16(a, b);
         const __m128i ab = _mm_add_epi16(a, b);
-        _mm_store_si128(reinterpret_cast<__m128i *>(pred),
-                        _mm_max_epi16(_mm_min_epi16(_mm_sub_epi16(ab, c), mx), mn));
+        const __m128i pred = _mm_max_epi16(_mm_min_epi16(_mm_sub_epi16(ab, c), mx), mn);
         const __m128i g = _mm_add_epi16(_mm_add_epi16(absdiff(a, b), absdiff(b, c)),
                                         _mm_add_epi16(absdiff(c, a), absdiff(b, d)));
-        _mm_store_si128(reinterpret_cast<__m128i *>(act), g);
-        flips = _mm_movemask_epi8(_mm_cmplt_epi16(_mm_sub_epi16(ab, _mm_add_epi16(c, c)), zero));
+        _mm_store_si128(reinterpret_cast<__m128i *>(act), own(g));
+        const __m128i m = own(_mm_cmplt_epi16(_mm_sub_epi16(ab, _mm_add_epi16(c, c)), zero));
+        _mm_store_si128(reinterpret_cast<__m128i *>(A.m), m);
+        _mm_store_si128(reinterpret_cast<__m128i *>(A.pm), _mm_sub_epi16(own(pred), m));
       }
       for (int k = 0; k < NC; ++k) {
-        const unsigned g = uint16_t(act[off + k]);  // >= 0 unless the tile is already bad
+        const unsigned g = uint16_t(act[k]);  // >= 0 unless the tile is already bad
         int ctx = kActivityTable.bucket[g < 80u ? g : 80u];
         if (CLS == kClassTemporal && k == 0) ctx = ctx * kRefClasses + rclass;
-        A.pred[k] = CLS == kClassTemporal ? 0 : pred[off + k];
-        A.flip[k] = (flips >> (2 * (off + k))) & 1;
         A.table[k] = table0[CLS][k] + ctx;
       }
       return;
@@ -2106,16 +2123,18 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       } else {
         edge_neighbours(p + c, i, j, a, b, cc, d);
       }
-      int ctx;
+      int ctx, pred;
       if (CLS == kClassTemporal) {
-        A.pred[c] = 0;
+        pred = 0;
         ctx = activity_bucket(temporal_activity(a, b, cc, d));
         if (c == 0) ctx = ctx * kRefClasses + rclass;
       } else {
-        A.pred[c] = med(a, b, cc);
+        pred = med(a, b, cc);
         ctx = activity_bucket(spatial_activity(a, b, cc, d));
       }
-      A.flip[c] = flip_sign(CLS, a, b, cc, d);
+      const int flip = flip_sign(CLS, a, b, cc, d);
+      A.pm[c] = int16_t(pred + flip);
+      A.m[c] = int16_t(-flip);
       A.table[c] = table0[CLS][c] + ctx;
     }
   };
@@ -2154,40 +2173,67 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       ++n;
     }
     if (n == 0) continue;
-    for (int c = 0; c < NC; ++c) {
+    // One sub-step per component (c a constant in each).
+    auto component = [&](auto c_tag) {
+      constexpr int c = decltype(c_tag)::value;
       // The tokens of every coded sample in lane order: no lane's token
       // reads a byte, so each lane's renormalisation may follow its token.
       bool extra = false;  // a token with raw bits in this sub-step
-      for (int k = 0; k < n; ++k) {
-        Active &A = act[k];
-        const DecodeTable *table = A.table[c] + (c > 0 ? A.cross : 0);
-        bad |= table->e[0] != 0;  // an unused table
-        const int ln = A.lane;
-        const int token = RansDecoder::decode(x_[ln], *table);
-        rd.renorm(x_[ln]);
-        h_[ln] = lane_checksum(h_[ln], uint32_t(token));
-        extra |= token >= kDirectTokens;
-        A.token = token;
-        // r0 = 0 exactly for token 0 (raw bits follow only tokens >= 16).
-        if (c == 0) A.cross = token != 0 ? kActivityBuckets : 0;
-        A.value[c] = A.pred[c] + residual_of(uint32_t(token), A.flip[c]);
-      }
-      if (extra) {
-        // Raw bits (none below token 16), without a branch on the token.
+      // Each renormalisation reads at most two bytes: with 2n left, none
+      // needs the check for the end of the payload.
+      auto tokens = [&](auto safe) {
         for (int k = 0; k < n; ++k) {
           Active &A = act[k];
+          const DecodeTable *table = A.table[c] + (c > 0 ? A.cross : 0);
+          bad |= table->e[0] != 0;  // an unused table
           const int ln = A.lane;
-          const int nbits = kTokenExtra[A.token];
-          const uint32_t bits = x_[ln] & ((1u << nbits) - 1);
-          x_[ln] >>= nbits;
-          rd.renorm(x_[ln]);
-          // Only a field of raw bits is a symbol (select without a branch).
-          const uint32_t keep = uint32_t(nbits != 0) - 1u;  // all ones: no raw bits
-          h_[ln] = (lane_checksum(h_[ln], bits) & ~keep) | (h_[ln] & keep);
-          A.value[c] = A.pred[c] + residual_of(kTokenBase[A.token] | bits, A.flip[c]);
+          const int token = RansDecoder::decode(x_[ln], *table);
+          if (decltype(safe)::value)
+            rd.renorm_unchecked(x_[ln]);
+          else
+            rd.renorm(x_[ln]);
+          h_[ln] = lane_checksum(h_[ln], uint32_t(token));
+          extra |= token >= kDirectTokens;
+          A.token = token;
+          // r0 = 0 exactly for token 0 (raw bits follow only tokens >= 16).
+          if (c == 0) A.cross = token != 0 ? kActivityBuckets : 0;
+          A.value[c] = A.pm[c] + (kUnzigzag[token] ^ A.m[c]);
         }
+      };
+      if (rd.end - rd.p >= 2 * n)
+        tokens(std::true_type());
+      else
+        tokens(std::false_type());
+      if (extra) {
+        // Raw bits (none below token 16), without a branch on the token.
+        auto raw = [&](auto safe) {
+          for (int k = 0; k < n; ++k) {
+            Active &A = act[k];
+            const int ln = A.lane;
+            const int nbits = kTokenExtra[A.token];
+            const uint32_t bits = x_[ln] & ((1u << nbits) - 1);
+            x_[ln] >>= nbits;
+            if (decltype(safe)::value)
+              rd.renorm_unchecked(x_[ln]);
+            else
+              rd.renorm(x_[ln]);
+            // Only a field of raw bits is a symbol (select without a branch).
+            const uint32_t keep = uint32_t(nbits != 0) - 1u;  // all ones: no raw bits
+            h_[ln] = (lane_checksum(h_[ln], bits) & ~keep) | (h_[ln] & keep);
+            const uint32_t v = kTokenBase[A.token] | bits;
+            A.value[c] = A.pm[c] + ((int(v >> 1) ^ -int(v & 1)) ^ A.m[c]);
+          }
+        };
+        if (rd.end - rd.p >= 2 * n)
+          raw(std::true_type());
+        else
+          raw(std::false_type());
       }
-    }
+    };
+    component(std::integral_constant<int, 0>());
+    if constexpr (NC > 1) component(std::integral_constant<int, 1>());
+    if constexpr (NC > 2) component(std::integral_constant<int, 2>());
+    if constexpr (NC > 3) component(std::integral_constant<int, 3>());
     // Reconstruct each coded sample and its working values: the coded
     // domain's are the decoded values (exactly, unless a T-domain value
     // was clamped), the other domain's follow from the reconstruction.
