@@ -623,12 +623,46 @@ struct RansDecoder {
 // ---------------------------------------------------------------------------
 // Pictures as channel planes
 
+// One channel plane of a picture (width x height bytes, rows packed).
+struct Plane {
+  uint8_t *p = nullptr;
+  size_t n = 0;
+  uint8_t *data() const { return p; }
+  size_t size() const { return n; }
+  uint8_t &operator[](size_t i) const { return p[i]; }
+};
+
+// A picture's planes, in one buffer, plane k starting (salt + k) cache lines
+// after a 4 KB boundary. Planes that all start on such a boundary (as
+// separate large allocations do) put the same rows of every plane in the
+// same cache sets: the decoder's lanes read and write up to 32 rows of
+// several planes at once, and would evict each other's lines.
 struct Picture {
-  std::vector<uint8_t> ch[kMaxLayers][kMaxComps];
-  void allocate(const LayerSet &ls) {
+  std::vector<uint8_t> buf;
+  Plane ch[kMaxLayers][kMaxComps];
+  Picture() = default;
+  Picture(const Picture &) = delete;
+  Picture &operator=(const Picture &) = delete;
+  Picture(Picture &&) = default;  // the buffer moves, the planes' pointers stay valid
+  Picture &operator=(Picture &&) = default;
+  void allocate(const LayerSet &ls, int salt = 0) {
+    constexpr size_t kPage = 4096, kLine = 64;
+    size_t offset[kMaxLayers][kMaxComps] = {}, total = 0;
+    int k = 0;
+    for (int l = 0; l < ls.count; ++l)
+      for (int c = 0; c < ls.layer[l].channels; ++c, ++k) {
+        total = (total + kPage - 1) / kPage * kPage + size_t((salt + k) % 64) * kLine;
+        offset[l][c] = total;
+        total += size_t(ls.layer[l].width) * ls.layer[l].height;
+      }
+    buf.assign(total + kPage, 0);
+    // The buffer's own start, moved to a 4 KB boundary.
+    const size_t align =
+        (kPage - (reinterpret_cast<uintptr_t>(buf.data()) & (kPage - 1))) & (kPage - 1);
     for (int l = 0; l < ls.count; ++l)
       for (int c = 0; c < ls.layer[l].channels; ++c)
-        ch[l][c].assign(size_t(ls.layer[l].width) * ls.layer[l].height, 0);
+        ch[l][c] = Plane{buf.data() + align + offset[l][c],
+                         size_t(ls.layer[l].width) * ls.layer[l].height};
   }
 };
 
@@ -880,7 +914,7 @@ void working_values(const LayerSet &ls, int l, const Quantizer &q, const Picture
 // replicate), into `out` (a class per sample of the layer).
 void reference_class_span(const Layer &ly, const Picture &ref, int l, int k, int y, int x0, int x1,
                           uint8_t *out) {
-  const std::vector<uint8_t> &p = ref.ch[l][ly.ycocg ? 1 : 0];
+  const Plane &p = ref.ch[l][ly.ycocg ? 1 : 0];
   const int w = ly.width, h = ly.height;
   const uint8_t *row = p.data() + size_t(y) * w;
   const uint8_t *up = p.data() + size_t(y > 0 ? y - 1 : 0) * w;
@@ -1032,8 +1066,9 @@ class CpuEncoder final : public Encoder {
     if (size_t(dl_.count) * kTokens > 65536) throw Error("codec2 encoder: too many distributions");
     tiles_ = make_tiles(ls_, g);
     cur_.allocate(ls_);
-    ref_.allocate(ls_);
-    rec_.allocate(ls_);
+    // Staggered so that no plane of one shares cache sets with the other's.
+    ref_.allocate(ls_, 0);
+    rec_.allocate(ls_, kMaxLayers * kMaxComps / 2 - 1);
     for (int l = 0; l < ls_.count; ++l) {
       in_[l].allocate(ls_.layer[l], true);
       work_[l].allocate(ls_.layer[l], true);
@@ -1660,8 +1695,9 @@ class CpuDecoder final : public Decoder {
     ls_ = layers_of(format, width, height);
     if (ls_.count == 0) throw Error("codec2 decoder: unknown format or empty size");
     dl_ = DistLayout(ls_);
-    ref_.allocate(ls_);
-    rec_.allocate(ls_);
+    // Staggered so that no plane of one shares cache sets with the other's.
+    ref_.allocate(ls_, 0);
+    rec_.allocate(ls_, kMaxLayers * kMaxComps / 2 - 1);
     for (int l = 0; l < ls_.count; ++l)
       work_[l].assign(size_t(ls_.layer[l].width) * ls_.layer[l].height * 2 * ls_.layer[l].channels,
                       0);
