@@ -1699,8 +1699,10 @@ class CpuDecoder final : public Decoder {
     ref_.allocate(ls_, 0);
     rec_.allocate(ls_, kMaxLayers * kMaxComps / 2 - 1);
     for (int l = 0; l < ls_.count; ++l)
-      work_[l].assign(size_t(ls_.layer[l].width) * ls_.layer[l].height * 2 * ls_.layer[l].channels,
-                      0);
+      // + 8: the decoder loads 8 values from a sample's left and upper
+      // neighbours, past the sample itself for layers of 1 or 2 components.
+      work_[l].assign(
+          size_t(ls_.layer[l].width) * ls_.layer[l].height * 2 * ls_.layer[l].channels + 8, 0);
     modes_.assign(size_t(ls_.blocks_x) * ls_.blocks_y, kSpatial);
     prev_.tables.assign(dl_.count, Table{});
   }
