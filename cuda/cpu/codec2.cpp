@@ -23,6 +23,12 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#if defined(__SSE2__) && !defined(CODEC2_NO_SIMD)
+#define CODEC2_SSE2 1
+#include <emmintrin.h>
+#else
+#define CODEC2_SSE2 0
+#endif
 
 namespace cudadiff {
 namespace codec2 {
@@ -278,25 +284,49 @@ inline int token_of_table(uint32_t v, int *nbits, uint32_t *bits) {
 const uint8_t *const kTokenExtra = kTokenInfo.extra;
 const uint32_t *const kTokenBase = kTokenInfo.base;
 
-// The decoder's form of a table (4.2 KB): per token its start and frequency
-// (cum | freq << 16), and per slot (0..4095) the token whose range holds it,
-// so that a symbol costs two loads and no search.
-struct DecodeTable {
-  uint32_t sym[kTokens];
-  uint8_t token[kProbScale];
-  bool used;
+// The decoder's form of a table: e[t] the first slot of token t (t = 1..32:
+// the end of token t - 1; absent tokens and those past n span no slot, so
+// e[32] = 4096), e[0] 0 for a used table and 1 for an unused one. The token
+// of a slot is the last t with e[t] <= slot (e[0] counts as <=): a search of
+// the first cache line (64 bytes; e[32] is read only for token 31), so the
+// frame's tables stay in the first-level cache, where a slot-to-token array
+// (4 KB a table) would not.
+struct alignas(64) DecodeTable {
+  uint16_t e[kTokens + 1];
+  bool used() const { return e[0] == 0; }
   void set(const Table &t) {
-    used = t.used;
-    for (int i = 0; i < kTokens; ++i)
-      sym[i] = i < t.n ? uint32_t(t.cum[i]) | uint32_t(t.freq[i]) << 16 : kProbScale;
-    // The tokens' ranges cover 0..4095 in order (absent tokens: none).
-    for (int i = 0; i < t.n; ++i) std::memset(token + t.cum[i], i, t.freq[i]);
+    e[0] = 0;
+    for (int i = 1; i <= kTokens; ++i) e[i] = t.cum[i];  // cum[i] = 4096 for i >= n
   }
-  // An unused table: every token spans all slots (the state is kept), and
-  // `token` keeps what it holds (tokens < kTokens; zero when allocated).
+  // An unused table: every slot gives token 31, which spans all slots (the
+  // state is kept).
   void set_unused() {
-    used = false;
-    for (int i = 0; i < kTokens; ++i) sym[i] = kProbScale << 16;
+    e[0] = 1;
+    for (int i = 1; i < kTokens; ++i) e[i] = 0;
+    e[kTokens] = kProbScale;
+  }
+  // The last t in 0..31 with e[t] <= slot, or t = 0.
+  inline int token_of_slot(uint32_t slot) const {
+#if CODEC2_SSE2
+    const __m128i s = _mm_set1_epi16(int16_t(slot));
+    const __m128i *v = reinterpret_cast<const __m128i *>(e);
+    const __m128i g01 = _mm_packs_epi16(_mm_cmpgt_epi16(_mm_load_si128(v), s),
+                                        _mm_cmpgt_epi16(_mm_load_si128(v + 1), s));
+    const __m128i g23 = _mm_packs_epi16(_mm_cmpgt_epi16(_mm_load_si128(v + 2), s),
+                                        _mm_cmpgt_epi16(_mm_load_si128(v + 3), s));
+    // Bit t: e[t] > slot (a run of ones from the token after the slot's on).
+    const uint32_t gt =
+        (uint32_t(_mm_movemask_epi8(g01)) | uint32_t(_mm_movemask_epi8(g23)) << 16) & ~1u;
+    return __builtin_ctzll(uint64_t(gt) | (1ull << 32)) - 1;
+#else
+    int t = 0;
+    t += int(e[t + 16] <= slot) << 4;
+    t += int(e[t + 8] <= slot) << 3;
+    t += int(e[t + 4] <= slot) << 2;
+    t += int(e[t + 2] <= slot) << 1;
+    t += int(e[t + 1] <= slot);
+    return t;
+#endif
   }
 };
 
@@ -569,11 +599,7 @@ struct RansDecoder {
   // two bytes are left to read.
   inline void renorm(uint32_t &x) {
     if (end - p >= 2) {
-      // Bytes needed: 0 for x >= 2^23, 1 for x >= 2^15, else 2 (x < 2^31).
-      const uint32_t n = uint32_t(__builtin_clz(x) - 1) >> 3;
-      const uint32_t two = uint32_t(p[0]) << 8 | p[1];
-      x = (x << (8 * n)) | (two >> (8 * (2 - n)));
-      p += n;
+      renorm_unchecked(x);
       return;
     }
     while (x < kRansLow) {
@@ -585,12 +611,20 @@ struct RansDecoder {
       x = (x << 8) | *p++;
     }
   }
+  // renorm() where two bytes are left: bytes needed 0 for x >= 2^23, 1 for
+  // x >= 2^15, else 2 (x >= 2^11 after a step, < 2^31).
+  inline void renorm_unchecked(uint32_t &x) {
+    const uint32_t n = uint32_t(x < kRansLow) + uint32_t(x < (1u << 15));
+    const uint32_t two = uint32_t(p[0]) << 8 | p[1];
+    x = uint32_t(((uint64_t(x) << 16) | two) >> (16 - 8 * n));
+    p += n;
+  }
   // A symbol's step without the renormalisation (renorm() follows).
   static inline int decode(uint32_t &x, const DecodeTable &t) {
     const uint32_t slot = x & (kProbScale - 1);
-    const int s = t.token[slot];
-    const uint32_t e = t.sym[s];
-    x = (e >> 16) * (x >> kProbBits) + slot - (e & 0xffff);
+    const int s = t.token_of_slot(slot);
+    const uint32_t start = t.e[s];
+    x = (uint32_t(t.e[s + 1]) - start) * (x >> kProbBits) + slot - start;
     return s;
   }
   inline int get(uint32_t &x, const DecodeTable &t) {
@@ -609,12 +643,46 @@ struct RansDecoder {
 // ---------------------------------------------------------------------------
 // Pictures as channel planes
 
+// One channel plane of a picture (width x height bytes, rows packed).
+struct Plane {
+  uint8_t *p = nullptr;
+  size_t n = 0;
+  uint8_t *data() const { return p; }
+  size_t size() const { return n; }
+  uint8_t &operator[](size_t i) const { return p[i]; }
+};
+
+// A picture's planes, in one buffer, plane k starting (salt + k) cache lines
+// after a 4 KB boundary. Planes that all start on such a boundary (as
+// separate large allocations do) put the same rows of every plane in the
+// same cache sets: the decoder's lanes read and write up to 32 rows of
+// several planes at once, and would evict each other's lines.
 struct Picture {
-  std::vector<uint8_t> ch[kMaxLayers][kMaxComps];
-  void allocate(const LayerSet &ls) {
+  std::vector<uint8_t> buf;
+  Plane ch[kMaxLayers][kMaxComps];
+  Picture() = default;
+  Picture(const Picture &) = delete;
+  Picture &operator=(const Picture &) = delete;
+  Picture(Picture &&) = default;  // the buffer moves, the planes' pointers stay valid
+  Picture &operator=(Picture &&) = default;
+  void allocate(const LayerSet &ls, int salt = 0) {
+    constexpr size_t kPage = 4096, kLine = 64;
+    size_t offset[kMaxLayers][kMaxComps] = {}, total = 0;
+    int k = 0;
+    for (int l = 0; l < ls.count; ++l)
+      for (int c = 0; c < ls.layer[l].channels; ++c, ++k) {
+        total = (total + kPage - 1) / kPage * kPage + size_t((salt + k) % 64) * kLine;
+        offset[l][c] = total;
+        total += size_t(ls.layer[l].width) * ls.layer[l].height;
+      }
+    buf.assign(total + kPage, 0);
+    // The buffer's own start, moved to a 4 KB boundary.
+    const size_t align =
+        (kPage - (reinterpret_cast<uintptr_t>(buf.data()) & (kPage - 1))) & (kPage - 1);
     for (int l = 0; l < ls.count; ++l)
       for (int c = 0; c < ls.layer[l].channels; ++c)
-        ch[l][c].assign(size_t(ls.layer[l].width) * ls.layer[l].height, 0);
+        ch[l][c] = Plane{buf.data() + align + offset[l][c],
+                         size_t(ls.layer[l].width) * ls.layer[l].height};
   }
 };
 
@@ -836,7 +904,7 @@ void working_values(const LayerSet &ls, int l, const Quantizer &q, const Picture
 // replicate), into `out` (a class per sample of the layer).
 void reference_class_span(const Layer &ly, const Picture &ref, int l, int k, int y, int x0, int x1,
                           uint8_t *out) {
-  const std::vector<uint8_t> &p = ref.ch[l][ly.ycocg ? 1 : 0];
+  const Plane &p = ref.ch[l][ly.ycocg ? 1 : 0];
   const int w = ly.width, h = ly.height;
   const uint8_t *row = p.data() + size_t(y) * w;
   const uint8_t *up = p.data() + size_t(y > 0 ? y - 1 : 0) * w;
@@ -938,6 +1006,15 @@ constexpr bool residual_of_is_exact() {  // for every value a token codes
   return true;
 }
 static_assert(residual_of_is_exact(), "residual_of() differs from unzigzag()");
+// unzigzag() of the tokens below 16 (their value; larger tokens: unused).
+struct UnzigzagTable {
+  int v[kTokens];
+  constexpr UnzigzagTable() : v() {
+    for (int t = 0; t < kTokens; ++t) v[t] = (t >> 1) ^ -(t & 1);  // unzigzag(t)
+  }
+};
+constexpr UnzigzagTable kUnzigzagTable;
+constexpr const int *kUnzigzag = kUnzigzagTable.v;
 
 constexpr int kMaxThreads = 256;
 int omp_thread() {
@@ -976,8 +1053,9 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
     prev_.tables.assign(dl_.count, Table{});
     if (back_end_only) return;
     cur_.allocate(ls_);
-    ref_.allocate(ls_);
-    rec_.allocate(ls_);
+    // Staggered so that no plane of one shares cache sets with the other's.
+    ref_.allocate(ls_, 0);
+    rec_.allocate(ls_, kMaxLayers * kMaxComps / 2 - 1);
     for (int l = 0; l < ls_.count; ++l) {
       in_[l].allocate(ls_.layer[l], true);
       work_[l].allocate(ls_.layer[l], true);
@@ -1785,11 +1863,14 @@ class CpuDecoder final : public Decoder {
     ls_ = layers_of(format, width, height);
     if (ls_.count == 0) throw Error("codec2 decoder: unknown format or empty size");
     dl_ = DistLayout(ls_);
-    ref_.allocate(ls_);
-    rec_.allocate(ls_);
+    // Staggered so that no plane of one shares cache sets with the other's.
+    ref_.allocate(ls_, 0);
+    rec_.allocate(ls_, kMaxLayers * kMaxComps / 2 - 1);
     for (int l = 0; l < ls_.count; ++l)
-      work_[l].assign(size_t(ls_.layer[l].width) * ls_.layer[l].height * 2 * ls_.layer[l].channels,
-                      0);
+      // + 8: the decoder loads 8 values from a sample's left and upper
+      // neighbours, past the sample itself for layers of 1 or 2 components.
+      work_[l].assign(
+          size_t(ls_.layer[l].width) * ls_.layer[l].height * 2 * ls_.layer[l].channels + 8, 0);
     modes_.assign(size_t(ls_.blocks_x) * ls_.blocks_y, kSpatial);
     prev_.tables.assign(dl_.count, Table{});
   }
@@ -1936,7 +2017,7 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
       modes_[at] = kSpatial;
       continue;
     }
-    if (!dtab_[dl_.mode].used) return false;
+    if (!dtab_[dl_.mode].used()) return false;
     modes_[at] = uint8_t(dec.get(state[b % lanes], dtab_[dl_.mode]));
     checksum[b % lanes] = lane_checksum(checksum[b % lanes], modes_[at]);
   }
@@ -2089,72 +2170,128 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
   std::vector<int> bcol_v(static_cast<size_t>(w));  // block column of each column of the tile
   for (int i = 0; i < w; ++i) bcol_v[i] = int(unsigned((x0 + i) << sx) / kBlock);
   const int *bcol = bcol_v.data();
-  // Per lane, the sample it codes in the current step.
-  struct Lane {
-    size_t at;
-    bool edge;  // in the tile's first row or column, or its last column
-    int i, j, block;
-    int rclass, cls;
-    bool flip;
-    int pred, token;
-    int cross;  // components after the first: their context's offset for r0
+  // The lanes' states, checksums and the byte stream in locals (nothing
+  // else can write them, so they stay in registers across the stores below).
+  uint32_t x_[kMaxLanes], h_[kMaxLanes];
+  for (int ln = 0; ln < lanes; ++ln) {
+    x_[ln] = state[ln];
+    h_[ln] = checksum[ln];
+  }
+  RansDecoder rd = dec;
+  // The coded samples of the current step, in lane order: per component the
+  // table of its context (before the offset for r0), prediction and sign
+  // flip, all computed when the step starts (a component's neighbours are
+  // decoded by then; only r0 comes later), then its value. With m = -flip
+  // (all ones or 0) the value P + (flip ? -r : r) is (P - m) + (r ^ m): pm
+  // holds P - m.
+  struct Active {
+    const DecodeTable *table[NC];
+    alignas(16) int16_t pm[8];
+    alignas(16) int16_t m[8];
     int value[NC];
-  } lane[kMaxLanes];
-  int active[kMaxLanes];              // lanes with a coded sample, in lane order
-  int by_class[kClasses][kMaxLanes];  // the same, per class
+    size_t at;
+    int lane, block, token, cross;
+  } act[kMaxLanes];
+  int by_class[kClasses][kMaxLanes];  // indices into act, per class
   int n_class[kClasses];
   bool bad = false;
+  static_assert(kCrossLevels == 2, "the cross context below is 13 * (r0 != 0)");
 
-  // Neighbours in the tile, with its edge rules.
-  auto neighbours4 = [&](const Lane &L, const int16_t *p, int &a, int &b, int &cc, int &d) {
-    if (!L.edge) {
-      a = p[-W2];
-      b = p[-wstride];
-      cc = p[-wstride - W2];
-      d = p[-wstride + W2];
-    } else if (L.j == 0) {
-      a = L.i > 0 ? p[-W2] : 0;
+  // Neighbours on the tile's edges (first row, first column, last column).
+  auto edge_neighbours = [&](const int16_t *p, int i, int j, int &a, int &b, int &cc, int &d) {
+    if (j == 0) {
+      a = i > 0 ? p[-W2] : 0;
       b = cc = d = a;
     } else {
       b = p[-wstride];
-      if (L.i > 0) {
+      if (i > 0) {
         a = p[-W2];
         cc = p[-wstride - W2];
       } else {
         a = cc = b;
       }
-      d = L.i + 1 < w ? p[-wstride + W2] : b;
+      d = i + 1 < w ? p[-wstride + W2] : b;
     }
   };
-  // The context offset of components after the first for a residual r0 of
-  // the first (sample_context() in codec2_rules.h).
-  auto cross_context = [](int r0) {
-    const int m = iabs(r0);
-    return kActivityBuckets * (m >= kCrossLevels ? kCrossLevels - 1 : m);
-  };
-  // Context of component c of lane L's sample (class CLS): sets its
-  // prediction and sign flip, returns its table.
-  auto context = [&](auto cls_tag, Lane &L, int c) -> const DecodeTable * {
+  // Contexts of every component of a sample of class CLS (sample_context()
+  // in codec2_rules.h without r0's part).
+  auto contexts = [&](auto cls_tag, Active &A, bool edge, int i, int j, int rclass) {
     constexpr int CLS = decltype(cls_tag)::value;
-    const int16_t *domain = work + (CLS == kClassSpatial ? 0 : NC) + c;
-    int a, b, cc, d;
-    neighbours4(L, domain + L.at * W2, a, b, cc, d);
-    int ctx;
-    if (CLS == kClassTemporal) {
-      L.pred = 0;
-      ctx = activity_bucket(temporal_activity(a, b, cc, d));
-    } else {
-      L.pred = med(a, b, cc);
-      ctx = activity_bucket(spatial_activity(a, b, cc, d));
+    constexpr int off = CLS == kClassSpatial ? 0 : NC;  // the class's domain
+    const int16_t *p = work + A.at * W2 + off;
+#if CODEC2_SSE2
+    if (!edge) {
+      // Every component of both domains at once, in 8 int16 (working values
+      // and these sums stay within +-6200; the lanes past 2 * NC are unused).
+      const int16_t *q0 = work + A.at * W2;
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 - W2));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 - wstride));
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 - wstride - W2));
+      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 - wstride + W2));
+      const __m128i zero = _mm_setzero_si128();
+      alignas(16) int16_t act[8];
+      // The class's domain moved to lanes 0..NC-1.
+      auto own = [](__m128i v) { return _mm_srli_si128(v, 2 * off); };
+      if (CLS == kClassTemporal) {
+        auto abs16 = [&](__m128i v) { return _mm_max_epi16(v, _mm_sub_epi16(zero, v)); };
+        const __m128i g =
+            _mm_add_epi16(_mm_add_epi16(abs16(a), abs16(b)), _mm_add_epi16(abs16(c), abs16(d)));
+        _mm_store_si128(reinterpret_cast<__m128i *>(act), own(g));
+        const __m128i sum = _mm_add_epi16(_mm_add_epi16(a, b), _mm_add_epi16(c, d));
+        const __m128i m = own(_mm_cmplt_epi16(sum, zero));
+        _mm_store_si128(reinterpret_cast<__m128i *>(A.m), m);
+        _mm_store_si128(reinterpret_cast<__m128i *>(A.pm), _mm_sub_epi16(zero, m));
+      } else {
+        auto absdiff = [&](__m128i u, __m128i v) {
+          return _mm_sub_epi16(_mm_max_epi16(u, v), _mm_min_epi16(u, v));
+        };
+        const __m128i mx = _mm_max_epi16(a, b), mn = _mm_min_epi16(a, b);
+        const __m128i ab = _mm_add_epi16(a, b);
+        const __m128i pred = _mm_max_epi16(_mm_min_epi16(_mm_sub_epi16(ab, c), mx), mn);
+        const __m128i g = _mm_add_epi16(_mm_add_epi16(absdiff(a, b), absdiff(b, c)),
+                                        _mm_add_epi16(absdiff(c, a), absdiff(b, d)));
+        _mm_store_si128(reinterpret_cast<__m128i *>(act), own(g));
+        const __m128i m = own(_mm_cmplt_epi16(_mm_sub_epi16(ab, _mm_add_epi16(c, c)), zero));
+        _mm_store_si128(reinterpret_cast<__m128i *>(A.m), m);
+        _mm_store_si128(reinterpret_cast<__m128i *>(A.pm), _mm_sub_epi16(own(pred), m));
+      }
+      for (int k = 0; k < NC; ++k) {
+        const unsigned g = uint16_t(act[k]);  // >= 0 unless the tile is already bad
+        int ctx = kActivityTable.bucket[g < 80u ? g : 80u];
+        if (CLS == kClassTemporal && k == 0) ctx = ctx * kRefClasses + rclass;
+        A.table[k] = table0[CLS][k] + ctx;
+      }
+      return;
     }
-    if (c > 0) ctx += L.cross;
-    if (CLS == kClassTemporal && c == 0) ctx = ctx * kRefClasses + L.rclass;
-    L.flip = flip_sign(CLS, a, b, cc, d);
-    return table0[CLS][c] + ctx;
+#endif
+    for (int c = 0; c < NC; ++c) {
+      int a, b, cc, d;
+      if (!edge) {
+        a = p[c - W2];
+        b = p[c - wstride];
+        cc = p[c - wstride - W2];
+        d = p[c - wstride + W2];
+      } else {
+        edge_neighbours(p + c, i, j, a, b, cc, d);
+      }
+      int ctx, pred;
+      if (CLS == kClassTemporal) {
+        pred = 0;
+        ctx = activity_bucket(temporal_activity(a, b, cc, d));
+        if (c == 0) ctx = ctx * kRefClasses + rclass;
+      } else {
+        pred = med(a, b, cc);
+        ctx = activity_bucket(spatial_activity(a, b, cc, d));
+      }
+      const int flip = flip_sign(CLS, a, b, cc, d);
+      A.pm[c] = int16_t(pred + flip);
+      A.m[c] = int16_t(-flip);
+      A.table[c] = table0[CLS][c] + ctx;
+    }
   };
 
   for (int st = 0; st < steps; ++st) {
-    int n_active = 0;
+    int n = 0;
     n_class[0] = n_class[1] = n_class[2] = 0;
     for (int ln = 0; ln < lanes; ++ln) {
       const int i = ci[ln], j = cj[ln];
@@ -2169,107 +2306,137 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       const int bc = bcol[i];
       const int mode = KEY ? int(kSpatial) : modes[mr + bc];
       if (!KEY && mode == kSkip) continue;
-      Lane &L = lane[ln];
-      L.at = at;
-      L.i = i;
-      L.j = j;
-      L.block = nr + bc;
-      L.edge = i == 0 || j == 0 || i + 1 == w;
-      L.rclass = !KEY && mode == kTemporal ? rclass[L.at] : 0;
-      const int cls = KEY ? int(kClassSpatial) : mode_class(mode);
-      L.cls = cls;
-      by_class[cls][n_class[cls]++] = ln;
-      active[n_active++] = ln;
+      Active &A = act[n];
+      A.at = at;
+      A.lane = ln;
+      A.block = nr + bc;
+      const bool edge = i == 0 || j == 0 || i + 1 == w;
+      if (KEY || mode == kSpatial) {
+        contexts(std::integral_constant<int, kClassSpatial>(), A, edge, i, j, 0);
+        by_class[kClassSpatial][n_class[kClassSpatial]++] = n;
+      } else if (mode == kTemporal) {
+        contexts(std::integral_constant<int, kClassTemporal>(), A, edge, i, j, rclass[at]);
+        by_class[kClassTemporal][n_class[kClassTemporal]++] = n;
+      } else {
+        contexts(std::integral_constant<int, kClassTempSpat>(), A, edge, i, j, 0);
+        by_class[kClassTempSpat][n_class[kClassTempSpat]++] = n;
+      }
+      ++n;
     }
-    if (n_active == 0) continue;
-    for (int c = 0; c < NC; ++c) {
-      // The tokens of every active lane in lane order: no lane's token
+    if (n == 0) continue;
+    // One sub-step per component (c a constant in each).
+    auto component = [&](auto c_tag) {
+      constexpr int c = decltype(c_tag)::value;
+      // The tokens of every coded sample in lane order: no lane's token
       // reads a byte, so each lane's renormalisation may follow its token.
       bool extra = false;  // a token with raw bits in this sub-step
-      for (int k = 0; k < n_active; ++k) {
-        const int ln = active[k];
-        Lane &L = lane[ln];
-        const DecodeTable *table;
-        if (KEY || L.cls == kClassSpatial)
-          table = context(std::integral_constant<int, kClassSpatial>(), L, c);
-        else if (L.cls == kClassTemporal)
-          table = context(std::integral_constant<int, kClassTemporal>(), L, c);
-        else
-          table = context(std::integral_constant<int, kClassTempSpat>(), L, c);
-        bad |= !table->used;
-        L.token = dec.decode(state[ln], *table);
-        dec.renorm(state[ln]);
-        checksum[ln] = lane_checksum(checksum[ln], uint32_t(L.token));
-        extra |= L.token >= kDirectTokens;
-      }
+      // Each renormalisation reads at most two bytes: with 2n left, none
+      // needs the check for the end of the payload.
+      auto tokens = [&](auto safe) {
+        for (int k = 0; k < n; ++k) {
+          Active &A = act[k];
+          const DecodeTable *table = A.table[c] + (c > 0 ? A.cross : 0);
+          bad |= table->e[0] != 0;  // an unused table
+          const int ln = A.lane;
+          const int token = RansDecoder::decode(x_[ln], *table);
+          if (decltype(safe)::value)
+            rd.renorm_unchecked(x_[ln]);
+          else
+            rd.renorm(x_[ln]);
+          h_[ln] = lane_checksum(h_[ln], uint32_t(token));
+          extra |= token >= kDirectTokens;
+          A.token = token;
+          // r0 = 0 exactly for token 0 (raw bits follow only tokens >= 16).
+          if (c == 0) A.cross = token != 0 ? kActivityBuckets : 0;
+          A.value[c] = A.pm[c] + (kUnzigzag[token] ^ A.m[c]);
+        }
+      };
+      if (rd.end - rd.p >= 2 * n)
+        tokens(std::true_type());
+      else
+        tokens(std::false_type());
       if (extra) {
         // Raw bits (none below token 16), without a branch on the token.
-        for (int k = 0; k < n_active; ++k) {
-          const int ln = active[k];
-          Lane &L = lane[ln];
-          const int nbits = kTokenExtra[L.token];
-          const uint32_t bits = state[ln] & ((1u << nbits) - 1);
-          state[ln] >>= nbits;
-          dec.renorm(state[ln]);
-          // Only a field of raw bits is a symbol (select without a branch).
-          const uint32_t keep = uint32_t(nbits != 0) - 1u;  // all ones: no raw bits
-          checksum[ln] = (lane_checksum(checksum[ln], bits) & ~keep) | (checksum[ln] & keep);
-          const int r = residual_of(kTokenBase[L.token] | bits, L.flip);
-          if (c == 0) L.cross = cross_context(r);
-          L.value[c] = L.pred + r;
-        }
-      } else {
-        for (int k = 0; k < n_active; ++k) {
-          Lane &L = lane[active[k]];
-          const int r = residual_of(uint32_t(L.token), L.flip);
-          if (c == 0) L.cross = cross_context(r);
-          L.value[c] = L.pred + r;
-        }
+        auto raw = [&](auto safe) {
+          for (int k = 0; k < n; ++k) {
+            Active &A = act[k];
+            const int ln = A.lane;
+            const int nbits = kTokenExtra[A.token];
+            const uint32_t bits = x_[ln] & ((1u << nbits) - 1);
+            x_[ln] >>= nbits;
+            if (decltype(safe)::value)
+              rd.renorm_unchecked(x_[ln]);
+            else
+              rd.renorm(x_[ln]);
+            // Only a field of raw bits is a symbol (select without a branch).
+            const uint32_t keep = uint32_t(nbits != 0) - 1u;  // all ones: no raw bits
+            h_[ln] = (lane_checksum(h_[ln], bits) & ~keep) | (h_[ln] & keep);
+            const uint32_t v = kTokenBase[A.token] | bits;
+            A.value[c] = A.pm[c] + ((int(v >> 1) ^ -int(v & 1)) ^ A.m[c]);
+          }
+        };
+        if (rd.end - rd.p >= 2 * n)
+          raw(std::true_type());
+        else
+          raw(std::false_type());
       }
-    }
-    // Reconstruct each active sample and its working values: the coded
+    };
+    component(std::integral_constant<int, 0>());
+    if constexpr (NC > 1) component(std::integral_constant<int, 1>());
+    if constexpr (NC > 2) component(std::integral_constant<int, 2>());
+    if constexpr (NC > 3) component(std::integral_constant<int, 3>());
+    // Reconstruct each coded sample and its working values: the coded
     // domain's are the decoded values (exactly, unless a T-domain value
     // was clamped), the other domain's follow from the reconstruction.
     for (int k = 0; k < n_class[kClassSpatial]; ++k) {
-      Lane &L = lane[by_class[kClassSpatial][k]];
+      const Active &A = act[by_class[kClassSpatial][k]];
+      const size_t at = A.at;
       int ch[NC];
-      to_channels(YCOCG, NC, L.value, ch);
-      int16_t *wp = work + L.at * W2;
+      to_channels(YCOCG, NC, A.value, ch);
+      int16_t *wp = work + at * W2;
       for (int c = 0; c < NC; ++c) {
         if (unsigned(ch[c]) > unsigned(q.max_index)) {
           bad = true;
           ch[c] = 0;
         }
-        rec[c][L.at] = q.dequant[ch[c]];
-        wp[c] = int16_t(L.value[c]);
+        wp[c] = int16_t(A.value[c]);
       }
-      if (need[L.block] & 2) store_t(L.at);
+      for (int c = 0; c < NC; ++c) rec[c][at] = q.dequant[ch[c]];
+      if (need[A.block] & 2) store_t(at);
     }
     if (KEY) continue;
     for (int cls = kClassTemporal; cls <= kClassTempSpat; ++cls)
       for (int k = 0; k < n_class[cls]; ++k) {
-        Lane &L = lane[by_class[cls][k]];
+        const Active &A = act[by_class[cls][k]];
+        const size_t at = A.at;
         int ch[NC];
-        to_channels(YCOCG, NC, L.value, ch);
-        int16_t *wp = work + L.at * W2;
+        to_channels(YCOCG, NC, A.value, ch);
+        int16_t *wp = work + at * W2;
         bool clamped = false;
+        uint8_t out[NC];
         for (int c = 0; c < NC; ++c) {
           if (ch[c] < -255 || ch[c] > 255) {
             bad = true;
             ch[c] = 0;
           }
-          const int v = ref[c][L.at] + ch[c] * step;
+          const int v = ref[c][at] + ch[c] * step;
           clamped |= unsigned(v) > 255u;
-          rec[c][L.at] = uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
+          out[c] = uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
         }
+        for (int c = 0; c < NC; ++c) rec[c][at] = out[c];
         if (clamped) {
-          store_t(L.at);
+          store_t(at);
         } else {
-          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(L.value[c]);
+          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(A.value[c]);
         }
-        if (need[L.block] & 1) store_s(L.at);
+        if (need[A.block] & 1) store_s(at);
       }
   }
+  for (int ln = 0; ln < lanes; ++ln) {
+    state[ln] = x_[ln];
+    checksum[ln] = h_[ln];
+  }
+  dec = rd;
   return !bad;
 }
 
