@@ -826,7 +826,14 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
     for (uint32_t s = first; s < last; ++s) in_run += counts[size_t(s) * lanes + ln];
   __shared__ uint32_t lane_run[32][32], warp_run[32];
   lane_run[warp][ln] = in_run;
+  // The warp's sum, in every lane (the reduction instruction from sm_80 on).
+#if __CUDA_ARCH__ >= 800
   const uint32_t run_total = __reduce_add_sync(kFullWarp, in_run);
+#else
+  uint32_t run_total = in_run;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) run_total += __shfl_xor_sync(kFullWarp, run_total, o);
+#endif
   if (ln == 0) warp_run[warp] = run_total;
   __syncthreads();
   uint32_t at_log = 0, before = 0, total = 0;

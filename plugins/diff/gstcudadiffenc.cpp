@@ -915,9 +915,9 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
           "Version of the stream written (the caps say it too): 1, the bytes that changed by "
           "more than threshold with optional zstd, on the GPU with a CUDA backend; or 2, 16x16 "
           "blocks predicted from the previous picture or their neighbours, quantised with step "
-          "2*threshold+1 and entropy-coded: 2-4 times fewer bytes on camera footage, about ten "
-          "times the GPU time of version 1 and far more CPU time (slow at 1080p on the CPU "
-          "backend). Decoders built before version 2 "
+          "2*threshold+1 and entropy-coded: keyframes several times smaller, deltas smaller on "
+          "moving footage, about ten times the GPU time of version 1 and far more CPU time "
+          "(slow at 1080p on the CPU backend). Decoders built before version 2 "
           "read only version 1. Read when caps are set. Default: " G_STRINGIFY(
               DEFAULT_STREAM_VERSION),
           1, 2, DEFAULT_STREAM_VERSION,
