@@ -134,6 +134,26 @@ std::vector<VideoFormat> packed_rgb_formats() {
           VideoFormat::ABGR, VideoFormat::ARGB};
 }
 
+std::vector<VideoFormat> every_format() {
+  std::vector<VideoFormat> out;
+  for (int i = 1;; ++i) {
+    const VideoFormat f = static_cast<VideoFormat>(i);
+    if (cudadiff::format_info(f).n_planes == 0) break;
+    out.push_back(f);
+  }
+  return out;
+}
+
+std::vector<uint8_t> bytes_of(const cudadiff::HostBytes &b) {
+  return {b.data(), b.data() + b.size()};
+}
+
+std::vector<uint8_t> packed_bytes(const cudadiff::FrameView &v) {
+  std::vector<uint8_t> out(cudadiff::frame_size_packed(v.format, v.width, v.height));
+  cudadiff::copy_frame_host(v, cudadiff::packed_view(v.format, v.width, v.height, out.data()));
+  return out;
+}
+
 cudadiff::DeviceFrame upload(const HostFrame &host, const cudadiff::Context &ctx) {
   ctx.activate();
   cudadiff::DeviceFrame dev(host.view.format, host.view.width, host.view.height);

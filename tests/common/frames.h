@@ -50,6 +50,13 @@ int max_abs_difference(const cudadiff::FrameView &a, const cudadiff::FrameView &
 
 // The formats by family.
 std::vector<cudadiff::VideoFormat> packed_rgb_formats();
+// Every format of cudadiff/frame.h.
+std::vector<cudadiff::VideoFormat> every_format();
+// The bytes held by `b`, for comparisons.
+std::vector<uint8_t> bytes_of(const cudadiff::HostBytes &b);
+// A host frame's bytes in the canonical order (planes one after the other,
+// each row its visible bytes).
+std::vector<uint8_t> packed_bytes(const cudadiff::FrameView &v);
 
 // Round trips for CUDA tests: a device frame holding `host`, and a download.
 cudadiff::DeviceFrame upload(const HostFrame &host, const cudadiff::Context &ctx);

@@ -18,31 +18,14 @@
 
 using namespace cudadiff;
 using namespace cudadiff::codec2;
+using testing_util::bytes_of;
+using testing_util::every_format;
 using testing_util::HostFrame;
+using testing_util::packed_bytes;
 
 namespace {
 
 std::unique_ptr<Context> cpu = Context::cpu();
-
-std::vector<uint8_t> bytes_of(const HostBytes &b) {
-  return {b.data(), b.data() + b.size()};
-}
-
-std::vector<uint8_t> packed_bytes(const FrameView &v) {
-  std::vector<uint8_t> out(frame_size_packed(v.format, v.width, v.height));
-  copy_frame_host(v, packed_view(v.format, v.width, v.height, out.data()));
-  return out;
-}
-
-std::vector<VideoFormat> all_formats() {
-  std::vector<VideoFormat> out;
-  for (int i = 1;; ++i) {
-    const VideoFormat f = static_cast<VideoFormat>(i);
-    if (format_info(f).n_planes == 0) break;
-    out.push_back(f);
-  }
-  return out;
-}
 
 // Smooth content with edges, a moving square and some noise: what cameras
 // give, so that every block mode occurs.
@@ -274,7 +257,7 @@ TEST(Codec2Rules, LanesPerTile) {
 
 TEST(Codec2Rules, LayersOfEveryFormat) {
   // Every byte of the canonical frame belongs to exactly one sample channel.
-  for (VideoFormat f : all_formats())
+  for (VideoFormat f : every_format())
     for (auto [w, h] : {std::pair{1, 1}, {3, 5}, {16, 16}, {33, 17}}) {
       const LayerSet ls = layers_of(f, w, h);
       ASSERT_GT(ls.count, 0) << format_name(f);
@@ -316,7 +299,7 @@ TEST(Codec2Rules, LayersOfEveryFormat) {
 
 TEST(Codec2Cpu, EveryFormatAndOddSizes) {
   std::mt19937 &gen = testing_util::rng();
-  for (VideoFormat f : all_formats())
+  for (VideoFormat f : every_format())
     for (auto [w, h] : {std::pair{1, 1}, {2, 1}, {1, 3}, {5, 3}, {17, 9}, {37, 21}})
       for (int k : {0, 4, 20}) {
         std::vector<HostFrame> frames;
@@ -542,7 +525,7 @@ TEST(Codec2Cpu, RandomBodiesNeverCrash) {
   // (or, very rarely, succeeds) and never writes outside the frame. Deltas
   // get a picture to apply to first.
   std::mt19937 &gen = testing_util::rng();
-  for (VideoFormat f : all_formats()) {
+  for (VideoFormat f : every_format()) {
     auto dec = Decoder::create(*cpu, f, 19, 11);
     auto enc = Encoder::create(*cpu, f, 19, 11);
     HostFrame key(f, 19, 11);

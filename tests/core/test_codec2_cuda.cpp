@@ -18,29 +18,12 @@
 
 using namespace cudadiff;
 using namespace cudadiff::codec2;
+using testing_util::bytes_of;
+using testing_util::every_format;
 using testing_util::HostFrame;
+using testing_util::packed_bytes;
 
 namespace {
-
-std::vector<uint8_t> bytes_of(const HostBytes &b) {
-  return {b.data(), b.data() + b.size()};
-}
-
-std::vector<uint8_t> packed_bytes(const FrameView &v) {
-  std::vector<uint8_t> out(frame_size_packed(v.format, v.width, v.height));
-  copy_frame_host(v, packed_view(v.format, v.width, v.height, out.data()));
-  return out;
-}
-
-std::vector<VideoFormat> all_formats() {
-  std::vector<VideoFormat> out;
-  for (int i = 1;; ++i) {
-    const VideoFormat f = static_cast<VideoFormat>(i);
-    if (format_info(f).n_planes == 0) break;
-    out.push_back(f);
-  }
-  return out;
-}
 
 enum class Content { Random, Scene, Camera };
 
@@ -155,7 +138,7 @@ const std::vector<bool> kKeyThenDeltas = {true, false, false, false};
 }  // namespace
 
 TEST(Codec2Cuda, EveryFormatOddSizes) {
-  for (VideoFormat f : all_formats())
+  for (VideoFormat f : every_format())
     for (const auto &wh : std::vector<std::pair<int, int>>{{33, 17}, {1, 1}, {2, 3}})
       for (int k : {0, 5, 20}) {
         compare_sequence(f, wh.first, wh.second, Content::Scene, kKeyThenDeltas, {k, k, k, k});

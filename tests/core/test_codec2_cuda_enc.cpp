@@ -17,13 +17,10 @@
 
 using namespace cudadiff;
 using namespace cudadiff::codec2;
+using testing_util::bytes_of;
 using testing_util::HostFrame;
 
 namespace {
-
-std::vector<uint8_t> bytes_of(const HostBytes &b) {
-  return {b.data(), b.data() + b.size()};
-}
 
 // Content of a frame: random bytes, a smooth scene with a moving square and
 // noise (fill_scene), or a static background with noise below the threshold

@@ -11,21 +11,13 @@
 
 using namespace cudadiff;
 using namespace cudadiff::diff;
+using testing_util::bytes_of;
 using testing_util::HostFrame;
+using testing_util::packed_bytes;
 
 namespace {
 
 std::unique_ptr<Context> cpu = Context::cpu();
-
-std::vector<uint8_t> bytes_of(const HostBytes &b) {
-  return {b.data(), b.data() + b.size()};
-}
-
-std::vector<uint8_t> packed_bytes(const FrameView &v) {
-  std::vector<uint8_t> out(frame_size_packed(v.format, v.width, v.height));
-  copy_frame_host(v, packed_view(v.format, v.width, v.height, out.data()));
-  return out;
-}
 
 }  // namespace
 

@@ -11,13 +11,10 @@
 
 using namespace cudadiff;
 using namespace cudadiff::diff;
+using testing_util::bytes_of;
 using testing_util::HostFrame;
 
 namespace {
-
-std::vector<uint8_t> bytes_of(const HostBytes &b) {
-  return {b.data(), b.data() + b.size()};
-}
 
 // Frames of a sequence: background, noise on a fraction of bytes, a moving block.
 void next_frame(HostFrame &f, const HostFrame &bg, int t, double noise_fraction,
