@@ -60,14 +60,16 @@ inline int free_udp_port() {
 }
 
 // What a client showed: the sender's timestamp of each frame (from the
-// decoder's GstReferenceTimestampMeta) and, when asked, its bytes.
+// decoder's GstReferenceTimestampMeta), its own PTS and, when asked, its bytes.
 struct Shown {
-  uint64_t sender_pts;
+  uint64_t sender_pts = GST_CLOCK_TIME_NONE;
+  GstClockTime pts = GST_CLOCK_TIME_NONE;
   Bytes bytes;  // empty unless kept
 };
 
 // A pipeline whose bus is watched from the streaming threads (warnings,
-// errors, EOS), with the frames reaching the sink named "out" recorded.
+// errors, EOS), with the frames reaching the sink named "out" (or playbin's
+// video-sink) recorded.
 // `on_frame`, when set, sees each frame (buffer, caps) in the streaming thread.
 class Pipeline {
  public:
@@ -84,7 +86,11 @@ class Pipeline {
     GstBus *bus = gst_element_get_bus(pipeline_);
     gst_bus_set_sync_handler(bus, on_message, this, nullptr);
     gst_object_unref(bus);
-    if (GstElement *out = gst_bin_get_by_name(GST_BIN(pipeline_), "out")) {
+    GstElement *out = gst_bin_get_by_name(GST_BIN(pipeline_), "out");
+    // playbin: the sink given as its video-sink (not in the bin before it plays).
+    if (!out && g_object_class_find_property(G_OBJECT_GET_CLASS(pipeline_), "video-sink"))
+      g_object_get(pipeline_, "video-sink", &out, nullptr);
+    if (out) {
       watch_sink(out);
       gst_object_unref(out);
     }
@@ -136,6 +142,24 @@ class Pipeline {
   size_t frame_count() {
     std::lock_guard<std::mutex> lock(mutex_);
     return frames_.size();
+  }
+  bool has_frame(uint64_t sender_pts) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Shown &f : frames_)
+      if (f.sender_pts == sender_pts) return true;
+    return false;
+  }
+  // Forgets the frames shown so far (before a restart).
+  void clear_frames() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    frames_.clear();
+  }
+  // The PTS of each frame shown, in order.
+  std::vector<GstClockTime> output_pts() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<GstClockTime> pts;
+    for (const Shown &f : frames_) pts.push_back(f.pts);
+    return pts;
   }
   // Seconds from start() to the first frame, < 0 before it.
   double first_frame_after() {
@@ -204,7 +228,9 @@ class Pipeline {
     const uint64_t pts = meta ? meta->timestamp : GST_CLOCK_TIME_NONE;
     GstCaps *caps = gst_pad_get_current_caps(pad);
     if (self->on_frame_) self->on_frame_(buf, caps, pts);
-    Shown shown{pts, {}};
+    Shown shown;
+    shown.sender_pts = pts;
+    shown.pts = GST_BUFFER_PTS(buf);
     if (self->keep_bytes_ && caps) shown.bytes = diff_test::canonical_of(buf, caps);
     if (caps) gst_caps_unref(caps);
     std::lock_guard<std::mutex> lock(self->mutex_);

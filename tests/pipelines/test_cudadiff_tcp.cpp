@@ -33,154 +33,17 @@
 
 #include "../elements/cudadiff_util.h"
 #include "gst_test.h"
+#include "stream_test_util.h"
 
 using diff_test::Bytes;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using stream_test::Pipeline;
+using stream_test::wait_until;
 
-bool wait_until(const std::function<bool()> &done, double seconds) {
-  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
-  while (!done()) {
-    if (Clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
-
-// A pipeline with a bus watched from the streaming threads (counts warnings,
-// errors, EOS) and frames collected at a fakesink named "out".
-class Pipeline {
- public:
-  explicit Pipeline(const std::string &description) : description_(description) {
-    GError *err = nullptr;
-    pipeline_ = gst_parse_launch(description.c_str(), &err);
-    EXPECT_NE(pipeline_, nullptr) << (err ? err->message : "") << "\n" << description;
-    g_clear_error(&err);
-    if (!pipeline_) return;
-    GstBus *bus = gst_element_get_bus(pipeline_);
-    gst_bus_set_sync_handler(bus, on_message, this, nullptr);
-    gst_object_unref(bus);
-    GstElement *out = gst_bin_get_by_name(GST_BIN(pipeline_), "out");
-    // playbin: the sink given as its video-sink.
-    if (!out && g_object_class_find_property(G_OBJECT_GET_CLASS(pipeline_), "video-sink"))
-      g_object_get(pipeline_, "video-sink", &out, nullptr);
-    if (out) {
-      GstPad *pad = gst_element_get_static_pad(out, "sink");
-      gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, on_frame, this, nullptr);
-      gst_object_unref(pad);
-      gst_object_unref(out);
-    }
-  }
-  ~Pipeline() {
-    stop();
-    if (pipeline_) gst_object_unref(pipeline_);
-  }
-  void start() {
-    ASSERT_NE(pipeline_, nullptr);
-    ASSERT_NE(gst_element_set_state(pipeline_, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE)
-        << description_;
-  }
-  void stop() {
-    if (pipeline_) gst_element_set_state(pipeline_, GST_STATE_NULL);
-  }
-  GstElement *get(const char *name) { return gst_bin_get_by_name(GST_BIN(pipeline_), name); }
-
-  // Frames by sender timestamp, in arrival order.
-  std::vector<std::pair<uint64_t, Bytes>> frames() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return frames_;
-  }
-  size_t frame_count() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return frames_.size();
-  }
-  bool has_frame(uint64_t sender_pts) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto &f : frames_)
-      if (f.first == sender_pts) return true;
-    return false;
-  }
-  void clear_frames() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    frames_.clear();
-    pts_.clear();
-  }
-  std::vector<GstClockTime> output_pts() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return pts_;
-  }
-  std::vector<std::string> warnings() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return warnings_;
-  }
-  std::string error() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return error_;
-  }
-  bool eos() const { return eos_; }
-  void reset_eos() { eos_ = false; }
-  std::vector<std::string> factories() {  // factory names of every element, recursively
-    std::vector<std::string> names;
-    GstIterator *it = gst_bin_iterate_recurse(GST_BIN(pipeline_));
-    GValue v = G_VALUE_INIT;
-    while (gst_iterator_next(it, &v) == GST_ITERATOR_OK) {
-      GstElementFactory *f = gst_element_get_factory(GST_ELEMENT(g_value_get_object(&v)));
-      if (f) names.push_back(GST_OBJECT_NAME(f));
-      g_value_reset(&v);
-    }
-    g_value_unset(&v);
-    gst_iterator_free(it);
-    return names;
-  }
-
- private:
-  static GstBusSyncReply on_message(GstBus *, GstMessage *m, gpointer data) {
-    auto *self = static_cast<Pipeline *>(data);
-    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS) self->eos_ = true;
-    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING || GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
-      GError *err = nullptr;
-      gchar *debug = nullptr;
-      if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING)
-        gst_message_parse_warning(m, &err, &debug);
-      else
-        gst_message_parse_error(m, &err, &debug);
-      const std::string text = std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(m))) + ": " +
-                               err->message + " | " + (debug ? debug : "");
-      std::lock_guard<std::mutex> lock(self->mutex_);
-      if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING)
-        self->warnings_.push_back(text);
-      else if (self->error_.empty())
-        self->error_ = text;
-      g_error_free(err);
-      g_free(debug);
-    }
-    return GST_BUS_DROP;
-  }
-  static GstPadProbeReturn on_frame(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
-    auto *self = static_cast<Pipeline *>(data);
-    GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
-    static GstCaps *sender = gst_caps_from_string("timestamp/x-cudadiff-sender");
-    GstReferenceTimestampMeta *meta = gst_buffer_get_reference_timestamp_meta(buf, sender);
-    GstCaps *caps = gst_pad_get_current_caps(pad);
-    Bytes bytes = diff_test::canonical_of(buf, caps);
-    gst_caps_unref(caps);
-    std::lock_guard<std::mutex> lock(self->mutex_);
-    self->frames_.emplace_back(meta ? meta->timestamp : GST_CLOCK_TIME_NONE, std::move(bytes));
-    self->pts_.push_back(GST_BUFFER_PTS(buf));
-    return GST_PAD_PROBE_OK;
-  }
-
-  std::string description_;
-  GstElement *pipeline_ = nullptr;
-  std::mutex mutex_;
-  std::vector<std::pair<uint64_t, Bytes>> frames_;
-  std::vector<GstClockTime> pts_;
-  std::vector<std::string> warnings_;
-  std::string error_;
-  std::atomic<bool> eos_{false};
-};
+// The clients' and the direct decode's frames, with their bytes.
+constexpr bool kKeepBytes = true;
 
 constexpr int kFps = 60;
 constexpr int kKeyframeInterval = 10;
@@ -193,12 +56,13 @@ class Server {
   Server(int frames, const std::string &encoder_props) {
     pipeline_ = std::make_unique<Pipeline>(
         "videotestsrc is-live=true pattern=ball num-buffers=" + std::to_string(frames) +
-        " ! video/x-raw,format=I420,width=96,height=64,framerate=" + std::to_string(kFps) +
-        "/1 ! cudadiffenc name=enc keyframe-interval=" + std::to_string(kKeyframeInterval) + " " +
-        encoder_props +
-        " ! tee name=t t. ! queue ! tcpserversink name=sink host=127.0.0.1 port=0 "
-        "sync-method=latest-keyframe sync=false t. ! queue ! cudadiffdec ! fakesink name=out "
-        "sync=false");
+            " ! video/x-raw,format=I420,width=96,height=64,framerate=" + std::to_string(kFps) +
+            "/1 ! cudadiffenc name=enc keyframe-interval=" + std::to_string(kKeyframeInterval) +
+            " " + encoder_props +
+            " ! tee name=t t. ! queue ! tcpserversink name=sink host=127.0.0.1 port=0 "
+            "sync-method=latest-keyframe sync=false t. ! queue ! cudadiffdec ! fakesink name=out "
+            "sync=false",
+        kKeepBytes);
     GstElement *enc = pipeline_->get("enc");
     GstPad *pad = gst_element_get_static_pad(enc, "src");
     gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, on_packet, this, nullptr);
@@ -206,7 +70,7 @@ class Server {
     gst_object_unref(enc);
   }
   void start() {
-    pipeline_->start();
+    ASSERT_TRUE(pipeline_->start());
     GstElement *sink = pipeline_->get("sink");
     g_object_get(sink, "current-port", &port_, nullptr);
     gst_object_unref(sink);
@@ -259,25 +123,25 @@ std::string client_pipeline(int port, const char *decoder = "cudadiffdec") {
 // the direct decode frame for frame. Returns the runs' first frame numbers.
 std::vector<uint64_t> check_against_direct(Server &server, Pipeline &client, const char *who) {
   std::map<uint64_t, Bytes> direct;
-  for (auto &f : server.direct().frames()) direct[f.first] = f.second;
+  for (auto &f : server.direct().frames()) direct[f.sender_pts] = f.bytes;
   std::vector<uint64_t> run_starts;
   uint64_t previous = 0;
   bool first = true;
   for (const auto &f : client.frames()) {
-    EXPECT_NE(f.first, GST_CLOCK_TIME_NONE) << who << ": no sender timestamp";
-    const int64_t number = server.frame_number(f.first);
+    EXPECT_NE(f.sender_pts, GST_CLOCK_TIME_NONE) << who << ": no sender timestamp";
+    const int64_t number = server.frame_number(f.sender_pts);
     EXPECT_GE(number, 0) << who << ": a frame the server did not send";
     const uint64_t n = uint64_t(number);
     if (first || n != previous + 1) {
-      EXPECT_TRUE(server.is_keyframe(f.first))
+      EXPECT_TRUE(server.is_keyframe(f.sender_pts))
           << who << ": frame " << n << " after a gap is not a keyframe";
       run_starts.push_back(n);
     }
     EXPECT_TRUE(first || n > previous) << who << ": frame " << n << " after " << previous;
-    const auto it = direct.find(f.first);
+    const auto it = direct.find(f.sender_pts);
     if (it == direct.end()) {
       ADD_FAILURE() << who << ": frame " << n << " is not in the direct decode";
-    } else if (it->second != f.second) {
+    } else if (it->second != f.bytes) {
       ADD_FAILURE() << who << ": frame " << n << " differs from the direct decode";
     }
     previous = n;
@@ -414,12 +278,12 @@ TEST(DiffTcp, TwoClientsOneLateShowWhatTheDirectDecodeShows) {
   const int frames = 150;
   Server server(frames, "stream-version=2");
   server.start();
-  Pipeline early(client_pipeline(server.port()));
-  early.start();
+  Pipeline early(client_pipeline(server.port()), kKeepBytes);
+  ASSERT_TRUE(early.start());
   // The late client joins after about half a second (30 frames).
   ASSERT_TRUE(wait_until([&] { return server.direct().frame_count() >= 30; }, 20));
-  Pipeline late(client_pipeline(server.port()));
-  late.start();
+  Pipeline late(client_pipeline(server.port()), kKeepBytes);
+  ASSERT_TRUE(late.start());
   ASSERT_TRUE(wait_until([&] { return server.direct().eos(); }, 30)) << server.direct().error();
   ASSERT_TRUE(wait_until([&] { return got_last(server, early) && got_last(server, late); }, 20))
       << "early " << early.frame_count() << ", late " << late.frame_count() << " frames";
@@ -438,7 +302,7 @@ TEST(DiffTcp, TwoClientsOneLateShowWhatTheDirectDecodeShows) {
   const auto late_frames = late.frames();
   ASSERT_GE(pts.size(), 2u);
   EXPECT_EQ(pts[0], 0u);
-  EXPECT_EQ(pts[1], late_frames[1].first - late_frames[0].first);
+  EXPECT_EQ(pts[1], late_frames[1].sender_pts - late_frames[0].sender_pts);
   for (Pipeline *p : {&early, &late}) {
     EXPECT_TRUE(p->warnings().empty()) << p->warnings()[0];
     EXPECT_EQ(p->error(), "");
@@ -449,8 +313,8 @@ TEST(DiffTcp, ClientDisconnectsAndReconnects) {
   const int frames = 180;
   Server server(frames, "stream-version=2");
   server.start();
-  Pipeline client(client_pipeline(server.port()));
-  client.start();
+  Pipeline client(client_pipeline(server.port()), kKeepBytes);
+  ASSERT_TRUE(client.start());
   ASSERT_TRUE(wait_until([&] { return client.frame_count() >= 20; }, 20));
   client.stop();
   const std::vector<uint64_t> first = check_against_direct(server, client, "first connection");
@@ -459,7 +323,7 @@ TEST(DiffTcp, ClientDisconnectsAndReconnects) {
   client.clear_frames();
   // Away for a while, then back: it starts again at a keyframe.
   ASSERT_TRUE(wait_until([&] { return server.direct().frame_count() >= first_count + 40; }, 20));
-  client.start();
+  ASSERT_TRUE(client.start());
   ASSERT_TRUE(wait_until([&] { return server.direct().eos(); }, 30)) << server.direct().error();
   ASSERT_TRUE(wait_until([&] { return got_last(server, client); }, 20));
   const std::vector<uint64_t> second = check_against_direct(server, client, "second connection");
@@ -468,6 +332,7 @@ TEST(DiffTcp, ClientDisconnectsAndReconnects) {
   EXPECT_EQ(client.output_pts()[0], 0u) << "a new start: the timeline starts at 0 again";
   EXPECT_TRUE(client.warnings().empty());
   EXPECT_EQ(client.error(), "");
+  EXPECT_TRUE(client.shutdown_errors().empty()) << client.shutdown_errors()[0];
 }
 
 // A byte flipped in the 25th packet, 100 bytes dropped inside the 75th: each
@@ -481,8 +346,8 @@ void corrupted_and_dropped(const std::string &encoder_props) {
   damage.drop_packet = 75;
   damage.drop_len = 100;
   Proxy proxy(server.port(), damage);
-  Pipeline client(client_pipeline(proxy.port()));
-  client.start();
+  Pipeline client(client_pipeline(proxy.port()), kKeepBytes);
+  ASSERT_TRUE(client.start());
   ASSERT_TRUE(wait_until([&] { return server.direct().eos(); }, 30)) << server.direct().error();
   ASSERT_TRUE(wait_until([&] { return got_last(server, client); }, 20))
       << client.frame_count() << " frames; forwarded " << proxy.forwarded();
@@ -512,8 +377,8 @@ void cut_mid_packet(const std::string &encoder_props) {
   Proxy::Damage damage;
   damage.cut_packet = 60;
   Proxy proxy(server.port(), damage);
-  Pipeline client(client_pipeline(proxy.port()));
-  client.start();
+  Pipeline client(client_pipeline(proxy.port()), kKeepBytes);
+  ASSERT_TRUE(client.start());
   ASSERT_TRUE(wait_until([&] { return client.eos(); }, 30)) << client.error();
   const std::vector<uint64_t> runs = check_against_direct(server, client, "cut client");
   EXPECT_EQ(runs.size(), 1u);
@@ -536,8 +401,8 @@ TEST(DiffTcp, DecodebinFindsTheDecoderByTypefind) {
   const int frames = 90;
   Server server(frames, "stream-version=2");
   server.start();
-  Pipeline client(client_pipeline(server.port(), "decodebin"));
-  client.start();
+  Pipeline client(client_pipeline(server.port(), "decodebin"), kKeepBytes);
+  ASSERT_TRUE(client.start());
   ASSERT_TRUE(wait_until([&] { return server.direct().eos(); }, 30)) << server.direct().error();
   ASSERT_TRUE(wait_until([&] { return got_last(server, client); }, 20)) << client.error();
   const std::vector<uint64_t> runs = check_against_direct(server, client, "decodebin client");
@@ -568,12 +433,15 @@ TEST(DiffTcp, RecordedFileThroughDecodebinAndPlaybin) {
       std::fclose(f);
       EXPECT_EQ(head[4], version) << "the recording's version";
     }
-    Pipeline direct("filesrc location=" + path + " ! cudadiffdec ! fakesink name=out sync=false");
-    Pipeline bin("filesrc location=" + path + " ! decodebin ! fakesink name=out sync=false");
+    Pipeline direct("filesrc location=" + path + " ! cudadiffdec ! fakesink name=out sync=false",
+                    kKeepBytes);
+    Pipeline bin("filesrc location=" + path + " ! decodebin ! fakesink name=out sync=false",
+                 kKeepBytes);
     Pipeline play("playbin uri=file://" + path +
-                  " video-sink=\"fakesink sync=false\" audio-sink=\"fakesink sync=false\"");
+                      " video-sink=\"fakesink sync=false\" audio-sink=\"fakesink sync=false\"",
+                  kKeepBytes);
     for (Pipeline *p : {&direct, &bin, &play}) {
-      p->start();
+      ASSERT_TRUE(p->start());
       ASSERT_TRUE(wait_until([&] { return p->eos() || !p->error().empty(); }, 20));
       EXPECT_EQ(p->error(), "");
     }
@@ -582,10 +450,10 @@ TEST(DiffTcp, RecordedFileThroughDecodebinAndPlaybin) {
     ASSERT_EQ(b.size(), 40u);
     ASSERT_EQ(c.size(), 40u);
     for (size_t i = 0; i < a.size(); ++i) {
-      EXPECT_EQ(a[i].first, b[i].first);
-      EXPECT_EQ(a[i].second, b[i].second) << i;
-      EXPECT_EQ(a[i].first, c[i].first);
-      EXPECT_EQ(a[i].second, c[i].second) << i;
+      EXPECT_EQ(a[i].sender_pts, b[i].sender_pts);
+      EXPECT_EQ(a[i].bytes, b[i].bytes) << i;
+      EXPECT_EQ(a[i].sender_pts, c[i].sender_pts);
+      EXPECT_EQ(a[i].bytes, c[i].bytes) << i;
     }
     const std::vector<std::string> f = play.factories();
     EXPECT_NE(std::find(f.begin(), f.end(), "cudadiffdec"), f.end()) << "playbin plugged it";
@@ -600,7 +468,8 @@ TEST(DiffPipeline, CapsChangeMidStreamIsLossless) {
       "videotestsrc is-live=true pattern=smpte horizontal-speed=2 ! capsfilter name=cf "
       "caps=video/x-raw,format=I420,width=64,height=48,framerate=60/1 ! identity name=in ! "
       "cudadiffenc stream-version=2 threshold=0 keyframe-interval=0 ! cudadiffdec ! fakesink "
-      "name=out sync=false");
+      "name=out sync=false",
+      kKeepBytes);
   // The encoder's input by timestamp, to compare with what the decoder shows.
   struct Inputs {
     std::mutex mutex;
@@ -623,7 +492,7 @@ TEST(DiffPipeline, CapsChangeMidStreamIsLossless) {
       &inputs, nullptr);
   gst_object_unref(pad);
   gst_object_unref(in);
-  p.start();
+  ASSERT_TRUE(p.start());
   ASSERT_TRUE(wait_until([&] { return p.frame_count() >= 10; }, 20)) << p.error();
   GstElement *cf = p.get("cf");
   GstCaps *bgr = gst_caps_from_string("video/x-raw,format=BGR,width=80,height=30,framerate=60/1");
@@ -633,7 +502,7 @@ TEST(DiffPipeline, CapsChangeMidStreamIsLossless) {
   const size_t small = 80 * 30 * 3;
   auto bgr_frames = [&] {
     size_t n = 0;
-    for (const auto &f : p.frames()) n += f.second.size() == small;
+    for (const auto &f : p.frames()) n += f.bytes.size() == small;
     return n;
   };
   ASSERT_TRUE(wait_until([&] { return bgr_frames() >= 10; }, 20)) << p.error();
@@ -644,11 +513,11 @@ TEST(DiffPipeline, CapsChangeMidStreamIsLossless) {
   size_t i420 = 0, bgr_count = 0;
   std::lock_guard<std::mutex> lock(inputs.mutex);
   for (const auto &f : shown) {
-    const auto it = inputs.frames.find(f.first);
+    const auto it = inputs.frames.find(f.sender_pts);
     ASSERT_NE(it, inputs.frames.end());
-    EXPECT_EQ(f.second, it->second) << "frame at " << f.first;
-    i420 += f.second.size() == 64 * 48 * 3 / 2;
-    bgr_count += f.second.size() == small;
+    EXPECT_EQ(f.bytes, it->second) << "frame at " << f.sender_pts;
+    i420 += f.bytes.size() == 64 * 48 * 3 / 2;
+    bgr_count += f.bytes.size() == small;
   }
   EXPECT_GE(i420, 10u);
   EXPECT_GE(bgr_count, 10u);
@@ -661,7 +530,8 @@ TEST(DiffPipeline, CapsChangeMidStreamIsLossless) {
 TEST(DiffPipeline, PinnedBuffersInAndOut) {
   Pipeline p(
       "videotestsrc num-buffers=5 ! video/x-raw,format=NV12,width=64,height=32 ! "
-      "cudadiffenc name=enc stream-version=2 ! cudadiffdec ! fakesink name=out sync=false");
+      "cudadiffenc name=enc stream-version=2 ! cudadiffdec ! fakesink name=out sync=false",
+      kKeepBytes);
   std::atomic<int> in_pinned{0}, in_total{0};
   GstElement *enc = p.get("enc");
   GstPad *pad = gst_element_get_static_pad(enc, "sink");
@@ -695,7 +565,7 @@ TEST(DiffPipeline, PinnedBuffersInAndOut) {
       &out_pinned, nullptr);
   gst_object_unref(pad);
   gst_object_unref(out);
-  p.start();
+  ASSERT_TRUE(p.start());
   ASSERT_TRUE(wait_until([&] { return p.eos() || !p.error().empty(); }, 20));
   EXPECT_EQ(p.error(), "");
   p.stop();
