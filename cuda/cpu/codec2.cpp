@@ -29,6 +29,23 @@
 #else
 #define CODEC2_SSE2 0
 #endif
+// The decoder's tile loop is compiled twice on x86-64 with GCC or clang:
+// for the baseline and for AVX2 with BMI1/2 (shifts by a register without
+// the count in cl, three-operand vector instructions), picked at run time.
+// The same integer operations either way: the same pictures.
+#if CODEC2_SSE2 && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define CODEC2_AVX2 1
+#define CODEC2_TARGET_AVX2 __attribute__((target("avx2,bmi,bmi2")))
+#else
+#define CODEC2_AVX2 0
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#define CODEC2_ALWAYS_INLINE inline __attribute__((always_inline))
+#define CODEC2_LAMBDA_INLINE __attribute__((always_inline))
+#else
+#define CODEC2_ALWAYS_INLINE inline
+#define CODEC2_LAMBDA_INLINE
+#endif
 
 namespace cudadiff {
 namespace codec2 {
@@ -1761,6 +1778,14 @@ FrameStats CpuEncoder::assemble(bool keyframe, int threshold, const uint8_t *mod
 // ---------------------------------------------------------------------------
 // The decoder
 
+// int16 per sample in the decoder's working values (S-domain components,
+// then T-domain, then padding): a power of two, so that a sample's values
+// are written by one store and read by one load of the same size (a load
+// that spans several recent stores waits for them to reach the cache).
+constexpr int work_stride(int channels) {
+  return channels == 3 ? 8 : 2 * channels;
+}
+
 // The tile table of a body: per tile its type, lanes and payload offset
 // (from the first payload; offset[n] is the payloads' total), and where the
 // first payload starts in the body.
@@ -1867,10 +1892,9 @@ class CpuDecoder final : public Decoder {
     ref_.allocate(ls_, 0);
     rec_.allocate(ls_, kMaxLayers * kMaxComps / 2 - 1);
     for (int l = 0; l < ls_.count; ++l)
-      // + 8: the decoder loads 8 values from a sample's left and upper
-      // neighbours, past the sample itself for layers of 1 or 2 components.
       work_[l].assign(
-          size_t(ls_.layer[l].width) * ls_.layer[l].height * 2 * ls_.layer[l].channels + 8, 0);
+          size_t(ls_.layer[l].width) * ls_.layer[l].height * work_stride(ls_.layer[l].channels) + 8,
+          0);
     modes_.assign(size_t(ls_.blocks_x) * ls_.blocks_y, kSpatial);
     prev_.tables.assign(dl_.count, Table{});
   }
@@ -1893,8 +1917,17 @@ class CpuDecoder final : public Decoder {
   bool decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
                    bool keyframe);
   template <int NC, bool YCOCG, bool KEY>
-  bool decode_layer(const Tile &t, int l, int lanes, uint32_t *state, uint32_t *checksum,
-                    RansDecoder &dec);
+  CODEC2_ALWAYS_INLINE bool decode_layer(const Tile &t, int l, int lanes, uint32_t *state,
+                                         uint32_t *checksum, RansDecoder &dec);
+  CODEC2_ALWAYS_INLINE bool decode_layers_inline(const Tile &t, bool keyframe, int lanes,
+                                                 uint32_t *state, uint32_t *checksum,
+                                                 RansDecoder &dec);
+  bool decode_layers(const Tile &t, bool keyframe, int lanes, uint32_t *state, uint32_t *checksum,
+                     RansDecoder &dec);
+#if CODEC2_AVX2
+  CODEC2_TARGET_AVX2 bool decode_layers_avx2(const Tile &t, bool keyframe, int lanes,
+                                             uint32_t *state, uint32_t *checksum, RansDecoder &dec);
+#endif
 
   LayerSet ls_;
   DistLayout dl_;
@@ -2033,6 +2066,27 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
           }
       }
     }
+  bool ok;
+#if CODEC2_AVX2
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") &&
+                           __builtin_cpu_supports("bmi2") && !std::getenv("CODEC2_NO_AVX2");
+  if (avx2)
+    ok = decode_layers_avx2(t, keyframe, lanes, state, checksum, dec);
+  else
+#endif
+    ok = decode_layers(t, keyframe, lanes, state, checksum, dec);
+  // Every lane must end where its encoder began, with every byte read.
+  for (int ln = 0; ln < lanes; ++ln)
+    if (state[ln] != lane_final_state(q_.k, ln, checksum[ln])) ok = false;
+  if (dec.underflow || dec.p != dec.end) ok = false;
+  return ok;
+}
+
+// Every layer of a coded tile (decode_layer() inlined, so that each
+// variant below compiles it for its instruction set).
+CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layers_inline(const Tile &t, bool keyframe, int lanes,
+                                                           uint32_t *state, uint32_t *checksum,
+                                                           RansDecoder &dec) {
   bool ok = true;
   for (int l = 0; l < ls_.count && ok; ++l) {
     const Layer &ly = ls_.layer[l];
@@ -2055,19 +2109,26 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
         ok = false;
     }
   }
-  // Every lane must end where its encoder began, with every byte read.
-  for (int ln = 0; ln < lanes; ++ln)
-    if (state[ln] != lane_final_state(q_.k, ln, checksum[ln])) ok = false;
-  if (dec.underflow || dec.p != dec.end) ok = false;
   return ok;
 }
+bool CpuDecoder::decode_layers(const Tile &t, bool keyframe, int lanes, uint32_t *state,
+                               uint32_t *checksum, RansDecoder &dec) {
+  return decode_layers_inline(t, keyframe, lanes, state, checksum, dec);
+}
+#if CODEC2_AVX2
+CODEC2_TARGET_AVX2 bool CpuDecoder::decode_layers_avx2(const Tile &t, bool keyframe, int lanes,
+                                                       uint32_t *state, uint32_t *checksum,
+                                                       RansDecoder &dec) {
+  return decode_layers_inline(t, keyframe, lanes, state, checksum, dec);
+}
+#endif
 
 // One layer of a coded tile, in the schedule's order (codec2_rules.h):
 // NC components, YCOCG colour transform, KEY keyframe (no reference).
 template <int NC, bool YCOCG, bool KEY>
-bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, uint32_t *checksum,
-                              RansDecoder &dec) {
-  constexpr int W2 = 2 * NC;  // int16 per sample in work_: S-domain, then T-domain
+CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state,
+                                                   uint32_t *checksum, RansDecoder &dec) {
+  constexpr int W2 = work_stride(NC);  // int16 per sample in work_: S-domain, T-domain
   const Layer &ly = ls_.layer[l];
   const int w = t.w[l], h = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
   const ptrdiff_t stride = ly.width;
@@ -2109,20 +2170,14 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       need[by * tbw + bx] = n;
     }
   // Block of the tile that sample (x, y) of this layer lies in.
-  auto block_of = [&](int x, int y) {
+  auto block_of = [&](int x, int y) CODEC2_LAMBDA_INLINE {
     return ((unsigned(y << sy) / kBlock) - t.by0) * tbw + (unsigned(x << sx) / kBlock) - t.bx0;
   };
-  auto store_s = [&](size_t at) {
+  auto store_s = [&](size_t at) CODEC2_LAMBDA_INLINE {
     int ch[NC], comp[NC];
     for (int c = 0; c < NC; ++c) ch[c] = q.index[rec[c][at]];
     to_components(YCOCG, NC, ch, comp);
     for (int c = 0; c < NC; ++c) work[at * W2 + c] = int16_t(comp[c]);
-  };
-  auto store_t = [&](size_t at) {
-    int ch[NC], comp[NC];
-    for (int c = 0; c < NC; ++c) ch[c] = q.diff[int(rec[c][at]) - int(ref[c][at]) + 255];
-    to_components(YCOCG, NC, ch, comp);
-    for (int c = 0; c < NC; ++c) work[at * W2 + NC + c] = int16_t(comp[c]);
   };
 
   // Skipped samples: the reference, in runs along each row.
@@ -2155,7 +2210,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
   // in the tile's `need` (nrow), the latter two to be added to bcol[ci].
   int ci[kMaxLanes], cj[kMaxLanes], mrow[kMaxLanes], nrow[kMaxLanes];
   size_t row_at[kMaxLanes];
-  auto set_row = [&](int ln) {
+  auto set_row = [&](int ln) CODEC2_LAMBDA_INLINE {
     const int y = y0 + cj[ln];
     const int by = int(unsigned(y << sy) / kBlock);
     row_at[ln] = size_t(y) * stride + x0;
@@ -2197,25 +2252,71 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
   bool bad = false;
   static_assert(kCrossLevels == 2, "the cross context below is 13 * (r0 != 0)");
 
-  // Neighbours on the tile's edges (first row, first column, last column).
-  auto edge_neighbours = [&](const int16_t *p, int i, int j, int &a, int &b, int &cc, int &d) {
-    if (j == 0) {
-      a = i > 0 ? p[-W2] : 0;
-      b = cc = d = a;
+#if CODEC2_SSE2
+  // A sample's working values (both domains) as one load of the size of
+  // put_work()'s store; the vector's lanes past 2 * NC are 0 or unused.
+  auto load_work = [](const int16_t *p) CODEC2_LAMBDA_INLINE {
+    if constexpr (NC == 1) {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return _mm_cvtsi32_si128(v);
+    } else if constexpr (NC == 2) {
+      return _mm_loadl_epi64(reinterpret_cast<const __m128i *>(p));
     } else {
-      b = p[-wstride];
-      if (i > 0) {
-        a = p[-W2];
-        cc = p[-wstride - W2];
-      } else {
-        a = cc = b;
-      }
-      d = i + 1 < w ? p[-wstride + W2] : b;
+      return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
     }
   };
+#endif
+  // A coded sample's working values, S-domain `sv` and T-domain `tv`, by one
+  // store (the next samples read them as neighbours soon after).
+  auto put_work = [](int16_t *p, const int *sv, const int *tv) CODEC2_LAMBDA_INLINE {
+#if CODEC2_SSE2
+    if constexpr (NC == 1) {
+      const uint32_t v = uint32_t(uint16_t(sv[0])) | uint32_t(uint16_t(tv[0])) << 16;
+      std::memcpy(p, &v, 4);
+    } else if constexpr (NC == 2) {
+      const uint64_t v = uint64_t(uint16_t(sv[0])) | uint64_t(uint16_t(sv[1])) << 16 |
+                         uint64_t(uint16_t(tv[0])) << 32 | uint64_t(uint16_t(tv[1])) << 48;
+      std::memcpy(p, &v, 8);
+    } else if constexpr (NC == 3) {
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(p),
+                       _mm_setr_epi16(int16_t(sv[0]), int16_t(sv[1]), int16_t(sv[2]),
+                                      int16_t(tv[0]), int16_t(tv[1]), int16_t(tv[2]), 0, 0));
+    } else {
+      _mm_storeu_si128(
+          reinterpret_cast<__m128i *>(p),
+          _mm_setr_epi16(int16_t(sv[0]), int16_t(sv[1]), int16_t(sv[2]), int16_t(sv[3]),
+                         int16_t(tv[0]), int16_t(tv[1]), int16_t(tv[2]), int16_t(tv[3])));
+    }
+#else
+    for (int c = 0; c < NC; ++c) {
+      p[c] = int16_t(sv[c]);
+      p[NC + c] = int16_t(tv[c]);
+    }
+#endif
+  };
+
+  // Neighbours on the tile's edges (first row, first column, last column).
+  auto edge_neighbours = [&](const int16_t *p, int i, int j, int &a, int &b, int &cc, int &d)
+                             CODEC2_LAMBDA_INLINE {
+                               if (j == 0) {
+                                 a = i > 0 ? p[-W2] : 0;
+                                 b = cc = d = a;
+                               } else {
+                                 b = p[-wstride];
+                                 if (i > 0) {
+                                   a = p[-W2];
+                                   cc = p[-wstride - W2];
+                                 } else {
+                                   a = cc = b;
+                                 }
+                                 d = i + 1 < w ? p[-wstride + W2] : b;
+                               }
+                             };
   // Contexts of every component of a sample of class CLS (sample_context()
   // in codec2_rules.h without r0's part).
-  auto contexts = [&](auto cls_tag, Active &A, bool edge, int i, int j, int rclass) {
+  auto contexts = [&](auto cls_tag, Active &A, bool edge, int i, int j,
+                      int rclass) CODEC2_LAMBDA_INLINE {
     constexpr int CLS = decltype(cls_tag)::value;
     constexpr int off = CLS == kClassSpatial ? 0 : NC;  // the class's domain
     const int16_t *p = work + A.at * W2 + off;
@@ -2224,10 +2325,10 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       // Every component of both domains at once, in 8 int16 (working values
       // and these sums stay within +-6200; the lanes past 2 * NC are unused).
       const int16_t *q0 = work + A.at * W2;
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 - W2));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 - wstride));
-      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 - wstride - W2));
-      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i *>(q0 - wstride + W2));
+      const __m128i a = load_work(q0 - W2);
+      const __m128i b = load_work(q0 - wstride);
+      const __m128i c = load_work(q0 - wstride - W2);
+      const __m128i d = load_work(q0 - wstride + W2);
       const __m128i zero = _mm_setzero_si128();
       alignas(16) int16_t act[8];
       // The class's domain moved to lanes 0..NC-1.
@@ -2242,7 +2343,7 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
         _mm_store_si128(reinterpret_cast<__m128i *>(A.m), m);
         _mm_store_si128(reinterpret_cast<__m128i *>(A.pm), _mm_sub_epi16(zero, m));
       } else {
-        auto absdiff = [&](__m128i u, __m128i v) {
+        auto absdiff = [&](__m128i u, __m128i v) CODEC2_LAMBDA_INLINE {
           return _mm_sub_epi16(_mm_max_epi16(u, v), _mm_min_epi16(u, v));
         };
         const __m128i mx = _mm_max_epi16(a, b), mn = _mm_min_epi16(a, b);
@@ -2324,85 +2425,95 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
       ++n;
     }
     if (n == 0) continue;
+    // The coded lanes' states and checksums in lane order for the step
+    // (the checksums unreduced: lane_checksum()'s mod 2^17 once at the end).
+    uint32_t xs[kMaxLanes], hs[kMaxLanes];
+    for (int k = 0; k < n; ++k) {
+      xs[k] = x_[act[k].lane];
+      hs[k] = h_[act[k].lane];
+    }
     // One sub-step per component (c a constant in each).
-    auto component = [&](auto c_tag) {
+    auto component = [&](auto c_tag) CODEC2_LAMBDA_INLINE {
       constexpr int c = decltype(c_tag)::value;
-      // The tokens of every coded sample in lane order: no lane's token
-      // reads a byte, so each lane's renormalisation may follow its token.
+      // The tokens of every coded sample in lane order, then their
+      // renormalisations in lane order: no token reads a byte, so the bytes
+      // read are those of a renormalisation after each token, and the
+      // lanes' decodes (independent chains) overlap.
       bool extra = false;  // a token with raw bits in this sub-step
+      for (int k = 0; k < n; ++k) {
+        Active &A = act[k];
+        const DecodeTable *table = A.table[c] + (c > 0 ? A.cross : 0);
+        bad |= table->e[0] != 0;  // an unused table
+        const int token = RansDecoder::decode(xs[k], *table);
+        hs[k] = hs[k] * 33u + uint32_t(token);
+        extra |= token >= kDirectTokens;
+        A.token = token;
+        // r0 = 0 exactly for token 0 (raw bits follow only tokens >= 16).
+        if (c == 0) A.cross = token != 0 ? kActivityBuckets : 0;
+        A.value[c] = A.pm[c] + (kUnzigzag[token] ^ A.m[c]);
+      }
       // Each renormalisation reads at most two bytes: with 2n left, none
       // needs the check for the end of the payload.
-      auto tokens = [&](auto safe) {
-        for (int k = 0; k < n; ++k) {
-          Active &A = act[k];
-          const DecodeTable *table = A.table[c] + (c > 0 ? A.cross : 0);
-          bad |= table->e[0] != 0;  // an unused table
-          const int ln = A.lane;
-          const int token = RansDecoder::decode(x_[ln], *table);
-          if (decltype(safe)::value)
-            rd.renorm_unchecked(x_[ln]);
-          else
-            rd.renorm(x_[ln]);
-          h_[ln] = lane_checksum(h_[ln], uint32_t(token));
-          extra |= token >= kDirectTokens;
-          A.token = token;
-          // r0 = 0 exactly for token 0 (raw bits follow only tokens >= 16).
-          if (c == 0) A.cross = token != 0 ? kActivityBuckets : 0;
-          A.value[c] = A.pm[c] + (kUnzigzag[token] ^ A.m[c]);
+      auto renorm_all = [&]() CODEC2_LAMBDA_INLINE {
+        if (rd.end - rd.p >= 2 * n) {
+          for (int k = 0; k < n; ++k) rd.renorm_unchecked(xs[k]);
+        } else {
+          for (int k = 0; k < n; ++k) rd.renorm(xs[k]);
         }
       };
-      if (rd.end - rd.p >= 2 * n)
-        tokens(std::true_type());
-      else
-        tokens(std::false_type());
+      renorm_all();
       if (extra) {
-        // Raw bits (none below token 16), without a branch on the token.
-        auto raw = [&](auto safe) {
-          for (int k = 0; k < n; ++k) {
-            Active &A = act[k];
-            const int ln = A.lane;
-            const int nbits = kTokenExtra[A.token];
-            const uint32_t bits = x_[ln] & ((1u << nbits) - 1);
-            x_[ln] >>= nbits;
-            if (decltype(safe)::value)
-              rd.renorm_unchecked(x_[ln]);
-            else
-              rd.renorm(x_[ln]);
-            // Only a field of raw bits is a symbol (select without a branch).
-            const uint32_t keep = uint32_t(nbits != 0) - 1u;  // all ones: no raw bits
-            h_[ln] = (lane_checksum(h_[ln], bits) & ~keep) | (h_[ln] & keep);
-            const uint32_t v = kTokenBase[A.token] | bits;
-            A.value[c] = A.pm[c] + ((int(v >> 1) ^ -int(v & 1)) ^ A.m[c]);
-          }
-        };
-        if (rd.end - rd.p >= 2 * n)
-          raw(std::true_type());
-        else
-          raw(std::false_type());
+        // Raw bits (none below token 16), without a branch on the token,
+        // then their renormalisations in lane order.
+        for (int k = 0; k < n; ++k) {
+          Active &A = act[k];
+          const int nbits = kTokenExtra[A.token];
+          const uint32_t bits = xs[k] & ((1u << nbits) - 1);
+          xs[k] >>= nbits;
+          // Only a field of raw bits is a symbol (h * 33 + bits without a
+          // branch: h + (32 h + bits) or h + 0).
+          const uint32_t use = 0u - uint32_t(nbits != 0);
+          hs[k] += (hs[k] * 32u + bits) & use;
+          const uint32_t v = kTokenBase[A.token] | bits;
+          A.value[c] = A.pm[c] + ((int(v >> 1) ^ -int(v & 1)) ^ A.m[c]);
+        }
+        renorm_all();
       }
     };
     component(std::integral_constant<int, 0>());
     if constexpr (NC > 1) component(std::integral_constant<int, 1>());
     if constexpr (NC > 2) component(std::integral_constant<int, 2>());
     if constexpr (NC > 3) component(std::integral_constant<int, 3>());
+    for (int k = 0; k < n; ++k) {
+      x_[act[k].lane] = xs[k];
+      h_[act[k].lane] = hs[k];
+    }
     // Reconstruct each coded sample and its working values: the coded
     // domain's are the decoded values (exactly, unless a T-domain value
     // was clamped), the other domain's follow from the reconstruction.
+    // The other domain's values are computed only where a neighbour will
+    // read them (0 elsewhere: nothing reads them).
     for (int k = 0; k < n_class[kClassSpatial]; ++k) {
       const Active &A = act[by_class[kClassSpatial][k]];
       const size_t at = A.at;
       int ch[NC];
       to_channels(YCOCG, NC, A.value, ch);
-      int16_t *wp = work + at * W2;
+      uint8_t out[NC];
       for (int c = 0; c < NC; ++c) {
         if (unsigned(ch[c]) > unsigned(q.max_index)) {
           bad = true;
           ch[c] = 0;
         }
-        wp[c] = int16_t(A.value[c]);
+        out[c] = q.dequant[ch[c]];
+        rec[c][at] = out[c];
       }
-      for (int c = 0; c < NC; ++c) rec[c][at] = q.dequant[ch[c]];
-      if (need[A.block] & 2) store_t(at);
+      int tv[NC] = {};
+      if (!KEY && (need[A.block] & 2)) {
+        int d[NC];
+        for (int c = 0; c < NC; ++c) d[c] = q.diff[int(out[c]) - int(ref[c][at]) + 255];
+        to_components(YCOCG, NC, d, tv);
+      }
+      put_work(work + at * W2, A.value, tv);
     }
     if (KEY) continue;
     for (int cls = kClassTemporal; cls <= kClassTempSpat; ++cls)
@@ -2411,30 +2522,38 @@ bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state, 
         const size_t at = A.at;
         int ch[NC];
         to_channels(YCOCG, NC, A.value, ch);
-        int16_t *wp = work + at * W2;
         bool clamped = false;
-        uint8_t out[NC];
+        uint8_t out[NC], rf[NC];
         for (int c = 0; c < NC; ++c) {
           if (ch[c] < -255 || ch[c] > 255) {
             bad = true;
             ch[c] = 0;
           }
-          const int v = ref[c][at] + ch[c] * step;
+          rf[c] = ref[c][at];
+          const int v = rf[c] + ch[c] * step;
           clamped |= unsigned(v) > 255u;
           out[c] = uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
         }
         for (int c = 0; c < NC; ++c) rec[c][at] = out[c];
+        int tv[NC], sv[NC] = {};
         if (clamped) {
-          store_t(at);
+          int d[NC];
+          for (int c = 0; c < NC; ++c) d[c] = q.diff[int(out[c]) - int(rf[c]) + 255];
+          to_components(YCOCG, NC, d, tv);
         } else {
-          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(A.value[c]);
+          for (int c = 0; c < NC; ++c) tv[c] = A.value[c];
         }
-        if (need[A.block] & 1) store_s(at);
+        if (need[A.block] & 1) {
+          int u[NC];
+          for (int c = 0; c < NC; ++c) u[c] = q.index[out[c]];
+          to_components(YCOCG, NC, u, sv);
+        }
+        put_work(work + at * W2, sv, tv);
       }
   }
   for (int ln = 0; ln < lanes; ++ln) {
     state[ln] = x_[ln];
-    checksum[ln] = h_[ln];
+    checksum[ln] = h_[ln] & 0x1FFFFu;  // lane_checksum()'s reduction
   }
   dec = rd;
   return !bad;
