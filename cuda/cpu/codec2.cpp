@@ -35,6 +35,7 @@
 // The same integer operations either way: the same pictures.
 #if CODEC2_SSE2 && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define CODEC2_AVX2 1
+#include <immintrin.h>
 #define CODEC2_TARGET_AVX2 __attribute__((target("avx2,bmi,bmi2")))
 #else
 #define CODEC2_AVX2 0
@@ -1778,6 +1779,48 @@ FrameStats CpuEncoder::assemble(bool keyframe, int threshold, const uint8_t *mod
 // ---------------------------------------------------------------------------
 // The decoder
 
+#if CODEC2_AVX2
+// RansDecoder::renorm_unchecked() of states x[0..n) in order, 8 at a time:
+// each state's byte count (0, 1 or 2), their prefix sum for where its bytes
+// start, and its bytes by one 4-byte load each. Needs 2 * n + 4 bytes left
+// (a load may reach 2 bytes past a state's last byte). Entries past n of
+// x (up to the next multiple of 8, inside x's kMaxLanes) are read and written
+// but read no byte.
+CODEC2_TARGET_AVX2 void renorm_avx2(uint32_t *x, int n, const uint8_t *&p) {
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i low = _mm256_set1_epi32(int(kRansLow)), low15 = _mm256_set1_epi32(1 << 15);
+  // Bytes of each 32-bit word reversed (the stream is read big-endian).
+  const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2,
+                                         1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+  __m256i carry = _mm256_setzero_si256();  // bytes taken by the states before
+  for (int k = 0; k < n; k += 8) {
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x + k));
+    // States lie in [2^11, 2^31): signed compares are exact. Bytes needed:
+    // (x < 2^23) + (x < 2^15), 0 for the entries past n.
+    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - k), iota);
+    const __m256i cnt = _mm256_and_si256(
+        live,
+        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(_mm256_cmpgt_epi32(low, v),
+                                                                  _mm256_cmpgt_epi32(low15, v))));
+    // Inclusive prefix sum of the 8 counts.
+    __m256i incl = _mm256_add_epi32(cnt, _mm256_slli_si256(cnt, 4));
+    incl = _mm256_add_epi32(incl, _mm256_slli_si256(incl, 8));
+    incl =
+        _mm256_add_epi32(incl, _mm256_permute2x128_si256(_mm256_shuffle_epi32(incl, 0xFF),
+                                                         _mm256_shuffle_epi32(incl, 0xFF), 0x08));
+    const __m256i at = _mm256_add_epi32(carry, _mm256_sub_epi32(incl, cnt));
+    const __m256i w =
+        _mm256_shuffle_epi8(_mm256_i32gather_epi32(reinterpret_cast<const int *>(p), at, 1), bswap);
+    const __m256i s = _mm256_slli_epi32(cnt, 3);  // 8 * bytes: 0, 8, 16
+    v = _mm256_or_si256(_mm256_sllv_epi32(v, s),
+                        _mm256_srlv_epi32(w, _mm256_sub_epi32(_mm256_set1_epi32(32), s)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(x + k), v);
+    carry = _mm256_add_epi32(carry, _mm256_permutevar8x32_epi32(incl, _mm256_set1_epi32(7)));
+  }
+  p += _mm256_cvtsi256_si32(carry);
+}
+#endif
+
 // int16 per sample in the decoder's working values (S-domain components,
 // then T-domain, then padding): a power of two, so that a sample's values
 // are written by one store and read by one load of the same size (a load
@@ -1916,9 +1959,10 @@ class CpuDecoder final : public Decoder {
  private:
   bool decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
                    bool keyframe);
-  template <int NC, bool YCOCG, bool KEY>
+  template <int NC, bool YCOCG, bool KEY, bool AVX2>
   CODEC2_ALWAYS_INLINE bool decode_layer(const Tile &t, int l, int lanes, uint32_t *state,
                                          uint32_t *checksum, RansDecoder &dec);
+  template <bool AVX2>
   CODEC2_ALWAYS_INLINE bool decode_layers_inline(const Tile &t, bool keyframe, int lanes,
                                                  uint32_t *state, uint32_t *checksum,
                                                  RansDecoder &dec);
@@ -2084,6 +2128,7 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
 
 // Every layer of a coded tile (decode_layer() inlined, so that each
 // variant below compiles it for its instruction set).
+template <bool AVX2>
 CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layers_inline(const Tile &t, bool keyframe, int lanes,
                                                            uint32_t *state, uint32_t *checksum,
                                                            RansDecoder &dec) {
@@ -2093,12 +2138,12 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layers_inline(const Tile &t, bool k
     if (t.w[l] == 0 || t.h[l] == 0) continue;
     const int key = keyframe;
     switch (ly.channels * 4 + ly.ycocg * 2 + key) {
-#define CODEC2_LAYER(NC, YC)                                             \
-  case NC * 4 + YC * 2 + 0:                                              \
-    ok = decode_layer<NC, YC, false>(t, l, lanes, state, checksum, dec); \
-    break;                                                               \
-  case NC * 4 + YC * 2 + 1:                                              \
-    ok = decode_layer<NC, YC, true>(t, l, lanes, state, checksum, dec);  \
+#define CODEC2_LAYER(NC, YC)                                                   \
+  case NC * 4 + YC * 2 + 0:                                                    \
+    ok = decode_layer<NC, YC, false, AVX2>(t, l, lanes, state, checksum, dec); \
+    break;                                                                     \
+  case NC * 4 + YC * 2 + 1:                                                    \
+    ok = decode_layer<NC, YC, true, AVX2>(t, l, lanes, state, checksum, dec);  \
     break;
       CODEC2_LAYER(1, 0)
       CODEC2_LAYER(2, 0)
@@ -2113,19 +2158,19 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layers_inline(const Tile &t, bool k
 }
 bool CpuDecoder::decode_layers(const Tile &t, bool keyframe, int lanes, uint32_t *state,
                                uint32_t *checksum, RansDecoder &dec) {
-  return decode_layers_inline(t, keyframe, lanes, state, checksum, dec);
+  return decode_layers_inline<false>(t, keyframe, lanes, state, checksum, dec);
 }
 #if CODEC2_AVX2
 CODEC2_TARGET_AVX2 bool CpuDecoder::decode_layers_avx2(const Tile &t, bool keyframe, int lanes,
                                                        uint32_t *state, uint32_t *checksum,
                                                        RansDecoder &dec) {
-  return decode_layers_inline(t, keyframe, lanes, state, checksum, dec);
+  return decode_layers_inline<true>(t, keyframe, lanes, state, checksum, dec);
 }
 #endif
 
 // One layer of a coded tile, in the schedule's order (codec2_rules.h):
 // NC components, YCOCG colour transform, KEY keyframe (no reference).
-template <int NC, bool YCOCG, bool KEY>
+template <int NC, bool YCOCG, bool KEY, bool AVX2>
 CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state,
                                                    uint32_t *checksum, RansDecoder &dec) {
   constexpr int W2 = work_stride(NC);  // int16 per sample in work_: S-domain, T-domain
@@ -2427,7 +2472,7 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
     if (n == 0) continue;
     // The coded lanes' states and checksums in lane order for the step
     // (the checksums unreduced: lane_checksum()'s mod 2^17 once at the end).
-    uint32_t xs[kMaxLanes], hs[kMaxLanes];
+    alignas(32) uint32_t xs[kMaxLanes], hs[kMaxLanes];
     for (int k = 0; k < n; ++k) {
       xs[k] = x_[act[k].lane];
       hs[k] = h_[act[k].lane];
@@ -2455,6 +2500,14 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       // Each renormalisation reads at most two bytes: with 2n left, none
       // needs the check for the end of the payload.
       auto renorm_all = [&]() CODEC2_LAMBDA_INLINE {
+#if CODEC2_AVX2
+        if constexpr (AVX2) {
+          if (rd.end - rd.p >= 2 * n + 4) {
+            renorm_avx2(xs, n, rd.p);
+            return;
+          }
+        }
+#endif
         if (rd.end - rd.p >= 2 * n) {
           for (int k = 0; k < n; ++k) rd.renorm_unchecked(xs[k]);
         } else {
