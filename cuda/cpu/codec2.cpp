@@ -1819,6 +1819,36 @@ CODEC2_TARGET_AVX2 void renorm_avx2(uint32_t *x, int n, const uint8_t *&p) {
   }
   p += _mm256_cvtsi256_si32(carry);
 }
+
+// The raw bits after tokens tk[0..n) (any token, none below 16) from states
+// xs, 8 at a time: each state loses token_extra_bits() bits, its checksum hs
+// takes their value if there are any, and vs gets the token's value with
+// them (token_value()). Entries past n (up to the next multiple of 8) are
+// read and written.
+CODEC2_TARGET_AVX2 void raw_bits_avx2(uint32_t *xs, uint32_t *hs, const uint32_t *tk, uint32_t *vs,
+                                      int n) {
+  const __m256i one = _mm256_set1_epi32(1);
+  for (int k = 0; k < n; k += 8) {
+    const __m256i t = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(tk + k));
+    // token_extra_bits(): 3 + (t - 16) / 2 = t / 2 - 5 for t >= 16, else 0.
+    const __m256i raw = _mm256_cmpgt_epi32(t, _mm256_set1_epi32(kDirectTokens - 1));
+    const __m256i nb =
+        _mm256_and_si256(raw, _mm256_sub_epi32(_mm256_srli_epi32(t, 1), _mm256_set1_epi32(5)));
+    // token_value(t, 0): t below 16, else (2 | (t & 1)) << nb.
+    const __m256i base = _mm256_blendv_epi8(
+        t, _mm256_sllv_epi32(_mm256_or_si256(_mm256_set1_epi32(2), _mm256_and_si256(t, one)), nb),
+        raw);
+    __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(xs + k));
+    const __m256i bits = _mm256_and_si256(x, _mm256_sub_epi32(_mm256_sllv_epi32(one, nb), one));
+    x = _mm256_srlv_epi32(x, nb);
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(xs + k), x);
+    // h * 33 + bits where there are raw bits.
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(hs + k));
+    h = _mm256_add_epi32(h, _mm256_and_si256(raw, _mm256_add_epi32(_mm256_slli_epi32(h, 5), bits)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(hs + k), h);
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(vs + k), _mm256_or_si256(base, bits));
+  }
+}
 #endif
 
 // int16 per sample in the decoder's working values (S-domain components,
@@ -1983,6 +2013,7 @@ class CpuDecoder final : public Decoder {
   std::vector<int16_t> work_[kMaxLayers];
   std::vector<uint8_t> rclass_[kMaxLayers];
   std::vector<uint8_t> modes_;
+  std::vector<uint32_t> order_;  // the order the tiles are handed to the threads
   Model prev_;
   std::vector<Tile> tiles_;
   Geometry tiles_geometry_{0, 0};
@@ -2035,12 +2066,23 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
     rclass_[l].resize(h.keyframe ? 0 : size_t(ls_.layer[l].width) * ls_.layer[l].height);
 
   // Tiles, in parallel; the picture is replaced only when every tile decoded.
+  // Largest payloads first (a coded tile's time grows with its bytes; raw
+  // and skipped tiles are copies): the threads run out of work together.
+  order_.resize(n_tiles);
+  for (size_t ti = 0; ti < n_tiles; ++ti) order_[ti] = uint32_t(ti);
+  if (threads > 1) {
+    auto cost = [&](uint32_t ti) { return type[ti] == 1 ? offset[ti + 1] - offset[ti] : 0; };
+    std::stable_sort(order_.begin(), order_.end(),
+                     [&](uint32_t a, uint32_t b) { return cost(a) > cost(b); });
+  }
   int failed = 0;
 #pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : failed)
-  for (long long ti = 0; ti < (long long)n_tiles; ++ti)
+  for (long long o = 0; o < (long long)n_tiles; ++o) {
+    const size_t ti = order_[o];
     if (!decode_tile(tiles_[ti], type[ti], lanes[ti], body + at + offset[ti],
                      offset[ti + 1] - offset[ti], h.keyframe))
       failed |= 1;
+  }
   if (failed) return fail("a tile failed to decode (damaged data)");
   std::swap(ref_, rec_);
   prev_ = std::move(model);
@@ -2436,6 +2478,11 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
     }
   };
 
+  // Per coded sample of a step, in lane order: its lane's state and
+  // checksum (xs, hs), the token of the current component (tk) and its
+  // value with the raw bits (vs).
+  alignas(32) uint32_t xs[kMaxLanes] = {}, hs[kMaxLanes] = {}, tk[kMaxLanes] = {},
+                       vs[kMaxLanes] = {};
   for (int st = 0; st < steps; ++st) {
     int n = 0;
     n_class[0] = n_class[1] = n_class[2] = 0;
@@ -2472,7 +2519,6 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
     if (n == 0) continue;
     // The coded lanes' states and checksums in lane order for the step
     // (the checksums unreduced: lane_checksum()'s mod 2^17 once at the end).
-    alignas(32) uint32_t xs[kMaxLanes], hs[kMaxLanes];
     for (int k = 0; k < n; ++k) {
       xs[k] = x_[act[k].lane];
       hs[k] = h_[act[k].lane];
@@ -2493,6 +2539,7 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
         hs[k] = hs[k] * 33u + uint32_t(token);
         extra |= token >= kDirectTokens;
         A.token = token;
+        tk[k] = uint32_t(token);
         // r0 = 0 exactly for token 0 (raw bits follow only tokens >= 16).
         if (c == 0) A.cross = token != 0 ? kActivityBuckets : 0;
         A.value[c] = A.pm[c] + (kUnzigzag[token] ^ A.m[c]);
@@ -2518,6 +2565,18 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       if (extra) {
         // Raw bits (none below token 16), without a branch on the token,
         // then their renormalisations in lane order.
+#if CODEC2_AVX2
+        if constexpr (AVX2) {
+          raw_bits_avx2(xs, hs, tk, vs, n);
+          for (int k = 0; k < n; ++k) {
+            Active &A = act[k];
+            const uint32_t v = vs[k];
+            A.value[c] = A.pm[c] + ((int(v >> 1) ^ -int(v & 1)) ^ A.m[c]);
+          }
+          renorm_all();
+          return;
+        }
+#endif
         for (int k = 0; k < n; ++k) {
           Active &A = act[k];
           const int nbits = kTokenExtra[A.token];
