@@ -2481,8 +2481,8 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
   // Per coded sample of a step, in lane order: its lane's state and
   // checksum (xs, hs), the token of the current component (tk) and its
   // value with the raw bits (vs).
-  alignas(32) uint32_t xs[kMaxLanes] = {}, hs[kMaxLanes] = {}, tk[kMaxLanes] = {},
-                       vs[kMaxLanes] = {};
+  alignas(32) uint32_t xs[kMaxLanes] = {}, hs[kMaxLanes] = {};
+  [[maybe_unused]] alignas(32) uint32_t tk[kMaxLanes] = {}, vs[kMaxLanes] = {};
   for (int st = 0; st < steps; ++st) {
     int n = 0;
     n_class[0] = n_class[1] = n_class[2] = 0;
