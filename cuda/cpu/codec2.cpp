@@ -2496,6 +2496,17 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
         set_row(ln);
       }
       if (unsigned(i) >= unsigned(w) || j >= h) continue;
+#if defined(__GNUC__) || defined(__clang__)
+      // The lane's working values and bytes some samples ahead, which no
+      // other lane touched in this frame (32 lanes' rows of several planes
+      // are too many streams for the hardware's prefetchers).
+      __builtin_prefetch(work + (at + 16) * W2, 1);
+      if ((i & 15) == 0)
+        for (int c = 0; c < NC; ++c) {
+          __builtin_prefetch(rec[c] + at + 64, 1);
+          if (!KEY) __builtin_prefetch(ref[c] + at + 64);
+        }
+#endif
       const int bc = bcol[i];
       const int mode = KEY ? int(kSpatial) : modes[mr + bc];
       if (!KEY && mode == kSkip) continue;
