@@ -2256,10 +2256,6 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
           }
       need[by * tbw + bx] = n;
     }
-  // Block of the tile that sample (x, y) of this layer lies in.
-  auto block_of = [&](int x, int y) CODEC2_LAMBDA_INLINE {
-    return ((unsigned(y << sy) / kBlock) - t.by0) * tbw + (unsigned(x << sx) / kBlock) - t.bx0;
-  };
   auto store_s = [&](size_t at) CODEC2_LAMBDA_INLINE {
     int ch[NC], comp[NC];
     for (int c = 0; c < NC; ++c) ch[c] = q.index[rec[c][at]];
@@ -2267,26 +2263,25 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
     for (int c = 0; c < NC; ++c) work[at * W2 + c] = int16_t(comp[c]);
   };
 
-  // Skipped samples: the reference, in runs along each row.
+  // Skipped samples: the reference, block by block along each row.
   if (!KEY)
     for (int y = y0; y < y0 + h; ++y) {
-      const uint8_t *mrow = modes + size_t((y << sy) / kBlock) * bx_count;
-      for (int x = x0; x < x0 + w;) {
-        if (mrow[(x << sx) / kBlock] != kSkip) {
-          ++x;
-          continue;
-        }
-        int end = x + 1;
-        while (end < x0 + w && mrow[(end << sx) / kBlock] == kSkip) ++end;
-        const size_t at = size_t(y) * stride + x;
-        for (int c = 0; c < NC; ++c) std::memcpy(rec[c] + at, ref[c] + at, size_t(end - x));
-        for (size_t a = at; a < at + size_t(end - x); ++a) {
-          const int nb = need[block_of(int(a - size_t(y) * stride), y)];
-          if (nb & 1) store_s(a);
-          if (nb & 2)
+      const int by = int(unsigned(y << sy) / kBlock);
+      const uint8_t *mrow = modes + size_t(by) * bx_count;
+      const uint8_t *nrow_need = need + size_t(by - t.by0) * tbw - t.bx0;
+      for (int bx = t.bx0; bx < t.bx1; ++bx) {
+        if (mrow[bx] != kSkip) continue;
+        const BlockSpan span = block_span(ly, bx);
+        const int xa = std::max(span.x0, x0), xb = std::min(span.x1, x0 + w);
+        if (xa >= xb) continue;
+        const size_t at = size_t(y) * stride + xa;
+        for (int c = 0; c < NC; ++c) std::memcpy(rec[c] + at, ref[c] + at, size_t(xb - xa));
+        const int nb = nrow_need[bx];
+        if (nb & 1)
+          for (size_t a = at; a < at + size_t(xb - xa); ++a) store_s(a);
+        if (nb & 2)
+          for (size_t a = at; a < at + size_t(xb - xa); ++a)
             for (int c = 0; c < NC; ++c) work[a * W2 + NC + c] = 0;
-        }
-        x = end;
       }
     }
 
