@@ -5,16 +5,24 @@
 // Per body:
 //   1. the host reads the header, the tables and the tile table with the
 //      reference's own code (codec2_body.h), so both backends refuse the same
-//      bodies there; the tile list and each table's cumulative frequencies
-//      go to the device in one copy, the payloads in another;
-//   2. slot_tables_kernel: per used table, the token of each of its 4096 slots;
-//   3. decode_tiles_kernel: one warp per tile, one thread per rANS lane.
+//      bodies there; the tile list, each used table's symbols and the map
+//      from distributions to tables go to the device in one copy, the
+//      payloads in another;
+//   2. build_tables_kernel: per used table, a compact decoding table
+//      (DistTab, 768 bytes: a bitmap of where tokens start);
+//   3. decode_tiles_kernel: one warp per tile, one thread per rANS lane
+//      (several tiles per block when tiles outnumber the multiprocessors;
+//      the block copies the decoding tables into shared memory when they
+//      fit beside the tiles' rows of working values).
 //      Block modes in rounds of `lanes` blocks, then each layer in the
 //      wavefront order of the spec: per step and component every lane
-//      decodes its token by slot lookup, the lanes' renormalisation bytes
+//      decodes its token from its table, the lanes' renormalisation bytes
 //      are handed out in lane order by a prefix sum over the warp (two
 //      ballots: who needs one byte, who needs two), then the raw bits
-//      likewise. Skipped and raw tiles are copies.
+//      likewise. A step's sample is a chain of dependent operations, so
+//      what does not depend on the rANS states comes first or a step
+//      ahead (the reference's bytes, the block modes, the contexts'
+//      tables). Skipped and raw tiles are copies.
 //   4. one flag comes back: the picture (two device buffers in the
 //      canonical byte order) is swapped only when every tile decoded.
 // A tile that fails stops at once (the CPU decoder goes on to its end but
