@@ -5,20 +5,29 @@
 // Per body:
 //   1. the host reads the header, the tables and the tile table with the
 //      reference's own code (codec2_body.h), so both backends refuse the same
-//      bodies there; the tile list and each table's cumulative frequencies
-//      go to the device in one copy, the payloads in another;
-//   2. slot_tables_kernel: per used table, the token of each of its 4096 slots;
-//   3. decode_tiles_kernel: one warp per tile, one thread per rANS lane.
+//      bodies there; the tile list, each used table's symbols and the map
+//      from distributions to tables go to the device in one copy, the
+//      payloads in another;
+//   2. build_tables_kernel: per used table, a compact decoding table
+//      (DistTab, 768 bytes: a bitmap of where tokens start);
+//   3. decode_tiles_kernel: one warp per tile, one thread per rANS lane
+//      (several tiles per block when tiles outnumber the multiprocessors;
+//      the block copies the decoding tables into shared memory when they
+//      fit beside the tiles' rows of working values).
 //      Block modes in rounds of `lanes` blocks, then each layer in the
 //      wavefront order of the spec: per step and component every lane
-//      decodes its token by slot lookup, the lanes' renormalisation bytes
+//      decodes its token from its table, the lanes' renormalisation bytes
 //      are handed out in lane order by a prefix sum over the warp (two
 //      ballots: who needs one byte, who needs two), then the raw bits
-//      likewise. Skipped and raw tiles are copies.
+//      likewise. A step's sample is a chain of dependent operations, so
+//      what does not depend on the rANS states comes first or a step
+//      ahead (the reference's bytes, the block modes, the contexts'
+//      tables). Skipped and raw tiles are copies.
 //   4. one flag comes back: the picture (two device buffers in the
 //      canonical byte order) is swapped only when every tile decoded.
 // A tile that fails stops at once (the CPU decoder goes on to its end but
 // refuses the body all the same).
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,6 +47,7 @@ namespace codec2 {
 namespace {
 
 constexpr unsigned kFullWarp = 0xffffffffu;
+static_assert(kCrossLevels == 2, "the first component's residual: zero or not");
 
 // A layer as the kernel addresses it: channel c of sample (x, y) is byte
 // chan_at[c] + y * chan_stride[c] + x * chan_step[c] of a picture.
@@ -63,11 +73,12 @@ struct Params {
   uint8_t *modes;             // per block of the frame
   const uint8_t *payload;
   const TileDev *tiles;
-  const uint32_t *sym;        // per distribution and token: cum | freq << 16
-  const uint8_t *slot_token;  // per distribution and slot: the token
-  const uint8_t *used;        // per distribution
-  uint32_t *failed;           // tiles that failed
-  size_t ring_elems;          // int16 of shared memory for the rows of working values
+  const uint8_t *tabs;  // the decoding tables (DistTab), table 0 for unused distributions
+  const uint16_t *map;  // per distribution: its table, 0 when it has none
+  uint32_t *failed;     // tiles that failed
+  size_t ring_elems;    // int16 of shared memory for the rows of working values
+  uint32_t tab_bytes;   // of all tables; copied to shared memory when tabs_shared
+  int tabs_shared, n_dist, n_tiles;
   int k, keyframe, blocks_x, mode_dist, n_layers;
   LayerDev layer[kMaxLayers];
 };
@@ -80,21 +91,40 @@ __device__ __forceinline__ const uint8_t *chan_ptr(const uint8_t *pic, const Lay
   return pic + L.chan_at[c] + size_t(y) * L.chan_stride[c] + size_t(x) * L.chan_step[c];
 }
 
-// Per used distribution (one thread block each), the token of every slot.
-__global__ void slot_tables_kernel(const uint32_t *__restrict__ sym,
-                                   const uint8_t *__restrict__ used,
-                                   uint8_t *__restrict__ slot_token) {
-  const int d = blockIdx.x;
-  if (!used[d]) return;
+// A distribution's decoding table: the token of a slot from one word of a
+// bitmap of where tokens start and a count, without a 4096-slot table.
+// rank(slot) = before[slot / 32] + popc(mask[slot / 32] up to bit slot % 32) - 1
+// is the slot's token among the present ones (in token order, the order of
+// their slots); ent[rank] = cum | token << 12 | freq << 17.
+constexpr int kTabBuckets = int(kProbScale) / 32;
+constexpr int kMaxDist = 512;  // distributions of any format (313 at most)
+struct DistTab {
+  uint32_t mask[kTabBuckets];
+  uint32_t ent[kTokens];
+  uint8_t before[kTabBuckets];
+};
+static_assert(sizeof(DistTab) % 16 == 0, "tables are copied in 16-byte words");
+
+// Per table (one thread block of kTabBuckets threads each), from its
+// symbols (cum | freq << 16 per token; freq 0: absent).
+__global__ void build_tables_kernel(const uint32_t *__restrict__ sym, DistTab *__restrict__ tabs) {
+  const int d = blockIdx.x, q = threadIdx.x;
   __shared__ uint32_t s[kTokens];
-  if (threadIdx.x < kTokens) s[threadIdx.x] = sym[d * kTokens + threadIdx.x];
+  if (q < kTokens) s[q] = sym[d * kTokens + q];
   __syncthreads();
-  for (int slot = threadIdx.x; slot < int(kProbScale); slot += blockDim.x) {
-    int token = 0;
-    for (int t = 0; t < kTokens; ++t)
-      if ((s[t] >> 16) != 0 && int(s[t] & 0xffff) <= slot) token = t;
-    slot_token[size_t(d) * kProbScale + slot] = uint8_t(token);
+  uint32_t mask = 0, before = 0;
+  int rank = 0;
+  for (int t = 0; t < kTokens; ++t) {
+    const uint32_t e = s[t], freq = e >> 16, cum = e & 0xffff;
+    if (freq == 0) continue;
+    if (int(cum >> 5) == q) mask |= 1u << (cum & 31);
+    if (cum < uint32_t(32 * q)) ++before;
+    if (q == rank) tabs[d].ent[rank] = cum | uint32_t(t) << 12 | freq << 17;
+    ++rank;
   }
+  if (q >= rank && q < kTokens) tabs[d].ent[q] = 0;
+  tabs[d].mask[q] = mask;
+  tabs[d].before[q] = uint8_t(before);
 }
 
 // Renormalises the lanes that are `active` (every thread of the warp calls
@@ -110,19 +140,22 @@ __device__ __forceinline__ bool renorm(uint32_t &x, bool active, const uint8_t *
   if (end - pos < total) return false;
   if (n) {
     const uint32_t at = pos + __popc(one & lane_mask_lt) + 2u * __popc(two & lane_mask_lt);
-    x = n == 1 ? (x << 8) | p[at] : (x << 16) | uint32_t(p[at]) << 8 | p[at + 1];
+    x = n == 1 ? (x << 8) | __ldg(p + at)
+               : (x << 16) | uint32_t(__ldg(p + at)) << 8 | __ldg(p + at + 1);
   }
   pos += total;
   return true;
 }
 
-// The token of a table symbol from lane state x (the step without renormalisation).
-__device__ __forceinline__ int decode_symbol(uint32_t &x, const Params &P, int d) {
-  const uint32_t slot = x & (kProbScale - 1);
-  const int token = P.slot_token[size_t(d) * kProbScale + slot];
-  const uint32_t e = P.sym[d * kTokens + token];
-  x = (e >> 16) * (x >> kProbBits) + slot - (e & 0xffff);
-  return token;
+// The token of a table symbol from lane state x (the step without
+// renormalisation), with the table at `tab` (shared or global memory).
+__device__ __forceinline__ int decode_symbol(uint32_t &x, const DistTab *tab) {
+  const uint32_t slot = x & (kProbScale - 1), q = slot >> 5;
+  const uint32_t m = tab->mask[q] & (0xffffffffu >> (31u - (slot & 31u)));
+  const uint32_t rank = (uint32_t(tab->before[q]) + __popc(m) - 1u) & (kTokens - 1);
+  const uint32_t e = tab->ent[rank];
+  x = (e >> 17) * (x >> kProbBits) + slot - (e & 0xfff);
+  return int((e >> 12) & 31u);
 }
 
 template <int NC, bool YCOCG>
@@ -176,12 +209,23 @@ struct RowPointers {
   uint8_t *at[NC];
 };
 
+// What a sample of a delta needs from the block modes and the reference
+// picture, loaded one step before it is decoded so that the loads' latency
+// passes while the lanes decode the step before.
+template <int NC>
+struct Ahead {
+  int mode;
+  int refv[NC];
+  int tex[5];  // the texture channel at the sample and its 4 neighbours
+};
+
 // One layer of a coded tile (the warp together; `lane` < `lanes` are the
 // tile's rANS lanes). False when the tile is damaged.
 template <int NC, bool YCOCG, bool KEY>
-__device__ bool decode_layer(const Params &P, const Lookup &lu, const TileDev &t, int l, int lanes,
-                             int lane, unsigned lt, uint32_t &x, uint32_t &h, const uint8_t *p,
-                             uint32_t &pos, int16_t *ring, size_t ring_elems) {
+__device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *map,
+                             const DistTab *tabs, const TileDev &t, int l, int lanes, int lane,
+                             unsigned lt, uint32_t &x, uint32_t &h, const uint8_t *p, uint32_t &pos,
+                             int16_t *ring, size_t ring_elems) {
   constexpr int W2 = 2 * NC;
   const LayerDev &L = P.layer[l];
   const int w = t.w[l], hh = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
@@ -224,23 +268,42 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const TileDev &t
     }
     mode_row = P.modes + size_t((y << L.sy) / kBlock) * P.blocks_x;
   };
-  set_row(cj);
-  const uint32_t end = t.size;
   const int tex = YCOCG ? 1 : 0;  // the texture channel: G, else the first
+  // Issues the loads of sample (i, j) of this lane (its row's pointers
+  // set); nothing waits for them here.
+  auto fetch = [&](int i, int j, Ahead<NC> &a) {
+    a.mode = kSpatial;
+    if (KEY || !(is_lane && i >= 0 && i < w && j < hh)) return;
+    const int sxp = x0 + i, syp = y0 + j;
+    a.mode = mode_row[(sxp << L.sx) / kBlock];
+    for (int c = 0; c < NC; ++c) a.refv[c] = __ldg(ref_row.at[c] + i * step_of[c]);
+    const uint8_t *q = ref_row.at[tex] + i * tex_step;
+    a.tex[0] = __ldg(q);
+    a.tex[1] = __ldg(q - (sxp > 0 ? tex_step : 0));
+    a.tex[2] = __ldg(q + (sxp + 1 < L.width ? tex_step : 0));
+    a.tex[3] = __ldg(q - (syp > 0 ? tex_stride : 0));
+    a.tex[4] = __ldg(q + (syp + 1 < L.height ? tex_stride : 0));
+  };
+  set_row(cj);
+  Ahead<NC> next;
+  fetch(ci, cj, next);
+  const uint32_t end = t.size;
   for (int st = 0; st < steps; ++st) {
     const int i = ci, j = cj;
     int16_t *const wp_row = cur, *const up_row = up;
-    const RowPointers<NC> rec_at = rec_row, ref_at = ref_row;
-    const uint8_t *const modes = mode_row;
+    const RowPointers<NC> rec_at = rec_row;
+    const Ahead<NC> a = next;
     if (++ci == period) {
       ci = 0;
       cj += lanes;
       set_row(cj);
     }
+    if (!KEY) fetch(ci, cj, next);
+    // The payload a few steps ahead into the L1 cache.
+    if (lane == 0 && pos + 256u < end)
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(p + pos + 256));
     const bool in_tile = is_lane && i >= 0 && i < w && j < hh;
-    const int sxp = x0 + i;
-    int mode = kSpatial;
-    if (!KEY && in_tile) mode = modes[(sxp << L.sx) / kBlock];
+    const int mode = a.mode;
     const bool active = in_tile && (KEY || mode != kSkip);
     const int cls = mode_class(mode);
     int16_t *const wp = wp_row + i * W2;
@@ -248,7 +311,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const TileDev &t
     // need them for the T-domain.
     int refv[NC];
     if (!KEY && in_tile)
-      for (int c = 0; c < NC; ++c) refv[c] = __ldg(ref_at.at[c] + i * step_of[c]);
+      for (int c = 0; c < NC; ++c) refv[c] = a.refv[c];
     if (!KEY && in_tile && mode == kSkip) {
       int ch[NC], comp[NC];
       for (int c = 0; c < NC; ++c) {
@@ -267,55 +330,78 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const TileDev &t
     }
     int rclass = 0;
     if (!KEY && active && mode == kTemporal) {
-      const int syp = y0 + j;
-      const uint8_t *q = ref_at.at[tex] + i * tex_step;
-      const int v = __ldg(q);
-      const int g = iabs(int(__ldg(q - (sxp > 0 ? tex_step : 0))) - v) +
-                    iabs(int(__ldg(q + (sxp + 1 < L.width ? tex_step : 0))) - v) +
-                    iabs(int(__ldg(q - (syp > 0 ? tex_stride : 0))) - v) +
-                    iabs(int(__ldg(q + (syp + 1 < L.height ? tex_stride : 0))) - v);
+      const int v = a.tex[0];
+      const int g =
+          iabs(a.tex[1] - v) + iabs(a.tex[2] - v) + iabs(a.tex[3] - v) + iabs(a.tex[4] - v);
       rclass = (g >= rc1) + (g >= rc2) + (g >= rc3);
     }
-    int value[NC];
-    int cross = 0;
-    bool bad = false;
+    // Everything of the step that does not depend on the rANS states first:
+    // per component the prediction, the sign rule and the table(s) of its
+    // context (components after the first: with and without the first's
+    // residual), so that the chain of symbols waits only on itself.
+    int pred[NC];
+    bool flip[NC];
+    const DistTab *tab0[NC], *tab1[NC];
+    bool unused0[NC], unused1[NC];
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
-      int pred = 0, token = 0;
-      bool flip = false;
+      pred[c] = 0;
+      flip[c] = false;
+      tab0[c] = tab1[c] = tabs;
+      unused0[c] = unused1[c] = false;
       if (active) {
         // Neighbours in the class's domain, with the tile's edge rules.
         const int dom = (cls == kClassSpatial ? 0 : NC) + c;
-        int a, b, cc, d;
+        int av, b, cc, d;
         if (j == 0) {
-          a = i > 0 ? wp[dom - W2] : 0;
-          b = cc = d = a;
+          av = i > 0 ? wp[dom - W2] : 0;
+          b = cc = d = av;
         } else {
           const int16_t *q = up_row + i * W2 + dom;
           b = q[0];
           if (i > 0) {
-            a = wp[dom - W2];
+            av = wp[dom - W2];
             cc = q[-W2];
           } else {
-            a = cc = b;
+            av = cc = b;
           }
           d = i + 1 < w ? q[W2] : b;
         }
         int ctx;
         if (cls == kClassTemporal) {
-          ctx = bucket_of(lu, temporal_activity(a, b, cc, d));
+          ctx = bucket_of(lu, temporal_activity(av, b, cc, d));
         } else {
-          pred = med(a, b, cc);
-          ctx = bucket_of(lu, spatial_activity(a, b, cc, d));
+          pred[c] = med(av, b, cc);
+          ctx = bucket_of(lu, spatial_activity(av, b, cc, d));
         }
-        if (c > 0) ctx += cross;
         if (cls == kClassTemporal && c == 0) ctx = ctx * kRefClasses + rclass;
-        flip = flip_sign(cls, a, b, cc, d);
-        const int dist = base[cls][c] + ctx;
-        // An unused table keeps the state (every token spans all slots) and
-        // makes the tile fail after this step.
-        bad |= !__ldg(P.used + dist);
-        token = decode_symbol(x, P, dist);
+        flip[c] = flip_sign(cls, av, b, cc, d);
+        // (a select, not an index into an array that would live in local memory)
+        const int dist = (cls == kClassSpatial    ? base[0][c]
+                          : cls == kClassTemporal ? base[1][c]
+                                                  : base[2][c]) +
+                         ctx;
+        const int m0 = map[dist];
+        tab0[c] = tabs + m0;
+        unused0[c] = m0 == 0;
+        if (c > 0) {
+          const int m1 = map[dist + kActivityBuckets];
+          tab1[c] = tabs + m1;
+          unused1[c] = m1 == 0;
+        }
+      }
+    }
+    int value[NC];
+    bool cross = false;
+    bool bad = false;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      int token = 0;
+      if (active) {
+        // An unused table keeps the state (its one token spans all slots)
+        // and makes the tile fail after this step.
+        bad |= cross ? unused1[c] : unused0[c];
+        token = decode_symbol(x, cross ? tab1[c] : tab0[c]);
         h = lane_checksum(h, uint32_t(token));
       }
       // The token's renormalisation (and, in the same round of votes,
@@ -332,7 +418,8 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const TileDev &t
           if (end - pos < total) return false;
           if (n) {
             const uint32_t at = pos + __popc(one & lt) + 2u * __popc(two & lt);
-            x = n == 1 ? (x << 8) | p[at] : (x << 16) | uint32_t(p[at]) << 8 | p[at + 1];
+            x = n == 1 ? (x << 8) | __ldg(p + at)
+                       : (x << 16) | uint32_t(__ldg(p + at)) << 8 | __ldg(p + at + 1);
           }
           pos += total;
         }
@@ -349,12 +436,9 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const TileDev &t
         }
       }
       int r = unzigzag(v);
-      if (flip) r = -r;
-      if (c == 0) {
-        const int m = iabs(r);
-        cross = kActivityBuckets * (m >= kCrossLevels ? kCrossLevels - 1 : m);
-      }
-      value[c] = pred + r;
+      if (flip[c]) r = -r;
+      if (c == 0) cross = r != 0;
+      value[c] = pred[c] + r;
     }
     // Reconstruction and the sample's working values (the coded domain's
     // are the decoded values unless a temporal value was clamped; the
@@ -407,11 +491,41 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const TileDev &t
   return true;
 }
 
-__global__ void __launch_bounds__(32) decode_tiles_kernel(const Params P) {
-  extern __shared__ int16_t ring[];
+constexpr int kMaxTilesPerBlock = 8;
+
+// One warp per tile, `tiles_per_block` of them per thread block (several
+// when there are more tiles than multiprocessors: they share one copy of
+// the tables in shared memory).
+__global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(const Params P) {
+  extern __shared__ uint4 dyn[];
   __shared__ Lookup lu;
-  const TileDev t = P.tiles[blockIdx.x];
-  const int lane = threadIdx.x;
+  __shared__ uint16_t map[kMaxDist];
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  // The tables into shared memory when they fit beside the rows of working
+  // values (the host decides), the threads of the block together.
+  const DistTab *tabs = reinterpret_cast<const DistTab *>(P.tabs);
+  int16_t *ring = reinterpret_cast<int16_t *>(dyn);
+  if (P.tabs_shared) {
+    const uint4 *src = reinterpret_cast<const uint4 *>(P.tabs);
+    const int n = int(P.tab_bytes / 16);
+    for (int v = tid; v < n; v += nthreads) __pipeline_memcpy_async(dyn + v, src + v, 16);
+    __pipeline_commit();
+    tabs = reinterpret_cast<const DistTab *>(dyn);
+    ring = reinterpret_cast<int16_t *>(dyn + n);
+  }
+  for (int d = tid; d < kMaxDist; d += nthreads) map[d] = d < P.n_dist ? P.map[d] : 0;
+  for (int v = tid; v < 511; v += nthreads) {
+    if (v < 256) lu.index[v] = uint8_t(quant_index(v, P.k));
+    if (v < 81) lu.bucket[v] = uint8_t(activity_bucket(v));
+    lu.diff[v] = int16_t(quant_diff(v - 255, P.k));
+  }
+  if (P.tabs_shared) __pipeline_wait_prior(0);
+  __syncthreads();
+  const int warp = tid >> 5, lane = tid & 31;
+  const int ti = blockIdx.x * (nthreads >> 5) + warp;
+  if (ti >= P.n_tiles) return;
+  ring += size_t(warp) * P.ring_elems;
+  const TileDev t = P.tiles[ti];
   const uint8_t *p = P.payload + t.offset;
   if (t.type == 0 || t.type == 2) {
     // Skipped: the reference's samples; raw: the payload's, layer by layer,
@@ -430,12 +544,6 @@ __global__ void __launch_bounds__(32) decode_tiles_kernel(const Params P) {
     }
     return;
   }
-  for (int v = lane; v < 511; v += 32) {
-    if (v < 256) lu.index[v] = uint8_t(quant_index(v, P.k));
-    if (v < 81) lu.bucket[v] = uint8_t(activity_bucket(v));
-    lu.diff[v] = int16_t(quant_diff(v - 255, P.k));
-  }
-  __syncwarp();
   const int lanes = t.lanes;
   const unsigned lt = (1u << lane) - 1u;
   const bool is_lane = lane < lanes;
@@ -451,14 +559,15 @@ __global__ void __launch_bounds__(32) decode_tiles_kernel(const Params P) {
   const bool key = P.keyframe != 0;
   // Block modes: block b by lane b % lanes, in rounds of `lanes` blocks.
   if (ok && !key) {
-    if (!P.used[P.mode_dist]) ok = false;
+    const int md = map[P.mode_dist];
+    if (md == 0) ok = false;
     const int tbw = t.bx1 - t.bx0, n_blocks = tbw * (t.by1 - t.by0);
     for (int b0 = 0; ok && b0 < n_blocks; b0 += lanes) {
       const int b = b0 + lane;
       const bool act = is_lane && b < n_blocks;
       int mode = kSpatial;
       if (act) {
-        mode = decode_symbol(x, P, P.mode_dist);
+        mode = decode_symbol(x, tabs + md);
         h = lane_checksum(h, uint32_t(mode));
         P.modes[size_t(t.by0 + b / tbw) * P.blocks_x + t.bx0 + b % tbw] = uint8_t(mode);
       }
@@ -471,14 +580,14 @@ __global__ void __launch_bounds__(32) decode_tiles_kernel(const Params P) {
     if (t.w[l] == 0 || t.h[l] == 0) continue;
     const int variant = L.channels * 4 + L.ycocg * 2 + (key ? 1 : 0);
     switch (variant) {
-#define CODEC2_LAYER(NC, YC)                                                           \
-  case NC * 4 + YC * 2 + 0:                                                            \
-    ok = decode_layer<NC, YC, false>(P, lu, t, l, lanes, lane, lt, x, h, p, pos, ring, \
-                                     P.ring_elems);                                    \
-    break;                                                                             \
-  case NC * 4 + YC * 2 + 1:                                                            \
-    ok = decode_layer<NC, YC, true>(P, lu, t, l, lanes, lane, lt, x, h, p, pos, ring,  \
-                                    P.ring_elems);                                     \
+#define CODEC2_LAYER(NC, YC)                                                                      \
+  case NC * 4 + YC * 2 + 0:                                                                       \
+    ok = decode_layer<NC, YC, false>(P, lu, map, tabs, t, l, lanes, lane, lt, x, h, p, pos, ring, \
+                                     P.ring_elems);                                               \
+    break;                                                                                        \
+  case NC * 4 + YC * 2 + 1:                                                                       \
+    ok = decode_layer<NC, YC, true>(P, lu, map, tabs, t, l, lanes, lane, lt, x, h, p, pos, ring,  \
+                                    P.ring_elems);                                                \
     break;
       CODEC2_LAYER(1, 0)
       CODEC2_LAYER(2, 0)
@@ -542,8 +651,8 @@ class CudaDecoder final : public Decoder {
       work_[l] = DeviceBuffer(std::max<size_t>(1, size_t(ls.layer[l].width) * ls.layer[l].height *
                                                       2 * ls.layer[l].channels * sizeof(int16_t)));
     modes_ = DeviceBuffer(size_t(ls.blocks_x) * ls.blocks_y);
-    slot_token_ = DeviceBuffer(size_t(n_dist_) * kProbScale);
-    CUDADIFF_CHECK(cudaMemsetAsync(slot_token_.data(), 0, slot_token_.size(), stream_));
+    if (n_dist_ + 1 > kMaxDist) throw Error("codec2 decoder: too many distributions");
+    tabs_ = DeviceBuffer(size_t(n_dist_ + 1) * sizeof(DistTab));
     int optin = 0;
     CUDADIFF_CHECK(
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.gpu_id()));
@@ -552,6 +661,8 @@ class CudaDecoder final : public Decoder {
     max_shared_ = size_t(optin) - attr.sharedSizeBytes;
     CUDADIFF_CHECK(cudaFuncSetAttribute(
         decode_tiles_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(max_shared_)));
+    CUDADIFF_CHECK(cudaDeviceGetAttribute(&n_sm_, cudaDevAttrMultiProcessorCount, ctx.gpu_id()));
+    n_sm_ = std::max(n_sm_, 1);
     failed_ = DeviceBuffer(sizeof(uint32_t));
     failed_host_ = HostBytes(sizeof(uint32_t));
     ctx.synchronize();
@@ -572,11 +683,15 @@ class CudaDecoder final : public Decoder {
     const size_t payload = n - reader_.payload_offset();
     if (payload > UINT32_MAX) return fail("body too large");
 
-    // Staging: tiles, symbols, used flags; one copy.
+    // Staging: tiles, the symbols of each table (table 0 for the
+    // distributions without one, then the used ones), the distributions'
+    // tables; one copy.
+    int n_tabs = 1;
+    for (int d = 0; d < n_dist_; ++d) n_tabs += reader_.used(d) ? 1 : 0;
     const size_t tiles_at = 0;
     const size_t sym_at = align_up(tiles_at + n_tiles * sizeof(TileDev), 16);
-    const size_t used_at = align_up(sym_at + size_t(n_dist_) * kTokens * sizeof(uint32_t), 16);
-    const size_t total = used_at + size_t(n_dist_);
+    const size_t map_at = align_up(sym_at + size_t(n_tabs) * kTokens * sizeof(uint32_t), 16);
+    const size_t total = map_at + size_t(n_dist_) * sizeof(uint16_t);
     ctx_.activate();
     if (staging_.capacity() < total) {
       staging_.reserve(total + total / 4);
@@ -605,16 +720,17 @@ class CudaDecoder final : public Decoder {
       }
     }
     uint32_t *sym = reinterpret_cast<uint32_t *>(s + sym_at);
-    uint8_t *used = s + used_at;
+    uint16_t *map = reinterpret_cast<uint16_t *>(s + map_at);
+    // Table 0: token 0 spans all slots, so decoding keeps the state (a tile
+    // that reaches it fails all the same).
+    sym[0] = kProbScale << 16;
+    for (int t = 1; t < kTokens; ++t) sym[t] = kProbScale;
+    int tab = 1;
     for (int d = 0; d < n_dist_; ++d) {
-      used[d] = reader_.used(d) ? 1 : 0;
-      if (used[d]) {
-        reader_.symbols(d, sym + size_t(d) * kTokens);
-      } else {
-        // Every token spans all slots: decoding keeps the state (the tile
-        // fails all the same).
-        for (int t = 0; t < kTokens; ++t) sym[size_t(d) * kTokens + t] = kProbScale << 16;
-      }
+      map[d] = 0;
+      if (!reader_.used(d)) continue;
+      reader_.symbols(d, sym + size_t(tab) * kTokens);
+      map[d] = uint16_t(tab++);
     }
     CUDADIFF_CHECK(cudaMemcpyAsync(upload_.data(), s, total, cudaMemcpyHostToDevice, stream_));
     // The payloads straight from the caller's body (pinned or not: the
@@ -623,10 +739,9 @@ class CudaDecoder final : public Decoder {
       CUDADIFF_CHECK(cudaMemcpyAsync(payload_.data(), body + reader_.payload_offset(), payload,
                                      cudaMemcpyHostToDevice, stream_));
 
-    slot_tables_kernel<<<n_dist_, 256, 0, stream_>>>(
-        reinterpret_cast<const uint32_t *>(upload_.data() + sym_at), upload_.data() + used_at,
-        slot_token_.data());
-    CUDADIFF_CHECK_LAUNCH("codec2 slot_tables_kernel");
+    build_tables_kernel<<<n_tabs, kTabBuckets, 0, stream_>>>(
+        reinterpret_cast<const uint32_t *>(upload_.data() + sym_at), tabs_.as<DistTab>());
+    CUDADIFF_CHECK_LAUNCH("codec2 build_tables_kernel");
 
     Params P{};
     P.ref = picture_[current_].data();
@@ -635,9 +750,9 @@ class CudaDecoder final : public Decoder {
     P.modes = modes_.data();
     P.payload = payload_.data();
     P.tiles = reinterpret_cast<const TileDev *>(upload_.data() + tiles_at);
-    P.sym = reinterpret_cast<const uint32_t *>(upload_.data() + sym_at);
-    P.slot_token = slot_token_.data();
-    P.used = upload_.data() + used_at;
+    P.tabs = tabs_.data();
+    P.map = reinterpret_cast<const uint16_t *>(upload_.data() + map_at);
+    P.n_dist = n_dist_;
     P.failed = failed_.as<uint32_t>();
     P.k = h.threshold;
     P.keyframe = h.keyframe ? 1 : 0;
@@ -655,10 +770,30 @@ class CudaDecoder final : public Decoder {
         ring_bytes = std::max(ring_bytes, size_t(entries[ti].lanes + 1) * tiles[ti].w[l] * 2 *
                                               layer_[l].channels * sizeof(int16_t));
     }
-    ring_bytes = std::min(ring_bytes, max_shared_);
+    // Tiles per block: as many as it takes to keep every multiprocessor
+    // busy, no more (each warp's time is the latency of its own chain), and
+    // as many rows as fit. The tables go to shared memory too when they fit
+    // beside the rows (they are on every symbol's path, the rows on every
+    // sample's).
+    ring_bytes = align_up(ring_bytes, 16);
+    const size_t tab_bytes = size_t(n_tabs) * sizeof(DistTab);
+    int per_block = int(std::min<size_t>(kMaxTilesPerBlock, (n_tiles + n_sm_ - 1) / n_sm_));
+    per_block = std::max(per_block, 1);
+    while (per_block > 1 && tab_bytes + per_block * ring_bytes > max_shared_) --per_block;
+    size_t shared = 0;
+    if (tab_bytes + per_block * ring_bytes <= max_shared_) {
+      P.tabs_shared = 1;
+      P.tab_bytes = uint32_t(tab_bytes);
+      shared = tab_bytes + per_block * ring_bytes;
+    } else {
+      ring_bytes = std::min(ring_bytes, max_shared_ / 16 * 16);
+      shared = ring_bytes;
+    }
     P.ring_elems = ring_bytes / sizeof(int16_t);
+    P.n_tiles = int(n_tiles);
     if (n_tiles > 0) {
-      decode_tiles_kernel<<<unsigned(n_tiles), 32, ring_bytes, stream_>>>(P);
+      const unsigned blocks = unsigned((n_tiles + per_block - 1) / per_block);
+      decode_tiles_kernel<<<blocks, 32 * per_block, shared, stream_>>>(P);
       CUDADIFF_CHECK_LAUNCH("codec2 decode_tiles_kernel");
     }
     CUDADIFF_CHECK(cudaMemcpyAsync(failed_host_.data(), failed_.data(), sizeof(uint32_t),
@@ -696,11 +831,11 @@ class CudaDecoder final : public Decoder {
   cudaStream_t stream_ = nullptr;
   size_t frame_bytes_ = 0;
   size_t max_shared_ = 0;  // dynamic shared memory a block may have
-  int n_layers_ = 0, blocks_x_ = 0, n_dist_ = 0;
+  int n_layers_ = 0, blocks_x_ = 0, n_dist_ = 0, n_sm_ = 1;
   LayerDev layer_[kMaxLayers] = {};
   DeviceBuffer picture_[2];  // the picture shown and the one being decoded
   int current_ = 0;
-  DeviceBuffer work_[kMaxLayers], modes_, slot_token_, failed_, upload_, payload_;
+  DeviceBuffer work_[kMaxLayers], modes_, tabs_, failed_, upload_, payload_;
   HostBytes staging_, failed_host_;
 };
 

@@ -182,10 +182,23 @@ TEST(Codec2Cuda, ManyLanesCameraLike) {
 
 TEST(Codec2Cuda, WideTiles) {
   // Tiles 640 samples wide with 32 lanes: their rows of working values do not
-  // fit in shared memory (global memory instead), beside a narrow tile that does.
+  // fit in shared memory (global memory instead, and the decoding tables
+  // too), beside a narrow tile whose rows do.
   const Geometry wide{40, 4};
   for (VideoFormat f : {VideoFormat::BGRx, VideoFormat::BGR, VideoFormat::I420}) {
     compare_sequence(f, 700, 100, Content::Camera, {true, false, false}, {0, 5, 5}, &wide);
+    if (HasFailure()) return;
+  }
+}
+
+TEST(Codec2Cuda, ManyTilesShareABlock) {
+  // 600 tiles of one block each, more than any GPU has multiprocessors: the
+  // decoder puts several tiles (warps) in one thread block, which share one
+  // copy of the tables in shared memory and have their own rows.
+  const Geometry tiny{1, 1};
+  for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::BGRx}) {
+    compare_sequence(f, 640, 240, Content::Camera, {true, false, false, true, false},
+                     {0, 0, 5, 5, 20}, &tiny);
     if (HasFailure()) return;
   }
 }
