@@ -189,8 +189,7 @@ int main(int argc, char **argv) {
       bytes += body.size();
       ++count;
     });
-    r.note = "body " + std::to_string(bytes / std::max(count, 1)) +
-             " bytes; tables on the host, everything else on the GPU";
+    r.note = "body " + std::to_string(bytes / std::max(count, 1)) + " bytes";
     report.add(r);
   }
   report.print_table();
