@@ -138,8 +138,7 @@ struct Params {
   uint32_t *id_cost;                    // round 2's cost per distribution and token
   const DevTile *tiles;
   Symbol *symbols;
-  uint32_t *tile_hist;  // per tile, tile_copies histograms: distribution x token
-  int tile_copies;      // thread blocks of a tile take turns (fewer atomics on one counter)
+  uint32_t *tile_hist;  // per tile: distribution x token
   int n_tiles;
   int *tile_type;       // 0 skipped, 1 coded, 2 raw
   int *tile_lanes;      // lanes of a coded tile
@@ -530,8 +529,7 @@ __global__ void symbols_kernel(Params p, int l) {
   const int tx = int(blockIdx.x) / p.tile_bx, ty = int(blockIdx.y) / p.tile_by;
   const int t = ty * p.tiles_x + tx;
   const DevTile &dt = p.tiles[t];
-  const int copy = int(blockIdx.x + blockIdx.y) % p.tile_copies;
-  uint32_t *hist = p.tile_hist + (size_t(t) * p.tile_copies + copy) * p.dist_count * kTokens;
+  uint32_t *hist = p.tile_hist + size_t(t) * p.dist_count * kTokens;
   if (!p.keyframe && l == 0 && threadIdx.x == 0) {
     const int local = (int(blockIdx.y) - ty * p.tile_by) *
                           (min(p.blocks_x, (tx + 1) * p.tile_bx) - tx * p.tile_bx) +
@@ -590,9 +588,7 @@ __global__ void sum_hist_kernel(Params p, int pass) {
   if (i >= n) return;
   uint32_t sum = 0;
   for (int t = 0; t < p.n_tiles; ++t)
-    if (p.tile_type[t] == 1)
-      for (int r = 0; r < p.tile_copies; ++r)
-        sum += p.tile_hist[(size_t(t) * p.tile_copies + r) * n + i];
+    if (p.tile_type[t] == 1) sum += p.tile_hist[size_t(t) * n + i];
   p.hist[i] = sum;
 }
 
@@ -606,7 +602,7 @@ __global__ void sum_hist_kernel(Params p, int pass) {
 // then every table as cum | freq << 16. A warp per distribution, a lane per
 // token. The distributions are listed in their order; those not listed in
 // a keyframe have no symbols.
-constexpr int kCopyWindow = 16;
+constexpr int kCopyWindow = 8;
 constexpr int kCopyStates = 2 * kCopyWindow + 1;  // (window slot, previous/fresh), or none
 constexpr int kTableWarps = 8;
 
@@ -724,7 +720,7 @@ __global__ void __launch_bounds__(32 * kTableWarps) tables_copy_kernel(Params p,
   }
 }
 
-// (c) The choices in order: one warp follows the table a copy would take
+// (c) The choices in order: one thread follows the table a copy would take
 // (window slot and kind); beyond the window it works the cost out itself.
 // Then each distribution's table, a warp per distribution.
 __global__ void __launch_bounds__(32 * kTableWarps) tables_choose_kernel(Params p, int pass) {
@@ -739,26 +735,28 @@ __global__ void __launch_bounds__(32 * kTableWarps) tables_choose_kernel(Params 
   for (int i = threadIdx.x; i < p.dist_count * kCopyStates; i += blockDim.x)
     s_choice[i] = p.copy_choice[i];
   __syncthreads();
-  if (threadIdx.x < 32) {  // warp 0, each lane following the same choices
-    const int lane = threadIdx.x;
+  if (threadIdx.x == 0) {
     int state = 2 * kCopyWindow;  // no table before
     int origin = -1, kind = 0;    // the table a copy takes
     for (int d = 0; d < p.dist_count; ++d) {
       if (!s_used[d]) {
-        if (lane == 0) s_src[d] = -1;
+        s_src[d] = -1;
         continue;
       }
       int choice;
       if (state < kCopyStates) {
         choice = s_choice[d * kCopyStates + state];
-      } else {  // a copy of a table further back than the window: the warp's cost
-        const uint32_t count = p.hist[size_t(d) * kTokens + lane];
-        const uint32_t f = kind == 0 ? p.prev_model[origin].freq[lane] : p.fresh[origin].freq[lane];
-        const unsigned long long c = warp_coding_cost(p, count, f);
+      } else {  // a copy of a table further back than the window
+        const uint32_t *h = p.hist + size_t(d) * kTokens;
+        const uint16_t *freq = kind == 0 ? p.prev_model[origin].freq : p.fresh[origin].freq;
+        unsigned long long c = 0;
+        for (int t = 0; t < kTokens && c != ~0ull; ++t)
+          if (h[t]) c = freq[t] ? c + (unsigned long long)h[t] * p.symbol_costs[freq[t]] : ~0ull;
         choice = detail::choose_table(p.cost_prev[d],
                                       detail::flagged_cost(c, detail::copy_flag_bits(keyframe)),
                                       p.cost_new[d]);
       }
+      p.chosen[d].choice = uint8_t(choice);
       if (choice == detail::kTableCopy) {
         state = state + 2 < 2 * kCopyWindow ? state + 2 : kCopyStates;  // one slot further back
       } else {
@@ -766,10 +764,7 @@ __global__ void __launch_bounds__(32 * kTableWarps) tables_choose_kernel(Params 
         kind = choice == detail::kTablePrevious ? 0 : 1;
         state = kind;  // slot 0
       }
-      if (lane == 0) {
-        p.chosen[d].choice = uint8_t(choice);
-        s_src[d] = origin * 2 + kind;
-      }
+      s_src[d] = origin * 2 + kind;
     }
   }
   __syncthreads();
@@ -877,8 +872,8 @@ __device__ __forceinline__ Affine affine_of(const Symbol &v) {
 // 6a. The lanes' checksums: one thread block per tile and lane, each thread
 // a run of the lane's symbols in decoding order (its block modes, then its
 // rows layer by layer), composed in order across the block.
-__device__ __forceinline__ void checksum_lane(const Params &p, int ln) {
-  const int t = blockIdx.x;
+__global__ void checksum_kernel(Params p) {
+  const int t = blockIdx.x, ln = blockIdx.y;
   if (p.tile_type[t] != 1) return;
   const DevTile &dt = p.tiles[t];
   const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
@@ -945,13 +940,6 @@ struct LaneCoder {
     *counts = uint8_t(e);
     counts += stride;
   }
-  // n sub-steps in which no lane of the warp emits anything.
-  __device__ __forceinline__ void idle(int n) {
-    for (int i = 0; i < n; ++i) {
-      *counts = 0;
-      counts += stride;
-    }
-  }
   __device__ __forceinline__ void raw(bool part, uint32_t bits, int n) {
     renorm(part, (kRansLow >> n) << 8);
     if (part) x = (x << n) | bits;
@@ -1000,55 +988,29 @@ __device__ __forceinline__ void schedule_slot(const Params &p, const DevTile &dt
     return;
   }
 }
-__device__ __forceinline__ void schedule_part(const Params &p, uint32_t part, uint32_t parts) {
+__global__ void schedule_kernel(Params p) {
   const int t = blockIdx.x;
   if (p.tile_type[t] != 1) return;
   const DevTile &dt = p.tiles[t];
   const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
   uint32_t slots = 0;
   for (int l = 0; l < p.layers; ++l) slots += layer_codes(dt, l, lanes) / dt.channels[l];
-  for (uint32_t idx = part * blockDim.x + threadIdx.x; idx < slots; idx += parts * blockDim.x)
+  for (uint32_t idx = blockIdx.y * blockDim.x + threadIdx.x; idx < slots;
+       idx += gridDim.y * blockDim.x)
     schedule_slot(p, dt, lanes, idx);
 }
 
-// 6a and 6a' in one launch (they are independent): thread blocks (tile, y)
-// with y < kMaxLanes compute lane y's checksum, the others lay symbols out.
-__global__ void checksum_schedule_kernel(Params p) {
-  if (blockIdx.y < unsigned(kMaxLanes))
-    checksum_lane(p, int(blockIdx.y));
-  else
-    schedule_part(p, blockIdx.y - kMaxLanes, gridDim.y - kMaxLanes);
-}
-
 // The steps of one layer of a tile, backwards, for a lane: NC components
-// per sample, read in schedule order a step ahead (two buffers). A step in
-// which no lane of the warp (`mask`) has a sample to code (skipped blocks,
-// the lanes' stagger) only notes that no lane emitted anything: a tile
-// with few coded samples has few lanes, each with many such steps.
+// per sample, read in schedule order a step ahead (two buffers).
 template <int NC>
 __device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes, int steps,
-                                           int lanes, int ln, unsigned mask, int ahead,
-                                           const uint32_t *s_fc, const uint32_t *s_rcp) {
+                                           int lanes, int ln, const uint32_t *s_fc,
+                                           const uint32_t *s_rcp) {
   auto load = [&](uint32_t(&v)[NC], int st) {
-    // The symbols of step st - ahead into the L1 cache (where they are read
-    // from `ahead` steps later), those of step st into registers.
-    if (ahead && st >= ahead) {
-#pragma unroll
-      for (int c = 0; c < NC; ++c)
-        asm volatile(
-            "prefetch.global.L1 [%0];" ::"l"(codes + (size_t(st - ahead) * NC + c) * lanes + ln));
-    }
 #pragma unroll
     for (int c = 0; c < NC; ++c) v[c] = codes[(size_t(st) * NC + c) * lanes + ln];
   };
   auto code = [&](const uint32_t(&v)[NC]) {
-    bool mine = false;
-#pragma unroll
-    for (int c = 0; c < NC; ++c) mine |= v[c] != kNoCode;
-    if (!__any_sync(mask, mine)) {
-      lc.idle(2 * NC);
-      return;
-    }
     uint32_t fc[NC], rcp[NC];
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
@@ -1080,7 +1042,7 @@ __device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes,
 // state, alone: per sub-step it notes the bytes it emitted (0..2) in
 // counts (sub-step x lanes) and appends them to its log. The frame's tables
 // and the reciprocals of the frequencies are in shared memory.
-__global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass, int ahead) {
+__global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass) {
   extern __shared__ uint32_t s_tab[];  // reciprocals (kProbScale + 1), then the tables
   uint32_t *s_rcp = s_tab, *s_fc = s_tab + kProbScale + 1;
   const int t = blockIdx.x;
@@ -1094,7 +1056,6 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass, int 
   const int ln = threadIdx.x;
   const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
   if (ln >= lanes) return;
-  const unsigned mask = lanes == 32 ? kFullWarp : (1u << lanes) - 1u;
   const Symbol *syms = p.symbols + dt.first;
   const size_t n_modes = p.keyframe ? 0 : size_t(dt.blocks);
   LaneCoder lc;
@@ -1110,16 +1071,16 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass, int 
     for (int m = 0; m < l; ++m) codes += layer_codes(dt, m, lanes);
     switch (dt.channels[l]) {
       case 1:
-        code_layer<1>(lc, codes, steps, lanes, ln, mask, ahead, s_fc, s_rcp);
+        code_layer<1>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
         break;
       case 2:
-        code_layer<2>(lc, codes, steps, lanes, ln, mask, ahead, s_fc, s_rcp);
+        code_layer<2>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
         break;
       case 3:
-        code_layer<3>(lc, codes, steps, lanes, ln, mask, ahead, s_fc, s_rcp);
+        code_layer<3>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
         break;
       default:
-        code_layer<4>(lc, codes, steps, lanes, ln, mask, ahead, s_fc, s_rcp);
+        code_layer<4>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
         break;
     }
   }
@@ -1152,10 +1113,8 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p, int pass) {
   const uint8_t *counts = p.rans_counts + dt.counts_first;
   const bool mine = ln < lanes;
   uint32_t in_run = 0;
-  if (mine) {
-#pragma unroll 8
+  if (mine)
     for (uint32_t s = first; s < last; ++s) in_run += counts[size_t(s) * lanes + ln];
-  }
   __shared__ uint32_t lane_run[32][32], warp_run[32];
   lane_run[warp][ln] = in_run;
   // The warp's sum, in every lane (the reduction instruction from sm_80 on).
@@ -1179,32 +1138,13 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p, int pass) {
   const uint8_t *log = p.rans_log + dt.log_first + ln;  // its k-th byte at log[k * lanes]
   uint8_t *end = p.streams + p.stream_off[t + 1];
   const unsigned above = ln == 31 ? 0u : ~0u << (ln + 1);
-  // kMergeBatch sub-steps at a time: their counts, then the bytes they
-  // place (0..2 per lane and sub-step), are loaded together before any is
-  // placed, so that the loads wait for memory once per batch, not per
-  // sub-step.
-  constexpr int kMergeBatch = 8;
-  for (uint32_t s0 = first; s0 < last; s0 += kMergeBatch) {
-    uint32_t e[kMergeBatch];
-#pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i)
-      e[i] = mine && s0 + i < last ? counts[size_t(s0 + i) * lanes + ln] : 0u;
-    uint8_t b0[kMergeBatch], b1[kMergeBatch];
-#pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i) {
-      b0[i] = e[i] >= 1 ? log[size_t(at_log) * lanes] : uint8_t(0);
-      b1[i] = e[i] >= 2 ? log[size_t(at_log + 1) * lanes] : uint8_t(0);
-      at_log += e[i];
-    }
-#pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i) {
-      const unsigned one = __ballot_sync(kFullWarp, e[i] >= 1),
-                     two = __ballot_sync(kFullWarp, e[i] >= 2);
-      const uint32_t at = before + __popc(one & above) + __popc(two & above);
-      if (e[i] >= 1) end[-1 - int(at)] = b0[i];
-      if (e[i] >= 2) end[-2 - int(at)] = b1[i];
-      before += __popc(one) + __popc(two);
-    }
+  for (uint32_t s = first; s < last; ++s) {
+    const int e = mine ? counts[size_t(s) * lanes + ln] : 0;
+    const unsigned one = __ballot_sync(kFullWarp, e >= 1), two = __ballot_sync(kFullWarp, e >= 2);
+    const uint32_t at = before + __popc(one & above) + __popc(two & above);
+    for (int q = 0; q < e; ++q) end[-1 - int(at) - q] = log[size_t(at_log + q) * lanes];
+    at_log += e;
+    before += __popc(one) + __popc(two);
   }
   if (warp == 0 && mine) {
     const uint32_t x = p.lane_state[t * kMaxLanes + ln];
@@ -1328,9 +1268,6 @@ class CudaEncoder final : public Encoder {
     }
 
     const size_t hist_count = size_t(p.dist_count) * kTokens;
-    // Copies of each tile's histogram: fewer tiles have more blocks each,
-    // whose atomics on the most frequent symbols would wait for each other.
-    const int tile_copies = tiles.size() <= 64 ? 4 : tiles.size() <= 128 ? 2 : 1;
 
     // One allocation for the channel planes (cur, ref, rec), one for the
     // rest, carved up with 256-byte alignment.
@@ -1370,7 +1307,7 @@ class CudaEncoder final : public Encoder {
                  off_id_cost = carve(at, hist_count * 4),
                  off_tiles = carve(at, dev_tiles.size() * sizeof(DevTile)),
                  off_symbols = carve(at, n_symbols * sizeof(Symbol)),
-                 off_tile_hist = carve(at, tiles.size() * tile_copies * hist_count * 4),
+                 off_tile_hist = carve(at, tiles.size() * hist_count * 4),
                  off_proxy_hist = carve(at, kProxyCopies * hist_count * 4);
     // Per tile: type, lanes, stream size; the tables; the regions the
     // streams are written into (each at most 4 bytes per symbol, plus the
@@ -1450,7 +1387,6 @@ class CudaEncoder final : public Encoder {
     p.tiles = reinterpret_cast<const DevTile *>(w + off_tiles);
     p.symbols = reinterpret_cast<Symbol *>(w + off_symbols);
     p.tile_hist = reinterpret_cast<uint32_t *>(w + off_tile_hist);
-    p.tile_copies = tile_copies;
     p.proxy_hist = reinterpret_cast<uint32_t *>(w + off_proxy_hist);
     p.n_tiles = int(tiles.size());
     p.tile_type = reinterpret_cast<int *>(w + off_type);
@@ -1511,7 +1447,6 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK(cudaMemcpyToSymbolAsync(c_first_cost, first_cost, sizeof(first_cost), 0,
                                            cudaMemcpyHostToDevice, stream_));
     timing_ = std::getenv("CODEC2_CUDA_TIMES") != nullptr;
-    if (const char *v = std::getenv("CODEC2_CUDA_PREFETCH")) prefetch_ = std::max(0, std::atoi(v));
     if (timing_)
       for (cudaEvent_t &e : events_) CUDADIFF_CHECK(cudaEventCreate(&e));
     h_modes_.resize(n_blocks_);
@@ -1588,8 +1523,7 @@ class CudaEncoder final : public Encoder {
       }
     }
     mark(2);
-    CUDADIFF_CHECK(
-        cudaMemsetAsync(p.tile_hist, 0, n_tiles * p.tile_copies * hist_count * 4, stream_));
+    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream_));
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 4, stream_));
     for (int l = 0; l < ls_.count; ++l) {
       CODEC2_LAUNCH_NC(reconstruct_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
@@ -1607,12 +1541,12 @@ class CudaEncoder final : public Encoder {
     sum_hist_kernel<<<hist_grid, 256, 0, stream_>>>(p, 0);
     CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
     mark(3);
-    static_assert(kThreads == 256, "checksum_schedule_kernel: 256 threads for both parts");
-    checksum_schedule_kernel<<<dim3(unsigned(n_tiles),
-                                    unsigned(kMaxLanes + std::min<size_t>((most_slots_ + 255) / 256,
-                                                                          65535 - kMaxLanes))),
-                               kThreads, 0, stream_>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 checksum_schedule_kernel");
+    checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kThreads, 0, stream_>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 checksum_kernel");
+    schedule_kernel<<<dim3(unsigned(n_tiles),
+                           unsigned(std::min<size_t>((most_slots_ + 255) / 256, 65535))),
+                      256, 0, stream_>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 schedule_kernel");
     mark(4);
     // Tables, rANS per tile; tiles no smaller than their bytes are stored
     // raw, and if any, once more with the tables of the other tiles (those
@@ -1633,7 +1567,7 @@ class CudaEncoder final : public Encoder {
           p, pass);
       CUDADIFF_CHECK_LAUNCH("codec2 tables_choose_kernel");
       if (pass == 0) mark(5);
-      rans_lanes_kernel<<<unsigned(n_tiles), 32, rans_shared_, stream_>>>(p, pass, prefetch_);
+      rans_lanes_kernel<<<unsigned(n_tiles), 32, rans_shared_, stream_>>>(p, pass);
       CUDADIFF_CHECK_LAUNCH("codec2 rans_lanes_kernel");
       if (pass == 0) mark(6);
       rans_merge_kernel<<<unsigned(n_tiles), 1024, 0, stream_>>>(p, pass);
@@ -1762,10 +1696,7 @@ class CudaEncoder final : public Encoder {
   }
   size_t rans_shared_ = 0;  // the tables in the rANS kernel's shared memory
   size_t most_slots_ = 0;   // most steps x lanes of a tile (schedule_kernel's threads)
-  // How many steps ahead the rANS lanes prefetch their symbols (0: none);
-  // CODEC2_CUDA_PREFETCH overrides it (a development aid, to compare).
-  int prefetch_ = 8;
-  bool timing_ = false;  // CODEC2_CUDA_TIMES set: each frame's phases on stderr
+  bool timing_ = false;     // CODEC2_CUDA_TIMES set: each frame's phases on stderr
   // Pinned staging for the copies between the steps.
   HostBytes h_modes_, h_types_, h_chosen_, h_sizes_, h_lanes_, h_payload_off_;
   HostBytes h_changed_;  // the delta's changed bytes (a uint64), then the payloads' bytes
