@@ -19,6 +19,7 @@
 #include "cudadiff/codec2_body.h"
 #include "cudadiff/codec2_rules.h"
 #include "../src/codec2_encoder.h"
+#include "../src/codec2_tables.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -224,7 +225,7 @@ struct Costs {
   uint16_t of_freq[kProbScale + 1];  // cost of a symbol of frequency f: 256 * log2(4096 / f)
   Costs() {
     of_freq[0] = 0;
-    for (uint32_t f = 1; f <= kProbScale; ++f) of_freq[f] = uint16_t(12 * 256 - log2_q8(f));
+    for (uint32_t f = 1; f <= kProbScale; ++f) of_freq[f] = uint16_t(detail::symbol_cost(f));
   }
 };
 const Costs &costs() {
@@ -396,22 +397,8 @@ class BitReader {
 //   1110 s vvv           7 + vvv
 //   1111 s vvvvvv        15 + vvvvvv
 // The last token is present; every level lies in 1..kLevels.
-int level_code_bits(int delta) {
-  const int d = delta < 0 ? -delta : delta;
-  return d == 0 ? 2 : d <= 2 ? 4 : d <= 6 ? 6 : d <= 14 ? 8 : 11;
-}
 uint32_t table_description_bits(const Table &t) {
-  uint32_t bits = 5;
-  int prev = kLevels;
-  for (int i = 0; i < t.n; ++i) {
-    if (!t.levels[i]) {
-      bits += 2;
-      continue;
-    }
-    bits += level_code_bits(t.levels[i] - prev);
-    prev = t.levels[i];
-  }
-  return bits;
+  return detail::table_description_bits(t.levels, t.n);
 }
 void write_table(BitWriter &w, const Table &t) {
   w.put(t.n - 1, 5);
@@ -473,24 +460,11 @@ bool read_table(BitReader &r, Table *t) {
   return true;
 }
 
-// Levels for a histogram: the most frequent token gets kLevels, the others
-// kLevels + round(4 * log2(count / max)), at least 1; absent tokens 0.
+// The table of a histogram (detail::levels_from_histogram()).
 void table_from_histogram(const uint32_t *hist, Table *t) {
   *t = Table{};
-  uint32_t mx = 0;
-  int n = 0;
-  for (int i = 0; i < kTokens; ++i) {
-    if (hist[i]) n = i + 1;
-    mx = std::max(mx, hist[i]);
-  }
+  const int n = detail::levels_from_histogram(hist, t->levels);
   if (n == 0) return;
-  const int32_t lmx = int32_t(log2_q8(mx));
-  for (int i = 0; i < n; ++i) {
-    if (!hist[i]) continue;
-    const int32_t d = lmx - int32_t(log2_q8(hist[i]));  // >= 0, 1/256 bit
-    const int32_t l = kLevels - (4 * d + 128) / 256;
-    t->levels[i] = uint8_t(l < 1 ? 1 : l);
-  }
   t->n = uint8_t(n);
   normalize_levels(t->levels, n, t->freq);
   t->used = true;
@@ -1097,6 +1071,7 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
                         HostBytes &body) override;
   const std::vector<int> &tile_types() const override { return tile_type_; }
   void make_tables(bool keyframe, const uint32_t *hist, uint32_t *freq_cum) override;
+  void set_tables(bool keyframe, const detail::ChosenTable *tables) override;
   FrameStats assemble(bool keyframe, int threshold, const uint8_t *modes, const int *types,
                       const int *lanes, const size_t *sizes,
                       const std::function<void(uint8_t *)> &payloads, HostBytes &body) override;
@@ -1387,21 +1362,22 @@ void CpuEncoder::build_model(const uint32_t *hist, bool keyframe, BitWriter &bw,
         bw.put(0, 1);
         continue;
       }
-      constexpr uint64_t kNever = ~uint64_t(0) >> 1;
-      auto flagged = [](uint64_t cost, int flag_bits) {
-        return cost == ~uint64_t(0) ? kNever : cost + 256ull * flag_bits;
-      };
-      const uint64_t cost_reuse =
-          keyframe || !prev_.tables[d].used ? kNever : flagged(coding_cost(h, prev_.tables[d]), 2);
-      const uint64_t cost_copy =
-          last_used < 0 ? kNever
-                        : flagged(coding_cost(h, model.tables[last_used]), keyframe ? 2 : 3);
-      const uint64_t cost_new =
-          coding_cost(h, fresh) + 256ull * (table_description_bits(fresh) + (keyframe ? 2 : 3));
-      if (cost_reuse <= cost_copy && cost_reuse <= cost_new) {
+      using detail::flagged_cost;
+      using detail::kNeverCost;
+      const uint64_t cost_reuse = keyframe || !prev_.tables[d].used
+                                      ? kNeverCost
+                                      : flagged_cost(coding_cost(h, prev_.tables[d]), 2);
+      const uint64_t cost_copy = last_used < 0
+                                     ? kNeverCost
+                                     : flagged_cost(coding_cost(h, model.tables[last_used]),
+                                                    detail::copy_flag_bits(keyframe));
+      const uint64_t cost_new = coding_cost(h, fresh) + 256ull * (table_description_bits(fresh) +
+                                                                  detail::new_flag_bits(keyframe));
+      const int choice = detail::choose_table(cost_reuse, cost_copy, cost_new);
+      if (choice == detail::kTablePrevious) {
         bw.put(1, 1), bw.put(0, 1);
         model.tables[d] = prev_.tables[d];
-      } else if (cost_copy <= cost_new) {
+      } else if (choice == detail::kTableCopy) {
         bw.put(1, 1), bw.put(1, 1);
         if (!keyframe) bw.put(1, 1);
         model.tables[d] = model.tables[last_used];
@@ -1727,6 +1703,52 @@ void CpuEncoder::make_tables(bool keyframe, const uint32_t *hist, uint32_t *freq
       for (int tk = 0; tk < kTokens; ++tk)
         freq_cum[size_t(d) * kTokens + tk] =
             uint32_t(pending_.tables[d].cum[tk]) | uint32_t(pending_.tables[d].freq[tk]) << 16;
+}
+
+void CpuEncoder::set_tables(bool keyframe, const detail::ChosenTable *tables) {
+  // The model section as build_model() writes it, from the choices.
+  BitWriter bw;
+  Model &model = pending_;
+  model.tables.assign(dl_.count, Table{});
+  int last_used = -1;
+  for (const DistGroup &g : listed_groups(dl_, ls_, keyframe)) {
+    bool any = false;
+    for (int d = g.first; d < g.end; ++d) any |= tables[d].choice != detail::kTableUnused;
+    bw.put(any, 1);
+    if (!any) continue;
+    for (int d = g.first; d < g.end; ++d) {
+      const detail::ChosenTable &c = tables[d];
+      if (c.choice == detail::kTableUnused) {
+        bw.put(0, 1);
+        continue;
+      }
+      if (c.choice == detail::kTablePrevious && !keyframe && prev_.tables[d].used) {
+        bw.put(1, 1), bw.put(0, 1);
+        model.tables[d] = prev_.tables[d];
+      } else if (c.choice == detail::kTableCopy && last_used >= 0) {
+        bw.put(1, 1), bw.put(1, 1);
+        if (!keyframe) bw.put(1, 1);
+        model.tables[d] = model.tables[last_used];
+      } else if (c.choice == detail::kTableNew && c.n >= 1 && c.n <= kTokens) {
+        Table t;
+        t.n = c.n;
+        std::copy(c.levels, c.levels + kTokens, t.levels);
+        if (!normalize_levels(t.levels, t.n, t.freq))
+          throw Error("codec2 encoder: a new table without tokens");
+        t.used = true;
+        t.finish();
+        bw.put(1, 1);
+        if (!keyframe) bw.put(1, 1);
+        bw.put(0, 1);
+        write_table(bw, t);
+        model.tables[d] = t;
+      } else {
+        throw Error("codec2 encoder: a table choice the body cannot express");
+      }
+      last_used = d;
+    }
+  }
+  model_bytes_ = bw.bytes();
 }
 
 FrameStats CpuEncoder::assemble(bool keyframe, int threshold, const uint8_t *modes,

@@ -14,18 +14,20 @@
 //   5. every tile's symbols in the reference's layout, and per tile the
 //      histogram of its symbols; the tiles' types and the histogram of the
 //      coded tiles;
-//   6. (host) the tables from that histogram, by the CPU reference's code
-//      (EncoderBackEnd::make_tables: a few hundred distributions), while
-//      the device computes each lane's checksum (one thread block per lane)
-//      and lays the symbols out in schedule order;
+//   6. each lane's checksum (one thread block per lane) and the symbols laid
+//      out in schedule order; the tables from the histogram, by the CPU
+//      reference's rules (codec2_tables.h), in three small kernels;
 //   7. rANS in two passes: each lane (a thread, one warp per tile) codes
 //      its symbols backwards alone, logging its bytes and how many it
 //      emitted in each sub-step; then one thread block per tile places the
 //      bytes in the reference's order (in a sub-step, the lanes from the
 //      last) by counting; tiles no smaller than their bytes become raw
-//      (then 6 and 7 again);
-//   8. the payloads gathered in body order and brought back at once; the
-//      host writes the header, the model and the tile table around them.
+//      (then the tables and 7 again, on the device: those kernels return at
+//      once when no tile became raw);
+//   8. the payloads' offsets, the payloads gathered in body order, raw
+//      tiles' reconstruction; the host waits once for the tile table and
+//      the tables' choices, writes the header, the model and the tile table,
+//      and brings the payloads back at once.
 // The reference stays on the device between frames.
 #include <cuda_runtime.h>
 
@@ -41,6 +43,7 @@
 
 #include "../src/check.h"
 #include "../src/codec2_encoder.h"
+#include "../src/codec2_tables.h"
 #include "cudadiff/codec2.h"
 #include "cudadiff/codec2_rules.h"
 
@@ -48,6 +51,7 @@ namespace cudadiff {
 namespace codec2 {
 namespace {
 
+using detail::ChosenTable;
 using detail::kNoSymbol;
 using detail::Symbol;
 using detail::Tile;
@@ -70,6 +74,14 @@ struct DevTile {
   // The rANS passes' scratch: the lanes' byte counts per sub-step, and each
   // lane's bytes in the order it emits them (lane_scratch() below).
   unsigned long long counts_first, log_first, sched_first;
+  uint32_t raw_bytes;  // the tile's bytes (a raw tile's payload)
+};
+
+// A distribution's table on the device: its frequencies (0 beyond its
+// tokens and for absent ones) and whether it is used.
+struct DevModel {
+  uint16_t freq[kTokens];
+  uint32_t used;
 };
 
 // The rANS encoder runs in two passes: each lane alone codes its symbols
@@ -121,30 +133,46 @@ struct Params {
   uint8_t *coded;                       // per block: not skipped
   uint8_t *modes;                       // per block
   unsigned long long *cost;             // per block and mode
-  uint32_t *hist;                       // proxy histogram (distribution x token)
+  uint32_t *hist;                       // the coded tiles' histogram (distribution x token)
+  uint32_t *proxy_hist;                 // kProxyCopies histograms of the proxy symbols
   uint32_t *id_cost;                    // round 2's cost per distribution and token
   const DevTile *tiles;
   Symbol *symbols;
   uint32_t *tile_hist;  // per tile: distribution x token
   int n_tiles;
-  int *tile_type;            // 0 skipped, 1 coded, 2 raw
-  int *tile_lanes;           // lanes of a coded tile
-  uint32_t *tile_size;       // its stream's bytes
-  const uint32_t *freq_cum;  // the frame's tables: cum | freq << 16 per distribution and token
-  uint8_t *streams;          // per tile a region (stream_off) its stream ends at the end of
-  const unsigned long long *stream_off;   // n_tiles + 1 offsets of the regions
-  const unsigned long long *payload_off;  // per tile, where its payload goes in `payload`
-  uint8_t *payload;                       // the tiles' payloads in body order
-  uint32_t *tile_coded;                   // per tile: coded sample components
-  uint32_t *lane_sum;                     // per tile and lane: the checksum
-  uint32_t *lane_state;                   // per tile and lane: the state after its symbols
-  uint8_t *rans_counts, *rans_log;        // the rANS passes' scratch (DevTile)
-  const uint32_t *reciprocal;             // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
-  uint32_t *codes;                        // the symbols in schedule order (DevTile::sched_first)
-  unsigned long long *changed;            // deltas: input bytes more than k off the reference
+  int *tile_type;       // 0 skipped, 1 coded, 2 raw
+  int *tile_lanes;      // lanes of a coded tile
+  uint32_t *tile_size;  // its stream's bytes
+  uint32_t *freq_cum;   // the frame's tables: cum | freq << 16 per distribution and token
+  // The tables (made on the device, codec2_tables.h): the previous frame's,
+  // this frame's, the fresh ones from the histogram, the choices for the
+  // model section, the costs of the previous and of a new table.
+  const DevModel *prev_model;
+  DevModel *model, *fresh;
+  ChosenTable *chosen;
+  unsigned long long *cost_prev, *cost_new;
+  uint8_t *copy_choice;  // per distribution: its choice in each copy state (tables_copy_kernel)
+  const uint16_t *symbol_costs;       // per frequency f >= 1: detail::symbol_cost(f)
+  unsigned *again;                    // a coded tile became raw: tables and rANS once more
+  unsigned long long *payload_total;  // the payloads' bytes
+  uint8_t *streams;  // per tile a region (stream_off) its stream ends at the end of
+  const unsigned long long *stream_off;  // n_tiles + 1 offsets of the regions
+  unsigned long long *payload_off;       // per tile, where its payload goes in `payload`
+  uint8_t *payload;                      // the tiles' payloads in body order
+  uint32_t *tile_coded;                  // per tile: coded sample components
+  uint32_t *lane_sum;                    // per tile and lane: the checksum
+  uint32_t *lane_state;                  // per tile and lane: the state after its symbols
+  uint8_t *rans_counts, *rans_log;       // the rANS passes' scratch (DevTile)
+  const uint32_t *reciprocal;            // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
+  uint32_t *codes;                       // the symbols in schedule order (DevTile::sched_first)
+  unsigned long long *changed;           // deltas: input bytes more than k off the reference
 };
 
+// Kernels take Params by value: within the 4 KB of parameters of CUDA 11.8.
+static_assert(sizeof(Params) <= 4000, "Params must fit a kernel's parameters");
+
 __constant__ uint32_t c_first_cost[kTokens];
+constexpr int kProxyCopies = 16;
 
 // The sample of this thread in layer l of block (blockIdx.x, blockIdx.y).
 struct Sample {
@@ -377,7 +405,10 @@ __device__ __forceinline__ int class_of(int mode) {
   return mode == kSpatial ? kClassSpatial : mode == kTemporal ? kClassTemporal : kClassTempSpat;
 }
 
-// Histogram of the proxy symbols that round 1's choice would code.
+// Histogram of the proxy symbols that round 1's choice would code, in
+// kProxyCopies copies (thread blocks take turns) so that the atomics on
+// the most frequent symbols wait less for each other; id_cost_kernel adds
+// them up.
 template <int NC>
 __global__ void proxy_hist_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
@@ -389,22 +420,25 @@ __global__ void proxy_hist_kernel(Params p, int l) {
 #pragma unroll
   for (int c = 0; c < NC; ++c) {
     const uint32_t id = s.valid ? p.ids[l][cls][at * NC + c] : 0;
-    warp_count(p.hist, id, s.valid);
+    warp_count(p.proxy_hist + size_t(blockIdx.y * gridDim.x + blockIdx.x) % kProxyCopies *
+                                  size_t(p.dist_count) * kTokens,
+               id, s.valid);
   }
 }
 
 // Round 2's cost of every distribution's tokens: log2 of the total over
-// log2 of the count (one extra count each), plus the raw bits.
+// log2 of the count (one extra count each), plus the raw bits. A warp per
+// distribution, a lane per token.
 __global__ void id_cost_kernel(Params p) {
-  const int d = blockIdx.x * blockDim.x + threadIdx.x;
-  if (d >= p.dist_count) return;
-  const uint32_t *h = p.hist + size_t(d) * kTokens;
-  uint32_t total = 0;
-  for (int t = 0; t < kTokens; ++t) total += h[t] + 1;
-  const uint32_t lt = log2_q8(total);
-  for (int t = 0; t < kTokens; ++t)
-    p.id_cost[size_t(d) * kTokens + t] =
-        lt - log2_q8(h[t] + 1) + 256u * uint32_t(token_extra_bits(t));
+  const int d = int(blockIdx.x) * (blockDim.x / 32) + int(threadIdx.x / 32), t = threadIdx.x & 31;
+  if (d >= p.dist_count) return;  // the whole warp
+  uint32_t h = 1;
+  for (int r = 0; r < kProxyCopies; ++r)
+    h += p.proxy_hist[(size_t(r) * p.dist_count + d) * kTokens + t];
+  uint32_t total = h;
+  for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(kFullWarp, total, o);
+  p.id_cost[size_t(d) * kTokens + t] =
+      log2_q8(total) - log2_q8(h) + 256u * uint32_t(token_extra_bits(t));
 }
 
 // 3. Round 2: the blocks' costs from the proxy symbols and those costs.
@@ -531,15 +565,6 @@ __global__ void symbols_kernel(Params p, int l) {
   if (threadIdx.x == 0 && n) atomicAdd(p.tile_coded + t, uint32_t(n * nc));
 }
 
-// A raw tile's bytes become its reconstruction (the input's).
-__global__ void raw_tile_kernel(Params p, int l, int x0, int y0, int w, int h) {
-  const DevLayer &ly = p.layer[l];
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= w * h) return;
-  const size_t at = size_t(y0 + i / w) * ly.width + x0 + i % w;
-  for (int c = 0; c < ly.channels; ++c) p.rec[l][c][at] = p.cur[l][c][at];
-}
-
 // Tile types: skipped when every block of a delta's tile is (keyframes: coded).
 __global__ void tile_type_kernel(Params p) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -555,7 +580,9 @@ __global__ void tile_type_kernel(Params p) {
 }
 
 // The histogram of the coded tiles: one thread per distribution and token.
-__global__ void sum_hist_kernel(Params p) {
+// Pass 1 (only when a tile became raw in pass 0) without those tiles.
+__global__ void sum_hist_kernel(Params p, int pass) {
+  if (pass && !*p.again) return;
   const size_t n = size_t(p.dist_count) * kTokens;
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -563,6 +590,268 @@ __global__ void sum_hist_kernel(Params p) {
   for (int t = 0; t < p.n_tiles; ++t)
     if (p.tile_type[t] == 1) sum += p.tile_hist[size_t(t) * n + i];
   p.hist[i] = sum;
+}
+
+// 6. The frame's tables from the histogram of the coded tiles, by the CPU
+// reference's rules (codec2_tables.h; CpuEncoder::build_model()), in three
+// kernels: (a) each distribution's fresh table and the costs of a new and of
+// the previous table, (b) the choice each distribution would make for each
+// table a copy could take (the previous or fresh table of one of the last
+// kCopyWindow distributions with symbols), (c) in one thread the choices in
+// listing order (following the table a copy takes from one to the next),
+// then every table as cum | freq << 16. A warp per distribution, a lane per
+// token. The distributions are listed in their order; those not listed in
+// a keyframe have no symbols.
+constexpr int kCopyWindow = 8;
+constexpr int kCopyStates = 2 * kCopyWindow + 1;  // (window slot, previous/fresh), or none
+constexpr int kTableWarps = 8;
+
+__device__ __forceinline__ uint32_t warp_sum_u32(uint32_t v) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_add_sync(kFullWarp, v);
+#else
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullWarp, v, o);
+  return v;
+#endif
+}
+__device__ __forceinline__ uint32_t warp_max_u32(uint32_t v) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_max_sync(kFullWarp, v);
+#else
+  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(kFullWarp, v, o));
+  return v;
+#endif
+}
+// A histogram's cost (1/256 bit) under frequencies f (this lane's token);
+// ~0 when a counted token has no frequency.
+__device__ __forceinline__ unsigned long long warp_coding_cost(const Params &p, uint32_t count,
+                                                               uint32_t f) {
+  if (__any_sync(kFullWarp, count != 0 && f == 0)) return ~0ull;
+  const unsigned long long c = count ? (unsigned long long)count * p.symbol_costs[f] : 0ull;
+  // c < 2^35: the sums of its low and high halves fit 32 bits.
+  const uint32_t lo = warp_sum_u32(uint32_t(c & 0xffffu)), hi = warp_sum_u32(uint32_t(c >> 16));
+  return ((unsigned long long)hi << 16) + lo;
+}
+
+__global__ void __launch_bounds__(32 * kTableWarps) tables_fresh_kernel(Params p, int pass) {
+  if (pass && !*p.again) return;
+  const int d = int(blockIdx.x) * kTableWarps + int(threadIdx.x / 32), tk = threadIdx.x & 31;
+  if (d >= p.dist_count) return;  // the whole warp
+  const bool keyframe = p.keyframe != 0;
+  const uint32_t count = p.hist[size_t(d) * kTokens + tk];
+  ChosenTable &ch = p.chosen[d];
+  DevModel &fr = p.fresh[d];
+  const unsigned present = __ballot_sync(kFullWarp, count != 0);
+  if (tk == 0) {
+    ch.choice = detail::kTableUnused;
+    ch.n = uint8_t(present ? 32 - __clz(int(present)) : 0);
+    fr.used = present != 0;
+  }
+  if (!present) {
+    ch.levels[tk] = 0;
+    fr.freq[tk] = 0;
+    return;
+  }
+  // detail::levels_from_histogram() and normalize_levels(), a lane per token.
+  const uint32_t lmx = log2_q8(warp_max_u32(count));
+  const int level = count ? detail::level_of_count(count, lmx) : 0;
+  const uint32_t total = warp_sum_u32(level_weight(level));  // < 32 * 2^21
+  uint32_t f = 0;
+  if (level) {
+    f = uint32_t((uint64_t(level_weight(level)) * kProbScale) / total);
+    if (f == 0) f = 1;
+  }
+  const uint32_t sum = warp_sum_u32(f), most = warp_max_u32(f);
+  const int largest = __ffs(int(__ballot_sync(kFullWarp, f == most))) - 1;
+  if (tk == largest) f = uint32_t(int32_t(f) + int32_t(kProbScale) - int32_t(sum));
+  ch.levels[tk] = uint8_t(level);
+  fr.freq[tk] = uint16_t(f);
+  // detail::table_description_bits(): each level against the last present one before it.
+  const int n = 32 - __clz(int(present));
+  const unsigned with_level = __ballot_sync(kFullWarp, level != 0);
+  const unsigned below = with_level & ((1u << tk) - 1u);
+  const int from = below ? 31 - __clz(int(below)) : tk;
+  const int before = __shfl_sync(kFullWarp, level, from);
+  const uint32_t bits = tk >= n ? 0u
+                        : level
+                            ? uint32_t(detail::level_code_bits(level - (below ? before : kLevels)))
+                            : 2u;
+  const unsigned long long cost = warp_coding_cost(p, count, f);
+  const uint32_t desc = 5 + warp_sum_u32(bits);
+  const DevModel &prev = p.prev_model[d];
+  const unsigned long long cost_prev = warp_coding_cost(p, count, prev.freq[tk]);
+  if (tk == 0) {
+    p.cost_new[d] = cost + 256ull * (desc + uint32_t(detail::new_flag_bits(keyframe)));
+    p.cost_prev[d] =
+        keyframe || !prev.used ? detail::kNeverCost : detail::flagged_cost(cost_prev, 2);
+  }
+}
+
+// (b) For each distribution with symbols, its choice for each table a copy
+// may take: state j * 2 + kind, the previous (kind 0) or fresh (1) table
+// of the j-th distribution with symbols before it; state 2 * kCopyWindow:
+// none before it.
+__global__ void __launch_bounds__(32 * kTableWarps) tables_copy_kernel(Params p, int pass) {
+  if (pass && !*p.again) return;
+  const int d = int(blockIdx.x) * kTableWarps + int(threadIdx.x / 32), tk = threadIdx.x & 31;
+  if (d >= p.dist_count || !p.fresh[d].used) return;  // the whole warp
+  const bool keyframe = p.keyframe != 0;
+  const uint32_t count = p.hist[size_t(d) * kTokens + tk];
+  const unsigned long long cost_prev = p.cost_prev[d], cost_new = p.cost_new[d];
+  uint8_t *choice = p.copy_choice + size_t(d) * kCopyStates;
+  if (tk == 0)
+    choice[2 * kCopyWindow] =
+        uint8_t(detail::choose_table(cost_prev, detail::kNeverCost, cost_new));
+  int j = 0;
+  for (int end = d; end > 0 && j < kCopyWindow; end -= 32) {
+    const int o_lane = end - 1 - tk;
+    unsigned used = __ballot_sync(kFullWarp, o_lane >= 0 && p.fresh[o_lane].used);
+    for (; used && j < kCopyWindow; ++j) {
+      const int o = end - 1 - (__ffs(int(used)) - 1);
+      used &= used - 1;
+      for (int kind = 0; kind < 2; ++kind) {
+        const uint32_t f = kind == 0 ? p.prev_model[o].freq[tk] : p.fresh[o].freq[tk];
+        const unsigned long long c = warp_coding_cost(p, count, f);
+        if (tk == 0)
+          choice[j * 2 + kind] = uint8_t(detail::choose_table(
+              cost_prev, detail::flagged_cost(c, detail::copy_flag_bits(keyframe)), cost_new));
+      }
+    }
+  }
+}
+
+// (c) The choices in order: one thread follows the table a copy would take
+// (window slot and kind); beyond the window it works the cost out itself.
+// Then each distribution's table, a warp per distribution.
+__global__ void __launch_bounds__(32 * kTableWarps) tables_choose_kernel(Params p, int pass) {
+  if (pass && !*p.again) return;
+  // Per distribution: origin * 2 + kind of its table (-1 unused), whether
+  // it has symbols, its choice in each copy state.
+  extern __shared__ int s_src[];
+  uint8_t *s_used = reinterpret_cast<uint8_t *>(s_src + p.dist_count);
+  uint8_t *s_choice = s_used + p.dist_count;
+  const bool keyframe = p.keyframe != 0;
+  for (int d = threadIdx.x; d < p.dist_count; d += blockDim.x) s_used[d] = uint8_t(p.fresh[d].used);
+  for (int i = threadIdx.x; i < p.dist_count * kCopyStates; i += blockDim.x)
+    s_choice[i] = p.copy_choice[i];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int state = 2 * kCopyWindow;  // no table before
+    int origin = -1, kind = 0;    // the table a copy takes
+    for (int d = 0; d < p.dist_count; ++d) {
+      if (!s_used[d]) {
+        s_src[d] = -1;
+        continue;
+      }
+      int choice;
+      if (state < kCopyStates) {
+        choice = s_choice[d * kCopyStates + state];
+      } else {  // a copy of a table further back than the window
+        const uint32_t *h = p.hist + size_t(d) * kTokens;
+        const uint16_t *freq = kind == 0 ? p.prev_model[origin].freq : p.fresh[origin].freq;
+        unsigned long long c = 0;
+        for (int t = 0; t < kTokens && c != ~0ull; ++t)
+          if (h[t]) c = freq[t] ? c + (unsigned long long)h[t] * p.symbol_costs[freq[t]] : ~0ull;
+        choice = detail::choose_table(p.cost_prev[d],
+                                      detail::flagged_cost(c, detail::copy_flag_bits(keyframe)),
+                                      p.cost_new[d]);
+      }
+      p.chosen[d].choice = uint8_t(choice);
+      if (choice == detail::kTableCopy) {
+        state = state + 2 < 2 * kCopyWindow ? state + 2 : kCopyStates;  // one slot further back
+      } else {
+        origin = d;
+        kind = choice == detail::kTablePrevious ? 0 : 1;
+        state = kind;  // slot 0
+      }
+      s_src[d] = origin * 2 + kind;
+    }
+  }
+  __syncthreads();
+  const int tk = threadIdx.x & 31;
+  for (int d = threadIdx.x / 32; d < p.dist_count; d += kTableWarps) {
+    const int src = s_src[d];
+    uint32_t f = 0;
+    if (src >= 0) f = (src & 1) ? p.fresh[src >> 1].freq[tk] : p.prev_model[src >> 1].freq[tk];
+    uint32_t cum = f;  // inclusive scan over the tokens
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint32_t u = __shfl_up_sync(kFullWarp, cum, o);
+      if (tk >= o) cum += u;
+    }
+    cum -= f;
+    p.model[d].freq[tk] = uint16_t(f);
+    if (tk == 0) p.model[d].used = src >= 0;
+    p.freq_cum[size_t(d) * kTokens + tk] = src >= 0 ? (cum | f << 16) : 0u;
+  }
+}
+
+// After a rANS pass: coded tiles no smaller than their bytes become raw;
+// in pass 0 that calls for pass 1.
+__global__ void raw_check_kernel(Params p, int pass) {
+  if (pass && !*p.again) return;
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= p.n_tiles) return;
+  if (p.tile_type[t] == 1 && p.tile_size[t] >= p.tiles[t].raw_bytes) {
+    p.tile_type[t] = 2;
+    if (pass == 0) atomicOr(p.again, 1u);
+  }
+}
+
+// Where each payload goes: a prefix sum of their sizes over the tiles in
+// order (one thread block), and their total.
+constexpr int kScanThreads = 1024;
+__global__ void __launch_bounds__(kScanThreads) payload_offsets_kernel(Params p) {
+  __shared__ unsigned long long part[kScanThreads / 32];
+  __shared__ unsigned long long carry;
+  if (threadIdx.x == 0) carry = 0;
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  for (int base = 0; base < p.n_tiles; base += kScanThreads) {
+    const int t = base + int(threadIdx.x);
+    unsigned long long v = 0;
+    if (t < p.n_tiles) {
+      const int type = p.tile_type[t];
+      v = type == 1 ? p.tile_size[t] : type == 2 ? p.tiles[t].raw_bytes : 0;
+    }
+    unsigned long long incl = v;  // inclusive scan in the warp
+    for (int o = 1; o < 32; o <<= 1) {
+      const unsigned long long u = __shfl_up_sync(kFullWarp, incl, o);
+      if (lane >= o) incl += u;
+    }
+    if (lane == 31) part[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+      unsigned long long w = part[lane], wi = w;
+      for (int o = 1; o < 32; o <<= 1) {
+        const unsigned long long u = __shfl_up_sync(kFullWarp, wi, o);
+        if (lane >= o) wi += u;
+      }
+      part[lane] = wi - w;  // exclusive: the warps before
+    }
+    __syncthreads();
+    const unsigned long long at = carry + part[warp] + incl - v;
+    if (t < p.n_tiles) p.payload_off[t] = at;
+    __syncthreads();
+    if (threadIdx.x == kScanThreads - 1) carry = at + v;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *p.payload_total = carry;
+}
+
+// A raw tile's bytes become its reconstruction (the input's): one thread
+// block per tile.
+__global__ void raw_tiles_kernel(Params p) {
+  const int t = blockIdx.x;
+  if (p.tile_type[t] != 2) return;
+  const DevTile &dt = p.tiles[t];
+  for (int l = 0; l < p.layers; ++l) {
+    const DevLayer &ly = p.layer[l];
+    const int w = dt.w[l], n = dt.w[l] * dt.h[l];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const size_t at = size_t(dt.y0[l] + i / w) * ly.width + dt.x0[l] + i % w;
+      for (int c = 0; c < ly.channels; ++c) p.rec[l][c][at] = p.cur[l][c][at];
+    }
+  }
 }
 
 // A lane's checksum h -> (33 h + v) mod 2^17 per symbol is affine in h, so
@@ -753,10 +1042,11 @@ __device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes,
 // state, alone: per sub-step it notes the bytes it emitted (0..2) in
 // counts (sub-step x lanes) and appends them to its log. The frame's tables
 // and the reciprocals of the frequencies are in shared memory.
-__global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
+__global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass) {
   extern __shared__ uint32_t s_tab[];  // reciprocals (kProbScale + 1), then the tables
   uint32_t *s_rcp = s_tab, *s_fc = s_tab + kProbScale + 1;
   const int t = blockIdx.x;
+  if (pass && !*p.again) return;
   if (p.tile_type[t] != 1) return;
   const int n_fc = p.dist_count * kTokens;
   for (int i = threadIdx.x; i < n_fc; i += 32) s_fc[i] = p.freq_cum[i];
@@ -809,8 +1099,9 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
 // the states (lane 0 first, little-endian). One thread block per tile: warp
 // w takes the w-th run of sub-steps, thread l lane l; where each run starts
 // (in the stream and in each lane's log) follows from the runs' counts.
-__global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
+__global__ void __launch_bounds__(1024) rans_merge_kernel(Params p, int pass) {
   const int t = blockIdx.x;
+  if (pass && !*p.again) return;
   if (p.tile_type[t] != 1) return;
   const DevTile &dt = p.tiles[t];
   const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
@@ -915,7 +1206,6 @@ class CudaEncoder final : public Encoder {
   ~CudaEncoder() override {
     for (cudaEvent_t e : events_)
       if (e) cudaEventDestroy(e);
-    if (hist_ready_) cudaEventDestroy(hist_ready_);
   }
   CudaEncoder(const Context &ctx, VideoFormat format, int width, int height, const Geometry &g)
       : ctx_(ctx) {
@@ -1017,7 +1307,8 @@ class CudaEncoder final : public Encoder {
                  off_id_cost = carve(at, hist_count * 4),
                  off_tiles = carve(at, dev_tiles.size() * sizeof(DevTile)),
                  off_symbols = carve(at, n_symbols * sizeof(Symbol)),
-                 off_tile_hist = carve(at, tiles.size() * hist_count * 4);
+                 off_tile_hist = carve(at, tiles.size() * hist_count * 4),
+                 off_proxy_hist = carve(at, kProxyCopies * hist_count * 4);
     // Per tile: type, lanes, stream size; the tables; the regions the
     // streams are written into (each at most 4 bytes per symbol, plus the
     // states); the payloads (at most the frame's bytes: a coded tile is
@@ -1031,6 +1322,7 @@ class CudaEncoder final : public Encoder {
           (ls.count > 1 ? size_t(tiles[t].w[1]) * tiles[t].h[1] * ls.layer[1].channels : 0);
       stream_off[t + 1] = stream_off[t] + 4 * count + 4 * kMaxLanes + 16;
       DevTile &d = dev_tiles[t];
+      d.raw_bytes = uint32_t(tiles[t].raw_bytes);
       for (int l = 0; l < kMaxLayers; ++l) d.channels[l] = l < ls.count ? ls.layer[l].channels : 0;
       size_t most_counts = 0, most_log = 0, most_codes = 0;
       for (int lanes = 1; lanes <= std::min(kMaxLanes, d.h[0]); ++lanes) {
@@ -1065,7 +1357,17 @@ class CudaEncoder final : public Encoder {
                  off_lane_state = carve(at, tiles.size() * kMaxLanes * 4),
                  off_counts = carve(at, counts_bytes), off_log = carve(at, log_bytes),
                  off_reciprocal = carve(at, (kProbScale + 1) * 4),
-                 off_codes = carve(at, codes_count * 4), off_changed = carve(at, 8);
+                 off_codes = carve(at, codes_count * 4),
+                 off_changed = carve(at, 16),  // changed bytes (8), again (4)
+        off_model0 = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
+                 off_model1 = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
+                 off_fresh = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
+                 off_chosen = carve(at, size_t(p.dist_count) * sizeof(ChosenTable)),
+                 off_cost_prev = carve(at, size_t(p.dist_count) * 8),
+                 off_cost_new = carve(at, size_t(p.dist_count) * 8),
+                 off_copy_choice = carve(at, size_t(p.dist_count) * kCopyStates),
+                 off_symbol_costs = carve(at, (kProbScale + 1) * 2),
+                 off_payload_total = carve(at, 8);
     work_ = DeviceBuffer(at);
     uint8_t *w = work_.data();
     for (int l = 0; l < ls.count; ++l) {
@@ -1085,14 +1387,15 @@ class CudaEncoder final : public Encoder {
     p.tiles = reinterpret_cast<const DevTile *>(w + off_tiles);
     p.symbols = reinterpret_cast<Symbol *>(w + off_symbols);
     p.tile_hist = reinterpret_cast<uint32_t *>(w + off_tile_hist);
+    p.proxy_hist = reinterpret_cast<uint32_t *>(w + off_proxy_hist);
     p.n_tiles = int(tiles.size());
     p.tile_type = reinterpret_cast<int *>(w + off_type);
     p.tile_lanes = reinterpret_cast<int *>(w + off_lanes);
     p.tile_size = reinterpret_cast<uint32_t *>(w + off_size);
-    p.freq_cum = reinterpret_cast<const uint32_t *>(w + off_freq_cum);
+    p.freq_cum = reinterpret_cast<uint32_t *>(w + off_freq_cum);
     p.streams = w + off_streams;
     p.stream_off = reinterpret_cast<const unsigned long long *>(w + off_stream_off);
-    p.payload_off = reinterpret_cast<const unsigned long long *>(w + off_payload_off);
+    p.payload_off = reinterpret_cast<unsigned long long *>(w + off_payload_off);
     p.payload = w + off_payload;
     p.tile_coded = reinterpret_cast<uint32_t *>(w + off_coded_count);
     p.lane_sum = reinterpret_cast<uint32_t *>(w + off_lane_sum);
@@ -1102,6 +1405,16 @@ class CudaEncoder final : public Encoder {
     p.reciprocal = reinterpret_cast<const uint32_t *>(w + off_reciprocal);
     p.codes = reinterpret_cast<uint32_t *>(w + off_codes);
     p.changed = reinterpret_cast<unsigned long long *>(w + off_changed);
+    p.again = reinterpret_cast<unsigned *>(w + off_changed + 8);
+    model_buf_[0] = reinterpret_cast<DevModel *>(w + off_model0);
+    model_buf_[1] = reinterpret_cast<DevModel *>(w + off_model1);
+    p.fresh = reinterpret_cast<DevModel *>(w + off_fresh);
+    p.chosen = reinterpret_cast<ChosenTable *>(w + off_chosen);
+    p.cost_prev = reinterpret_cast<unsigned long long *>(w + off_cost_prev);
+    p.cost_new = reinterpret_cast<unsigned long long *>(w + off_cost_new);
+    p.copy_choice = w + off_copy_choice;
+    p.symbol_costs = reinterpret_cast<const uint16_t *>(w + off_symbol_costs);
+    p.payload_total = reinterpret_cast<unsigned long long *>(w + off_payload_total);
     rans_shared_ = (size_t(p.dist_count) * kTokens + kProbScale + 1) * 4;
     if (rans_shared_ > 48 * 1024)
       CUDADIFF_CHECK(cudaFuncSetAttribute(
@@ -1116,6 +1429,10 @@ class CudaEncoder final : public Encoder {
                                    stream_));
     CUDADIFF_CHECK(cudaMemcpyAsync(w + off_stream_off, stream_off.data(), stream_off.size() * 8,
                                    cudaMemcpyHostToDevice, stream_));
+    std::vector<uint16_t> symbol_costs(kProbScale + 1, 0);
+    for (uint32_t f = 1; f <= kProbScale; ++f) symbol_costs[f] = uint16_t(detail::symbol_cost(f));
+    CUDADIFF_CHECK(cudaMemcpyAsync(w + off_symbol_costs, symbol_costs.data(),
+                                   symbol_costs.size() * 2, cudaMemcpyHostToDevice, stream_));
     std::vector<uint32_t> reciprocal(kProbScale + 1, 0);
     for (uint32_t f = 1; f <= kProbScale; ++f) {
       int l = 0;
@@ -1129,18 +1446,16 @@ class CudaEncoder final : public Encoder {
       first_cost[t] = 256 + 2 * log2_q8(1 + (token_value(t, 0) + 1) / 2);
     CUDADIFF_CHECK(cudaMemcpyToSymbolAsync(c_first_cost, first_cost, sizeof(first_cost), 0,
                                            cudaMemcpyHostToDevice, stream_));
-    CUDADIFF_CHECK(cudaEventCreateWithFlags(&hist_ready_, cudaEventDisableTiming));
     timing_ = std::getenv("CODEC2_CUDA_TIMES") != nullptr;
     if (timing_)
       for (cudaEvent_t &e : events_) CUDADIFF_CHECK(cudaEventCreate(&e));
     h_modes_.resize(n_blocks_);
     h_types_.resize(tiles.size() * sizeof(int));
-    h_hist_.resize(hist_count * 4);
-    h_freq_cum_.resize(hist_count * 4);
+    h_chosen_.resize(size_t(p.dist_count) * sizeof(ChosenTable));
     h_sizes_.resize(tiles.size() * 4);
     h_lanes_.resize(tiles.size() * sizeof(int));
     h_payload_off_.resize(tiles.size() * 8);
-    h_changed_.resize(8);
+    h_changed_.resize(16);
     CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
   }
 
@@ -1159,6 +1474,8 @@ class CudaEncoder final : public Encoder {
     Params &p = p_;
     p.k = threshold;
     p.keyframe = keyframe ? 1 : 0;
+    p.model = model_buf_[model_cur_];
+    p.prev_model = model_buf_[model_cur_ ^ 1];
     for (int pl = 0; pl < kMaxPlanes; ++pl) {
       p.frame[pl] = pl < frame.n_planes() ? frame.data[pl] : nullptr;
       p.pitch[pl] = pl < frame.n_planes() ? frame.stride[pl] : 0;
@@ -1174,7 +1491,7 @@ class CudaEncoder final : public Encoder {
     const size_t n_tiles = back_->tiles().size();
 
     mark(0);
-    if (!keyframe) CUDADIFF_CHECK(cudaMemsetAsync(p.changed, 0, 8, stream_));
+    CUDADIFF_CHECK(cudaMemsetAsync(p.changed, 0, 16, stream_));  // changed bytes, again
     for (int l = 0; l < ls_.count; ++l) {
       CODEC2_LAUNCH_NC(prepare_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 prepare_kernel");
@@ -1196,12 +1513,12 @@ class CudaEncoder final : public Encoder {
         decide_kernel<<<(nb + 255) / 256, 256, 0, stream_>>>(p, nb);
         CUDADIFF_CHECK_LAUNCH("codec2 decide_kernel");
         if (round == 1) break;
-        CUDADIFF_CHECK(cudaMemsetAsync(p.hist, 0, hist_count * 4, stream_));
+        CUDADIFF_CHECK(cudaMemsetAsync(p.proxy_hist, 0, kProxyCopies * hist_count * 4, stream_));
         for (int l = 0; l < ls_.count; ++l) {
           CODEC2_LAUNCH_NC(proxy_hist_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
           CUDADIFF_CHECK_LAUNCH("codec2 proxy_hist_kernel");
         }
-        id_cost_kernel<<<(p.dist_count + 127) / 128, 128, 0, stream_>>>(p);
+        id_cost_kernel<<<(p.dist_count + 7) / 8, 256, 0, stream_>>>(p);
         CUDADIFF_CHECK_LAUNCH("codec2 id_cost_kernel");
       }
     }
@@ -1216,20 +1533,13 @@ class CudaEncoder final : public Encoder {
       CODEC2_LAUNCH_NC(symbols_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 symbols_kernel");
     }
-    // Tile types and the histogram of the coded tiles; to the host with the
-    // block modes, for the tables.
-    tile_type_kernel<<<(unsigned(n_tiles) + 127) / 128, 128, 0, stream_>>>(p);
+    // Tile types and the histogram of the coded tiles.
+    const unsigned tile_grid = (unsigned(n_tiles) + 127) / 128;
+    const unsigned hist_grid = unsigned((hist_count + 255) / 256);
+    tile_type_kernel<<<tile_grid, 128, 0, stream_>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tile_type_kernel");
-    sum_hist_kernel<<<unsigned((hist_count + 255) / 256), 256, 0, stream_>>>(p);
+    sum_hist_kernel<<<hist_grid, 256, 0, stream_>>>(p, 0);
     CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
-    int *types = reinterpret_cast<int *>(h_types_.data());
-    uint32_t *hist = reinterpret_cast<uint32_t *>(h_hist_.data());
-    copy_out(h_modes_.data(), p.modes, n_blocks_);
-    copy_out(types, p.tile_type, n_tiles * sizeof(int));
-    copy_out(hist, p.hist, hist_count * 4);
-    if (!keyframe) copy_out(h_changed_.data(), p.changed, 8);
-    CUDADIFF_CHECK(cudaEventRecord(hist_ready_, stream_));
-    // The lanes' checksums and the schedule order while the host makes the tables.
     mark(3);
     checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kThreads, 0, stream_>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 checksum_kernel");
@@ -1238,74 +1548,71 @@ class CudaEncoder final : public Encoder {
                       256, 0, stream_>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 schedule_kernel");
     mark(4);
-    CUDADIFF_CHECK(cudaEventSynchronize(hist_ready_));
-    const auto t0 = std::chrono::steady_clock::now();
-
-    // Tables (on the host, by the reference's code), rANS per tile. Tiles
-    // no smaller than their bytes are stored raw; if any, once more with
-    // the tables of the other tiles (and those then too large are raw too).
-    const std::vector<Tile> &tiles = back_->tiles();
-    double tables_ms = 0;
-    const uint32_t *sizes = reinterpret_cast<const uint32_t *>(h_sizes_.data());
-    const int *lanes = reinterpret_cast<const int *>(h_lanes_.data());
+    // Tables, rANS per tile; tiles no smaller than their bytes are stored
+    // raw, and if any, once more with the tables of the other tiles (those
+    // then too large are raw too). Pass 1's kernels return at once when no
+    // tile became raw, so that the host need not wait in between.
     for (int pass = 0; pass < 2; ++pass) {
       if (pass == 1) {
-        copy_in(p.tile_type, types, n_tiles * sizeof(int));
-        sum_hist_kernel<<<unsigned((hist_count + 255) / 256), 256, 0, stream_>>>(p);
+        sum_hist_kernel<<<hist_grid, 256, 0, stream_>>>(p, 1);
         CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
-        copy_out(hist, p.hist, hist_count * 4);
-        CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
       }
-      const auto m0 = std::chrono::steady_clock::now();
-      back_->make_tables(keyframe, hist, reinterpret_cast<uint32_t *>(h_freq_cum_.data()));
-      if (pass == 0)
-        tables_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m0)
-                        .count();
-      copy_in(const_cast<uint32_t *>(p.freq_cum), h_freq_cum_.data(), hist_count * 4);
+      const unsigned table_grid = unsigned((p.dist_count + kTableWarps - 1) / kTableWarps);
+      tables_fresh_kernel<<<table_grid, 32 * kTableWarps, 0, stream_>>>(p, pass);
+      CUDADIFF_CHECK_LAUNCH("codec2 tables_fresh_kernel");
+      tables_copy_kernel<<<table_grid, 32 * kTableWarps, 0, stream_>>>(p, pass);
+      CUDADIFF_CHECK_LAUNCH("codec2 tables_copy_kernel");
+      tables_choose_kernel<<<1, 32 * kTableWarps,
+                             size_t(p.dist_count) * (sizeof(int) + 1 + kCopyStates), stream_>>>(
+          p, pass);
+      CUDADIFF_CHECK_LAUNCH("codec2 tables_choose_kernel");
       if (pass == 0) mark(5);
-      rans_lanes_kernel<<<unsigned(n_tiles), 32, rans_shared_, stream_>>>(p);
+      rans_lanes_kernel<<<unsigned(n_tiles), 32, rans_shared_, stream_>>>(p, pass);
       CUDADIFF_CHECK_LAUNCH("codec2 rans_lanes_kernel");
       if (pass == 0) mark(6);
-      rans_merge_kernel<<<unsigned(n_tiles), 1024, 0, stream_>>>(p);
+      rans_merge_kernel<<<unsigned(n_tiles), 1024, 0, stream_>>>(p, pass);
       CUDADIFF_CHECK_LAUNCH("codec2 rans_merge_kernel");
       if (pass == 0) mark(7);
-      copy_out(h_sizes_.data(), p.tile_size, n_tiles * 4);
-      copy_out(h_lanes_.data(), p.tile_lanes, n_tiles * sizeof(int));
-      CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
-      bool any_raw = false;
-      for (size_t t = 0; t < n_tiles; ++t)
-        if (types[t] == 1 && sizes[t] >= tiles[t].raw_bytes) {
-          types[t] = 2;
-          any_raw = true;
-        }
-      if (!any_raw) break;
+      raw_check_kernel<<<tile_grid, 128, 0, stream_>>>(p, pass);
+      CUDADIFF_CHECK_LAUNCH("codec2 raw_check_kernel");
     }
-
+    mark(8);
+    // The payloads in body order, gathered on the device; raw tiles' bytes
+    // become their reconstruction.
+    payload_offsets_kernel<<<1, kScanThreads, 0, stream_>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 payload_offsets_kernel");
+    gather_kernel<<<unsigned(n_tiles), 256, 0, stream_>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 gather_kernel");
+    raw_tiles_kernel<<<unsigned(n_tiles), 256, 0, stream_>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 raw_tiles_kernel");
+    mark(9);
+    int *types = reinterpret_cast<int *>(h_types_.data());
+    const uint32_t *sizes = reinterpret_cast<const uint32_t *>(h_sizes_.data());
+    const int *lanes = reinterpret_cast<const int *>(h_lanes_.data());
+    copy_out(h_modes_.data(), p.modes, n_blocks_);
+    copy_out(types, p.tile_type, n_tiles * sizeof(int));
+    copy_out(h_sizes_.data(), p.tile_size, n_tiles * 4);
+    copy_out(h_lanes_.data(), p.tile_lanes, n_tiles * sizeof(int));
+    copy_out(h_chosen_.data(), p.chosen, h_chosen_.size());
+    copy_out(h_changed_.data(), p.changed, 8);
+    copy_out(h_changed_.data() + 8, p.payload_total, 8);
+    CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
     const auto t1 = std::chrono::steady_clock::now();
-    // The payloads in body order, gathered on the device and brought back
-    // once; raw tiles' bytes become their reconstruction.
+
+    // The body: header, model and tile table on the host, the payloads
+    // brought back at once.
+    const std::vector<Tile> &tiles = back_->tiles();
     std::vector<size_t> size_of(n_tiles);
-    unsigned long long *payload_off = reinterpret_cast<unsigned long long *>(h_payload_off_.data());
     size_t payload = 0;
     for (size_t t = 0; t < n_tiles; ++t) {
       size_of[t] = types[t] == 1 ? sizes[t] : types[t] == 2 ? tiles[t].raw_bytes : 0;
-      payload_off[t] = payload;
       payload += size_of[t];
     }
-    copy_in(p.tile_type, types, n_tiles * sizeof(int));
-    copy_in(const_cast<unsigned long long *>(p.payload_off), payload_off, n_tiles * 8);
-    gather_kernel<<<unsigned(n_tiles), 256, 0, stream_>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 gather_kernel");
-    for (size_t t = 0; t < n_tiles; ++t) {
-      if (types[t] != 2) continue;
-      for (int l = 0; l < ls_.count; ++l) {
-        const int n = tiles[t].w[l] * tiles[t].h[l];
-        if (n == 0) continue;
-        raw_tile_kernel<<<(n + 255) / 256, 256, 0, stream_>>>(p, l, tiles[t].x0[l], tiles[t].y0[l],
-                                                              tiles[t].w[l], tiles[t].h[l]);
-        CUDADIFF_CHECK_LAUNCH("codec2 raw_tile_kernel");
-      }
-    }
+    unsigned long long device_payload = 0;
+    std::memcpy(&device_payload, h_changed_.data() + 8, 8);
+    if (device_payload != payload)
+      throw Error("codec2 CUDA encoder: the payloads' size disagrees with the tile sizes");
+    back_->set_tables(keyframe, reinterpret_cast<const ChosenTable *>(h_chosen_.data()));
     std::vector<int> lanes_of(lanes, lanes + n_tiles);
     FrameStats st = back_->assemble(
         keyframe, threshold, h_modes_.data(), types, lanes_of.data(), size_of.data(),
@@ -1314,24 +1621,22 @@ class CudaEncoder final : public Encoder {
           CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
         },
         body);
-    if (timing_) {  // development aid: where the time goes (host clock, ms)
-      CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+    if (timing_) {  // development aid: where the time goes
       const auto t2 = std::chrono::steady_clock::now();
-      float ms[7];
-      for (int i = 0; i < 7; ++i)
+      float ms[kEvents - 1];
+      for (int i = 0; i + 1 < kEvents; ++i)
         CUDADIFF_CHECK(cudaEventElapsedTime(&ms[i], events_[i], events_[i + 1]));
       std::fprintf(stderr,
-                   "codec2 cuda kernels: prepare %.3f, modes %.3f, reconstruction and symbols "
-                   "%.3f, checksums %.3f ms\n",
-                   ms[0], ms[1], ms[2], ms[3]);
-      std::fprintf(stderr, "codec2 cuda: tables (host) %.3f, rANS lanes %.3f, merge %.3f ms\n",
-                   tables_ms, ms[5], ms[6]);
-      std::fprintf(stderr, "codec2 cuda: front end %.3f, tables and rANS %.3f, body %.3f ms\n",
-                   std::chrono::duration<double, std::milli>(t0 - start).count(),
-                   std::chrono::duration<double, std::milli>(t1 - t0).count(),
+                   "codec2 cuda k=%d device: prepare %.3f, modes %.3f, reconstruction and symbols "
+                   "%.3f, checksums and schedule %.3f, tables %.3f, rANS lanes %.3f, merge %.3f, "
+                   "raw pass %.3f, payloads %.3f ms\n",
+                   threshold, ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7], ms[8]);
+      std::fprintf(stderr, "codec2 cuda k=%d host: until the tables are back %.3f, body %.3f ms\n",
+                   threshold, std::chrono::duration<double, std::milli>(t1 - start).count(),
                    std::chrono::duration<double, std::milli>(t2 - t1).count());
     }
     if (!keyframe) std::memcpy(&st.changed_bytes, h_changed_.data(), 8);
+    model_cur_ ^= 1;
     for (int l = 0; l < ls_.count; ++l)
       for (int c = 0; c < ls_.layer[l].channels; ++c) std::swap(ref_[l][c], rec_[l][c]);
     // The frame may be reused by the caller as soon as this returns.
@@ -1361,9 +1666,6 @@ class CudaEncoder final : public Encoder {
   void copy_out(void *host, const void *device, size_t n) {
     CUDADIFF_CHECK(cudaMemcpyAsync(host, device, n, cudaMemcpyDeviceToHost, stream_));
   }
-  void copy_in(void *device, const void *host, size_t n) {
-    CUDADIFF_CHECK(cudaMemcpyAsync(device, host, n, cudaMemcpyHostToDevice, stream_));
-  }
   void download_planes(uint8_t *const (&src)[kMaxLayers][kMaxComps],
                        std::vector<uint8_t> (&dst)[kMaxLayers][kMaxComps]) {
     for (int l = 0; l < ls_.count; ++l)
@@ -1385,18 +1687,19 @@ class CudaEncoder final : public Encoder {
   DeviceBuffer planes_, work_;
   uint8_t *ref_[kMaxLayers][kMaxComps] = {};
   uint8_t *rec_[kMaxLayers][kMaxComps] = {};
-  cudaEvent_t hist_ready_ = nullptr;  // the block modes, tile types and histogram are on the host
-  cudaEvent_t events_[8] = {};        // CODEC2_CUDA_TIMES: the front end's phases
+  static constexpr int kEvents = 10;
+  cudaEvent_t events_[kEvents] = {};  // CODEC2_CUDA_TIMES: the phases on the device
+  DevModel *model_buf_[2] = {};       // the tables of the last frame and of this one
+  int model_cur_ = 0;                 // model_buf_[model_cur_]: this frame's
   void mark(int i) {
     if (timing_) CUDADIFF_CHECK(cudaEventRecord(events_[i], stream_));
   }
-  size_t rans_shared_ = 0;
-  size_t most_slots_ = 0;  // most steps x lanes of a tile (schedule_kernel's threads)  // the
-                           // tables in the rANS kernel's shared memory
-  bool timing_ = false;    // CODEC2_CUDA_TIMES set: each frame's phases on stderr
+  size_t rans_shared_ = 0;  // the tables in the rANS kernel's shared memory
+  size_t most_slots_ = 0;   // most steps x lanes of a tile (schedule_kernel's threads)
+  bool timing_ = false;     // CODEC2_CUDA_TIMES set: each frame's phases on stderr
   // Pinned staging for the copies between the steps.
-  HostBytes h_modes_, h_types_, h_hist_, h_freq_cum_, h_sizes_, h_lanes_, h_payload_off_;
-  HostBytes h_changed_;  // the delta's changed bytes (a uint64)
+  HostBytes h_modes_, h_types_, h_chosen_, h_sizes_, h_lanes_, h_payload_off_;
+  HostBytes h_changed_;  // the delta's changed bytes (a uint64), then the payloads' bytes
 };
 
 }  // namespace

@@ -45,6 +45,15 @@ struct TileSymbols {
   const uint32_t *hist = nullptr;
 };
 
+// A distribution's table as a backend that makes the tables itself chose it
+// (by codec2_tables.h's rules): the choice (kTableUnused, kTablePrevious,
+// kTableCopy or kTableNew) and, for a new table, its tokens and levels.
+struct ChosenTable {
+  uint8_t choice;
+  uint8_t n;
+  uint8_t levels[kTokens];
+};
+
 class EncoderBackEnd {
  public:
   virtual ~EncoderBackEnd() = default;
@@ -72,6 +81,10 @@ class EncoderBackEnd {
   // (0 skipped, 1 coded, 2 raw), lanes (coded tiles) and payload size;
   // payloads(p) writes every payload, in tile order, from p. The tables
   // become the previous ones for the next delta.
+  // Instead of make_tables(): the tables another backend made from the
+  // coded tiles' histogram, one per distribution (dist_count()); the model
+  // section is written from them and kept for assemble().
+  virtual void set_tables(bool keyframe, const ChosenTable *tables) = 0;
   virtual FrameStats assemble(bool keyframe, int threshold, const uint8_t *modes, const int *types,
                               const int *lanes, const size_t *sizes,
                               const std::function<void(uint8_t *)> &payloads, HostBytes &body) = 0;

@@ -222,6 +222,16 @@ TEST(Codec2CudaEncoder, TileGeometries) {
     }
 }
 
+// The device makes the tables by the CPU's rules (codec2_tables.h): deltas
+// of similar content reuse the previous frame's tables or copy the table
+// listed before (long runs of copies among the many distributions of four
+// components), a change of content or threshold makes new ones; the bodies
+// (their model sections included) must be the CPU's.
+TEST(Codec2CudaEncoder, TablesPreviousCopyAndNew) {
+  compare(VideoFormat::BGRx, 160, 96, Content::Static, {0, 0, 0, 3, 3, 3}, 12, 12, false);
+  compare(VideoFormat::GRAY8, 97, 61, Content::Scene, {2, 2, 9}, 9, 9, true);
+}
+
 TEST(Codec2CudaEncoder, FullHd) {
   const Totals t = compare(VideoFormat::BGR, 1920, 1080, Content::Scene, {5}, 3, 10, true);
   EXPECT_GT(t.tiles[1], 0u);
