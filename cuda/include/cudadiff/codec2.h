@@ -42,7 +42,7 @@ namespace codec2 {
 // rANS lanes (1..32, in the tile table), chosen by the encoder from the
 // tile's coded samples (codec2_rules.h, lanes_for_tile()).
 struct Geometry {
-  int tile_bx = 20;
+  int tile_bx = 10;
   int tile_by = 8;
 };
 // The geometry the encoders use for a format and size (deterministic, so

@@ -316,13 +316,19 @@ LayerSet layers_of(VideoFormat format, int width, int height);
 // samples in non-skipped blocks, all layers), 1..32, at most the tile's rows
 // in layer 0. Every lane flushes a 4-byte state, so a tile with little to
 // code gets few lanes; a GPU decodes the lanes of a tile in parallel, so a
-// full tile gets 32 and no lane codes much more than kSamplesPerLane samples.
+// full tile gets up to 32 and no lane codes much more than kSamplesPerLane
+// samples. Then as few lanes as give the same number of rounds (rows per
+// lane): 30 lanes over 128 rows take 5 rounds, as 26 do, and 26 flush 16
+// bytes less with the same wavefront length.
 constexpr uint32_t kSamplesPerLane = 2048;
 CODEC2_HD int lanes_for_tile(uint32_t coded_samples, int rows) {
   uint32_t lanes = (coded_samples + kSamplesPerLane - 1) / kSamplesPerLane;
   const uint32_t cap = uint32_t(rows < kMaxLanes ? rows : kMaxLanes);
   if (lanes > cap) lanes = cap;
-  return lanes < 1 ? 1 : int(lanes);
+  if (lanes < 1) return 1;
+  const uint32_t r = rows < 1 ? 1u : uint32_t(rows);
+  const uint32_t rounds = (r + lanes - 1) / lanes;
+  return int((r + rounds - 1) / rounds);
 }
 
 // Tiles are rectangles of tile_bx x tile_by blocks (the last row and column of
