@@ -1621,6 +1621,12 @@ class CudaEncoder final : public Encoder {
           CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
         },
         body);
+    // The body is written and the host's tables are its: the device's take
+    // the same step at once, before anything below can throw.
+    if (!keyframe) std::memcpy(&st.changed_bytes, h_changed_.data(), 8);
+    model_cur_ ^= 1;
+    for (int l = 0; l < ls_.count; ++l)
+      for (int c = 0; c < ls_.layer[l].channels; ++c) std::swap(ref_[l][c], rec_[l][c]);
     if (timing_) {  // development aid: where the time goes
       const auto t2 = std::chrono::steady_clock::now();
       float ms[kEvents - 1];
@@ -1635,10 +1641,6 @@ class CudaEncoder final : public Encoder {
                    threshold, std::chrono::duration<double, std::milli>(t1 - start).count(),
                    std::chrono::duration<double, std::milli>(t2 - t1).count());
     }
-    if (!keyframe) std::memcpy(&st.changed_bytes, h_changed_.data(), 8);
-    model_cur_ ^= 1;
-    for (int l = 0; l < ls_.count; ++l)
-      for (int c = 0; c < ls_.layer[l].channels; ++c) std::swap(ref_[l][c], rec_[l][c]);
     // The frame may be reused by the caller as soon as this returns.
     CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
     has_reference_ = true;
