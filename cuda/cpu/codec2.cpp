@@ -165,7 +165,7 @@ bool read_body_header(const uint8_t *body, size_t n, BodyHeader *h, std::string 
   if (body[0] & ~1u) return fail("unknown body flags");
   BodyHeader r;
   r.keyframe = body[0] & 1u;
-  r.threshold = body[1];
+  r.k = body[1];
   r.geometry.tile_bx = body[2];
   r.geometry.tile_by = body[3];
   if (r.geometry.tile_bx == 0 || r.geometry.tile_by == 0) return fail("zero tile size");
@@ -783,12 +783,17 @@ struct Quantizer {
   int k = 0;
   uint8_t index[256];    // quant_index
   int16_t diff[511];     // quant_diff(e), e = -255..255 at [e + 255]
+  int16_t coded[511];    // encoder_diff(e) with the encoder's threshold (the decoder's: diff)
   uint8_t dequant[256];  // dequant_index for indices 0..max_index
   int max_index = 0;
-  void set(int threshold) {
-    k = threshold;
+  // `threshold`: the encoder's bound (k for a decoder).
+  void set(int k_, int threshold) {
+    k = k_;
     for (int x = 0; x < 256; ++x) index[x] = uint8_t(quant_index(x, k));
-    for (int e = -255; e <= 255; ++e) diff[e + 255] = int16_t(quant_diff(e, k));
+    for (int e = -255; e <= 255; ++e) {
+      diff[e + 255] = int16_t(quant_diff(e, k));
+      coded[e + 255] = int16_t(encoder_diff(e, k, threshold));
+    }
     max_index = codec2::max_index(k);
     for (int u = 0; u < 256; ++u) dequant[u] = uint8_t(u <= max_index ? dequant_index(u, k) : 0);
   }
@@ -846,17 +851,19 @@ void for_each_block_span(const LayerSet &ls, int l, const uint8_t *blocks, int t
 }
 
 // Working values of samples [at, at + n) of a layer of NC channels (YCOCG:
-// colour transformed) from a picture's channels (and the reference's).
+// colour transformed) from a picture's channels (and the reference's, with
+// T-domain values from `diff`: q.diff, or q.coded for the encoder's input).
 template <int NC, bool YCOCG>
-void working_values_run(const Quantizer &q, const uint8_t *const *pic, const uint8_t *const *ref,
-                        size_t at, size_t n, int16_t *const *s, int16_t *const *t) {
+void working_values_run(const Quantizer &q, const int16_t *diff, const uint8_t *const *pic,
+                        const uint8_t *const *ref, size_t at, size_t n, int16_t *const *s,
+                        int16_t *const *t) {
   int ch[NC], comp[NC];
   for (size_t a = at; a < at + n; ++a) {
     for (int c = 0; c < NC; ++c) ch[c] = q.index[pic[c][a]];
     to_components(YCOCG, NC, ch, comp);
     for (int c = 0; c < NC; ++c) s[c][a] = int16_t(comp[c]);
     if (!ref) continue;
-    for (int c = 0; c < NC; ++c) ch[c] = q.diff[int(pic[c][a]) - int(ref[c][a]) + 255];
+    for (int c = 0; c < NC; ++c) ch[c] = diff[int(pic[c][a]) - int(ref[c][a]) + 255];
     to_components(YCOCG, NC, ch, comp);
     for (int c = 0; c < NC; ++c) t[c][a] = int16_t(comp[c]);
   }
@@ -864,9 +871,11 @@ void working_values_run(const Quantizer &q, const uint8_t *const *pic, const uin
 
 // Fills the working values of layer `l` from a picture (and the reference
 // for the T-domain) in the blocks flagged in `blocks` (null: all); other
-// samples keep their values (nothing reads them).
-void working_values(const LayerSet &ls, int l, const Quantizer &q, const Picture &pic,
+// samples keep their values (nothing reads them). `input`: the encoder's
+// input, whose T-domain values have the dead zone (Quantizer::coded).
+void working_values(const LayerSet &ls, int l, const Quantizer &q, bool input, const Picture &pic,
                     const Picture *ref, const uint8_t *blocks, int threads, Planes &out) {
+  const int16_t *diff = input ? q.coded : q.diff;
   const Layer &ly = ls.layer[l];
   const uint8_t *p[kMaxComps] = {}, *r[kMaxComps] = {};
   int16_t *s[kMaxComps] = {}, *t[kMaxComps] = {};
@@ -880,13 +889,13 @@ void working_values(const LayerSet &ls, int l, const Quantizer &q, const Picture
   for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
     const size_t at = size_t(y) * ly.width + x0, n = size_t(x1 - x0);
     if (ly.ycocg && ly.channels == 3)
-      working_values_run<3, true>(q, p, rp, at, n, s, t);
+      working_values_run<3, true>(q, diff, p, rp, at, n, s, t);
     else if (ly.ycocg)
-      working_values_run<4, true>(q, p, rp, at, n, s, t);
+      working_values_run<4, true>(q, diff, p, rp, at, n, s, t);
     else if (ly.channels == 1)
-      working_values_run<1, false>(q, p, rp, at, n, s, t);
+      working_values_run<1, false>(q, diff, p, rp, at, n, s, t);
     else
-      working_values_run<2, false>(q, p, rp, at, n, s, t);
+      working_values_run<2, false>(q, diff, p, rp, at, n, s, t);
   });
 }
 
@@ -1066,13 +1075,13 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   const LayerSet &layers() const override { return ls_; }
   int dist_count() const override { return dl_.count; }
   int dist_base(int layer, int cls, int comp) const override { return dl_.base[layer][cls][comp]; }
-  FrameStats write_body(bool keyframe, int threshold, const uint8_t *modes,
-                        const TileSymbols *tiles, const std::function<void(size_t, uint8_t *)> &raw,
+  FrameStats write_body(bool keyframe, int k, const uint8_t *modes, const TileSymbols *tiles,
+                        const std::function<void(size_t, uint8_t *)> &raw,
                         HostBytes &body) override;
   const std::vector<int> &tile_types() const override { return tile_type_; }
   void make_tables(bool keyframe, const uint32_t *hist, uint32_t *freq_cum) override;
   void set_tables(bool keyframe, const detail::ChosenTable *tables) override;
-  FrameStats assemble(bool keyframe, int threshold, const uint8_t *modes, const int *types,
+  FrameStats assemble(bool keyframe, int k, const uint8_t *modes, const int *types,
                       const int *lanes, const size_t *sizes,
                       const std::function<void(uint8_t *)> &payloads, HostBytes &body) override;
 
@@ -1085,7 +1094,7 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   void for_each_proxy(const Tile &t, Want want, F f) const;
   void tile_symbols(size_t ti);
   void build_model(const uint32_t *hist, bool keyframe, BitWriter &bw, Model &model);
-  bool encode_tile(size_t ti, int threshold);
+  bool encode_tile(size_t ti, int k);
   void store_raw(size_t ti, uint8_t *out);
   void debug_sizes(const Model &model);
 
@@ -1093,6 +1102,7 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   DistLayout dl_;
   std::vector<Tile> tiles_;
   Quantizer q_;
+  int threshold_ = 0;  // of the frame being encoded (q_.k is its encoder_k())
   Picture cur_, ref_, rec_;
   Planes in_[kMaxLayers];                    // working values of the input (the values coded)
   Planes work_[kMaxLayers];                  // working values of the reconstruction (neighbours)
@@ -1166,11 +1176,12 @@ void CpuEncoder::for_each_proxy(const Tile &t, Want want, F f) const {
 }
 
 // coded_: every block of a keyframe; in a delta the blocks with a byte
-// more than k from the reference (exactly those with a T-domain value other
-// than 0: quant_diff() is 0 only within k, and YCoCg-R maps 0 to 0).
+// more than the threshold from the reference (exactly those with a T-domain
+// value other than 0: encoder_diff() is 0 only within the threshold, and
+// YCoCg-R maps 0 to 0).
 // needed_: the coded blocks and the blocks their samples' neighbours lie in.
-// Bytes of the input more than k off the reference (every byte of the
-// frame is one channel of one sample).
+// Bytes of the input more than the threshold off the reference (every byte
+// of the frame is one channel of one sample).
 uint64_t CpuEncoder::count_changed(int threads) const {
   uint64_t changed = 0;
   for (int l = 0; l < ls_.count; ++l) {
@@ -1180,7 +1191,7 @@ uint64_t CpuEncoder::count_changed(int threads) const {
       const long long n = (long long)ly.width * ly.height;
       uint64_t sum = 0;
 #pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : sum)
-      for (long long i = 0; i < n; ++i) sum += iabs(int(cur[i]) - int(ref[i])) > q_.k;
+      for (long long i = 0; i < n; ++i) sum += iabs(int(cur[i]) - int(ref[i])) > threshold_;
       changed += sum;
     }
   }
@@ -1192,7 +1203,7 @@ void CpuEncoder::find_coded_blocks(bool keyframe, int threads) {
   coded_.assign(size_t(bxs) * bys, keyframe ? 1 : 0);
   needed_.assign(coded_.size(), keyframe ? 1 : 0);
   if (keyframe) return;
-  const int k = q_.k;
+  const int bound = threshold_;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int by = 0; by < bys; ++by) {
     uint8_t *coded = coded_.data() + size_t(by) * bxs;
@@ -1207,7 +1218,7 @@ void CpuEncoder::find_coded_blocks(bool keyframe, int threads) {
             if (coded[bx]) continue;
             const BlockSpan span = block_span(ly, bx);
             int far = 0;
-            for (int x = span.x0; x < span.x1; ++x) far |= iabs(int(cur[x]) - int(ref[x])) > k;
+            for (int x = span.x0; x < span.x1; ++x) far |= iabs(int(cur[x]) - int(ref[x])) > bound;
             coded[bx] = uint8_t(far);
           }
         }
@@ -1396,7 +1407,7 @@ void CpuEncoder::build_model(const uint32_t *hist, bool keyframe, BitWriter &bw,
 // rANS of one tile's symbols with the frame's tables (rans_symbols_) in
 // reverse schedule order (the decoder reads them forwards). False when the
 // stream is no smaller than the tile's bytes: the tile is then marked raw.
-bool CpuEncoder::encode_tile(size_t ti, int threshold) {
+bool CpuEncoder::encode_tile(size_t ti, int k) {
   const Tile &t = tiles_[ti];
   const Symbol *const syms = tile_in_[ti].symbols;
   const size_t n_syms = tile_in_[ti].count;
@@ -1437,7 +1448,7 @@ bool CpuEncoder::encode_tile(size_t ti, int threshold) {
       }
   }
   uint32_t state[kMaxLanes];
-  for (int ln = 0; ln < lanes; ++ln) state[ln] = lane_final_state(threshold, ln, checksum[ln]);
+  for (int ln = 0; ln < lanes; ++ln) state[ln] = lane_final_state(k, ln, checksum[ln]);
   for (int l = ls_.count - 1; l >= 0; --l) {
     const int w = t.w[l], h = t.h[l], nc = ls_.layer[l].channels;
     if (w == 0 || h == 0) continue;
@@ -1553,15 +1564,19 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
     throw Error("codec2 encoder: frame does not match the encoder's format and size");
   if (threshold < 0 || threshold > 255) throw Error("codec2 encoder: threshold not in 0..255");
   if (!keyframe && !has_reference_) throw Error("codec2 encoder: a delta needs a previous frame");
-  q_.set(threshold);
+  // The finer quantiser with the dead zone (codec2_rules.h, encoder_k()).
+  const int k = encoder_k(threshold);
+  q_.set(k, threshold);
+  threshold_ = threshold;
   keyframe_ = keyframe;
   extract(frame, ls_, cur_);
   size_t samples = 0;
   for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
   const int threads = default_threads(samples, tiles_.size());
 
-  // 1. Blocks to code (deltas: those with a byte more than k from the
-  // reference; the others are skipped and cost only this comparison), the
+  // 1. Blocks to code (deltas: those with a byte more than the threshold
+  // from the reference; the others are skipped and cost only this
+  // comparison), the
   // working values of the input where they are read, the reference's
   // texture where it is read.
   find_coded_blocks(keyframe, threads);
@@ -1570,8 +1585,8 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
     if (keyframe)
       rclass_[l].clear();
     else
-      reference_classes(ls_, l, ref_, threshold, coded_.data(), threads, rclass_[l]);
-    working_values(ls_, l, q_, cur_, keyframe ? nullptr : &ref_, needed, threads, in_[l]);
+      reference_classes(ls_, l, ref_, k, coded_.data(), threads, rclass_[l]);
+    working_values(ls_, l, q_, true, cur_, keyframe ? nullptr : &ref_, needed, threads, in_[l]);
   }
 
   // 2. Block modes.
@@ -1602,13 +1617,13 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
               rec[x] = q_.dequant[q_.index[v]];
             } else {
               const int r = ref[x];
-              rec[x] = uint8_t(dequant_diff(r, q_.diff[v - r + 255], q_.k));
+              rec[x] = uint8_t(dequant_diff(r, q_.coded[v - r + 255], q_.k));
             }
           }
         }
       }
     });
-    working_values(ls_, l, q_, rec_, keyframe ? nullptr : &ref_, needed, threads, work_[l]);
+    working_values(ls_, l, q_, false, rec_, keyframe ? nullptr : &ref_, needed, threads, work_[l]);
   }
 
   // 4. Symbols and their histograms, per tile.
@@ -1625,15 +1640,16 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
 
   // 5.-8. Tables, tiles, the body.
   FrameStats st = write_body(
-      keyframe, threshold, modes_.data(), in.data(),
-      [&](size_t ti, uint8_t *out) { store_raw(ti, out); }, body);
+      keyframe, k, modes_.data(), in.data(), [&](size_t ti, uint8_t *out) { store_raw(ti, out); },
+      body);
+  st.threshold = threshold;
   if (!keyframe) st.changed_bytes = count_changed(threads);
   std::swap(ref_, rec_);
   has_reference_ = true;
   return st;
 }
 
-FrameStats CpuEncoder::write_body(bool keyframe, int threshold, const uint8_t *modes,
+FrameStats CpuEncoder::write_body(bool keyframe, int k, const uint8_t *modes,
                                   const TileSymbols *tiles,
                                   const std::function<void(size_t, uint8_t *)> &raw,
                                   HostBytes &body) {
@@ -1670,7 +1686,7 @@ FrameStats CpuEncoder::write_body(bool keyframe, int threshold, const uint8_t *m
     bool any_raw = false;
 #pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : any_raw)
     for (long long ti = 0; ti < (long long)n_tiles; ++ti)
-      if (tile_type_[ti] == 1) any_raw |= !encode_tile(size_t(ti), threshold);
+      if (tile_type_[ti] == 1) any_raw |= !encode_tile(size_t(ti), k);
     if (!any_raw) break;
   }
   for (size_t ti = 0; ti < n_tiles; ++ti)
@@ -1682,7 +1698,7 @@ FrameStats CpuEncoder::write_body(bool keyframe, int threshold, const uint8_t *m
   std::vector<size_t> sizes(n_tiles);
   for (size_t ti = 0; ti < n_tiles; ++ti) sizes[ti] = streams_[ti].size();
   const FrameStats st = assemble(
-      keyframe, threshold, modes, tile_type_.data(), tile_lanes_.data(), sizes.data(),
+      keyframe, k, modes, tile_type_.data(), tile_lanes_.data(), sizes.data(),
       [&](uint8_t *p) {
         for (size_t ti = 0; ti < n_tiles; ++ti) {
           if (!streams_[ti].empty()) std::memcpy(p, streams_[ti].data(), streams_[ti].size());
@@ -1751,18 +1767,19 @@ void CpuEncoder::set_tables(bool keyframe, const detail::ChosenTable *tables) {
   model_bytes_ = bw.bytes();
 }
 
-FrameStats CpuEncoder::assemble(bool keyframe, int threshold, const uint8_t *modes,
-                                const int *types, const int *lanes_of, const size_t *sizes,
+FrameStats CpuEncoder::assemble(bool keyframe, int k, const uint8_t *modes, const int *types,
+                                const int *lanes_of, const size_t *sizes,
                                 const std::function<void(uint8_t *)> &payloads, HostBytes &body) {
   // 7. The body: header, tables, tile sizes, tile streams.
   const Geometry &g = geometry_;
   const size_t n_tiles = tiles_.size();
   FrameStats st;
   st.keyframe = keyframe;
-  st.threshold = threshold;
+  st.threshold = k;  // encode() sets its own
+  st.k = k;
   std::vector<uint8_t> head(kBodyHeaderBytes + model_bytes_.size());
   head[0] = keyframe ? 1 : 0;
-  head[1] = uint8_t(threshold);
+  head[1] = uint8_t(k);
   head[2] = uint8_t(g.tile_bx);
   head[3] = uint8_t(g.tile_by);
   std::copy(model_bytes_.begin(), model_bytes_.end(), head.begin() + kBodyHeaderBytes);
@@ -2057,7 +2074,7 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
     tiles_ = make_tiles(ls_, g);
     tiles_geometry_ = g;
   }
-  q_.set(h.threshold);
+  q_.set(h.k, h.k);
 
   // Tables and tile table.
   Model model;

@@ -754,7 +754,7 @@ class CudaDecoder final : public Decoder {
     P.map = reinterpret_cast<const uint16_t *>(upload_.data() + map_at);
     P.n_dist = n_dist_;
     P.failed = failed_.as<uint32_t>();
-    P.k = h.threshold;
+    P.k = h.k;
     P.keyframe = h.keyframe ? 1 : 0;
     P.blocks_x = blocks_x_;
     P.mode_dist = reader_.mode_distribution();

@@ -117,7 +117,8 @@ struct Params {
   int layers;
   DevLayer layer[kMaxLayers];
   int blocks_x, blocks_y, tile_bx, tile_by, tiles_x;
-  int k;
+  int k;          // the body's quantiser, encoder_k(threshold)
+  int threshold;  // the bound (deltas keep the reference's byte within it)
   int keyframe;
   int dist_count;
   int dist_base[kMaxLayers][kClasses][kMaxComps];
@@ -292,8 +293,8 @@ __global__ void prepare_kernel(Params p, int l) {
 #pragma unroll
       for (int c = 0; c < nc; ++c) {
         const int r = p.ref[l][c][at];
-        n += iabs(v[c] - r) > p.k;
-        ch[c] = quant_diff(v[c] - r, p.k);
+        n += iabs(v[c] - r) > p.threshold;
+        ch[c] = encoder_diff(v[c] - r, p.k, p.threshold);
       }
       far = n != 0;
       if (n) atomicAdd(&block_changed, n);
@@ -480,7 +481,7 @@ __global__ void reconstruct_kernel(Params p, int l) {
       rec[c] = dequant_index(quant_index(v, p.k), p.k);
     } else {
       const int r = p.ref[l][c][at];
-      rec[c] = mode == kSkip ? r : dequant_diff(r, quant_diff(v - r, p.k), p.k);
+      rec[c] = mode == kSkip ? r : dequant_diff(r, encoder_diff(v - r, p.k, p.threshold), p.k);
     }
     p.rec[l][c][at] = uint8_t(rec[c]);
     ch[c] = quant_index(rec[c], p.k);
@@ -1472,7 +1473,9 @@ class CudaEncoder final : public Encoder {
     ctx_.activate();
     const auto start = std::chrono::steady_clock::now();
     Params &p = p_;
-    p.k = threshold;
+    // The finer quantiser with the dead zone (codec2_rules.h, encoder_k()).
+    p.k = encoder_k(threshold);
+    p.threshold = threshold;
     p.keyframe = keyframe ? 1 : 0;
     p.model = model_buf_[model_cur_];
     p.prev_model = model_buf_[model_cur_ ^ 1];
@@ -1615,7 +1618,7 @@ class CudaEncoder final : public Encoder {
     back_->set_tables(keyframe, reinterpret_cast<const ChosenTable *>(h_chosen_.data()));
     std::vector<int> lanes_of(lanes, lanes + n_tiles);
     FrameStats st = back_->assemble(
-        keyframe, threshold, h_modes_.data(), types, lanes_of.data(), size_of.data(),
+        keyframe, p.k, h_modes_.data(), types, lanes_of.data(), size_of.data(),
         [&](uint8_t *dst) {
           if (payload) copy_out(dst, p.payload, payload);
           CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
@@ -1623,6 +1626,7 @@ class CudaEncoder final : public Encoder {
         body);
     // The body is written and the host's tables are its: the device's take
     // the same step at once, before anything below can throw.
+    st.threshold = threshold;
     if (!keyframe) std::memcpy(&st.changed_bytes, h_changed_.data(), 8);
     model_cur_ ^= 1;
     for (int l = 0; l < ls_.count; ++l)

@@ -66,7 +66,8 @@ class EncoderBackEnd {
   // bytes, from `raw(tile, out)`, which writes tiles()[tile].raw_bytes
   // bytes), the body. `modes`: every block's mode (stats). Keeps the tables
   // for the next delta. Afterwards tile_types() holds 0 skipped, 1 coded, 2 raw.
-  virtual FrameStats write_body(bool keyframe, int threshold, const uint8_t *modes,
+  // `k`: the body's quantiser (encoder_k() of the encoder's threshold).
+  virtual FrameStats write_body(bool keyframe, int k, const uint8_t *modes,
                                 const TileSymbols *tiles,
                                 const std::function<void(size_t, uint8_t *)> &raw,
                                 HostBytes &body) = 0;
@@ -85,7 +86,7 @@ class EncoderBackEnd {
   // coded tiles' histogram, one per distribution (dist_count()); the model
   // section is written from them and kept for assemble().
   virtual void set_tables(bool keyframe, const ChosenTable *tables) = 0;
-  virtual FrameStats assemble(bool keyframe, int threshold, const uint8_t *modes, const int *types,
+  virtual FrameStats assemble(bool keyframe, int k, const uint8_t *modes, const int *types,
                               const int *lanes, const size_t *sizes,
                               const std::function<void(uint8_t *)> &payloads, HostBytes &body) = 0;
 };

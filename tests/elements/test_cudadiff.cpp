@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cudadiff/codec2_rules.h"
 #include "cudadiff_util.h"
 
 using namespace diff_test;
@@ -878,7 +879,8 @@ TEST(CudaDiff, ThresholdChangesWhilePlayingVersion2) {
         << "no keyframe at a threshold change, frame " << t;
     const Bytes body = payload_of(p);
     ASSERT_GT(body.size(), 4u);
-    EXPECT_EQ(body[1], thresholds[t]) << "the body's threshold, frame " << t;
+    EXPECT_EQ(body[1], cudadiff::codec2::encoder_k(thresholds[t]))
+        << "the body's quantiser, frame " << t;
     EXPECT_EQ(body, model.apply("I420", w, h, in, t == 0, thresholds[t])) << "frame " << t;
     int worst = 0;
     for (size_t i = 0; i < in.size(); ++i)

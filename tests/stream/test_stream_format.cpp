@@ -577,7 +577,7 @@ TEST(StreamFormat, Version2RoundTrips) {
             codec2::read_body_header(s.packets[i].data() + kHeaderSize, h.body_size, &bh, &why))
             << why;
         EXPECT_EQ(bh.keyframe, h.keyframe());
-        EXPECT_EQ(bh.threshold, thr);
+        EXPECT_EQ(bh.k, codec2::encoder_k(thr));
         if (thr == 20) {
           EXPECT_LT(h.body_size, s.inputs[i].size() / 2) << "coded, not raw: frame " << i;
         }

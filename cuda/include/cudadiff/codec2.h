@@ -52,7 +52,8 @@ Geometry default_geometry(VideoFormat format, int width, int height);
 // What one encoded frame holds.
 struct FrameStats {
   bool keyframe = false;
-  int threshold = 0;
+  int threshold = 0;  // the bound: every byte within it of the input
+  int k = 0;          // the body's quantiser, encoder_k(threshold) (codec2_rules.h)
   size_t body_bytes = 0;
   size_t model_bytes = 0;             // header and frequency tables
   size_t table_bytes = 0;             // the tile table (sizes)
@@ -67,7 +68,7 @@ struct FrameStats {
 // Fixed fields at the start of every body.
 struct BodyHeader {
   bool keyframe = false;
-  int threshold = 0;
+  int k = 0;  // the quantiser (step 2k + 1)
   Geometry geometry;
 };
 constexpr size_t kBodyHeaderBytes = 4;

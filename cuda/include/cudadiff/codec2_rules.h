@@ -66,6 +66,23 @@ CODEC2_HD int dequant_diff(int ref, int q, int k) {
   return v < 0 ? 0 : v > 255 ? 255 : v;
 }
 
+// ---- the encoders' quantiser --------------------------------------------
+// What every backend's encoder does with its threshold K (docs/stream-format.md,
+// "The encoder"): it codes with the finer k = encoder_k(K) = ceil(2K / 3)
+// (K 0, 1, 2, 3, 5, 10, 20 give k 0, 1, 2, 2, 4, 7, 14) and keeps the
+// reference's byte wherever it lies within K of the input (a T-domain value
+// of 0, whatever k says: the dead zone); a byte further off gets its nearest
+// value on the grid of k. Every byte stays within K; a byte that was
+// corrected lands within k of the input, so a camera's noise of up to K - k
+// levels cannot push it out again. With k = K, the noise keeps flipping
+// bytes that lie near a quantisation boundary between two cells, every frame.
+CODEC2_HD int encoder_k(int threshold) {
+  return (2 * threshold + 2) / 3;
+}
+CODEC2_HD int encoder_diff(int e, int k, int threshold) {
+  return e <= threshold && e >= -threshold ? 0 : quant_diff(e, k);
+}
+
 // ---- colour transform (YCoCg-R, lossless on any integers) ---------------
 CODEC2_HD void ycocg_forward(int r, int g, int b, int *y, int *co, int *cg) {
   *co = r - b;
