@@ -31,13 +31,14 @@
 #define CODEC2_SSE2 0
 #endif
 // The decoder's tile loop is compiled twice on x86-64 with GCC or clang:
-// for the baseline and for AVX2 with BMI1/2 (shifts by a register without
-// the count in cl, three-operand vector instructions), picked at run time.
-// The same integer operations either way: the same pictures.
+// for the baseline and for AVX2 with BMI1/2 and POPCNT (shifts by a
+// register without the count in cl, three-operand vector instructions),
+// picked at run time. The same integer operations either way: the same
+// pictures.
 #if CODEC2_SSE2 && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define CODEC2_AVX2 1
 #include <immintrin.h>
-#define CODEC2_TARGET_AVX2 __attribute__((target("avx2,bmi,bmi2")))
+#define CODEC2_TARGET_AVX2 __attribute__((target("avx2,bmi,bmi2,popcnt")))
 #else
 #define CODEC2_AVX2 0
 #endif
@@ -1802,43 +1803,45 @@ FrameStats CpuEncoder::assemble(bool keyframe, int k, const uint8_t *modes, cons
 
 #if CODEC2_AVX2
 // RansDecoder::renorm_unchecked() of states x[0..n) in order, 8 at a time:
-// each state's byte count (0, 1 or 2), their prefix sum for where its bytes
-// start, and its bytes by one 4-byte load each. Needs 2 * n + 4 bytes left
-// (a load may reach 2 bytes past a state's last byte). Entries past n of
-// x (up to the next multiple of 8, inside x's kMaxLanes) are read and written
+// each state's byte count (0, 1 or 2) and their prefix sum for where its
+// bytes start; the 16 bytes that 8 states can take are loaded once and each
+// state's two bytes picked out by a byte shuffle (no gather: a gather costs
+// many times a shuffle on some CPUs). Needs 2 * n + 16 bytes left (a load
+// reads 16 bytes from where the 8 states' bytes start). Entries past n of x
+// (up to the next multiple of 8, inside x's kMaxLanes) are read and written
 // but read no byte.
 CODEC2_TARGET_AVX2 void renorm_avx2(uint32_t *x, int n, const uint8_t *&p) {
-  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i low = _mm256_set1_epi32(int(kRansLow)), low15 = _mm256_set1_epi32(1 << 15);
-  // Bytes of each 32-bit word reversed (the stream is read big-endian).
-  const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2,
-                                         1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
-  __m256i carry = _mm256_setzero_si256();  // bytes taken by the states before
+  const __m256i ctrl0 = _mm256_set1_epi32(int(0x80800001u));  // bytes a + 1, a, none, none
+  const uint8_t *q = p;
   for (int k = 0; k < n; k += 8) {
     __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x + k));
     // States lie in [2^11, 2^31): signed compares are exact. Bytes needed:
-    // (x < 2^23) + (x < 2^15), 0 for the entries past n.
-    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - k), iota);
-    const __m256i cnt = _mm256_and_si256(
-        live,
-        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(_mm256_cmpgt_epi32(low, v),
-                                                                  _mm256_cmpgt_epi32(low15, v))));
-    // Inclusive prefix sum of the 8 counts.
+    // (x < 2^23) + (x < 2^15).
+    const __m256i one = _mm256_cmpgt_epi32(low, v), two = _mm256_cmpgt_epi32(low15, v);
+    const __m256i cnt = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(one, two));
+    // Inclusive prefix sum of the 8 counts, then each state's first byte.
     __m256i incl = _mm256_add_epi32(cnt, _mm256_slli_si256(cnt, 4));
     incl = _mm256_add_epi32(incl, _mm256_slli_si256(incl, 8));
     incl =
         _mm256_add_epi32(incl, _mm256_permute2x128_si256(_mm256_shuffle_epi32(incl, 0xFF),
                                                          _mm256_shuffle_epi32(incl, 0xFF), 0x08));
-    const __m256i at = _mm256_add_epi32(carry, _mm256_sub_epi32(incl, cnt));
-    const __m256i w =
-        _mm256_shuffle_epi8(_mm256_i32gather_epi32(reinterpret_cast<const int *>(p), at, 1), bswap);
+    const __m256i at = _mm256_sub_epi32(incl, cnt);  // 0..14 where a byte is taken
+    // Bytes at and at + 1 of the window as the low 16 bits, big-endian.
+    const __m256i window =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q)));
+    const __m256i w = _mm256_shuffle_epi8(
+        window, _mm256_add_epi32(ctrl0, _mm256_add_epi32(at, _mm256_slli_epi32(at, 8))));
     const __m256i s = _mm256_slli_epi32(cnt, 3);  // 8 * bytes: 0, 8, 16
     v = _mm256_or_si256(_mm256_sllv_epi32(v, s),
-                        _mm256_srlv_epi32(w, _mm256_sub_epi32(_mm256_set1_epi32(32), s)));
+                        _mm256_srlv_epi32(w, _mm256_sub_epi32(_mm256_set1_epi32(16), s)));
     _mm256_storeu_si256(reinterpret_cast<__m256i *>(x + k), v);
-    carry = _mm256_add_epi32(carry, _mm256_permutevar8x32_epi32(incl, _mm256_set1_epi32(7)));
+    // The bytes the live states took (those past n take none).
+    const unsigned live = n - k >= 8 ? 0xFFu : (1u << (n - k)) - 1;
+    q += __builtin_popcount(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(one))) & live) +
+         __builtin_popcount(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(two))) & live);
   }
-  p += _mm256_cvtsi256_si32(carry);
+  p = q;
 }
 
 // The raw bits after tokens tk[0..n) (any token, none below 16) from states
@@ -2176,7 +2179,8 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
   bool ok;
 #if CODEC2_AVX2
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") &&
-                           __builtin_cpu_supports("bmi2") && !std::getenv("CODEC2_NO_AVX2");
+                           __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt") &&
+                           !std::getenv("CODEC2_NO_AVX2");
   if (avx2)
     ok = decode_layers_avx2(t, keyframe, lanes, state, checksum, dec);
   else
@@ -2576,7 +2580,7 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       auto renorm_all = [&]() CODEC2_LAMBDA_INLINE {
 #if CODEC2_AVX2
         if constexpr (AVX2) {
-          if (rd.end - rd.p >= 2 * n + 4) {
+          if (rd.end - rd.p >= 2 * n + 16) {
             renorm_avx2(xs, n, rd.p);
             return;
           }
