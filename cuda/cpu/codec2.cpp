@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -306,38 +307,42 @@ const uint32_t *const kTokenBase = kTokenInfo.base;
 
 // The decoder's form of a table: e[t] the first slot of token t (t = 1..32:
 // the end of token t - 1; absent tokens and those past n span no slot, so
-// e[32] = 4096), e[0] 0 for a used table and 1 for an unused one. The token
-// of a slot is the last t with e[t] <= slot (e[0] counts as <=): a search of
-// the first cache line (64 bytes; e[32] is read only for token 31), so the
-// frame's tables stay in the first-level cache, where a slot-to-token array
-// (4 KB a table) would not.
+// e[32] = 4096) and e[0] = 0. The token of a slot is the first t with
+// e[t + 1] > slot (there is one: e[32] > slot): a search of e[1..32], which
+// fill one cache line (e[0] ends the line before), so the frame's tables
+// stay in the first-level cache, where a slot-to-token array (4 KB a table)
+// would not.
 struct alignas(64) DecodeTable {
+  uint16_t unused_[31];  // puts e[1] on a cache line
   uint16_t e[kTokens + 1];
-  bool used() const { return e[0] == 0; }
+  // An unused table: every slot gives token 31, of frequency kUnusedSpan,
+  // whose bit no table's frequency (at most 4096) has: the decoder ORs the
+  // frequencies of the symbols it decodes to find out that one came from
+  // an unused table (the state then changes, but the tile is bad anyway).
+  static constexpr uint32_t kUnusedSpan = 2 * kProbScale;
+  bool used() const { return e[kTokens] == kProbScale; }
   void set(const Table &t) {
     e[0] = 0;
     for (int i = 1; i <= kTokens; ++i) e[i] = t.cum[i];  // cum[i] = 4096 for i >= n
   }
-  // An unused table: every slot gives token 31, which spans all slots (the
-  // state is kept).
   void set_unused() {
-    e[0] = 1;
-    for (int i = 1; i < kTokens; ++i) e[i] = 0;
-    e[kTokens] = kProbScale;
+    for (int i = 0; i < kTokens; ++i) e[i] = 0;
+    e[kTokens] = uint16_t(kUnusedSpan);
   }
-  // The last t in 0..31 with e[t] <= slot, or t = 0.
+  // The first t with e[t + 1] > slot (slot < 4096), which is also the last
+  // t with e[t] <= slot.
   inline int token_of_slot(uint32_t slot) const {
 #if CODEC2_SSE2
+    // Slots and e[] (at most 8192) compare as signed 16-bit values.
     const __m128i s = _mm_set1_epi16(int16_t(slot));
-    const __m128i *v = reinterpret_cast<const __m128i *>(e);
+    const __m128i *v = reinterpret_cast<const __m128i *>(e + 1);
     const __m128i g01 = _mm_packs_epi16(_mm_cmpgt_epi16(_mm_load_si128(v), s),
                                         _mm_cmpgt_epi16(_mm_load_si128(v + 1), s));
     const __m128i g23 = _mm_packs_epi16(_mm_cmpgt_epi16(_mm_load_si128(v + 2), s),
                                         _mm_cmpgt_epi16(_mm_load_si128(v + 3), s));
-    // Bit t: e[t] > slot (a run of ones from the token after the slot's on).
-    const uint32_t gt =
-        (uint32_t(_mm_movemask_epi8(g01)) | uint32_t(_mm_movemask_epi8(g23)) << 16) & ~1u;
-    return __builtin_ctzll(uint64_t(gt) | (1ull << 32)) - 1;
+    // Bit t: e[t + 1] > slot (bit 31 always).
+    const uint32_t gt = uint32_t(_mm_movemask_epi8(g01)) | uint32_t(_mm_movemask_epi8(g23)) << 16;
+    return __builtin_ctz(gt);
 #else
     int t = 0;
     t += int(e[t + 16] <= slot) << 4;
@@ -349,6 +354,8 @@ struct alignas(64) DecodeTable {
 #endif
   }
 };
+static_assert(sizeof(DecodeTable) == 128 && offsetof(DecodeTable, e) == 62,
+              "a table's e[1..32] fill one cache line");
 
 // Bits, least significant first, packed into bytes.
 class BitWriter {
@@ -612,16 +619,20 @@ struct RansDecoder {
     x = uint32_t(((uint64_t(x) << 16) | two) >> (16 - 8 * n));
     p += n;
   }
-  // A symbol's step without the renormalisation (renorm() follows).
-  static inline int decode(uint32_t &x, const DecodeTable &t) {
+  // A symbol's step without the renormalisation (renorm() follows); the
+  // symbol's frequency is ORed into `spans`.
+  static inline int decode(uint32_t &x, const DecodeTable &t, uint32_t &spans) {
     const uint32_t slot = x & (kProbScale - 1);
     const int s = t.token_of_slot(slot);
-    const uint32_t start = t.e[s];
-    x = (uint32_t(t.e[s + 1]) - start) * (x >> kProbBits) + slot - start;
+    const uint32_t start = t.e[s], freq = t.e[s + 1] - start;
+    spans |= freq;
+    x = freq * (x >> kProbBits) + slot - start;
     return s;
   }
+  // A symbol of a used table.
   inline int get(uint32_t &x, const DecodeTable &t) {
-    const int s = decode(x, t);
+    uint32_t spans = 0;
+    const int s = decode(x, t, spans);
     renorm(x);
     return s;
   }
@@ -990,15 +1001,6 @@ constexpr bool residual_of_is_exact() {  // for every value a token codes
   return true;
 }
 static_assert(residual_of_is_exact(), "residual_of() differs from unzigzag()");
-// unzigzag() of the tokens below 16 (their value; larger tokens: unused).
-struct UnzigzagTable {
-  int v[kTokens];
-  constexpr UnzigzagTable() : v() {
-    for (int t = 0; t < kTokens; ++t) v[t] = (t >> 1) ^ -(t & 1);  // unzigzag(t)
-  }
-};
-constexpr UnzigzagTable kUnzigzagTable;
-constexpr const int *kUnzigzag = kUnzigzagTable.v;
 
 constexpr int kMaxThreads = 256;
 int omp_thread() {
@@ -1844,6 +1846,35 @@ CODEC2_TARGET_AVX2 void renorm_avx2(uint32_t *x, int n, const uint8_t *&p) {
   p = q;
 }
 
+// The tokens of n coded samples, one component each: sample k's state
+// xs[k] takes a symbol of table tab[k] (an address; RansDecoder::decode()
+// without the renormalisation), tk[k] its token. ORs the symbols'
+// frequencies into `spans` and returns the OR of the tokens. The search for
+// the token by one 32-byte compare per half of the table's line.
+CODEC2_TARGET_AVX2 uint32_t tokens_avx2(const uintptr_t *tab, uint32_t *xs, uint32_t *tk, int n,
+                                        uint32_t &spans) {
+  uint32_t tokens = 0, sp = 0;
+  for (int k = 0; k < n; ++k) {
+    const uint16_t *e = reinterpret_cast<const DecodeTable *>(tab[k])->e;
+    const uint32_t x = xs[k], slot = x & (kProbScale - 1);
+    const __m256i s = _mm256_set1_epi16(int16_t(slot));
+    const __m256i *v = reinterpret_cast<const __m256i *>(e + 1);
+    // Bytes of e[1..8], e[17..24], e[9..16], e[25..32] > slot, then in order.
+    const __m256i g = _mm256_packs_epi16(_mm256_cmpgt_epi16(_mm256_load_si256(v), s),
+                                         _mm256_cmpgt_epi16(_mm256_load_si256(v + 1), s));
+    const uint32_t token = _tzcnt_u32(
+        uint32_t(_mm256_movemask_epi8(_mm256_permute4x64_epi64(g, 0xD8))));  // bit 31 always
+    const uint16_t *at = e + token;
+    const uint32_t start = at[0], freq = at[1] - start;
+    sp |= freq;
+    xs[k] = freq * (x >> kProbBits) + slot - start;
+    tk[k] = token;
+    tokens |= token;
+  }
+  spans |= sp;
+  return tokens;
+}
+
 // The raw bits after tokens tk[0..n) (any token, none below 16) from states
 // xs, 8 at a time: each state loses token_extra_bits() bits, its checksum hs
 // takes their value if there are any, and vs gets the token's value with
@@ -2257,9 +2288,10 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
     ref[c] = ref_.ch[l][c].data();
   }
   const uint8_t *rclass = KEY ? nullptr : rclass_[l].data();
-  const DecodeTable *table0[kClasses][NC];  // context 0 of each class and component
+  uintptr_t table0[kClasses][NC];  // context 0 of each class and component
   for (int cls = 0; cls < kClasses; ++cls)
-    for (int c = 0; c < NC; ++c) table0[cls][c] = dtab_.data() + dl_.base[l][cls][c];
+    for (int c = 0; c < NC; ++c)
+      table0[cls][c] = reinterpret_cast<uintptr_t>(dtab_.data() + dl_.base[l][cls][c]);
 
   // Which blocks' samples neighbours will ask for in which domain: a sample
   // is a neighbour of samples in its own block and in the blocks left,
@@ -2340,20 +2372,23 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
     h_[ln] = checksum[ln];
   }
   RansDecoder rd = dec;
-  // The coded samples of the current step, in lane order: per component the
-  // table of its context (before the offset for r0), prediction and sign
-  // flip, all computed when the step starts (a component's neighbours are
-  // decoded by then; only r0 comes later), then its value. With m = -flip
-  // (all ones or 0) the value P + (flip ? -r : r) is (P - m) + (r ^ m): pm
-  // holds P - m.
+  // The coded samples of the current step, in lane order: where each lies
+  // and, per component (arrays the compiler vectorises over the samples),
+  // the table of its context (the address), its prediction and sign flip,
+  // all computed when the step starts (a component's neighbours are
+  // decoded by then; after the first component's tokens, the later ones'
+  // tables move on by kActivityBuckets where its residual r0 is not 0),
+  // then its value. With m = -flip (all ones or 0) the value
+  // P + (flip ? -r : r) is (P - m) + (r ^ m): pm holds P - m. Entries past
+  // the step's samples (up to a multiple of 8) are computed too and unused.
   struct Active {
-    const DecodeTable *table[NC];
-    alignas(16) int16_t pm[8];
-    alignas(16) int16_t m[8];
-    int value[NC];
     size_t at;
-    int lane, block, token, cross;
+    int lane, block;
   } act[kMaxLanes];
+  alignas(32) uintptr_t tab[NC][kMaxLanes] = {};
+  alignas(32) int16_t pm[NC][kMaxLanes] = {}, m[NC][kMaxLanes] = {};
+  alignas(32) int value[NC][kMaxLanes];
+  uint32_t spans = 0;                 // the OR of the frequencies of the symbols decoded
   int by_class[kClasses][kMaxLanes];  // indices into act, per class
   int n_class[kClasses];
   bool bad = false;
@@ -2422,8 +2457,9 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
                              };
   // Contexts of every component of a sample of class CLS (sample_context()
   // in codec2_rules.h without r0's part).
-  auto contexts = [&](auto cls_tag, Active &A, bool edge, int i, int j,
+  auto contexts = [&](auto cls_tag, int idx, bool edge, int i, int j,
                       int rclass) CODEC2_LAMBDA_INLINE {
+    const Active &A = act[idx];
     constexpr int CLS = decltype(cls_tag)::value;
     constexpr int off = CLS == kClassSpatial ? 0 : NC;  // the class's domain
     const int16_t *p = work + A.at * W2 + off;
@@ -2437,18 +2473,16 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       const __m128i c = load_work(q0 - wstride - W2);
       const __m128i d = load_work(q0 - wstride + W2);
       const __m128i zero = _mm_setzero_si128();
-      alignas(16) int16_t act[8];
       // The class's domain moved to lanes 0..NC-1.
       auto own = [](__m128i v) { return _mm_srli_si128(v, 2 * off); };
+      __m128i gv, mv, pmv;
       if (CLS == kClassTemporal) {
         auto abs16 = [&](__m128i v) { return _mm_max_epi16(v, _mm_sub_epi16(zero, v)); };
-        const __m128i g =
-            _mm_add_epi16(_mm_add_epi16(abs16(a), abs16(b)), _mm_add_epi16(abs16(c), abs16(d)));
-        _mm_store_si128(reinterpret_cast<__m128i *>(act), own(g));
+        gv = own(
+            _mm_add_epi16(_mm_add_epi16(abs16(a), abs16(b)), _mm_add_epi16(abs16(c), abs16(d))));
         const __m128i sum = _mm_add_epi16(_mm_add_epi16(a, b), _mm_add_epi16(c, d));
-        const __m128i m = own(_mm_cmplt_epi16(sum, zero));
-        _mm_store_si128(reinterpret_cast<__m128i *>(A.m), m);
-        _mm_store_si128(reinterpret_cast<__m128i *>(A.pm), _mm_sub_epi16(zero, m));
+        mv = own(_mm_cmplt_epi16(sum, zero));
+        pmv = _mm_sub_epi16(zero, mv);
       } else {
         auto absdiff = [&](__m128i u, __m128i v) CODEC2_LAMBDA_INLINE {
           return _mm_sub_epi16(_mm_max_epi16(u, v), _mm_min_epi16(u, v));
@@ -2456,19 +2490,26 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
         const __m128i mx = _mm_max_epi16(a, b), mn = _mm_min_epi16(a, b);
         const __m128i ab = _mm_add_epi16(a, b);
         const __m128i pred = _mm_max_epi16(_mm_min_epi16(_mm_sub_epi16(ab, c), mx), mn);
-        const __m128i g = _mm_add_epi16(_mm_add_epi16(absdiff(a, b), absdiff(b, c)),
-                                        _mm_add_epi16(absdiff(c, a), absdiff(b, d)));
-        _mm_store_si128(reinterpret_cast<__m128i *>(act), own(g));
-        const __m128i m = own(_mm_cmplt_epi16(_mm_sub_epi16(ab, _mm_add_epi16(c, c)), zero));
-        _mm_store_si128(reinterpret_cast<__m128i *>(A.m), m);
-        _mm_store_si128(reinterpret_cast<__m128i *>(A.pm), _mm_sub_epi16(own(pred), m));
+        gv = own(_mm_add_epi16(_mm_add_epi16(absdiff(a, b), absdiff(b, c)),
+                               _mm_add_epi16(absdiff(c, a), absdiff(b, d))));
+        mv = own(_mm_cmplt_epi16(_mm_sub_epi16(ab, _mm_add_epi16(c, c)), zero));
+        pmv = _mm_sub_epi16(own(pred), mv);
       }
-      for (int k = 0; k < NC; ++k) {
-        const unsigned g = uint16_t(act[k]);  // >= 0 unless the tile is already bad
+      auto lane = [](__m128i v, auto k_tag)
+                      CODEC2_LAMBDA_INLINE { return _mm_extract_epi16(v, decltype(k_tag)::value); };
+      auto put = [&](auto k_tag) CODEC2_LAMBDA_INLINE {
+        constexpr int k = decltype(k_tag)::value;
+        const unsigned g = unsigned(lane(gv, k_tag));  // < 32768 unless the tile is already bad
         int ctx = kActivityTable.bucket[g < 80u ? g : 80u];
         if (CLS == kClassTemporal && k == 0) ctx = ctx * kRefClasses + rclass;
-        A.table[k] = table0[CLS][k] + ctx;
-      }
+        tab[k][idx] = table0[CLS][k] + uintptr_t(ctx) * sizeof(DecodeTable);
+        pm[k][idx] = int16_t(lane(pmv, k_tag));
+        m[k][idx] = int16_t(lane(mv, k_tag));
+      };
+      put(std::integral_constant<int, 0>());
+      if constexpr (NC > 1) put(std::integral_constant<int, 1>());
+      if constexpr (NC > 2) put(std::integral_constant<int, 2>());
+      if constexpr (NC > 3) put(std::integral_constant<int, 3>());
       return;
     }
 #endif
@@ -2492,9 +2533,9 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
         ctx = activity_bucket(spatial_activity(a, b, cc, d));
       }
       const int flip = flip_sign(CLS, a, b, cc, d);
-      A.pm[c] = int16_t(pred + flip);
-      A.m[c] = int16_t(-flip);
-      A.table[c] = table0[CLS][c] + ctx;
+      pm[c][idx] = int16_t(pred + flip);
+      m[c][idx] = int16_t(-flip);
+      tab[c][idx] = table0[CLS][c] + uintptr_t(ctx) * sizeof(DecodeTable);
     }
   };
 
@@ -2502,7 +2543,7 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
   // checksum (xs, hs), the token of the current component (tk) and its
   // value with the raw bits (vs).
   alignas(32) uint32_t xs[kMaxLanes] = {}, hs[kMaxLanes] = {};
-  [[maybe_unused]] alignas(32) uint32_t tk[kMaxLanes] = {}, vs[kMaxLanes] = {};
+  alignas(32) uint32_t tk[kMaxLanes] = {}, vs[kMaxLanes] = {};
   for (int st = 0; st < steps; ++st) {
     int n = 0;
     n_class[0] = n_class[1] = n_class[2] = 0;
@@ -2536,13 +2577,13 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       A.block = nr + bc;
       const bool edge = i == 0 || j == 0 || i + 1 == w;
       if (KEY || mode == kSpatial) {
-        contexts(std::integral_constant<int, kClassSpatial>(), A, edge, i, j, 0);
+        contexts(std::integral_constant<int, kClassSpatial>(), n, edge, i, j, 0);
         by_class[kClassSpatial][n_class[kClassSpatial]++] = n;
       } else if (mode == kTemporal) {
-        contexts(std::integral_constant<int, kClassTemporal>(), A, edge, i, j, rclass[at]);
+        contexts(std::integral_constant<int, kClassTemporal>(), n, edge, i, j, rclass[at]);
         by_class[kClassTemporal][n_class[kClassTemporal]++] = n;
       } else {
-        contexts(std::integral_constant<int, kClassTempSpat>(), A, edge, i, j, 0);
+        contexts(std::integral_constant<int, kClassTempSpat>(), n, edge, i, j, 0);
         by_class[kClassTempSpat][n_class[kClassTempSpat]++] = n;
       }
       ++n;
@@ -2554,6 +2595,9 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       xs[k] = x_[act[k].lane];
       hs[k] = h_[act[k].lane];
     }
+    // The step's samples rounded up to 8 (the loops below that the
+    // compiler vectorises run over groups of 8).
+    const int n8 = (n + 7) & ~7;
     // One sub-step per component (c a constant in each).
     auto component = [&](auto c_tag) CODEC2_LAMBDA_INLINE {
       constexpr int c = decltype(c_tag)::value;
@@ -2561,20 +2605,32 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       // renormalisations in lane order: no token reads a byte, so the bytes
       // read are those of a renormalisation after each token, and the
       // lanes' decodes (independent chains) overlap.
-      bool extra = false;  // a token with raw bits in this sub-step
-      for (int k = 0; k < n; ++k) {
-        Active &A = act[k];
-        const DecodeTable *table = A.table[c] + (c > 0 ? A.cross : 0);
-        bad |= table->e[0] != 0;  // an unused table
-        const int token = RansDecoder::decode(xs[k], *table);
-        hs[k] = hs[k] * 33u + uint32_t(token);
-        extra |= token >= kDirectTokens;
-        A.token = token;
-        tk[k] = uint32_t(token);
-        // r0 = 0 exactly for token 0 (raw bits follow only tokens >= 16).
-        if (c == 0) A.cross = token != 0 ? kActivityBuckets : 0;
-        A.value[c] = A.pm[c] + (kUnzigzag[token] ^ A.m[c]);
+      uint32_t tokens;  // the OR of the tokens: >= 16 where raw bits follow
+#if CODEC2_AVX2
+      if constexpr (AVX2) {
+        tokens = tokens_avx2(tab[c], xs, tk, n, spans);
+      } else
+#endif
+      {
+        tokens = 0;
+        for (int k = 0; k < n; ++k) {
+          const int t =
+              RansDecoder::decode(xs[k], *reinterpret_cast<const DecodeTable *>(tab[c][k]), spans);
+          tk[k] = uint32_t(t);
+          tokens |= uint32_t(t);
+        }
       }
+      // The checksums (unreduced: lane_checksum()'s mod 2^17 once at the
+      // end), and for the later components' tables whether r0 is 0 (exactly
+      // for token 0: raw bits follow only tokens >= 16).
+      for (int k8 = 0; k8 < n8; k8 += 8)
+        for (int k = k8; k < k8 + 8; ++k) hs[k] = hs[k] * 33u + tk[k];
+      if constexpr (c == 0 && NC > 1)
+        for (int k8 = 0; k8 < n8; k8 += 8)
+          for (int k = k8; k < k8 + 8; ++k) {
+            const uintptr_t cross = tk[k] != 0 ? kActivityBuckets * sizeof(DecodeTable) : 0;
+            for (int cc = 1; cc < NC; ++cc) tab[cc][k] += cross;
+          }
       // Each renormalisation reads at most two bytes: with 2n left, none
       // needs the check for the end of the payload.
       auto renorm_all = [&]() CODEC2_LAMBDA_INLINE {
@@ -2593,35 +2649,37 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
         }
       };
       renorm_all();
-      if (extra) {
-        // Raw bits (none below token 16), without a branch on the token,
-        // then their renormalisations in lane order.
+      // The values the tokens code: the tokens themselves below 16, else
+      // with their raw bits (none below token 16), read without a branch on
+      // the token, then renormalised in lane order.
+      const uint32_t *v = tk;
+      if (tokens >= uint32_t(kDirectTokens)) {
 #if CODEC2_AVX2
         if constexpr (AVX2) {
           raw_bits_avx2(xs, hs, tk, vs, n);
-          for (int k = 0; k < n; ++k) {
-            Active &A = act[k];
-            const uint32_t v = vs[k];
-            A.value[c] = A.pm[c] + ((int(v >> 1) ^ -int(v & 1)) ^ A.m[c]);
-          }
-          renorm_all();
-          return;
-        }
+        } else
 #endif
-        for (int k = 0; k < n; ++k) {
-          Active &A = act[k];
-          const int nbits = kTokenExtra[A.token];
-          const uint32_t bits = xs[k] & ((1u << nbits) - 1);
-          xs[k] >>= nbits;
-          // Only a field of raw bits is a symbol (h * 33 + bits without a
-          // branch: h + (32 h + bits) or h + 0).
-          const uint32_t use = 0u - uint32_t(nbits != 0);
-          hs[k] += (hs[k] * 32u + bits) & use;
-          const uint32_t v = kTokenBase[A.token] | bits;
-          A.value[c] = A.pm[c] + ((int(v >> 1) ^ -int(v & 1)) ^ A.m[c]);
+        {
+          for (int k = 0; k < n; ++k) {
+            const int nbits = kTokenExtra[tk[k]];
+            const uint32_t bits = xs[k] & ((1u << nbits) - 1);
+            xs[k] >>= nbits;
+            // Only a field of raw bits is a symbol (h * 33 + bits without a
+            // branch: h + (32 h + bits) or h + 0).
+            const uint32_t use = 0u - uint32_t(nbits != 0);
+            hs[k] += (hs[k] * 32u + bits) & use;
+            vs[k] = kTokenBase[tk[k]] | bits;
+          }
+          for (int k = n; k < n8; ++k) vs[k] = 0;
         }
         renorm_all();
+        v = vs;
       }
+      // pm + (unzigzag(v) ^ m), unzigzag(v) = (v >> 1) ^ -(v & 1).
+      for (int k8 = 0; k8 < n8; k8 += 8)
+        for (int k = k8; k < k8 + 8; ++k)
+          value[c][k] =
+              int(uint32_t(pm[c][k]) + (((v[k] >> 1) ^ (0u - (v[k] & 1))) ^ uint32_t(m[c][k])));
     };
     component(std::integral_constant<int, 0>());
     if constexpr (NC > 1) component(std::integral_constant<int, 1>());
@@ -2637,10 +2695,12 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
     // The other domain's values are computed only where a neighbour will
     // read them (0 elsewhere: nothing reads them).
     for (int k = 0; k < n_class[kClassSpatial]; ++k) {
-      const Active &A = act[by_class[kClassSpatial][k]];
+      const int idx = by_class[kClassSpatial][k];
+      const Active &A = act[idx];
       const size_t at = A.at;
-      int ch[NC];
-      to_channels(YCOCG, NC, A.value, ch);
+      int val[NC], ch[NC];
+      for (int c = 0; c < NC; ++c) val[c] = value[c][idx];
+      to_channels(YCOCG, NC, val, ch);
       uint8_t out[NC];
       for (int c = 0; c < NC; ++c) {
         if (unsigned(ch[c]) > unsigned(q.max_index)) {
@@ -2656,15 +2716,17 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
         for (int c = 0; c < NC; ++c) d[c] = q.diff[int(out[c]) - int(ref[c][at]) + 255];
         to_components(YCOCG, NC, d, tv);
       }
-      put_work(work + at * W2, A.value, tv);
+      put_work(work + at * W2, val, tv);
     }
     if (KEY) continue;
     for (int cls = kClassTemporal; cls <= kClassTempSpat; ++cls)
       for (int k = 0; k < n_class[cls]; ++k) {
-        const Active &A = act[by_class[cls][k]];
+        const int idx = by_class[cls][k];
+        const Active &A = act[idx];
         const size_t at = A.at;
-        int ch[NC];
-        to_channels(YCOCG, NC, A.value, ch);
+        int val[NC], ch[NC];
+        for (int c = 0; c < NC; ++c) val[c] = value[c][idx];
+        to_channels(YCOCG, NC, val, ch);
         bool clamped = false;
         uint8_t out[NC], rf[NC];
         for (int c = 0; c < NC; ++c) {
@@ -2684,7 +2746,7 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
           for (int c = 0; c < NC; ++c) d[c] = q.diff[int(out[c]) - int(rf[c]) + 255];
           to_components(YCOCG, NC, d, tv);
         } else {
-          for (int c = 0; c < NC; ++c) tv[c] = A.value[c];
+          for (int c = 0; c < NC; ++c) tv[c] = val[c];
         }
         if (need[A.block] & 1) {
           int u[NC];
@@ -2699,7 +2761,7 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
     checksum[ln] = h_[ln] & 0x1FFFFu;  // lane_checksum()'s reduction
   }
   dec = rd;
-  return !bad;
+  return !bad && spans < DecodeTable::kUnusedSpan;
 }
 
 }  // namespace
