@@ -1906,6 +1906,16 @@ CODEC2_TARGET_AVX2 void raw_bits_avx2(uint32_t *xs, uint32_t *hs, const uint32_t
 }
 #endif
 
+// The offset of the table of activity g's context from that of context 0:
+// activity_bucket(g) tables, for g up to 80 (bucket 12 beyond).
+struct BucketOffsets {
+  uint16_t of[81];
+  constexpr BucketOffsets() : of() {
+    for (int g = 0; g <= 80; ++g) of[g] = uint16_t(kActivityTable.bucket[g] * sizeof(DecodeTable));
+  }
+};
+constexpr BucketOffsets kBucketOffsets;
+
 // int16 per sample in the decoder's working values (S-domain components,
 // then T-domain, then padding): a power of two, so that a sample's values
 // are written by one store and read by one load of the same size (a load
@@ -2347,19 +2357,21 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
   // Per lane its position (column ci, row cj of the tile) and where its
   // row starts: in the layer (row_at), in the frame's block modes (mrow) and
   // in the tile's `need` (nrow), the latter two to be added to bcol[ci].
-  int ci[kMaxLanes], cj[kMaxLanes], mrow[kMaxLanes], nrow[kMaxLanes];
-  size_t row_at[kMaxLanes];
-  auto set_row = [&](int ln) CODEC2_LAMBDA_INLINE {
-    const int y = y0 + cj[ln];
+  struct Lane {
+    size_t row_at;
+    int ci, cj, mrow, nrow;
+  } lane_pos[kMaxLanes];
+  auto set_row = [&](Lane &L) CODEC2_LAMBDA_INLINE {
+    const int y = y0 + L.cj;
     const int by = int(unsigned(y << sy) / kBlock);
-    row_at[ln] = size_t(y) * stride + x0;
-    mrow[ln] = by * bx_count;
-    nrow[ln] = (by - t.by0) * tbw - t.bx0;
+    L.row_at = size_t(y) * stride + x0;
+    L.mrow = by * bx_count;
+    L.nrow = (by - t.by0) * tbw - t.bx0;
   };
   for (int ln = 0; ln < lanes; ++ln) {
-    ci[ln] = -kStagger * ln;
-    cj[ln] = ln;
-    set_row(ln);
+    lane_pos[ln].ci = -kStagger * ln;
+    lane_pos[ln].cj = ln;
+    set_row(lane_pos[ln]);
   }
   std::vector<int> bcol_v(static_cast<size_t>(w));  // block column of each column of the tile
   for (int i = 0; i < w; ++i) bcol_v[i] = int(unsigned((x0 + i) << sx) / kBlock);
@@ -2495,14 +2507,17 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
         mv = own(_mm_cmplt_epi16(_mm_sub_epi16(ab, _mm_add_epi16(c, c)), zero));
         pmv = _mm_sub_epi16(own(pred), mv);
       }
+      // The activities up to 80 (as unsigned: >= 0 unless the tile is
+      // already bad).
+      const __m128i g80 = _mm_subs_epu16(gv, _mm_subs_epu16(gv, _mm_set1_epi16(80)));
       auto lane = [](__m128i v, auto k_tag)
                       CODEC2_LAMBDA_INLINE { return _mm_extract_epi16(v, decltype(k_tag)::value); };
       auto put = [&](auto k_tag) CODEC2_LAMBDA_INLINE {
         constexpr int k = decltype(k_tag)::value;
-        const unsigned g = unsigned(lane(gv, k_tag));  // < 32768 unless the tile is already bad
-        int ctx = kActivityTable.bucket[g < 80u ? g : 80u];
-        if (CLS == kClassTemporal && k == 0) ctx = ctx * kRefClasses + rclass;
-        tab[k][idx] = table0[CLS][k] + uintptr_t(ctx) * sizeof(DecodeTable);
+        uintptr_t offset = kBucketOffsets.of[lane(g80, k_tag)];
+        if (CLS == kClassTemporal && k == 0)
+          offset = offset * kRefClasses + uintptr_t(rclass) * sizeof(DecodeTable);
+        tab[k][idx] = table0[CLS][k] + offset;
         pm[k][idx] = int16_t(lane(pmv, k_tag));
         m[k][idx] = int16_t(lane(mv, k_tag));
       };
@@ -2548,13 +2563,14 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
     int n = 0;
     n_class[0] = n_class[1] = n_class[2] = 0;
     for (int ln = 0; ln < lanes; ++ln) {
-      const int i = ci[ln], j = cj[ln];
-      const size_t at = row_at[ln] + size_t(i);
-      const int mr = mrow[ln], nr = nrow[ln];
-      if (++ci[ln] == period) {
-        ci[ln] = 0;
-        cj[ln] += lanes;
-        set_row(ln);
+      Lane &L = lane_pos[ln];
+      const int i = L.ci, j = L.cj;
+      const size_t at = L.row_at + size_t(i);
+      const int mr = L.mrow, nr = L.nrow;
+      if (++L.ci == period) {
+        L.ci = 0;
+        L.cj += lanes;
+        set_row(L);
       }
       if (unsigned(i) >= unsigned(w) || j >= h) continue;
 #if defined(__GNUC__) || defined(__clang__)
@@ -2575,7 +2591,8 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       A.at = at;
       A.lane = ln;
       A.block = nr + bc;
-      const bool edge = i == 0 || j == 0 || i + 1 == w;
+      // The first column, the first row or the last column (for w >= 1).
+      const bool edge = (unsigned(i - 1) >= unsigned(w - 2)) | (j == 0);
       if (KEY || mode == kSpatial) {
         contexts(std::integral_constant<int, kClassSpatial>(), n, edge, i, j, 0);
         by_class[kClassSpatial][n_class[kClassSpatial]++] = n;
