@@ -1906,6 +1906,7 @@ CODEC2_TARGET_AVX2 void raw_bits_avx2(uint32_t *xs, uint32_t *hs, const uint32_t
 }
 #endif
 
+#if CODEC2_SSE2
 // The offset of the table of activity g's context from that of context 0:
 // activity_bucket(g) tables, for g up to 80 (bucket 12 beyond).
 struct BucketOffsets {
@@ -1915,6 +1916,7 @@ struct BucketOffsets {
   }
 };
 constexpr BucketOffsets kBucketOffsets;
+#endif
 
 // int16 per sample in the decoder's working values (S-domain components,
 // then T-domain, then padding): a power of two, so that a sample's values
@@ -2591,6 +2593,10 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       A.at = at;
       A.lane = ln;
       A.block = nr + bc;
+      // The lane's state and checksum (the checksums unreduced:
+      // lane_checksum()'s mod 2^17 once at the end).
+      xs[n] = x_[ln];
+      hs[n] = h_[ln];
       // The first column, the first row or the last column (for w >= 1).
       const bool edge = (unsigned(i - 1) >= unsigned(w - 2)) | (j == 0);
       if (KEY || mode == kSpatial) {
@@ -2606,12 +2612,6 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       ++n;
     }
     if (n == 0) continue;
-    // The coded lanes' states and checksums in lane order for the step
-    // (the checksums unreduced: lane_checksum()'s mod 2^17 once at the end).
-    for (int k = 0; k < n; ++k) {
-      xs[k] = x_[act[k].lane];
-      hs[k] = h_[act[k].lane];
-    }
     // The step's samples rounded up to 8 (the loops below that the
     // compiler vectorises run over groups of 8).
     const int n8 = (n + 7) & ~7;
