@@ -1918,6 +1918,23 @@ struct BucketOffsets {
 constexpr BucketOffsets kBucketOffsets;
 #endif
 
+// floor(a / s) = (a * ceil(2^20 / s)) >> 20 for every step s = 2k + 1 of
+// a byte k and every a up to 510 (the decoder's quant_index() and
+// quant_diff() without a division): a * ceil(2^20 / s) / 2^20 exceeds a / s
+// by less than 510 * 511 / 2^20 / s < 1 / s.
+constexpr bool quotient20_is_exact() {
+  for (uint32_t s = 1; s <= 511; s += 2) {
+    const uint32_t recip = ((1u << 20) + s - 1) / s;
+    for (uint32_t a = 0; a <= 510; ++a)
+      if (((a * recip) >> 20) != a / s) return false;
+  }
+  return true;
+}
+static_assert(quotient20_is_exact(), "the decoder's division by multiplication is inexact");
+
+// The class of each block mode but kSkip.
+constexpr int kClassOfMode[kModes] = {kClassSpatial, kClassTemporal, kClassTempSpat, kClassSpatial};
+
 // int16 per sample in the decoder's working values (S-domain components,
 // then T-domain, then padding): a power of two, so that a sample's values
 // are written by one store and read by one load of the same size (a load
@@ -2397,14 +2414,24 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
   // the step's samples (up to a multiple of 8) are computed too and unused.
   struct Active {
     size_t at;
-    int lane, block;
+    int lane;
   } act[kMaxLanes];
   alignas(32) uintptr_t tab[NC][kMaxLanes] = {};
   alignas(32) int16_t pm[NC][kMaxLanes] = {}, m[NC][kMaxLanes] = {};
-  alignas(32) int value[NC][kMaxLanes];
-  uint32_t spans = 0;                 // the OR of the frequencies of the symbols decoded
-  int by_class[kClasses][kMaxLanes];  // indices into act, per class
-  int n_class[kClasses];
+  alignas(32) int value[NC][kMaxLanes] = {};
+  // For the reconstruction, per coded sample: its class, the domains its
+  // neighbours need (deltas), the reference's bytes (deltas), then the
+  // reconstructed bytes and both domains' working values.
+  alignas(32) int cls_of[kMaxLanes] = {}, need_of[kMaxLanes] = {}, ref_of[NC][kMaxLanes] = {};
+  alignas(32) int out_of[NC][kMaxLanes], s_of[NC][kMaxLanes], t_of[NC][kMaxLanes];
+  // The reconstruction of a step's samples by a loop the compiler
+  // vectorises with AVX2 (and NEON), whose 32-bit multiplications and
+  // selections SSE2 lacks: with SSE2 sample by sample instead.
+  constexpr bool kVectorRecon = AVX2 || !CODEC2_SSE2;
+  // quant_index() and quant_diff() divide numbers up to 510 by the step:
+  // floor(a / step) = (a * recip) >> 20 for those (quotient20_is_exact()).
+  const uint32_t recip = ((1u << 20) + uint32_t(step) - 1) / uint32_t(step);
+  uint32_t spans = 0;  // the OR of the frequencies of the symbols decoded
   bool bad = false;
   static_assert(kCrossLevels == 2, "the cross context below is 13 * (r0 != 0)");
 
@@ -2563,7 +2590,6 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
   alignas(32) uint32_t tk[kMaxLanes] = {}, vs[kMaxLanes] = {};
   for (int st = 0; st < steps; ++st) {
     int n = 0;
-    n_class[0] = n_class[1] = n_class[2] = 0;
     for (int ln = 0; ln < lanes; ++ln) {
       Lane &L = lane_pos[ln];
       const int i = L.ci, j = L.cj;
@@ -2592,23 +2618,23 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       Active &A = act[n];
       A.at = at;
       A.lane = ln;
-      A.block = nr + bc;
+      if (!KEY) {
+        cls_of[n] = kClassOfMode[mode];
+        need_of[n] = need[nr + bc];
+        for (int c = 0; c < NC; ++c) ref_of[c][n] = ref[c][at];
+      }
       // The lane's state and checksum (the checksums unreduced:
       // lane_checksum()'s mod 2^17 once at the end).
       xs[n] = x_[ln];
       hs[n] = h_[ln];
       // The first column, the first row or the last column (for w >= 1).
       const bool edge = (unsigned(i - 1) >= unsigned(w - 2)) | (j == 0);
-      if (KEY || mode == kSpatial) {
+      if (KEY || mode == kSpatial)
         contexts(std::integral_constant<int, kClassSpatial>(), n, edge, i, j, 0);
-        by_class[kClassSpatial][n_class[kClassSpatial]++] = n;
-      } else if (mode == kTemporal) {
+      else if (mode == kTemporal)
         contexts(std::integral_constant<int, kClassTemporal>(), n, edge, i, j, rclass[at]);
-        by_class[kClassTemporal][n_class[kClassTemporal]++] = n;
-      } else {
+      else
         contexts(std::integral_constant<int, kClassTempSpat>(), n, edge, i, j, 0);
-        by_class[kClassTempSpat][n_class[kClassTempSpat]++] = n;
-      }
       ++n;
     }
     if (n == 0) continue;
@@ -2711,67 +2737,132 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
     // was clamped), the other domain's follow from the reconstruction.
     // The other domain's values are computed only where a neighbour will
     // read them (0 elsewhere: nothing reads them).
-    for (int k = 0; k < n_class[kClassSpatial]; ++k) {
-      const int idx = by_class[kClassSpatial][k];
-      const Active &A = act[idx];
-      const size_t at = A.at;
-      int val[NC], ch[NC];
-      for (int c = 0; c < NC; ++c) val[c] = value[c][idx];
-      to_channels(YCOCG, NC, val, ch);
-      uint8_t out[NC];
-      for (int c = 0; c < NC; ++c) {
-        if (unsigned(ch[c]) > unsigned(q.max_index)) {
-          bad = true;
-          ch[c] = 0;
-        }
-        out[c] = q.dequant[ch[c]];
-        rec[c][at] = out[c];
-      }
-      int tv[NC] = {};
-      if (!KEY && (need[A.block] & 2)) {
-        int d[NC];
-        for (int c = 0; c < NC; ++c) d[c] = q.diff[int(out[c]) - int(ref[c][at]) + 255];
-        to_components(YCOCG, NC, d, tv);
-      }
-      put_work(work + at * W2, val, tv);
-    }
-    if (KEY) continue;
-    for (int cls = kClassTemporal; cls <= kClassTempSpat; ++cls)
-      for (int k = 0; k < n_class[cls]; ++k) {
-        const int idx = by_class[cls][k];
-        const Active &A = act[idx];
-        const size_t at = A.at;
+    if constexpr (!kVectorRecon) {
+      // Sample by sample, in its class's way.
+      for (int k = 0; k < n; ++k) {
+        const size_t at = act[k].at;
         int val[NC], ch[NC];
-        for (int c = 0; c < NC; ++c) val[c] = value[c][idx];
+        for (int c = 0; c < NC; ++c) val[c] = value[c][k];
         to_channels(YCOCG, NC, val, ch);
+        if (KEY || cls_of[k] == kClassSpatial) {
+          uint8_t out[NC];
+          for (int c = 0; c < NC; ++c) {
+            if (unsigned(ch[c]) > unsigned(q.max_index)) {
+              bad = true;
+              ch[c] = 0;
+            }
+            out[c] = q.dequant[ch[c]];
+            rec[c][at] = out[c];
+          }
+          int tv[NC] = {};
+          if (!KEY && (need_of[k] & 2)) {
+            int d[NC];
+            for (int c = 0; c < NC; ++c) d[c] = q.diff[int(out[c]) - ref_of[c][k] + 255];
+            to_components(YCOCG, NC, d, tv);
+          }
+          put_work(work + at * W2, val, tv);
+          continue;
+        }
         bool clamped = false;
-        uint8_t out[NC], rf[NC];
+        uint8_t out[NC];
         for (int c = 0; c < NC; ++c) {
           if (ch[c] < -255 || ch[c] > 255) {
             bad = true;
             ch[c] = 0;
           }
-          rf[c] = ref[c][at];
-          const int v = rf[c] + ch[c] * step;
+          const int v = ref_of[c][k] + ch[c] * step;
           clamped |= unsigned(v) > 255u;
           out[c] = uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
+          rec[c][at] = out[c];
         }
-        for (int c = 0; c < NC; ++c) rec[c][at] = out[c];
         int tv[NC], sv[NC] = {};
         if (clamped) {
           int d[NC];
-          for (int c = 0; c < NC; ++c) d[c] = q.diff[int(out[c]) - int(rf[c]) + 255];
+          for (int c = 0; c < NC; ++c) d[c] = q.diff[int(out[c]) - ref_of[c][k] + 255];
           to_components(YCOCG, NC, d, tv);
         } else {
           for (int c = 0; c < NC; ++c) tv[c] = val[c];
         }
-        if (need[A.block] & 1) {
+        if (need_of[k] & 1) {
           int u[NC];
           for (int c = 0; c < NC; ++c) u[c] = q.index[out[c]];
           to_components(YCOCG, NC, u, sv);
         }
         put_work(work + at * W2, sv, tv);
       }
+      continue;
+    }
+    // Every sample reconstructed both ways, spatial and temporal, taking its
+    // class's way (a loop over groups of 8 that the compiler vectorises;
+    // the tables of quant_index(), quant_diff() and dequant_index() as
+    // arithmetic); then its bytes and working values are stored.
+    int oob = 0;  // a decoded value out of its domain's range: the tile is bad
+    // Selections by masks (all ones or 0), which the compiler vectorises
+    // where it would not vectorise branches.
+    auto pick = [](int mask, int a, int b)
+                    CODEC2_LAMBDA_INLINE { return (a & mask) | (b & ~mask); };
+    for (int k8 = 0; k8 < n8; k8 += 8)
+      for (int k = k8; k < k8 + 8; ++k) {
+        int val[NC], ch[NC];
+        for (int c = 0; c < NC; ++c) val[c] = value[c][k];
+        to_channels(YCOCG, NC, val, ch);
+        const int spatial = KEY ? -1 : -int(cls_of[k] == kClassSpatial);
+        int out[NC], ok = -1, clamped = 0;
+        for (int c = 0; c < NC; ++c) {
+          // Spatial: an index 0..max_index, dequant_index().
+          const int ok_s = -int(unsigned(ch[c]) <= unsigned(q.max_index));
+          const int ps = (ch[c] & ok_s) * step;
+          const int out_s = ps < 255 ? ps : 255;
+          if (KEY) {
+            out[c] = out_s;
+            ok &= ok_s;
+            continue;
+          }
+          // Temporal: a difference -255..255 to the reference, clamped.
+          const int ok_t = -int(unsigned(ch[c] + 255) <= 510u);
+          const int v = ref_of[c][k] + (ch[c] & ok_t) * step;
+          clamped |= -int(unsigned(v) > 255u);
+          const int out_t = v < 0 ? 0 : v > 255 ? 255 : v;
+          out[c] = pick(spatial, out_s, out_t);
+          ok &= pick(spatial, ok_s, ok_t);
+        }
+        oob |= ~ok & -int(k < n);
+        for (int c = 0; c < NC; ++c) out_of[c][k] = out[c];
+        if (KEY) {
+          for (int c = 0; c < NC; ++c) {
+            s_of[c][k] = val[c];
+            t_of[c][k] = 0;
+          }
+          continue;
+        }
+        // The other domain: quant_index(out) and quant_diff(out - ref)
+        // (the quotient of |e| + k, with e's sign).
+        int u[NC], d[NC], su[NC], td[NC];
+        for (int c = 0; c < NC; ++c) {
+          u[c] = int((uint32_t(out[c] + q.k) * recip) >> 20);
+          const int e = out[c] - ref_of[c][k], neg = -int(e < 0);
+          const int qd = int((uint32_t(((e ^ neg) - neg) + q.k) * recip) >> 20);
+          d[c] = (qd ^ neg) - neg;
+        }
+        to_components(YCOCG, NC, u, su);
+        to_components(YCOCG, NC, d, td);
+        const int need_s = -(need_of[k] & 1), need_t = -((need_of[k] >> 1) & 1);
+        for (int c = 0; c < NC; ++c) {
+          s_of[c][k] = pick(spatial, val[c], su[c] & need_s);
+          t_of[c][k] = pick(spatial, td[c] & need_t, pick(clamped, td[c], val[c]));
+        }
+      }
+    bad |= oob != 0;
+    for (int k = 0; k < n; ++k) {
+      const size_t at = act[k].at;
+      int sv[NC], tv[NC];
+      for (int c = 0; c < NC; ++c) {
+        rec[c][at] = uint8_t(out_of[c][k]);
+        sv[c] = s_of[c][k];
+        tv[c] = t_of[c][k];
+      }
+      put_work(work + at * W2, sv, tv);
+    }
   }
   for (int ln = 0; ln < lanes; ++ln) {
     state[ln] = x_[ln];
