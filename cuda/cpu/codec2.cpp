@@ -2590,6 +2590,7 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
   alignas(32) uint32_t tk[kMaxLanes] = {}, vs[kMaxLanes] = {};
   for (int st = 0; st < steps; ++st) {
     int n = 0;
+    bool temporal = false;  // a temporal or temporal-spatial sample in the step
     for (int ln = 0; ln < lanes; ++ln) {
       Lane &L = lane_pos[ln];
       const int i = L.ci, j = L.cj;
@@ -2619,6 +2620,7 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       A.at = at;
       A.lane = ln;
       if (!KEY) {
+        temporal |= mode != kSpatial;
         cls_of[n] = kClassOfMode[mode];
         need_of[n] = need[nr + bc];
         for (int c = 0; c < NC; ++c) ref_of[c][n] = ref[c][at];
@@ -2801,57 +2803,71 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
     // where it would not vectorise branches.
     auto pick = [](int mask, int a, int b)
                     CODEC2_LAMBDA_INLINE { return (a & mask) | (b & ~mask); };
-    for (int k8 = 0; k8 < n8; k8 += 8)
-      for (int k = k8; k < k8 + 8; ++k) {
-        int val[NC], ch[NC];
-        for (int c = 0; c < NC; ++c) val[c] = value[c][k];
-        to_channels(YCOCG, NC, val, ch);
-        const int spatial = KEY ? -1 : -int(cls_of[k] == kClassSpatial);
-        int out[NC], ok = -1, clamped = 0;
-        for (int c = 0; c < NC; ++c) {
-          // Spatial: an index 0..max_index, dequant_index().
-          const int ok_s = -int(unsigned(ch[c]) <= unsigned(q.max_index));
-          const int ps = (ch[c] & ok_s) * step;
-          const int out_s = ps < 255 ? ps : 255;
+    // ALL_SPATIAL: every sample of the step is spatial (keyframes, and
+    // often frames of noise), which saves the temporal way.
+    auto reconstruct = [&](auto all_spatial_tag) CODEC2_LAMBDA_INLINE {
+      constexpr bool ALL_SPATIAL = decltype(all_spatial_tag)::value;
+      for (int k8 = 0; k8 < n8; k8 += 8)
+        for (int k = k8; k < k8 + 8; ++k) {
+          int val[NC], ch[NC];
+          for (int c = 0; c < NC; ++c) val[c] = value[c][k];
+          to_channels(YCOCG, NC, val, ch);
+          const int spatial = ALL_SPATIAL ? -1 : -int(cls_of[k] == kClassSpatial);
+          int out[NC], ok = -1, clamped = 0;
+          for (int c = 0; c < NC; ++c) {
+            // Spatial: an index 0..max_index, dequant_index().
+            const int ok_s = -int(unsigned(ch[c]) <= unsigned(q.max_index));
+            const int ps = (ch[c] & ok_s) * step;
+            const int out_s = ps < 255 ? ps : 255;
+            if (ALL_SPATIAL) {
+              out[c] = out_s;
+              ok &= ok_s;
+              continue;
+            }
+            // Temporal: a difference -255..255 to the reference, clamped.
+            const int ok_t = -int(unsigned(ch[c] + 255) <= 510u);
+            const int v = ref_of[c][k] + (ch[c] & ok_t) * step;
+            clamped |= -int(unsigned(v) > 255u);
+            const int out_t = v < 0 ? 0 : v > 255 ? 255 : v;
+            out[c] = pick(spatial, out_s, out_t);
+            ok &= pick(spatial, ok_s, ok_t);
+          }
+          oob |= ~ok & -int(k < n);
+          for (int c = 0; c < NC; ++c) out_of[c][k] = out[c];
           if (KEY) {
-            out[c] = out_s;
-            ok &= ok_s;
+            for (int c = 0; c < NC; ++c) {
+              s_of[c][k] = val[c];
+              t_of[c][k] = 0;
+            }
             continue;
           }
-          // Temporal: a difference -255..255 to the reference, clamped.
-          const int ok_t = -int(unsigned(ch[c] + 255) <= 510u);
-          const int v = ref_of[c][k] + (ch[c] & ok_t) * step;
-          clamped |= -int(unsigned(v) > 255u);
-          const int out_t = v < 0 ? 0 : v > 255 ? 255 : v;
-          out[c] = pick(spatial, out_s, out_t);
-          ok &= pick(spatial, ok_s, ok_t);
-        }
-        oob |= ~ok & -int(k < n);
-        for (int c = 0; c < NC; ++c) out_of[c][k] = out[c];
-        if (KEY) {
+          // The other domain: quant_index(out) and quant_diff(out - ref)
+          // (the quotient of |e| + k, with e's sign).
+          int u[NC], d[NC], su[NC], td[NC];
           for (int c = 0; c < NC; ++c) {
-            s_of[c][k] = val[c];
-            t_of[c][k] = 0;
+            u[c] = int((uint32_t(out[c] + q.k) * recip) >> 20);
+            const int e = out[c] - ref_of[c][k], neg = -int(e < 0);
+            const int qd = int((uint32_t(((e ^ neg) - neg) + q.k) * recip) >> 20);
+            d[c] = (qd ^ neg) - neg;
           }
-          continue;
+          if (!ALL_SPATIAL) to_components(YCOCG, NC, u, su);
+          to_components(YCOCG, NC, d, td);
+          const int need_s = -(need_of[k] & 1), need_t = -((need_of[k] >> 1) & 1);
+          for (int c = 0; c < NC; ++c) {
+            if (ALL_SPATIAL) {
+              s_of[c][k] = val[c];
+              t_of[c][k] = td[c] & need_t;
+              continue;
+            }
+            s_of[c][k] = pick(spatial, val[c], su[c] & need_s);
+            t_of[c][k] = pick(spatial, td[c] & need_t, pick(clamped, td[c], val[c]));
+          }
         }
-        // The other domain: quant_index(out) and quant_diff(out - ref)
-        // (the quotient of |e| + k, with e's sign).
-        int u[NC], d[NC], su[NC], td[NC];
-        for (int c = 0; c < NC; ++c) {
-          u[c] = int((uint32_t(out[c] + q.k) * recip) >> 20);
-          const int e = out[c] - ref_of[c][k], neg = -int(e < 0);
-          const int qd = int((uint32_t(((e ^ neg) - neg) + q.k) * recip) >> 20);
-          d[c] = (qd ^ neg) - neg;
-        }
-        to_components(YCOCG, NC, u, su);
-        to_components(YCOCG, NC, d, td);
-        const int need_s = -(need_of[k] & 1), need_t = -((need_of[k] >> 1) & 1);
-        for (int c = 0; c < NC; ++c) {
-          s_of[c][k] = pick(spatial, val[c], su[c] & need_s);
-          t_of[c][k] = pick(spatial, td[c] & need_t, pick(clamped, td[c], val[c]));
-        }
-      }
+    };
+    if (KEY || !temporal)
+      reconstruct(std::true_type());
+    else
+      reconstruct(std::false_type());
     bad |= oob != 0;
     for (int k = 0; k < n; ++k) {
       const size_t at = act[k].at;
