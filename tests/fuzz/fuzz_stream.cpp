@@ -72,6 +72,15 @@ struct Receiver {
   uint64_t last = 0;
   GuardedFrame out;
   HostBytes before, after;
+  std::unique_ptr<uint8_t[]> exact;
+
+  // The body, copied into an allocation of exactly its size: a decoder that
+  // reads past it is caught (the reader's own memory is larger).
+  const uint8_t *exact_copy(const uint8_t *body, size_t n) {
+    exact.reset(new uint8_t[n]);
+    if (n) std::memcpy(exact.get(), body, n);
+    return exact.get();
+  }
 
   void packet(const PacketHeader &h, const uint8_t *payload) {
     if (h.stream_header()) return;
@@ -99,6 +108,7 @@ struct Receiver {
         synced = false;
         return;
       }
+      body = exact_copy(body, h.body_size);
       if (decoder2) {
         if (!decode2(body, h.body_size)) return;
       } else {
@@ -112,6 +122,7 @@ struct Receiver {
         synced = false;
         return;
       }
+      body = exact_copy(body, h.body_size);
       if (decoder2) {
         if (!decode2(body, h.body_size)) return;
       } else {
