@@ -182,6 +182,21 @@ inline void put_u32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
 }
 
+// The offset of the first packet header that fits in data[from, size) (its
+// magic at that offset and kHeaderSize bytes), or `size`. memchr finds the
+// candidates instead of a comparison at every offset (the mutator scans
+// every input it changes).
+size_t next_header(const uint8_t *data, size_t size, size_t from) {
+  while (from + kHeaderSize <= size) {
+    const void *hit = std::memchr(data + from, kMagic[0], size - kHeaderSize + 1 - from);
+    if (!hit) break;
+    from = size_t(static_cast<const uint8_t *>(hit) - data);
+    if (std::memcmp(data + from, kMagic, 4) == 0) return from;
+    ++from;
+  }
+  return size;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -219,8 +234,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 namespace fuzz {
 
 void fix_checksums(uint8_t *data, size_t size) {
-  for (size_t i = 0; i + kHeaderSize <= size; ++i) {
-    if (std::memcmp(data + i, kMagic, 4) != 0) continue;
+  for (size_t i = next_header(data, size, 0); i < size; i = next_header(data, size, i + 1)) {
     const size_t payload = get_u32(data + i + 32);
     if (payload <= size - i - kHeaderSize)
       put_u32(data + i + 56, uint32_t(::crc32(0, data + i + kHeaderSize, uInt(payload))));
@@ -232,8 +246,9 @@ void mutate(std::vector<uint8_t> &d, const std::vector<uint8_t> &other, std::mt1
   auto pick = [&](size_t n) { return n ? size_t(gen() % n) : 0; };
   // Packet starts, for edits that aim at header fields.
   std::vector<size_t> headers;
-  for (size_t i = 1; i + kHeaderSize <= d.size(); ++i)
-    if (std::memcmp(d.data() + i, kMagic, 4) == 0) headers.push_back(i);
+  for (size_t i = next_header(d.data(), d.size(), 1); i < d.size();
+       i = next_header(d.data(), d.size(), i + 1))
+    headers.push_back(i);
   const int kind = int(gen() % 8);
   if (d.size() < 2) {
     d.push_back(uint8_t(gen()));
