@@ -11,6 +11,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -202,7 +203,12 @@ size_t next_header(const uint8_t *data, size_t size, size_t from) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0) return 0;
   set_cpu_threads(1);
-  const size_t chunk = size_t(data[0]) * 7 + 1;  // 1 .. 1786 bytes per piece
+  // Pieces of `first` bytes (1 .. 1786); while the parser waits for the rest
+  // of a packet, each further piece is twice the last: packets still arrive
+  // cut into pieces, but one of n bytes no longer costs up to n calls of the
+  // parser.
+  const size_t first = size_t(data[0]) * 7 + 1;
+  size_t piece = first;
   const uint8_t *bytes = data + 1;
   const size_t n = size - 1;
   static Reader reader;
@@ -214,10 +220,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const Parser::Step s = rx.parser.next(q, eos);
     if (s.kind == Parser::Kind::NeedData) {
       if (eos) break;
-      fed = fed + chunk < n ? fed + chunk : n;
+      fed = fed + piece < n ? fed + piece : n;
+      piece = std::min(piece * 2, n);
       q.set_size(fed);
       continue;
     }
+    piece = first;
     if (s.bytes == 0 || s.bytes > q.available()) std::abort();  // the parser must make progress
     if (s.kind == Parser::Kind::Packet) {
       const uint8_t *p = q.map(s.bytes);
