@@ -739,41 +739,28 @@ void store(const Picture &pic, const LayerSet &ls, const FrameView &f) {
 using detail::make_tiles;
 using detail::Tile;
 
-// Neighbours of sample (i, j) of a tile in a plane of values (row stride
-// `stride`, `p` at the sample), with the tile's edge rules: a left, b above,
-// c above-left, d above-right; outside the tile: see docs/stream-format.md, "Version 2: the body".
-struct Neighbours {
-  int a, b, c, d;
+// An int16 plane with kPlanePad elements of slack before and after it: the
+// encoder's vector paths load a block row's neighbours (one sample before
+// the row and the row above) and the lanes past a partial block without
+// bounds checks, and discard what those lanes compute.
+constexpr size_t kPlanePad = 32;
+struct PaddedPlane {
+  std::vector<int16_t> buf;
+  void assign(size_t n) { buf.assign(n + 2 * kPlanePad, 0); }
+  int16_t *data() { return buf.data() + kPlanePad; }
+  const int16_t *data() const { return buf.data() + kPlanePad; }
 };
-inline Neighbours neighbours(const int16_t *p, ptrdiff_t stride, int i, int j, int w) {
-  Neighbours n;
-  if (j == 0) {
-    n.a = i > 0 ? p[-1] : 0;
-    n.b = n.c = n.d = n.a;
-  } else {
-    const int16_t *up = p - stride;
-    n.b = up[0];
-    if (i > 0) {
-      n.a = p[-1];
-      n.c = up[-1];
-    } else {
-      n.a = n.c = n.b;
-    }
-    n.d = i + 1 < w ? up[1] : n.b;
-  }
-  return n;
-}
 
 // Working values of one layer: per component, S-domain (quantisation
 // indices after the colour transform) and T-domain (quantised differences to
 // the reference after the colour transform), int16 per sample.
 struct Planes {
-  std::vector<int16_t> s[kMaxComps], t[kMaxComps];
+  PaddedPlane s[kMaxComps], t[kMaxComps];
   void allocate(const Layer &ly, bool temporal) {
     const size_t n = size_t(ly.width) * ly.height;
     for (int c = 0; c < ly.channels; ++c) {
-      s[c].assign(n, 0);
-      if (temporal) t[c].assign(n, 0);
+      s[c].assign(n);
+      if (temporal) t[c].assign(n);
     }
   }
 };
@@ -919,77 +906,283 @@ void reference_class_span(const Layer &ly, const Picture &ref, int l, int k, int
 }
 
 // The same for the samples of layer `l` in the blocks flagged in `blocks`
-// (null: all); the others keep their values (nothing reads them).
+// (null: all); the others keep their values (nothing reads them). With
+// kBlock bytes of slack after the plane: the encoder's vector paths load a
+// whole block row of classes past a partial block.
 void reference_classes(const LayerSet &ls, int l, const Picture &ref, int k, const uint8_t *blocks,
                        int threads, std::vector<uint8_t> &out) {
   const Layer &ly = ls.layer[l];
-  out.resize(size_t(ly.width) * ly.height);
+  out.resize(size_t(ly.width) * ly.height + kBlock);
   for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
     reference_class_span(ly, ref, l, k, y, x0, x1, out.data());
   });
 }
 
-// Visits the samples of layer `l` of a tile whose block passes `want(block)`,
-// predicting each component from `nb` (neighbour values of the mode's
-// domain) and coding the value of `val`: f(block, x, y, comp, ctx, token,
-// nbits, bits) for each component in order. CLS: the class (scan() below
-// picks it); samples inside the tile read their neighbours directly, those
-// on its first row or column or last column by neighbours().
-template <int CLS, class Want, class F>
-void scan_class(const LayerSet &ls, const Tile &t, int l, const std::vector<int16_t> *nb,
-                const std::vector<int16_t> *val, const std::vector<uint8_t> &rclass, Want want,
-                F f) {
-  const Layer &ly = ls.layer[l];
-  const ptrdiff_t stride = ly.width;
-  const int16_t *nbp[kMaxComps], *valp[kMaxComps];
-  for (int c = 0; c < ly.channels; ++c) {
-    nbp[c] = nb[c].data();
-    valp[c] = val[c].data();
-  }
-  const uint8_t *rc = rclass.empty() ? nullptr : rclass.data();
-  for (int j = 0; j < t.h[l]; ++j) {
-    const int y = t.y0[l] + j;
-    const int brow = ((y << ly.sy) / kBlock) * ls.blocks_x;
-    for (int bx = t.bx0; bx < t.bx1; ++bx) {
-      const int block = brow + bx;
-      if (!want(block)) continue;  // the block's samples in this row are not visited
-      const BlockSpan span = block_span(ly, bx);
-      for (int x = span.x0; x < span.x1; ++x) {
-        const int i = x - t.x0[l];
-        const size_t at = size_t(y) * stride + x;
-        const bool inside = j > 0 && i > 0 && i + 1 < t.w[l];
-        const int rcl = rc ? rc[at] : 0;
-        int r0 = 0;
-        for (int c = 0; c < ly.channels; ++c) {
-          const int16_t *p = nbp[c] + at;
-          Neighbours n;
-          if (inside)
-            n = {p[-1], p[-stride], p[-stride - 1], p[-stride + 1]};
-          else
-            n = neighbours(p, stride, i, j, t.w[l]);
-          const int pred = CLS == kClassTemporal ? 0 : med(n.a, n.b, n.c);
-          const int r = valp[c][at] - pred;
-          if (c == 0) r0 = r;
-          const int ctx = sample_context(CLS, c, n.a, n.b, n.c, n.d, r0, rcl);
-          int nbits;
-          uint32_t bits;
-          const int token =
-              token_of_table(zigzag(flip_sign(CLS, n.a, n.b, n.c, n.d) ? -r : r), &nbits, &bits);
-          f(block, x, y, c, ctx, token, nbits, bits);
-        }
+// ---------------------------------------------------------------------------
+// The encoder's symbols, one block row at a time
+//
+// The mode decision (every coded block in each of three classes) and the
+// final symbols compute, for every sample component, the symbol of
+// docs/stream-format.md ("A sample component"): neighbours, prediction,
+// context, token and raw bits. They do it for the samples of one block in
+// one row of a tile at a time (a block row: 16 samples of layer 0, 8 of a
+// subsampled layer, fewer at the frame's right edge), where every sample
+// has the same class and only the block's first and last samples and the
+// tile's first row meet the tile's edge rules. row_symbols_scalar() is the
+// reference; row_symbols_vec() computes the same with GCC/clang vector
+// extensions, 8 or 16 samples at once (SSE2, AVX2 or NEON instructions,
+// whichever the function it is inlined into is compiled for).
+
+// The samples of one block in one row of a tile and the tile's edge rules
+// that apply to them.
+struct BlockRow {
+  size_t at;         // plane index of the first sample
+  ptrdiff_t stride;  // the layer's width
+  int n;             // samples, 1..kBlock
+  bool top;          // the tile's first row: a = left (0 in the first column), b = c = d = a
+  bool first;        // sample 0 is in the tile's first column: a = c = b
+  bool last;         // sample n - 1 is in the tile's last column: d = b
+};
+
+// Block bx's samples in row y (row j of tile t) of a layer, over `span`.
+inline BlockRow block_row(const Layer &ly, const Tile &t, int y, int j, int bx, BlockSpan span) {
+  BlockRow br;
+  br.at = size_t(y) * size_t(ly.width) + size_t(span.x0);
+  br.stride = ly.width;
+  br.n = span.x1 - span.x0;
+  br.top = j == 0;
+  br.first = bx == t.bx0;
+  br.last = bx == t.bx1 - 1;
+  return br;
+}
+
+// What one class codes from: per component, the plane its neighbours come
+// from (the class's domain) and the plane of its values, the reference
+// classes (temporal class) and the first distribution of each component.
+struct ClassPlanes {
+  const int16_t *nb[kMaxComps];
+  const int16_t *val[kMaxComps];
+  const uint8_t *rclass;
+  const int *base;
+};
+
+// Per component and sample of a block row: the symbol as distribution *
+// kTokens + token (the histograms' index), and its raw bits.
+struct RowSymbols {
+  uint16_t id[kMaxComps][kBlock];
+  uint16_t bits[kMaxComps][kBlock];
+};
+
+// The reference: the per-sample rules of codec2_rules.h as the decoder
+// applies them. NC components; BITS: the raw bits too.
+template <int CLS, int NC, bool BITS>
+CODEC2_ALWAYS_INLINE void row_symbols_scalar(const BlockRow &br, const ClassPlanes &cp,
+                                             RowSymbols &out) {
+  const ptrdiff_t st = br.stride;
+  for (int s = 0; s < br.n; ++s) {
+    const size_t at = br.at + size_t(s);
+    const bool first = br.first && s == 0, last = br.last && s == br.n - 1;
+    const int rcl = uses_ref_class(CLS, 0) ? cp.rclass[at] : 0;
+    int r0 = 0;
+    for (int c = 0; c < NC; ++c) {
+      const int16_t *p = cp.nb[c] + at;
+      int a, b, cc, d;
+      if (br.top) {
+        a = first ? 0 : p[-1];
+        b = cc = d = a;
+      } else {
+        b = p[-st];
+        a = first ? b : p[-1];
+        cc = first ? b : p[-st - 1];
+        d = last ? b : p[-st + 1];
       }
+      const int pred = CLS == kClassTemporal ? 0 : med(a, b, cc);
+      const int r = cp.val[c][at] - pred;
+      if (c == 0) r0 = r;
+      const int ctx = sample_context(CLS, c, a, b, cc, d, r0, rcl);
+      int nbits;
+      uint32_t bits;
+      const int token = token_of_table(zigzag(flip_sign(CLS, a, b, cc, d) ? -r : r), &nbits, &bits);
+      out.id[c][s] = uint16_t((cp.base[c] + ctx) * kTokens + token);
+      if (BITS) out.bits[c][s] = uint16_t(bits);
     }
   }
 }
-template <class Want, class F>
-void scan(const LayerSet &ls, const Tile &t, int l, int cls, const std::vector<int16_t> *nb,
-          const std::vector<int16_t> *val, const std::vector<uint8_t> &rclass, Want want, F f) {
+
+// The edges of the activity buckets (activity_bucket(): the number of them
+// that are <= g) and the token of a value v >= 16 as 16 plus the number of
+// these thresholds that are <= v (token_of(): v in [2^e, 2^(e+1)) is token
+// 16 + 2 (e - 4) + bit e-1 of v, so each power of two from 32 and each
+// 3 * 2^(e-1) from 24 adds one), checked below for every g and v.
+constexpr int kActivityEdges[kActivityBuckets - 1] = {1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80};
+constexpr int kTokenThresholds[kTokens - kDirectTokens - 1] = {
+    24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072};
+constexpr bool row_rules_are_exact() {
+  for (int g = 0; g < 200; ++g) {
+    int n = 0;
+    for (int e : kActivityEdges) n += g >= e;
+    if (n != make_activity_table().bucket[g < 80 ? g : 80]) return false;
+  }
+  for (uint32_t v = kDirectTokens; v < 4096; ++v) {
+    int t = kDirectTokens;
+    for (int th : kTokenThresholds) t += int(v) >= th;
+    // token_of() (not constexpr) as docs/stream-format.md words it.
+    int e = 0;
+    while (v >> (e + 1)) ++e;
+    const uint32_t bits = v & ((1u << (e - 1)) - 1);
+    if (t != kDirectTokens + 2 * (e - 4) + int((v >> (e - 1)) & 1)) return false;
+    // The raw bits: v's bits below its highest but one (every bit from the
+    // highest down set, shifted right twice).
+    uint32_t ones = v | v >> 1;
+    ones |= ones >> 2;
+    ones |= ones >> 4;
+    ones |= ones >> 8;
+    if ((v & (ones >> 2)) != bits) return false;
+  }
+  return true;
+}
+static_assert(row_rules_are_exact(), "the block-row rules differ from codec2_rules.h");
+
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(CODEC2_NO_SIMD)
+#define CODEC2_VECTORS 1
+template <int N>
+struct Lanes;
+template <>
+struct Lanes<8> {
+  typedef int16_t I __attribute__((vector_size(16)));
+  typedef uint16_t U __attribute__((vector_size(16)));
+  typedef uint8_t B __attribute__((vector_size(8)));
+};
+template <>
+struct Lanes<16> {
+  typedef int16_t I __attribute__((vector_size(32)));
+  typedef uint16_t U __attribute__((vector_size(32)));
+  typedef uint8_t B __attribute__((vector_size(16)));
+};
+
+// Element-wise |x|, min and max of vectors (macros: a function that takes
+// or returns a 32-byte vector draws an ABI note where AVX is not enabled).
+#define CODEC2_VABS(x) ((x) < 0 ? -(x) : (x))
+#define CODEC2_VMIN(x, y) ((x) < (y) ? (x) : (y))
+#define CODEC2_VMAX(x, y) ((x) > (y) ? (x) : (y))
+
+// row_symbols_scalar() for samples [o, o + N) of a block row (N = 8 or 16
+// lanes of int16). Lanes at or past br.n read samples after the block (the
+// planes' slack, PaddedPlane) and compute values nobody reads. Every value
+// fits in int16: working values lie within -510..510, activities below
+// 4 * 1020, zigzag values below 4096.
+template <int N, int CLS, int NC, bool BITS>
+CODEC2_ALWAYS_INLINE void row_symbols_vec(const BlockRow &br, const ClassPlanes &cp, int o,
+                                          RowSymbols &out) {
+  using I = typename Lanes<N>::I;
+  using U = typename Lanes<N>::U;
+  using B = typename Lanes<N>::B;
+  const ptrdiff_t st = br.stride;
+  const size_t at = br.at + size_t(o);
+  I lane;
+  for (int s = 0; s < N; ++s) lane[s] = int16_t(s);
+  // Masks of the lanes of the tile's first and last column.
+  const int16_t first_lane = int16_t(br.first && o == 0 ? 0 : -1);
+  const int16_t last_lane = int16_t(br.last ? br.n - 1 - o : -1);
+  const I first = lane == first_lane;
+  const I last = lane == last_lane;
+  const I zero = I{};
+  I r0 = zero;
+  for (int c = 0; c < NC; ++c) {
+    const int16_t *p = cp.nb[c] + at;
+    I a, b, cc, d, v;
+    std::memcpy(&a, p - 1, sizeof a);
+    if (br.top) {
+      a = first ? zero : a;
+      b = cc = d = a;
+    } else {
+      std::memcpy(&b, p - st, sizeof b);
+      std::memcpy(&cc, p - st - 1, sizeof cc);
+      std::memcpy(&d, p - st + 1, sizeof d);
+      a = first ? b : a;
+      cc = first ? b : cc;
+      d = last ? b : d;
+    }
+    std::memcpy(&v, cp.val[c] + at, sizeof v);
+    I pred, g, flip;
+    if constexpr (CLS == kClassTemporal) {
+      pred = zero;
+      g = CODEC2_VABS(a) + CODEC2_VABS(b) + CODEC2_VABS(cc) + CODEC2_VABS(d);
+      flip = (a + b + cc + d) < 0;
+    } else {
+      // med(): a + b - c clamped to [min(a, b), max(a, b)].
+      const I mx = CODEC2_VMAX(a, b), mn = CODEC2_VMIN(a, b), e = a + b - cc;
+      const I hi = CODEC2_VMIN(e, mx);
+      pred = CODEC2_VMAX(hi, mn);
+      const I ab = a - b, bc = b - cc, ca = cc - a, bd = b - d;
+      g = CODEC2_VABS(ab) + CODEC2_VABS(bc) + CODEC2_VABS(ca) + CODEC2_VABS(bd);
+      flip = (a + b - cc - cc) < 0;
+    }
+    const I r = v - pred;
+    if (c == 0) r0 = r;
+    // Masks are -1: subtracting one counts it.
+    I ctx = zero;
+    for (int e : kActivityEdges) ctx -= g >= int16_t(e);
+    if (c > 0) {
+      const I m = CODEC2_VABS(r0), top = zero + int16_t(kCrossLevels - 1);
+      ctx += int16_t(kActivityBuckets) * CODEC2_VMIN(m, top);
+    }
+    if (uses_ref_class(CLS, c)) {
+      B rc;
+      std::memcpy(&rc, cp.rclass + at, sizeof rc);
+      ctx = ctx * int16_t(kRefClasses) + __builtin_convertvector(rc, I);
+    }
+    const I rf = (r ^ flip) - flip;      // -r where flip is -1
+    const I z = (rf + rf) ^ (rf >> 15);  // zigzag()
+    const I big = z >= int16_t(kDirectTokens);
+    I token = zero + int16_t(kDirectTokens);
+    for (int th : kTokenThresholds) token -= z >= int16_t(th);
+    token = big ? token : z;
+    const U id = (U)(ctx + int16_t(cp.base[c])) * uint16_t(kTokens) + (U)token;
+    std::memcpy(&out.id[c][o], &id, sizeof id);
+    if (BITS) {
+      I ones = z | z >> 1;
+      ones |= ones >> 2;
+      ones |= ones >> 4;
+      ones |= ones >> 8;
+      const I bits = z & (ones >> 2) & big;
+      std::memcpy(&out.bits[c][o], &bits, sizeof bits);
+    }
+  }
+}
+#undef CODEC2_VABS
+#undef CODEC2_VMIN
+#undef CODEC2_VMAX
+#else
+#define CODEC2_VECTORS 0
+#endif
+
+// The symbols of a block row by the widest path at hand: VW lanes (16:
+// AVX2, 8: the baseline's vectors, 0: scalar).
+template <int VW, int CLS, int NC, bool BITS>
+CODEC2_ALWAYS_INLINE void row_symbols(const BlockRow &br, const ClassPlanes &cp, RowSymbols &out) {
+#if CODEC2_VECTORS
+  if constexpr (VW >= 16) {
+    if (br.n > 8) return row_symbols_vec<16, CLS, NC, BITS>(br, cp, 0, out);
+  }
+  if constexpr (VW >= 8) {
+    row_symbols_vec<8, CLS, NC, BITS>(br, cp, 0, out);
+    if (br.n > 8) row_symbols_vec<8, CLS, NC, BITS>(br, cp, 8, out);
+    return;
+  }
+#endif
+  row_symbols_scalar<CLS, NC, BITS>(br, cp, out);
+}
+// The same with the class chosen at run time.
+template <int VW, int NC, bool BITS>
+CODEC2_ALWAYS_INLINE void row_symbols(int cls, const BlockRow &br, const ClassPlanes &cp,
+                                      RowSymbols &out) {
   if (cls == kClassSpatial)
-    scan_class<kClassSpatial>(ls, t, l, nb, val, rclass, want, f);
+    row_symbols<VW, kClassSpatial, NC, BITS>(br, cp, out);
   else if (cls == kClassTemporal)
-    scan_class<kClassTemporal>(ls, t, l, nb, val, rclass, want, f);
+    row_symbols<VW, kClassTemporal, NC, BITS>(br, cp, out);
   else
-    scan_class<kClassTempSpat>(ls, t, l, nb, val, rclass, want, f);
+    row_symbols<VW, kClassTempSpat, NC, BITS>(br, cp, out);
 }
 
 // flip ? -unzigzag(v) : unzigzag(v), without branches (the decoder's lanes
@@ -1089,10 +1282,25 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   void find_coded_blocks(bool keyframe, int threads);
   uint64_t count_changed(int threads) const;
   void decide_modes(int threads);
-  void proxy_symbols(const Tile &t, std::vector<uint64_t> &cost);
-  template <class Want, class F>
-  void for_each_proxy(const Tile &t, Want want, F f) const;
+  // The per-tile work of the mode decision and of the symbols, compiled
+  // for the baseline and for AVX2 (picked at run time, use_avx2()).
+  void proxy_symbols(const Tile &t, uint64_t *cost);
   void tile_symbols(size_t ti);
+#if CODEC2_AVX2
+  CODEC2_TARGET_AVX2 void proxy_symbols_avx2(const Tile &t, uint64_t *cost);
+  CODEC2_TARGET_AVX2 void tile_symbols_avx2(size_t ti);
+#endif
+  template <int VW>
+  CODEC2_ALWAYS_INLINE void proxy_symbols_inline(const Tile &t, uint64_t *cost);
+  template <int VW, int NC>
+  CODEC2_ALWAYS_INLINE void proxy_layer(const Tile &t, int l, uint64_t *cost);
+  template <int VW>
+  CODEC2_ALWAYS_INLINE void tile_symbols_inline(size_t ti);
+  template <int VW, int NC>
+  CODEC2_ALWAYS_INLINE void symbols_layer(const Tile &t, int l, Symbol *syms, uint32_t *hist);
+  ClassPlanes class_planes(int l, int cls, const Planes &nb) const;
+  template <class F>
+  void for_each_proxy_row(const Tile &t, F f) const;
   void build_model(const uint32_t *hist, bool keyframe, BitWriter &bw, Model &model);
   bool encode_tile(size_t ti, int k);
   void store_raw(size_t ti, uint8_t *out);
@@ -1111,10 +1319,12 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   // Per block: not skipped; and needed (coded, or holding neighbours of a
   // coded block's samples: left, right, above-left, above or above-right of it).
   std::vector<uint8_t> coded_, needed_;
-  // The mode decision's symbols per layer, class, sample and component.
-  std::vector<uint16_t> ids_[kMaxLayers][kClasses];
+  // The mode decision's symbols (distribution * kTokens + token) per layer,
+  // class and component, a plane of samples each.
+  std::vector<uint16_t> ids_[kMaxLayers][kClasses][kMaxComps];
   Model prev_;
   std::vector<std::vector<Symbol>> symbols_;  // per tile: block modes, then layer by layer
+  std::vector<size_t> symbol_count_;          // per tile: symbols_ in use (0: skipped tile)
   std::vector<std::vector<uint32_t>> tile_hist_;
   const TileSymbols *tile_in_ = nullptr;  // write_body()'s input: per tile its symbols
   Model pending_;                         // make_tables()'s tables (prev_ after assemble())
@@ -1127,49 +1337,128 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   bool keyframe_ = true;
 };
 
-// The proxy symbols of every coded block of a tile in each of the three
-// coded modes' classes, each sample predicted as if its neighbours had the
-// same mode (from the input's working values), kept in ids_ as
-// distribution * kTokens + token; and the first estimate of each mode's
-// cost, by a fixed cost per residual.
-void CpuEncoder::proxy_symbols(const Tile &t, std::vector<uint64_t> &cost) {
-  const int modes_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
-  for (int l = 0; l < ls_.count; ++l)
-    for (int cls = 0; cls < kClasses; ++cls) {
-      const std::vector<int16_t> *planes = cls == kClassSpatial ? in_[l].s : in_[l].t;
-      const int mode = modes_of_class[cls];
-      const int *base = dl_.base[l][cls];
-      const int nc = ls_.layer[l].channels, width = ls_.layer[l].width;
-      uint16_t *ids = ids_[l][cls].data();
-      scan(
-          ls_, t, l, cls, planes, planes, rclass_[l], [&](int block) { return coded_[block] != 0; },
-          [&](int block, int x, int y, int c, int ctx, int token, int nbits, uint32_t) {
-            ids[(size_t(y) * width + x) * nc + c] = uint16_t((base[c] + ctx) * kTokens + token);
-            cost[size_t(block) * kModes + mode] +=
-                kFirstCost.of_token[token] + 256u * uint32_t(nbits);
-          });
-    }
+// Whether the encoder's and the decoder's AVX2 variants run: on a CPU with
+// AVX2, BMI1 and BMI2, unless CODEC2_NO_AVX2 is set (the tests run the
+// baseline that way).
+#if CODEC2_AVX2
+bool use_avx2() {
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") &&
+                           __builtin_cpu_supports("bmi2") && !std::getenv("CODEC2_NO_AVX2");
+  return avx2;
+}
+#endif
+
+// The widest vectors of the baseline: 8 lanes of int16 (SSE2, NEON), none
+// without vector extensions.
+constexpr int kBaseLanes = CODEC2_VECTORS ? 8 : 0;
+
+// The first estimate of each token's cost with its raw bits (1/256 bit),
+// for the sums of the mode decision's first round.
+struct FirstCostsWithBits {
+  uint32_t of_token[kTokens];
+  FirstCostsWithBits() {
+    for (int t = 0; t < kTokens; ++t)
+      of_token[t] = kFirstCost.of_token[t] + 256u * uint32_t(token_extra_bits(t));
+  }
+};
+const FirstCostsWithBits kFirstCostWithBits;
+
+// The planes class `cls` of layer `l` codes from: neighbours from `nb`
+// (the input's working values for the mode decision, the reconstruction's
+// for the symbols), values from the input's.
+ClassPlanes CpuEncoder::class_planes(int l, int cls, const Planes &nb) const {
+  ClassPlanes cp{};
+  const bool s = cls == kClassSpatial;
+  for (int c = 0; c < ls_.layer[l].channels; ++c) {
+    cp.nb[c] = s ? nb.s[c].data() : nb.t[c].data();
+    cp.val[c] = s ? in_[l].s[c].data() : in_[l].t[c].data();
+  }
+  cp.rclass = rclass_[l].empty() ? nullptr : rclass_[l].data();
+  cp.base = dl_.base[l][cls];
+  return cp;
 }
 
-// Calls f(block, mode, id) for every proxy symbol of the coded blocks of a
-// tile for which want(block, cls) holds.
-template <class Want, class F>
-void CpuEncoder::for_each_proxy(const Tile &t, Want want, F f) const {
-  const int modes_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
+// The proxy symbols of every coded block of a tile in each of the three
+// coded modes' classes, each sample predicted as if its neighbours had the
+// same mode (from the input's working values), kept in ids_; and the first
+// estimate of each mode's cost, by a fixed cost per residual.
+void CpuEncoder::proxy_symbols(const Tile &t, uint64_t *cost) {
+#if CODEC2_AVX2
+  if (use_avx2()) return proxy_symbols_avx2(t, cost);
+#endif
+  proxy_symbols_inline<kBaseLanes>(t, cost);
+}
+#if CODEC2_AVX2
+CODEC2_TARGET_AVX2 void CpuEncoder::proxy_symbols_avx2(const Tile &t, uint64_t *cost) {
+  proxy_symbols_inline<16>(t, cost);
+}
+#endif
+template <int VW>
+CODEC2_ALWAYS_INLINE void CpuEncoder::proxy_symbols_inline(const Tile &t, uint64_t *cost) {
+  for (int l = 0; l < ls_.count; ++l) {
+    switch (ls_.layer[l].channels) {
+      case 1:
+        proxy_layer<VW, 1>(t, l, cost);
+        break;
+      case 2:
+        proxy_layer<VW, 2>(t, l, cost);
+        break;
+      case 3:
+        proxy_layer<VW, 3>(t, l, cost);
+        break;
+      default:
+        proxy_layer<VW, 4>(t, l, cost);
+    }
+  }
+}
+template <int VW, int NC>
+CODEC2_ALWAYS_INLINE void CpuEncoder::proxy_layer(const Tile &t, int l, uint64_t *cost) {
+  const Layer &ly = ls_.layer[l];
+  const ClassPlanes cp[kClasses] = {class_planes(l, kClassSpatial, in_[l]),
+                                    class_planes(l, kClassTemporal, in_[l]),
+                                    class_planes(l, kClassTempSpat, in_[l])};
+  const int mode_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
+  RowSymbols rs;
+  for (int j = 0; j < t.h[l]; ++j) {
+    const int y = t.y0[l] + j;
+    const size_t brow = size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
+    for (int bx = t.bx0; bx < t.bx1; ++bx) {
+      const size_t block = brow + size_t(bx);
+      if (!coded_[block]) continue;
+      const BlockSpan span = block_span(ly, bx);
+      const int n = span.x1 - span.x0;
+      if (n <= 0) continue;
+      const BlockRow br = block_row(ly, t, y, j, bx, span);
+      for (int cls = 0; cls < kClasses; ++cls) {
+        row_symbols<VW, NC, false>(cls, br, cp[cls], rs);
+        uint32_t sum = 0;
+        for (int c = 0; c < NC; ++c) {
+          std::memcpy(ids_[l][cls][c].data() + br.at, rs.id[c], sizeof(uint16_t) * size_t(n));
+          for (int i = 0; i < n; ++i) sum += kFirstCostWithBits.of_token[rs.id[c][i] % kTokens];
+        }
+        cost[block * kModes + size_t(mode_of_class[cls])] += sum;
+      }
+    }
+  }
+}
+
+// Calls f(block, cls, ids, n) for every block row of the coded blocks of a
+// tile, every class and component: ids, the n proxy symbols of its samples.
+template <class F>
+void CpuEncoder::for_each_proxy_row(const Tile &t, F f) const {
   for (int l = 0; l < ls_.count; ++l) {
     const Layer &ly = ls_.layer[l];
-    const int nc = ly.channels;
     for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y) {
       const size_t brow = size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
       for (int bx = t.bx0; bx < t.bx1; ++bx) {
-        const int block = int(brow) + bx;
+        const size_t block = brow + size_t(bx);
         if (!coded_[block]) continue;
         const BlockSpan span = block_span(ly, bx);
-        for (int cls = 0; cls < kClasses; ++cls) {
-          if (!want(block, cls)) continue;
-          const uint16_t *ids = ids_[l][cls].data() + (size_t(y) * ly.width + span.x0) * nc;
-          for (int n = 0; n < (span.x1 - span.x0) * nc; ++n) f(block, modes_of_class[cls], ids[n]);
-        }
+        const int n = span.x1 - span.x0;
+        if (n <= 0) continue;
+        const size_t at = size_t(y) * ly.width + size_t(span.x0);
+        for (int cls = 0; cls < kClasses; ++cls)
+          for (int c = 0; c < ly.channels; ++c) f(block, cls, ids_[l][cls][c].data() + at, n);
       }
     }
   }
@@ -1246,21 +1535,24 @@ void CpuEncoder::decide_modes(int threads) {
   const long long n_tiles = (long long)tiles_.size();
   for (int l = 0; l < ls_.count; ++l)
     for (int cls = 0; cls < kClasses; ++cls)
-      ids_[l][cls].resize(size_t(ls_.layer[l].width) * ls_.layer[l].height * ls_.layer[l].channels);
+      for (int c = 0; c < ls_.layer[l].channels; ++c)
+        ids_[l][cls][c].resize(size_t(ls_.layer[l].width) * ls_.layer[l].height);
+  const int mode_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
   std::vector<uint32_t> id_cost;  // per distribution and token: 1/256 bit
   for (int round = 0; round < 2; ++round) {
     std::fill(cost.begin(), cost.end(), 0);
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
     for (long long ti = 0; ti < n_tiles; ++ti) {
       if (round == 0) {
-        proxy_symbols(tiles_[ti], cost);
+        proxy_symbols(tiles_[ti], cost.data());
         continue;
       }
-      for_each_proxy(
-          tiles_[ti], [](int, int) { return true; },
-          [&](int block, int mode, uint16_t id) {
-            cost[size_t(block) * kModes + mode] += id_cost[id];
-          });
+      const uint32_t *ic = id_cost.data();
+      for_each_proxy_row(tiles_[ti], [&](size_t block, int cls, const uint16_t *ids, int n) {
+        uint32_t sum = 0;
+        for (int i = 0; i < n; ++i) sum += ic[ids[i]];
+        cost[block * kModes + size_t(mode_of_class[cls])] += sum;
+      });
     }
     for (size_t b = 0; b < n_blocks; ++b) {
       if (!coded_[b]) {
@@ -1284,9 +1576,10 @@ void CpuEncoder::decide_modes(int threads) {
       std::vector<uint32_t> mine(n_ids, 0);
 #pragma omp for schedule(dynamic)
       for (long long ti = 0; ti < n_tiles; ++ti)
-        for_each_proxy(
-            tiles_[ti], [&](int block, int cls) { return class_of_mode[modes_[block]] == cls; },
-            [&](int, int, uint16_t id) { mine[id]++; });
+        for_each_proxy_row(tiles_[ti], [&](size_t block, int cls, const uint16_t *ids, int n) {
+          if (class_of_mode[modes_[block]] != cls) return;
+          for (int i = 0; i < n; ++i) mine[ids[i]]++;
+        });
 #pragma omp critical
       for (size_t i = 0; i < n_ids; ++i) hist[i] += mine[i];
     }
@@ -1307,47 +1600,99 @@ void CpuEncoder::decide_modes(int threads) {
 // raster order; skipped samples hold no symbol) and their histogram. A tile
 // whose blocks are all skipped has none and is marked skipped.
 void CpuEncoder::tile_symbols(size_t ti) {
+#if CODEC2_AVX2
+  if (use_avx2()) return tile_symbols_avx2(ti);
+#endif
+  tile_symbols_inline<kBaseLanes>(ti);
+}
+#if CODEC2_AVX2
+CODEC2_TARGET_AVX2 void CpuEncoder::tile_symbols_avx2(size_t ti) {
+  tile_symbols_inline<16>(ti);
+}
+#endif
+template <int VW>
+CODEC2_ALWAYS_INLINE void CpuEncoder::tile_symbols_inline(size_t ti) {
   const Tile &t = tiles_[ti];
   std::vector<Symbol> &syms = symbols_[ti];
   std::vector<uint32_t> &h = tile_hist_[ti];
   h.assign(size_t(dl_.count) * kTokens, 0);
-  syms.clear();
+  const size_t n_modes = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
+  size_t total = n_modes;
+  for (int l = 0; l < ls_.count; ++l) total += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
+  if (syms.size() < total) syms.resize(total);
+  symbol_count_[ti] = total;
   if (!keyframe_) {
     bool all_skip = true;
+    size_t b = 0;
     for (int by = t.by0; by < t.by1; ++by)
       for (int bx = t.bx0; bx < t.bx1; ++bx) {
         const int m = modes_[size_t(by) * ls_.blocks_x + bx];
         all_skip &= m == kSkip;
-        syms.push_back({uint16_t(dl_.mode), uint8_t(m), 0, 0});
+        syms[b++] = {uint16_t(dl_.mode), uint8_t(m), 0, 0};
         h[size_t(dl_.mode) * kTokens + m]++;
       }
     if (all_skip) {
-      syms.clear();
       std::fill(h.begin(), h.end(), 0);
+      symbol_count_[ti] = 0;
       tile_type_[ti] = 0;
       streams_[ti].clear();
       return;
     }
   }
-  const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
+  size_t first = n_modes;
   for (int l = 0; l < ls_.count; ++l) {
-    const Layer &ly = ls_.layer[l];
-    const size_t first = syms.size();
-    syms.resize(first + size_t(t.w[l]) * t.h[l] * ly.channels, Symbol{kNoSymbol, 0, 0, 0});
-    for (int cls = 0; cls < kClasses; ++cls) {
-      const std::vector<int16_t> *nb = cls == kClassSpatial ? work_[l].s : work_[l].t;
-      const std::vector<int16_t> *val = cls == kClassSpatial ? in_[l].s : in_[l].t;
-      const int *base = dl_.base[l][cls];
-      scan(
-          ls_, t, l, cls, nb, val, rclass_[l],
-          [&](int block) { return class_of_mode[modes_[block]] == cls; },
-          [&](int, int x, int y, int c, int ctx, int token, int nbits, uint32_t bits) {
-            const size_t at =
-                first + (size_t(y - t.y0[l]) * t.w[l] + (x - t.x0[l])) * ly.channels + c;
-            const uint16_t d = uint16_t(base[c] + ctx);
-            syms[at] = {d, uint8_t(token), uint8_t(nbits), uint16_t(bits)};
-            h[size_t(d) * kTokens + token]++;
-          });
+    Symbol *layer_syms = syms.data() + first;
+    switch (ls_.layer[l].channels) {
+      case 1:
+        symbols_layer<VW, 1>(t, l, layer_syms, h.data());
+        break;
+      case 2:
+        symbols_layer<VW, 2>(t, l, layer_syms, h.data());
+        break;
+      case 3:
+        symbols_layer<VW, 3>(t, l, layer_syms, h.data());
+        break;
+      default:
+        symbols_layer<VW, 4>(t, l, layer_syms, h.data());
+    }
+    first += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
+  }
+}
+// The symbols of layer `l` of a tile, its w x h samples in raster order
+// from `syms`, NC components each, with neighbours from the
+// reconstruction's working values and values from the input's.
+template <int VW, int NC>
+CODEC2_ALWAYS_INLINE void CpuEncoder::symbols_layer(const Tile &t, int l, Symbol *syms,
+                                                    uint32_t *hist) {
+  const Layer &ly = ls_.layer[l];
+  const ClassPlanes cp[kClasses] = {class_planes(l, kClassSpatial, work_[l]),
+                                    class_planes(l, kClassTemporal, work_[l]),
+                                    class_planes(l, kClassTempSpat, work_[l])};
+  const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
+  RowSymbols rs;
+  for (int j = 0; j < t.h[l]; ++j) {
+    const int y = t.y0[l] + j;
+    const size_t brow = size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
+    for (int bx = t.bx0; bx < t.bx1; ++bx) {
+      const BlockSpan span = block_span(ly, bx);
+      const int n = span.x1 - span.x0;
+      if (n <= 0) continue;
+      Symbol *out = syms + (size_t(j) * t.w[l] + size_t(span.x0 - t.x0[l])) * NC;
+      const int mode = modes_[brow + size_t(bx)];
+      if (mode == kSkip) {
+        std::fill(out, out + size_t(n) * NC, Symbol{kNoSymbol, 0, 0, 0});
+        continue;
+      }
+      const BlockRow br = block_row(ly, t, y, j, bx, span);
+      row_symbols<VW, NC, true>(class_of_mode[mode], br, cp[class_of_mode[mode]], rs);
+      for (int i = 0; i < n; ++i)
+        for (int c = 0; c < NC; ++c) {
+          const uint16_t id = rs.id[c][i];
+          const int token = id % kTokens;
+          out[i * NC + c] = {uint16_t(id / kTokens), uint8_t(token), kTokenExtra[token],
+                             rs.bits[c][i]};
+          hist[id]++;
+        }
     }
   }
 }
@@ -1629,6 +1974,7 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   // 4. Symbols and their histograms, per tile.
   const size_t n_tiles = tiles_.size();
   symbols_.resize(n_tiles);
+  symbol_count_.resize(n_tiles);
   tile_hist_.resize(n_tiles);
   streams_.resize(n_tiles);
   tile_type_.assign(n_tiles, 1);
@@ -1636,7 +1982,7 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   for (long long ti = 0; ti < (long long)n_tiles; ++ti) tile_symbols(size_t(ti));
   std::vector<TileSymbols> in(n_tiles);
   for (size_t ti = 0; ti < n_tiles; ++ti)
-    in[ti] = {symbols_[ti].data(), symbols_[ti].size(), tile_hist_[ti].data()};
+    in[ti] = {symbols_[ti].data(), symbol_count_[ti], tile_hist_[ti].data()};
 
   // 5.-8. Tables, tiles, the body.
   FrameStats st = write_body(
@@ -2193,9 +2539,7 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
     }
   bool ok;
 #if CODEC2_AVX2
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") &&
-                           __builtin_cpu_supports("bmi2") && !std::getenv("CODEC2_NO_AVX2");
-  if (avx2)
+  if (use_avx2())
     ok = decode_layers_avx2(t, keyframe, lanes, state, checksum, dec);
   else
 #endif
