@@ -786,24 +786,6 @@ struct Quantizer {
   }
 };
 
-// Channel values -> component values (colour transform for RGB layers).
-inline void to_components(bool ycocg, int channels, const int *ch, int *comp) {
-  if (ycocg) {
-    ycocg_forward(ch[0], ch[1], ch[2], &comp[0], &comp[1], &comp[2]);
-    if (channels == 4) comp[3] = ch[3];
-  } else {
-    for (int c = 0; c < channels; ++c) comp[c] = ch[c];
-  }
-}
-inline void to_channels(bool ycocg, int channels, const int *comp, int *ch) {
-  if (ycocg) {
-    ycocg_inverse(comp[0], comp[1], comp[2], &ch[0], &ch[1], &ch[2]);
-    if (channels == 4) ch[3] = comp[3];
-  } else {
-    for (int c = 0; c < channels; ++c) ch[c] = comp[c];
-  }
-}
-
 // Samples [x0, x1) of a layer's row lie in block column bx.
 struct BlockSpan {
   int x0, x1;

@@ -158,25 +158,6 @@ __device__ __forceinline__ int decode_symbol(uint32_t &x, const DistTab *tab) {
   return int((e >> 12) & 31u);
 }
 
-template <int NC, bool YCOCG>
-__device__ __forceinline__ void to_components_dev(const int *ch, int *comp) {
-  if (YCOCG) {
-    ycocg_forward(ch[0], ch[1], ch[2], &comp[0], &comp[1], &comp[2]);
-    if (NC == 4) comp[3] = ch[3];
-  } else {
-    for (int c = 0; c < NC; ++c) comp[c] = ch[c];
-  }
-}
-template <int NC, bool YCOCG>
-__device__ __forceinline__ void to_channels_dev(const int *comp, int *ch) {
-  if (YCOCG) {
-    ycocg_inverse(comp[0], comp[1], comp[2], &ch[0], &ch[1], &ch[2]);
-    if (NC == 4) ch[3] = comp[3];
-  } else {
-    for (int c = 0; c < NC; ++c) ch[c] = comp[c];
-  }
-}
-
 // Where a layer's working values live while a tile decodes: a sample reads
 // its left neighbour in its own row and three in the row above, and row j
 // is read only by row j + 1, which the same lane decodes before it moves on
@@ -318,7 +299,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
         rec_at.at[c][i * step_of[c]] = uint8_t(refv[c]);
         ch[c] = lu.index[refv[c]];
       }
-      to_components_dev<NC, YCOCG>(ch, comp);
+      to_components(YCOCG, NC, ch, comp);
       for (int c = 0; c < NC; ++c) {
         wp[c] = int16_t(comp[c]);
         wp[NC + c] = 0;
@@ -445,7 +426,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
     // other domain's follow from the reconstruction).
     if (active) {
       int ch[NC], rv[NC], comp[NC];
-      to_channels_dev<NC, YCOCG>(value, ch);
+      to_channels(YCOCG, NC, value, ch);
       if (cls == kClassSpatial) {
         for (int c = 0; c < NC; ++c) {
           if (ch[c] < 0 || ch[c] > max_idx) {
@@ -458,7 +439,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
         }
         if (!KEY) {
           for (int c = 0; c < NC; ++c) ch[c] = lu.diff[rv[c] - refv[c] + 255];
-          to_components_dev<NC, YCOCG>(ch, comp);
+          to_components(YCOCG, NC, ch, comp);
           for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(comp[c]);
         }
       } else if (!KEY) {
@@ -475,13 +456,13 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
         }
         if (clamped) {
           for (int c = 0; c < NC; ++c) ch[c] = lu.diff[rv[c] - refv[c] + 255];
-          to_components_dev<NC, YCOCG>(ch, comp);
+          to_components(YCOCG, NC, ch, comp);
           for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(comp[c]);
         } else {
           for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(value[c]);
         }
         for (int c = 0; c < NC; ++c) ch[c] = lu.index[rv[c]];
-        to_components_dev<NC, YCOCG>(ch, comp);
+        to_components(YCOCG, NC, ch, comp);
         for (int c = 0; c < NC; ++c) wp[c] = int16_t(comp[c]);
       }
     }

@@ -189,17 +189,6 @@ __device__ __forceinline__ Sample sample_of(const DevLayer &ly) {
   return {x, y, valid};
 }
 
-template <int NC>
-__device__ __forceinline__ void to_comps(const DevLayer &ly, const int *ch, int *comp) {
-  if (NC >= 3 && ly.ycocg) {
-    ycocg_forward(ch[0], ch[1], ch[2], &comp[0], &comp[1], &comp[2]);
-    if (NC == 4) comp[3] = ch[3];
-  } else {
-#pragma unroll
-    for (int c = 0; c < NC; ++c) comp[c] = ch[c];
-  }
-}
-
 // The tile of this thread block, and the sample's position in it.
 struct InTile {
   int tile, i, j, w;
@@ -285,7 +274,7 @@ __global__ void prepare_kernel(Params p, int l) {
       p.cur[l][c][at] = uint8_t(v[c]);
       ch[c] = quant_index(v[c], p.k);
     }
-    to_comps<NC>(ly, ch, comp);
+    to_components(ly.ycocg, NC, ch, comp);
 #pragma unroll
     for (int c = 0; c < nc; ++c) p.in_s[l][at * nc + c] = int16_t(comp[c]);
     if (!p.keyframe) {
@@ -298,7 +287,7 @@ __global__ void prepare_kernel(Params p, int l) {
       }
       far = n != 0;
       if (n) atomicAdd(&block_changed, n);
-      to_comps<NC>(ly, ch, comp);
+      to_components(ly.ycocg, NC, ch, comp);
 #pragma unroll
       for (int c = 0; c < nc; ++c) p.in_t[l][at * nc + c] = int16_t(comp[c]);
       // The reference's texture class around the sample (the layer's edges repeat it).
@@ -486,13 +475,13 @@ __global__ void reconstruct_kernel(Params p, int l) {
     p.rec[l][c][at] = uint8_t(rec[c]);
     ch[c] = quant_index(rec[c], p.k);
   }
-  to_comps<NC>(ly, ch, comp);
+  to_components(ly.ycocg, NC, ch, comp);
 #pragma unroll
   for (int c = 0; c < nc; ++c) p.wk_s[l][at * nc + c] = int16_t(comp[c]);
   if (p.keyframe) return;
 #pragma unroll
   for (int c = 0; c < nc; ++c) ch[c] = quant_diff(rec[c] - int(p.ref[l][c][at]), p.k);
-  to_comps<NC>(ly, ch, comp);
+  to_components(ly.ycocg, NC, ch, comp);
 #pragma unroll
   for (int c = 0; c < nc; ++c) p.wk_t[l][at * nc + c] = int16_t(comp[c]);
 }

@@ -10,7 +10,9 @@
  * the bytes that differ from the reference by more than the threshold,
  * optionally with zstd, on the GPU or the CPU; version 2 codes 16x16 blocks
  * as skipped, predicted from the reference, from their neighbours or both,
- * quantised with step 2*threshold+1 and entropy-coded in independent tiles,
+ * quantised with step 2k+1 (k about two thirds of the threshold; a byte
+ * within the threshold of the reference keeps it) and entropy-coded in
+ * independent tiles,
  * on the GPU or the CPU (the same bytes). Keyframes come on the first
  * frame, every `keyframe-interval` frames, on force-key-unit events and on
  * caps changes; deltas carry GST_BUFFER_FLAG_DELTA_UNIT, so tcpserversink's
@@ -840,8 +842,10 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
       gobject_class, PROP_THRESHOLD,
       g_param_spec_uint("threshold", "Threshold",
                         "Largest difference, in levels (0-255), between an input byte and the "
-                        "byte the decoders show; 0 is lossless. Version 2 quantises with step "
-                        "2*threshold+1 and skips blocks within threshold of the reference; "
+                        "byte the decoders show; 0 is lossless. Version 2 keeps bytes within "
+                        "threshold of the reference, skips blocks with all bytes so, and sets "
+                        "the others within two thirds of threshold (step 2k+1, "
+                        "k = ceil(2*threshold/3)); "
                         "version 1 sends the bytes that differ from the reference by more than "
                         "threshold. Changeable while playing: applies from the next frame, no "
                         "keyframe needed. Default: 20",
@@ -915,7 +919,8 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
           "Version of the stream written (the caps say it too): 1, the bytes that changed by "
           "more than threshold with optional zstd, on the GPU with a CUDA backend; or 2, 16x16 "
           "blocks predicted from the previous picture or their neighbours, quantised with step "
-          "2*threshold+1 and entropy-coded: keyframes several times smaller, deltas smaller on "
+          "2*ceil(2*threshold/3)+1 and entropy-coded: keyframes several times smaller, deltas "
+          "smaller on "
           "moving footage, about ten times the GPU time of version 1 and far more CPU time "
           "(slow at 1080p on the CPU backend). Decoders built before version 2 "
           "read only version 1. Read when caps are set. Default: " G_STRINGIFY(

@@ -40,6 +40,10 @@ std::mt19937 &rng();
 void fill_random(HostFrame &frame);
 void fill_random(HostFrame &frame, std::mt19937 &gen);
 void fill_value(HostFrame &frame, uint8_t value);
+// Frame t of a codec test scene: smooth ramps with edges (`pan`: moving by a
+// byte per frame), an inverted square moving by 2 bytes and a row per frame,
+// and uniform noise of up to `noise` from `gen`: every block mode occurs.
+void fill_codec_scene(HostFrame &frame, int t, std::mt19937 &gen, int noise, bool pan = false);
 
 // Compares the visible bytes (not the padding). Returns "" when equal, else a
 // description of the first difference. `tolerance` allows |a-b| <= tolerance.

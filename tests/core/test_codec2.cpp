@@ -30,20 +30,7 @@ std::unique_ptr<Context> cpu = Context::cpu();
 // Smooth content with edges, a moving square and some noise: what cameras
 // give, so that every block mode occurs.
 void fill_scene(HostFrame &f, int t, std::mt19937 &gen, int noise) {
-  std::uniform_int_distribution<int> n(-noise, noise);
-  for (int p = 0; p < f.view.n_planes(); ++p) {
-    const size_t row = f.view.row_bytes(p);
-    const int rows = f.view.plane_height(p);
-    for (int y = 0; y < rows; ++y)
-      for (size_t x = 0; x < row; ++x) {
-        int v = int((x * 3 + size_t(y) * 2) % 200) + 20;
-        if ((x / 7 + size_t(y) / 5) % 3 == 0) v = 240 - v / 2;
-        const int sx = (2 * t) % int(std::max<size_t>(row, 1)), sy = t % std::max(rows, 1);
-        if (x >= size_t(sx) && x < size_t(sx) + 9 && y >= sy && y < sy + 6) v = 255 - v;
-        if (noise) v += n(gen);
-        f.view.row(p, y)[x] = uint8_t(std::clamp(v, 0, 255));
-      }
-  }
+  testing_util::fill_codec_scene(f, t, gen, noise);
 }
 
 struct Sequence {

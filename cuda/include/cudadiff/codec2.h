@@ -3,8 +3,10 @@
 // the body; cudadiff/codec2_rules.h holds the per-sample rules shared by every backend.
 //
 // In short: per 16x16 block a mode (skip, temporal, temporal+spatial,
-// spatial; keyframes are all spatial), values quantised with step 2k+1 (k =
-// threshold, so every byte stays within k of the input; k = 0 is lossless),
+// spatial; keyframes are all spatial), values quantised with step 2k+1 (the
+// encoders take k = encoder_k(threshold), about two thirds of it, and keep
+// the reference's byte wherever it is within the threshold, so every byte
+// stays within the threshold of the input; 0 is lossless),
 // RGB as YCoCg-R of the quantised values, YUV as a luma and a chroma layer,
 // residuals of a median predictor coded as tokens with per-frame frequency
 // tables selected by local activity, by up to 32 interleaved rANS coders

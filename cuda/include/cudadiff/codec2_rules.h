@@ -96,6 +96,25 @@ CODEC2_HD void ycocg_inverse(int y, int co, int cg, int *r, int *g, int *b) {
   *b = t - (co >> 1);
   *r = *b + co;
 }
+// A sample's channel values -> its component values, for a layer of
+// `channels` channels (ycocg: YCoCg-R of the first three, the fourth as it
+// is; otherwise unchanged), and back.
+CODEC2_HD void to_components(bool ycocg, int channels, const int *ch, int *comp) {
+  if (ycocg && channels >= 3) {
+    ycocg_forward(ch[0], ch[1], ch[2], &comp[0], &comp[1], &comp[2]);
+    if (channels == 4) comp[3] = ch[3];
+  } else {
+    for (int c = 0; c < channels; ++c) comp[c] = ch[c];
+  }
+}
+CODEC2_HD void to_channels(bool ycocg, int channels, const int *comp, int *ch) {
+  if (ycocg && channels >= 3) {
+    ycocg_inverse(comp[0], comp[1], comp[2], &ch[0], &ch[1], &ch[2]);
+    if (channels == 4) ch[3] = comp[3];
+  } else {
+    for (int c = 0; c < channels; ++c) ch[c] = comp[c];
+  }
+}
 
 // ---- prediction ---------------------------------------------------------
 // MED (LOCO-I): a left, b above, c above-left:
