@@ -507,26 +507,12 @@ std::vector<DistGroup> listed_groups(const DistLayout &dl, const LayerSet &ls, b
 // ---------------------------------------------------------------------------
 // rANS, byte-wise, 32-bit state (docs/stream-format.md, "Version 2: the body", "Coded tiles")
 
+// The encoder's steps on a lane's state x. The stream grows downwards, from
+// the end of its buffer towards its start: p is the first byte written so
+// far, and each step returns the new p.
 struct RansEncoder {
-  uint8_t *begin;  // output grows downwards from `end` towards `begin`
-  uint8_t *p;
-  bool overflow = false;
-  inline void emit(uint8_t byte) {
-    if (p == begin) {
-      overflow = true;
-      return;
-    }
-    *--p = byte;
-  }
-  inline void put(uint32_t &x, uint32_t freq, uint32_t cum) {
-    const uint32_t x_max = ((kRansLow >> kProbBits) << 8) * freq;
-    while (x >= x_max) {
-      emit(uint8_t(x));
-      x >>= 8;
-    }
-    x = ((x / freq) << kProbBits) + (x % freq) + cum;
-  }
-  // put() with the division by the frequency as a multiplication (below).
+  // A token's entry: its frequency and start, and what put() needs to take
+  // the division by the frequency as a multiplication (below).
   struct Symbol {
     uint32_t x_max, reciprocal;
     uint16_t freq, cum;
@@ -548,21 +534,37 @@ struct RansEncoder {
   static constexpr uint32_t quotient(uint32_t x, uint32_t reciprocal, int shift) {
     return uint32_t((uint64_t(x) * reciprocal) >> shift);
   }
-  inline void put(uint32_t &x, const Symbol &s) {
-    while (x >= s.x_max) {
-      emit(uint8_t(x));
-      x >>= 8;
-    }
+  // The renormalisation before a step whose state must be below x_max
+  // (>= 2^15): while x >= x_max, the byte x & 255 goes out and x >>= 8. A
+  // state below 2^31 sends at most two bytes, so without a branch on the
+  // data: x's two low bytes are stored below p (x & 255 the higher) and p
+  // moves down by the number sent. A byte stored below the new p is
+  // overwritten by the next one sent (the lanes' final states come last),
+  // so the buffer needs 2 bytes of slack at its start.
+  static CODEC2_ALWAYS_INLINE uint8_t *renorm(uint32_t &x, uint32_t x_max, uint8_t *p) {
+    const uint32_t n = uint32_t(x >= x_max) + uint32_t((x >> 8) >= x_max);
+    p[-1] = uint8_t(x);
+    p[-2] = uint8_t(x >> 8);
+    x >>= 8 * n;
+    return p - n;
+  }
+  static CODEC2_ALWAYS_INLINE uint8_t *put(uint32_t &x, const Symbol &s, uint8_t *p) {
+    p = renorm(x, s.x_max, p);
     const uint32_t q = quotient(x, s.reciprocal, s.shift);
     x = (q << kProbBits) + (x - q * s.freq) + s.cum;
+    return p;
   }
-  inline void put_bits(uint32_t &x, uint32_t bits, int n) {
-    const uint32_t x_max = (kRansLow >> n) << 8;
-    while (x >= x_max) {
-      emit(uint8_t(x));
-      x >>= 8;
-    }
+  // n raw bits, 0..16 (none: x is unchanged).
+  static CODEC2_ALWAYS_INLINE uint8_t *put_bits(uint32_t &x, uint32_t bits, int n, uint8_t *p) {
+    p = renorm(x, (kRansLow >> n) << 8, p);
     x = (x << n) | bits;
+    return p;
+  }
+  // A lane's final state: 4 bytes, the decoder's first.
+  static uint8_t *flush(uint32_t x, uint8_t *p) {
+    p -= 4;
+    for (int b = 0; b < 4; ++b) p[b] = uint8_t(x >> (8 * b));
+    return p;
   }
 };
 
@@ -1731,6 +1733,94 @@ void CpuEncoder::build_model(const uint32_t *hist, bool keyframe, BitWriter &bw,
   }
 }
 
+// lane_checksum() is h * 33 + value mod 2^17: the encoder takes it mod 2^32
+// (2^17 divides 2^32) and reduces once, at the end. A sample component's
+// symbol (docs/stream-format.md, "Coded tiles": its token, then its raw bits
+// if it has any) multiplies h by 33 per value it adds; a skipped one (token
+// 0, no raw bits) leaves h as it is.
+CODEC2_ALWAYS_INLINE uint32_t checksum_step(uint32_t h, const Symbol &s) {
+  const bool bits = s.nbits != 0;
+  const uint32_t m = bits ? 33u * 33u : s.dist != kNoSymbol ? 33u : 1u;
+  const uint32_t v = bits ? 33u * s.token + s.bits : s.token;
+  return h * m + v;
+}
+constexpr uint32_t kChecksumMask = 0x1FFFFu;
+constexpr bool checksum_steps_are_exact() {
+  uint32_t h = 0, wide = 0;
+  for (uint32_t v = 0; v < 5000; ++v) {
+    h = (h * 33u + v) & kChecksumMask;  // lane_checksum() (not constexpr)
+    wide = wide * 33u + v;
+    if ((wide & kChecksumMask) != h) return false;
+  }
+  return true;
+}
+static_assert(checksum_steps_are_exact(), "lane checksums taken mod 2^32 differ");
+
+// checksum_step() over G rows of n symbols each (`stride` symbols apart),
+// row g into h[g]: G independent chains of multiplications, interleaved.
+template <int G>
+CODEC2_ALWAYS_INLINE void checksum_rows(const Symbol *row, size_t n, size_t stride, uint32_t *h) {
+  uint32_t x[G];
+  for (int g = 0; g < G; ++g) x[g] = h[g];
+  for (size_t i = 0; i < n; ++i)
+    for (int g = 0; g < G; ++g) x[g] = checksum_step(x[g], row[size_t(g) * stride + i]);
+  for (int g = 0; g < G; ++g) h[g] = x[g];
+}
+
+// The rANS steps of one layer of a tile (w x h samples of NC components
+// from `syms`) in reverse schedule order, the lanes' states in `state`,
+// the stream below p; returns the new p.
+template <int NC>
+uint8_t *rans_layer(const Symbol *syms, int w, int h, int lanes, const RansEncoder::Symbol *table,
+                    uint32_t *state, uint8_t *p) {
+  const int period = schedule_period(w, lanes);
+  const int steps = schedule_steps(w, h, lanes);
+  // Lane ln codes row j = round * lanes + ln, column i at step
+  // round * period + i + kStagger * ln (codec2_rules.h). Per lane at step
+  // st, stepped backwards from the last step: its column, its row (< 0:
+  // idle from there on; i >= w or j >= h: idle at this step) and where its
+  // sample's symbols are (while it is not idle).
+  int col[kMaxLanes], row[kMaxLanes];
+  ptrdiff_t at[kMaxLanes];
+  for (int ln = 0; ln < lanes; ++ln) {
+    const int tt = steps - 1 - kStagger * ln;
+    col[ln] = tt < 0 ? 0 : tt % period;
+    row[ln] = tt < 0 ? -1 : tt / period * lanes + ln;
+    at[ln] = (ptrdiff_t(row[ln]) * w + col[ln]) * NC;
+  }
+  static const Symbol kSkipped{kNoSymbol, 0, 0, 0};
+  for (int st = steps - 1; st >= 0; --st) {
+    // The lanes whose sample is coded at this step, in lane order (the
+    // components of a sample are all coded or all skipped).
+    const Symbol *sample[kMaxLanes];
+    uint32_t *x[kMaxLanes];
+    int n = 0;
+    for (int ln = 0; ln < lanes; ++ln) {
+      const bool busy = row[ln] >= 0 && row[ln] < h && col[ln] < w;
+      const Symbol *s = busy ? syms + at[ln] : &kSkipped;
+      sample[n] = s;
+      x[n] = &state[ln];
+      n += s->dist != kNoSymbol;
+      at[ln] -= NC;
+      if (--col[ln] < 0) {  // the lane's previous round
+        col[ln] = period - 1;
+        row[ln] -= lanes;
+        at[ln] = (ptrdiff_t(row[ln]) * w + period - 1) * NC;
+      }
+    }
+    // Per component: the raw bits of every lane (none: no change), then the tokens.
+    for (int c = NC - 1; c >= 0; --c) {
+      for (int a = n - 1; a >= 0; --a)
+        p = RansEncoder::put_bits(*x[a], sample[a][c].bits, sample[a][c].nbits, p);
+      for (int a = n - 1; a >= 0; --a) {
+        const Symbol &s = sample[a][c];
+        p = RansEncoder::put(*x[a], table[size_t(s.dist) * kTokens + s.token], p);
+      }
+    }
+  }
+  return p;
+}
+
 // rANS of one tile's symbols with the frame's tables (rans_symbols_) in
 // reverse schedule order (the decoder reads them forwards). False when the
 // stream is no smaller than the tile's bytes: the tile is then marked raw.
@@ -1738,106 +1828,81 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
   const Tile &t = tiles_[ti];
   const Symbol *const syms = tile_in_[ti].symbols;
   const size_t n_syms = tile_in_[ti].count;
+  const size_t n_modes = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
+  // The coded sample components, from the tile's histogram.
   uint32_t coded_samples = 0;
-  for (size_t n = 0; n < n_syms; ++n)
-    coded_samples += syms[n].dist != kNoSymbol && syms[n].dist != dl_.mode;
+  for (int d = 0; d < dl_.count; ++d)
+    if (d != dl_.mode)
+      for (int tk = 0; tk < kTokens; ++tk)
+        coded_samples += tile_in_[ti].hist[size_t(d) * kTokens + tk];
   const int lanes = lanes_for_tile(coded_samples, t.h[0]);
   tile_lanes_[ti] = lanes;
+  // At most 2 bytes per token and per raw bits, 4 per lane at the end, and
+  // renorm()'s slack.
   const size_t bound = 4 * size_t(lanes) + 4 * n_syms + 16;
   std::vector<uint8_t> &buf = rans_buffers_[size_t(omp_thread())];
   if (buf.size() < bound) buf.resize(bound);
-  uint8_t *end = buf.data() + bound;
-  RansEncoder enc{buf.data(), end};
+  uint8_t *const end = buf.data() + bound;
   size_t layer_first[kMaxLayers] = {};
   {
-    size_t at = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
+    size_t at = n_modes;
     for (int l = 0; l < ls_.count; ++l) {
       layer_first[l] = at;
       at += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
     }
   }
   // Each lane's symbols in its decoding order: its block modes, then its
-  // rows layer by layer (tokens, each followed by its raw bits).
+  // rows layer by layer. Rows j0 .. j0 + lanes - 1 are lanes 0 .. lanes - 1.
   uint32_t checksum[kMaxLanes] = {};
-  if (!keyframe_)
-    for (size_t b = 0; b < layer_first[0]; ++b)
-      checksum[b % lanes] = lane_checksum(checksum[b % lanes], syms[b].token);
+  for (size_t b = 0; b < n_modes; ++b)
+    checksum[b % lanes] = checksum[b % lanes] * 33u + syms[b].token;
   for (int l = 0; l < ls_.count; ++l) {
-    const int nc = ls_.layer[l].channels;
-    for (int j = 0; j < t.h[l]; ++j)
-      for (size_t at = layer_first[l] + size_t(j) * t.w[l] * nc, end = at + size_t(t.w[l]) * nc;
-           at < end; ++at) {
-        const Symbol &s = syms[at];
-        if (s.dist == kNoSymbol) continue;
-        uint32_t &h = checksum[j % lanes];
-        h = lane_checksum(h, s.token);
-        if (s.nbits) h = lane_checksum(h, s.bits);
-      }
+    const size_t row = size_t(t.w[l]) * ls_.layer[l].channels;
+    for (int j0 = 0; j0 < t.h[l]; j0 += lanes) {
+      const Symbol *first = syms + layer_first[l] + size_t(j0) * row;
+      const int rows = std::min(lanes, t.h[l] - j0);
+      int g = 0;
+      for (; g + 4 <= rows; g += 4)
+        checksum_rows<4>(first + size_t(g) * row, row, row, &checksum[g]);
+      for (; g < rows; ++g) checksum_rows<1>(first + size_t(g) * row, row, row, &checksum[g]);
+    }
   }
   uint32_t state[kMaxLanes];
-  for (int ln = 0; ln < lanes; ++ln) state[ln] = lane_final_state(k, ln, checksum[ln]);
+  for (int ln = 0; ln < lanes; ++ln)
+    state[ln] = lane_final_state(k, ln, checksum[ln] & kChecksumMask);
+  const RansEncoder::Symbol *const table = rans_symbols_.data();
+  uint8_t *p = end;
   for (int l = ls_.count - 1; l >= 0; --l) {
-    const int w = t.w[l], h = t.h[l], nc = ls_.layer[l].channels;
+    const int w = t.w[l], h = t.h[l];
     if (w == 0 || h == 0) continue;
-    const int period = schedule_period(w, lanes);
-    const int steps = schedule_steps(w, h, lanes);
-    // Lane ln codes row j = round * lanes + ln, column i at step
-    // round * period + i + kStagger * ln (codec2_rules.h): its round and
-    // column at step st, stepped backwards from the last step (a negative
-    // round: idle from there on; i >= w or j >= h: idle at this step).
-    int round[kMaxLanes], col[kMaxLanes];
-    for (int ln = 0; ln < lanes; ++ln) {
-      const int tt = steps - 1 - kStagger * ln;
-      round[ln] = tt < 0 ? -1 : tt / period;
-      col[ln] = tt < 0 ? 0 : tt % period;
-    }
-    for (int st = steps - 1; st >= 0; --st) {
-      const Symbol *sample[kMaxLanes];  // per active lane, its sample's first component
-      int active[kMaxLanes], n_active = 0;
-      for (int ln = 0; ln < lanes; ++ln) {
-        const int i = col[ln], j = round[ln] * lanes + ln;
-        if (round[ln] >= 0 && i < w && j < h) {
-          sample[n_active] = &syms[layer_first[l] + (size_t(j) * w + i) * nc];
-          active[n_active++] = ln;
-        }
-        if (--col[ln] < 0) {
-          col[ln] = period - 1;
-          --round[ln];
-        }
-      }
-      for (int c = nc - 1; c >= 0; --c) {
-        for (int a = n_active - 1; a >= 0; --a) {
-          const Symbol &s = sample[a][c];
-          if (s.dist == kNoSymbol || s.nbits == 0) continue;  // skipped sample or no raw bits
-          enc.put_bits(state[active[a]], s.bits, s.nbits);
-        }
-        for (int a = n_active - 1; a >= 0; --a) {
-          const Symbol &s = sample[a][c];
-          if (s.dist == kNoSymbol) continue;
-          enc.put(state[active[a]], rans_symbols_[size_t(s.dist) * kTokens + s.token]);
-        }
-      }
+    const Symbol *s = syms + layer_first[l];
+    switch (ls_.layer[l].channels) {
+      case 1:
+        p = rans_layer<1>(s, w, h, lanes, table, state, p);
+        break;
+      case 2:
+        p = rans_layer<2>(s, w, h, lanes, table, state, p);
+        break;
+      case 3:
+        p = rans_layer<3>(s, w, h, lanes, table, state, p);
+        break;
+      default:
+        p = rans_layer<4>(s, w, h, lanes, table, state, p);
     }
   }
   if (!keyframe_) {
-    const int n_blocks = (t.bx1 - t.bx0) * (t.by1 - t.by0);
-    const RansEncoder::Symbol *mode_symbols = &rans_symbols_[size_t(dl_.mode) * kTokens];
-    for (int b = n_blocks - 1; b >= 0; --b) enc.put(state[b % lanes], mode_symbols[syms[b].token]);
+    const RansEncoder::Symbol *mode_symbols = &table[size_t(dl_.mode) * kTokens];
+    for (size_t b = n_modes; b-- > 0;)
+      p = RansEncoder::put(state[b % lanes], mode_symbols[syms[b].token], p);
   }
-  for (int ln = lanes - 1; ln >= 0; --ln) {
-    enc.emit(uint8_t(state[ln] >> 24));
-    enc.emit(uint8_t(state[ln] >> 16));
-    enc.emit(uint8_t(state[ln] >> 8));
-    enc.emit(uint8_t(state[ln]));
-  }
-  if (enc.overflow) throw Error("codec2 encoder: stream bound exceeded (internal error)");
-  const size_t coded = size_t(end - enc.p);
+  for (int ln = lanes - 1; ln >= 0; --ln) p = RansEncoder::flush(state[ln], p);
+  const size_t coded = size_t(end - p);
   if (coded >= t.raw_bytes) {
     tile_type_[ti] = 2;
     streams_[ti].clear();
     return false;
   }
-  streams_[ti].assign(enc.p, end);
+  streams_[ti].assign(p, end);
   return true;
 }
 
