@@ -821,55 +821,6 @@ void for_each_block_span(const LayerSet &ls, int l, const uint8_t *blocks, int t
   }
 }
 
-// Working values of samples [at, at + n) of a layer of NC channels (YCOCG:
-// colour transformed) from a picture's channels (and the reference's, with
-// T-domain values from `diff`: q.diff, or q.coded for the encoder's input).
-template <int NC, bool YCOCG>
-void working_values_run(const Quantizer &q, const int16_t *diff, const uint8_t *const *pic,
-                        const uint8_t *const *ref, size_t at, size_t n, int16_t *const *s,
-                        int16_t *const *t) {
-  int ch[NC], comp[NC];
-  for (size_t a = at; a < at + n; ++a) {
-    for (int c = 0; c < NC; ++c) ch[c] = q.index[pic[c][a]];
-    to_components(YCOCG, NC, ch, comp);
-    for (int c = 0; c < NC; ++c) s[c][a] = int16_t(comp[c]);
-    if (!ref) continue;
-    for (int c = 0; c < NC; ++c) ch[c] = diff[int(pic[c][a]) - int(ref[c][a]) + 255];
-    to_components(YCOCG, NC, ch, comp);
-    for (int c = 0; c < NC; ++c) t[c][a] = int16_t(comp[c]);
-  }
-}
-
-// Fills the working values of layer `l` from a picture (and the reference
-// for the T-domain) in the blocks flagged in `blocks` (null: all); other
-// samples keep their values (nothing reads them). `input`: the encoder's
-// input, whose T-domain values have the dead zone (Quantizer::coded).
-void working_values(const LayerSet &ls, int l, const Quantizer &q, bool input, const Picture &pic,
-                    const Picture *ref, const uint8_t *blocks, int threads, Planes &out) {
-  const int16_t *diff = input ? q.coded : q.diff;
-  const Layer &ly = ls.layer[l];
-  const uint8_t *p[kMaxComps] = {}, *r[kMaxComps] = {};
-  int16_t *s[kMaxComps] = {}, *t[kMaxComps] = {};
-  for (int c = 0; c < ly.channels; ++c) {
-    p[c] = pic.ch[l][c].data();
-    if (ref) r[c] = ref->ch[l][c].data();
-    s[c] = out.s[c].data();
-    t[c] = out.t[c].data();
-  }
-  const uint8_t *const *rp = ref ? r : nullptr;
-  for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
-    const size_t at = size_t(y) * ly.width + x0, n = size_t(x1 - x0);
-    if (ly.ycocg && ly.channels == 3)
-      working_values_run<3, true>(q, diff, p, rp, at, n, s, t);
-    else if (ly.ycocg)
-      working_values_run<4, true>(q, diff, p, rp, at, n, s, t);
-    else if (ly.channels == 1)
-      working_values_run<1, false>(q, diff, p, rp, at, n, s, t);
-    else
-      working_values_run<2, false>(q, diff, p, rp, at, n, s, t);
-  });
-}
-
 // The texture class of the reference around samples [x0, x1) of row y of
 // layer `l`: ref_class() of the sum of differences to the 4 nearest samples
 // of the texture channel (G for RGB, else the first; the layer's edges
@@ -1141,6 +1092,10 @@ CODEC2_ALWAYS_INLINE void row_symbols_vec(const BlockRow &br, const ClassPlanes 
 #define CODEC2_VECTORS 0
 #endif
 
+// The widest vectors of the baseline: 8 lanes of int16 (SSE2, NEON), none
+// without vector extensions.
+constexpr int kBaseLanes = CODEC2_VECTORS ? 8 : 0;
+
 // The symbols of a block row by the widest path at hand: VW lanes (16:
 // AVX2, 8: the baseline's vectors, 0: scalar).
 template <int VW, int CLS, int NC, bool BITS>
@@ -1207,6 +1162,336 @@ int default_threads(size_t samples, size_t tiles) {
   if (tiles < 2) return 1;
   return std::max(1, std::min<int>(int(tiles), cpu_threads_for(samples)));
 }
+
+// ---------------------------------------------------------------------------
+// The encoder's quantiser, sample by sample and in vectors
+
+// The quotient n / (2k + 1) of any n in 0..511 as a multiplication,
+// (n * mul) >> (16 + shift) with shift = floor(log2(2k + 1)) and mul =
+// ceil(2^(16 + shift) / (2k + 1)) < 2^16 (for k = 0, mul 0: the quotient is
+// n): quant_index() and quant_diff() in the encoder's vector paths.
+struct StepDivision {
+  uint16_t mul = 0;
+  int shift = 0;
+  constexpr explicit StepDivision(int k) {
+    const uint32_t s = 2 * uint32_t(k) + 1;
+    if (s == 1) return;
+    while ((2u << shift) <= s) ++shift;
+    mul = uint16_t(((1u << (16 + shift)) + s - 1) / s);
+  }
+  constexpr int of(int n) const { return mul ? int((uint32_t(n) * mul) >> (16 + shift)) : n; }
+};
+constexpr bool step_division_is_exact() {
+  for (int k = 0; k <= 255; ++k) {
+    const StepDivision d(k);
+    const int s = 2 * k + 1;
+    // of() never decreases as n grows: it is the quotient on 0..511 if it
+    // is at each multiple of s, just below it, and at 0 and 511.
+    if (d.of(0) != 0 || d.of(511) != 511 / s) return false;
+    for (int m = 1; m * s <= 511; ++m)
+      if (d.of(m * s - 1) != m - 1 || d.of(m * s) != m) return false;
+  }
+  return true;
+}
+static_assert(step_division_is_exact(), "StepDivision differs from the division by the step");
+
+// What the encoder's vector paths quantise with: k, its step division and
+// the T-domain's dead zone (encoder_diff()'s threshold; 0: none, as
+// quant_diff()).
+struct VectorQuantizer {
+  StepDivision div{0};
+  int k = 0, dead = 0;
+};
+
+#if CODEC2_VECTORS
+// (a * b) >> 16 in each unsigned 16-bit lane, into a.
+template <int N>
+CODEC2_ALWAYS_INLINE void mulhi_u16(typename Lanes<N>::U &a, const typename Lanes<N>::U &b) {
+#if CODEC2_SSE2 && defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define CODEC2_MULHI_SSE2 1
+  if constexpr (N == 16) {  // two halves (AVX2 functions: vextracti128, vpmulhuw, vinserti128)
+    using H = typename Lanes<8>::U;
+    H lo = __builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7);
+    H hi = __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15);
+    lo = (H)_mm_mulhi_epu16((__m128i)lo,
+                            (__m128i)__builtin_shufflevector(b, b, 0, 1, 2, 3, 4, 5, 6, 7));
+    hi = (H)_mm_mulhi_epu16((__m128i)hi,
+                            (__m128i)__builtin_shufflevector(b, b, 8, 9, 10, 11, 12, 13, 14, 15));
+    a = __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  } else {
+    a = (typename Lanes<N>::U)_mm_mulhi_epu16((__m128i)a, (__m128i)b);
+  }
+#endif
+#endif
+#ifndef CODEC2_MULHI_SSE2
+  typedef uint32_t W __attribute__((vector_size(4 * N)));
+  a = __builtin_convertvector((__builtin_convertvector(a, W) * __builtin_convertvector(b, W)) >> 16,
+                              typename Lanes<N>::U);
+#endif
+}
+#undef CODEC2_MULHI_SSE2
+
+// A VectorQuantizer's numbers in every lane of N.
+template <int N>
+struct QuantLanes {
+  typename Lanes<N>::U mul;
+  typename Lanes<N>::I k, dead, step;
+  int shift;
+  bool divide;
+  CODEC2_ALWAYS_INLINE explicit QuantLanes(const VectorQuantizer &vq) {
+    mul = typename Lanes<N>::U{} + vq.div.mul;
+    k = typename Lanes<N>::I{} + int16_t(vq.k);
+    dead = typename Lanes<N>::I{} + int16_t(vq.dead);
+    step = typename Lanes<N>::I{} + int16_t(2 * vq.k + 1);
+    shift = vq.div.shift;
+    divide = vq.div.mul != 0;
+  }
+};
+
+// quant_index() of bytes x, in place (by reference: a 32-byte vector
+// passed by value changes the ABI where AVX is not enabled).
+template <int N>
+CODEC2_ALWAYS_INLINE void quant_index_vec(const QuantLanes<N> &ql, typename Lanes<N>::I &x) {
+  using U = typename Lanes<N>::U;
+  if (!ql.divide) return;
+  U n = (U)(x + ql.k);
+  mulhi_u16<N>(n, ql.mul);
+  x = (typename Lanes<N>::I)(n >> ql.shift);
+}
+// encoder_diff() (quant_diff() with dead zone 0) of differences e, in place.
+template <int N>
+CODEC2_ALWAYS_INLINE void quant_diff_vec(const QuantLanes<N> &ql, typename Lanes<N>::I &e) {
+  using I = typename Lanes<N>::I;
+  const I m = e < 0 ? -e : e;
+  I q = m;
+  quant_index_vec<N>(ql, q);  // (|e| + k) / (2k + 1)
+  q = m > ql.dead ? q : I{};
+  e = e < 0 ? -q : q;
+}
+// to_components() of N samples, component c in v[c].
+template <int N, int NC, bool YCOCG>
+CODEC2_ALWAYS_INLINE void to_components_vec(typename Lanes<N>::I *v) {
+  if constexpr (YCOCG) {
+    const typename Lanes<N>::I r = v[0], g = v[1], b = v[2];
+    const typename Lanes<N>::I co = r - b, t = b + (co >> 1), cg = g - t;
+    v[0] = t + (cg >> 1);
+    v[1] = co;
+    v[2] = cg;
+  }
+}
+
+// working_values_run() of samples [a, a + N).
+template <int N, int NC, bool YCOCG>
+CODEC2_ALWAYS_INLINE void working_values_vec(const QuantLanes<N> &ql, const uint8_t *const *pic,
+                                             const uint8_t *const *ref, size_t a, int16_t *const *s,
+                                             int16_t *const *t) {
+  using I = typename Lanes<N>::I;
+  using B = typename Lanes<N>::B;
+  I x[NC], v[NC];
+  for (int c = 0; c < NC; ++c) {
+    B b;
+    std::memcpy(&b, pic[c] + a, sizeof b);
+    x[c] = __builtin_convertvector(b, I);
+    v[c] = x[c];
+    quant_index_vec<N>(ql, v[c]);
+  }
+  to_components_vec<N, NC, YCOCG>(v);
+  for (int c = 0; c < NC; ++c) std::memcpy(s[c] + a, &v[c], sizeof v[c]);
+  if (!ref) return;
+  for (int c = 0; c < NC; ++c) {
+    B b;
+    std::memcpy(&b, ref[c] + a, sizeof b);
+    v[c] = x[c] - __builtin_convertvector(b, I);
+    quant_diff_vec<N>(ql, v[c]);
+  }
+  to_components_vec<N, NC, YCOCG>(v);
+  for (int c = 0; c < NC; ++c) std::memcpy(t[c] + a, &v[c], sizeof v[c]);
+}
+
+// The reconstruction of bytes [x, x + N) of a row in mode `mode` (not
+// skipped): dequant_index(quant_index()) of the input, or
+// dequant_diff() of its T-domain value.
+template <int N>
+CODEC2_ALWAYS_INLINE void reconstruct_vec(const QuantLanes<N> &ql, int mode, const uint8_t *cur,
+                                          const uint8_t *ref, uint8_t *rec, int x) {
+  using I = typename Lanes<N>::I;
+  using B = typename Lanes<N>::B;
+  B b;
+  std::memcpy(&b, cur + x, sizeof b);
+  I v = __builtin_convertvector(b, I), d;
+  if (mode == kSpatial) {
+    quant_index_vec<N>(ql, v);
+    d = v * ql.step;  // 0 .. 255 + k
+  } else {
+    std::memcpy(&b, ref + x, sizeof b);
+    const I r = __builtin_convertvector(b, I);
+    v -= r;
+    quant_diff_vec<N>(ql, v);
+    d = r + v * ql.step;  // -255 - k .. 510 + k
+    d = d < 0 ? I{} : d;
+  }
+  d = d > 255 ? I{} + 255 : d;
+  b = __builtin_convertvector(d, B);
+  std::memcpy(rec + x, &b, sizeof b);
+}
+#endif
+
+// Working values of samples [at, at + n) of a layer of NC channels (YCOCG:
+// colour transformed) from a picture's channels (and the reference's, with
+// T-domain values from `diff`: q.diff, or q.coded for the encoder's input,
+// as vq says), VW at a time where VW > 0 (vectors of 16 or 8 lanes), then
+// one by one.
+template <int VW, int NC, bool YCOCG>
+CODEC2_ALWAYS_INLINE void working_values_run(const Quantizer &q, const VectorQuantizer &vq,
+                                             const int16_t *diff, const uint8_t *const *pic,
+                                             const uint8_t *const *ref, size_t at, size_t n,
+                                             int16_t *const *s, int16_t *const *t) {
+  size_t a = at;
+  const size_t end = at + n;
+#if CODEC2_VECTORS
+  if constexpr (VW >= 16) {
+    const QuantLanes<16> ql(vq);
+    for (; a + 16 <= end; a += 16) working_values_vec<16, NC, YCOCG>(ql, pic, ref, a, s, t);
+  }
+  if constexpr (VW >= 8) {
+    const QuantLanes<8> ql(vq);
+    for (; a + 8 <= end; a += 8) working_values_vec<8, NC, YCOCG>(ql, pic, ref, a, s, t);
+  }
+#else
+  (void)vq;
+#endif
+  int ch[NC], comp[NC];
+  for (; a < end; ++a) {
+    for (int c = 0; c < NC; ++c) ch[c] = q.index[pic[c][a]];
+    to_components(YCOCG, NC, ch, comp);
+    for (int c = 0; c < NC; ++c) s[c][a] = int16_t(comp[c]);
+    if (!ref) continue;
+    for (int c = 0; c < NC; ++c) ch[c] = diff[int(pic[c][a]) - int(ref[c][a]) + 255];
+    to_components(YCOCG, NC, ch, comp);
+    for (int c = 0; c < NC; ++c) t[c][a] = int16_t(comp[c]);
+  }
+}
+
+// What working_values() computes in a layer.
+struct WorkingValuesJob {
+  const Quantizer *q;
+  VectorQuantizer vq;
+  const int16_t *diff;
+  const uint8_t *p[kMaxComps];
+  const uint8_t *const *ref;  // p's reference (null: no T-domain)
+  int16_t *s[kMaxComps], *t[kMaxComps];
+  int channels;
+  bool ycocg;
+};
+template <int VW>
+CODEC2_ALWAYS_INLINE void working_values_span(const WorkingValuesJob &j, size_t at, size_t n) {
+  if (j.ycocg && j.channels == 3)
+    working_values_run<VW, 3, true>(*j.q, j.vq, j.diff, j.p, j.ref, at, n, j.s, j.t);
+  else if (j.ycocg)
+    working_values_run<VW, 4, true>(*j.q, j.vq, j.diff, j.p, j.ref, at, n, j.s, j.t);
+  else if (j.channels == 1)
+    working_values_run<VW, 1, false>(*j.q, j.vq, j.diff, j.p, j.ref, at, n, j.s, j.t);
+  else
+    working_values_run<VW, 2, false>(*j.q, j.vq, j.diff, j.p, j.ref, at, n, j.s, j.t);
+}
+// Compiled for the baseline and for AVX2 (picked at run time, use_avx2()).
+void working_values_span_base(const WorkingValuesJob &j, size_t at, size_t n) {
+  working_values_span<kBaseLanes>(j, at, n);
+}
+#if CODEC2_AVX2
+bool use_avx2();
+CODEC2_TARGET_AVX2 void working_values_span_avx2(const WorkingValuesJob &j, size_t at, size_t n) {
+  working_values_span<16>(j, at, n);
+}
+#endif
+
+// Fills the working values of layer `l` from a picture (and the reference
+// for the T-domain) in the blocks flagged in `blocks` (null: all); other
+// samples keep their values (nothing reads them). `input`: the encoder's
+// input, whose T-domain values have the dead zone (Quantizer::coded) of
+// the encoder's threshold.
+void working_values(const LayerSet &ls, int l, const Quantizer &q, bool input, int threshold,
+                    const Picture &pic, const Picture *ref, const uint8_t *blocks, int threads,
+                    Planes &out) {
+  const Layer &ly = ls.layer[l];
+  WorkingValuesJob j{};
+  j.q = &q;
+  j.vq.div = StepDivision(q.k);
+  j.vq.k = q.k;
+  j.vq.dead = input ? threshold : 0;
+  j.diff = input ? q.coded : q.diff;
+  const uint8_t *r[kMaxComps] = {};
+  for (int c = 0; c < ly.channels; ++c) {
+    j.p[c] = pic.ch[l][c].data();
+    if (ref) r[c] = ref->ch[l][c].data();
+    j.s[c] = out.s[c].data();
+    j.t[c] = out.t[c].data();
+  }
+  j.ref = ref ? r : nullptr;
+  j.channels = ly.channels;
+  j.ycocg = ly.ycocg;
+  for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
+    const size_t at = size_t(y) * ly.width + x0, n = size_t(x1 - x0);
+#if CODEC2_AVX2
+    if (use_avx2()) return working_values_span_avx2(j, at, n);
+#endif
+    working_values_span_base(j, at, n);
+  });
+}
+
+// The reconstruction of row y of a layer (the decoder's picture) from the
+// input, the reference and the blocks' modes (`modes`: the row's blocks),
+// VW bytes at a time where VW > 0.
+template <int VW>
+CODEC2_ALWAYS_INLINE void reconstruct_row_inline(const Quantizer &q, const VectorQuantizer &vq,
+                                                 const Layer &ly, int blocks_x,
+                                                 const uint8_t *modes, const uint8_t *cur,
+                                                 const uint8_t *ref, uint8_t *rec) {
+#if CODEC2_VECTORS
+  const QuantLanes<VW >= 16 ? 16 : 8> wide(vq);
+  const QuantLanes<8> narrow(vq);
+#endif
+  for (int bx = 0; bx < blocks_x; ++bx) {
+    const BlockSpan span = block_span(ly, bx);
+    const int mode = modes[bx];
+    if (span.x1 <= span.x0) continue;
+    if (mode == kSkip) {
+      std::memcpy(rec + span.x0, ref + span.x0, size_t(span.x1 - span.x0));
+      continue;
+    }
+    int x = span.x0;
+#if CODEC2_VECTORS
+    if constexpr (VW >= 16)
+      for (; x + 16 <= span.x1; x += 16) reconstruct_vec<16>(wide, mode, cur, ref, rec, x);
+    if constexpr (VW >= 8)
+      for (; x + 8 <= span.x1; x += 8) reconstruct_vec<8>(narrow, mode, cur, ref, rec, x);
+#else
+    (void)vq;
+#endif
+    for (; x < span.x1; ++x) {
+      const int v = cur[x];
+      if (mode == kSpatial) {
+        rec[x] = q.dequant[q.index[v]];
+      } else {
+        const int r = ref[x];
+        rec[x] = uint8_t(dequant_diff(r, q.coded[v - r + 255], q.k));
+      }
+    }
+  }
+}
+void reconstruct_row_base(const Quantizer &q, const VectorQuantizer &vq, const Layer &ly,
+                          int blocks_x, const uint8_t *modes, const uint8_t *cur,
+                          const uint8_t *ref, uint8_t *rec) {
+  reconstruct_row_inline<kBaseLanes>(q, vq, ly, blocks_x, modes, cur, ref, rec);
+}
+#if CODEC2_AVX2
+CODEC2_TARGET_AVX2 void reconstruct_row_avx2(const Quantizer &q, const VectorQuantizer &vq,
+                                             const Layer &ly, int blocks_x, const uint8_t *modes,
+                                             const uint8_t *cur, const uint8_t *ref, uint8_t *rec) {
+  reconstruct_row_inline<16>(q, vq, ly, blocks_x, modes, cur, ref, rec);
+}
+#endif
 
 // ---------------------------------------------------------------------------
 // The encoder
@@ -1331,10 +1616,6 @@ bool use_avx2() {
   return avx2;
 }
 #endif
-
-// The widest vectors of the baseline: 8 lanes of int16 (SSE2, NEON), none
-// without vector extensions.
-constexpr int kBaseLanes = CODEC2_VECTORS ? 8 : 0;
 
 // The first estimate of each token's cost with its raw bits (1/256 bit),
 // for the sums of the mode decision's first round.
@@ -1978,7 +2259,8 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
       rclass_[l].clear();
     else
       reference_classes(ls_, l, ref_, k, coded_.data(), threads, rclass_[l]);
-    working_values(ls_, l, q_, true, cur_, keyframe ? nullptr : &ref_, needed, threads, in_[l]);
+    working_values(ls_, l, q_, true, threshold, cur_, keyframe ? nullptr : &ref_, needed, threads,
+                   in_[l]);
   }
 
   // 2. Block modes.
@@ -1988,34 +2270,29 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
     decide_modes(threads);
 
   // 3. Reconstruction and its working values (what the decoder will see).
+  VectorQuantizer vq;
+  vq.div = StepDivision(k);
+  vq.k = k;
+  vq.dead = threshold;
   for (int l = 0; l < ls_.count; ++l) {
     const Layer &ly = ls_.layer[l];
     for_each_block_span(ls_, l, nullptr, threads, [&](int y, int, int) {
       const uint8_t *mrow = modes_.data() + size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
-      for (int bx = 0; bx < ls_.blocks_x; ++bx) {
-        const BlockSpan span = block_span(ly, bx);
-        const int mode = mrow[bx];
-        for (int c = 0; c < ly.channels; ++c) {
-          const uint8_t *cur = cur_.ch[l][c].data() + size_t(y) * ly.width;
-          const uint8_t *ref = ref_.ch[l][c].data() + size_t(y) * ly.width;
-          uint8_t *rec = rec_.ch[l][c].data() + size_t(y) * ly.width;
-          if (mode == kSkip) {
-            std::memcpy(rec + span.x0, ref + span.x0, size_t(std::max(0, span.x1 - span.x0)));
-            continue;
-          }
-          for (int x = span.x0; x < span.x1; ++x) {
-            const int v = cur[x];
-            if (mode == kSpatial) {
-              rec[x] = q_.dequant[q_.index[v]];
-            } else {
-              const int r = ref[x];
-              rec[x] = uint8_t(dequant_diff(r, q_.coded[v - r + 255], q_.k));
-            }
-          }
+      for (int c = 0; c < ly.channels; ++c) {
+        const size_t row = size_t(y) * ly.width;
+        const uint8_t *cur = cur_.ch[l][c].data() + row, *ref = ref_.ch[l][c].data() + row;
+        uint8_t *rec = rec_.ch[l][c].data() + row;
+#if CODEC2_AVX2
+        if (use_avx2()) {
+          reconstruct_row_avx2(q_, vq, ly, ls_.blocks_x, mrow, cur, ref, rec);
+          continue;
         }
+#endif
+        reconstruct_row_base(q_, vq, ly, ls_.blocks_x, mrow, cur, ref, rec);
       }
     });
-    working_values(ls_, l, q_, false, rec_, keyframe ? nullptr : &ref_, needed, threads, work_[l]);
+    working_values(ls_, l, q_, false, threshold, rec_, keyframe ? nullptr : &ref_, needed, threads,
+                   work_[l]);
   }
 
   // 4. Symbols and their histograms, per tile.
