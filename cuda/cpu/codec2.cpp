@@ -584,6 +584,26 @@ constexpr bool rans_quotient_is_exact() {
 }
 static_assert(rans_quotient_is_exact(), "rANS encoder's division by multiplication is inexact");
 
+#if CODEC2_AVX2
+// The tables of the encoder's AVX2 rANS steps (rans_layer_avx2()).
+struct RansVectorTable {
+  // Per distribution and token, then a no-op entry (frequency 4096: no
+  // byte, the state unchanged) for skipped samples and idle lanes: the
+  // reciprocal | (freq | cum << 13 | (shift - 31) << 25) << 32.
+  std::vector<uint64_t> entry;
+  void assign(const std::vector<RansEncoder::Symbol> &symbols) {
+    entry.resize(symbols.size() + 1);
+    for (size_t i = 0; i <= symbols.size(); ++i) {
+      const RansEncoder::Symbol s =
+          i < symbols.size() ? symbols[i] : RansEncoder::symbol(kProbScale, 0);
+      const uint32_t packed =
+          s.freq | uint32_t(s.cum) << 13 | uint32_t(s.freq ? s.shift - 31 : 0) << 25;
+      entry[i] = s.reciprocal | uint64_t(packed) << 32;
+    }
+  }
+};
+#endif
+
 struct RansDecoder {
   const uint8_t *p;
   const uint8_t *end;
@@ -1163,6 +1183,65 @@ int default_threads(size_t samples, size_t tiles) {
   return std::max(1, std::min<int>(int(tiles), cpu_threads_for(samples)));
 }
 
+// lane_checksum() is h * 33 + value mod 2^17: the encoder takes it mod 2^32
+// (2^17 divides 2^32) and reduces once, at the end. A sample component's
+// symbol (docs/stream-format.md, "Coded tiles": its token, then its raw bits
+// if it has any) multiplies h by 33 per value it adds; a skipped one (token
+// 0, no raw bits) leaves h as it is.
+CODEC2_ALWAYS_INLINE uint32_t checksum_step(uint32_t h, const Symbol &s) {
+  // Without branches: with raw bits (only coded symbols have some) h * 33^2
+  // + 33 token + bits, else coded h * 33 + token, skipped h.
+  const uint32_t coded = s.dist != kNoSymbol, raw = s.nbits != 0;
+  return h * (1u + 32u * coded + 1056u * raw) + s.token * (1u + 32u * raw) + s.bits;
+}
+constexpr uint32_t kChecksumMask = 0x1FFFFu;
+constexpr bool checksum_steps_are_exact() {
+  uint32_t h = 0, wide = 0;
+  for (uint32_t v = 0; v < 5000; ++v) {
+    h = (h * 33u + v) & kChecksumMask;  // lane_checksum() (not constexpr)
+    wide = wide * 33u + v;
+    if ((wide & kChecksumMask) != h) return false;
+  }
+  return true;
+}
+static_assert(checksum_steps_are_exact(), "lane checksums taken mod 2^32 differ");
+
+// checksum_step() over G rows of n symbols each (`stride` symbols apart),
+// row g into h[g]: G independent chains of multiplications, interleaved.
+template <int G>
+CODEC2_ALWAYS_INLINE void checksum_rows(const Symbol *row, size_t n, size_t stride, uint32_t *h) {
+  uint32_t x[G];
+  for (int g = 0; g < G; ++g) x[g] = h[g];
+  for (size_t i = 0; i < n; ++i)
+    for (int g = 0; g < G; ++g) x[g] = checksum_step(x[g], row[size_t(g) * stride + i]);
+  for (int g = 0; g < G; ++g) h[g] = x[g];
+}
+
+#if CODEC2_VECTORS
+// checksum_step() of every symbol of samples [o, o + N) of a block row
+// (RowSymbols with raw bits), each sample's components composed: its
+// symbols take a checksum h to h * m[i] + v[i] (mod 2^32). A token of 16 or
+// more has raw bits.
+template <int N, int NC>
+CODEC2_ALWAYS_INLINE void checksum_maps_vec(const RowSymbols &rs, int o, uint32_t *m, uint32_t *v) {
+  typedef uint32_t W __attribute__((vector_size(4 * N)));
+  using U = typename Lanes<N>::U;
+  W sm = W{} + 1u, sv = W{};
+  for (int c = 0; c < NC; ++c) {
+    U id, bits;
+    std::memcpy(&id, &rs.id[c][o], sizeof id);
+    std::memcpy(&bits, &rs.bits[c][o], sizeof bits);
+    const W token = __builtin_convertvector(id & uint16_t(kTokens - 1), W);
+    const W raw = (W)(token >= uint32_t(kDirectTokens));
+    const W cm = 33u + (raw & 1056u);
+    sm *= cm;
+    sv = sv * cm + token + (raw & (32u * token + __builtin_convertvector(bits, W)));
+  }
+  std::memcpy(m + o, &sm, sizeof sm);
+  std::memcpy(v + o, &sv, sizeof sv);
+}
+#endif
+
 // ---------------------------------------------------------------------------
 // The encoder's quantiser, sample by sample and in vectors
 
@@ -1566,7 +1645,8 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   template <int VW>
   CODEC2_ALWAYS_INLINE void tile_symbols_inline(size_t ti);
   template <int VW, int NC>
-  CODEC2_ALWAYS_INLINE void symbols_layer(const Tile &t, int l, Symbol *syms, uint32_t *hist);
+  CODEC2_ALWAYS_INLINE void symbols_layer(const Tile &t, int l, Symbol *syms, uint32_t *hist,
+                                          uint64_t *maps);
   ClassPlanes class_planes(int l, int cls, const Planes &nb) const;
   template <class F>
   void for_each_proxy_row(const Tile &t, F f) const;
@@ -1596,13 +1676,21 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   std::vector<size_t> symbol_count_;          // per tile: symbols_ in use (0: skipped tile)
   std::vector<std::vector<uint32_t>> tile_hist_;
   const TileSymbols *tile_in_ = nullptr;  // write_body()'s input: per tile its symbols
-  Model pending_;                         // make_tables()'s tables (prev_ after assemble())
-  std::vector<uint8_t> model_bytes_;      // and the model section
+  // tile_in_ is symbols_, which has a symbol of slack after each tile's
+  // (for the 8-byte loads of rans_layer_avx2()), and row_maps_ holds the
+  // checksum maps of the tiles' rows (vector builds) in layer order.
+  bool own_symbols_ = false;
+  std::vector<std::vector<uint64_t>> row_maps_;
+  Model pending_;                     // make_tables()'s tables (prev_ after assemble())
+  std::vector<uint8_t> model_bytes_;  // and the model section
   std::vector<std::vector<uint8_t>> streams_;
   std::vector<int> tile_type_;   // 0 skipped, 1 coded, 2 raw
   std::vector<int> tile_lanes_;  // lanes of a coded tile
   std::vector<std::vector<uint8_t>> rans_buffers_{size_t(kMaxThreads)};
   std::vector<RansEncoder::Symbol> rans_symbols_;  // per distribution and token: the model's
+#if CODEC2_AVX2
+  RansVectorTable rans_vectors_;  // the same for the AVX2 steps
+#endif
   bool keyframe_ = true;
 };
 
@@ -1884,7 +1972,7 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::tile_symbols_inline(size_t ti) {
   const size_t n_modes = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
   size_t total = n_modes;
   for (int l = 0; l < ls_.count; ++l) total += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
-  if (syms.size() < total) syms.resize(total);
+  if (syms.size() < total + 1) syms.resize(total + 1);  // slack for rans_layer_avx2()
   symbol_count_[ti] = total;
   if (!keyframe_) {
     bool all_skip = true;
@@ -1904,23 +1992,29 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::tile_symbols_inline(size_t ti) {
       return;
     }
   }
-  size_t first = n_modes;
+  // The rows' checksum maps come with the vector paths (the scalar one
+  // leaves them to encode_tile()).
+  std::vector<uint64_t> &maps = row_maps_[ti];
+  if (VW > 0) maps.resize(size_t(t.h[0]) + (ls_.count > 1 ? size_t(t.h[1]) : 0));
+  size_t first = n_modes, first_row = 0;
   for (int l = 0; l < ls_.count; ++l) {
     Symbol *layer_syms = syms.data() + first;
+    uint64_t *layer_maps = VW > 0 ? maps.data() + first_row : nullptr;
     switch (ls_.layer[l].channels) {
       case 1:
-        symbols_layer<VW, 1>(t, l, layer_syms, h.data());
+        symbols_layer<VW, 1>(t, l, layer_syms, h.data(), layer_maps);
         break;
       case 2:
-        symbols_layer<VW, 2>(t, l, layer_syms, h.data());
+        symbols_layer<VW, 2>(t, l, layer_syms, h.data(), layer_maps);
         break;
       case 3:
-        symbols_layer<VW, 3>(t, l, layer_syms, h.data());
+        symbols_layer<VW, 3>(t, l, layer_syms, h.data(), layer_maps);
         break;
       default:
-        symbols_layer<VW, 4>(t, l, layer_syms, h.data());
+        symbols_layer<VW, 4>(t, l, layer_syms, h.data(), layer_maps);
     }
     first += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
+    first_row += size_t(t.h[l]);
   }
 }
 // The symbols of layer `l` of a tile, its w x h samples in raster order
@@ -1928,7 +2022,7 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::tile_symbols_inline(size_t ti) {
 // reconstruction's working values and values from the input's.
 template <int VW, int NC>
 CODEC2_ALWAYS_INLINE void CpuEncoder::symbols_layer(const Tile &t, int l, Symbol *syms,
-                                                    uint32_t *hist) {
+                                                    uint32_t *hist, uint64_t *maps) {
   const Layer &ly = ls_.layer[l];
   const ClassPlanes cp[kClasses] = {class_planes(l, kClassSpatial, work_[l]),
                                     class_planes(l, kClassTemporal, work_[l]),
@@ -1938,6 +2032,7 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::symbols_layer(const Tile &t, int l, Symbol
   for (int j = 0; j < t.h[l]; ++j) {
     const int y = t.y0[l] + j;
     const size_t brow = size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
+    uint32_t row_m = 1, row_v = 0;  // the row's checksum map (maps)
     for (int bx = t.bx0; bx < t.bx1; ++bx) {
       const BlockSpan span = block_span(ly, bx);
       const int n = span.x1 - span.x0;
@@ -1958,7 +2053,19 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::symbols_layer(const Tile &t, int l, Symbol
                              rs.bits[c][i]};
           hist[id]++;
         }
+#if CODEC2_VECTORS
+      if constexpr (VW > 0) {
+        alignas(64) uint32_t m[kBlock], v[kBlock];
+        checksum_maps_vec<VW, NC>(rs, 0, m, v);
+        if (VW < kBlock && n > VW) checksum_maps_vec<VW, NC>(rs, VW, m, v);
+        for (int i = 0; i < n; ++i) {
+          row_m *= m[i];
+          row_v = row_v * m[i] + v[i];
+        }
+      }
+#endif
     }
+    if (maps) maps[j] = row_m | uint64_t(row_v) << 32;
   }
 }
 
@@ -2012,40 +2119,6 @@ void CpuEncoder::build_model(const uint32_t *hist, bool keyframe, BitWriter &bw,
       last_used = d;
     }
   }
-}
-
-// lane_checksum() is h * 33 + value mod 2^17: the encoder takes it mod 2^32
-// (2^17 divides 2^32) and reduces once, at the end. A sample component's
-// symbol (docs/stream-format.md, "Coded tiles": its token, then its raw bits
-// if it has any) multiplies h by 33 per value it adds; a skipped one (token
-// 0, no raw bits) leaves h as it is.
-CODEC2_ALWAYS_INLINE uint32_t checksum_step(uint32_t h, const Symbol &s) {
-  const bool bits = s.nbits != 0;
-  const uint32_t m = bits ? 33u * 33u : s.dist != kNoSymbol ? 33u : 1u;
-  const uint32_t v = bits ? 33u * s.token + s.bits : s.token;
-  return h * m + v;
-}
-constexpr uint32_t kChecksumMask = 0x1FFFFu;
-constexpr bool checksum_steps_are_exact() {
-  uint32_t h = 0, wide = 0;
-  for (uint32_t v = 0; v < 5000; ++v) {
-    h = (h * 33u + v) & kChecksumMask;  // lane_checksum() (not constexpr)
-    wide = wide * 33u + v;
-    if ((wide & kChecksumMask) != h) return false;
-  }
-  return true;
-}
-static_assert(checksum_steps_are_exact(), "lane checksums taken mod 2^32 differ");
-
-// checksum_step() over G rows of n symbols each (`stride` symbols apart),
-// row g into h[g]: G independent chains of multiplications, interleaved.
-template <int G>
-CODEC2_ALWAYS_INLINE void checksum_rows(const Symbol *row, size_t n, size_t stride, uint32_t *h) {
-  uint32_t x[G];
-  for (int g = 0; g < G; ++g) x[g] = h[g];
-  for (size_t i = 0; i < n; ++i)
-    for (int g = 0; g < G; ++g) x[g] = checksum_step(x[g], row[size_t(g) * stride + i]);
-  for (int g = 0; g < G; ++g) h[g] = x[g];
 }
 
 // The rANS steps of one layer of a tile (w x h samples of NC components
@@ -2102,6 +2175,194 @@ uint8_t *rans_layer(const Symbol *syms, int w, int h, int lanes, const RansEncod
   return p;
 }
 
+#if CODEC2_AVX2
+// Per 4 lanes, which send a byte (bits 0..3) and which a second one (bits
+// 4..7): the byte shuffle that packs their bytes (lane 0's lowest; a
+// lane's second byte, bits 8..15 of its state, before its first) at the
+// end of 16 bytes, and their number.
+struct EmitTable {
+  uint8_t shuffle[256][16];
+  uint8_t count[256];
+  constexpr EmitTable() : shuffle(), count() {
+    for (int key = 0; key < 256; ++key) {
+      uint8_t seq[8] = {};
+      int n = 0;
+      for (int i = 0; i < 4; ++i) {
+        if ((key >> i) & (key >> (4 + i)) & 1) seq[n++] = uint8_t(4 * i + 1);
+        if ((key >> i) & 1) seq[n++] = uint8_t(4 * i);
+      }
+      for (int b = 0; b < 16; ++b) shuffle[key][b] = 0x80;
+      for (int m = 0; m < n; ++m) shuffle[key][16 - n + m] = seq[m];
+      count[key] = uint8_t(n);
+    }
+  }
+};
+constexpr EmitTable kEmitTable;
+
+// RansEncoder::renorm()'s bytes for 8 lanes, lanes 7 to 0 in turn: lane i
+// sends its state's low byte where one[i] is set and the byte above it
+// too where two[i] is (masks of -1). 16 bytes are stored below p.
+CODEC2_TARGET_AVX2 CODEC2_ALWAYS_INLINE uint8_t *emit8(__m256i x, __m256i one, __m256i two,
+                                                       uint8_t *p) {
+  const int m1 = _mm256_movemask_ps(_mm256_castsi256_ps(one));
+  const int m2 = _mm256_movemask_ps(_mm256_castsi256_ps(two));
+  const int hi = (m1 >> 4) | (m2 & 0xF0), lo = (m1 & 15) | (m2 & 15) << 4;
+  const __m128i shuffle_hi =
+      _mm_loadu_si128(reinterpret_cast<const __m128i *>(kEmitTable.shuffle[hi]));
+  const __m128i shuffle_lo =
+      _mm_loadu_si128(reinterpret_cast<const __m128i *>(kEmitTable.shuffle[lo]));
+  _mm_storeu_si128(reinterpret_cast<__m128i *>(p - 16),
+                   _mm_shuffle_epi8(_mm256_extracti128_si256(x, 1), shuffle_hi));
+  p -= kEmitTable.count[hi];
+  _mm_storeu_si128(reinterpret_cast<__m128i *>(p - 16),
+                   _mm_shuffle_epi8(_mm256_castsi256_si128(x), shuffle_lo));
+  return p - kEmitTable.count[lo];
+}
+
+// 8 lanes of 64 bits (lanes 0..3 in lo, 4..7 in hi) -> their low and high
+// 32-bit halves, 8 lanes each.
+CODEC2_TARGET_AVX2 CODEC2_ALWAYS_INLINE void split64(__m256i lo, __m256i hi, __m256i &low,
+                                                     __m256i &high) {
+  const __m256 a = _mm256_castsi256_ps(lo), b = _mm256_castsi256_ps(hi);
+  low = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0x88)), 0xD8);
+  high = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8);
+}
+
+// The AVX2 variant of rans_layer(): the same steps and bytes, 8 lanes per
+// vector (G vectors). Every lane takes every step; a skipped sample or an
+// idle lane takes the table's no-op entry and no raw bits. A token's entry
+// comes from rans_vectors_ (RansVectorTable); the bytes of 8
+// renormalisations are packed by a byte shuffle (EmitTable) and stored at
+// once. The tile's symbols need 2 bytes of slack after them.
+template <int NC, int G>
+CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const Symbol *syms, int w, int h, int lanes,
+                                            const RansVectorTable &table, uint32_t *state,
+                                            uint8_t *p) {
+  const int period = schedule_period(w, lanes);
+  const int steps = schedule_steps(w, h, lanes);
+  // Per lane as in rans_layer(), its sample as a byte offset in syms; lanes
+  // past `lanes` idle throughout.
+  alignas(32) int col0[8 * G], row0[8 * G], at0[8 * G];
+  for (int ln = 0; ln < 8 * G; ++ln) {
+    const int tt = steps - 1 - kStagger * ln;
+    col0[ln] = tt < 0 ? 0 : tt % period;
+    row0[ln] = tt < 0 || ln >= lanes ? -1 : tt / period * lanes + ln;
+    at0[ln] = (row0[ln] * w + col0[ln]) * NC * int(sizeof(Symbol));
+  }
+  __m256i x[G], col[G], row[G], at[G];
+  for (int g = 0; g < G; ++g) {
+    x[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(state + 8 * g));
+    col[g] = _mm256_load_si256(reinterpret_cast<const __m256i *>(col0 + 8 * g));
+    row[g] = _mm256_load_si256(reinterpret_cast<const __m256i *>(row0 + 8 * g));
+    at[g] = _mm256_load_si256(reinterpret_cast<const __m256i *>(at0 + 8 * g));
+  }
+  const __m256i zero = _mm256_setzero_si256(), minus_one = _mm256_set1_epi32(-1);
+  const __m256i width = _mm256_set1_epi32(w), height = _mm256_set1_epi32(h);
+  const __m256i low16 = _mm256_set1_epi32(0xFFFF), low8 = _mm256_set1_epi32(0xFF);
+  const __m256i low32 = _mm256_set1_epi64x(0xFFFFFFFF);
+  const __m256i noop = _mm256_set1_epi32(int(table.entry.size() - 1));
+  // A skipped sample's symbol (dist kNoSymbol, token 0, no raw bits).
+  const __m256i skipped_pair = _mm256_set1_epi64x(kNoSymbol);
+  const char *const base = reinterpret_cast<const char *>(syms);
+  const long long *const entries = reinterpret_cast<const long long *>(table.entry.data());
+  for (int st = steps - 1; st >= 0; --st) {
+    __m256i busy[G];
+    for (int g = 0; g < G; ++g)
+      busy[g] = _mm256_and_si256(_mm256_and_si256(_mm256_cmpgt_epi32(row[g], minus_one),
+                                                  _mm256_cmpgt_epi32(height, row[g])),
+                                 _mm256_cmpgt_epi32(width, col[g]));
+    for (int c = NC - 1; c >= 0; --c) {
+      // Each lane's symbol as 8 bytes (4-lane gathers of 8 bytes cost less
+      // than 8-lane ones of 4): dist | token << 16 | nbits << 24 in head,
+      // bits in the low half of tail (the tile's symbols have slack after).
+      __m256i head[G], tail[G];
+      for (int g = 0; g < G; ++g) {
+        const long long *at_c = reinterpret_cast<const long long *>(base + c * int(sizeof(Symbol)));
+        const __m256i busy_lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(busy[g]));
+        const __m256i busy_hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(busy[g], 1));
+        const __m256i lo = _mm256_mask_i32gather_epi64(skipped_pair, at_c,
+                                                       _mm256_castsi256_si128(at[g]), busy_lo, 1);
+        const __m256i hi = _mm256_mask_i32gather_epi64(
+            skipped_pair, at_c, _mm256_extracti128_si256(at[g], 1), busy_hi, 1);
+        split64(lo, hi, head[g], tail[g]);
+      }
+      // Raw bits (none: no byte, no change): x must be below 2^(31 - n).
+      for (int g = G - 1; g >= 0; --g) {
+        const __m256i n = _mm256_srli_epi32(head[g], 24);
+        const __m256i bits = _mm256_and_si256(tail[g], low16);
+        const __m256i one = _mm256_cmpgt_epi32(
+            _mm256_srlv_epi32(x[g], _mm256_sub_epi32(_mm256_set1_epi32(31), n)), zero);
+        const __m256i two = _mm256_cmpgt_epi32(
+            _mm256_srlv_epi32(x[g], _mm256_sub_epi32(_mm256_set1_epi32(39), n)), zero);
+        p = emit8(x[g], one, two, p);
+        const __m256i sent =
+            _mm256_slli_epi32(_mm256_sub_epi32(zero, _mm256_add_epi32(one, two)), 3);
+        x[g] = _mm256_or_si256(_mm256_sllv_epi32(_mm256_srlv_epi32(x[g], sent), n), bits);
+      }
+      // Tokens: x must be below freq << 19.
+      for (int g = G - 1; g >= 0; --g) {
+        const __m256i dist = _mm256_and_si256(head[g], low16);
+        const __m256i token = _mm256_and_si256(_mm256_srli_epi32(head[g], 16), low8);
+        const __m256i idx = _mm256_blendv_epi8(_mm256_add_epi32(_mm256_slli_epi32(dist, 5), token),
+                                               noop, _mm256_cmpeq_epi32(dist, low16));
+        __m256i r, f;
+        split64(_mm256_i32gather_epi64(entries, _mm256_castsi256_si128(idx), 8),
+                _mm256_i32gather_epi64(entries, _mm256_extracti128_si256(idx, 1), 8), r, f);
+        const __m256i freq = _mm256_and_si256(f, _mm256_set1_epi32(0x1FFF));
+        const __m256i cum = _mm256_and_si256(_mm256_srli_epi32(f, 13), _mm256_set1_epi32(0xFFF));
+        const __m256i shift = _mm256_add_epi32(_mm256_srli_epi32(f, 25), _mm256_set1_epi32(31));
+        const __m256i below = _mm256_sub_epi32(freq, _mm256_set1_epi32(1));
+        const __m256i one = _mm256_cmpgt_epi32(_mm256_srli_epi32(x[g], 19), below);
+        const __m256i two = _mm256_cmpgt_epi32(_mm256_srli_epi32(x[g], 27), below);
+        p = emit8(x[g], one, two, p);
+        const __m256i sent =
+            _mm256_slli_epi32(_mm256_sub_epi32(zero, _mm256_add_epi32(one, two)), 3);
+        const __m256i y = _mm256_srlv_epi32(x[g], sent);
+        // RansEncoder::quotient() in the even lanes, then the odd ones.
+        const __m256i even =
+            _mm256_srlv_epi64(_mm256_mul_epu32(y, r), _mm256_and_si256(shift, low32));
+        const __m256i odd =
+            _mm256_srlv_epi64(_mm256_mul_epu32(_mm256_srli_epi64(y, 32), _mm256_srli_epi64(r, 32)),
+                              _mm256_srli_epi64(shift, 32));
+        const __m256i q = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+        x[g] = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(q, kProbBits),
+                                                 _mm256_sub_epi32(y, _mm256_mullo_epi32(q, freq))),
+                                cum);
+      }
+    }
+    // Each lane's previous sample, or the end of its previous round.
+    for (int g = 0; g < G; ++g) {
+      col[g] = _mm256_sub_epi32(col[g], _mm256_set1_epi32(1));
+      const __m256i wrap = _mm256_cmpgt_epi32(zero, col[g]);
+      col[g] = _mm256_add_epi32(col[g], _mm256_and_si256(wrap, _mm256_set1_epi32(period)));
+      row[g] = _mm256_sub_epi32(row[g], _mm256_and_si256(wrap, _mm256_set1_epi32(lanes)));
+      const __m256i round_end = _mm256_mullo_epi32(
+          _mm256_add_epi32(_mm256_mullo_epi32(row[g], width), _mm256_set1_epi32(period - 1)),
+          _mm256_set1_epi32(NC * int(sizeof(Symbol))));
+      at[g] = _mm256_blendv_epi8(
+          _mm256_sub_epi32(at[g], _mm256_set1_epi32(NC * int(sizeof(Symbol)))), round_end, wrap);
+    }
+  }
+  for (int g = 0; g < G; ++g) _mm256_storeu_si256(reinterpret_cast<__m256i *>(state + 8 * g), x[g]);
+  return p;
+}
+template <int NC>
+CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const Symbol *syms, int w, int h, int lanes,
+                                            const RansVectorTable &table, uint32_t *state,
+                                            uint8_t *p) {
+  switch ((lanes + 7) / 8) {
+    case 1:
+      return rans_layer_avx2<NC, 1>(syms, w, h, lanes, table, state, p);
+    case 2:
+      return rans_layer_avx2<NC, 2>(syms, w, h, lanes, table, state, p);
+    case 3:
+      return rans_layer_avx2<NC, 3>(syms, w, h, lanes, table, state, p);
+    default:
+      return rans_layer_avx2<NC, 4>(syms, w, h, lanes, table, state, p);
+  }
+}
+#endif
+
 // rANS of one tile's symbols with the frame's tables (rans_symbols_) in
 // reverse schedule order (the decoder reads them forwards). False when the
 // stream is no smaller than the tile's bytes: the tile is then marked raw.
@@ -2133,30 +2394,59 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
     }
   }
   // Each lane's symbols in its decoding order: its block modes, then its
-  // rows layer by layer. Rows j0 .. j0 + lanes - 1 are lanes 0 .. lanes - 1.
+  // rows layer by layer. Rows j0 .. j0 + lanes - 1 are lanes 0 .. lanes - 1:
+  // their maps from tile_symbols(), or their symbols.
   uint32_t checksum[kMaxLanes] = {};
   for (size_t b = 0; b < n_modes; ++b)
     checksum[b % lanes] = checksum[b % lanes] * 33u + syms[b].token;
+  const uint64_t *maps = own_symbols_ && CODEC2_VECTORS ? row_maps_[ti].data() : nullptr;
   for (int l = 0; l < ls_.count; ++l) {
     const size_t row = size_t(t.w[l]) * ls_.layer[l].channels;
     for (int j0 = 0; j0 < t.h[l]; j0 += lanes) {
-      const Symbol *first = syms + layer_first[l] + size_t(j0) * row;
       const int rows = std::min(lanes, t.h[l] - j0);
+      if (maps) {
+        for (int g = 0; g < rows; ++g, ++maps)
+          checksum[g] = checksum[g] * uint32_t(*maps) + uint32_t(*maps >> 32);
+        continue;
+      }
+      const Symbol *first = syms + layer_first[l] + size_t(j0) * row;
       int g = 0;
+      for (; g + 8 <= rows; g += 8)
+        checksum_rows<8>(first + size_t(g) * row, row, row, &checksum[g]);
       for (; g + 4 <= rows; g += 4)
         checksum_rows<4>(first + size_t(g) * row, row, row, &checksum[g]);
       for (; g < rows; ++g) checksum_rows<1>(first + size_t(g) * row, row, row, &checksum[g]);
     }
   }
+  // The lanes past `lanes` (which the AVX2 steps carry along idle) hold a
+  // state that sends no byte.
   uint32_t state[kMaxLanes];
-  for (int ln = 0; ln < lanes; ++ln)
-    state[ln] = lane_final_state(k, ln, checksum[ln] & kChecksumMask);
+  for (int ln = 0; ln < kMaxLanes; ++ln)
+    state[ln] = ln < lanes ? lane_final_state(k, ln, checksum[ln] & kChecksumMask) : kRansLow;
   const RansEncoder::Symbol *const table = rans_symbols_.data();
   uint8_t *p = end;
   for (int l = ls_.count - 1; l >= 0; --l) {
     const int w = t.w[l], h = t.h[l];
     if (w == 0 || h == 0) continue;
     const Symbol *s = syms + layer_first[l];
+#if CODEC2_AVX2
+    if (use_avx2() && own_symbols_) {
+      switch (ls_.layer[l].channels) {
+        case 1:
+          p = rans_layer_avx2<1>(s, w, h, lanes, rans_vectors_, state, p);
+          break;
+        case 2:
+          p = rans_layer_avx2<2>(s, w, h, lanes, rans_vectors_, state, p);
+          break;
+        case 3:
+          p = rans_layer_avx2<3>(s, w, h, lanes, rans_vectors_, state, p);
+          break;
+        default:
+          p = rans_layer_avx2<4>(s, w, h, lanes, rans_vectors_, state, p);
+      }
+      continue;
+    }
+#endif
     switch (ls_.layer[l].channels) {
       case 1:
         p = rans_layer<1>(s, w, h, lanes, table, state, p);
@@ -2300,6 +2590,7 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   symbols_.resize(n_tiles);
   symbol_count_.resize(n_tiles);
   tile_hist_.resize(n_tiles);
+  row_maps_.resize(n_tiles);
   streams_.resize(n_tiles);
   tile_type_.assign(n_tiles, 1);
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
@@ -2309,9 +2600,11 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
     in[ti] = {symbols_[ti].data(), symbol_count_[ti], tile_hist_[ti].data()};
 
   // 5.-8. Tables, tiles, the body.
+  own_symbols_ = true;
   FrameStats st = write_body(
       keyframe, k, modes_.data(), in.data(), [&](size_t ti, uint8_t *out) { store_raw(ti, out); },
       body);
+  own_symbols_ = false;
   st.threshold = threshold;
   if (!keyframe) st.changed_bytes = count_changed(threads);
   std::swap(ref_, rec_);
@@ -2353,6 +2646,9 @@ FrameStats CpuEncoder::write_body(bool keyframe, int k, const uint8_t *modes,
       for (int tk = 0; tk < kTokens; ++tk)
         rans_symbols_[size_t(d) * kTokens + tk] =
             RansEncoder::symbol(pending_.tables[d].freq[tk], pending_.tables[d].cum[tk]);
+#if CODEC2_AVX2
+    if (use_avx2()) rans_vectors_.assign(rans_symbols_);
+#endif
     bool any_raw = false;
 #pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : any_raw)
     for (long long ti = 0; ti < (long long)n_tiles; ++ti)
