@@ -860,19 +860,6 @@ void reference_class_span(const Layer &ly, const Picture &ref, int l, int k, int
   }
 }
 
-// The same for the samples of layer `l` in the blocks flagged in `blocks`
-// (null: all); the others keep their values (nothing reads them). With
-// kBlock bytes of slack after the plane: the encoder's vector paths load a
-// whole block row of classes past a partial block.
-void reference_classes(const LayerSet &ls, int l, const Picture &ref, int k, const uint8_t *blocks,
-                       int threads, std::vector<uint8_t> &out) {
-  const Layer &ly = ls.layer[l];
-  out.resize(size_t(ly.width) * ly.height + kBlock);
-  for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
-    reference_class_span(ly, ref, l, k, y, x0, x1, out.data());
-  });
-}
-
 // ---------------------------------------------------------------------------
 // The encoder's symbols, one block row at a time
 //
@@ -1516,6 +1503,104 @@ void working_values(const LayerSet &ls, int l, const Quantizer &q, bool input, i
     if (use_avx2()) return working_values_span_avx2(j, at, n);
 #endif
     working_values_span_base(j, at, n);
+  });
+}
+
+// ref_class() as the number of its thresholds g reaches: q = g / (2k + 1)
+// is at least m exactly where g >= m (2k + 1).
+constexpr int kRefClassSteps[kRefClasses - 1] = {2, 6, 16};
+constexpr bool ref_class_thresholds_are_exact() {
+  for (int k = 0; k <= 255; ++k) {
+    const int s = 2 * k + 1;
+    for (int m : kRefClassSteps)
+      for (int g : {m * s - 1, m * s}) {
+        const int q = g / s;
+        const int rule = q < 2 ? 0 : q < 6 ? 1 : q < 16 ? 2 : 3;  // ref_class() (not constexpr)
+        int n = 0;
+        for (int e : kRefClassSteps) n += g >= e * s;
+        if (rule != n) return false;
+      }
+  }
+  return true;
+}
+static_assert(ref_class_thresholds_are_exact(), "the reference class thresholds differ");
+
+#if CODEC2_VECTORS
+// reference_class_span() of samples [x, x + N) of row `row` (none at the
+// row's ends), `up` and `down` the rows around it.
+template <int N>
+CODEC2_ALWAYS_INLINE void reference_class_vec(const uint8_t *row, const uint8_t *up,
+                                              const uint8_t *down, int x, int16_t step,
+                                              uint8_t *out) {
+  using I = typename Lanes<N>::I;
+  using B = typename Lanes<N>::B;
+  I v[5];
+  const uint8_t *at[5] = {row + x, row + x - 1, row + x + 1, up + x, down + x};
+  for (int i = 0; i < 5; ++i) {
+    B b;
+    std::memcpy(&b, at[i], sizeof b);
+    v[i] = __builtin_convertvector(b, I);
+  }
+  I g = I{};
+  for (int i = 1; i < 5; ++i) {
+    const I d = v[i] - v[0];
+    g += d < 0 ? -d : d;
+  }
+  I cls = I{};
+  for (int m : kRefClassSteps) cls -= g >= int16_t(m * step);  // masks are -1
+  const B b = __builtin_convertvector(cls, B);
+  std::memcpy(out + x, &b, sizeof b);
+}
+#endif
+
+// reference_class_span() of samples [x0, x1) of row y, VW at a time where
+// VW > 0 and the row's ends allow.
+template <int VW>
+CODEC2_ALWAYS_INLINE void reference_class_run(const Layer &ly, const Picture &ref, int l, int k,
+                                              int y, int x0, int x1, uint8_t *out) {
+  int x = std::max(x0, 1);
+  const int end = std::min(x1, ly.width - 1);
+  if (VW == 0 || x >= end) return reference_class_span(ly, ref, l, k, y, x0, x1, out);
+  reference_class_span(ly, ref, l, k, y, x0, x, out);
+#if CODEC2_VECTORS
+  const Plane &p = ref.ch[l][ly.ycocg ? 1 : 0];
+  const int w = ly.width, h = ly.height;
+  const uint8_t *row = p.data() + size_t(y) * w;
+  const uint8_t *up = p.data() + size_t(y > 0 ? y - 1 : 0) * w;
+  const uint8_t *down = p.data() + size_t(y + 1 < h ? y + 1 : y) * w;
+  uint8_t *o = out + size_t(y) * w;
+  const int16_t step = int16_t(2 * k + 1);
+  if constexpr (VW >= 16)
+    for (; x + 16 <= end; x += 16) reference_class_vec<16>(row, up, down, x, step, o);
+  if constexpr (VW >= 8)
+    for (; x + 8 <= end; x += 8) reference_class_vec<8>(row, up, down, x, step, o);
+#endif
+  reference_class_span(ly, ref, l, k, y, x, x1, out);
+}
+void reference_class_run_base(const Layer &ly, const Picture &ref, int l, int k, int y, int x0,
+                              int x1, uint8_t *out) {
+  reference_class_run<kBaseLanes>(ly, ref, l, k, y, x0, x1, out);
+}
+#if CODEC2_AVX2
+CODEC2_TARGET_AVX2 void reference_class_run_avx2(const Layer &ly, const Picture &ref, int l, int k,
+                                                 int y, int x0, int x1, uint8_t *out) {
+  reference_class_run<16>(ly, ref, l, k, y, x0, x1, out);
+}
+#endif
+
+// The same for the samples of layer `l` in the blocks flagged in `blocks`
+// (null: all); the others keep their values (nothing reads them). With
+// kBlock bytes of slack after the plane: the encoder's vector paths load a
+// whole block row of classes past a partial block.
+void reference_classes(const LayerSet &ls, int l, const Picture &ref, int k, const uint8_t *blocks,
+                       int threads, std::vector<uint8_t> &out) {
+  const Layer &ly = ls.layer[l];
+  out.resize(size_t(ly.width) * ly.height + kBlock);
+  for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
+#if CODEC2_AVX2
+    if (use_avx2()) return reference_class_run_avx2(ly, ref, l, k, y, x0, x1, out.data());
+#endif
+    reference_class_run_base(ly, ref, l, k, y, x0, x1, out.data());
   });
 }
 
