@@ -515,26 +515,12 @@ std::vector<DistGroup> listed_groups(const DistLayout &dl, const LayerSet &ls, b
 // ---------------------------------------------------------------------------
 // rANS, byte-wise, 32-bit state (docs/stream-format.md, "Version 2: the body", "Coded tiles")
 
+// The encoder's steps on a lane's state x. The stream grows downwards, from
+// the end of its buffer towards its start: p is the first byte written so
+// far, and each step returns the new p.
 struct RansEncoder {
-  uint8_t *begin;  // output grows downwards from `end` towards `begin`
-  uint8_t *p;
-  bool overflow = false;
-  inline void emit(uint8_t byte) {
-    if (p == begin) {
-      overflow = true;
-      return;
-    }
-    *--p = byte;
-  }
-  inline void put(uint32_t &x, uint32_t freq, uint32_t cum) {
-    const uint32_t x_max = ((kRansLow >> kProbBits) << 8) * freq;
-    while (x >= x_max) {
-      emit(uint8_t(x));
-      x >>= 8;
-    }
-    x = ((x / freq) << kProbBits) + (x % freq) + cum;
-  }
-  // put() with the division by the frequency as a multiplication (below).
+  // A token's entry: its frequency and start, and what put() needs to take
+  // the division by the frequency as a multiplication (below).
   struct Symbol {
     uint32_t x_max, reciprocal;
     uint16_t freq, cum;
@@ -556,21 +542,37 @@ struct RansEncoder {
   static constexpr uint32_t quotient(uint32_t x, uint32_t reciprocal, int shift) {
     return uint32_t((uint64_t(x) * reciprocal) >> shift);
   }
-  inline void put(uint32_t &x, const Symbol &s) {
-    while (x >= s.x_max) {
-      emit(uint8_t(x));
-      x >>= 8;
-    }
+  // The renormalisation before a step whose state must be below x_max
+  // (>= 2^15): while x >= x_max, the byte x & 255 goes out and x >>= 8. A
+  // state below 2^31 sends at most two bytes, so without a branch on the
+  // data: x's two low bytes are stored below p (x & 255 the higher) and p
+  // moves down by the number sent. A byte stored below the new p is
+  // overwritten by the next one sent (the lanes' final states come last),
+  // so the buffer needs 2 bytes of slack at its start.
+  static CODEC2_ALWAYS_INLINE uint8_t *renorm(uint32_t &x, uint32_t x_max, uint8_t *p) {
+    const uint32_t n = uint32_t(x >= x_max) + uint32_t((x >> 8) >= x_max);
+    p[-1] = uint8_t(x);
+    p[-2] = uint8_t(x >> 8);
+    x >>= 8 * n;
+    return p - n;
+  }
+  static CODEC2_ALWAYS_INLINE uint8_t *put(uint32_t &x, const Symbol &s, uint8_t *p) {
+    p = renorm(x, s.x_max, p);
     const uint32_t q = quotient(x, s.reciprocal, s.shift);
     x = (q << kProbBits) + (x - q * s.freq) + s.cum;
+    return p;
   }
-  inline void put_bits(uint32_t &x, uint32_t bits, int n) {
-    const uint32_t x_max = (kRansLow >> n) << 8;
-    while (x >= x_max) {
-      emit(uint8_t(x));
-      x >>= 8;
-    }
+  // n raw bits, 0..16 (none: x is unchanged).
+  static CODEC2_ALWAYS_INLINE uint8_t *put_bits(uint32_t &x, uint32_t bits, int n, uint8_t *p) {
+    p = renorm(x, (kRansLow >> n) << 8, p);
     x = (x << n) | bits;
+    return p;
+  }
+  // A lane's final state: 4 bytes, the decoder's first.
+  static uint8_t *flush(uint32_t x, uint8_t *p) {
+    p -= 4;
+    for (int b = 0; b < 4; ++b) p[b] = uint8_t(x >> (8 * b));
+    return p;
   }
 };
 
@@ -589,6 +591,26 @@ constexpr bool rans_quotient_is_exact() {
   return true;
 }
 static_assert(rans_quotient_is_exact(), "rANS encoder's division by multiplication is inexact");
+
+#if CODEC2_AVX2
+// The tables of the encoder's AVX2 rANS steps (rans_layer_avx2()).
+struct RansVectorTable {
+  // Per distribution and token, then a no-op entry (frequency 4096: no
+  // byte, the state unchanged) for skipped samples and idle lanes: the
+  // reciprocal | (freq | cum << 13 | (shift - 31) << 25) << 32.
+  std::vector<uint64_t> entry;
+  void assign(const std::vector<RansEncoder::Symbol> &symbols) {
+    entry.resize(symbols.size() + 1);
+    for (size_t i = 0; i <= symbols.size(); ++i) {
+      const RansEncoder::Symbol s =
+          i < symbols.size() ? symbols[i] : RansEncoder::symbol(kProbScale, 0);
+      const uint32_t packed =
+          s.freq | uint32_t(s.cum) << 13 | uint32_t(s.freq ? s.shift - 31 : 0) << 25;
+      entry[i] = s.reciprocal | uint64_t(packed) << 32;
+    }
+  }
+};
+#endif
 
 struct RansDecoder {
   const uint8_t *p;
@@ -751,41 +773,28 @@ void store(const Picture &pic, const LayerSet &ls, const FrameView &f) {
 using detail::make_tiles;
 using detail::Tile;
 
-// Neighbours of sample (i, j) of a tile in a plane of values (row stride
-// `stride`, `p` at the sample), with the tile's edge rules: a left, b above,
-// c above-left, d above-right; outside the tile: see docs/stream-format.md, "Version 2: the body".
-struct Neighbours {
-  int a, b, c, d;
+// An int16 plane with kPlanePad elements of slack before and after it: the
+// encoder's vector paths load a block row's neighbours (one sample before
+// the row and the row above) and the lanes past a partial block without
+// bounds checks, and discard what those lanes compute.
+constexpr size_t kPlanePad = 32;
+struct PaddedPlane {
+  std::vector<int16_t> buf;
+  void assign(size_t n) { buf.assign(n + 2 * kPlanePad, 0); }
+  int16_t *data() { return buf.data() + kPlanePad; }
+  const int16_t *data() const { return buf.data() + kPlanePad; }
 };
-inline Neighbours neighbours(const int16_t *p, ptrdiff_t stride, int i, int j, int w) {
-  Neighbours n;
-  if (j == 0) {
-    n.a = i > 0 ? p[-1] : 0;
-    n.b = n.c = n.d = n.a;
-  } else {
-    const int16_t *up = p - stride;
-    n.b = up[0];
-    if (i > 0) {
-      n.a = p[-1];
-      n.c = up[-1];
-    } else {
-      n.a = n.c = n.b;
-    }
-    n.d = i + 1 < w ? up[1] : n.b;
-  }
-  return n;
-}
 
 // Working values of one layer: per component, S-domain (quantisation
 // indices after the colour transform) and T-domain (quantised differences to
 // the reference after the colour transform), int16 per sample.
 struct Planes {
-  std::vector<int16_t> s[kMaxComps], t[kMaxComps];
+  PaddedPlane s[kMaxComps], t[kMaxComps];
   void allocate(const Layer &ly, bool temporal) {
     const size_t n = size_t(ly.width) * ly.height;
     for (int c = 0; c < ly.channels; ++c) {
-      s[c].assign(n, 0);
-      if (temporal) t[c].assign(n, 0);
+      s[c].assign(n);
+      if (temporal) t[c].assign(n);
     }
   }
 };
@@ -844,55 +853,6 @@ void for_each_block_span(const LayerSet &ls, int l, const uint8_t *blocks, int t
   }
 }
 
-// Working values of samples [at, at + n) of a layer of NC channels (YCOCG:
-// colour transformed) from a picture's channels (and the reference's, with
-// T-domain values from `diff`: q.diff, or q.coded for the encoder's input).
-template <int NC, bool YCOCG>
-void working_values_run(const Quantizer &q, const int16_t *diff, const uint8_t *const *pic,
-                        const uint8_t *const *ref, size_t at, size_t n, int16_t *const *s,
-                        int16_t *const *t) {
-  int ch[NC], comp[NC];
-  for (size_t a = at; a < at + n; ++a) {
-    for (int c = 0; c < NC; ++c) ch[c] = q.index[pic[c][a]];
-    to_components(YCOCG, NC, ch, comp);
-    for (int c = 0; c < NC; ++c) s[c][a] = int16_t(comp[c]);
-    if (!ref) continue;
-    for (int c = 0; c < NC; ++c) ch[c] = diff[int(pic[c][a]) - int(ref[c][a]) + 255];
-    to_components(YCOCG, NC, ch, comp);
-    for (int c = 0; c < NC; ++c) t[c][a] = int16_t(comp[c]);
-  }
-}
-
-// Fills the working values of layer `l` from a picture (and the reference
-// for the T-domain) in the blocks flagged in `blocks` (null: all); other
-// samples keep their values (nothing reads them). `input`: the encoder's
-// input, whose T-domain values have the dead zone (Quantizer::coded).
-void working_values(const LayerSet &ls, int l, const Quantizer &q, bool input, const Picture &pic,
-                    const Picture *ref, const uint8_t *blocks, int threads, Planes &out) {
-  const int16_t *diff = input ? q.coded : q.diff;
-  const Layer &ly = ls.layer[l];
-  const uint8_t *p[kMaxComps] = {}, *r[kMaxComps] = {};
-  int16_t *s[kMaxComps] = {}, *t[kMaxComps] = {};
-  for (int c = 0; c < ly.channels; ++c) {
-    p[c] = pic.ch[l][c].data();
-    if (ref) r[c] = ref->ch[l][c].data();
-    s[c] = out.s[c].data();
-    t[c] = out.t[c].data();
-  }
-  const uint8_t *const *rp = ref ? r : nullptr;
-  for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
-    const size_t at = size_t(y) * ly.width + x0, n = size_t(x1 - x0);
-    if (ly.ycocg && ly.channels == 3)
-      working_values_run<3, true>(q, diff, p, rp, at, n, s, t);
-    else if (ly.ycocg)
-      working_values_run<4, true>(q, diff, p, rp, at, n, s, t);
-    else if (ly.channels == 1)
-      working_values_run<1, false>(q, diff, p, rp, at, n, s, t);
-    else
-      working_values_run<2, false>(q, diff, p, rp, at, n, s, t);
-  });
-}
-
 // The texture class of the reference around samples [x0, x1) of row y of
 // layer `l`: ref_class() of the sum of differences to the 4 nearest samples
 // of the texture channel (G for RGB, else the first; the layer's edges
@@ -912,78 +872,275 @@ void reference_class_span(const Layer &ly, const Picture &ref, int l, int k, int
   }
 }
 
-// The same for the samples of layer `l` in the blocks flagged in `blocks`
-// (null: all); the others keep their values (nothing reads them).
-void reference_classes(const LayerSet &ls, int l, const Picture &ref, int k, const uint8_t *blocks,
-                       int threads, std::vector<uint8_t> &out) {
-  const Layer &ly = ls.layer[l];
-  out.resize(size_t(ly.width) * ly.height);
-  for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
-    reference_class_span(ly, ref, l, k, y, x0, x1, out.data());
-  });
+// ---------------------------------------------------------------------------
+// The encoder's symbols, one block row at a time
+//
+// The mode decision (every coded block in each of three classes) and the
+// final symbols compute, for every sample component, the symbol of
+// docs/stream-format.md ("A sample component"): neighbours, prediction,
+// context, token and raw bits. They do it for the samples of one block in
+// one row of a tile at a time (a block row: 16 samples of layer 0, 8 of a
+// subsampled layer, fewer at the frame's right edge), where every sample
+// has the same class and only the block's first and last samples and the
+// tile's first row meet the tile's edge rules. row_symbols_scalar() is the
+// reference; row_symbols_vec() computes the same with GCC/clang vector
+// extensions, 8 or 16 samples at once (SSE2, AVX2 or NEON instructions,
+// whichever the function it is inlined into is compiled for).
+
+// The samples of one block in one row of a tile and the tile's edge rules
+// that apply to them.
+struct BlockRow {
+  size_t at;         // plane index of the first sample
+  ptrdiff_t stride;  // the layer's width
+  int n;             // samples, 1..kBlock
+  bool top;          // the tile's first row: a = left (0 in the first column), b = c = d = a
+  bool first;        // sample 0 is in the tile's first column: a = c = b
+  bool last;         // sample n - 1 is in the tile's last column: d = b
+};
+
+// Block bx's samples in row y (row j of tile t) of a layer, over `span`.
+inline BlockRow block_row(const Layer &ly, const Tile &t, int y, int j, int bx, BlockSpan span) {
+  BlockRow br;
+  br.at = size_t(y) * size_t(ly.width) + size_t(span.x0);
+  br.stride = ly.width;
+  br.n = span.x1 - span.x0;
+  br.top = j == 0;
+  br.first = bx == t.bx0;
+  br.last = bx == t.bx1 - 1;
+  return br;
 }
 
-// Visits the samples of layer `l` of a tile whose block passes `want(block)`,
-// predicting each component from `nb` (neighbour values of the mode's
-// domain) and coding the value of `val`: f(block, x, y, comp, ctx, token,
-// nbits, bits) for each component in order. CLS: the class (scan() below
-// picks it); samples inside the tile read their neighbours directly, those
-// on its first row or column or last column by neighbours().
-template <int CLS, class Want, class F>
-void scan_class(const LayerSet &ls, const Tile &t, int l, const std::vector<int16_t> *nb,
-                const std::vector<int16_t> *val, const std::vector<uint8_t> &rclass, Want want,
-                F f) {
-  const Layer &ly = ls.layer[l];
-  const ptrdiff_t stride = ly.width;
-  const int16_t *nbp[kMaxComps], *valp[kMaxComps];
-  for (int c = 0; c < ly.channels; ++c) {
-    nbp[c] = nb[c].data();
-    valp[c] = val[c].data();
-  }
-  const uint8_t *rc = rclass.empty() ? nullptr : rclass.data();
-  for (int j = 0; j < t.h[l]; ++j) {
-    const int y = t.y0[l] + j;
-    const int brow = ((y << ly.sy) / kBlock) * ls.blocks_x;
-    for (int bx = t.bx0; bx < t.bx1; ++bx) {
-      const int block = brow + bx;
-      if (!want(block)) continue;  // the block's samples in this row are not visited
-      const BlockSpan span = block_span(ly, bx);
-      for (int x = span.x0; x < span.x1; ++x) {
-        const int i = x - t.x0[l];
-        const size_t at = size_t(y) * stride + x;
-        const bool inside = j > 0 && i > 0 && i + 1 < t.w[l];
-        const int rcl = rc ? rc[at] : 0;
-        int r0 = 0;
-        for (int c = 0; c < ly.channels; ++c) {
-          const int16_t *p = nbp[c] + at;
-          Neighbours n;
-          if (inside)
-            n = {p[-1], p[-stride], p[-stride - 1], p[-stride + 1]};
-          else
-            n = neighbours(p, stride, i, j, t.w[l]);
-          const int pred = CLS == kClassTemporal ? 0 : med(n.a, n.b, n.c);
-          const int r = valp[c][at] - pred;
-          if (c == 0) r0 = r;
-          const int ctx = sample_context(CLS, c, n.a, n.b, n.c, n.d, r0, rcl);
-          int nbits;
-          uint32_t bits;
-          const int token =
-              token_of_table(zigzag(flip_sign(CLS, n.a, n.b, n.c, n.d) ? -r : r), &nbits, &bits);
-          f(block, x, y, c, ctx, token, nbits, bits);
-        }
+// What one class codes from: per component, the plane its neighbours come
+// from (the class's domain) and the plane of its values, the reference
+// classes (temporal class) and the first distribution of each component.
+struct ClassPlanes {
+  const int16_t *nb[kMaxComps];
+  const int16_t *val[kMaxComps];
+  const uint8_t *rclass;
+  const int *base;
+};
+
+// Per component and sample of a block row: the symbol as distribution *
+// kTokens + token (the histograms' index), and its raw bits.
+struct RowSymbols {
+  uint16_t id[kMaxComps][kBlock];
+  uint16_t bits[kMaxComps][kBlock];
+};
+
+// The reference: the per-sample rules of codec2_rules.h as the decoder
+// applies them. NC components; BITS: the raw bits too.
+template <int CLS, int NC, bool BITS>
+CODEC2_ALWAYS_INLINE void row_symbols_scalar(const BlockRow &br, const ClassPlanes &cp,
+                                             RowSymbols &out) {
+  const ptrdiff_t st = br.stride;
+  for (int s = 0; s < br.n; ++s) {
+    const size_t at = br.at + size_t(s);
+    const bool first = br.first && s == 0, last = br.last && s == br.n - 1;
+    const int rcl = uses_ref_class(CLS, 0) ? cp.rclass[at] : 0;
+    int r0 = 0;
+    for (int c = 0; c < NC; ++c) {
+      const int16_t *p = cp.nb[c] + at;
+      int a, b, cc, d;
+      if (br.top) {
+        a = first ? 0 : p[-1];
+        b = cc = d = a;
+      } else {
+        b = p[-st];
+        a = first ? b : p[-1];
+        cc = first ? b : p[-st - 1];
+        d = last ? b : p[-st + 1];
       }
+      const int pred = CLS == kClassTemporal ? 0 : med(a, b, cc);
+      const int r = cp.val[c][at] - pred;
+      if (c == 0) r0 = r;
+      const int ctx = sample_context(CLS, c, a, b, cc, d, r0, rcl);
+      int nbits;
+      uint32_t bits;
+      const int token = token_of_table(zigzag(flip_sign(CLS, a, b, cc, d) ? -r : r), &nbits, &bits);
+      out.id[c][s] = uint16_t((cp.base[c] + ctx) * kTokens + token);
+      if (BITS) out.bits[c][s] = uint16_t(bits);
     }
   }
 }
-template <class Want, class F>
-void scan(const LayerSet &ls, const Tile &t, int l, int cls, const std::vector<int16_t> *nb,
-          const std::vector<int16_t> *val, const std::vector<uint8_t> &rclass, Want want, F f) {
+
+// The edges of the activity buckets (activity_bucket(): the number of them
+// that are <= g) and the token of a value v >= 16 as 16 plus the number of
+// these thresholds that are <= v (token_of(): v in [2^e, 2^(e+1)) is token
+// 16 + 2 (e - 4) + bit e-1 of v, so each power of two from 32 and each
+// 3 * 2^(e-1) from 24 adds one), checked below for every g and v.
+constexpr int kActivityEdges[kActivityBuckets - 1] = {1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80};
+constexpr int kTokenThresholds[kTokens - kDirectTokens - 1] = {
+    24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072};
+constexpr bool row_rules_are_exact() {
+  for (int g = 0; g < 200; ++g) {
+    int n = 0;
+    for (int e : kActivityEdges) n += g >= e;
+    if (n != make_activity_table().bucket[g < 80 ? g : 80]) return false;
+  }
+  for (uint32_t v = kDirectTokens; v < 4096; ++v) {
+    int t = kDirectTokens;
+    for (int th : kTokenThresholds) t += int(v) >= th;
+    // token_of() (not constexpr) as docs/stream-format.md words it.
+    int e = 0;
+    while (v >> (e + 1)) ++e;
+    const uint32_t bits = v & ((1u << (e - 1)) - 1);
+    if (t != kDirectTokens + 2 * (e - 4) + int((v >> (e - 1)) & 1)) return false;
+    // The raw bits: v's bits below its highest but one (every bit from the
+    // highest down set, shifted right twice).
+    uint32_t ones = v | v >> 1;
+    ones |= ones >> 2;
+    ones |= ones >> 4;
+    ones |= ones >> 8;
+    if ((v & (ones >> 2)) != bits) return false;
+  }
+  return true;
+}
+static_assert(row_rules_are_exact(), "the block-row rules differ from codec2_rules.h");
+
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(CODEC2_NO_SIMD)
+#define CODEC2_VECTORS 1
+template <int N>
+struct Lanes;
+template <>
+struct Lanes<8> {
+  typedef int16_t I __attribute__((vector_size(16)));
+  typedef uint16_t U __attribute__((vector_size(16)));
+  typedef uint8_t B __attribute__((vector_size(8)));
+};
+template <>
+struct Lanes<16> {
+  typedef int16_t I __attribute__((vector_size(32)));
+  typedef uint16_t U __attribute__((vector_size(32)));
+  typedef uint8_t B __attribute__((vector_size(16)));
+};
+
+// Element-wise |x|, min and max of vectors (macros: a function that takes
+// or returns a 32-byte vector draws an ABI note where AVX is not enabled).
+#define CODEC2_VABS(x) ((x) < 0 ? -(x) : (x))
+#define CODEC2_VMIN(x, y) ((x) < (y) ? (x) : (y))
+#define CODEC2_VMAX(x, y) ((x) > (y) ? (x) : (y))
+
+// row_symbols_scalar() for samples [o, o + N) of a block row (N = 8 or 16
+// lanes of int16). Lanes at or past br.n read samples after the block (the
+// planes' slack, PaddedPlane) and compute values nobody reads. Every value
+// fits in int16: working values lie within -510..510, activities below
+// 4 * 1020, zigzag values below 4096.
+template <int N, int CLS, int NC, bool BITS>
+CODEC2_ALWAYS_INLINE void row_symbols_vec(const BlockRow &br, const ClassPlanes &cp, int o,
+                                          RowSymbols &out) {
+  using I = typename Lanes<N>::I;
+  using U = typename Lanes<N>::U;
+  using B = typename Lanes<N>::B;
+  const ptrdiff_t st = br.stride;
+  const size_t at = br.at + size_t(o);
+  I lane;
+  for (int s = 0; s < N; ++s) lane[s] = int16_t(s);
+  // Masks of the lanes of the tile's first and last column.
+  const int16_t first_lane = int16_t(br.first && o == 0 ? 0 : -1);
+  const int16_t last_lane = int16_t(br.last ? br.n - 1 - o : -1);
+  const I first = lane == first_lane;
+  const I last = lane == last_lane;
+  const I zero = I{};
+  I r0 = zero;
+  for (int c = 0; c < NC; ++c) {
+    const int16_t *p = cp.nb[c] + at;
+    I a, b, cc, d, v;
+    std::memcpy(&a, p - 1, sizeof a);
+    if (br.top) {
+      a = first ? zero : a;
+      b = cc = d = a;
+    } else {
+      std::memcpy(&b, p - st, sizeof b);
+      std::memcpy(&cc, p - st - 1, sizeof cc);
+      std::memcpy(&d, p - st + 1, sizeof d);
+      a = first ? b : a;
+      cc = first ? b : cc;
+      d = last ? b : d;
+    }
+    std::memcpy(&v, cp.val[c] + at, sizeof v);
+    I pred, g, flip;
+    if constexpr (CLS == kClassTemporal) {
+      pred = zero;
+      g = CODEC2_VABS(a) + CODEC2_VABS(b) + CODEC2_VABS(cc) + CODEC2_VABS(d);
+      flip = (a + b + cc + d) < 0;
+    } else {
+      // med(): a + b - c clamped to [min(a, b), max(a, b)].
+      const I mx = CODEC2_VMAX(a, b), mn = CODEC2_VMIN(a, b), e = a + b - cc;
+      const I hi = CODEC2_VMIN(e, mx);
+      pred = CODEC2_VMAX(hi, mn);
+      const I ab = a - b, bc = b - cc, ca = cc - a, bd = b - d;
+      g = CODEC2_VABS(ab) + CODEC2_VABS(bc) + CODEC2_VABS(ca) + CODEC2_VABS(bd);
+      flip = (a + b - cc - cc) < 0;
+    }
+    const I r = v - pred;
+    if (c == 0) r0 = r;
+    // Masks are -1: subtracting one counts it.
+    I ctx = zero;
+    for (int e : kActivityEdges) ctx -= g >= int16_t(e);
+    if (c > 0) {
+      const I m = CODEC2_VABS(r0), top = zero + int16_t(kCrossLevels - 1);
+      ctx += int16_t(kActivityBuckets) * CODEC2_VMIN(m, top);
+    }
+    if (uses_ref_class(CLS, c)) {
+      B rc;
+      std::memcpy(&rc, cp.rclass + at, sizeof rc);
+      ctx = ctx * int16_t(kRefClasses) + __builtin_convertvector(rc, I);
+    }
+    const I rf = (r ^ flip) - flip;      // -r where flip is -1
+    const I z = (rf + rf) ^ (rf >> 15);  // zigzag()
+    const I big = z >= int16_t(kDirectTokens);
+    I token = zero + int16_t(kDirectTokens);
+    for (int th : kTokenThresholds) token -= z >= int16_t(th);
+    token = big ? token : z;
+    const U id = (U)(ctx + int16_t(cp.base[c])) * uint16_t(kTokens) + (U)token;
+    std::memcpy(&out.id[c][o], &id, sizeof id);
+    if (BITS) {
+      I ones = z | z >> 1;
+      ones |= ones >> 2;
+      ones |= ones >> 4;
+      ones |= ones >> 8;
+      const I bits = z & (ones >> 2) & big;
+      std::memcpy(&out.bits[c][o], &bits, sizeof bits);
+    }
+  }
+}
+#undef CODEC2_VABS
+#undef CODEC2_VMIN
+#undef CODEC2_VMAX
+#else
+#define CODEC2_VECTORS 0
+#endif
+
+// The widest vectors of the baseline: 8 lanes of int16 (SSE2, NEON), none
+// without vector extensions.
+constexpr int kBaseLanes = CODEC2_VECTORS ? 8 : 0;
+
+// The symbols of a block row by the widest path at hand: VW lanes (16:
+// AVX2, 8: the baseline's vectors, 0: scalar).
+template <int VW, int CLS, int NC, bool BITS>
+CODEC2_ALWAYS_INLINE void row_symbols(const BlockRow &br, const ClassPlanes &cp, RowSymbols &out) {
+#if CODEC2_VECTORS
+  if constexpr (VW >= 16) {
+    if (br.n > 8) return row_symbols_vec<16, CLS, NC, BITS>(br, cp, 0, out);
+  }
+  if constexpr (VW >= 8) {
+    row_symbols_vec<8, CLS, NC, BITS>(br, cp, 0, out);
+    if (br.n > 8) row_symbols_vec<8, CLS, NC, BITS>(br, cp, 8, out);
+    return;
+  }
+#endif
+  row_symbols_scalar<CLS, NC, BITS>(br, cp, out);
+}
+// The same with the class chosen at run time.
+template <int VW, int NC, bool BITS>
+CODEC2_ALWAYS_INLINE void row_symbols(int cls, const BlockRow &br, const ClassPlanes &cp,
+                                      RowSymbols &out) {
   if (cls == kClassSpatial)
-    scan_class<kClassSpatial>(ls, t, l, nb, val, rclass, want, f);
+    row_symbols<VW, kClassSpatial, NC, BITS>(br, cp, out);
   else if (cls == kClassTemporal)
-    scan_class<kClassTemporal>(ls, t, l, nb, val, rclass, want, f);
+    row_symbols<VW, kClassTemporal, NC, BITS>(br, cp, out);
   else
-    scan_class<kClassTempSpat>(ls, t, l, nb, val, rclass, want, f);
+    row_symbols<VW, kClassTempSpat, NC, BITS>(br, cp, out);
 }
 
 // flip ? -unzigzag(v) : unzigzag(v), without branches (the decoder's lanes
@@ -1015,6 +1172,493 @@ int default_threads(size_t samples, size_t tiles) {
   if (tiles < 2) return 1;
   return std::max(1, std::min<int>(int(tiles), cpu_threads_for(samples)));
 }
+
+// lane_checksum() is h * 33 + value mod 2^17: the encoder takes it mod 2^32
+// (2^17 divides 2^32) and reduces once, at the end. A sample component's
+// symbol (docs/stream-format.md, "Coded tiles": its token, then its raw bits
+// if it has any) multiplies h by 33 per value it adds; a skipped one (token
+// 0, no raw bits) leaves h as it is.
+CODEC2_ALWAYS_INLINE uint32_t checksum_step(uint32_t h, const Symbol &s) {
+  // Without branches: with raw bits (only coded symbols have some) h * 33^2
+  // + 33 token + bits, else coded h * 33 + token, skipped h.
+  const uint32_t coded = s.dist != kNoSymbol, raw = s.nbits != 0;
+  return h * (1u + 32u * coded + 1056u * raw) + s.token * (1u + 32u * raw) + s.bits;
+}
+constexpr uint32_t kChecksumMask = 0x1FFFFu;
+constexpr bool checksum_steps_are_exact() {
+  uint32_t h = 0, wide = 0;
+  for (uint32_t v = 0; v < 5000; ++v) {
+    h = (h * 33u + v) & kChecksumMask;  // lane_checksum() (not constexpr)
+    wide = wide * 33u + v;
+    if ((wide & kChecksumMask) != h) return false;
+  }
+  return true;
+}
+static_assert(checksum_steps_are_exact(), "lane checksums taken mod 2^32 differ");
+
+// checksum_step() over G rows of n symbols each (`stride` symbols apart),
+// row g into h[g]: G independent chains of multiplications, interleaved.
+template <int G>
+CODEC2_ALWAYS_INLINE void checksum_rows(const Symbol *row, size_t n, size_t stride, uint32_t *h) {
+  uint32_t x[G];
+  for (int g = 0; g < G; ++g) x[g] = h[g];
+  for (size_t i = 0; i < n; ++i)
+    for (int g = 0; g < G; ++g) x[g] = checksum_step(x[g], row[size_t(g) * stride + i]);
+  for (int g = 0; g < G; ++g) h[g] = x[g];
+}
+
+#if CODEC2_VECTORS
+// checksum_step() of every symbol of samples [o, o + N) of a block row
+// (RowSymbols with raw bits), each sample's components composed: its
+// symbols take a checksum h to h * m[i] + v[i] (mod 2^32). A token of 16 or
+// more has raw bits.
+template <int N, int NC>
+CODEC2_ALWAYS_INLINE void checksum_maps_vec(const RowSymbols &rs, int o, uint32_t *m, uint32_t *v) {
+  typedef uint32_t W __attribute__((vector_size(4 * N)));
+  using U = typename Lanes<N>::U;
+  W sm = W{} + 1u, sv = W{};
+  for (int c = 0; c < NC; ++c) {
+    U id, bits;
+    std::memcpy(&id, &rs.id[c][o], sizeof id);
+    std::memcpy(&bits, &rs.bits[c][o], sizeof bits);
+    const W token = __builtin_convertvector(id & uint16_t(kTokens - 1), W);
+    const W raw = (W)(token >= uint32_t(kDirectTokens));
+    const W cm = 33u + (raw & 1056u);
+    sm *= cm;
+    sv = sv * cm + token + (raw & (32u * token + __builtin_convertvector(bits, W)));
+  }
+  std::memcpy(m + o, &sm, sizeof sm);
+  std::memcpy(v + o, &sv, sizeof sv);
+}
+#endif
+
+// ---------------------------------------------------------------------------
+// The encoder's quantiser, sample by sample and in vectors
+
+// The quotient n / (2k + 1) of any n in 0..511 as a multiplication,
+// (n * mul) >> (16 + shift) with shift = floor(log2(2k + 1)) and mul =
+// ceil(2^(16 + shift) / (2k + 1)) < 2^16 (for k = 0, mul 0: the quotient is
+// n): quant_index() and quant_diff() in the encoder's vector paths.
+struct StepDivision {
+  uint16_t mul = 0;
+  int shift = 0;
+  constexpr explicit StepDivision(int k) {
+    const uint32_t s = 2 * uint32_t(k) + 1;
+    if (s == 1) return;
+    while ((2u << shift) <= s) ++shift;
+    mul = uint16_t(((1u << (16 + shift)) + s - 1) / s);
+  }
+  constexpr int of(int n) const { return mul ? int((uint32_t(n) * mul) >> (16 + shift)) : n; }
+};
+constexpr bool step_division_is_exact() {
+  for (int k = 0; k <= 255; ++k) {
+    const StepDivision d(k);
+    const int s = 2 * k + 1;
+    // of() never decreases as n grows: it is the quotient on 0..511 if it
+    // is at each multiple of s, just below it, and at 0 and 511.
+    if (d.of(0) != 0 || d.of(511) != 511 / s) return false;
+    for (int m = 1; m * s <= 511; ++m)
+      if (d.of(m * s - 1) != m - 1 || d.of(m * s) != m) return false;
+  }
+  return true;
+}
+static_assert(step_division_is_exact(), "StepDivision differs from the division by the step");
+
+// What the encoder's vector paths quantise with: k, its step division and
+// the T-domain's dead zone (encoder_diff()'s threshold; 0: none, as
+// quant_diff()).
+struct VectorQuantizer {
+  StepDivision div{0};
+  int k = 0, dead = 0;
+};
+
+#if CODEC2_VECTORS
+// (a * b) >> 16 in each unsigned 16-bit lane, into a.
+template <int N>
+CODEC2_ALWAYS_INLINE void mulhi_u16(typename Lanes<N>::U &a, const typename Lanes<N>::U &b) {
+#if CODEC2_SSE2 && defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define CODEC2_MULHI_SSE2 1
+  if constexpr (N == 16) {  // two halves (AVX2 functions: vextracti128, vpmulhuw, vinserti128)
+    using H = typename Lanes<8>::U;
+    H lo = __builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7);
+    H hi = __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15);
+    lo = (H)_mm_mulhi_epu16((__m128i)lo,
+                            (__m128i)__builtin_shufflevector(b, b, 0, 1, 2, 3, 4, 5, 6, 7));
+    hi = (H)_mm_mulhi_epu16((__m128i)hi,
+                            (__m128i)__builtin_shufflevector(b, b, 8, 9, 10, 11, 12, 13, 14, 15));
+    a = __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  } else {
+    a = (typename Lanes<N>::U)_mm_mulhi_epu16((__m128i)a, (__m128i)b);
+  }
+#endif
+#endif
+#ifndef CODEC2_MULHI_SSE2
+  typedef uint32_t W __attribute__((vector_size(4 * N)));
+  a = __builtin_convertvector((__builtin_convertvector(a, W) * __builtin_convertvector(b, W)) >> 16,
+                              typename Lanes<N>::U);
+#endif
+}
+#undef CODEC2_MULHI_SSE2
+
+// A VectorQuantizer's numbers in every lane of N.
+template <int N>
+struct QuantLanes {
+  typename Lanes<N>::U mul;
+  typename Lanes<N>::I k, dead, step;
+  int shift;
+  bool divide;
+  CODEC2_ALWAYS_INLINE explicit QuantLanes(const VectorQuantizer &vq) {
+    mul = typename Lanes<N>::U{} + vq.div.mul;
+    k = typename Lanes<N>::I{} + int16_t(vq.k);
+    dead = typename Lanes<N>::I{} + int16_t(vq.dead);
+    step = typename Lanes<N>::I{} + int16_t(2 * vq.k + 1);
+    shift = vq.div.shift;
+    divide = vq.div.mul != 0;
+  }
+};
+
+// quant_index() of bytes x, in place (by reference: a 32-byte vector
+// passed by value changes the ABI where AVX is not enabled).
+template <int N>
+CODEC2_ALWAYS_INLINE void quant_index_vec(const QuantLanes<N> &ql, typename Lanes<N>::I &x) {
+  using U = typename Lanes<N>::U;
+  if (!ql.divide) return;
+  U n = (U)(x + ql.k);
+  mulhi_u16<N>(n, ql.mul);
+  x = (typename Lanes<N>::I)(n >> ql.shift);
+}
+// encoder_diff() (quant_diff() with dead zone 0) of differences e, in place.
+template <int N>
+CODEC2_ALWAYS_INLINE void quant_diff_vec(const QuantLanes<N> &ql, typename Lanes<N>::I &e) {
+  using I = typename Lanes<N>::I;
+  const I m = e < 0 ? -e : e;
+  I q = m;
+  quant_index_vec<N>(ql, q);  // (|e| + k) / (2k + 1)
+  q = m > ql.dead ? q : I{};
+  e = e < 0 ? -q : q;
+}
+// to_components() of N samples, component c in v[c].
+template <int N, int NC, bool YCOCG>
+CODEC2_ALWAYS_INLINE void to_components_vec(typename Lanes<N>::I *v) {
+  if constexpr (YCOCG) {
+    const typename Lanes<N>::I r = v[0], g = v[1], b = v[2];
+    const typename Lanes<N>::I co = r - b, t = b + (co >> 1), cg = g - t;
+    v[0] = t + (cg >> 1);
+    v[1] = co;
+    v[2] = cg;
+  }
+}
+
+// working_values_run() of samples [a, a + N).
+template <int N, int NC, bool YCOCG>
+CODEC2_ALWAYS_INLINE void working_values_vec(const QuantLanes<N> &ql, const uint8_t *const *pic,
+                                             const uint8_t *const *ref, size_t a, int16_t *const *s,
+                                             int16_t *const *t) {
+  using I = typename Lanes<N>::I;
+  using B = typename Lanes<N>::B;
+  I x[NC], v[NC];
+  for (int c = 0; c < NC; ++c) {
+    B b;
+    std::memcpy(&b, pic[c] + a, sizeof b);
+    x[c] = __builtin_convertvector(b, I);
+    v[c] = x[c];
+    quant_index_vec<N>(ql, v[c]);
+  }
+  to_components_vec<N, NC, YCOCG>(v);
+  for (int c = 0; c < NC; ++c) std::memcpy(s[c] + a, &v[c], sizeof v[c]);
+  if (!ref) return;
+  for (int c = 0; c < NC; ++c) {
+    B b;
+    std::memcpy(&b, ref[c] + a, sizeof b);
+    v[c] = x[c] - __builtin_convertvector(b, I);
+    quant_diff_vec<N>(ql, v[c]);
+  }
+  to_components_vec<N, NC, YCOCG>(v);
+  for (int c = 0; c < NC; ++c) std::memcpy(t[c] + a, &v[c], sizeof v[c]);
+}
+
+// The reconstruction of bytes [x, x + N) of a row in mode `mode` (not
+// skipped): dequant_index(quant_index()) of the input, or
+// dequant_diff() of its T-domain value.
+template <int N>
+CODEC2_ALWAYS_INLINE void reconstruct_vec(const QuantLanes<N> &ql, int mode, const uint8_t *cur,
+                                          const uint8_t *ref, uint8_t *rec, int x) {
+  using I = typename Lanes<N>::I;
+  using B = typename Lanes<N>::B;
+  B b;
+  std::memcpy(&b, cur + x, sizeof b);
+  I v = __builtin_convertvector(b, I), d;
+  if (mode == kSpatial) {
+    quant_index_vec<N>(ql, v);
+    d = v * ql.step;  // 0 .. 255 + k
+  } else {
+    std::memcpy(&b, ref + x, sizeof b);
+    const I r = __builtin_convertvector(b, I);
+    v -= r;
+    quant_diff_vec<N>(ql, v);
+    d = r + v * ql.step;  // -255 - k .. 510 + k
+    d = d < 0 ? I{} : d;
+  }
+  d = d > 255 ? I{} + 255 : d;
+  b = __builtin_convertvector(d, B);
+  std::memcpy(rec + x, &b, sizeof b);
+}
+#endif
+
+// Working values of samples [at, at + n) of a layer of NC channels (YCOCG:
+// colour transformed) from a picture's channels (and the reference's, with
+// T-domain values from `diff`: q.diff, or q.coded for the encoder's input,
+// as vq says), VW at a time where VW > 0 (vectors of 16 or 8 lanes), then
+// one by one.
+template <int VW, int NC, bool YCOCG>
+CODEC2_ALWAYS_INLINE void working_values_run(const Quantizer &q, const VectorQuantizer &vq,
+                                             const int16_t *diff, const uint8_t *const *pic,
+                                             const uint8_t *const *ref, size_t at, size_t n,
+                                             int16_t *const *s, int16_t *const *t) {
+  size_t a = at;
+  const size_t end = at + n;
+#if CODEC2_VECTORS
+  if constexpr (VW >= 16) {
+    const QuantLanes<16> ql(vq);
+    for (; a + 16 <= end; a += 16) working_values_vec<16, NC, YCOCG>(ql, pic, ref, a, s, t);
+  }
+  if constexpr (VW >= 8) {
+    const QuantLanes<8> ql(vq);
+    for (; a + 8 <= end; a += 8) working_values_vec<8, NC, YCOCG>(ql, pic, ref, a, s, t);
+  }
+#else
+  (void)vq;
+#endif
+  int ch[NC], comp[NC];
+  for (; a < end; ++a) {
+    for (int c = 0; c < NC; ++c) ch[c] = q.index[pic[c][a]];
+    to_components(YCOCG, NC, ch, comp);
+    for (int c = 0; c < NC; ++c) s[c][a] = int16_t(comp[c]);
+    if (!ref) continue;
+    for (int c = 0; c < NC; ++c) ch[c] = diff[int(pic[c][a]) - int(ref[c][a]) + 255];
+    to_components(YCOCG, NC, ch, comp);
+    for (int c = 0; c < NC; ++c) t[c][a] = int16_t(comp[c]);
+  }
+}
+
+// What working_values() computes in a layer.
+struct WorkingValuesJob {
+  const Quantizer *q;
+  VectorQuantizer vq;
+  const int16_t *diff;
+  const uint8_t *p[kMaxComps];
+  const uint8_t *const *ref;  // p's reference (null: no T-domain)
+  int16_t *s[kMaxComps], *t[kMaxComps];
+  int channels;
+  bool ycocg;
+};
+template <int VW>
+CODEC2_ALWAYS_INLINE void working_values_span(const WorkingValuesJob &j, size_t at, size_t n) {
+  if (j.ycocg && j.channels == 3)
+    working_values_run<VW, 3, true>(*j.q, j.vq, j.diff, j.p, j.ref, at, n, j.s, j.t);
+  else if (j.ycocg)
+    working_values_run<VW, 4, true>(*j.q, j.vq, j.diff, j.p, j.ref, at, n, j.s, j.t);
+  else if (j.channels == 1)
+    working_values_run<VW, 1, false>(*j.q, j.vq, j.diff, j.p, j.ref, at, n, j.s, j.t);
+  else
+    working_values_run<VW, 2, false>(*j.q, j.vq, j.diff, j.p, j.ref, at, n, j.s, j.t);
+}
+// Compiled for the baseline and for AVX2 (picked at run time, use_avx2()).
+void working_values_span_base(const WorkingValuesJob &j, size_t at, size_t n) {
+  working_values_span<kBaseLanes>(j, at, n);
+}
+#if CODEC2_AVX2
+bool use_avx2();
+CODEC2_TARGET_AVX2 void working_values_span_avx2(const WorkingValuesJob &j, size_t at, size_t n) {
+  working_values_span<16>(j, at, n);
+}
+#endif
+
+// Fills the working values of layer `l` from a picture (and the reference
+// for the T-domain) in the blocks flagged in `blocks` (null: all); other
+// samples keep their values (nothing reads them). `input`: the encoder's
+// input, whose T-domain values have the dead zone (Quantizer::coded) of
+// the encoder's threshold.
+void working_values(const LayerSet &ls, int l, const Quantizer &q, bool input, int threshold,
+                    const Picture &pic, const Picture *ref, const uint8_t *blocks, int threads,
+                    Planes &out) {
+  const Layer &ly = ls.layer[l];
+  WorkingValuesJob j{};
+  j.q = &q;
+  j.vq.div = StepDivision(q.k);
+  j.vq.k = q.k;
+  j.vq.dead = input ? threshold : 0;
+  j.diff = input ? q.coded : q.diff;
+  const uint8_t *r[kMaxComps] = {};
+  for (int c = 0; c < ly.channels; ++c) {
+    j.p[c] = pic.ch[l][c].data();
+    if (ref) r[c] = ref->ch[l][c].data();
+    j.s[c] = out.s[c].data();
+    j.t[c] = out.t[c].data();
+  }
+  j.ref = ref ? r : nullptr;
+  j.channels = ly.channels;
+  j.ycocg = ly.ycocg;
+  for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
+    const size_t at = size_t(y) * ly.width + x0, n = size_t(x1 - x0);
+#if CODEC2_AVX2
+    if (use_avx2()) return working_values_span_avx2(j, at, n);
+#endif
+    working_values_span_base(j, at, n);
+  });
+}
+
+// ref_class() as the number of its thresholds g reaches: q = g / (2k + 1)
+// is at least m exactly where g >= m (2k + 1).
+constexpr int kRefClassSteps[kRefClasses - 1] = {2, 6, 16};
+constexpr bool ref_class_thresholds_are_exact() {
+  for (int k = 0; k <= 255; ++k) {
+    const int s = 2 * k + 1;
+    for (int m : kRefClassSteps)
+      for (int g : {m * s - 1, m * s}) {
+        const int q = g / s;
+        const int rule = q < 2 ? 0 : q < 6 ? 1 : q < 16 ? 2 : 3;  // ref_class() (not constexpr)
+        int n = 0;
+        for (int e : kRefClassSteps) n += g >= e * s;
+        if (rule != n) return false;
+      }
+  }
+  return true;
+}
+static_assert(ref_class_thresholds_are_exact(), "the reference class thresholds differ");
+
+#if CODEC2_VECTORS
+// reference_class_span() of samples [x, x + N) of row `row` (none at the
+// row's ends), `up` and `down` the rows around it.
+template <int N>
+CODEC2_ALWAYS_INLINE void reference_class_vec(const uint8_t *row, const uint8_t *up,
+                                              const uint8_t *down, int x, int16_t step,
+                                              uint8_t *out) {
+  using I = typename Lanes<N>::I;
+  using B = typename Lanes<N>::B;
+  I v[5];
+  const uint8_t *at[5] = {row + x, row + x - 1, row + x + 1, up + x, down + x};
+  for (int i = 0; i < 5; ++i) {
+    B b;
+    std::memcpy(&b, at[i], sizeof b);
+    v[i] = __builtin_convertvector(b, I);
+  }
+  I g = I{};
+  for (int i = 1; i < 5; ++i) {
+    const I d = v[i] - v[0];
+    g += d < 0 ? -d : d;
+  }
+  I cls = I{};
+  for (int m : kRefClassSteps) cls -= g >= int16_t(m * step);  // masks are -1
+  const B b = __builtin_convertvector(cls, B);
+  std::memcpy(out + x, &b, sizeof b);
+}
+#endif
+
+// reference_class_span() of samples [x0, x1) of row y, VW at a time where
+// VW > 0 and the row's ends allow.
+template <int VW>
+CODEC2_ALWAYS_INLINE void reference_class_run(const Layer &ly, const Picture &ref, int l, int k,
+                                              int y, int x0, int x1, uint8_t *out) {
+  int x = std::max(x0, 1);
+  const int end = std::min(x1, ly.width - 1);
+  if (VW == 0 || x >= end) return reference_class_span(ly, ref, l, k, y, x0, x1, out);
+  reference_class_span(ly, ref, l, k, y, x0, x, out);
+#if CODEC2_VECTORS
+  const Plane &p = ref.ch[l][ly.ycocg ? 1 : 0];
+  const int w = ly.width, h = ly.height;
+  const uint8_t *row = p.data() + size_t(y) * w;
+  const uint8_t *up = p.data() + size_t(y > 0 ? y - 1 : 0) * w;
+  const uint8_t *down = p.data() + size_t(y + 1 < h ? y + 1 : y) * w;
+  uint8_t *o = out + size_t(y) * w;
+  const int16_t step = int16_t(2 * k + 1);
+  if constexpr (VW >= 16)
+    for (; x + 16 <= end; x += 16) reference_class_vec<16>(row, up, down, x, step, o);
+  if constexpr (VW >= 8)
+    for (; x + 8 <= end; x += 8) reference_class_vec<8>(row, up, down, x, step, o);
+#endif
+  reference_class_span(ly, ref, l, k, y, x, x1, out);
+}
+void reference_class_run_base(const Layer &ly, const Picture &ref, int l, int k, int y, int x0,
+                              int x1, uint8_t *out) {
+  reference_class_run<kBaseLanes>(ly, ref, l, k, y, x0, x1, out);
+}
+#if CODEC2_AVX2
+CODEC2_TARGET_AVX2 void reference_class_run_avx2(const Layer &ly, const Picture &ref, int l, int k,
+                                                 int y, int x0, int x1, uint8_t *out) {
+  reference_class_run<16>(ly, ref, l, k, y, x0, x1, out);
+}
+#endif
+
+// The same for the samples of layer `l` in the blocks flagged in `blocks`
+// (null: all); the others keep their values (nothing reads them). With
+// kBlock bytes of slack after the plane: the encoder's vector paths load a
+// whole block row of classes past a partial block.
+void reference_classes(const LayerSet &ls, int l, const Picture &ref, int k, const uint8_t *blocks,
+                       int threads, std::vector<uint8_t> &out) {
+  const Layer &ly = ls.layer[l];
+  out.resize(size_t(ly.width) * ly.height + kBlock);
+  for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
+#if CODEC2_AVX2
+    if (use_avx2()) return reference_class_run_avx2(ly, ref, l, k, y, x0, x1, out.data());
+#endif
+    reference_class_run_base(ly, ref, l, k, y, x0, x1, out.data());
+  });
+}
+
+// The reconstruction of row y of a layer (the decoder's picture) from the
+// input, the reference and the blocks' modes (`modes`: the row's blocks),
+// VW bytes at a time where VW > 0.
+template <int VW>
+CODEC2_ALWAYS_INLINE void reconstruct_row_inline(const Quantizer &q, const VectorQuantizer &vq,
+                                                 const Layer &ly, int blocks_x,
+                                                 const uint8_t *modes, const uint8_t *cur,
+                                                 const uint8_t *ref, uint8_t *rec) {
+#if CODEC2_VECTORS
+  const QuantLanes<VW >= 16 ? 16 : 8> wide(vq);
+  const QuantLanes<8> narrow(vq);
+#endif
+  for (int bx = 0; bx < blocks_x; ++bx) {
+    const BlockSpan span = block_span(ly, bx);
+    const int mode = modes[bx];
+    if (span.x1 <= span.x0) continue;
+    if (mode == kSkip) {
+      std::memcpy(rec + span.x0, ref + span.x0, size_t(span.x1 - span.x0));
+      continue;
+    }
+    int x = span.x0;
+#if CODEC2_VECTORS
+    if constexpr (VW >= 16)
+      for (; x + 16 <= span.x1; x += 16) reconstruct_vec<16>(wide, mode, cur, ref, rec, x);
+    if constexpr (VW >= 8)
+      for (; x + 8 <= span.x1; x += 8) reconstruct_vec<8>(narrow, mode, cur, ref, rec, x);
+#else
+    (void)vq;
+#endif
+    for (; x < span.x1; ++x) {
+      const int v = cur[x];
+      if (mode == kSpatial) {
+        rec[x] = q.dequant[q.index[v]];
+      } else {
+        const int r = ref[x];
+        rec[x] = uint8_t(dequant_diff(r, q.coded[v - r + 255], q.k));
+      }
+    }
+  }
+}
+void reconstruct_row_base(const Quantizer &q, const VectorQuantizer &vq, const Layer &ly,
+                          int blocks_x, const uint8_t *modes, const uint8_t *cur,
+                          const uint8_t *ref, uint8_t *rec) {
+  reconstruct_row_inline<kBaseLanes>(q, vq, ly, blocks_x, modes, cur, ref, rec);
+}
+#if CODEC2_AVX2
+CODEC2_TARGET_AVX2 void reconstruct_row_avx2(const Quantizer &q, const VectorQuantizer &vq,
+                                             const Layer &ly, int blocks_x, const uint8_t *modes,
+                                             const uint8_t *cur, const uint8_t *ref, uint8_t *rec) {
+  reconstruct_row_inline<16>(q, vq, ly, blocks_x, modes, cur, ref, rec);
+}
+#endif
 
 // ---------------------------------------------------------------------------
 // The encoder
@@ -1074,10 +1718,26 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   void find_coded_blocks(bool keyframe, int threads);
   uint64_t count_changed(int threads) const;
   void decide_modes(int threads);
-  void proxy_symbols(const Tile &t, std::vector<uint64_t> &cost);
-  template <class Want, class F>
-  void for_each_proxy(const Tile &t, Want want, F f) const;
+  // The per-tile work of the mode decision and of the symbols, compiled
+  // for the baseline and for AVX2 (picked at run time, use_avx2()).
+  void proxy_symbols(const Tile &t, uint64_t *cost);
   void tile_symbols(size_t ti);
+#if CODEC2_AVX2
+  CODEC2_TARGET_AVX2 void proxy_symbols_avx2(const Tile &t, uint64_t *cost);
+  CODEC2_TARGET_AVX2 void tile_symbols_avx2(size_t ti);
+#endif
+  template <int VW>
+  CODEC2_ALWAYS_INLINE void proxy_symbols_inline(const Tile &t, uint64_t *cost);
+  template <int VW, int NC>
+  CODEC2_ALWAYS_INLINE void proxy_layer(const Tile &t, int l, uint64_t *cost);
+  template <int VW>
+  CODEC2_ALWAYS_INLINE void tile_symbols_inline(size_t ti);
+  template <int VW, int NC>
+  CODEC2_ALWAYS_INLINE void symbols_layer(const Tile &t, int l, Symbol *syms, uint32_t *hist,
+                                          uint64_t *maps);
+  ClassPlanes class_planes(int l, int cls, const Planes &nb) const;
+  template <class F>
+  void for_each_proxy_row(const Tile &t, F f) const;
   void build_model(const uint32_t *hist, bool keyframe, BitWriter &bw, Model &model);
   bool encode_tile(size_t ti, int k);
   void store_raw(size_t ti, uint8_t *out);
@@ -1096,65 +1756,179 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   // Per block: not skipped; and needed (coded, or holding neighbours of a
   // coded block's samples: left, right, above-left, above or above-right of it).
   std::vector<uint8_t> coded_, needed_;
-  // The mode decision's symbols per layer, class, sample and component.
-  std::vector<uint16_t> ids_[kMaxLayers][kClasses];
+  // The mode decision's symbols (distribution * kTokens + token) per layer,
+  // class and component, a plane of samples each.
+  std::vector<uint16_t> ids_[kMaxLayers][kClasses][kMaxComps];
   Model prev_;
   std::vector<std::vector<Symbol>> symbols_;  // per tile: block modes, then layer by layer
+  std::vector<size_t> symbol_count_;          // per tile: symbols_ in use (0: skipped tile)
   std::vector<std::vector<uint32_t>> tile_hist_;
   const TileSymbols *tile_in_ = nullptr;  // write_body()'s input: per tile its symbols
-  Model pending_;                         // make_tables()'s tables (prev_ after assemble())
-  std::vector<uint8_t> model_bytes_;      // and the model section
+  // tile_in_ is symbols_, which has a symbol of slack after each tile's
+  // (for the 8-byte loads of rans_layer_avx2()), and row_maps_ holds the
+  // checksum maps of the tiles' rows (vector builds) in layer order.
+  bool own_symbols_ = false;
+  std::vector<std::vector<uint64_t>> row_maps_;
+  Model pending_;                     // make_tables()'s tables (prev_ after assemble())
+  std::vector<uint8_t> model_bytes_;  // and the model section
   std::vector<std::vector<uint8_t>> streams_;
   std::vector<int> tile_type_;   // 0 skipped, 1 coded, 2 raw
   std::vector<int> tile_lanes_;  // lanes of a coded tile
   std::vector<std::vector<uint8_t>> rans_buffers_{size_t(kMaxThreads)};
   std::vector<RansEncoder::Symbol> rans_symbols_;  // per distribution and token: the model's
+#if CODEC2_AVX2
+  RansVectorTable rans_vectors_;  // the same for the AVX2 steps
+#endif
   bool keyframe_ = true;
 };
 
-// The proxy symbols of every coded block of a tile in each of the three
-// coded modes' classes, each sample predicted as if its neighbours had the
-// same mode (from the input's working values), kept in ids_ as
-// distribution * kTokens + token; and the first estimate of each mode's
-// cost, by a fixed cost per residual.
-void CpuEncoder::proxy_symbols(const Tile &t, std::vector<uint64_t> &cost) {
-  const int modes_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
-  for (int l = 0; l < ls_.count; ++l)
-    for (int cls = 0; cls < kClasses; ++cls) {
-      const std::vector<int16_t> *planes = cls == kClassSpatial ? in_[l].s : in_[l].t;
-      const int mode = modes_of_class[cls];
-      const int *base = dl_.base[l][cls];
-      const int nc = ls_.layer[l].channels, width = ls_.layer[l].width;
-      uint16_t *ids = ids_[l][cls].data();
-      scan(
-          ls_, t, l, cls, planes, planes, rclass_[l], [&](int block) { return coded_[block] != 0; },
-          [&](int block, int x, int y, int c, int ctx, int token, int nbits, uint32_t) {
-            ids[(size_t(y) * width + x) * nc + c] = uint16_t((base[c] + ctx) * kTokens + token);
-            cost[size_t(block) * kModes + mode] +=
-                kFirstCost.of_token[token] + 256u * uint32_t(nbits);
-          });
-    }
+// Whether the encoder's and the decoder's AVX2 variants run: on a CPU with
+// AVX2, BMI1, BMI2 and POPCNT, unless CODEC2_NO_AVX2 is set (the tests run the
+// baseline that way).
+#if CODEC2_AVX2
+bool use_avx2() {
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") &&
+                           __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt") &&
+                           !std::getenv("CODEC2_NO_AVX2");
+  return avx2;
+}
+#endif
+
+// The first estimate of each token's cost with its raw bits (1/256 bit),
+// for the sums of the mode decision's first round.
+struct FirstCostsWithBits {
+  uint32_t of_token[kTokens];
+  FirstCostsWithBits() {
+    for (int t = 0; t < kTokens; ++t)
+      of_token[t] = kFirstCost.of_token[t] + 256u * uint32_t(token_extra_bits(t));
+  }
+};
+const FirstCostsWithBits kFirstCostWithBits;
+
+// The planes class `cls` of layer `l` codes from: neighbours from `nb`
+// (the input's working values for the mode decision, the reconstruction's
+// for the symbols), values from the input's.
+ClassPlanes CpuEncoder::class_planes(int l, int cls, const Planes &nb) const {
+  ClassPlanes cp{};
+  const bool s = cls == kClassSpatial;
+  for (int c = 0; c < ls_.layer[l].channels; ++c) {
+    cp.nb[c] = s ? nb.s[c].data() : nb.t[c].data();
+    cp.val[c] = s ? in_[l].s[c].data() : in_[l].t[c].data();
+  }
+  cp.rclass = rclass_[l].empty() ? nullptr : rclass_[l].data();
+  cp.base = dl_.base[l][cls];
+  return cp;
 }
 
-// Calls f(block, mode, id) for every proxy symbol of the coded blocks of a
-// tile for which want(block, cls) holds.
-template <class Want, class F>
-void CpuEncoder::for_each_proxy(const Tile &t, Want want, F f) const {
-  const int modes_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
+// The tile loops read many planes at once, row by row and a tile wide,
+// which the hardware prefetchers follow poorly (the planes were written a
+// whole frame earlier and have left the cache): the loops ask for the rows
+// kPrefetchRows ahead themselves.
+constexpr int kPrefetchRows = 2;
+inline void prefetch_run(const void *p, size_t bytes) {
+#if defined(__GNUC__) || defined(__clang__)
+  for (size_t o = 0; o < bytes + 63; o += 64) __builtin_prefetch(static_cast<const char *>(p) + o);
+#else
+  (void)p, (void)bytes;
+#endif
+}
+
+// The proxy symbols of every coded block of a tile in each of the three
+// coded modes' classes, each sample predicted as if its neighbours had the
+// same mode (from the input's working values), kept in ids_; and the first
+// estimate of each mode's cost, by a fixed cost per residual.
+void CpuEncoder::proxy_symbols(const Tile &t, uint64_t *cost) {
+#if CODEC2_AVX2
+  if (use_avx2()) return proxy_symbols_avx2(t, cost);
+#endif
+  proxy_symbols_inline<kBaseLanes>(t, cost);
+}
+#if CODEC2_AVX2
+CODEC2_TARGET_AVX2 void CpuEncoder::proxy_symbols_avx2(const Tile &t, uint64_t *cost) {
+  proxy_symbols_inline<16>(t, cost);
+}
+#endif
+template <int VW>
+CODEC2_ALWAYS_INLINE void CpuEncoder::proxy_symbols_inline(const Tile &t, uint64_t *cost) {
+  for (int l = 0; l < ls_.count; ++l) {
+    switch (ls_.layer[l].channels) {
+      case 1:
+        proxy_layer<VW, 1>(t, l, cost);
+        break;
+      case 2:
+        proxy_layer<VW, 2>(t, l, cost);
+        break;
+      case 3:
+        proxy_layer<VW, 3>(t, l, cost);
+        break;
+      default:
+        proxy_layer<VW, 4>(t, l, cost);
+    }
+  }
+}
+template <int VW, int NC>
+CODEC2_ALWAYS_INLINE void CpuEncoder::proxy_layer(const Tile &t, int l, uint64_t *cost) {
+  const Layer &ly = ls_.layer[l];
+  const ClassPlanes cp[kClasses] = {class_planes(l, kClassSpatial, in_[l]),
+                                    class_planes(l, kClassTemporal, in_[l]),
+                                    class_planes(l, kClassTempSpat, in_[l])};
+  const int mode_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
+  RowSymbols rs;
+  for (int j = 0; j < t.h[l]; ++j) {
+    const int y = t.y0[l] + j;
+    const size_t brow = size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
+    if (j + kPrefetchRows < t.h[l]) {
+      const size_t ahead = size_t(y + kPrefetchRows) * ly.width + size_t(t.x0[l]);
+      const size_t n = size_t(t.w[l]);
+      for (int c = 0; c < NC; ++c) {
+        prefetch_run(in_[l].s[c].data() + ahead, n * sizeof(int16_t));
+        prefetch_run(in_[l].t[c].data() + ahead, n * sizeof(int16_t));
+      }
+      prefetch_run(rclass_[l].data() + ahead, n);
+    }
+    for (int bx = t.bx0; bx < t.bx1; ++bx) {
+      const size_t block = brow + size_t(bx);
+      if (!coded_[block]) continue;
+      const BlockSpan span = block_span(ly, bx);
+      const int n = span.x1 - span.x0;
+      if (n <= 0) continue;
+      const BlockRow br = block_row(ly, t, y, j, bx, span);
+      for (int cls = 0; cls < kClasses; ++cls) {
+        row_symbols<VW, NC, false>(cls, br, cp[cls], rs);
+        uint32_t sum = 0;
+        for (int c = 0; c < NC; ++c) {
+          std::memcpy(ids_[l][cls][c].data() + br.at, rs.id[c], sizeof(uint16_t) * size_t(n));
+          for (int i = 0; i < n; ++i) sum += kFirstCostWithBits.of_token[rs.id[c][i] % kTokens];
+        }
+        cost[block * kModes + size_t(mode_of_class[cls])] += sum;
+      }
+    }
+  }
+}
+
+// Calls f(block, cls, ids, n) for every block row of the coded blocks of a
+// tile, every class and component: ids, the n proxy symbols of its samples.
+template <class F>
+void CpuEncoder::for_each_proxy_row(const Tile &t, F f) const {
   for (int l = 0; l < ls_.count; ++l) {
     const Layer &ly = ls_.layer[l];
-    const int nc = ly.channels;
     for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y) {
       const size_t brow = size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
+      if (y + kPrefetchRows < t.y0[l] + t.h[l]) {
+        const size_t ahead = size_t(y + kPrefetchRows) * ly.width + size_t(t.x0[l]);
+        for (int cls = 0; cls < kClasses; ++cls)
+          for (int c = 0; c < ly.channels; ++c)
+            prefetch_run(ids_[l][cls][c].data() + ahead, size_t(t.w[l]) * sizeof(uint16_t));
+      }
       for (int bx = t.bx0; bx < t.bx1; ++bx) {
-        const int block = int(brow) + bx;
+        const size_t block = brow + size_t(bx);
         if (!coded_[block]) continue;
         const BlockSpan span = block_span(ly, bx);
-        for (int cls = 0; cls < kClasses; ++cls) {
-          if (!want(block, cls)) continue;
-          const uint16_t *ids = ids_[l][cls].data() + (size_t(y) * ly.width + span.x0) * nc;
-          for (int n = 0; n < (span.x1 - span.x0) * nc; ++n) f(block, modes_of_class[cls], ids[n]);
-        }
+        const int n = span.x1 - span.x0;
+        if (n <= 0) continue;
+        const size_t at = size_t(y) * ly.width + size_t(span.x0);
+        for (int cls = 0; cls < kClasses; ++cls)
+          for (int c = 0; c < ly.channels; ++c) f(block, cls, ids_[l][cls][c].data() + at, n);
       }
     }
   }
@@ -1231,21 +2005,24 @@ void CpuEncoder::decide_modes(int threads) {
   const long long n_tiles = (long long)tiles_.size();
   for (int l = 0; l < ls_.count; ++l)
     for (int cls = 0; cls < kClasses; ++cls)
-      ids_[l][cls].resize(size_t(ls_.layer[l].width) * ls_.layer[l].height * ls_.layer[l].channels);
+      for (int c = 0; c < ls_.layer[l].channels; ++c)
+        ids_[l][cls][c].resize(size_t(ls_.layer[l].width) * ls_.layer[l].height);
+  const int mode_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
   std::vector<uint32_t> id_cost;  // per distribution and token: 1/256 bit
   for (int round = 0; round < 2; ++round) {
     std::fill(cost.begin(), cost.end(), 0);
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
     for (long long ti = 0; ti < n_tiles; ++ti) {
       if (round == 0) {
-        proxy_symbols(tiles_[ti], cost);
+        proxy_symbols(tiles_[ti], cost.data());
         continue;
       }
-      for_each_proxy(
-          tiles_[ti], [](int, int) { return true; },
-          [&](int block, int mode, uint16_t id) {
-            cost[size_t(block) * kModes + mode] += id_cost[id];
-          });
+      const uint32_t *ic = id_cost.data();
+      for_each_proxy_row(tiles_[ti], [&](size_t block, int cls, const uint16_t *ids, int n) {
+        uint32_t sum = 0;
+        for (int i = 0; i < n; ++i) sum += ic[ids[i]];
+        cost[block * kModes + size_t(mode_of_class[cls])] += sum;
+      });
     }
     for (size_t b = 0; b < n_blocks; ++b) {
       if (!coded_[b]) {
@@ -1269,9 +2046,10 @@ void CpuEncoder::decide_modes(int threads) {
       std::vector<uint32_t> mine(n_ids, 0);
 #pragma omp for schedule(dynamic)
       for (long long ti = 0; ti < n_tiles; ++ti)
-        for_each_proxy(
-            tiles_[ti], [&](int block, int cls) { return class_of_mode[modes_[block]] == cls; },
-            [&](int, int, uint16_t id) { mine[id]++; });
+        for_each_proxy_row(tiles_[ti], [&](size_t block, int cls, const uint16_t *ids, int n) {
+          if (class_of_mode[modes_[block]] != cls) return;
+          for (int i = 0; i < n; ++i) mine[ids[i]]++;
+        });
 #pragma omp critical
       for (size_t i = 0; i < n_ids; ++i) hist[i] += mine[i];
     }
@@ -1292,48 +2070,132 @@ void CpuEncoder::decide_modes(int threads) {
 // raster order; skipped samples hold no symbol) and their histogram. A tile
 // whose blocks are all skipped has none and is marked skipped.
 void CpuEncoder::tile_symbols(size_t ti) {
+#if CODEC2_AVX2
+  if (use_avx2()) return tile_symbols_avx2(ti);
+#endif
+  tile_symbols_inline<kBaseLanes>(ti);
+}
+#if CODEC2_AVX2
+CODEC2_TARGET_AVX2 void CpuEncoder::tile_symbols_avx2(size_t ti) {
+  tile_symbols_inline<16>(ti);
+}
+#endif
+template <int VW>
+CODEC2_ALWAYS_INLINE void CpuEncoder::tile_symbols_inline(size_t ti) {
   const Tile &t = tiles_[ti];
   std::vector<Symbol> &syms = symbols_[ti];
   std::vector<uint32_t> &h = tile_hist_[ti];
   h.assign(size_t(dl_.count) * kTokens, 0);
-  syms.clear();
+  const size_t n_modes = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
+  size_t total = n_modes;
+  for (int l = 0; l < ls_.count; ++l) total += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
+  if (syms.size() < total + 1) syms.resize(total + 1);  // slack for rans_layer_avx2()
+  symbol_count_[ti] = total;
   if (!keyframe_) {
     bool all_skip = true;
+    size_t b = 0;
     for (int by = t.by0; by < t.by1; ++by)
       for (int bx = t.bx0; bx < t.bx1; ++bx) {
         const int m = modes_[size_t(by) * ls_.blocks_x + bx];
         all_skip &= m == kSkip;
-        syms.push_back({uint16_t(dl_.mode), uint8_t(m), 0, 0});
+        syms[b++] = {uint16_t(dl_.mode), uint8_t(m), 0, 0};
         h[size_t(dl_.mode) * kTokens + m]++;
       }
     if (all_skip) {
-      syms.clear();
       std::fill(h.begin(), h.end(), 0);
+      symbol_count_[ti] = 0;
       tile_type_[ti] = 0;
       streams_[ti].clear();
       return;
     }
   }
-  const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
+  // The rows' checksum maps come with the vector paths (the scalar one
+  // leaves them to encode_tile()).
+  std::vector<uint64_t> &maps = row_maps_[ti];
+  if (VW > 0) maps.resize(size_t(t.h[0]) + (ls_.count > 1 ? size_t(t.h[1]) : 0));
+  size_t first = n_modes, first_row = 0;
   for (int l = 0; l < ls_.count; ++l) {
-    const Layer &ly = ls_.layer[l];
-    const size_t first = syms.size();
-    syms.resize(first + size_t(t.w[l]) * t.h[l] * ly.channels, Symbol{kNoSymbol, 0, 0, 0});
-    for (int cls = 0; cls < kClasses; ++cls) {
-      const std::vector<int16_t> *nb = cls == kClassSpatial ? work_[l].s : work_[l].t;
-      const std::vector<int16_t> *val = cls == kClassSpatial ? in_[l].s : in_[l].t;
-      const int *base = dl_.base[l][cls];
-      scan(
-          ls_, t, l, cls, nb, val, rclass_[l],
-          [&](int block) { return class_of_mode[modes_[block]] == cls; },
-          [&](int, int x, int y, int c, int ctx, int token, int nbits, uint32_t bits) {
-            const size_t at =
-                first + (size_t(y - t.y0[l]) * t.w[l] + (x - t.x0[l])) * ly.channels + c;
-            const uint16_t d = uint16_t(base[c] + ctx);
-            syms[at] = {d, uint8_t(token), uint8_t(nbits), uint16_t(bits)};
-            h[size_t(d) * kTokens + token]++;
-          });
+    Symbol *layer_syms = syms.data() + first;
+    uint64_t *layer_maps = VW > 0 ? maps.data() + first_row : nullptr;
+    switch (ls_.layer[l].channels) {
+      case 1:
+        symbols_layer<VW, 1>(t, l, layer_syms, h.data(), layer_maps);
+        break;
+      case 2:
+        symbols_layer<VW, 2>(t, l, layer_syms, h.data(), layer_maps);
+        break;
+      case 3:
+        symbols_layer<VW, 3>(t, l, layer_syms, h.data(), layer_maps);
+        break;
+      default:
+        symbols_layer<VW, 4>(t, l, layer_syms, h.data(), layer_maps);
     }
+    first += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
+    first_row += size_t(t.h[l]);
+  }
+}
+// The symbols of layer `l` of a tile, its w x h samples in raster order
+// from `syms`, NC components each, with neighbours from the
+// reconstruction's working values and values from the input's.
+template <int VW, int NC>
+CODEC2_ALWAYS_INLINE void CpuEncoder::symbols_layer(const Tile &t, int l, Symbol *syms,
+                                                    uint32_t *hist, uint64_t *maps) {
+  const Layer &ly = ls_.layer[l];
+  const ClassPlanes cp[kClasses] = {class_planes(l, kClassSpatial, work_[l]),
+                                    class_planes(l, kClassTemporal, work_[l]),
+                                    class_planes(l, kClassTempSpat, work_[l])};
+  const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
+  RowSymbols rs;
+  for (int j = 0; j < t.h[l]; ++j) {
+    const int y = t.y0[l] + j;
+    const size_t brow = size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
+    uint32_t row_m = 1, row_v = 0;  // the row's checksum map (maps)
+    if (j + kPrefetchRows < t.h[l]) {
+      const size_t ahead = size_t(y + kPrefetchRows) * ly.width + size_t(t.x0[l]);
+      const size_t n = size_t(t.w[l]);
+      for (int c = 0; c < NC; ++c) {
+        prefetch_run(work_[l].s[c].data() + ahead, n * sizeof(int16_t));
+        prefetch_run(in_[l].s[c].data() + ahead, n * sizeof(int16_t));
+        if (!keyframe_) {
+          prefetch_run(work_[l].t[c].data() + ahead, n * sizeof(int16_t));
+          prefetch_run(in_[l].t[c].data() + ahead, n * sizeof(int16_t));
+        }
+      }
+      if (!keyframe_) prefetch_run(rclass_[l].data() + ahead, n);
+    }
+    for (int bx = t.bx0; bx < t.bx1; ++bx) {
+      const BlockSpan span = block_span(ly, bx);
+      const int n = span.x1 - span.x0;
+      if (n <= 0) continue;
+      Symbol *out = syms + (size_t(j) * t.w[l] + size_t(span.x0 - t.x0[l])) * NC;
+      const int mode = modes_[brow + size_t(bx)];
+      if (mode == kSkip) {
+        std::fill(out, out + size_t(n) * NC, Symbol{kNoSymbol, 0, 0, 0});
+        continue;
+      }
+      const BlockRow br = block_row(ly, t, y, j, bx, span);
+      row_symbols<VW, NC, true>(class_of_mode[mode], br, cp[class_of_mode[mode]], rs);
+      for (int i = 0; i < n; ++i)
+        for (int c = 0; c < NC; ++c) {
+          const uint16_t id = rs.id[c][i];
+          const int token = id % kTokens;
+          out[i * NC + c] = {uint16_t(id / kTokens), uint8_t(token), kTokenExtra[token],
+                             rs.bits[c][i]};
+          hist[id]++;
+        }
+#if CODEC2_VECTORS
+      if constexpr (VW > 0) {
+        alignas(64) uint32_t m[kBlock], v[kBlock];
+        checksum_maps_vec<VW, NC>(rs, 0, m, v);
+        if (VW < kBlock && n > VW) checksum_maps_vec<VW, NC>(rs, VW, m, v);
+        for (int i = 0; i < n; ++i) {
+          row_m *= m[i];
+          row_v = row_v * m[i] + v[i];
+        }
+      }
+#endif
+    }
+    if (maps) maps[j] = row_m | uint64_t(row_v) << 32;
   }
 }
 
@@ -1389,6 +2251,248 @@ void CpuEncoder::build_model(const uint32_t *hist, bool keyframe, BitWriter &bw,
   }
 }
 
+// The rANS steps of one layer of a tile (w x h samples of NC components
+// from `syms`) in reverse schedule order, the lanes' states in `state`,
+// the stream below p; returns the new p.
+template <int NC>
+uint8_t *rans_layer(const Symbol *syms, int w, int h, int lanes, const RansEncoder::Symbol *table,
+                    uint32_t *state, uint8_t *p) {
+  const int period = schedule_period(w, lanes);
+  const int steps = schedule_steps(w, h, lanes);
+  // Lane ln codes row j = round * lanes + ln, column i at step
+  // round * period + i + kStagger * ln (codec2_rules.h). Per lane at step
+  // st, stepped backwards from the last step: its column, its row (< 0:
+  // idle from there on; i >= w or j >= h: idle at this step) and where its
+  // sample's symbols are (while it is not idle).
+  int col[kMaxLanes], row[kMaxLanes];
+  ptrdiff_t at[kMaxLanes];
+  for (int ln = 0; ln < lanes; ++ln) {
+    const int tt = steps - 1 - kStagger * ln;
+    col[ln] = tt < 0 ? 0 : tt % period;
+    row[ln] = tt < 0 ? -1 : tt / period * lanes + ln;
+    at[ln] = (ptrdiff_t(row[ln]) * w + col[ln]) * NC;
+  }
+  static const Symbol kSkipped{kNoSymbol, 0, 0, 0};
+  for (int st = steps - 1; st >= 0; --st) {
+    // The lanes whose sample is coded at this step, in lane order (the
+    // components of a sample are all coded or all skipped).
+    const Symbol *sample[kMaxLanes];
+    uint32_t *x[kMaxLanes];
+    int n = 0;
+    for (int ln = 0; ln < lanes; ++ln) {
+      const bool busy = row[ln] >= 0 && row[ln] < h && col[ln] < w;
+      const Symbol *s = busy ? syms + at[ln] : &kSkipped;
+      sample[n] = s;
+      x[n] = &state[ln];
+      n += s->dist != kNoSymbol;
+      at[ln] -= NC;
+      if (--col[ln] < 0) {  // the lane's previous round
+        col[ln] = period - 1;
+        row[ln] -= lanes;
+        at[ln] = (ptrdiff_t(row[ln]) * w + period - 1) * NC;
+      }
+    }
+    // Per component: the raw bits of every lane (none: no change), then the tokens.
+    for (int c = NC - 1; c >= 0; --c) {
+      for (int a = n - 1; a >= 0; --a)
+        p = RansEncoder::put_bits(*x[a], sample[a][c].bits, sample[a][c].nbits, p);
+      for (int a = n - 1; a >= 0; --a) {
+        const Symbol &s = sample[a][c];
+        p = RansEncoder::put(*x[a], table[size_t(s.dist) * kTokens + s.token], p);
+      }
+    }
+  }
+  return p;
+}
+
+#if CODEC2_AVX2
+// Per 4 lanes, which send a byte (bits 0..3) and which a second one (bits
+// 4..7): the byte shuffle that packs their bytes (lane 0's lowest; a
+// lane's second byte, bits 8..15 of its state, before its first) at the
+// end of 16 bytes, and their number.
+struct EmitTable {
+  uint8_t shuffle[256][16];
+  uint8_t count[256];
+  constexpr EmitTable() : shuffle(), count() {
+    for (int key = 0; key < 256; ++key) {
+      uint8_t seq[8] = {};
+      int n = 0;
+      for (int i = 0; i < 4; ++i) {
+        if ((key >> i) & (key >> (4 + i)) & 1) seq[n++] = uint8_t(4 * i + 1);
+        if ((key >> i) & 1) seq[n++] = uint8_t(4 * i);
+      }
+      for (int b = 0; b < 16; ++b) shuffle[key][b] = 0x80;
+      for (int m = 0; m < n; ++m) shuffle[key][16 - n + m] = seq[m];
+      count[key] = uint8_t(n);
+    }
+  }
+};
+constexpr EmitTable kEmitTable;
+
+// RansEncoder::renorm()'s bytes for 8 lanes, lanes 7 to 0 in turn: lane i
+// sends its state's low byte where one[i] is set and the byte above it
+// too where two[i] is (masks of -1). 16 bytes are stored below p.
+CODEC2_TARGET_AVX2 CODEC2_ALWAYS_INLINE uint8_t *emit8(__m256i x, __m256i one, __m256i two,
+                                                       uint8_t *p) {
+  const int m1 = _mm256_movemask_ps(_mm256_castsi256_ps(one));
+  const int m2 = _mm256_movemask_ps(_mm256_castsi256_ps(two));
+  const int hi = (m1 >> 4) | (m2 & 0xF0), lo = (m1 & 15) | (m2 & 15) << 4;
+  const __m128i shuffle_hi =
+      _mm_loadu_si128(reinterpret_cast<const __m128i *>(kEmitTable.shuffle[hi]));
+  const __m128i shuffle_lo =
+      _mm_loadu_si128(reinterpret_cast<const __m128i *>(kEmitTable.shuffle[lo]));
+  _mm_storeu_si128(reinterpret_cast<__m128i *>(p - 16),
+                   _mm_shuffle_epi8(_mm256_extracti128_si256(x, 1), shuffle_hi));
+  p -= kEmitTable.count[hi];
+  _mm_storeu_si128(reinterpret_cast<__m128i *>(p - 16),
+                   _mm_shuffle_epi8(_mm256_castsi256_si128(x), shuffle_lo));
+  return p - kEmitTable.count[lo];
+}
+
+// 8 lanes of 64 bits (lanes 0..3 in lo, 4..7 in hi) -> their low and high
+// 32-bit halves, 8 lanes each.
+CODEC2_TARGET_AVX2 CODEC2_ALWAYS_INLINE void split64(__m256i lo, __m256i hi, __m256i &low,
+                                                     __m256i &high) {
+  const __m256 a = _mm256_castsi256_ps(lo), b = _mm256_castsi256_ps(hi);
+  low = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0x88)), 0xD8);
+  high = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8);
+}
+
+// The AVX2 variant of rans_layer(): the same steps and bytes, 8 lanes per
+// vector (G vectors). Every lane takes every step; a skipped sample or an
+// idle lane takes the table's no-op entry and no raw bits. A token's entry
+// comes from rans_vectors_ (RansVectorTable); the bytes of 8
+// renormalisations are packed by a byte shuffle (EmitTable) and stored at
+// once. The tile's symbols need 2 bytes of slack after them.
+template <int NC, int G>
+CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const Symbol *syms, int w, int h, int lanes,
+                                            const RansVectorTable &table, uint32_t *state,
+                                            uint8_t *p) {
+  const int period = schedule_period(w, lanes);
+  const int steps = schedule_steps(w, h, lanes);
+  // Per lane as in rans_layer(), its sample as a byte offset in syms; lanes
+  // past `lanes` idle throughout.
+  alignas(32) int col0[8 * G], row0[8 * G], at0[8 * G];
+  for (int ln = 0; ln < 8 * G; ++ln) {
+    const int tt = steps - 1 - kStagger * ln;
+    col0[ln] = tt < 0 ? 0 : tt % period;
+    row0[ln] = tt < 0 || ln >= lanes ? -1 : tt / period * lanes + ln;
+    at0[ln] = (row0[ln] * w + col0[ln]) * NC * int(sizeof(Symbol));
+  }
+  __m256i x[G], col[G], row[G], at[G];
+  for (int g = 0; g < G; ++g) {
+    x[g] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(state + 8 * g));
+    col[g] = _mm256_load_si256(reinterpret_cast<const __m256i *>(col0 + 8 * g));
+    row[g] = _mm256_load_si256(reinterpret_cast<const __m256i *>(row0 + 8 * g));
+    at[g] = _mm256_load_si256(reinterpret_cast<const __m256i *>(at0 + 8 * g));
+  }
+  const __m256i zero = _mm256_setzero_si256(), minus_one = _mm256_set1_epi32(-1);
+  const __m256i width = _mm256_set1_epi32(w), height = _mm256_set1_epi32(h);
+  const __m256i low16 = _mm256_set1_epi32(0xFFFF), low8 = _mm256_set1_epi32(0xFF);
+  const __m256i low32 = _mm256_set1_epi64x(0xFFFFFFFF);
+  const __m256i noop = _mm256_set1_epi32(int(table.entry.size() - 1));
+  // A skipped sample's symbol (dist kNoSymbol, token 0, no raw bits).
+  const __m256i skipped_pair = _mm256_set1_epi64x(kNoSymbol);
+  const char *const base = reinterpret_cast<const char *>(syms);
+  const long long *const entries = reinterpret_cast<const long long *>(table.entry.data());
+  for (int st = steps - 1; st >= 0; --st) {
+    __m256i busy[G];
+    for (int g = 0; g < G; ++g)
+      busy[g] = _mm256_and_si256(_mm256_and_si256(_mm256_cmpgt_epi32(row[g], minus_one),
+                                                  _mm256_cmpgt_epi32(height, row[g])),
+                                 _mm256_cmpgt_epi32(width, col[g]));
+    for (int c = NC - 1; c >= 0; --c) {
+      // Each lane's symbol as 8 bytes (4-lane gathers of 8 bytes cost less
+      // than 8-lane ones of 4): dist | token << 16 | nbits << 24 in head,
+      // bits in the low half of tail (the tile's symbols have slack after).
+      __m256i head[G], tail[G];
+      for (int g = 0; g < G; ++g) {
+        const long long *at_c = reinterpret_cast<const long long *>(base + c * int(sizeof(Symbol)));
+        const __m256i busy_lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(busy[g]));
+        const __m256i busy_hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(busy[g], 1));
+        const __m256i lo = _mm256_mask_i32gather_epi64(skipped_pair, at_c,
+                                                       _mm256_castsi256_si128(at[g]), busy_lo, 1);
+        const __m256i hi = _mm256_mask_i32gather_epi64(
+            skipped_pair, at_c, _mm256_extracti128_si256(at[g], 1), busy_hi, 1);
+        split64(lo, hi, head[g], tail[g]);
+      }
+      // Raw bits (none: no byte, no change): x must be below 2^(31 - n).
+      for (int g = G - 1; g >= 0; --g) {
+        const __m256i n = _mm256_srli_epi32(head[g], 24);
+        const __m256i bits = _mm256_and_si256(tail[g], low16);
+        const __m256i one = _mm256_cmpgt_epi32(
+            _mm256_srlv_epi32(x[g], _mm256_sub_epi32(_mm256_set1_epi32(31), n)), zero);
+        const __m256i two = _mm256_cmpgt_epi32(
+            _mm256_srlv_epi32(x[g], _mm256_sub_epi32(_mm256_set1_epi32(39), n)), zero);
+        p = emit8(x[g], one, two, p);
+        const __m256i sent =
+            _mm256_slli_epi32(_mm256_sub_epi32(zero, _mm256_add_epi32(one, two)), 3);
+        x[g] = _mm256_or_si256(_mm256_sllv_epi32(_mm256_srlv_epi32(x[g], sent), n), bits);
+      }
+      // Tokens: x must be below freq << 19.
+      for (int g = G - 1; g >= 0; --g) {
+        const __m256i dist = _mm256_and_si256(head[g], low16);
+        const __m256i token = _mm256_and_si256(_mm256_srli_epi32(head[g], 16), low8);
+        const __m256i idx = _mm256_blendv_epi8(_mm256_add_epi32(_mm256_slli_epi32(dist, 5), token),
+                                               noop, _mm256_cmpeq_epi32(dist, low16));
+        __m256i r, f;
+        split64(_mm256_i32gather_epi64(entries, _mm256_castsi256_si128(idx), 8),
+                _mm256_i32gather_epi64(entries, _mm256_extracti128_si256(idx, 1), 8), r, f);
+        const __m256i freq = _mm256_and_si256(f, _mm256_set1_epi32(0x1FFF));
+        const __m256i cum = _mm256_and_si256(_mm256_srli_epi32(f, 13), _mm256_set1_epi32(0xFFF));
+        const __m256i shift = _mm256_add_epi32(_mm256_srli_epi32(f, 25), _mm256_set1_epi32(31));
+        const __m256i below = _mm256_sub_epi32(freq, _mm256_set1_epi32(1));
+        const __m256i one = _mm256_cmpgt_epi32(_mm256_srli_epi32(x[g], 19), below);
+        const __m256i two = _mm256_cmpgt_epi32(_mm256_srli_epi32(x[g], 27), below);
+        p = emit8(x[g], one, two, p);
+        const __m256i sent =
+            _mm256_slli_epi32(_mm256_sub_epi32(zero, _mm256_add_epi32(one, two)), 3);
+        const __m256i y = _mm256_srlv_epi32(x[g], sent);
+        // RansEncoder::quotient() in the even lanes, then the odd ones.
+        const __m256i even =
+            _mm256_srlv_epi64(_mm256_mul_epu32(y, r), _mm256_and_si256(shift, low32));
+        const __m256i odd =
+            _mm256_srlv_epi64(_mm256_mul_epu32(_mm256_srli_epi64(y, 32), _mm256_srli_epi64(r, 32)),
+                              _mm256_srli_epi64(shift, 32));
+        const __m256i q = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+        x[g] = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(q, kProbBits),
+                                                 _mm256_sub_epi32(y, _mm256_mullo_epi32(q, freq))),
+                                cum);
+      }
+    }
+    // Each lane's previous sample, or the end of its previous round.
+    for (int g = 0; g < G; ++g) {
+      col[g] = _mm256_sub_epi32(col[g], _mm256_set1_epi32(1));
+      const __m256i wrap = _mm256_cmpgt_epi32(zero, col[g]);
+      col[g] = _mm256_add_epi32(col[g], _mm256_and_si256(wrap, _mm256_set1_epi32(period)));
+      row[g] = _mm256_sub_epi32(row[g], _mm256_and_si256(wrap, _mm256_set1_epi32(lanes)));
+      const __m256i round_end = _mm256_mullo_epi32(
+          _mm256_add_epi32(_mm256_mullo_epi32(row[g], width), _mm256_set1_epi32(period - 1)),
+          _mm256_set1_epi32(NC * int(sizeof(Symbol))));
+      at[g] = _mm256_blendv_epi8(
+          _mm256_sub_epi32(at[g], _mm256_set1_epi32(NC * int(sizeof(Symbol)))), round_end, wrap);
+    }
+  }
+  for (int g = 0; g < G; ++g) _mm256_storeu_si256(reinterpret_cast<__m256i *>(state + 8 * g), x[g]);
+  return p;
+}
+template <int NC>
+CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const Symbol *syms, int w, int h, int lanes,
+                                            const RansVectorTable &table, uint32_t *state,
+                                            uint8_t *p) {
+  switch ((lanes + 7) / 8) {
+    case 1:
+      return rans_layer_avx2<NC, 1>(syms, w, h, lanes, table, state, p);
+    case 2:
+      return rans_layer_avx2<NC, 2>(syms, w, h, lanes, table, state, p);
+    case 3:
+      return rans_layer_avx2<NC, 3>(syms, w, h, lanes, table, state, p);
+    default:
+      return rans_layer_avx2<NC, 4>(syms, w, h, lanes, table, state, p);
+  }
+}
+#endif
+
 // rANS of one tile's symbols with the frame's tables (rans_symbols_) in
 // reverse schedule order (the decoder reads them forwards). False when the
 // stream is no smaller than the tile's bytes: the tile is then marked raw.
@@ -1396,106 +2500,113 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
   const Tile &t = tiles_[ti];
   const Symbol *const syms = tile_in_[ti].symbols;
   const size_t n_syms = tile_in_[ti].count;
+  const size_t n_modes = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
+  // The coded sample components, from the tile's histogram.
   uint32_t coded_samples = 0;
-  for (size_t n = 0; n < n_syms; ++n)
-    coded_samples += syms[n].dist != kNoSymbol && syms[n].dist != dl_.mode;
+  for (int d = 0; d < dl_.count; ++d)
+    if (d != dl_.mode)
+      for (int tk = 0; tk < kTokens; ++tk)
+        coded_samples += tile_in_[ti].hist[size_t(d) * kTokens + tk];
   const int lanes = lanes_for_tile(coded_samples, t.h[0]);
   tile_lanes_[ti] = lanes;
+  // At most 2 bytes per token and per raw bits, 4 per lane at the end, and
+  // renorm()'s slack.
   const size_t bound = 4 * size_t(lanes) + 4 * n_syms + 16;
   std::vector<uint8_t> &buf = rans_buffers_[size_t(omp_thread())];
   if (buf.size() < bound) buf.resize(bound);
-  uint8_t *end = buf.data() + bound;
-  RansEncoder enc{buf.data(), end};
+  uint8_t *const end = buf.data() + bound;
   size_t layer_first[kMaxLayers] = {};
   {
-    size_t at = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
+    size_t at = n_modes;
     for (int l = 0; l < ls_.count; ++l) {
       layer_first[l] = at;
       at += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
     }
   }
   // Each lane's symbols in its decoding order: its block modes, then its
-  // rows layer by layer (tokens, each followed by its raw bits).
+  // rows layer by layer. Rows j0 .. j0 + lanes - 1 are lanes 0 .. lanes - 1:
+  // their maps from tile_symbols(), or their symbols.
   uint32_t checksum[kMaxLanes] = {};
-  if (!keyframe_)
-    for (size_t b = 0; b < layer_first[0]; ++b)
-      checksum[b % lanes] = lane_checksum(checksum[b % lanes], syms[b].token);
+  for (size_t b = 0; b < n_modes; ++b)
+    checksum[b % lanes] = checksum[b % lanes] * 33u + syms[b].token;
+  const uint64_t *maps = own_symbols_ && CODEC2_VECTORS ? row_maps_[ti].data() : nullptr;
   for (int l = 0; l < ls_.count; ++l) {
-    const int nc = ls_.layer[l].channels;
-    for (int j = 0; j < t.h[l]; ++j)
-      for (size_t at = layer_first[l] + size_t(j) * t.w[l] * nc, end = at + size_t(t.w[l]) * nc;
-           at < end; ++at) {
-        const Symbol &s = syms[at];
-        if (s.dist == kNoSymbol) continue;
-        uint32_t &h = checksum[j % lanes];
-        h = lane_checksum(h, s.token);
-        if (s.nbits) h = lane_checksum(h, s.bits);
+    const size_t row = size_t(t.w[l]) * ls_.layer[l].channels;
+    for (int j0 = 0; j0 < t.h[l]; j0 += lanes) {
+      const int rows = std::min(lanes, t.h[l] - j0);
+      if (maps) {
+        for (int g = 0; g < rows; ++g, ++maps)
+          checksum[g] = checksum[g] * uint32_t(*maps) + uint32_t(*maps >> 32);
+        continue;
       }
-  }
-  uint32_t state[kMaxLanes];
-  for (int ln = 0; ln < lanes; ++ln) state[ln] = lane_final_state(k, ln, checksum[ln]);
-  for (int l = ls_.count - 1; l >= 0; --l) {
-    const int w = t.w[l], h = t.h[l], nc = ls_.layer[l].channels;
-    if (w == 0 || h == 0) continue;
-    const int period = schedule_period(w, lanes);
-    const int steps = schedule_steps(w, h, lanes);
-    // Lane ln codes row j = round * lanes + ln, column i at step
-    // round * period + i + kStagger * ln (codec2_rules.h): its round and
-    // column at step st, stepped backwards from the last step (a negative
-    // round: idle from there on; i >= w or j >= h: idle at this step).
-    int round[kMaxLanes], col[kMaxLanes];
-    for (int ln = 0; ln < lanes; ++ln) {
-      const int tt = steps - 1 - kStagger * ln;
-      round[ln] = tt < 0 ? -1 : tt / period;
-      col[ln] = tt < 0 ? 0 : tt % period;
+      const Symbol *first = syms + layer_first[l] + size_t(j0) * row;
+      int g = 0;
+      for (; g + 8 <= rows; g += 8)
+        checksum_rows<8>(first + size_t(g) * row, row, row, &checksum[g]);
+      for (; g + 4 <= rows; g += 4)
+        checksum_rows<4>(first + size_t(g) * row, row, row, &checksum[g]);
+      for (; g < rows; ++g) checksum_rows<1>(first + size_t(g) * row, row, row, &checksum[g]);
     }
-    for (int st = steps - 1; st >= 0; --st) {
-      const Symbol *sample[kMaxLanes];  // per active lane, its sample's first component
-      int active[kMaxLanes], n_active = 0;
-      for (int ln = 0; ln < lanes; ++ln) {
-        const int i = col[ln], j = round[ln] * lanes + ln;
-        if (round[ln] >= 0 && i < w && j < h) {
-          sample[n_active] = &syms[layer_first[l] + (size_t(j) * w + i) * nc];
-          active[n_active++] = ln;
-        }
-        if (--col[ln] < 0) {
-          col[ln] = period - 1;
-          --round[ln];
-        }
+  }
+  // The lanes past `lanes` (which the AVX2 steps carry along idle) hold a
+  // state that sends no byte.
+  uint32_t state[kMaxLanes];
+  for (int ln = 0; ln < kMaxLanes; ++ln)
+    state[ln] = ln < lanes ? lane_final_state(k, ln, checksum[ln] & kChecksumMask) : kRansLow;
+  const RansEncoder::Symbol *const table = rans_symbols_.data();
+  uint8_t *p = end;
+  for (int l = ls_.count - 1; l >= 0; --l) {
+    const int w = t.w[l], h = t.h[l];
+    if (w == 0 || h == 0) continue;
+    const Symbol *s = syms + layer_first[l];
+#if CODEC2_AVX2
+    // Every lane of the vectors takes every step: with few lanes (tiles with
+    // few coded samples) the scalar steps, which skip idle lanes and skipped
+    // samples, are faster (measured on vtest.avi at k = 0 and 20).
+    if (use_avx2() && own_symbols_ && lanes > 16) {
+      switch (ls_.layer[l].channels) {
+        case 1:
+          p = rans_layer_avx2<1>(s, w, h, lanes, rans_vectors_, state, p);
+          break;
+        case 2:
+          p = rans_layer_avx2<2>(s, w, h, lanes, rans_vectors_, state, p);
+          break;
+        case 3:
+          p = rans_layer_avx2<3>(s, w, h, lanes, rans_vectors_, state, p);
+          break;
+        default:
+          p = rans_layer_avx2<4>(s, w, h, lanes, rans_vectors_, state, p);
       }
-      for (int c = nc - 1; c >= 0; --c) {
-        for (int a = n_active - 1; a >= 0; --a) {
-          const Symbol &s = sample[a][c];
-          if (s.dist == kNoSymbol || s.nbits == 0) continue;  // skipped sample or no raw bits
-          enc.put_bits(state[active[a]], s.bits, s.nbits);
-        }
-        for (int a = n_active - 1; a >= 0; --a) {
-          const Symbol &s = sample[a][c];
-          if (s.dist == kNoSymbol) continue;
-          enc.put(state[active[a]], rans_symbols_[size_t(s.dist) * kTokens + s.token]);
-        }
-      }
+      continue;
+    }
+#endif
+    switch (ls_.layer[l].channels) {
+      case 1:
+        p = rans_layer<1>(s, w, h, lanes, table, state, p);
+        break;
+      case 2:
+        p = rans_layer<2>(s, w, h, lanes, table, state, p);
+        break;
+      case 3:
+        p = rans_layer<3>(s, w, h, lanes, table, state, p);
+        break;
+      default:
+        p = rans_layer<4>(s, w, h, lanes, table, state, p);
     }
   }
   if (!keyframe_) {
-    const int n_blocks = (t.bx1 - t.bx0) * (t.by1 - t.by0);
-    const RansEncoder::Symbol *mode_symbols = &rans_symbols_[size_t(dl_.mode) * kTokens];
-    for (int b = n_blocks - 1; b >= 0; --b) enc.put(state[b % lanes], mode_symbols[syms[b].token]);
+    const RansEncoder::Symbol *mode_symbols = &table[size_t(dl_.mode) * kTokens];
+    for (size_t b = n_modes; b-- > 0;)
+      p = RansEncoder::put(state[b % lanes], mode_symbols[syms[b].token], p);
   }
-  for (int ln = lanes - 1; ln >= 0; --ln) {
-    enc.emit(uint8_t(state[ln] >> 24));
-    enc.emit(uint8_t(state[ln] >> 16));
-    enc.emit(uint8_t(state[ln] >> 8));
-    enc.emit(uint8_t(state[ln]));
-  }
-  if (enc.overflow) throw Error("codec2 encoder: stream bound exceeded (internal error)");
-  const size_t coded = size_t(end - enc.p);
+  for (int ln = lanes - 1; ln >= 0; --ln) p = RansEncoder::flush(state[ln], p);
+  const size_t coded = size_t(end - p);
   if (coded >= t.raw_bytes) {
     tile_type_[ti] = 2;
     streams_[ti].clear();
     return false;
   }
-  streams_[ti].assign(enc.p, end);
+  streams_[ti].assign(p, end);
   return true;
 }
 
@@ -1571,7 +2682,8 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
       rclass_[l].clear();
     else
       reference_classes(ls_, l, ref_, k, coded_.data(), threads, rclass_[l]);
-    working_values(ls_, l, q_, true, cur_, keyframe ? nullptr : &ref_, needed, threads, in_[l]);
+    working_values(ls_, l, q_, true, threshold, cur_, keyframe ? nullptr : &ref_, needed, threads,
+                   in_[l]);
   }
 
   // 2. Block modes.
@@ -1581,52 +2693,51 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
     decide_modes(threads);
 
   // 3. Reconstruction and its working values (what the decoder will see).
+  VectorQuantizer vq;
+  vq.div = StepDivision(k);
+  vq.k = k;
+  vq.dead = threshold;
   for (int l = 0; l < ls_.count; ++l) {
     const Layer &ly = ls_.layer[l];
     for_each_block_span(ls_, l, nullptr, threads, [&](int y, int, int) {
       const uint8_t *mrow = modes_.data() + size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
-      for (int bx = 0; bx < ls_.blocks_x; ++bx) {
-        const BlockSpan span = block_span(ly, bx);
-        const int mode = mrow[bx];
-        for (int c = 0; c < ly.channels; ++c) {
-          const uint8_t *cur = cur_.ch[l][c].data() + size_t(y) * ly.width;
-          const uint8_t *ref = ref_.ch[l][c].data() + size_t(y) * ly.width;
-          uint8_t *rec = rec_.ch[l][c].data() + size_t(y) * ly.width;
-          if (mode == kSkip) {
-            std::memcpy(rec + span.x0, ref + span.x0, size_t(std::max(0, span.x1 - span.x0)));
-            continue;
-          }
-          for (int x = span.x0; x < span.x1; ++x) {
-            const int v = cur[x];
-            if (mode == kSpatial) {
-              rec[x] = q_.dequant[q_.index[v]];
-            } else {
-              const int r = ref[x];
-              rec[x] = uint8_t(dequant_diff(r, q_.coded[v - r + 255], q_.k));
-            }
-          }
+      for (int c = 0; c < ly.channels; ++c) {
+        const size_t row = size_t(y) * ly.width;
+        const uint8_t *cur = cur_.ch[l][c].data() + row, *ref = ref_.ch[l][c].data() + row;
+        uint8_t *rec = rec_.ch[l][c].data() + row;
+#if CODEC2_AVX2
+        if (use_avx2()) {
+          reconstruct_row_avx2(q_, vq, ly, ls_.blocks_x, mrow, cur, ref, rec);
+          continue;
         }
+#endif
+        reconstruct_row_base(q_, vq, ly, ls_.blocks_x, mrow, cur, ref, rec);
       }
     });
-    working_values(ls_, l, q_, false, rec_, keyframe ? nullptr : &ref_, needed, threads, work_[l]);
+    working_values(ls_, l, q_, false, threshold, rec_, keyframe ? nullptr : &ref_, needed, threads,
+                   work_[l]);
   }
 
   // 4. Symbols and their histograms, per tile.
   const size_t n_tiles = tiles_.size();
   symbols_.resize(n_tiles);
+  symbol_count_.resize(n_tiles);
   tile_hist_.resize(n_tiles);
+  row_maps_.resize(n_tiles);
   streams_.resize(n_tiles);
   tile_type_.assign(n_tiles, 1);
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
   for (long long ti = 0; ti < (long long)n_tiles; ++ti) tile_symbols(size_t(ti));
   std::vector<TileSymbols> in(n_tiles);
   for (size_t ti = 0; ti < n_tiles; ++ti)
-    in[ti] = {symbols_[ti].data(), symbols_[ti].size(), tile_hist_[ti].data()};
+    in[ti] = {symbols_[ti].data(), symbol_count_[ti], tile_hist_[ti].data()};
 
   // 5.-8. Tables, tiles, the body.
+  own_symbols_ = true;
   FrameStats st = write_body(
       keyframe, k, modes_.data(), in.data(), [&](size_t ti, uint8_t *out) { store_raw(ti, out); },
       body);
+  own_symbols_ = false;
   st.threshold = threshold;
   if (!keyframe) st.changed_bytes = count_changed(threads);
   std::swap(ref_, rec_);
@@ -1668,6 +2779,9 @@ FrameStats CpuEncoder::write_body(bool keyframe, int k, const uint8_t *modes,
       for (int tk = 0; tk < kTokens; ++tk)
         rans_symbols_[size_t(d) * kTokens + tk] =
             RansEncoder::symbol(pending_.tables[d].freq[tk], pending_.tables[d].cum[tk]);
+#if CODEC2_AVX2
+    if (use_avx2()) rans_vectors_.assign(rans_symbols_);
+#endif
     bool any_raw = false;
 #pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : any_raw)
     for (long long ti = 0; ti < (long long)n_tiles; ++ti)
@@ -2238,10 +3352,7 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
     }
   bool ok;
 #if CODEC2_AVX2
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") &&
-                           __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt") &&
-                           !std::getenv("CODEC2_NO_AVX2");
-  if (avx2)
+  if (use_avx2())
     ok = decode_layers_avx2(t, keyframe, lanes, state, checksum, dec);
   else
 #endif
