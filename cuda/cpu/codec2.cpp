@@ -1810,14 +1810,66 @@ bool use_avx2() {
 
 // The first estimate of each token's cost with its raw bits (1/256 bit),
 // for the sums of the mode decision's first round.
+// Below 2^14 each (at most 256 + 2 log2_q8(1537) + 10 * 256 for token 31),
+// so 4 components' sum fits 16 bits; also as byte tables for
+// first_cost_sum_avx2(): the low and high bytes of tokens 0..15 and
+// 16..31, each twice (both halves of a 32-byte register).
 struct FirstCostsWithBits {
   uint32_t of_token[kTokens];
+  alignas(32) uint8_t low[2][32], high[2][32];
   FirstCostsWithBits() {
-    for (int t = 0; t < kTokens; ++t)
+    for (int t = 0; t < kTokens; ++t) {
       of_token[t] = kFirstCost.of_token[t] + 256u * uint32_t(token_extra_bits(t));
+      for (int half = 0; half < 2; ++half) {
+        low[t / 16][16 * half + t % 16] = uint8_t(of_token[t]);
+        high[t / 16][16 * half + t % 16] = uint8_t(of_token[t] >> 8);
+      }
+    }
   }
 };
 const FirstCostsWithBits kFirstCostWithBits;
+
+#if CODEC2_AVX2
+// The sum of kFirstCostWithBits over the tokens of samples [0, n) of a
+// block row's NC components (16 lanes, by byte shuffles).
+CODEC2_TARGET_AVX2 inline uint32_t first_cost_sum_avx2(const RowSymbols &rs, int nc, int n) {
+  const __m256i low0 =
+      _mm256_load_si256(reinterpret_cast<const __m256i *>(kFirstCostWithBits.low[0]));
+  const __m256i low1 =
+      _mm256_load_si256(reinterpret_cast<const __m256i *>(kFirstCostWithBits.low[1]));
+  const __m256i high0 =
+      _mm256_load_si256(reinterpret_cast<const __m256i *>(kFirstCostWithBits.high[0]));
+  const __m256i high1 =
+      _mm256_load_si256(reinterpret_cast<const __m256i *>(kFirstCostWithBits.high[1]));
+  const __m256i lane = _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m256i live = _mm256_cmpgt_epi16(_mm256_set1_epi16(int16_t(n)), lane);
+  __m256i sum = _mm256_setzero_si256();
+  for (int c = 0; c < nc; ++c) {
+    const __m256i token =
+        _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(rs.id[c])),
+                         _mm256_set1_epi16(kTokens - 1));
+    // Byte indexes: the token's low 4 bits in a lane's low (high) byte,
+    // 0x80 (a zero byte) in the other.
+    const __m256i four = _mm256_and_si256(token, _mm256_set1_epi16(15));
+    const __m256i at_low = _mm256_or_si256(four, _mm256_set1_epi16(int16_t(0x8000)));
+    const __m256i at_high = _mm256_or_si256(_mm256_slli_epi16(four, 8), _mm256_set1_epi16(0x80));
+    const __m256i below =
+        _mm256_or_si256(_mm256_shuffle_epi8(low0, at_low), _mm256_shuffle_epi8(high0, at_high));
+    const __m256i above =
+        _mm256_or_si256(_mm256_shuffle_epi8(low1, at_low), _mm256_shuffle_epi8(high1, at_high));
+    const __m256i cost =
+        _mm256_blendv_epi8(below, above, _mm256_cmpgt_epi16(token, _mm256_set1_epi16(15)));
+    sum = _mm256_add_epi16(sum, _mm256_and_si256(cost, live));
+  }
+  // 16 sums below 2^16 -> 8 of 32 bits -> one.
+  __m256i wide = _mm256_add_epi32(_mm256_unpacklo_epi16(sum, _mm256_setzero_si256()),
+                                  _mm256_unpackhi_epi16(sum, _mm256_setzero_si256()));
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(wide), _mm256_extracti128_si256(wide, 1));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+  return uint32_t(_mm_cvtsi128_si32(s4));
+}
+#endif
 
 // The planes class `cls` of layer `l` codes from: neighbours from `nb`
 // (the input's working values for the mode decision, the reconstruction's
@@ -1910,9 +1962,16 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::proxy_layer(const Tile &t, int l, uint64_t
       for (int cls = 0; cls < kClasses; ++cls) {
         row_symbols<VW, NC, false>(cls, br, cp[cls], rs);
         uint32_t sum = 0;
-        for (int c = 0; c < NC; ++c) {
+        for (int c = 0; c < NC; ++c)
           std::memcpy(ids_[l][cls][c].data() + br.at, rs.id[c], sizeof(uint16_t) * size_t(n));
-          for (int i = 0; i < n; ++i) sum += kFirstCostWithBits.of_token[rs.id[c][i] % kTokens];
+#if CODEC2_AVX2
+        if constexpr (VW >= 16) {
+          sum = first_cost_sum_avx2(rs, NC, n);
+        } else
+#endif
+        {
+          for (int c = 0; c < NC; ++c)
+            for (int i = 0; i < n; ++i) sum += kFirstCostWithBits.of_token[rs.id[c][i] % kTokens];
         }
         cost[block * kModes + size_t(mode_of_class[cls])] += sum;
       }
