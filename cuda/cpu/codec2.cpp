@@ -207,6 +207,10 @@ using detail::kNoSymbol;
 using detail::Symbol;
 using detail::TileSymbols;
 
+#if CODEC2_AVX2
+bool use_avx2();  // below, with the encoder
+#endif
+
 // ---------------------------------------------------------------------------
 // Integer costs (1/256 bit), the same on every backend.
 
@@ -700,9 +704,75 @@ struct Picture {
   }
 };
 
+#if CODEC2_AVX2
+// The byte shuffles that take the bytes at 3 i + k (k = 0, 1, 2) of 48
+// bytes, from each of their three 16-byte thirds, to byte i of a channel
+// (0x80: none from that third).
+struct Deinterleave3 {
+  uint8_t take[3][3][16];  // [k][third][i]
+  constexpr Deinterleave3() : take() {
+    for (int k = 0; k < 3; ++k)
+      for (int third = 0; third < 3; ++third)
+        for (int i = 0; i < 16; ++i) {
+          const int at = 3 * i + k - 16 * third;
+          take[k][third][i] = uint8_t(at >= 0 && at < 16 ? at : 0x80);
+        }
+  }
+};
+constexpr Deinterleave3 kDeinterleave3;
+
+// Pixels [0, n) of a row of 3-byte pixels: byte k of each into dst[k], 16
+// pixels at a time; returns the number done.
+CODEC2_TARGET_AVX2 int deinterleave3_avx2(const uint8_t *src, uint8_t *const *dst, int n) {
+  int x = 0;
+  for (; x + 16 <= n; x += 16) {
+    __m128i third[3];
+    for (int t = 0; t < 3; ++t)
+      third[t] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + 3 * x + 16 * t));
+    for (int k = 0; k < 3; ++k) {
+      __m128i v = _mm_setzero_si128();
+      for (int t = 0; t < 3; ++t)
+        v = _mm_or_si128(
+            v, _mm_shuffle_epi8(third[t], _mm_loadu_si128(reinterpret_cast<const __m128i *>(
+                                              kDeinterleave3.take[k][t]))));
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(dst[k] + x), v);
+    }
+  }
+  return x;
+}
+#endif
+
+// Rows of a packed 3-byte layer (BGR, RGB) into its channel planes.
+void extract_packed3(const FrameView &f, const Layer &ly, int l, Picture &pic) {
+  // The plane of the byte at offset k of a pixel.
+  uint8_t *by_offset[3] = {};
+  for (int c = 0; c < 3; ++c) by_offset[ly.offset[c]] = pic.ch[l][c].data();
+  const int w = ly.width;
+#pragma omp parallel for num_threads(cpu_threads_for(size_t(w) * ly.height)) schedule(static)
+  for (int y = 0; y < ly.height; ++y) {
+    const uint8_t *src = f.row(ly.plane[0], y);
+    uint8_t *d[3];
+    for (int k = 0; k < 3; ++k) d[k] = by_offset[k] + size_t(y) * w;
+    int x = 0;
+#if CODEC2_AVX2
+    if (use_avx2()) x = deinterleave3_avx2(src, d, w);
+#endif
+    for (; x < w; ++x)
+      for (int k = 0; k < 3; ++k) d[k][x] = src[3 * x + k];
+  }
+}
+
 void extract(const FrameView &f, const LayerSet &ls, Picture &pic) {
   for (int l = 0; l < ls.count; ++l) {
     const Layer &ly = ls.layer[l];
+    // A packed 3-byte layer whose channels are its pixels' bytes 0, 1 and 2.
+    if (ly.channels == 3 && ly.plane[1] == ly.plane[0] && ly.plane[2] == ly.plane[0] &&
+        ly.step[0] == 3 && ly.step[1] == 3 && ly.step[2] == 3 && ly.offset[0] < 3 &&
+        ly.offset[1] < 3 && ly.offset[2] < 3 && ly.offset[0] != ly.offset[1] &&
+        ly.offset[1] != ly.offset[2] && ly.offset[0] != ly.offset[2]) {
+      extract_packed3(f, ly, l, pic);
+      continue;
+    }
     for (int c = 0; c < ly.channels; ++c) {
       uint8_t *dst = pic.ch[l][c].data();
 #pragma omp parallel for num_threads(cpu_threads_for(size_t(ly.width) * ly.height)) schedule(static)
@@ -1479,7 +1549,6 @@ void working_values_span_base(const WorkingValuesJob &j, size_t at, size_t n) {
   working_values_span<kBaseLanes>(j, at, n);
 }
 #if CODEC2_AVX2
-bool use_avx2();
 CODEC2_TARGET_AVX2 void working_values_span_avx2(const WorkingValuesJob &j, size_t at, size_t n) {
   working_values_span<16>(j, at, n);
 }
