@@ -82,8 +82,8 @@ int main(int argc, char **argv) {
       {"keyframe-interval", 'k', 0, G_OPTION_ARG_INT, &a.keyframe_interval,
        "cudadiffenc keyframe-interval in frames (default: the element's, 60)", "N"},
       {"stream-version", 'V', 0, G_OPTION_ARG_INT, &a.stream_version,
-       "cudadiffenc stream-version: 1 or 2 (default: the element's default; version 2 is coded "
-       "on the CPU)",
+       "cudadiffenc stream-version: 1 or 2 (default: the element's, 2; version 1 takes less "
+       "time per frame)",
        "N"},
       {"compression", 'c', 0, G_OPTION_ARG_STRING, &a.compression,
        "cudadiffenc compression: zstd or none (default: the element's)", "C"},

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,13 +32,14 @@
 #define CODEC2_SSE2 0
 #endif
 // The decoder's tile loop is compiled twice on x86-64 with GCC or clang:
-// for the baseline and for AVX2 with BMI1/2 (shifts by a register without
-// the count in cl, three-operand vector instructions), picked at run time.
-// The same integer operations either way: the same pictures.
+// for the baseline and for AVX2 with BMI1/2 and POPCNT (shifts by a
+// register without the count in cl, three-operand vector instructions),
+// picked at run time. The same integer operations either way: the same
+// pictures.
 #if CODEC2_SSE2 && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define CODEC2_AVX2 1
 #include <immintrin.h>
-#define CODEC2_TARGET_AVX2 __attribute__((target("avx2,bmi,bmi2")))
+#define CODEC2_TARGET_AVX2 __attribute__((target("avx2,bmi,bmi2,popcnt")))
 #else
 #define CODEC2_AVX2 0
 #endif
@@ -309,38 +311,42 @@ const uint32_t *const kTokenBase = kTokenInfo.base;
 
 // The decoder's form of a table: e[t] the first slot of token t (t = 1..32:
 // the end of token t - 1; absent tokens and those past n span no slot, so
-// e[32] = 4096), e[0] 0 for a used table and 1 for an unused one. The token
-// of a slot is the last t with e[t] <= slot (e[0] counts as <=): a search of
-// the first cache line (64 bytes; e[32] is read only for token 31), so the
-// frame's tables stay in the first-level cache, where a slot-to-token array
-// (4 KB a table) would not.
+// e[32] = 4096) and e[0] = 0. The token of a slot is the first t with
+// e[t + 1] > slot (there is one: e[32] > slot): a search of e[1..32], which
+// fill one cache line (e[0] ends the line before), so the frame's tables
+// stay in the first-level cache, where a slot-to-token array (4 KB a table)
+// would not.
 struct alignas(64) DecodeTable {
+  uint16_t unused_[31];  // puts e[1] on a cache line
   uint16_t e[kTokens + 1];
-  bool used() const { return e[0] == 0; }
+  // An unused table: every slot gives token 31, of frequency kUnusedSpan,
+  // whose bit no table's frequency (at most 4096) has: the decoder ORs the
+  // frequencies of the symbols it decodes to find out that one came from
+  // an unused table (the state then changes, but the tile is bad anyway).
+  static constexpr uint32_t kUnusedSpan = 2 * kProbScale;
+  bool used() const { return e[kTokens] == kProbScale; }
   void set(const Table &t) {
     e[0] = 0;
     for (int i = 1; i <= kTokens; ++i) e[i] = t.cum[i];  // cum[i] = 4096 for i >= n
   }
-  // An unused table: every slot gives token 31, which spans all slots (the
-  // state is kept).
   void set_unused() {
-    e[0] = 1;
-    for (int i = 1; i < kTokens; ++i) e[i] = 0;
-    e[kTokens] = kProbScale;
+    for (int i = 0; i < kTokens; ++i) e[i] = 0;
+    e[kTokens] = uint16_t(kUnusedSpan);
   }
-  // The last t in 0..31 with e[t] <= slot, or t = 0.
+  // The first t with e[t + 1] > slot (slot < 4096), which is also the last
+  // t with e[t] <= slot.
   inline int token_of_slot(uint32_t slot) const {
 #if CODEC2_SSE2
+    // Slots and e[] (at most 8192) compare as signed 16-bit values.
     const __m128i s = _mm_set1_epi16(int16_t(slot));
-    const __m128i *v = reinterpret_cast<const __m128i *>(e);
+    const __m128i *v = reinterpret_cast<const __m128i *>(e + 1);
     const __m128i g01 = _mm_packs_epi16(_mm_cmpgt_epi16(_mm_load_si128(v), s),
                                         _mm_cmpgt_epi16(_mm_load_si128(v + 1), s));
     const __m128i g23 = _mm_packs_epi16(_mm_cmpgt_epi16(_mm_load_si128(v + 2), s),
                                         _mm_cmpgt_epi16(_mm_load_si128(v + 3), s));
-    // Bit t: e[t] > slot (a run of ones from the token after the slot's on).
-    const uint32_t gt =
-        (uint32_t(_mm_movemask_epi8(g01)) | uint32_t(_mm_movemask_epi8(g23)) << 16) & ~1u;
-    return __builtin_ctzll(uint64_t(gt) | (1ull << 32)) - 1;
+    // Bit t: e[t + 1] > slot (bit 31 always).
+    const uint32_t gt = uint32_t(_mm_movemask_epi8(g01)) | uint32_t(_mm_movemask_epi8(g23)) << 16;
+    return __builtin_ctz(gt);
 #else
     int t = 0;
     t += int(e[t + 16] <= slot) << 4;
@@ -352,6 +358,8 @@ struct alignas(64) DecodeTable {
 #endif
   }
 };
+static_assert(sizeof(DecodeTable) == 128 && offsetof(DecodeTable, e) == 62,
+              "a table's e[1..32] fill one cache line");
 
 // Bits, least significant first, packed into bytes.
 class BitWriter {
@@ -637,16 +645,20 @@ struct RansDecoder {
     x = uint32_t(((uint64_t(x) << 16) | two) >> (16 - 8 * n));
     p += n;
   }
-  // A symbol's step without the renormalisation (renorm() follows).
-  static inline int decode(uint32_t &x, const DecodeTable &t) {
+  // A symbol's step without the renormalisation (renorm() follows); the
+  // symbol's frequency is ORed into `spans`.
+  static inline int decode(uint32_t &x, const DecodeTable &t, uint32_t &spans) {
     const uint32_t slot = x & (kProbScale - 1);
     const int s = t.token_of_slot(slot);
-    const uint32_t start = t.e[s];
-    x = (uint32_t(t.e[s + 1]) - start) * (x >> kProbBits) + slot - start;
+    const uint32_t start = t.e[s], freq = t.e[s + 1] - start;
+    spans |= freq;
+    x = freq * (x >> kProbBits) + slot - start;
     return s;
   }
+  // A symbol of a used table.
   inline int get(uint32_t &x, const DecodeTable &t) {
-    const int s = decode(x, t);
+    uint32_t spans = 0;
+    const int s = decode(x, t, spans);
     renorm(x);
     return s;
   }
@@ -1216,15 +1228,6 @@ constexpr bool residual_of_is_exact() {  // for every value a token codes
   return true;
 }
 static_assert(residual_of_is_exact(), "residual_of() differs from unzigzag()");
-// unzigzag() of the tokens below 16 (their value; larger tokens: unused).
-struct UnzigzagTable {
-  int v[kTokens];
-  constexpr UnzigzagTable() : v() {
-    for (int t = 0; t < kTokens; ++t) v[t] = (t >> 1) ^ -(t & 1);  // unzigzag(t)
-  }
-};
-constexpr UnzigzagTable kUnzigzagTable;
-constexpr const int *kUnzigzag = kUnzigzagTable.v;
 
 constexpr int kMaxThreads = 256;
 int omp_thread() {
@@ -1867,12 +1870,13 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
 };
 
 // Whether the encoder's and the decoder's AVX2 variants run: on a CPU with
-// AVX2, BMI1 and BMI2, unless CODEC2_NO_AVX2 is set (the tests run the
+// AVX2, BMI1, BMI2 and POPCNT, unless CODEC2_NO_AVX2 is set (the tests run the
 // baseline that way).
 #if CODEC2_AVX2
 bool use_avx2() {
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") &&
-                           __builtin_cpu_supports("bmi2") && !std::getenv("CODEC2_NO_AVX2");
+                           __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt") &&
+                           !std::getenv("CODEC2_NO_AVX2");
   return avx2;
 }
 #endif
@@ -3072,43 +3076,74 @@ FrameStats CpuEncoder::assemble(bool keyframe, int k, const uint8_t *modes, cons
 
 #if CODEC2_AVX2
 // RansDecoder::renorm_unchecked() of states x[0..n) in order, 8 at a time:
-// each state's byte count (0, 1 or 2), their prefix sum for where its bytes
-// start, and its bytes by one 4-byte load each. Needs 2 * n + 4 bytes left
-// (a load may reach 2 bytes past a state's last byte). Entries past n of
-// x (up to the next multiple of 8, inside x's kMaxLanes) are read and written
+// each state's byte count (0, 1 or 2) and their prefix sum for where its
+// bytes start; the 16 bytes that 8 states can take are loaded once and each
+// state's two bytes picked out by a byte shuffle (no gather: a gather costs
+// many times a shuffle on some CPUs). Needs 2 * n + 16 bytes left (a load
+// reads 16 bytes from where the 8 states' bytes start). Entries past n of x
+// (up to the next multiple of 8, inside x's kMaxLanes) are read and written
 // but read no byte.
 CODEC2_TARGET_AVX2 void renorm_avx2(uint32_t *x, int n, const uint8_t *&p) {
-  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i low = _mm256_set1_epi32(int(kRansLow)), low15 = _mm256_set1_epi32(1 << 15);
-  // Bytes of each 32-bit word reversed (the stream is read big-endian).
-  const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2,
-                                         1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
-  __m256i carry = _mm256_setzero_si256();  // bytes taken by the states before
+  const __m256i ctrl0 = _mm256_set1_epi32(int(0x80800001u));  // bytes a + 1, a, none, none
+  const uint8_t *q = p;
   for (int k = 0; k < n; k += 8) {
     __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(x + k));
     // States lie in [2^11, 2^31): signed compares are exact. Bytes needed:
-    // (x < 2^23) + (x < 2^15), 0 for the entries past n.
-    const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - k), iota);
-    const __m256i cnt = _mm256_and_si256(
-        live,
-        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(_mm256_cmpgt_epi32(low, v),
-                                                                  _mm256_cmpgt_epi32(low15, v))));
-    // Inclusive prefix sum of the 8 counts.
+    // (x < 2^23) + (x < 2^15).
+    const __m256i one = _mm256_cmpgt_epi32(low, v), two = _mm256_cmpgt_epi32(low15, v);
+    const __m256i cnt = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(one, two));
+    // Inclusive prefix sum of the 8 counts, then each state's first byte.
     __m256i incl = _mm256_add_epi32(cnt, _mm256_slli_si256(cnt, 4));
     incl = _mm256_add_epi32(incl, _mm256_slli_si256(incl, 8));
     incl =
         _mm256_add_epi32(incl, _mm256_permute2x128_si256(_mm256_shuffle_epi32(incl, 0xFF),
                                                          _mm256_shuffle_epi32(incl, 0xFF), 0x08));
-    const __m256i at = _mm256_add_epi32(carry, _mm256_sub_epi32(incl, cnt));
-    const __m256i w =
-        _mm256_shuffle_epi8(_mm256_i32gather_epi32(reinterpret_cast<const int *>(p), at, 1), bswap);
+    const __m256i at = _mm256_sub_epi32(incl, cnt);  // 0..14 where a byte is taken
+    // Bytes at and at + 1 of the window as the low 16 bits, big-endian.
+    const __m256i window =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q)));
+    const __m256i w = _mm256_shuffle_epi8(
+        window, _mm256_add_epi32(ctrl0, _mm256_add_epi32(at, _mm256_slli_epi32(at, 8))));
     const __m256i s = _mm256_slli_epi32(cnt, 3);  // 8 * bytes: 0, 8, 16
     v = _mm256_or_si256(_mm256_sllv_epi32(v, s),
-                        _mm256_srlv_epi32(w, _mm256_sub_epi32(_mm256_set1_epi32(32), s)));
+                        _mm256_srlv_epi32(w, _mm256_sub_epi32(_mm256_set1_epi32(16), s)));
     _mm256_storeu_si256(reinterpret_cast<__m256i *>(x + k), v);
-    carry = _mm256_add_epi32(carry, _mm256_permutevar8x32_epi32(incl, _mm256_set1_epi32(7)));
+    // The bytes the live states took (those past n take none).
+    const unsigned live = n - k >= 8 ? 0xFFu : (1u << (n - k)) - 1;
+    q += __builtin_popcount(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(one))) & live) +
+         __builtin_popcount(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(two))) & live);
   }
-  p += _mm256_cvtsi256_si32(carry);
+  p = q;
+}
+
+// The tokens of n coded samples, one component each: sample k's state
+// xs[k] takes a symbol of table tab[k] (an address; RansDecoder::decode()
+// without the renormalisation), tk[k] its token. ORs the symbols'
+// frequencies into `spans` and returns the OR of the tokens. The search for
+// the token by one 32-byte compare per half of the table's line.
+CODEC2_TARGET_AVX2 uint32_t tokens_avx2(const uintptr_t *tab, uint32_t *xs, uint32_t *tk, int n,
+                                        uint32_t &spans) {
+  uint32_t tokens = 0, sp = 0;
+  for (int k = 0; k < n; ++k) {
+    const uint16_t *e = reinterpret_cast<const DecodeTable *>(tab[k])->e;
+    const uint32_t x = xs[k], slot = x & (kProbScale - 1);
+    const __m256i s = _mm256_set1_epi16(int16_t(slot));
+    const __m256i *v = reinterpret_cast<const __m256i *>(e + 1);
+    // Bytes of e[1..8], e[17..24], e[9..16], e[25..32] > slot, then in order.
+    const __m256i g = _mm256_packs_epi16(_mm256_cmpgt_epi16(_mm256_load_si256(v), s),
+                                         _mm256_cmpgt_epi16(_mm256_load_si256(v + 1), s));
+    const uint32_t token = _tzcnt_u32(
+        uint32_t(_mm256_movemask_epi8(_mm256_permute4x64_epi64(g, 0xD8))));  // bit 31 always
+    const uint16_t *at = e + token;
+    const uint32_t start = at[0], freq = at[1] - start;
+    sp |= freq;
+    xs[k] = freq * (x >> kProbBits) + slot - start;
+    tk[k] = token;
+    tokens |= token;
+  }
+  spans |= sp;
+  return tokens;
 }
 
 // The raw bits after tokens tk[0..n) (any token, none below 16) from states
@@ -3141,6 +3176,35 @@ CODEC2_TARGET_AVX2 void raw_bits_avx2(uint32_t *xs, uint32_t *hs, const uint32_t
   }
 }
 #endif
+
+#if CODEC2_SSE2
+// The offset of the table of activity g's context from that of context 0:
+// activity_bucket(g) tables, for g up to 80 (bucket 12 beyond).
+struct BucketOffsets {
+  uint16_t of[81];
+  constexpr BucketOffsets() : of() {
+    for (int g = 0; g <= 80; ++g) of[g] = uint16_t(kActivityTable.bucket[g] * sizeof(DecodeTable));
+  }
+};
+constexpr BucketOffsets kBucketOffsets;
+#endif
+
+// floor(a / s) = (a * ceil(2^20 / s)) >> 20 for every step s = 2k + 1 of
+// a byte k and every a up to 510 (the decoder's quant_index() and
+// quant_diff() without a division): a * ceil(2^20 / s) / 2^20 exceeds a / s
+// by less than 510 * 511 / 2^20 / s < 1 / s.
+constexpr bool quotient20_is_exact() {
+  for (uint32_t s = 1; s <= 511; s += 2) {
+    const uint32_t recip = ((1u << 20) + s - 1) / s;
+    for (uint32_t a = 0; a <= 510; ++a)
+      if (((a * recip) >> 20) != a / s) return false;
+  }
+  return true;
+}
+static_assert(quotient20_is_exact(), "the decoder's division by multiplication is inexact");
+
+// The class of each block mode but kSkip.
+constexpr int kClassOfMode[kModes] = {kClassSpatial, kClassTemporal, kClassTempSpat, kClassSpatial};
 
 // int16 per sample in the decoder's working values (S-domain components,
 // then T-domain, then padding): a power of two, so that a sample's values
@@ -3521,9 +3585,10 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
     ref[c] = ref_.ch[l][c].data();
   }
   const uint8_t *rclass = KEY ? nullptr : rclass_[l].data();
-  const DecodeTable *table0[kClasses][NC];  // context 0 of each class and component
+  uintptr_t table0[kClasses][NC];  // context 0 of each class and component
   for (int cls = 0; cls < kClasses; ++cls)
-    for (int c = 0; c < NC; ++c) table0[cls][c] = dtab_.data() + dl_.base[l][cls][c];
+    for (int c = 0; c < NC; ++c)
+      table0[cls][c] = reinterpret_cast<uintptr_t>(dtab_.data() + dl_.base[l][cls][c]);
 
   // Which blocks' samples neighbours will ask for in which domain: a sample
   // is a neighbour of samples in its own block and in the blocks left,
@@ -3579,19 +3644,21 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
   // Per lane its position (column ci, row cj of the tile) and where its
   // row starts: in the layer (row_at), in the frame's block modes (mrow) and
   // in the tile's `need` (nrow), the latter two to be added to bcol[ci].
-  int ci[kMaxLanes], cj[kMaxLanes], mrow[kMaxLanes], nrow[kMaxLanes];
-  size_t row_at[kMaxLanes];
-  auto set_row = [&](int ln) CODEC2_LAMBDA_INLINE {
-    const int y = y0 + cj[ln];
+  struct Lane {
+    size_t row_at;
+    int ci, cj, mrow, nrow;
+  } lane_pos[kMaxLanes];
+  auto set_row = [&](Lane &L) CODEC2_LAMBDA_INLINE {
+    const int y = y0 + L.cj;
     const int by = int(unsigned(y << sy) / kBlock);
-    row_at[ln] = size_t(y) * stride + x0;
-    mrow[ln] = by * bx_count;
-    nrow[ln] = (by - t.by0) * tbw - t.bx0;
+    L.row_at = size_t(y) * stride + x0;
+    L.mrow = by * bx_count;
+    L.nrow = (by - t.by0) * tbw - t.bx0;
   };
   for (int ln = 0; ln < lanes; ++ln) {
-    ci[ln] = -kStagger * ln;
-    cj[ln] = ln;
-    set_row(ln);
+    lane_pos[ln].ci = -kStagger * ln;
+    lane_pos[ln].cj = ln;
+    set_row(lane_pos[ln]);
   }
   std::vector<int> bcol_v(static_cast<size_t>(w));  // block column of each column of the tile
   for (int i = 0; i < w; ++i) bcol_v[i] = int(unsigned((x0 + i) << sx) / kBlock);
@@ -3604,22 +3671,35 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
     h_[ln] = checksum[ln];
   }
   RansDecoder rd = dec;
-  // The coded samples of the current step, in lane order: per component the
-  // table of its context (before the offset for r0), prediction and sign
-  // flip, all computed when the step starts (a component's neighbours are
-  // decoded by then; only r0 comes later), then its value. With m = -flip
-  // (all ones or 0) the value P + (flip ? -r : r) is (P - m) + (r ^ m): pm
-  // holds P - m.
+  // The coded samples of the current step, in lane order: where each lies
+  // and, per component (arrays the compiler vectorises over the samples),
+  // the table of its context (the address), its prediction and sign flip,
+  // all computed when the step starts (a component's neighbours are
+  // decoded by then; after the first component's tokens, the later ones'
+  // tables move on by kActivityBuckets where its residual r0 is not 0),
+  // then its value. With m = -flip (all ones or 0) the value
+  // P + (flip ? -r : r) is (P - m) + (r ^ m): pm holds P - m. Entries past
+  // the step's samples (up to a multiple of 8) are computed too and unused.
   struct Active {
-    const DecodeTable *table[NC];
-    alignas(16) int16_t pm[8];
-    alignas(16) int16_t m[8];
-    int value[NC];
     size_t at;
-    int lane, block, token, cross;
+    int lane;
   } act[kMaxLanes];
-  int by_class[kClasses][kMaxLanes];  // indices into act, per class
-  int n_class[kClasses];
+  alignas(32) uintptr_t tab[NC][kMaxLanes] = {};
+  alignas(32) int16_t pm[NC][kMaxLanes] = {}, m[NC][kMaxLanes] = {};
+  alignas(32) int value[NC][kMaxLanes] = {};
+  // For the reconstruction, per coded sample: its class, the domains its
+  // neighbours need (deltas), the reference's bytes (deltas), then the
+  // reconstructed bytes and both domains' working values.
+  alignas(32) int cls_of[kMaxLanes] = {}, need_of[kMaxLanes] = {}, ref_of[NC][kMaxLanes] = {};
+  alignas(32) int out_of[NC][kMaxLanes], s_of[NC][kMaxLanes], t_of[NC][kMaxLanes];
+  // The reconstruction of a step's samples by a loop the compiler
+  // vectorises with AVX2 (and NEON), whose 32-bit multiplications and
+  // selections SSE2 lacks: with SSE2 sample by sample instead.
+  constexpr bool kVectorRecon = AVX2 || !CODEC2_SSE2;
+  // quant_index() and quant_diff() divide numbers up to 510 by the step:
+  // floor(a / step) = (a * recip) >> 20 for those (quotient20_is_exact()).
+  const uint32_t recip = ((1u << 20) + uint32_t(step) - 1) / uint32_t(step);
+  uint32_t spans = 0;  // the OR of the frequencies of the symbols decoded
   bool bad = false;
   static_assert(kCrossLevels == 2, "the cross context below is 13 * (r0 != 0)");
 
@@ -3686,8 +3766,9 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
                              };
   // Contexts of every component of a sample of class CLS (sample_context()
   // in codec2_rules.h without r0's part).
-  auto contexts = [&](auto cls_tag, Active &A, bool edge, int i, int j,
+  auto contexts = [&](auto cls_tag, int idx, bool edge, int i, int j,
                       int rclass) CODEC2_LAMBDA_INLINE {
+    const Active &A = act[idx];
     constexpr int CLS = decltype(cls_tag)::value;
     constexpr int off = CLS == kClassSpatial ? 0 : NC;  // the class's domain
     const int16_t *p = work + A.at * W2 + off;
@@ -3701,18 +3782,16 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       const __m128i c = load_work(q0 - wstride - W2);
       const __m128i d = load_work(q0 - wstride + W2);
       const __m128i zero = _mm_setzero_si128();
-      alignas(16) int16_t act[8];
       // The class's domain moved to lanes 0..NC-1.
       auto own = [](__m128i v) { return _mm_srli_si128(v, 2 * off); };
+      __m128i gv, mv, pmv;
       if (CLS == kClassTemporal) {
         auto abs16 = [&](__m128i v) { return _mm_max_epi16(v, _mm_sub_epi16(zero, v)); };
-        const __m128i g =
-            _mm_add_epi16(_mm_add_epi16(abs16(a), abs16(b)), _mm_add_epi16(abs16(c), abs16(d)));
-        _mm_store_si128(reinterpret_cast<__m128i *>(act), own(g));
+        gv = own(
+            _mm_add_epi16(_mm_add_epi16(abs16(a), abs16(b)), _mm_add_epi16(abs16(c), abs16(d))));
         const __m128i sum = _mm_add_epi16(_mm_add_epi16(a, b), _mm_add_epi16(c, d));
-        const __m128i m = own(_mm_cmplt_epi16(sum, zero));
-        _mm_store_si128(reinterpret_cast<__m128i *>(A.m), m);
-        _mm_store_si128(reinterpret_cast<__m128i *>(A.pm), _mm_sub_epi16(zero, m));
+        mv = own(_mm_cmplt_epi16(sum, zero));
+        pmv = _mm_sub_epi16(zero, mv);
       } else {
         auto absdiff = [&](__m128i u, __m128i v) CODEC2_LAMBDA_INLINE {
           return _mm_sub_epi16(_mm_max_epi16(u, v), _mm_min_epi16(u, v));
@@ -3720,19 +3799,29 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
         const __m128i mx = _mm_max_epi16(a, b), mn = _mm_min_epi16(a, b);
         const __m128i ab = _mm_add_epi16(a, b);
         const __m128i pred = _mm_max_epi16(_mm_min_epi16(_mm_sub_epi16(ab, c), mx), mn);
-        const __m128i g = _mm_add_epi16(_mm_add_epi16(absdiff(a, b), absdiff(b, c)),
-                                        _mm_add_epi16(absdiff(c, a), absdiff(b, d)));
-        _mm_store_si128(reinterpret_cast<__m128i *>(act), own(g));
-        const __m128i m = own(_mm_cmplt_epi16(_mm_sub_epi16(ab, _mm_add_epi16(c, c)), zero));
-        _mm_store_si128(reinterpret_cast<__m128i *>(A.m), m);
-        _mm_store_si128(reinterpret_cast<__m128i *>(A.pm), _mm_sub_epi16(own(pred), m));
+        gv = own(_mm_add_epi16(_mm_add_epi16(absdiff(a, b), absdiff(b, c)),
+                               _mm_add_epi16(absdiff(c, a), absdiff(b, d))));
+        mv = own(_mm_cmplt_epi16(_mm_sub_epi16(ab, _mm_add_epi16(c, c)), zero));
+        pmv = _mm_sub_epi16(own(pred), mv);
       }
-      for (int k = 0; k < NC; ++k) {
-        const unsigned g = uint16_t(act[k]);  // >= 0 unless the tile is already bad
-        int ctx = kActivityTable.bucket[g < 80u ? g : 80u];
-        if (CLS == kClassTemporal && k == 0) ctx = ctx * kRefClasses + rclass;
-        A.table[k] = table0[CLS][k] + ctx;
-      }
+      // The activities up to 80 (as unsigned: >= 0 unless the tile is
+      // already bad).
+      const __m128i g80 = _mm_subs_epu16(gv, _mm_subs_epu16(gv, _mm_set1_epi16(80)));
+      auto lane = [](__m128i v, auto k_tag)
+                      CODEC2_LAMBDA_INLINE { return _mm_extract_epi16(v, decltype(k_tag)::value); };
+      auto put = [&](auto k_tag) CODEC2_LAMBDA_INLINE {
+        constexpr int k = decltype(k_tag)::value;
+        uintptr_t offset = kBucketOffsets.of[lane(g80, k_tag)];
+        if (CLS == kClassTemporal && k == 0)
+          offset = offset * kRefClasses + uintptr_t(rclass) * sizeof(DecodeTable);
+        tab[k][idx] = table0[CLS][k] + offset;
+        pm[k][idx] = int16_t(lane(pmv, k_tag));
+        m[k][idx] = int16_t(lane(mv, k_tag));
+      };
+      put(std::integral_constant<int, 0>());
+      if constexpr (NC > 1) put(std::integral_constant<int, 1>());
+      if constexpr (NC > 2) put(std::integral_constant<int, 2>());
+      if constexpr (NC > 3) put(std::integral_constant<int, 3>());
       return;
     }
 #endif
@@ -3756,9 +3845,9 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
         ctx = activity_bucket(spatial_activity(a, b, cc, d));
       }
       const int flip = flip_sign(CLS, a, b, cc, d);
-      A.pm[c] = int16_t(pred + flip);
-      A.m[c] = int16_t(-flip);
-      A.table[c] = table0[CLS][c] + ctx;
+      pm[c][idx] = int16_t(pred + flip);
+      m[c][idx] = int16_t(-flip);
+      tab[c][idx] = table0[CLS][c] + uintptr_t(ctx) * sizeof(DecodeTable);
     }
   };
 
@@ -3766,18 +3855,19 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
   // checksum (xs, hs), the token of the current component (tk) and its
   // value with the raw bits (vs).
   alignas(32) uint32_t xs[kMaxLanes] = {}, hs[kMaxLanes] = {};
-  [[maybe_unused]] alignas(32) uint32_t tk[kMaxLanes] = {}, vs[kMaxLanes] = {};
+  alignas(32) uint32_t tk[kMaxLanes] = {}, vs[kMaxLanes] = {};
   for (int st = 0; st < steps; ++st) {
     int n = 0;
-    n_class[0] = n_class[1] = n_class[2] = 0;
+    bool temporal = false;  // a temporal or temporal-spatial sample in the step
     for (int ln = 0; ln < lanes; ++ln) {
-      const int i = ci[ln], j = cj[ln];
-      const size_t at = row_at[ln] + size_t(i);
-      const int mr = mrow[ln], nr = nrow[ln];
-      if (++ci[ln] == period) {
-        ci[ln] = 0;
-        cj[ln] += lanes;
-        set_row(ln);
+      Lane &L = lane_pos[ln];
+      const int i = L.ci, j = L.cj;
+      const size_t at = L.row_at + size_t(i);
+      const int mr = L.mrow, nr = L.nrow;
+      if (++L.ci == period) {
+        L.ci = 0;
+        L.cj += lanes;
+        set_row(L);
       }
       if (unsigned(i) >= unsigned(w) || j >= h) continue;
 #if defined(__GNUC__) || defined(__clang__)
@@ -3797,27 +3887,30 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       Active &A = act[n];
       A.at = at;
       A.lane = ln;
-      A.block = nr + bc;
-      const bool edge = i == 0 || j == 0 || i + 1 == w;
-      if (KEY || mode == kSpatial) {
-        contexts(std::integral_constant<int, kClassSpatial>(), A, edge, i, j, 0);
-        by_class[kClassSpatial][n_class[kClassSpatial]++] = n;
-      } else if (mode == kTemporal) {
-        contexts(std::integral_constant<int, kClassTemporal>(), A, edge, i, j, rclass[at]);
-        by_class[kClassTemporal][n_class[kClassTemporal]++] = n;
-      } else {
-        contexts(std::integral_constant<int, kClassTempSpat>(), A, edge, i, j, 0);
-        by_class[kClassTempSpat][n_class[kClassTempSpat]++] = n;
+      if (!KEY) {
+        temporal |= mode != kSpatial;
+        cls_of[n] = kClassOfMode[mode];
+        need_of[n] = need[nr + bc];
+        for (int c = 0; c < NC; ++c) ref_of[c][n] = ref[c][at];
       }
+      // The lane's state and checksum (the checksums unreduced:
+      // lane_checksum()'s mod 2^17 once at the end).
+      xs[n] = x_[ln];
+      hs[n] = h_[ln];
+      // The first column, the first row or the last column (for w >= 1).
+      const bool edge = (unsigned(i - 1) >= unsigned(w - 2)) | (j == 0);
+      if (KEY || mode == kSpatial)
+        contexts(std::integral_constant<int, kClassSpatial>(), n, edge, i, j, 0);
+      else if (mode == kTemporal)
+        contexts(std::integral_constant<int, kClassTemporal>(), n, edge, i, j, rclass[at]);
+      else
+        contexts(std::integral_constant<int, kClassTempSpat>(), n, edge, i, j, 0);
       ++n;
     }
     if (n == 0) continue;
-    // The coded lanes' states and checksums in lane order for the step
-    // (the checksums unreduced: lane_checksum()'s mod 2^17 once at the end).
-    for (int k = 0; k < n; ++k) {
-      xs[k] = x_[act[k].lane];
-      hs[k] = h_[act[k].lane];
-    }
+    // The step's samples rounded up to 8 (the loops below that the
+    // compiler vectorises run over groups of 8).
+    const int n8 = (n + 7) & ~7;
     // One sub-step per component (c a constant in each).
     auto component = [&](auto c_tag) CODEC2_LAMBDA_INLINE {
       constexpr int c = decltype(c_tag)::value;
@@ -3825,26 +3918,38 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       // renormalisations in lane order: no token reads a byte, so the bytes
       // read are those of a renormalisation after each token, and the
       // lanes' decodes (independent chains) overlap.
-      bool extra = false;  // a token with raw bits in this sub-step
-      for (int k = 0; k < n; ++k) {
-        Active &A = act[k];
-        const DecodeTable *table = A.table[c] + (c > 0 ? A.cross : 0);
-        bad |= table->e[0] != 0;  // an unused table
-        const int token = RansDecoder::decode(xs[k], *table);
-        hs[k] = hs[k] * 33u + uint32_t(token);
-        extra |= token >= kDirectTokens;
-        A.token = token;
-        tk[k] = uint32_t(token);
-        // r0 = 0 exactly for token 0 (raw bits follow only tokens >= 16).
-        if (c == 0) A.cross = token != 0 ? kActivityBuckets : 0;
-        A.value[c] = A.pm[c] + (kUnzigzag[token] ^ A.m[c]);
+      uint32_t tokens;  // the OR of the tokens: >= 16 where raw bits follow
+#if CODEC2_AVX2
+      if constexpr (AVX2) {
+        tokens = tokens_avx2(tab[c], xs, tk, n, spans);
+      } else
+#endif
+      {
+        tokens = 0;
+        for (int k = 0; k < n; ++k) {
+          const int t =
+              RansDecoder::decode(xs[k], *reinterpret_cast<const DecodeTable *>(tab[c][k]), spans);
+          tk[k] = uint32_t(t);
+          tokens |= uint32_t(t);
+        }
       }
+      // The checksums (unreduced: lane_checksum()'s mod 2^17 once at the
+      // end), and for the later components' tables whether r0 is 0 (exactly
+      // for token 0: raw bits follow only tokens >= 16).
+      for (int k8 = 0; k8 < n8; k8 += 8)
+        for (int k = k8; k < k8 + 8; ++k) hs[k] = hs[k] * 33u + tk[k];
+      if constexpr (c == 0 && NC > 1)
+        for (int k8 = 0; k8 < n8; k8 += 8)
+          for (int k = k8; k < k8 + 8; ++k) {
+            const uintptr_t cross = tk[k] != 0 ? kActivityBuckets * sizeof(DecodeTable) : 0;
+            for (int cc = 1; cc < NC; ++cc) tab[cc][k] += cross;
+          }
       // Each renormalisation reads at most two bytes: with 2n left, none
       // needs the check for the end of the payload.
       auto renorm_all = [&]() CODEC2_LAMBDA_INLINE {
 #if CODEC2_AVX2
         if constexpr (AVX2) {
-          if (rd.end - rd.p >= 2 * n + 4) {
+          if (rd.end - rd.p >= 2 * n + 16) {
             renorm_avx2(xs, n, rd.p);
             return;
           }
@@ -3857,35 +3962,37 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
         }
       };
       renorm_all();
-      if (extra) {
-        // Raw bits (none below token 16), without a branch on the token,
-        // then their renormalisations in lane order.
+      // The values the tokens code: the tokens themselves below 16, else
+      // with their raw bits (none below token 16), read without a branch on
+      // the token, then renormalised in lane order.
+      const uint32_t *v = tk;
+      if (tokens >= uint32_t(kDirectTokens)) {
 #if CODEC2_AVX2
         if constexpr (AVX2) {
           raw_bits_avx2(xs, hs, tk, vs, n);
-          for (int k = 0; k < n; ++k) {
-            Active &A = act[k];
-            const uint32_t v = vs[k];
-            A.value[c] = A.pm[c] + ((int(v >> 1) ^ -int(v & 1)) ^ A.m[c]);
-          }
-          renorm_all();
-          return;
-        }
+        } else
 #endif
-        for (int k = 0; k < n; ++k) {
-          Active &A = act[k];
-          const int nbits = kTokenExtra[A.token];
-          const uint32_t bits = xs[k] & ((1u << nbits) - 1);
-          xs[k] >>= nbits;
-          // Only a field of raw bits is a symbol (h * 33 + bits without a
-          // branch: h + (32 h + bits) or h + 0).
-          const uint32_t use = 0u - uint32_t(nbits != 0);
-          hs[k] += (hs[k] * 32u + bits) & use;
-          const uint32_t v = kTokenBase[A.token] | bits;
-          A.value[c] = A.pm[c] + ((int(v >> 1) ^ -int(v & 1)) ^ A.m[c]);
+        {
+          for (int k = 0; k < n; ++k) {
+            const int nbits = kTokenExtra[tk[k]];
+            const uint32_t bits = xs[k] & ((1u << nbits) - 1);
+            xs[k] >>= nbits;
+            // Only a field of raw bits is a symbol (h * 33 + bits without a
+            // branch: h + (32 h + bits) or h + 0).
+            const uint32_t use = 0u - uint32_t(nbits != 0);
+            hs[k] += (hs[k] * 32u + bits) & use;
+            vs[k] = kTokenBase[tk[k]] | bits;
+          }
+          for (int k = n; k < n8; ++k) vs[k] = 0;
         }
         renorm_all();
+        v = vs;
       }
+      // pm + (unzigzag(v) ^ m), unzigzag(v) = (v >> 1) ^ -(v & 1).
+      for (int k8 = 0; k8 < n8; k8 += 8)
+        for (int k = k8; k < k8 + 8; ++k)
+          value[c][k] =
+              int(uint32_t(pm[c][k]) + (((v[k] >> 1) ^ (0u - (v[k] & 1))) ^ uint32_t(m[c][k])));
     };
     component(std::integral_constant<int, 0>());
     if constexpr (NC > 1) component(std::integral_constant<int, 1>());
@@ -3900,70 +4007,153 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
     // was clamped), the other domain's follow from the reconstruction.
     // The other domain's values are computed only where a neighbour will
     // read them (0 elsewhere: nothing reads them).
-    for (int k = 0; k < n_class[kClassSpatial]; ++k) {
-      const Active &A = act[by_class[kClassSpatial][k]];
-      const size_t at = A.at;
-      int ch[NC];
-      to_channels(YCOCG, NC, A.value, ch);
-      uint8_t out[NC];
-      for (int c = 0; c < NC; ++c) {
-        if (unsigned(ch[c]) > unsigned(q.max_index)) {
-          bad = true;
-          ch[c] = 0;
+    if constexpr (!kVectorRecon) {
+      // Sample by sample, in its class's way.
+      for (int k = 0; k < n; ++k) {
+        const size_t at = act[k].at;
+        int val[NC], ch[NC];
+        for (int c = 0; c < NC; ++c) val[c] = value[c][k];
+        to_channels(YCOCG, NC, val, ch);
+        if (KEY || cls_of[k] == kClassSpatial) {
+          uint8_t out[NC];
+          for (int c = 0; c < NC; ++c) {
+            if (unsigned(ch[c]) > unsigned(q.max_index)) {
+              bad = true;
+              ch[c] = 0;
+            }
+            out[c] = q.dequant[ch[c]];
+            rec[c][at] = out[c];
+          }
+          int tv[NC] = {};
+          if (!KEY && (need_of[k] & 2)) {
+            int d[NC];
+            for (int c = 0; c < NC; ++c) d[c] = q.diff[int(out[c]) - ref_of[c][k] + 255];
+            to_components(YCOCG, NC, d, tv);
+          }
+          put_work(work + at * W2, val, tv);
+          continue;
         }
-        out[c] = q.dequant[ch[c]];
-        rec[c][at] = out[c];
-      }
-      int tv[NC] = {};
-      if (!KEY && (need[A.block] & 2)) {
-        int d[NC];
-        for (int c = 0; c < NC; ++c) d[c] = q.diff[int(out[c]) - int(ref[c][at]) + 255];
-        to_components(YCOCG, NC, d, tv);
-      }
-      put_work(work + at * W2, A.value, tv);
-    }
-    if (KEY) continue;
-    for (int cls = kClassTemporal; cls <= kClassTempSpat; ++cls)
-      for (int k = 0; k < n_class[cls]; ++k) {
-        const Active &A = act[by_class[cls][k]];
-        const size_t at = A.at;
-        int ch[NC];
-        to_channels(YCOCG, NC, A.value, ch);
         bool clamped = false;
-        uint8_t out[NC], rf[NC];
+        uint8_t out[NC];
         for (int c = 0; c < NC; ++c) {
           if (ch[c] < -255 || ch[c] > 255) {
             bad = true;
             ch[c] = 0;
           }
-          rf[c] = ref[c][at];
-          const int v = rf[c] + ch[c] * step;
+          const int v = ref_of[c][k] + ch[c] * step;
           clamped |= unsigned(v) > 255u;
           out[c] = uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
+          rec[c][at] = out[c];
         }
-        for (int c = 0; c < NC; ++c) rec[c][at] = out[c];
         int tv[NC], sv[NC] = {};
         if (clamped) {
           int d[NC];
-          for (int c = 0; c < NC; ++c) d[c] = q.diff[int(out[c]) - int(rf[c]) + 255];
+          for (int c = 0; c < NC; ++c) d[c] = q.diff[int(out[c]) - ref_of[c][k] + 255];
           to_components(YCOCG, NC, d, tv);
         } else {
-          for (int c = 0; c < NC; ++c) tv[c] = A.value[c];
+          for (int c = 0; c < NC; ++c) tv[c] = val[c];
         }
-        if (need[A.block] & 1) {
+        if (need_of[k] & 1) {
           int u[NC];
           for (int c = 0; c < NC; ++c) u[c] = q.index[out[c]];
           to_components(YCOCG, NC, u, sv);
         }
         put_work(work + at * W2, sv, tv);
       }
+      continue;
+    }
+    // Every sample reconstructed both ways, spatial and temporal, taking its
+    // class's way (a loop over groups of 8 that the compiler vectorises;
+    // the tables of quant_index(), quant_diff() and dequant_index() as
+    // arithmetic); then its bytes and working values are stored.
+    int oob = 0;  // a decoded value out of its domain's range: the tile is bad
+    // Selections by masks (all ones or 0), which the compiler vectorises
+    // where it would not vectorise branches.
+    auto pick = [](int mask, int a, int b)
+                    CODEC2_LAMBDA_INLINE { return (a & mask) | (b & ~mask); };
+    // ALL_SPATIAL: every sample of the step is spatial (keyframes, and
+    // often frames of noise), which saves the temporal way.
+    auto reconstruct = [&](auto all_spatial_tag) CODEC2_LAMBDA_INLINE {
+      constexpr bool ALL_SPATIAL = decltype(all_spatial_tag)::value;
+      for (int k8 = 0; k8 < n8; k8 += 8)
+        for (int k = k8; k < k8 + 8; ++k) {
+          int val[NC], ch[NC];
+          for (int c = 0; c < NC; ++c) val[c] = value[c][k];
+          to_channels(YCOCG, NC, val, ch);
+          const int spatial = ALL_SPATIAL ? -1 : -int(cls_of[k] == kClassSpatial);
+          int out[NC], ok = -1, clamped = 0;
+          for (int c = 0; c < NC; ++c) {
+            // Spatial: an index 0..max_index, dequant_index().
+            const int ok_s = -int(unsigned(ch[c]) <= unsigned(q.max_index));
+            const int ps = (ch[c] & ok_s) * step;
+            const int out_s = ps < 255 ? ps : 255;
+            if (ALL_SPATIAL) {
+              out[c] = out_s;
+              ok &= ok_s;
+              continue;
+            }
+            // Temporal: a difference -255..255 to the reference, clamped.
+            const int ok_t = -int(unsigned(ch[c] + 255) <= 510u);
+            const int v = ref_of[c][k] + (ch[c] & ok_t) * step;
+            clamped |= -int(unsigned(v) > 255u);
+            const int out_t = v < 0 ? 0 : v > 255 ? 255 : v;
+            out[c] = pick(spatial, out_s, out_t);
+            ok &= pick(spatial, ok_s, ok_t);
+          }
+          oob |= ~ok & -int(k < n);
+          for (int c = 0; c < NC; ++c) out_of[c][k] = out[c];
+          if (KEY) {
+            for (int c = 0; c < NC; ++c) {
+              s_of[c][k] = val[c];
+              t_of[c][k] = 0;
+            }
+            continue;
+          }
+          // The other domain: quant_index(out) and quant_diff(out - ref)
+          // (the quotient of |e| + k, with e's sign).
+          int u[NC], d[NC], su[NC], td[NC];
+          for (int c = 0; c < NC; ++c) {
+            u[c] = int((uint32_t(out[c] + q.k) * recip) >> 20);
+            const int e = out[c] - ref_of[c][k], neg = -int(e < 0);
+            const int qd = int((uint32_t(((e ^ neg) - neg) + q.k) * recip) >> 20);
+            d[c] = (qd ^ neg) - neg;
+          }
+          if (!ALL_SPATIAL) to_components(YCOCG, NC, u, su);
+          to_components(YCOCG, NC, d, td);
+          const int need_s = -(need_of[k] & 1), need_t = -((need_of[k] >> 1) & 1);
+          for (int c = 0; c < NC; ++c) {
+            if (ALL_SPATIAL) {
+              s_of[c][k] = val[c];
+              t_of[c][k] = td[c] & need_t;
+              continue;
+            }
+            s_of[c][k] = pick(spatial, val[c], su[c] & need_s);
+            t_of[c][k] = pick(spatial, td[c] & need_t, pick(clamped, td[c], val[c]));
+          }
+        }
+    };
+    if (KEY || !temporal)
+      reconstruct(std::true_type());
+    else
+      reconstruct(std::false_type());
+    bad |= oob != 0;
+    for (int k = 0; k < n; ++k) {
+      const size_t at = act[k].at;
+      int sv[NC], tv[NC];
+      for (int c = 0; c < NC; ++c) {
+        rec[c][at] = uint8_t(out_of[c][k]);
+        sv[c] = s_of[c][k];
+        tv[c] = t_of[c][k];
+      }
+      put_work(work + at * W2, sv, tv);
+    }
   }
   for (int ln = 0; ln < lanes; ++ln) {
     state[ln] = x_[ln];
     checksum[ln] = h_[ln] & 0x1FFFFu;  // lane_checksum()'s reduction
   }
   dec = rd;
-  return !bad;
+  return !bad && spans < DecodeTable::kUnusedSpan;
 }
 
 }  // namespace

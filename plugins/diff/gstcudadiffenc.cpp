@@ -6,7 +6,7 @@
  * against the reference, the picture every decoder shows (the encoder keeps
  * exactly what the decoders rebuild, so errors never accumulate). Every shown
  * byte is within `threshold` of the input (threshold=0 is lossless).
- * Two versions of the stream (`stream-version`, default 1): version 1 sends
+ * Two versions of the stream (`stream-version`, default 2): version 1 sends
  * the bytes that differ from the reference by more than the threshold,
  * optionally with zstd, on the GPU or the CPU; version 2 codes 16x16 blocks
  * as skipped, predicted from the reference, from their neighbours or both,
@@ -57,11 +57,11 @@ namespace diff = cudadiff::diff;
 namespace codec2 = cudadiff::codec2;
 
 #define DEFAULT_THRESHOLD 20
-// The version written unless `stream-version` says otherwise: 1 while
-// version 2 costs several times its time per frame (on the GPU about ten
-// times, on the CPU too slow for 1080p30 on a small machine); the blurb and
-// the docs follow this one constant.
-#define DEFAULT_STREAM_VERSION 1
+// The version written unless `stream-version` says otherwise: 2, several
+// times smaller on camera footage; version 1 costs less time per frame (on
+// the GPU about a tenth, on the CPU far less), for senders short of it. The
+// blurb and the docs follow this one constant.
+#define DEFAULT_STREAM_VERSION 2
 #define DEFAULT_KEYFRAME_INTERVAL 60
 #define DEFAULT_COMPRESSION_LEVEL 3
 #define DEFAULT_STATS_INTERVAL 0
@@ -916,13 +916,12 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
       gobject_class, PROP_STREAM_VERSION,
       g_param_spec_uint(
           "stream-version", "Stream version",
-          "Version of the stream written (the caps say it too): 1, the bytes that changed by "
-          "more than threshold with optional zstd, on the GPU with a CUDA backend; or 2, 16x16 "
-          "blocks predicted from the previous picture or their neighbours, quantised with step "
-          "2*ceil(2*threshold/3)+1 and entropy-coded: keyframes several times smaller, deltas "
-          "smaller on "
-          "moving footage, about ten times the GPU time of version 1 and far more CPU time "
-          "(slow at 1080p on the CPU backend). Decoders built before version 2 "
+          "Version of the stream written (the caps say it too): 2, 16x16 blocks predicted from "
+          "the previous picture or their neighbours, quantised with step "
+          "2*ceil(2*threshold/3)+1 and entropy-coded: several times smaller on camera footage, "
+          "about ten times the GPU time of version 1 and far more CPU time; or 1, the bytes "
+          "that changed by more than threshold with optional zstd: the least time per frame, "
+          "for senders short of it. Decoders built before version 2 "
           "read only version 1. Read when caps are set. Default: " G_STRINGIFY(
               DEFAULT_STREAM_VERSION),
           1, 2, DEFAULT_STREAM_VERSION,
@@ -941,8 +940,8 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
   gst_element_class_set_static_metadata(
       element_class, "CUDA frame-difference encoder", "Codec/Encoder/Video",
       "Sends a keyframe, then per frame what changed, with every byte within a threshold "
-      "(lossless at 0): version 1 (the default) sends the changed bytes (on the GPU, or on "
-      "the CPU without one), version 2 predicts and entropy-codes blocks (likewise)",
+      "(lossless at 0): version 2 (the default) predicts and entropy-codes blocks (on the GPU, "
+      "or on the CPU without one), version 1 sends the changed bytes (likewise)",
       "gst-cudadiff developers");
 
   encoder_class->start = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_start);

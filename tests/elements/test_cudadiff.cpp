@@ -245,7 +245,7 @@ TEST(CudaDiff, PropertiesAndDefaults) {
                "backend", &backend, "frame-overlap", &overlap, "stream-version", &version, nullptr);
   // The one test of the default (DEFAULT_STREAM_VERSION in the encoder):
   // every other test names the version it tests.
-  EXPECT_EQ(version, 1u) << "version 1 by default";
+  EXPECT_EQ(version, 2u) << "version 2 by default";
   GParamSpec *vspec = g_object_class_find_property(G_OBJECT_GET_CLASS(enc), "stream-version");
   EXPECT_EQ(G_PARAM_SPEC_UINT(vspec)->minimum, 1u);
   EXPECT_EQ(G_PARAM_SPEC_UINT(vspec)->maximum, 2u);

@@ -11,6 +11,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,17 +62,31 @@ struct GuardedFrame {
   }
 };
 
+// The receive path of one input. The reader lives as long as the process,
+// as the element's lives as long as the element: it keeps no state from one
+// packet to the next, only scratch memory and a zstd context, which need
+// not be created again for every input.
 struct Receiver {
+  explicit Receiver(Reader &r) : reader(r) {}
   std::unique_ptr<Context> ctx = Context::cpu();
   std::unique_ptr<diff::DiffDecoder> decoder;
   std::unique_ptr<codec2::Decoder> decoder2;
-  Reader reader;
+  Reader &reader;
   Parser parser;
   PacketHeader current;
   bool synced = false;
   uint64_t last = 0;
   GuardedFrame out;
   HostBytes before, after;
+  std::unique_ptr<uint8_t[]> exact;
+
+  // The body, copied into an allocation of exactly its size: a decoder that
+  // reads past it is caught (the reader's own memory is larger).
+  const uint8_t *exact_copy(const uint8_t *body, size_t n) {
+    exact.reset(new uint8_t[n]);
+    if (n) std::memcpy(exact.get(), body, n);
+    return exact.get();
+  }
 
   void packet(const PacketHeader &h, const uint8_t *payload) {
     if (h.stream_header()) return;
@@ -99,6 +114,7 @@ struct Receiver {
         synced = false;
         return;
       }
+      body = exact_copy(body, h.body_size);
       if (decoder2) {
         if (!decode2(body, h.body_size)) return;
       } else {
@@ -112,6 +128,7 @@ struct Receiver {
         synced = false;
         return;
       }
+      body = exact_copy(body, h.body_size);
       if (decoder2) {
         if (!decode2(body, h.body_size)) return;
       } else {
@@ -166,15 +183,36 @@ inline void put_u32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
 }
 
+// The offset of the first packet header that fits in data[from, size) (its
+// magic at that offset and kHeaderSize bytes), or `size`. memchr finds the
+// candidates instead of a comparison at every offset (the mutator scans
+// every input it changes).
+size_t next_header(const uint8_t *data, size_t size, size_t from) {
+  while (from + kHeaderSize <= size) {
+    const void *hit = std::memchr(data + from, kMagic[0], size - kHeaderSize + 1 - from);
+    if (!hit) break;
+    from = size_t(static_cast<const uint8_t *>(hit) - data);
+    if (std::memcmp(data + from, kMagic, 4) == 0) return from;
+    ++from;
+  }
+  return size;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0) return 0;
   set_cpu_threads(1);
-  const size_t chunk = size_t(data[0]) * 7 + 1;  // 1 .. 1786 bytes per piece
+  // Pieces of `first` bytes (1 .. 1786); while the parser waits for the rest
+  // of a packet, each further piece is twice the last: packets still arrive
+  // cut into pieces, but one of n bytes no longer costs up to n calls of the
+  // parser.
+  const size_t first = size_t(data[0]) * 7 + 1;
+  size_t piece = first;
   const uint8_t *bytes = data + 1;
   const size_t n = size - 1;
-  Receiver rx;
+  static Reader reader;
+  Receiver rx(reader);
   ArrayQueue q(bytes, 0);
   size_t fed = 0;
   for (int guard = 0; guard < 1 << 24; ++guard) {
@@ -182,10 +220,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const Parser::Step s = rx.parser.next(q, eos);
     if (s.kind == Parser::Kind::NeedData) {
       if (eos) break;
-      fed = fed + chunk < n ? fed + chunk : n;
+      fed = fed + piece < n ? fed + piece : n;
+      piece = std::min(piece * 2, n);
       q.set_size(fed);
       continue;
     }
+    piece = first;
     if (s.bytes == 0 || s.bytes > q.available()) std::abort();  // the parser must make progress
     if (s.kind == Parser::Kind::Packet) {
       const uint8_t *p = q.map(s.bytes);
@@ -202,8 +242,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 namespace fuzz {
 
 void fix_checksums(uint8_t *data, size_t size) {
-  for (size_t i = 0; i + kHeaderSize <= size; ++i) {
-    if (std::memcmp(data + i, kMagic, 4) != 0) continue;
+  for (size_t i = next_header(data, size, 0); i < size; i = next_header(data, size, i + 1)) {
     const size_t payload = get_u32(data + i + 32);
     if (payload <= size - i - kHeaderSize)
       put_u32(data + i + 56, uint32_t(::crc32(0, data + i + kHeaderSize, uInt(payload))));
@@ -215,8 +254,9 @@ void mutate(std::vector<uint8_t> &d, const std::vector<uint8_t> &other, std::mt1
   auto pick = [&](size_t n) { return n ? size_t(gen() % n) : 0; };
   // Packet starts, for edits that aim at header fields.
   std::vector<size_t> headers;
-  for (size_t i = 1; i + kHeaderSize <= d.size(); ++i)
-    if (std::memcmp(d.data() + i, kMagic, 4) == 0) headers.push_back(i);
+  for (size_t i = next_header(d.data(), d.size(), 1); i < d.size();
+       i = next_header(d.data(), d.size(), i + 1))
+    headers.push_back(i);
   const int kind = int(gen() % 8);
   if (d.size() < 2) {
     d.push_back(uint8_t(gen()));
