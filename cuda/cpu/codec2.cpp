@@ -209,6 +209,10 @@ using detail::kNoSymbol;
 using detail::Symbol;
 using detail::TileSymbols;
 
+#if CODEC2_AVX2
+bool use_avx2();  // below, with the encoder
+#endif
+
 // ---------------------------------------------------------------------------
 // Integer costs (1/256 bit), the same on every backend.
 
@@ -712,9 +716,75 @@ struct Picture {
   }
 };
 
+#if CODEC2_AVX2
+// The byte shuffles that take the bytes at 3 i + k (k = 0, 1, 2) of 48
+// bytes, from each of their three 16-byte thirds, to byte i of a channel
+// (0x80: none from that third).
+struct Deinterleave3 {
+  uint8_t take[3][3][16];  // [k][third][i]
+  constexpr Deinterleave3() : take() {
+    for (int k = 0; k < 3; ++k)
+      for (int third = 0; third < 3; ++third)
+        for (int i = 0; i < 16; ++i) {
+          const int at = 3 * i + k - 16 * third;
+          take[k][third][i] = uint8_t(at >= 0 && at < 16 ? at : 0x80);
+        }
+  }
+};
+constexpr Deinterleave3 kDeinterleave3;
+
+// Pixels [0, n) of a row of 3-byte pixels: byte k of each into dst[k], 16
+// pixels at a time; returns the number done.
+CODEC2_TARGET_AVX2 int deinterleave3_avx2(const uint8_t *src, uint8_t *const *dst, int n) {
+  int x = 0;
+  for (; x + 16 <= n; x += 16) {
+    __m128i third[3];
+    for (int t = 0; t < 3; ++t)
+      third[t] = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + 3 * x + 16 * t));
+    for (int k = 0; k < 3; ++k) {
+      __m128i v = _mm_setzero_si128();
+      for (int t = 0; t < 3; ++t)
+        v = _mm_or_si128(
+            v, _mm_shuffle_epi8(third[t], _mm_loadu_si128(reinterpret_cast<const __m128i *>(
+                                              kDeinterleave3.take[k][t]))));
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(dst[k] + x), v);
+    }
+  }
+  return x;
+}
+#endif
+
+// Rows of a packed 3-byte layer (BGR, RGB) into its channel planes.
+void extract_packed3(const FrameView &f, const Layer &ly, int l, Picture &pic) {
+  // The plane of the byte at offset k of a pixel.
+  uint8_t *by_offset[3] = {};
+  for (int c = 0; c < 3; ++c) by_offset[ly.offset[c]] = pic.ch[l][c].data();
+  const int w = ly.width;
+#pragma omp parallel for num_threads(cpu_threads_for(size_t(w) * ly.height)) schedule(static)
+  for (int y = 0; y < ly.height; ++y) {
+    const uint8_t *src = f.row(ly.plane[0], y);
+    uint8_t *d[3];
+    for (int k = 0; k < 3; ++k) d[k] = by_offset[k] + size_t(y) * w;
+    int x = 0;
+#if CODEC2_AVX2
+    if (use_avx2()) x = deinterleave3_avx2(src, d, w);
+#endif
+    for (; x < w; ++x)
+      for (int k = 0; k < 3; ++k) d[k][x] = src[3 * x + k];
+  }
+}
+
 void extract(const FrameView &f, const LayerSet &ls, Picture &pic) {
   for (int l = 0; l < ls.count; ++l) {
     const Layer &ly = ls.layer[l];
+    // A packed 3-byte layer whose channels are its pixels' bytes 0, 1 and 2.
+    if (ly.channels == 3 && ly.plane[1] == ly.plane[0] && ly.plane[2] == ly.plane[0] &&
+        ly.step[0] == 3 && ly.step[1] == 3 && ly.step[2] == 3 && ly.offset[0] < 3 &&
+        ly.offset[1] < 3 && ly.offset[2] < 3 && ly.offset[0] != ly.offset[1] &&
+        ly.offset[1] != ly.offset[2] && ly.offset[0] != ly.offset[2]) {
+      extract_packed3(f, ly, l, pic);
+      continue;
+    }
     for (int c = 0; c < ly.channels; ++c) {
       uint8_t *dst = pic.ch[l][c].data();
 #pragma omp parallel for num_threads(cpu_threads_for(size_t(ly.width) * ly.height)) schedule(static)
@@ -1173,16 +1243,29 @@ int default_threads(size_t samples, size_t tiles) {
   return std::max(1, std::min<int>(int(tiles), cpu_threads_for(samples)));
 }
 
+// The CPU encoder's symbols between tile_symbols() and encode_tile(): 32
+// bits each, the distribution and token as dist * kTokens + token (the
+// index of the token's table entry) in the low 16 bits or kNoCode for a
+// sample of a skipped block, the value of the raw bits in the high 16 (their
+// number follows from the token, token_extra_bits()). Symbols from another
+// backend (write_body()) are turned into codes first.
+constexpr uint32_t kNoCode = 0xFFE0;  // token 0, above every dist * kTokens + token
+inline uint32_t code_of(const Symbol &s) {
+  return s.dist == kNoSymbol ? kNoCode
+                             : (uint32_t(s.dist) * kTokens + s.token) | uint32_t(s.bits) << 16;
+}
+
 // lane_checksum() is h * 33 + value mod 2^17: the encoder takes it mod 2^32
 // (2^17 divides 2^32) and reduces once, at the end. A sample component's
 // symbol (docs/stream-format.md, "Coded tiles": its token, then its raw bits
 // if it has any) multiplies h by 33 per value it adds; a skipped one (token
 // 0, no raw bits) leaves h as it is.
-CODEC2_ALWAYS_INLINE uint32_t checksum_step(uint32_t h, const Symbol &s) {
-  // Without branches: with raw bits (only coded symbols have some) h * 33^2
-  // + 33 token + bits, else coded h * 33 + token, skipped h.
-  const uint32_t coded = s.dist != kNoSymbol, raw = s.nbits != 0;
-  return h * (1u + 32u * coded + 1056u * raw) + s.token * (1u + 32u * raw) + s.bits;
+CODEC2_ALWAYS_INLINE uint32_t checksum_step(uint32_t h, uint32_t code) {
+  // Without branches: with raw bits (a token of 16 or more) h * 33^2 + 33
+  // token + bits, else coded h * 33 + token, skipped h.
+  const uint32_t token = code & (kTokens - 1), raw = token >= uint32_t(kDirectTokens);
+  const uint32_t coded = (code & 0xFFFF) != kNoCode;
+  return h * (1u + 32u * coded + 1056u * raw) + token * (1u + 32u * raw) + (code >> 16);
 }
 constexpr uint32_t kChecksumMask = 0x1FFFFu;
 constexpr bool checksum_steps_are_exact() {
@@ -1199,7 +1282,7 @@ static_assert(checksum_steps_are_exact(), "lane checksums taken mod 2^32 differ"
 // checksum_step() over G rows of n symbols each (`stride` symbols apart),
 // row g into h[g]: G independent chains of multiplications, interleaved.
 template <int G>
-CODEC2_ALWAYS_INLINE void checksum_rows(const Symbol *row, size_t n, size_t stride, uint32_t *h) {
+CODEC2_ALWAYS_INLINE void checksum_rows(const uint32_t *row, size_t n, size_t stride, uint32_t *h) {
   uint32_t x[G];
   for (int g = 0; g < G; ++g) x[g] = h[g];
   for (size_t i = 0; i < n; ++i)
@@ -1469,7 +1552,6 @@ void working_values_span_base(const WorkingValuesJob &j, size_t at, size_t n) {
   working_values_span<kBaseLanes>(j, at, n);
 }
 #if CODEC2_AVX2
-bool use_avx2();
 CODEC2_TARGET_AVX2 void working_values_span_avx2(const WorkingValuesJob &j, size_t at, size_t n) {
   working_values_span<16>(j, at, n);
 }
@@ -1677,7 +1759,9 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
     if (g.tile_bx < 1 || g.tile_bx > 255 || g.tile_by < 1 || g.tile_by > 255)
       throw Error("codec2 encoder: tile geometry out of range");
     dl_ = DistLayout(ls_);
-    if (size_t(dl_.count) * kTokens > 65536) throw Error("codec2 encoder: too many distributions");
+    // (Each code of a distribution and token lies below kNoCode.)
+    if (size_t(dl_.count) * kTokens > kNoCode)
+      throw Error("codec2 encoder: too many distributions");
     tiles_ = make_tiles(ls_, g);
     modes_.assign(size_t(ls_.blocks_x) * ls_.blocks_y, kSpatial);
     prev_.tables.assign(dl_.count, Table{});
@@ -1733,12 +1817,14 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   template <int VW>
   CODEC2_ALWAYS_INLINE void tile_symbols_inline(size_t ti);
   template <int VW, int NC>
-  CODEC2_ALWAYS_INLINE void symbols_layer(const Tile &t, int l, Symbol *syms, uint32_t *hist,
+  CODEC2_ALWAYS_INLINE void symbols_layer(const Tile &t, int l, uint32_t *codes, uint32_t *hist,
                                           uint64_t *maps);
   ClassPlanes class_planes(int l, int cls, const Planes &nb) const;
   template <class F>
   void for_each_proxy_row(const Tile &t, F f) const;
   void build_model(const uint32_t *hist, bool keyframe, BitWriter &bw, Model &model);
+  FrameStats write_tiles(bool keyframe, int k, const uint8_t *modes,
+                         const std::function<void(size_t, uint8_t *)> &raw, HostBytes &body);
   bool encode_tile(size_t ti, int k);
   void store_raw(size_t ti, uint8_t *out);
   void debug_sizes(const Model &model);
@@ -1760,17 +1846,18 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   // class and component, a plane of samples each.
   std::vector<uint16_t> ids_[kMaxLayers][kClasses][kMaxComps];
   Model prev_;
-  std::vector<std::vector<Symbol>> symbols_;  // per tile: block modes, then layer by layer
-  std::vector<size_t> symbol_count_;          // per tile: symbols_ in use (0: skipped tile)
+  // Per tile its symbols as codes (kNoCode): block modes, then layer by
+  // layer; the number in use (0: skipped tile); their histogram; the
+  // checksum maps of its rows in layer order (from tile_symbols() in vector
+  // builds: maps_ready_).
+  std::vector<std::vector<uint32_t>> codes_;
+  std::vector<size_t> code_count_;
   std::vector<std::vector<uint32_t>> tile_hist_;
-  const TileSymbols *tile_in_ = nullptr;  // write_body()'s input: per tile its symbols
-  // tile_in_ is symbols_, which has a symbol of slack after each tile's
-  // (for the 8-byte loads of rans_layer_avx2()), and row_maps_ holds the
-  // checksum maps of the tiles' rows (vector builds) in layer order.
-  bool own_symbols_ = false;
   std::vector<std::vector<uint64_t>> row_maps_;
-  Model pending_;                     // make_tables()'s tables (prev_ after assemble())
-  std::vector<uint8_t> model_bytes_;  // and the model section
+  bool maps_ready_ = false;
+  const uint32_t *const *tile_hists_ = nullptr;  // write_tiles()'s histograms, per tile
+  Model pending_;                                // make_tables()'s tables (prev_ after assemble())
+  std::vector<uint8_t> model_bytes_;             // and the model section
   std::vector<std::vector<uint8_t>> streams_;
   std::vector<int> tile_type_;   // 0 skipped, 1 coded, 2 raw
   std::vector<int> tile_lanes_;  // lanes of a coded tile
@@ -1796,14 +1883,66 @@ bool use_avx2() {
 
 // The first estimate of each token's cost with its raw bits (1/256 bit),
 // for the sums of the mode decision's first round.
+// Below 2^14 each (at most 256 + 2 log2_q8(1537) + 10 * 256 for token 31),
+// so 4 components' sum fits 16 bits; also as byte tables for
+// first_cost_sum_avx2(): the low and high bytes of tokens 0..15 and
+// 16..31, each twice (both halves of a 32-byte register).
 struct FirstCostsWithBits {
   uint32_t of_token[kTokens];
+  alignas(32) uint8_t low[2][32], high[2][32];
   FirstCostsWithBits() {
-    for (int t = 0; t < kTokens; ++t)
+    for (int t = 0; t < kTokens; ++t) {
       of_token[t] = kFirstCost.of_token[t] + 256u * uint32_t(token_extra_bits(t));
+      for (int half = 0; half < 2; ++half) {
+        low[t / 16][16 * half + t % 16] = uint8_t(of_token[t]);
+        high[t / 16][16 * half + t % 16] = uint8_t(of_token[t] >> 8);
+      }
+    }
   }
 };
 const FirstCostsWithBits kFirstCostWithBits;
+
+#if CODEC2_AVX2
+// The sum of kFirstCostWithBits over the tokens of samples [0, n) of a
+// block row's NC components (16 lanes, by byte shuffles).
+CODEC2_TARGET_AVX2 inline uint32_t first_cost_sum_avx2(const RowSymbols &rs, int nc, int n) {
+  const __m256i low0 =
+      _mm256_load_si256(reinterpret_cast<const __m256i *>(kFirstCostWithBits.low[0]));
+  const __m256i low1 =
+      _mm256_load_si256(reinterpret_cast<const __m256i *>(kFirstCostWithBits.low[1]));
+  const __m256i high0 =
+      _mm256_load_si256(reinterpret_cast<const __m256i *>(kFirstCostWithBits.high[0]));
+  const __m256i high1 =
+      _mm256_load_si256(reinterpret_cast<const __m256i *>(kFirstCostWithBits.high[1]));
+  const __m256i lane = _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m256i live = _mm256_cmpgt_epi16(_mm256_set1_epi16(int16_t(n)), lane);
+  __m256i sum = _mm256_setzero_si256();
+  for (int c = 0; c < nc; ++c) {
+    const __m256i token =
+        _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(rs.id[c])),
+                         _mm256_set1_epi16(kTokens - 1));
+    // Byte indexes: the token's low 4 bits in a lane's low (high) byte,
+    // 0x80 (a zero byte) in the other.
+    const __m256i four = _mm256_and_si256(token, _mm256_set1_epi16(15));
+    const __m256i at_low = _mm256_or_si256(four, _mm256_set1_epi16(int16_t(0x8000)));
+    const __m256i at_high = _mm256_or_si256(_mm256_slli_epi16(four, 8), _mm256_set1_epi16(0x80));
+    const __m256i below =
+        _mm256_or_si256(_mm256_shuffle_epi8(low0, at_low), _mm256_shuffle_epi8(high0, at_high));
+    const __m256i above =
+        _mm256_or_si256(_mm256_shuffle_epi8(low1, at_low), _mm256_shuffle_epi8(high1, at_high));
+    const __m256i cost =
+        _mm256_blendv_epi8(below, above, _mm256_cmpgt_epi16(token, _mm256_set1_epi16(15)));
+    sum = _mm256_add_epi16(sum, _mm256_and_si256(cost, live));
+  }
+  // 16 sums below 2^16 -> 8 of 32 bits -> one.
+  __m256i wide = _mm256_add_epi32(_mm256_unpacklo_epi16(sum, _mm256_setzero_si256()),
+                                  _mm256_unpackhi_epi16(sum, _mm256_setzero_si256()));
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(wide), _mm256_extracti128_si256(wide, 1));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+  return uint32_t(_mm_cvtsi128_si32(s4));
+}
+#endif
 
 // The planes class `cls` of layer `l` codes from: neighbours from `nb`
 // (the input's working values for the mode decision, the reconstruction's
@@ -1896,9 +2035,16 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::proxy_layer(const Tile &t, int l, uint64_t
       for (int cls = 0; cls < kClasses; ++cls) {
         row_symbols<VW, NC, false>(cls, br, cp[cls], rs);
         uint32_t sum = 0;
-        for (int c = 0; c < NC; ++c) {
+        for (int c = 0; c < NC; ++c)
           std::memcpy(ids_[l][cls][c].data() + br.at, rs.id[c], sizeof(uint16_t) * size_t(n));
-          for (int i = 0; i < n; ++i) sum += kFirstCostWithBits.of_token[rs.id[c][i] % kTokens];
+#if CODEC2_AVX2
+        if constexpr (VW >= 16) {
+          sum = first_cost_sum_avx2(rs, NC, n);
+        } else
+#endif
+        {
+          for (int c = 0; c < NC; ++c)
+            for (int i = 0; i < n; ++i) sum += kFirstCostWithBits.of_token[rs.id[c][i] % kTokens];
         }
         cost[block * kModes + size_t(mode_of_class[cls])] += sum;
       }
@@ -2083,14 +2229,14 @@ CODEC2_TARGET_AVX2 void CpuEncoder::tile_symbols_avx2(size_t ti) {
 template <int VW>
 CODEC2_ALWAYS_INLINE void CpuEncoder::tile_symbols_inline(size_t ti) {
   const Tile &t = tiles_[ti];
-  std::vector<Symbol> &syms = symbols_[ti];
+  std::vector<uint32_t> &codes = codes_[ti];
   std::vector<uint32_t> &h = tile_hist_[ti];
   h.assign(size_t(dl_.count) * kTokens, 0);
   const size_t n_modes = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
   size_t total = n_modes;
   for (int l = 0; l < ls_.count; ++l) total += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
-  if (syms.size() < total + 1) syms.resize(total + 1);  // slack for rans_layer_avx2()
-  symbol_count_[ti] = total;
+  if (codes.size() < total) codes.resize(total);
+  code_count_[ti] = total;
   if (!keyframe_) {
     bool all_skip = true;
     size_t b = 0;
@@ -2098,12 +2244,12 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::tile_symbols_inline(size_t ti) {
       for (int bx = t.bx0; bx < t.bx1; ++bx) {
         const int m = modes_[size_t(by) * ls_.blocks_x + bx];
         all_skip &= m == kSkip;
-        syms[b++] = {uint16_t(dl_.mode), uint8_t(m), 0, 0};
+        codes[b++] = uint32_t(dl_.mode) * kTokens + uint32_t(m);
         h[size_t(dl_.mode) * kTokens + m]++;
       }
     if (all_skip) {
       std::fill(h.begin(), h.end(), 0);
-      symbol_count_[ti] = 0;
+      code_count_[ti] = 0;
       tile_type_[ti] = 0;
       streams_[ti].clear();
       return;
@@ -2115,30 +2261,30 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::tile_symbols_inline(size_t ti) {
   if (VW > 0) maps.resize(size_t(t.h[0]) + (ls_.count > 1 ? size_t(t.h[1]) : 0));
   size_t first = n_modes, first_row = 0;
   for (int l = 0; l < ls_.count; ++l) {
-    Symbol *layer_syms = syms.data() + first;
+    uint32_t *layer_codes = codes.data() + first;
     uint64_t *layer_maps = VW > 0 ? maps.data() + first_row : nullptr;
     switch (ls_.layer[l].channels) {
       case 1:
-        symbols_layer<VW, 1>(t, l, layer_syms, h.data(), layer_maps);
+        symbols_layer<VW, 1>(t, l, layer_codes, h.data(), layer_maps);
         break;
       case 2:
-        symbols_layer<VW, 2>(t, l, layer_syms, h.data(), layer_maps);
+        symbols_layer<VW, 2>(t, l, layer_codes, h.data(), layer_maps);
         break;
       case 3:
-        symbols_layer<VW, 3>(t, l, layer_syms, h.data(), layer_maps);
+        symbols_layer<VW, 3>(t, l, layer_codes, h.data(), layer_maps);
         break;
       default:
-        symbols_layer<VW, 4>(t, l, layer_syms, h.data(), layer_maps);
+        symbols_layer<VW, 4>(t, l, layer_codes, h.data(), layer_maps);
     }
     first += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
     first_row += size_t(t.h[l]);
   }
 }
 // The symbols of layer `l` of a tile, its w x h samples in raster order
-// from `syms`, NC components each, with neighbours from the
+// from `codes`, NC components each, with neighbours from the
 // reconstruction's working values and values from the input's.
 template <int VW, int NC>
-CODEC2_ALWAYS_INLINE void CpuEncoder::symbols_layer(const Tile &t, int l, Symbol *syms,
+CODEC2_ALWAYS_INLINE void CpuEncoder::symbols_layer(const Tile &t, int l, uint32_t *codes,
                                                     uint32_t *hist, uint64_t *maps) {
   const Layer &ly = ls_.layer[l];
   const ClassPlanes cp[kClasses] = {class_planes(l, kClassSpatial, work_[l]),
@@ -2167,10 +2313,10 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::symbols_layer(const Tile &t, int l, Symbol
       const BlockSpan span = block_span(ly, bx);
       const int n = span.x1 - span.x0;
       if (n <= 0) continue;
-      Symbol *out = syms + (size_t(j) * t.w[l] + size_t(span.x0 - t.x0[l])) * NC;
+      uint32_t *out = codes + (size_t(j) * t.w[l] + size_t(span.x0 - t.x0[l])) * NC;
       const int mode = modes_[brow + size_t(bx)];
       if (mode == kSkip) {
-        std::fill(out, out + size_t(n) * NC, Symbol{kNoSymbol, 0, 0, 0});
+        std::fill(out, out + size_t(n) * NC, kNoCode);
         continue;
       }
       const BlockRow br = block_row(ly, t, y, j, bx, span);
@@ -2178,9 +2324,7 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::symbols_layer(const Tile &t, int l, Symbol
       for (int i = 0; i < n; ++i)
         for (int c = 0; c < NC; ++c) {
           const uint16_t id = rs.id[c][i];
-          const int token = id % kTokens;
-          out[i * NC + c] = {uint16_t(id / kTokens), uint8_t(token), kTokenExtra[token],
-                             rs.bits[c][i]};
+          out[i * NC + c] = id | uint32_t(rs.bits[c][i]) << 16;
           hist[id]++;
         }
 #if CODEC2_VECTORS
@@ -2188,9 +2332,21 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::symbols_layer(const Tile &t, int l, Symbol
         alignas(64) uint32_t m[kBlock], v[kBlock];
         checksum_maps_vec<VW, NC>(rs, 0, m, v);
         if (VW < kBlock && n > VW) checksum_maps_vec<VW, NC>(rs, VW, m, v);
-        for (int i = 0; i < n; ++i) {
-          row_m *= m[i];
-          row_v = row_v * m[i] + v[i];
+        // The samples' maps composed in order: quarters of the block row
+        // first (4 short chains of multiplications instead of one long one).
+        for (int i = n; i < kBlock; ++i) m[i] = 1, v[i] = 0;
+        uint32_t qm[4], qv[4];
+        for (int q = 0; q < 4; ++q) {
+          qm[q] = m[4 * q];
+          qv[q] = v[4 * q];
+          for (int i = 4 * q + 1; i < 4 * q + 4; ++i) {
+            qm[q] *= m[i];
+            qv[q] = qv[q] * m[i] + v[i];
+          }
+        }
+        for (int q = 0; q < 4; ++q) {
+          row_m *= qm[q];
+          row_v = row_v * qm[q] + qv[q];
         }
       }
 #endif
@@ -2252,11 +2408,11 @@ void CpuEncoder::build_model(const uint32_t *hist, bool keyframe, BitWriter &bw,
 }
 
 // The rANS steps of one layer of a tile (w x h samples of NC components
-// from `syms`) in reverse schedule order, the lanes' states in `state`,
+// from `codes`) in reverse schedule order, the lanes' states in `state`,
 // the stream below p; returns the new p.
 template <int NC>
-uint8_t *rans_layer(const Symbol *syms, int w, int h, int lanes, const RansEncoder::Symbol *table,
-                    uint32_t *state, uint8_t *p) {
+uint8_t *rans_layer(const uint32_t *codes, int w, int h, int lanes,
+                    const RansEncoder::Symbol *table, uint32_t *state, uint8_t *p) {
   const int period = schedule_period(w, lanes);
   const int steps = schedule_steps(w, h, lanes);
   // Lane ln codes row j = round * lanes + ln, column i at step
@@ -2272,19 +2428,19 @@ uint8_t *rans_layer(const Symbol *syms, int w, int h, int lanes, const RansEncod
     row[ln] = tt < 0 ? -1 : tt / period * lanes + ln;
     at[ln] = (ptrdiff_t(row[ln]) * w + col[ln]) * NC;
   }
-  static const Symbol kSkipped{kNoSymbol, 0, 0, 0};
+  static const uint32_t kSkipped = kNoCode;
   for (int st = steps - 1; st >= 0; --st) {
     // The lanes whose sample is coded at this step, in lane order (the
     // components of a sample are all coded or all skipped).
-    const Symbol *sample[kMaxLanes];
+    const uint32_t *sample[kMaxLanes];
     uint32_t *x[kMaxLanes];
     int n = 0;
     for (int ln = 0; ln < lanes; ++ln) {
       const bool busy = row[ln] >= 0 && row[ln] < h && col[ln] < w;
-      const Symbol *s = busy ? syms + at[ln] : &kSkipped;
+      const uint32_t *s = busy ? codes + at[ln] : &kSkipped;
       sample[n] = s;
       x[n] = &state[ln];
-      n += s->dist != kNoSymbol;
+      n += (*s & 0xFFFF) != kNoCode;
       at[ln] -= NC;
       if (--col[ln] < 0) {  // the lane's previous round
         col[ln] = period - 1;
@@ -2295,11 +2451,9 @@ uint8_t *rans_layer(const Symbol *syms, int w, int h, int lanes, const RansEncod
     // Per component: the raw bits of every lane (none: no change), then the tokens.
     for (int c = NC - 1; c >= 0; --c) {
       for (int a = n - 1; a >= 0; --a)
-        p = RansEncoder::put_bits(*x[a], sample[a][c].bits, sample[a][c].nbits, p);
-      for (int a = n - 1; a >= 0; --a) {
-        const Symbol &s = sample[a][c];
-        p = RansEncoder::put(*x[a], table[size_t(s.dist) * kTokens + s.token], p);
-      }
+        p = RansEncoder::put_bits(*x[a], sample[a][c] >> 16,
+                                  kTokenExtra[sample[a][c] & (kTokens - 1)], p);
+      for (int a = n - 1; a >= 0; --a) p = RansEncoder::put(*x[a], table[sample[a][c] & 0xFFFF], p);
     }
   }
   return p;
@@ -2363,21 +2517,20 @@ CODEC2_TARGET_AVX2 CODEC2_ALWAYS_INLINE void split64(__m256i lo, __m256i hi, __m
 // idle lane takes the table's no-op entry and no raw bits. A token's entry
 // comes from rans_vectors_ (RansVectorTable); the bytes of 8
 // renormalisations are packed by a byte shuffle (EmitTable) and stored at
-// once. The tile's symbols need 2 bytes of slack after them.
+// once.
 template <int NC, int G>
-CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const Symbol *syms, int w, int h, int lanes,
+CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const uint32_t *codes, int w, int h, int lanes,
                                             const RansVectorTable &table, uint32_t *state,
                                             uint8_t *p) {
   const int period = schedule_period(w, lanes);
   const int steps = schedule_steps(w, h, lanes);
-  // Per lane as in rans_layer(), its sample as a byte offset in syms; lanes
-  // past `lanes` idle throughout.
+  // Per lane as in rans_layer(); lanes past `lanes` idle throughout.
   alignas(32) int col0[8 * G], row0[8 * G], at0[8 * G];
   for (int ln = 0; ln < 8 * G; ++ln) {
     const int tt = steps - 1 - kStagger * ln;
     col0[ln] = tt < 0 ? 0 : tt % period;
     row0[ln] = tt < 0 || ln >= lanes ? -1 : tt / period * lanes + ln;
-    at0[ln] = (row0[ln] * w + col0[ln]) * NC * int(sizeof(Symbol));
+    at0[ln] = (row0[ln] * w + col0[ln]) * NC;
   }
   __m256i x[G], col[G], row[G], at[G];
   for (int g = 0; g < G; ++g) {
@@ -2388,12 +2541,10 @@ CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const Symbol *syms, int w, int h, in
   }
   const __m256i zero = _mm256_setzero_si256(), minus_one = _mm256_set1_epi32(-1);
   const __m256i width = _mm256_set1_epi32(w), height = _mm256_set1_epi32(h);
-  const __m256i low16 = _mm256_set1_epi32(0xFFFF), low8 = _mm256_set1_epi32(0xFF);
+  const __m256i low16 = _mm256_set1_epi32(0xFFFF), low5 = _mm256_set1_epi32(kTokens - 1);
   const __m256i low32 = _mm256_set1_epi64x(0xFFFFFFFF);
   const __m256i noop = _mm256_set1_epi32(int(table.entry.size() - 1));
-  // A skipped sample's symbol (dist kNoSymbol, token 0, no raw bits).
-  const __m256i skipped_pair = _mm256_set1_epi64x(kNoSymbol);
-  const char *const base = reinterpret_cast<const char *>(syms);
+  const __m256i skipped = _mm256_set1_epi32(int(kNoCode));
   const long long *const entries = reinterpret_cast<const long long *>(table.entry.data());
   for (int st = steps - 1; st >= 0; --st) {
     __m256i busy[G];
@@ -2402,24 +2553,18 @@ CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const Symbol *syms, int w, int h, in
                                                   _mm256_cmpgt_epi32(height, row[g])),
                                  _mm256_cmpgt_epi32(width, col[g]));
     for (int c = NC - 1; c >= 0; --c) {
-      // Each lane's symbol as 8 bytes (4-lane gathers of 8 bytes cost less
-      // than 8-lane ones of 4): dist | token << 16 | nbits << 24 in head,
-      // bits in the low half of tail (the tile's symbols have slack after).
-      __m256i head[G], tail[G];
-      for (int g = 0; g < G; ++g) {
-        const long long *at_c = reinterpret_cast<const long long *>(base + c * int(sizeof(Symbol)));
-        const __m256i busy_lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(busy[g]));
-        const __m256i busy_hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(busy[g], 1));
-        const __m256i lo = _mm256_mask_i32gather_epi64(skipped_pair, at_c,
-                                                       _mm256_castsi256_si128(at[g]), busy_lo, 1);
-        const __m256i hi = _mm256_mask_i32gather_epi64(
-            skipped_pair, at_c, _mm256_extracti128_si256(at[g], 1), busy_hi, 1);
-        split64(lo, hi, head[g], tail[g]);
-      }
-      // Raw bits (none: no byte, no change): x must be below 2^(31 - n).
+      __m256i code[G];
+      for (int g = 0; g < G; ++g)
+        code[g] = _mm256_mask_i32gather_epi32(skipped, reinterpret_cast<const int *>(codes + c),
+                                              at[g], busy[g], 4);
+      // Raw bits (none: no byte, no change): x must be below 2^(31 - n),
+      // n = token_extra_bits(): token / 2 - 5 from token 16 on.
       for (int g = G - 1; g >= 0; --g) {
-        const __m256i n = _mm256_srli_epi32(head[g], 24);
-        const __m256i bits = _mm256_and_si256(tail[g], low16);
+        const __m256i token = _mm256_and_si256(code[g], low5);
+        const __m256i n =
+            _mm256_and_si256(_mm256_cmpgt_epi32(token, _mm256_set1_epi32(kDirectTokens - 1)),
+                             _mm256_sub_epi32(_mm256_srli_epi32(token, 1), _mm256_set1_epi32(5)));
+        const __m256i bits = _mm256_srli_epi32(code[g], 16);
         const __m256i one = _mm256_cmpgt_epi32(
             _mm256_srlv_epi32(x[g], _mm256_sub_epi32(_mm256_set1_epi32(31), n)), zero);
         const __m256i two = _mm256_cmpgt_epi32(
@@ -2431,10 +2576,7 @@ CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const Symbol *syms, int w, int h, in
       }
       // Tokens: x must be below freq << 19.
       for (int g = G - 1; g >= 0; --g) {
-        const __m256i dist = _mm256_and_si256(head[g], low16);
-        const __m256i token = _mm256_and_si256(_mm256_srli_epi32(head[g], 16), low8);
-        const __m256i idx = _mm256_blendv_epi8(_mm256_add_epi32(_mm256_slli_epi32(dist, 5), token),
-                                               noop, _mm256_cmpeq_epi32(dist, low16));
+        const __m256i idx = _mm256_min_epu32(_mm256_and_si256(code[g], low16), noop);
         __m256i r, f;
         split64(_mm256_i32gather_epi64(entries, _mm256_castsi256_si128(idx), 8),
                 _mm256_i32gather_epi64(entries, _mm256_extracti128_si256(idx, 1), 8), r, f);
@@ -2468,27 +2610,26 @@ CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const Symbol *syms, int w, int h, in
       row[g] = _mm256_sub_epi32(row[g], _mm256_and_si256(wrap, _mm256_set1_epi32(lanes)));
       const __m256i round_end = _mm256_mullo_epi32(
           _mm256_add_epi32(_mm256_mullo_epi32(row[g], width), _mm256_set1_epi32(period - 1)),
-          _mm256_set1_epi32(NC * int(sizeof(Symbol))));
-      at[g] = _mm256_blendv_epi8(
-          _mm256_sub_epi32(at[g], _mm256_set1_epi32(NC * int(sizeof(Symbol)))), round_end, wrap);
+          _mm256_set1_epi32(NC));
+      at[g] = _mm256_blendv_epi8(_mm256_sub_epi32(at[g], _mm256_set1_epi32(NC)), round_end, wrap);
     }
   }
   for (int g = 0; g < G; ++g) _mm256_storeu_si256(reinterpret_cast<__m256i *>(state + 8 * g), x[g]);
   return p;
 }
 template <int NC>
-CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const Symbol *syms, int w, int h, int lanes,
+CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const uint32_t *codes, int w, int h, int lanes,
                                             const RansVectorTable &table, uint32_t *state,
                                             uint8_t *p) {
   switch ((lanes + 7) / 8) {
     case 1:
-      return rans_layer_avx2<NC, 1>(syms, w, h, lanes, table, state, p);
+      return rans_layer_avx2<NC, 1>(codes, w, h, lanes, table, state, p);
     case 2:
-      return rans_layer_avx2<NC, 2>(syms, w, h, lanes, table, state, p);
+      return rans_layer_avx2<NC, 2>(codes, w, h, lanes, table, state, p);
     case 3:
-      return rans_layer_avx2<NC, 3>(syms, w, h, lanes, table, state, p);
+      return rans_layer_avx2<NC, 3>(codes, w, h, lanes, table, state, p);
     default:
-      return rans_layer_avx2<NC, 4>(syms, w, h, lanes, table, state, p);
+      return rans_layer_avx2<NC, 4>(codes, w, h, lanes, table, state, p);
   }
 }
 #endif
@@ -2498,15 +2639,15 @@ CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const Symbol *syms, int w, int h, in
 // stream is no smaller than the tile's bytes: the tile is then marked raw.
 bool CpuEncoder::encode_tile(size_t ti, int k) {
   const Tile &t = tiles_[ti];
-  const Symbol *const syms = tile_in_[ti].symbols;
-  const size_t n_syms = tile_in_[ti].count;
+  const uint32_t *const codes = codes_[ti].data();
+  const size_t n_syms = code_count_[ti];
   const size_t n_modes = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
   // The coded sample components, from the tile's histogram.
   uint32_t coded_samples = 0;
   for (int d = 0; d < dl_.count; ++d)
     if (d != dl_.mode)
       for (int tk = 0; tk < kTokens; ++tk)
-        coded_samples += tile_in_[ti].hist[size_t(d) * kTokens + tk];
+        coded_samples += tile_hists_[ti][size_t(d) * kTokens + tk];
   const int lanes = lanes_for_tile(coded_samples, t.h[0]);
   tile_lanes_[ti] = lanes;
   // At most 2 bytes per token and per raw bits, 4 per lane at the end, and
@@ -2528,8 +2669,8 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
   // their maps from tile_symbols(), or their symbols.
   uint32_t checksum[kMaxLanes] = {};
   for (size_t b = 0; b < n_modes; ++b)
-    checksum[b % lanes] = checksum[b % lanes] * 33u + syms[b].token;
-  const uint64_t *maps = own_symbols_ && CODEC2_VECTORS ? row_maps_[ti].data() : nullptr;
+    checksum[b % lanes] = checksum[b % lanes] * 33u + (codes[b] & (kTokens - 1));
+  const uint64_t *maps = maps_ready_ ? row_maps_[ti].data() : nullptr;
   for (int l = 0; l < ls_.count; ++l) {
     const size_t row = size_t(t.w[l]) * ls_.layer[l].channels;
     for (int j0 = 0; j0 < t.h[l]; j0 += lanes) {
@@ -2539,7 +2680,7 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
           checksum[g] = checksum[g] * uint32_t(*maps) + uint32_t(*maps >> 32);
         continue;
       }
-      const Symbol *first = syms + layer_first[l] + size_t(j0) * row;
+      const uint32_t *first = codes + layer_first[l] + size_t(j0) * row;
       int g = 0;
       for (; g + 8 <= rows; g += 8)
         checksum_rows<8>(first + size_t(g) * row, row, row, &checksum[g]);
@@ -2558,12 +2699,12 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
   for (int l = ls_.count - 1; l >= 0; --l) {
     const int w = t.w[l], h = t.h[l];
     if (w == 0 || h == 0) continue;
-    const Symbol *s = syms + layer_first[l];
+    const uint32_t *s = codes + layer_first[l];
 #if CODEC2_AVX2
     // Every lane of the vectors takes every step: with few lanes (tiles with
     // few coded samples) the scalar steps, which skip idle lanes and skipped
     // samples, are faster (measured on vtest.avi at k = 0 and 20).
-    if (use_avx2() && own_symbols_ && lanes > 16) {
+    if (use_avx2() && lanes > 16) {
       switch (ls_.layer[l].channels) {
         case 1:
           p = rans_layer_avx2<1>(s, w, h, lanes, rans_vectors_, state, p);
@@ -2595,9 +2736,7 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
     }
   }
   if (!keyframe_) {
-    const RansEncoder::Symbol *mode_symbols = &table[size_t(dl_.mode) * kTokens];
-    for (size_t b = n_modes; b-- > 0;)
-      p = RansEncoder::put(state[b % lanes], mode_symbols[syms[b].token], p);
+    for (size_t b = n_modes; b-- > 0;) p = RansEncoder::put(state[b % lanes], table[codes[b]], p);
   }
   for (int ln = lanes - 1; ln >= 0; --ln) p = RansEncoder::flush(state[ln], p);
   const size_t coded = size_t(end - p);
@@ -2616,7 +2755,7 @@ void CpuEncoder::debug_sizes(const Model &model) {
   std::vector<uint64_t> hist(size_t(dl_.count) * kTokens, 0);
   for (size_t ti = 0; ti < tiles_.size(); ++ti)
     if (tile_type_[ti] == 1)
-      for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_in_[ti].hist[i];
+      for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_hists_[ti][i];
   for (int l = 0; l < ls_.count; ++l)
     for (int cls = 0; cls < kClasses; ++cls)
       for (int c = 0; c < ls_.layer[l].channels; ++c) {
@@ -2720,24 +2859,22 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
 
   // 4. Symbols and their histograms, per tile.
   const size_t n_tiles = tiles_.size();
-  symbols_.resize(n_tiles);
-  symbol_count_.resize(n_tiles);
+  codes_.resize(n_tiles);
+  code_count_.resize(n_tiles);
   tile_hist_.resize(n_tiles);
   row_maps_.resize(n_tiles);
   streams_.resize(n_tiles);
   tile_type_.assign(n_tiles, 1);
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
   for (long long ti = 0; ti < (long long)n_tiles; ++ti) tile_symbols(size_t(ti));
-  std::vector<TileSymbols> in(n_tiles);
-  for (size_t ti = 0; ti < n_tiles; ++ti)
-    in[ti] = {symbols_[ti].data(), symbol_count_[ti], tile_hist_[ti].data()};
+  std::vector<const uint32_t *> hists(n_tiles);
+  for (size_t ti = 0; ti < n_tiles; ++ti) hists[ti] = tile_hist_[ti].data();
 
   // 5.-8. Tables, tiles, the body.
-  own_symbols_ = true;
-  FrameStats st = write_body(
-      keyframe, k, modes_.data(), in.data(), [&](size_t ti, uint8_t *out) { store_raw(ti, out); },
-      body);
-  own_symbols_ = false;
+  maps_ready_ = CODEC2_VECTORS;
+  tile_hists_ = hists.data();
+  FrameStats st = write_tiles(
+      keyframe, k, modes_.data(), [&](size_t ti, uint8_t *out) { store_raw(ti, out); }, body);
   st.threshold = threshold;
   if (!keyframe) st.changed_bytes = count_changed(threads);
   std::swap(ref_, rec_);
@@ -2745,12 +2882,32 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   return st;
 }
 
+// Another backend's symbols: as codes, then as the encoder's own.
 FrameStats CpuEncoder::write_body(bool keyframe, int k, const uint8_t *modes,
                                   const TileSymbols *tiles,
                                   const std::function<void(size_t, uint8_t *)> &raw,
                                   HostBytes &body) {
+  const size_t n_tiles = tiles_.size();
+  codes_.resize(n_tiles);
+  code_count_.resize(n_tiles);
+  std::vector<const uint32_t *> hists(n_tiles);
+  for (size_t ti = 0; ti < n_tiles; ++ti) {
+    codes_[ti].resize(tiles[ti].count);
+    for (size_t i = 0; i < tiles[ti].count; ++i) codes_[ti][i] = code_of(tiles[ti].symbols[i]);
+    code_count_[ti] = tiles[ti].count;
+    hists[ti] = tiles[ti].hist;
+  }
+  maps_ready_ = false;
+  tile_hists_ = hists.data();
+  return write_tiles(keyframe, k, modes, raw, body);
+}
+
+// The body from codes_, code_count_ and tile_hists_ (and row_maps_ when
+// maps_ready_).
+FrameStats CpuEncoder::write_tiles(bool keyframe, int k, const uint8_t *modes,
+                                   const std::function<void(size_t, uint8_t *)> &raw,
+                                   HostBytes &body) {
   keyframe_ = keyframe;
-  tile_in_ = tiles;
   const size_t n_tiles = tiles_.size();
   size_t samples = 0;
   for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
@@ -2759,7 +2916,7 @@ FrameStats CpuEncoder::write_body(bool keyframe, int k, const uint8_t *modes,
   tile_type_.assign(n_tiles, 1);
   tile_lanes_.assign(n_tiles, 1);
   for (size_t ti = 0; ti < n_tiles; ++ti)
-    if (tiles[ti].count == 0) {  // every block skipped
+    if (code_count_[ti] == 0) {  // every block skipped
       tile_type_[ti] = 0;
       streams_[ti].clear();
     }
@@ -2772,7 +2929,7 @@ FrameStats CpuEncoder::write_body(bool keyframe, int k, const uint8_t *modes,
     std::vector<uint32_t> hist(size_t(dl_.count) * kTokens, 0);
     for (size_t ti = 0; ti < n_tiles; ++ti)
       if (tile_type_[ti] == 1)
-        for (size_t i = 0; i < hist.size(); ++i) hist[i] += tiles[ti].hist[i];
+        for (size_t i = 0; i < hist.size(); ++i) hist[i] += tile_hists_[ti][i];
     make_tables(keyframe, hist.data(), nullptr);
     rans_symbols_.resize(size_t(dl_.count) * kTokens);
     for (int d = 0; d < dl_.count; ++d)
@@ -2805,7 +2962,7 @@ FrameStats CpuEncoder::write_body(bool keyframe, int k, const uint8_t *modes,
         }
       },
       body);
-  tile_in_ = nullptr;
+  tile_hists_ = nullptr;
   return st;
 }
 
