@@ -25,19 +25,14 @@
 
 #include "cudadiff/codec2.h"
 #include "cudadiff/runtime.h"
+#include "codec_util.h"
 
 using namespace cudadiff;
+using bench::fnv1a;
+using bench::kFnvBasis;
+using bench::parse_format;
 
 namespace {
-
-VideoFormat parse_format(const std::string &name) {
-  for (int i = 1; i < 64; ++i) {
-    const VideoFormat f = static_cast<VideoFormat>(i);
-    if (format_info(f).n_planes == 0) break;
-    if (name == format_name(f)) return f;
-  }
-  return VideoFormat::Unknown;
-}
 
 std::vector<int> parse_list(const std::string &s) {
   std::vector<int> out;
@@ -65,12 +60,6 @@ double now_ms() {
   using namespace std::chrono;
   return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
 }
-
-uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
-constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
 
 int usage() {
   std::fprintf(stderr,
