@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cudadiff/codec2.h"
@@ -209,13 +210,16 @@ TEST(Codec2Cuda, FullHd) {
 
 // Damaged bodies: both decoders accept or refuse each alike, a refusal
 // leaves the picture as it was, an accepted one gives the same picture. One
-// test per format and body (keyframe, delta), so that a sharded or filtered
-// run (compute-sanitizer's racecheck is slow) can take them apart; each
-// builds every format's bodies and damage from the one fixed generator in
-// the same order, so its bytes do not depend on which case runs.
+// test per format, body (keyframe, delta) and part of the damaged versions
+// (the delta's take longer: each is decoded after the keyframe), so that a
+// sharded or filtered run (compute-sanitizer's racecheck is slow) can take
+// them apart; each test builds every format's bodies and damage from the one
+// fixed generator in the same order, so its bytes do not depend on which
+// test runs.
 struct DamageCase {
   VideoFormat format;
   size_t which;  // 0 the keyframe, 1 the delta
+  size_t part, parts;  // damaged versions v with v % parts == part
 };
 class DamagedBodies : public testing::TestWithParam<DamageCase> {};
 
@@ -252,7 +256,7 @@ TEST_P(DamagedBodies, RefusedAlikeAndHarmless) {
       if (f != param.format || which != param.which) continue;
       Pair dec(f, w, h);
       bool changed = true;
-      for (size_t v = 0; v < damaged.size(); ++v) {
+      for (size_t v = param.part; v < damaged.size(); v += param.parts) {
         // The state before: the keyframe (and for the delta nothing else);
         // a refused keyframe changed nothing.
         if (which == 1 || changed) {
@@ -278,23 +282,32 @@ TEST_P(DamagedBodies, RefusedAlikeAndHarmless) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Codec2Cuda, DamagedBodies,
-                         testing::Values(DamageCase{VideoFormat::I420, 0},
-                                         DamageCase{VideoFormat::I420, 1},
-                                         DamageCase{VideoFormat::BGR, 0},
-                                         DamageCase{VideoFormat::BGR, 1},
-                                         DamageCase{VideoFormat::YUY2, 0},
-                                         DamageCase{VideoFormat::YUY2, 1}),
+                         testing::ValuesIn([] {
+                           std::vector<DamageCase> cases;
+                           for (VideoFormat f :
+                                {VideoFormat::I420, VideoFormat::BGR, VideoFormat::YUY2}) {
+                             cases.push_back({f, 0, 0, 1});
+                             for (size_t part = 0; part < 3; ++part) cases.push_back({f, 1, part, 3});
+                           }
+                           return cases;
+                         }()),
                          [](const testing::TestParamInfo<DamageCase> &info) {
-                           return std::string(format_name(info.param.format)) +
-                                  (info.param.which == 0 ? "_keyframe" : "_delta");
+                           const DamageCase &c = info.param;
+                           std::string name = std::string(format_name(c.format)) +
+                                              (c.which == 0 ? "_keyframe" : "_delta");
+                           if (c.parts > 1)
+                             name += "_" + std::to_string(c.part + 1) + "of" +
+                                     std::to_string(c.parts);
+                           return name;
                          });
 
 // A body whose tile table lies (a tile's type, lanes or size changed) or
-// comes from another geometry; one test for the keyframe, one for the delta.
-class WrongTileTable : public testing::TestWithParam<size_t> {};
+// comes from another geometry; tests for the keyframe and the delta, each in
+// two parts (the even and the odd bytes changed).
+class WrongTileTable : public testing::TestWithParam<std::pair<size_t, size_t>> {};
 
 TEST_P(WrongTileTable, Refused) {
-  const size_t which = GetParam();
+  const size_t which = GetParam().first, part = GetParam().second;
   std::mt19937 gen(99);
   const VideoFormat f = VideoFormat::BGR;
   const int w = 128, h = 64;
@@ -313,7 +326,7 @@ TEST_P(WrongTileTable, Refused) {
   // Find the tile table: the bytes before the payloads; try every value at
   // each of the first bytes after the header's 4 and the tables.
   const std::vector<uint8_t> &good = bodies[which];
-  for (size_t at = 4; at < std::min<size_t>(good.size(), 120); ++at)
+  for (size_t at = 4 + part; at < std::min<size_t>(good.size(), 120); at += 2)
     for (int delta : {1, 2, 4, 0x80, 0x7f}) {
       std::vector<uint8_t> b = good;
       b[at] = uint8_t(b[at] + delta);
@@ -333,9 +346,14 @@ TEST_P(WrongTileTable, Refused) {
   EXPECT_FALSE(dec.decode(b, "other geometry"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Codec2Cuda, WrongTileTable, testing::Values(size_t(0), size_t(1)),
-                         [](const testing::TestParamInfo<size_t> &info) {
-                           return std::string(info.param == 0 ? "keyframe" : "delta");
+INSTANTIATE_TEST_SUITE_P(Codec2Cuda, WrongTileTable,
+                         testing::Values(std::make_pair(size_t(0), size_t(0)),
+                                         std::make_pair(size_t(0), size_t(1)),
+                                         std::make_pair(size_t(1), size_t(0)),
+                                         std::make_pair(size_t(1), size_t(1))),
+                         [](const testing::TestParamInfo<std::pair<size_t, size_t>> &info) {
+                           return std::string(info.param.first == 0 ? "keyframe" : "delta") +
+                                  (info.param.second == 0 ? "_even" : "_odd");
                          });
 
 TEST(Codec2Cuda, DeltaAfterFailureWaitsForKeyframe) {
