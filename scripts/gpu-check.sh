@@ -27,16 +27,17 @@ for step in $steps; do
       ;;
     sanitize)
       : > "$out/sanitizer.log"
-      for t in "$build"/tests/core_*_cuda "$build"/tests/element_*_cuda \
+      for t in "$build"/tests/core_*_cuda "$build"/tests/core_*_cuda_* "$build"/tests/element_*_cuda \
                "$build"/tests/pipeline_cuda_memory; do
-        [ -x "$t" ] || continue
+        [ -f "$t" ] && [ -x "$t" ] || continue
         name=$(basename "$t")
         line=$(GST_PLUGIN_PATH_1_0="$PWD/$build/plugins" timeout ${SANITIZE_TIMEOUT:-400} \
                compute-sanitizer --tool memcheck --leak-check full "$t" 2>&1 | tee -a "$out/sanitizer.log" |
                grep "ERROR SUMMARY" | tail -n 1)
         summary+=("memcheck $name: ${line:-no summary (timeout or crash)}")
       done
-      for t in "$build"/tests/core_*_cuda "$build"/tests/pipeline_cuda_memory; do
+      for t in "$build"/tests/core_*_cuda "$build"/tests/core_*_cuda_* "$build"/tests/pipeline_cuda_memory; do
+        [ -f "$t" ] && [ -x "$t" ] || continue
         name=$(basename "$t")
         line=$(GST_PLUGIN_PATH_1_0="$PWD/$build/plugins" timeout ${SANITIZE_TIMEOUT:-400} \
                compute-sanitizer --tool racecheck "$t" 2>&1 | tee -a "$out/sanitizer.log" |
