@@ -218,7 +218,7 @@ TEST(Codec2Cuda, FullHd) {
 // test runs.
 struct DamageCase {
   VideoFormat format;
-  size_t which;  // 0 the keyframe, 1 the delta
+  size_t which;        // 0 the keyframe, 1 the delta
   size_t part, parts;  // damaged versions v with v % parts == part
 };
 class DamagedBodies : public testing::TestWithParam<DamageCase> {};
@@ -281,25 +281,29 @@ TEST_P(DamagedBodies, RefusedAlikeAndHarmless) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Codec2Cuda, DamagedBodies,
-                         testing::ValuesIn([] {
-                           std::vector<DamageCase> cases;
-                           for (VideoFormat f :
-                                {VideoFormat::I420, VideoFormat::BGR, VideoFormat::YUY2}) {
-                             cases.push_back({f, 0, 0, 1});
-                             for (size_t part = 0; part < 3; ++part) cases.push_back({f, 1, part, 3});
-                           }
-                           return cases;
-                         }()),
-                         [](const testing::TestParamInfo<DamageCase> &info) {
-                           const DamageCase &c = info.param;
-                           std::string name = std::string(format_name(c.format)) +
-                                              (c.which == 0 ? "_keyframe" : "_delta");
-                           if (c.parts > 1)
-                             name += "_" + std::to_string(c.part + 1) + "of" +
-                                     std::to_string(c.parts);
-                           return name;
-                         });
+namespace {
+
+// The keyframe of each format whole, its delta in three parts.
+std::vector<DamageCase> damage_cases() {
+  std::vector<DamageCase> cases;
+  for (VideoFormat f : {VideoFormat::I420, VideoFormat::BGR, VideoFormat::YUY2}) {
+    cases.push_back({f, 0, 0, 1});
+    for (size_t part = 0; part < 3; ++part) cases.push_back({f, 1, part, 3});
+  }
+  return cases;
+}
+
+std::string damage_case_name(const testing::TestParamInfo<DamageCase> &info) {
+  const DamageCase &c = info.param;
+  std::string name = std::string(format_name(c.format)) + (c.which == 0 ? "_keyframe" : "_delta");
+  if (c.parts > 1) name += "_" + std::to_string(c.part + 1) + "of" + std::to_string(c.parts);
+  return name;
+}
+
+}  // namespace
+
+INSTANTIATE_TEST_SUITE_P(Codec2Cuda, DamagedBodies, testing::ValuesIn(damage_cases()),
+                         damage_case_name);
 
 // A body whose tile table lies (a tile's type, lanes or size changed) or
 // comes from another geometry; tests for the keyframe and the delta, each in
