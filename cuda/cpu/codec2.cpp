@@ -1826,6 +1826,9 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   FrameStats write_tiles(bool keyframe, int k, const uint8_t *modes,
                          const std::function<void(size_t, uint8_t *)> &raw, HostBytes &body);
   bool encode_tile(size_t ti, int k);
+  template <int NC>
+  uint8_t *rans_layer_steps(const uint32_t *codes, int w, int h, int lanes, uint32_t *state,
+                            uint8_t *p);
   void store_raw(size_t ti, uint8_t *out);
   void debug_sizes(const Model &model);
 
@@ -2700,39 +2703,18 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
     const int w = t.w[l], h = t.h[l];
     if (w == 0 || h == 0) continue;
     const uint32_t *s = codes + layer_first[l];
-#if CODEC2_AVX2
-    // Every lane of the vectors takes every step: with few lanes (tiles with
-    // few coded samples) the scalar steps, which skip idle lanes and skipped
-    // samples, are faster (measured on vtest.avi at k = 0 and 20).
-    if (use_avx2() && lanes > 16) {
-      switch (ls_.layer[l].channels) {
-        case 1:
-          p = rans_layer_avx2<1>(s, w, h, lanes, rans_vectors_, state, p);
-          break;
-        case 2:
-          p = rans_layer_avx2<2>(s, w, h, lanes, rans_vectors_, state, p);
-          break;
-        case 3:
-          p = rans_layer_avx2<3>(s, w, h, lanes, rans_vectors_, state, p);
-          break;
-        default:
-          p = rans_layer_avx2<4>(s, w, h, lanes, rans_vectors_, state, p);
-      }
-      continue;
-    }
-#endif
     switch (ls_.layer[l].channels) {
       case 1:
-        p = rans_layer<1>(s, w, h, lanes, table, state, p);
+        p = rans_layer_steps<1>(s, w, h, lanes, state, p);
         break;
       case 2:
-        p = rans_layer<2>(s, w, h, lanes, table, state, p);
+        p = rans_layer_steps<2>(s, w, h, lanes, state, p);
         break;
       case 3:
-        p = rans_layer<3>(s, w, h, lanes, table, state, p);
+        p = rans_layer_steps<3>(s, w, h, lanes, state, p);
         break;
       default:
-        p = rans_layer<4>(s, w, h, lanes, table, state, p);
+        p = rans_layer_steps<4>(s, w, h, lanes, state, p);
     }
   }
   if (!keyframe_) {
@@ -2747,6 +2729,21 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
   }
   streams_[ti].assign(p, end);
   return true;
+}
+
+// The rANS steps of one layer of a tile (rans_layer()), by the AVX2 steps
+// where they are faster.
+template <int NC>
+uint8_t *CpuEncoder::rans_layer_steps(const uint32_t *codes, int w, int h, int lanes,
+                                      uint32_t *state, uint8_t *p) {
+#if CODEC2_AVX2
+  // Every lane of the vectors takes every step: with few lanes (tiles with
+  // few coded samples) the scalar steps, which skip idle lanes and skipped
+  // samples, are faster (measured on vtest.avi at k = 0 and 20).
+  if (use_avx2() && lanes > 16)
+    return rans_layer_avx2<NC>(codes, w, h, lanes, rans_vectors_, state, p);
+#endif
+  return rans_layer<NC>(codes, w, h, lanes, rans_symbols_.data(), state, p);
 }
 
 // Development aid (CODEC2_DEBUG set): the ideal size of each layer, class
