@@ -1758,6 +1758,8 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
     if (ls_.count == 0) throw Error("codec2 encoder: unknown format or empty size");
     if (g.tile_bx < 1 || g.tile_bx > 255 || g.tile_by < 1 || g.tile_by > 255)
       throw Error("codec2 encoder: tile geometry out of range");
+    if (g.lane_samples < 1 || g.lane_samples > (1 << 24))
+      throw Error("codec2 encoder: samples per lane out of range (1 .. 2^24)");
     dl_ = DistLayout(ls_);
     // (Each code of a distribution and token lies below kNoCode.)
     if (size_t(dl_.count) * kTokens > kNoCode)
@@ -2651,7 +2653,7 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
     if (d != dl_.mode)
       for (int tk = 0; tk < kTokens; ++tk)
         coded_samples += tile_hists_[ti][size_t(d) * kTokens + tk];
-  const int lanes = lanes_for_tile(coded_samples, t.h[0]);
+  const int lanes = lanes_for_tile(coded_samples, t.h[0], uint32_t(geometry_.lane_samples));
   tile_lanes_[ti] = lanes;
   // At most 2 bytes per token and per raw bits, 4 per lane at the end, and
   // renorm()'s slack.

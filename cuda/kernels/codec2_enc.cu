@@ -121,6 +121,7 @@ struct Params {
   int threshold;  // the bound (deltas keep the reference's byte within it)
   int keyframe;
   int dist_count;
+  uint32_t lane_samples;  // coded sample components per rANS lane (Geometry)
   int dist_base[kMaxLayers][kClasses][kMaxComps];
   const uint8_t *frame[kMaxPlanes];
   size_t pitch[kMaxPlanes];
@@ -866,7 +867,7 @@ __global__ void checksum_kernel(Params p) {
   const int t = blockIdx.x, ln = blockIdx.y;
   if (p.tile_type[t] != 1) return;
   const DevTile &dt = p.tiles[t];
-  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
+  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0], p.lane_samples);
   if (ln >= lanes) return;
   const Symbol *syms = p.symbols + dt.first;
   const uint32_t n_modes = p.keyframe ? 0 : uint32_t(dt.blocks);
@@ -982,7 +983,7 @@ __global__ void schedule_kernel(Params p) {
   const int t = blockIdx.x;
   if (p.tile_type[t] != 1) return;
   const DevTile &dt = p.tiles[t];
-  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
+  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0], p.lane_samples);
   uint32_t slots = 0;
   for (int l = 0; l < p.layers; ++l) slots += layer_codes(dt, l, lanes) / dt.channels[l];
   for (uint32_t idx = blockIdx.y * blockDim.x + threadIdx.x; idx < slots;
@@ -1044,7 +1045,7 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass) {
   __syncwarp();
   const DevTile &dt = p.tiles[t];
   const int ln = threadIdx.x;
-  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
+  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0], p.lane_samples);
   if (ln >= lanes) return;
   const Symbol *syms = p.symbols + dt.first;
   const size_t n_modes = p.keyframe ? 0 : size_t(dt.blocks);
@@ -1094,7 +1095,7 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p, int pass) {
   if (pass && !*p.again) return;
   if (p.tile_type[t] != 1) return;
   const DevTile &dt = p.tiles[t];
-  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0]);
+  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0], p.lane_samples);
   const uint32_t subs = tile_substeps(dt, p.layers, lanes, !p.keyframe);
   const int warp = threadIdx.x / 32, ln = threadIdx.x & 31;
   const int warps = blockDim.x / 32;
@@ -1218,6 +1219,7 @@ class CudaEncoder final : public Encoder {
     p.tile_bx = g.tile_bx;
     p.tile_by = g.tile_by;
     p.tiles_x = (ls.blocks_x + g.tile_bx - 1) / g.tile_bx;
+    p.lane_samples = uint32_t(g.lane_samples);
     p.dist_count = back_->dist_count();
 
     for (int l = 0; l < ls.count; ++l) {

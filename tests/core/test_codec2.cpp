@@ -42,10 +42,11 @@ struct Sequence {
 
 // Encodes `frames` (keyframe where `key[i]`), checking every byte within k.
 Sequence encode_sequence(VideoFormat fmt, int w, int h, const std::vector<HostFrame> &frames,
-                         const std::vector<bool> &key, const std::vector<int> &k) {
+                         const std::vector<bool> &key, const std::vector<int> &k,
+                         const Geometry *geometry = nullptr) {
   Sequence s;
   s.frames = frames;
-  auto enc = Encoder::create(*cpu, fmt, w, h);
+  auto enc = Encoder::create(*cpu, fmt, w, h, geometry);
   HostBytes body, ref;
   for (size_t i = 0; i < frames.size(); ++i) {
     s.stats.push_back(enc->encode(frames[i].view, k[i], key[i], body));
@@ -255,6 +256,16 @@ TEST(Codec2Rules, LanesPerTile) {
       ASSERT_EQ((rows + lanes - 1) / lanes, (rows + int(want) - 1) / int(want))
           << rows << " rows, " << n;
     }
+  // Another budget per lane (Geometry::lane_samples): 1000 samples at 256
+  // per lane take 4 lanes (4 give 32 rounds over 128 rows); a budget below
+  // 1 counts as 1; the cap of 32 lanes and of the rows stays.
+  EXPECT_EQ(lanes_for_tile(1000, 128, 256), 4);
+  EXPECT_EQ(lanes_for_tile(1024, 128, 256), 4);
+  EXPECT_EQ(lanes_for_tile(1025, 128, 256), 5);
+  EXPECT_EQ(lanes_for_tile(15360, 64, 256), 32);  // a tile of 5x4 blocks, BGR
+  EXPECT_EQ(lanes_for_tile(100, 128, 1), 32);
+  EXPECT_EQ(lanes_for_tile(5, 128, 0), 5);
+  EXPECT_EQ(lanes_for_tile(0xffffffffu, 7, 1u << 24), 7);
 }
 
 TEST(Codec2Rules, LayersOfEveryFormat) {
@@ -317,6 +328,39 @@ TEST(Codec2Cpu, EveryFormatAndOddSizes) {
             ASSERT_EQ(s.references[i], packed_bytes(frames[i].view)) << "lossless";
         }
       }
+}
+
+// The encoder's budget of coded samples per lane (Geometry::lane_samples):
+// a smaller one gives more lanes, and the bodies stay valid, within the
+// bound and decodable by a decoder that knows nothing of it; an invalid
+// budget is refused.
+TEST(Codec2Cpu, SamplesPerLane) {
+  std::mt19937 &gen = testing_util::rng();
+  for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::YUY2}) {
+    std::vector<HostFrame> frames;
+    for (int t = 0; t < 4; ++t) {
+      frames.emplace_back(f, 161, 97, 3);
+      fill_scene(frames.back(), t, gen, 3);
+    }
+    const std::vector<bool> key = {true, false, false, false};
+    const std::vector<int> k = {0, 0, 5, 20};
+    const Geometry tiles{5, 4}, shorter{5, 4, 64};
+    const Sequence usual = encode_sequence(f, 161, 97, frames, key, k, &tiles);
+    const Sequence more = encode_sequence(f, 161, 97, frames, key, k, &shorter);
+    decode_sequence(f, 161, 97, more);
+    for (size_t i = 0; i < frames.size(); ++i) {
+      // No tile is stored raw, so the lanes change the bytes sent and not
+      // the picture.
+      ASSERT_EQ(usual.stats[i].tiles[2] + more.stats[i].tiles[2], 0u) << format_name(f);
+      EXPECT_EQ(more.references[i], usual.references[i]) << format_name(f) << " frame " << i;
+      EXPECT_GT(more.stats[i].lanes, 2 * usual.stats[i].lanes) << format_name(f) << " frame " << i;
+      EXPECT_GT(more.stats[i].body_bytes, usual.stats[i].body_bytes) << format_name(f);
+    }
+  }
+  for (int bad : {0, -3, (1 << 24) + 1}) {
+    const Geometry g{10, 8, bad};
+    EXPECT_THROW(Encoder::create(*cpu, VideoFormat::BGR, 64, 64, &g), Error) << bad;
+  }
 }
 
 TEST(Codec2Cpu, BoundOnRandomAndStructuredFrames) {

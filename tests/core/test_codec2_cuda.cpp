@@ -192,6 +192,18 @@ TEST(Codec2Cuda, WideTiles) {
   }
 }
 
+TEST(Codec2Cuda, ShortLanes) {
+  // An encoder's smaller budget of samples per lane (Geometry::lane_samples):
+  // small tiles with 32 lanes of one or two rows each, which several warps
+  // of a block decode side by side.
+  const Geometry geometries[] = {{5, 4, 256}, {4, 2, 64}, {10, 8, 512}};
+  for (const Geometry &g : geometries)
+    for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::YUY2}) {
+      compare_sequence(f, 656, 280, Content::Camera, {true, false, false}, {0, 5, 20}, &g);
+      if (HasFailure()) return;
+    }
+}
+
 TEST(Codec2Cuda, ManyTilesShareABlock) {
   // 600 tiles of one block each, more than any GPU has multiprocessors: the
   // decoder puts several tiles (warps) in one thread block, which share one

@@ -198,9 +198,10 @@ TEST(Codec2CudaEncoder, ChangingThresholdsAndKeyframes) {
 }
 
 // Other tile geometries (the body's header carries it): many small tiles
-// with few lanes, tall and wide tiles.
+// with few lanes, tall and wide tiles; and other budgets of samples per
+// lane (small tiles with up to 32 lanes, a lane per row).
 TEST(Codec2CudaEncoder, TileGeometries) {
-  const Geometry geometries[] = {{1, 1}, {3, 2}, {1, 9}, {255, 255}};
+  const Geometry geometries[] = {{1, 1}, {3, 2}, {1, 9}, {255, 255}, {5, 4, 256}, {2, 2, 16}};
   for (const Geometry &g : geometries)
     for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::YUY2}) {
       compare(f, 150, 90, Content::Static, {5}, 4, 3, true, &g);

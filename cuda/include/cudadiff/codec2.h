@@ -42,10 +42,15 @@ namespace codec2 {
 // Tile geometry, written in every body: tiles of tile_bx x tile_by blocks
 // (16x16 samples of the first layer). Each coded tile has its own number of
 // rANS lanes (1..32, in the tile table), chosen by the encoder from the
-// tile's coded samples (codec2_rules.h, lanes_for_tile()).
+// tile's coded samples (codec2_rules.h, lanes_for_tile()): one lane per
+// lane_samples coded sample components. lane_samples is the encoder's
+// choice alone (a decoder reads each tile's lanes from the body): fewer
+// samples per lane give a GPU decoder shorter chains of dependent steps at
+// the cost of 4 bytes per lane (docs/performance.md, "The CUDA decoder").
 struct Geometry {
   int tile_bx = 10;
   int tile_by = 8;
+  int lane_samples = 2048;  // 1 .. 2^24; kSamplesPerLane in codec2_rules.h
 };
 // The geometry the encoders use for a format and size (deterministic, so
 // that every backend writes the same bytes).

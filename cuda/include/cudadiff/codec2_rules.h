@@ -356,9 +356,13 @@ LayerSet layers_of(VideoFormat format, int width, int height);
 // samples. Then as few lanes as give the same number of rounds (rows per
 // lane): 30 lanes over 128 rows take 5 rounds, as 26 do, and 26 flush 16
 // bytes less with the same wavefront length.
+// `per_lane` (the encoders' Geometry::lane_samples) replaces kSamplesPerLane
+// when an encoder is asked for other lanes.
 constexpr uint32_t kSamplesPerLane = 2048;
-CODEC2_HD int lanes_for_tile(uint32_t coded_samples, int rows) {
-  uint32_t lanes = (coded_samples + kSamplesPerLane - 1) / kSamplesPerLane;
+CODEC2_HD int lanes_for_tile(uint32_t coded_samples, int rows,
+                             uint32_t per_lane = kSamplesPerLane) {
+  if (per_lane < 1) per_lane = 1;
+  uint32_t lanes = uint32_t((uint64_t(coded_samples) + per_lane - 1) / per_lane);
   const uint32_t cap = uint32_t(rows < kMaxLanes ? rows : kMaxLanes);
   if (lanes > cap) lanes = cap;
   if (lanes < 1) return 1;
