@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "codec_util.h"
 #include "cudadiff/codec2.h"
 #include "frames.h"
 
@@ -54,17 +55,15 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  bench::Options opt = bench::parse_options(argc, argv, "[--tiles BXxBY]");
-  // --tiles: another tile geometry than the encoder's default (blocks of
-  // 16x16 per tile), to see how the decoder scales with tiles and lanes.
-  Geometry geometry;
-  bool own_geometry = false;
-  for (size_t i = 0; i + 1 < opt.positional.size(); ++i)
-    if (opt.positional[i] == "--tiles" && std::sscanf(opt.positional[i + 1].c_str(), "%dx%d",
-                                                      &geometry.tile_bx, &geometry.tile_by) == 2)
-      own_geometry = true;
+  bench::Options opt = bench::parse_options(argc, argv, "[--tiles BXxBY] [--lane-samples N]");
+  // --tiles, --lane-samples: another tile geometry than the encoder's
+  // default (blocks of 16x16 per tile), or more or fewer coded samples per
+  // rANS lane, to see how the decoder scales with tiles and lanes.
   const int w = opt.width, h = opt.height;
   const VideoFormat fmt = VideoFormat::BGR;
+  Geometry geometry = default_geometry(fmt, w, h);
+  for (size_t i = 0; i + 1 < opt.positional.size(); ++i)
+    if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
   const size_t n = frame_size_packed(fmt, w, h);
   const int frames = std::max(2, opt.frames);
   const int rounds = std::max(1, opt.runs / frames);
@@ -89,7 +88,6 @@ int main(int argc, char **argv) {
 
   for (int k : {0, 5, 10, 20}) {
     // The bodies: a keyframe, then deltas, in pinned host memory.
-    if (!own_geometry) geometry = default_geometry(fmt, w, h);
     auto enc = Encoder::create(*cpu, fmt, w, h, &geometry);
     std::vector<HostBytes> bodies(static_cast<size_t>(frames));
     size_t delta_bytes = 0;
@@ -127,7 +125,10 @@ int main(int argc, char **argv) {
         bench::Row row;
         row.operation = "codec2 decode " + std::to_string(w) + "x" + std::to_string(h) +
                         " BGR, tiles " + std::to_string(geometry.tile_bx) + "x" +
-                        std::to_string(geometry.tile_by);
+                        std::to_string(geometry.tile_by) +
+                        (geometry.lane_samples != Geometry().lane_samples
+                             ? ", " + std::to_string(geometry.lane_samples) + " per lane"
+                             : std::string());
         row.implementation =
             std::string(impl.name) + " k=" + std::to_string(k) + (key ? " keyframe" : " delta");
         const std::vector<double> &v = key ? key_ms : delta_ms;

@@ -11,7 +11,8 @@
 // encoder core: at most 0.25 ms per 1080p frame.
 //
 // --tiles BXxBY: tiles of BX x BY blocks instead of the default geometry
-// (both backends; the body records it).
+// (both backends; the body records it). --lane-samples N: one rANS lane per
+// N coded sample components instead of 2048 (codec2_rules.h).
 //
 // --clip FILE: real footage instead, raw BGR frames of --size one after
 // another (e.g. `ffmpeg -i clip.avi -f rawvideo -pix_fmt bgr24 clip.bgr`);
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "codec_util.h"
 #include "cudadiff/codec2.h"
 #include "frames.h"
 
@@ -57,24 +59,15 @@ void fill_moving(testing_util::HostFrame &f, int t, std::mt19937 &gen) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  bench::Options opt = bench::parse_options(argc, argv, "[--clip FILE] [--tiles BXxBY]");
+  bench::Options opt =
+      bench::parse_options(argc, argv, "[--clip FILE] [--tiles BXxBY] [--lane-samples N]");
   std::string clip;
   const VideoFormat fmt = VideoFormat::BGR;
   const int w = opt.width, h = opt.height;
   Geometry geometry = default_geometry(fmt, w, h);
   for (size_t i = 0; i + 1 < opt.positional.size(); ++i) {
     if (opt.positional[i] == "--clip") clip = opt.positional[i + 1];
-    if (opt.positional[i] == "--tiles") {
-      int bx = 0, by = 0;
-      char sep = 0;
-      if (std::sscanf(opt.positional[i + 1].c_str(), "%d%c%d", &bx, &sep, &by) != 3 || sep != 'x' ||
-          bx < 1 || bx > 255 || by < 1 || by > 255) {
-        std::fprintf(stderr, "--tiles wants BXxBY, each 1..255 blocks (e.g. 20x8)\n");
-        return 2;
-      }
-      geometry.tile_bx = bx;
-      geometry.tile_by = by;
-    }
+    if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
   }
   const size_t n = frame_size_packed(fmt, w, h);
   const std::string size = std::to_string(w) + "x" + std::to_string(h);
@@ -106,7 +99,8 @@ int main(int argc, char **argv) {
   if (opt.cuda && device_count(&why) > 0) gpu = Context::cuda(0);
   bench::describe_machine(report, gpu.get());
   report.note("tiles of " + std::to_string(geometry.tile_bx) + "x" +
-              std::to_string(geometry.tile_by) + " blocks");
+              std::to_string(geometry.tile_by) + " blocks, a lane per " +
+              std::to_string(geometry.lane_samples) + " coded sample components");
   const int ks[] = {0, 5, 10, 20};
 
   // Frame i of the timed run is delta i + 1 of a sequence that started with

@@ -3,7 +3,7 @@
 //
 //   codec_eval --format BGR --size 768x576 --k 0,5,10,20 [--frames N]
 //              [--keyframe-interval 60] [--threads T] [--repeat R] [--label NAME]
-//              [--hash] FILE|-
+//              [--hash] [--tiles BXxBY] [--lane-samples N] FILE|-
 //
 // For each k: every frame is encoded (a keyframe every `keyframe-interval`
 // frames, the element's default 60), decoded by a separate decoder, and
@@ -13,6 +13,9 @@
 // --hash also prints, per k, a hash (FNV-1a, 64 bits) of every body and one of
 // every decoded picture: two builds that print the same hashes wrote the same
 // bytes (a check for optimisations that must not change the stream).
+// --tiles and --lane-samples encode with another tile geometry or another
+// number of coded sample components per rANS lane than the default (10x8
+// blocks, 2048): what a faster GPU decoder would cost in bytes.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -65,7 +68,8 @@ int usage() {
   std::fprintf(stderr,
                "usage: codec_eval --format FMT --size WxH [--k 0,5,10,20] [--frames N]\n"
                "                  [--keyframe-interval N] [--threads T] [--repeat R]\n"
-               "                  [--label NAME] [--markdown] [--cpu-time] [--hash] FILE|-\n");
+               "                  [--label NAME] [--markdown] [--cpu-time] [--hash]\n"
+               "                  [--tiles BXxBY] [--lane-samples N] FILE|-\n");
   return 2;
 }
 
@@ -77,6 +81,7 @@ int main(int argc, char **argv) {
   long max_frames = -1;
   int keyint = 60, threads = 0, repeat = 1;  // --repeat 0: sizes and errors only
   bool markdown = false, hash = false;
+  std::vector<std::string> geometry_args;  // option, value, ...
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -102,7 +107,10 @@ int main(int argc, char **argv) {
       g_cpu_time = true;
     else if (a == "--hash")
       hash = true;
-    else if (!a.empty() && a[0] == '-' && a != "-")
+    else if (a == "--tiles" || a == "--lane-samples") {
+      geometry_args.push_back(a);
+      geometry_args.push_back(next());
+    } else if (!a.empty() && a[0] == '-' && a != "-")
       return usage();
     else
       path = a;
@@ -137,7 +145,9 @@ int main(int argc, char **argv) {
   }
 
   auto ctx = Context::cpu();
-  const codec2::Geometry g = codec2::default_geometry(format, width, height);
+  codec2::Geometry g = codec2::default_geometry(format, width, height);
+  for (size_t i = 0; i + 1 < geometry_args.size(); i += 2)
+    if (bench::geometry_option(geometry_args[i], geometry_args[i + 1], g) < 0) return 2;
   if (!markdown)
     std::printf("%s %s %dx%d, %zu frames, keyframe every %d, tiles %dx%d blocks, %d threads\n",
                 label.c_str(), format_name(format), width, height, frames.size(), keyint, g.tile_bx,
@@ -159,7 +169,7 @@ int main(int argc, char **argv) {
     // on the same frames and bodies (a fresh encoder and decoder each time).
     std::vector<std::vector<uint8_t>> bodies(frames.size());
     for (int rep = 0; rep <= repeat; ++rep) {
-      auto enc = codec2::Encoder::create(*ctx, format, width, height);
+      auto enc = codec2::Encoder::create(*ctx, format, width, height, &g);
       HostBytes body;
       double pass_ms = 0;
       for (size_t i = 0; i < frames.size(); ++i) {
@@ -191,7 +201,7 @@ int main(int argc, char **argv) {
       // Decode once, checking against the input (and against the encoder's
       // reference through the decoded picture: every byte within k).
       auto dec = codec2::Decoder::create(*ctx, format, width, height);
-      auto enc = codec2::Encoder::create(*ctx, format, width, height);
+      auto enc = codec2::Encoder::create(*ctx, format, width, height, &g);
       HostBytes out, ref, body;
       for (size_t i = 0; i < frames.size(); ++i) {
         if (!dec->decode(bodies[i].data(), bodies[i].size(), &error)) {

@@ -77,7 +77,7 @@ def split_pipeline(p):
     return shlex.split(p)
 
 
-def ours(build, fmt, w, h, raw, ks, keyint, threads=None, frames=None, repeat=0):
+def ours(build, fmt, w, h, raw, ks, keyint, threads=None, frames=None, repeat=0, extra=()):
     cmd = [os.path.join(build, "bench", "codec_eval"), "--format", fmt, "--size", "%dx%d" % (w, h),
            "--k", ",".join(str(k) for k in ks), "--keyframe-interval", str(keyint), "--markdown",
            "--repeat", str(repeat)]
@@ -85,6 +85,7 @@ def ours(build, fmt, w, h, raw, ks, keyint, threads=None, frames=None, repeat=0)
         cmd += ["--threads", str(threads)]
     if frames:
         cmd += ["--frames", str(frames)]
+    cmd += list(extra)
     rows = {}
     for line in run(cmd + [raw]).splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -167,6 +168,10 @@ def main():
     ap.add_argument("--frames", type=int, default=200, help="frames per clip (default 200)")
     ap.add_argument("--keyframe-interval", type=int, default=60)
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--tiles", metavar="BXxBY",
+                    help="our encoder with tiles of BX x BY blocks instead of 10x8")
+    ap.add_argument("--lane-samples", metavar="N",
+                    help="our encoder with a rANS lane per N coded sample components instead of 2048")
     ap.add_argument("--speed", action="store_true",
                     help="also time encoder and decoder at 1920x1080 BGR, 1 and 2 threads")
     ap.add_argument("--speed-frames", type=int, default=20)
@@ -175,6 +180,11 @@ def main():
     args = ap.parse_args()
     ks = [int(k) for k in args.k.split(",")]
     fmts = args.formats.split(",")
+    layout = []
+    if args.tiles:
+        layout += ["--tiles", args.tiles]
+    if args.lane_samples:
+        layout += ["--lane-samples", args.lane_samples]
 
     tmp = tempfile.mkdtemp(prefix="codec_eval")
     try:
@@ -186,7 +196,7 @@ def main():
             for fmt in fmts:
                 raw = os.path.join(tmp, "%s.%s.raw" % (name, fmt))
                 w, h, fps, n = decode_clip(clip, fmt, raw, args.frames)
-                mine = ours(args.build, fmt, w, h, raw, ks, args.keyframe_interval)
+                mine = ours(args.build, fmt, w, h, raw, ks, args.keyframe_interval, extra=layout)
                 ffv1 = x264 = None
                 if not args.no_peers and 0 in ks:
                     ffv1 = ffmpeg_peer(fmt, w, h, fps, raw, "ffv1", tmp)
@@ -221,9 +231,9 @@ def main():
             sources.append(("random", raw))
             for name, raw in sources:
                 one = ours(args.build, "BGR", 1920, 1080, raw, ks, args.keyframe_interval, threads=1,
-                           repeat=args.repeat)
+                           repeat=args.repeat, extra=layout)
                 two = ours(args.build, "BGR", 1920, 1080, raw, ks, args.keyframe_interval, threads=2,
-                           repeat=args.repeat)
+                           repeat=args.repeat, extra=layout)
                 for k in ks:
                     print("| %s | %d | %.1f | %.1f | %.1f | %.1f |" % (
                         name, k, one[k]["enc_ms"], one[k]["dec_ms"], two[k]["enc_ms"],
