@@ -146,7 +146,7 @@ LayerSet layers_of(VideoFormat format, int width, int height) {
 
 // Tiles of 10 x 8 blocks (160 x 128 samples of layer 0, about 20,000): 108
 // tiles at 1920x1080, enough work for every core and, with up to 32 lanes of
-// about 700 pixels each (kSamplesPerLane), for a GPU, whose decoder's and
+// about 640 pixels each (kSamplesPerLane, lanes_for_tile()), for a GPU, whose decoder's and
 // encoder's time is the longest lane's wavefront. Tiles of 20 x 8 blocks
 // coded 0.3-0.9 % smaller on the project's clips but give a lane 1,280
 // pixels of a 1080p frame (the 32-lane cap); smaller tiles (8 x 8) cost
