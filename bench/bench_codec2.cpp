@@ -8,6 +8,9 @@
 // synchronisation. The H2D copy of one 1080p frame from pinned memory is
 // measured in the same run as the ceiling (the copy a decoder on the host
 // side would need to ship the frame to the GPU).
+// --clip FILE [--clip-size WxH]: real footage instead, the first --frames
+// raw BGR frames of FILE (of --clip-size, default --size, one after
+// another) scaled to --size by nearest neighbour.
 //   RESULT|codec2 decode|<impl> k=<k> <key|delta>|median ms|body bytes|0|note
 #include <algorithm>
 #include <chrono>
@@ -55,17 +58,35 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  bench::Options opt = bench::parse_options(argc, argv, "[--tiles BXxBY] [--lane-samples N]");
+  bench::Options opt = bench::parse_options(
+      argc, argv, "[--clip FILE [--clip-size WxH]] [--tiles BXxBY] [--lane-samples N]");
   // --tiles, --lane-samples: another tile geometry than the encoder's
   // default (blocks of 16x16 per tile), or more or fewer coded samples per
   // rANS lane, to see how the decoder scales with tiles and lanes.
   const int w = opt.width, h = opt.height;
   const VideoFormat fmt = VideoFormat::BGR;
   Geometry geometry = default_geometry(fmt, w, h);
-  for (size_t i = 0; i + 1 < opt.positional.size(); ++i)
+  std::string clip;
+  int clip_w = w, clip_h = h;
+  for (size_t i = 0; i + 1 < opt.positional.size(); ++i) {
+    if (opt.positional[i] == "--clip") clip = opt.positional[i + 1];
+    if (opt.positional[i] == "--clip-size" &&
+        !bench::parse_size(opt.positional[i + 1], clip_w, clip_h)) {
+      std::fprintf(stderr, "--clip-size wants WxH, not '%s'\n", opt.positional[i + 1].c_str());
+      return 2;
+    }
     if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
+  }
   const size_t n = frame_size_packed(fmt, w, h);
-  const int frames = std::max(2, opt.frames);
+  std::vector<std::vector<uint8_t>> clip_frames;
+  if (!clip.empty()) {
+    clip_frames = bench::read_scaled_clip(clip, clip_w, clip_h, w, h, std::max(2, opt.frames));
+    if (clip_frames.size() < 2) {
+      std::fprintf(stderr, "%s: fewer than 2 frames of %dx%d BGR\n", clip.c_str(), clip_w, clip_h);
+      return 2;
+    }
+  }
+  const int frames = clip.empty() ? std::max(2, opt.frames) : int(clip_frames.size());
   const int rounds = std::max(1, opt.runs / frames);
   bench::Report report;
   std::unique_ptr<Context> cpu = Context::cpu();
@@ -83,8 +104,18 @@ int main(int argc, char **argv) {
   std::vector<int8_t> walk(n, 0);
   for (int t = 0; t < frames; ++t) {
     input.emplace_back(fmt, w, h);
-    make_frame(input.back(), t, walk, gen);
+    if (clip.empty()) {
+      make_frame(input.back(), t, walk, gen);
+    } else {
+      for (int y = 0; y < h; ++y)
+        std::copy_n(clip_frames[size_t(t)].data() + size_t(y) * w * 3, size_t(w) * 3,
+                    input.back().view.row(0, y));
+    }
   }
+  if (!clip.empty())
+    report.note(clip + ": " + std::to_string(frames) + " frames of " + std::to_string(clip_w) +
+                "x" + std::to_string(clip_h) + " scaled to " + std::to_string(w) + "x" +
+                std::to_string(h));
 
   for (int k : {0, 5, 10, 20}) {
     // The bodies: a keyframe, then deltas, in pinned host memory.

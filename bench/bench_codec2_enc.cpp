@@ -14,13 +14,14 @@
 // (both backends; the body records it). --lane-samples N: one rANS lane per
 // N coded sample components instead of 2048 (codec2_rules.h).
 //
-// --clip FILE: real footage instead, raw BGR frames of --size one after
-// another (e.g. `ffmpeg -i clip.avi -f rawvideo -pix_fmt bgr24 clip.bgr`);
-// first every frame is encoded on both backends as one sequence (a
-// keyframe every 30 frames) and the bodies compared, then the deltas timed.
-#include <cstdlib>
-#include <fstream>
+// --clip FILE: real footage instead, the first --frames raw BGR frames of
+// FILE (e.g. `ffmpeg -i clip.avi -f rawvideo -pix_fmt bgr24 clip.bgr`), of
+// --clip-size WxH (default: --size) one after another, scaled to --size by
+// nearest neighbour; first every frame is encoded on both backends as one
+// sequence (a keyframe every 30 frames) and the bodies compared, then the
+// deltas timed.
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -59,14 +60,20 @@ void fill_moving(testing_util::HostFrame &f, int t, std::mt19937 &gen) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  bench::Options opt =
-      bench::parse_options(argc, argv, "[--clip FILE] [--tiles BXxBY] [--lane-samples N]");
+  bench::Options opt = bench::parse_options(
+      argc, argv, "[--clip FILE [--clip-size WxH]] [--tiles BXxBY] [--lane-samples N]");
   std::string clip;
   const VideoFormat fmt = VideoFormat::BGR;
   const int w = opt.width, h = opt.height;
+  int clip_w = w, clip_h = h;
   Geometry geometry = default_geometry(fmt, w, h);
   for (size_t i = 0; i + 1 < opt.positional.size(); ++i) {
     if (opt.positional[i] == "--clip") clip = opt.positional[i + 1];
+    if (opt.positional[i] == "--clip-size" &&
+        !bench::parse_size(opt.positional[i + 1], clip_w, clip_h)) {
+      std::fprintf(stderr, "--clip-size wants WxH, not '%s'\n", opt.positional[i + 1].c_str());
+      return 2;
+    }
     if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
   }
   const size_t n = frame_size_packed(fmt, w, h);
@@ -75,17 +82,19 @@ int main(int argc, char **argv) {
   std::mt19937 gen(testing_util::test_seed());
   std::vector<testing_util::HostFrame> in;
   if (!clip.empty()) {
-    std::ifstream f(clip, std::ios::binary);
-    for (;;) {
+    for (const std::vector<uint8_t> &bytes :
+         bench::read_scaled_clip(clip, clip_w, clip_h, w, h, std::max(2, opt.frames))) {
       testing_util::HostFrame fr(fmt, w, h);
-      if (!f.read(reinterpret_cast<char *>(fr.view.data[0]), std::streamsize(n))) break;
+      for (int y = 0; y < h; ++y)
+        std::copy_n(bytes.data() + size_t(y) * w * 3, size_t(w) * 3, fr.view.row(0, y));
       in.push_back(std::move(fr));
     }
     if (in.size() < 2) {
-      std::fprintf(stderr, "%s: fewer than 2 frames of %s BGR\n", clip.c_str(), size.c_str());
+      std::fprintf(stderr, "%s: fewer than 2 frames of %dx%d BGR\n", clip.c_str(), clip_w, clip_h);
       return 2;
     }
-    report.note(clip + ": " + std::to_string(in.size()) + " frames");
+    report.note(clip + ": " + std::to_string(in.size()) + " frames of " + std::to_string(clip_w) +
+                "x" + std::to_string(clip_h) + " scaled to " + size);
   } else {
     for (int t = 0; t < std::max(2, opt.frames); ++t) {
       in.emplace_back(fmt, w, h);

@@ -1,14 +1,17 @@
 // Helpers of the version 2 codec's command-line programs (codec_eval,
 // codec2_decode, the codec benchmarks): a format by its name, the encoder's
-// tile geometry and lanes from options, and the FNV-1a hash they print of
-// bodies and pictures (equal hashes: the same bytes).
+// tile geometry and lanes from options, frames of a raw clip scaled to the
+// benchmark's size, and the FNV-1a hash they print of bodies and pictures
+// (equal hashes: the same bytes).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "cudadiff/codec2.h"
 #include "cudadiff/runtime.h"
@@ -56,6 +59,44 @@ inline int geometry_option(const std::string &option, const std::string &value,
     return 1;
   }
   return 0;
+}
+
+// Parses "WxH" (each 1..65535) into w and h; false when it is not that.
+inline bool parse_size(const std::string &value, int &w, int &h) {
+  char sep = 0, extra = 0;
+  return std::sscanf(value.c_str(), "%d%c%d%c", &w, &sep, &h, &extra) == 3 && sep == 'x' &&
+         w >= 1 && w <= 65535 && h >= 1 && h <= 65535;
+}
+
+// Up to `max_frames` frames of packed 3-byte pixels (e.g. BGR) from `path`,
+// frames of src_w x src_h one after another (what `ffmpeg -i clip -f
+// rawvideo -pix_fmt bgr24` or `gst-launch-1.0 ... ! video/x-raw,format=BGR
+// ! filesink` writes), each scaled to w x h by nearest neighbour (sample
+// (x, y) takes source pixel ((2x + 1) src_w / 2w, (2y + 1) src_h / 2h)), as
+// `videoscale method=nearest-neighbour` scales the clips for the codec's
+// other measurements. Each frame is w * h * 3 bytes. Fewer frames than
+// asked when the file ends (a partial last frame is dropped).
+inline std::vector<std::vector<uint8_t>> read_scaled_clip(const std::string &path, int src_w,
+                                                          int src_h, int w, int h, int max_frames) {
+  std::vector<std::vector<uint8_t>> out;
+  std::ifstream f(path, std::ios::binary);
+  const size_t src_bytes = size_t(src_w) * src_h * 3;
+  std::vector<uint8_t> src(src_bytes);
+  std::vector<int> sx(size_t(w), 0);
+  for (int x = 0; x < w; ++x) sx[size_t(x)] = int((2 * int64_t(x) + 1) * src_w / (2 * int64_t(w)));
+  while (int(out.size()) < max_frames &&
+         f.read(reinterpret_cast<char *>(src.data()), std::streamsize(src_bytes))) {
+    std::vector<uint8_t> frame(size_t(w) * h * 3);
+    for (int y = 0; y < h; ++y) {
+      const int syy = int((2 * int64_t(y) + 1) * src_h / (2 * int64_t(h)));
+      const uint8_t *row = src.data() + size_t(syy) * src_w * 3;
+      uint8_t *dst = frame.data() + size_t(y) * w * 3;
+      for (int x = 0; x < w; ++x)
+        for (int c = 0; c < 3; ++c) dst[size_t(x) * 3 + c] = row[size_t(sx[size_t(x)]) * 3 + c];
+    }
+    out.push_back(std::move(frame));
+  }
+  return out;
 }
 
 constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
