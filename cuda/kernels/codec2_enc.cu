@@ -993,15 +993,29 @@ __global__ void schedule_kernel(Params p) {
 
 // The steps of one layer of a tile, backwards, for a lane: NC components
 // per sample, read in schedule order a step ahead (two buffers).
+// A step in which no lane of the tile codes anything (its samples lie in
+// skipped blocks or outside the tile) only notes that no lane emitted a
+// byte: one vote of the tile's lanes (`tile_lanes`) instead of the chain.
 template <int NC>
 __device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes, int steps,
-                                           int lanes, int ln, const uint32_t *s_fc,
-                                           const uint32_t *s_rcp) {
+                                           int lanes, int ln, unsigned tile_lanes,
+                                           const uint32_t *s_fc, const uint32_t *s_rcp) {
   auto load = [&](uint32_t(&v)[NC], int st) {
 #pragma unroll
     for (int c = 0; c < NC; ++c) v[c] = codes[(size_t(st) * NC + c) * lanes + ln];
   };
   auto code = [&](const uint32_t(&v)[NC]) {
+    bool idle = true;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) idle &= v[c] == kNoCode;
+    if (__all_sync(tile_lanes, idle)) {
+#pragma unroll
+      for (int q = 0; q < 2 * NC; ++q) {
+        *lc.counts = 0;
+        lc.counts += lc.stride;
+      }
+      return;
+    }
     uint32_t fc[NC], rcp[NC];
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
@@ -1047,6 +1061,7 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass) {
   const int ln = threadIdx.x;
   const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0], p.lane_samples);
   if (ln >= lanes) return;
+  const unsigned tile_lanes = lanes == 32 ? kFullWarp : (1u << lanes) - 1u;
   const Symbol *syms = p.symbols + dt.first;
   const size_t n_modes = p.keyframe ? 0 : size_t(dt.blocks);
   LaneCoder lc;
@@ -1062,16 +1077,16 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass) {
     for (int m = 0; m < l; ++m) codes += layer_codes(dt, m, lanes);
     switch (dt.channels[l]) {
       case 1:
-        code_layer<1>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
+        code_layer<1>(lc, codes, steps, lanes, ln, tile_lanes, s_fc, s_rcp);
         break;
       case 2:
-        code_layer<2>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
+        code_layer<2>(lc, codes, steps, lanes, ln, tile_lanes, s_fc, s_rcp);
         break;
       case 3:
-        code_layer<3>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
+        code_layer<3>(lc, codes, steps, lanes, ln, tile_lanes, s_fc, s_rcp);
         break;
       default:
-        code_layer<4>(lc, codes, steps, lanes, ln, s_fc, s_rcp);
+        code_layer<4>(lc, codes, steps, lanes, ln, tile_lanes, s_fc, s_rcp);
         break;
     }
   }
