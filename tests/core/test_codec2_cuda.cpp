@@ -26,7 +26,7 @@ using testing_util::packed_bytes;
 
 namespace {
 
-enum class Content { Random, Scene, Camera };
+enum class Content { Random, Scene, Camera, Still };
 
 // Scene: smooth ramps with edges, a moving square and some noise. Camera: a
 // smooth, slowly panning picture with texture, a moving object, a slow
@@ -49,6 +49,18 @@ void fill(HostFrame &f, Content content, int t, std::mt19937 &gen, int noise) {
           if ((xb / 7 + size_t(y) / 5) % 3 == 0) v = 240 - v / 2;
           const int sx = (2 * t) % std::max(int(row), 1), sy = t % std::max(rows, 1);
           if (x >= sx && x < sx + 9 && y >= sy && y < sy + 7) v = 30 + 11 * t;
+        } else if (content == Content::Still) {
+          // A fixed camera: a still textured background and three small
+          // objects that move, so that most blocks are skipped and many
+          // tiles code a block or two.
+          v = 60 + (x * 5 + y * 3) % 47 + ((x / 11 + y / 7) % 2) * 30;
+          const int objects[3][2] = {
+              {(7 * t + 20) % std::max(int(row), 1), rows / 3},
+              {int(row) * 2 / 3, (5 * t + 8) % std::max(rows, 1)},
+              {(int(row) - 9 * t % std::max(int(row), 1) + int(row)) % std::max(int(row), 1),
+               (rows * 5 / 6 + t) % std::max(rows, 1)}};
+          for (const auto &o : objects)
+            if (std::abs(x - o[0]) < 9 && std::abs(y - o[1]) < 6) v = 220 - 4 * std::abs(x - o[0]);
         } else {
           const int px = x + 3 * t, py = y + t;  // panning
           v = 90 + (px * 7 + py * 5) % 61 + ((px / 13 + py / 9) % 2) * 40 + ((px * py) % 17);
@@ -179,6 +191,24 @@ TEST(Codec2Cuda, ManyLanesCameraLike) {
       compare_sequence(f, 656, 280, Content::Camera, {true, false, false}, {k, k, k});
       if (HasFailure()) return;
     }
+}
+
+TEST(Codec2Cuda, SparseTiles) {
+  // A fixed camera: deltas whose tiles are mostly skipped, with one or two
+  // lanes walking past skipped blocks (the decoder does the skipped samples
+  // first and jumps over the steps where no lane decodes anything), odd
+  // sizes (partial blocks and tiles), subsampled chroma, and small tiles.
+  const Geometry small{5, 4};
+  for (const Geometry *g : {static_cast<const Geometry *>(nullptr), &small})
+    for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::NV12, VideoFormat::YUY2,
+                          VideoFormat::GRAY8, VideoFormat::BGRx})
+      for (int k : {0, 5, 20}) {
+        compare_sequence(f, 333, 171, Content::Still, {true, false, false, false}, {k, k, k, k}, g,
+                         k == 0 ? 0 : 2);
+        if (HasFailure()) return;
+      }
+  compare_sequence(VideoFormat::BGR, 1920, 1080, Content::Still, {true, false, false}, {0, 0, 5},
+                   nullptr, 0);
 }
 
 TEST(Codec2Cuda, WideTiles) {
