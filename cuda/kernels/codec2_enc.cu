@@ -15,15 +15,16 @@
 //      histogram of its symbols; the tiles' types and the histogram of the
 //      coded tiles;
 //   6. each lane's checksum (one thread block per lane) and the symbols laid
-//      out in schedule order; the tables from the histogram, by the CPU
-//      reference's rules (codec2_tables.h), in three small kernels;
+//      out in schedule order, with the steps that code something marked;
+//      the tables from the histogram, by the CPU reference's rules
+//      (codec2_tables.h), in three small kernels;
 //   7. rANS in two passes: each lane (a thread, one warp per tile) codes
-//      its symbols backwards alone, logging its bytes and how many it
-//      emitted in each sub-step; then one thread block per tile places the
-//      bytes in the reference's order (in a sub-step, the lanes from the
-//      last) by counting; tiles no smaller than their bytes become raw
-//      (then the tables and 7 again, on the device: those kernels return at
-//      once when no tile became raw);
+//      its symbols backwards alone, over the marked steps only, logging its
+//      bytes and how many it emitted in each sub-step; then one thread
+//      block per tile places the bytes in the reference's order (in a
+//      sub-step, the lanes from the last) by counting; tiles no smaller
+//      than their bytes become raw (then the tables and 7 again, on the
+//      device: those kernels return at once when no tile became raw);
 //   8. the payloads' offsets, the payloads gathered in body order, raw
 //      tiles' reconstruction; the host waits once for the tile table and
 //      the tables' choices, writes the header, the model and the tile table,
@@ -72,8 +73,10 @@ struct DevTile {
   unsigned long long layer_first[kMaxLayers];  // first symbol of each layer
   int channels[kMaxLayers];                    // components per sample of each layer
   // The rANS passes' scratch: the lanes' byte counts per sub-step, and each
-  // lane's bytes in the order it emits them (lane_scratch() below).
-  unsigned long long counts_first, log_first, sched_first;
+  // lane's bytes in the order it emits them (lane_scratch() below); the
+  // symbols in schedule order and the steps in which some lane codes
+  // something (layer_mark_words() below, in 32-bit words).
+  unsigned long long counts_first, log_first, sched_first, marks_first;
   uint32_t raw_bytes;  // the tile's bytes (a raw tile's payload)
 };
 
@@ -100,6 +103,15 @@ __host__ __device__ inline uint32_t tile_substeps(const DevTile &t, int layers, 
 // component, per lane (idle: kNoCode), packed in 32 bits (pack_code()).
 __host__ __device__ inline uint32_t layer_codes(const DevTile &t, int l, int lanes) {
   return uint32_t(schedule_steps(t.w[l], t.h[l], lanes)) * uint32_t(t.channels[l]) * lanes;
+}
+// The steps of a layer in which some lane of the tile codes something (the
+// others the lanes jump over): one bit per step (step s: bit s % 32 of word
+// s / 32), then one bit per word that has a bit set (word w: bit w % 32 of
+// summary word w / 32), so that a long run of steps without a code costs a
+// few reads. 32-bit words of the layer's marks:
+__host__ __device__ inline uint32_t layer_mark_words(const DevTile &t, int l, int lanes) {
+  const uint32_t words = (uint32_t(schedule_steps(t.w[l], t.h[l], lanes)) + 31) / 32;
+  return words + (words + 31) / 32;
 }
 __host__ __device__ inline uint32_t lane_log_bytes(const DevTile &t, int layers, int lanes) {
   // At most 2 bytes per sub-step a lane takes part in: 2 per component
@@ -167,6 +179,7 @@ struct Params {
   uint8_t *rans_counts, *rans_log;       // the rANS passes' scratch (DevTile)
   const uint32_t *reciprocal;            // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
   uint32_t *codes;                       // the symbols in schedule order (DevTile::sched_first)
+  uint32_t *step_marks;                  // the steps with a code (DevTile::marks_first)
   unsigned long long *changed;           // deltas: input bytes more than k off the reference
 };
 
@@ -956,15 +969,23 @@ __device__ __forceinline__ uint32_t pack_code(const Symbol &v) {
 }
 
 // 6a'. The coded tiles' symbols in schedule order (so that the lanes of a
-// step read them together): one thread per step and lane of a tile.
-__device__ __forceinline__ void schedule_slot(const Params &p, const DevTile &dt, int lanes,
-                                              uint32_t idx) {
+// step read them together), and the steps in which some lane codes
+// something (layer_mark_words()): one thread per step and lane of a tile.
+// A slot's step: its word in the tile's marks and its bit there where the
+// slot codes something (else 0), its word's bit in the summary.
+struct StepMark {
+  uint32_t word, bit, summary, summary_bit;
+};
+__device__ __forceinline__ StepMark schedule_slot(const Params &p, const DevTile &dt, int lanes,
+                                                  uint32_t idx) {
   uint32_t *out = p.codes + dt.sched_first;
+  uint32_t marks = 0;  // the layer's first word in the tile's marks
   for (int l = 0; l < p.layers; ++l) {
     const uint32_t n = layer_codes(dt, l, lanes) / dt.channels[l];  // steps x lanes
     if (idx >= n) {
       idx -= n;
       out += size_t(n) * dt.channels[l];
+      marks += layer_mark_words(dt, l, lanes);
       continue;
     }
     const int w = dt.w[l], h = dt.h[l], nc = dt.channels[l];
@@ -974,10 +995,30 @@ __device__ __forceinline__ void schedule_slot(const Params &p, const DevTile &dt
     const int i = tt >= 0 ? tt % period : w, j = tt >= 0 ? (tt / period) * lanes + ln : h;
     const bool valid = i < w && j < h;
     const Symbol *at = p.symbols + dt.layer_first[l] + (size_t(j) * w + i) * nc;
-    for (int c = 0; c < nc; ++c)
-      out[(size_t(st) * nc + c) * lanes + ln] = valid ? pack_code(at[c]) : kNoCode;
-    return;
+    bool coded = false;
+    for (int c = 0; c < nc; ++c) {
+      const uint32_t v = valid ? pack_code(at[c]) : kNoCode;
+      out[(size_t(st) * nc + c) * lanes + ln] = v;
+      coded |= v != kNoCode;
+    }
+    // Exactly the steps at which a lane reads a code: the marks follow the
+    // codes, not the block modes.
+    const uint32_t words = (uint32_t(schedule_steps(w, h, lanes)) + 31) / 32;
+    const uint32_t word = uint32_t(st) / 32;
+    return {marks + word, coded ? 1u << (st & 31) : 0u, marks + words + word / 32,
+            1u << (word & 31)};
   }
+  return {~0u, 0u, 0u, 0u};
+}
+// The OR of v over the lanes in `group` (each of them calls it with it).
+__device__ __forceinline__ uint32_t group_or_u32(unsigned group, uint32_t v) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_or_sync(group, v);
+#else
+  uint32_t r = 0;
+  for (unsigned g = group; g; g &= g - 1) r |= __shfl_sync(group, v, __ffs(int(g)) - 1);
+  return r;
+#endif
 }
 __global__ void schedule_kernel(Params p) {
   const int t = blockIdx.x;
@@ -986,36 +1027,82 @@ __global__ void schedule_kernel(Params p) {
   const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0], p.lane_samples);
   uint32_t slots = 0;
   for (int l = 0; l < p.layers; ++l) slots += layer_codes(dt, l, lanes) / dt.channels[l];
-  for (uint32_t idx = blockIdx.y * blockDim.x + threadIdx.x; idx < slots;
-       idx += gridDim.y * blockDim.x)
-    schedule_slot(p, dt, lanes, idx);
+  uint32_t *marks = p.step_marks + dt.marks_first;
+  // Whole warps go round, so that the slots of a warp that share a word of
+  // the marks (its consecutive slots span at most 32 steps: two words, or
+  // more across layers) set it with one atomic; the first to set a bit in a
+  // word also sets the word's bit in the summary.
+  const uint32_t me = threadIdx.x & 31;
+  for (uint32_t base = blockIdx.y * blockDim.x + (threadIdx.x - me); base < slots;
+       base += gridDim.y * blockDim.x) {
+    const StepMark m =
+        base + me < slots ? schedule_slot(p, dt, lanes, base + me) : StepMark{~0u, 0u, 0u, 0u};
+    const unsigned same = __match_any_sync(kFullWarp, m.word);
+    const uint32_t bits = group_or_u32(same, m.bit);
+    if (bits && me == uint32_t(__ffs(int(same)) - 1) && atomicOr(marks + m.word, bits) == 0)
+      atomicOr(marks + m.summary, m.summary_bit);
+  }
 }
 
+// The marked steps of a layer (layer_mark_words()), from the last: the same
+// for every lane of the tile (they read the same words). A run of words
+// without a mark is passed over in the summary, 1024 steps a word.
+struct MarkedSteps {
+  const uint32_t *marks;  // the layer's marks
+  int words;              // its words of steps (the summary follows them)
+  int word;               // the word of the step last returned
+  uint32_t bits;          // its marked steps not returned yet
+  int sword;              // the summary word being read
+  uint32_t sbits;         // its marked words below `word` not visited yet
+  __device__ __forceinline__ MarkedSteps(const uint32_t *layer_marks, int steps) {
+    marks = layer_marks;
+    words = (steps + 31) / 32;
+    word = words;
+    bits = 0;
+    sword = (words - 1) / 32;
+    sbits = marks[words + sword];
+  }
+  // The next marked step going backwards; -1 when none is left.
+  __device__ __forceinline__ int next() {
+    while (!bits) {
+      while (!sbits) {
+        if (sword == 0) return -1;
+        sbits = marks[words + --sword];
+      }
+      const int b = 31 - __clz(int(sbits));
+      sbits ^= 1u << b;
+      word = sword * 32 + b;
+      bits = marks[word];  // not 0: a word's summary bit is set once it has a mark
+    }
+    const int b = 31 - __clz(int(bits));
+    bits ^= 1u << b;
+    return word * 32 + b;
+  }
+};
+
 // The steps of one layer of a tile, backwards, for a lane: NC components
-// per sample, read in schedule order a step ahead (two buffers).
-// A step in which no lane of the tile codes anything (its samples lie in
-// skipped blocks or outside the tile) only notes that no lane emitted a
-// byte: one vote of the tile's lanes (`tile_lanes`) instead of the chain.
+// per sample, read in schedule order a step ahead (two buffers). Only the
+// marked steps (schedule_kernel), in which some lane of the tile codes
+// something: at the others (their samples lie in skipped blocks or outside
+// the tile) no lane emits a byte and their counts stay at the zeros the
+// frame starts from (CudaEncoder::encode()). A step's counts have a fixed
+// place, (steps - 1 - st) * 2 * NC sub-steps after the layer's first, so
+// the lanes jump over the unmarked ones.
 template <int NC>
-__device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes, int steps,
-                                           int lanes, int ln, unsigned tile_lanes,
+__device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes,
+                                           const uint32_t *marks, int steps, int lanes, int ln,
                                            const uint32_t *s_fc, const uint32_t *s_rcp) {
+  // lc.counts after a step st is at step st - 1's first sub-step: before
+  // step st, it skips the steps between the last coded one and st.
+  const uint32_t step_counts = uint32_t(2 * NC * lc.stride);
+  int last = steps;  // the step coded last (steps: none yet)
   auto load = [&](uint32_t(&v)[NC], int st) {
 #pragma unroll
     for (int c = 0; c < NC; ++c) v[c] = codes[(size_t(st) * NC + c) * lanes + ln];
   };
-  auto code = [&](const uint32_t(&v)[NC]) {
-    bool idle = true;
-#pragma unroll
-    for (int c = 0; c < NC; ++c) idle &= v[c] == kNoCode;
-    if (__all_sync(tile_lanes, idle)) {
-#pragma unroll
-      for (int q = 0; q < 2 * NC; ++q) {
-        *lc.counts = 0;
-        lc.counts += lc.stride;
-      }
-      return;
-    }
+  auto code = [&](const uint32_t(&v)[NC], int st) {
+    lc.counts += uint32_t(last - 1 - st) * step_counts;
+    last = st;
     uint32_t fc[NC], rcp[NC];
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
@@ -1031,15 +1118,20 @@ __device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes,
       lc.token(coded, fc[c], rcp[c]);
     }
   };
+  MarkedSteps marked(marks, steps);
   uint32_t a[NC], b[NC];
-  load(a, steps - 1);
-  for (int st = steps - 1; st >= 0; st -= 2) {
-    if (st >= 1) load(b, st - 1);
-    code(a);
-    if (st < 1) break;
-    if (st >= 2) load(a, st - 2);
-    code(b);
+  int sa = marked.next();
+  if (sa >= 0) load(a, sa);
+  while (sa >= 0) {
+    const int sb = marked.next();
+    if (sb >= 0) load(b, sb);
+    code(a, sa);
+    if (sb < 0) break;
+    sa = marked.next();
+    if (sa >= 0) load(a, sa);
+    code(b, sb);
   }
+  lc.counts += uint32_t(last) * step_counts;  // past step 0: the next layer's (or the modes')
 }
 
 // 6b. rANS, first pass: one warp per coded tile, thread l codes lane l's
@@ -1061,9 +1153,6 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass) {
   const int ln = threadIdx.x;
   const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0], p.lane_samples);
   if (ln >= lanes) return;
-  const unsigned tile_lanes = lanes == 32 ? kFullWarp : (1u << lanes) - 1u;
-  const Symbol *syms = p.symbols + dt.first;
-  const size_t n_modes = p.keyframe ? 0 : size_t(dt.blocks);
   LaneCoder lc;
   lc.x = lane_final_state(p.k, ln, p.lane_sum[t * kMaxLanes + ln]);
   lc.log = p.rans_log + dt.log_first + ln;
@@ -1074,22 +1163,28 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass) {
     const int steps = schedule_steps(dt.w[l], dt.h[l], lanes);
     if (steps == 0) continue;
     const uint32_t *codes = p.codes + dt.sched_first;
-    for (int m = 0; m < l; ++m) codes += layer_codes(dt, m, lanes);
+    const uint32_t *marks = p.step_marks + dt.marks_first;
+    for (int m = 0; m < l; ++m) {
+      codes += layer_codes(dt, m, lanes);
+      marks += layer_mark_words(dt, m, lanes);
+    }
     switch (dt.channels[l]) {
       case 1:
-        code_layer<1>(lc, codes, steps, lanes, ln, tile_lanes, s_fc, s_rcp);
+        code_layer<1>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp);
         break;
       case 2:
-        code_layer<2>(lc, codes, steps, lanes, ln, tile_lanes, s_fc, s_rcp);
+        code_layer<2>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp);
         break;
       case 3:
-        code_layer<3>(lc, codes, steps, lanes, ln, tile_lanes, s_fc, s_rcp);
+        code_layer<3>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp);
         break;
       default:
-        code_layer<4>(lc, codes, steps, lanes, ln, tile_lanes, s_fc, s_rcp);
+        code_layer<4>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp);
         break;
     }
   }
+  const Symbol *syms = p.symbols + dt.first;
+  const size_t n_modes = p.keyframe ? 0 : size_t(dt.blocks);
   for (int g = int((n_modes + lanes - 1) / lanes) - 1; g >= 0; --g) {
     const size_t b = size_t(g) * lanes + ln;
     const bool here = b < n_modes;
@@ -1321,7 +1416,7 @@ class CudaEncoder final : public Encoder {
     // states); the payloads (at most the frame's bytes: a coded tile is
     // smaller than its raw bytes).
     std::vector<unsigned long long> stream_off(tiles.size() + 1, 0);
-    size_t counts_bytes = 0, log_bytes = 0, codes_count = 0;
+    size_t counts_bytes = 0, log_bytes = 0, codes_count = 0, marks_count = 0;
     size_t frame_bytes = 0;
     for (size_t t = 0; t < tiles.size(); ++t) {
       const size_t count =
@@ -1331,23 +1426,27 @@ class CudaEncoder final : public Encoder {
       DevTile &d = dev_tiles[t];
       d.raw_bytes = uint32_t(tiles[t].raw_bytes);
       for (int l = 0; l < kMaxLayers; ++l) d.channels[l] = l < ls.count ? ls.layer[l].channels : 0;
-      size_t most_counts = 0, most_log = 0, most_codes = 0;
+      size_t most_counts = 0, most_log = 0, most_codes = 0, most_marks = 0;
       for (int lanes = 1; lanes <= std::min(kMaxLanes, d.h[0]); ++lanes) {
         most_counts =
             std::max<size_t>(most_counts, size_t(tile_substeps(d, ls.count, lanes, true)) * lanes);
         most_log = std::max<size_t>(most_log, size_t(lane_log_bytes(d, ls.count, lanes)) * lanes);
-        size_t codes = 0, slots = 0;
+        size_t codes = 0, slots = 0, marks = 0;
         for (int l = 0; l < ls.count; ++l) {
           codes += layer_codes(d, l, lanes);
           slots += layer_codes(d, l, lanes) / std::max(1, d.channels[l]);
+          marks += layer_mark_words(d, l, lanes);
         }
         most_codes = std::max(most_codes, codes);
+        most_marks = std::max(most_marks, marks);
         most_slots_ = std::max(most_slots_, slots);
       }
       d.counts_first = counts_bytes;
       d.log_first = log_bytes;
       d.sched_first = codes_count;
+      d.marks_first = marks_count;
       codes_count += most_codes;
+      marks_count += most_marks;
       counts_bytes += most_counts;
       log_bytes += most_log;
       frame_bytes += tiles[t].raw_bytes;
@@ -1362,8 +1461,8 @@ class CudaEncoder final : public Encoder {
                  off_coded_count = carve(at, tiles.size() * 4),
                  off_lane_sum = carve(at, tiles.size() * kMaxLanes * 4),
                  off_lane_state = carve(at, tiles.size() * kMaxLanes * 4),
-                 off_counts = carve(at, counts_bytes), off_log = carve(at, log_bytes),
-                 off_reciprocal = carve(at, (kProbScale + 1) * 4),
+                 off_counts = carve(at, counts_bytes), off_marks = carve(at, marks_count * 4),
+                 off_log = carve(at, log_bytes), off_reciprocal = carve(at, (kProbScale + 1) * 4),
                  off_codes = carve(at, codes_count * 4),
                  off_changed = carve(at, 16),  // changed bytes (8), again (4)
         off_model0 = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
@@ -1409,6 +1508,10 @@ class CudaEncoder final : public Encoder {
     p.lane_state = reinterpret_cast<uint32_t *>(w + off_lane_state);
     p.rans_counts = w + off_counts;
     p.rans_log = w + off_log;
+    p.step_marks = reinterpret_cast<uint32_t *>(w + off_marks);
+    // The marks are carved right after the counts: one memset per frame
+    // clears both (encode()).
+    rans_zero_bytes_ = off_marks + marks_count * 4 - off_counts;
     p.reciprocal = reinterpret_cast<const uint32_t *>(w + off_reciprocal);
     p.codes = reinterpret_cast<uint32_t *>(w + off_codes);
     p.changed = reinterpret_cast<unsigned long long *>(w + off_changed);
@@ -1534,6 +1637,12 @@ class CudaEncoder final : public Encoder {
     mark(2);
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream_));
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 4, stream_));
+    // The step marks (set by schedule_kernel) and the rANS counts start at
+    // zero: the lanes write counts only at the marked steps; the others are
+    // the sub-steps in which no lane emits a byte. Once per frame: pass 1
+    // codes the tiles still coded with the same lanes, codes and marks, so
+    // it writes the counts where pass 0 did and leaves the zeros.
+    CUDADIFF_CHECK(cudaMemsetAsync(p.rans_counts, 0, rans_zero_bytes_, stream_));
     for (int l = 0; l < ls_.count; ++l) {
       CODEC2_LAUNCH_NC(reconstruct_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 reconstruct_kernel");
@@ -1706,9 +1815,10 @@ class CudaEncoder final : public Encoder {
   void mark(int i) {
     if (timing_) CUDADIFF_CHECK(cudaEventRecord(events_[i], stream_));
   }
-  size_t rans_shared_ = 0;  // the tables in the rANS kernel's shared memory
-  size_t most_slots_ = 0;   // most steps x lanes of a tile (schedule_kernel's threads)
-  bool timing_ = false;     // CODEC2_CUDA_TIMES set: each frame's phases on stderr
+  size_t rans_shared_ = 0;      // the tables in the rANS kernel's shared memory
+  size_t most_slots_ = 0;       // most steps x lanes of a tile (schedule_kernel's threads)
+  size_t rans_zero_bytes_ = 0;  // the rANS counts and the step marks (zeroed per frame)
+  bool timing_ = false;         // CODEC2_CUDA_TIMES set: each frame's phases on stderr
   // Pinned staging for the copies between the steps.
   HostBytes h_modes_, h_types_, h_chosen_, h_sizes_, h_lanes_, h_payload_off_;
   HostBytes h_changed_;  // the delta's changed bytes (a uint64), then the payloads' bytes
