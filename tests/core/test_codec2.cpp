@@ -264,7 +264,9 @@ TEST(Codec2Rules, LanesPerTile) {
       const int r = rounds(rows, lanes), r0 = rounds(rows, want);
       ASSERT_TRUE(r == r0 || (r < r0 && 8 * lanes <= 9 * want)) << rows << " rows, " << n;
       // As few lanes as give those rounds.
-      if (lanes > 1) ASSERT_GT(rounds(rows, lanes - 1), r) << rows << " rows, " << n;
+      if (lanes > 1) {
+        ASSERT_GT(rounds(rows, lanes - 1), r) << rows << " rows, " << n;
+      }
     }
   // Another budget per lane (Geometry::lane_samples): 1000 samples at 256
   // per lane take 4 lanes (4 give 32 rounds over 128 rows); a budget below
