@@ -81,7 +81,7 @@ namespace {
 // a changed example can be pasted into the document.
 std::string doc_dump(const char *title, const Bytes &b) {
   std::string out = std::string("    ") + title + " (" + std::to_string(b.size()) + " bytes)\n";
-  char line[16];
+  char line[32];
   for (size_t i = 0; i < b.size(); i += 16) {
     std::snprintf(line, sizeof line, "      %04zx ", i);
     out += line;
