@@ -69,12 +69,8 @@ int main(int argc, char **argv) {
   std::string clip;
   int clip_w = w, clip_h = h;
   for (size_t i = 0; i + 1 < opt.positional.size(); ++i) {
-    if (opt.positional[i] == "--clip") clip = opt.positional[i + 1];
-    if (opt.positional[i] == "--clip-size" &&
-        !bench::parse_size(opt.positional[i + 1], clip_w, clip_h)) {
-      std::fprintf(stderr, "--clip-size wants WxH, not '%s'\n", opt.positional[i + 1].c_str());
+    if (bench::clip_option(opt.positional[i], opt.positional[i + 1], clip, clip_w, clip_h) < 0)
       return 2;
-    }
     if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
   }
   const size_t n = frame_size_packed(fmt, w, h);
@@ -107,9 +103,7 @@ int main(int argc, char **argv) {
     if (clip.empty()) {
       make_frame(input.back(), t, walk, gen);
     } else {
-      for (int y = 0; y < h; ++y)
-        std::copy_n(clip_frames[size_t(t)].data() + size_t(y) * w * 3, size_t(w) * 3,
-                    input.back().view.row(0, y));
+      bench::copy_clip_frame(clip_frames[size_t(t)], input.back().view);
     }
   }
   if (!clip.empty())

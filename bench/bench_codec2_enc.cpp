@@ -68,12 +68,8 @@ int main(int argc, char **argv) {
   int clip_w = w, clip_h = h;
   Geometry geometry = default_geometry(fmt, w, h);
   for (size_t i = 0; i + 1 < opt.positional.size(); ++i) {
-    if (opt.positional[i] == "--clip") clip = opt.positional[i + 1];
-    if (opt.positional[i] == "--clip-size" &&
-        !bench::parse_size(opt.positional[i + 1], clip_w, clip_h)) {
-      std::fprintf(stderr, "--clip-size wants WxH, not '%s'\n", opt.positional[i + 1].c_str());
+    if (bench::clip_option(opt.positional[i], opt.positional[i + 1], clip, clip_w, clip_h) < 0)
       return 2;
-    }
     if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
   }
   const size_t n = frame_size_packed(fmt, w, h);
@@ -85,8 +81,7 @@ int main(int argc, char **argv) {
     for (const std::vector<uint8_t> &bytes :
          bench::read_scaled_clip(clip, clip_w, clip_h, w, h, std::max(2, opt.frames))) {
       testing_util::HostFrame fr(fmt, w, h);
-      for (int y = 0; y < h; ++y)
-        std::copy_n(bytes.data() + size_t(y) * w * 3, size_t(w) * 3, fr.view.row(0, y));
+      bench::copy_clip_frame(bytes, fr.view);
       in.push_back(std::move(fr));
     }
     if (in.size() < 2) {

@@ -5,6 +5,7 @@
 // (equal hashes: the same bytes).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -66,6 +67,31 @@ inline bool parse_size(const std::string &value, int &w, int &h) {
   char sep = 0, extra = 0;
   return std::sscanf(value.c_str(), "%d%c%d%c", &w, &sep, &h, &extra) == 3 && sep == 'x' &&
          w >= 1 && w <= 65535 && h >= 1 && h <= 65535;
+}
+
+// Applies `--clip FILE` (to `clip`) or `--clip-size WxH` (to clip_w,
+// clip_h). Returns 1 when `option` is one of them and `value` is valid, 0
+// when it is neither, -1 (with a message on stderr) for a bad size.
+inline int clip_option(const std::string &option, const std::string &value, std::string &clip,
+                       int &clip_w, int &clip_h) {
+  if (option == "--clip") {
+    clip = value;
+    return 1;
+  }
+  if (option == "--clip-size") {
+    if (parse_size(value, clip_w, clip_h)) return 1;
+    std::fprintf(stderr, "--clip-size wants WxH, not '%s'\n", value.c_str());
+    return -1;
+  }
+  return 0;
+}
+
+// One frame of read_scaled_clip() into the first plane of `view` (a packed
+// 3-byte format of the same size), row by row.
+inline void copy_clip_frame(const std::vector<uint8_t> &bytes, const cudadiff::FrameView &view) {
+  const size_t row = size_t(view.width) * 3;
+  for (int y = 0; y < view.height; ++y)
+    std::copy_n(bytes.data() + size_t(y) * row, row, view.row(0, y));
 }
 
 // Up to `max_frames` frames of packed 3-byte pixels (e.g. BGR) from `path`,
