@@ -42,6 +42,7 @@
 #include "cudadiff/codec2.h"
 #include "cudadiff/codec2_body.h"
 #include "cudadiff/codec2_rules.h"
+#include "warp_reduce.cuh"
 
 namespace cudadiff {
 namespace codec2 {
@@ -219,14 +220,6 @@ __device__ __forceinline__ int next_coded_step(const Params &P, const LayerDev &
     }
   }
   return INT_MAX;
-}
-__device__ __forceinline__ unsigned warp_min_u32(unsigned v) {
-#if __CUDA_ARCH__ >= 800
-  return __reduce_min_sync(kFullWarp, v);
-#else
-  for (int o = 16; o > 0; o >>= 1) v = min(v, __shfl_xor_sync(kFullWarp, v, o));
-  return v;
-#endif
 }
 
 // One layer of a coded tile (the warp together; `lane` < `lanes` are the

@@ -45,6 +45,7 @@
 #include "../src/check.h"
 #include "../src/codec2_encoder.h"
 #include "../src/codec2_tables.h"
+#include "warp_reduce.cuh"
 #include "cudadiff/codec2.h"
 #include "cudadiff/codec2_rules.h"
 
@@ -610,22 +611,6 @@ constexpr int kCopyWindow = 8;
 constexpr int kCopyStates = 2 * kCopyWindow + 1;  // (window slot, previous/fresh), or none
 constexpr int kTableWarps = 8;
 
-__device__ __forceinline__ uint32_t warp_sum_u32(uint32_t v) {
-#if __CUDA_ARCH__ >= 800
-  return __reduce_add_sync(kFullWarp, v);
-#else
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullWarp, v, o);
-  return v;
-#endif
-}
-__device__ __forceinline__ uint32_t warp_max_u32(uint32_t v) {
-#if __CUDA_ARCH__ >= 800
-  return __reduce_max_sync(kFullWarp, v);
-#else
-  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(kFullWarp, v, o));
-  return v;
-#endif
-}
 // A histogram's cost (1/256 bit) under frequencies f (this lane's token);
 // ~0 when a counted token has no frequency.
 __device__ __forceinline__ unsigned long long warp_coding_cost(const Params &p, uint32_t count,
@@ -1218,14 +1203,7 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p, int pass) {
     for (uint32_t s = first; s < last; ++s) in_run += counts[size_t(s) * lanes + ln];
   __shared__ uint32_t lane_run[32][32], warp_run[32];
   lane_run[warp][ln] = in_run;
-  // The warp's sum, in every lane (the reduction instruction from sm_80 on).
-#if __CUDA_ARCH__ >= 800
-  const uint32_t run_total = __reduce_add_sync(kFullWarp, in_run);
-#else
-  uint32_t run_total = in_run;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) run_total += __shfl_xor_sync(kFullWarp, run_total, o);
-#endif
+  const uint32_t run_total = warp_sum_u32(in_run);  // the warp's sum, in every lane
   if (ln == 0) warp_run[warp] = run_total;
   __syncthreads();
   uint32_t at_log = 0, before = 0, total = 0;
