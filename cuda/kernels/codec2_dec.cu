@@ -623,10 +623,10 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
     for (int b = lane; ok && b < n_blocks; b += 32)
       skipped += P.modes[size_t(t.by0 + b / tbw) * P.blocks_x + t.bx0 + b % tbw] == kSkip;
     for (int o = 16; o > 0; o >>= 1) skipped += __shfl_xor_sync(kFullWarp, skipped, o);
-    // (Measured on a fixed camera's and a hand-held camera's footage at
-    // 1080p: from three quarters of skipped blocks on, the jumps win; with
-    // fewer, the neighbours' round trips to global memory cost more.)
-    sparse = skipped > 0 && 4 * skipped >= 3 * n_blocks;
+    // (From three quarters of skipped blocks on, the jumps win; with fewer,
+    // the neighbours' round trips to global memory cost more. The encoders
+    // give the other tiles the lanes of a full tile: codec2_rules.h.)
+    sparse = sparse_tile(skipped, n_blocks);
   }
   for (int l = 0; ok && l < P.n_layers; ++l) {
     const LayerDev &L = P.layer[l];

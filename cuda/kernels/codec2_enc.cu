@@ -174,7 +174,7 @@ struct Params {
   const unsigned long long *stream_off;  // n_tiles + 1 offsets of the regions
   unsigned long long *payload_off;       // per tile, where its payload goes in `payload`
   uint8_t *payload;                      // the tiles' payloads in body order
-  uint32_t *tile_coded;                  // per tile: coded sample components
+  uint32_t *tile_coded;                  // per tile: coded sample components, then its lane work
   uint32_t *lane_sum;                    // per tile and lane: the checksum
   uint32_t *lane_state;                  // per tile and lane: the state after its symbols
   uint8_t *rans_counts, *rans_log;       // the rANS passes' scratch (DevTile)
@@ -570,18 +570,29 @@ __global__ void symbols_kernel(Params p, int l) {
   if (threadIdx.x == 0 && n) atomicAdd(p.tile_coded + t, uint32_t(n * nc));
 }
 
-// Tile types: skipped when every block of a delta's tile is (keyframes: coded).
+// Tile types: skipped when every block of a delta's tile is (keyframes:
+// coded); a coded tile's lane work (lane_work(): its coded sample
+// components, counted by symbols_kernel, or all of them) in tile_coded.
 __global__ void tile_type_kernel(Params p) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= p.n_tiles) return;
-  int type = p.keyframe ? 1 : 0;
   const int tx = t % p.tiles_x, ty = t / p.tiles_x;
-  const int bx1 = min(p.blocks_x, (tx + 1) * p.tile_bx),
-            by1 = min(p.blocks_y, (ty + 1) * p.tile_by);
-  for (int by = ty * p.tile_by; by < by1 && !type; ++by)
-    for (int bx = tx * p.tile_bx; bx < bx1; ++bx)
-      if (p.modes[size_t(by) * p.blocks_x + bx] != kSkip) type = 1;
+  const int bx0 = tx * p.tile_bx, by0 = ty * p.tile_by;
+  const int bx1 = min(p.blocks_x, bx0 + p.tile_bx), by1 = min(p.blocks_y, by0 + p.tile_by);
+  int skipped = 0;
+  if (!p.keyframe)
+    for (int by = by0; by < by1; ++by)
+      for (int bx = bx0; bx < bx1; ++bx) skipped += p.modes[size_t(by) * p.blocks_x + bx] == kSkip;
+  const int blocks = (bx1 - bx0) * (by1 - by0);
+  const int type = skipped < blocks ? 1 : 0;
   p.tile_type[t] = type;
+  if (type == 1) {
+    const DevTile &dt = p.tiles[t];
+    uint32_t samples = 0;
+    for (int l = 0; l < p.layers; ++l)
+      samples += uint32_t(dt.w[l]) * uint32_t(dt.h[l]) * uint32_t(dt.channels[l]);
+    p.tile_coded[t] = lane_work(p.tile_coded[t], samples, skipped, p.keyframe ? 0 : blocks);
+  }
 }
 
 // The histogram of the coded tiles: one thread per distribution and token.

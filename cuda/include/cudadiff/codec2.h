@@ -42,8 +42,9 @@ namespace codec2 {
 // Tile geometry, written in every body: tiles of tile_bx x tile_by blocks
 // (16x16 samples of the first layer). Each coded tile has its own number of
 // rANS lanes (1..32, in the tile table), chosen by the encoder from the
-// tile's coded samples (codec2_rules.h, lanes_for_tile()): one lane per
-// lane_samples coded sample components. lane_samples is the encoder's
+// tile's samples (codec2_rules.h, lane_work() and lanes_for_tile()): one
+// lane per lane_samples sample components (the coded ones of a mostly
+// skipped tile). lane_samples is the encoder's
 // choice alone (a decoder reads each tile's lanes from the body): fewer
 // samples per lane give a GPU decoder shorter chains of dependent steps at
 // the cost of 4 bytes per lane (docs/performance.md, "The CUDA decoder").
