@@ -2658,7 +2658,7 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
   for (int l = 0; l < ls_.count; ++l)
     tile_samples += uint32_t(t.w[l]) * uint32_t(t.h[l]) * uint32_t(ls_.layer[l].channels);
   const int skipped = n_modes ? int(tile_hists_[ti][size_t(dl_.mode) * kTokens + kSkip]) : 0;
-  const int lanes = lanes_for_tile(lane_work(coded_samples, tile_samples, skipped, int(n_modes)),
+  const int lanes = lanes_for_tile(lane_work(coded_samples, tile_samples, skipped, int(n_modes), k),
                                    t.h[0], uint32_t(geometry_.lane_samples));
   tile_lanes_[ti] = lanes;
   // At most 2 bytes per token and per raw bits, 4 per lane at the end, and

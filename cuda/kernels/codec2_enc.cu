@@ -572,7 +572,7 @@ __global__ void symbols_kernel(Params p, int l) {
 
 // Tile types: skipped when every block of a delta's tile is (keyframes:
 // coded); a coded tile's lane work (lane_work(): its coded sample
-// components, counted by symbols_kernel, or all of them) in tile_coded.
+// components, counted by symbols_kernel, or all its samples) in tile_coded.
 __global__ void tile_type_kernel(Params p) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= p.n_tiles) return;
@@ -591,7 +591,8 @@ __global__ void tile_type_kernel(Params p) {
     uint32_t samples = 0;
     for (int l = 0; l < p.layers; ++l)
       samples += uint32_t(dt.w[l]) * uint32_t(dt.h[l]) * uint32_t(dt.channels[l]);
-    p.tile_coded[t] = lane_work(p.tile_coded[t], samples, skipped, p.keyframe ? 0 : blocks);
+    p.tile_coded[t] =
+        lane_work(p.tile_coded[t], samples, skipped, p.keyframe ? 0 : blocks, p.k);
   }
 }
 

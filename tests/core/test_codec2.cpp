@@ -290,53 +290,69 @@ TEST(Codec2Rules, LaneWork) {
   EXPECT_TRUE(sparse_tile(1, 1));
   EXPECT_FALSE(sparse_tile(2, 3));
   EXPECT_TRUE(sparse_tile(3, 4));
-  // A sparse tile's lanes follow its coded samples, another's all of them:
-  // a tile of 10x8 blocks of RGB half skipped gets a full tile's 32 lanes,
-  // one with 10 blocks coded 4 lanes.
-  EXPECT_EQ(lane_work(30720, 61440, 40, 80), 61440u);
-  EXPECT_EQ(lane_work(7680, 61440, 70, 80), 7680u);
-  EXPECT_EQ(lane_work(61440, 61440, 0, 0), 61440u);
-  EXPECT_EQ(lanes_for_tile(lane_work(30720, 61440, 40, 80), 128), 32);
-  EXPECT_EQ(lanes_for_tile(lane_work(7680, 61440, 70, 80), 128), 4);
+  // Up to k = 4 a sparse tile's lanes follow its coded samples, another's
+  // all of them: a tile of 10x8 blocks of RGB half skipped gets a full
+  // tile's 32 lanes, one with 10 blocks coded 4 lanes. Above, every tile's
+  // follow its coded samples (the half skipped tile: 15 lanes of 9 rounds,
+  // then one round fewer with 16).
+  EXPECT_EQ(kFullLanesMaxK, 4);
+  for (int k : {0, 4}) {
+    EXPECT_EQ(lane_work(30720, 61440, 40, 80, k), 61440u);
+    EXPECT_EQ(lane_work(7680, 61440, 70, 80, k), 7680u);
+    EXPECT_EQ(lanes_for_tile(lane_work(30720, 61440, 40, 80, k), 128), 32);
+    EXPECT_EQ(lanes_for_tile(lane_work(7680, 61440, 70, 80, k), 128), 4);
+  }
+  for (int k : {5, 14, 255}) {
+    EXPECT_EQ(lane_work(30720, 61440, 40, 80, k), 30720u);
+    EXPECT_EQ(lanes_for_tile(lane_work(30720, 61440, 40, 80, k), 128), 16);
+  }
+  EXPECT_EQ(lane_work(61440, 61440, 0, 0, 0), 61440u);
 }
 
 // The encoder's lanes for tiles with some blocks skipped (lane_work()): one
 // tile of 10x8 blocks, BGR; a keyframe, then deltas that change a block
-// column's worth of blocks more each time. A tile with fewer than three
-// quarters of its blocks skipped takes a full tile's lanes; a sparse one
-// one lane per 2048 coded sample components.
+// column's worth of blocks more each time. At threshold 0 a tile with fewer
+// than three quarters of its blocks skipped takes a full tile's lanes, a
+// sparse one one lane per 2048 coded sample components; at threshold 20
+// (k = 14) every tile one per 2048 coded sample components.
 TEST(Codec2Cpu, LanesOfPartlySkippedTiles) {
   const int w = 160, h = 128;
   HostFrame base(VideoFormat::BGR, w, h);
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < 3 * w; ++x)
       base.at(0, x, y) = uint8_t(40 + (x * 7 + y * 3) % 90 + (x / 3 + y) % 5);
-  auto enc = Encoder::create(*cpu, VideoFormat::BGR, w, h);
-  auto dec = Decoder::create(*cpu, VideoFormat::BGR, w, h);
-  HostBytes body, ref, pic;
-  const FrameStats key = enc->encode(base.view, 0, true, body);
-  ASSERT_EQ(key.tiles[1], 1u);
-  EXPECT_EQ(key.lanes, 32u);
-  std::string err;
-  ASSERT_TRUE(dec->decode(body.data(), body.size(), &err)) << err;
-  for (int cols : {1, 2, 3, 5, 8, 10}) {
-    // The first `cols` block columns change (8 blocks each).
-    HostFrame f = base;
-    for (int y = 0; y < h; ++y)
-      for (int x = 0; x < 3 * 16 * cols; ++x) f.at(0, x, y) = uint8_t(f.at(0, x, y) + 17 + y % 3);
-    const FrameStats st = enc->encode(f.view, 0, false, body);
-    ASSERT_EQ(st.tiles[1], 1u) << cols;
-    ASSERT_EQ(st.blocks[kSkip], uint32_t(80 - 8 * cols)) << cols;
-    const uint32_t coded = uint32_t(8 * cols) * 256 * 3;
-    const int want = 4 * (80 - 8 * cols) >= 3 * 80 ? lanes_for_tile(coded, h) : 32;
-    EXPECT_EQ(st.lanes, uint32_t(want)) << cols << " block columns coded";
+  for (int threshold : {0, 20}) {
+    auto enc = Encoder::create(*cpu, VideoFormat::BGR, w, h);
+    auto dec = Decoder::create(*cpu, VideoFormat::BGR, w, h);
+    HostBytes body, ref, pic;
+    const FrameStats key = enc->encode(base.view, threshold, true, body);
+    ASSERT_EQ(key.tiles[1], 1u);
+    EXPECT_EQ(key.lanes, 32u);
+    std::string err;
     ASSERT_TRUE(dec->decode(body.data(), body.size(), &err)) << err;
-    dec->read_reference(pic);
-    enc->read_reference(ref);
-    ASSERT_EQ(bytes_of(pic), bytes_of(ref)) << cols;
-    ASSERT_EQ(bytes_of(ref), packed_bytes(f.view)) << cols;  // k = 0
-    enc->encode(base.view, 0, true, body);                   // back to the base picture
-    ASSERT_TRUE(dec->decode(body.data(), body.size(), &err)) << err;
+    for (int cols : {1, 2, 3, 5, 8, 10}) {
+      // The first `cols` block columns change (8 blocks each).
+      HostFrame f = base;
+      for (int y = 0; y < h; ++y)
+        for (int x = 0; x < 3 * 16 * cols; ++x) f.at(0, x, y) = uint8_t(f.at(0, x, y) + 40 + y % 3);
+      const FrameStats st = enc->encode(f.view, threshold, false, body);
+      ASSERT_EQ(st.tiles[1], 1u) << cols;
+      ASSERT_EQ(st.blocks[kSkip], uint32_t(80 - 8 * cols)) << cols;
+      const uint32_t coded = uint32_t(8 * cols) * 256 * 3;
+      const bool sparse = 4 * (80 - 8 * cols) >= 3 * 80;
+      const int want = sparse || threshold > 0 ? lanes_for_tile(coded, h) : 32;
+      EXPECT_EQ(st.lanes, uint32_t(want))
+          << cols << " block columns coded, threshold " << threshold;
+      ASSERT_TRUE(dec->decode(body.data(), body.size(), &err)) << err;
+      dec->read_reference(pic);
+      enc->read_reference(ref);
+      ASSERT_EQ(bytes_of(pic), bytes_of(ref)) << cols;
+      const std::vector<uint8_t> in = packed_bytes(f.view);
+      for (size_t b = 0; b < in.size(); ++b)
+        ASSERT_LE(std::abs(int(in[b]) - int(ref.data()[b])), threshold) << cols;
+      enc->encode(base.view, threshold, true, body);  // back to the base picture
+      ASSERT_TRUE(dec->decode(body.data(), body.size(), &err)) << err;
+    }
   }
 }
 
@@ -761,8 +777,8 @@ TEST(Codec2Cpu, PinnedStreamBytes) {
   };
   const Case cases[] = {
       {VideoFormat::BGR, 0, 0x0f7a4d9885d10343ull},   {VideoFormat::BGR, 5, 0xbf8d4a30298b2d32ull},
-      {VideoFormat::BGR, 20, 0x5f703391540f0219ull},  {VideoFormat::I420, 0, 0x061dd9b8b2e82389ull},
-      {VideoFormat::I420, 10, 0x0dd811f04c27bda6ull},
+      {VideoFormat::BGR, 20, 0x7693e23ef5e7eb13ull},  {VideoFormat::I420, 0, 0x061dd9b8b2e82389ull},
+      {VideoFormat::I420, 10, 0x1a3d0ec3e6f6c2d7ull},
   };
   const int w = 203, h = 141, frames = 7;
   for (const Case &c : cases) {

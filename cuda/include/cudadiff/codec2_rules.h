@@ -349,9 +349,9 @@ LayerSet layers_of(VideoFormat format, int width, int height);
 
 // ---- tiles and the wavefront schedule -----------------------------------
 // Lanes of a coded tile: one per kSamplesPerLane sample components of its
-// work (lane_work() below: its coded ones, or all of a tile that is not
-// sparse; all layers), 1..32, at most the tile's rows in layer 0. Every
-// lane flushes a 4-byte state, so a sparse tile with little to code gets
+// work (lane_work() below: its coded ones, or at small k all of a tile
+// that is not sparse; all layers), 1..32, at most the tile's rows in layer
+// 0. Every lane flushes a 4-byte state, so a tile with little to code gets
 // few lanes; a GPU decodes the lanes of a tile in parallel, so a
 // full tile gets up to 32 and no lane codes much more than kSamplesPerLane
 // samples. The wavefront's length is set by the rounds (rows per lane):
@@ -373,14 +373,20 @@ constexpr uint32_t kSamplesPerLane = 2048;
 CODEC2_HD bool sparse_tile(int skipped_blocks, int blocks) {
   return skipped_blocks > 0 && 4 * skipped_blocks >= 3 * blocks;
 }
-// The samples that set a coded tile's lanes (lanes_for_tile()): a sparse
-// tile's coded sample components, any other tile's sample components (all
-// layers), so that a tile with some blocks skipped takes no more rounds
-// than a full tile (fewer lanes would walk longer rows, skipped samples
-// included, and a frame decodes as slowly as its slowest tile).
+// The samples that set a coded tile's lanes (lanes_for_tile()): its coded
+// sample components (all layers); at a quantiser k up to kFullLanesMaxK
+// (thresholds up to 6), all its sample components unless it is sparse, so
+// that a tile with some blocks skipped takes no more rounds than a full
+// tile (fewer lanes would walk longer rows, skipped samples included, and a
+// frame decodes as slowly as its slowest tile). Measured on the project's
+// clips scaled to 1080p (docs/performance.md, "Real footage on the GPU"):
+// at thresholds 0 and 5 the fixed camera's deltas decode 25-35 % faster
+// for 1-3 % more bytes; at 10 and 20 its sparse tiles set the frame's time
+// all the same, and the extra lanes would cost it 4-7 % of its bytes.
+constexpr int kFullLanesMaxK = 4;
 CODEC2_HD uint32_t lane_work(uint32_t coded_samples, uint32_t tile_samples, int skipped_blocks,
-                             int blocks) {
-  return sparse_tile(skipped_blocks, blocks) ? coded_samples : tile_samples;
+                             int blocks, int k) {
+  return k <= kFullLanesMaxK && !sparse_tile(skipped_blocks, blocks) ? tile_samples : coded_samples;
 }
 CODEC2_HD int lanes_for_tile(uint32_t coded_samples, int rows,
                              uint32_t per_lane = kSamplesPerLane) {
