@@ -1,0 +1,158 @@
+// codec2_tiles: what a GPU decoder walks in each coded tile of version 2
+// deltas, from the bodies alone (CPU only, no timing): the clip's frames
+// scaled to --size (default 1920x1080, nearest neighbour), coded by the CPU
+// encoder at each threshold, each body's tile table read back, and each
+// delta's block modes found by comparing the pictures before and after it
+// (a block is coded exactly when some byte of it changed: a byte the
+// encoder moves lies more than the threshold off the old picture and at
+// most k < threshold off the input, or differs at threshold 0).
+//
+//   codec2_tiles --clip FILE --clip-size WxH [--frames N] [--size WxH]
+//                [--tiles BXxBY] [--lane-samples N]
+//
+// Per threshold and per kind of coded tile (full: no block skipped; partly
+// skipped; sparse: at least three quarters skipped, codec2_rules.h), the
+// tiles per delta and the longest walk in wavefront steps: a full or partly
+// skipped tile's every step (the CUDA decoder walks them all), a sparse
+// tile's steps at which some lane decodes (it jumps over the others, and
+// does the skipped samples first), with the most steps of its schedule and
+// its fewest lanes. The frame's decoding time follows its longest walk
+// (docs/performance.md, "Real footage on the GPU"), so this tells on any
+// machine which tiles a change of the lane rule would shorten.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "codec_util.h"
+#include "cudadiff/codec2.h"
+#include "cudadiff/codec2_body.h"
+#include "cudadiff/codec2_rules.h"
+#include "frames.h"
+
+using namespace cudadiff;
+using namespace cudadiff::codec2;
+
+namespace {
+
+struct Kind {
+  long tiles = 0;
+  int longest = 0;        // steps walked (sparse: steps at which some lane decodes)
+  int schedule = 0;       // sparse: the most steps of a tile's schedule
+  int fewest_lanes = 33;  // sparse: the fewest lanes of a tile
+};
+
+// Steps of a tile's schedule at which some lane decodes a sample of a coded
+// block (layer 0; `coded` per block of the tile, row by row).
+int marked_steps(const detail::Tile &t, int lanes, const std::vector<uint8_t> &coded) {
+  const int w = t.w[0], h = t.h[0], bw = t.bx1 - t.bx0;
+  const int period = schedule_period(w, lanes), steps = schedule_steps(w, h, lanes);
+  int marked = 0;
+  for (int s = 0; s < steps; ++s)
+    for (int l = 0; l < lanes; ++l) {
+      const int tt = s - kStagger * l;
+      if (tt < 0) continue;
+      const int i = tt % period, j = (tt / period) * lanes + l;
+      if (i < w && j < h && coded[size_t(j / kBlock) * bw + i / kBlock]) {
+        ++marked;
+        break;
+      }
+    }
+  return marked;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  int w = 1920, h = 1080, clip_w = 0, clip_h = 0, frames = 30;
+  std::string clip;
+  auto usage = [] {
+    std::fprintf(stderr, "usage: codec2_tiles --clip FILE --clip-size WxH [--frames N (>= 2)] "
+                         "[--size WxH] [--tiles BXxBY] [--lane-samples N]\n");
+    return 2;
+  };
+  if (argc % 2 == 0) return usage();
+  // The size first: the default geometry depends on it.
+  for (int i = 1; i + 1 < argc; i += 2)
+    if (std::string(argv[i]) == "--size" && !bench::parse_size(argv[i + 1], w, h)) return usage();
+  Geometry geometry = default_geometry(VideoFormat::BGR, w, h);
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string o = argv[i], v = argv[i + 1];
+    int r = bench::clip_option(o, v, clip, clip_w, clip_h);
+    if (r == 0) r = bench::geometry_option(o, v, geometry);
+    if (r == 0 && o == "--frames") r = (frames = std::atoi(v.c_str())) >= 2 ? 1 : -1;
+    if (r == 0 && o == "--size") r = 1;
+    if (r <= 0) return usage();
+  }
+  if (clip.empty() || clip_w == 0) return usage();
+  const auto input = bench::read_scaled_clip(clip, clip_w, clip_h, w, h, frames);
+  if (input.size() < 2) {
+    std::fprintf(stderr, "%s: fewer than 2 frames of %dx%d BGR\n", clip.c_str(), clip_w, clip_h);
+    return 2;
+  }
+  const auto cpu = Context::cpu();
+  const LayerSet ls = layers_of(VideoFormat::BGR, w, h);
+  const std::vector<detail::Tile> tiles = detail::make_tiles(ls, geometry);
+  const size_t row = size_t(w) * 3;
+  std::printf("%s: %zu frames of %dx%d scaled to %dx%d, tiles of %dx%d blocks, %d per lane\n",
+              clip.c_str(), input.size(), clip_w, clip_h, w, h, geometry.tile_bx,
+              geometry.tile_by, geometry.lane_samples);
+  std::printf("| threshold | full tiles | longest walk | partly skipped | longest walk | sparse "
+              "| longest walk (of a schedule of) | fewest lanes |\n|---:|---:|---:|---:|---:|---:|"
+              "---:|---:|\n");
+  for (int threshold : {0, 5, 10, 20}) {
+    auto enc = Encoder::create(*cpu, VideoFormat::BGR, w, h, &geometry);
+    detail::BodyReader reader(VideoFormat::BGR, w, h);
+    HostBytes body, before, after;
+    Kind full, partly, sparse;
+    for (size_t t = 0; t < input.size(); ++t) {
+      testing_util::HostFrame f(VideoFormat::BGR, w, h);
+      bench::copy_clip_frame(input[t], f.view);
+      enc->encode(f.view, threshold, t == 0, body);
+      std::string why;
+      if (!reader.read(body.data(), body.size(), t > 0, &why)) {
+        std::fprintf(stderr, "frame %zu: %s\n", t, why.c_str());
+        return 1;
+      }
+      reader.commit();
+      enc->read_reference(after);
+      const std::vector<detail::TileEntry> &entries = reader.entries();
+      for (size_t ti = 0; t > 0 && ti < tiles.size(); ++ti) {
+        if (entries[ti].type != 1) continue;
+        const detail::Tile &tl = tiles[ti];
+        const int bw = tl.bx1 - tl.bx0, blocks = bw * (tl.by1 - tl.by0);
+        std::vector<uint8_t> coded(size_t(blocks), 0);
+        int skipped = 0;
+        for (int by = tl.by0; by < tl.by1; ++by)
+          for (int bx = tl.bx0; bx < tl.bx1; ++bx) {
+            bool changed = false;
+            for (int y = by * kBlock; y < std::min(h, (by + 1) * kBlock) && !changed; ++y) {
+              const size_t from = size_t(y) * row + size_t(bx) * kBlock * 3;
+              const size_t to = std::min(row, size_t(bx + 1) * kBlock * 3) + size_t(y) * row;
+              changed = !std::equal(after.data() + from, after.data() + to, before.data() + from);
+            }
+            coded[size_t(by - tl.by0) * bw + (bx - tl.bx0)] = changed;
+            skipped += !changed;
+          }
+        const int lanes = entries[ti].lanes;
+        const int steps = schedule_steps(tl.w[0], tl.h[0], lanes);
+        Kind &kind = skipped == 0 ? full : sparse_tile(skipped, blocks) ? sparse : partly;
+        ++kind.tiles;
+        if (&kind == &sparse) {
+          kind.longest = std::max(kind.longest, marked_steps(tl, lanes, coded));
+          kind.schedule = std::max(kind.schedule, steps);
+          kind.fewest_lanes = std::min(kind.fewest_lanes, lanes);
+        } else {
+          kind.longest = std::max(kind.longest, steps);
+        }
+      }
+      std::swap(before, after);
+    }
+    const double deltas = double(input.size() - 1);
+    std::printf("| %d | %.1f | %d | %.1f | %d | %.1f | %d (%d) | %d |\n", threshold,
+                full.tiles / deltas, full.longest, partly.tiles / deltas, partly.longest,
+                sparse.tiles / deltas, sparse.longest, sparse.schedule,
+                sparse.tiles ? sparse.fewest_lanes : 0);
+  }
+  return 0;
+}
