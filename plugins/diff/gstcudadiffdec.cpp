@@ -51,9 +51,14 @@ namespace stream = cudadiff::stream;
 namespace diff = cudadiff::diff;
 namespace codec2 = cudadiff::codec2;
 
-enum { PROP_0, PROP_STATS, PROP_FRAME_OVERLAP, PROP_BACKEND, PROP_DEVICE_ID };
+enum { PROP_0, PROP_STATS, PROP_FRAME_OVERLAP, PROP_MAX_PIXELS, PROP_BACKEND, PROP_DEVICE_ID };
 
 #define DEFAULT_FRAME_OVERLAP GST_CUDADIFF_FRAME_OVERLAP_NEVER
+// Keyframes announce their size, and the decoder allocates for it before
+// the body can tell whether the packet is genuine (about 7 bytes per frame
+// byte for version 2): a limit keeps a crafted or foreign packet on the
+// network from taking gigabytes. DCI 8K (8192x4320).
+#define DEFAULT_MAX_PIXELS (G_GUINT64_CONSTANT(8192) * 4320)
 // Of GstVideoDecoder's min-force-key-unit-interval (ns): a keyframe request
 // reaches the encoder through RTCP in one round trip, and the keyframe
 // comes back paced over part of a frame interval; requests closer than
@@ -155,7 +160,8 @@ struct _GstCudaDiffDec {
   GstCudaDiffBackend backend;  // under the object lock
   gint device_id;
   GstCudaDiffFrameOverlap frame_overlap;
-  DecStats stats;  // under the object lock
+  guint64 max_pixels;  // largest keyframe (width x height) decoded; 0: no limit
+  DecStats stats;      // under the object lock
   DecState *state;
 };
 
@@ -190,6 +196,9 @@ static void gst_cudadiff_dec_set_property(GObject *object, guint prop_id, const 
     case PROP_FRAME_OVERLAP:
       self->frame_overlap = static_cast<GstCudaDiffFrameOverlap>(g_value_get_enum(value));
       break;
+    case PROP_MAX_PIXELS:
+      self->max_pixels = g_value_get_uint64(value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
       break;
@@ -213,6 +222,9 @@ static void gst_cudadiff_dec_get_property(GObject *object, guint prop_id, GValue
       break;
     case PROP_FRAME_OVERLAP:
       g_value_set_enum(value, self->frame_overlap);
+      break;
+    case PROP_MAX_PIXELS:
+      g_value_set_uint64(value, self->max_pixels);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
@@ -476,6 +488,19 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
   const uint8_t *body = nullptr;
   bool unsupported = false;
   if (h.keyframe()) {
+    // Before anything is allocated for the keyframe's size.
+    GST_OBJECT_LOCK(self);
+    const guint64 max_pixels = self->max_pixels;
+    GST_OBJECT_UNLOCK(self);
+    const guint64 pixels = guint64(h.width) * h.height;
+    if (max_pixels != 0 && pixels > max_pixels) {
+      report_loss(self, "keyframe larger than max-pixels",
+                  "frame " + std::to_string(h.frame_number) + ": " + std::to_string(h.width) + "x" +
+                      std::to_string(h.height) + " is " + std::to_string(pixels) +
+                      " pixels, more than max-pixels=" + std::to_string(max_pixels) +
+                      "; raise max-pixels (0: no limit) to decode this stream");
+      return false;
+    }
     if (!configure(self, h)) {
       *ret = GST_FLOW_NOT_NEGOTIATED;
       return false;
@@ -834,6 +859,18 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
           GST_TYPE_CUDADIFF_FRAME_OVERLAP, DEFAULT_FRAME_OVERLAP,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                    GST_PARAM_MUTABLE_PLAYING)));
+  g_object_class_install_property(
+      gobject_class, PROP_MAX_PIXELS,
+      g_param_spec_uint64(
+          "max-pixels", "Largest frame",
+          "Largest frame (width x height, in pixels) a keyframe may announce: a larger one is "
+          "dropped with a warning before anything is allocated for it, and its deltas wait for "
+          "a keyframe that fits (a stream's keyframes announce their size, and a crafted packet "
+          "could otherwise make the decoder take gigabytes). 0 = no limit but the stream "
+          "format's 1 GiB per frame. Default: 35389440 (8192x4320)",
+          0, G_MAXUINT64, DEFAULT_MAX_PIXELS,
+          static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                   GST_PARAM_MUTABLE_PLAYING)));
   gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID);
 
   // Any version field: each packet says its version (and caps without one,
@@ -870,6 +907,7 @@ static void gst_cudadiff_dec_init(GstCudaDiffDec *self) {
   self->backend = GST_CUDADIFF_DEFAULT_BACKEND;
   self->device_id = GST_CUDADIFF_DEFAULT_DEVICE_ID;
   self->frame_overlap = DEFAULT_FRAME_OVERLAP;
+  self->max_pixels = DEFAULT_MAX_PIXELS;
   self->state = new DecState();
   // The parse vfunc splits the input into packets, whatever its buffers are.
   gst_video_decoder_set_packetized(GST_VIDEO_DECODER(self), FALSE);

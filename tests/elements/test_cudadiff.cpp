@@ -233,8 +233,15 @@ TEST(CudaDiff, PropertiesAndDefaults) {
           << name;
     }
   }
-  for (const char *name : {"stats", "frame-overlap", "backend", "device-id"})
+  for (const char *name : {"stats", "frame-overlap", "max-pixels", "backend", "device-id"})
     EXPECT_NE(g_object_class_find_property(G_OBJECT_GET_CLASS(dec), name), nullptr) << name;
+  guint64 max_pixels = 0;
+  g_object_get(dec, "max-pixels", &max_pixels, nullptr);
+  EXPECT_EQ(max_pixels, 8192u * 4320u) << "DCI 8K";
+  EXPECT_NE(std::string(g_param_spec_get_blurb(
+                            g_object_class_find_property(G_OBJECT_GET_CLASS(dec), "max-pixels")))
+                .find("Default: 35389440"),
+            std::string::npos);
   gint dec_overlap = -1;
   g_object_get(dec, "frame-overlap", &dec_overlap, nullptr);
   EXPECT_EQ(dec_overlap, 2) << "never: a viewer behind tcpclientsrc gets no added delay";
@@ -939,7 +946,73 @@ GstBuffer *damaged(GstBuffer *packet, size_t payload_offset, uint8_t value, bool
   return out;
 }
 
+// A copy of `packet` whose header announces a frame of w x h (both
+// checksums right: what a crafted packet can do).
+GstBuffer *announcing(GstBuffer *packet, uint32_t w, uint32_t h) {
+  Bytes b = bytes_of(packet);
+  for (int i = 0; i < 4; ++i) {
+    b[40 + i] = uint8_t(w >> (8 * i));
+    b[44 + i] = uint8_t(h >> (8 * i));
+  }
+  const uint32_t hcrc = uint32_t(::crc32(0, b.data(), 60));
+  for (int i = 0; i < 4; ++i) b[60 + i] = uint8_t(hcrc >> (8 * i));
+  GstBuffer *out = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
+  gst_buffer_fill(out, 0, b.data(), b.size());
+  gst_buffer_copy_into(out, packet, GST_BUFFER_COPY_METADATA, 0, -1);
+  return out;
+}
+
 }  // namespace
+
+// A keyframe announcing a frame larger than max-pixels is dropped before
+// anything is allocated for it, with one warning that names the property,
+// and decoding resumes at the next keyframe that fits.
+TEST(CudaDiff, DecoderRefusesKeyframesLargerThanMaxPixels) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 8;
+    o.version = version;
+    o.props = "keyframe-interval=4 compression=none";
+    encode(e, "BGR", 45, 11, o);  // 495 pixels
+    const std::vector<GstBuffer *> all(e.packets.begin(), e.packets.end());
+    if (version == 2) {
+      // A header with right checksums announcing 16384x16384 (805 MB of BGR,
+      // several GB of decoder state) over a small body: refused by default.
+      std::vector<GstBuffer *> in = all;
+      in[0] = announcing(e.packets[0], 16384, 16384);
+      Decoded d;
+      decode(d, in);
+      gst_buffer_unref(in[0]);
+      ASSERT_EQ(d.frames.size(), 4u);
+      for (size_t i = 0; i < 4; ++i) EXPECT_EQ(d.frames[i], e.pictures[4 + i]) << i;
+      ASSERT_EQ(d.warnings.size(), 1u);
+      EXPECT_NE(d.warnings[0].find("larger than max-pixels"), std::string::npos) << d.warnings[0];
+      EXPECT_NE(d.warnings[0].find("16384x16384 is 268435456 pixels, more than "
+                                   "max-pixels=35389440"),
+                std::string::npos)
+          << d.warnings[0];
+    }
+    // A limit one pixel below the stream's frames: both keyframes refused,
+    // one warning for the loss; at the frames' size or without a limit,
+    // every frame.
+    Decoded below, at, unlimited;
+    decode(below, all, false, "cudadiffdec max-pixels=494");
+    EXPECT_TRUE(below.frames.empty());
+    ASSERT_EQ(below.warnings.size(), 1u);
+    EXPECT_NE(below.warnings[0].find("45x11 is 495 pixels, more than max-pixels=494"),
+              std::string::npos)
+        << below.warnings[0];
+    decode(at, all, false, "cudadiffdec max-pixels=495");
+    decode(unlimited, all, false, "cudadiffdec max-pixels=0");
+    for (const Decoded *d : {&at, &unlimited}) {
+      EXPECT_TRUE(d->warnings.empty());
+      ASSERT_EQ(d->frames.size(), 8u);
+      for (size_t i = 0; i < 8; ++i) EXPECT_EQ(d->frames[i], e.pictures[i]) << i;
+    }
+  }
+}
 
 TEST(CudaDiff, DecoderDropsDamagedPacketsAndRecovers) {
   for (int version : {1, 2}) {
