@@ -854,7 +854,7 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
           "per second, one frame of delay; end of stream, keyframes, damaged packets and caps "
           "changes push it): never (for viewers: tcpclientsrc is not flagged live but is real "
           "time), always (decoding files or recorded streams as fast as possible), auto = when "
-          "upstream is not live. Version 1 only: a version 2 frame is decoded on the CPU and "
+          "upstream is not live. Version 1 only: a version 2 frame is decoded and "
           "pushed at once. Read when caps are set. Default: never",
           GST_TYPE_CUDADIFF_FRAME_OVERLAP, DEFAULT_FRAME_OVERLAP,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
