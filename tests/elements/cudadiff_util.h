@@ -10,6 +10,7 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -221,6 +222,24 @@ inline guint64 stat(const GstStructure *s, const char *field) {
   guint64 v = 0;
   EXPECT_TRUE(gst_structure_get_uint64(s, field, &v)) << field;
   return v;
+}
+
+// Makes a packet's checksums right again after its bytes were changed: the
+// payload's crc32, then the header's, which covers it (what a crafted
+// packet can do, and damage that only the body's own checks can see).
+inline void fix_checksums(Bytes &b) {
+  const uint32_t crc = uint32_t(::crc32(0, b.data() + 64, uInt(b.size() - 64)));
+  for (int i = 0; i < 4; ++i) b[56 + i] = uint8_t(crc >> (8 * i));
+  const uint32_t hcrc = uint32_t(::crc32(0, b.data(), 60));
+  for (int i = 0; i < 4; ++i) b[60 + i] = uint8_t(hcrc >> (8 * i));
+}
+
+// A buffer of the bytes `b` with the metadata (timestamps, flags) of `packet`.
+inline GstBuffer *buffer_like(GstBuffer *packet, const Bytes &b) {
+  GstBuffer *out = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
+  gst_buffer_fill(out, 0, b.data(), b.size());
+  gst_buffer_copy_into(out, packet, GST_BUFFER_COPY_METADATA, 0, -1);
+  return out;
 }
 
 // Runs frames through cudadiffenc: returns the packets (stream header

@@ -934,16 +934,8 @@ namespace {
 GstBuffer *damaged(GstBuffer *packet, size_t payload_offset, uint8_t value, bool fix_checksum) {
   Bytes b = bytes_of(packet);
   b[64 + payload_offset] = value;
-  if (fix_checksum) {
-    const uint32_t crc = uint32_t(::crc32(0, b.data() + 64, uInt(b.size() - 64)));
-    for (int i = 0; i < 4; ++i) b[56 + i] = uint8_t(crc >> (8 * i));
-    const uint32_t hcrc = uint32_t(::crc32(0, b.data(), 60));
-    for (int i = 0; i < 4; ++i) b[60 + i] = uint8_t(hcrc >> (8 * i));
-  }
-  GstBuffer *out = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
-  gst_buffer_fill(out, 0, b.data(), b.size());
-  gst_buffer_copy_into(out, packet, GST_BUFFER_COPY_METADATA, 0, -1);
-  return out;
+  if (fix_checksum) fix_checksums(b);
+  return buffer_like(packet, b);
 }
 
 // A copy of `packet` whose header announces a frame of w x h (both
@@ -954,12 +946,8 @@ GstBuffer *announcing(GstBuffer *packet, uint32_t w, uint32_t h) {
     b[40 + i] = uint8_t(w >> (8 * i));
     b[44 + i] = uint8_t(h >> (8 * i));
   }
-  const uint32_t hcrc = uint32_t(::crc32(0, b.data(), 60));
-  for (int i = 0; i < 4; ++i) b[60 + i] = uint8_t(hcrc >> (8 * i));
-  GstBuffer *out = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
-  gst_buffer_fill(out, 0, b.data(), b.size());
-  gst_buffer_copy_into(out, packet, GST_BUFFER_COPY_METADATA, 0, -1);
-  return out;
+  fix_checksums(b);
+  return buffer_like(packet, b);
 }
 
 }  // namespace

@@ -139,14 +139,8 @@ TEST(CudaDiffKeyframeRequest, UntimedInputIsRateLimitedToo) {
 static GstBuffer *damaged_body(GstBuffer *packet, size_t offset, uint8_t mask) {
   Bytes b = bytes_of(packet);
   b[64 + offset] ^= mask;
-  const uint32_t crc = uint32_t(::crc32(0, b.data() + 64, uInt(b.size() - 64)));
-  for (int i = 0; i < 4; ++i) b[56 + i] = uint8_t(crc >> (8 * i));
-  const uint32_t hcrc = uint32_t(::crc32(0, b.data(), 60));
-  for (int i = 0; i < 4; ++i) b[60 + i] = uint8_t(hcrc >> (8 * i));
-  GstBuffer *out = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
-  gst_buffer_fill(out, 0, b.data(), b.size());
-  gst_buffer_copy_into(out, packet, GST_BUFFER_COPY_METADATA, 0, -1);
-  return out;
+  fix_checksums(b);
+  return buffer_like(packet, b);
 }
 
 // Version 2: a delta of version 1 in a version 2 stream, a keyframe body
