@@ -43,8 +43,9 @@ namespace codec2 {
 // (16x16 samples of the first layer). Each coded tile has its own number of
 // rANS lanes (1..32, in the tile table), chosen by the encoder from the
 // tile's samples (codec2_rules.h, lane_work() and lanes_for_tile()): one
-// lane per lane_samples sample components (the coded ones of a mostly
-// skipped tile). lane_samples is the encoder's
+// lane per lane_samples sample components (its coded ones; at k <= 4 all
+// of a tile with fewer than three quarters of its blocks skipped).
+// lane_samples is the encoder's
 // choice alone (a decoder reads each tile's lanes from the body): fewer
 // samples per lane give a GPU decoder shorter chains of dependent steps at
 // the cost of 4 bytes per lane (docs/performance.md, "The CUDA decoder").
