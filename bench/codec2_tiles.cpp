@@ -67,8 +67,9 @@ int main(int argc, char **argv) {
   int w = 1920, h = 1080, clip_w = 0, clip_h = 0, frames = 30;
   std::string clip;
   auto usage = [] {
-    std::fprintf(stderr, "usage: codec2_tiles --clip FILE --clip-size WxH [--frames N (>= 2)] "
-                         "[--size WxH] [--tiles BXxBY] [--lane-samples N]\n");
+    std::fprintf(stderr,
+                 "usage: codec2_tiles --clip FILE --clip-size WxH [--frames N (>= 2)] "
+                 "[--size WxH] [--tiles BXxBY] [--lane-samples N]\n");
     return 2;
   };
   if (argc % 2 == 0) return usage();
@@ -95,11 +96,12 @@ int main(int argc, char **argv) {
   const std::vector<detail::Tile> tiles = detail::make_tiles(ls, geometry);
   const size_t row = size_t(w) * 3;
   std::printf("%s: %zu frames of %dx%d scaled to %dx%d, tiles of %dx%d blocks, %d per lane\n",
-              clip.c_str(), input.size(), clip_w, clip_h, w, h, geometry.tile_bx,
-              geometry.tile_by, geometry.lane_samples);
-  std::printf("| threshold | full tiles | longest walk | partly skipped | longest walk | sparse "
-              "| longest walk (of a schedule of) | fewest lanes |\n|---:|---:|---:|---:|---:|---:|"
-              "---:|---:|\n");
+              clip.c_str(), input.size(), clip_w, clip_h, w, h, geometry.tile_bx, geometry.tile_by,
+              geometry.lane_samples);
+  std::printf(
+      "| threshold | full tiles | longest walk | partly skipped | longest walk | sparse "
+      "| longest walk (of a schedule of) | fewest lanes |\n|---:|---:|---:|---:|---:|---:|"
+      "---:|---:|\n");
   for (int threshold : {0, 5, 10, 20}) {
     auto enc = Encoder::create(*cpu, VideoFormat::BGR, w, h, &geometry);
     detail::BodyReader reader(VideoFormat::BGR, w, h);

@@ -591,8 +591,7 @@ __global__ void tile_type_kernel(Params p) {
     uint32_t samples = 0;
     for (int l = 0; l < p.layers; ++l)
       samples += uint32_t(dt.w[l]) * uint32_t(dt.h[l]) * uint32_t(dt.channels[l]);
-    p.tile_coded[t] =
-        lane_work(p.tile_coded[t], samples, skipped, p.keyframe ? 0 : blocks, p.k);
+    p.tile_coded[t] = lane_work(p.tile_coded[t], samples, skipped, p.keyframe ? 0 : blocks, p.k);
   }
 }
 
