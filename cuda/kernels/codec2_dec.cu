@@ -22,7 +22,10 @@
 //      likewise. A step's sample is a chain of dependent operations, so
 //      what does not depend on the rANS states comes first or a step
 //      ahead (the reference's bytes, the block modes, the contexts'
-//      tables). Skipped and raw tiles are copies.
+//      tables). In deltas the lanes jump over runs of steps at which none
+//      of them decodes (skipped blocks; a bitmap of the tile's coded
+//      blocks finds the next step), and the warp does the samples in
+//      between. Skipped and raw tiles are copies.
 //   4. one flag comes back: the picture (two device buffers in the
 //      canonical byte order) is swapped only when every tile decoded.
 // A tile that fails stops at once (the CPU decoder goes on to its end but
@@ -202,16 +205,53 @@ struct Ahead {
   int tex[5];  // the texture channel at the sample and its 4 neighbours
 };
 
+// The coded blocks of a delta's tile, one bit per block in raster order
+// within the tile (bit b of word b / 32), in shared memory: for tiles of at
+// most kCodedWords * 32 blocks and 32 blocks per row (the encoders' tiles
+// have 80); other tiles read the block modes from global memory.
+constexpr int kCodedWords = 8;
+// Jumps over fewer steps than this walk them instead (a jump costs a few
+// round trips to global memory).
+constexpr int kMinJump = 8;
+
 // The first step >= s at which lane `lane` of a tile with `lanes` lanes
 // decodes a sample of a block that is not skipped in layer l (INT_MAX when
 // none is left): its rows j = lane, lane + lanes, ... from the round of step
-// s on, a row block by block.
+// s on, a row block by block. `coded`: the tile's bitmap, or null.
 __device__ __forceinline__ int next_coded_step(const Params &P, const LayerDev &L, const TileDev &t,
-                                               int l, int lanes, int lane, int period, int s) {
+                                               int l, int lanes, int lane, int period, int s,
+                                               const uint32_t *coded) {
   const int w = t.w[l], hh = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
   const int tt = s - kStagger * lane;
   int i = tt < 0 ? 0 : tt % period;
-  for (int j = (tt < 0 ? 0 : tt / period) * lanes + lane; j < hh; j += lanes, i = 0) {
+  int j = (tt < 0 ? 0 : tt / period) * lanes + lane;
+  if (coded) {
+    const int tbw = t.bx1 - t.bx0;
+    const uint32_t row_bits = tbw == 32 ? 0xffffffffu : (1u << tbw) - 1u;
+    while (j < hh) {
+      const int yb = ((y0 + j) << L.sy) / kBlock;  // the frame's block row
+      const int o = (yb - t.by0) * tbw;
+      const uint32_t row = __funnelshift_r(coded[o >> 5], coded[(o >> 5) + 1], o & 31) & row_bits;
+      if (i < w) {
+        const int bx = ((x0 + i) << L.sx) / kBlock - t.bx0;
+        const uint32_t m = row & (0xffffffffu << bx);
+        if (m) {
+          const int first = (((t.bx0 + __ffs(m) - 1) * kBlock) >> L.sx) - x0;
+          return (j / lanes) * period + (first > i ? first : i) + kStagger * lane;
+        }
+      }
+      // Nothing left in this row: the lane's next row, or when no block of
+      // this block row is coded, its first row of the next block row.
+      j += lanes;
+      i = 0;
+      if (row == 0) {
+        const int next = (((yb + 1) * kBlock) >> L.sy) - y0;
+        if (next > j) j += (next - j + lanes - 1) / lanes * lanes;
+      }
+    }
+    return INT_MAX;
+  }
+  for (; j < hh; j += lanes, i = 0) {
     const uint8_t *mode_row = P.modes + size_t(((y0 + j) << L.sy) / kBlock) * P.blocks_x;
     while (i < w) {
       const int bx = ((x0 + i) << L.sx) / kBlock;
@@ -224,18 +264,18 @@ __device__ __forceinline__ int next_coded_step(const Params &P, const LayerDev &
 
 // One layer of a coded tile (the warp together; `lane` < `lanes` are the
 // tile's rANS lanes). False when the tile is damaged.
-// `sparse` (a delta's tile of mostly skipped blocks): the skipped samples are
-// done first, by the whole warp (the reference's bytes, their working values
-// in the frame-sized buffer), and the lanes jump over the steps in which
-// none of them decodes anything. A tile with few coded blocks has few
-// lanes, each walking all its rows (up to width x height steps): without
-// the jumps a mostly skipped tile of a fixed camera's frame took several
-// milliseconds.
+// Deltas: where no lane decodes anything for a while (every lane's samples
+// skipped), the lanes jump to the next step at which one does, and the
+// whole warp does the skipped samples in between (the reference's bytes and
+// their working values). A tile with few coded blocks has few lanes, each
+// walking all its rows (up to width x height steps): without the jumps a
+// mostly skipped tile of a fixed camera's frame took several milliseconds.
+// `coded`: the tile's bitmap of coded blocks, or null (next_coded_step).
 template <int NC, bool YCOCG, bool KEY>
 __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *map,
                              const DistTab *tabs, const TileDev &t, int l, int lanes, int lane,
                              unsigned lt, uint32_t &x, uint32_t &h, const uint8_t *p, uint32_t &pos,
-                             int16_t *ring, size_t ring_elems, bool sparse) {
+                             int16_t *ring, size_t ring_elems, const uint32_t *coded) {
   constexpr int W2 = 2 * NC;
   const LayerDev &L = P.layer[l];
   const int w = t.w[l], hh = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
@@ -245,7 +285,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
   // Reference classes: q = g / step < 2, 6, 16 as comparisons.
   const int rc1 = 2 * step, rc2 = 6 * step, rc3 = 16 * step;
   WorkRows rows;
-  if (!sparse && size_t(lanes + 1) * w * W2 <= ring_elems) {
+  if (size_t(lanes + 1) * w * W2 <= ring_elems) {
     rows = {ring, lanes + 1, size_t(w) * W2};
   } else {
     rows = {P.work[l] + (size_t(y0) * L.width + x0) * W2, 0x7fffffff, size_t(L.width) * W2};
@@ -294,27 +334,47 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
     a.tex[3] = __ldg(q - (syp > 0 ? tex_stride : 0));
     a.tex[4] = __ldg(q + (syp + 1 < L.height ? tex_stride : 0));
   };
-  if (!KEY && sparse) {
-    // The skipped samples: the reference's bytes and their working values.
-    for (int idx = lane; idx < w * hh; idx += 32) {
-      const int j = idx / w, i = idx - j * w, xs = x0 + i, ys = y0 + j;
-      if (P.modes[size_t((ys << L.sy) / kBlock) * P.blocks_x + (xs << L.sx) / kBlock] != kSkip)
-        continue;
-      int ch[NC], comp[NC];
-      for (int c = 0; c < NC; ++c) {
-        const uint8_t v = *chan_ptr(P.ref, L, c, xs, ys);
-        *chan_ptr(P.rec, L, c, xs, ys) = v;
-        ch[c] = lu.index[v];
+  // The samples of steps [s0, s1), at which no lane decodes (deltas: each
+  // lane's samples there are skipped or outside the tile), by the whole
+  // warp: the reference's bytes, and their working values in the rows from
+  // `keep` on (the rows that the ring must still hold after the jump: below
+  // them a ring slot may already belong to a later row).
+  auto fill = [&](int s0, int s1, int keep) {
+    constexpr int kBatch = 4;  // samples per thread whose loads are in flight together
+    const int n = (s1 - s0) * lanes;
+    for (int first = lane; first < n; first += 32 * kBatch) {
+      int si[kBatch], sj[kBatch];
+      int v[kBatch][NC];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int idx = first + 32 * u;
+        const int ln = idx % lanes, tt = s0 + idx / lanes - kStagger * ln;
+        si[u] = tt < 0 ? w : tt % period;
+        sj[u] = tt < 0 ? hh : (tt / period) * lanes + ln;
+        if (idx >= n || si[u] >= w || sj[u] >= hh) si[u] = -1;
+        if (si[u] >= 0)
+          for (int c = 0; c < NC; ++c)
+            v[u][c] = __ldg(chan_ptr(P.ref, L, c, x0 + si[u], y0 + sj[u]));
       }
-      to_components(YCOCG, NC, ch, comp);
-      int16_t *wv = rows.row(j) + i * W2;
-      for (int c = 0; c < NC; ++c) {
-        wv[c] = int16_t(comp[c]);
-        wv[NC + c] = 0;
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        if (si[u] < 0) continue;
+        int ch[NC], comp[NC];
+        for (int c = 0; c < NC; ++c) {
+          *chan_ptr(P.rec, L, c, x0 + si[u], y0 + sj[u]) = uint8_t(v[u][c]);
+          ch[c] = lu.index[v[u][c]];
+        }
+        if (sj[u] < keep) continue;
+        to_components(YCOCG, NC, ch, comp);
+        int16_t *wv = rows.row(sj[u]) + si[u] * W2;
+        for (int c = 0; c < NC; ++c) {
+          wv[c] = int16_t(comp[c]);
+          wv[NC + c] = 0;
+        }
       }
     }
-    __syncwarp();
-  }
+  };
+  int walk_until = 0;  // deltas: the steps before this one need no jump test
   set_row(cj);
   Ahead<NC> next;
   fetch(ci, cj, next);
@@ -343,7 +403,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
     int refv[NC];
     if (!KEY && in_tile)
       for (int c = 0; c < NC; ++c) refv[c] = a.refv[c];
-    if (!KEY && in_tile && mode == kSkip && !sparse) {
+    if (!KEY && in_tile && mode == kSkip) {
       int ch[NC], comp[NC];
       for (int c = 0; c < NC; ++c) {
         rec_at.at[c][i * step_of[c]] = uint8_t(refv[c]);
@@ -356,18 +416,29 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
       }
     }
     if (__ballot_sync(kFullWarp, active) == 0) {
-      if (!KEY && sparse) {
-        // On to the first step at which a lane decodes something.
+      if (!KEY && st + 1 >= walk_until) {
+        // The next step at which a lane decodes something; unless it comes
+        // soon, the warp does the samples in between and the lanes jump.
         const unsigned nx = warp_min_u32(
-            is_lane ? unsigned(next_coded_step(P, L, t, l, lanes, lane, period, st + 1))
+            is_lane ? unsigned(next_coded_step(P, L, t, l, lanes, lane, period, st + 1, coded))
                     : unsigned(INT_MAX));
-        if (nx >= unsigned(steps)) break;
-        st = int(nx) - 1;
-        const int tt = int(nx) - kStagger * lane;
-        ci = tt < 0 ? tt : tt % period;
-        cj = tt < 0 ? lane : (tt / period) * lanes + lane;
-        set_row(cj);
-        fetch(ci, cj, next);
+        if (nx >= unsigned(steps)) {
+          __syncwarp();
+          fill(st + 1, steps, INT_MAX);
+          break;
+        }
+        walk_until = int(nx);
+        if (int(nx) > st + kMinJump) {
+          const int tt = int(nx) - kStagger * lane;
+          ci = tt < 0 ? tt : tt % period;
+          cj = tt < 0 ? lane : (tt / period) * lanes + lane;
+          const int keep = int(warp_min_u32(is_lane ? unsigned(cj) : unsigned(INT_MAX))) - 1;
+          __syncwarp();
+          fill(st + 1, int(nx), keep);
+          st = int(nx) - 1;
+          set_row(cj);
+          fetch(ci, cj, next);
+        }
       }
       __syncwarp();
       continue;
@@ -544,6 +615,7 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
   extern __shared__ uint4 dyn[];
   __shared__ Lookup lu;
   __shared__ uint16_t map[kMaxDist];
+  __shared__ uint32_t coded_bits[kMaxTilesPerBlock][kCodedWords + 1];
   const int tid = threadIdx.x, nthreads = blockDim.x;
   // The tables into shared memory when they fit beside the rows of working
   // values (the host decides), the threads of the block together.
@@ -579,10 +651,23 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
       const LayerDev &L = P.layer[l];
       const int nc = L.channels, row = t.w[l] * nc;
       const int n = row * t.h[l];
-      for (int idx = lane; idx < n; idx += 32) {
-        const int j = idx / row, rem = idx - j * row, i = rem / nc, c = rem - i * nc;
-        const int x = t.x0[l] + i, y = t.y0[l] + j;
-        *chan_ptr(P.rec, L, c, x, y) = t.type == 0 ? *chan_ptr(P.ref, L, c, x, y) : p[at + idx];
+      constexpr int kBatch = 8;  // bytes per thread whose loads are in flight together
+      for (int first = lane; first < n; first += 32 * kBatch) {
+        uint8_t *dst[kBatch];
+        uint8_t v[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const int idx = first + 32 * u;
+          dst[u] = nullptr;
+          if (idx >= n) continue;
+          const int j = idx / row, rem = idx - j * row, i = rem / nc, c = rem - i * nc;
+          const int x = t.x0[l] + i, y = t.y0[l] + j;
+          dst[u] = chan_ptr(P.rec, L, c, x, y);
+          v[u] = t.type == 0 ? __ldg(chan_ptr(P.ref, L, c, x, y)) : __ldg(p + at + idx);
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u)
+          if (dst[u]) *dst[u] = v[u];
       }
       at += size_t(n);
     }
@@ -601,7 +686,7 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
   bool ok = !__any_sync(kFullWarp, bad);
   uint32_t pos = 4u * lanes;
   const bool key = P.keyframe != 0;
-  bool sparse = false;  // a delta's tile of mostly skipped blocks (decode_layer)
+  const uint32_t *coded = nullptr;  // a delta's tile's coded blocks (next_coded_step)
   // Block modes: block b by lane b % lanes, in rounds of `lanes` blocks.
   if (ok && !key) {
     const int md = map[P.mode_dist];
@@ -619,14 +704,20 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
       if (!renorm(x, act, p, pos, t.size, lt)) ok = false;
     }
     __syncwarp();
-    int skipped = 0;
-    for (int b = lane; ok && b < n_blocks; b += 32)
-      skipped += P.modes[size_t(t.by0 + b / tbw) * P.blocks_x + t.bx0 + b % tbw] == kSkip;
-    for (int o = 16; o > 0; o >>= 1) skipped += __shfl_xor_sync(kFullWarp, skipped, o);
-    // (From three quarters of skipped blocks on, the jumps win; with fewer,
-    // the neighbours' round trips to global memory cost more. The encoders
-    // give the other tiles the lanes of a full tile: codec2_rules.h.)
-    sparse = sparse_tile(skipped, n_blocks);
+    if (n_blocks <= kCodedWords * 32 && tbw <= 32) {
+      uint32_t *bits = coded_bits[warp];
+      for (int wd = 0; wd < kCodedWords; ++wd) {
+        const int b = wd * 32 + lane;
+        const uint32_t word = __ballot_sync(
+            kFullWarp,
+            ok && b < n_blocks &&
+                P.modes[size_t(t.by0 + b / tbw) * P.blocks_x + t.bx0 + b % tbw] != kSkip);
+        if (lane == 0) bits[wd] = word;
+      }
+      if (lane == 0) bits[kCodedWords] = 0;
+      __syncwarp();
+      coded = bits;
+    }
   }
   for (int l = 0; ok && l < P.n_layers; ++l) {
     const LayerDev &L = P.layer[l];
@@ -636,11 +727,11 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
 #define CODEC2_LAYER(NC, YC)                                                                      \
   case NC * 4 + YC * 2 + 0:                                                                       \
     ok = decode_layer<NC, YC, false>(P, lu, map, tabs, t, l, lanes, lane, lt, x, h, p, pos, ring, \
-                                     P.ring_elems, sparse);                                       \
+                                     P.ring_elems, coded);                                        \
     break;                                                                                        \
   case NC * 4 + YC * 2 + 1:                                                                       \
     ok = decode_layer<NC, YC, true>(P, lu, map, tabs, t, l, lanes, lane, lt, x, h, p, pos, ring,  \
-                                    P.ring_elems, false);                                         \
+                                    P.ring_elems, nullptr);                                       \
     break;
       CODEC2_LAYER(1, 0)
       CODEC2_LAYER(2, 0)

@@ -26,11 +26,14 @@ using testing_util::packed_bytes;
 
 namespace {
 
-enum class Content { Random, Scene, Camera, Still };
+enum class Content { Random, Scene, Camera, Still, Patches };
 
 // Scene: smooth ramps with edges, a moving square and some noise. Camera: a
 // smooth, slowly panning picture with texture, a moving object, a slow
 // change of brightness and sensor noise (what a real camera gives).
+// Patches: a fixed camera where some of the 48-byte x 16-row regions of
+// each plane change from frame to frame (about half of them; tiles partly
+// skipped, with several lanes).
 void fill(HostFrame &f, Content content, int t, std::mt19937 &gen, int noise) {
   if (content == Content::Random) {
     testing_util::fill_random(f, gen);
@@ -61,6 +64,11 @@ void fill(HostFrame &f, Content content, int t, std::mt19937 &gen, int noise) {
                (rows * 5 / 6 + t) % std::max(rows, 1)}};
           for (const auto &o : objects)
             if (std::abs(x - o[0]) < 9 && std::abs(y - o[1]) < 6) v = 220 - 4 * std::abs(x - o[0]);
+        } else if (content == Content::Patches) {
+          v = 60 + (x * 5 + y * 3) % 47;
+          const uint32_t cell =
+              uint32_t(x / 48) * 73856093u ^ uint32_t(y / 16) * 19349663u ^ uint32_t(t) * 83492791u;
+          if (t > 0 && cell % 3 == 0) v = (v + 40 + 13 * t) % 256;
         } else {
           const int px = x + 3 * t, py = y + t;  // panning
           v = 90 + (px * 7 + py * 5) % 61 + ((px / 13 + py / 9) % 2) * 40 + ((px * py) % 17);
@@ -195,8 +203,8 @@ TEST(Codec2Cuda, ManyLanesCameraLike) {
 
 TEST(Codec2Cuda, SparseTiles) {
   // A fixed camera: deltas whose tiles are mostly skipped, with one or two
-  // lanes walking past skipped blocks (the decoder does the skipped samples
-  // first and jumps over the steps where no lane decodes anything), odd
+  // lanes walking past skipped blocks (they jump over the steps where none
+  // of them decodes anything, and the warp does the samples between), odd
   // sizes (partial blocks and tiles), subsampled chroma, and small tiles.
   const Geometry small{5, 4};
   for (const Geometry *g : {static_cast<const Geometry *>(nullptr), &small})
@@ -210,6 +218,35 @@ TEST(Codec2Cuda, SparseTiles) {
   compare_sequence(VideoFormat::BGR, 1920, 1080, Content::Still, {true, false, false}, {0, 0, 5},
                    nullptr, 0);
 }
+
+// Deltas whose lanes jump over the steps at which none of them decodes
+// (the warp does the skipped samples in between): tiles partly and mostly
+// skipped with one to 32 lanes; the tiles' bitmap of coded blocks at the
+// default geometry, 32 blocks a row (256 in all) and rows that straddle its
+// words (7 wide); the block modes read from global memory beyond that
+// (16x17 blocks, and 33 wide). One test per geometry, so that a filtered run
+// (compute-sanitizer's racecheck is slow) can take them apart.
+class JumpsOverSkippedSteps : public ::testing::TestWithParam<Geometry> {};
+
+TEST_P(JumpsOverSkippedSteps, SamePictures) {
+  const Geometry g = GetParam();
+  for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::YUY2, VideoFormat::GRAY8})
+    for (Content c : {Content::Patches, Content::Still})
+      for (int k : {0, 5, 20}) {
+        compare_sequence(f, 530, 290, c, {true, false, false, false}, {k, k, k, k}, &g,
+                         k == 0 ? 0 : 2);
+        if (HasFailure()) return;
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(Geometries, JumpsOverSkippedSteps,
+                         ::testing::Values(Geometry{10, 8}, Geometry{32, 8}, Geometry{7, 3},
+                                           Geometry{16, 17}, Geometry{33, 2}, Geometry{3, 2, 64}),
+                         [](const ::testing::TestParamInfo<Geometry> &i) {
+                           return std::to_string(i.param.tile_bx) + "x" +
+                                  std::to_string(i.param.tile_by) + "_" +
+                                  std::to_string(i.param.lane_samples);
+                         });
 
 TEST(Codec2Cuda, WideTiles) {
   // Tiles 640 samples wide with 32 lanes: their rows of working values do not
