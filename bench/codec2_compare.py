@@ -11,7 +11,8 @@ only the two columns of one table (both come from the same machine and
 call), and read the spread between repeats before a difference.
 
   bench/codec2_compare.py --before OLD/build --after NEW/build \\
-      [--clip vtest.bgr:768x576:12] [--clip tree.bgr:320x240:30] [--repeat 2]
+      [--clip vtest.bgr:768x576:12] [--clip tree.bgr:320x240:30] [--repeat 2] \\
+      [--only decoder|encoder]
 
 A build is a meson build directory (its bench/ executables and their
 cuda/libcudadiff-core-shared.so). Raw clips come from
@@ -65,6 +66,8 @@ def main():
     ap.add_argument("--clip", action="append", default=[],
                     help="FILE:WxH:FRAMES, raw BGR frames of WxH (repeatable)")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each build (default 2)")
+    ap.add_argument("--only", choices=("decoder", "encoder"),
+                    help="run only this benchmark (a change to one side)")
     args = ap.parse_args()
     sources = [("synthetic", [], [])]
     for c in args.clip:
@@ -79,10 +82,15 @@ def main():
         for build in ("before", "after"):
             bench = getattr(args, build) + "/bench/"
             for name, dec_args, enc_args in sources:
-                dec = run([bench + "bench_codec2", "--no-cpu"] +
-                          (dec_args if dec_args else ["--runs", "24"]))
-                enc = run([bench + "bench_codec2_enc", "--no-cpu"] + enc_args)
-                for what, out, decoder in (("decoder", dec, True), ("encoder", enc, False)):
+                outs = []
+                if args.only != "encoder":
+                    outs.append(("decoder", run([bench + "bench_codec2", "--no-cpu"] +
+                                                (dec_args if dec_args else ["--runs", "24"])),
+                                 True))
+                if args.only != "decoder":
+                    outs.append(("encoder", run([bench + "bench_codec2_enc", "--no-cpu"] +
+                                                enc_args), False))
+                for what, out, decoder in outs:
                     for (k, kind), v in results(out, decoder).items():
                         table.setdefault((what, name, k, kind), {}).setdefault(build, []).append(v)
             print("codec2_compare: %s, run %d of %d done" % (build, rep + 1, args.repeat),
