@@ -12,13 +12,14 @@
 //
 // Per threshold and per kind of coded tile (full: no block skipped; partly
 // skipped; sparse: at least three quarters skipped, codec2_rules.h), the
-// tiles per delta and the longest walk in wavefront steps: a full or partly
-// skipped tile's every step (the CUDA decoder walks them all), a sparse
-// tile's steps at which some lane decodes (it jumps over the others, and
-// does the skipped samples first), with the most steps of its schedule and
-// its fewest lanes. The frame's decoding time follows its longest walk
-// (docs/performance.md, "Real footage on the GPU"), so this tells on any
-// machine which tiles a change of the lane rule would shorten.
+// tiles per delta and the longest walk in wavefront steps as the CUDA
+// decoder walks a tile: the steps at which some lane decodes, and runs of
+// fewer than kDecoderMinJump steps at which none does; over a longer run
+// the lanes jump (one step walked, then the warp does the skipped samples;
+// the walk's jumps in brackets). For sparse tiles also the fewest lanes.
+// The frame's decoding time follows its longest walk (docs/performance.md,
+// "Real footage on the GPU"), so this tells on any machine which tiles a
+// change of the lane rule would shorten.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -35,30 +36,47 @@ using namespace cudadiff::codec2;
 
 namespace {
 
-struct Kind {
-  long tiles = 0;
-  int longest = 0;        // steps walked (sparse: steps at which some lane decodes)
-  int schedule = 0;       // sparse: the most steps of a tile's schedule
-  int fewest_lanes = 33;  // sparse: the fewest lanes of a tile
+struct Walk {
+  int steps = 0, jumps = 0;
 };
 
-// Steps of a tile's schedule at which some lane decodes a sample of a coded
-// block (layer 0; `coded` per block of the tile, row by row).
-int marked_steps(const detail::Tile &t, int lanes, const std::vector<uint8_t> &coded) {
+struct Kind {
+  long tiles = 0;
+  Walk longest;           // the most steps walked, with that walk's jumps
+  int fewest_lanes = 33;  // the fewest lanes of a tile
+};
+
+// The steps the CUDA decoder walks through a tile's schedule (layer 0;
+// `coded` per block of the tile, row by row): those at which some lane
+// decodes a sample of a coded block, and of each run of steps at which
+// none does, its first step and, when the run has at most kDecoderMinJump
+// steps, the others too (over a longer run the lanes jump).
+Walk walk_of(const detail::Tile &t, int lanes, const std::vector<uint8_t> &coded) {
   const int w = t.w[0], h = t.h[0], bw = t.bx1 - t.bx0;
   const int period = schedule_period(w, lanes), steps = schedule_steps(w, h, lanes);
-  int marked = 0;
+  std::vector<uint8_t> decodes(size_t(steps), 0);
   for (int s = 0; s < steps; ++s)
-    for (int l = 0; l < lanes; ++l) {
+    for (int l = 0; l < lanes && !decodes[size_t(s)]; ++l) {
       const int tt = s - kStagger * l;
       if (tt < 0) continue;
       const int i = tt % period, j = (tt / period) * lanes + l;
-      if (i < w && j < h && coded[size_t(j / kBlock) * bw + i / kBlock]) {
-        ++marked;
-        break;
-      }
+      decodes[size_t(s)] = i < w && j < h && coded[size_t(j / kBlock) * bw + i / kBlock];
     }
-  return marked;
+  Walk walk;
+  for (int s = 0; s < steps;) {
+    if (decodes[size_t(s)]) {
+      ++walk.steps;
+      ++s;
+      continue;
+    }
+    int run = 1;
+    while (s + run < steps && !decodes[size_t(s + run)]) ++run;
+    const bool jump = s + run == steps || run > kDecoderMinJump;
+    walk.steps += jump ? 1 : run;
+    walk.jumps += jump;
+    s += run;
+  }
+  return walk;
 }
 
 }  // namespace
@@ -99,9 +117,9 @@ int main(int argc, char **argv) {
               clip.c_str(), input.size(), clip_w, clip_h, w, h, geometry.tile_bx, geometry.tile_by,
               geometry.lane_samples);
   std::printf(
-      "| threshold | full tiles | longest walk | partly skipped | longest walk | sparse "
-      "| longest walk (of a schedule of) | fewest lanes |\n|---:|---:|---:|---:|---:|---:|"
-      "---:|---:|\n");
+      "| threshold | full tiles | longest walk (jumps) | partly skipped | longest walk (jumps) "
+      "| fewest lanes | sparse | longest walk (jumps) | fewest lanes |\n|---:|---:|---:|---:|"
+      "---:|---:|---:|---:|---:|\n");
   for (int threshold : {0, 5, 10, 20}) {
     auto enc = Encoder::create(*cpu, VideoFormat::BGR, w, h, &geometry);
     detail::BodyReader reader(VideoFormat::BGR, w, h);
@@ -137,23 +155,19 @@ int main(int argc, char **argv) {
             skipped += !changed;
           }
         const int lanes = entries[ti].lanes;
-        const int steps = schedule_steps(tl.w[0], tl.h[0], lanes);
         Kind &kind = skipped == 0 ? full : sparse_tile(skipped, blocks) ? sparse : partly;
         ++kind.tiles;
-        if (&kind == &sparse) {
-          kind.longest = std::max(kind.longest, marked_steps(tl, lanes, coded));
-          kind.schedule = std::max(kind.schedule, steps);
-          kind.fewest_lanes = std::min(kind.fewest_lanes, lanes);
-        } else {
-          kind.longest = std::max(kind.longest, steps);
-        }
+        const Walk walk = walk_of(tl, lanes, coded);
+        if (walk.steps > kind.longest.steps) kind.longest = walk;
+        kind.fewest_lanes = std::min(kind.fewest_lanes, lanes);
       }
       std::swap(before, after);
     }
     const double deltas = double(input.size() - 1);
-    std::printf("| %d | %.1f | %d | %.1f | %d | %.1f | %d (%d) | %d |\n", threshold,
-                full.tiles / deltas, full.longest, partly.tiles / deltas, partly.longest,
-                sparse.tiles / deltas, sparse.longest, sparse.schedule,
+    std::printf("| %d | %.1f | %d (%d) | %.1f | %d (%d) | %d | %.1f | %d (%d) | %d |\n", threshold,
+                full.tiles / deltas, full.longest.steps, full.longest.jumps, partly.tiles / deltas,
+                partly.longest.steps, partly.longest.jumps, partly.tiles ? partly.fewest_lanes : 0,
+                sparse.tiles / deltas, sparse.longest.steps, sparse.longest.jumps,
                 sparse.tiles ? sparse.fewest_lanes : 0);
   }
   return 0;

@@ -210,9 +210,6 @@ struct Ahead {
 // most kCodedWords * 32 blocks and 32 blocks per row (the encoders' tiles
 // have 80); other tiles read the block modes from global memory.
 constexpr int kCodedWords = 8;
-// Jumps over fewer steps than this walk them instead (a jump costs a few
-// round trips to global memory).
-constexpr int kMinJump = 8;
 
 // The first step >= s at which lane `lane` of a tile with `lanes` lanes
 // decodes a sample of a block that is not skipped in layer l (INT_MAX when
@@ -428,7 +425,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
           break;
         }
         walk_until = int(nx);
-        if (int(nx) > st + kMinJump) {
+        if (int(nx) > st + kDecoderMinJump) {
           const int tt = int(nx) - kStagger * lane;
           ci = tt < 0 ? tt : tt % period;
           cj = tt < 0 ? lane : (tt / period) * lanes + lane;

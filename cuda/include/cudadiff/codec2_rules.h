@@ -364,12 +364,7 @@ LayerSet layers_of(VideoFormat format, int width, int height);
 // when an encoder is asked for other lanes.
 constexpr uint32_t kSamplesPerLane = 2048;
 // A delta's tile is *sparse* when at least three quarters of its blocks are
-// skipped. A GPU decoder does a sparse tile's skipped samples first and then
-// jumps over the steps in which no lane decodes anything, so its lanes' time
-// follows its coded samples; a tile with fewer skipped blocks is walked
-// step by step, skipped samples included, so its lanes' time follows all of
-// its samples (measured on a fixed camera's and a hand-held camera's
-// footage at 1080p: from three quarters on, the jumps win).
+// skipped (the encoders' lane rule, lane_work() below).
 CODEC2_HD bool sparse_tile(int skipped_blocks, int blocks) {
   return skipped_blocks > 0 && 4 * skipped_blocks >= 3 * blocks;
 }
@@ -377,9 +372,10 @@ CODEC2_HD bool sparse_tile(int skipped_blocks, int blocks) {
 // sample components (all layers); at a quantiser k up to kFullLanesMaxK
 // (thresholds up to 6), all its sample components unless it is sparse, so
 // that a tile with some blocks skipped takes no more rounds than a full
-// tile (fewer lanes would walk longer rows, skipped samples included, and a
-// frame decodes as slowly as its slowest tile). Measured on the project's
-// clips scaled to 1080p (docs/performance.md, "Real footage on the GPU"):
+// tile (fewer lanes would each walk more rows, and a frame decodes as
+// slowly as its slowest tile). Measured on the project's clips scaled to
+// 1080p (docs/performance.md, "Real footage on the GPU"), with the CUDA
+// decoder of then, which walked such tiles' skipped samples step by step:
 // at thresholds 0 and 5 the fixed camera's deltas decode 25-35 % faster
 // for 1-3 % more bytes; at 10 and 20 its sparse tiles set the frame's time
 // all the same, and the extra lanes would cost it 4-7 % of its bytes.
@@ -412,6 +408,13 @@ CODEC2_HD int lanes_for_tile(uint32_t coded_samples, int rows,
 // so its left, above-left, above and above-right neighbours come at earlier
 // steps. Within a step: for each component, the tokens of every lane (in lane
 // order), then the raw bits of every lane that has some (in lane order).
+// The CUDA decoder's lanes walk the steps of their schedule one by one,
+// except that over a run of more than kDecoderMinJump steps at which no
+// lane decodes (every lane's samples skipped) they jump to the next step
+// at which one does, and the warp does the samples in between (a jump
+// costs a few round trips to global memory, about as much as a few steps).
+// Not a rule of the format: bench/codec2_tiles models the decoder with it.
+constexpr int kDecoderMinJump = 8;
 CODEC2_HD int schedule_period(int tile_width, int lanes) {
   return tile_width > kStagger * lanes ? tile_width : kStagger * lanes;
 }
