@@ -16,7 +16,8 @@
 // decoder walks a tile: the steps at which some lane decodes, and runs of
 // fewer than kDecoderMinJump steps at which none does; over a longer run
 // the lanes jump (one step walked, then the warp does the skipped samples;
-// the walk's jumps in brackets). For sparse tiles also the fewest lanes.
+// the walk's jumps in brackets). For sparse tiles also the fewest lanes;
+// and the deltas' average body in bytes (the lanes' price).
 // The frame's decoding time follows its longest walk (docs/performance.md,
 // "Real footage on the GPU"), so this tells on any machine which tiles a
 // change of the lane rule would shorten.
@@ -118,13 +119,14 @@ int main(int argc, char **argv) {
               geometry.lane_samples);
   std::printf(
       "| threshold | full tiles | longest walk (jumps) | partly skipped | longest walk (jumps) "
-      "| fewest lanes | sparse | longest walk (jumps) | fewest lanes |\n|---:|---:|---:|---:|"
-      "---:|---:|---:|---:|---:|\n");
+      "| fewest lanes | sparse | longest walk (jumps) | fewest lanes | delta bytes |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int threshold : {0, 5, 10, 20}) {
     auto enc = Encoder::create(*cpu, VideoFormat::BGR, w, h, &geometry);
     detail::BodyReader reader(VideoFormat::BGR, w, h);
     HostBytes body, before, after;
     Kind full, partly, sparse;
+    size_t delta_bytes = 0;
     for (size_t t = 0; t < input.size(); ++t) {
       testing_util::HostFrame f(VideoFormat::BGR, w, h);
       bench::copy_clip_frame(input[t], f.view);
@@ -135,6 +137,7 @@ int main(int argc, char **argv) {
         return 1;
       }
       reader.commit();
+      if (t > 0) delta_bytes += body.size();
       enc->read_reference(after);
       const std::vector<detail::TileEntry> &entries = reader.entries();
       for (size_t ti = 0; t > 0 && ti < tiles.size(); ++ti) {
@@ -164,11 +167,12 @@ int main(int argc, char **argv) {
       std::swap(before, after);
     }
     const double deltas = double(input.size() - 1);
-    std::printf("| %d | %.1f | %d (%d) | %.1f | %d (%d) | %d | %.1f | %d (%d) | %d |\n", threshold,
-                full.tiles / deltas, full.longest.steps, full.longest.jumps, partly.tiles / deltas,
-                partly.longest.steps, partly.longest.jumps, partly.tiles ? partly.fewest_lanes : 0,
-                sparse.tiles / deltas, sparse.longest.steps, sparse.longest.jumps,
-                sparse.tiles ? sparse.fewest_lanes : 0);
+    std::printf("| %d | %.1f | %d (%d) | %.1f | %d (%d) | %d | %.1f | %d (%d) | %d | %.0f |\n",
+                threshold, full.tiles / deltas, full.longest.steps, full.longest.jumps,
+                partly.tiles / deltas, partly.longest.steps, partly.longest.jumps,
+                partly.tiles ? partly.fewest_lanes : 0, sparse.tiles / deltas, sparse.longest.steps,
+                sparse.longest.jumps, sparse.tiles ? sparse.fewest_lanes : 0,
+                double(delta_bytes) / deltas);
   }
   return 0;
 }
