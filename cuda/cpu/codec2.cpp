@@ -2648,15 +2648,14 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
   const size_t n_syms = code_count_[ti];
   const size_t n_modes = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
   // The coded sample components and the skipped blocks, from the tile's
-  // histogram; the lanes from those or from all the tile's samples
-  // (lane_work()).
-  uint32_t coded_samples = 0, tile_samples = 0;
+  // histogram; the lanes from those or from all the tile's sample
+  // components, its bytes (lane_work()).
+  uint32_t coded_samples = 0;
   for (int d = 0; d < dl_.count; ++d)
     if (d != dl_.mode)
       for (int tk = 0; tk < kTokens; ++tk)
         coded_samples += tile_hists_[ti][size_t(d) * kTokens + tk];
-  for (int l = 0; l < ls_.count; ++l)
-    tile_samples += uint32_t(t.w[l]) * uint32_t(t.h[l]) * uint32_t(ls_.layer[l].channels);
+  const uint32_t tile_samples = uint32_t(t.raw_bytes);
   const int skipped = n_modes ? int(tile_hists_[ti][size_t(dl_.mode) * kTokens + kSkip]) : 0;
   const int lanes = lanes_for_tile(lane_work(coded_samples, tile_samples, skipped, int(n_modes), k),
                                    t.h[0], uint32_t(geometry_.lane_samples));

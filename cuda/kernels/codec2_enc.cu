@@ -586,13 +586,10 @@ __global__ void tile_type_kernel(Params p) {
   const int blocks = (bx1 - bx0) * (by1 - by0);
   const int type = skipped < blocks ? 1 : 0;
   p.tile_type[t] = type;
-  if (type == 1) {
-    const DevTile &dt = p.tiles[t];
-    uint32_t samples = 0;
-    for (int l = 0; l < p.layers; ++l)
-      samples += uint32_t(dt.w[l]) * uint32_t(dt.h[l]) * uint32_t(dt.channels[l]);
-    p.tile_coded[t] = lane_work(p.tile_coded[t], samples, skipped, p.keyframe ? 0 : blocks, p.k);
-  }
+  // (All its sample components: its bytes.)
+  if (type == 1)
+    p.tile_coded[t] =
+        lane_work(p.tile_coded[t], p.tiles[t].raw_bytes, skipped, p.keyframe ? 0 : blocks, p.k);
 }
 
 // The histogram of the coded tiles: one thread per distribution and token.
