@@ -8,10 +8,10 @@
 // most k < threshold off the input, or differs at threshold 0).
 //
 //   codec2_tiles --clip FILE --clip-size WxH [--frames N] [--size WxH]
-//                [--tiles BXxBY] [--lane-samples N]
+//                [--tiles BXxBY] [--lane-samples N] [--walk-bound P]
 //
 // Per threshold and per kind of coded tile (full: no block skipped; partly
-// skipped; sparse: at least three quarters skipped, codec2_rules.h), the
+// skipped; sparse: at least three quarters skipped), the
 // tiles per delta and the longest walk in wavefront steps as the CUDA
 // decoder walks a tile: the steps at which some lane decodes, and runs of
 // fewer than kDecoderMinJump steps at which none does; over a longer run
@@ -20,7 +20,9 @@
 // and the deltas' average body in bytes (the lanes' price).
 // The frame's decoding time follows its longest walk (docs/performance.md,
 // "Real footage on the GPU"), so this tells on any machine which tiles a
-// change of the lane rule would shorten.
+// change of the lane rule would shorten. (The encoders bound the same walk,
+// codec2_rules.h, bounded_lanes(); this counts it independently, step by
+// step.)
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -46,6 +48,10 @@ struct Kind {
   Walk longest;           // the most steps walked, with that walk's jumps
   int fewest_lanes = 33;  // the fewest lanes of a tile
 };
+
+bool sparse_tile(int skipped, int blocks) {
+  return 4 * skipped >= 3 * blocks;
+}
 
 // The steps the CUDA decoder walks through a tile's schedule (layer 0;
 // `coded` per block of the tile, row by row): those at which some lane
@@ -88,7 +94,7 @@ int main(int argc, char **argv) {
   auto usage = [] {
     std::fprintf(stderr,
                  "usage: codec2_tiles --clip FILE --clip-size WxH [--frames N (>= 2)] "
-                 "[--size WxH] [--tiles BXxBY] [--lane-samples N]\n");
+                 "[--size WxH] [--tiles BXxBY] [--lane-samples N] [--walk-bound P]\n");
     return 2;
   };
   if (argc % 2 == 0) return usage();
@@ -114,9 +120,11 @@ int main(int argc, char **argv) {
   const LayerSet ls = layers_of(VideoFormat::BGR, w, h);
   const std::vector<detail::Tile> tiles = detail::make_tiles(ls, geometry);
   const size_t row = size_t(w) * 3;
-  std::printf("%s: %zu frames of %dx%d scaled to %dx%d, tiles of %dx%d blocks, %d per lane\n",
-              clip.c_str(), input.size(), clip_w, clip_h, w, h, geometry.tile_bx, geometry.tile_by,
-              geometry.lane_samples);
+  std::printf(
+      "%s: %zu frames of %dx%d scaled to %dx%d, tiles of %dx%d blocks, %d per lane, walk bound %d "
+      "%%\n",
+      clip.c_str(), input.size(), clip_w, clip_h, w, h, geometry.tile_bx, geometry.tile_by,
+      geometry.lane_samples, geometry.walk_bound);
   std::printf(
       "| threshold | full tiles | longest walk (jumps) | partly skipped | longest walk (jumps) "
       "| fewest lanes | sparse | longest walk (jumps) | fewest lanes | delta bytes |\n"

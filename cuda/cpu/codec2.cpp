@@ -1760,6 +1760,8 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
       throw Error("codec2 encoder: tile geometry out of range");
     if (g.lane_samples < 1 || g.lane_samples > (1 << 24))
       throw Error("codec2 encoder: samples per lane out of range (1 .. 2^24)");
+    if (g.walk_bound < 0 || g.walk_bound > 1000)
+      throw Error("codec2 encoder: walk bound out of range (0 .. 1000 percent)");
     dl_ = DistLayout(ls_);
     // (Each code of a distribution and token lies below kNoCode.)
     if (size_t(dl_.count) * kTokens > kNoCode)
@@ -2648,17 +2650,32 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
   const size_t n_syms = code_count_[ti];
   const size_t n_modes = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);
   // The coded sample components and the skipped blocks, from the tile's
-  // histogram; the lanes from those or from all the tile's sample
-  // components, its bytes (lane_work()).
+  // histogram; the lanes from those, and from the walk of a delta's tile
+  // with skipped blocks (bounded_lanes()).
   uint32_t coded_samples = 0;
   for (int d = 0; d < dl_.count; ++d)
     if (d != dl_.mode)
       for (int tk = 0; tk < kTokens; ++tk)
         coded_samples += tile_hists_[ti][size_t(d) * kTokens + tk];
-  const uint32_t tile_samples = uint32_t(t.raw_bytes);
+  const uint32_t per_lane = uint32_t(geometry_.lane_samples);
   const int skipped = n_modes ? int(tile_hists_[ti][size_t(dl_.mode) * kTokens + kSkip]) : 0;
-  const int lanes = lanes_for_tile(lane_work(coded_samples, tile_samples, skipped, int(n_modes), k),
-                                   t.h[0], uint32_t(geometry_.lane_samples));
+  int lanes = lanes_for_tile(coded_samples, t.h[0], per_lane);
+  if (skipped > 0 && geometry_.walk_bound > 0) {
+    const uint8_t *const modes = modes_.data() + size_t(t.by0) * ls_.blocks_x + t.bx0;
+    const int stride = ls_.blocks_x, bw = t.bx1 - t.bx0, w = t.w[0], h = t.h[0];
+    // The runs of coded blocks of a block row of the tile.
+    const auto runs = [&](int by, int bx, int &a, int &b) {
+      const uint8_t *const m = modes + size_t(by) * stride;
+      while (bx < bw && m[bx] == kSkip) ++bx;
+      if (bx >= bw) return false;
+      a = bx;
+      while (bx < bw && m[bx] != kSkip) ++bx;
+      b = bx;
+      return true;
+    };
+    const int bound = walk_bound(w, h, uint32_t(t.raw_bytes), per_lane, geometry_.walk_bound);
+    lanes = bounded_lanes(lanes, h, bound, [&](int n) { return tile_walk(w, h, n, bound, runs); });
+  }
   tile_lanes_[ti] = lanes;
   // At most 2 bytes per token and per raw bits, 4 per lane at the end, and
   // renorm()'s slack.

@@ -135,6 +135,7 @@ struct Params {
   int keyframe;
   int dist_count;
   uint32_t lane_samples;  // coded sample components per rANS lane (Geometry)
+  int walk_bound;         // percent of a full tile's walk (Geometry; 0: none)
   int dist_base[kMaxLayers][kClasses][kMaxComps];
   const uint8_t *frame[kMaxPlanes];
   size_t pitch[kMaxPlanes];
@@ -174,7 +175,7 @@ struct Params {
   const unsigned long long *stream_off;  // n_tiles + 1 offsets of the regions
   unsigned long long *payload_off;       // per tile, where its payload goes in `payload`
   uint8_t *payload;                      // the tiles' payloads in body order
-  uint32_t *tile_coded;                  // per tile: coded sample components, then its lane work
+  uint32_t *tile_coded;                  // per tile: coded sample components
   uint32_t *lane_sum;                    // per tile and lane: the checksum
   uint32_t *lane_state;                  // per tile and lane: the state after its symbols
   uint8_t *rans_counts, *rans_log;       // the rANS passes' scratch (DevTile)
@@ -571,25 +572,77 @@ __global__ void symbols_kernel(Params p, int l) {
 }
 
 // Tile types: skipped when every block of a delta's tile is (keyframes:
-// coded); a coded tile's lane work (lane_work(): its coded sample
-// components, counted by symbols_kernel, or all its samples) in tile_coded.
-__global__ void tile_type_kernel(Params p) {
-  const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= p.n_tiles) return;
+// coded); a coded tile's lanes in tile_lanes: lanes_for_tile() of its coded
+// sample components (counted by symbols_kernel), and for a delta's tile
+// with skipped blocks bounded_lanes(), each thread of the warp walking the
+// tile with one number of lanes (from that number up): the fewest whose
+// walk is within the bound. A warp per tile; the runs of coded blocks come
+// from a bitmap per block row in shared memory for tiles up to 64 blocks
+// wide and high, else from the block modes in global memory.
+constexpr int kTileTypeWarps = 4;
+constexpr int kMaskBlocks = 64;
+__global__ void __launch_bounds__(32 * kTileTypeWarps) tile_type_kernel(Params p) {
+  const int warp = int(threadIdx.x / 32), ln = threadIdx.x & 31;
+  const int t = int(blockIdx.x) * kTileTypeWarps + warp;
+  if (t >= p.n_tiles) return;  // the whole warp
+  __shared__ unsigned long long s_mask[kTileTypeWarps][kMaskBlocks];
   const int tx = t % p.tiles_x, ty = t / p.tiles_x;
   const int bx0 = tx * p.tile_bx, by0 = ty * p.tile_by;
   const int bx1 = min(p.blocks_x, bx0 + p.tile_bx), by1 = min(p.blocks_y, by0 + p.tile_by);
-  int skipped = 0;
+  const int bw = bx1 - bx0, bh = by1 - by0, blocks = bw * bh;
+  const uint8_t *const modes = p.modes + size_t(by0) * p.blocks_x + bx0;
+  const int stride = p.blocks_x;
+  uint32_t skipped = 0;
   if (!p.keyframe)
-    for (int by = by0; by < by1; ++by)
-      for (int bx = bx0; bx < bx1; ++bx) skipped += p.modes[size_t(by) * p.blocks_x + bx] == kSkip;
-  const int blocks = (bx1 - bx0) * (by1 - by0);
-  const int type = skipped < blocks ? 1 : 0;
-  p.tile_type[t] = type;
-  // (All its sample components: its bytes.)
-  if (type == 1)
-    p.tile_coded[t] =
-        lane_work(p.tile_coded[t], p.tiles[t].raw_bytes, skipped, p.keyframe ? 0 : blocks, p.k);
+    for (int b = ln; b < blocks; b += 32)
+      skipped += modes[size_t(b / bw) * stride + b % bw] == kSkip;
+  skipped = warp_sum_u32(skipped);
+  const int type = int(skipped) < blocks ? 1 : 0;
+  if (ln == 0) p.tile_type[t] = type;
+  if (type != 1) return;
+  const DevTile &dt = p.tiles[t];
+  const int w = dt.w[0], h = dt.h[0];
+  const int first = lanes_for_tile(p.tile_coded[t], h, p.lane_samples);
+  const int cap = min(h, kMaxLanes);
+  int lanes = first;
+  if (skipped > 0 && p.walk_bound > 0 && first < cap) {
+    const bool masks = bw <= kMaskBlocks && bh <= kMaskBlocks;
+    unsigned long long *const mask = s_mask[warp];
+    if (masks) {
+      for (int by = 0; by < bh; ++by) {
+        const bool coded = ln < bw && modes[size_t(by) * stride + ln] != kSkip;
+        const bool coded_hi = ln + 32 < bw && modes[size_t(by) * stride + ln + 32] != kSkip;
+        const unsigned lo = __ballot_sync(kFullWarp, coded),
+                       hi = __ballot_sync(kFullWarp, coded_hi);
+        if (ln == 0) mask[by] = (unsigned long long)hi << 32 | lo;
+      }
+      __syncwarp();
+    }
+    const auto runs = [&](int by, int bx, int &a, int &b) {
+      if (bx >= bw) return false;
+      if (masks) {
+        const unsigned long long m = mask[by] >> bx;
+        if (!m) return false;
+        a = bx + __ffsll((long long)m) - 1;
+        const unsigned long long rest = ~(mask[by] >> a);
+        b = rest ? a + __ffsll((long long)rest) - 1 : kMaskBlocks;
+        return true;
+      }
+      const uint8_t *const row = modes + size_t(by) * stride;
+      while (bx < bw && row[bx] == kSkip) ++bx;
+      if (bx >= bw) return false;
+      a = bx;
+      while (bx < bw && row[bx] != kSkip) ++bx;
+      b = bx;
+      return true;
+    };
+    const int bound = walk_bound(w, h, dt.raw_bytes, p.lane_samples, p.walk_bound);
+    const int mine = first + ln;
+    const bool fits = mine < cap && tile_walk(w, h, mine, bound, runs) <= bound;
+    const unsigned ok = __ballot_sync(kFullWarp, fits);
+    lanes = ok ? first + __ffs(int(ok)) - 1 : cap;
+  }
+  if (ln == 0) p.tile_lanes[t] = lanes;
 }
 
 // The histogram of the coded tiles: one thread per distribution and token.
@@ -873,7 +926,7 @@ __global__ void checksum_kernel(Params p) {
   const int t = blockIdx.x, ln = blockIdx.y;
   if (p.tile_type[t] != 1) return;
   const DevTile &dt = p.tiles[t];
-  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0], p.lane_samples);
+  const int lanes = p.tile_lanes[t];
   if (ln >= lanes) return;
   const Symbol *syms = p.symbols + dt.first;
   const uint32_t n_modes = p.keyframe ? 0 : uint32_t(dt.blocks);
@@ -1017,7 +1070,7 @@ __global__ void schedule_kernel(Params p) {
   const int t = blockIdx.x;
   if (p.tile_type[t] != 1) return;
   const DevTile &dt = p.tiles[t];
-  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0], p.lane_samples);
+  const int lanes = p.tile_lanes[t];
   uint32_t slots = 0;
   for (int l = 0; l < p.layers; ++l) slots += layer_codes(dt, l, lanes) / dt.channels[l];
   uint32_t *marks = p.step_marks + dt.marks_first;
@@ -1144,7 +1197,7 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass) {
   __syncwarp();
   const DevTile &dt = p.tiles[t];
   const int ln = threadIdx.x;
-  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0], p.lane_samples);
+  const int lanes = p.tile_lanes[t];
   if (ln >= lanes) return;
   LaneCoder lc;
   lc.x = lane_final_state(p.k, ln, p.lane_sum[t * kMaxLanes + ln]);
@@ -1198,7 +1251,7 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p, int pass) {
   if (pass && !*p.again) return;
   if (p.tile_type[t] != 1) return;
   const DevTile &dt = p.tiles[t];
-  const int lanes = lanes_for_tile(p.tile_coded[t], dt.h[0], p.lane_samples);
+  const int lanes = p.tile_lanes[t];
   const uint32_t subs = tile_substeps(dt, p.layers, lanes, !p.keyframe);
   const int warp = threadIdx.x / 32, ln = threadIdx.x & 31;
   const int warps = blockDim.x / 32;
@@ -1240,7 +1293,6 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p, int pass) {
   }
   if (threadIdx.x == 0) {
     p.tile_size[t] = total + 4u * uint32_t(lanes);
-    p.tile_lanes[t] = lanes;
   }
 }
 
@@ -1316,6 +1368,7 @@ class CudaEncoder final : public Encoder {
     p.tile_by = g.tile_by;
     p.tiles_x = (ls.blocks_x + g.tile_bx - 1) / g.tile_bx;
     p.lane_samples = uint32_t(g.lane_samples);
+    p.walk_bound = g.walk_bound;
     p.dist_count = back_->dist_count();
 
     for (int l = 0; l < ls.count; ++l) {
@@ -1640,7 +1693,8 @@ class CudaEncoder final : public Encoder {
     // Tile types and the histogram of the coded tiles.
     const unsigned tile_grid = (unsigned(n_tiles) + 127) / 128;
     const unsigned hist_grid = unsigned((hist_count + 255) / 256);
-    tile_type_kernel<<<tile_grid, 128, 0, stream_>>>(p);
+    tile_type_kernel<<<(unsigned(n_tiles) + kTileTypeWarps - 1) / kTileTypeWarps,
+                       32 * kTileTypeWarps, 0, stream_>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tile_type_kernel");
     sum_hist_kernel<<<hist_grid, 256, 0, stream_>>>(p, 0);
     CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");

@@ -280,41 +280,94 @@ TEST(Codec2Rules, LanesPerTile) {
   EXPECT_EQ(lanes_for_tile(0xffffffffu, 7, 1u << 24), 7);
 }
 
-TEST(Codec2Rules, LaneWork) {
-  // Sparse: at least three quarters of a delta's blocks skipped.
-  EXPECT_FALSE(sparse_tile(0, 80));
-  EXPECT_FALSE(sparse_tile(0, 0));  // a keyframe's tile
-  EXPECT_FALSE(sparse_tile(59, 80));
-  EXPECT_TRUE(sparse_tile(60, 80));
-  EXPECT_TRUE(sparse_tile(79, 80));
-  EXPECT_TRUE(sparse_tile(1, 1));
-  EXPECT_FALSE(sparse_tile(2, 3));
-  EXPECT_TRUE(sparse_tile(3, 4));
-  // Up to k = 4 a sparse tile's lanes follow its coded samples, another's
-  // all of them: a tile of 10x8 blocks of RGB half skipped gets a full
-  // tile's 32 lanes, one with 10 blocks coded 4 lanes. Above, every tile's
-  // follow its coded samples (the half skipped tile: 15 lanes of 9 rounds,
-  // then one round fewer with 16).
-  EXPECT_EQ(kFullLanesMaxK, 4);
-  for (int k : {0, 4}) {
-    EXPECT_EQ(lane_work(30720, 61440, 40, 80, k), 61440u);
-    EXPECT_EQ(lane_work(7680, 61440, 70, 80, k), 7680u);
-    EXPECT_EQ(lanes_for_tile(lane_work(30720, 61440, 40, 80, k), 128), 32);
-    EXPECT_EQ(lanes_for_tile(lane_work(7680, 61440, 70, 80, k), 128), 4);
+namespace {
+// The CUDA decoder's walk through a tile's layer 0 (codec2_rules.h,
+// "the encoders' lanes"), counted step by step from the schedule's
+// definition: `coded` per block of the tile, row by row, bw blocks a row.
+int walk_by_steps(int w, int h, int lanes, int bw, const std::vector<uint8_t> &coded) {
+  const int period = schedule_period(w, lanes), steps = schedule_steps(w, h, lanes);
+  std::vector<uint8_t> decodes(size_t(steps), 0);
+  for (int j = 0; j < h; ++j)
+    for (int i = 0; i < w; ++i)
+      if (coded[size_t(j / kBlock) * bw + i / kBlock])
+        decodes[size_t((j / lanes) * period + i + kStagger * (j % lanes))] = 1;
+  int walked = 0;
+  for (int s = 0; s < steps;) {
+    if (decodes[size_t(s)]) {
+      ++walked;
+      ++s;
+      continue;
+    }
+    int run = 1;
+    while (s + run < steps && !decodes[size_t(s + run)]) ++run;
+    walked += s + run == steps || run > kDecoderMinJump ? 1 : run;
+    s += run;
   }
-  for (int k : {5, 14, 255}) {
-    EXPECT_EQ(lane_work(30720, 61440, 40, 80, k), 30720u);
-    EXPECT_EQ(lanes_for_tile(lane_work(30720, 61440, 40, 80, k), 128), 16);
+  return walked;
+}
+}  // namespace
+
+TEST(Codec2Rules, TileWalk) {
+  // A tile's walk counted from the runs of coded blocks (tile_walk()) is the
+  // step-by-step count of the schedule's steps: a full tile of 10x8 blocks
+  // with 32 lanes walks its 702 steps; the default bound is 100 % of that
+  // for a tile of 10x8 blocks of RGB (the lanes of its 61,440 components).
+  const auto runs_of = [](const std::vector<uint8_t> &coded, int bw) {
+    return [&coded, bw](int by, int bx, int &a, int &b) {
+      while (bx < bw && !coded[size_t(by * bw + bx)]) ++bx;
+      if (bx >= bw) return false;
+      a = bx;
+      while (bx < bw && coded[size_t(by * bw + bx)]) ++bx;
+      b = bx;
+      return true;
+    };
+  };
+  const std::vector<uint8_t> all(80, 1);
+  EXPECT_EQ(tile_walk(160, 128, 32, 1 << 20, runs_of(all, 10)), 702);
+  EXPECT_EQ(walk_by_steps(160, 128, 32, 10, all), 702);
+  EXPECT_EQ(kWalkBound, 100);
+  EXPECT_EQ(Geometry().walk_bound, kWalkBound);
+  EXPECT_EQ(walk_bound(160, 128, 61440, 2048, 100), 702);
+  EXPECT_EQ(walk_bound(160, 128, 61440, 2048, 120), 842);
+  EXPECT_EQ(walk_bound(160, 128, 61440, 256, 100), 702);
+  // Random tiles: edge tiles of any width (runs 1 sample wide too) and
+  // height, every density of coded blocks, any lanes; above the limit once
+  // the walk passes it; and bounded_lanes(): the fewest lanes from `first`
+  // up whose walk is within the bound, else the most.
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int w = 1 + int(rng() % 200), h = 1 + int(rng() % 140);
+    const int bw = (w + kBlock - 1) / kBlock, bh = (h + kBlock - 1) / kBlock;
+    std::vector<uint8_t> coded(size_t(bw * bh));
+    const unsigned density = rng() % 9;
+    for (auto &c : coded) c = rng() % 8 < density;
+    const auto runs = runs_of(coded, bw);
+    const int lanes = 1 + int(rng() % std::min(h, 32));
+    const int want = walk_by_steps(w, h, lanes, bw, coded);
+    ASSERT_EQ(tile_walk(w, h, lanes, 1 << 20, runs), want)
+        << trial << ": " << w << "x" << h << ", " << lanes << " lanes";
+    const int limit = int(rng() % 900);
+    const int got = tile_walk(w, h, lanes, limit, runs);
+    ASSERT_TRUE(want <= limit ? got == want : got > limit) << trial;
+    const int bound = int(rng() % 900);
+    const int chosen =
+        bounded_lanes(lanes, h, bound, [&](int n) { return tile_walk(w, h, n, bound, runs); });
+    int expect = std::min(h, 32);
+    for (int n = lanes; n < std::min(h, 32); ++n)
+      if (walk_by_steps(w, h, n, bw, coded) <= bound) {
+        expect = n;
+        break;
+      }
+    ASSERT_EQ(chosen, expect) << trial;
   }
-  EXPECT_EQ(lane_work(61440, 61440, 0, 0, 0), 61440u);
 }
 
-// The encoder's lanes for tiles with some blocks skipped (lane_work()): one
-// tile of 10x8 blocks, BGR; a keyframe, then deltas that change a block
-// column's worth of blocks more each time. At threshold 0 a tile with fewer
-// than three quarters of its blocks skipped takes a full tile's lanes, a
-// sparse one one lane per 2048 coded sample components; at threshold 20
-// (k = 14) every tile one per 2048 coded sample components.
+// The encoder's lanes for tiles with some blocks skipped (bounded_lanes()):
+// one tile of 10x8 blocks, BGR; a keyframe, then deltas that change a block
+// column's worth of blocks more each time. A delta's tile takes one lane
+// per 2048 coded sample components, then more while the walk through it
+// would exceed a full tile's 702 steps: one block column coded takes 5
+// lanes instead of 3 (whose walk would be 901 steps; 4 would walk 736).
 TEST(Codec2Cpu, LanesOfPartlySkippedTiles) {
   const int w = 160, h = 128;
   HostFrame base(VideoFormat::BGR, w, h);
@@ -339,8 +392,20 @@ TEST(Codec2Cpu, LanesOfPartlySkippedTiles) {
       ASSERT_EQ(st.tiles[1], 1u) << cols;
       ASSERT_EQ(st.blocks[kSkip], uint32_t(80 - 8 * cols)) << cols;
       const uint32_t coded = uint32_t(8 * cols) * 256 * 3;
-      const bool sparse = 4 * (80 - 8 * cols) >= 3 * 80;
-      const int want = sparse || threshold > 0 ? lanes_for_tile(coded, h) : 32;
+      std::vector<uint8_t> blocks(80, 0);
+      for (int b = 0; b < 80; ++b) blocks[size_t(b)] = b % 10 < cols;
+      int want = 32;
+      for (int n = lanes_for_tile(coded, h); n < 32; ++n)
+        if (walk_by_steps(w, h, n, 10, blocks) <= 702) {
+          want = n;
+          break;
+        }
+      if (cols == 1) {
+        EXPECT_EQ(lanes_for_tile(coded, h), 3);
+        EXPECT_EQ(walk_by_steps(w, h, 3, 10, blocks), 901);
+        EXPECT_EQ(walk_by_steps(w, h, 4, 10, blocks), 736);
+        EXPECT_EQ(want, 5);
+      }
       EXPECT_EQ(st.lanes, uint32_t(want))
           << cols << " block columns coded, threshold " << threshold;
       ASSERT_TRUE(dec->decode(body.data(), body.size(), &err)) << err;
@@ -776,9 +841,9 @@ TEST(Codec2Cpu, PinnedStreamBytes) {
     uint64_t hash;
   };
   const Case cases[] = {
-      {VideoFormat::BGR, 0, 0x0f7a4d9885d10343ull},   {VideoFormat::BGR, 5, 0xbf8d4a30298b2d32ull},
-      {VideoFormat::BGR, 20, 0x7693e23ef5e7eb13ull},  {VideoFormat::I420, 0, 0x061dd9b8b2e82389ull},
-      {VideoFormat::I420, 10, 0x1a3d0ec3e6f6c2d7ull},
+      {VideoFormat::BGR, 0, 0xe9bb7de425673ddaull},   {VideoFormat::BGR, 5, 0x3d3b15f19bcd8035ull},
+      {VideoFormat::BGR, 20, 0x412661d93fd71d8bull},  {VideoFormat::I420, 0, 0x728879ba876be9f5ull},
+      {VideoFormat::I420, 10, 0xa19def94ebe484a6ull},
   };
   const int w = 203, h = 141, frames = 7;
   for (const Case &c : cases) {

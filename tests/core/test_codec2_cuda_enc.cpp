@@ -24,8 +24,10 @@ namespace {
 
 // Content of a frame: random bytes, a smooth scene with a moving square and
 // noise (fill_scene), or a static background with noise below the threshold
-// in one part, a moving object and a region changing by much more.
-enum class Content { Random, Scene, Static };
+// in one part, a moving object and a region changing by much more; or a
+// static picture of which one more block column in every ten changes in
+// each frame (Columns).
+enum class Content { Random, Scene, Static, Columns };
 
 void fill_scene(HostFrame &f, int t, std::mt19937 &gen, int noise) {
   testing_util::fill_codec_scene(f, t, gen, noise, /*pan=*/true);
@@ -50,6 +52,25 @@ void fill_static(HostFrame &f, int t, std::mt19937 &gen, int noise) {
   }
 }
 
+// A textured picture; from frame 1 on, block columns bx with bx % 10 < t
+// (counted in the frame's pixels: 16 per block) are brighter by 97 for each
+// frame since they first changed (modulo 256), so that each delta changes
+// one block column in every ten.
+void fill_columns(HostFrame &f, int t) {
+  const int w = f.view.width;
+  for (int p = 0; p < f.view.n_planes(); ++p) {
+    const size_t row = f.view.row_bytes(p);
+    for (int y = 0; y < f.view.plane_height(p); ++y)
+      for (size_t x = 0; x < row; ++x) {
+        const int bx = int(x * size_t(w) / row) / 16;
+        int v = 40 + int((x * 7 + size_t(y) * 3) % 90) + int((x / 3 + size_t(y)) % 5);
+        for (int u = 1; u <= t; ++u)
+          if ((bx % 10) == (u - 1) % 10) v += 97;
+        f.view.row(p, y)[x] = uint8_t(v & 255);
+      }
+  }
+}
+
 void fill(HostFrame &f, Content c, int t, std::mt19937 &gen, int k) {
   switch (c) {
     case Content::Random:
@@ -60,6 +81,9 @@ void fill(HostFrame &f, Content c, int t, std::mt19937 &gen, int k) {
       break;
     case Content::Static:
       fill_static(f, t, gen, std::max(1, k));
+      break;
+    case Content::Columns:
+      fill_columns(f, t);
       break;
   }
 }
@@ -79,6 +103,7 @@ void expect_same_stats(const FrameStats &a, const FrameStats &b, const std::stri
 struct Totals {
   uint64_t blocks[kModes] = {};
   uint64_t tiles[3] = {};
+  uint64_t delta_lanes = 0;  // the lanes of the deltas' coded tiles
 };
 
 // Encodes `frames` frames of `content` on both backends (keyframes where
@@ -137,6 +162,7 @@ Totals compare(VideoFormat fmt, int w, int h, Content content, const std::vector
         << where << ": the CUDA decoder shows another picture";
     for (int i = 0; i < kModes; ++i) totals.blocks[i] += gs.blocks[i];
     for (int i = 0; i < 3; ++i) totals.tiles[i] += gs.tiles[i];
+    if (!key) totals.delta_lanes += gs.lanes;
     if (::testing::Test::HasFailure()) break;
   }
   return totals;
@@ -190,6 +216,39 @@ TEST(Codec2CudaEncoder, StaticRegionsAndEveryMode) {
     }
   for (int i = 0; i < kModes; ++i) EXPECT_GT(all.blocks[i], 0u) << "mode " << i;
   EXPECT_GT(all.tiles[0], 0u);  // skipped tiles
+}
+
+// Lanes that bound the walk (codec2_rules.h, bounded_lanes()): at 320x256
+// BGR each delta codes one block column in each of the 4 tiles of 10x8
+// blocks; its 6,144 sample components would take 3 lanes, whose walk (901
+// steps) exceeds a full tile's 702, as 4 lanes' (736) does, so each tile
+// takes 5, on both backends alike; with a bound of 120 % (842 steps), 4.
+// Then odd sizes, planar and packed YUV, no bound, and tiles too large for
+// the CUDA encoder's bitmaps of coded blocks.
+TEST(Codec2CudaEncoder, LanesThatBoundTheWalk) {
+  Geometry bound120;
+  bound120.walk_bound = 120;
+  for (int k : {0, 5, 20}) {
+    Totals t = compare(VideoFormat::BGR, 320, 256, Content::Columns, {k}, 5, 100, k == 5);
+    EXPECT_EQ(t.tiles[1], 4u * 5) << "k " << k;
+    EXPECT_EQ(t.delta_lanes, 4u * 4 * 5) << "k " << k;
+    t = compare(VideoFormat::BGR, 320, 256, Content::Columns, {k}, 5, 100, k != 5, &bound120);
+    EXPECT_EQ(t.delta_lanes, 4u * 4 * 4) << "k " << k << ", bound 120 %";
+    if (HasFailure()) return;
+  }
+  compare(VideoFormat::I420, 330, 250, Content::Columns, {0, 20, 5}, 12, 100, false);
+  compare(VideoFormat::YUY2, 333, 141, Content::Columns, {3, 0}, 6, 100, true);
+  compare(VideoFormat::BGR, 1920, 1080, Content::Columns, {10}, 4, 100, true);
+  Geometry none, wide, tall;
+  none.walk_bound = 0;
+  wide.tile_bx = 70;  // wider than 64 blocks: the modes in global memory
+  wide.tile_by = 3;
+  tall.tile_bx = 2;
+  tall.tile_by = 66;
+  compare(VideoFormat::BGR, 320, 256, Content::Columns, {5}, 4, 100, false, &none);
+  compare(VideoFormat::BGR, 1200, 70, Content::Columns, {0, 5}, 5, 100, true, &wide);
+  compare(VideoFormat::GRAY8, 70, 1100, Content::Columns, {0, 20}, 5, 100, false, &tall);
+  compare(VideoFormat::BGR, 1040, 90, Content::Columns, {0}, 4, 100, false, &wide);
 }
 
 TEST(Codec2CudaEncoder, ChangingThresholdsAndKeyframes) {

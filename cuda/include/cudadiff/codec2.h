@@ -42,17 +42,19 @@ namespace codec2 {
 // Tile geometry, written in every body: tiles of tile_bx x tile_by blocks
 // (16x16 samples of the first layer). Each coded tile has its own number of
 // rANS lanes (1..32, in the tile table), chosen by the encoder from the
-// tile's samples (codec2_rules.h, lane_work() and lanes_for_tile()): one
-// lane per lane_samples sample components (its coded ones; at k <= 4 all
-// of a tile with fewer than three quarters of its blocks skipped).
-// lane_samples is the encoder's
-// choice alone (a decoder reads each tile's lanes from the body): fewer
-// samples per lane give a GPU decoder shorter chains of dependent steps at
-// the cost of 4 bytes per lane (docs/performance.md, "The CUDA decoder").
+// tile's samples (codec2_rules.h, lanes_for_tile() and bounded_lanes()):
+// one lane per lane_samples coded sample components, and in a delta's tile
+// with skipped blocks enough lanes that a GPU decoder's walk through the
+// tile stays within walk_bound percent of a full tile's (0: no such bound).
+// lane_samples and walk_bound are the encoder's choice alone (a decoder
+// reads each tile's lanes from the body): fewer samples per lane give a GPU
+// decoder shorter chains of dependent steps at the cost of 4 bytes per lane
+// (docs/performance.md, "The CUDA decoder", "Real footage on the GPU").
 struct Geometry {
   int tile_bx = 10;
   int tile_by = 8;
   int lane_samples = 2048;  // 1 .. 2^24; kSamplesPerLane in codec2_rules.h
+  int walk_bound = 100;     // percent, 0 .. 1000 (0: none); kWalkBound in codec2_rules.h
 };
 // The geometry the encoders use for a format and size (deterministic, so
 // that every backend writes the same bytes).

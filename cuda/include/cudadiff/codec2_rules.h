@@ -348,42 +348,21 @@ struct LayerSet {
 LayerSet layers_of(VideoFormat format, int width, int height);
 
 // ---- tiles and the wavefront schedule -----------------------------------
-// Lanes of a coded tile: one per kSamplesPerLane sample components of its
-// work (lane_work() below: its coded ones, or at small k all of a tile
-// that is not sparse; all layers), 1..32, at most the tile's rows in layer
-// 0. Every lane flushes a 4-byte state, so a tile with little to code gets
-// few lanes; a GPU decodes the lanes of a tile in parallel, so a
-// full tile gets up to 32 and no lane codes much more than kSamplesPerLane
-// samples. The wavefront's length is set by the rounds (rows per lane):
-// when one round fewer takes at most an eighth more lanes, it is taken (30
-// lanes over 128 rows need 5 rounds, 32 need 4: a GPU decodes such a tile,
-// a full tile of 10x8 blocks of RGB, in a fifth fewer steps for 8 bytes
-// more); then as few lanes as give those rounds (30 lanes over 128 rows
-// without that: 26, with the same 5 rounds).
+// Lanes of a coded tile: one per kSamplesPerLane of its coded sample
+// components (all layers), 1..32, at most the tile's rows in layer 0. Every
+// lane flushes a 4-byte state, so a tile with little to code gets few lanes;
+// a GPU decodes the lanes of a tile in parallel, so a full tile gets up to 32
+// and no lane codes much more than kSamplesPerLane samples. The wavefront's
+// length is set by the rounds (rows per lane): when one round fewer takes at
+// most an eighth more lanes, it is taken (30 lanes over 128 rows need 5
+// rounds, 32 need 4: a GPU decodes such a tile, a full tile of 10x8 blocks
+// of RGB, in a fifth fewer steps for 8 bytes more); then as few lanes as
+// give those rounds (30 lanes over 128 rows without that: 26, with the same
+// 5 rounds). A delta's tile with skipped blocks may then take more lanes, so
+// that its walk stays short (bounded_lanes() below).
 // `per_lane` (the encoders' Geometry::lane_samples) replaces kSamplesPerLane
 // when an encoder is asked for other lanes.
 constexpr uint32_t kSamplesPerLane = 2048;
-// A delta's tile is *sparse* when at least three quarters of its blocks are
-// skipped (the encoders' lane rule, lane_work() below).
-CODEC2_HD bool sparse_tile(int skipped_blocks, int blocks) {
-  return skipped_blocks > 0 && 4 * skipped_blocks >= 3 * blocks;
-}
-// The samples that set a coded tile's lanes (lanes_for_tile()): its coded
-// sample components (all layers); at a quantiser k up to kFullLanesMaxK
-// (thresholds up to 6), all its sample components unless it is sparse, so
-// that a tile with some blocks skipped takes no more rounds than a full
-// tile (fewer lanes would each walk more rows, and a frame decodes as
-// slowly as its slowest tile). Measured on the project's clips scaled to
-// 1080p (docs/performance.md, "Real footage on the GPU"), with the CUDA
-// decoder of then, which walked such tiles' skipped samples step by step:
-// at thresholds 0 and 5 the fixed camera's deltas decode 25-35 % faster
-// for 1-3 % more bytes; at 10 and 20 its sparse tiles set the frame's time
-// all the same, and the extra lanes would cost it 4-7 % of its bytes.
-constexpr int kFullLanesMaxK = 4;
-CODEC2_HD uint32_t lane_work(uint32_t coded_samples, uint32_t tile_samples, int skipped_blocks,
-                             int blocks, int k) {
-  return k <= kFullLanesMaxK && !sparse_tile(skipped_blocks, blocks) ? tile_samples : coded_samples;
-}
 CODEC2_HD int lanes_for_tile(uint32_t coded_samples, int rows,
                              uint32_t per_lane = kSamplesPerLane) {
   if (per_lane < 1) per_lane = 1;
@@ -424,6 +403,122 @@ CODEC2_HD int schedule_steps(int tile_width, int tile_height, int lanes) {
   // The last row finishes last: earlier rounds end at least a period sooner.
   return (rounds - 1) * schedule_period(tile_width, lanes) + tile_width +
          kStagger * ((tile_height - 1) % lanes);
+}
+
+// ---- the encoders' lanes for tiles with skipped blocks -------------------
+// Not a rule of the format (a decoder reads each tile's lanes from the
+// body), but both encoders follow it so that they write the same bytes.
+// The CUDA decoder's *walk* through layer 0 of a delta's tile: every step at
+// which some lane decodes (a sample of a coded block), every run of up to
+// kDecoderMinJump steps at which none does, and one step for a longer run or
+// for the run that ends the schedule. A tile whose coded samples fit in a
+// few lanes can walk much longer than a full tile (each lane crosses many
+// rows of skipped blocks between its coded ones), and a frame decodes as
+// slowly as its slowest tiles. So a delta's tile with skipped blocks takes
+// the fewest lanes, from lanes_for_tile() of its coded samples up, whose walk
+// is at most Geometry::walk_bound percent of the steps of its schedule with
+// the lanes of all its samples (a full tile's: 702 for a tile of 10x8 blocks
+// of RGB), or the most lanes (min(rows, 32)) when none is; a walk_bound of 0
+// leaves the lanes of the coded samples.
+constexpr int kWalkBound = 100;  // percent; Geometry::walk_bound's default
+
+// The bound on a tile's walk: `percent` of its schedule's steps with the
+// lanes of all its sample components.
+CODEC2_HD int walk_bound(int w, int h, uint32_t tile_samples, uint32_t per_lane, int percent) {
+  return int(int64_t(schedule_steps(w, h, lanes_for_tile(tile_samples, h, per_lane))) * percent /
+             100);
+}
+
+// The walk through layer 0 of a tile of w x h samples with `lanes` lanes, or
+// some value above `limit` once it exceeds it. runs(by, bx, &a, &b) gives
+// the first run [a, b) of coded blocks in the tile's block row `by` with
+// a >= bx (false when there is none). In round r the lanes of the rows in
+// block row `by` (lanes la..lb) decode a run's samples x in [xa, xb) at steps
+// r * period + x + 2l: one interval [xa + 2la, xb + 2lb) when the run is at
+// least 2 samples wide, else one step per lane. A round's intervals come in
+// the order of their first steps when its (up to 3) block rows are merged;
+// a round's last lanes may still start intervals after the next round has
+// begun, but not after the one after it has: so the intervals of two rounds
+// at a time are merged, counting the steps they cover and the runs between.
+template <class Runs>
+CODEC2_HD int tile_walk(int w, int h, int lanes, int limit, const Runs &runs) {
+  const int period = schedule_period(w, lanes), steps = schedule_steps(w, h, lanes);
+  const int rounds = (h + lanes - 1) / lanes;
+  struct Group {
+    int base;        // the round's first step
+    int by, la, lb;  // block row, its first and last lane in the round
+    int next;        // the block column after the current run
+    int xa, xb;      // the current run's samples; xa < 0: no more runs
+    int lane;        // a run 1 sample wide: its current lane
+    CODEC2_HD int start() const { return base + xa + kStagger * (xb - xa >= 2 ? la : lane); }
+    CODEC2_HD int end() const { return xb - xa >= 2 ? base + xb + kStagger * lb : start() + 1; }
+  };
+  Group g[2][3];
+  int count[2] = {0, 0};
+  const auto fetch = [&](Group &q) {
+    int a = 0, b = 0;
+    if (!runs(q.by, q.next, a, b)) {
+      q.xa = -1;
+      return;
+    }
+    q.next = b;
+    q.xa = a * kBlock;
+    q.xb = b * kBlock < w ? b * kBlock : w;
+    q.lane = q.la;
+  };
+  int next_round = 0;
+  const auto refill = [&](int set) {  // the next round's block rows, if any
+    count[set] = 0;
+    if (next_round >= rounds) return;
+    const int r = next_round++;
+    const int j0 = r * lanes, j1 = j0 + lanes < h ? j0 + lanes : h;
+    for (int by = j0 / kBlock; by * kBlock < j1 && count[set] < 3; ++by) {
+      Group &q = g[set][count[set]++];
+      q.base = r * period;
+      q.by = by;
+      q.la = (by * kBlock > j0 ? by * kBlock : j0) - j0;
+      q.lb = (by * kBlock + kBlock < j1 ? by * kBlock + kBlock : j1) - 1 - j0;
+      q.next = 0;
+      fetch(q);
+    }
+  };
+  const auto live = [&](int set) {
+    for (int i = 0; i < count[set]; ++i)
+      if (g[set][i].xa >= 0) return true;
+    return false;
+  };
+  int walked = 0, cur = 0;  // every step before cur is counted
+  for (;;) {
+    for (int set = 0; set < 2; ++set)
+      while (!live(set) && next_round < rounds) refill(set);
+    Group *q = nullptr;
+    for (int set = 0; set < 2; ++set)
+      for (int i = 0; i < count[set]; ++i)
+        if (g[set][i].xa >= 0 && (!q || g[set][i].start() < q->start())) q = &g[set][i];
+    if (!q) break;
+    const int a = q->start(), b = q->end();
+    if (a > cur) walked += a - cur > kDecoderMinJump ? 1 : a - cur;
+    if (b > cur) {
+      walked += b - (a > cur ? a : cur);
+      cur = b;
+    }
+    if (walked > limit) return walked;
+    if (q->xb - q->xa < 2 && q->lane < q->lb)
+      ++q->lane;
+    else
+      fetch(*q);
+  }
+  return walked + (cur < steps ? 1 : 0);
+}
+
+// The lanes of a delta's coded tile with skipped blocks (above): walk(lanes)
+// gives the walk, or a value above `bound` once it exceeds it.
+template <class Walk>
+CODEC2_HD int bounded_lanes(int first, int rows, int bound, const Walk &walk) {
+  const int cap = rows < kMaxLanes ? rows : kMaxLanes;
+  for (int lanes = first; lanes < cap; ++lanes)
+    if (walk(lanes) <= bound) return lanes;
+  return first > cap ? first : cap;
 }
 
 }  // namespace codec2
