@@ -59,10 +59,12 @@ double median(std::vector<double> v) {
 
 int main(int argc, char **argv) {
   bench::Options opt = bench::parse_options(
-      argc, argv, "[--clip FILE [--clip-size WxH]] [--tiles BXxBY] [--lane-samples N]");
-  // --tiles, --lane-samples: another tile geometry than the encoder's
-  // default (blocks of 16x16 per tile), or more or fewer coded samples per
-  // rANS lane, to see how the decoder scales with tiles and lanes.
+      argc, argv,
+      "[--clip FILE [--clip-size WxH]] [--tiles BXxBY] [--lane-samples N] [--walk-bound P]");
+  // --tiles, --lane-samples, --walk-bound: another tile geometry than the
+  // encoder's default (blocks of 16x16 per tile), more or fewer coded
+  // samples per rANS lane, or another bound on the walk through a tile with
+  // skipped blocks, to see how the decoder scales with tiles and lanes.
   const int w = opt.width, h = opt.height;
   const VideoFormat fmt = VideoFormat::BGR;
   Geometry geometry = default_geometry(fmt, w, h);
@@ -153,6 +155,9 @@ int main(int argc, char **argv) {
                         std::to_string(geometry.tile_by) +
                         (geometry.lane_samples != Geometry().lane_samples
                              ? ", " + std::to_string(geometry.lane_samples) + " per lane"
+                             : std::string()) +
+                        (geometry.walk_bound != Geometry().walk_bound
+                             ? ", walk bound " + std::to_string(geometry.walk_bound) + " %"
                              : std::string());
         row.implementation =
             std::string(impl.name) + " k=" + std::to_string(k) + (key ? " keyframe" : " delta");

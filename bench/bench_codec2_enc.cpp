@@ -12,7 +12,9 @@
 //
 // --tiles BXxBY: tiles of BX x BY blocks instead of the default geometry
 // (both backends; the body records it). --lane-samples N: one rANS lane per
-// N coded sample components instead of 2048 (codec2_rules.h).
+// N coded sample components instead of 2048 (codec2_rules.h). --walk-bound
+// P: lanes that bound a tile's walk to P percent of a full tile's instead of
+// 100 (0: no bound; codec2_rules.h, bounded_lanes()).
 //
 // --clip FILE: real footage instead, the first --frames raw BGR frames of
 // FILE (e.g. `ffmpeg -i clip.avi -f rawvideo -pix_fmt bgr24 clip.bgr`), of
@@ -61,7 +63,8 @@ void fill_moving(testing_util::HostFrame &f, int t, std::mt19937 &gen) {
 
 int main(int argc, char **argv) {
   bench::Options opt = bench::parse_options(
-      argc, argv, "[--clip FILE [--clip-size WxH]] [--tiles BXxBY] [--lane-samples N]");
+      argc, argv,
+      "[--clip FILE [--clip-size WxH]] [--tiles BXxBY] [--lane-samples N] [--walk-bound P]");
   std::string clip;
   const VideoFormat fmt = VideoFormat::BGR;
   const int w = opt.width, h = opt.height;
@@ -104,7 +107,8 @@ int main(int argc, char **argv) {
   bench::describe_machine(report, gpu.get());
   report.note("tiles of " + std::to_string(geometry.tile_bx) + "x" +
               std::to_string(geometry.tile_by) + " blocks, a lane per " +
-              std::to_string(geometry.lane_samples) + " coded sample components");
+              std::to_string(geometry.lane_samples) + " coded sample components, walk bound " +
+              std::to_string(geometry.walk_bound) + " %");
   const int ks[] = {0, 5, 10, 20};
 
   // Frame i of the timed run is delta i + 1 of a sequence that started with

@@ -3,7 +3,7 @@
 //
 //   codec_eval --format BGR --size 768x576 --k 0,5,10,20 [--frames N]
 //              [--keyframe-interval 60] [--threads T] [--repeat R] [--label NAME]
-//              [--hash] [--tiles BXxBY] [--lane-samples N] FILE|-
+//              [--hash] [--tiles BXxBY] [--lane-samples N] [--walk-bound P] FILE|-
 //
 // For each k: every frame is encoded (a keyframe every `keyframe-interval`
 // frames, the element's default 60), decoded by a separate decoder, and
@@ -69,7 +69,7 @@ int usage() {
                "usage: codec_eval --format FMT --size WxH [--k 0,5,10,20] [--frames N]\n"
                "                  [--keyframe-interval N] [--threads T] [--repeat R]\n"
                "                  [--label NAME] [--markdown] [--cpu-time] [--hash]\n"
-               "                  [--tiles BXxBY] [--lane-samples N] FILE|-\n");
+               "                  [--tiles BXxBY] [--lane-samples N] [--walk-bound P] FILE|-\n");
   return 2;
 }
 
@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
       g_cpu_time = true;
     else if (a == "--hash")
       hash = true;
-    else if (a == "--tiles" || a == "--lane-samples") {
+    else if (a == "--tiles" || a == "--lane-samples" || a == "--walk-bound") {
       geometry_args.push_back(a);
       geometry_args.push_back(next());
     } else if (!a.empty() && a[0] == '-' && a != "-")

@@ -172,6 +172,9 @@ def main():
                     help="our encoder with tiles of BX x BY blocks instead of 10x8")
     ap.add_argument("--lane-samples", metavar="N",
                     help="our encoder with a rANS lane per N coded sample components instead of 2048")
+    ap.add_argument("--walk-bound", metavar="P",
+                    help="our encoder with lanes that bound a tile's walk to P percent of a full "
+                         "tile's instead of 100 (0: no bound)")
     ap.add_argument("--speed", action="store_true",
                     help="also time encoder and decoder at 1920x1080 BGR, 1 and 2 threads")
     ap.add_argument("--speed-frames", type=int, default=20)
@@ -185,6 +188,8 @@ def main():
         layout += ["--tiles", args.tiles]
     if args.lane_samples:
         layout += ["--lane-samples", args.lane_samples]
+    if args.walk_bound:
+        layout += ["--walk-bound", args.walk_bound]
 
     tmp = tempfile.mkdtemp(prefix="codec_eval")
     try:

@@ -29,8 +29,9 @@ inline cudadiff::VideoFormat parse_format(const std::string &name) {
   return cudadiff::VideoFormat::Unknown;
 }
 
-// Applies `--tiles BXxBY` (tiles of BX x BY blocks, each 1..255) or
-// `--lane-samples N` (coded sample components per rANS lane, 1 .. 2^24) to
+// Applies `--tiles BXxBY` (tiles of BX x BY blocks, each 1..255),
+// `--lane-samples N` (coded sample components per rANS lane, 1 .. 2^24) or
+// `--walk-bound P` (percent of a full tile's walk, 0 .. 1000; 0: none) to
 // `g`. Returns 1 when `option` is one of them and `value` is valid, 0 when
 // it is neither, -1 (with a message on stderr) for a bad value.
 inline int geometry_option(const std::string &option, const std::string &value,
@@ -57,6 +58,17 @@ inline int geometry_option(const std::string &option, const std::string &value,
       return -1;
     }
     g.lane_samples = int(n);
+    return 1;
+  }
+  if (option == "--walk-bound") {
+    char *end = nullptr;
+    const long n = std::strtol(value.c_str(), &end, 10);
+    if (value.empty() || *end != 0 || n < 0 || n > 1000) {
+      std::fprintf(stderr, "--walk-bound wants 0 .. 1000 percent (default 100), not '%s'\n",
+                   value.c_str());
+      return -1;
+    }
+    g.walk_bound = int(n);
     return 1;
   }
   return 0;
