@@ -2663,15 +2663,8 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
   if (skipped > 0 && geometry_.walk_bound > 0) {
     const uint8_t *const modes = modes_.data() + size_t(t.by0) * ls_.blocks_x + t.bx0;
     const int stride = ls_.blocks_x, bw = t.bx1 - t.bx0, w = t.w[0], h = t.h[0];
-    // The runs of coded blocks of a block row of the tile.
     const auto runs = [&](int by, int bx, int &a, int &b) {
-      const uint8_t *const m = modes + size_t(by) * stride;
-      while (bx < bw && m[bx] == kSkip) ++bx;
-      if (bx >= bw) return false;
-      a = bx;
-      while (bx < bw && m[bx] != kSkip) ++bx;
-      b = bx;
-      return true;
+      return coded_run(modes + size_t(by) * stride, bw, bx, a, b);
     };
     const int bound = walk_bound(w, h, uint32_t(t.raw_bytes), per_lane, geometry_.walk_bound);
     lanes = bounded_lanes(lanes, h, bound, [&](int n) { return tile_walk(w, h, n, bound, runs); });

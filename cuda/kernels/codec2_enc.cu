@@ -628,13 +628,7 @@ __global__ void __launch_bounds__(32 * kTileTypeWarps) tile_type_kernel(Params p
         b = rest ? a + __ffsll((long long)rest) - 1 : kMaskBlocks;
         return true;
       }
-      const uint8_t *const row = modes + size_t(by) * stride;
-      while (bx < bw && row[bx] == kSkip) ++bx;
-      if (bx >= bw) return false;
-      a = bx;
-      while (bx < bw && row[bx] != kSkip) ++bx;
-      b = bx;
-      return true;
+      return coded_run(modes + size_t(by) * stride, bw, bx, a, b);
     };
     const int bound = walk_bound(w, h, dt.raw_bytes, p.lane_samples, p.walk_bound);
     const int mine = first + ln;

@@ -312,14 +312,11 @@ TEST(Codec2Rules, TileWalk) {
   // step-by-step count of the schedule's steps: a full tile of 10x8 blocks
   // with 32 lanes walks its 702 steps; the default bound is 100 % of that
   // for a tile of 10x8 blocks of RGB (the lanes of its 61,440 components).
+  // (coded: 1 per coded block; as block modes, kSkip is 0.)
+  static_assert(kSkip == 0, "coded blocks as modes");
   const auto runs_of = [](const std::vector<uint8_t> &coded, int bw) {
     return [&coded, bw](int by, int bx, int &a, int &b) {
-      while (bx < bw && !coded[size_t(by * bw + bx)]) ++bx;
-      if (bx >= bw) return false;
-      a = bx;
-      while (bx < bw && coded[size_t(by * bw + bx)]) ++bx;
-      b = bx;
-      return true;
+      return coded_run(coded.data() + size_t(by) * bw, bw, bx, a, b);
     };
   };
   const std::vector<uint8_t> all(80, 1);
@@ -334,15 +331,18 @@ TEST(Codec2Rules, TileWalk) {
   // height, every density of coded blocks, any lanes; above the limit once
   // the walk passes it; and bounded_lanes(): the fewest lanes from `first`
   // up whose walk is within the bound, else the most.
+  // The last 30 trials: tiles up to 255 blocks wide (a lane's round then
+  // has period w, and its last lanes still start after the next round has).
   std::mt19937 rng(7);
-  for (int trial = 0; trial < 3000; ++trial) {
-    const int w = 1 + int(rng() % 200), h = 1 + int(rng() % 140);
+  for (int trial = 0; trial < 3030; ++trial) {
+    const bool large = trial >= 3000;
+    const int w = 1 + int(rng() % (large ? 4080 : 200)), h = 1 + int(rng() % (large ? 600 : 140));
     const int bw = (w + kBlock - 1) / kBlock, bh = (h + kBlock - 1) / kBlock;
     std::vector<uint8_t> coded(size_t(bw * bh));
     const unsigned density = rng() % 9;
     for (auto &c : coded) c = rng() % 8 < density;
     const auto runs = runs_of(coded, bw);
-    const int lanes = 1 + int(rng() % std::min(h, 32));
+    const int lanes = large ? std::min(h, 17 + int(rng() % 16)) : 1 + int(rng() % std::min(h, 32));
     const int want = walk_by_steps(w, h, lanes, bw, coded);
     ASSERT_EQ(tile_walk(w, h, lanes, 1 << 20, runs), want)
         << trial << ": " << w << "x" << h << ", " << lanes << " lanes";

@@ -429,6 +429,17 @@ CODEC2_HD int walk_bound(int w, int h, uint32_t tile_samples, uint32_t per_lane,
              100);
 }
 
+// The first run [a, b) of coded blocks (mode not kSkip) among a row's bw
+// block modes from block bx on; false when there is none.
+CODEC2_HD bool coded_run(const uint8_t *modes, int bw, int bx, int &a, int &b) {
+  while (bx < bw && modes[bx] == kSkip) ++bx;
+  if (bx >= bw) return false;
+  a = bx;
+  while (bx < bw && modes[bx] != kSkip) ++bx;
+  b = bx;
+  return true;
+}
+
 // The walk through layer 0 of a tile of w x h samples with `lanes` lanes, or
 // some value above `limit` once it exceeds it. runs(by, bx, &a, &b) gives
 // the first run [a, b) of coded blocks in the tile's block row `by` with
