@@ -52,10 +52,9 @@ void fill_static(HostFrame &f, int t, std::mt19937 &gen, int noise) {
   }
 }
 
-// A textured picture; from frame 1 on, block columns bx with bx % 10 < t
-// (counted in the frame's pixels: 16 per block) are brighter by 97 for each
-// frame since they first changed (modulo 256), so that each delta changes
-// one block column in every ten.
+// A textured picture; in frame t >= 1 the block columns bx (in the frame's
+// pixels, 16 per block) with bx % 10 == (t - 1) % 10 become brighter by 97
+// (modulo 256) and stay so: each delta changes one block column in ten.
 void fill_columns(HostFrame &f, int t) {
   const int w = f.view.width;
   for (int p = 0; p < f.view.n_planes(); ++p) {
