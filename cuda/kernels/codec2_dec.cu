@@ -23,9 +23,9 @@
 //      what does not depend on the rANS states comes first or a step
 //      ahead (the reference's bytes, the block modes, the contexts'
 //      tables). In deltas the lanes jump over runs of steps at which none
-//      of them decodes (skipped blocks; a bitmap of the tile's coded
-//      blocks finds the next step), and the warp does the samples in
-//      between. Skipped and raw tiles are copies.
+//      of them decodes (skipped blocks; a word per block row of the
+//      tile's coded blocks finds the next step, codec2_coded.cuh), and the
+//      warp does the samples in between. Skipped and raw tiles are copies.
 //   4. one flag comes back: the picture (two device buffers in the
 //      canonical byte order) is swapped only when every tile decoded.
 // A tile that fails stops at once (the CPU decoder goes on to its end but
@@ -44,6 +44,7 @@
 #include "../src/check.h"
 #include "cudadiff/codec2.h"
 #include "cudadiff/codec2_body.h"
+#include "codec2_coded.cuh"
 #include "cudadiff/codec2_rules.h"
 #include "warp_reduce.cuh"
 
@@ -205,55 +206,36 @@ struct Ahead {
   int tex[5];  // the texture channel at the sample and its 4 neighbours
 };
 
-// The coded blocks of a delta's tile, one bit per block in raster order
-// within the tile (bit b of word b / 32), in shared memory: for tiles of at
-// most kCodedWords * 32 blocks and 32 blocks per row (the encoders' tiles
-// have 80); other tiles read the block modes from global memory.
-constexpr int kCodedWords = 8;
+// A delta's tile's coded blocks (codec2_coded.cuh) in shared memory for
+// tiles of up to kDecoderCodedRows block rows (the encoders' tiles have 8)
+// and 64 blocks a row; other tiles read the block modes in global memory.
+constexpr int kDecoderCodedRows = 16;
 
 // The first step >= s at which lane `lane` of a tile with `lanes` lanes
 // decodes a sample of a block that is not skipped in layer l (INT_MAX when
 // none is left): its rows j = lane, lane + lanes, ... from the round of step
-// s on, a row block by block. `coded`: the tile's bitmap, or null.
-__device__ __forceinline__ int next_coded_step(const Params &P, const LayerDev &L, const TileDev &t,
-                                               int l, int lanes, int lane, int period, int s,
-                                               const uint32_t *coded) {
+// s on, within a row by its runs of coded blocks.
+__device__ __forceinline__ int next_coded_step(const LayerDev &L, const TileDev &t, int l,
+                                               int lanes, int lane, int period, int s,
+                                               const CodedBlocks &coded) {
   const int w = t.w[l], hh = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
   const int tt = s - kStagger * lane;
   int i = tt < 0 ? 0 : tt % period;
   int j = (tt < 0 ? 0 : tt / period) * lanes + lane;
-  if (coded) {
-    const int tbw = t.bx1 - t.bx0;
-    const uint32_t row_bits = tbw == 32 ? 0xffffffffu : (1u << tbw) - 1u;
-    while (j < hh) {
-      const int yb = ((y0 + j) << L.sy) / kBlock;  // the frame's block row
-      const int o = (yb - t.by0) * tbw;
-      const uint32_t row = __funnelshift_r(coded[o >> 5], coded[(o >> 5) + 1], o & 31) & row_bits;
-      if (i < w) {
-        const int bx = ((x0 + i) << L.sx) / kBlock - t.bx0;
-        const uint32_t m = row & (0xffffffffu << bx);
-        if (m) {
-          const int first = (((t.bx0 + __ffs(m) - 1) * kBlock) >> L.sx) - x0;
-          return (j / lanes) * period + (first > i ? first : i) + kStagger * lane;
-        }
-      }
-      // Nothing left in this row: the lane's next row, or when no block of
-      // this block row is coded, its first row of the next block row.
-      j += lanes;
-      i = 0;
-      if (row == 0) {
-        const int next = (((yb + 1) * kBlock) >> L.sy) - y0;
-        if (next > j) j += (next - j + lanes - 1) / lanes * lanes;
-      }
+  while (j < hh) {
+    const int by = ((y0 + j) << L.sy) / kBlock - t.by0;  // the tile's block row
+    int a, b;
+    if (i < w && coded.run(by, ((x0 + i) << L.sx) / kBlock - t.bx0, a, b)) {
+      const int first = (((t.bx0 + a) * kBlock) >> L.sx) - x0;
+      return (j / lanes) * period + (first > i ? first : i) + kStagger * lane;
     }
-    return INT_MAX;
-  }
-  for (; j < hh; j += lanes, i = 0) {
-    const uint8_t *mode_row = P.modes + size_t(((y0 + j) << L.sy) / kBlock) * P.blocks_x;
-    while (i < w) {
-      const int bx = ((x0 + i) << L.sx) / kBlock;
-      if (mode_row[bx] != kSkip) return (j / lanes) * period + i + kStagger * lane;
-      i = (((bx + 1) * kBlock) >> L.sx) - x0;  // the next block's first sample
+    // Nothing left in this row: the lane's next row, or when no block of
+    // this block row is coded, its first row of the next block row.
+    j += lanes;
+    i = 0;
+    if (!coded.run(by, 0, a, b)) {
+      const int next = (((t.by0 + by + 1) * kBlock) >> L.sy) - y0;
+      if (next > j) j += (next - j + lanes - 1) / lanes * lanes;
     }
   }
   return INT_MAX;
@@ -267,12 +249,12 @@ __device__ __forceinline__ int next_coded_step(const Params &P, const LayerDev &
 // their working values). A tile with few coded blocks has few lanes, each
 // walking all its rows (up to width x height steps): without the jumps a
 // mostly skipped tile of a fixed camera's frame took several milliseconds.
-// `coded`: the tile's bitmap of coded blocks, or null (next_coded_step).
+// `coded`: the tile's coded blocks (deltas; next_coded_step()).
 template <int NC, bool YCOCG, bool KEY>
 __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *map,
                              const DistTab *tabs, const TileDev &t, int l, int lanes, int lane,
                              unsigned lt, uint32_t &x, uint32_t &h, const uint8_t *p, uint32_t &pos,
-                             int16_t *ring, size_t ring_elems, const uint32_t *coded) {
+                             int16_t *ring, size_t ring_elems, const CodedBlocks &coded) {
   constexpr int W2 = 2 * NC;
   const LayerDev &L = P.layer[l];
   const int w = t.w[l], hh = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
@@ -417,7 +399,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
         // The next step at which a lane decodes something; unless it comes
         // soon, the warp does the samples in between and the lanes jump.
         const unsigned nx = warp_min_u32(
-            is_lane ? unsigned(next_coded_step(P, L, t, l, lanes, lane, period, st + 1, coded))
+            is_lane ? unsigned(next_coded_step(L, t, l, lanes, lane, period, st + 1, coded))
                     : unsigned(INT_MAX));
         if (nx >= unsigned(steps)) {
           __syncwarp();
@@ -612,7 +594,7 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
   extern __shared__ uint4 dyn[];
   __shared__ Lookup lu;
   __shared__ uint16_t map[kMaxDist];
-  __shared__ uint32_t coded_bits[kMaxTilesPerBlock][kCodedWords + 1];
+  __shared__ unsigned long long coded_rows[kMaxTilesPerBlock][kDecoderCodedRows];
   const int tid = threadIdx.x, nthreads = blockDim.x;
   // The tables into shared memory when they fit beside the rows of working
   // values (the host decides), the threads of the block together.
@@ -683,7 +665,9 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
   bool ok = !__any_sync(kFullWarp, bad);
   uint32_t pos = 4u * lanes;
   const bool key = P.keyframe != 0;
-  const uint32_t *coded = nullptr;  // a delta's tile's coded blocks (next_coded_step)
+  // a delta's tile's coded blocks (next_coded_step())
+  CodedBlocks coded{P.modes + size_t(t.by0) * P.blocks_x + t.bx0, P.blocks_x, t.bx1 - t.bx0,
+                    nullptr};
   // Block modes: block b by lane b % lanes, in rounds of `lanes` blocks.
   if (ok && !key) {
     const int md = map[P.mode_dist];
@@ -701,20 +685,7 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
       if (!renorm(x, act, p, pos, t.size, lt)) ok = false;
     }
     __syncwarp();
-    if (n_blocks <= kCodedWords * 32 && tbw <= 32) {
-      uint32_t *bits = coded_bits[warp];
-      for (int wd = 0; wd < kCodedWords; ++wd) {
-        const int b = wd * 32 + lane;
-        const uint32_t word = __ballot_sync(
-            kFullWarp,
-            ok && b < n_blocks &&
-                P.modes[size_t(t.by0 + b / tbw) * P.blocks_x + t.bx0 + b % tbw] != kSkip);
-        if (lane == 0) bits[wd] = word;
-      }
-      if (lane == 0) bits[kCodedWords] = 0;
-      __syncwarp();
-      coded = bits;
-    }
+    if (ok) coded.build(coded_rows[warp], t.by1 - t.by0, kDecoderCodedRows, lane);
   }
   for (int l = 0; ok && l < P.n_layers; ++l) {
     const LayerDev &L = P.layer[l];
@@ -728,7 +699,7 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
     break;                                                                                        \
   case NC * 4 + YC * 2 + 1:                                                                       \
     ok = decode_layer<NC, YC, true>(P, lu, map, tabs, t, l, lanes, lane, lt, x, h, p, pos, ring,  \
-                                    P.ring_elems, nullptr);                                       \
+                                    P.ring_elems, coded);                                         \
     break;
       CODEC2_LAYER(1, 0)
       CODEC2_LAYER(2, 0)

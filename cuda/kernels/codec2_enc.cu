@@ -45,6 +45,7 @@
 #include "../src/check.h"
 #include "../src/codec2_encoder.h"
 #include "../src/codec2_tables.h"
+#include "codec2_coded.cuh"
 #include "warp_reduce.cuh"
 #include "cudadiff/codec2.h"
 #include "cudadiff/codec2_rules.h"
@@ -577,15 +578,15 @@ __global__ void symbols_kernel(Params p, int l) {
 // with skipped blocks bounded_lanes(), each thread of the warp walking the
 // tile with one number of lanes (from that number up): the fewest whose
 // walk is within the bound. A warp per tile; the runs of coded blocks come
-// from a bitmap per block row in shared memory for tiles up to 64 blocks
-// wide and high, else from the block modes in global memory.
+// from a word per block row in shared memory for tiles up to 64 blocks wide
+// and high, else from the block modes in global memory (codec2_coded.cuh).
 constexpr int kTileTypeWarps = 4;
-constexpr int kMaskBlocks = 64;
+constexpr int kTileTypeRows = 64;
 __global__ void __launch_bounds__(32 * kTileTypeWarps) tile_type_kernel(Params p) {
   const int warp = int(threadIdx.x / 32), ln = threadIdx.x & 31;
   const int t = int(blockIdx.x) * kTileTypeWarps + warp;
   if (t >= p.n_tiles) return;  // the whole warp
-  __shared__ unsigned long long s_mask[kTileTypeWarps][kMaskBlocks];
+  __shared__ unsigned long long s_rows[kTileTypeWarps][kTileTypeRows];
   const int tx = t % p.tiles_x, ty = t / p.tiles_x;
   const int bx0 = tx * p.tile_bx, by0 = ty * p.tile_by;
   const int bx1 = min(p.blocks_x, bx0 + p.tile_bx), by1 = min(p.blocks_y, by0 + p.tile_by);
@@ -606,30 +607,9 @@ __global__ void __launch_bounds__(32 * kTileTypeWarps) tile_type_kernel(Params p
   const int cap = min(h, kMaxLanes);
   int lanes = first;
   if (skipped > 0 && p.walk_bound > 0 && first < cap) {
-    const bool masks = bw <= kMaskBlocks && bh <= kMaskBlocks;
-    unsigned long long *const mask = s_mask[warp];
-    if (masks) {
-      for (int by = 0; by < bh; ++by) {
-        const bool coded = ln < bw && modes[size_t(by) * stride + ln] != kSkip;
-        const bool coded_hi = ln + 32 < bw && modes[size_t(by) * stride + ln + 32] != kSkip;
-        const unsigned lo = __ballot_sync(kFullWarp, coded),
-                       hi = __ballot_sync(kFullWarp, coded_hi);
-        if (ln == 0) mask[by] = (unsigned long long)hi << 32 | lo;
-      }
-      __syncwarp();
-    }
-    const auto runs = [&](int by, int bx, int &a, int &b) {
-      if (bx >= bw) return false;
-      if (masks) {
-        const unsigned long long m = mask[by] >> bx;
-        if (!m) return false;
-        a = bx + __ffsll((long long)m) - 1;
-        const unsigned long long rest = ~(mask[by] >> a);
-        b = rest ? a + __ffsll((long long)rest) - 1 : kMaskBlocks;
-        return true;
-      }
-      return coded_run(modes + size_t(by) * stride, bw, bx, a, b);
-    };
+    CodedBlocks coded{modes, stride, bw, nullptr};
+    coded.build(s_rows[warp], bh, kTileTypeRows, ln);
+    const auto runs = [coded](int by, int bx, int &a, int &b) { return coded.run(by, bx, a, b); };
     const int bound = walk_bound(w, h, dt.raw_bytes, p.lane_samples, p.walk_bound);
     const int mine = first + ln;
     const bool fits = mine < cap && tile_walk(w, h, mine, bound, runs) <= bound;

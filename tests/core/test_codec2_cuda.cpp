@@ -221,19 +221,22 @@ TEST(Codec2Cuda, SparseTiles) {
 
 // Deltas whose lanes jump over the steps at which none of them decodes
 // (the warp does the skipped samples in between): tiles partly and mostly
-// skipped with one to 32 lanes; the tiles' bitmap of coded blocks at the
-// default geometry, 32 blocks a row (256 in all) and rows that straddle its
-// words (7 wide); the block modes read from global memory beyond that
-// (16x17 blocks, and 33 wide). One test per geometry, so that a filtered run
-// (compute-sanitizer's racecheck is slow) can take them apart.
+// skipped with one to 32 lanes; the tiles' coded blocks as a word per block
+// row in shared memory at the default geometry, 32 and 33 blocks a row (one
+// half of the word, and both), 7x3, and 16 block rows (the most the decoder
+// keeps there); the block modes read from global memory beyond that (16x17
+// blocks, and 66 blocks a row on a frame 1100 wide). One test per geometry,
+// so that a filtered run (compute-sanitizer's racecheck is slow) can take
+// them apart.
 class JumpsOverSkippedSteps : public ::testing::TestWithParam<Geometry> {};
 
 TEST_P(JumpsOverSkippedSteps, SamePictures) {
   const Geometry g = GetParam();
+  const int width = g.tile_bx > 64 ? 1100 : 530;
   for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::YUY2, VideoFormat::GRAY8})
     for (Content c : {Content::Patches, Content::Still})
       for (int k : {0, 5, 20}) {
-        compare_sequence(f, 530, 290, c, {true, false, false, false}, {k, k, k, k}, &g,
+        compare_sequence(f, width, 290, c, {true, false, false, false}, {k, k, k, k}, &g,
                          k == 0 ? 0 : 2);
         if (HasFailure()) return;
       }
@@ -241,7 +244,8 @@ TEST_P(JumpsOverSkippedSteps, SamePictures) {
 
 INSTANTIATE_TEST_SUITE_P(Geometries, JumpsOverSkippedSteps,
                          ::testing::Values(Geometry{10, 8}, Geometry{32, 8}, Geometry{7, 3},
-                                           Geometry{16, 17}, Geometry{33, 2}, Geometry{3, 2, 64}),
+                                           Geometry{4, 16}, Geometry{16, 17}, Geometry{33, 2},
+                                           Geometry{66, 2}, Geometry{3, 2, 64}),
                          [](const ::testing::TestParamInfo<Geometry> &i) {
                            return std::to_string(i.param.tile_bx) + "x" +
                                   std::to_string(i.param.tile_by) + "_" +
