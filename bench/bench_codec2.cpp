@@ -1,4 +1,5 @@
-// The version 2 codec's decoder core at 1920x1080 BGR (default): time per
+// The version 2 codec's decoder core at 1920x1080 BGR (default; --format
+// NAME for another format the codec takes, e.g. I420): time per
 // frame of Decoder::decode() from a body in pinned host memory to the
 // picture (CPU: host memory; CUDA: device memory, where it stays), for
 // k = 0, 5, 10, 20, on camera-like frames that pan, with a moving object
@@ -32,20 +33,31 @@ namespace {
 
 // Frame t of the sequence: a panning textured picture, a moving object, and
 // `walk` (per-byte noise that wanders by -1, 0, +1 each frame, within +-12).
+// Each plane in its own resolution (subsampled planes see the picture at
+// their samples' positions).
 void make_frame(testing_util::HostFrame &f, int t, std::vector<int8_t> &walk, std::mt19937 &gen) {
-  const int w = f.view.width, h = f.view.height, ps = format_info(f.view.format).pixel_stride[0];
-  for (int y = 0; y < h; ++y) {
-    uint8_t *row = f.view.row(0, y);
-    int8_t *wr = walk.data() + size_t(y) * w * ps;
-    for (int x = 0; x < w * ps; ++x) {
-      const int px = x / ps + 2 * t, py = y + t, c = x % ps;
-      int v = 70 + (px * 3 + py * 2) % 90 + ((px / 40 + py / 30) % 2) * 50 + c * 9;
-      const int ox = (8 * t) % w, oy = (4 * t) % h;
-      if (std::abs(x / ps - ox) < 60 && std::abs(y - oy) < 40) v = 220 - (x / ps - ox);
-      const int step = int(gen() % 3) - 1;
-      wr[x] = int8_t(std::clamp(wr[x] + step, -12, 12));
-      row[x] = uint8_t(std::clamp(v + wr[x], 0, 255));
+  const VideoFormat fmt = f.view.format;
+  const FormatInfo &fi = format_info(fmt);
+  const int w = f.view.width, h = f.view.height;
+  size_t at = 0;  // the plane's first byte in `walk`
+  for (int p = 0; p < fi.n_planes; ++p) {
+    const int ps = fi.pixel_stride[p], sx = fi.w_sub[p], sy = fi.h_sub[p];
+    const int pw = plane_width(fmt, p, w), ph = plane_height(fmt, p, h);
+    for (int y = 0; y < ph; ++y) {
+      uint8_t *row = f.view.row(p, y);
+      int8_t *wr = walk.data() + at + size_t(y) * pw * ps;
+      for (int x = 0; x < pw * ps; ++x) {
+        const int fx = (x / ps) << sx, fy = y << sy;  // the sample's place in the picture
+        const int px = fx + 2 * t, py = fy + t, c = x % ps;
+        int v = 70 + (px * 3 + py * 2) % 90 + ((px / 40 + py / 30) % 2) * 50 + c * 9;
+        const int ox = (8 * t) % w, oy = (4 * t) % h;
+        if (std::abs(fx - ox) < 60 && std::abs(fy - oy) < 40) v = 220 - (fx - ox);
+        const int step = int(gen() % 3) - 1;
+        wr[x] = int8_t(std::clamp(wr[x] + step, -12, 12));
+        row[x] = uint8_t(std::clamp(v + wr[x], 0, 255));
+      }
     }
+    at += size_t(ph) * pw * ps;
   }
 }
 
@@ -60,20 +72,27 @@ double median(std::vector<double> v) {
 int main(int argc, char **argv) {
   bench::Options opt = bench::parse_options(
       argc, argv,
-      "[--clip FILE [--clip-size WxH]] [--tiles BXxBY] [--lane-samples N] [--walk-bound P]");
+      "[--format NAME] [--clip FILE [--clip-size WxH]] [--tiles BXxBY] [--lane-samples N] "
+      "[--walk-bound P]");
   // --tiles, --lane-samples, --walk-bound: another tile geometry than the
   // encoder's default (blocks of 16x16 per tile), more or fewer coded
   // samples per rANS lane, or another bound on the walk through a tile with
   // skipped blocks, to see how the decoder scales with tiles and lanes.
   const int w = opt.width, h = opt.height;
-  const VideoFormat fmt = VideoFormat::BGR;
-  Geometry geometry = default_geometry(fmt, w, h);
+  VideoFormat fmt = VideoFormat::BGR;
   std::string clip;
   int clip_w = w, clip_h = h;
+  for (size_t i = 0; i + 1 < opt.positional.size(); ++i)
+    if (bench::format_option(opt.positional[i], opt.positional[i + 1], fmt) < 0) return 2;
+  Geometry geometry = default_geometry(fmt, w, h);
   for (size_t i = 0; i + 1 < opt.positional.size(); ++i) {
     if (bench::clip_option(opt.positional[i], opt.positional[i + 1], clip, clip_w, clip_h) < 0)
       return 2;
     if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
+  }
+  if (!clip.empty() && fmt != VideoFormat::BGR) {
+    std::fprintf(stderr, "--clip takes raw BGR frames: not with --format %s\n", format_name(fmt));
+    return 2;
   }
   const size_t n = frame_size_packed(fmt, w, h);
   std::vector<std::vector<uint8_t>> clip_frames;
@@ -92,6 +111,8 @@ int main(int argc, char **argv) {
   std::string why;
   if (opt.cuda && device_count(&why) > 0) gpu = Context::cuda(0);
   bench::describe_machine(report, gpu.get());
+  report.note(std::string("format ") + format_name(fmt) + ", " + std::to_string(w) + "x" +
+              std::to_string(h));
   if (opt.cuda && !gpu) {
     std::printf("SKIP: no usable CUDA device (%s)\n", why.c_str());
     if (!opt.cpu) return 77;
@@ -150,8 +171,8 @@ int main(int argc, char **argv) {
         }
       for (int key = 1; key >= 0; --key) {
         bench::Row row;
-        row.operation = "codec2 decode " + std::to_string(w) + "x" + std::to_string(h) +
-                        " BGR, tiles " + std::to_string(geometry.tile_bx) + "x" +
+        row.operation = "codec2 decode " + std::to_string(w) + "x" + std::to_string(h) + " " +
+                        format_name(fmt) + ", tiles " + std::to_string(geometry.tile_bx) + "x" +
                         std::to_string(geometry.tile_by) +
                         (geometry.lane_samples != Geometry().lane_samples
                              ? ", " + std::to_string(geometry.lane_samples) + " per lane"

@@ -1,4 +1,5 @@
-// The version 2 encoder at 1920x1080 BGR (default size) on moving frames: a
+// The version 2 encoder at 1920x1080 BGR (default size; --format NAME for
+// another format the codec takes, e.g. I420) on moving frames: a
 // textured scene panning by 3 pixels per frame with a moving square and
 // noise of +-2 (every block is coded; the mode decision sees temporal,
 // t+s and spatial candidates), deltas at thresholds 0, 5, 10 and 20.
@@ -40,20 +41,30 @@ using namespace cudadiff::codec2;
 
 namespace {
 
+// Each plane in its own resolution (subsampled planes see the picture at
+// their samples' positions), each byte of a pixel as a channel.
 void fill_moving(testing_util::HostFrame &f, int t, std::mt19937 &gen) {
-  const int w = f.view.width, h = f.view.height;
+  const VideoFormat fmt = f.view.format;
+  const FormatInfo &fi = format_info(fmt);
+  const int w = f.view.width;
   std::uniform_int_distribution<int> noise(-2, 2);
-  for (int y = 0; y < h; ++y) {
-    uint8_t *row = f.view.row(0, y);
-    for (int x = 0; x < w; ++x) {
-      const int u = x + 3 * t;
-      const int sq = (x - 8 * t) % w;
-      const bool in_square = sq >= 200 && sq < 360 && y >= 400 && y < 560;
-      for (int c = 0; c < 3; ++c) {
-        int v = 40 + (u * (c + 1) / 5 + y / 3) % 120 + ((u / 37 + y / 29) % 2) * 60;
-        if (in_square) v = 230 - c * 30;
-        v += noise(gen);
-        row[3 * x + c] = uint8_t(std::clamp(v, 0, 255));
+  for (int p = 0; p < fi.n_planes; ++p) {
+    const int ps = fi.pixel_stride[p], sx = fi.w_sub[p], sy = fi.h_sub[p];
+    const int pw = plane_width(fmt, p, w), ph = plane_height(fmt, p, f.view.height);
+    for (int py = 0; py < ph; ++py) {
+      uint8_t *row = f.view.row(p, py);
+      const int y = py << sy;
+      for (int px = 0; px < pw; ++px) {
+        const int x = px << sx;
+        const int u = x + 3 * t;
+        const int sq = (x - 8 * t) % w;
+        const bool in_square = sq >= 200 && sq < 360 && y >= 400 && y < 560;
+        for (int c = 0; c < ps; ++c) {
+          int v = 40 + (u * (c + 1) / 5 + y / 3) % 120 + ((u / 37 + y / 29) % 2) * 60;
+          if (in_square) v = 230 - c * 30;
+          v += noise(gen);
+          row[ps * px + c] = uint8_t(std::clamp(v, 0, 255));
+        }
       }
     }
   }
@@ -64,16 +75,23 @@ void fill_moving(testing_util::HostFrame &f, int t, std::mt19937 &gen) {
 int main(int argc, char **argv) {
   bench::Options opt = bench::parse_options(
       argc, argv,
-      "[--clip FILE [--clip-size WxH]] [--tiles BXxBY] [--lane-samples N] [--walk-bound P]");
+      "[--format NAME] [--clip FILE [--clip-size WxH]] [--tiles BXxBY] [--lane-samples N] "
+      "[--walk-bound P]");
   std::string clip;
-  const VideoFormat fmt = VideoFormat::BGR;
+  VideoFormat fmt = VideoFormat::BGR;
   const int w = opt.width, h = opt.height;
   int clip_w = w, clip_h = h;
+  for (size_t i = 0; i + 1 < opt.positional.size(); ++i)
+    if (bench::format_option(opt.positional[i], opt.positional[i + 1], fmt) < 0) return 2;
   Geometry geometry = default_geometry(fmt, w, h);
   for (size_t i = 0; i + 1 < opt.positional.size(); ++i) {
     if (bench::clip_option(opt.positional[i], opt.positional[i + 1], clip, clip_w, clip_h) < 0)
       return 2;
     if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
+  }
+  if (!clip.empty() && fmt != VideoFormat::BGR) {
+    std::fprintf(stderr, "--clip takes raw BGR frames: not with --format %s\n", format_name(fmt));
+    return 2;
   }
   const size_t n = frame_size_packed(fmt, w, h);
   const std::string size = std::to_string(w) + "x" + std::to_string(h);
@@ -105,6 +123,7 @@ int main(int argc, char **argv) {
   std::string why;
   if (opt.cuda && device_count(&why) > 0) gpu = Context::cuda(0);
   bench::describe_machine(report, gpu.get());
+  report.note(std::string("format ") + format_name(fmt) + ", " + size);
   report.note("tiles of " + std::to_string(geometry.tile_bx) + "x" +
               std::to_string(geometry.tile_by) + " blocks, a lane per " +
               std::to_string(geometry.lane_samples) + " coded sample components, walk bound " +

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cudadiff/codec2.h"
+#include "cudadiff/codec2_rules.h"
 #include "cudadiff/runtime.h"
 
 namespace bench {
@@ -27,6 +28,22 @@ inline cudadiff::VideoFormat parse_format(const std::string &name) {
     if (name == cudadiff::format_name(f)) return f;
   }
   return cudadiff::VideoFormat::Unknown;
+}
+
+// Applies `--format NAME` (a format the codec takes, format_name()'s
+// spelling) to `f`: 1 when `option` is it and `value` names such a format, 0
+// when it is another option, -1 (with a message on stderr) for a bad name.
+inline int format_option(const std::string &option, const std::string &value,
+                         cudadiff::VideoFormat &f) {
+  if (option != "--format") return 0;
+  const cudadiff::VideoFormat g = parse_format(value);
+  if (g == cudadiff::VideoFormat::Unknown || cudadiff::codec2::layers_of(g, 16, 16).count == 0) {
+    std::fprintf(stderr, "--format wants a format of the codec (e.g. BGR, I420, NV12), not '%s'\n",
+                 value.c_str());
+    return -1;
+  }
+  f = g;
+  return 1;
 }
 
 // Applies `--tiles BXxBY` (tiles of BX x BY blocks, each 1..255),
