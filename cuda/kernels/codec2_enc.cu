@@ -30,6 +30,7 @@
 //      the tables' choices, writes the header, the model and the tile table,
 //      and brings the payloads back at once.
 // The reference stays on the device between frames.
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -1101,24 +1102,35 @@ struct MarkedSteps {
 };
 
 // The steps of one layer of a tile, backwards, for a lane: NC components
-// per sample, read in schedule order a step ahead (two buffers). Only the
-// marked steps (schedule_kernel), in which some lane of the tile codes
-// something: at the others (their samples lie in skipped blocks or outside
-// the tile) no lane emits a byte and their counts stay at the zeros the
-// frame starts from (CudaEncoder::encode()). A step's counts have a fixed
-// place, (steps - 1 - st) * 2 * NC sub-steps after the layer's first, so
-// the lanes jump over the unmarked ones.
+// per sample, each step's read kRansAhead steps ahead (asynchronous copies
+// into the lane's ring in shared memory: with a warp per multiprocessor
+// nothing hides the latency of a load from global memory, and a step's
+// arithmetic is much shorter; a ring in registers would be indexed at run
+// time and live in local memory). Only the marked steps (schedule_kernel),
+// in which some lane of the tile codes something: at the others (their
+// samples lie in skipped blocks or outside the tile) no lane emits a byte
+// and their counts stay at the zeros the frame starts from
+// (CudaEncoder::encode()). A step's counts have a fixed place, (steps - 1 -
+// st) * 2 * NC sub-steps after the layer's first, so the lanes jump over the
+// unmarked ones.
+constexpr int kRansAhead = 8;
 template <int NC>
 __device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes,
                                            const uint32_t *marks, int steps, int lanes, int ln,
-                                           const uint32_t *s_fc, const uint32_t *s_rcp) {
+                                           const uint32_t *s_fc, const uint32_t *s_rcp,
+                                           uint32_t (*ring)[kMaxComps][32]) {
   // lc.counts after a step st is at step st - 1's first sub-step: before
   // step st, it skips the steps between the last coded one and st.
   const uint32_t step_counts = uint32_t(2 * NC * lc.stride);
   int last = steps;  // the step coded last (steps: none yet)
-  auto load = [&](uint32_t(&v)[NC], int st) {
+  // Step st's symbols on their way into ring slot i (nothing when st < 0),
+  // as one group of copies.
+  auto load = [&](int i, int st) {
+    if (st >= 0)
 #pragma unroll
-    for (int c = 0; c < NC; ++c) v[c] = codes[(size_t(st) * NC + c) * lanes + ln];
+      for (int c = 0; c < NC; ++c)
+        __pipeline_memcpy_async(&ring[i][c][ln], codes + (size_t(st) * NC + c) * lanes + ln, 4);
+    __pipeline_commit();
   };
   auto code = [&](const uint32_t(&v)[NC], int st) {
     lc.counts += uint32_t(last - 1 - st) * step_counts;
@@ -1139,18 +1151,27 @@ __device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes,
     }
   };
   MarkedSteps marked(marks, steps);
-  uint32_t a[NC], b[NC];
-  int sa = marked.next();
-  if (sa >= 0) load(a, sa);
-  while (sa >= 0) {
-    const int sb = marked.next();
-    if (sb >= 0) load(b, sb);
-    code(a, sa);
-    if (sb < 0) break;
-    sa = marked.next();
-    if (sa >= 0) load(a, sa);
-    code(b, sb);
+  int at[kRansAhead];  // the step in each slot, in the order they are coded (-1: none left)
+#pragma unroll
+  for (int i = 0; i < kRansAhead; ++i) {
+    at[i] = marked.next();
+    load(i, at[i]);
   }
+  for (bool more = true; more;) {
+#pragma unroll
+    for (int i = 0; i < kRansAhead; ++i) {
+      if (at[i] < 0) more = false;
+      if (!more) continue;
+      __pipeline_wait_prior(kRansAhead - 1);  // slot i's group, the oldest, is complete
+      uint32_t v[NC];
+#pragma unroll
+      for (int c = 0; c < NC; ++c) v[c] = ring[i][c][ln];
+      code(v, at[i]);
+      at[i] = marked.next();
+      load(i, at[i]);
+    }
+  }
+  __pipeline_wait_prior(0);
   lc.counts += uint32_t(last) * step_counts;  // past step 0: the next layer's (or the modes')
 }
 
@@ -1161,6 +1182,7 @@ __device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes,
 // and the reciprocals of the frequencies are in shared memory.
 __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass) {
   extern __shared__ uint32_t s_tab[];  // reciprocals (kProbScale + 1), then the tables
+  __shared__ uint32_t s_ring[kRansAhead][kMaxComps][32];  // code_layer()'s symbols ahead
   uint32_t *s_rcp = s_tab, *s_fc = s_tab + kProbScale + 1;
   const int t = blockIdx.x;
   if (pass && !*p.again) return;
@@ -1190,16 +1212,16 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass) {
     }
     switch (dt.channels[l]) {
       case 1:
-        code_layer<1>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp);
+        code_layer<1>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_ring);
         break;
       case 2:
-        code_layer<2>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp);
+        code_layer<2>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_ring);
         break;
       case 3:
-        code_layer<3>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp);
+        code_layer<3>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_ring);
         break;
       default:
-        code_layer<4>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp);
+        code_layer<4>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_ring);
         break;
     }
   }
@@ -1538,10 +1560,11 @@ class CudaEncoder final : public Encoder {
     p.copy_choice = w + off_copy_choice;
     p.symbol_costs = reinterpret_cast<const uint16_t *>(w + off_symbol_costs);
     p.payload_total = reinterpret_cast<unsigned long long *>(w + off_payload_total);
+    // (beside the kernel's static ring: together they may pass the 48 KB
+    // that need no opt-in even when the tables alone do not)
     rans_shared_ = (size_t(p.dist_count) * kTokens + kProbScale + 1) * 4;
-    if (rans_shared_ > 48 * 1024)
-      CUDADIFF_CHECK(cudaFuncSetAttribute(
-          rans_lanes_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(rans_shared_)));
+    CUDADIFF_CHECK(cudaFuncSetAttribute(
+        rans_lanes_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(rans_shared_)));
 
     // Every buffer a kernel may read is defined (the reference of a first
     // delta is refused anyway; these keep a sanitizer's view clean).
