@@ -452,9 +452,10 @@ int main(int argc, char **argv) {
       " ! tcpserversink name=sink host=127.0.0.1 port=0 sync-method=latest-keyframe sync=false" +
       vis_branches + source_tail;
 
+  // A missing element gives a pipeline without it and an error: both fail.
   GstElement *server = gst_parse_launch(server_desc.c_str(), &err);
-  if (!server) {
-    std::fprintf(stderr, "server pipeline: %s\n", err->message);
+  if (!server || err) {
+    std::fprintf(stderr, "server pipeline: %s\n", err ? err->message : "not built");
     return 1;
   }
   probe(server, "enc", on_original);  // the encoder's input, before anything is sent
@@ -482,8 +483,8 @@ int main(int argc, char **argv) {
   std::printf("  client: gst-launch-1.0 %s\n", client_desc.c_str());
   std::fflush(stdout);
   GstElement *client = gst_parse_launch(client_desc.c_str(), &err);
-  if (!client) {
-    std::fprintf(stderr, "client pipeline: %s\n", err->message);
+  if (!client || err) {
+    std::fprintf(stderr, "client pipeline: %s\n", err ? err->message : "not built");
     return 1;
   }
   probe(client, "shown", on_shown);
