@@ -671,6 +671,14 @@ bool Server::start(std::string *error) {
   impl->context = g_main_context_new();
   impl->loop = g_main_loop_new(impl->context, FALSE);
   impl->server = gst_rtsp_server_new();
+  // The clients' RTSP connections are served in this server's thread, not in
+  // rtsp-server's thread pool (by default one thread of its own): stop()
+  // closes them from here, and a GstRTSPConnection closed in one thread while
+  // its watch reads in another is read with its input stream gone (a GLib
+  // critical in g_pollable_input_stream_read_nonblocking).
+  GstRTSPThreadPool *pool = gst_rtsp_server_get_thread_pool(impl->server);
+  gst_rtsp_thread_pool_set_max_threads(pool, 0);
+  g_object_unref(pool);
   gst_rtsp_server_set_address(impl->server, options.address.c_str());
   const std::string service = std::to_string(options.port);
   gst_rtsp_server_set_service(impl->server, service.c_str());
