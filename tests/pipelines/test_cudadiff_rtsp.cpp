@@ -465,3 +465,34 @@ TEST(DiffRtsp, PlaybinPlaysTheStream) {
   EXPECT_NE(std::find(f.begin(), f.end(), "cudadiffdec"), f.end());
   for (const Shown &s : p.frames()) EXPECT_GE(server.watch.number(s.sender_pts), 0);
 }
+
+// Server::stop() closes every client's RTSP connection, also one whose request
+// it is reading: here two clients have sent 64 KB of a request's header (one
+// line that does not end, read a byte at a time) when it stops. A connection
+// closed in one thread while another one reads it is read after its input
+// stream is gone, a GLib critical (fatal here): the server must read and close
+// its connections in one thread.
+TEST(DiffRtsp, ServerStopsWhileItReadsARequest) {
+  const std::string request =
+      "OPTIONS * RTSP/1.0\r\nCSeq: 1\r\nX-Filler: " + std::string(65536, 'a');
+  for (int round = 0; round < 10; ++round) {
+    cudadiff_server::Options o;
+    o.source = source(160, 120);
+    TestServer server(o);
+    std::vector<int> sockets;
+    for (int i = 0; i < 2; ++i) {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockets.push_back(fd);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      addr.sin_port = htons(uint16_t(server.server->port()));
+      ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+      EXPECT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL), ssize_t(request.size()));
+    }
+    sleep_s(0.005);
+    server.server->stop();
+    for (int fd : sockets) close(fd);
+    EXPECT_EQ(server.server->error(), "");
+  }
+}
