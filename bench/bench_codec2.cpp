@@ -11,7 +11,8 @@
 // side would need to ship the frame to the GPU).
 // --clip FILE [--clip-size WxH]: real footage instead, the first --frames
 // raw BGR frames of FILE (of --clip-size, default --size, one after
-// another) scaled to --size by nearest neighbour.
+// another) scaled to --size by nearest neighbour (with --format I420 or
+// NV12 then converted to it).
 //   RESULT|codec2 decode|<impl> k=<k> <key|delta>|median ms|body bytes|0|note
 #include <algorithm>
 #include <chrono>
@@ -90,8 +91,10 @@ int main(int argc, char **argv) {
       return 2;
     if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
   }
-  if (!clip.empty() && fmt != VideoFormat::BGR) {
-    std::fprintf(stderr, "--clip takes raw BGR frames: not with --format %s\n", format_name(fmt));
+  if (!clip.empty() && fmt != VideoFormat::BGR && fmt != VideoFormat::I420 &&
+      fmt != VideoFormat::NV12) {
+    std::fprintf(stderr, "--clip converts its BGR frames to BGR, I420 or NV12 only, not %s\n",
+                 format_name(fmt));
     return 2;
   }
   const size_t n = frame_size_packed(fmt, w, h);
@@ -126,7 +129,7 @@ int main(int argc, char **argv) {
     if (clip.empty()) {
       make_frame(input.back(), t, walk, gen);
     } else {
-      bench::copy_clip_frame(clip_frames[size_t(t)], input.back().view);
+      bench::clip_frame_to(clip_frames[size_t(t)], input.back().view);
     }
   }
   if (!clip.empty())

@@ -20,7 +20,8 @@
 // --clip FILE: real footage instead, the first --frames raw BGR frames of
 // FILE (e.g. `ffmpeg -i clip.avi -f rawvideo -pix_fmt bgr24 clip.bgr`), of
 // --clip-size WxH (default: --size) one after another, scaled to --size by
-// nearest neighbour; first every frame is encoded on both backends as one
+// nearest neighbour (with --format I420 or NV12 then converted to it);
+// first every frame is encoded on both backends as one
 // sequence (a keyframe every 30 frames) and the bodies compared, then the
 // deltas timed.
 #include <algorithm>
@@ -89,8 +90,10 @@ int main(int argc, char **argv) {
       return 2;
     if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
   }
-  if (!clip.empty() && fmt != VideoFormat::BGR) {
-    std::fprintf(stderr, "--clip takes raw BGR frames: not with --format %s\n", format_name(fmt));
+  if (!clip.empty() && fmt != VideoFormat::BGR && fmt != VideoFormat::I420 &&
+      fmt != VideoFormat::NV12) {
+    std::fprintf(stderr, "--clip converts its BGR frames to BGR, I420 or NV12 only, not %s\n",
+                 format_name(fmt));
     return 2;
   }
   const size_t n = frame_size_packed(fmt, w, h);
@@ -102,7 +105,7 @@ int main(int argc, char **argv) {
     for (const std::vector<uint8_t> &bytes :
          bench::read_scaled_clip(clip, clip_w, clip_h, w, h, std::max(2, opt.frames))) {
       testing_util::HostFrame fr(fmt, w, h);
-      bench::copy_clip_frame(bytes, fr.view);
+      bench::clip_frame_to(bytes, fr.view);
       in.push_back(std::move(fr));
     }
     if (in.size() < 2) {

@@ -123,6 +123,46 @@ inline void copy_clip_frame(const std::vector<uint8_t> &bytes, const cudadiff::F
     std::copy_n(bytes.data() + size_t(y) * row, row, view.row(0, y));
 }
 
+// One frame of read_scaled_clip() (BGR) into `view`: copied for BGR,
+// converted for I420 and NV12 (BT.601's limited-range matrix; each chroma
+// sample from the mean of its 2x2 pixels), so that a benchmark can run
+// planar formats on real footage. False for other formats.
+inline bool clip_frame_to(const std::vector<uint8_t> &bytes, const cudadiff::FrameView &view) {
+  using cudadiff::VideoFormat;
+  const int w = view.width, h = view.height;
+  if (view.format == VideoFormat::BGR) {
+    copy_clip_frame(bytes, view);
+    return true;
+  }
+  if (view.format != VideoFormat::I420 && view.format != VideoFormat::NV12) return false;
+  auto px = [&](int x, int y, int c) {  // c: 0 B, 1 G, 2 R
+    return int(bytes[(size_t(y) * w + x) * 3 + c]);
+  };
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      view.row(0, y)[x] =
+          uint8_t(((66 * px(x, y, 2) + 129 * px(x, y, 1) + 25 * px(x, y, 0) + 128) >> 8) + 16);
+  for (int cy = 0; cy < (h + 1) / 2; ++cy)
+    for (int cx = 0; cx < (w + 1) / 2; ++cx) {
+      int sum[3] = {0, 0, 0};
+      for (int dy = 0; dy < 2; ++dy)
+        for (int dx = 0; dx < 2; ++dx)
+          for (int c = 0; c < 3; ++c)
+            sum[c] += px(std::min(2 * cx + dx, w - 1), std::min(2 * cy + dy, h - 1), c);
+      const int b = (sum[0] + 2) / 4, g = (sum[1] + 2) / 4, r = (sum[2] + 2) / 4;
+      const uint8_t u = uint8_t(((-38 * r - 74 * g + 112 * b + 128) >> 8) + 128);
+      const uint8_t v = uint8_t(((112 * r - 94 * g - 18 * b + 128) >> 8) + 128);
+      if (view.format == VideoFormat::I420) {
+        view.row(1, cy)[cx] = u;
+        view.row(2, cy)[cx] = v;
+      } else {
+        view.row(1, cy)[2 * cx] = u;
+        view.row(1, cy)[2 * cx + 1] = v;
+      }
+    }
+  return true;
+}
+
 // Up to `max_frames` frames of packed 3-byte pixels (e.g. BGR) from `path`,
 // frames of src_w x src_h one after another (what `ffmpeg -i clip -f
 // rawvideo -pix_fmt bgr24` or `gst-launch-1.0 ... ! video/x-raw,format=BGR
