@@ -152,10 +152,15 @@ LayerSet layers_of(VideoFormat format, int width, int height) {
 // pixels of a 1080p frame (the 32-lane cap); smaller tiles (8 x 8) cost
 // another 0.2 %. The same for every format and size.
 Geometry default_geometry(VideoFormat format, int width, int height) {
-  (void)format;
-  (void)width;
-  (void)height;
-  return Geometry();  // its members' defaults (codec2.h) are the geometry
+  Geometry g;  // its members' defaults (codec2.h), but:
+  // where a step of the first layer codes one component (luma or gray), a
+  // lane of kSamplesPerLane components would walk three times the steps of
+  // an RGB lane; half the budget gives a GPU decoder a third fewer steps
+  // per tile for a few percent more bytes (docs/performance.md, "Planar
+  // formats on the GPU").
+  const LayerSet ls = layers_of(format, width > 0 ? width : 16, height > 0 ? height : 16);
+  if (ls.count > 0 && ls.layer[0].channels == 1) g.lane_samples = int(kLumaSamplesPerLane);
+  return g;
 }
 
 bool read_body_header(const uint8_t *body, size_t n, BodyHeader *h, std::string *error) {

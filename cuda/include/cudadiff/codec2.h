@@ -53,7 +53,7 @@ namespace codec2 {
 struct Geometry {
   int tile_bx = 10;
   int tile_by = 8;
-  int lane_samples = 2048;  // 1 .. 2^24; kSamplesPerLane in codec2_rules.h
+  int lane_samples = 2048;  // 1 .. 2^24; kSamplesPerLane (default_geometry(): 1024 for YUV, gray)
   int walk_bound = 100;     // percent, 0 .. 1000 (0: none); kWalkBound in codec2_rules.h
 };
 // The geometry the encoders use for a format and size (deterministic, so

@@ -363,6 +363,9 @@ LayerSet layers_of(VideoFormat format, int width, int height);
 // `per_lane` (the encoders' Geometry::lane_samples) replaces kSamplesPerLane
 // when an encoder is asked for other lanes.
 constexpr uint32_t kSamplesPerLane = 2048;
+// The encoders' default for formats whose first layer has one component
+// (planar and packed YUV, gray): default_geometry().
+constexpr uint32_t kLumaSamplesPerLane = 1024;
 CODEC2_HD int lanes_for_tile(uint32_t coded_samples, int rows,
                              uint32_t per_lane = kSamplesPerLane) {
   if (per_lane < 1) per_lane = 1;
