@@ -171,7 +171,8 @@ def main():
     ap.add_argument("--tiles", metavar="BXxBY",
                     help="our encoder with tiles of BX x BY blocks instead of 10x8")
     ap.add_argument("--lane-samples", metavar="N",
-                    help="our encoder with a rANS lane per N coded sample components instead of 2048")
+                    help="our encoder with a rANS lane per N coded sample components instead of "
+                         "its default (2048 for BGR, 1024 for I420)")
     ap.add_argument("--walk-bound", metavar="P",
                     help="our encoder with lanes that bound a tile's walk to P percent of a full "
                          "tile's instead of 100 (0: no bound)")
