@@ -222,6 +222,20 @@ def main():
     names, source_files = source_names(args.source_root)
 
     failures, allowed, newest = [], {}, {}
+    def judge(name, kind, found):
+        # Above the limit: allowed (with its guard) or a failure; else the
+        # newest versions used, for the summary.
+        version, namespace = index[name]
+        if args.verbose:
+            print(f"  {kind} {name}: {show(version)} ({namespace}), {found}")
+        if version > limit:
+            if name in ALLOWED:
+                allowed[name] = version
+            else:
+                failures.append(f"{name}: GStreamer {show(version)} ({namespace}), {found}")
+        else:
+            newest.setdefault(version, []).append(name)
+
     for name in sorted(symbols):
         where = ", ".join(os.path.relpath(p, args.build) for p in symbols[name][:3])
         if len(symbols[name]) > 3:
@@ -232,31 +246,11 @@ def main():
             elif args.verbose:
                 print(f"  symbol {name}: not in the GIR files; {NOT_IN_GIR[name]}")
             continue
-        version, namespace = index[name]
-        if args.verbose:
-            print(f"  symbol {name}: {show(version)} ({namespace})")
-        if version > limit:
-            if name in ALLOWED:
-                allowed[name] = version
-            else:
-                failures.append(f"{name}: GStreamer {show(version)} ({namespace}), "
-                                f"needed by {where}")
-        else:
-            newest.setdefault(version, []).append(name)
+        judge(name, "symbol", f"needed by {where}")
     for name in sorted(names):
         if name in symbols or name not in index:
             continue
-        version, namespace = index[name]
-        if args.verbose:
-            print(f"  source {name}: {show(version)} ({namespace}) at {names[name]}")
-        if version > limit:
-            if name in ALLOWED:
-                allowed[name] = version
-            else:
-                failures.append(f"{name}: GStreamer {show(version)} ({namespace}), "
-                                f"written at {names[name]}")
-        else:
-            newest.setdefault(version, []).append(name)
+        judge(name, "source", f"written at {names[name]}")
 
     checked = len([n for n in names if n in index and n not in symbols])
     print(f"GStreamer API against {args.gst_min}: {len(symbols)} undefined gst symbols in "
