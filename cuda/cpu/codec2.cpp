@@ -150,14 +150,15 @@ LayerSet layers_of(VideoFormat format, int width, int height) {
 // encoder's time is the longest lane's wavefront. Tiles of 20 x 8 blocks
 // coded 0.3-0.9 % smaller on the project's clips but give a lane 1,280
 // pixels of a 1080p frame (the 32-lane cap); smaller tiles (8 x 8) cost
-// another 0.2 %. The same for every format and size.
+// another 0.2 %. The same tiles for every format and size; the lanes'
+// budget depends on the format.
 Geometry default_geometry(VideoFormat format, int width, int height) {
   Geometry g;  // its members' defaults (codec2.h), but:
   // where a step of the first layer codes one component (luma or gray), a
-  // lane of kSamplesPerLane components would walk three times the steps of
-  // an RGB lane; half the budget gives a GPU decoder a third fewer steps
-  // per tile for a few percent more bytes (docs/performance.md, "Planar
-  // formats on the GPU").
+  // lane of kSamplesPerLane components would walk about three times the
+  // steps of an RGB lane; with half the budget a full tile of I420 walks
+  // 924 steps instead of 1,660, for a few percent more bytes
+  // (docs/performance.md, "Planar formats on the GPU").
   const LayerSet ls = layers_of(format, width > 0 ? width : 16, height > 0 ? height : 16);
   if (ls.count > 0 && ls.layer[0].channels == 1) g.lane_samples = int(kLumaSamplesPerLane);
   return g;
