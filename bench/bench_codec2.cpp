@@ -85,18 +85,14 @@ int main(int argc, char **argv) {
   int clip_w = w, clip_h = h;
   for (size_t i = 0; i + 1 < opt.positional.size(); ++i)
     if (bench::format_option(opt.positional[i], opt.positional[i + 1], fmt) < 0) return 2;
-  Geometry geometry = default_geometry(fmt, w, h);
+  const Geometry defaults = default_geometry(fmt, w, h);
+  Geometry geometry = defaults;
   for (size_t i = 0; i + 1 < opt.positional.size(); ++i) {
     if (bench::clip_option(opt.positional[i], opt.positional[i + 1], clip, clip_w, clip_h) < 0)
       return 2;
     if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
   }
-  if (!clip.empty() && fmt != VideoFormat::BGR && fmt != VideoFormat::I420 &&
-      fmt != VideoFormat::NV12) {
-    std::fprintf(stderr, "--clip converts its BGR frames to BGR, I420 or NV12 only, not %s\n",
-                 format_name(fmt));
-    return 2;
-  }
+  if (bench::check_clip_format(clip, fmt) < 0) return 2;
   const size_t n = frame_size_packed(fmt, w, h);
   std::vector<std::vector<uint8_t>> clip_frames;
   if (!clip.empty()) {
@@ -177,10 +173,10 @@ int main(int argc, char **argv) {
         row.operation = "codec2 decode " + std::to_string(w) + "x" + std::to_string(h) + " " +
                         format_name(fmt) + ", tiles " + std::to_string(geometry.tile_bx) + "x" +
                         std::to_string(geometry.tile_by) +
-                        (geometry.lane_samples != Geometry().lane_samples
+                        (geometry.lane_samples != defaults.lane_samples
                              ? ", " + std::to_string(geometry.lane_samples) + " per lane"
                              : std::string()) +
-                        (geometry.walk_bound != Geometry().walk_bound
+                        (geometry.walk_bound != defaults.walk_bound
                              ? ", walk bound " + std::to_string(geometry.walk_bound) + " %"
                              : std::string());
         row.implementation =

@@ -13,9 +13,10 @@
 //
 // --tiles BXxBY: tiles of BX x BY blocks instead of the default geometry
 // (both backends; the body records it). --lane-samples N: one rANS lane per
-// N coded sample components instead of 2048 (codec2_rules.h). --walk-bound
-// P: lanes that bound a tile's walk to P percent of a full tile's instead of
-// 100 (0: no bound; codec2_rules.h, bounded_lanes()).
+// N coded sample components instead of the format's default (2048 for RGB,
+// 1024 for YUV and gray; default_geometry()). --walk-bound P: lanes that
+// bound a tile's walk to P percent of a full tile's instead of 100 (0: no
+// bound; codec2_rules.h, bounded_lanes()).
 //
 // --clip FILE: real footage instead, the first --frames raw BGR frames of
 // FILE (e.g. `ffmpeg -i clip.avi -f rawvideo -pix_fmt bgr24 clip.bgr`), of
@@ -90,12 +91,7 @@ int main(int argc, char **argv) {
       return 2;
     if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
   }
-  if (!clip.empty() && fmt != VideoFormat::BGR && fmt != VideoFormat::I420 &&
-      fmt != VideoFormat::NV12) {
-    std::fprintf(stderr, "--clip converts its BGR frames to BGR, I420 or NV12 only, not %s\n",
-                 format_name(fmt));
-    return 2;
-  }
+  if (bench::check_clip_format(clip, fmt) < 0) return 2;
   const size_t n = frame_size_packed(fmt, w, h);
   const std::string size = std::to_string(w) + "x" + std::to_string(h);
   bench::Report report;

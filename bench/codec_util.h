@@ -123,18 +123,34 @@ inline void copy_clip_frame(const std::vector<uint8_t> &bytes, const cudadiff::F
     std::copy_n(bytes.data() + size_t(y) * row, row, view.row(0, y));
 }
 
+// The formats clip_frame_to() writes: BGR, I420 and NV12.
+inline bool clip_converts_to(cudadiff::VideoFormat f) {
+  using cudadiff::VideoFormat;
+  return f == VideoFormat::BGR || f == VideoFormat::I420 || f == VideoFormat::NV12;
+}
+
+// 0 when a benchmark's frames of format `f` can come from `clip` (none, or
+// clip_converts_to(f)); else -1, with a message on stderr.
+inline int check_clip_format(const std::string &clip, cudadiff::VideoFormat f) {
+  if (clip.empty() || clip_converts_to(f)) return 0;
+  std::fprintf(stderr, "--clip converts its BGR frames to BGR, I420 or NV12 only, not %s\n",
+               cudadiff::format_name(f));
+  return -1;
+}
+
 // One frame of read_scaled_clip() (BGR) into `view`: copied for BGR,
 // converted for I420 and NV12 (BT.601's limited-range matrix; each chroma
 // sample from the mean of its 2x2 pixels), so that a benchmark can run
-// planar formats on real footage. False for other formats.
+// planar formats on real footage. False for other formats
+// (clip_converts_to()).
 inline bool clip_frame_to(const std::vector<uint8_t> &bytes, const cudadiff::FrameView &view) {
   using cudadiff::VideoFormat;
   const int w = view.width, h = view.height;
+  if (!clip_converts_to(view.format)) return false;
   if (view.format == VideoFormat::BGR) {
     copy_clip_frame(bytes, view);
     return true;
   }
-  if (view.format != VideoFormat::I420 && view.format != VideoFormat::NV12) return false;
   auto px = [&](int x, int y, int c) {  // c: 0 B, 1 G, 2 R
     return int(bytes[(size_t(y) * w + x) * 3 + c]);
   };
