@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "codec2_walk.h"
 #include "codec_util.h"
 #include "cudadiff/codec2.h"
 #include "cudadiff/codec2_body.h"
@@ -39,9 +40,7 @@ using namespace cudadiff::codec2;
 
 namespace {
 
-struct Walk {
-  int steps = 0, jumps = 0;
-};
+using Walk = testing_util::StepWalk;
 
 struct Kind {
   long tiles = 0;
@@ -54,36 +53,9 @@ bool sparse_tile(int skipped, int blocks) {
 }
 
 // The steps the CUDA decoder walks through a tile's schedule (layer 0;
-// `coded` per block of the tile, row by row): those at which some lane
-// decodes a sample of a coded block, and of each run of steps at which
-// none does, its first step and, when the run has at most kDecoderMinJump
-// steps, the others too (over a longer run the lanes jump).
+// `coded` per block of the tile, row by row; tests/common/codec2_walk.h).
 Walk walk_of(const detail::Tile &t, int lanes, const std::vector<uint8_t> &coded) {
-  const int w = t.w[0], h = t.h[0], bw = t.bx1 - t.bx0;
-  const int period = schedule_period(w, lanes), steps = schedule_steps(w, h, lanes);
-  std::vector<uint8_t> decodes(size_t(steps), 0);
-  for (int s = 0; s < steps; ++s)
-    for (int l = 0; l < lanes && !decodes[size_t(s)]; ++l) {
-      const int tt = s - kStagger * l;
-      if (tt < 0) continue;
-      const int i = tt % period, j = (tt / period) * lanes + l;
-      decodes[size_t(s)] = i < w && j < h && coded[size_t(j / kBlock) * bw + i / kBlock];
-    }
-  Walk walk;
-  for (int s = 0; s < steps;) {
-    if (decodes[size_t(s)]) {
-      ++walk.steps;
-      ++s;
-      continue;
-    }
-    int run = 1;
-    while (s + run < steps && !decodes[size_t(s + run)]) ++run;
-    const bool jump = s + run == steps || run > kDecoderMinJump;
-    walk.steps += jump ? 1 : run;
-    walk.jumps += jump;
-    s += run;
-  }
-  return walk;
+  return testing_util::walk_by_steps(t.w[0], t.h[0], lanes, t.bx1 - t.bx0, coded);
 }
 
 }  // namespace

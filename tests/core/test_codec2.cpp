@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cudadiff/codec2.h"
+#include "codec2_walk.h"
 #include "cudadiff/codec2_rules.h"
 #include "frames.h"
 
@@ -281,29 +282,9 @@ TEST(Codec2Rules, LanesPerTile) {
 }
 
 namespace {
-// The CUDA decoder's walk through a tile's layer 0 (codec2_rules.h,
-// "the encoders' lanes"), counted step by step from the schedule's
-// definition: `coded` per block of the tile, row by row, bw blocks a row.
+// The step-by-step walk (tests/common/codec2_walk.h), its steps.
 int walk_by_steps(int w, int h, int lanes, int bw, const std::vector<uint8_t> &coded) {
-  const int period = schedule_period(w, lanes), steps = schedule_steps(w, h, lanes);
-  std::vector<uint8_t> decodes(size_t(steps), 0);
-  for (int j = 0; j < h; ++j)
-    for (int i = 0; i < w; ++i)
-      if (coded[size_t(j / kBlock) * bw + i / kBlock])
-        decodes[size_t((j / lanes) * period + i + kStagger * (j % lanes))] = 1;
-  int walked = 0;
-  for (int s = 0; s < steps;) {
-    if (decodes[size_t(s)]) {
-      ++walked;
-      ++s;
-      continue;
-    }
-    int run = 1;
-    while (s + run < steps && !decodes[size_t(s + run)]) ++run;
-    walked += s + run == steps || run > kDecoderMinJump ? 1 : run;
-    s += run;
-  }
-  return walked;
+  return testing_util::walk_by_steps(w, h, lanes, bw, coded).steps;
 }
 }  // namespace
 
