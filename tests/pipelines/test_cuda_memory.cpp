@@ -773,11 +773,11 @@ TEST(CudaMemory, FrameOverlapHoldsOneFrameAndReportsItsLatency) {
 // A flushing seek in a CUDA memory chain: the frames after it are those of
 // a fresh start (the heat map forgets its previous frame).
 TEST(CudaMemory, FlushingSeekInCudaMemory) {
+  PadCount between;  // written by a probe: it outlives the pipeline
   Pipe p(
       "videotestsrc pattern=ball ! video/x-raw,format=BGRx,width=160,height=120,framerate=30/1 "
       "! cudagauss name=a ! cudaheatmap name=b gain=4 ! video/x-raw,format=BGRx ! fakesink "
       "name=out");
-  PadCount between;
   GstElement *a = p.get("a");
   GstPad *src = gst_element_get_static_pad(a, "src");
   gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_BUFFER, count_memory, &between, nullptr);
@@ -873,13 +873,13 @@ TEST(CudaMemory, CapsChangeInCudaMemory) {
 // Stop and start again (READY/NULL and back) with CUDA memory throughout:
 // the same frames each time.
 TEST(CudaMemory, StopAndRestartInCudaMemory) {
+  PadCount into_g;  // written by a probe: it outlives the pipeline
   Pipe p(
       "videotestsrc num-buffers=6 pattern=ball ! "
       "video/x-raw,format=BGRx,width=176,height=144,framerate=30/1 ! cudagauss ! cudaheatmap "
       "gain=4 ! cudadiffenc stream-version=1 threshold=0 keyframe-interval=4 ! cudadiffdec ! "
       "cudagauss name=g "
       "kernel-size=5 ! video/x-raw,format=BGRx ! fakesink name=out");
-  PadCount into_g;
   GstElement *g = p.get("g");
   GstPad *sink = gst_element_get_static_pad(g, "sink");
   gst_pad_add_probe(sink, GST_PAD_PROBE_TYPE_BUFFER, count_memory, &into_g, nullptr);

@@ -65,6 +65,7 @@ std::vector<uint64_t> check_against(Pipeline &direct, Sender &sender, Pipeline &
 TEST(DiffSrt, ClientsFromTheStartAndLateShowWhatTheDirectDecodeShows) {
   const int port = free_udp_port();
   ASSERT_GT(port, 0);
+  Sender sender;  // written by the server's probe: it outlives the server
   Pipeline server(
       "videotestsrc is-live=true pattern=ball ! video/x-raw,format=I420,width=160,height=120,"
       "framerate=30/1 ! cudadiffenc name=enc stream-version=1 keyframe-interval=" +
@@ -73,7 +74,6 @@ TEST(DiffSrt, ClientsFromTheStartAndLateShowWhatTheDirectDecodeShows) {
           "?mode=listener wait-for-connection=false sync=false t. ! queue ! cudadiffdec ! "
           "fakesink name=out sync=false",
       true);
-  Sender sender;
   GstElement *enc = server.get("enc");
   GstPad *pad = gst_element_get_static_pad(enc, "src");
   gst_pad_add_probe(

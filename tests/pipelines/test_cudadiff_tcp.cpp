@@ -69,6 +69,11 @@ class Server {
     gst_object_unref(pad);
     gst_object_unref(enc);
   }
+  // Stops the pipeline before the members its probe writes go: a test may end
+  // while the server still streams.
+  ~Server() { pipeline_->stop(); }
+  Server(const Server &) = delete;
+  Server &operator=(const Server &) = delete;
   void start() {
     ASSERT_TRUE(pipeline_->start());
     GstElement *sink = pipeline_->get("sink");
@@ -464,17 +469,19 @@ TEST(DiffTcp, RecordedFileThroughDecodebinAndPlaybin) {
 // Caps change in a running pipeline: the encoder starts over with a keyframe
 // and new caps, the decoder renegotiates; lossless across the change.
 TEST(DiffPipeline, CapsChangeMidStreamIsLossless) {
+  // The encoder's input by timestamp, to compare with what the decoder shows
+  // (declared before the pipeline, whose probe writes it, so that it outlives
+  // the pipeline when an assertion ends the test early).
+  struct Inputs {
+    std::mutex mutex;
+    std::map<uint64_t, Bytes> frames;
+  } inputs;
   Pipeline p(
       "videotestsrc is-live=true pattern=smpte horizontal-speed=2 ! capsfilter name=cf "
       "caps=video/x-raw,format=I420,width=64,height=48,framerate=60/1 ! identity name=in ! "
       "cudadiffenc stream-version=2 threshold=0 keyframe-interval=0 ! cudadiffdec ! fakesink "
       "name=out sync=false",
       kKeepBytes);
-  // The encoder's input by timestamp, to compare with what the decoder shows.
-  struct Inputs {
-    std::mutex mutex;
-    std::map<uint64_t, Bytes> frames;
-  } inputs;
   GstElement *in = p.get("in");
   GstPad *pad = gst_element_get_static_pad(in, "src");
   gst_pad_add_probe(
@@ -528,16 +535,18 @@ TEST(DiffPipeline, CapsChangeMidStreamIsLossless) {
 // outputs from a pinned pool (page-locked with a device, plain host memory of
 // the same allocator without one).
 TEST(DiffPipeline, PinnedBuffersInAndOut) {
+  // The counts the probes write outlive the pipeline.
+  std::atomic<int> in_pinned{0}, in_total{0};
+  int out_pinned = 0;
+  struct Counts {
+    std::atomic<int> *pinned, *total;
+  } counts{&in_pinned, &in_total};
   Pipeline p(
       "videotestsrc num-buffers=5 ! video/x-raw,format=NV12,width=64,height=32 ! "
       "cudadiffenc name=enc stream-version=2 ! cudadiffdec ! fakesink name=out sync=false",
       kKeepBytes);
-  std::atomic<int> in_pinned{0}, in_total{0};
   GstElement *enc = p.get("enc");
   GstPad *pad = gst_element_get_static_pad(enc, "sink");
-  struct Counts {
-    std::atomic<int> *pinned, *total;
-  } counts{&in_pinned, &in_total};
   gst_pad_add_probe(
       pad, GST_PAD_PROBE_TYPE_BUFFER,
       [](GstPad *, GstPadProbeInfo *info, gpointer data) {
@@ -551,7 +560,6 @@ TEST(DiffPipeline, PinnedBuffersInAndOut) {
       &counts, nullptr);
   gst_object_unref(pad);
   gst_object_unref(enc);
-  int out_pinned = 0;
   GstElement *out = p.get("out");
   pad = gst_element_get_static_pad(out, "sink");
   gst_pad_add_probe(
