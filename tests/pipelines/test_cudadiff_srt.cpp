@@ -106,6 +106,14 @@ TEST(DiffSrt, ClientsFromTheStartAndLateShowWhatTheDirectDecodeShows) {
   EXPECT_NE(std::find(f.begin(), f.end(), "cudadiffdec"), f.end());
   late.stop();
   early.stop();
+  // The direct decode runs beside the clients and may be behind them (a
+  // loaded machine); it decodes in order: once it has each client's last
+  // frame it has all that they showed.
+  for (Pipeline *p : {&early, &late}) {
+    const uint64_t last = p->frames().back().sender_pts;
+    EXPECT_TRUE(wait_until([&] { return server.has_frame(last); }, 20))
+        << "the direct decode never showed a client's last frame";
+  }
   server.stop();
 
   const std::vector<uint64_t> early_runs = check_against(server, sender, early, "early client");
