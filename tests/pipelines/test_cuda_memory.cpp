@@ -734,13 +734,13 @@ TEST(CudaMemory, FrameOverlapHoldsOneFrameAndReportsItsLatency) {
   // Latency of a live pipeline: one frame (1/30 s) more with overlap.
   std::map<std::string, GstClockTime> min_latency;
   for (const char *overlap : {"never", "always"}) {
+    std::atomic<int> arrived{0};  // written by a probe: it outlives the pipeline
     Pipe p(std::string("videotestsrc is-live=true pattern=ball ! "
                        "video/x-raw,format=RGBA,width=200,height=90,framerate=30/1 ! "
                        "cudagauss name=f frame-overlap=") +
            overlap + " ! video/x-raw ! fakesink name=out");
     GstElement *out = p.get("out");
     GstPad *sink = gst_element_get_static_pad(out, "sink");
-    std::atomic<int> arrived{0};
     gst_pad_add_probe(
         sink, GST_PAD_PROBE_TYPE_BUFFER,
         [](GstPad *, GstPadProbeInfo *, gpointer d) {

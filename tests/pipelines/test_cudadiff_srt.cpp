@@ -66,12 +66,15 @@ TEST(DiffSrt, ClientsFromTheStartAndLateShowWhatTheDirectDecodeShows) {
   const int port = free_udp_port();
   ASSERT_GT(port, 0);
   Sender sender;  // written by the server's probe: it outlives the server
+  // The test asserts no gaps: a latency of 1 s (SRT's default is 125 ms)
+  // leaves a loaded machine time for retransmissions.
   Pipeline server(
       "videotestsrc is-live=true pattern=ball ! video/x-raw,format=I420,width=160,height=120,"
       "framerate=30/1 ! cudadiffenc name=enc stream-version=1 keyframe-interval=" +
           std::to_string(kKeyframeInterval) +
           " ! tee name=t t. ! queue ! srtsink uri=srt://127.0.0.1:" + std::to_string(port) +
-          "?mode=listener wait-for-connection=false sync=false t. ! queue ! cudadiffdec ! "
+          "?mode=listener latency=1000 wait-for-connection=false sync=false t. ! queue ! "
+          "cudadiffdec ! "
           "fakesink name=out sync=false",
       true);
   GstElement *enc = server.get("enc");
@@ -95,10 +98,12 @@ TEST(DiffSrt, ClientsFromTheStartAndLateShowWhatTheDirectDecodeShows) {
   ASSERT_TRUE(wait_until([&] { return server.frame_count() >= 5; }, 20)) << server.error();
 
   const std::string uri = "srt://127.0.0.1:" + std::to_string(port);
-  Pipeline early("srtsrc uri=" + uri + " ! cudadiffdec ! fakesink name=out sync=false", true);
+  Pipeline early("srtsrc uri=" + uri + " latency=1000 ! cudadiffdec ! fakesink name=out sync=false",
+                 true);
   ASSERT_TRUE(early.start());
   ASSERT_TRUE(wait_until([&] { return early.frame_count() >= 30; }, 20)) << early.error();
-  Pipeline late("srtsrc uri=" + uri + " ! decodebin ! fakesink name=out sync=false", true);
+  Pipeline late("srtsrc uri=" + uri + " latency=1000 ! decodebin ! fakesink name=out sync=false",
+                true);
   ASSERT_TRUE(late.start());
   ASSERT_TRUE(wait_until([&] { return late.frame_count() >= 30; }, 20)) << late.error();
   sleep_s(0.5);

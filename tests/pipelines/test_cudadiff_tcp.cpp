@@ -74,13 +74,33 @@ class Server {
   ~Server() { pipeline_->stop(); }
   Server(const Server &) = delete;
   Server &operator=(const Server &) = delete;
-  void start() {
-    ASSERT_TRUE(pipeline_->start());
+  // Listens (PAUSED: the live source does not run yet, tcpserversink
+  // accepts clients); false when it could not.
+  bool listen() {
+    GstElement *p = pipeline_->element();
+    if (!p || gst_element_set_state(p, GST_STATE_PAUSED) == GST_STATE_CHANGE_FAILURE) return false;
     GstElement *sink = pipeline_->get("sink");
     g_object_get(sink, "current-port", &port_, nullptr);
     gst_object_unref(sink);
-    ASSERT_GT(port_, 0);
+    return port_ > 0;
   }
+  // Streams from the first frame on, once `clients` are connected (a loaded
+  // machine may take a while to connect one: the damage is placed by the
+  // packets a client receives, so it must see them from the start).
+  bool play_when_connected(guint clients) {
+    GstElement *sink = pipeline_->get("sink");
+    const bool connected = wait_until(
+        [&] {
+          guint handles = 0;
+          g_object_get(sink, "num-handles", &handles, nullptr);
+          return handles >= clients;
+        },
+        20);
+    gst_object_unref(sink);
+    return connected && pipeline_->start();
+  }
+  // Listens and streams at once.
+  bool start() { return listen() && pipeline_->start(); }
   int port() const { return port_; }
   Pipeline &direct() { return *pipeline_; }
   bool is_keyframe(uint64_t pts) {
@@ -289,7 +309,7 @@ bool got_last(Server &server, Pipeline &p) {
 TEST(DiffTcp, TwoClientsOneLateShowWhatTheDirectDecodeShows) {
   const int frames = 150;
   Server server(frames, "stream-version=2");
-  server.start();
+  ASSERT_TRUE(server.start());
   Pipeline early(client_pipeline(server.port()), kKeepBytes);
   ASSERT_TRUE(early.start());
   // The late client joins after about half a second (30 frames).
@@ -324,7 +344,7 @@ TEST(DiffTcp, TwoClientsOneLateShowWhatTheDirectDecodeShows) {
 TEST(DiffTcp, ClientDisconnectsAndReconnects) {
   const int frames = 180;
   Server server(frames, "stream-version=2");
-  server.start();
+  ASSERT_TRUE(server.start());
   Pipeline client(client_pipeline(server.port()), kKeepBytes);
   ASSERT_TRUE(client.start());
   ASSERT_TRUE(wait_until([&] { return client.frame_count() >= 20; }, 20));
@@ -333,8 +353,10 @@ TEST(DiffTcp, ClientDisconnectsAndReconnects) {
   ASSERT_EQ(first.size(), 1u);
   const size_t first_count = client.frame_count();
   client.clear_frames();
-  // Away for a while, then back: it starts again at a keyframe.
-  ASSERT_TRUE(wait_until([&] { return server.direct().frame_count() >= first_count + 40; }, 20));
+  // Away for 40 frames after its last one, then back: it starts again at a
+  // keyframe.
+  ASSERT_TRUE(
+      wait_until([&] { return server.direct().frame_count() >= first[0] + first_count + 40; }, 20));
   ASSERT_TRUE(client.start());
   ASSERT_TRUE(wait_until([&] { return server.direct().eos(); }, 30)) << server.direct().error();
   ASSERT_TRUE(wait_until([&] { return got_last(server, client); }, 20));
@@ -352,7 +374,7 @@ TEST(DiffTcp, ClientDisconnectsAndReconnects) {
 void corrupted_and_dropped(const std::string &encoder_props) {
   const int frames = 150;
   Server server(frames, encoder_props);
-  server.start();
+  ASSERT_TRUE(server.listen());
   Proxy::Damage damage;
   damage.flip_packet = 25;
   damage.drop_packet = 75;
@@ -360,6 +382,7 @@ void corrupted_and_dropped(const std::string &encoder_props) {
   Proxy proxy(server.port(), damage);
   Pipeline client(client_pipeline(proxy.port()), kKeepBytes);
   ASSERT_TRUE(client.start());
+  ASSERT_TRUE(server.play_when_connected(1)) << "the client never connected";
   ASSERT_TRUE(wait_until([&] { return server.direct().eos(); }, 30)) << server.direct().error();
   ASSERT_TRUE(wait_until([&] { return got_last(server, client); }, 20))
       << client.frame_count() << " frames; forwarded " << proxy.forwarded();
@@ -385,12 +408,13 @@ TEST(DiffTcp, CorruptedAndDroppedBytesRecoverAtTheNextKeyframeVersion1) {
 void cut_mid_packet(const std::string &encoder_props) {
   const int frames = 120;
   Server server(frames, encoder_props);
-  server.start();
+  ASSERT_TRUE(server.listen());
   Proxy::Damage damage;
   damage.cut_packet = 60;
   Proxy proxy(server.port(), damage);
   Pipeline client(client_pipeline(proxy.port()), kKeepBytes);
   ASSERT_TRUE(client.start());
+  ASSERT_TRUE(server.play_when_connected(1)) << "the client never connected";
   ASSERT_TRUE(wait_until([&] { return client.eos(); }, 30)) << client.error();
   const std::vector<uint64_t> runs = check_against_direct(server, client, "cut client");
   EXPECT_EQ(runs.size(), 1u);
@@ -412,7 +436,7 @@ TEST(DiffTcp, StreamCutMidPacketEndsWithTruncationWarningVersion1) {
 TEST(DiffTcp, DecodebinFindsTheDecoderByTypefind) {
   const int frames = 90;
   Server server(frames, "stream-version=2");
-  server.start();
+  ASSERT_TRUE(server.start());
   Pipeline client(client_pipeline(server.port(), "decodebin"), kKeepBytes);
   ASSERT_TRUE(client.start());
   ASSERT_TRUE(wait_until([&] { return server.direct().eos(); }, 30)) << server.direct().error();

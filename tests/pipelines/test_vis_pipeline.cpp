@@ -72,6 +72,8 @@ TEST(VisPipeline, HeatmapThenNoiseViewOnAMovingBall) {
     GstMessage *msg = gst_bus_timed_pop_filtered(
         bus, 30 * GST_SECOND,
         static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_ELEMENT));
+    // (stopped first: the probes write into this function's locals)
+    if (!msg) gst_element_set_state(pipeline, GST_STATE_NULL);
     ASSERT_NE(msg, nullptr) << "timeout";
     if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
       GError *e = nullptr;
