@@ -151,9 +151,10 @@ std::vector<uint64_t> check_against_direct(Server &server, Pipeline &client, con
   // loaded machine): it decodes in order, so once it has the client's last
   // frame it has all of them.
   const std::vector<stream_test::Shown> shown = client.frames();
-  if (!shown.empty())
+  if (!shown.empty()) {
     EXPECT_TRUE(wait_until([&] { return server.direct().has_frame(shown.back().sender_pts); }, 20))
         << who << ": the direct decode never showed the client's last frame";
+  }
   std::map<uint64_t, Bytes> direct;
   for (auto &f : server.direct().frames()) direct[f.sender_pts] = f.bytes;
   std::vector<uint64_t> run_starts;
