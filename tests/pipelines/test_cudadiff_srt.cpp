@@ -74,8 +74,7 @@ TEST(DiffSrt, ClientsFromTheStartAndLateShowWhatTheDirectDecodeShows) {
           std::to_string(kKeyframeInterval) +
           " ! tee name=t t. ! queue ! srtsink uri=srt://127.0.0.1:" + std::to_string(port) +
           "?mode=listener latency=1000 wait-for-connection=false sync=false t. ! queue ! "
-          "cudadiffdec ! "
-          "fakesink name=out sync=false",
+          "cudadiffdec ! fakesink name=out sync=false",
       true);
   GstElement *enc = server.get("enc");
   GstPad *pad = gst_element_get_static_pad(enc, "src");
