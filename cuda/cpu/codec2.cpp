@@ -2167,51 +2167,48 @@ void CpuEncoder::decide_modes(int threads) {
       for (int c = 0; c < ls_.layer[l].channels; ++c)
         ids_[l][cls][c].resize(size_t(ls_.layer[l].width) * ls_.layer[l].height);
   const int mode_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
-  std::vector<uint32_t> id_cost;  // per distribution and token: 1/256 bit
-  for (int round = 0; round < 2; ++round) {
-    std::fill(cost.begin(), cost.end(), 0);
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-    for (long long ti = 0; ti < n_tiles; ++ti) {
-      if (round == 0) {
-        proxy_symbols(tiles_[ti], cost.data());
-        continue;
+  const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
+  // The cheapest mode of each block of a tile by `cost` (a block's costs
+  // come from its tile alone).
+  auto choose = [&](const Tile &t) {
+    for (int by = t.by0; by < t.by1; ++by)
+      for (int bx = t.bx0; bx < t.bx1; ++bx) {
+        const size_t b = size_t(by) * ls_.blocks_x + size_t(bx);
+        if (!coded_[b]) {
+          modes_[b] = kSkip;
+          continue;
+        }
+        const uint64_t *c = &cost[b * kModes];
+        int best = kTemporal;
+        if (c[kTempSpat] < c[best]) best = kTempSpat;
+        if (c[kSpatial] < c[best]) best = kSpatial;
+        modes_[b] = uint8_t(best);
       }
-      const uint32_t *ic = id_cost.data();
-      for_each_proxy_row(tiles_[ti], [&](size_t block, int cls, const uint16_t *ids, int n) {
-        uint32_t sum = 0;
-        for (int i = 0; i < n; ++i) sum += ic[ids[i]];
-        cost[block * kModes + size_t(mode_of_class[cls])] += sum;
+  };
+  // Round 0, per tile while its proxy symbols are in the cache: the symbols,
+  // the first choice, and the histograms of the symbols under that choice.
+  const size_t n_ids = size_t(dl_.count) * kTokens;
+  std::vector<uint32_t> hist(n_ids, 0);
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<uint32_t> mine(n_ids, 0);
+#pragma omp for schedule(dynamic)
+    for (long long ti = 0; ti < n_tiles; ++ti) {
+      const Tile &t = tiles_[ti];
+      proxy_symbols(t, cost.data());
+      choose(t);
+      for_each_proxy_row(t, [&](size_t block, int cls, const uint16_t *ids, int n) {
+        if (class_of_mode[modes_[block]] != cls) return;
+        for (int i = 0; i < n; ++i) mine[ids[i]]++;
       });
     }
-    for (size_t b = 0; b < n_blocks; ++b) {
-      if (!coded_[b]) {
-        modes_[b] = kSkip;
-        continue;
-      }
-      const uint64_t *c = &cost[b * kModes];
-      int best = kTemporal;
-      if (c[kTempSpat] < c[best]) best = kTempSpat;
-      if (c[kSpatial] < c[best]) best = kSpatial;
-      modes_[b] = uint8_t(best);
-    }
-    if (round == 1) break;
-    // Histograms of the proxy symbols under this choice -> costs (with the
-    // raw bits: 256 per bit).
-    const size_t n_ids = size_t(dl_.count) * kTokens;
-    std::vector<uint32_t> hist(n_ids, 0);
-    const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
-#pragma omp parallel num_threads(threads)
-    {
-      std::vector<uint32_t> mine(n_ids, 0);
-#pragma omp for schedule(dynamic)
-      for (long long ti = 0; ti < n_tiles; ++ti)
-        for_each_proxy_row(tiles_[ti], [&](size_t block, int cls, const uint16_t *ids, int n) {
-          if (class_of_mode[modes_[block]] != cls) return;
-          for (int i = 0; i < n; ++i) mine[ids[i]]++;
-        });
 #pragma omp critical
-      for (size_t i = 0; i < n_ids; ++i) hist[i] += mine[i];
-    }
+    for (size_t i = 0; i < n_ids; ++i) hist[i] += mine[i];
+  }
+  // Costs from the histograms (with the raw bits: 256 per bit), then round
+  // 1: each mode's cost by them, and the final choice.
+  std::vector<uint32_t> id_cost;  // per distribution and token: 1/256 bit
+  {
     id_cost.assign(n_ids, 0);
     for (int d = 0; d < dl_.count; ++d) {
       // Costs with one extra count per token, so that unseen tokens cost a lot but not infinity.
@@ -2222,6 +2219,18 @@ void CpuEncoder::decide_modes(int threads) {
         id_cost[size_t(d) * kTokens + tk] =
             lt - log2_q8(hist[size_t(d) * kTokens + tk] + 1) + 256u * uint32_t(kTokenExtra[tk]);
     }
+  }
+  std::fill(cost.begin(), cost.end(), 0);
+  const uint32_t *ic = id_cost.data();
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+  for (long long ti = 0; ti < n_tiles; ++ti) {
+    const Tile &t = tiles_[ti];
+    for_each_proxy_row(t, [&](size_t block, int cls, const uint16_t *ids, int n) {
+      uint32_t sum = 0;
+      for (int i = 0; i < n; ++i) sum += ic[ids[i]];
+      cost[block * kModes + size_t(mode_of_class[cls])] += sum;
+    });
+    choose(t);
   }
 }
 
