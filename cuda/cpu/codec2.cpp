@@ -2207,18 +2207,15 @@ void CpuEncoder::decide_modes(int threads) {
   }
   // Costs from the histograms (with the raw bits: 256 per bit), then round
   // 1: each mode's cost by them, and the final choice.
-  std::vector<uint32_t> id_cost;  // per distribution and token: 1/256 bit
-  {
-    id_cost.assign(n_ids, 0);
-    for (int d = 0; d < dl_.count; ++d) {
-      // Costs with one extra count per token, so that unseen tokens cost a lot but not infinity.
-      uint32_t total = 0;
-      for (int tk = 0; tk < kTokens; ++tk) total += hist[size_t(d) * kTokens + tk] + 1;
-      const uint32_t lt = log2_q8(total);
-      for (int tk = 0; tk < kTokens; ++tk)
-        id_cost[size_t(d) * kTokens + tk] =
-            lt - log2_q8(hist[size_t(d) * kTokens + tk] + 1) + 256u * uint32_t(kTokenExtra[tk]);
-    }
+  std::vector<uint32_t> id_cost(n_ids);  // per distribution and token: 1/256 bit
+  for (int d = 0; d < dl_.count; ++d) {
+    // Costs with one extra count per token, so that unseen tokens cost a lot but not infinity.
+    uint32_t total = 0;
+    for (int tk = 0; tk < kTokens; ++tk) total += hist[size_t(d) * kTokens + tk] + 1;
+    const uint32_t lt = log2_q8(total);
+    for (int tk = 0; tk < kTokens; ++tk)
+      id_cost[size_t(d) * kTokens + tk] =
+          lt - log2_q8(hist[size_t(d) * kTokens + tk] + 1) + 256u * uint32_t(kTokenExtra[tk]);
   }
   std::fill(cost.begin(), cost.end(), 0);
   const uint32_t *ic = id_cost.data();
