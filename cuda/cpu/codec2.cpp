@@ -4303,5 +4303,26 @@ std::unique_ptr<Decoder> Decoder::create(const Context &ctx, VideoFormat format,
   return detail::make_cpu_decoder(format, width, height);
 }
 
+// Frames in flight, for a backend that decodes at submission (the CPU's).
+bool Decoder::submit(const uint8_t *body, size_t n, std::string *error) {
+  if (in_flight_ >= kMaxInFlight)
+    throw Error("codec2 decoder: more than " + std::to_string(kMaxInFlight) +
+                " frames submitted and not finished");
+  if (!decode(body, n, error)) return false;
+  in_flight_++;
+  return true;
+}
+
+void Decoder::submit_write_frame(const FrameView &out) {
+  if (in_flight_ == 0) throw Error("codec2 decoder: no frame submitted to write");
+  write_frame(out);
+}
+
+bool Decoder::finish(std::string *) {
+  if (in_flight_ == 0) throw Error("codec2 decoder: no frame submitted to finish");
+  in_flight_--;
+  return true;
+}
+
 }  // namespace codec2
 }  // namespace cudadiff

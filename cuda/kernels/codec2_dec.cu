@@ -724,6 +724,16 @@ size_t align_up(size_t v, size_t a) {
 
 class CudaDecoder final : public Decoder {
  public:
+  // Frames still in flight are waited for: their copies read the slots.
+  ~CudaDecoder() override {
+    if (in_flight_ == 0) return;
+    try {
+      ctx_.activate();
+    } catch (const Error &) {
+      return;
+    }
+    cudaStreamSynchronize(stream_);
+  }
   CudaDecoder(const Context &ctx, VideoFormat format, int width, int height)
       : ctx_(ctx), reader_(format, width, height) {
     format_ = format;
@@ -776,11 +786,73 @@ class CudaDecoder final : public Decoder {
     CUDADIFF_CHECK(cudaDeviceGetAttribute(&n_sm_, cudaDevAttrMultiProcessorCount, ctx.gpu_id()));
     n_sm_ = std::max(n_sm_, 1);
     failed_ = DeviceBuffer(sizeof(uint32_t));
-    failed_host_ = HostBytes(sizeof(uint32_t));
+    for (Slot &slot : slots_) {
+      slot.flag.resize(sizeof(uint32_t));
+      slot.done = std::make_unique<StreamEvent>();
+    }
     ctx.synchronize();
   }
 
   bool decode(const uint8_t *body, size_t n, std::string *error) override {
+    if (in_flight_ != 0)
+      throw Error("codec2 decoder: decode() while frames are in flight (finish() them first)");
+    const int shown = current_;
+    if (!queue(body, n, false, error)) return false;
+    if (finish(error)) return true;
+    current_ = shown;  // the picture stays as it was
+    return false;
+  }
+
+  bool submit(const uint8_t *body, size_t n, std::string *error) override {
+    if (in_flight_ >= kMaxInFlight)
+      throw Error("codec2 decoder: more than " + std::to_string(kMaxInFlight) +
+                  " frames submitted and not finished");
+    return queue(body, n, true, error);
+  }
+
+  void submit_write_frame(const FrameView &out) override {
+    if (in_flight_ == 0) throw Error("codec2 decoder: no frame submitted to write");
+    check_output(out);
+    Slot &s = slots_[(oldest_ + in_flight_ - 1) % kMaxInFlight];
+    ctx_.activate();
+    copy_to_host(packed_view(format_, width_, height_, picture_[current_].data()), out, ctx_);
+    s.done->record(ctx_);
+  }
+
+  bool finish(std::string *error) override {
+    if (in_flight_ == 0) throw Error("codec2 decoder: no frame submitted to finish");
+    Slot &s = slots_[oldest_];
+    oldest_ = (oldest_ + 1) % kMaxInFlight;
+    in_flight_--;
+    ctx_.activate();
+    s.done->synchronize();
+    uint32_t failed;
+    std::memcpy(&failed, s.flag.data(), sizeof failed);
+    const char *why = nullptr;
+    if (failed) {
+      why = "a tile failed to decode (damaged data)";
+      failed_run_ = s.run;
+    } else if (!s.keyframe && s.run == failed_run_) {
+      why = "an earlier frame since its keyframe failed to decode";
+    }
+    if (!why) return true;
+    if (s.run == run_) has_reference_ = false;  // else a later keyframe is in flight
+    if (error) *error = std::string("codec2 body: ") + why;
+    return false;
+  }
+
+ private:
+  void check_output(const FrameView &out) const {
+    validate(out, "codec2 decoder output");
+    if (out.format != format_ || out.width != width_ || out.height != height_)
+      throw Error("codec2 decoder: output frame does not match the stream's format and size");
+  }
+
+  // Checks a body on the host and queues its decoding into the other
+  // picture, which becomes the current one; the frame is then in flight
+  // (finish()). `copy_body`: the payload goes through the slot's pinned
+  // buffer, so that `body` may be reused on return (else the caller waits).
+  bool queue(const uint8_t *body, size_t n, bool copy_body, std::string *error) {
     auto fail = [&](const std::string &why) {
       if (error) *error = "codec2 body: " + why;
       has_reference_ = false;
@@ -805,13 +877,15 @@ class CudaDecoder final : public Decoder {
     const size_t map_at = align_up(sym_at + size_t(n_tabs) * kTokens * sizeof(uint32_t), 16);
     const size_t total = map_at + size_t(n_dist_) * sizeof(uint16_t);
     ctx_.activate();
-    if (staging_.capacity() < total) {
-      staging_.reserve(total + total / 4);
-      upload_ = DeviceBuffer(staging_.capacity());
+    Slot &slot = slots_[(oldest_ + in_flight_) % kMaxInFlight];  // not in flight
+    // The device's buffers grow only when no frame in flight may still read them.
+    if (upload_.size() < total || payload_.size() < payload + 16) {
+      CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+      if (upload_.size() < total) upload_ = DeviceBuffer(total + total / 4);
+      if (payload_.size() < payload + 16) payload_ = DeviceBuffer(payload + payload / 4 + 16);
     }
-    if (payload_.size() < payload + 16) payload_ = DeviceBuffer(payload + payload / 4 + 16);
-    staging_.resize(total);
-    uint8_t *s = staging_.data();
+    slot.staging.resize(total);
+    uint8_t *s = slot.staging.data();
     TileDev *td = reinterpret_cast<TileDev *>(s + tiles_at);
     for (size_t ti = 0; ti < n_tiles; ++ti) {
       const detail::Tile &t = tiles[ti];
@@ -845,11 +919,18 @@ class CudaDecoder final : public Decoder {
       map[d] = uint16_t(tab++);
     }
     CUDADIFF_CHECK(cudaMemcpyAsync(upload_.data(), s, total, cudaMemcpyHostToDevice, stream_));
-    // The payloads straight from the caller's body (pinned or not: the
-    // stream is waited for before decode() returns).
-    if (payload > 0)
-      CUDADIFF_CHECK(cudaMemcpyAsync(payload_.data(), body + reader_.payload_offset(), payload,
-                                     cudaMemcpyHostToDevice, stream_));
+    // The payloads straight from the caller's body (pinned or not: decode()
+    // waits for the stream before it returns), or through the slot's buffer.
+    if (payload > 0) {
+      const uint8_t *from = body + reader_.payload_offset();
+      if (copy_body) {
+        slot.body.resize(payload);
+        std::memcpy(slot.body.data(), from, payload);
+        from = slot.body.data();
+      }
+      CUDADIFF_CHECK(
+          cudaMemcpyAsync(payload_.data(), from, payload, cudaMemcpyHostToDevice, stream_));
+    }
 
     build_tables_kernel<<<n_tabs, kTabBuckets, 0, stream_>>>(
         reinterpret_cast<const uint32_t *>(upload_.data() + sym_at), tabs_.as<DistTab>());
@@ -908,22 +989,25 @@ class CudaDecoder final : public Decoder {
       decode_tiles_kernel<<<blocks, 32 * per_block, shared, stream_>>>(P);
       CUDADIFF_CHECK_LAUNCH("codec2 decode_tiles_kernel");
     }
-    CUDADIFF_CHECK(cudaMemcpyAsync(failed_host_.data(), failed_.data(), sizeof(uint32_t),
+    CUDADIFF_CHECK(cudaMemcpyAsync(slot.flag.data(), failed_.data(), sizeof(uint32_t),
                                    cudaMemcpyDeviceToHost, stream_));
-    CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
-    uint32_t failed;
-    std::memcpy(&failed, failed_host_.data(), sizeof failed);
-    if (failed) return fail("a tile failed to decode (damaged data)");
+    slot.done->record(ctx_);
+    if (h.keyframe) ++run_;
+    slot.keyframe = h.keyframe;
+    slot.run = run_;
+    in_flight_++;
+    // Taken as decoded (finish() says otherwise): a delta may follow at once.
     current_ = 1 - current_;
     reader_.commit();
     has_reference_ = true;
     return true;
   }
 
+ public:
   void write_frame(const FrameView &out) override {
-    validate(out, "codec2 decoder output");
-    if (out.format != format_ || out.width != width_ || out.height != height_)
-      throw Error("codec2 decoder: output frame does not match the stream's format and size");
+    if (in_flight_ != 0)
+      throw Error("codec2 decoder: write_frame() while frames are in flight (finish() them first)");
+    check_output(out);
     ctx_.activate();
     copy_to_host(packed_view(format_, width_, height_, picture_[current_].data()), out, ctx_);
     ctx_.synchronize();
@@ -948,7 +1032,21 @@ class CudaDecoder final : public Decoder {
   DeviceBuffer picture_[2];  // the picture shown and the one being decoded
   int current_ = 0;
   DeviceBuffer work_[kMaxLayers], modes_, tabs_, failed_, upload_, payload_;
-  HostBytes staging_, failed_host_;
+  // A frame in flight: what the host gives the GPU (read by copies that may
+  // still be queued), the failure count that comes back, and an event after
+  // its last work (the decoding, or the write when submitted).
+  struct Slot {
+    HostBytes staging;  // tiles, tables' symbols, distribution map
+    HostBytes body;     // the payloads (submit())
+    HostBytes flag;
+    std::unique_ptr<StreamEvent> done;
+    bool keyframe = false;
+    uint64_t run = 0;  // the keyframes queued up to this frame
+  };
+  Slot slots_[kMaxInFlight];
+  int oldest_ = 0;
+  uint64_t run_ = 0;         // keyframes queued
+  uint64_t failed_run_ = 0;  // the run of the last frame that failed (0: none)
 };
 
 }  // namespace

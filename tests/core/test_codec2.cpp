@@ -700,6 +700,41 @@ TEST(Codec2Cpu, DamageIsDetectedOrHarmless) {
   EXPECT_NE(err.find("flags"), std::string::npos) << err;
 }
 
+// Frames in flight on the CPU backend: each decodes and writes at
+// submission (a damaged one is refused there), finish() counts them, and
+// more than kMaxInFlight, or a finish() with none, throw.
+TEST(Codec2Cpu, FramesInFlightDecodeAtSubmission) {
+  const VideoFormat fmt = VideoFormat::BGRx;
+  const int w = 70, h = 40;
+  std::mt19937 gen(2024);  // fixed content, whose damaged byte below is found
+  std::vector<HostFrame> frames;
+  for (int t = 0; t < 4; ++t) {
+    frames.emplace_back(fmt, w, h);
+    fill_scene(frames.back(), t, gen, 3);
+  }
+  const Sequence s = encode_sequence(fmt, w, h, frames, {true, false, false, false}, {3, 3, 3, 3});
+  auto dec = Decoder::create(*cpu, fmt, w, h);
+  std::string err;
+  HostFrame a(fmt, w, h, 5), b(fmt, w, h, 5);
+  ASSERT_TRUE(dec->submit(s.bodies[0].data(), s.bodies[0].size(), &err)) << err;
+  dec->submit_write_frame(a.view);
+  ASSERT_TRUE(dec->submit(s.bodies[1].data(), s.bodies[1].size(), &err)) << err;
+  dec->submit_write_frame(b.view);
+  EXPECT_EQ(dec->frames_in_flight(), 2);
+  EXPECT_THROW(dec->submit(s.bodies[2].data(), s.bodies[2].size(), &err), Error);
+  EXPECT_TRUE(dec->finish(&err));
+  EXPECT_TRUE(dec->finish(&err));
+  EXPECT_THROW(dec->finish(&err), Error);
+  EXPECT_EQ(packed_bytes(a.view), s.references[0]);
+  EXPECT_EQ(packed_bytes(b.view), s.references[1]);
+  std::vector<uint8_t> bad = s.bodies[2];
+  bad.back() ^= 0x5a;
+  EXPECT_FALSE(dec->submit(bad.data(), bad.size(), &err));
+  EXPECT_EQ(dec->frames_in_flight(), 0);
+  EXPECT_FALSE(dec->submit(s.bodies[3].data(), s.bodies[3].size(), &err)) << "after a failure";
+  EXPECT_THROW(dec->submit_write_frame(a.view), Error);
+}
+
 TEST(Codec2Cpu, RandomBodiesNeverCrash) {
   // Random bytes after a valid header, for each format: decode fails cleanly
   // (or, very rarely, succeeds) and never writes outside the frame. Deltas

@@ -476,3 +476,110 @@ TEST(Codec2Cuda, DeltaAfterFailureWaitsForKeyframe) {
   dec.cpu->reset();
   EXPECT_FALSE(dec.decode(bodies[1], "delta after reset"));
 }
+
+// Frames in flight (submit(), submit_write_frame(), finish()), as cudadiffdec
+// uses them with frame-overlap: two at a time, each written into pinned
+// host memory or device memory, give the CPU's pictures. A damaged tile
+// (found on the GPU, after the next delta was submitted) fails that frame
+// and the delta after it; the next delta is refused on submission, and the
+// next keyframe decodes.
+TEST(Codec2Cuda, FramesInFlight) {
+  std::mt19937 gen(2024);  // fixed content, whose damaged byte below is found
+  const VideoFormat f = VideoFormat::BGR;
+  const int w = 200, h = 120;
+  auto cpu_ctx = Context::cpu();
+  auto enc = Encoder::create(*cpu_ctx, f, w, h);
+  auto cpu = Decoder::create(*cpu_ctx, f, w, h);
+  const int n = 10;
+  std::vector<std::vector<uint8_t>> bodies, pictures;
+  HostBytes body, ref;
+  for (int t = 0; t < n; ++t) {
+    HostFrame frame(f, w, h);
+    fill(frame, Content::Camera, t, gen, 3);
+    enc->encode(frame.view, 5, t == 0 || t == 6, body);
+    bodies.push_back(bytes_of(body));
+    std::string why;
+    ASSERT_TRUE(cpu->decode(body.data(), body.size(), &why)) << why;
+    cpu->read_reference(ref);
+    pictures.push_back(bytes_of(ref));
+  }
+  auto gpu_ctx = Context::cuda(0);
+  gpu_ctx->activate();
+  const size_t bytes = frame_size_packed(f, w, h);
+  std::vector<HostBytes> out(n);
+  std::vector<DeviceBuffer> dev;
+  for (int t = 0; t < n; ++t) {
+    out[t].resize(bytes);
+    dev.emplace_back(bytes);
+  }
+  // Submits each body (on device memory for odd frames), finishing the
+  // oldest whenever two are in flight; returns submit()'s and finish()'s
+  // answers per frame (-1: not submitted or refused).
+  auto run = [&](const std::vector<std::vector<uint8_t>> &in, std::vector<int> *submitted,
+                 std::vector<int> *finished) {
+    auto gpu = Decoder::create(*gpu_ctx, f, w, h);
+    submitted->assign(n, -1);
+    finished->assign(n, -1);
+    std::vector<int> order;
+    auto finish_one = [&] {
+      std::string why;
+      const int t = order.front();
+      order.erase(order.begin());
+      (*finished)[t] = gpu->finish(&why) ? 1 : 0;
+      if (!(*finished)[t]) {
+        EXPECT_NE(why.find("codec2 body: "), std::string::npos) << why;
+      }
+    };
+    for (int t = 0; t < n; ++t) {
+      std::string why;
+      const bool ok = gpu->submit(in[t].data(), in[t].size(), &why);
+      (*submitted)[t] = ok ? 1 : 0;
+      if (ok) {
+        order.push_back(t);
+        gpu->submit_write_frame(t % 2 ? packed_view(f, w, h, dev[t].data())
+                                      : packed_view(f, w, h, out[t].data()));
+        EXPECT_THROW(gpu->decode(in[t].data(), in[t].size(), &why), Error);
+      }
+      if (gpu->frames_in_flight() == Decoder::kMaxInFlight) {
+        EXPECT_THROW(gpu->submit(in[t].data(), in[t].size(), &why), Error);
+        finish_one();
+      }
+    }
+    while (gpu->frames_in_flight() > 0) finish_one();
+    EXPECT_THROW(gpu->finish(nullptr), Error);
+  };
+  auto written = [&](int t) {
+    if (t % 2 == 0) return bytes_of(out[t]);
+    HostBytes back(bytes);
+    gpu_ctx->activate();
+    copy_bytes_async(back.data(), dev[t].data(), bytes, *gpu_ctx);
+    gpu_ctx->synchronize();
+    return bytes_of(back);
+  };
+
+  std::vector<int> submitted, finished;
+  run(bodies, &submitted, &finished);
+  for (int t = 0; t < n; ++t) {
+    EXPECT_EQ(submitted[t], 1) << t;
+    EXPECT_EQ(finished[t], 1) << t;
+    EXPECT_EQ(written(t), pictures[t]) << "frame " << t;
+  }
+
+  // Delta 3 with its last payload byte changed: the reader takes it, its
+  // tile fails on the GPU.
+  std::vector<std::vector<uint8_t>> damaged = bodies;
+  damaged[3].back() ^= 0x5a;
+  {
+    auto check = Decoder::create(*cpu_ctx, f, w, h);
+    std::string why;
+    for (int t = 0; t < 3; ++t)
+      ASSERT_TRUE(check->decode(damaged[t].data(), damaged[t].size(), &why));
+    ASSERT_FALSE(check->decode(damaged[3].data(), damaged[3].size(), &why)) << "damage not found";
+  }
+  run(damaged, &submitted, &finished);
+  const std::vector<int> want_submitted = {1, 1, 1, 1, 1, 0, 1, 1, 1, 1};
+  const std::vector<int> want_finished = {1, 1, 1, 0, 0, -1, 1, 1, 1, 1};
+  EXPECT_EQ(submitted, want_submitted);
+  EXPECT_EQ(finished, want_finished);
+  for (int t : {0, 1, 2, 6, 7, 8, 9}) EXPECT_EQ(written(t), pictures[t]) << "frame " << t;
+}

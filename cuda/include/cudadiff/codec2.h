@@ -131,6 +131,30 @@ class Decoder {
   virtual void write_frame(const FrameView &out) = 0;
   // The picture in canonical order, for tests.
   virtual void read_reference(HostBytes &out) = 0;
+
+  // Frames in flight (cudadiffdec frame-overlap), so that the GPU decodes
+  // frame N while the caller pushes frame N-1 and checks packet N+1:
+  // - submit() checks a body as decode() does and starts decoding it. False
+  //   with a reason: refused on the host (damaged header, tables or tile
+  //   table, a delta without a picture); nothing is in flight then. True: the
+  //   frame is in flight, and a delta may follow it at once (its tables and
+  //   picture are taken as decoded). `body` may be reused on return.
+  // - submit_write_frame() queues write_frame() of the frame just submitted
+  //   (host or device memory; `out` must stay valid until its finish()).
+  // - finish() waits for the oldest frame in flight (and its write) and
+  //   says whether it decoded. False: its tiles were damaged (found on the
+  //   GPU), or it is a delta after such a frame of the same keyframe's run;
+  //   its `out` and the picture are then undefined, and has_reference() is
+  //   false until a keyframe submitted later decodes.
+  // At most kMaxInFlight frames; decode() and write_frame() only when none
+  // is. The CPU backend decodes and writes at submission (refusing damaged
+  // tiles there), so finish() only counts.
+  static constexpr int kMaxInFlight = 2;
+  virtual bool submit(const uint8_t *body, size_t n, std::string *error);
+  virtual void submit_write_frame(const FrameView &out);
+  virtual bool finish(std::string *error);
+  int frames_in_flight() const { return in_flight_; }
+
   // True when a delta can be decoded (a keyframe was, and nothing failed since).
   bool has_reference() const { return has_reference_; }
   // Wait for a keyframe (the picture stays for write_frame()).
@@ -144,6 +168,7 @@ class Decoder {
   VideoFormat format_ = VideoFormat::Unknown;
   int width_ = 0, height_ = 0;
   bool has_reference_ = false;
+  int in_flight_ = 0;
 };
 
 namespace detail {
