@@ -126,12 +126,17 @@ struct DecState {
   guint64 pts_offset = 0;
   GstClockTime next_pts = 0;  // end of the last output frame
   // frame-overlap: a decoded frame is finished when the next packet has
-  // been applied, so that it comes down from the GPU meanwhile.
+  // been applied, so that it comes down from the GPU meanwhile (version 2:
+  // so that the GPU decodes it while the next packet is checked).
   bool overlap = false;
   struct Pending {
     GstVideoCodecFrame *frame = nullptr;
     GstVideoFrame out;  // mapped while the GPU writes it
     guint64 sender_pts = 0, sender_duration = 0;
+    // Version 2: in flight in the core, which says in finish() whether it decoded.
+    bool in_core2 = false;
+    bool keyframe = false;
+    guint64 frame_number = 0;
   };
   Pending pending;
   bool has_pending = false;
@@ -303,14 +308,13 @@ static gboolean gst_cudadiff_dec_set_format(GstVideoDecoder *decoder, GstVideoCo
                 (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
                  !gst_cudadiff_upstream_is_live(GST_VIDEO_DECODER_SINK_PAD(decoder)));
   // The stream's framerate comes with its keyframes (configure()); the
-  // caps' until then. A version 2 stream holds no frame (no latency).
+  // caps' until then.
   gint fps_n = int(st->fps_n), fps_d = int(st->fps_d);
   if (!st->decoder && !st->decoder2 &&
       !gst_structure_get_fraction(gst_caps_get_structure(state->caps, 0), "framerate", &fps_n,
                                   &fps_d))
     fps_n = 0;
-  gst_cudadiff_set_overlap_latency(GST_ELEMENT(decoder), st->overlap && !st->decoder2, fps_n,
-                                   fps_d);
+  gst_cudadiff_set_overlap_latency(GST_ELEMENT(decoder), st->overlap, fps_n, fps_d);
   return TRUE;
 }
 
@@ -436,8 +440,7 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
                                                                h.width, h.height, nullptr);
   GST_VIDEO_INFO_FPS_N(&out->info) = int(h.fps_n);
   GST_VIDEO_INFO_FPS_D(&out->info) = int(h.fps_d);
-  gst_cudadiff_set_overlap_latency(GST_ELEMENT(self), st->overlap && !st->decoder2, int(h.fps_n),
-                                   int(h.fps_d));
+  gst_cudadiff_set_overlap_latency(GST_ELEMENT(self), st->overlap, int(h.fps_n), int(h.fps_d));
   // The sender's colorimetry when its stream header said (else the default
   // of the format and size); the frame is not checked against it.
   GstVideoColorimetry colorimetry;
@@ -517,21 +520,22 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
     }
     if (st->decoder2) {
       // A body the core refuses leaves its picture as it was; deltas wait
-      // for the next keyframe.
-      if (!st->decoder2->decode(body, h.body_size, &why)) {
+      // for the next keyframe. One it takes is in flight until
+      // finish_pending(), which counts it.
+      if (!st->decoder2->submit(body, h.body_size, &why)) {
         report_loss(self, "damaged keyframe",
                     "frame " + std::to_string(h.frame_number) + ": " + why);
         return false;
       }
     } else {
       st->decoder->keyframe(body);
+      GST_OBJECT_LOCK(self);
+      self->stats.keyframes++;
+      GST_OBJECT_UNLOCK(self);
     }
     st->synced = true;
     st->in_loss = false;
     st->last_frame_number = h.frame_number;
-    GST_OBJECT_LOCK(self);
-    self->stats.keyframes++;
-    GST_OBJECT_UNLOCK(self);
     return true;
   }
   if (!st->synced) {
@@ -568,7 +572,7 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
     return false;
   }
   if (st->decoder2) {
-    if (!st->decoder2->decode(body, h.body_size, &why)) {
+    if (!st->decoder2->submit(body, h.body_size, &why)) {
       report_loss(self, "impossible delta", "frame " + std::to_string(h.frame_number) + ": " + why);
       return false;
     }
@@ -617,11 +621,14 @@ static GstFlowReturn finish_pending(GstCudaDiffDec *self) {
   st->has_pending = false;
   DecState::Pending p = st->pending;
   st->pending.frame = nullptr;
+  bool decoded = true;
+  std::string why;
   try {
-    if (st->decoder) {  // version 1: the frame comes down from the GPU
-      cudadiff::ContextScope scope(st->ctx.get());
+    cudadiff::ContextScope scope(st->ctx.get());
+    if (p.in_core2)  // version 2: decoded and written, or damage found on the GPU
+      decoded = st->decoder2->finish(&why);
+    else if (st->decoder)  // version 1: the frame comes down from the GPU
       st->decoder->wait_frame();
-    }
   } catch (const cudadiff::Error &e) {
     gst_video_frame_unmap(&p.out);
     gst_cudadiff_post_error(GST_ELEMENT(self), "writing a decoded frame", e);
@@ -629,6 +636,23 @@ static GstFlowReturn finish_pending(GstCudaDiffDec *self) {
     return GST_FLOW_ERROR;
   }
   gst_video_frame_unmap(&p.out);
+  if (!decoded) {
+    // Dropped, as are the deltas after it until a keyframe (the core fails
+    // those in flight).
+    report_loss(self, p.keyframe ? "damaged keyframe" : "impossible delta",
+                "frame " + std::to_string(p.frame_number) + ": " + why);
+    GST_OBJECT_LOCK(self);
+    self->stats.dropped_packets++;
+    GST_OBJECT_UNLOCK(self);
+    request_keyframe(self, p.frame);
+    gst_video_decoder_release_frame(GST_VIDEO_DECODER(self), p.frame);
+    return GST_FLOW_OK;
+  }
+  if (p.in_core2 && p.keyframe) {
+    GST_OBJECT_LOCK(self);
+    self->stats.keyframes++;
+    GST_OBJECT_UNLOCK(self);
+  }
   if (p.sender_pts != stream::kNoTime)
     gst_buffer_add_reference_timestamp_meta(
         p.frame->output_buffer, sender_timestamp_caps, p.sender_pts,
@@ -645,10 +669,11 @@ static void discard_pending(GstCudaDiffDec *self) {
   if (!st->has_pending) return;
   st->has_pending = false;
   try {
-    if (st->decoder) {
-      cudadiff::ContextScope scope(st->ctx.get());
+    cudadiff::ContextScope scope(st->ctx.get());
+    if (st->pending.in_core2)
+      st->decoder2->finish(nullptr);
+    else if (st->decoder)
       st->decoder->wait_frame();
-    }
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "dropping a frame in flight: %s", e.what());
   }
@@ -660,9 +685,10 @@ static void discard_pending(GstCudaDiffDec *self) {
 // A packet is checked and applied; its frame is queued to come down from the
 // GPU into an output buffer (pinned). Without frame-overlap it is finished at
 // once; with it, it stays in flight until the next packet has been applied,
-// so that the GPU copies frame N down while the CPU checks packet N+1.
-// Keyframes and dropped packets first finish the frame in flight (output
-// caps may change; frames leave in order).
+// so that the GPU copies frame N down (version 2: decodes it and copies it
+// down) while the CPU pushes frame N-1 and checks packet N+1. Keyframes and
+// dropped packets first finish the frame in flight (output caps may change;
+// frames leave in order).
 static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
                                                    GstVideoCodecFrame *frame) {
   auto *self = GST_CUDADIFF_DEC(decoder);
@@ -737,20 +763,38 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   }
 
   set_timestamps(self, frame, h);
-  ret = gst_video_decoder_allocate_output_frame(decoder, frame);
-  if (ret != GST_FLOW_OK) {
-    gst_video_decoder_release_frame(decoder, frame);
-    return ret;
-  }
-  GstVideoCodecState *out_state = gst_video_decoder_get_output_state(decoder);
   DecState::Pending p;
   p.frame = frame;
   p.sender_pts = h.pts;
   p.sender_duration = h.duration;
+  p.in_core2 = st->decoder2 != nullptr;
+  p.keyframe = h.keyframe();
+  p.frame_number = h.frame_number;
+  // No output for a version 2 frame in flight: the frame before it goes
+  // out, then the core finishes it unwritten (its picture is the reference
+  // all the same).
+  auto drop_unwritten = [&](GstFlowReturn why) {
+    if (p.in_core2) {
+      const GstFlowReturn before = finish_pending(self);
+      bool decoded = false;
+      try {
+        cudadiff::ContextScope scope(st->ctx.get());
+        decoded = st->decoder2->finish(nullptr);
+      } catch (const cudadiff::Error &e) {
+        GST_WARNING_OBJECT(self, "finishing a frame without output: %s", e.what());
+      }
+      if (!decoded) st->synced = false;
+      if (why == GST_FLOW_OK) why = before;
+    }
+    gst_video_decoder_release_frame(decoder, frame);
+    return why;
+  };
+  ret = gst_video_decoder_allocate_output_frame(decoder, frame);
+  if (ret != GST_FLOW_OK) return drop_unwritten(ret);
+  GstVideoCodecState *out_state = gst_video_decoder_get_output_state(decoder);
   // Into CUDA memory (the pipeline's context) the frame is written where it
-  // is, on the GPU: version 1's wait_frame() waits for it before it is
-  // pushed; version 2's write_frame() has finished when it returns (so has
-  // its copy into system memory). The CPU backend writes through a host
+  // is, on the GPU: version 1's wait_frame() and version 2's finish() wait
+  // for it before it is pushed. The CPU backend writes through a host
   // mapping.
   bool on_device = false;
   const gboolean mapped = gst_cudadiff_frame_map(&p.out, &out_state->info, frame->output_buffer,
@@ -758,27 +802,24 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   gst_video_codec_state_unref(out_state);
   if (!mapped) {
     GST_ELEMENT_ERROR(self, STREAM, DECODE, ("cannot map the output buffer"), (nullptr));
-    gst_video_decoder_release_frame(decoder, frame);
-    return GST_FLOW_ERROR;
+    return drop_unwritten(GST_FLOW_ERROR);
   }
   try {
     cudadiff::ContextScope scope(st->ctx.get());
     if (st->decoder2)
-      st->decoder2->write_frame(gst_cudadiff_frame_view(&p.out));
+      st->decoder2->submit_write_frame(gst_cudadiff_frame_view(&p.out));
     else
       st->decoder->submit_write_frame(gst_cudadiff_frame_view(&p.out));
   } catch (const cudadiff::Error &e) {
     gst_video_frame_unmap(&p.out);
     gst_cudadiff_post_error(GST_ELEMENT(self), "writing a decoded frame", e);
-    gst_video_decoder_release_frame(decoder, frame);
-    return GST_FLOW_ERROR;
+    return drop_unwritten(GST_FLOW_ERROR);
   }
-  // The frame before this one (overlap), then this one now or later; a
-  // version 2 frame is complete already.
+  // The frame before this one (overlap), then this one now or later.
   ret = finish_pending(self);
   st->pending = p;
   st->has_pending = true;
-  if (ret != GST_FLOW_OK || (st->overlap && !st->decoder2)) return ret;
+  if (ret != GST_FLOW_OK || st->overlap) return ret;
   return finish_pending(self);
 }
 
@@ -850,12 +891,13 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
       g_param_spec_enum(
           "frame-overlap", "Frame overlap",
           "Whether a decoded frame is pushed only once the next packet has been applied, so "
-          "that it comes down from the GPU while the CPU checks the next packet (more frames "
-          "per second, one frame of delay; end of stream, keyframes, damaged packets and caps "
-          "changes push it): never (for viewers: tcpclientsrc is not flagged live but is real "
-          "time), always (decoding files or recorded streams as fast as possible), auto = when "
-          "upstream is not live. Version 1 only: a version 2 frame is decoded and "
-          "pushed at once. Read when caps are set. Default: never",
+          "that the GPU works on it while the CPU checks the next packet (version 1: the "
+          "frame comes down from the GPU; version 2: the GPU decodes it while the frame "
+          "before goes out): more frames per second, one frame of delay; end of stream, "
+          "keyframes, damaged packets and caps changes push it. never (for viewers: "
+          "tcpclientsrc is not flagged live but is real time), always (decoding files or "
+          "recorded streams as fast as possible), auto = when upstream is not live. Read "
+          "when caps are set. Default: never",
           GST_TYPE_CUDADIFF_FRAME_OVERLAP, DEFAULT_FRAME_OVERLAP,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                    GST_PARAM_MUTABLE_PLAYING)));
