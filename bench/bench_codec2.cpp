@@ -12,7 +12,7 @@
 // --clip FILE [--clip-size WxH]: real footage instead, the first --frames
 // raw BGR frames of FILE (of --clip-size, default --size, one after
 // another) scaled to --size by nearest neighbour (with --format I420 or
-// NV12 then converted to it).
+// NV12 then converted to it). --random: frames of random bytes instead.
 //   RESULT|codec2 decode|<impl> k=<k> <key|delta>|median ms|body bytes|0|note
 #include <algorithm>
 #include <chrono>
@@ -73,8 +73,8 @@ double median(std::vector<double> v) {
 int main(int argc, char **argv) {
   bench::Options opt = bench::parse_options(
       argc, argv,
-      "[--format NAME] [--clip FILE [--clip-size WxH]] [--tiles BXxBY] [--lane-samples N] "
-      "[--walk-bound P]");
+      "[--format NAME] [--clip FILE [--clip-size WxH] | --random] [--tiles BXxBY] "
+      "[--lane-samples N] [--walk-bound P]");
   // --tiles, --lane-samples, --walk-bound: another tile geometry than the
   // encoder's default (blocks of 16x16 per tile), more or fewer coded
   // samples per rANS lane, or another bound on the walk through a tile with
@@ -93,6 +93,11 @@ int main(int argc, char **argv) {
     if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
   }
   if (bench::check_clip_format(clip, fmt) < 0) return 2;
+  const bool random = bench::random_option(opt.positional);
+  if (random && !clip.empty()) {
+    std::fprintf(stderr, "--random and --clip exclude each other\n");
+    return 2;
+  }
   const size_t n = frame_size_packed(fmt, w, h);
   std::vector<std::vector<uint8_t>> clip_frames;
   if (!clip.empty()) {
@@ -122,12 +127,15 @@ int main(int argc, char **argv) {
   std::vector<int8_t> walk(n, 0);
   for (int t = 0; t < frames; ++t) {
     input.emplace_back(fmt, w, h);
-    if (clip.empty()) {
+    if (random) {
+      testing_util::fill_random(input.back(), gen);
+    } else if (clip.empty()) {
       make_frame(input.back(), t, walk, gen);
     } else {
       bench::clip_frame_to(clip_frames[size_t(t)], input.back().view);
     }
   }
+  if (random) report.note("frames of random bytes");
   if (!clip.empty())
     report.note(clip + ": " + std::to_string(frames) + " frames of " + std::to_string(clip_w) +
                 "x" + std::to_string(clip_h) + " scaled to " + std::to_string(w) + "x" +

@@ -24,7 +24,7 @@
 // nearest neighbour (with --format I420 or NV12 then converted to it);
 // first every frame is encoded on both backends as one
 // sequence (a keyframe every 30 frames) and the bodies compared, then the
-// deltas timed.
+// deltas timed. --random: frames of random bytes instead (independent).
 #include <algorithm>
 #include <cstdlib>
 #include <cstdio>
@@ -77,8 +77,8 @@ void fill_moving(testing_util::HostFrame &f, int t, std::mt19937 &gen) {
 int main(int argc, char **argv) {
   bench::Options opt = bench::parse_options(
       argc, argv,
-      "[--format NAME] [--clip FILE [--clip-size WxH]] [--tiles BXxBY] [--lane-samples N] "
-      "[--walk-bound P]");
+      "[--format NAME] [--clip FILE [--clip-size WxH] | --random] [--tiles BXxBY] "
+      "[--lane-samples N] [--walk-bound P]");
   std::string clip;
   VideoFormat fmt = VideoFormat::BGR;
   const int w = opt.width, h = opt.height;
@@ -92,6 +92,11 @@ int main(int argc, char **argv) {
     if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
   }
   if (bench::check_clip_format(clip, fmt) < 0) return 2;
+  const bool random = bench::random_option(opt.positional);
+  if (random && !clip.empty()) {
+    std::fprintf(stderr, "--random and --clip exclude each other\n");
+    return 2;
+  }
   const size_t n = frame_size_packed(fmt, w, h);
   const std::string size = std::to_string(w) + "x" + std::to_string(h);
   bench::Report report;
@@ -113,8 +118,12 @@ int main(int argc, char **argv) {
   } else {
     for (int t = 0; t < std::max(2, opt.frames); ++t) {
       in.emplace_back(fmt, w, h);
-      fill_moving(in.back(), t, gen);
+      if (random)
+        testing_util::fill_random(in.back(), gen);
+      else
+        fill_moving(in.back(), t, gen);
     }
+    if (random) report.note("frames of random bytes");
   }
   const int frames = int(in.size());
 

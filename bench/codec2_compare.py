@@ -3,16 +3,16 @@
 
 Runs bench_codec2 (decoder) and bench_codec2_enc (encoder) of two builds on
 the same GPU, alternating the builds, --repeat times each, on the synthetic
-camera-like frames and on each clip given (raw BGR, scaled to 1920x1080 by
-the benchmarks), and prints one markdown table: per benchmark, source,
+camera-like frames, on frames of random bytes with --random, and on each
+clip given (raw BGR, scaled to 1920x1080 by the benchmarks), and prints one markdown table: per benchmark, source,
 threshold and kind of frame, the median ms of every run of each build and
 the bodies' bytes of each. Timings vary between machines and runs: compare
 only the two columns of one table (both come from the same machine and
 call), and read the spread between repeats before a difference.
 
   bench/codec2_compare.py --before OLD/build --after NEW/build \\
-      [--clip vtest.bgr:768x576:12] [--clip tree.bgr:320x240:30] [--repeat 2] \\
-      [--only decoder|encoder]
+      [--clip vtest.bgr:768x576:12] [--clip tree.bgr:320x240:30] [--random] \\
+      [--repeat 2] [--only decoder|encoder]
 
 A build is a meson build directory (its bench/ executables and their
 cuda/libcudadiff-core-shared.so). Raw clips come from
@@ -65,11 +65,15 @@ def main():
     ap.add_argument("--after", required=True, help="build directory of the code after")
     ap.add_argument("--clip", action="append", default=[],
                     help="FILE:WxH:FRAMES, raw BGR frames of WxH (repeatable)")
+    ap.add_argument("--random", action="store_true",
+                    help="also frames of random bytes (8 frames, each independent)")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each build (default 2)")
     ap.add_argument("--only", choices=("decoder", "encoder"),
                     help="run only this benchmark (a change to one side)")
     args = ap.parse_args()
     sources = [("synthetic", [], [])]
+    if args.random:
+        sources.append(("random", ["--random", "--runs", "24"], ["--random"]))
     for c in args.clip:
         m = re.match(r"(.+):(\d+x\d+):(\d+)$", c)
         if not m:

@@ -115,6 +115,15 @@ inline int clip_option(const std::string &option, const std::string &value, std:
   return 0;
 }
 
+// `--random` among the arguments: frames of uniformly random bytes, each
+// independent of the one before (the worst case: every tile is stored raw at
+// threshold 0, and every block is coded at the others).
+inline bool random_option(const std::vector<std::string> &args) {
+  for (const std::string &a : args)
+    if (a == "--random") return true;
+  return false;
+}
+
 // One frame of read_scaled_clip() into the first plane of `view` (a packed
 // 3-byte format of the same size), row by row.
 inline void copy_clip_frame(const std::vector<uint8_t> &bytes, const cudadiff::FrameView &view) {
