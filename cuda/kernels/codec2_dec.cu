@@ -733,6 +733,7 @@ class CudaDecoder final : public Decoder {
       return;
     }
     cudaStreamSynchronize(stream_);
+    cudaStreamSynchronize(static_cast<cudaStream_t>(copy_stream_->handle()));
   }
   CudaDecoder(const Context &ctx, VideoFormat format, int width, int height)
       : ctx_(ctx), reader_(format, width, height) {
@@ -790,6 +791,8 @@ class CudaDecoder final : public Decoder {
       slot.flag.resize(sizeof(uint32_t));
       slot.done = std::make_unique<StreamEvent>();
     }
+    copy_stream_ = std::make_unique<Stream>(ctx.gpu_id());
+    for (auto &e : read_) e = std::make_unique<StreamEvent>();
     ctx.synchronize();
   }
 
@@ -810,13 +813,35 @@ class CudaDecoder final : public Decoder {
     return queue(body, n, true, error);
   }
 
+  // The copy goes on a stream of its own, beside the next frame's decoding
+  // (which writes the other picture); the frame after that, which writes
+  // this picture again, waits for it (queue()).
   void submit_write_frame(const FrameView &out) override {
     if (in_flight_ == 0) throw Error("codec2 decoder: no frame submitted to write");
     check_output(out);
     Slot &s = slots_[(oldest_ + in_flight_ - 1) % kMaxInFlight];
     ctx_.activate();
-    copy_to_host(packed_view(format_, width_, height_, picture_[current_].data()), out, ctx_);
-    s.done->record(ctx_);
+    const auto copies = static_cast<cudaStream_t>(copy_stream_->handle());
+    CUDADIFF_CHECK(cudaStreamWaitEvent(copies, static_cast<cudaEvent_t>(s.done->handle()), 0));
+    auto mark = [&] {
+      read_[current_]->record(*copy_stream_);
+      read_pending_[current_] = true;
+      s.done->record(*copy_stream_);
+    };
+    try {
+      copy_frame_async(packed_view(format_, width_, height_, picture_[current_].data()), out,
+                       *copy_stream_);
+    } catch (const Error &) {
+      // A plane's copy may be queued: finish() still waits for it before
+      // `out` may go.
+      try {
+        mark();
+      } catch (const Error &) {
+        cudaStreamSynchronize(copies);
+      }
+      throw;
+    }
+    mark();
   }
 
   bool finish(std::string *error) override {
@@ -886,6 +911,12 @@ class CudaDecoder final : public Decoder {
     }
     slot.staging.resize(total);
     uint8_t *s = slot.staging.data();
+    // The picture this frame writes may still be on its way out.
+    if (read_pending_[1 - current_]) {
+      CUDADIFF_CHECK(
+          cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(read_[1 - current_]->handle()), 0));
+      read_pending_[1 - current_] = false;
+    }
     TileDev *td = reinterpret_cast<TileDev *>(s + tiles_at);
     for (size_t ti = 0; ti < n_tiles; ++ti) {
       const detail::Tile &t = tiles[ti];
@@ -1045,6 +1076,11 @@ class CudaDecoder final : public Decoder {
   };
   Slot slots_[kMaxInFlight];
   int oldest_ = 0;
+  std::unique_ptr<Stream> copy_stream_;  // submit_write_frame()'s copies
+  // After the last copy out of each picture (on copy_stream_), and whether
+  // the decoding stream has yet to wait for it.
+  std::unique_ptr<StreamEvent> read_[2];
+  bool read_pending_[2] = {false, false};
   uint64_t run_ = 0;         // keyframes queued
   uint64_t failed_run_ = 0;  // the run of the last frame that failed (0: none)
 };

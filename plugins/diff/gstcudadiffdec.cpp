@@ -614,6 +614,44 @@ static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
   st->next_pts = frame->pts + (has_duration ? h.duration : 0);
 }
 
+// What the core's finish() said of a version 2 frame: a keyframe that
+// decoded is counted; one that did not is a loss (dropped, as are the
+// deltas after it until a keyframe: the core fails those in flight), and a
+// keyframe is asked for. False: not decoded.
+static bool account_finished(GstCudaDiffDec *self, const DecState::Pending &p, bool decoded,
+                             const std::string &why) {
+  if (decoded) {
+    if (p.keyframe) {
+      GST_OBJECT_LOCK(self);
+      self->stats.keyframes++;
+      GST_OBJECT_UNLOCK(self);
+    }
+    return true;
+  }
+  report_loss(self, p.keyframe ? "damaged keyframe" : "impossible delta",
+              "frame " + std::to_string(p.frame_number) + ": " + why);
+  GST_OBJECT_LOCK(self);
+  self->stats.dropped_packets++;
+  GST_OBJECT_UNLOCK(self);
+  request_keyframe(self, p.frame);
+  return false;
+}
+
+// The core failed in a way that leaves its frames in flight unknown (a
+// CUDA error, or its context not made current): the version 2 codec is
+// dropped, so that the next keyframe starts a fresh one.
+static void drop_core2(GstCudaDiffDec *self) {
+  DecState *st = self->state;
+  try {
+    cudadiff::ContextScope scope(st->ctx.get());
+    st->drop_codec();
+  } catch (const cudadiff::Error &e) {
+    GST_WARNING_OBJECT(self, "dropping the decoder: %s", e.what());
+    st->drop_codec();
+  }
+  st->synced = false;
+}
+
 // The frame in flight: waits for it, then finishes it.
 static GstFlowReturn finish_pending(GstCudaDiffDec *self) {
   DecState *st = self->state;
@@ -630,28 +668,16 @@ static GstFlowReturn finish_pending(GstCudaDiffDec *self) {
     else if (st->decoder)  // version 1: the frame comes down from the GPU
       st->decoder->wait_frame();
   } catch (const cudadiff::Error &e) {
+    if (p.in_core2) drop_core2(self);
     gst_video_frame_unmap(&p.out);
     gst_cudadiff_post_error(GST_ELEMENT(self), "writing a decoded frame", e);
     gst_video_decoder_release_frame(GST_VIDEO_DECODER(self), p.frame);
     return GST_FLOW_ERROR;
   }
   gst_video_frame_unmap(&p.out);
-  if (!decoded) {
-    // Dropped, as are the deltas after it until a keyframe (the core fails
-    // those in flight).
-    report_loss(self, p.keyframe ? "damaged keyframe" : "impossible delta",
-                "frame " + std::to_string(p.frame_number) + ": " + why);
-    GST_OBJECT_LOCK(self);
-    self->stats.dropped_packets++;
-    GST_OBJECT_UNLOCK(self);
-    request_keyframe(self, p.frame);
+  if (p.in_core2 && !account_finished(self, p, decoded, why)) {
     gst_video_decoder_release_frame(GST_VIDEO_DECODER(self), p.frame);
     return GST_FLOW_OK;
-  }
-  if (p.in_core2 && p.keyframe) {
-    GST_OBJECT_LOCK(self);
-    self->stats.keyframes++;
-    GST_OBJECT_UNLOCK(self);
   }
   if (p.sender_pts != stream::kNoTime)
     gst_buffer_add_reference_timestamp_meta(
@@ -670,12 +696,19 @@ static void discard_pending(GstCudaDiffDec *self) {
   st->has_pending = false;
   try {
     cudadiff::ContextScope scope(st->ctx.get());
-    if (st->pending.in_core2)
-      st->decoder2->finish(nullptr);
-    else if (st->decoder)
+    if (st->pending.in_core2) {
+      // A keyframe that decoded still counts (a flush drops its frame, not it).
+      if (st->decoder2->finish(nullptr) && st->pending.keyframe) {
+        GST_OBJECT_LOCK(self);
+        self->stats.keyframes++;
+        GST_OBJECT_UNLOCK(self);
+      }
+    } else if (st->decoder) {
       st->decoder->wait_frame();
+    }
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "dropping a frame in flight: %s", e.what());
+    if (st->pending.in_core2) drop_core2(self);
   }
   gst_video_frame_unmap(&st->pending.out);
   gst_video_codec_frame_unref(st->pending.frame);
@@ -770,27 +803,29 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   p.in_core2 = st->decoder2 != nullptr;
   p.keyframe = h.keyframe();
   p.frame_number = h.frame_number;
-  // No output for a version 2 frame in flight: the frame before it goes
-  // out, then the core finishes it unwritten (its picture is the reference
-  // all the same).
-  auto drop_unwritten = [&](GstFlowReturn why) {
+  // No output for a version 2 frame in flight (or a write that failed):
+  // the frame before it goes out, then the core finishes this one (its
+  // picture is the reference all the same), then its output is unmapped.
+  auto drop_unwritten = [&](GstFlowReturn flow, bool mapped) {
     if (p.in_core2) {
       const GstFlowReturn before = finish_pending(self);
-      bool decoded = false;
       try {
         cudadiff::ContextScope scope(st->ctx.get());
-        decoded = st->decoder2->finish(nullptr);
+        std::string lost;
+        const bool ok = st->decoder2->finish(&lost);
+        account_finished(self, p, ok, lost);
       } catch (const cudadiff::Error &e) {
         GST_WARNING_OBJECT(self, "finishing a frame without output: %s", e.what());
+        drop_core2(self);
       }
-      if (!decoded) st->synced = false;
-      if (why == GST_FLOW_OK) why = before;
+      if (flow == GST_FLOW_OK) flow = before;
     }
+    if (mapped) gst_video_frame_unmap(&p.out);
     gst_video_decoder_release_frame(decoder, frame);
-    return why;
+    return flow;
   };
   ret = gst_video_decoder_allocate_output_frame(decoder, frame);
-  if (ret != GST_FLOW_OK) return drop_unwritten(ret);
+  if (ret != GST_FLOW_OK) return drop_unwritten(ret, false);
   GstVideoCodecState *out_state = gst_video_decoder_get_output_state(decoder);
   // Into CUDA memory (the pipeline's context) the frame is written where it
   // is, on the GPU: version 1's wait_frame() and version 2's finish() wait
@@ -802,7 +837,7 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   gst_video_codec_state_unref(out_state);
   if (!mapped) {
     GST_ELEMENT_ERROR(self, STREAM, DECODE, ("cannot map the output buffer"), (nullptr));
-    return drop_unwritten(GST_FLOW_ERROR);
+    return drop_unwritten(GST_FLOW_ERROR, false);
   }
   try {
     cudadiff::ContextScope scope(st->ctx.get());
@@ -811,9 +846,11 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     else
       st->decoder->submit_write_frame(gst_cudadiff_frame_view(&p.out));
   } catch (const cudadiff::Error &e) {
-    gst_video_frame_unmap(&p.out);
     gst_cudadiff_post_error(GST_ELEMENT(self), "writing a decoded frame", e);
-    return drop_unwritten(GST_FLOW_ERROR);
+    if (p.in_core2) return drop_unwritten(GST_FLOW_ERROR, true);
+    gst_video_frame_unmap(&p.out);
+    gst_video_decoder_release_frame(decoder, frame);
+    return GST_FLOW_ERROR;
   }
   // The frame before this one (overlap), then this one now or later.
   ret = finish_pending(self);

@@ -482,11 +482,15 @@ TEST(Codec2Cuda, DeltaAfterFailureWaitsForKeyframe) {
 // host memory or device memory, give the CPU's pictures. A damaged tile
 // (found on the GPU, after the next delta was submitted) fails that frame
 // and the delta after it; the next delta is refused on submission, and the
-// next keyframe decodes.
-TEST(Codec2Cuda, FramesInFlight) {
+// next keyframe decodes. At 1920x1080 a frame's copy out lasts long enough
+// that the decoding of the frame after next, which writes the same picture,
+// would overtake it without its wait.
+class FramesInFlight : public testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(FramesInFlight, SamePicturesAndFailures) {
   std::mt19937 gen(2024);  // fixed content, whose damaged byte below is found
   const VideoFormat f = VideoFormat::BGR;
-  const int w = 200, h = 120;
+  const int w = GetParam().first, h = GetParam().second;
   auto cpu_ctx = Context::cpu();
   auto enc = Encoder::create(*cpu_ctx, f, w, h);
   auto cpu = Decoder::create(*cpu_ctx, f, w, h);
@@ -520,7 +524,15 @@ TEST(Codec2Cuda, FramesInFlight) {
     auto gpu = Decoder::create(*gpu_ctx, f, w, h);
     submitted->assign(n, -1);
     finished->assign(n, -1);
+    // Outputs not yet written hold a pattern no picture of these has.
+    for (int t = 0; t < n; ++t) {
+      std::memset(out[t].data(), 0xcd, bytes);
+      gpu_ctx->activate();
+      fill_bytes_async(dev[t].data(), 0xcd, bytes, *gpu_ctx);
+    }
+    gpu_ctx->synchronize();
     std::vector<int> order;
+    std::vector<uint8_t> scratch;  // each body from here, overwritten once submitted
     auto finish_one = [&] {
       std::string why;
       const int t = order.front();
@@ -532,7 +544,9 @@ TEST(Codec2Cuda, FramesInFlight) {
     };
     for (int t = 0; t < n; ++t) {
       std::string why;
-      const bool ok = gpu->submit(in[t].data(), in[t].size(), &why);
+      scratch = in[t];
+      const bool ok = gpu->submit(scratch.data(), scratch.size(), &why);
+      std::fill(scratch.begin(), scratch.end(), uint8_t(0x5a));  // submit() said it may
       (*submitted)[t] = ok ? 1 : 0;
       if (ok) {
         order.push_back(t);
@@ -583,3 +597,10 @@ TEST(Codec2Cuda, FramesInFlight) {
   EXPECT_EQ(finished, want_finished);
   for (int t : {0, 1, 2, 6, 7, 8, 9}) EXPECT_EQ(written(t), pictures[t]) << "frame " << t;
 }
+
+INSTANTIATE_TEST_SUITE_P(Sizes, FramesInFlight,
+                         testing::Values(std::make_pair(200, 120), std::make_pair(1920, 1080)),
+                         [](const testing::TestParamInfo<std::pair<int, int>> &info) {
+                           return std::to_string(info.param.first) + "x" +
+                                  std::to_string(info.param.second);
+                         });

@@ -122,10 +122,10 @@ class Decoder {
   virtual ~Decoder() = default;
   // Decodes a body (host memory). True: the picture is the decoded frame.
   // False with a reason in `error`: the body is damaged, truncated, or a
-  // delta without a picture to apply it to. The picture and the tables stay
-  // as they were, but after a failure only a keyframe is decoded (a delta
-  // made against what was lost would not fit): has_reference() is false
-  // until then, as after reset().
+  // delta without a picture to apply it to. The picture stays as it was,
+  // but after a failure only a keyframe is decoded (a delta made against
+  // what was lost would not fit; so the previous tables no longer matter):
+  // has_reference() is false until then, as after reset().
   virtual bool decode(const uint8_t *body, size_t n, std::string *error) = 0;
   // Copies the picture into `out` (host memory, this format and size, any strides).
   virtual void write_frame(const FrameView &out) = 0;
@@ -145,10 +145,11 @@ class Decoder {
   //   says whether it decoded. False: its tiles were damaged (found on the
   //   GPU), or it is a delta after such a frame of the same keyframe's run;
   //   its `out` and the picture are then undefined, and has_reference() is
-  //   false until a keyframe submitted later decodes.
+  //   false until a keyframe is submitted (unless one is in flight already).
   // At most kMaxInFlight frames; decode() and write_frame() only when none
-  // is. The CPU backend decodes and writes at submission (refusing damaged
-  // tiles there), so finish() only counts.
+  // is (the CUDA backend throws otherwise). The CPU backend decodes and
+  // writes at submission (refusing damaged tiles there), so finish() only
+  // counts.
   static constexpr int kMaxInFlight = 2;
   virtual bool submit(const uint8_t *body, size_t n, std::string *error);
   virtual void submit_write_frame(const FrameView &out);
