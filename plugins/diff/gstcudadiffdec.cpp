@@ -638,9 +638,9 @@ static bool account_finished(GstCudaDiffDec *self, const DecState::Pending &p, b
 }
 
 // The core failed in a way that leaves its frames in flight unknown (a
-// CUDA error, or its context not made current): the version 2 codec is
-// dropped, so that the next keyframe starts a fresh one.
-static void drop_core2(GstCudaDiffDec *self) {
+// CUDA error, or its context not made current): the codec is dropped, so
+// that the next keyframe starts a fresh one (deltas until then are losses).
+static void drop_codec_after_error(GstCudaDiffDec *self) {
   DecState *st = self->state;
   try {
     cudadiff::ContextScope scope(st->ctx.get());
@@ -668,7 +668,7 @@ static GstFlowReturn finish_pending(GstCudaDiffDec *self) {
     else if (st->decoder)  // version 1: the frame comes down from the GPU
       st->decoder->wait_frame();
   } catch (const cudadiff::Error &e) {
-    if (p.in_core2) drop_core2(self);
+    drop_codec_after_error(self);
     gst_video_frame_unmap(&p.out);
     gst_cudadiff_post_error(GST_ELEMENT(self), "writing a decoded frame", e);
     gst_video_decoder_release_frame(GST_VIDEO_DECODER(self), p.frame);
@@ -708,7 +708,7 @@ static void discard_pending(GstCudaDiffDec *self) {
     }
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "dropping a frame in flight: %s", e.what());
-    if (st->pending.in_core2) drop_core2(self);
+    drop_codec_after_error(self);
   }
   gst_video_frame_unmap(&st->pending.out);
   gst_video_codec_frame_unref(st->pending.frame);
@@ -816,7 +816,7 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
         account_finished(self, p, ok, lost);
       } catch (const cudadiff::Error &e) {
         GST_WARNING_OBJECT(self, "finishing a frame without output: %s", e.what());
-        drop_core2(self);
+        drop_codec_after_error(self);
       }
       if (flow == GST_FLOW_OK) flow = before;
     }
