@@ -92,11 +92,8 @@ int main(int argc, char **argv) {
     if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
   }
   if (bench::check_clip_format(clip, fmt) < 0) return 2;
-  const bool random = bench::random_option(opt.positional);
-  if (random && !clip.empty()) {
-    std::fprintf(stderr, "--random and --clip exclude each other\n");
-    return 2;
-  }
+  bool random = false;
+  if (bench::random_option(opt.positional, clip, random) < 0) return 2;
   const size_t n = frame_size_packed(fmt, w, h);
   const std::string size = std::to_string(w) + "x" + std::to_string(h);
   bench::Report report;

@@ -115,13 +115,20 @@ inline int clip_option(const std::string &option, const std::string &value, std:
   return 0;
 }
 
-// `--random` among the arguments: frames of uniformly random bytes, each
-// independent of the one before (the worst case: every tile is stored raw at
-// threshold 0, and every block is coded at the others).
-inline bool random_option(const std::vector<std::string> &args) {
+// `--random` among the arguments (into `random`): frames of uniformly random
+// bytes, each independent of the one before (the worst case: every tile is
+// stored raw at threshold 0, and every block is coded at the others).
+// Returns -1 (with a message on stderr) when a --clip was given too, else 0.
+inline int random_option(const std::vector<std::string> &args, const std::string &clip,
+                         bool &random) {
+  random = false;
   for (const std::string &a : args)
-    if (a == "--random") return true;
-  return false;
+    if (a == "--random") random = true;
+  if (random && !clip.empty()) {
+    std::fprintf(stderr, "--random and --clip exclude each other\n");
+    return -1;
+  }
+  return 0;
 }
 
 // One frame of read_scaled_clip() into the first plane of `view` (a packed
