@@ -818,8 +818,7 @@ class CudaDecoder final : public Decoder {
     check_output(out);
     Slot &s = slots_[(oldest_ + in_flight_ - 1) % kMaxInFlight];
     ctx_.activate();
-    const auto copies = static_cast<cudaStream_t>(copy_stream_->handle());
-    CUDADIFF_CHECK(cudaStreamWaitEvent(copies, static_cast<cudaEvent_t>(s.done->handle()), 0));
+    s.done->make_wait(*copy_stream_);
     auto mark = [&] {
       read_[current_]->record(*copy_stream_);
       read_pending_[current_] = true;
@@ -834,7 +833,7 @@ class CudaDecoder final : public Decoder {
       try {
         mark();
       } catch (const Error &) {
-        cudaStreamSynchronize(copies);
+        cudaStreamSynchronize(static_cast<cudaStream_t>(copy_stream_->handle()));
       }
       throw;
     }
@@ -910,8 +909,7 @@ class CudaDecoder final : public Decoder {
     uint8_t *s = slot.staging.data();
     // The picture this frame writes may still be on its way out.
     if (read_pending_[1 - current_]) {
-      CUDADIFF_CHECK(
-          cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(read_[1 - current_]->handle()), 0));
+      read_[1 - current_]->make_wait(ctx_.stream());
       read_pending_[1 - current_] = false;
     }
     TileDev *td = reinterpret_cast<TileDev *>(s + tiles_at);
