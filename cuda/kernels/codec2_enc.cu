@@ -1240,8 +1240,12 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass) {
 // from the first emitted, in each the lanes from the last, each lane's bytes
 // in its order), written backwards from the end of the tile's region, then
 // the states (lane 0 first, little-endian). One thread block per tile: warp
-// w takes the w-th run of sub-steps, thread l lane l; where each run starts
-// (in the stream and in each lane's log) follows from the runs' counts.
+// w takes the w-th run of sub-steps; where each run starts (in the stream
+// and in each lane's log) follows from the runs' counts. A warp reads the
+// counts (sub-step x lanes, one byte each) 32 / lanes sub-steps at a time,
+// thread j the count of lane j % lanes: a tile with few lanes walks many
+// sub-steps (most of them without a byte where its blocks are skipped), so
+// one count per thread and sub-step would leave most threads idle.
 __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p, int pass) {
   const int t = blockIdx.x;
   if (pass && !*p.again) return;
@@ -1249,21 +1253,30 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p, int pass) {
   const DevTile &dt = p.tiles[t];
   const int lanes = p.tile_lanes[t];
   const uint32_t subs = tile_substeps(dt, p.layers, lanes, !p.keyframe);
-  const int warp = threadIdx.x / 32, ln = threadIdx.x & 31;
+  const int warp = threadIdx.x / 32, j = threadIdx.x & 31;
   const int warps = blockDim.x / 32;
   const uint32_t run = (subs + warps - 1) / warps;
   const uint32_t first = min(subs, uint32_t(warp) * run), last = min(subs, first + run);
   const uint8_t *counts = p.rans_counts + dt.counts_first;
-  const bool mine = ln < lanes;
-  uint32_t in_run = 0;
-  if (mine)
-    for (uint32_t s = first; s < last; ++s) in_run += counts[size_t(s) * lanes + ln];
+  // A chunk: `per` sub-steps, `span` counts; thread j's lane and the
+  // chunk's threads of that lane.
+  const int per = 32 / lanes, span = per * lanes;
+  const int ln = j % lanes;
+  const bool active = j < span;
+  uint32_t lane_mask = 0;
+  for (int q = ln; q < span; q += lanes) lane_mask |= 1u << q;
+  const uint32_t q_first = first * uint32_t(lanes), q_last = last * uint32_t(lanes);
   __shared__ uint32_t lane_run[32][32], warp_run[32];
-  lane_run[warp][ln] = in_run;
+  lane_run[warp][j] = 0;
+  __syncwarp();
+  uint32_t in_run = 0;
+  if (active)
+    for (uint32_t q = q_first + j; q < q_last; q += span) in_run += counts[q];
+  if (active) atomicAdd(&lane_run[warp][ln], in_run);
   const uint32_t run_total = warp_sum_u32(in_run);  // the warp's sum, in every lane
-  if (ln == 0) warp_run[warp] = run_total;
+  if (j == 0) warp_run[warp] = run_total;
   __syncthreads();
-  uint32_t at_log = 0, before = 0, total = 0;
+  uint32_t at_log = 0, before = 0, total = 0;  // at_log: lane ln's bytes before this run
   for (int w = 0; w < warps; ++w) {
     if (w < warp) {
       at_log += lane_run[w][ln];
@@ -1273,19 +1286,29 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p, int pass) {
   }
   const uint8_t *log = p.rans_log + dt.log_first + ln;  // its k-th byte at log[k * lanes]
   uint8_t *end = p.streams + p.stream_off[t + 1];
-  const unsigned above = ln == 31 ? 0u : ~0u << (ln + 1);
-  for (uint32_t s = first; s < last; ++s) {
-    const int e = mine ? counts[size_t(s) * lanes + ln] : 0;
+  // Before thread j in the stream: the counts of the chunk's earlier
+  // sub-steps, and of its own sub-step's higher lanes; in its lane's log:
+  // its lane's counts of earlier sub-steps.
+  const int row = j - ln;  // the first count of its sub-step
+  const uint32_t earlier = (1u << row) - 1u;
+  const uint32_t higher =
+      uint32_t((uint64_t(1) << (row + lanes)) - 1u) & ~uint32_t((uint64_t(2) << j) - 1u);
+  const uint32_t in_stream = earlier | higher, in_lane = lane_mask & ((1u << j) - 1u);
+  for (uint32_t base = q_first; base < q_last; base += uint32_t(span)) {
+    const uint32_t q = base + uint32_t(j);
+    const int e = active && q < q_last ? counts[q] : 0;
     const unsigned one = __ballot_sync(kFullWarp, e >= 1), two = __ballot_sync(kFullWarp, e >= 2);
-    const uint32_t at = before + __popc(one & above) + __popc(two & above);
-    for (int q = 0; q < e; ++q) end[-1 - int(at) - q] = log[size_t(at_log + q) * lanes];
-    at_log += e;
+    if (!one) continue;  // no byte in these sub-steps
+    const uint32_t at = before + __popc(one & in_stream) + __popc(two & in_stream);
+    const uint32_t at_lane = at_log + __popc(one & in_lane) + __popc(two & in_lane);
+    for (int k = 0; k < e; ++k) end[-1 - int(at) - k] = log[size_t(at_lane + k) * lanes];
+    at_log += __popc(one & lane_mask) + __popc(two & lane_mask);
     before += __popc(one) + __popc(two);
   }
-  if (warp == 0 && mine) {
-    const uint32_t x = p.lane_state[t * kMaxLanes + ln];
+  if (warp == 0 && j < lanes) {
+    const uint32_t x = p.lane_state[t * kMaxLanes + j];
     for (int q = 0; q < 4; ++q)
-      end[-1 - int(total) - 4 * (lanes - 1 - ln) - q] = uint8_t(x >> (24 - 8 * q));
+      end[-1 - int(total) - 4 * (lanes - 1 - j) - q] = uint8_t(x >> (24 - 8 * q));
   }
   if (threadIdx.x == 0) {
     p.tile_size[t] = total + 4u * uint32_t(lanes);
