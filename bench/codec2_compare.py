@@ -54,7 +54,10 @@ def results(out, decoder):
             size = re.search(r"body (\d+) bytes", f[6])
         if not m:
             continue
-        kind = m.group(2) if decoder else "delta"
+        if decoder:
+            kind = m.group(2)
+        else:  # one at a time, or the rate with two frames in flight (bench_codec2_enc)
+            kind = "delta, 2 in flight" if "in flight" in f[2] else "delta"
         rows[(int(m.group(1)), kind)] = (float(f[3]), int(size.group(1)) if size else 0)
     return rows
 

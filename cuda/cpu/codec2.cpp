@@ -15,6 +15,7 @@
 #include <functional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cudadiff/codec2_body.h"
@@ -2801,8 +2802,8 @@ void CpuEncoder::debug_sizes(const Model &model) {
       }
 }
 
-// A raw tile: its samples' bytes, layer by layer, row by row, sample by
-// sample, channel by channel; they are also the reconstruction.
+// A raw tile: its reconstruction's bytes (step 3), layer by layer, row by
+// row, sample by sample, channel by channel.
 void CpuEncoder::store_raw(size_t ti, uint8_t *out) {
   const Tile &t = tiles_[ti];
   size_t at = 0;
@@ -2810,11 +2811,7 @@ void CpuEncoder::store_raw(size_t ti, uint8_t *out) {
     const Layer &ly = ls_.layer[l];
     for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y)
       for (int x = t.x0[l]; x < t.x0[l] + t.w[l]; ++x)
-        for (int c = 0; c < ly.channels; ++c) {
-          const size_t p = size_t(y) * ly.width + x;
-          out[at++] = cur_.ch[l][c][p];
-          rec_.ch[l][c][p] = cur_.ch[l][c][p];
-        }
+        for (int c = 0; c < ly.channels; ++c) out[at++] = rec_.ch[l][c][size_t(y) * ly.width + x];
   }
 }
 
@@ -2947,11 +2944,12 @@ FrameStats CpuEncoder::write_tiles(bool keyframe, int k, const uint8_t *modes,
       streams_[ti].clear();
     }
 
-  // 5. Tables from the histograms of the coded tiles, then each tile's
-  // stream. Tiles that come out no smaller than their bytes are stored raw;
-  // if any did, the tables are made again without them and the other tiles
-  // coded again (those that now come out too large are stored raw as well).
-  for (int pass = 0; pass < 2; ++pass) {
+  // 5. Tables from the histograms of the tiles not skipped, then each
+  // tile's stream. Tiles that come out no smaller than their bytes are
+  // stored raw (their reconstruction's bytes); the tables stay as they are,
+  // so that they and the reference are final before the entropy coding
+  // (docs/stream-format.md, "The encoder", step 8).
+  {
     std::vector<uint32_t> hist(size_t(dl_.count) * kTokens, 0);
     for (size_t ti = 0; ti < n_tiles; ++ti)
       if (tile_type_[ti] == 1)
@@ -2965,11 +2963,9 @@ FrameStats CpuEncoder::write_tiles(bool keyframe, int k, const uint8_t *modes,
 #if CODEC2_AVX2
     if (use_avx2()) rans_vectors_.assign(rans_symbols_);
 #endif
-    bool any_raw = false;
-#pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : any_raw)
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
     for (long long ti = 0; ti < (long long)n_tiles; ++ti)
-      if (tile_type_[ti] == 1) any_raw |= !encode_tile(size_t(ti), k);
-    if (!any_raw) break;
+      if (tile_type_[ti] == 1) encode_tile(size_t(ti), k);
   }
   for (size_t ti = 0; ti < n_tiles; ++ti)
     if (tile_type_[ti] == 2) {
@@ -4301,6 +4297,25 @@ std::unique_ptr<Decoder> Decoder::create(const Context &ctx, VideoFormat format,
   if (ctx.is_cuda()) throw Error("codec2: this build has no CUDA backend; use a CPU context");
 #endif
   return detail::make_cpu_decoder(format, width, height);
+}
+
+// Frames in flight, for a backend that encodes at submission (the CPU's).
+void Encoder::submit(const FrameView &frame, int threshold, bool keyframe) {
+  if (in_flight_ >= kMaxInFlight)
+    throw Error("codec2 encoder: more than " + std::to_string(kMaxInFlight) +
+                " frames submitted and not finished");
+  Encoded &e = encoded_[(oldest_ + in_flight_) % kMaxInFlight];
+  e.stats = encode(frame, threshold, keyframe, e.body);
+  in_flight_++;
+}
+
+FrameStats Encoder::finish(HostBytes &body) {
+  if (in_flight_ == 0) throw Error("codec2 encoder: no frame submitted to finish");
+  Encoded &e = encoded_[oldest_];
+  std::swap(body, e.body);
+  oldest_ = (oldest_ + 1) % kMaxInFlight;
+  in_flight_--;
+  return e.stats;
 }
 
 // Frames in flight, for a backend that decodes at submission (the CPU's).

@@ -23,12 +23,14 @@
 //      bytes and how many it emitted in each sub-step; then one thread
 //      block per tile places the bytes in the reference's order (in a
 //      sub-step, the lanes from the last) by counting; tiles no smaller
-//      than their bytes become raw (then the tables and 7 again, on the
-//      device: those kernels return at once when no tile became raw);
-//   8. the payloads' offsets, the payloads gathered in body order, raw
-//      tiles' reconstruction; the host waits once for the tile table and
-//      the tables' choices, writes the header, the model and the tile table,
-//      and brings the payloads back at once.
+//      than their bytes become raw (their reconstruction's bytes);
+//   8. the payloads' offsets, the payloads gathered in body order; the host
+//      waits once for the tile table and the tables' choices, writes the
+//      header, the model and the tile table, and brings the payloads back
+//      at once.
+// The reference and the tables are final at the end of 6 (the front part):
+// the next frame's front part may run beside this frame's 7 and 8, each
+// frame in flight with buffers of its own for those (submit(), finish()).
 // The reference stays on the device between frames.
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
@@ -171,7 +173,6 @@ struct Params {
   unsigned long long *cost_prev, *cost_new;
   uint8_t *copy_choice;  // per distribution: its choice in each copy state (tables_copy_kernel)
   const uint16_t *symbol_costs;       // per frequency f >= 1: detail::symbol_cost(f)
-  unsigned *again;                    // a coded tile became raw: tables and rANS once more
   unsigned long long *payload_total;  // the payloads' bytes
   uint8_t *streams;  // per tile a region (stream_off) its stream ends at the end of
   const unsigned long long *stream_off;  // n_tiles + 1 offsets of the regions
@@ -621,9 +622,7 @@ __global__ void __launch_bounds__(32 * kTileTypeWarps) tile_type_kernel(Params p
 }
 
 // The histogram of the coded tiles: one thread per distribution and token.
-// Pass 1 (only when a tile became raw in pass 0) without those tiles.
-__global__ void sum_hist_kernel(Params p, int pass) {
-  if (pass && !*p.again) return;
+__global__ void sum_hist_kernel(Params p) {
   const size_t n = size_t(p.dist_count) * kTokens;
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -658,8 +657,7 @@ __device__ __forceinline__ unsigned long long warp_coding_cost(const Params &p, 
   return ((unsigned long long)hi << 16) + lo;
 }
 
-__global__ void __launch_bounds__(32 * kTableWarps) tables_fresh_kernel(Params p, int pass) {
-  if (pass && !*p.again) return;
+__global__ void __launch_bounds__(32 * kTableWarps) tables_fresh_kernel(Params p) {
   const int d = int(blockIdx.x) * kTableWarps + int(threadIdx.x / 32), tk = threadIdx.x & 31;
   if (d >= p.dist_count) return;  // the whole warp
   const bool keyframe = p.keyframe != 0;
@@ -716,8 +714,7 @@ __global__ void __launch_bounds__(32 * kTableWarps) tables_fresh_kernel(Params p
 // may take: state j * 2 + kind, the previous (kind 0) or fresh (1) table
 // of the j-th distribution with symbols before it; state 2 * kCopyWindow:
 // none before it.
-__global__ void __launch_bounds__(32 * kTableWarps) tables_copy_kernel(Params p, int pass) {
-  if (pass && !*p.again) return;
+__global__ void __launch_bounds__(32 * kTableWarps) tables_copy_kernel(Params p) {
   const int d = int(blockIdx.x) * kTableWarps + int(threadIdx.x / 32), tk = threadIdx.x & 31;
   if (d >= p.dist_count || !p.fresh[d].used) return;  // the whole warp
   const bool keyframe = p.keyframe != 0;
@@ -748,8 +745,7 @@ __global__ void __launch_bounds__(32 * kTableWarps) tables_copy_kernel(Params p,
 // (c) The choices in order: one thread follows the table a copy would take
 // (window slot and kind); beyond the window it works the cost out itself.
 // Then each distribution's table, a warp per distribution.
-__global__ void __launch_bounds__(32 * kTableWarps) tables_choose_kernel(Params p, int pass) {
-  if (pass && !*p.again) return;
+__global__ void __launch_bounds__(32 * kTableWarps) tables_choose_kernel(Params p) {
   // Per distribution: origin * 2 + kind of its table (-1 unused), whether
   // it has symbols, its choice in each copy state.
   extern __shared__ int s_src[];
@@ -810,16 +806,12 @@ __global__ void __launch_bounds__(32 * kTableWarps) tables_choose_kernel(Params 
   }
 }
 
-// After a rANS pass: coded tiles no smaller than their bytes become raw;
-// in pass 0 that calls for pass 1.
-__global__ void raw_check_kernel(Params p, int pass) {
-  if (pass && !*p.again) return;
+// After the rANS passes: coded tiles no smaller than their bytes become raw
+// (their reconstruction's bytes; the tables stay as they are).
+__global__ void raw_check_kernel(Params p) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= p.n_tiles) return;
-  if (p.tile_type[t] == 1 && p.tile_size[t] >= p.tiles[t].raw_bytes) {
-    p.tile_type[t] = 2;
-    if (pass == 0) atomicOr(p.again, 1u);
-  }
+  if (p.tile_type[t] == 1 && p.tile_size[t] >= p.tiles[t].raw_bytes) p.tile_type[t] = 2;
 }
 
 // Where each payload goes: a prefix sum of their sizes over the tiles in
@@ -861,22 +853,6 @@ __global__ void __launch_bounds__(kScanThreads) payload_offsets_kernel(Params p)
     __syncthreads();
   }
   if (threadIdx.x == 0) *p.payload_total = carry;
-}
-
-// A raw tile's bytes become its reconstruction (the input's): one thread
-// block per tile.
-__global__ void raw_tiles_kernel(Params p) {
-  const int t = blockIdx.x;
-  if (p.tile_type[t] != 2) return;
-  const DevTile &dt = p.tiles[t];
-  for (int l = 0; l < p.layers; ++l) {
-    const DevLayer &ly = p.layer[l];
-    const int w = dt.w[l], n = dt.w[l] * dt.h[l];
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-      const size_t at = size_t(dt.y0[l] + i / w) * ly.width + dt.x0[l] + i % w;
-      for (int c = 0; c < ly.channels; ++c) p.rec[l][c][at] = p.cur[l][c][at];
-    }
-  }
 }
 
 // A lane's checksum h -> (33 h + v) mod 2^17 per symbol is affine in h, so
@@ -1180,12 +1156,11 @@ __device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes,
 // state, alone: per sub-step it notes the bytes it emitted (0..2) in
 // counts (sub-step x lanes) and appends them to its log. The frame's tables
 // and the reciprocals of the frequencies are in shared memory.
-__global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass) {
+__global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
   extern __shared__ uint32_t s_tab[];  // reciprocals (kProbScale + 1), then the tables
   __shared__ uint32_t s_ring[kRansAhead][kMaxComps][32];  // code_layer()'s symbols ahead
   uint32_t *s_rcp = s_tab, *s_fc = s_tab + kProbScale + 1;
   const int t = blockIdx.x;
-  if (pass && !*p.again) return;
   if (p.tile_type[t] != 1) return;
   const int n_fc = p.dist_count * kTokens;
   for (int i = threadIdx.x; i < n_fc; i += 32) s_fc[i] = p.freq_cum[i];
@@ -1246,9 +1221,8 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p, int pass) {
 // thread j the count of lane j % lanes: a tile with few lanes walks many
 // sub-steps (most of them without a byte where its blocks are skipped), so
 // one count per thread and sub-step would leave most threads idle.
-__global__ void __launch_bounds__(1024) rans_merge_kernel(Params p, int pass) {
+__global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
   const int t = blockIdx.x;
-  if (pass && !*p.again) return;
   if (p.tile_type[t] != 1) return;
   const DevTile &dt = p.tiles[t];
   const int lanes = p.tile_lanes[t];
@@ -1315,8 +1289,9 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p, int pass) {
   }
 }
 
-// 8. The payloads in body order: coded tiles' streams, raw tiles' bytes
-// (layer by layer, row by row, sample by sample, channel by channel).
+// 8. The payloads in body order: coded tiles' streams, raw tiles' bytes of
+// the reconstruction (layer by layer, row by row, sample by sample, channel
+// by channel).
 __global__ void gather_kernel(Params p) {
   const int t = blockIdx.x;
   const int type = p.tile_type[t];
@@ -1333,7 +1308,7 @@ __global__ void gather_kernel(Params p) {
       const uint32_t n = uint32_t(row) * dt.h[l];
       for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
         const int y = dt.y0[l] + int(i / row), r = int(i % row);
-        out[i] = p.cur[l][r % nc][size_t(y) * ly.width + dt.x0[l] + r / nc];
+        out[i] = p.rec[l][r % nc][size_t(y) * ly.width + dt.x0[l] + r / nc];
       }
       out += n;
     }
@@ -1362,8 +1337,9 @@ __global__ void gather_kernel(Params p) {
 class CudaEncoder final : public Encoder {
  public:
   ~CudaEncoder() override {
-    for (cudaEvent_t e : events_)
-      if (e) cudaEventDestroy(e);
+    // Frames still in flight: their copies end before their buffers go.
+    for (Slot &slot : slots_)
+      if (slot.stream) cudaStreamSynchronize(static_cast<cudaStream_t>(slot.stream->handle()));
   }
   CudaEncoder(const Context &ctx, VideoFormat format, int width, int height, const Geometry &g)
       : ctx_(ctx) {
@@ -1462,11 +1438,9 @@ class CudaEncoder final : public Encoder {
       off_rclass[l] = carve(at, n);
       for (int cls = 0; cls < kClasses; ++cls) off_ids[l][cls] = carve(at, nv * 2);
     }
-    const size_t off_coded = carve(at, n_blocks_), off_modes = carve(at, n_blocks_),
-                 off_cost = carve(at, n_blocks_ * kModes * 8), off_hist = carve(at, hist_count * 4),
-                 off_id_cost = carve(at, hist_count * 4),
+    const size_t off_coded = carve(at, n_blocks_), off_cost = carve(at, n_blocks_ * kModes * 8),
+                 off_hist = carve(at, hist_count * 4), off_id_cost = carve(at, hist_count * 4),
                  off_tiles = carve(at, dev_tiles.size() * sizeof(DevTile)),
-                 off_symbols = carve(at, n_symbols * sizeof(Symbol)),
                  off_tile_hist = carve(at, tiles.size() * hist_count * 4),
                  off_proxy_hist = carve(at, kProxyCopies * hist_count * 4);
     // Per tile: type, lanes, stream size; the tables; the regions the
@@ -1509,29 +1483,19 @@ class CudaEncoder final : public Encoder {
       log_bytes += most_log;
       frame_bytes += tiles[t].raw_bytes;
     }
-    const size_t off_type = carve(at, tiles.size() * sizeof(int)),
-                 off_lanes = carve(at, tiles.size() * sizeof(int)),
-                 off_size = carve(at, tiles.size() * 4), off_freq_cum = carve(at, hist_count * 4),
-                 off_streams = carve(at, stream_off.back()),
-                 off_stream_off = carve(at, stream_off.size() * 8),
-                 off_payload_off = carve(at, tiles.size() * 8),
-                 off_payload = carve(at, frame_bytes),
+    // Shared by the frames in flight (a frame's front part, which ends with
+    // its tables, runs after the one before's): what the front part alone
+    // reads, the constants, and the tables of the last two frames.
+    const size_t off_stream_off = carve(at, stream_off.size() * 8),
                  off_coded_count = carve(at, tiles.size() * 4),
-                 off_lane_sum = carve(at, tiles.size() * kMaxLanes * 4),
-                 off_lane_state = carve(at, tiles.size() * kMaxLanes * 4),
-                 off_counts = carve(at, counts_bytes), off_marks = carve(at, marks_count * 4),
-                 off_log = carve(at, log_bytes), off_reciprocal = carve(at, (kProbScale + 1) * 4),
-                 off_codes = carve(at, codes_count * 4),
-                 off_changed = carve(at, 16),  // changed bytes (8), again (4)
-        off_model0 = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
+                 off_reciprocal = carve(at, (kProbScale + 1) * 4),
+                 off_model0 = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
                  off_model1 = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
                  off_fresh = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
-                 off_chosen = carve(at, size_t(p.dist_count) * sizeof(ChosenTable)),
                  off_cost_prev = carve(at, size_t(p.dist_count) * 8),
                  off_cost_new = carve(at, size_t(p.dist_count) * 8),
                  off_copy_choice = carve(at, size_t(p.dist_count) * kCopyStates),
-                 off_symbol_costs = carve(at, (kProbScale + 1) * 2),
-                 off_payload_total = carve(at, 8);
+                 off_symbol_costs = carve(at, (kProbScale + 1) * 2);
     work_ = DeviceBuffer(at);
     uint8_t *w = work_.data();
     for (int l = 0; l < ls.count; ++l) {
@@ -1544,45 +1508,52 @@ class CudaEncoder final : public Encoder {
         p.ids[l][cls] = reinterpret_cast<uint16_t *>(w + off_ids[l][cls]);
     }
     p.coded = w + off_coded;
-    p.modes = w + off_modes;
     p.cost = reinterpret_cast<unsigned long long *>(w + off_cost);
     p.hist = reinterpret_cast<uint32_t *>(w + off_hist);
     p.id_cost = reinterpret_cast<uint32_t *>(w + off_id_cost);
     p.tiles = reinterpret_cast<const DevTile *>(w + off_tiles);
-    p.symbols = reinterpret_cast<Symbol *>(w + off_symbols);
     p.tile_hist = reinterpret_cast<uint32_t *>(w + off_tile_hist);
     p.proxy_hist = reinterpret_cast<uint32_t *>(w + off_proxy_hist);
     p.n_tiles = int(tiles.size());
-    p.tile_type = reinterpret_cast<int *>(w + off_type);
-    p.tile_lanes = reinterpret_cast<int *>(w + off_lanes);
-    p.tile_size = reinterpret_cast<uint32_t *>(w + off_size);
-    p.freq_cum = reinterpret_cast<uint32_t *>(w + off_freq_cum);
-    p.streams = w + off_streams;
     p.stream_off = reinterpret_cast<const unsigned long long *>(w + off_stream_off);
-    p.payload_off = reinterpret_cast<unsigned long long *>(w + off_payload_off);
-    p.payload = w + off_payload;
     p.tile_coded = reinterpret_cast<uint32_t *>(w + off_coded_count);
-    p.lane_sum = reinterpret_cast<uint32_t *>(w + off_lane_sum);
-    p.lane_state = reinterpret_cast<uint32_t *>(w + off_lane_state);
-    p.rans_counts = w + off_counts;
-    p.rans_log = w + off_log;
-    p.step_marks = reinterpret_cast<uint32_t *>(w + off_marks);
-    // The marks are carved right after the counts: one memset per frame
-    // clears both (encode()).
-    rans_zero_bytes_ = off_marks + marks_count * 4 - off_counts;
     p.reciprocal = reinterpret_cast<const uint32_t *>(w + off_reciprocal);
-    p.codes = reinterpret_cast<uint32_t *>(w + off_codes);
-    p.changed = reinterpret_cast<unsigned long long *>(w + off_changed);
-    p.again = reinterpret_cast<unsigned *>(w + off_changed + 8);
     model_buf_[0] = reinterpret_cast<DevModel *>(w + off_model0);
     model_buf_[1] = reinterpret_cast<DevModel *>(w + off_model1);
     p.fresh = reinterpret_cast<DevModel *>(w + off_fresh);
-    p.chosen = reinterpret_cast<ChosenTable *>(w + off_chosen);
     p.cost_prev = reinterpret_cast<unsigned long long *>(w + off_cost_prev);
     p.cost_new = reinterpret_cast<unsigned long long *>(w + off_cost_new);
     p.copy_choice = w + off_copy_choice;
     p.symbol_costs = reinterpret_cast<const uint16_t *>(w + off_symbol_costs);
-    p.payload_total = reinterpret_cast<unsigned long long *>(w + off_payload_total);
+    // Each frame in flight's own (Slot): what its entropy coding reads or
+    // writes while the next frame's front part runs, and what comes back to
+    // the host. Per tile: type, lanes, stream size; the tables; the regions
+    // the streams are written into (each at most 4 bytes per symbol, plus
+    // the states); the payloads (at most the frame's bytes: a coded tile is
+    // smaller than its raw bytes).
+    SlotLayout &o = slot_layout_;
+    size_t sat = 0;
+    o.modes = carve(sat, n_blocks_);
+    o.symbols = carve(sat, n_symbols * sizeof(Symbol));
+    o.type = carve(sat, tiles.size() * sizeof(int));
+    o.lanes = carve(sat, tiles.size() * sizeof(int));
+    o.size = carve(sat, tiles.size() * 4);
+    o.freq_cum = carve(sat, hist_count * 4);
+    o.streams = carve(sat, stream_off.back());
+    o.payload_off = carve(sat, tiles.size() * 8);
+    o.payload = carve(sat, frame_bytes);
+    o.lane_sum = carve(sat, tiles.size() * kMaxLanes * 4);
+    o.lane_state = carve(sat, tiles.size() * kMaxLanes * 4);
+    // The marks are carved right after the counts: one memset per frame
+    // clears both (submit()).
+    o.counts = carve(sat, counts_bytes);
+    o.marks = carve(sat, marks_count * 4);
+    rans_zero_bytes_ = o.marks + marks_count * 4 - o.counts;
+    o.log = carve(sat, log_bytes);
+    o.codes = carve(sat, codes_count * 4);
+    o.changed = carve(sat, 16);  // changed bytes (8), the payloads' bytes (8)
+    o.chosen = carve(sat, size_t(p.dist_count) * sizeof(ChosenTable));
+    o.bytes = sat;
     // (beside the kernel's static ring: together they may pass the 48 KB
     // that need no opt-in even when the tables alone do not)
     rans_shared_ = (size_t(p.dist_count) * kTokens + kProbScale + 1) * 4;
@@ -1616,20 +1587,27 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK(cudaMemcpyToSymbolAsync(c_first_cost, first_cost, sizeof(first_cost), 0,
                                            cudaMemcpyHostToDevice, stream_));
     timing_ = std::getenv("CODEC2_CUDA_TIMES") != nullptr;
-    if (timing_)
-      for (cudaEvent_t &e : events_) CUDADIFF_CHECK(cudaEventCreate(&e));
-    h_modes_.resize(n_blocks_);
-    h_types_.resize(tiles.size() * sizeof(int));
-    h_chosen_.resize(size_t(p.dist_count) * sizeof(ChosenTable));
-    h_sizes_.resize(tiles.size() * 4);
-    h_lanes_.resize(tiles.size() * sizeof(int));
-    h_payload_off_.resize(tiles.size() * 8);
-    h_changed_.resize(16);
+    input_ready_ = std::make_unique<StreamEvent>();
+    alloc_slot(slots_[0]);  // the second on the first frame submitted beside another
     CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
   }
 
   FrameStats encode(const FrameView &frame, int threshold, bool keyframe,
                     HostBytes &body) override {
+    if (in_flight_ != 0)
+      throw Error("codec2 CUDA encoder: encode() while frames are in flight (finish() them first)");
+    submit(frame, threshold, keyframe);
+    return finish(body);
+  }
+
+  // Queues every step of a frame on its slot's stream: the front part
+  // (working values to tables, the new reference) after the previous
+  // frame's front part, then its entropy coding and the copies of what the
+  // host needs to write the body (finish()).
+  void submit(const FrameView &frame, int threshold, bool keyframe) override {
+    if (in_flight_ >= kMaxInFlight)
+      throw Error("codec2 encoder: more than " + std::to_string(kMaxInFlight) +
+                  " frames submitted and not finished");
     validate(frame, "codec2 encoder input");
     if (frame.format != format_ || frame.width != width_ || frame.height != height_)
       throw Error("codec2 encoder: frame does not match the encoder's format and size");
@@ -1639,8 +1617,21 @@ class CudaEncoder final : public Encoder {
       if (!is_device_memory(frame.data[pl]))
         throw Error("codec2 CUDA encoder: the frame must be in device memory");
     ctx_.activate();
-    const auto start = std::chrono::steady_clock::now();
-    Params &p = p_;
+    if (in_flight_ == 0) oldest_slot_ = 0;  // one frame at a time: slot 0 only
+    const int si = (oldest_slot_ + in_flight_) % kMaxInFlight;
+    Slot &slot = slots_[si];
+    if (!slot.stream) alloc_slot(slot);
+    slot.start = std::chrono::steady_clock::now();
+    const cudaStream_t stream = static_cast<cudaStream_t>(slot.stream->handle());
+    // After the caller's work on the context's stream (the frame's upload)
+    // and the front part of the frame before, whose reference and tables
+    // this one reads and whose scratch it overwrites.
+    input_ready_->record(ctx_);
+    input_ready_->make_wait(*slot.stream);
+    if (in_flight_ > 0) slots_[(si + 1) % kMaxInFlight].front_done->make_wait(*slot.stream);
+
+    Params p = p_;
+    slot.apply(p);
     // The finer quantiser with the dead zone (codec2_rules.h, encoder_k()).
     p.k = encoder_k(threshold);
     p.threshold = threshold;
@@ -1656,129 +1647,134 @@ class CudaEncoder final : public Encoder {
         p.ref[l][c] = ref_[l][c];
         p.rec[l][c] = rec_[l][c];
       }
+    slot.threshold = threshold;
+    slot.k = p.k;
+    slot.keyframe = keyframe;
     const dim3 grid(unsigned(ls_.blocks_x), unsigned(ls_.blocks_y));
     const int nb = int(n_blocks_);
     const size_t hist_count = size_t(p.dist_count) * kTokens;
     const size_t n_tiles = back_->tiles().size();
 
-    mark(0);
-    CUDADIFF_CHECK(cudaMemsetAsync(p.changed, 0, 16, stream_));  // changed bytes, again
+    mark(slot, 0);
+    CUDADIFF_CHECK(cudaMemsetAsync(p.changed, 0, 16, stream));  // changed bytes
     for (int l = 0; l < ls_.count; ++l) {
-      CODEC2_LAUNCH_NC(prepare_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
+      CODEC2_LAUNCH_NC(prepare_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 prepare_kernel");
     }
-    mark(1);
+    mark(slot, 1);
     if (keyframe) {
-      CUDADIFF_CHECK(cudaMemsetAsync(p.modes, kSpatial, n_blocks_, stream_));
+      CUDADIFF_CHECK(cudaMemsetAsync(p.modes, kSpatial, n_blocks_, stream));
     } else {
       for (int round = 0; round < 2; ++round) {
         CUDADIFF_CHECK(
-            cudaMemsetAsync(p.cost, 0, n_blocks_ * kModes * sizeof(unsigned long long), stream_));
+            cudaMemsetAsync(p.cost, 0, n_blocks_ * kModes * sizeof(unsigned long long), stream));
         for (int l = 0; l < ls_.count; ++l) {
           if (round == 0)
-            CODEC2_LAUNCH_NC(round1_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
+            CODEC2_LAUNCH_NC(round1_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
           else
-            CODEC2_LAUNCH_NC(round2_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
+            CODEC2_LAUNCH_NC(round2_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
           CUDADIFF_CHECK_LAUNCH("codec2 round kernel");
         }
-        decide_kernel<<<(nb + 255) / 256, 256, 0, stream_>>>(p, nb);
+        decide_kernel<<<(nb + 255) / 256, 256, 0, stream>>>(p, nb);
         CUDADIFF_CHECK_LAUNCH("codec2 decide_kernel");
         if (round == 1) break;
-        CUDADIFF_CHECK(cudaMemsetAsync(p.proxy_hist, 0, kProxyCopies * hist_count * 4, stream_));
+        CUDADIFF_CHECK(cudaMemsetAsync(p.proxy_hist, 0, kProxyCopies * hist_count * 4, stream));
         for (int l = 0; l < ls_.count; ++l) {
-          CODEC2_LAUNCH_NC(proxy_hist_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
+          CODEC2_LAUNCH_NC(proxy_hist_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
           CUDADIFF_CHECK_LAUNCH("codec2 proxy_hist_kernel");
         }
-        id_cost_kernel<<<(p.dist_count + 7) / 8, 256, 0, stream_>>>(p);
+        id_cost_kernel<<<(p.dist_count + 7) / 8, 256, 0, stream>>>(p);
         CUDADIFF_CHECK_LAUNCH("codec2 id_cost_kernel");
       }
     }
-    mark(2);
-    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream_));
-    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 4, stream_));
+    mark(slot, 2);
+    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream));
+    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 4, stream));
     // The step marks (set by schedule_kernel) and the rANS counts start at
     // zero: the lanes write counts only at the marked steps; the others are
-    // the sub-steps in which no lane emits a byte. Once per frame: pass 1
-    // codes the tiles still coded with the same lanes, codes and marks, so
-    // it writes the counts where pass 0 did and leaves the zeros.
-    CUDADIFF_CHECK(cudaMemsetAsync(p.rans_counts, 0, rans_zero_bytes_, stream_));
+    // the sub-steps in which no lane emits a byte.
+    CUDADIFF_CHECK(cudaMemsetAsync(p.rans_counts, 0, rans_zero_bytes_, stream));
     for (int l = 0; l < ls_.count; ++l) {
-      CODEC2_LAUNCH_NC(reconstruct_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
+      CODEC2_LAUNCH_NC(reconstruct_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 reconstruct_kernel");
     }
     for (int l = 0; l < ls_.count; ++l) {
-      CODEC2_LAUNCH_NC(symbols_kernel, ls_.layer[l].channels, grid, kThreads, stream_, p, l);
+      CODEC2_LAUNCH_NC(symbols_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 symbols_kernel");
     }
     // Tile types and the histogram of the coded tiles.
     const unsigned tile_grid = (unsigned(n_tiles) + 127) / 128;
     const unsigned hist_grid = unsigned((hist_count + 255) / 256);
     tile_type_kernel<<<(unsigned(n_tiles) + kTileTypeWarps - 1) / kTileTypeWarps,
-                       32 * kTileTypeWarps, 0, stream_>>>(p);
+                       32 * kTileTypeWarps, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tile_type_kernel");
-    sum_hist_kernel<<<hist_grid, 256, 0, stream_>>>(p, 0);
+    sum_hist_kernel<<<hist_grid, 256, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
-    mark(3);
-    checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kThreads, 0, stream_>>>(p);
+    mark(slot, 3);
+    checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kThreads, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 checksum_kernel");
     schedule_kernel<<<dim3(unsigned(n_tiles),
                            unsigned(std::min<size_t>((most_slots_ + 255) / 256, 65535))),
-                      256, 0, stream_>>>(p);
+                      256, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 schedule_kernel");
-    mark(4);
-    // Tables, rANS per tile; tiles no smaller than their bytes are stored
-    // raw, and if any, once more with the tables of the other tiles (those
-    // then too large are raw too). Pass 1's kernels return at once when no
-    // tile became raw, so that the host need not wait in between.
-    for (int pass = 0; pass < 2; ++pass) {
-      if (pass == 1) {
-        sum_hist_kernel<<<hist_grid, 256, 0, stream_>>>(p, 1);
-        CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
-      }
-      const unsigned table_grid = unsigned((p.dist_count + kTableWarps - 1) / kTableWarps);
-      tables_fresh_kernel<<<table_grid, 32 * kTableWarps, 0, stream_>>>(p, pass);
-      CUDADIFF_CHECK_LAUNCH("codec2 tables_fresh_kernel");
-      tables_copy_kernel<<<table_grid, 32 * kTableWarps, 0, stream_>>>(p, pass);
-      CUDADIFF_CHECK_LAUNCH("codec2 tables_copy_kernel");
-      tables_choose_kernel<<<1, 32 * kTableWarps,
-                             size_t(p.dist_count) * (sizeof(int) + 1 + kCopyStates), stream_>>>(
-          p, pass);
-      CUDADIFF_CHECK_LAUNCH("codec2 tables_choose_kernel");
-      if (pass == 0) mark(5);
-      rans_lanes_kernel<<<unsigned(n_tiles), 32, rans_shared_, stream_>>>(p, pass);
-      CUDADIFF_CHECK_LAUNCH("codec2 rans_lanes_kernel");
-      if (pass == 0) mark(6);
-      rans_merge_kernel<<<unsigned(n_tiles), 1024, 0, stream_>>>(p, pass);
-      CUDADIFF_CHECK_LAUNCH("codec2 rans_merge_kernel");
-      if (pass == 0) mark(7);
-      raw_check_kernel<<<tile_grid, 128, 0, stream_>>>(p, pass);
-      CUDADIFF_CHECK_LAUNCH("codec2 raw_check_kernel");
-    }
-    mark(8);
-    // The payloads in body order, gathered on the device; raw tiles' bytes
-    // become their reconstruction.
-    payload_offsets_kernel<<<1, kScanThreads, 0, stream_>>>(p);
+    mark(slot, 4);
+    // The tables, which end the front part: the next frame may start.
+    const unsigned table_grid = unsigned((p.dist_count + kTableWarps - 1) / kTableWarps);
+    tables_fresh_kernel<<<table_grid, 32 * kTableWarps, 0, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 tables_fresh_kernel");
+    tables_copy_kernel<<<table_grid, 32 * kTableWarps, 0, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 tables_copy_kernel");
+    tables_choose_kernel<<<1, 32 * kTableWarps,
+                           size_t(p.dist_count) * (sizeof(int) + 1 + kCopyStates), stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 tables_choose_kernel");
+    slot.front_done->record(*slot.stream);
+    mark(slot, 5);
+    // rANS per tile; tiles no smaller than their bytes are stored raw.
+    rans_lanes_kernel<<<unsigned(n_tiles), 32, rans_shared_, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 rans_lanes_kernel");
+    mark(slot, 6);
+    rans_merge_kernel<<<unsigned(n_tiles), 1024, 0, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 rans_merge_kernel");
+    mark(slot, 7);
+    raw_check_kernel<<<tile_grid, 128, 0, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 raw_check_kernel");
+    mark(slot, 8);
+    // The payloads in body order, gathered on the device.
+    payload_offsets_kernel<<<1, kScanThreads, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 payload_offsets_kernel");
-    gather_kernel<<<unsigned(n_tiles), 256, 0, stream_>>>(p);
+    gather_kernel<<<unsigned(n_tiles), 256, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 gather_kernel");
-    raw_tiles_kernel<<<unsigned(n_tiles), 256, 0, stream_>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 raw_tiles_kernel");
-    mark(9);
-    int *types = reinterpret_cast<int *>(h_types_.data());
-    const uint32_t *sizes = reinterpret_cast<const uint32_t *>(h_sizes_.data());
-    const int *lanes = reinterpret_cast<const int *>(h_lanes_.data());
-    copy_out(h_modes_.data(), p.modes, n_blocks_);
-    copy_out(types, p.tile_type, n_tiles * sizeof(int));
-    copy_out(h_sizes_.data(), p.tile_size, n_tiles * 4);
-    copy_out(h_lanes_.data(), p.tile_lanes, n_tiles * sizeof(int));
-    copy_out(h_chosen_.data(), p.chosen, h_chosen_.size());
-    copy_out(h_changed_.data(), p.changed, 8);
-    copy_out(h_changed_.data() + 8, p.payload_total, 8);
-    CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
-    const auto t1 = std::chrono::steady_clock::now();
+    mark(slot, 9);
+    copy_out(slot, slot.h_modes.data(), p.modes, n_blocks_);
+    copy_out(slot, slot.h_types.data(), p.tile_type, n_tiles * sizeof(int));
+    copy_out(slot, slot.h_sizes.data(), p.tile_size, n_tiles * 4);
+    copy_out(slot, slot.h_lanes.data(), p.tile_lanes, n_tiles * sizeof(int));
+    copy_out(slot, slot.h_chosen.data(), p.chosen, slot.h_chosen.size());
+    copy_out(slot, slot.h_changed.data(), p.changed, 8);
+    copy_out(slot, slot.h_changed.data() + 8, p.payload_total, 8);
+    slot.done->record(*slot.stream);
+    // The next frame's reference and previous tables are this one's.
+    model_cur_ ^= 1;
+    for (int l = 0; l < ls_.count; ++l)
+      for (int c = 0; c < ls_.layer[l].channels; ++c) std::swap(ref_[l][c], rec_[l][c]);
+    has_reference_ = true;
+    in_flight_++;
+  }
 
-    // The body: header, model and tile table on the host, the payloads
-    // brought back at once.
+  // Waits for the oldest frame in flight; the header, the model and the
+  // tile table on the host, the payloads brought back at once.
+  FrameStats finish(HostBytes &body) override {
+    if (in_flight_ == 0) throw Error("codec2 encoder: no frame submitted to finish");
+    ctx_.activate();
+    Slot &slot = slots_[oldest_slot_];
+    oldest_slot_ = (oldest_slot_ + 1) % kMaxInFlight;
+    in_flight_--;
+    slot.done->synchronize();
+    const auto t1 = std::chrono::steady_clock::now();
+    const size_t n_tiles = back_->tiles().size();
+    int *types = reinterpret_cast<int *>(slot.h_types.data());
+    const uint32_t *sizes = reinterpret_cast<const uint32_t *>(slot.h_sizes.data());
+    const int *lanes = reinterpret_cast<const int *>(slot.h_lanes.data());
     const std::vector<Tile> &tiles = back_->tiles();
     std::vector<size_t> size_of(n_tiles);
     size_t payload = 0;
@@ -1787,46 +1783,41 @@ class CudaEncoder final : public Encoder {
       payload += size_of[t];
     }
     unsigned long long device_payload = 0;
-    std::memcpy(&device_payload, h_changed_.data() + 8, 8);
+    std::memcpy(&device_payload, slot.h_changed.data() + 8, 8);
     if (device_payload != payload)
       throw Error("codec2 CUDA encoder: the payloads' size disagrees with the tile sizes");
-    back_->set_tables(keyframe, reinterpret_cast<const ChosenTable *>(h_chosen_.data()));
+    back_->set_tables(slot.keyframe, reinterpret_cast<const ChosenTable *>(slot.h_chosen.data()));
     std::vector<int> lanes_of(lanes, lanes + n_tiles);
     FrameStats st = back_->assemble(
-        keyframe, p.k, h_modes_.data(), types, lanes_of.data(), size_of.data(),
+        slot.keyframe, slot.k, slot.h_modes.data(), types, lanes_of.data(), size_of.data(),
         [&](uint8_t *dst) {
-          if (payload) copy_out(dst, p.payload, payload);
-          CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+          if (payload) copy_out(slot, dst, slot.payload, payload);
+          slot.stream->synchronize();
         },
         body);
-    // The body is written and the host's tables are its: the device's take
-    // the same step at once, before anything below can throw.
-    st.threshold = threshold;
-    if (!keyframe) std::memcpy(&st.changed_bytes, h_changed_.data(), 8);
-    model_cur_ ^= 1;
-    for (int l = 0; l < ls_.count; ++l)
-      for (int c = 0; c < ls_.layer[l].channels; ++c) std::swap(ref_[l][c], rec_[l][c]);
+    st.threshold = slot.threshold;
+    if (!slot.keyframe) std::memcpy(&st.changed_bytes, slot.h_changed.data(), 8);
     if (timing_) {  // development aid: where the time goes
       const auto t2 = std::chrono::steady_clock::now();
       float ms[kEvents - 1];
       for (int i = 0; i + 1 < kEvents; ++i)
-        CUDADIFF_CHECK(cudaEventElapsedTime(&ms[i], events_[i], events_[i + 1]));
+        CUDADIFF_CHECK(cudaEventElapsedTime(&ms[i], slot.events[i], slot.events[i + 1]));
       std::fprintf(stderr,
                    "codec2 cuda k=%d device: prepare %.3f, modes %.3f, reconstruction and symbols "
                    "%.3f, checksums and schedule %.3f, tables %.3f, rANS lanes %.3f, merge %.3f, "
-                   "raw pass %.3f, payloads %.3f ms\n",
-                   threshold, ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7], ms[8]);
+                   "raw check %.3f, payloads %.3f ms\n",
+                   slot.threshold, ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7], ms[8]);
       std::fprintf(stderr, "codec2 cuda k=%d host: until the tables are back %.3f, body %.3f ms\n",
-                   threshold, std::chrono::duration<double, std::milli>(t1 - start).count(),
+                   slot.threshold,
+                   std::chrono::duration<double, std::milli>(t1 - slot.start).count(),
                    std::chrono::duration<double, std::milli>(t2 - t1).count());
     }
-    // The frame may be reused by the caller as soon as this returns.
-    CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
-    has_reference_ = true;
     return st;
   }
 
   void read_reference(HostBytes &out) override {
+    if (in_flight_ != 0)
+      throw Error("codec2 CUDA encoder: read_reference() while frames are in flight");
     ctx_.activate();
     std::vector<uint8_t> planes[kMaxLayers][kMaxComps];
     download_planes(ref_, planes);
@@ -1844,8 +1835,100 @@ class CudaEncoder final : public Encoder {
   }
 
  private:
-  void copy_out(void *host, const void *device, size_t n) {
-    CUDADIFF_CHECK(cudaMemcpyAsync(host, device, n, cudaMemcpyDeviceToHost, stream_));
+  static constexpr int kEvents = 10;
+  // Where each of a slot's buffers lies in its allocation.
+  struct SlotLayout {
+    size_t modes, symbols, type, lanes, size, freq_cum, streams, payload_off, payload, lane_sum,
+        lane_state, counts, marks, log, codes, changed, chosen, bytes;
+  };
+  // A frame in flight: the device buffers its entropy coding uses while the
+  // next frame's front part runs (SlotLayout), its stream and events, the
+  // pinned staging for what comes back, and what finish() needs.
+  struct Slot {
+    DeviceBuffer work;
+    uint8_t *modes = nullptr, *streams = nullptr, *payload = nullptr, *counts = nullptr,
+            *log = nullptr;
+    Symbol *symbols = nullptr;
+    int *type = nullptr, *lanes = nullptr;
+    uint32_t *size = nullptr, *freq_cum = nullptr, *lane_sum = nullptr, *lane_state = nullptr,
+             *marks = nullptr, *codes = nullptr;
+    unsigned long long *payload_off = nullptr, *changed = nullptr;
+    ChosenTable *chosen = nullptr;
+    std::unique_ptr<Stream> stream;
+    std::unique_ptr<StreamEvent> front_done, done;
+    cudaEvent_t events[kEvents] = {};  // CODEC2_CUDA_TIMES: the phases on the device
+    HostBytes h_modes, h_types, h_chosen, h_sizes, h_lanes;
+    HostBytes h_changed;  // the delta's changed bytes (a uint64), then the payloads' bytes
+    int threshold = 0, k = 0;
+    bool keyframe = false;
+    std::chrono::steady_clock::time_point start;
+    void apply(Params &p) const {
+      p.modes = modes;
+      p.symbols = symbols;
+      p.tile_type = type;
+      p.tile_lanes = lanes;
+      p.tile_size = size;
+      p.freq_cum = freq_cum;
+      p.streams = streams;
+      p.payload_off = payload_off;
+      p.payload = payload;
+      p.lane_sum = lane_sum;
+      p.lane_state = lane_state;
+      p.rans_counts = counts;
+      p.step_marks = marks;
+      p.rans_log = log;
+      p.codes = codes;
+      p.changed = changed;
+      p.payload_total = changed + 1;
+      p.chosen = chosen;
+    }
+    ~Slot() {
+      for (cudaEvent_t e : events)
+        if (e) cudaEventDestroy(e);
+    }
+  };
+  void alloc_slot(Slot &slot) {
+    const SlotLayout &o = slot_layout_;
+    slot.work = DeviceBuffer(o.bytes);
+    uint8_t *w = slot.work.data();
+    slot.modes = w + o.modes;
+    slot.symbols = reinterpret_cast<Symbol *>(w + o.symbols);
+    slot.type = reinterpret_cast<int *>(w + o.type);
+    slot.lanes = reinterpret_cast<int *>(w + o.lanes);
+    slot.size = reinterpret_cast<uint32_t *>(w + o.size);
+    slot.freq_cum = reinterpret_cast<uint32_t *>(w + o.freq_cum);
+    slot.streams = w + o.streams;
+    slot.payload_off = reinterpret_cast<unsigned long long *>(w + o.payload_off);
+    slot.payload = w + o.payload;
+    slot.lane_sum = reinterpret_cast<uint32_t *>(w + o.lane_sum);
+    slot.lane_state = reinterpret_cast<uint32_t *>(w + o.lane_state);
+    slot.counts = w + o.counts;
+    slot.marks = reinterpret_cast<uint32_t *>(w + o.marks);
+    slot.log = w + o.log;
+    slot.codes = reinterpret_cast<uint32_t *>(w + o.codes);
+    slot.changed = reinterpret_cast<unsigned long long *>(w + o.changed);
+    slot.chosen = reinterpret_cast<ChosenTable *>(w + o.chosen);
+    slot.stream = std::make_unique<Stream>(ctx_.gpu_id());
+    slot.front_done = std::make_unique<StreamEvent>();
+    slot.done = std::make_unique<StreamEvent>();
+    if (timing_)
+      for (cudaEvent_t &e : slot.events) CUDADIFF_CHECK(cudaEventCreate(&e));
+    const size_t n_tiles = back_->tiles().size();
+    slot.h_modes.resize(n_blocks_);
+    slot.h_types.resize(n_tiles * sizeof(int));
+    slot.h_chosen.resize(size_t(p_.dist_count) * sizeof(ChosenTable));
+    slot.h_sizes.resize(n_tiles * 4);
+    slot.h_lanes.resize(n_tiles * sizeof(int));
+    slot.h_changed.resize(16);
+    // Every buffer a kernel may read is defined (these keep a sanitizer's
+    // view clean).
+    CUDADIFF_CHECK(
+        cudaMemsetAsync(w, 0, o.bytes, static_cast<cudaStream_t>(slot.stream->handle())));
+    slot.stream->synchronize();
+  }
+  void copy_out(Slot &slot, void *host, const void *device, size_t n) {
+    CUDADIFF_CHECK(cudaMemcpyAsync(host, device, n, cudaMemcpyDeviceToHost,
+                                   static_cast<cudaStream_t>(slot.stream->handle())));
   }
   void download_planes(uint8_t *const (&src)[kMaxLayers][kMaxComps],
                        std::vector<uint8_t> (&dst)[kMaxLayers][kMaxComps]) {
@@ -1858,30 +1941,31 @@ class CudaEncoder final : public Encoder {
       }
     CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
   }
+  void mark(Slot &slot, int i) {
+    if (timing_)
+      CUDADIFF_CHECK(
+          cudaEventRecord(slot.events[i], static_cast<cudaStream_t>(slot.stream->handle())));
+  }
 
   const Context &ctx_;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // the context's: the caller's work, read_reference()
   std::unique_ptr<detail::EncoderBackEnd> back_;
   LayerSet ls_;
   size_t n_blocks_ = 0;
-  Params p_;
+  Params p_;  // the shared buffers; a frame's own come from its slot
+  SlotLayout slot_layout_;
+  Slot slots_[kMaxInFlight];
+  int oldest_slot_ = 0;                       // the slot of the oldest frame in flight
+  std::unique_ptr<StreamEvent> input_ready_;  // the caller's work before a frame
   DeviceBuffer planes_, work_;
-  uint8_t *ref_[kMaxLayers][kMaxComps] = {};
-  uint8_t *rec_[kMaxLayers][kMaxComps] = {};
-  static constexpr int kEvents = 10;
-  cudaEvent_t events_[kEvents] = {};  // CODEC2_CUDA_TIMES: the phases on the device
-  DevModel *model_buf_[2] = {};       // the tables of the last frame and of this one
-  int model_cur_ = 0;                 // model_buf_[model_cur_]: this frame's
-  void mark(int i) {
-    if (timing_) CUDADIFF_CHECK(cudaEventRecord(events_[i], stream_));
-  }
-  size_t rans_shared_ = 0;      // the tables in the rANS kernel's shared memory
+  uint8_t *ref_[kMaxLayers][kMaxComps] = {};  // the last frame submitted's reconstruction
+  uint8_t *rec_[kMaxLayers][kMaxComps] = {};  // the next frame's
+  DevModel *model_buf_[2] = {};               // the tables of the last frame and of the next
+  int model_cur_ = 0;                         // model_buf_[model_cur_]: the next frame's
+  size_t rans_shared_ = 0;                    // the tables in the rANS kernel's shared memory
   size_t most_slots_ = 0;       // most steps x lanes of a tile (schedule_kernel's threads)
   size_t rans_zero_bytes_ = 0;  // the rANS counts and the step marks (zeroed per frame)
   bool timing_ = false;         // CODEC2_CUDA_TIMES set: each frame's phases on stderr
-  // Pinned staging for the copies between the steps.
-  HostBytes h_modes_, h_types_, h_chosen_, h_sizes_, h_lanes_, h_payload_off_;
-  HostBytes h_changed_;  // the delta's changed bytes (a uint64), then the payloads' bytes
 };
 
 }  // namespace

@@ -523,7 +523,9 @@ TEST(Codec2Cpu, RandomFramesAreStoredRaw) {
   const FrameStats st = enc->encode(f.view, 0, true, body);
   EXPECT_EQ(st.tiles[2], 1u) << "the one tile is raw";
   EXPECT_GE(body.size(), 64u * 64 * 3);
-  EXPECT_LT(body.size(), 64u * 64 * 3 + 200) << "header and tables only on top";
+  // On top: the header, the tile table, and the tables, which the encoder
+  // makes before it finds the tile larger than raw (about 230 bytes here).
+  EXPECT_LT(body.size(), 64u * 64 * 3 + 400) << "header and tables only on top";
   // A smooth frame is coded.
   fill_scene(f, 0, testing_util::rng(), 0);
   const FrameStats st2 = enc->encode(f.view, 0, true, body);
@@ -733,6 +735,42 @@ TEST(Codec2Cpu, FramesInFlightDecodeAtSubmission) {
   EXPECT_EQ(dec->frames_in_flight(), 0);
   EXPECT_FALSE(dec->submit(s.bodies[3].data(), s.bodies[3].size(), &err)) << "after a failure";
   EXPECT_THROW(dec->submit_write_frame(a.view), Error);
+}
+
+// Frames in flight on the CPU backend's encoder: each is encoded at
+// submission, finish() hands the bodies back in order (the same bytes as
+// encode()), and more than kMaxInFlight, or a finish() with none, throw.
+TEST(Codec2Cpu, FramesInFlightEncodeAtSubmission) {
+  const VideoFormat fmt = VideoFormat::I420;
+  const int w = 66, h = 50;
+  std::mt19937 &gen = testing_util::rng();
+  std::vector<HostFrame> frames;
+  for (int t = 0; t < 5; ++t) {
+    frames.emplace_back(fmt, w, h);
+    if (t == 2)
+      testing_util::fill_random(frames.back(), gen);
+    else
+      fill_scene(frames.back(), t, gen, 3);
+  }
+  const std::vector<bool> key = {true, false, false, true, false};
+  const std::vector<int> ks = {3, 3, 0, 7, 7};
+  const Sequence s = encode_sequence(fmt, w, h, frames, key, ks);
+  auto enc = Encoder::create(*cpu, fmt, w, h);
+  HostBytes body;
+  EXPECT_THROW(enc->finish(body), Error);
+  for (size_t t = 0; t < frames.size(); ++t) {
+    enc->submit(frames[t].view, ks[t], key[t]);
+    if (t == 0) continue;
+    EXPECT_EQ(enc->frames_in_flight(), 2);
+    EXPECT_THROW(enc->submit(frames[t].view, ks[t], false), Error);
+    const FrameStats st = enc->finish(body);
+    EXPECT_EQ(st.keyframe, key[t - 1]) << t - 1;
+    EXPECT_EQ(bytes_of(body), s.bodies[t - 1]) << "frame " << t - 1;
+  }
+  enc->finish(body);
+  EXPECT_EQ(bytes_of(body), s.bodies.back());
+  EXPECT_EQ(enc->frames_in_flight(), 0);
+  EXPECT_THROW(enc->finish(body), Error);
 }
 
 TEST(Codec2Cpu, RandomBodiesNeverCrash) {

@@ -2,8 +2,9 @@
 // byte: every format, odd sizes, thresholds 0, 5 and 20, keyframes and runs
 // of deltas on random frames (raw tiles), smooth moving scenes, and scenes
 // with static regions (skipped, temporal and spatial blocks), from packed
-// and padded device frames; the reference and the frame statistics are the
-// CPU's too, and the CPU and CUDA decoders show the encoder's reference.
+// and padded device frames, one at a time and two in flight; the reference
+// and the frame statistics are the CPU's too, and the CPU and CUDA decoders
+// show the encoder's reference.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -295,4 +296,103 @@ TEST(Codec2CudaEncoder, RefusesWhatTheCpuRefuses) {
   DeviceFrame other(VideoFormat::GRAY8, 16, 17);
   EXPECT_THROW(enc->encode(other.view(), 5, true, body), Error);
   EXPECT_FALSE(enc->has_reference());
+}
+
+namespace {
+
+// Frames in flight (submit() and finish(), two at a time): the bodies,
+// statistics and final reference are the CPU's, with keyframes and changing
+// thresholds between deltas, raw tiles (random frames) and tiles with few
+// lanes; each frame stays on the device, untouched, until its finish().
+struct InFlightCase {
+  VideoFormat fmt;
+  int w, h;
+  Content content;
+  std::vector<int> ks;
+  int frames, key_every;
+};
+void compare_in_flight(const InFlightCase &c) {
+  auto cpu = Context::cpu();
+  auto gpu = Context::cuda(0);
+  std::mt19937 &gen = testing_util::rng();
+  auto cenc = Encoder::create(*cpu, c.fmt, c.w, c.h);
+  auto genc = Encoder::create(*gpu, c.fmt, c.w, c.h);
+  std::vector<HostBytes> cbodies(size_t(c.frames));
+  std::vector<FrameStats> cstats(size_t(c.frames));
+  std::vector<DeviceFrame> frames;
+  HostBytes gbody;
+  auto where = [&](int t) {
+    return std::string(format_name(c.fmt)) + " " + std::to_string(c.w) + "x" + std::to_string(c.h) +
+           " frame " + std::to_string(t);
+  };
+  auto finish_and_compare = [&](int t) {
+    const FrameStats gs = genc->finish(gbody);
+    expect_same_stats(cstats[size_t(t)], gs, where(t));
+    EXPECT_TRUE(bytes_of(cbodies[size_t(t)]) == bytes_of(gbody)) << where(t) << ": bodies differ";
+    // The body's buffer is reused by the next finish(): overwrite it.
+    std::memset(gbody.data(), 0xA5, gbody.size());
+  };
+  for (int t = 0; t < c.frames; ++t) {
+    const int k = c.ks[size_t(t) % c.ks.size()];
+    const bool key = t % c.key_every == 0;
+    HostFrame frame(c.fmt, c.w, c.h, 3);
+    fill(frame, c.content, t, gen, k);
+    cstats[size_t(t)] = cenc->encode(frame.view, k, key, cbodies[size_t(t)]);
+    frames.push_back(testing_util::upload(frame, *gpu));
+    genc->submit(frames.back().view(), k, key);
+    EXPECT_EQ(genc->frames_in_flight(), std::min(t + 1, 2)) << where(t);
+    if (t >= 1) finish_and_compare(t - 1);
+    if (::testing::Test::HasFailure()) return;
+  }
+  finish_and_compare(c.frames - 1);
+  EXPECT_EQ(genc->frames_in_flight(), 0);
+  HostBytes cref, gref;
+  cenc->read_reference(cref);
+  genc->read_reference(gref);
+  EXPECT_TRUE(bytes_of(cref) == bytes_of(gref)) << where(c.frames) << ": references differ";
+}
+
+}  // namespace
+
+TEST(Codec2CudaEncoder, FramesInFlight) {
+  const InFlightCase cases[] = {
+      {VideoFormat::BGR, 200, 120, Content::Random, {0, 5}, 6, 3},
+      {VideoFormat::BGR, 320, 256, Content::Columns, {5, 0, 20}, 6, 100},
+      {VideoFormat::I420, 201, 131, Content::Static, {20, 0, 7}, 8, 5},
+  };
+  for (const InFlightCase &c : cases) {
+    compare_in_flight(c);
+    if (HasFailure()) return;
+  }
+}
+
+TEST(Codec2CudaEncoder, FramesInFlightFullHd) {
+  compare_in_flight({VideoFormat::BGR, 1920, 1080, Content::Scene, {5, 5, 20, 0}, 7, 4});
+}
+
+// Frames in flight: at most two; encode() and read_reference() only when
+// none is; finish() only when one is.
+TEST(Codec2CudaEncoder, FramesInFlightLimits) {
+  auto gpu = Context::cuda(0);
+  auto enc = Encoder::create(*gpu, VideoFormat::GRAY8, 64, 48);
+  DeviceFrame a(VideoFormat::GRAY8, 64, 48), b(VideoFormat::GRAY8, 64, 48),
+      c(VideoFormat::GRAY8, 64, 48);
+  fill_bytes_async(a.view().data[0], 7, a.size(), *gpu);
+  fill_bytes_async(b.view().data[0], 9, b.size(), *gpu);
+  HostBytes body;
+  EXPECT_THROW(enc->finish(body), Error);
+  enc->submit(a.view(), 3, true);
+  enc->submit(b.view(), 3, false);
+  EXPECT_THROW(enc->submit(c.view(), 3, false), Error);
+  EXPECT_THROW(enc->encode(c.view(), 3, false, body), Error);
+  HostBytes ref;
+  EXPECT_THROW(enc->read_reference(ref), Error);
+  EXPECT_EQ(enc->frames_in_flight(), 2);
+  EXPECT_TRUE(enc->finish(body).keyframe);
+  EXPECT_FALSE(enc->finish(body).keyframe);
+  EXPECT_EQ(enc->frames_in_flight(), 0);
+  enc->read_reference(ref);
+  // Every byte within the threshold of the second frame's.
+  EXPECT_TRUE(std::all_of(ref.data(), ref.data() + ref.size(),
+                          [](uint8_t v) { return v >= 9 - 3 && v <= 9 + 3; }));
 }

@@ -97,6 +97,22 @@ class Encoder {
   // of `body` shows. Returns when `body` is complete in host memory.
   virtual FrameStats encode(const FrameView &frame, int threshold, bool keyframe,
                             HostBytes &body) = 0;
+  // Frames in flight (cudadiffenc frame-overlap), so that the GPU codes
+  // frame N+1 while the entropy coder still works on frame N and the caller
+  // sends frame N-1:
+  // - submit() starts encoding `frame` as encode() does (same checks, same
+  //   body); the next frame may be submitted at once (the reference and the
+  //   tables are taken as this frame leaves them). `frame` must stay valid
+  //   and unchanged until this frame's finish() returns.
+  // - finish() waits for the oldest frame in flight and writes its body.
+  // At most kMaxInFlight frames; encode() only when none is (the CUDA
+  // backend throws otherwise). If submit() or finish() throws, the encoder's
+  // reference is undefined: encode a keyframe next (or make a new encoder
+  // after a CUDA error). The CPU backend encodes at submission.
+  static constexpr int kMaxInFlight = 2;
+  virtual void submit(const FrameView &frame, int threshold, bool keyframe);
+  virtual FrameStats finish(HostBytes &body);
+  int frames_in_flight() const { return in_flight_; }
   // The reference in canonical order (docs/stream-format.md), for tests.
   virtual void read_reference(HostBytes &out) = 0;
   bool has_reference() const { return has_reference_; }
@@ -115,6 +131,16 @@ class Encoder {
   int width_ = 0, height_ = 0;
   Geometry geometry_;
   bool has_reference_ = false;
+  int in_flight_ = 0;
+
+ private:
+  // The base submit()/finish(): bodies encoded at submission, oldest first.
+  struct Encoded {
+    HostBytes body;
+    FrameStats stats;
+  };
+  Encoded encoded_[kMaxInFlight];
+  int oldest_ = 0;
 };
 
 class Decoder {
