@@ -1,6 +1,7 @@
 // cudadiffenc and cudadiffdec end to end through GStreamer, from pinned
 // buffers: frames per second of
 //   appsrc (buffers from the pool cudadiffenc proposes) ! cudadiffenc ! fakesink
+//     (frame-overlap never, and auto, the default: on, appsrc is not live)
 //   appsrc (the packets) ! cudadiffdec (output from its pinned pool) ! fakesink
 //     (frame-overlap never, the default, and always)
 // for stream version 1 (compression none and zstd) and version 2,
@@ -106,13 +107,14 @@ bool wait_eos(GstElement *pipeline) {
 void run_stages(const Options &o, std::vector<GstBuffer *> &inputs, const char *compression_name);
 
 // Encoder run; `packets` (optional) collects what it produced, caps included.
-Result run_encoder(const Options &o, int version, const char *compression,
+// `overlap`: the encoder's frame-overlap (auto: on, appsrc is not live).
+Result run_encoder(const Options &o, int version, const char *compression, const char *overlap,
                    std::vector<GstBuffer *> *packets, GstCaps **packet_caps, size_t *bytes_out) {
-  const std::string desc = "appsrc name=src format=time block=true max-bytes=100000000 caps=\"" +
-                           raw_caps(o) +
-                           "\" ! cudadiffenc name=enc stream-version=" + std::to_string(version) +
-                           " threshold=20 compression=" + compression + " backend=" + o.backend +
-                           " ! fakesink name=sink sync=false signal-handoffs=true";
+  const std::string desc =
+      "appsrc name=src format=time block=true max-bytes=100000000 caps=\"" + raw_caps(o) +
+      "\" ! cudadiffenc name=enc stream-version=" + std::to_string(version) +
+      " threshold=20 compression=" + compression + " backend=" + o.backend +
+      " frame-overlap=" + overlap + " ! fakesink name=sink sync=false signal-handoffs=true";
   GstElement *pipeline = launch(desc);
   GstElement *src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
   GstElement *sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
@@ -414,14 +416,16 @@ int main(int argc, char **argv) {
     size_t bytes = 0;
     // Timed without keeping the packets (keeping 600 of them would make every
     // output buffer fresh, page-faulting memory); then again to collect them.
-    const Result e = run_encoder(o, cfg.version, compression, nullptr, nullptr, &bytes);
-    run_encoder(o, cfg.version, compression, &packets, &caps, nullptr);
     char note[160];
-    std::snprintf(note, sizeof note, "%s; %.0f bytes per packet",
-                  e.pinned ? "pinned input" : "unpinned input",
-                  double(bytes) / std::max(1, e.frames));
-    lines.push_back(
-        {"cudadiffenc " + o.backend + " " + label, note, 1000 * e.seconds / std::max(1, e.frames)});
+    for (const char *overlap : {"never", "auto"}) {
+      const Result e = run_encoder(o, cfg.version, compression, overlap, nullptr, nullptr, &bytes);
+      std::snprintf(note, sizeof note, "%s; %.0f bytes per packet",
+                    e.pinned ? "pinned input" : "unpinned input",
+                    double(bytes) / std::max(1, e.frames));
+      lines.push_back({"cudadiffenc " + o.backend + " " + label + " frame-overlap=" + overlap, note,
+                       1000 * e.seconds / std::max(1, e.frames)});
+    }
+    run_encoder(o, cfg.version, compression, "auto", &packets, &caps, nullptr);
     for (const char *overlap : {"never", "always"}) {
       const Result d = run_decoder(o, packets, caps, overlap);
       std::snprintf(note, sizeof note, "%s; %d frames",

@@ -121,9 +121,11 @@ struct EncState {
   // Version 1: keeps the reference (on the device for CUDA).
   std::unique_ptr<diff::DiffEncoder> encoder;
   // Version 2: the codec2 encoder, on the element's backend (the CUDA
-  // backend uploads a frame in system memory into device_input first).
+  // backend uploads a frame in system memory into device_input first, one
+  // of two: a frame stays on the device until its body is collected).
   std::unique_ptr<codec2::Encoder> encoder2;
-  cudadiff::DeviceFrame device_input;
+  cudadiff::DeviceFrame device_input[2];
+  int next_input = 0;
   int version = DEFAULT_STREAM_VERSION;    // of the current caps
   cudadiff::HostBytes body;                // pinned: the core writes each body here
   std::unique_ptr<stream::Writer> writer;  // its scratch and zstd context, start to stop
@@ -145,9 +147,8 @@ struct EncState {
     stream::FrameInfo info;
     stream::Compression compression = stream::Compression::None;
     int level = 0;
-    // Version 2 (synchronous): complete when queued. An asynchronous codec
-    // would complete it in finish_pending, as collect_delta does for
-    // version 1.
+    // Completed in finish_pending (collect_delta for version 1, the codec2
+    // encoder's finish() for version 2).
     FrameResult result;
   };
   Pending pending;
@@ -159,7 +160,7 @@ struct EncState {
   void drop_codec() {
     encoder.reset();
     encoder2.reset();
-    device_input = cudadiff::DeviceFrame();
+    for (auto &f : device_input) f = cudadiff::DeviceFrame();
     if (input_state) gst_video_codec_state_unref(input_state);
     input_state = nullptr;
     format = cudadiff::VideoFormat::Unknown;
@@ -188,6 +189,7 @@ G_DEFINE_TYPE(GstCudaDiffEnc, gst_cudadiff_enc, GST_TYPE_VIDEO_ENCODER)
 
 static GstFlowReturn finish_pending(GstCudaDiffEnc *self);
 static void discard_pending(GstCudaDiffEnc *self);
+static void collect_v2(EncState *st, FrameResult *result);
 GST_ELEMENT_REGISTER_DEFINE(cudadiffenc, "cudadiffenc", GST_RANK_SECONDARY, GST_TYPE_CUDADIFF_ENC)
 
 GType gst_cudadiff_compression_get_type(void) {
@@ -397,7 +399,7 @@ static void configure_codec(EncState *st, bool v2, cudadiff::VideoFormat format,
     st->encoder2 = codec2::Encoder::create(*st->ctx, format, width, height);
     st->body.reserve(stream::max_v2_body_size(format, width, height));
     if (st->ctx->backend() == cudadiff::Backend::Cuda)
-      st->device_input = cudadiff::DeviceFrame(format, width, height);
+      for (auto &f : st->device_input) f = cudadiff::DeviceFrame(format, width, height);
     return;
   }
   st->encoder = diff::DiffEncoder::create(*st->ctx, format, width, height);
@@ -438,10 +440,9 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   const int version = int(self->stream_version);
   GST_OBJECT_UNLOCK(self);
   const bool v2 = version == stream::kVersion2;
-  // Version 2 encodes synchronously: nothing to overlap.
-  st->overlap = !v2 && (overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
-                        (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
-                         !gst_cudadiff_upstream_is_live(GST_VIDEO_ENCODER_SINK_PAD(encoder))));
+  st->overlap = overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
+                (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
+                 !gst_cudadiff_upstream_is_live(GST_VIDEO_ENCODER_SINK_PAD(encoder)));
   gst_cudadiff_set_overlap_latency(GST_ELEMENT(encoder), st->overlap, GST_VIDEO_INFO_FPS_N(info),
                                    GST_VIDEO_INFO_FPS_D(info));
   // Downstream must read this version (a capsfilter or a receiver's caps
@@ -603,9 +604,11 @@ static GstFlowReturn finish_pending(GstCudaDiffEnc *self) {
   st->has_pending = false;
   FrameResult result = p.result;
   try {
+    cudadiff::ContextScope scope(st->ctx.get());
     if (st->encoder) {  // version 1: the delta was queued on the core
-      cudadiff::ContextScope scope(st->ctx.get());
       result.changed_bytes = st->encoder->collect_delta(st->body).changed_bytes;
+    } else if (st->encoder2) {
+      collect_v2(st, &result);
     }
   } catch (const cudadiff::Error &e) {
     // The reference may hold this frame, which no decoder will see.
@@ -626,10 +629,11 @@ static void discard_pending(GstCudaDiffEnc *self) {
   if (!st->has_pending) return;
   st->has_pending = false;
   try {
-    if (st->encoder) {
-      cudadiff::ContextScope scope(st->ctx.get());
+    cudadiff::ContextScope scope(st->ctx.get());
+    if (st->encoder)
       st->encoder->collect_delta(st->body);
-    }
+    else if (st->encoder2)
+      st->encoder2->finish(st->body);
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "dropping a queued frame: %s", e.what());
   }
@@ -638,21 +642,34 @@ static void discard_pending(GstCudaDiffEnc *self) {
   st->pending.frame = nullptr;
 }
 
-// Version 2: the frame's body into st->body, synchronously. The body
-// carries its threshold: a new threshold applies from this frame on,
-// keyframe or not. The CUDA core reads device memory: a frame in system
+// Version 2: starts encoding a frame (its body is collected by collect_v2).
+// The body carries its threshold: a new threshold applies from this frame
+// on, keyframe or not. The CUDA core reads device memory: a frame in system
 // memory is uploaded first (on the context's stream, before the encoder's
-// work). Throws cudadiff::Error.
-static void encode_v2(EncState *st, const cudadiff::FrameView &input, bool on_device, int threshold,
-                      bool keyframe, FrameResult *result) {
+// work), into the device input the frame before did not take. Throws
+// cudadiff::Error.
+static void submit_v2(EncState *st, const cudadiff::FrameView &input, bool on_device, int threshold,
+                      bool keyframe) {
   try {
     cudadiff::ContextScope scope(st->ctx.get());
     const cudadiff::FrameView *frame = &input;
     if (st->ctx->backend() == cudadiff::Backend::Cuda && !on_device) {
-      cudadiff::copy_to_device(input, st->device_input.view(), *st->ctx);
-      frame = &st->device_input.view();
+      const cudadiff::DeviceFrame &dst = st->device_input[st->next_input];
+      st->next_input ^= 1;
+      cudadiff::copy_to_device(input, dst.view(), *st->ctx);
+      frame = &dst.view();
     }
-    const codec2::FrameStats fs = st->encoder2->encode(*frame, threshold, keyframe, st->body);
+    st->encoder2->submit(*frame, threshold, keyframe);
+  } catch (const std::bad_alloc &) {
+    throw cudadiff::Error("out of memory encoding a frame");
+  }
+}
+
+// Version 2: the oldest frame's body into st->body (in the context's scope).
+// Throws cudadiff::Error.
+static void collect_v2(EncState *st, FrameResult *result) {
+  try {
+    const codec2::FrameStats fs = st->encoder2->finish(st->body);
     result->changed_bytes = fs.changed_bytes;
     for (int m = 0; m < 4; ++m) result->blocks[m] = fs.blocks[m];
   } catch (const std::bad_alloc &) {
@@ -669,9 +686,9 @@ static void encode_v2(EncState *st, const cudadiff::FrameView &input, bool on_de
 // that the GPU works on frame N while the CPU finishes frame N-1 (one frame
 // of delay, which only a live pipeline would notice). Both give the same
 // packets.
-// Version 2: the frame is encoded here, synchronously; its delta goes
-// through the same queue, which an asynchronous implementation
-// could keep one frame deep as version 1 does.
+// Version 2 likewise: each frame is submitted to the core (which codes frame
+// N on the GPU beside the entropy coding of frame N-1) and its body
+// collected at once or, with overlap, after the next frame's submission.
 static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
                                                    GstVideoCodecFrame *frame) {
   auto *self = GST_CUDADIFF_ENC(encoder);
@@ -743,7 +760,11 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     // device memory for version 1; any strides).
     const cudadiff::FrameView input = gst_cudadiff_frame_view(&p.vframe);
     if (st->encoder2) {
-      encode_v2(st, input, on_device, threshold, keyframe, &p.result);
+      submit_v2(st, input, on_device, threshold, keyframe);
+      if (keyframe) {
+        cudadiff::ContextScope scope(st->ctx.get());
+        collect_v2(st, &p.result);
+      }
     } else {
       cudadiff::ContextScope scope(st->ctx.get());
       if (keyframe)

@@ -411,95 +411,105 @@ TEST(CudaDiff, ForceKeyUnit) {
 }
 
 // Without a live upstream the encoder keeps one delta queued while it packs
-// the previous one (GstHarness reports a live upstream unless told). The
-// packets are those of the live path, byte for byte, one frame later; a
-// keyframe, end of stream, a caps change and a flush each deal with the
-// queued delta.
+// the previous one (GstHarness reports a live upstream unless told), in
+// both versions. The packets are those of the live path, byte for byte, one
+// frame later; a keyframe, end of stream, a caps change and a flush each
+// deal with the queued delta.
 TEST(CudaDiff, NonLiveUpstreamOverlapsFramesWithTheSamePackets) {
-  for (const char *format : {"BGR", "I420"}) {
-    SCOPED_TRACE(format);
-    const int w = 37, h = 11, frames = 9;
-    Encoded live;
-    EncodeOptions o;
-    o.frames = frames;
-    o.version = 1;
-    o.props = "keyframe-interval=4 compression=none";
-    encode(live, format, w, h, o);
+  for (int version : {1, 2})
+    for (const char *format : {"BGR", "I420"}) {
+      SCOPED_TRACE(std::string(format) + ", version " + std::to_string(version));
+      const int w = 37, h = 11, frames = 9;
+      Encoded live;
+      EncodeOptions o;
+      o.frames = frames;
+      o.version = version;
+      o.props = "keyframe-interval=4 compression=none";
+      encode(live, format, w, h, o);
 
-    GstHarness *enc = gst_harness_new_parse(
-        "cudadiffenc stream-version=1 threshold=20 keyframe-interval=4 compression=none");
-    gst_harness_set_live(enc, FALSE);
-    gst_harness_set_src_caps_str(enc, gst_test::raw_caps(format, w, h).c_str());
-    const GstVideoInfo info = video_info(format, w, h);
-    std::vector<GstBuffer *> got;
-    for (int t = 0; t < frames; ++t) {
-      ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene(format, w, h, t, o.seed), t)),
-                GST_FLOW_OK);
+      GstHarness *enc = gst_harness_new_parse(
+          ("cudadiffenc threshold=20 keyframe-interval=4 compression=none stream-version=" +
+           std::to_string(version))
+              .c_str());
+      gst_harness_set_live(enc, FALSE);
+      gst_harness_set_src_caps_str(enc, gst_test::raw_caps(format, w, h).c_str());
+      const GstVideoInfo info = video_info(format, w, h);
+      std::vector<GstBuffer *> got;
+      for (int t = 0; t < frames; ++t) {
+        ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene(format, w, h, t, o.seed), t)),
+                  GST_FLOW_OK);
+        while (GstBuffer *p = pull_packet(enc)) got.push_back(p);
+        // Frame 0 and 4, 8 (keyframes) leave at once, with the delta before
+        // them; a delta waits for the next frame.
+        const bool key = t % 4 == 0;
+        EXPECT_EQ(got.size(), size_t(key ? t + 1 : t)) << "after frame " << t;
+      }
+      gst_harness_push_event(enc, gst_event_new_eos());
       while (GstBuffer *p = pull_packet(enc)) got.push_back(p);
-      // Frame 0 and 4, 8 (keyframes) leave at once, with the delta before
-      // them; a delta waits for the next frame.
-      const bool key = t % 4 == 0;
-      EXPECT_EQ(got.size(), size_t(key ? t + 1 : t)) << "after frame " << t;
+      ASSERT_EQ(got.size(), size_t(frames));
+      for (int t = 0; t < frames; ++t) {
+        EXPECT_EQ(bytes_of(got[t]), bytes_of(live.packets[t])) << "packet " << t;
+        EXPECT_EQ(GST_BUFFER_PTS(got[t]), GST_BUFFER_PTS(live.packets[t])) << "packet " << t;
+        EXPECT_EQ(GST_BUFFER_FLAG_IS_SET(got[t], GST_BUFFER_FLAG_DELTA_UNIT),
+                  GST_BUFFER_FLAG_IS_SET(live.packets[t], GST_BUFFER_FLAG_DELTA_UNIT));
+        gst_buffer_unref(got[t]);
+      }
+      gst_harness_teardown(enc);
     }
-    gst_harness_push_event(enc, gst_event_new_eos());
-    while (GstBuffer *p = pull_packet(enc)) got.push_back(p);
-    ASSERT_EQ(got.size(), size_t(frames));
-    for (int t = 0; t < frames; ++t) {
-      EXPECT_EQ(bytes_of(got[t]), bytes_of(live.packets[t])) << "packet " << t;
-      EXPECT_EQ(GST_BUFFER_PTS(got[t]), GST_BUFFER_PTS(live.packets[t])) << "packet " << t;
-      EXPECT_EQ(GST_BUFFER_FLAG_IS_SET(got[t], GST_BUFFER_FLAG_DELTA_UNIT),
-                GST_BUFFER_FLAG_IS_SET(live.packets[t], GST_BUFFER_FLAG_DELTA_UNIT));
-      gst_buffer_unref(got[t]);
-    }
-    gst_harness_teardown(enc);
-  }
 }
 
 TEST(CudaDiff, NonLiveQueuedDeltaAtCapsChangeAndFlush) {
-  GstHarness *enc =
-      gst_harness_new_parse("cudadiffenc stream-version=1 keyframe-interval=0 threshold=0");
-  gst_harness_set_live(enc, FALSE);
-  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 24, 8).c_str());
-  GstVideoInfo info = video_info("GRAY8", 24, 8);
-  std::vector<GstBuffer *> got;
-  auto pull_all = [&] {
-    while (GstBuffer *p = pull_packet(enc)) got.push_back(p);
-  };
-  for (int t = 0; t < 3; ++t)
-    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 24, 8, t, 3), t)),
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    GstHarness *enc = gst_harness_new_parse(
+        ("cudadiffenc keyframe-interval=0 threshold=0 stream-version=" + std::to_string(version))
+            .c_str());
+    gst_harness_set_live(enc, FALSE);
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 24, 8).c_str());
+    GstVideoInfo info = video_info("GRAY8", 24, 8);
+    std::vector<GstBuffer *> got;
+    auto pull_all = [&] {
+      while (GstBuffer *p = pull_packet(enc)) got.push_back(p);
+    };
+    for (int t = 0; t < 3; ++t)
+      ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 24, 8, t, 3), t)),
+                GST_FLOW_OK);
+    pull_all();
+    ASSERT_EQ(got.size(), 2u);  // frame 2 is queued
+    // New caps: the queued delta leaves first, in the old size, then a keyframe.
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 16, 6).c_str());
+    info = video_info("GRAY8", 16, 6);
+    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 16, 6, 3, 3), 3)),
               GST_FLOW_OK);
-  pull_all();
-  ASSERT_EQ(got.size(), 2u);  // frame 2 is queued
-  // New caps: the queued delta leaves first, in the old size, then a keyframe.
-  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 16, 6).c_str());
-  info = video_info("GRAY8", 16, 6);
-  ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 16, 6, 3, 3), 3)), GST_FLOW_OK);
-  pull_all();
-  ASSERT_EQ(got.size(), 4u);
-  EXPECT_EQ(header_of(got[2]).width, 24u);
-  EXPECT_FALSE(header_of(got[2]).keyframe());
-  EXPECT_EQ(header_of(got[2]).frame_number, 2u);
-  EXPECT_EQ(header_of(got[3]).width, 16u);
-  EXPECT_TRUE(header_of(got[3]).keyframe());
-  ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 16, 6, 4, 3), 4)), GST_FLOW_OK);
-  pull_all();
-  EXPECT_EQ(got.size(), 4u);  // frame 4 queued
-  // A flush drops the queued delta; the next frame is a keyframe, out at once.
-  EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_flush_start()));
-  EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_flush_stop(TRUE)));
-  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 16, 6).c_str());
-  GstSegment segment;
-  gst_segment_init(&segment, GST_FORMAT_TIME);
-  EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_segment(&segment)));
-  ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 16, 6, 5, 3), 5)), GST_FLOW_OK);
-  pull_all();
-  ASSERT_EQ(got.size(), 5u);
-  EXPECT_TRUE(header_of(got[4]).keyframe());
-  EXPECT_EQ(header_of(got[4]).frame_number, 5u);
-  // Frame numbers stay consecutive across the drop: the decoder's sequence
-  // check sees a gap only where a packet is missing, and restarts at the keyframe.
-  for (GstBuffer *b : got) gst_buffer_unref(b);
-  gst_harness_teardown(enc);
+    pull_all();
+    ASSERT_EQ(got.size(), 4u);
+    EXPECT_EQ(header_of(got[2]).width, 24u);
+    EXPECT_FALSE(header_of(got[2]).keyframe());
+    EXPECT_EQ(header_of(got[2]).frame_number, 2u);
+    EXPECT_EQ(header_of(got[3]).width, 16u);
+    EXPECT_TRUE(header_of(got[3]).keyframe());
+    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 16, 6, 4, 3), 4)),
+              GST_FLOW_OK);
+    pull_all();
+    EXPECT_EQ(got.size(), 4u);  // frame 4 queued
+    // A flush drops the queued delta; the next frame is a keyframe, out at once.
+    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_flush_start()));
+    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_flush_stop(TRUE)));
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 16, 6).c_str());
+    GstSegment segment;
+    gst_segment_init(&segment, GST_FORMAT_TIME);
+    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_segment(&segment)));
+    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 16, 6, 5, 3), 5)),
+              GST_FLOW_OK);
+    pull_all();
+    ASSERT_EQ(got.size(), 5u);
+    EXPECT_TRUE(header_of(got[4]).keyframe());
+    EXPECT_EQ(header_of(got[4]).frame_number, 5u);
+    // Frame numbers stay consecutive across the drop: the decoder's sequence
+    // check sees a gap only where a packet is missing, and restarts at the keyframe.
+    for (GstBuffer *b : got) gst_buffer_unref(b);
+    gst_harness_teardown(enc);
+  }
 }
 
 // frame-overlap overrides the latency query both ways; a drain query pushes
@@ -510,40 +520,44 @@ TEST(CudaDiff, FrameOverlapPropertyAndDrain) {
     bool live;
     bool delayed;
   };
-  for (const Case c : {Case{"never", false, false}, Case{"always", true, true},
-                       Case{"auto", true, false}, Case{"auto", false, true}}) {
-    SCOPED_TRACE(std::string(c.overlap) + (c.live ? " live" : " not live"));
-    GstHarness *enc = gst_harness_new_parse(
-        (std::string("cudadiffenc stream-version=1 keyframe-interval=0 frame-overlap=") + c.overlap)
-            .c_str());
-    gst_harness_set_live(enc, c.live);
-    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGRx", 12, 5).c_str());
-    const GstVideoInfo info = video_info("BGRx", 12, 5);
-    int out = 0;
-    for (int t = 0; t < 4; ++t) {
-      ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("BGRx", 12, 5, t, 4), t)),
-                GST_FLOW_OK);
+  for (int version : {1, 2})
+    for (const Case c : {Case{"never", false, false}, Case{"always", true, true},
+                         Case{"auto", true, false}, Case{"auto", false, true}}) {
+      SCOPED_TRACE(std::string(c.overlap) + (c.live ? " live" : " not live") + ", version " +
+                   std::to_string(version));
+      GstHarness *enc = gst_harness_new_parse(
+          ("cudadiffenc keyframe-interval=0 stream-version=" + std::to_string(version) +
+           " frame-overlap=" + c.overlap)
+              .c_str());
+      gst_harness_set_live(enc, c.live);
+      gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGRx", 12, 5).c_str());
+      const GstVideoInfo info = video_info("BGRx", 12, 5);
+      int out = 0;
+      for (int t = 0; t < 4; ++t) {
+        ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("BGRx", 12, 5, t, 4), t)),
+                  GST_FLOW_OK);
+        while (GstBuffer *p = pull_packet(enc)) {
+          EXPECT_EQ(header_of(p).frame_number, uint64_t(out));
+          ++out;
+          gst_buffer_unref(p);
+        }
+        EXPECT_EQ(out, c.delayed && t > 0 ? t : t + 1) << "after frame " << t;
+      }
+      // A drain query (serialized, from upstream) pushes what waits.
+      GstQuery *drain = gst_query_new_drain();
+      EXPECT_TRUE(gst_pad_peer_query(enc->srcpad, drain));
+      gst_query_unref(drain);
       while (GstBuffer *p = pull_packet(enc)) {
         EXPECT_EQ(header_of(p).frame_number, uint64_t(out));
         ++out;
         gst_buffer_unref(p);
       }
-      EXPECT_EQ(out, c.delayed && t > 0 ? t : t + 1) << "after frame " << t;
+      EXPECT_EQ(out, 4);
+      // One more delta left waiting when the harness stops the element.
+      ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("BGRx", 12, 5, 4, 4), 4)),
+                GST_FLOW_OK);
+      gst_harness_teardown(enc);
     }
-    // A drain query (serialized, from upstream) pushes what waits.
-    GstQuery *drain = gst_query_new_drain();
-    EXPECT_TRUE(gst_pad_peer_query(enc->srcpad, drain));
-    gst_query_unref(drain);
-    while (GstBuffer *p = pull_packet(enc)) {
-      EXPECT_EQ(header_of(p).frame_number, uint64_t(out));
-      ++out;
-      gst_buffer_unref(p);
-    }
-    EXPECT_EQ(out, 4);
-    // One more delta left waiting when the harness stops the element.
-    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("BGRx", 12, 5, 4, 4), 4)), GST_FLOW_OK);
-    gst_harness_teardown(enc);
-  }
 }
 
 // Upstream of the harness answers LATENCY with live, min 0, max 100 ms
@@ -569,16 +583,15 @@ static void query_latency(GstHarness *h, GstClockTime *min, GstClockTime *max) {
 }
 
 // A frame held back by frame-overlap is one frame interval of latency: the
-// encoder and the decoder report it (min and max) in LATENCY queries, and
-// nothing without overlap. The version 2 encoder holds no frame: no
-// latency, whatever frame-overlap says (the decoder holds one of either
-// version, and reports the caps' frame until a keyframe).
+// encoder and the decoder (of either version) report it (min and max) in
+// LATENCY queries, and nothing without overlap (the decoder reports the
+// caps' frame until a keyframe).
 TEST(CudaDiff, FrameOverlapReportsOneFrameOfLatency) {
   for (int version : {1, 2})
     for (const char *overlap : {"never", "always"}) {
       SCOPED_TRACE(std::string(overlap) + ", version " + std::to_string(version));
       const bool on = std::string(overlap) == "always";
-      const bool held = on && version == 1;  // by the encoder
+      const bool held = on;  // by the encoder
       GstHarness *enc = gst_harness_new_parse(
           ("cudadiffenc keyframe-interval=3 stream-version=" + std::to_string(version) +
            " frame-overlap=" + overlap)
@@ -629,36 +642,6 @@ TEST(CudaDiff, FrameOverlapReportsOneFrameOfLatency) {
       EXPECT_EQ(frames, 4);
       gst_harness_teardown(dec);
     }
-}
-
-// Version 2 encodes each frame synchronously: whatever frame-overlap says and
-// whether upstream is live, every packet leaves with its frame; a drain
-// query and EOS find nothing waiting.
-TEST(CudaDiff, Version2PacketsLeaveAtOnce) {
-  for (const char *overlap : {"auto", "always"}) {
-    SCOPED_TRACE(overlap);
-    GstHarness *enc = gst_harness_new_parse(
-        (std::string("cudadiffenc stream-version=2 keyframe-interval=3 frame-overlap=") + overlap)
-            .c_str());
-    gst_harness_set_live(enc, FALSE);
-    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGRx", 12, 5).c_str());
-    const GstVideoInfo info = video_info("BGRx", 12, 5);
-    for (int t = 0; t < 5; ++t) {
-      ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("BGRx", 12, 5, t, 4), t)),
-                GST_FLOW_OK);
-      GstBuffer *p = pull_packet(enc);
-      ASSERT_NE(p, nullptr) << "frame " << t << " not out at once";
-      EXPECT_EQ(header_of(p).frame_number, uint64_t(t));
-      EXPECT_EQ(header_of(p).version, 2);
-      gst_buffer_unref(p);
-    }
-    GstQuery *drain = gst_query_new_drain();
-    EXPECT_TRUE(gst_pad_peer_query(enc->srcpad, drain));
-    gst_query_unref(drain);
-    gst_harness_push_event(enc, gst_event_new_eos());
-    EXPECT_EQ(pull_packet(enc), nullptr);
-    gst_harness_teardown(enc);
-  }
 }
 
 TEST(CudaDiff, CapsChangeGivesKeyframeAndDecoderRenegotiates) {
