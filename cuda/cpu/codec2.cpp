@@ -15,7 +15,6 @@
 #include <functional>
 #include <string>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "cudadiff/codec2_body.h"
@@ -4312,7 +4311,10 @@ void Encoder::submit(const FrameView &frame, int threshold, bool keyframe) {
 FrameStats Encoder::finish(HostBytes &body) {
   if (in_flight_ == 0) throw Error("codec2 encoder: no frame submitted to finish");
   Encoded &e = encoded_[oldest_];
-  std::swap(body, e.body);
+  // A copy, not a swap: the caller's buffer keeps its capacity (the element
+  // reserves the largest body once), and so do the encoder's.
+  body.resize(e.body.size());
+  if (e.body.size()) std::memcpy(body.data(), e.body.data(), e.body.size());
   oldest_ = (oldest_ + 1) % kMaxInFlight;
   in_flight_--;
   return e.stats;

@@ -179,13 +179,13 @@ struct Params {
   unsigned long long *payload_off;       // per tile, where its payload goes in `payload`
   uint8_t *payload;                      // the tiles' payloads in body order
   uint32_t *tile_coded;                  // per tile: coded sample components
-  uint32_t *lane_sum;                    // per tile and lane: the checksum
-  uint32_t *lane_state;                  // per tile and lane: the state after its symbols
-  uint8_t *rans_counts, *rans_log;       // the rANS passes' scratch (DevTile)
-  const uint32_t *reciprocal;            // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
-  uint32_t *codes;                       // the symbols in schedule order (DevTile::sched_first)
-  uint32_t *step_marks;                  // the steps with a code (DevTile::marks_first)
-  unsigned long long *changed;           // deltas: input bytes more than k off the reference
+  uint2 *lane_part;      // per tile and checksum_kernel block: the map of its part of a lane (m, a)
+  uint32_t *lane_state;  // per tile and lane: the state after its symbols
+  uint8_t *rans_counts, *rans_log;  // the rANS passes' scratch (DevTile)
+  const uint32_t *reciprocal;       // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
+  uint32_t *codes;                  // the symbols in schedule order (DevTile::sched_first)
+  uint32_t *step_marks;             // the steps with a code (DevTile::marks_first)
+  unsigned long long *changed;      // deltas: input bytes more than k off the reference
 };
 
 // Kernels take Params by value: within the 4 KB of parameters of CUDA 11.8.
@@ -870,15 +870,19 @@ __device__ __forceinline__ Affine affine_of(const Symbol &v) {
   return {33u * 33u, uint32_t(v.token) * 33u + v.bits};  // the token, then its raw bits
 }
 
-// 6a. The lanes' checksums: one thread block per tile and lane, each thread
-// a run of the lane's symbols in decoding order (its block modes, then its
-// rows layer by layer), composed in order across the block.
+// 6a. The lanes' checksums: kMaxLanes thread blocks per tile, 32 / lanes per
+// lane (block y: lane y % lanes, part y / lanes of its symbols in decoding
+// order: its block modes, then its rows layer by layer), each thread a run
+// of its part, composed in order across the block; rans_lanes_kernel
+// composes a lane's parts. (A tile with few lanes has long ones: a block
+// per lane would leave the multiprocessors idle while it walks one.)
 __global__ void checksum_kernel(Params p) {
-  const int t = blockIdx.x, ln = blockIdx.y;
+  const int t = blockIdx.x;
   if (p.tile_type[t] != 1) return;
   const DevTile &dt = p.tiles[t];
   const int lanes = p.tile_lanes[t];
-  if (ln >= lanes) return;
+  const int parts = kMaxLanes / lanes, ln = int(blockIdx.y) % lanes, part = int(blockIdx.y) / lanes;
+  if (part >= parts) return;
   const Symbol *syms = p.symbols + dt.first;
   const uint32_t n_modes = p.keyframe ? 0 : uint32_t(dt.blocks);
   const uint32_t modes = n_modes > uint32_t(ln) ? (n_modes - ln + lanes - 1) / lanes : 0;
@@ -890,8 +894,10 @@ __global__ void checksum_kernel(Params p) {
     items[l] = uint32_t(rows) * row_items[l];
     total += items[l];
   }
-  const uint32_t chunk = (total + blockDim.x - 1) / blockDim.x;
-  const uint32_t first = threadIdx.x * chunk, last = min(total, first + chunk);
+  const uint32_t from = uint32_t(uint64_t(total) * uint32_t(part) / uint32_t(parts)),
+                 to = uint32_t(uint64_t(total) * uint32_t(part + 1) / uint32_t(parts));
+  const uint32_t chunk = (to - from + blockDim.x - 1) / blockDim.x;
+  const uint32_t first = from + threadIdx.x * chunk, last = min(to, first + chunk);
   Affine acc{1u, 0u};
   for (uint32_t i = first; i < last; ++i) {
     const Symbol *s;
@@ -917,7 +923,7 @@ __global__ void checksum_kernel(Params p) {
   if (threadIdx.x == 0) {
     Affine all{1u, 0u};
     for (int w = 0; w < int(blockDim.x / 32); ++w) all = then(all, warps[w]);
-    p.lane_sum[t * kMaxLanes + ln] = all.a & 0x1FFFFu;
+    p.lane_part[t * kMaxLanes + int(blockIdx.y)] = make_uint2(all.m, all.a);
   }
 }
 
@@ -1086,7 +1092,7 @@ struct MarkedSteps {
 // in which some lane of the tile codes something: at the others (their
 // samples lie in skipped blocks or outside the tile) no lane emits a byte
 // and their counts stay at the zeros the frame starts from
-// (CudaEncoder::encode()). A step's counts have a fixed place, (steps - 1 -
+// (CudaEncoder::submit()). A step's counts have a fixed place, (steps - 1 -
 // st) * 2 * NC sub-steps after the layer's first, so the lanes jump over the
 // unmarked ones.
 constexpr int kRansAhead = 8;
@@ -1171,7 +1177,12 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
   const int lanes = p.tile_lanes[t];
   if (ln >= lanes) return;
   LaneCoder lc;
-  lc.x = lane_final_state(p.k, ln, p.lane_sum[t * kMaxLanes + ln]);
+  Affine sum{1u, 0u};  // the lane's checksum: its parts' maps (checksum_kernel) in order
+  for (int part = 0; part < kMaxLanes / lanes; ++part) {
+    const uint2 m = p.lane_part[t * kMaxLanes + part * lanes + ln];
+    sum = then(sum, Affine{m.x, m.y});
+  }
+  lc.x = lane_final_state(p.k, ln, sum.a & 0x1FFFFu);
   lc.log = p.rans_log + dt.log_first + ln;
   lc.n_log = 0;
   lc.counts = p.rans_counts + dt.counts_first + ln;
@@ -1338,6 +1349,10 @@ class CudaEncoder final : public Encoder {
  public:
   ~CudaEncoder() override {
     // Frames still in flight: their copies end before their buffers go.
+    try {
+      ctx_.activate();
+    } catch (const Error &) {
+    }
     for (Slot &slot : slots_)
       if (slot.stream) cudaStreamSynchronize(static_cast<cudaStream_t>(slot.stream->handle()));
   }
@@ -1542,7 +1557,7 @@ class CudaEncoder final : public Encoder {
     o.streams = carve(sat, stream_off.back());
     o.payload_off = carve(sat, tiles.size() * 8);
     o.payload = carve(sat, frame_bytes);
-    o.lane_sum = carve(sat, tiles.size() * kMaxLanes * 4);
+    o.lane_part = carve(sat, tiles.size() * kMaxLanes * sizeof(uint2));
     o.lane_state = carve(sat, tiles.size() * kMaxLanes * 4);
     // The marks are carved right after the counts: one memset per frame
     // clears both (submit()).
@@ -1620,7 +1635,7 @@ class CudaEncoder final : public Encoder {
     if (in_flight_ == 0) oldest_slot_ = 0;  // one frame at a time: slot 0 only
     const int si = (oldest_slot_ + in_flight_) % kMaxInFlight;
     Slot &slot = slots_[si];
-    if (!slot.stream) alloc_slot(slot);
+    if (!slot.ready) alloc_slot(slot);
     slot.start = std::chrono::steady_clock::now();
     const cudaStream_t stream = static_cast<cudaStream_t>(slot.stream->handle());
     // After the caller's work on the context's stream (the frame's upload)
@@ -1765,10 +1780,43 @@ class CudaEncoder final : public Encoder {
   // tile table on the host, the payloads brought back at once.
   FrameStats finish(HostBytes &body) override {
     if (in_flight_ == 0) throw Error("codec2 encoder: no frame submitted to finish");
-    ctx_.activate();
     Slot &slot = slots_[oldest_slot_];
     oldest_slot_ = (oldest_slot_ + 1) % kMaxInFlight;
     in_flight_--;
+    try {
+      ctx_.activate();
+      return collect(slot, body);
+    } catch (...) {
+      // No decoder will see this frame, which the frames after it were
+      // coded against: only a keyframe may follow.
+      has_reference_ = false;
+      throw;
+    }
+  }
+
+  void read_reference(HostBytes &out) override {
+    if (in_flight_ != 0)
+      throw Error("codec2 CUDA encoder: read_reference() while frames are in flight");
+    ctx_.activate();
+    std::vector<uint8_t> planes[kMaxLayers][kMaxComps];
+    download_planes(ref_, planes);
+    out.resize(frame_size_packed(format_, width_, height_));
+    const FrameView v = packed_view(format_, width_, height_, out.data());
+    for (int l = 0; l < ls_.count; ++l) {
+      const Layer &ly = ls_.layer[l];
+      for (int c = 0; c < ly.channels; ++c)
+        for (int y = 0; y < ly.height; ++y) {
+          uint8_t *row = v.row(ly.plane[c], y) + ly.offset[c];
+          const uint8_t *src = planes[l][c].data() + size_t(y) * ly.width;
+          for (int x = 0; x < ly.width; ++x) row[size_t(x) * ly.step[c]] = src[x];
+        }
+    }
+  }
+
+ private:
+  struct Slot;
+  // finish() of the frame in `slot`.
+  FrameStats collect(Slot &slot, HostBytes &body) {
     slot.done->synchronize();
     const auto t1 = std::chrono::steady_clock::now();
     const size_t n_tiles = back_->tiles().size();
@@ -1815,30 +1863,10 @@ class CudaEncoder final : public Encoder {
     return st;
   }
 
-  void read_reference(HostBytes &out) override {
-    if (in_flight_ != 0)
-      throw Error("codec2 CUDA encoder: read_reference() while frames are in flight");
-    ctx_.activate();
-    std::vector<uint8_t> planes[kMaxLayers][kMaxComps];
-    download_planes(ref_, planes);
-    out.resize(frame_size_packed(format_, width_, height_));
-    const FrameView v = packed_view(format_, width_, height_, out.data());
-    for (int l = 0; l < ls_.count; ++l) {
-      const Layer &ly = ls_.layer[l];
-      for (int c = 0; c < ly.channels; ++c)
-        for (int y = 0; y < ly.height; ++y) {
-          uint8_t *row = v.row(ly.plane[c], y) + ly.offset[c];
-          const uint8_t *src = planes[l][c].data() + size_t(y) * ly.width;
-          for (int x = 0; x < ly.width; ++x) row[size_t(x) * ly.step[c]] = src[x];
-        }
-    }
-  }
-
- private:
   static constexpr int kEvents = 10;
   // Where each of a slot's buffers lies in its allocation.
   struct SlotLayout {
-    size_t modes, symbols, type, lanes, size, freq_cum, streams, payload_off, payload, lane_sum,
+    size_t modes, symbols, type, lanes, size, freq_cum, streams, payload_off, payload, lane_part,
         lane_state, counts, marks, log, codes, changed, chosen, bytes;
   };
   // A frame in flight: the device buffers its entropy coding uses while the
@@ -1850,9 +1878,10 @@ class CudaEncoder final : public Encoder {
             *log = nullptr;
     Symbol *symbols = nullptr;
     int *type = nullptr, *lanes = nullptr;
-    uint32_t *size = nullptr, *freq_cum = nullptr, *lane_sum = nullptr, *lane_state = nullptr,
-             *marks = nullptr, *codes = nullptr;
+    uint32_t *size = nullptr, *freq_cum = nullptr, *lane_state = nullptr, *marks = nullptr,
+             *codes = nullptr;
     unsigned long long *payload_off = nullptr, *changed = nullptr;
+    uint2 *lane_part = nullptr;
     ChosenTable *chosen = nullptr;
     std::unique_ptr<Stream> stream;
     std::unique_ptr<StreamEvent> front_done, done;
@@ -1861,6 +1890,7 @@ class CudaEncoder final : public Encoder {
     HostBytes h_changed;  // the delta's changed bytes (a uint64), then the payloads' bytes
     int threshold = 0, k = 0;
     bool keyframe = false;
+    bool ready = false;  // alloc_slot() completed
     std::chrono::steady_clock::time_point start;
     void apply(Params &p) const {
       p.modes = modes;
@@ -1872,7 +1902,7 @@ class CudaEncoder final : public Encoder {
       p.streams = streams;
       p.payload_off = payload_off;
       p.payload = payload;
-      p.lane_sum = lane_sum;
+      p.lane_part = lane_part;
       p.lane_state = lane_state;
       p.rans_counts = counts;
       p.step_marks = marks;
@@ -1900,7 +1930,7 @@ class CudaEncoder final : public Encoder {
     slot.streams = w + o.streams;
     slot.payload_off = reinterpret_cast<unsigned long long *>(w + o.payload_off);
     slot.payload = w + o.payload;
-    slot.lane_sum = reinterpret_cast<uint32_t *>(w + o.lane_sum);
+    slot.lane_part = reinterpret_cast<uint2 *>(w + o.lane_part);
     slot.lane_state = reinterpret_cast<uint32_t *>(w + o.lane_state);
     slot.counts = w + o.counts;
     slot.marks = reinterpret_cast<uint32_t *>(w + o.marks);
@@ -1912,7 +1942,8 @@ class CudaEncoder final : public Encoder {
     slot.front_done = std::make_unique<StreamEvent>();
     slot.done = std::make_unique<StreamEvent>();
     if (timing_)
-      for (cudaEvent_t &e : slot.events) CUDADIFF_CHECK(cudaEventCreate(&e));
+      for (cudaEvent_t &e : slot.events)
+        if (!e) CUDADIFF_CHECK(cudaEventCreate(&e));
     const size_t n_tiles = back_->tiles().size();
     slot.h_modes.resize(n_blocks_);
     slot.h_types.resize(n_tiles * sizeof(int));
@@ -1925,6 +1956,7 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK(
         cudaMemsetAsync(w, 0, o.bytes, static_cast<cudaStream_t>(slot.stream->handle())));
     slot.stream->synchronize();
+    slot.ready = true;
   }
   void copy_out(Slot &slot, void *host, const void *device, size_t n) {
     CUDADIFF_CHECK(cudaMemcpyAsync(host, device, n, cudaMemcpyDeviceToHost,

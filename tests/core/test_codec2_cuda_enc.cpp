@@ -303,7 +303,9 @@ namespace {
 // Frames in flight (submit() and finish(), two at a time): the bodies,
 // statistics and final reference are the CPU's, with keyframes and changing
 // thresholds between deltas, raw tiles (random frames) and tiles with few
-// lanes; each frame stays on the device, untouched, until its finish().
+// lanes. As cudadiffenc does: each frame is copied up asynchronously on the
+// context's stream into one of two device frames, which the frame after
+// next overwrites once this one is finished.
 struct InFlightCase {
   VideoFormat fmt;
   int w, h;
@@ -319,7 +321,9 @@ void compare_in_flight(const InFlightCase &c) {
   auto genc = Encoder::create(*gpu, c.fmt, c.w, c.h);
   std::vector<HostBytes> cbodies(size_t(c.frames));
   std::vector<FrameStats> cstats(size_t(c.frames));
-  std::vector<DeviceFrame> frames;
+  std::vector<HostFrame> frames;  // each kept until its upload is surely done
+  frames.reserve(size_t(c.frames));
+  DeviceFrame inputs[2] = {DeviceFrame(c.fmt, c.w, c.h), DeviceFrame(c.fmt, c.w, c.h)};
   HostBytes gbody;
   auto where = [&](int t) {
     return std::string(format_name(c.fmt)) + " " + std::to_string(c.w) + "x" + std::to_string(c.h) +
@@ -335,11 +339,13 @@ void compare_in_flight(const InFlightCase &c) {
   for (int t = 0; t < c.frames; ++t) {
     const int k = c.ks[size_t(t) % c.ks.size()];
     const bool key = t % c.key_every == 0;
-    HostFrame frame(c.fmt, c.w, c.h, 3);
+    frames.emplace_back(c.fmt, c.w, c.h, 3);
+    HostFrame &frame = frames.back();
     fill(frame, c.content, t, gen, k);
     cstats[size_t(t)] = cenc->encode(frame.view, k, key, cbodies[size_t(t)]);
-    frames.push_back(testing_util::upload(frame, *gpu));
-    genc->submit(frames.back().view(), k, key);
+    const FrameView &input = inputs[t % 2].view();
+    copy_to_device(frame.view, input, *gpu);
+    genc->submit(input, k, key);
     EXPECT_EQ(genc->frames_in_flight(), std::min(t + 1, 2)) << where(t);
     if (t >= 1) finish_and_compare(t - 1);
     if (::testing::Test::HasFailure()) return;

@@ -106,9 +106,12 @@ class Encoder {
   //   and unchanged until this frame's finish() returns.
   // - finish() waits for the oldest frame in flight and writes its body.
   // At most kMaxInFlight frames; encode() only when none is (the CUDA
-  // backend throws otherwise). If submit() or finish() throws, the encoder's
-  // reference is undefined: encode a keyframe next (or make a new encoder
-  // after a CUDA error). The CPU backend encodes at submission.
+  // backend throws otherwise, and from read_reference()). If submit() or
+  // finish() throws, the encoder's reference is undefined: finish() and
+  // discard a frame still in flight (it was coded against the lost one),
+  // then encode a keyframe (has_reference() is false after a failed
+  // finish()), or make a new encoder after a CUDA error. The CPU backend
+  // encodes at submission.
   static constexpr int kMaxInFlight = 2;
   virtual void submit(const FrameView &frame, int threshold, bool keyframe);
   virtual FrameStats finish(HostBytes &body);
