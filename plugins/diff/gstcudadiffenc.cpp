@@ -791,6 +791,13 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   const GstFlowReturn ret = finish_pending(self);
   st->pending = p;
   st->has_pending = true;
+  if (ret == GST_FLOW_ERROR) {
+    // This delta may have been coded against the frame that failed: it is
+    // dropped too, and the next frame is a keyframe.
+    discard_pending(self);
+    st->need_keyframe = true;
+    return ret;
+  }
   if (ret != GST_FLOW_OK || st->overlap) return ret;
   return finish_pending(self);
 }
@@ -911,12 +918,12 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
       g_param_spec_enum(
           "frame-overlap", "Frame overlap",
           "Whether a delta's packet waits for the next frame, so that the GPU encodes frame N "
-          "while the CPU packs and pushes frame N-1 (more frames per second, one frame of "
-          "delay; end of stream, keyframes, caps changes and drain queries push the waiting "
-          "packet): auto = when upstream is not live (latency query), always, never (each "
-          "packet leaves as soon as its frame is encoded: for applications that push a frame "
-          "and wait for its packet). Version 1 only: version 2 encodes each frame "
-          "synchronously and pushes its packet at once. Read when caps are set. Default: auto",
+          "while the CPU packs and pushes frame N-1 (version 2: the GPU starts frame N while "
+          "it still entropy-codes frame N-1; more frames per second, one frame of delay; end "
+          "of stream, keyframes, caps changes and drain queries push the waiting packet): "
+          "auto = when upstream is not live (latency query), always, never (each packet "
+          "leaves as soon as its frame is encoded: for applications that push a frame and "
+          "wait for its packet). Read when caps are set. Default: auto",
           GST_TYPE_CUDADIFF_FRAME_OVERLAP, DEFAULT_FRAME_OVERLAP,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                    GST_PARAM_MUTABLE_PLAYING)));

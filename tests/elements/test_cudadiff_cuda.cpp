@@ -2,8 +2,9 @@
 // (byte for byte, headers included) and identical pictures, for every format,
 // odd sizes, lossless and lossy thresholds, with and without zstd, in stream
 // versions 1 and 2 (each coded by the element's backend, the CUDA encoder
-// uploading the frames from system memory). Needs a device: exits 77
-// without one.
+// uploading the frames from system memory), and with frames overlapping (a
+// non-live upstream: version 2's CUDA encoder then keeps two frames in
+// flight). Needs a device: exits 77 without one.
 #include <gst/check/gstharness.h>
 #include <gtest/gtest.h>
 
@@ -17,24 +18,33 @@ using namespace diff_test;
 namespace {
 
 // Encodes the same frames with one backend; returns every packet's bytes.
+// live: a live upstream (each packet leaves with its frame), else frames
+// overlap (frame-overlap auto).
 std::vector<Bytes> encode_with(const char *backend, const std::string &format, int w, int h,
-                               int threshold, const char *compression, uint32_t seed, int version) {
+                               int threshold, const char *compression, uint32_t seed, int version,
+                               bool live = true) {
   const std::string launch = std::string("cudadiffenc backend=") + backend +
                              " keyframe-interval=5 threshold=" + std::to_string(threshold) +
                              " compression=" + compression +
                              " stream-version=" + std::to_string(version);
   GstHarness *enc = gst_harness_new_parse(launch.c_str());
+  gst_harness_set_live(enc, live);
   gst_harness_set_src_caps_str(enc, gst_test::raw_caps(format.c_str(), w, h).c_str());
   const GstVideoInfo info = video_info(format, w, h);
   std::vector<Bytes> packets;
-  for (int t = 0; t < 8; ++t) {
-    EXPECT_EQ(gst_harness_push(enc, buffer_from(info, scene(format, w, h, t, seed), t)),
-              GST_FLOW_OK);
+  auto pull = [&] {
     while (GstBuffer *b = gst_harness_try_pull(enc)) {
       packets.push_back(bytes_of(b));
       gst_buffer_unref(b);
     }
+  };
+  for (int t = 0; t < 8; ++t) {
+    EXPECT_EQ(gst_harness_push(enc, buffer_from(info, scene(format, w, h, t, seed), t)),
+              GST_FLOW_OK);
+    pull();
   }
+  gst_harness_push_event(enc, gst_event_new_eos());  // the packet waiting, if any
+  pull();
   gst_harness_teardown(enc);
   return packets;
 }
@@ -89,6 +99,11 @@ TEST(CudaDiffCuda, CudaPacketsEqualCpuPackets) {
           ASSERT_EQ(gpu.size(), cpu.size());
           ASSERT_EQ(gpu.size(), 9u);  // stream header + 8 frames
           for (size_t i = 0; i < gpu.size(); ++i) ASSERT_EQ(gpu[i], cpu[i]) << "packet " << i;
+          if (version == 2) {
+            const std::vector<Bytes> overlapped =
+                encode_with("cuda", f, sz[0], sz[1], thr, compression, seed, version, false);
+            ASSERT_EQ(overlapped, cpu) << "frames overlapping";
+          }
           const std::vector<Bytes> shown_gpu = decode_with("cuda", cpu);
           const std::vector<Bytes> shown_cpu = decode_with("cpu", cpu);
           ASSERT_EQ(shown_gpu.size(), 8u);
