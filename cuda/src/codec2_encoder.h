@@ -64,9 +64,10 @@ class EncoderBackEnd {
   virtual int dist_base(int layer, int cls, int comp) const = 0;
   // Tables from the coded tiles' histograms, each tile's rANS stream (or raw
   // bytes, from `raw(tile, out)`, which writes the tiles()[tile].raw_bytes
-  // bytes of the tile's reconstruction), the body. `modes`: every block's mode (stats). Keeps the tables
-  // for the next delta. Afterwards tile_types() holds 0 skipped, 1 coded, 2 raw.
-  // `k`: the body's quantiser (encoder_k() of the encoder's threshold).
+  // bytes of the tile's reconstruction), the body. `modes`: every block's
+  // mode (stats). Keeps the tables for the next delta. Afterwards
+  // tile_types() holds 0 skipped, 1 coded, 2 raw. `k`: the body's quantiser
+  // (encoder_k() of the encoder's threshold).
   virtual FrameStats write_body(bool keyframe, int k, const uint8_t *modes,
                                 const TileSymbols *tiles,
                                 const std::function<void(size_t, uint8_t *)> &raw,
