@@ -1646,7 +1646,7 @@ class CudaEncoder final : public Encoder {
     if (in_flight_ > 0) slots_[(si + 1) % kMaxInFlight].front_done->make_wait(*slot.stream);
 
     Params p = p_;
-    slot.apply(p);
+    apply(slot, p);
     // The finer quantiser with the dead zone (codec2_rules.h, encoder_k()).
     p.k = encoder_k(threshold);
     p.threshold = threshold;
@@ -1839,7 +1839,7 @@ class CudaEncoder final : public Encoder {
     FrameStats st = back_->assemble(
         slot.keyframe, slot.k, slot.h_modes.data(), types, lanes_of.data(), size_of.data(),
         [&](uint8_t *dst) {
-          if (payload) copy_out(slot, dst, slot.payload, payload);
+          if (payload) copy_out(slot, dst, slot.work.data() + slot_layout_.payload, payload);
           slot.stream->synchronize();
         },
         body);
@@ -1873,16 +1873,7 @@ class CudaEncoder final : public Encoder {
   // next frame's front part runs (SlotLayout), its stream and events, the
   // pinned staging for what comes back, and what finish() needs.
   struct Slot {
-    DeviceBuffer work;
-    uint8_t *modes = nullptr, *streams = nullptr, *payload = nullptr, *counts = nullptr,
-            *log = nullptr;
-    Symbol *symbols = nullptr;
-    int *type = nullptr, *lanes = nullptr;
-    uint32_t *size = nullptr, *freq_cum = nullptr, *lane_state = nullptr, *marks = nullptr,
-             *codes = nullptr;
-    unsigned long long *payload_off = nullptr, *changed = nullptr;
-    uint2 *lane_part = nullptr;
-    ChosenTable *chosen = nullptr;
+    DeviceBuffer work;  // its buffers, where slot_layout_ says
     std::unique_ptr<Stream> stream;
     std::unique_ptr<StreamEvent> front_done, done;
     cudaEvent_t events[kEvents] = {};  // CODEC2_CUDA_TIMES: the phases on the device
@@ -1892,52 +1883,38 @@ class CudaEncoder final : public Encoder {
     bool keyframe = false;
     bool ready = false;  // alloc_slot() completed
     std::chrono::steady_clock::time_point start;
-    void apply(Params &p) const {
-      p.modes = modes;
-      p.symbols = symbols;
-      p.tile_type = type;
-      p.tile_lanes = lanes;
-      p.tile_size = size;
-      p.freq_cum = freq_cum;
-      p.streams = streams;
-      p.payload_off = payload_off;
-      p.payload = payload;
-      p.lane_part = lane_part;
-      p.lane_state = lane_state;
-      p.rans_counts = counts;
-      p.step_marks = marks;
-      p.rans_log = log;
-      p.codes = codes;
-      p.changed = changed;
-      p.payload_total = changed + 1;
-      p.chosen = chosen;
-    }
     ~Slot() {
       for (cudaEvent_t e : events)
         if (e) cudaEventDestroy(e);
     }
   };
+  // A frame's own buffers in the kernels' parameters.
+  void apply(const Slot &slot, Params &p) const {
+    const SlotLayout &o = slot_layout_;
+    uint8_t *w = slot.work.data();
+    p.modes = w + o.modes;
+    p.symbols = reinterpret_cast<Symbol *>(w + o.symbols);
+    p.tile_type = reinterpret_cast<int *>(w + o.type);
+    p.tile_lanes = reinterpret_cast<int *>(w + o.lanes);
+    p.tile_size = reinterpret_cast<uint32_t *>(w + o.size);
+    p.freq_cum = reinterpret_cast<uint32_t *>(w + o.freq_cum);
+    p.streams = w + o.streams;
+    p.payload_off = reinterpret_cast<unsigned long long *>(w + o.payload_off);
+    p.payload = w + o.payload;
+    p.lane_part = reinterpret_cast<uint2 *>(w + o.lane_part);
+    p.lane_state = reinterpret_cast<uint32_t *>(w + o.lane_state);
+    p.rans_counts = w + o.counts;
+    p.step_marks = reinterpret_cast<uint32_t *>(w + o.marks);
+    p.rans_log = w + o.log;
+    p.codes = reinterpret_cast<uint32_t *>(w + o.codes);
+    p.changed = reinterpret_cast<unsigned long long *>(w + o.changed);
+    p.payload_total = p.changed + 1;
+    p.chosen = reinterpret_cast<ChosenTable *>(w + o.chosen);
+  }
   void alloc_slot(Slot &slot) {
     const SlotLayout &o = slot_layout_;
     slot.work = DeviceBuffer(o.bytes);
     uint8_t *w = slot.work.data();
-    slot.modes = w + o.modes;
-    slot.symbols = reinterpret_cast<Symbol *>(w + o.symbols);
-    slot.type = reinterpret_cast<int *>(w + o.type);
-    slot.lanes = reinterpret_cast<int *>(w + o.lanes);
-    slot.size = reinterpret_cast<uint32_t *>(w + o.size);
-    slot.freq_cum = reinterpret_cast<uint32_t *>(w + o.freq_cum);
-    slot.streams = w + o.streams;
-    slot.payload_off = reinterpret_cast<unsigned long long *>(w + o.payload_off);
-    slot.payload = w + o.payload;
-    slot.lane_part = reinterpret_cast<uint2 *>(w + o.lane_part);
-    slot.lane_state = reinterpret_cast<uint32_t *>(w + o.lane_state);
-    slot.counts = w + o.counts;
-    slot.marks = reinterpret_cast<uint32_t *>(w + o.marks);
-    slot.log = w + o.log;
-    slot.codes = reinterpret_cast<uint32_t *>(w + o.codes);
-    slot.changed = reinterpret_cast<unsigned long long *>(w + o.changed);
-    slot.chosen = reinterpret_cast<ChosenTable *>(w + o.chosen);
     slot.stream = std::make_unique<Stream>(ctx_.gpu_id());
     slot.front_done = std::make_unique<StreamEvent>();
     slot.done = std::make_unique<StreamEvent>();
