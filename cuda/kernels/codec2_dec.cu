@@ -913,10 +913,12 @@ class CudaDecoder final : public Decoder {
       read_pending_[1 - current_] = false;
     }
     TileDev *td = reinterpret_cast<TileDev *>(s + tiles_at);
+    bool copied = false;  // a skipped or raw tile (copy_tiles_kernel's)
     for (size_t ti = 0; ti < n_tiles; ++ti) {
       const detail::Tile &t = tiles[ti];
       TileDev &d = td[ti];
       d.type = entries[ti].type;
+      copied |= d.type != 1;
       d.lanes = entries[ti].lanes;
       d.offset = uint32_t(entries[ti].offset);
       d.size = uint32_t(entries[ti].size);
@@ -1011,8 +1013,10 @@ class CudaDecoder final : public Decoder {
     P.ring_elems = ring_bytes / sizeof(int16_t);
     P.n_tiles = int(n_tiles);
     if (n_tiles > 0) {
-      copy_tiles_kernel<<<dim3(unsigned(n_tiles), kCopyParts), 256, 0, stream_>>>(P);
-      CUDADIFF_CHECK_LAUNCH("codec2 copy_tiles_kernel");
+      if (copied) {
+        copy_tiles_kernel<<<dim3(unsigned(n_tiles), kCopyParts), 256, 0, stream_>>>(P);
+        CUDADIFF_CHECK_LAUNCH("codec2 copy_tiles_kernel");
+      }
       const unsigned blocks = unsigned((n_tiles + per_block - 1) / per_block);
       decode_tiles_kernel<<<blocks, 32 * per_block, shared, stream_>>>(P);
       CUDADIFF_CHECK_LAUNCH("codec2 decode_tiles_kernel");
