@@ -478,6 +478,13 @@ static void request_keyframe(GstCudaDiffDec *self, GstVideoCodecFrame *frame) {
                                        static_cast<GstVideoDecoderRequestSyncPointFlags>(0));
 }
 
+// A keyframe decoded (stats).
+static void count_keyframe(GstCudaDiffDec *self) {
+  GST_OBJECT_LOCK(self);
+  self->stats.keyframes++;
+  GST_OBJECT_UNLOCK(self);
+}
+
 // Decodes the packet into the reference. Returns false when the packet is
 // not decoded (reported as a loss, or waiting for a keyframe); throws
 // cudadiff::Error for failures of the core.
@@ -529,9 +536,7 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
       }
     } else {
       st->decoder->keyframe(body);
-      GST_OBJECT_LOCK(self);
-      self->stats.keyframes++;
-      GST_OBJECT_UNLOCK(self);
+      count_keyframe(self);
     }
     st->synced = true;
     st->in_loss = false;
@@ -621,11 +626,7 @@ static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
 static bool account_finished(GstCudaDiffDec *self, const DecState::Pending &p, bool decoded,
                              const std::string &why) {
   if (decoded) {
-    if (p.keyframe) {
-      GST_OBJECT_LOCK(self);
-      self->stats.keyframes++;
-      GST_OBJECT_UNLOCK(self);
-    }
+    if (p.keyframe) count_keyframe(self);
     return true;
   }
   report_loss(self, p.keyframe ? "damaged keyframe" : "impossible delta",
@@ -698,11 +699,7 @@ static void discard_pending(GstCudaDiffDec *self) {
     cudadiff::ContextScope scope(st->ctx.get());
     if (st->pending.in_core2) {
       // A keyframe that decoded still counts (a flush drops its frame, not it).
-      if (st->decoder2->finish(nullptr) && st->pending.keyframe) {
-        GST_OBJECT_LOCK(self);
-        self->stats.keyframes++;
-        GST_OBJECT_UNLOCK(self);
-      }
+      if (st->decoder2->finish(nullptr) && st->pending.keyframe) count_keyframe(self);
     } else if (st->decoder) {
       st->decoder->wait_frame();
     }
