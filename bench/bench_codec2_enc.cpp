@@ -26,7 +26,6 @@
 // sequence (a keyframe every 30 frames) and the bodies compared, then the
 // deltas timed. --random: frames of random bytes instead (independent).
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstdio>
 #include <memory>
@@ -220,31 +219,27 @@ int main(int argc, char **argv) {
     report.add(r);
 
     // Two frames in flight (submit(), then finish() of the one before): the
-    // time per frame of a run of 40 deltas, five runs.
+    // time per frame of a run of 40 deltas, five runs (after one).
     enc->encode(view(0), k, true, body);
-    std::vector<double> per_frame;
     const int batch = 40;
-    for (int rep = 0; rep < 5; ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < batch; ++i) {
-        enc->submit(view(i + 1), k, false);
-        if (enc->frames_in_flight() == Encoder::kMaxInFlight) enc->finish(body);
-      }
-      while (enc->frames_in_flight() > 0) enc->finish(body);
-      per_frame.push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
-          batch);
-    }
-    std::sort(per_frame.begin(), per_frame.end());
+    bench::Options batches = run;
+    batches.runs = 5;
+    batches.warmup = 1;
     bench::Row f{"codec2 encode delta " + size + " k=" + std::to_string(k),
                  "cuda, 2 frames in flight",
                  {},
                  double(n),
                  "per frame of 40 deltas, 5 runs"};
-    f.stats.median_ms = per_frame[per_frame.size() / 2];
-    f.stats.min_ms = per_frame.front();
-    f.stats.max_ms = per_frame.back();
-    f.stats.runs = int(per_frame.size());
+    f.stats = bench::time_host(batches, [&](int) {
+      for (int i = 0; i < batch; ++i) {
+        enc->submit(view(i + 1), k, false);
+        if (enc->frames_in_flight() == Encoder::kMaxInFlight) enc->finish(body);
+      }
+      while (enc->frames_in_flight() > 0) enc->finish(body);
+    });
+    f.stats.median_ms /= batch;
+    f.stats.min_ms /= batch;
+    f.stats.max_ms /= batch;
     report.add(f);
   }
   report.print_table();
