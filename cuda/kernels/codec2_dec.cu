@@ -250,7 +250,10 @@ __device__ __forceinline__ int next_coded_step(const LayerDev &L, const TileDev 
 // walking all its rows (up to width x height steps): without the jumps a
 // mostly skipped tile of a fixed camera's frame took several milliseconds.
 // `coded`: the tile's coded blocks (deltas; next_coded_step()).
-template <int NC, bool YCOCG, bool KEY>
+// SMEM: the tables and the rows of working values are in shared memory (the
+// common case; the caller checks it), so that their loads and stores are
+// the shared memory's own, with 32-bit addresses, rather than generic ones.
+template <int NC, bool YCOCG, bool KEY, bool SMEM>
 __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *map,
                              const DistTab *tabs, const TileDev &t, int l, int lanes, int lane,
                              unsigned lt, uint32_t &x, uint32_t &h, const uint8_t *p, uint32_t &pos,
@@ -264,7 +267,12 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
   // Reference classes: q = g / step < 2, 6, 16 as comparisons.
   const int rc1 = 2 * step, rc2 = 6 * step, rc3 = 16 * step;
   WorkRows rows;
-  if (size_t(lanes + 1) * w * W2 <= ring_elems) {
+  if (SMEM) {
+    extern __shared__ uint4 dyn[];  // the kernel's: the tables come first
+    tabs = reinterpret_cast<const DistTab *>(dyn);
+    __builtin_assume(__isShared(ring));
+  }
+  if (SMEM || size_t(lanes + 1) * w * W2 <= ring_elems) {
     rows = {ring, lanes + 1, size_t(w) * W2};
   } else {
     rows = {P.work[l] + (size_t(y0) * L.width + x0) * W2, 0x7fffffff, size_t(L.width) * W2};
@@ -688,15 +696,21 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
     const LayerDev &L = P.layer[l];
     if (t.w[l] == 0 || t.h[l] == 0) continue;
     const int variant = L.channels * 4 + L.ycocg * 2 + (key ? 1 : 0);
+    // (the condition of decode_layer()'s ring of rows)
+    const bool smem = P.tabs_shared && size_t(lanes + 1) * t.w[l] * 2 * L.channels <= P.ring_elems;
     switch (variant) {
-#define CODEC2_LAYER(NC, YC)                                                                      \
-  case NC * 4 + YC * 2 + 0:                                                                       \
-    ok = decode_layer<NC, YC, false>(P, lu, map, tabs, t, l, lanes, lane, lt, x, h, p, pos, ring, \
-                                     P.ring_elems, coded);                                        \
-    break;                                                                                        \
-  case NC * 4 + YC * 2 + 1:                                                                       \
-    ok = decode_layer<NC, YC, true>(P, lu, map, tabs, t, l, lanes, lane, lt, x, h, p, pos, ring,  \
-                                    P.ring_elems, coded);                                         \
+#define CODEC2_LAYER(NC, YC)                                                                       \
+  case NC * 4 + YC * 2 + 0:                                                                        \
+    ok = smem ? decode_layer<NC, YC, false, true>(P, lu, map, tabs, t, l, lanes, lane, lt, x, h,   \
+                                                  p, pos, ring, P.ring_elems, coded)               \
+              : decode_layer<NC, YC, false, false>(P, lu, map, tabs, t, l, lanes, lane, lt, x, h,  \
+                                                   p, pos, ring, P.ring_elems, coded);             \
+    break;                                                                                         \
+  case NC * 4 + YC * 2 + 1:                                                                        \
+    ok = smem ? decode_layer<NC, YC, true, true>(P, lu, map, tabs, t, l, lanes, lane, lt, x, h, p, \
+                                                 pos, ring, P.ring_elems, coded)                   \
+              : decode_layer<NC, YC, true, false>(P, lu, map, tabs, t, l, lanes, lane, lt, x, h,   \
+                                                  p, pos, ring, P.ring_elems, coded);              \
     break;
       CODEC2_LAYER(1, 0)
       CODEC2_LAYER(2, 0)
