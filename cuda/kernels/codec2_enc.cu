@@ -931,31 +931,36 @@ __global__ void checksum_kernel(Params p) {
 // its counts per sub-step. Renormalisation emits at most 2 bytes (a state
 // below 2^31 against x_max >= 2^15), computed without a loop; the division
 // by a frequency is a multiplication by its reciprocal (exact for x < 2^31,
-// see RansEncoder::quotient in cuda/cpu/codec2.cpp).
+// see RansEncoder::quotient in cuda/cpu/codec2.cpp). The counts start at
+// zero (CudaEncoder::submit()), so only a sub-step that emits writes its
+// count; the log and the counts are walked by pointer (a multiplication per
+// byte cost more than the rest of the renormalisation).
 struct LaneCoder {
   uint32_t x;
-  uint8_t *log;  // this lane's first byte; its k-th is at log[k * stride]
-  uint32_t n_log;
+  uint8_t *log;     // where this lane's next byte goes (its bytes are `stride` apart)
   uint8_t *counts;  // this lane's count of the current sub-step
-  int stride;       // lanes: counts of consecutive sub-steps are this far apart
+  size_t stride;    // lanes: consecutive bytes and sub-steps of a lane are this far apart
   __device__ __forceinline__ void renorm(bool part, uint32_t x_max) {
     const uint32_t e = part ? uint32_t(x >= x_max) + uint32_t((x >> 8) >= x_max) : 0u;
-    if (e >= 1) log[size_t(n_log) * stride] = uint8_t(x);
-    if (e >= 2) log[size_t(n_log + 1) * stride] = uint8_t(x >> 8);
-    n_log += e;
+    if (e != 0) {
+      log[0] = uint8_t(x);
+      *counts = uint8_t(e);
+    }
+    if (e == 2) log[stride] = uint8_t(x >> 8);
+    log += e * stride;
     x >>= 8 * e;
-    *counts = uint8_t(e);
     counts += stride;
   }
   __device__ __forceinline__ void raw(bool part, uint32_t bits, int n) {
     renorm(part, (kRansLow >> n) << 8);
     if (part) x = (x << n) | bits;
   }
-  __device__ __forceinline__ void token(bool part, uint32_t fc, uint32_t rcp) {
+  // fc: cum | freq << 16; rcp and shift: the frequency's reciprocal and
+  // 31 + ceil(log2 freq) (rans_lanes_kernel's tables).
+  __device__ __forceinline__ void token(bool part, uint32_t fc, uint32_t rcp, int shift) {
     const uint32_t f = fc >> 16;
     renorm(part, ((kRansLow >> kProbBits) << 8) * f);
     if (part) {
-      const int shift = 31 + (f > 1 ? 32 - __clz(f - 1) : 0);
       const uint32_t q = uint32_t((uint64_t(x) * rcp) >> shift);
       x = (q << kProbBits) + (x - q * f) + (fc & 0xffff);
     }
@@ -1094,16 +1099,20 @@ struct MarkedSteps {
 // and their counts stay at the zeros the frame starts from
 // (CudaEncoder::submit()). A step's counts have a fixed place, (steps - 1 -
 // st) * 2 * NC sub-steps after the layer's first, so the lanes jump over the
-// unmarked ones.
+// unmarked ones. Two walks over the marks, the second kRansAhead steps
+// behind the first: the first issues the copies, the second codes (a loop
+// not unrolled over the ring's slots keeps the code small).
 constexpr int kRansAhead = 8;
+static_assert((kRansAhead & (kRansAhead - 1)) == 0, "the ring's slots wrap by a mask");
 template <int NC>
 __device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes,
                                            const uint32_t *marks, int steps, int lanes, int ln,
                                            const uint32_t *s_fc, const uint32_t *s_rcp,
+                                           const uint8_t *s_shift,
                                            uint32_t (*ring)[kMaxComps][32]) {
   // lc.counts after a step st is at step st - 1's first sub-step: before
   // step st, it skips the steps between the last coded one and st.
-  const uint32_t step_counts = uint32_t(2 * NC * lc.stride);
+  const size_t step_counts = 2 * NC * lc.stride;
   int last = steps;  // the step coded last (steps: none yet)
   // Step st's symbols on their way into ring slot i (nothing when st < 0),
   // as one group of copies.
@@ -1114,47 +1123,36 @@ __device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes,
         __pipeline_memcpy_async(&ring[i][c][ln], codes + (size_t(st) * NC + c) * lanes + ln, 4);
     __pipeline_commit();
   };
-  auto code = [&](const uint32_t(&v)[NC], int st) {
-    lc.counts += uint32_t(last - 1 - st) * step_counts;
-    last = st;
-    uint32_t fc[NC], rcp[NC];
+  MarkedSteps ahead(marks, steps), coding(marks, steps);
+#pragma unroll
+  for (int i = 0; i < kRansAhead; ++i) load(i, ahead.next());
+  for (int i = 0;; i = (i + 1) & (kRansAhead - 1)) {
+    const int st = coding.next();
+    if (st < 0) break;
+    __pipeline_wait_prior(kRansAhead - 1);  // slot i's group, the oldest, is complete
+    uint32_t v[NC], fc[NC], rcp[NC];
+    int shift[NC];
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
+      v[c] = ring[i][c][ln];
       fc[c] = v[c] != kNoCode ? s_fc[v[c] & 0x3fff] : (1u << 16);
       rcp[c] = s_rcp[fc[c] >> 16];
+      shift[c] = s_shift[fc[c] >> 16];
     }
+    lc.counts += size_t(last - 1 - st) * step_counts;
+    last = st;
 #pragma unroll
     for (int c = NC - 1; c >= 0; --c) {
       const bool coded = v[c] != kNoCode;
       const int nbits = int((v[c] >> 14) & 15);
       // Raw bits first (they are read after the token), then the token.
       lc.raw(coded && nbits != 0, v[c] >> 18, nbits);
-      lc.token(coded, fc[c], rcp[c]);
+      lc.token(coded, fc[c], rcp[c], shift[c]);
     }
-  };
-  MarkedSteps marked(marks, steps);
-  int at[kRansAhead];  // the step in each slot, in the order they are coded (-1: none left)
-#pragma unroll
-  for (int i = 0; i < kRansAhead; ++i) {
-    at[i] = marked.next();
-    load(i, at[i]);
-  }
-  for (bool more = true; more;) {
-#pragma unroll
-    for (int i = 0; i < kRansAhead; ++i) {
-      if (at[i] < 0) more = false;
-      if (!more) continue;
-      __pipeline_wait_prior(kRansAhead - 1);  // slot i's group, the oldest, is complete
-      uint32_t v[NC];
-#pragma unroll
-      for (int c = 0; c < NC; ++c) v[c] = ring[i][c][ln];
-      code(v, at[i]);
-      at[i] = marked.next();
-      load(i, at[i]);
-    }
+    load(i, ahead.next());
   }
   __pipeline_wait_prior(0);
-  lc.counts += uint32_t(last) * step_counts;  // past step 0: the next layer's (or the modes')
+  lc.counts += size_t(last) * step_counts;  // past step 0: the next layer's (or the modes')
 }
 
 // 6b. rANS, first pass: one warp per coded tile, thread l codes lane l's
@@ -1163,14 +1161,19 @@ __device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes,
 // counts (sub-step x lanes) and appends them to its log. The frame's tables
 // and the reciprocals of the frequencies are in shared memory.
 __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
-  extern __shared__ uint32_t s_tab[];  // reciprocals (kProbScale + 1), then the tables
+  // reciprocals (kProbScale + 1), the tables, the shifts (kProbScale + 1 bytes)
+  extern __shared__ uint32_t s_tab[];
   __shared__ uint32_t s_ring[kRansAhead][kMaxComps][32];  // code_layer()'s symbols ahead
+  const int n_fc = p.dist_count * kTokens;
   uint32_t *s_rcp = s_tab, *s_fc = s_tab + kProbScale + 1;
+  uint8_t *s_shift = reinterpret_cast<uint8_t *>(s_fc + n_fc);
   const int t = blockIdx.x;
   if (p.tile_type[t] != 1) return;
-  const int n_fc = p.dist_count * kTokens;
   for (int i = threadIdx.x; i < n_fc; i += 32) s_fc[i] = p.freq_cum[i];
-  for (int i = threadIdx.x; i <= int(kProbScale); i += 32) s_rcp[i] = p.reciprocal[i];
+  for (int i = threadIdx.x; i <= int(kProbScale); i += 32) {
+    s_rcp[i] = p.reciprocal[i];
+    s_shift[i] = uint8_t(31 + (i > 1 ? 32 - __clz(i - 1) : 0));
+  }
   __syncwarp();
   const DevTile &dt = p.tiles[t];
   const int ln = threadIdx.x;
@@ -1184,9 +1187,8 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
   }
   lc.x = lane_final_state(p.k, ln, sum.a & 0x1FFFFu);
   lc.log = p.rans_log + dt.log_first + ln;
-  lc.n_log = 0;
   lc.counts = p.rans_counts + dt.counts_first + ln;
-  lc.stride = lanes;
+  lc.stride = size_t(lanes);
   for (int l = p.layers - 1; l >= 0; --l) {
     const int steps = schedule_steps(dt.w[l], dt.h[l], lanes);
     if (steps == 0) continue;
@@ -1198,16 +1200,16 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
     }
     switch (dt.channels[l]) {
       case 1:
-        code_layer<1>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_ring);
+        code_layer<1>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_shift, s_ring);
         break;
       case 2:
-        code_layer<2>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_ring);
+        code_layer<2>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_shift, s_ring);
         break;
       case 3:
-        code_layer<3>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_ring);
+        code_layer<3>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_shift, s_ring);
         break;
       default:
-        code_layer<4>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_ring);
+        code_layer<4>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_shift, s_ring);
         break;
     }
   }
@@ -1217,7 +1219,7 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
     const size_t b = size_t(g) * lanes + ln;
     const bool here = b < n_modes;
     const uint32_t fc = here ? s_fc[syms[b].token] : (1u << 16);  // distribution 0
-    lc.token(here, fc, s_rcp[fc >> 16]);
+    lc.token(here, fc, s_rcp[fc >> 16], s_shift[fc >> 16]);
   }
   p.lane_state[t * kMaxLanes + ln] = lc.x;
 }
@@ -1571,7 +1573,7 @@ class CudaEncoder final : public Encoder {
     o.bytes = sat;
     // (beside the kernel's static ring: together they may pass the 48 KB
     // that need no opt-in even when the tables alone do not)
-    rans_shared_ = (size_t(p.dist_count) * kTokens + kProbScale + 1) * 4;
+    rans_shared_ = (size_t(p.dist_count) * kTokens + kProbScale + 1) * 4 + kProbScale + 1;
     CUDADIFF_CHECK(cudaFuncSetAttribute(
         rans_lanes_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(rans_shared_)));
 
