@@ -309,7 +309,10 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
   // Issues the loads of sample (i, j) of this lane (its row's pointers
   // set); nothing waits for them here.
   auto fetch = [&](int i, int j, Ahead<NC> &a) {
+    // (defined for every lane: the step's arithmetic runs in all of them)
     a.mode = kSpatial;
+    for (int c = 0; c < NC; ++c) a.refv[c] = 0;
+    for (int e = 0; e < 5; ++e) a.tex[e] = 0;
     if (KEY || !(is_lane && i >= 0 && i < w && j < hh)) return;
     const int sxp = x0 + i, syp = y0 + j;
     a.mode = mode_row[(sxp << L.sx) / kBlock];
@@ -382,27 +385,29 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
       asm volatile("prefetch.global.L1 [%0];" ::"l"(p + pos + 256));
     const bool in_tile = is_lane && i >= 0 && i < w && j < hh;
     const int mode = a.mode;
-    const bool active = in_tile && (KEY || mode != kSkip);
+    const bool skip = !KEY && mode == kSkip;
+    const bool active = in_tile && !skip;
     const int cls = mode_class(mode);
+    const bool spatial = KEY || cls == kClassSpatial;
+    const bool temporal = !KEY && cls == kClassTemporal;
     int16_t *const wp = wp_row + i * W2;
     // The reference's bytes (deltas): skipped samples copy them, the others
     // need them for the T-domain.
     int refv[NC];
-    if (!KEY && in_tile)
-      for (int c = 0; c < NC; ++c) refv[c] = a.refv[c];
-    if (!KEY && in_tile && mode == kSkip) {
-      int ch[NC], comp[NC];
-      for (int c = 0; c < NC; ++c) {
-        rec_at.at[c][i * step_of[c]] = uint8_t(refv[c]);
-        ch[c] = lu.index[refv[c]];
-      }
-      to_components(YCOCG, NC, ch, comp);
-      for (int c = 0; c < NC; ++c) {
-        wp[c] = int16_t(comp[c]);
-        wp[NC + c] = 0;
-      }
-    }
+    for (int c = 0; c < NC; ++c) refv[c] = KEY ? 0 : a.refv[c];
     if (__ballot_sync(kFullWarp, active) == 0) {
+      if (!KEY && in_tile && skip) {
+        int ch[NC], comp[NC];
+        for (int c = 0; c < NC; ++c) {
+          rec_at.at[c][i * step_of[c]] = uint8_t(refv[c]);
+          ch[c] = lu.index[refv[c]];
+        }
+        to_components(YCOCG, NC, ch, comp);
+        for (int c = 0; c < NC; ++c) {
+          wp[c] = int16_t(comp[c]);
+          wp[NC + c] = 0;
+        }
+      }
       if (!KEY && st + 1 >= walk_until) {
         // The next step at which a lane decodes something; unless it comes
         // soon, the warp does the samples in between and the lanes jump.
@@ -430,8 +435,12 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
       __syncwarp();
       continue;
     }
+    // From here on the step's arithmetic runs in every lane without
+    // branches on the data (a lane's class, edges and skipped samples are
+    // selects; loads and stores of lanes that have none are predicated off),
+    // so that the warp does not take each class's path in turn.
     int rclass = 0;
-    if (!KEY && active && mode == kTemporal) {
+    if (!KEY) {
       const int v = a.tex[0];
       const int g =
           iabs(a.tex[1] - v) + iabs(a.tex[2] - v) + iabs(a.tex[3] - v) + iabs(a.tex[4] - v);
@@ -441,56 +450,44 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
     // per component the prediction, the sign rule and the table(s) of its
     // context (components after the first: with and without the first's
     // residual), so that the chain of symbols waits only on itself.
+    // Neighbours in the class's domain, with the tile's edge rules: left a,
+    // above b, above-left c, above-right d; on the first row all are a (0
+    // without one), at the left edge a and c are b, at the right edge d is b.
+    const bool hl = i > 0, hu = j > 0, hr = i + 1 < w;
+    const int dom0 = spatial ? 0 : NC;
+    const int16_t *const qa = wp - W2 + dom0;
+    const int16_t *const qb = up_row + i * W2 + dom0;
     int pred[NC];
     bool flip[NC];
     const DistTab *tab0[NC], *tab1[NC];
     bool unused0[NC], unused1[NC];
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
-      pred[c] = 0;
-      flip[c] = false;
-      tab0[c] = tab1[c] = tabs;
-      unused0[c] = unused1[c] = false;
-      if (active) {
-        // Neighbours in the class's domain, with the tile's edge rules.
-        const int dom = (cls == kClassSpatial ? 0 : NC) + c;
-        int av, b, cc, d;
-        if (j == 0) {
-          av = i > 0 ? wp[dom - W2] : 0;
-          b = cc = d = av;
-        } else {
-          const int16_t *q = up_row + i * W2 + dom;
-          b = q[0];
-          if (i > 0) {
-            av = wp[dom - W2];
-            cc = q[-W2];
-          } else {
-            av = cc = b;
-          }
-          d = i + 1 < w ? q[W2] : b;
-        }
-        int ctx;
-        if (cls == kClassTemporal) {
-          ctx = bucket_of(lu, temporal_activity(av, b, cc, d));
-        } else {
-          pred[c] = med(av, b, cc);
-          ctx = bucket_of(lu, spatial_activity(av, b, cc, d));
-        }
-        if (cls == kClassTemporal && c == 0) ctx = ctx * kRefClasses + rclass;
-        flip[c] = flip_sign(cls, av, b, cc, d);
-        // (a select, not an index into an array that would live in local memory)
-        const int dist = (cls == kClassSpatial    ? base[0][c]
-                          : cls == kClassTemporal ? base[1][c]
-                                                  : base[2][c]) +
-                         ctx;
-        const int m0 = map[dist];
-        tab0[c] = tabs + m0;
-        unused0[c] = m0 == 0;
-        if (c > 0) {
-          const int m1 = map[dist + kActivityBuckets];
-          tab1[c] = tabs + m1;
-          unused1[c] = m1 == 0;
-        }
+      int ra = 0, rb = 0, rc = 0, rd = 0;
+      if (active && hl) ra = qa[c];
+      if (active && hu) rb = qb[c];
+      if (active && hl && hu) rc = qb[c - W2];
+      if (active && hr && hu) rd = qb[c + W2];
+      const int b = hu ? rb : hl ? ra : 0;
+      const int av = hl ? ra : b;
+      const int cc = hl && hu ? rc : b;
+      const int d = hr && hu ? rd : b;
+      int ctx = bucket_of(
+          lu, temporal ? temporal_activity(av, b, cc, d) : spatial_activity(av, b, cc, d));
+      if (c == 0 && temporal) ctx = ctx * kRefClasses + rclass;
+      pred[c] = temporal ? 0 : med(av, b, cc);
+      flip[c] = temporal ? av + b + cc + d < 0 : av + b - 2 * cc < 0;
+      // (a select, not an index into an array that would live in local memory)
+      const int dist = (spatial ? base[0][c] : temporal ? base[1][c] : base[2][c]) + ctx;
+      const int m0 = active ? int(map[dist]) : 0;
+      tab0[c] = tabs + m0;
+      unused0[c] = active && m0 == 0;
+      tab1[c] = tabs;
+      unused1[c] = false;
+      if (c > 0) {
+        const int m1 = active ? int(map[dist + kActivityBuckets]) : 0;
+        tab1[c] = tabs + m1;
+        unused1[c] = active && m1 == 0;
       }
     }
     int value[NC];
@@ -498,14 +495,14 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
     bool bad = false;
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
-      int token = 0;
-      if (active) {
-        // An unused table keeps the state (its one token spans all slots)
-        // and makes the tile fail after this step.
-        bad |= cross ? unused1[c] : unused0[c];
-        token = decode_symbol(x, cross ? tab1[c] : tab0[c]);
-        h = lane_checksum(h, uint32_t(token));
-      }
+      // An unused table keeps the state (its one token spans all slots)
+      // and makes the tile fail after this step.
+      bad |= cross ? unused1[c] : unused0[c];
+      uint32_t xn = x;
+      int token = decode_symbol(xn, cross ? tab1[c] : tab0[c]);
+      token = active ? token : 0;
+      x = active ? xn : x;
+      h = active ? lane_checksum(h, uint32_t(token)) : h;
       // The token's renormalisation (and, in the same round of votes,
       // whether any lane has raw bits to read after it).
       const bool extra = active && token >= kDirectTokens;
@@ -518,11 +515,10 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
         if (one | two) {
           const uint32_t total = __popc(one) + 2u * __popc(two);
           if (end - pos < total) return false;
-          if (n) {
-            const uint32_t at = pos + __popc(one & lt) + 2u * __popc(two & lt);
-            x = n == 1 ? (x << 8) | __ldg(p + at)
-                       : (x << 16) | uint32_t(__ldg(p + at)) << 8 | __ldg(p + at + 1);
-          }
+          const uint32_t at = pos + __popc(one & lt) + 2u * __popc(two & lt);
+          const uint32_t b0 = n != 0 ? uint32_t(__ldg(p + at)) : 0u;
+          const uint32_t b1 = n == 2 ? uint32_t(__ldg(p + at + 1)) : 0u;
+          x = n == 0 ? x : n == 1 ? (x << 8) | b0 : (x << 16) | b0 << 8 | b1;
           pos += total;
         }
       }
@@ -532,59 +528,54 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
         const uint32_t bits = x & ((1u << nbits) - 1);
         x >>= nbits;
         if (!renorm(x, extra, p, pos, end, lt)) return false;
-        if (extra) {
-          h = lane_checksum(h, bits);
-          v = token_value(token, bits);
-        }
+        h = extra ? lane_checksum(h, bits) : h;
+        v = extra ? token_value(token, bits) : v;
       }
       int r = unzigzag(v);
       if (flip[c]) r = -r;
       if (c == 0) cross = r != 0;
       value[c] = pred[c] + r;
     }
-    // Reconstruction and the sample's working values (the coded domain's
-    // are the decoded values unless a temporal value was clamped; the
-    // other domain's follow from the reconstruction).
-    if (active) {
-      int ch[NC], rv[NC], comp[NC];
+    // Reconstruction and the sample's working values, by the same selects
+    // in every lane. S-domain: the decoded values (spatial), else from the
+    // reconstruction; T-domain: the decoded values (temporal, unless a
+    // value was clamped), 0 (skipped), else from the reconstruction.
+    {
+      int ch[NC], rv[NC];
+      bool clamped = false;
       to_channels(YCOCG, NC, value, ch);
-      if (cls == kClassSpatial) {
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        const bool out = spatial ? ch[c] < 0 || ch[c] > max_idx : ch[c] < -255 || ch[c] > 255;
+        bad |= active && out;
+        const int u = out ? 0 : ch[c];
+        const int vv = refv[c] + u * step;
+        clamped |= !spatial && (vv < 0 || vv > 255);
+        rv[c] = skip ? refv[c] : spatial ? dequant_index(u, k) : (vv < 0 ? 0 : vv > 255 ? 255 : vv);
+        if (in_tile) rec_at.at[c][i * step_of[c]] = uint8_t(rv[c]);
+      }
+      if (KEY) {
+#pragma unroll
+        for (int c = 0; c < NC; ++c)
+          if (in_tile) wp[c] = int16_t(value[c]);
+      } else {
+        int ci3[NC], cd[NC], cs[NC], ct[NC];
+#pragma unroll
         for (int c = 0; c < NC; ++c) {
-          if (ch[c] < 0 || ch[c] > max_idx) {
-            bad = true;
-            ch[c] = 0;
-          }
-          rv[c] = dequant_index(ch[c], k);
-          rec_at.at[c][i * step_of[c]] = uint8_t(rv[c]);
-          wp[c] = int16_t(value[c]);
+          ci3[c] = lu.index[rv[c]];
+          cd[c] = lu.diff[rv[c] - refv[c] + 255];
         }
-        if (!KEY) {
-          for (int c = 0; c < NC; ++c) ch[c] = lu.diff[rv[c] - refv[c] + 255];
-          to_components(YCOCG, NC, ch, comp);
-          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(comp[c]);
-        }
-      } else if (!KEY) {
-        bool clamped = false;
+        to_components(YCOCG, NC, ci3, cs);
+        to_components(YCOCG, NC, cd, ct);
+#pragma unroll
         for (int c = 0; c < NC; ++c) {
-          if (ch[c] < -255 || ch[c] > 255) {
-            bad = true;
-            ch[c] = 0;
+          const int sv = spatial ? value[c] : cs[c];
+          const int tv = skip ? 0 : !spatial && !clamped ? value[c] : ct[c];
+          if (in_tile) {
+            wp[c] = int16_t(sv);
+            wp[NC + c] = int16_t(tv);
           }
-          const int vv = refv[c] + ch[c] * step;
-          clamped |= vv < 0 || vv > 255;
-          rv[c] = vv < 0 ? 0 : vv > 255 ? 255 : vv;
-          rec_at.at[c][i * step_of[c]] = uint8_t(rv[c]);
         }
-        if (clamped) {
-          for (int c = 0; c < NC; ++c) ch[c] = lu.diff[rv[c] - refv[c] + 255];
-          to_components(YCOCG, NC, ch, comp);
-          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(comp[c]);
-        } else {
-          for (int c = 0; c < NC; ++c) wp[NC + c] = int16_t(value[c]);
-        }
-        for (int c = 0; c < NC; ++c) ch[c] = lu.index[rv[c]];
-        to_components(YCOCG, NC, ch, comp);
-        for (int c = 0; c < NC; ++c) wp[c] = int16_t(comp[c]);
       }
     }
     if (__any_sync(kFullWarp, bad)) return false;
