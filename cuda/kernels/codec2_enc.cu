@@ -348,9 +348,12 @@ __device__ __forceinline__ int code_component(const int16_t *nb, const int16_t *
   return token_of(zigzag(flip_sign(CLS, n.a, n.b, n.c, n.d) ? -r : r), nbits, bits);
 }
 
+// first_cost: c_first_cost in shared memory (the constant cache serialises
+// a warp's loads of different tokens).
 template <int CLS, int NC>
 __device__ __forceinline__ unsigned long long proxy_class(const Params &p, int l, const Sample &s,
-                                                          const InTile &it, int rclass) {
+                                                          const InTile &it, int rclass,
+                                                          const uint32_t *first_cost) {
   const DevLayer &ly = p.layer[l];
   constexpr int nc = NC;
   const int16_t *planes = CLS == kClassSpatial ? p.in_s[l] : p.in_t[l];
@@ -365,7 +368,7 @@ __device__ __forceinline__ unsigned long long proxy_class(const Params &p, int l
     const int token = code_component<CLS>(planes, planes, ly.width, nc, c, s.x, s.y, it, rclass,
                                           &r0, &ctx, &nbits, &bits);
     ids[at * nc + c] = uint16_t((p.dist_base[l][CLS][c] + ctx) * kTokens + token);
-    cost += c_first_cost[token] + 256u * uint32_t(nbits);
+    cost += first_cost[token] + 256u * uint32_t(nbits);
   }
   return cost;
 }
@@ -378,14 +381,17 @@ __global__ void round1_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
   const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
-  if (!p.coded[block]) return;          // the whole thread block
+  if (!p.coded[block]) return;  // the whole thread block
+  __shared__ uint32_t first_cost[kTokens];
+  if (threadIdx.x < kTokens) first_cost[threadIdx.x] = c_first_cost[threadIdx.x];
+  __syncthreads();
   unsigned long long v[3] = {0, 0, 0};  // spatial, temporal, t+s
   if (s.valid) {
     const InTile it = in_tile(p, l, s.x, s.y);
     const int rc = p.rclass[l][size_t(s.y) * ly.width + s.x];
-    v[0] = proxy_class<kClassSpatial, NC>(p, l, s, it, rc);
-    v[1] = proxy_class<kClassTemporal, NC>(p, l, s, it, rc);
-    v[2] = proxy_class<kClassTempSpat, NC>(p, l, s, it, rc);
+    v[0] = proxy_class<kClassSpatial, NC>(p, l, s, it, rc, first_cost);
+    v[1] = proxy_class<kClassTemporal, NC>(p, l, s, it, rc, first_cost);
+    v[2] = proxy_class<kClassTempSpat, NC>(p, l, s, it, rc, first_cost);
   }
   block_sum3(v);
   if (threadIdx.x == 0) {

@@ -224,10 +224,12 @@ CODEC2_HD uint32_t zigzag(int r) {
 CODEC2_HD int unzigzag(uint32_t v) {
   return (v & 1) ? -int(v >> 1) - 1 : int(v >> 1);
 }
-CODEC2_HD int bit_length(uint32_t v) {  // index of the highest set bit, v > 0
-  int e = 0;
-  while (v >> (e + 1)) ++e;
-  return e;
+CODEC2_HD int bit_length(uint32_t v) {  // index of the highest set bit, v > 0 (0 for 0)
+#if defined(__CUDA_ARCH__)
+  return v ? 31 - __clz(int(v)) : 0;
+#else
+  return v ? 31 - __builtin_clz(v) : 0;
+#endif
 }
 // Token of v (< 4096) and its raw bits (count and value).
 CODEC2_HD int token_of(uint32_t v, int *nbits, uint32_t *bits) {
