@@ -183,6 +183,7 @@ struct Params {
   uint32_t *lane_state;  // per tile and lane: the state after its symbols
   uint8_t *rans_counts, *rans_log;  // the rANS passes' scratch (DevTile)
   const uint32_t *reciprocal;       // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
+  const uint8_t *shift;             // per frequency f: 31 + ceil(log2 f), the reciprocal's
   uint32_t *codes;                  // the symbols in schedule order (DevTile::sched_first)
   uint32_t *step_marks;             // the steps with a code (DevTile::marks_first)
   unsigned long long *changed;      // deltas: input bytes more than k off the reference
@@ -1178,7 +1179,7 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
   for (int i = threadIdx.x; i < n_fc; i += 32) s_fc[i] = p.freq_cum[i];
   for (int i = threadIdx.x; i <= int(kProbScale); i += 32) {
     s_rcp[i] = p.reciprocal[i];
-    s_shift[i] = uint8_t(31 + (i > 1 ? 32 - __clz(i - 1) : 0));
+    s_shift[i] = p.shift[i];
   }
   __syncwarp();
   const DevTile &dt = p.tiles[t];
@@ -1512,6 +1513,7 @@ class CudaEncoder final : public Encoder {
     const size_t off_stream_off = carve(at, stream_off.size() * 8),
                  off_coded_count = carve(at, tiles.size() * 4),
                  off_reciprocal = carve(at, (kProbScale + 1) * 4),
+                 off_shift = carve(at, kProbScale + 1),
                  off_model0 = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
                  off_model1 = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
                  off_fresh = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
@@ -1541,6 +1543,7 @@ class CudaEncoder final : public Encoder {
     p.stream_off = reinterpret_cast<const unsigned long long *>(w + off_stream_off);
     p.tile_coded = reinterpret_cast<uint32_t *>(w + off_coded_count);
     p.reciprocal = reinterpret_cast<const uint32_t *>(w + off_reciprocal);
+    p.shift = w + off_shift;
     model_buf_[0] = reinterpret_cast<DevModel *>(w + off_model0);
     model_buf_[1] = reinterpret_cast<DevModel *>(w + off_model1);
     p.fresh = reinterpret_cast<DevModel *>(w + off_fresh);
@@ -1597,12 +1600,16 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK(cudaMemcpyAsync(w + off_symbol_costs, symbol_costs.data(),
                                    symbol_costs.size() * 2, cudaMemcpyHostToDevice, stream_));
     std::vector<uint32_t> reciprocal(kProbScale + 1, 0);
+    std::vector<uint8_t> shift(kProbScale + 1, 0);
     for (uint32_t f = 1; f <= kProbScale; ++f) {
       int l = 0;
       while ((1u << l) < f) ++l;
-      reciprocal[f] = uint32_t(((uint64_t(1) << (31 + l)) + f - 1) / f);
+      shift[f] = uint8_t(31 + l);
+      reciprocal[f] = uint32_t(((uint64_t(1) << shift[f]) + f - 1) / f);
     }
     CUDADIFF_CHECK(cudaMemcpyAsync(w + off_reciprocal, reciprocal.data(), reciprocal.size() * 4,
+                                   cudaMemcpyHostToDevice, stream_));
+    CUDADIFF_CHECK(cudaMemcpyAsync(w + off_shift, shift.data(), shift.size(),
                                    cudaMemcpyHostToDevice, stream_));
     uint32_t first_cost[kTokens];
     for (int t = 0; t < kTokens; ++t)
