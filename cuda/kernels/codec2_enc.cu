@@ -58,8 +58,6 @@ namespace codec2 {
 namespace {
 
 using detail::ChosenTable;
-using detail::kNoSymbol;
-using detail::Symbol;
 using detail::Tile;
 
 constexpr int kThreads = kBlock * kBlock;  // one thread per sample of a block (layer 0)
@@ -91,6 +89,17 @@ struct DevModel {
   uint16_t freq[kTokens];
   uint32_t used;
 };
+
+// A symbol as the kernels keep it, in 32 bits: distribution x 32 + token in
+// bits 0-13, the raw bit count in 14-17, the raw bits from 18 (at most 10 of
+// them); kNoCode where a skipped block's sample has none. A block mode is
+// distribution 0's token.
+constexpr uint32_t kNoCode = 0xffffffffu;
+__host__ __device__ constexpr uint32_t pack_code(int dist, int token, int nbits, uint32_t bits) {
+  return (uint32_t(dist) * kTokens + uint32_t(token)) | uint32_t(nbits) << 14 | bits << 18;
+}
+static_assert(kTokens == 32 && pack_code(511, 31, 15, 1023) < kNoCode,
+              "a distribution and token fit 14 bits and 10 raw bits the rest");
 
 // The rANS encoder runs in two passes: each lane alone codes its symbols
 // backwards, noting how many bytes it emits in each sub-step (a component's
@@ -140,6 +149,7 @@ struct Params {
   int dist_count;
   uint32_t lane_samples;  // coded sample components per rANS lane (Geometry)
   int walk_bound;         // percent of a full tile's walk (Geometry; 0: none)
+  uint32_t walk_words;    // tile_type_kernel's bitmaps: words for the largest tile (0: none)
   int dist_base[kMaxLayers][kClasses][kMaxComps];
   const uint8_t *frame[kMaxPlanes];
   size_t pitch[kMaxPlanes];
@@ -157,7 +167,7 @@ struct Params {
   uint32_t *proxy_hist;                 // kProxyCopies histograms of the proxy symbols
   uint32_t *id_cost;                    // round 2's cost per distribution and token
   const DevTile *tiles;
-  Symbol *symbols;
+  uint32_t *symbols;    // per tile its block modes, then its layers' samples (pack_code())
   uint32_t *tile_hist;  // per tile: distribution x token
   int n_tiles;
   int *tile_type;       // 0 skipped, 1 coded, 2 raw
@@ -514,7 +524,7 @@ __global__ void reconstruct_kernel(Params p, int l) {
 
 template <int CLS, int NC>
 __device__ __forceinline__ void symbols_class(const Params &p, int l, const Sample &s,
-                                              const InTile &it, int rclass, Symbol *out,
+                                              const InTile &it, int rclass, uint32_t *out,
                                               uint32_t *key) {
   const DevLayer &ly = p.layer[l];
   constexpr int nc = NC;
@@ -528,7 +538,7 @@ __device__ __forceinline__ void symbols_class(const Params &p, int l, const Samp
     const int token = code_component<CLS>(nb, val, ly.width, nc, c, s.x, s.y, it, rclass, &r0, &ctx,
                                           &nbits, &bits);
     const int d = p.dist_base[l][CLS][c] + ctx;
-    out[c] = Symbol{uint16_t(d), uint8_t(token), uint8_t(nbits), uint16_t(bits)};
+    out[c] = pack_code(d, token, nbits, bits);
     key[c] = uint32_t(d) * kTokens + uint32_t(token);
   }
 }
@@ -550,18 +560,18 @@ __global__ void symbols_kernel(Params p, int l) {
     const int local = (int(blockIdx.y) - ty * p.tile_by) *
                           (min(p.blocks_x, (tx + 1) * p.tile_bx) - tx * p.tile_bx) +
                       (int(blockIdx.x) - tx * p.tile_bx);
-    p.symbols[dt.first + local] = Symbol{0, uint8_t(mode), 0, 0};  // distribution 0: modes
+    p.symbols[dt.first + local] = pack_code(0, mode, 0, 0);  // distribution 0: modes
     atomicAdd(hist + mode, 1u);
   }
   constexpr int nc = NC;
-  Symbol sym[kMaxComps];
+  uint32_t sym[kMaxComps];
   uint32_t key[kMaxComps] = {0, 0, 0, 0};
   if (s.valid) {
     const InTile it{t, s.x - dt.x0[l], s.y - dt.y0[l], dt.w[l]};
-    Symbol *out = p.symbols + dt.layer_first[l] + (size_t(it.j) * it.w + it.i) * nc;
+    uint32_t *out = p.symbols + dt.layer_first[l] + (size_t(it.j) * it.w + it.i) * nc;
     if (mode == kSkip) {
 #pragma unroll
-      for (int c = 0; c < nc; ++c) out[c] = Symbol{kNoSymbol, 0, 0, 0};
+      for (int c = 0; c < nc; ++c) out[c] = kNoCode;
     } else {
       const int rc = p.keyframe ? 0 : p.rclass[l][size_t(s.y) * ly.width + s.x];
       if (mode == kSpatial)
@@ -584,48 +594,173 @@ __global__ void symbols_kernel(Params p, int l) {
 // Tile types: skipped when every block of a delta's tile is (keyframes:
 // coded); a coded tile's lanes in tile_lanes: lanes_for_tile() of its coded
 // sample components (counted by symbols_kernel), and for a delta's tile
-// with skipped blocks bounded_lanes(), each thread of the warp walking the
-// tile with one number of lanes (from that number up): the fewest whose
-// walk is within the bound. A warp per tile; the runs of coded blocks come
-// from a word per block row in shared memory for tiles up to 64 blocks wide
-// and high, else from the block modes in global memory (codec2_coded.cuh).
-constexpr int kTileTypeWarps = 4;
+// with skipped blocks bounded_lanes(): the fewest lanes, from that number
+// up, whose walk (tile_walk()) is within the bound. A thread block per
+// tile. The walks of all the candidate numbers of lanes at once: per
+// candidate a bitmap of the steps of its schedule at which some lane
+// decodes (a thread per candidate and row sets its row's runs of coded
+// samples), then a warp per candidate counts the walk from the runs of
+// steps without a bit (walk_from_steps()). Tiles whose bitmaps do not fit
+// p.walk_words walk the runs one after the other instead (tile_walk(), a
+// thread per candidate). The runs of coded blocks come from a word per
+// block row in shared memory for tiles up to 64 blocks wide and high, else
+// from the block modes in global memory (codec2_coded.cuh).
+constexpr int kTileTypeThreads = 256;
 constexpr int kTileTypeRows = 64;
-__global__ void __launch_bounds__(32 * kTileTypeWarps) tile_type_kernel(Params p) {
+// The most 32-bit words of the candidates' bitmaps (48 KB, the dynamic
+// shared memory that needs no opt-in): a full tile of 10x8 blocks of RGB
+// takes about 2,800 (CudaEncoder::setup() sizes them for the largest tile).
+constexpr uint32_t kWalkWordsMax = 12288;
+
+// Sets bits [a, b) of a bitmap in shared memory.
+__device__ __forceinline__ void set_bits(uint32_t *bits, int a, int b) {
+  while (a < b) {
+    const int wd = a >> 5, lo = a & 31, n = min(32 - lo, b - a);
+    const uint32_t m = (n == 32 ? 0xffffffffu : ((1u << n) - 1u)) << lo;
+    atomicOr(bits + wd, m);
+    a += n;
+  }
+}
+
+// The walk of a schedule of `steps` steps from its bitmap (bit s: some lane
+// decodes at step s), as tile_walk() counts it: every step, less for each
+// run of steps without a bit that is longer than kDecoderMinJump, or ends
+// the schedule, all its steps but one. The warp together (each thread a
+// part of the words, then lane 0 joins the parts in order); the walk in
+// lane 0.
+__device__ __forceinline__ int walk_from_steps(const uint32_t *bits, int steps, int ln) {
+  const int words = (steps + 31) >> 5, per = (words + 31) >> 5;
+  const int w0 = min(words, ln * per), w1 = min(words, w0 + per);
+  // This part: the steps without a bit before its first bit (lead), after
+  // its last (run), and the saving of the runs between its bits (inner).
+  bool seen = false;
+  int lead = 0, run = 0, inner = 0;
+  for (int wd = w0; wd < w1; ++wd) {
+    const int nb = min(32, steps - 32 * wd);  // bits past `steps` are never set
+    const uint32_t v = bits[wd];
+    int pos = 0;
+    while (pos < nb) {
+      const uint32_t rest = v >> pos;
+      if (rest == 0) {
+        run += nb - pos;
+        break;
+      }
+      const int z = __ffs(int(rest)) - 1;  // steps without a bit, then a run of bits
+      run += z;
+      if (seen)
+        inner += run > kDecoderMinJump ? run - 1 : 0;
+      else
+        lead = run;
+      seen = true;
+      run = 0;
+      const uint32_t ones = ~(rest >> z);
+      pos += z + (ones ? __ffs(int(ones)) - 1 : 32 - pos - z);
+    }
+  }
+  int saving = 0, pending = 0;  // pending: the run without a bit so far
+  for (int q = 0; q < 32; ++q) {
+    const int q_seen = __shfl_sync(kFullWarp, int(seen), q);
+    const int q_lead = __shfl_sync(kFullWarp, lead, q);
+    const int q_run = __shfl_sync(kFullWarp, run, q);
+    const int q_inner = __shfl_sync(kFullWarp, inner, q);
+    if (!q_seen) {
+      pending += q_run;  // a part without a bit (or without words)
+      continue;
+    }
+    const int gap = pending + q_lead;
+    saving += (gap > kDecoderMinJump ? gap - 1 : 0) + q_inner;
+    pending = q_run;
+  }
+  if (pending > 0) saving += pending - 1;  // the run that ends the schedule
+  return steps - saving;
+}
+
+__global__ void __launch_bounds__(kTileTypeThreads) tile_type_kernel(Params p) {
+  extern __shared__ uint32_t s_steps[];  // the candidates' bitmaps (p.walk_words words)
+  __shared__ unsigned long long s_rows[kTileTypeRows];
+  __shared__ uint32_t s_skipped, s_fits, s_have_rows;
+  __shared__ int s_off[kMaxLanes + 1];  // each candidate's first word
+  const int t = int(blockIdx.x);
   const int warp = int(threadIdx.x / 32), ln = threadIdx.x & 31;
-  const int t = int(blockIdx.x) * kTileTypeWarps + warp;
-  if (t >= p.n_tiles) return;  // the whole warp
-  __shared__ unsigned long long s_rows[kTileTypeWarps][kTileTypeRows];
   const int tx = t % p.tiles_x, ty = t / p.tiles_x;
   const int bx0 = tx * p.tile_bx, by0 = ty * p.tile_by;
   const int bx1 = min(p.blocks_x, bx0 + p.tile_bx), by1 = min(p.blocks_y, by0 + p.tile_by);
   const int bw = bx1 - bx0, bh = by1 - by0, blocks = bw * bh;
   const uint8_t *const modes = p.modes + size_t(by0) * p.blocks_x + bx0;
   const int stride = p.blocks_x;
+  if (threadIdx.x == 0) {
+    s_skipped = 0;
+    s_fits = 0;
+  }
+  __syncthreads();
   uint32_t skipped = 0;
   if (!p.keyframe)
-    for (int b = ln; b < blocks; b += 32)
+    for (int b = int(threadIdx.x); b < blocks; b += blockDim.x)
       skipped += modes[size_t(b / bw) * stride + b % bw] == kSkip;
   skipped = warp_sum_u32(skipped);
+  if (ln == 0 && skipped) atomicAdd(&s_skipped, skipped);
+  __syncthreads();
+  skipped = s_skipped;
   const int type = int(skipped) < blocks ? 1 : 0;
-  if (ln == 0) p.tile_type[t] = type;
-  if (type != 1) return;
+  if (threadIdx.x == 0) p.tile_type[t] = type;
+  if (type != 1) return;  // the whole block
   const DevTile &dt = p.tiles[t];
   const int w = dt.w[0], h = dt.h[0];
   const int first = lanes_for_tile(p.tile_coded[t], h, p.lane_samples);
   const int cap = min(h, kMaxLanes);
-  int lanes = first;
-  if (skipped > 0 && p.walk_bound > 0 && first < cap) {
-    CodedBlocks coded{modes, stride, bw, nullptr};
-    coded.build(s_rows[warp], bh, kTileTypeRows, ln);
-    const auto runs = [coded](int by, int bx, int &a, int &b) { return coded.run(by, bx, a, b); };
-    const int bound = walk_bound(w, h, dt.raw_bytes, p.lane_samples, p.walk_bound);
-    const int mine = first + ln;
-    const bool fits = mine < cap && tile_walk(w, h, mine, bound, runs) <= bound;
-    const unsigned ok = __ballot_sync(kFullWarp, fits);
-    lanes = ok ? first + __ffs(int(ok)) - 1 : cap;
+  if (!(skipped > 0 && p.walk_bound > 0 && first < cap)) {
+    if (threadIdx.x == 0) p.tile_lanes[t] = first;
+    return;  // the whole block
   }
-  if (ln == 0) p.tile_lanes[t] = lanes;
+  CodedBlocks coded{modes, stride, bw, nullptr};
+  if (warp == 0) {
+    coded.build(s_rows, bh, kTileTypeRows, ln);
+    if (ln == 0) s_have_rows = coded.rows != nullptr;
+  }
+  const int cands = cap - first;  // candidate n: first + n
+  if (threadIdx.x == 0) {
+    int words = 0;
+    for (int c = 0; c < cands; ++c) {
+      s_off[c] = words;
+      words += (schedule_steps(w, h, first + c) + 31) / 32;
+    }
+    s_off[cands] = words;
+  }
+  __syncthreads();
+  if (s_have_rows) coded.rows = s_rows;
+  const int bound = walk_bound(w, h, dt.raw_bytes, p.lane_samples, p.walk_bound);
+  const auto runs = [coded](int by, int bx, int &a, int &b) { return coded.run(by, bx, a, b); };
+  const int words = s_off[cands];
+  if (uint32_t(words) > p.walk_words) {
+    // Too large for the bitmaps: a thread per candidate walks the runs.
+    if (warp == 0) {
+      const int mine = first + ln;
+      const bool fits = mine < cap && tile_walk(w, h, mine, bound, runs) <= bound;
+      const unsigned ok = __ballot_sync(kFullWarp, fits);
+      if (ln == 0) p.tile_lanes[t] = ok ? first + __ffs(int(ok)) - 1 : cap;
+    }
+    return;
+  }
+  for (int i = int(threadIdx.x); i < words; i += blockDim.x) s_steps[i] = 0;
+  __syncthreads();
+  // Candidate c, row j: lane j % n decodes the row's samples x in round
+  // j / n, at steps round * period + x + kStagger * lane.
+  for (int item = int(threadIdx.x); item < cands * h; item += blockDim.x) {
+    const int c = item / h, j = item % h, n = first + c;
+    const int base = (j / n) * schedule_period(w, n) + kStagger * (j % n);
+    uint32_t *bits = s_steps + s_off[c];
+    int a, b;
+    for (int bx = 0; coded.run(j / kBlock, bx, a, b); bx = b)
+      set_bits(bits, base + a * kBlock, base + min(b * kBlock, w));
+  }
+  __syncthreads();
+  for (int c = warp; c < cands; c += kTileTypeThreads / 32) {
+    const int n = first + c;
+    const int walk = walk_from_steps(s_steps + s_off[c], schedule_steps(w, h, n), ln);
+    if (ln == 0 && walk <= bound) atomicOr(&s_fits, 1u << c);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) p.tile_lanes[t] = s_fits ? first + __ffs(int(s_fits)) - 1 : cap;
 }
 
 // The histogram of the coded tiles: one thread per distribution and token.
@@ -634,8 +769,12 @@ __global__ void sum_hist_kernel(Params p) {
   const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   uint32_t sum = 0;
-  for (int t = 0; t < p.n_tiles; ++t)
-    if (p.tile_type[t] == 1) sum += p.tile_hist[size_t(t) * n + i];
+  // (loads without a branch, so that several are in flight at once)
+#pragma unroll 8
+  for (int t = 0; t < p.n_tiles; ++t) {
+    const uint32_t v = p.tile_hist[size_t(t) * n + i];
+    sum += p.tile_type[t] == 1 ? v : 0u;
+  }
   p.hist[i] = sum;
 }
 
@@ -644,7 +783,7 @@ __global__ void sum_hist_kernel(Params p) {
 // kernels: (a) each distribution's fresh table and the costs of a new and of
 // the previous table, (b) the choice each distribution would make for each
 // table a copy could take (the previous or fresh table of one of the last
-// kCopyWindow distributions with symbols), (c) in one thread the choices in
+// kCopyWindow distributions with symbols), (c) in one warp the choices in
 // listing order (following the table a copy takes from one to the next),
 // then every table as cum | freq << 16. A warp per distribution, a lane per
 // token. The distributions are listed in their order; those not listed in
@@ -749,10 +888,11 @@ __global__ void __launch_bounds__(32 * kTableWarps) tables_copy_kernel(Params p)
   }
 }
 
-// (c) The choices in order: one thread follows the table a copy would take
+// (c) The choices in order: one warp follows the table a copy would take
 // (window slot and kind); beyond the window it works the cost out itself.
 // Then each distribution's table, a warp per distribution.
-__global__ void __launch_bounds__(32 * kTableWarps) tables_choose_kernel(Params p) {
+constexpr int kChooseWarps = 32;  // (c)'s second part: many tables' loads in flight at once
+__global__ void __launch_bounds__(32 * kChooseWarps) tables_choose_kernel(Params p) {
   // Per distribution: origin * 2 + kind of its table (-1 unused), whether
   // it has symbols, its choice in each copy state.
   extern __shared__ int s_src[];
@@ -763,28 +903,28 @@ __global__ void __launch_bounds__(32 * kTableWarps) tables_choose_kernel(Params 
   for (int i = threadIdx.x; i < p.dist_count * kCopyStates; i += blockDim.x)
     s_choice[i] = p.copy_choice[i];
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < 32) {
+    // Warp 0, every lane following the same choices (lane 0 writes them);
+    // beyond the window a lane per token.
+    const int tk = threadIdx.x;
     int state = 2 * kCopyWindow;  // no table before
     int origin = -1, kind = 0;    // the table a copy takes
     for (int d = 0; d < p.dist_count; ++d) {
       if (!s_used[d]) {
-        s_src[d] = -1;
+        if (tk == 0) s_src[d] = -1;
         continue;
       }
       int choice;
       if (state < kCopyStates) {
         choice = s_choice[d * kCopyStates + state];
       } else {  // a copy of a table further back than the window
-        const uint32_t *h = p.hist + size_t(d) * kTokens;
-        const uint16_t *freq = kind == 0 ? p.prev_model[origin].freq : p.fresh[origin].freq;
-        unsigned long long c = 0;
-        for (int t = 0; t < kTokens && c != ~0ull; ++t)
-          if (h[t]) c = freq[t] ? c + (unsigned long long)h[t] * p.symbol_costs[freq[t]] : ~0ull;
+        const uint32_t count = p.hist[size_t(d) * kTokens + tk];
+        const uint32_t f = kind == 0 ? p.prev_model[origin].freq[tk] : p.fresh[origin].freq[tk];
+        const unsigned long long c = warp_coding_cost(p, count, f);
         choice = detail::choose_table(p.cost_prev[d],
                                       detail::flagged_cost(c, detail::copy_flag_bits(keyframe)),
                                       p.cost_new[d]);
       }
-      p.chosen[d].choice = uint8_t(choice);
       if (choice == detail::kTableCopy) {
         state = state + 2 < 2 * kCopyWindow ? state + 2 : kCopyStates;  // one slot further back
       } else {
@@ -792,12 +932,15 @@ __global__ void __launch_bounds__(32 * kTableWarps) tables_choose_kernel(Params 
         kind = choice == detail::kTablePrevious ? 0 : 1;
         state = kind;  // slot 0
       }
-      s_src[d] = origin * 2 + kind;
+      if (tk == 0) {
+        p.chosen[d].choice = uint8_t(choice);
+        s_src[d] = origin * 2 + kind;
+      }
     }
   }
   __syncthreads();
   const int tk = threadIdx.x & 31;
-  for (int d = threadIdx.x / 32; d < p.dist_count; d += kTableWarps) {
+  for (int d = threadIdx.x / 32; d < p.dist_count; d += kChooseWarps) {
     const int src = s_src[d];
     uint32_t f = 0;
     if (src >= 0) f = (src & 1) ? p.fresh[src >> 1].freq[tk] : p.prev_model[src >> 1].freq[tk];
@@ -871,10 +1014,11 @@ struct Affine {
 __device__ __forceinline__ Affine then(Affine first, Affine second) {
   return {first.m * second.m, first.a * second.m + second.a};
 }
-__device__ __forceinline__ Affine affine_of(const Symbol &v) {
-  if (v.dist == kNoSymbol) return {1u, 0u};
-  if (!v.nbits) return {33u, v.token};
-  return {33u * 33u, uint32_t(v.token) * 33u + v.bits};  // the token, then its raw bits
+__device__ __forceinline__ Affine affine_of(uint32_t v) {
+  if (v == kNoCode) return {1u, 0u};
+  const uint32_t token = v & (kTokens - 1);
+  if (!((v >> 14) & 15)) return {33u, token};
+  return {33u * 33u, token * 33u + (v >> 18)};  // the token, then its raw bits
 }
 
 // 6a. The lanes' checksums: kMaxLanes thread blocks per tile, 32 / lanes per
@@ -890,7 +1034,7 @@ __global__ void checksum_kernel(Params p) {
   const int lanes = p.tile_lanes[t];
   const int parts = kMaxLanes / lanes, ln = int(blockIdx.y) % lanes, part = int(blockIdx.y) / lanes;
   if (part >= parts) return;
-  const Symbol *syms = p.symbols + dt.first;
+  const uint32_t *syms = p.symbols + dt.first;
   const uint32_t n_modes = p.keyframe ? 0 : uint32_t(dt.blocks);
   const uint32_t modes = n_modes > uint32_t(ln) ? (n_modes - ln + lanes - 1) / lanes : 0;
   uint32_t row_items[kMaxLayers], items[kMaxLayers];
@@ -901,23 +1045,41 @@ __global__ void checksum_kernel(Params p) {
     items[l] = uint32_t(rows) * row_items[l];
     total += items[l];
   }
+  static_assert(kMaxLayers == 2, "the walk below knows two layers");
   const uint32_t from = uint32_t(uint64_t(total) * uint32_t(part) / uint32_t(parts)),
                  to = uint32_t(uint64_t(total) * uint32_t(part + 1) / uint32_t(parts));
   const uint32_t chunk = (to - from + blockDim.x - 1) / blockDim.x;
   const uint32_t first = from + threadIdx.x * chunk, last = min(to, first + chunk);
   Affine acc{1u, 0u};
-  for (uint32_t i = first; i < last; ++i) {
-    const Symbol *s;
-    if (i < modes) {
-      s = syms + ln + size_t(i) * lanes;
-    } else {
-      uint32_t k = i - modes;
-      const int l = k < items[0] ? 0 : 1;
-      if (l == 1) k -= items[0];
-      const uint32_t r = k / row_items[l], within = k % row_items[l];
-      s = p.symbols + dt.layer_first[l] + size_t(ln + r * lanes) * row_items[l] + within;
+  uint32_t i = first;
+  for (; i < last && i < modes; ++i) acc = then(acc, affine_of(syms[ln + size_t(i) * lanes]));
+  if (i < last) {
+    // Item k of the lane's rows: row r of the lane in layer l, item `within`
+    // of that row; then one item after the other (a division per item cost
+    // more than the rest of the loop).
+    // (Selects rather than indices into the arrays, which would put them
+    // in local memory.)
+    uint32_t k = i - modes;
+    const bool second = k >= items[0];
+    if (second) k -= items[0];
+    uint32_t row = second ? row_items[1] : row_items[0];
+    uint32_t within = k % row;
+    uint32_t left = (second ? items[1] : items[0]) - k;  // items of the layer from here
+    const uint32_t *s =
+        p.symbols + dt.layer_first[second ? 1 : 0] + size_t(ln + (k / row) * lanes) * row + within;
+    for (; i < last; ++i) {
+      acc = then(acc, affine_of(*s));
+      ++s;
+      if (--left == 0) {  // the lane's first row in the next layer
+        row = row_items[1];
+        within = 0;
+        left = items[1];
+        s = p.symbols + dt.layer_first[1] + size_t(ln) * row;
+      } else if (++within == row) {  // the lane's next row
+        within = 0;
+        s += size_t(lanes - 1) * row;
+      }
     }
-    acc = then(acc, affine_of(*s));
   }
   for (int o = 1; o < 32; o <<= 1) {
     const Affine other{__shfl_down_sync(kFullWarp, acc.m, o),
@@ -974,15 +1136,6 @@ struct LaneCoder {
   }
 };
 
-// A symbol for the first pass: distribution x 32 + token in bits 0-13, the
-// raw bit count in 14-17, the raw bits from 18 (at most 10 of them).
-constexpr uint32_t kNoCode = 0xffffffffu;
-__device__ __forceinline__ uint32_t pack_code(const Symbol &v) {
-  return v.dist == kNoSymbol ? kNoCode
-                             : (uint32_t(v.dist) * kTokens + v.token) | uint32_t(v.nbits) << 14 |
-                                   uint32_t(v.bits) << 18;
-}
-
 // 6a'. The coded tiles' symbols in schedule order (so that the lanes of a
 // step read them together), and the steps in which some lane codes
 // something (layer_mark_words()): one thread per step and lane of a tile.
@@ -1009,10 +1162,10 @@ __device__ __forceinline__ StepMark schedule_slot(const Params &p, const DevTile
     const int tt = st - kStagger * ln;
     const int i = tt >= 0 ? tt % period : w, j = tt >= 0 ? (tt / period) * lanes + ln : h;
     const bool valid = i < w && j < h;
-    const Symbol *at = p.symbols + dt.layer_first[l] + (size_t(j) * w + i) * nc;
+    const uint32_t *at = p.symbols + dt.layer_first[l] + (size_t(j) * w + i) * nc;
     bool coded = false;
     for (int c = 0; c < nc; ++c) {
-      const uint32_t v = valid ? pack_code(at[c]) : kNoCode;
+      const uint32_t v = valid ? at[c] : kNoCode;
       out[(size_t(st) * nc + c) * lanes + ln] = v;
       coded |= v != kNoCode;
     }
@@ -1220,12 +1373,12 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
         break;
     }
   }
-  const Symbol *syms = p.symbols + dt.first;
+  const uint32_t *syms = p.symbols + dt.first;
   const size_t n_modes = p.keyframe ? 0 : size_t(dt.blocks);
   for (int g = int((n_modes + lanes - 1) / lanes) - 1; g >= 0; --g) {
     const size_t b = size_t(g) * lanes + ln;
     const bool here = b < n_modes;
-    const uint32_t fc = here ? s_fc[syms[b].token] : (1u << 16);  // distribution 0
+    const uint32_t fc = here ? s_fc[syms[b] & 0x3fff] : (1u << 16);  // distribution 0
     lc.token(here, fc, s_rcp[fc >> 16], s_shift[fc >> 16]);
   }
   p.lane_state[t * kMaxLanes + ln] = lc.x;
@@ -1497,6 +1650,11 @@ class CudaEncoder final : public Encoder {
         most_marks = std::max(most_marks, marks);
         most_slots_ = std::max(most_slots_, slots);
       }
+      // tile_type_kernel's bitmaps of steps: every candidate number of lanes.
+      uint32_t walk_words = 0;
+      for (int lanes = 1; lanes < std::min(kMaxLanes, d.h[0]); ++lanes)
+        walk_words += uint32_t(schedule_steps(d.w[0], d.h[0], lanes) + 31) / 32;
+      p.walk_words = std::max(p.walk_words, std::min(walk_words, kWalkWordsMax));
       d.counts_first = counts_bytes;
       d.log_first = log_bytes;
       d.sched_first = codes_count;
@@ -1560,7 +1718,7 @@ class CudaEncoder final : public Encoder {
     SlotLayout &o = slot_layout_;
     size_t sat = 0;
     o.modes = carve(sat, n_blocks_);
-    o.symbols = carve(sat, n_symbols * sizeof(Symbol));
+    o.symbols = carve(sat, n_symbols * 4);
     o.type = carve(sat, tiles.size() * sizeof(int));
     o.lanes = carve(sat, tiles.size() * sizeof(int));
     o.size = carve(sat, tiles.size() * 4);
@@ -1735,8 +1893,7 @@ class CudaEncoder final : public Encoder {
     // Tile types and the histogram of the coded tiles.
     const unsigned tile_grid = (unsigned(n_tiles) + 127) / 128;
     const unsigned hist_grid = unsigned((hist_count + 255) / 256);
-    tile_type_kernel<<<(unsigned(n_tiles) + kTileTypeWarps - 1) / kTileTypeWarps,
-                       32 * kTileTypeWarps, 0, stream>>>(p);
+    tile_type_kernel<<<unsigned(n_tiles), kTileTypeThreads, size_t(p.walk_words) * 4, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tile_type_kernel");
     sum_hist_kernel<<<hist_grid, 256, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
@@ -1754,7 +1911,7 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK_LAUNCH("codec2 tables_fresh_kernel");
     tables_copy_kernel<<<table_grid, 32 * kTableWarps, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tables_copy_kernel");
-    tables_choose_kernel<<<1, 32 * kTableWarps,
+    tables_choose_kernel<<<1, 32 * kChooseWarps,
                            size_t(p.dist_count) * (sizeof(int) + 1 + kCopyStates), stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tables_choose_kernel");
     slot.front_done->record(*slot.stream);
@@ -1908,7 +2065,7 @@ class CudaEncoder final : public Encoder {
     const SlotLayout &o = slot_layout_;
     uint8_t *w = slot.work.data();
     p.modes = w + o.modes;
-    p.symbols = reinterpret_cast<Symbol *>(w + o.symbols);
+    p.symbols = reinterpret_cast<uint32_t *>(w + o.symbols);
     p.tile_type = reinterpret_cast<int *>(w + o.type);
     p.tile_lanes = reinterpret_cast<int *>(w + o.lanes);
     p.tile_size = reinterpret_cast<uint32_t *>(w + o.size);
