@@ -607,10 +607,11 @@ __global__ void symbols_kernel(Params p, int l) {
 // from the block modes in global memory (codec2_coded.cuh).
 constexpr int kTileTypeThreads = 256;
 constexpr int kTileTypeRows = 64;
-// The most 32-bit words of the candidates' bitmaps (48 KB, the dynamic
-// shared memory that needs no opt-in): a full tile of 10x8 blocks of RGB
-// takes about 2,800 (CudaEncoder::setup() sizes them for the largest tile).
-constexpr uint32_t kWalkWordsMax = 12288;
+// The most 32-bit words of the candidates' bitmaps (44 KB: with the
+// kernel's static shared memory within the 48 KB that need no opt-in): a
+// full tile of 10x8 blocks of RGB takes 2,678 (CudaEncoder::setup() sizes
+// them for the largest tile).
+constexpr uint32_t kWalkWordsMax = 11264;
 
 // Sets bits [a, b) of a bitmap in shared memory.
 __device__ __forceinline__ void set_bits(uint32_t *bits, int a, int b) {
@@ -1139,44 +1140,45 @@ struct LaneCoder {
 // 6a'. The coded tiles' symbols in schedule order (so that the lanes of a
 // step read them together), and the steps in which some lane codes
 // something (layer_mark_words()): one thread per step and lane of a tile.
+// (A warp per run of steps, each thread walking its lane's row, left most
+// threads idle in tiles with few lanes and took longer.) Per layer of the
+// tile, what every slot needs, worked out once per thread block:
+struct SchedLayer {
+  uint32_t slots;  // steps x lanes
+  uint32_t out;    // the layer's first code in the tile's
+  uint32_t marks;  // its first word in the tile's marks
+  uint32_t words;  // its words of steps (the summary follows them)
+  int period;      // schedule_period()
+};
 // A slot's step: its word in the tile's marks and its bit there where the
 // slot codes something (else 0), its word's bit in the summary.
 struct StepMark {
   uint32_t word, bit, summary, summary_bit;
 };
 __device__ __forceinline__ StepMark schedule_slot(const Params &p, const DevTile &dt, int lanes,
-                                                  uint32_t idx) {
-  uint32_t *out = p.codes + dt.sched_first;
-  uint32_t marks = 0;  // the layer's first word in the tile's marks
-  for (int l = 0; l < p.layers; ++l) {
-    const uint32_t n = layer_codes(dt, l, lanes) / dt.channels[l];  // steps x lanes
-    if (idx >= n) {
-      idx -= n;
-      out += size_t(n) * dt.channels[l];
-      marks += layer_mark_words(dt, l, lanes);
-      continue;
-    }
-    const int w = dt.w[l], h = dt.h[l], nc = dt.channels[l];
-    const int st = int(idx / lanes), ln = int(idx % lanes);
-    const int period = schedule_period(w, lanes);
-    const int tt = st - kStagger * ln;
-    const int i = tt >= 0 ? tt % period : w, j = tt >= 0 ? (tt / period) * lanes + ln : h;
-    const bool valid = i < w && j < h;
-    const uint32_t *at = p.symbols + dt.layer_first[l] + (size_t(j) * w + i) * nc;
-    bool coded = false;
-    for (int c = 0; c < nc; ++c) {
-      const uint32_t v = valid ? at[c] : kNoCode;
-      out[(size_t(st) * nc + c) * lanes + ln] = v;
-      coded |= v != kNoCode;
-    }
-    // Exactly the steps at which a lane reads a code: the marks follow the
-    // codes, not the block modes.
-    const uint32_t words = (uint32_t(schedule_steps(w, h, lanes)) + 31) / 32;
-    const uint32_t word = uint32_t(st) / 32;
-    return {marks + word, coded ? 1u << (st & 31) : 0u, marks + words + word / 32,
-            1u << (word & 31)};
+                                                  const SchedLayer *sl, uint32_t idx) {
+  const int l = idx < sl[0].slots ? 0 : 1;
+  if (l == 1) idx -= sl[0].slots;
+  const SchedLayer &ly = sl[l];
+  uint32_t *out = p.codes + dt.sched_first + ly.out;
+  const int w = dt.w[l], h = dt.h[l], nc = dt.channels[l];
+  const int st = int(idx / uint32_t(lanes)), ln = int(idx) - st * lanes;
+  const int tt = st - kStagger * ln;
+  const int round = tt >= 0 ? tt / ly.period : 0;
+  const int i = tt >= 0 ? tt - round * ly.period : w, j = tt >= 0 ? round * lanes + ln : h;
+  const bool valid = i < w && j < h;
+  const uint32_t *at = p.symbols + dt.layer_first[l] + (size_t(j) * w + i) * nc;
+  bool coded = false;
+  for (int c = 0; c < nc; ++c) {
+    const uint32_t v = valid ? at[c] : kNoCode;
+    out[(size_t(st) * nc + c) * lanes + ln] = v;
+    coded |= v != kNoCode;
   }
-  return {~0u, 0u, 0u, 0u};
+  // Exactly the steps at which a lane reads a code: the marks follow the
+  // codes, not the block modes.
+  const uint32_t word = uint32_t(st) / 32;
+  return {ly.marks + word, coded ? 1u << (st & 31) : 0u, ly.marks + ly.words + word / 32,
+          1u << (word & 31)};
 }
 // The OR of v over the lanes in `group` (each of them calls it with it).
 __device__ __forceinline__ uint32_t group_or_u32(unsigned group, uint32_t v) {
@@ -1188,13 +1190,31 @@ __device__ __forceinline__ uint32_t group_or_u32(unsigned group, uint32_t v) {
   return r;
 #endif
 }
-__global__ void schedule_kernel(Params p) {
+constexpr int kScheduleThreads = 256;
+__global__ void __launch_bounds__(kScheduleThreads) schedule_kernel(Params p) {
   const int t = blockIdx.x;
   if (p.tile_type[t] != 1) return;
   const DevTile &dt = p.tiles[t];
   const int lanes = p.tile_lanes[t];
-  uint32_t slots = 0;
-  for (int l = 0; l < p.layers; ++l) slots += layer_codes(dt, l, lanes) / dt.channels[l];
+  __shared__ SchedLayer s_layer[kMaxLayers];
+  static_assert(kMaxLayers == 2, "schedule_slot() knows two layers");
+  if (threadIdx.x == 0) {
+    uint32_t out = 0, marks = 0;
+    for (int l = 0; l < kMaxLayers; ++l) {
+      SchedLayer &ly = s_layer[l];
+      ly.slots = l < p.layers ? layer_codes(dt, l, lanes) / dt.channels[l] : 0;
+      ly.out = out;
+      ly.marks = marks;
+      ly.words = l < p.layers ? (uint32_t(schedule_steps(dt.w[l], dt.h[l], lanes)) + 31) / 32 : 0;
+      ly.period = l < p.layers ? schedule_period(dt.w[l], lanes) : 1;
+      if (l < p.layers) {
+        out += layer_codes(dt, l, lanes);
+        marks += layer_mark_words(dt, l, lanes);
+      }
+    }
+  }
+  __syncthreads();
+  const uint32_t slots = s_layer[0].slots + s_layer[1].slots;
   uint32_t *marks = p.step_marks + dt.marks_first;
   // Whole warps go round, so that the slots of a warp that share a word of
   // the marks (its consecutive slots span at most 32 steps: two words, or
@@ -1203,8 +1223,8 @@ __global__ void schedule_kernel(Params p) {
   const uint32_t me = threadIdx.x & 31;
   for (uint32_t base = blockIdx.y * blockDim.x + (threadIdx.x - me); base < slots;
        base += gridDim.y * blockDim.x) {
-    const StepMark m =
-        base + me < slots ? schedule_slot(p, dt, lanes, base + me) : StepMark{~0u, 0u, 0u, 0u};
+    const StepMark m = base + me < slots ? schedule_slot(p, dt, lanes, s_layer, base + me)
+                                         : StepMark{~0u, 0u, 0u, 0u};
     const unsigned same = __match_any_sync(kFullWarp, m.word);
     const uint32_t bits = group_or_u32(same, m.bit);
     if (bits && me == uint32_t(__ffs(int(same)) - 1) && atomicOr(marks + m.word, bits) == 0)
@@ -1416,9 +1436,21 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
   __shared__ uint32_t lane_run[32][32], warp_run[32];
   lane_run[warp][j] = 0;
   __syncwarp();
+  // Several chunks' counts are loaded at once: a warp's chunks one after
+  // the other, each load waited for, made this kernel's time.
+  constexpr int kMergeBatch = 8;
   uint32_t in_run = 0;
-  if (active)
-    for (uint32_t q = q_first + j; q < q_last; q += span) in_run += counts[q];
+  if (active) {
+    uint32_t q = q_first + j;
+    for (; q + uint32_t((kMergeBatch - 1) * span) < q_last; q += uint32_t(kMergeBatch * span)) {
+      uint32_t c[kMergeBatch];
+#pragma unroll
+      for (int u = 0; u < kMergeBatch; ++u) c[u] = counts[q + uint32_t(u * span)];
+#pragma unroll
+      for (int u = 0; u < kMergeBatch; ++u) in_run += c[u];
+    }
+    for (; q < q_last; q += span) in_run += counts[q];
+  }
   if (active) atomicAdd(&lane_run[warp][ln], in_run);
   const uint32_t run_total = warp_sum_u32(in_run);  // the warp's sum, in every lane
   if (j == 0) warp_run[warp] = run_total;
@@ -1441,16 +1473,24 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
   const uint32_t higher =
       uint32_t((uint64_t(1) << (row + lanes)) - 1u) & ~uint32_t((uint64_t(2) << j) - 1u);
   const uint32_t in_stream = earlier | higher, in_lane = lane_mask & ((1u << j) - 1u);
-  for (uint32_t base = q_first; base < q_last; base += uint32_t(span)) {
-    const uint32_t q = base + uint32_t(j);
-    const int e = active && q < q_last ? counts[q] : 0;
-    const unsigned one = __ballot_sync(kFullWarp, e >= 1), two = __ballot_sync(kFullWarp, e >= 2);
-    if (!one) continue;  // no byte in these sub-steps
-    const uint32_t at = before + __popc(one & in_stream) + __popc(two & in_stream);
-    const uint32_t at_lane = at_log + __popc(one & in_lane) + __popc(two & in_lane);
-    for (int k = 0; k < e; ++k) end[-1 - int(at) - k] = log[size_t(at_lane + k) * lanes];
-    at_log += __popc(one & lane_mask) + __popc(two & lane_mask);
-    before += __popc(one) + __popc(two);
+  for (uint32_t base = q_first; base < q_last; base += uint32_t(kMergeBatch * span)) {
+    int ec[kMergeBatch];
+#pragma unroll
+    for (int u = 0; u < kMergeBatch; ++u) {
+      const uint32_t q = base + uint32_t(u * span + j);
+      ec[u] = active && q < q_last ? counts[q] : 0;
+    }
+#pragma unroll
+    for (int u = 0; u < kMergeBatch; ++u) {
+      const int e = ec[u];
+      const unsigned one = __ballot_sync(kFullWarp, e >= 1), two = __ballot_sync(kFullWarp, e >= 2);
+      if (!one) continue;  // no byte in these sub-steps (most of them)
+      const uint32_t at = before + __popc(one & in_stream) + __popc(two & in_stream);
+      const uint32_t at_lane = at_log + __popc(one & in_lane) + __popc(two & in_lane);
+      for (int k = 0; k < e; ++k) end[-1 - int(at) - k] = log[size_t(at_lane + k) * lanes];
+      at_log += __popc(one & lane_mask) + __popc(two & lane_mask);
+      before += __popc(one) + __popc(two);
+    }
   }
   if (warp == 0 && j < lanes) {
     const uint32_t x = p.lane_state[t * kMaxLanes + j];
@@ -1901,8 +1941,9 @@ class CudaEncoder final : public Encoder {
     checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kThreads, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 checksum_kernel");
     schedule_kernel<<<dim3(unsigned(n_tiles),
-                           unsigned(std::min<size_t>((most_slots_ + 255) / 256, 65535))),
-                      256, 0, stream>>>(p);
+                           unsigned(std::min<size_t>(
+                               (most_slots_ + kScheduleThreads - 1) / kScheduleThreads, 65535))),
+                      kScheduleThreads, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 schedule_kernel");
     mark(slot, 4);
     // The tables, which end the front part: the next frame may start.

@@ -27,8 +27,9 @@ namespace {
 // noise (fill_scene), or a static background with noise below the threshold
 // in one part, a moving object and a region changing by much more; or a
 // static picture of which one more block column in every ten changes in
-// each frame (Columns).
-enum class Content { Random, Scene, Static, Columns };
+// each frame (Columns), or a static picture in which one 16x16 square
+// changes in each frame (Spot).
+enum class Content { Random, Scene, Static, Columns, Spot };
 
 void fill_scene(HostFrame &f, int t, std::mt19937 &gen, int noise) {
   testing_util::fill_codec_scene(f, t, gen, noise, /*pan=*/true);
@@ -71,6 +72,22 @@ void fill_columns(HostFrame &f, int t) {
   }
 }
 
+// A textured picture; in frame t >= 1 the square of pixels
+// (16 (t % 5), 16 (7 t % 11)) .. + 16 is inverted.
+void fill_spot(HostFrame &f, int t) {
+  const int w = f.view.width;
+  for (int p = 0; p < f.view.n_planes(); ++p) {
+    const size_t row = f.view.row_bytes(p);
+    for (int y = 0; y < f.view.plane_height(p); ++y)
+      for (size_t x = 0; x < row; ++x) {
+        const int px = int(x * size_t(w) / row);
+        int v = 40 + int((x * 7 + size_t(y) * 3) % 90);
+        if (t > 0 && px / 16 == t % 5 && y / 16 == 7 * t % 11) v = 255 - v;
+        f.view.row(p, y)[x] = uint8_t(v);
+      }
+  }
+}
+
 void fill(HostFrame &f, Content c, int t, std::mt19937 &gen, int k) {
   switch (c) {
     case Content::Random:
@@ -84,6 +101,9 @@ void fill(HostFrame &f, Content c, int t, std::mt19937 &gen, int k) {
       break;
     case Content::Columns:
       fill_columns(f, t);
+      break;
+    case Content::Spot:
+      fill_spot(f, t);
       break;
   }
 }
@@ -223,8 +243,11 @@ TEST(Codec2CudaEncoder, StaticRegionsAndEveryMode) {
 // blocks; its 6,144 sample components would take 3 lanes, whose walk (901
 // steps) exceeds a full tile's 702, as 4 lanes' (736) does, so each tile
 // takes 5, on both backends alike; with a bound of 120 % (842 steps), 4.
-// Then odd sizes, planar and packed YUV, no bound, and tiles too large for
-// the CUDA encoder's bitmaps of coded blocks.
+// Then odd sizes, planar and packed YUV, no bound, tiles too large for the
+// CUDA encoder's bitmaps of coded blocks, and a tile too large for its
+// bitmaps of steps (one tile of 20x60 blocks of which each delta codes two:
+// the bitmaps of the candidates, one lane to 31, would take 38,774 words,
+// so their walks are counted one after the other instead).
 TEST(Codec2CudaEncoder, LanesThatBoundTheWalk) {
   Geometry bound120;
   bound120.walk_bound = 120;
@@ -249,6 +272,13 @@ TEST(Codec2CudaEncoder, LanesThatBoundTheWalk) {
   compare(VideoFormat::BGR, 1200, 70, Content::Columns, {0, 5}, 5, 100, true, &wide);
   compare(VideoFormat::GRAY8, 70, 1100, Content::Columns, {0, 20}, 5, 100, false, &tall);
   compare(VideoFormat::BGR, 1040, 90, Content::Columns, {0}, 4, 100, false, &wide);
+  Geometry whole;
+  whole.tile_bx = 20;
+  whole.tile_by = 60;
+  const Totals t = compare(VideoFormat::BGR, 320, 960, Content::Spot, {0, 5}, 4, 100, true, &whole);
+  EXPECT_EQ(t.tiles[1], 4u);  // the keyframe's and the deltas' one tile, coded
+  // the first delta codes the square, the others the one they leave too
+  EXPECT_EQ(t.blocks[kSkip], 1199u + 2 * 1198);
 }
 
 TEST(Codec2CudaEncoder, ChangingThresholdsAndKeyframes) {
