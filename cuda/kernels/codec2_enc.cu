@@ -605,7 +605,7 @@ __global__ void symbols_kernel(Params p, int l) {
 // thread per candidate). The runs of coded blocks come from a word per
 // block row in shared memory for tiles up to 64 blocks wide and high, else
 // from the block modes in global memory (codec2_coded.cuh).
-constexpr int kTileTypeThreads = 256;
+constexpr int kTileTypeThreads = 512;  // 16 warps: up to two candidates each
 constexpr int kTileTypeRows = 64;
 // The most 32-bit words of the candidates' bitmaps (44 KB: with the
 // kernel's static shared memory within the 48 KB that need no opt-in): a
