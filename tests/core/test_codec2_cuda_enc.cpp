@@ -245,9 +245,9 @@ TEST(Codec2CudaEncoder, StaticRegionsAndEveryMode) {
 // takes 5, on both backends alike; with a bound of 120 % (842 steps), 4.
 // Then odd sizes, planar and packed YUV, no bound, tiles too large for the
 // CUDA encoder's bitmaps of coded blocks, and a tile too large for its
-// bitmaps of steps (one tile of 20x60 blocks of which each delta codes two:
+// bitmaps of steps (one tile of 20x60 blocks of which a delta codes one or two:
 // the bitmaps of the candidates, one lane to 31, would take 38,774 words,
-// so their walks are counted one after the other instead).
+// so each candidate's thread walks the tile's runs of coded blocks instead).
 TEST(Codec2CudaEncoder, LanesThatBoundTheWalk) {
   Geometry bound120;
   bound120.walk_bound = 120;
