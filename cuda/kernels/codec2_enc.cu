@@ -600,9 +600,9 @@ __global__ void symbols_kernel(Params p, int l) {
 // candidate a bitmap of the steps of its schedule at which some lane
 // decodes (a thread per candidate and row sets its row's runs of coded
 // samples), then a warp per candidate counts the walk from the runs of
-// steps without a bit (walk_from_steps()). Tiles whose bitmaps do not fit
-// p.walk_words walk the runs one after the other instead (tile_walk(), a
-// thread per candidate). The runs of coded blocks come from a word per
+// steps without a bit (walk_from_steps()). For tiles whose bitmaps do not
+// fit p.walk_words, a thread per candidate walks the runs of coded blocks
+// instead (tile_walk()). The runs of coded blocks come from a word per
 // block row in shared memory for tiles up to 64 blocks wide and high, else
 // from the block modes in global memory (codec2_coded.cuh).
 constexpr int kTileTypeThreads = 512;  // 16 warps: up to two candidates each
