@@ -476,7 +476,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
           lu, temporal ? temporal_activity(av, b, cc, d) : spatial_activity(av, b, cc, d));
       if (c == 0 && temporal) ctx = ctx * kRefClasses + rclass;
       pred[c] = temporal ? 0 : med(av, b, cc);
-      flip[c] = temporal ? av + b + cc + d < 0 : av + b - 2 * cc < 0;
+      flip[c] = flip_sign(temporal ? kClassTemporal : kClassSpatial, av, b, cc, d);
       // (a select, not an index into an array that would live in local memory)
       const int dist = (spatial ? base[0][c] : temporal ? base[1][c] : base[2][c]) + ctx;
       const int m0 = active ? int(map[dist]) : 0;

@@ -100,6 +100,20 @@ __host__ __device__ constexpr uint32_t pack_code(int dist, int token, int nbits,
 }
 static_assert(kTokens == 32 && pack_code(511, 31, 15, 1023) < kNoCode,
               "a distribution and token fit 14 bits and 10 raw bits the rest");
+// A code's parts: distribution x 32 + token (its index in the frame's
+// tables), the token, the raw bit count, the raw bits.
+__device__ __forceinline__ uint32_t code_key(uint32_t v) {
+  return v & 0x3fff;
+}
+__device__ __forceinline__ uint32_t code_token(uint32_t v) {
+  return v & (kTokens - 1);
+}
+__device__ __forceinline__ int code_nbits(uint32_t v) {
+  return int((v >> 14) & 15);
+}
+__device__ __forceinline__ uint32_t code_bits(uint32_t v) {
+  return v >> 18;
+}
 
 // The rANS encoder runs in two passes: each lane alone codes its symbols
 // backwards, noting how many bytes it emits in each sub-step (a component's
@@ -1017,9 +1031,9 @@ __device__ __forceinline__ Affine then(Affine first, Affine second) {
 }
 __device__ __forceinline__ Affine affine_of(uint32_t v) {
   if (v == kNoCode) return {1u, 0u};
-  const uint32_t token = v & (kTokens - 1);
-  if (!((v >> 14) & 15)) return {33u, token};
-  return {33u * 33u, token * 33u + (v >> 18)};  // the token, then its raw bits
+  const uint32_t token = code_token(v);
+  if (!code_nbits(v)) return {33u, token};
+  return {33u * 33u, token * 33u + code_bits(v)};  // the token, then its raw bits
 }
 
 // 6a. The lanes' checksums: kMaxLanes thread blocks per tile, 32 / lanes per
@@ -1315,7 +1329,7 @@ __device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes,
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
       v[c] = ring[i][c][ln];
-      fc[c] = v[c] != kNoCode ? s_fc[v[c] & 0x3fff] : (1u << 16);
+      fc[c] = v[c] != kNoCode ? s_fc[code_key(v[c])] : (1u << 16);
       rcp[c] = s_rcp[fc[c] >> 16];
       shift[c] = s_shift[fc[c] >> 16];
     }
@@ -1324,9 +1338,9 @@ __device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes,
 #pragma unroll
     for (int c = NC - 1; c >= 0; --c) {
       const bool coded = v[c] != kNoCode;
-      const int nbits = int((v[c] >> 14) & 15);
+      const int nbits = code_nbits(v[c]);
       // Raw bits first (they are read after the token), then the token.
-      lc.raw(coded && nbits != 0, v[c] >> 18, nbits);
+      lc.raw(coded && nbits != 0, code_bits(v[c]), nbits);
       lc.token(coded, fc[c], rcp[c], shift[c]);
     }
     load(i, ahead.next());
@@ -1398,7 +1412,7 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
   for (int g = int((n_modes + lanes - 1) / lanes) - 1; g >= 0; --g) {
     const size_t b = size_t(g) * lanes + ln;
     const bool here = b < n_modes;
-    const uint32_t fc = here ? s_fc[syms[b] & 0x3fff] : (1u << 16);  // distribution 0
+    const uint32_t fc = here ? s_fc[code_key(syms[b])] : (1u << 16);  // distribution 0
     lc.token(here, fc, s_rcp[fc >> 16], s_shift[fc >> 16]);
   }
   p.lane_state[t * kMaxLanes + ln] = lc.x;
