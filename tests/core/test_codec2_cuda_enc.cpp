@@ -54,38 +54,39 @@ void fill_static(HostFrame &f, int t, std::mt19937 &gen, int noise) {
   }
 }
 
-// A textured picture; in frame t >= 1 the block columns bx (in the frame's
-// pixels, 16 per block) with bx % 10 == (t - 1) % 10 become brighter by 97
-// (modulo 256) and stay so: each delta changes one block column in ten.
-void fill_columns(HostFrame &f, int t) {
+// Every byte of every plane: row(p, y)[x] = value(px, x, y), px the pixel
+// column of byte x in the frame's pixels.
+template <class Value>
+void fill_bytes(HostFrame &f, const Value &value) {
   const int w = f.view.width;
   for (int p = 0; p < f.view.n_planes(); ++p) {
     const size_t row = f.view.row_bytes(p);
     for (int y = 0; y < f.view.plane_height(p); ++y)
-      for (size_t x = 0; x < row; ++x) {
-        const int bx = int(x * size_t(w) / row) / 16;
-        int v = 40 + int((x * 7 + size_t(y) * 3) % 90) + int((x / 3 + size_t(y)) % 5);
-        for (int u = 1; u <= t; ++u)
-          if ((bx % 10) == (u - 1) % 10) v += 97;
-        f.view.row(p, y)[x] = uint8_t(v & 255);
-      }
+      for (size_t x = 0; x < row; ++x)
+        f.view.row(p, y)[x] = uint8_t(value(int(x * size_t(w) / row), x, y));
   }
+}
+
+// A textured picture; in frame t >= 1 the block columns bx (in the frame's
+// pixels, 16 per block) with bx % 10 == (t - 1) % 10 become brighter by 97
+// (modulo 256) and stay so: each delta changes one block column in ten.
+void fill_columns(HostFrame &f, int t) {
+  fill_bytes(f, [t](int px, size_t x, int y) {
+    const int bx = px / 16;
+    int v = 40 + int((x * 7 + size_t(y) * 3) % 90) + int((x / 3 + size_t(y)) % 5);
+    for (int u = 1; u <= t; ++u)
+      if ((bx % 10) == (u - 1) % 10) v += 97;
+    return v & 255;
+  });
 }
 
 // A textured picture; in frame t >= 1 the square of pixels
 // (16 (t % 5), 16 (7 t % 11)) .. + 16 is inverted.
 void fill_spot(HostFrame &f, int t) {
-  const int w = f.view.width;
-  for (int p = 0; p < f.view.n_planes(); ++p) {
-    const size_t row = f.view.row_bytes(p);
-    for (int y = 0; y < f.view.plane_height(p); ++y)
-      for (size_t x = 0; x < row; ++x) {
-        const int px = int(x * size_t(w) / row);
-        int v = 40 + int((x * 7 + size_t(y) * 3) % 90);
-        if (t > 0 && px / 16 == t % 5 && y / 16 == 7 * t % 11) v = 255 - v;
-        f.view.row(p, y)[x] = uint8_t(v);
-      }
-  }
+  fill_bytes(f, [t](int px, size_t x, int y) {
+    const int v = 40 + int((x * 7 + size_t(y) * 3) % 90);
+    return t > 0 && px / 16 == t % 5 && y / 16 == 7 * t % 11 ? 255 - v : v;
+  });
 }
 
 void fill(HostFrame &f, Content c, int t, std::mt19937 &gen, int k) {
