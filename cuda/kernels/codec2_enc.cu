@@ -18,8 +18,9 @@
 //      out in schedule order, with the steps that code something marked;
 //      the tables from the histogram, by the CPU reference's rules
 //      (codec2_tables.h), in three small kernels;
-//   7. rANS in two passes: each lane (a thread, one warp per tile) codes
-//      its symbols backwards alone, over the marked steps only, logging its
+//   7. rANS in two passes: each lane (a thread of a tile's coding warp,
+//      which a second warp feeds the symbols and their tables) codes its
+//      symbols backwards alone, over the marked steps only, logging its
 //      bytes and how many it emitted in each sub-step; then one thread
 //      block per tile places the bytes in the reference's order (in a
 //      sub-step, the lanes from the last) by counting; tiles no smaller
@@ -32,7 +33,7 @@
 // the next frame's front part may run beside this frame's 7 and 8, each
 // frame in flight with buffers of its own for those (submit(), finish()).
 // The reference stays on the device between frames.
-#include <cuda_pipeline.h>
+#include <cuda_awbarrier_primitives.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -1118,36 +1119,43 @@ __global__ void checksum_kernel(Params p) {
 // see RansEncoder::quotient in cuda/cpu/codec2.cpp). The counts start at
 // zero (CudaEncoder::submit()), so only a sub-step that emits writes its
 // count; the log and the counts are walked by pointer (a multiplication per
-// byte cost more than the rest of the renormalisation).
+// byte cost more than the rest of the renormalisation). A sub-step without
+// a code is the identity rather than a branch: no raw bits (x_max 2^31,
+// which no state reaches, then x << 0), or the token of frequency
+// kProbScale at 0 (kIdentityToken: x_max 2^31, and q = x / 4096 gives
+// q * 4096 + x % 4096 = x), so every lane runs the same instructions.
+constexpr uint32_t kIdentityToken = kProbScale << 16;  // cum 0, freq kProbScale
+static_assert(((kRansLow >> kProbBits) << 8) * kProbScale == 1u << 31 && kRansLow << 8 == 1u << 31,
+              "the identity's x_max is above every state");
 struct LaneCoder {
   uint32_t x;
   uint8_t *log;     // where this lane's next byte goes (its bytes are `stride` apart)
   uint8_t *counts;  // this lane's count of the current sub-step
-  size_t stride;    // lanes: consecutive bytes and sub-steps of a lane are this far apart
-  __device__ __forceinline__ void renorm(bool part, uint32_t x_max) {
-    const uint32_t e = part ? uint32_t(x >= x_max) + uint32_t((x >> 8) >= x_max) : 0u;
-    if (e != 0) {
+  uint32_t stride;  // lanes: consecutive bytes and sub-steps of a lane are this far apart
+  __device__ __forceinline__ void renorm(uint32_t x_max) {
+    const bool one = x >= x_max, two = (x >> 8) >= x_max;  // two: one as well
+    if (one) {
       log[0] = uint8_t(x);
-      *counts = uint8_t(e);
+      *counts = uint8_t(two ? 2 : 1);
     }
-    if (e == 2) log[stride] = uint8_t(x >> 8);
+    if (two) log[stride] = uint8_t(x >> 8);
+    const uint32_t e = uint32_t(one) + uint32_t(two);
     log += e * stride;
     x >>= 8 * e;
     counts += stride;
   }
-  __device__ __forceinline__ void raw(bool part, uint32_t bits, int n) {
-    renorm(part, (kRansLow >> n) << 8);
-    if (part) x = (x << n) | bits;
+  // n raw bits (n = 0: x stays as it is).
+  __device__ __forceinline__ void raw(uint32_t bits, int n) {
+    renorm((kRansLow >> n) << 8);
+    x = (x << n) | bits;
   }
   // fc: cum | freq << 16; rcp and shift: the frequency's reciprocal and
   // 31 + ceil(log2 freq) (rans_lanes_kernel's tables).
-  __device__ __forceinline__ void token(bool part, uint32_t fc, uint32_t rcp, int shift) {
+  __device__ __forceinline__ void token(uint32_t fc, uint32_t rcp, int shift) {
     const uint32_t f = fc >> 16;
-    renorm(part, ((kRansLow >> kProbBits) << 8) * f);
-    if (part) {
-      const uint32_t q = uint32_t((uint64_t(x) * rcp) >> shift);
-      x = (q << kProbBits) + (x - q * f) + (fc & 0xffff);
-    }
+    renorm(((kRansLow >> kProbBits) << 8) * f);
+    const uint32_t q = uint32_t((uint64_t(x) * rcp) >> shift);
+    x = (q << kProbBits) + (x - q * f) + (fc & 0xffff);
   }
 };
 
@@ -1283,106 +1291,168 @@ struct MarkedSteps {
 };
 
 // The steps of one layer of a tile, backwards, for a lane: NC components
-// per sample, each step's read kRansAhead steps ahead (asynchronous copies
-// into the lane's ring in shared memory: with a warp per multiprocessor
-// nothing hides the latency of a load from global memory, and a step's
-// arithmetic is much shorter; a ring in registers would be indexed at run
-// time and live in local memory). Only the marked steps (schedule_kernel),
-// in which some lane of the tile codes something: at the others (their
-// samples lie in skipped blocks or outside the tile) no lane emits a byte
-// and their counts stay at the zeros the frame starts from
-// (CudaEncoder::submit()). A step's counts have a fixed place, (steps - 1 -
-// st) * 2 * NC sub-steps after the layer's first, so the lanes jump over the
-// unmarked ones. Two walks over the marks, the second kRansAhead steps
-// behind the first: the first issues the copies, the second codes (a loop
-// not unrolled over the ring's slots keeps the code small).
-constexpr int kRansAhead = 8;
-static_assert((kRansAhead & (kRansAhead - 1)) == 0, "the ring's slots wrap by a mask");
+// per sample. Only the marked steps (schedule_kernel), in which some lane of
+// the tile codes something: at the others (their samples lie in skipped
+// blocks or outside the tile) no lane emits a byte and their counts stay at
+// the zeros the frame starts from (CudaEncoder::submit()). A step's counts
+// have a fixed place, (steps - 1 - st) * 2 * NC sub-steps after the layer's
+// first, so the lanes jump over the unmarked ones.
+// Two warps per tile, thread l of each for lane l: the coding warp runs the
+// chain of states and writes the bytes and counts; the loading warp walks
+// the marks, loads the symbols of kRansBatch steps at once, looks up their
+// tables and writes them to a ring of two batches in shared memory, up to
+// two batches ahead of the coding warp. Arrive-wait barriers hand the slots
+// over: "full" when a batch is written, "empty" when it is coded (each
+// phase: the 32 threads of each warp). With one warp per multiprocessor (a
+// tile each) a single warp issued all of it, about 280 instructions per
+// step of three components.
+constexpr int kRansBatch = 8;
+constexpr int kRansThreads = 64;
+struct RansRing {
+  // per slot, step of the batch, component and lane: cum | freq << 16, the
+  // reciprocal, shift | raw bit count << 6 | raw bits << 10
+  uint4 rec[2][kRansBatch][kMaxComps][32];
+  int step[2][kRansBatch];  // the batch's steps; -1 ends the layer
+  __mbarrier_t full[2], empty[2];
+};
+__device__ __forceinline__ void ring_arrive(__mbarrier_t *bar) {
+  (void)__mbarrier_arrive(bar);
+}
+__device__ __forceinline__ void ring_wait(__mbarrier_t *bar) {
+  const __mbarrier_token_t token = __mbarrier_arrive(bar);
+  while (!__mbarrier_test_wait(bar, token)) {
+  }
+}
+// A symbol as the coding warp takes it (kNoCode: both identities).
+__device__ __forceinline__ uint4 rans_record(uint32_t v, const uint32_t *s_fc,
+                                             const uint32_t *s_rcp, const uint8_t *s_shift) {
+  const bool coded = v != kNoCode;
+  const uint32_t fc = coded ? s_fc[code_key(v)] : kIdentityToken;
+  const uint32_t meta = uint32_t(s_shift[fc >> 16]) |
+                        (coded ? uint32_t(code_nbits(v)) << 6 | code_bits(v) << 10 : 0u);
+  return make_uint4(fc, s_rcp[fc >> 16], meta, 0u);
+}
+static_assert(31 + kProbBits < 64 && 10 + 14 <= 32, "a record's shift, count and bits fit");
+
+// The loading warp's part of a layer. Batch b >= 2 waits until batch b - 2
+// (the same slot) is coded; at the end the warp waits for the last two, so
+// that every phase of the barriers completes within the layer.
 template <int NC>
-__device__ __forceinline__ void code_layer(LaneCoder &lc, const uint32_t *codes,
-                                           const uint32_t *marks, int steps, int lanes, int ln,
-                                           const uint32_t *s_fc, const uint32_t *s_rcp,
-                                           const uint8_t *s_shift,
-                                           uint32_t (*ring)[kMaxComps][32]) {
-  // lc.counts after a step st is at step st - 1's first sub-step: before
-  // step st, it skips the steps between the last coded one and st.
-  const size_t step_counts = 2 * NC * lc.stride;
-  int last = steps;  // the step coded last (steps: none yet)
-  // Step st's symbols on their way into ring slot i (nothing when st < 0),
-  // as one group of copies.
-  auto load = [&](int i, int st) {
-    if (st >= 0)
+__device__ __forceinline__ void load_layer(const uint32_t *codes, const uint32_t *marks, int steps,
+                                           int lanes, int ln, const uint32_t *s_fc,
+                                           const uint32_t *s_rcp, const uint8_t *s_shift,
+                                           RansRing &ring) {
+  MarkedSteps ms(marks, steps);
+  const bool is_lane = ln < lanes;
+  bool done = false;
+  int b = 0;
+  for (; !done; ++b) {
+    const int slot = b & 1;
+    int st[kRansBatch];
+    uint32_t v[kRansBatch][NC];
+#pragma unroll
+    for (int k = 0; k < kRansBatch; ++k) {
+      st[k] = done ? -1 : ms.next();
+      done |= st[k] < 0;
+    }
+#pragma unroll
+    for (int k = 0; k < kRansBatch; ++k)
 #pragma unroll
       for (int c = 0; c < NC; ++c)
-        __pipeline_memcpy_async(&ring[i][c][ln], codes + (size_t(st) * NC + c) * lanes + ln, 4);
-    __pipeline_commit();
-  };
-  MarkedSteps ahead(marks, steps), coding(marks, steps);
+        v[k][c] =
+            st[k] >= 0 && is_lane ? __ldg(codes + (size_t(st[k]) * NC + c) * lanes + ln) : kNoCode;
+    if (b >= 2) ring_wait(&ring.empty[slot]);
 #pragma unroll
-  for (int i = 0; i < kRansAhead; ++i) load(i, ahead.next());
-  for (int i = 0;; i = (i + 1) & (kRansAhead - 1)) {
-    const int st = coding.next();
-    if (st < 0) break;
-    __pipeline_wait_prior(kRansAhead - 1);  // slot i's group, the oldest, is complete
-    uint32_t v[NC], fc[NC], rcp[NC];
-    int shift[NC];
+    for (int k = 0; k < kRansBatch; ++k) {
 #pragma unroll
-    for (int c = 0; c < NC; ++c) {
-      v[c] = ring[i][c][ln];
-      fc[c] = v[c] != kNoCode ? s_fc[code_key(v[c])] : (1u << 16);
-      rcp[c] = s_rcp[fc[c] >> 16];
-      shift[c] = s_shift[fc[c] >> 16];
+      for (int c = 0; c < NC; ++c)
+        ring.rec[slot][k][c][ln] = rans_record(v[k][c], s_fc, s_rcp, s_shift);
+      if (ln == k) ring.step[slot][k] = st[k];
     }
-    lc.counts += size_t(last - 1 - st) * step_counts;
-    last = st;
-#pragma unroll
-    for (int c = NC - 1; c >= 0; --c) {
-      const bool coded = v[c] != kNoCode;
-      const int nbits = code_nbits(v[c]);
-      // Raw bits first (they are read after the token), then the token.
-      lc.raw(coded && nbits != 0, code_bits(v[c]), nbits);
-      lc.token(coded, fc[c], rcp[c], shift[c]);
-    }
-    load(i, ahead.next());
+    ring_arrive(&ring.full[slot]);
   }
-  __pipeline_wait_prior(0);
+  for (int last = b >= 2 ? b - 2 : 0; last < b; ++last) ring_wait(&ring.empty[last & 1]);
+}
+
+// The coding warp's part of a layer: batch by batch from the ring, each
+// batch handed back once coded.
+template <int NC>
+__device__ __forceinline__ void code_layer(LaneCoder &lc, int steps, int ln, RansRing &ring) {
+  // lc.counts after a step st is at step st - 1's first sub-step: before
+  // step st, it skips the steps between the last coded one and st.
+  const size_t step_counts = 2 * NC * size_t(lc.stride);
+  int last = steps;  // the step coded last (steps: none yet)
+  for (int b = 0;; ++b) {
+    const int slot = b & 1;
+    ring_wait(&ring.full[slot]);
+    bool end = false;
+    for (int k = 0; k < kRansBatch; ++k) {
+      const int st = ring.step[slot][k];
+      if (st < 0) {
+        end = true;
+        break;
+      }
+      lc.counts += size_t(last - 1 - st) * step_counts;
+      last = st;
+#pragma unroll
+      for (int c = NC - 1; c >= 0; --c) {
+        const uint4 r = ring.rec[slot][k][c][ln];
+        // Raw bits first (they are read after the token), then the token.
+        lc.raw(r.z >> 10, int((r.z >> 6) & 15u));
+        lc.token(r.x, r.y, int(r.z & 63u));
+      }
+    }
+    ring_arrive(&ring.empty[slot]);
+    if (end) break;
+  }
   lc.counts += size_t(last) * step_counts;  // past step 0: the next layer's (or the modes')
 }
 
-// 6b. rANS, first pass: one warp per coded tile, thread l codes lane l's
-// symbols in exactly the reverse of the decoding order from its final
-// state, alone: per sub-step it notes the bytes it emitted (0..2) in
-// counts (sub-step x lanes) and appends them to its log. The frame's tables
-// and the reciprocals of the frequencies are in shared memory.
-__global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
+// 6b. rANS, first pass: two warps per coded tile (code_layer() and
+// load_layer()), thread l of the coding warp codes lane l's symbols in
+// exactly the reverse of the decoding order from its final state, alone:
+// per sub-step it notes the bytes it emitted (0..2) in counts (sub-step x
+// lanes) and appends them to its log. The frame's tables and the
+// reciprocals of the frequencies are in shared memory. Threads beyond the
+// tile's lanes take part in the barriers and code identities.
+__global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   // reciprocals (kProbScale + 1), the tables, the shifts (kProbScale + 1 bytes)
   extern __shared__ uint32_t s_tab[];
-  __shared__ uint32_t s_ring[kRansAhead][kMaxComps][32];  // code_layer()'s symbols ahead
+  __shared__ RansRing ring;
   const int n_fc = p.dist_count * kTokens;
   uint32_t *s_rcp = s_tab, *s_fc = s_tab + kProbScale + 1;
   uint8_t *s_shift = reinterpret_cast<uint8_t *>(s_fc + n_fc);
   const int t = blockIdx.x;
-  if (p.tile_type[t] != 1) return;
-  for (int i = threadIdx.x; i < n_fc; i += 32) s_fc[i] = p.freq_cum[i];
-  for (int i = threadIdx.x; i <= int(kProbScale); i += 32) {
+  if (p.tile_type[t] != 1) return;  // the whole block
+  for (int i = threadIdx.x; i < n_fc; i += kRansThreads) s_fc[i] = p.freq_cum[i];
+  for (int i = threadIdx.x; i <= int(kProbScale); i += kRansThreads) {
     s_rcp[i] = p.reciprocal[i];
     s_shift[i] = p.shift[i];
   }
-  __syncwarp();
+  if (threadIdx.x == 0)
+    for (int slot = 0; slot < 2; ++slot) {
+      __mbarrier_init(&ring.full[slot], kRansThreads);
+      __mbarrier_init(&ring.empty[slot], kRansThreads);
+    }
+  __syncthreads();
   const DevTile &dt = p.tiles[t];
-  const int ln = threadIdx.x;
+  const int ln = threadIdx.x & 31;
+  const bool coder = threadIdx.x >= 32;
   const int lanes = p.tile_lanes[t];
-  if (ln >= lanes) return;
-  LaneCoder lc;
-  Affine sum{1u, 0u};  // the lane's checksum: its parts' maps (checksum_kernel) in order
-  for (int part = 0; part < kMaxLanes / lanes; ++part) {
-    const uint2 m = p.lane_part[t * kMaxLanes + part * lanes + ln];
-    sum = then(sum, Affine{m.x, m.y});
+  const bool is_lane = ln < lanes;
+  LaneCoder lc{};
+  if (coder) {
+    Affine sum{1u, 0u};  // the lane's checksum: its parts' maps (checksum_kernel) in order
+    if (is_lane)
+      for (int part = 0; part < kMaxLanes / lanes; ++part) {
+        const uint2 m = p.lane_part[t * kMaxLanes + part * lanes + ln];
+        sum = then(sum, Affine{m.x, m.y});
+      }
+    lc.x = is_lane ? lane_final_state(p.k, ln, sum.a & 0x1FFFFu) : kRansLow;
+    lc.log = p.rans_log + dt.log_first + ln;
+    lc.counts = p.rans_counts + dt.counts_first + ln;
+    lc.stride = uint32_t(lanes);
   }
-  lc.x = lane_final_state(p.k, ln, sum.a & 0x1FFFFu);
-  lc.log = p.rans_log + dt.log_first + ln;
-  lc.counts = p.rans_counts + dt.counts_first + ln;
-  lc.stride = size_t(lanes);
   for (int l = p.layers - 1; l >= 0; --l) {
     const int steps = schedule_steps(dt.w[l], dt.h[l], lanes);
     if (steps == 0) continue;
@@ -1392,30 +1462,37 @@ __global__ void __launch_bounds__(32) rans_lanes_kernel(Params p) {
       codes += layer_codes(dt, m, lanes);
       marks += layer_mark_words(dt, m, lanes);
     }
+#define CODEC2_RANS_LAYER(NC)            \
+  if (coder)                             \
+    code_layer<NC>(lc, steps, ln, ring); \
+  else                                   \
+    load_layer<NC>(codes, marks, steps, lanes, ln, s_fc, s_rcp, s_shift, ring)
     switch (dt.channels[l]) {
       case 1:
-        code_layer<1>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_shift, s_ring);
+        CODEC2_RANS_LAYER(1);
         break;
       case 2:
-        code_layer<2>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_shift, s_ring);
+        CODEC2_RANS_LAYER(2);
         break;
       case 3:
-        code_layer<3>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_shift, s_ring);
+        CODEC2_RANS_LAYER(3);
         break;
       default:
-        code_layer<4>(lc, codes, marks, steps, lanes, ln, s_fc, s_rcp, s_shift, s_ring);
+        CODEC2_RANS_LAYER(4);
         break;
     }
+#undef CODEC2_RANS_LAYER
   }
+  if (!coder) return;
   const uint32_t *syms = p.symbols + dt.first;
   const size_t n_modes = p.keyframe ? 0 : size_t(dt.blocks);
   for (int g = int((n_modes + lanes - 1) / lanes) - 1; g >= 0; --g) {
     const size_t b = size_t(g) * lanes + ln;
-    const bool here = b < n_modes;
-    const uint32_t fc = here ? s_fc[code_key(syms[b])] : (1u << 16);  // distribution 0
-    lc.token(here, fc, s_rcp[fc >> 16], s_shift[fc >> 16]);
+    const bool here = is_lane && b < n_modes;
+    const uint32_t fc = here ? s_fc[code_key(syms[b])] : kIdentityToken;
+    lc.token(fc, s_rcp[fc >> 16], s_shift[fc >> 16]);
   }
-  p.lane_state[t * kMaxLanes + ln] = lc.x;
+  if (is_lane) p.lane_state[t * kMaxLanes + ln] = lc.x;
 }
 
 // 6c. rANS, second pass: the lanes' bytes in the reference's order (sub-steps
@@ -1972,7 +2049,7 @@ class CudaEncoder final : public Encoder {
     slot.front_done->record(*slot.stream);
     mark(slot, 5);
     // rANS per tile; tiles no smaller than their bytes are stored raw.
-    rans_lanes_kernel<<<unsigned(n_tiles), 32, rans_shared_, stream>>>(p);
+    rans_lanes_kernel<<<unsigned(n_tiles), kRansThreads, rans_shared_, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 rans_lanes_kernel");
     mark(slot, 6);
     rans_merge_kernel<<<unsigned(n_tiles), 1024, 0, stream>>>(p);
