@@ -210,6 +210,7 @@ struct Params {
   const uint32_t *reciprocal;       // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
   const uint8_t *shift;             // per frequency f: 31 + ceil(log2 f), the reciprocal's
   uint32_t *codes;                  // the symbols in schedule order (DevTile::sched_first)
+  int ring_nc;                      // rans_lanes_kernel's ring: the layers' most components
   uint32_t *step_marks;             // the steps with a code (DevTile::marks_first)
   unsigned long long *changed;      // deltas: input bytes more than k off the reference
 };
@@ -1299,19 +1300,42 @@ struct MarkedSteps {
 // first, so the lanes jump over the unmarked ones.
 // Two warps per tile, thread l of each for lane l: the coding warp runs the
 // chain of states and writes the bytes and counts; the loading warp walks
-// the marks, loads the symbols of kRansBatch steps at once, looks up their
-// tables and writes them to a ring of two batches in shared memory, up to
-// two batches ahead of the coding warp. Arrive-wait barriers hand the slots
-// over: "full" when a batch is written, "empty" when it is coded (each
-// phase: the 32 threads of each warp). With one warp per multiprocessor (a
-// tile each) a single warp issued all of it, about 280 instructions per
-// step of three components.
+// the marks, loads the symbols of B steps at once, looks up their tables
+// and writes them to a ring of two batches in shared memory: while the
+// coding warp codes one batch, the next waits in the other slot and the
+// loading warp holds the one after in its registers. Arrive-wait barriers
+// hand the slots over: "full" when a batch is written, "empty" when it is
+// coded (each phase: the 32 threads of each warp). With one warp per
+// multiprocessor (a tile each) a single warp issued all of it, about 280
+// instructions per step of three components.
+// B is kRansBatch where the ring fits the device's shared memory beside the
+// tables, else 1 (devices with 64 KB per block and formats of 4 components:
+// CudaEncoder's constructor).
 constexpr int kRansBatch = 8;
 constexpr int kRansThreads = 64;
 struct RansRing {
-  // per slot, step of the batch, component and lane: cum | freq << 16, the
-  // reciprocal, shift | raw bit count << 6 | raw bits << 10
-  uint4 rec[2][kRansBatch][kMaxComps][32];
+  // The records in dynamic shared memory after the tables (rans_ring()):
+  // per slot, step of the batch, component (of the format's most, `nc`) and
+  // lane: cum | freq << 16, the reciprocal, shift | raw bit count << 6 | raw
+  // bits << 10, 0.
+  uint4 *rec;
+  int nc;
+  __device__ __forceinline__ uint4 &at(int slot, int B, int k, int c, int ln) const {
+    return rec[((slot * B + k) * nc + c) * 32 + ln];
+  }
+};
+// The kernel's dynamic shared memory: the tables (reciprocals, the
+// distributions' cum | freq << 16, the shifts), rounded up to 16 bytes, then
+// the ring's records.
+__host__ __device__ inline size_t rans_tables_bytes(int dist_count) {
+  const size_t n = (size_t(dist_count) * kTokens + kProbScale + 1) * 4 + kProbScale + 1;
+  return (n + 15) / 16 * 16;
+}
+__host__ __device__ inline size_t rans_ring_bytes(int batch, int nc) {
+  return size_t(2) * batch * nc * 32 * sizeof(uint4);
+}
+// The ring's other part, static: the batches' steps and the barriers.
+struct RansSync {
   int step[2][kRansBatch];  // the batch's steps; -1 ends the layer
   __mbarrier_t full[2], empty[2];
 };
@@ -1322,6 +1346,11 @@ __device__ __forceinline__ void ring_wait(__mbarrier_t *bar) {
   const __mbarrier_token_t token = __mbarrier_arrive(bar);
   while (!__mbarrier_test_wait(bar, token)) {
   }
+#if __CUDA_ARCH__ < 800
+  // (before sm_80 the barrier is a counter in shared memory that the wait
+  // polls with volatile loads: the ring's reads must not pass it)
+  __threadfence_block();
+#endif
 }
 // A symbol as the coding warp takes it (kNoCode: both identities).
 __device__ __forceinline__ uint4 rans_record(uint32_t v, const uint32_t *s_fc,
@@ -1337,57 +1366,58 @@ static_assert(31 + kProbBits < 64 && 10 + 14 <= 32, "a record's shift, count and
 // The loading warp's part of a layer. Batch b >= 2 waits until batch b - 2
 // (the same slot) is coded; at the end the warp waits for the last two, so
 // that every phase of the barriers completes within the layer.
-template <int NC>
+template <int NC, int B>
 __device__ __forceinline__ void load_layer(const uint32_t *codes, const uint32_t *marks, int steps,
                                            int lanes, int ln, const uint32_t *s_fc,
                                            const uint32_t *s_rcp, const uint8_t *s_shift,
-                                           RansRing &ring) {
+                                           const RansRing &ring, RansSync &sync) {
   MarkedSteps ms(marks, steps);
   const bool is_lane = ln < lanes;
   bool done = false;
   int b = 0;
   for (; !done; ++b) {
     const int slot = b & 1;
-    int st[kRansBatch];
-    uint32_t v[kRansBatch][NC];
+    int st[B];
+    uint32_t v[B][NC];
 #pragma unroll
-    for (int k = 0; k < kRansBatch; ++k) {
+    for (int k = 0; k < B; ++k) {
       st[k] = done ? -1 : ms.next();
       done |= st[k] < 0;
     }
 #pragma unroll
-    for (int k = 0; k < kRansBatch; ++k)
+    for (int k = 0; k < B; ++k)
 #pragma unroll
       for (int c = 0; c < NC; ++c)
         v[k][c] =
             st[k] >= 0 && is_lane ? __ldg(codes + (size_t(st[k]) * NC + c) * lanes + ln) : kNoCode;
-    if (b >= 2) ring_wait(&ring.empty[slot]);
+    if (b >= 2) ring_wait(&sync.empty[slot]);
 #pragma unroll
-    for (int k = 0; k < kRansBatch; ++k) {
+    for (int k = 0; k < B; ++k) {
 #pragma unroll
       for (int c = 0; c < NC; ++c)
-        ring.rec[slot][k][c][ln] = rans_record(v[k][c], s_fc, s_rcp, s_shift);
-      if (ln == k) ring.step[slot][k] = st[k];
+        ring.at(slot, B, k, c, ln) = rans_record(v[k][c], s_fc, s_rcp, s_shift);
+      if (ln == k) sync.step[slot][k] = st[k];
     }
-    ring_arrive(&ring.full[slot]);
+    ring_arrive(&sync.full[slot]);
   }
-  for (int last = b >= 2 ? b - 2 : 0; last < b; ++last) ring_wait(&ring.empty[last & 1]);
+  for (int last = b >= 2 ? b - 2 : 0; last < b; ++last) ring_wait(&sync.empty[last & 1]);
 }
 
 // The coding warp's part of a layer: batch by batch from the ring, each
 // batch handed back once coded.
-template <int NC>
-__device__ __forceinline__ void code_layer(LaneCoder &lc, int steps, int ln, RansRing &ring) {
+template <int NC, int B>
+__device__ __forceinline__ void code_layer(LaneCoder &lc, int steps, int ln, const RansRing &ring,
+                                           RansSync &sync) {
   // lc.counts after a step st is at step st - 1's first sub-step: before
   // step st, it skips the steps between the last coded one and st.
   const size_t step_counts = 2 * NC * size_t(lc.stride);
   int last = steps;  // the step coded last (steps: none yet)
   for (int b = 0;; ++b) {
     const int slot = b & 1;
-    ring_wait(&ring.full[slot]);
+    ring_wait(&sync.full[slot]);
     bool end = false;
-    for (int k = 0; k < kRansBatch; ++k) {
-      const int st = ring.step[slot][k];
+    for (int k = 0; k < B; ++k) {
+      const int st = sync.step[slot][k];
       if (st < 0) {
         end = true;
         break;
@@ -1396,13 +1426,13 @@ __device__ __forceinline__ void code_layer(LaneCoder &lc, int steps, int ln, Ran
       last = st;
 #pragma unroll
       for (int c = NC - 1; c >= 0; --c) {
-        const uint4 r = ring.rec[slot][k][c][ln];
+        const uint4 r = ring.at(slot, B, k, c, ln);
         // Raw bits first (they are read after the token), then the token.
         lc.raw(r.z >> 10, int((r.z >> 6) & 15u));
         lc.token(r.x, r.y, int(r.z & 63u));
       }
     }
-    ring_arrive(&ring.empty[slot]);
+    ring_arrive(&sync.empty[slot]);
     if (end) break;
   }
   lc.counts += size_t(last) * step_counts;  // past step 0: the next layer's (or the modes')
@@ -1415,13 +1445,17 @@ __device__ __forceinline__ void code_layer(LaneCoder &lc, int steps, int ln, Ran
 // lanes) and appends them to its log. The frame's tables and the
 // reciprocals of the frequencies are in shared memory. Threads beyond the
 // tile's lanes take part in the barriers and code identities.
+template <int B>
 __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
-  // reciprocals (kProbScale + 1), the tables, the shifts (kProbScale + 1 bytes)
-  extern __shared__ uint32_t s_tab[];
-  __shared__ RansRing ring;
+  // reciprocals (kProbScale + 1), the tables, the shifts (kProbScale + 1
+  // bytes), then the ring's records (rans_tables_bytes(), rans_ring_bytes())
+  extern __shared__ uint4 s_dyn[];
+  __shared__ RansSync sync;
+  uint32_t *s_tab = reinterpret_cast<uint32_t *>(s_dyn);
   const int n_fc = p.dist_count * kTokens;
   uint32_t *s_rcp = s_tab, *s_fc = s_tab + kProbScale + 1;
   uint8_t *s_shift = reinterpret_cast<uint8_t *>(s_fc + n_fc);
+  const RansRing ring{s_dyn + rans_tables_bytes(p.dist_count) / sizeof(uint4), p.ring_nc};
   const int t = blockIdx.x;
   if (p.tile_type[t] != 1) return;  // the whole block
   for (int i = threadIdx.x; i < n_fc; i += kRansThreads) s_fc[i] = p.freq_cum[i];
@@ -1431,8 +1465,8 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   }
   if (threadIdx.x == 0)
     for (int slot = 0; slot < 2; ++slot) {
-      __mbarrier_init(&ring.full[slot], kRansThreads);
-      __mbarrier_init(&ring.empty[slot], kRansThreads);
+      __mbarrier_init(&sync.full[slot], kRansThreads);
+      __mbarrier_init(&sync.empty[slot], kRansThreads);
     }
   __syncthreads();
   const DevTile &dt = p.tiles[t];
@@ -1462,11 +1496,11 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
       codes += layer_codes(dt, m, lanes);
       marks += layer_mark_words(dt, m, lanes);
     }
-#define CODEC2_RANS_LAYER(NC)            \
-  if (coder)                             \
-    code_layer<NC>(lc, steps, ln, ring); \
-  else                                   \
-    load_layer<NC>(codes, marks, steps, lanes, ln, s_fc, s_rcp, s_shift, ring)
+#define CODEC2_RANS_LAYER(NC)                     \
+  if (coder)                                      \
+    code_layer<NC, B>(lc, steps, ln, ring, sync); \
+  else                                            \
+    load_layer<NC, B>(codes, marks, steps, lanes, ln, s_fc, s_rcp, s_shift, ring, sync)
     switch (dt.channels[l]) {
       case 1:
         CODEC2_RANS_LAYER(1);
@@ -1869,11 +1903,43 @@ class CudaEncoder final : public Encoder {
     o.changed = carve(sat, 16);  // changed bytes (8), the payloads' bytes (8)
     o.chosen = carve(sat, size_t(p.dist_count) * sizeof(ChosenTable));
     o.bytes = sat;
-    // (beside the kernel's static ring: together they may pass the 48 KB
-    // that need no opt-in even when the tables alone do not)
-    rans_shared_ = (size_t(p.dist_count) * kTokens + kProbScale + 1) * 4 + kProbScale + 1;
-    CUDADIFF_CHECK(cudaFuncSetAttribute(
-        rans_lanes_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(rans_shared_)));
+    // rans_lanes_kernel's tables and ring: batches of kRansBatch steps where
+    // they fit the device's shared memory per block, else of one step (64
+    // KB, formats of 4 components). Each kernel may take all the device
+    // allows: the attribute holds for every encoder of the process.
+    p.ring_nc = 1;
+    for (int l = 0; l < ls.count; ++l) p.ring_nc = std::max(p.ring_nc, ls.layer[l].channels);
+    {
+      int optin = 0;
+      CUDADIFF_CHECK(
+          cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.gpu_id()));
+      cudaFuncAttributes many{}, one{};
+      CUDADIFF_CHECK(cudaFuncGetAttributes(&many, rans_lanes_kernel<kRansBatch>));
+      CUDADIFF_CHECK(cudaFuncGetAttributes(&one, rans_lanes_kernel<1>));
+      const size_t limit_many = size_t(optin) - std::min(size_t(optin), many.sharedSizeBytes);
+      const size_t limit_one = size_t(optin) - std::min(size_t(optin), one.sharedSizeBytes);
+      CUDADIFF_CHECK(cudaFuncSetAttribute(rans_lanes_kernel<kRansBatch>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(limit_many)));
+      CUDADIFF_CHECK(cudaFuncSetAttribute(
+          rans_lanes_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(limit_one)));
+      const size_t tables = rans_tables_bytes(p.dist_count);
+      // (CUDADIFF_CODEC2_RANS_BATCH=1 takes the batches of one step on any
+      // device: for the tests)
+      const char *forced = std::getenv("CUDADIFF_CODEC2_RANS_BATCH");
+      const bool small = forced && std::strcmp(forced, "1") == 0;
+      if (!small && tables + rans_ring_bytes(kRansBatch, p.ring_nc) <= limit_many) {
+        rans_batch_ = kRansBatch;
+      } else if (tables + rans_ring_bytes(1, p.ring_nc) <= limit_one) {
+        rans_batch_ = 1;
+      } else {
+        throw Error("codec2 encoder: the rANS pass needs " +
+                    std::to_string(tables + rans_ring_bytes(1, p.ring_nc) + one.sharedSizeBytes) +
+                    " bytes of shared memory per thread block; this GPU has " +
+                    std::to_string(optin));
+      }
+      rans_shared_ = tables + rans_ring_bytes(rans_batch_, p.ring_nc);
+    }
 
     // Every buffer a kernel may read is defined (the reference of a first
     // delta is refused anyway; these keep a sanitizer's view clean).
@@ -2049,7 +2115,10 @@ class CudaEncoder final : public Encoder {
     slot.front_done->record(*slot.stream);
     mark(slot, 5);
     // rANS per tile; tiles no smaller than their bytes are stored raw.
-    rans_lanes_kernel<<<unsigned(n_tiles), kRansThreads, rans_shared_, stream>>>(p);
+    if (rans_batch_ == kRansBatch)
+      rans_lanes_kernel<kRansBatch><<<unsigned(n_tiles), kRansThreads, rans_shared_, stream>>>(p);
+    else
+      rans_lanes_kernel<1><<<unsigned(n_tiles), kRansThreads, rans_shared_, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 rans_lanes_kernel");
     mark(slot, 6);
     rans_merge_kernel<<<unsigned(n_tiles), 1024, 0, stream>>>(p);
@@ -2275,10 +2344,11 @@ class CudaEncoder final : public Encoder {
   uint8_t *rec_[kMaxLayers][kMaxComps] = {};  // the next frame's
   DevModel *model_buf_[2] = {};               // the tables of the last frame and of the next
   int model_cur_ = 0;                         // model_buf_[model_cur_]: the next frame's
-  size_t rans_shared_ = 0;                    // the tables in the rANS kernel's shared memory
-  size_t most_slots_ = 0;       // most steps x lanes of a tile (schedule_kernel's threads)
-  size_t rans_zero_bytes_ = 0;  // the rANS counts and the step marks (zeroed per frame)
-  bool timing_ = false;         // CODEC2_CUDA_TIMES set: each frame's phases on stderr
+  size_t rans_shared_ = 0;       // the rANS kernel's dynamic shared memory: tables and ring
+  int rans_batch_ = kRansBatch;  // its batches' steps
+  size_t most_slots_ = 0;        // most steps x lanes of a tile (schedule_kernel's threads)
+  size_t rans_zero_bytes_ = 0;   // the rANS counts and the step marks (zeroed per frame)
+  bool timing_ = false;          // CODEC2_CUDA_TIMES set: each frame's phases on stderr
 };
 
 }  // namespace

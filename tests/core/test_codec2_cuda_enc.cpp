@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -305,6 +306,20 @@ TEST(Codec2CudaEncoder, TileGeometries) {
 // listed before (long runs of copies among the many distributions of four
 // components), a change of content or threshold makes new ones; the bodies
 // (their model sections included) must be the CPU's.
+// The rANS pass in batches of one step, which a device with 64 KB of shared
+// memory per block takes for formats of 4 components (the ring of 8 steps
+// does not fit beside the tables); CUDADIFF_CODEC2_RANS_BATCH=1 makes every
+// device take it. The same bodies as the CPU's.
+TEST(Codec2CudaEncoder, RansBatchesOfOneStep) {
+  ASSERT_EQ(setenv("CUDADIFF_CODEC2_RANS_BATCH", "1", 1), 0);
+  for (VideoFormat f : {VideoFormat::BGRx, VideoFormat::BGR, VideoFormat::I420}) {
+    compare(f, 200, 130, Content::Scene, {0, 5, 20}, 6, 4, true);
+    compare(f, 320, 256, Content::Columns, {5}, 4, 100, false);
+    if (HasFailure()) break;
+  }
+  unsetenv("CUDADIFF_CODEC2_RANS_BATCH");
+}
+
 TEST(Codec2CudaEncoder, TablesPreviousCopyAndNew) {
   compare(VideoFormat::BGRx, 160, 96, Content::Static, {0, 0, 0, 3, 3, 3}, 12, 12, false);
   compare(VideoFormat::GRAY8, 97, 61, Content::Scene, {2, 2, 9}, 9, 9, true);
