@@ -1314,7 +1314,7 @@ struct MarkedSteps {
 constexpr int kRansBatch = 8;
 constexpr int kRansThreads = 64;
 struct RansRing {
-  // The records in dynamic shared memory after the tables (rans_ring()):
+  // The records in dynamic shared memory after the tables (rans_ring_bytes()):
   // per slot, step of the batch, component (of the format's most, `nc`) and
   // lane: cum | freq << 16, the reciprocal, shift | raw bit count << 6 | raw
   // bits << 10, 0.
@@ -1346,7 +1346,7 @@ __device__ __forceinline__ void ring_wait(__mbarrier_t *bar) {
   const __mbarrier_token_t token = __mbarrier_arrive(bar);
   while (!__mbarrier_test_wait(bar, token)) {
   }
-#if __CUDA_ARCH__ < 800
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   // (before sm_80 the barrier is a counter in shared memory that the wait
   // polls with volatile loads: the ring's reads must not pass it)
   __threadfence_block();
@@ -1936,7 +1936,7 @@ class CudaEncoder final : public Encoder {
         throw Error("codec2 encoder: the rANS pass needs " +
                     std::to_string(tables + rans_ring_bytes(1, p.ring_nc) + one.sharedSizeBytes) +
                     " bytes of shared memory per thread block; this GPU has " +
-                    std::to_string(optin));
+                    std::to_string(optin) + " (encode on the CPU backend instead)");
       }
       rans_shared_ = tables + rans_ring_bytes(rans_batch_, p.ring_nc);
     }
