@@ -301,11 +301,6 @@ TEST(Codec2CudaEncoder, TileGeometries) {
     }
 }
 
-// The device makes the tables by the CPU's rules (codec2_tables.h): deltas
-// of similar content reuse the previous frame's tables or copy the table
-// listed before (long runs of copies among the many distributions of four
-// components), a change of content or threshold makes new ones; the bodies
-// (their model sections included) must be the CPU's.
 // The rANS pass in batches of one step, which a device with 64 KB of shared
 // memory per block takes for formats of 4 components (the ring of 8 steps
 // does not fit beside the tables); CUDADIFF_CODEC2_RANS_BATCH=1 makes every
@@ -320,6 +315,11 @@ TEST(Codec2CudaEncoder, RansBatchesOfOneStep) {
   unsetenv("CUDADIFF_CODEC2_RANS_BATCH");
 }
 
+// The device makes the tables by the CPU's rules (codec2_tables.h): deltas
+// of similar content reuse the previous frame's tables or copy the table
+// listed before (long runs of copies among the many distributions of four
+// components), a change of content or threshold makes new ones; the bodies
+// (their model sections included) must be the CPU's.
 TEST(Codec2CudaEncoder, TablesPreviousCopyAndNew) {
   compare(VideoFormat::BGRx, 160, 96, Content::Static, {0, 0, 0, 3, 3, 3}, 12, 12, false);
   compare(VideoFormat::GRAY8, 97, 61, Content::Scene, {2, 2, 9}, 9, 9, true);
