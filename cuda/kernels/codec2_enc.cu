@@ -159,6 +159,7 @@ struct Params {
   DevLayer layer[kMaxLayers];
   int blocks_x, blocks_y, tile_bx, tile_by, tiles_x;
   int k;          // the body's quantiser, encoder_k(threshold)
+  StepDiv step;   // step_div(k): the divisions by 2k+1 of the per-sample kernels
   int threshold;  // the bound (deltas keep the reference's byte within it)
   int keyframe;
   int dist_count;
@@ -273,9 +274,12 @@ __device__ __forceinline__ Nb neighbours(const int16_t *v, int width, int nc, in
   return n;
 }
 
-// Sums over the thread block (256 threads) of three values; thread 0 gets them.
-__device__ __forceinline__ void block_sum3(unsigned long long v[3]) {
-  __shared__ unsigned long long part[kThreads / 32][3];
+// Sums over the thread block (256 threads) of three values; thread 0 gets
+// them. The rounds' costs of a block fit 32 bits: per sample component at
+// most c_first_cost's largest (about 5,400) or a token's id_cost (at most
+// 256 * (log2 of a count + 11 raw bits)), by 256 samples and 4 components.
+__device__ __forceinline__ void block_sum3(uint32_t v[3]) {
+  __shared__ uint32_t part[kThreads / 32][3];
   for (int m = 0; m < 3; ++m)
     for (int o = 16; o > 0; o >>= 1) v[m] += __shfl_down_sync(kFullWarp, v[m], o);
   const int warp = threadIdx.x / 32;
@@ -284,7 +288,7 @@ __device__ __forceinline__ void block_sum3(unsigned long long v[3]) {
   __syncthreads();
   if (threadIdx.x == 0)
     for (int m = 0; m < 3; ++m) {
-      unsigned long long s = 0;
+      uint32_t s = 0;
       for (int w = 0; w < kThreads / 32; ++w) s += part[w][m];
       v[m] = s;
     }
@@ -318,7 +322,7 @@ __global__ void prepare_kernel(Params p, int l) {
       v[c] = p.frame[ly.plane[c]]
                     [size_t(s.y) * p.pitch[ly.plane[c]] + size_t(s.x) * ly.step[c] + ly.offset[c]];
       p.cur[l][c][at] = uint8_t(v[c]);
-      ch[c] = quant_index(v[c], p.k);
+      ch[c] = quant_index(v[c], p.step);
     }
     to_components(ly.ycocg, NC, ch, comp);
 #pragma unroll
@@ -329,7 +333,7 @@ __global__ void prepare_kernel(Params p, int l) {
       for (int c = 0; c < nc; ++c) {
         const int r = p.ref[l][c][at];
         n += iabs(v[c] - r) > p.threshold;
-        ch[c] = encoder_diff(v[c] - r, p.k, p.threshold);
+        ch[c] = encoder_diff(v[c] - r, p.step, p.threshold);
       }
       far = n != 0;
       if (n) atomicAdd(&block_changed, n);
@@ -344,7 +348,7 @@ __global__ void prepare_kernel(Params p, int l) {
                     iabs(int(t[size_t(y) * w + (x + 1 < w ? x + 1 : x)]) - c0) +
                     iabs(int(t[size_t(y > 0 ? y - 1 : 0) * w + x]) - c0) +
                     iabs(int(t[size_t(y + 1 < h ? y + 1 : y) * w + x]) - c0);
-      p.rclass[l][at] = uint8_t(ref_class(g, p.k));
+      p.rclass[l][at] = uint8_t(ref_class_of_steps(int(p.step.div(uint32_t(g)))));
     }
   }
   const int any = __syncthreads_or(far);
@@ -360,49 +364,74 @@ __global__ void prepare_kernel(Params p, int l) {
   }
 }
 
-// The symbol of component c of a sample in class CLS: neighbours from `nb`,
-// value from `val`. Returns the token; distribution context in *ctx.
+// activity_bucket(g) for g <= kBucketMax (beyond: the last bucket), in
+// shared memory: filled by a kernel's threads before a __syncthreads().
+constexpr int kBucketMax = 80;
+__device__ __forceinline__ void fill_buckets(uint8_t *bucket, int i) {
+  if (i >= 0 && i <= kBucketMax) bucket[i] = uint8_t(activity_bucket(i));
+}
+
+// The symbol of component c of a sample in class CLS from its neighbours n
+// and value v. Returns the token; distribution context in *ctx; *r0 the
+// first component's residual (set when c == 0).
 template <int CLS>
-__device__ __forceinline__ int code_component(const int16_t *nb, const int16_t *val, int width,
-                                              int nc, int c, int x, int y, const InTile &it,
-                                              int rclass, int *r0, int *ctx, int *nbits,
-                                              uint32_t *bits) {
-  const Nb n = neighbours(nb, width, nc, c, x, y, it.i, it.j, it.w);
+__device__ __forceinline__ int code_value(const Nb &n, int v, int c, int rclass,
+                                          const uint8_t *bucket, int *r0, int *ctx, int *nbits,
+                                          uint32_t *bits) {
   const int pred = CLS == kClassTemporal ? 0 : med(n.a, n.b, n.c);
-  const int r = val[(size_t(y) * width + x) * nc + c] - pred;
+  const int r = v - pred;
   if (c == 0) *r0 = r;
-  *ctx = sample_context(CLS, c, n.a, n.b, n.c, n.d, *r0, rclass);
+  const int g = context_activity(CLS, n.a, n.b, n.c, n.d);
+  *ctx = context_of_bucket(CLS, c, bucket[min(g, kBucketMax)], *r0, rclass);
   return token_of(zigzag(flip_sign(CLS, n.a, n.b, n.c, n.d) ? -r : r), nbits, bits);
 }
 
+// A sample's neighbours and values of every component in working values
+// `v` (loaded before any of the caller's stores).
+template <int NC>
+struct SampleNb {
+  Nb n[NC];
+  int v[NC];
+};
+template <int NC>
+__device__ __forceinline__ SampleNb<NC> sample_nb(const int16_t *v, int width, int x, int y,
+                                                  const InTile &it) {
+  SampleNb<NC> out;
+#pragma unroll
+  for (int c = 0; c < NC; ++c) {
+    out.n[c] = neighbours(v, width, NC, c, x, y, it.i, it.j, it.w);
+    out.v[c] = v[(size_t(y) * width + x) * NC + c];
+  }
+  return out;
+}
+
+// Round 1's proxy symbols of a sample in class CLS (neighbours and values
+// from the input's working values of the class) and their first cost.
 // first_cost: c_first_cost in shared memory (the constant cache serialises
 // a warp's loads of different tokens).
 template <int CLS, int NC>
-__device__ __forceinline__ unsigned long long proxy_class(const Params &p, int l, const Sample &s,
-                                                          const InTile &it, int rclass,
-                                                          const uint32_t *first_cost) {
-  const DevLayer &ly = p.layer[l];
-  constexpr int nc = NC;
-  const int16_t *planes = CLS == kClassSpatial ? p.in_s[l] : p.in_t[l];
-  uint16_t *ids = p.ids[l][CLS];
-  const size_t at = size_t(s.y) * ly.width + s.x;
-  unsigned long long cost = 0;
+__device__ __forceinline__ uint32_t proxy_class(const Params &p, int l, size_t at,
+                                                const SampleNb<NC> &sn, int rclass,
+                                                const uint32_t *first_cost, const uint8_t *bucket) {
+  uint16_t *ids = p.ids[l][CLS] + at * NC;
+  uint32_t cost = 0;
   int r0 = 0;
 #pragma unroll
-  for (int c = 0; c < nc; ++c) {
+  for (int c = 0; c < NC; ++c) {
     int ctx, nbits;
     uint32_t bits;
-    const int token = code_component<CLS>(planes, planes, ly.width, nc, c, s.x, s.y, it, rclass,
-                                          &r0, &ctx, &nbits, &bits);
-    ids[at * nc + c] = uint16_t((p.dist_base[l][CLS][c] + ctx) * kTokens + token);
+    const int token =
+        code_value<CLS>(sn.n[c], sn.v[c], c, rclass, bucket, &r0, &ctx, &nbits, &bits);
+    ids[c] = uint16_t((p.dist_base[l][CLS][c] + ctx) * kTokens + token);
     cost += first_cost[token] + 256u * uint32_t(nbits);
   }
   return cost;
 }
 
 // 2. Round 1: the proxy symbols of the coded blocks' samples in each class
-// (neighbours from the input's working values of that class), and the
-// block's first cost of each mode.
+// (neighbours from the input's working values of that class: the temporal
+// and t+s classes share the T-domain ones), and the block's first cost of
+// each mode.
 template <int NC>
 __global__ void round1_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
@@ -410,21 +439,26 @@ __global__ void round1_kernel(Params p, int l) {
   const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
   if (!p.coded[block]) return;  // the whole thread block
   __shared__ uint32_t first_cost[kTokens];
+  __shared__ uint8_t bucket[kBucketMax + 1];
   if (threadIdx.x < kTokens) first_cost[threadIdx.x] = c_first_cost[threadIdx.x];
+  fill_buckets(bucket, int(threadIdx.x) - 128);
   __syncthreads();
-  unsigned long long v[3] = {0, 0, 0};  // spatial, temporal, t+s
+  uint32_t v[3] = {0, 0, 0};  // spatial, temporal, t+s
   if (s.valid) {
     const InTile it = in_tile(p, l, s.x, s.y);
-    const int rc = p.rclass[l][size_t(s.y) * ly.width + s.x];
-    v[0] = proxy_class<kClassSpatial, NC>(p, l, s, it, rc, first_cost);
-    v[1] = proxy_class<kClassTemporal, NC>(p, l, s, it, rc, first_cost);
-    v[2] = proxy_class<kClassTempSpat, NC>(p, l, s, it, rc, first_cost);
+    const size_t at = size_t(s.y) * ly.width + s.x;
+    const int rc = p.rclass[l][at];
+    const SampleNb<NC> sn_s = sample_nb<NC>(p.in_s[l], ly.width, s.x, s.y, it);
+    const SampleNb<NC> sn_t = sample_nb<NC>(p.in_t[l], ly.width, s.x, s.y, it);
+    v[0] = proxy_class<kClassSpatial, NC>(p, l, at, sn_s, rc, first_cost, bucket);
+    v[1] = proxy_class<kClassTemporal, NC>(p, l, at, sn_t, rc, first_cost, bucket);
+    v[2] = proxy_class<kClassTempSpat, NC>(p, l, at, sn_t, rc, first_cost, bucket);
   }
   block_sum3(v);
   if (threadIdx.x == 0) {
-    atomicAdd(&p.cost[block * kModes + kSpatial], v[0]);
-    atomicAdd(&p.cost[block * kModes + kTemporal], v[1]);
-    atomicAdd(&p.cost[block * kModes + kTempSpat], v[2]);
+    atomicAdd(&p.cost[block * kModes + kSpatial], (unsigned long long)v[0]);
+    atomicAdd(&p.cost[block * kModes + kTemporal], (unsigned long long)v[1]);
+    atomicAdd(&p.cost[block * kModes + kTempSpat], (unsigned long long)v[2]);
   }
 }
 
@@ -490,7 +524,7 @@ __global__ void round2_kernel(Params p, int l) {
   const Sample s = sample_of(ly);
   const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
   if (!p.coded[block]) return;
-  unsigned long long v[3] = {0, 0, 0};
+  uint32_t v[3] = {0, 0, 0};
   if (s.valid) {
     const size_t at = (size_t(s.y) * ly.width + s.x) * NC;
     for (int cls = 0; cls < kClasses; ++cls)
@@ -499,9 +533,9 @@ __global__ void round2_kernel(Params p, int l) {
   }
   block_sum3(v);
   if (threadIdx.x == 0) {
-    atomicAdd(&p.cost[block * kModes + kSpatial], v[0]);
-    atomicAdd(&p.cost[block * kModes + kTemporal], v[1]);
-    atomicAdd(&p.cost[block * kModes + kTempSpat], v[2]);
+    atomicAdd(&p.cost[block * kModes + kSpatial], (unsigned long long)v[0]);
+    atomicAdd(&p.cost[block * kModes + kTemporal], (unsigned long long)v[1]);
+    atomicAdd(&p.cost[block * kModes + kTempSpat], (unsigned long long)v[2]);
   }
 }
 
@@ -519,20 +553,20 @@ __global__ void reconstruct_kernel(Params p, int l) {
   for (int c = 0; c < nc; ++c) {
     const int v = p.cur[l][c][at];
     if (mode == kSpatial) {
-      rec[c] = dequant_index(quant_index(v, p.k), p.k);
+      rec[c] = dequant_index(quant_index(v, p.step), p.k);
     } else {
       const int r = p.ref[l][c][at];
-      rec[c] = mode == kSkip ? r : dequant_diff(r, encoder_diff(v - r, p.k, p.threshold), p.k);
+      rec[c] = mode == kSkip ? r : dequant_diff(r, encoder_diff(v - r, p.step, p.threshold), p.k);
     }
     p.rec[l][c][at] = uint8_t(rec[c]);
-    ch[c] = quant_index(rec[c], p.k);
+    ch[c] = quant_index(rec[c], p.step);
   }
   to_components(ly.ycocg, NC, ch, comp);
 #pragma unroll
   for (int c = 0; c < nc; ++c) p.wk_s[l][at * nc + c] = int16_t(comp[c]);
   if (p.keyframe) return;
 #pragma unroll
-  for (int c = 0; c < nc; ++c) ch[c] = quant_diff(rec[c] - int(p.ref[l][c][at]), p.k);
+  for (int c = 0; c < nc; ++c) ch[c] = quant_diff(rec[c] - int(p.ref[l][c][at]), p.step);
   to_components(ly.ycocg, NC, ch, comp);
 #pragma unroll
   for (int c = 0; c < nc; ++c) p.wk_t[l][at * nc + c] = int16_t(comp[c]);
@@ -540,19 +574,22 @@ __global__ void reconstruct_kernel(Params p, int l) {
 
 template <int CLS, int NC>
 __device__ __forceinline__ void symbols_class(const Params &p, int l, const Sample &s,
-                                              const InTile &it, int rclass, uint32_t *out,
-                                              uint32_t *key) {
+                                              const InTile &it, int rclass, const uint8_t *bucket,
+                                              uint32_t *out, uint32_t *key) {
   const DevLayer &ly = p.layer[l];
   constexpr int nc = NC;
   const int16_t *nb = CLS == kClassSpatial ? p.wk_s[l] : p.wk_t[l];
   const int16_t *val = CLS == kClassSpatial ? p.in_s[l] : p.in_t[l];
+  SampleNb<NC> sn = sample_nb<NC>(nb, ly.width, s.x, s.y, it);
+#pragma unroll
+  for (int c = 0; c < nc; ++c) sn.v[c] = val[(size_t(s.y) * ly.width + s.x) * nc + c];
   int r0 = 0;
 #pragma unroll
   for (int c = 0; c < nc; ++c) {
     int ctx, nbits;
     uint32_t bits;
-    const int token = code_component<CLS>(nb, val, ly.width, nc, c, s.x, s.y, it, rclass, &r0, &ctx,
-                                          &nbits, &bits);
+    const int token =
+        code_value<CLS>(sn.n[c], sn.v[c], c, rclass, bucket, &r0, &ctx, &nbits, &bits);
     const int d = p.dist_base[l][CLS][c] + ctx;
     out[c] = pack_code(d, token, nbits, bits);
     key[c] = uint32_t(d) * kTokens + uint32_t(token);
@@ -572,6 +609,9 @@ __global__ void symbols_kernel(Params p, int l) {
   const int t = ty * p.tiles_x + tx;
   const DevTile &dt = p.tiles[t];
   uint32_t *hist = p.tile_hist + size_t(t) * p.dist_count * kTokens;
+  __shared__ uint8_t bucket[kBucketMax + 1];
+  fill_buckets(bucket, int(threadIdx.x) - 128);
+  __syncthreads();
   if (!p.keyframe && l == 0 && threadIdx.x == 0) {
     const int local = (int(blockIdx.y) - ty * p.tile_by) *
                           (min(p.blocks_x, (tx + 1) * p.tile_bx) - tx * p.tile_bx) +
@@ -591,11 +631,11 @@ __global__ void symbols_kernel(Params p, int l) {
     } else {
       const int rc = p.keyframe ? 0 : p.rclass[l][size_t(s.y) * ly.width + s.x];
       if (mode == kSpatial)
-        symbols_class<kClassSpatial, NC>(p, l, s, it, rc, sym, key);
+        symbols_class<kClassSpatial, NC>(p, l, s, it, rc, bucket, sym, key);
       else if (mode == kTemporal)
-        symbols_class<kClassTemporal, NC>(p, l, s, it, rc, sym, key);
+        symbols_class<kClassTemporal, NC>(p, l, s, it, rc, bucket, sym, key);
       else
-        symbols_class<kClassTempSpat, NC>(p, l, s, it, rc, sym, key);
+        symbols_class<kClassTempSpat, NC>(p, l, s, it, rc, bucket, sym, key);
 #pragma unroll
       for (int c = 0; c < nc; ++c) out[c] = sym[c];
     }
@@ -1523,8 +1563,8 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   for (int g = int((n_modes + lanes - 1) / lanes) - 1; g >= 0; --g) {
     const size_t b = size_t(g) * lanes + ln;
     const bool here = is_lane && b < n_modes;
-    const uint32_t fc = here ? s_fc[code_key(syms[b])] : kIdentityToken;
-    lc.token(fc, s_rcp[fc >> 16], s_shift[fc >> 16]);
+    const uint4 r = rans_record(here ? syms[b] : kNoCode, s_fc, s_rcp, s_shift);
+    lc.token(r.x, r.y, int(r.z & 63u));
   }
   if (is_lane) p.lane_state[t * kMaxLanes + ln] = lc.x;
 }
@@ -2019,6 +2059,7 @@ class CudaEncoder final : public Encoder {
     apply(slot, p);
     // The finer quantiser with the dead zone (codec2_rules.h, encoder_k()).
     p.k = encoder_k(threshold);
+    p.step = step_div(p.k);
     p.threshold = threshold;
     p.keyframe = keyframe ? 1 : 0;
     p.model = model_buf_[model_cur_];

@@ -83,6 +83,32 @@ CODEC2_HD int encoder_diff(int e, int k, int threshold) {
   return e <= threshold && e >= -threshold ? 0 : quant_diff(e, k);
 }
 
+// The same divisions by the step s = 2k+1 as a multiply and a shift, for
+// code that runs them per sample (the CUDA encoder): exact for numerators
+// 0 <= n < 2048 and k <= 255. With m = ceil(2^21 / s) = (2^21 + e) / s,
+// 0 <= e < s, n * m / 2^21 = n / s + n * e / (s * 2^21), and n * e < 2^21
+// keeps the floor; n * m < 2^32. The numerators here: x + k and |e| + k
+// (bytes x, differences e of bytes) up to 510, texture sums up to 1020.
+struct StepDiv {
+  uint32_t m;
+  int k;
+  CODEC2_HD uint32_t div(uint32_t n) const { return (n * m) >> 21; }
+};
+CODEC2_HD StepDiv step_div(int k) {
+  const uint32_t s = uint32_t(2 * k + 1);
+  return StepDiv{((1u << 21) + s - 1) / s, k};
+}
+CODEC2_HD int quant_index(int x, const StepDiv &d) {
+  return int(d.div(uint32_t(x + d.k)));
+}
+CODEC2_HD int quant_diff(int e, const StepDiv &d) {
+  const int q = int(d.div(uint32_t((e >= 0 ? e : -e) + d.k)));
+  return e >= 0 ? q : -q;
+}
+CODEC2_HD int encoder_diff(int e, const StepDiv &d, int threshold) {
+  return e <= threshold && e >= -threshold ? 0 : quant_diff(e, d);
+}
+
 // ---- colour transform (YCoCg-R, lossless on any integers) ---------------
 CODEC2_HD void ycocg_forward(int r, int g, int b, int *y, int *co, int *cg) {
   *co = r - b;
@@ -179,9 +205,11 @@ CODEC2_HD int contexts_of(int cls, int comp) {
 }
 // Texture class of the reference at a sample: g = sum of |neighbour - sample|
 // over the 4 nearest samples of its texture channel, in steps of 2k+1.
-CODEC2_HD int ref_class(int g, int k) {
-  const int q = g / (2 * k + 1);
+CODEC2_HD int ref_class_of_steps(int q) {
   return q < 2 ? 0 : q < 6 ? 1 : q < 16 ? 2 : 3;
+}
+CODEC2_HD int ref_class(int g, int k) {
+  return ref_class_of_steps(g / (2 * k + 1));
 }
 // Local activity from the neighbours in the sample's domain.
 CODEC2_HD int spatial_activity(int a, int b, int c, int d) {
@@ -200,16 +228,23 @@ CODEC2_HD bool flip_sign(int cls, int a, int b, int c, int d) {
 // Context of a sample from its neighbours' values in the mode's domain
 // (a left, b above, c above-left, d above-right), for comp > 0 the first
 // component's residual r0 at the same pixel, and the reference's class.
-CODEC2_HD int sample_context(int cls, int comp, int a, int b, int c, int d, int r0, int rclass) {
-  const int g =
-      cls == kClassTemporal ? temporal_activity(a, b, c, d) : spatial_activity(a, b, c, d);
-  int ctx = activity_bucket(g);
+// In two parts, for code that finds the bucket another way (a table): the
+// activity g, and the context from activity_bucket(g).
+CODEC2_HD int context_activity(int cls, int a, int b, int c, int d) {
+  return cls == kClassTemporal ? temporal_activity(a, b, c, d) : spatial_activity(a, b, c, d);
+}
+CODEC2_HD int context_of_bucket(int cls, int comp, int bucket, int r0, int rclass) {
+  int ctx = bucket;
   if (comp > 0) {
     const int m = iabs(r0);
     ctx += kActivityBuckets * (m >= kCrossLevels ? kCrossLevels - 1 : m);
   }
   if (uses_ref_class(cls, comp)) ctx = ctx * kRefClasses + rclass;
   return ctx;
+}
+CODEC2_HD int sample_context(int cls, int comp, int a, int b, int c, int d, int r0, int rclass) {
+  return context_of_bucket(cls, comp, activity_bucket(context_activity(cls, a, b, c, d)), r0,
+                           rclass);
 }
 
 // ---- tokens -------------------------------------------------------------
