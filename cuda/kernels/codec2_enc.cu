@@ -276,8 +276,9 @@ __device__ __forceinline__ Nb neighbours(const int16_t *v, int width, int nc, in
 
 // Sums over the thread block (256 threads) of three values; thread 0 gets
 // them. The rounds' costs of a block fit 32 bits: per sample component at
-// most c_first_cost's largest (about 5,400) or a token's id_cost (at most
-// 256 * (log2 of a count + 11 raw bits)), by 256 samples and 4 components.
+// most c_first_cost's largest (5,674) and 256 per raw bit (10), or a
+// token's id_cost (at most 256 * (32 + 10)), by 256 samples and 4
+// components: under 12 million.
 __device__ __forceinline__ void block_sum3(uint32_t v[3]) {
   __shared__ uint32_t part[kThreads / 32][3];
   for (int m = 0; m < 3; ++m)
@@ -367,6 +368,7 @@ __global__ void prepare_kernel(Params p, int l) {
 // activity_bucket(g) for g <= kBucketMax (beyond: the last bucket), in
 // shared memory: filled by a kernel's threads before a __syncthreads().
 constexpr int kBucketMax = 80;
+static_assert(kThreads >= 128 + kBucketMax + 1, "threads 128.. fill the buckets");
 __device__ __forceinline__ void fill_buckets(uint8_t *bucket, int i) {
   if (i >= 0 && i <= kBucketMax) bucket[i] = uint8_t(activity_bucket(i));
 }
@@ -386,21 +388,22 @@ __device__ __forceinline__ int code_value(const Nb &n, int v, int c, int rclass,
   return token_of(zigzag(flip_sign(CLS, n.a, n.b, n.c, n.d) ? -r : r), nbits, bits);
 }
 
-// A sample's neighbours and values of every component in working values
-// `v` (loaded before any of the caller's stores).
+// A sample's neighbours of every component in working values `nb` and its
+// values in `val`, loaded at once (before the caller's stores, which the
+// compiler cannot tell apart from these planes).
 template <int NC>
 struct SampleNb {
   Nb n[NC];
   int v[NC];
 };
 template <int NC>
-__device__ __forceinline__ SampleNb<NC> sample_nb(const int16_t *v, int width, int x, int y,
-                                                  const InTile &it) {
+__device__ __forceinline__ SampleNb<NC> sample_nb(const int16_t *nb, const int16_t *val, int width,
+                                                  int x, int y, const InTile &it) {
   SampleNb<NC> out;
 #pragma unroll
   for (int c = 0; c < NC; ++c) {
-    out.n[c] = neighbours(v, width, NC, c, x, y, it.i, it.j, it.w);
-    out.v[c] = v[(size_t(y) * width + x) * NC + c];
+    out.n[c] = neighbours(nb, width, NC, c, x, y, it.i, it.j, it.w);
+    out.v[c] = val[(size_t(y) * width + x) * NC + c];
   }
   return out;
 }
@@ -448,9 +451,10 @@ __global__ void round1_kernel(Params p, int l) {
     const InTile it = in_tile(p, l, s.x, s.y);
     const size_t at = size_t(s.y) * ly.width + s.x;
     const int rc = p.rclass[l][at];
-    const SampleNb<NC> sn_s = sample_nb<NC>(p.in_s[l], ly.width, s.x, s.y, it);
-    const SampleNb<NC> sn_t = sample_nb<NC>(p.in_t[l], ly.width, s.x, s.y, it);
+    // (one plane's values live at a time: fewer registers)
+    const SampleNb<NC> sn_s = sample_nb<NC>(p.in_s[l], p.in_s[l], ly.width, s.x, s.y, it);
     v[0] = proxy_class<kClassSpatial, NC>(p, l, at, sn_s, rc, first_cost, bucket);
+    const SampleNb<NC> sn_t = sample_nb<NC>(p.in_t[l], p.in_t[l], ly.width, s.x, s.y, it);
     v[1] = proxy_class<kClassTemporal, NC>(p, l, at, sn_t, rc, first_cost, bucket);
     v[2] = proxy_class<kClassTempSpat, NC>(p, l, at, sn_t, rc, first_cost, bucket);
   }
@@ -580,9 +584,7 @@ __device__ __forceinline__ void symbols_class(const Params &p, int l, const Samp
   constexpr int nc = NC;
   const int16_t *nb = CLS == kClassSpatial ? p.wk_s[l] : p.wk_t[l];
   const int16_t *val = CLS == kClassSpatial ? p.in_s[l] : p.in_t[l];
-  SampleNb<NC> sn = sample_nb<NC>(nb, ly.width, s.x, s.y, it);
-#pragma unroll
-  for (int c = 0; c < nc; ++c) sn.v[c] = val[(size_t(s.y) * ly.width + s.x) * nc + c];
+  const SampleNb<NC> sn = sample_nb<NC>(nb, val, ly.width, s.x, s.y, it);
   int r0 = 0;
 #pragma unroll
   for (int c = 0; c < nc; ++c) {

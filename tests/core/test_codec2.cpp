@@ -109,8 +109,9 @@ TEST(Codec2Rules, QuantisationKeepsTheBound) {
 }
 
 // The divisions by 2k+1 as a multiply and a shift (StepDiv, for the CUDA
-// encoder) give the quotients of the divisions, for every numerator below
-// 2048, and the quantisers built on them their values.
+// encoder) give the quotients of the divisions for every numerator below
+// 2048 (as the header's static_assert checks by another route), and the
+// quantisers built on them the same values over the inputs they take.
 TEST(Codec2Rules, StepDivisionIsExact) {
   for (int k = 0; k <= 255; ++k) {
     const StepDiv d = step_div(k);
@@ -119,13 +120,12 @@ TEST(Codec2Rules, StepDivisionIsExact) {
     for (int x = 0; x < 256; ++x) ASSERT_EQ(quant_index(x, d), quant_index(x, k)) << x << " " << k;
     for (int e = -255; e <= 255; ++e) {
       ASSERT_EQ(quant_diff(e, d), quant_diff(e, k)) << e << " " << k;
-      for (int t : {0, k, 255}) ASSERT_EQ(encoder_diff(e, d, t), encoder_diff(e, k, t));
+      for (int t : {0, k, 255})
+        ASSERT_EQ(encoder_diff(e, d, t), encoder_diff(e, k, t)) << e << " " << k << " " << t;
     }
     for (int g = 0; g <= 4 * 255; ++g)
       ASSERT_EQ(ref_class_of_steps(int(d.div(uint32_t(g)))), ref_class(g, k)) << g << " " << k;
   }
-  // Beyond its range it is not a division: 2048 / 1 needs 33 bits.
-  EXPECT_NE(step_div(0).div(2048), 2048u);
 }
 
 TEST(Codec2Rules, ColourTransformIsLossless) {

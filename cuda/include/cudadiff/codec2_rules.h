@@ -85,20 +85,35 @@ CODEC2_HD int encoder_diff(int e, int k, int threshold) {
 
 // The same divisions by the step s = 2k+1 as a multiply and a shift, for
 // code that runs them per sample (the CUDA encoder): exact for numerators
-// 0 <= n < 2048 and k <= 255. With m = ceil(2^21 / s) = (2^21 + e) / s,
-// 0 <= e < s, n * m / 2^21 = n / s + n * e / (s * 2^21), and n * e < 2^21
-// keeps the floor; n * m < 2^32. The numerators here: x + k and |e| + k
-// (bytes x, differences e of bytes) up to 510, texture sums up to 1020.
+// 0 <= n < 2048 and k <= 255 (checked below), not beyond. With m =
+// ceil(2^21 / s) = (2^21 + e) / s, 0 <= e < s, n * m / 2^21 = n / s +
+// n * e / (s * 2^21), and n * e < 2^21 keeps the floor; n * m < 2^32. The
+// overloads below take x + k >= 0 and |e| + k for bytes x and differences e
+// of bytes (up to 510), and a texture sum g (ref_class_of_steps(div(g)), g
+// up to 1020). (The CPU encoder's vector paths have their own, for 16-bit
+// lanes and numerators up to 511: StepDivision in cuda/cpu/codec2.cpp.)
 struct StepDiv {
   uint32_t m;
   int k;
-  CODEC2_HD uint32_t div(uint32_t n) const { return (n * m) >> 21; }
+  CODEC2_HD constexpr uint32_t div(uint32_t n) const { return (n * m) >> 21; }
 };
-CODEC2_HD StepDiv step_div(int k) {
-  const uint32_t s = uint32_t(2 * k + 1);
-  return StepDiv{((1u << 21) + s - 1) / s, k};
+CODEC2_HD constexpr StepDiv step_div(int k) {
+  return StepDiv{((1u << 21) + uint32_t(2 * k)) / uint32_t(2 * k + 1), k};
 }
-CODEC2_HD int quant_index(int x, const StepDiv &d) {
+// div() never decreases as n grows: it is the quotient on 0..2047 if it is
+// at each multiple of s, just below it, and at 0 and 2047.
+constexpr bool step_div_is_exact() {
+  for (int k = 0; k <= 255; ++k) {
+    const StepDiv d = step_div(k);
+    const uint32_t s = uint32_t(2 * k + 1);
+    if (d.div(0) != 0 || d.div(2047) != 2047 / s) return false;
+    for (uint32_t q = 1; q * s <= 2047; ++q)
+      if (d.div(q * s - 1) != q - 1 || d.div(q * s) != q) return false;
+  }
+  return true;
+}
+static_assert(step_div_is_exact(), "StepDiv differs from the division by the step");
+CODEC2_HD int quant_index(int x, const StepDiv &d) {  // x + k >= 0
   return int(d.div(uint32_t(x + d.k)));
 }
 CODEC2_HD int quant_diff(int e, const StepDiv &d) {
