@@ -182,12 +182,12 @@ struct WorkRows {
 // Per-threshold tables of a block, in shared memory (a division per sample
 // costs more than the rest of its arithmetic).
 struct Lookup {
-  uint8_t index[256];  // quant_index
-  int16_t diff[511];   // quant_diff(e) at e + 255
-  uint8_t bucket[81];  // activity_bucket(g) for g <= 80
+  uint8_t index[256];                     // quant_index
+  int16_t diff[511];                      // quant_diff(e) at e + 255
+  uint8_t bucket[kActivityTableMax + 1];  // activity_bucket(g) for g <= kActivityTableMax
 };
 __device__ __forceinline__ int bucket_of(const Lookup &lu, int g) {
-  return lu.bucket[g < 80 ? g : 80];
+  return bucket_from_table(lu.bucket, g);
 }
 
 // Channel bytes of a row of a layer in a picture (the tile's first sample).
@@ -636,7 +636,7 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
   for (int d = tid; d < kMaxDist; d += nthreads) map[d] = d < P.n_dist ? P.map[d] : 0;
   for (int v = tid; v < 511; v += nthreads) {
     if (v < 256) lu.index[v] = uint8_t(quant_index(v, P.k));
-    if (v < 81) lu.bucket[v] = uint8_t(activity_bucket(v));
+    if (v <= kActivityTableMax) lu.bucket[v] = uint8_t(activity_bucket(v));
     lu.diff[v] = int16_t(quant_diff(v - 255, P.k));
   }
   if (P.tabs_shared) __pipeline_wait_prior(0);

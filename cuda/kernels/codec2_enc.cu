@@ -365,12 +365,12 @@ __global__ void prepare_kernel(Params p, int l) {
   }
 }
 
-// activity_bucket(g) for g <= kBucketMax (beyond: the last bucket), in
-// shared memory: filled by a kernel's threads before a __syncthreads().
-constexpr int kBucketMax = 80;
-static_assert(kThreads >= 128 + kBucketMax + 1, "threads 128.. fill the buckets");
+// activity_bucket(g) for g <= kActivityTableMax (read by
+// bucket_from_table()), in shared memory: filled by a kernel's threads
+// before a __syncthreads().
+static_assert(kThreads >= 128 + kActivityTableMax + 1, "threads 128.. fill the buckets");
 __device__ __forceinline__ void fill_buckets(uint8_t *bucket, int i) {
-  if (i >= 0 && i <= kBucketMax) bucket[i] = uint8_t(activity_bucket(i));
+  if (i >= 0 && i <= kActivityTableMax) bucket[i] = uint8_t(activity_bucket(i));
 }
 
 // The symbol of component c of a sample in class CLS from its neighbours n
@@ -384,7 +384,7 @@ __device__ __forceinline__ int code_value(const Nb &n, int v, int c, int rclass,
   const int r = v - pred;
   if (c == 0) *r0 = r;
   const int g = context_activity(CLS, n.a, n.b, n.c, n.d);
-  *ctx = context_of_bucket(CLS, c, bucket[min(g, kBucketMax)], *r0, rclass);
+  *ctx = context_of_bucket(CLS, c, bucket_from_table(bucket, g), *r0, rclass);
   return token_of(zigzag(flip_sign(CLS, n.a, n.b, n.c, n.d) ? -r : r), nbits, bits);
 }
 
@@ -442,7 +442,7 @@ __global__ void round1_kernel(Params p, int l) {
   const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
   if (!p.coded[block]) return;  // the whole thread block
   __shared__ uint32_t first_cost[kTokens];
-  __shared__ uint8_t bucket[kBucketMax + 1];
+  __shared__ uint8_t bucket[kActivityTableMax + 1];
   if (threadIdx.x < kTokens) first_cost[threadIdx.x] = c_first_cost[threadIdx.x];
   fill_buckets(bucket, int(threadIdx.x) - 128);
   __syncthreads();
@@ -611,7 +611,7 @@ __global__ void symbols_kernel(Params p, int l) {
   const int t = ty * p.tiles_x + tx;
   const DevTile &dt = p.tiles[t];
   uint32_t *hist = p.tile_hist + size_t(t) * p.dist_count * kTokens;
-  __shared__ uint8_t bucket[kBucketMax + 1];
+  __shared__ uint8_t bucket[kActivityTableMax + 1];
   fill_buckets(bucket, int(threadIdx.x) - 128);
   __syncthreads();
   if (!p.keyframe && l == 0 && threadIdx.x == 0) {

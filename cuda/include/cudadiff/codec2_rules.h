@@ -175,14 +175,19 @@ CODEC2_HD int med(int a, int b, int c) {
 // Activity buckets: g -> 0..kActivityBuckets-1, the number of the edges
 // 1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80 that are <= g.
 constexpr int kActivityBuckets = 13;
-// The same as a table for g in 0..80 (bucket 12 beyond).
+// The same as a table for g in 0..kActivityTableMax (the last edge; the
+// last bucket beyond), read by bucket_from_table().
+constexpr int kActivityTableMax = 80;
+CODEC2_HD int bucket_from_table(const uint8_t *table, int g) {
+  return table[g < kActivityTableMax ? g : kActivityTableMax];
+}
 struct ActivityTable {
-  uint8_t bucket[81];
+  uint8_t bucket[kActivityTableMax + 1];
 };
 constexpr ActivityTable make_activity_table() {
   ActivityTable t{};
   const int edges[12] = {1, 2, 3, 5, 7, 10, 14, 20, 28, 40, 56, 80};
-  for (int g = 0; g <= 80; ++g) {
+  for (int g = 0; g <= kActivityTableMax; ++g) {
     int n = 0;
     for (int e : edges) n += g >= e;
     t.bucket[g] = uint8_t(n);
@@ -192,7 +197,7 @@ constexpr ActivityTable make_activity_table() {
 #if !defined(__CUDACC__)
 inline constexpr ActivityTable kActivityTable = make_activity_table();
 CODEC2_HD int activity_bucket(int g) {
-  return kActivityTable.bucket[g < 80 ? g : 80];
+  return bucket_from_table(kActivityTable.bucket, g);
 }
 #else
 CODEC2_HD int activity_bucket(int g) {
