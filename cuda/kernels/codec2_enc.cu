@@ -76,11 +76,12 @@ struct DevTile {
   int x0[kMaxLayers], y0[kMaxLayers], w[kMaxLayers], h[kMaxLayers];
   unsigned long long layer_first[kMaxLayers];  // first symbol of each layer
   int channels[kMaxLayers];                    // components per sample of each layer
-  // The rANS passes' scratch: the lanes' byte counts per sub-step, and each
-  // lane's bytes in the order it emits them (lane_scratch() below); the
-  // symbols in schedule order and the steps in which some lane codes
-  // something (layer_mark_words() below, in 32-bit words).
-  unsigned long long counts_first, log_first, sched_first, marks_first;
+  // The rANS passes' scratch: the lanes' byte counts per unit (tile_units()
+  // below, 16-bit words), and each lane's bytes in the order it emits them
+  // (lane_log_bytes() below); the symbols in schedule order and the steps
+  // in which some lane codes something (layer_mark_words() below, in 32-bit
+  // words).
+  unsigned long long units_first, log_first, sched_first, marks_first;
   uint32_t raw_bytes;  // the tile's bytes (a raw tile's payload)
 };
 
@@ -118,15 +119,23 @@ __device__ __forceinline__ uint32_t code_bits(uint32_t v) {
 
 // The rANS encoder runs in two passes: each lane alone codes its symbols
 // backwards, noting how many bytes it emits in each sub-step (a component's
-// raw bits, its token, or a block mode of a step) and the bytes; then the
-// bytes are placed in the reference's order. Sub-steps of a tile with
-// `lanes` lanes, and a bound of one lane's bytes:
-__host__ __device__ inline uint32_t tile_substeps(const DevTile &t, int layers, int lanes,
-                                                  bool modes) {
+// raw bits, its token, or a block mode) and the bytes; then the bytes are
+// placed in the reference's order. A lane's counts are kept per unit, a
+// step of a layer (two sub-steps per component: raw bits and token, in the
+// order the lane codes them) or a group of block modes (one sub-step), in
+// a 16-bit word: sub-step s's count (0..2 bytes) in bits 2s and 2s + 1.
+// Units of a tile with `lanes` lanes:
+__host__ __device__ inline uint32_t tile_units(const DevTile &t, int layers, int lanes,
+                                               bool modes) {
   uint32_t n = modes ? uint32_t((t.blocks + lanes - 1) / lanes) : 0;
-  for (int l = 0; l < layers; ++l)
-    n += uint32_t(schedule_steps(t.w[l], t.h[l], lanes)) * uint32_t(t.channels[l]) * 2;
+  for (int l = 0; l < layers; ++l) n += uint32_t(schedule_steps(t.w[l], t.h[l], lanes));
   return n;
+}
+constexpr int kUnitSubsteps = 2 * kMaxComps;
+static_assert(2 * kUnitSubsteps <= 16, "a unit's counts fit 16 bits");
+// The bytes a unit's word counts (each count is 0, 1 = 01b or 2 = 10b).
+__device__ __forceinline__ uint32_t unit_bytes(uint32_t w) {
+  return uint32_t(__popc(w & 0x5555u)) + 2u * uint32_t(__popc(w & 0xaaaau));
 }
 // The symbols as the first pass reads them: per layer, per step, per
 // component, per lane (idle: kNoCode), packed in 32 bits (pack_code()).
@@ -207,13 +216,14 @@ struct Params {
   uint32_t *tile_coded;                  // per tile: coded sample components
   uint2 *lane_part;      // per tile and checksum_kernel block: the map of its part of a lane (m, a)
   uint32_t *lane_state;  // per tile and lane: the state after its symbols
-  uint8_t *rans_counts, *rans_log;  // the rANS passes' scratch (DevTile)
-  const uint32_t *reciprocal;       // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
-  const uint8_t *shift;             // per frequency f: 31 + ceil(log2 f), the reciprocal's
-  uint32_t *codes;                  // the symbols in schedule order (DevTile::sched_first)
-  int ring_nc;                      // rans_lanes_kernel's ring: the layers' most components
-  uint32_t *step_marks;             // the steps with a code (DevTile::marks_first)
-  unsigned long long *changed;      // deltas: input bytes more than k off the reference
+  uint16_t *rans_units;  // the rANS passes' scratch (DevTile): counts per unit,
+  uint8_t *rans_log;     //   and the lanes' bytes
+  const uint32_t *reciprocal;   // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
+  const uint8_t *shift;         // per frequency f: 31 + ceil(log2 f), the reciprocal's
+  uint32_t *codes;              // the symbols in schedule order (DevTile::sched_first)
+  int ring_nc;                  // rans_lanes_kernel's ring: the layers' most components
+  uint32_t *step_marks;         // the steps with a code (DevTile::marks_first)
+  unsigned long long *changed;  // deltas: input bytes more than k off the reference
 };
 
 // Kernels take Params by value: within the 4 KB of parameters of CUDA 11.8.
@@ -1156,51 +1166,63 @@ __global__ void checksum_kernel(Params p) {
 }
 
 // One lane's rANS coder in the first pass: its state, its log of bytes and
-// its counts per sub-step. Renormalisation emits at most 2 bytes (a state
-// below 2^31 against x_max >= 2^15), computed without a loop; the division
-// by a frequency is a multiplication by its reciprocal (exact for x < 2^31,
-// see RansEncoder::quotient in cuda/cpu/codec2.cpp). The counts start at
-// zero (CudaEncoder::submit()), so only a sub-step that emits writes its
-// count; the log and the counts are walked by pointer (a multiplication per
-// byte cost more than the rest of the renormalisation). A sub-step without
-// a code is the identity rather than a branch: no raw bits (x_max 2^31,
-// which no state reaches, then x << 0), or the token of frequency
-// kProbScale at 0 (kIdentityToken: x_max 2^31, and q = x / 4096 gives
-// q * 4096 + x % 4096 = x), so every lane runs the same instructions.
+// its counts per unit. Renormalisation emits at most 2 bytes (a state below
+// 2^31 against x_max >= 2^15), computed without a loop; the division by a
+// frequency is a multiplication by its reciprocal (exact for x < 2^31, see
+// RansEncoder::quotient in cuda/cpu/codec2.cpp). A unit's counts gather in
+// a register and are written once, at the unit's end (a byte per sub-step,
+// written where it was not 0 and walked by pointer, took some 30 of the
+// coding warp's 220 instructions per step of three components); the log is
+// walked by pointer. A sub-step without a code is the identity rather than
+// a branch: no raw bits (x_max 2^31, which no state reaches, then x << 0),
+// or the token of frequency kProbScale at 0 (kIdentityToken: x_max 2^31,
+// and q = x / 4096 gives q * 4096 + x % 4096 = x), so every lane runs the
+// same instructions.
 constexpr uint32_t kIdentityToken = kProbScale << 16;  // cum 0, freq kProbScale
 static_assert(((kRansLow >> kProbBits) << 8) * kProbScale == 1u << 31 && kRansLow << 8 == 1u << 31,
               "the identity's x_max is above every state");
+// A symbol's record as the coder takes it (rans_record()): cum, the
+// frequency's reciprocal, the reciprocal's shift (31 + ceil(log2 freq)) |
+// raw bit count << 6 | raw bits << 10, and kProbScale - freq.
 struct LaneCoder {
   uint32_t x;
   uint8_t *log;     // where this lane's next byte goes (its bytes are `stride` apart)
-  uint8_t *counts;  // this lane's count of the current sub-step
-  uint32_t stride;  // lanes: consecutive bytes and sub-steps of a lane are this far apart
-  __device__ __forceinline__ void renorm(uint32_t x_max) {
+  uint16_t *unit;   // this lane's word of the current unit
+  uint32_t stride;  // lanes: consecutive bytes and units of a lane are this far apart
+  uint32_t pack;    // the current unit's counts so far
+  // Sub-step s of the unit (a constant once the caller's loop is unrolled).
+  __device__ __forceinline__ void renorm(uint32_t x_max, int s) {
     const bool one = x >= x_max, two = (x >> 8) >= x_max;  // two: one as well
-    if (one) {
-      log[0] = uint8_t(x);
-      *counts = uint8_t(two ? 2 : 1);
-    }
+    if (one) log[0] = uint8_t(x);
     if (two) log[stride] = uint8_t(x >> 8);
     const uint32_t e = uint32_t(one) + uint32_t(two);
     log += e * stride;
     x >>= 8 * e;
-    counts += stride;
+    pack |= e << (2 * s);
   }
-  // n raw bits (n = 0: x stays as it is).
-  __device__ __forceinline__ void raw(uint32_t bits, int n) {
-    renorm((kRansLow >> n) << 8);
+  // n raw bits (n = 0: x stays as it is); x_max = (kRansLow >> n) << 8.
+  __device__ __forceinline__ void raw(uint32_t bits, int n, int s) {
+    renorm(0x80000000u >> n, s);
     x = (x << n) | bits;
   }
-  // fc: cum | freq << 16; rcp and shift: the frequency's reciprocal and
-  // 31 + ceil(log2 freq) (rans_lanes_kernel's tables).
-  __device__ __forceinline__ void token(uint32_t fc, uint32_t rcp, int shift) {
-    const uint32_t f = fc >> 16;
-    renorm(((kRansLow >> kProbBits) << 8) * f);
-    const uint32_t q = uint32_t((uint64_t(x) * rcp) >> shift);
-    x = (q << kProbBits) + (x - q * f) + (fc & 0xffff);
+  // x_max = ((kRansLow >> kProbBits) << 8) * freq = 2^31 - (kProbScale -
+  // freq) * 2^19; x' = (x / freq) * kProbScale + x % freq + cum = x + q *
+  // (kProbScale - freq) + cum.
+  __device__ __forceinline__ void token(const uint4 &r, int s) {
+    renorm(0x80000000u - (r.w << 19), s);
+    const uint32_t q = uint32_t((uint64_t(x) * r.y) >> (r.z & 63u));
+    x += q * r.w + r.x;
+  }
+  // The unit is coded: its counts to memory (lanes only: the threads beyond
+  // them code identities), the next unit's word.
+  __device__ __forceinline__ void end_unit(bool is_lane) {
+    if (is_lane) *unit = uint16_t(pack);
+    pack = 0;
+    unit += stride;
   }
 };
+static_assert(kRansLow << 8 == 0x80000000u && (kRansLow >> kProbBits) << 8 == 1u << 19,
+              "the coder's x_max");
 
 // 6a'. The coded tiles' symbols in schedule order (so that the lanes of a
 // step read them together), and the steps in which some lane codes
@@ -1337,9 +1359,9 @@ struct MarkedSteps {
 // per sample. Only the marked steps (schedule_kernel), in which some lane of
 // the tile codes something: at the others (their samples lie in skipped
 // blocks or outside the tile) no lane emits a byte and their counts stay at
-// the zeros the frame starts from (CudaEncoder::submit()). A step's counts
-// have a fixed place, (steps - 1 - st) * 2 * NC sub-steps after the layer's
-// first, so the lanes jump over the unmarked ones.
+// the zeros the frame starts from (CudaEncoder::submit()). A step's unit
+// has a fixed place, steps - 1 - st units after the layer's first, so the
+// lanes jump over the unmarked ones.
 // Two warps per tile, thread l of each for lane l: the coding warp runs the
 // chain of states and writes the bytes and counts; the loading warp walks
 // the marks, loads the symbols of B steps at once, looks up their tables
@@ -1358,8 +1380,7 @@ constexpr int kRansThreads = 64;
 struct RansRing {
   // The records in dynamic shared memory after the tables (rans_ring_bytes()):
   // per slot, step of the batch, component (of the format's most, `nc`) and
-  // lane: cum | freq << 16, the reciprocal, shift | raw bit count << 6 | raw
-  // bits << 10, 0.
+  // lane: its record (LaneCoder, rans_record()).
   uint4 *rec;
   int nc;
   __device__ __forceinline__ uint4 &at(int slot, int B, int k, int c, int ln) const {
@@ -1394,15 +1415,19 @@ __device__ __forceinline__ void ring_wait(__mbarrier_t *bar) {
   __threadfence_block();
 #endif
 }
-// A symbol as the coding warp takes it (kNoCode: both identities).
+// A symbol as the coding warp takes it (LaneCoder; kNoCode: both identities).
 __device__ __forceinline__ uint4 rans_record(uint32_t v, const uint32_t *s_fc,
                                              const uint32_t *s_rcp, const uint8_t *s_shift) {
   const bool coded = v != kNoCode;
   const uint32_t fc = coded ? s_fc[code_key(v)] : kIdentityToken;
-  const uint32_t meta = uint32_t(s_shift[fc >> 16]) |
-                        (coded ? uint32_t(code_nbits(v)) << 6 | code_bits(v) << 10 : 0u);
-  return make_uint4(fc, s_rcp[fc >> 16], meta, 0u);
+  const uint32_t f = fc >> 16;
+  // code_nbits(v) << 6 | code_bits(v) << 10 (pack_code())
+  const uint32_t meta = uint32_t(s_shift[f]) | (coded ? (v >> 8) & ~63u : 0u);
+  return make_uint4(fc & 0xffffu, s_rcp[f], meta, kProbScale - f);
 }
+static_assert((pack_code(0, 0, 15, 1023) >> 8 & ~63u) == (15u << 6 | 1023u << 10) &&
+                  (pack_code(511, 31, 0, 0) >> 8 & ~63u) == 0u,
+              "a record's raw bit count and bits straight from the code");
 static_assert(31 + kProbBits < 64 && 10 + 14 <= 32, "a record's shift, count and bits fit");
 
 // The loading warp's part of a layer. Batch b >= 2 waits until batch b - 2
@@ -1426,12 +1451,14 @@ __device__ __forceinline__ void load_layer(const uint32_t *codes, const uint32_t
       st[k] = done ? -1 : ms.next();
       done |= st[k] < 0;
     }
+    // (32-bit offsets: a tile's codes are counted in 32 bits, layer_codes())
 #pragma unroll
-    for (int k = 0; k < B; ++k)
+    for (int k = 0; k < B; ++k) {
+      const uint32_t *row = codes + uint32_t(st[k]) * uint32_t(NC * lanes) + uint32_t(ln);
 #pragma unroll
       for (int c = 0; c < NC; ++c)
-        v[k][c] =
-            st[k] >= 0 && is_lane ? __ldg(codes + (size_t(st[k]) * NC + c) * lanes + ln) : kNoCode;
+        v[k][c] = st[k] >= 0 && is_lane ? __ldg(row + uint32_t(c * lanes)) : kNoCode;
+    }
     if (b >= 2) ring_wait(&sync.empty[slot]);
 #pragma unroll
     for (int k = 0; k < B; ++k) {
@@ -1450,9 +1477,9 @@ __device__ __forceinline__ void load_layer(const uint32_t *codes, const uint32_t
 template <int NC, int B>
 __device__ __forceinline__ void code_layer(LaneCoder &lc, int steps, int ln, const RansRing &ring,
                                            RansSync &sync) {
-  // lc.counts after a step st is at step st - 1's first sub-step: before
-  // step st, it skips the steps between the last coded one and st.
-  const size_t step_counts = 2 * NC * size_t(lc.stride);
+  // lc.unit after a step st is at step st - 1's: before step st, it skips
+  // the steps between the last coded one and st.
+  const bool is_lane = uint32_t(ln) < lc.stride;
   int last = steps;  // the step coded last (steps: none yet)
   for (int b = 0;; ++b) {
     const int slot = b & 1;
@@ -1464,27 +1491,49 @@ __device__ __forceinline__ void code_layer(LaneCoder &lc, int steps, int ln, con
         end = true;
         break;
       }
-      lc.counts += size_t(last - 1 - st) * step_counts;
+      lc.unit += size_t(last - 1 - st) * lc.stride;
       last = st;
 #pragma unroll
       for (int c = NC - 1; c >= 0; --c) {
         const uint4 r = ring.at(slot, B, k, c, ln);
         // Raw bits first (they are read after the token), then the token.
-        lc.raw(r.z >> 10, int((r.z >> 6) & 15u));
-        lc.token(r.x, r.y, int(r.z & 63u));
+        lc.raw(r.z >> 10, int((r.z >> 6) & 15u), 2 * (NC - 1 - c));
+        lc.token(r, 2 * (NC - 1 - c) + 1);
       }
+      lc.end_unit(is_lane);
     }
     ring_arrive(&sync.empty[slot]);
     if (end) break;
   }
-  lc.counts += size_t(last) * step_counts;  // past step 0: the next layer's (or the modes')
+  lc.unit += size_t(last) * lc.stride;  // past step 0: the next layer's (or the modes')
+}
+
+// n values to shared memory by the block's kRansThreads threads, 16 loads
+// in flight per thread (one at a time, the tables took some 10 us of the
+// kernel before the lanes could start).
+template <typename T>
+__device__ __forceinline__ void to_shared(T *dst, const T *__restrict__ src, int n) {
+  constexpr int kInFlight = 16;
+  for (int i0 = int(threadIdx.x); i0 < n; i0 += kInFlight * kRansThreads) {
+    T v[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int i = i0 + u * kRansThreads;
+      v[u] = i < n ? __ldg(src + i) : T(0);
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int i = i0 + u * kRansThreads;
+      if (i < n) dst[i] = v[u];
+    }
+  }
 }
 
 // 6b. rANS, first pass: two warps per coded tile (code_layer() and
 // load_layer()), thread l of the coding warp codes lane l's symbols in
 // exactly the reverse of the decoding order from its final state, alone:
-// per sub-step it notes the bytes it emitted (0..2) in counts (sub-step x
-// lanes) and appends them to its log. The frame's tables and the
+// per sub-step it notes the bytes it emitted (0..2) in its unit's word
+// (units x lanes) and appends them to its log. The frame's tables and the
 // reciprocals of the frequencies are in shared memory. Threads beyond the
 // tile's lanes take part in the barriers and code identities.
 template <int B>
@@ -1500,11 +1549,9 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   const RansRing ring{s_dyn + rans_tables_bytes(p.dist_count) / sizeof(uint4), p.ring_nc};
   const int t = blockIdx.x;
   if (p.tile_type[t] != 1) return;  // the whole block
-  for (int i = threadIdx.x; i < n_fc; i += kRansThreads) s_fc[i] = p.freq_cum[i];
-  for (int i = threadIdx.x; i <= int(kProbScale); i += kRansThreads) {
-    s_rcp[i] = p.reciprocal[i];
-    s_shift[i] = p.shift[i];
-  }
+  to_shared(s_fc, p.freq_cum, n_fc);
+  to_shared(s_rcp, p.reciprocal, int(kProbScale) + 1);
+  to_shared(s_shift, p.shift, int(kProbScale) + 1);
   if (threadIdx.x == 0)
     for (int slot = 0; slot < 2; ++slot) {
       __mbarrier_init(&sync.full[slot], kRansThreads);
@@ -1526,7 +1573,7 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
       }
     lc.x = is_lane ? lane_final_state(p.k, ln, sum.a & 0x1FFFFu) : kRansLow;
     lc.log = p.rans_log + dt.log_first + ln;
-    lc.counts = p.rans_counts + dt.counts_first + ln;
+    lc.unit = p.rans_units + dt.units_first + ln;
     lc.stride = uint32_t(lanes);
   }
   for (int l = p.layers - 1; l >= 0; --l) {
@@ -1565,8 +1612,8 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   for (int g = int((n_modes + lanes - 1) / lanes) - 1; g >= 0; --g) {
     const size_t b = size_t(g) * lanes + ln;
     const bool here = is_lane && b < n_modes;
-    const uint4 r = rans_record(here ? syms[b] : kNoCode, s_fc, s_rcp, s_shift);
-    lc.token(r.x, r.y, int(r.z & 63u));
+    lc.token(rans_record(here ? syms[b] : kNoCode, s_fc, s_rcp, s_shift), 0);
+    lc.end_unit(is_lane);
   }
   if (is_lane) p.lane_state[t * kMaxLanes + ln] = lc.x;
 }
@@ -1575,35 +1622,32 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
 // from the first emitted, in each the lanes from the last, each lane's bytes
 // in its order), written backwards from the end of the tile's region, then
 // the states (lane 0 first, little-endian). One thread block per tile: warp
-// w takes the w-th run of sub-steps; where each run starts (in the stream
-// and in each lane's log) follows from the runs' counts. A warp reads the
-// counts (sub-step x lanes, one byte each) 32 / lanes sub-steps at a time,
-// thread j the count of lane j % lanes: a tile with few lanes walks many
-// sub-steps (most of them without a byte where its blocks are skipped), so
-// one count per thread and sub-step would leave most threads idle.
+// w takes the w-th run of units; where each run starts (in the stream and
+// in each lane's log) follows from the runs' counts. A warp reads the words
+// (unit x lanes) 32 / lanes units at a time, thread j the word of lane
+// j % lanes: a tile with few lanes walks many units (most of them without a
+// byte where its blocks are skipped), so one word per thread and unit would
+// leave most threads idle.
 __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
   const int t = blockIdx.x;
   if (p.tile_type[t] != 1) return;
   const DevTile &dt = p.tiles[t];
   const int lanes = p.tile_lanes[t];
-  const uint32_t subs = tile_substeps(dt, p.layers, lanes, !p.keyframe);
+  const uint32_t units = tile_units(dt, p.layers, lanes, !p.keyframe);
   const int warp = threadIdx.x / 32, j = threadIdx.x & 31;
   const int warps = blockDim.x / 32;
-  const uint32_t run = (subs + warps - 1) / warps;
-  const uint32_t first = min(subs, uint32_t(warp) * run), last = min(subs, first + run);
-  const uint8_t *counts = p.rans_counts + dt.counts_first;
-  // A chunk: `per` sub-steps, `span` counts; thread j's lane and the
-  // chunk's threads of that lane.
+  const uint32_t run = (units + warps - 1) / warps;
+  const uint32_t first = min(units, uint32_t(warp) * run), last = min(units, first + run);
+  const uint16_t *words = p.rans_units + dt.units_first;
+  // A chunk: `per` units, `span` words; thread j's lane.
   const int per = 32 / lanes, span = per * lanes;
   const int ln = j % lanes;
   const bool active = j < span;
-  uint32_t lane_mask = 0;
-  for (int q = ln; q < span; q += lanes) lane_mask |= 1u << q;
   const uint32_t q_first = first * uint32_t(lanes), q_last = last * uint32_t(lanes);
   __shared__ uint32_t lane_run[32][32], warp_run[32];
   lane_run[warp][j] = 0;
   __syncwarp();
-  // Several chunks' counts are loaded at once: a warp's chunks one after
+  // Several chunks' words are loaded at once: a warp's chunks one after
   // the other, each load waited for, made this kernel's time.
   constexpr int kMergeBatch = 8;
   uint32_t in_run = 0;
@@ -1612,11 +1656,11 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
     for (; q + uint32_t((kMergeBatch - 1) * span) < q_last; q += uint32_t(kMergeBatch * span)) {
       uint32_t c[kMergeBatch];
 #pragma unroll
-      for (int u = 0; u < kMergeBatch; ++u) c[u] = counts[q + uint32_t(u * span)];
+      for (int u = 0; u < kMergeBatch; ++u) c[u] = words[q + uint32_t(u * span)];
 #pragma unroll
-      for (int u = 0; u < kMergeBatch; ++u) in_run += c[u];
+      for (int u = 0; u < kMergeBatch; ++u) in_run += unit_bytes(c[u]);
     }
-    for (; q < q_last; q += span) in_run += counts[q];
+    for (; q < q_last; q += span) in_run += unit_bytes(words[q]);
   }
   if (active) atomicAdd(&lane_run[warp][ln], in_run);
   const uint32_t run_total = warp_sum_u32(in_run);  // the warp's sum, in every lane
@@ -1632,31 +1676,54 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
   }
   const uint8_t *log = p.rans_log + dt.log_first + ln;  // its k-th byte at log[k * lanes]
   uint8_t *end = p.streams + p.stream_off[t + 1];
-  // Before thread j in the stream: the counts of the chunk's earlier
-  // sub-steps, and of its own sub-step's higher lanes; in its lane's log:
-  // its lane's counts of earlier sub-steps.
-  const int row = j - ln;  // the first count of its sub-step
-  const uint32_t earlier = (1u << row) - 1u;
-  const uint32_t higher =
-      uint32_t((uint64_t(1) << (row + lanes)) - 1u) & ~uint32_t((uint64_t(2) << j) - 1u);
-  const uint32_t in_stream = earlier | higher, in_lane = lane_mask & ((1u << j) - 1u);
+  // In the stream, before thread j's bytes of sub-step s: the chunk's
+  // earlier units (threads below `row`), its unit's earlier sub-steps, and
+  // sub-step s's higher lanes of its unit; in its lane's log: its lane's
+  // earlier units in the chunk, its own earlier sub-steps.
+  const int row = j - ln;  // the unit's first thread
+  const uint32_t in_unit = uint32_t((uint64_t(1) << (row + lanes)) - 1u) & ~((1u << row) - 1u);
+  const uint32_t higher = in_unit & ~uint32_t((uint64_t(2) << j) - 1u);
+  const int last_of_lane = (per - 1) * lanes + ln;  // the chunk's last thread of lane ln
   for (uint32_t base = q_first; base < q_last; base += uint32_t(kMergeBatch * span)) {
-    int ec[kMergeBatch];
+    uint32_t wv[kMergeBatch];
 #pragma unroll
     for (int u = 0; u < kMergeBatch; ++u) {
       const uint32_t q = base + uint32_t(u * span + j);
-      ec[u] = active && q < q_last ? counts[q] : 0;
+      wv[u] = active && q < q_last ? words[q] : 0u;
     }
 #pragma unroll
     for (int u = 0; u < kMergeBatch; ++u) {
-      const int e = ec[u];
-      const unsigned one = __ballot_sync(kFullWarp, e >= 1), two = __ballot_sync(kFullWarp, e >= 2);
-      if (!one) continue;  // no byte in these sub-steps (most of them)
-      const uint32_t at = before + __popc(one & in_stream) + __popc(two & in_stream);
-      const uint32_t at_lane = at_log + __popc(one & in_lane) + __popc(two & in_lane);
-      for (int k = 0; k < e; ++k) end[-1 - int(at) - k] = log[size_t(at_lane + k) * lanes];
-      at_log += __popc(one & lane_mask) + __popc(two & lane_mask);
-      before += __popc(one) + __popc(two);
+      const uint32_t w = wv[u];
+      if (!__any_sync(kFullWarp, w != 0)) continue;  // no byte in these units (most of them)
+      // The bytes of the threads below j (a scan), and of lane ln's threads
+      // below j (a scan with steps of `lanes`).
+      const uint32_t mine = unit_bytes(w);
+      uint32_t all = mine, lane = mine;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const uint32_t v = __shfl_up_sync(kFullWarp, all, d);
+        if (j >= d) all += v;
+      }
+      for (int d = lanes; d < span; d <<= 1) {
+        const uint32_t v = __shfl_up_sync(kFullWarp, lane, d);
+        if (j >= d) lane += v;
+      }
+      const uint32_t chunk_total = __shfl_sync(kFullWarp, all, 31);
+      const uint32_t lane_total = __shfl_sync(kFullWarp, lane, last_of_lane);
+      uint32_t at = before + __shfl_sync(kFullWarp, all - mine, row);  // the earlier units
+      uint32_t at_lane = at_log + lane - mine;
+      for (int s = 0; s < kUnitSubsteps; ++s) {
+        const uint32_t e = (w >> (2 * s)) & 3u;
+        const unsigned one = __ballot_sync(kFullWarp, e >= 1),
+                       two = __ballot_sync(kFullWarp, e >= 2);
+        if (!one) continue;
+        const uint32_t o = at + __popc(one & higher) + __popc(two & higher);
+        for (uint32_t k = 0; k < e; ++k) end[-1 - int(o + k)] = log[size_t(at_lane + k) * lanes];
+        at += __popc(one & in_unit) + __popc(two & in_unit);
+        at_lane += e;
+      }
+      at_log += lane_total;
+      before += chunk_total;
     }
   }
   if (warp == 0 && j < lanes) {
@@ -1845,7 +1912,7 @@ class CudaEncoder final : public Encoder {
       size_t most_counts = 0, most_log = 0, most_codes = 0, most_marks = 0;
       for (int lanes = 1; lanes <= std::min(kMaxLanes, d.h[0]); ++lanes) {
         most_counts =
-            std::max<size_t>(most_counts, size_t(tile_substeps(d, ls.count, lanes, true)) * lanes);
+            std::max<size_t>(most_counts, size_t(tile_units(d, ls.count, lanes, true)) * lanes);
         most_log = std::max<size_t>(most_log, size_t(lane_log_bytes(d, ls.count, lanes)) * lanes);
         size_t codes = 0, slots = 0, marks = 0;
         for (int l = 0; l < ls.count; ++l) {
@@ -1862,13 +1929,13 @@ class CudaEncoder final : public Encoder {
       for (int lanes = 1; lanes < std::min(kMaxLanes, d.h[0]); ++lanes)
         walk_words += uint32_t(schedule_steps(d.w[0], d.h[0], lanes) + 31) / 32;
       p.walk_words = std::max(p.walk_words, std::min(walk_words, kWalkWordsMax));
-      d.counts_first = counts_bytes;
+      d.units_first = counts_bytes / 2;
       d.log_first = log_bytes;
       d.sched_first = codes_count;
       d.marks_first = marks_count;
       codes_count += most_codes;
       marks_count += most_marks;
-      counts_bytes += most_counts;
+      counts_bytes += 2 * most_counts;
       log_bytes += most_log;
       frame_bytes += tiles[t].raw_bytes;
     }
@@ -2119,9 +2186,9 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream));
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 4, stream));
     // The step marks (set by schedule_kernel) and the rANS counts start at
-    // zero: the lanes write counts only at the marked steps; the others are
-    // the sub-steps in which no lane emits a byte.
-    CUDADIFF_CHECK(cudaMemsetAsync(p.rans_counts, 0, rans_zero_bytes_, stream));
+    // zero: the lanes write their units' counts only at the marked steps;
+    // the others are the units in which no lane emits a byte.
+    CUDADIFF_CHECK(cudaMemsetAsync(p.rans_units, 0, rans_zero_bytes_, stream));
     for (int l = 0; l < ls_.count; ++l) {
       CODEC2_LAUNCH_NC(reconstruct_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 reconstruct_kernel");
@@ -2319,7 +2386,7 @@ class CudaEncoder final : public Encoder {
     p.payload = w + o.payload;
     p.lane_part = reinterpret_cast<uint2 *>(w + o.lane_part);
     p.lane_state = reinterpret_cast<uint32_t *>(w + o.lane_state);
-    p.rans_counts = w + o.counts;
+    p.rans_units = reinterpret_cast<uint16_t *>(w + o.counts);
     p.step_marks = reinterpret_cast<uint32_t *>(w + o.marks);
     p.rans_log = w + o.log;
     p.codes = reinterpret_cast<uint32_t *>(w + o.codes);
