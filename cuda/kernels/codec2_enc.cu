@@ -19,7 +19,7 @@
 //      the tables from the histogram, by the CPU reference's rules
 //      (codec2_tables.h), in three small kernels;
 //   7. rANS in two passes: each lane (a thread of a tile's coding warp,
-//      which a second warp feeds the symbols and their tables) codes its
+//      which two more warps feed the symbols and their tables) codes its
 //      symbols backwards alone, over the marked steps only, logging its
 //      bytes and how many it emitted in each sub-step; then one thread
 //      block per tile places the bytes in the reference's order (in a
@@ -1362,21 +1362,25 @@ struct MarkedSteps {
 // the zeros the frame starts from (CudaEncoder::submit()). A step's unit
 // has a fixed place, steps - 1 - st units after the layer's first, so the
 // lanes jump over the unmarked ones.
-// Two warps per tile, thread l of each for lane l: the coding warp runs the
-// chain of states and writes the bytes and counts; the loading warp walks
-// the marks, loads the symbols of B steps at once, looks up their tables
-// and writes them to a ring of two batches in shared memory: while the
-// coding warp codes one batch, the next waits in the other slot and the
-// loading warp holds the one after in its registers. Arrive-wait barriers
-// hand the slots over: "full" when a batch is written, "empty" when it is
-// coded (each phase: the 32 threads of each warp). With one warp per
-// multiprocessor (a tile each) a single warp issued all of it, about 280
-// instructions per step of three components.
+// Three warps per tile, thread l of each for lane l: the coding warp runs
+// the chain of states and writes the bytes and counts; two loading warps
+// walk the marks, load the symbols of B steps at once, look up their tables
+// and write them to a ring of two batches in shared memory, one slot each
+// (batches 0, 2, 4, ... and 1, 3, 5, ...): while the coding warp codes one
+// batch, the next waits in the other slot, and each loading warp holds its
+// next batch in its registers. Arrive-wait barriers hand
+// the slots over: "full" when a batch is written, "empty" when it is coded
+// (each phase: the 32 threads of the slot's loading warp and of the coding
+// warp). With one warp per multiprocessor (a tile each) a single warp
+// issued all of it, about 280 instructions per step of three components;
+// with one loading warp, the coding warp waited for it (the pass took 216
+// instead of 168 us on a hand-held camera's frames at 1080p, k = 0).
 // B is kRansBatch where the ring fits the device's shared memory beside the
 // tables, else 1 (devices with 64 KB per block and formats of 4 components:
 // CudaEncoder's constructor).
 constexpr int kRansBatch = 8;
-constexpr int kRansThreads = 64;
+constexpr int kRansThreads = 96;   // two loading warps, then the coding warp
+constexpr int kRansArrivals = 64;  // per phase of a slot's barriers: its loading warp and the coder
 struct RansRing {
   // The records in dynamic shared memory after the tables (rans_ring_bytes()):
   // per slot, step of the batch, component (of the format's most, `nc`) and
@@ -1397,9 +1401,11 @@ __host__ __device__ inline size_t rans_tables_bytes(int dist_count) {
 __host__ __device__ inline size_t rans_ring_bytes(int batch, int nc) {
   return size_t(2) * batch * nc * 32 * sizeof(uint4);
 }
-// The ring's other part, static: the batches' steps and the barriers.
+// The ring's other part, static: the batches' steps, whether each step has
+// raw bits, and the barriers.
 struct RansSync {
-  int step[2][kRansBatch];  // the batch's steps; -1 ends the layer
+  int step[2][kRansBatch];     // the batch's steps; -1 ends the layer
+  uint8_t raw[2][kRansBatch];  // whether some lane has raw bits in the step
   __mbarrier_t full[2], empty[2];
 };
 __device__ __forceinline__ void ring_arrive(__mbarrier_t *bar) {
@@ -1430,20 +1436,22 @@ static_assert((pack_code(0, 0, 15, 1023) >> 8 & ~63u) == (15u << 6 | 1023u << 10
               "a record's raw bit count and bits straight from the code");
 static_assert(31 + kProbBits < 64 && 10 + 14 <= 32, "a record's shift, count and bits fit");
 
-// The loading warp's part of a layer. Batch b >= 2 waits until batch b - 2
-// (the same slot) is coded; at the end the warp waits for the last two, so
-// that every phase of the barriers completes within the layer.
+// A loading warp's part of a layer: the batches b with b % 2 = slot, in
+// that slot of the ring (both warps walk every mark, so that each knows its
+// batches' steps and where the layer ends). A batch waits until the warp's
+// one before is coded; at the end the warp waits for its last one, so that
+// every phase of its slot's barriers completes within the layer. With each
+// step goes whether some lane has raw bits in it (code_step()).
 template <int NC, int B>
 __device__ __forceinline__ void load_layer(const uint32_t *codes, const uint32_t *marks, int steps,
                                            int lanes, int ln, const uint32_t *s_fc,
                                            const uint32_t *s_rcp, const uint8_t *s_shift,
-                                           const RansRing &ring, RansSync &sync) {
+                                           const RansRing &ring, RansSync &sync, int slot) {
   MarkedSteps ms(marks, steps);
   const bool is_lane = ln < lanes;
   bool done = false;
-  int b = 0;
-  for (; !done; ++b) {
-    const int slot = b & 1;
+  int made = 0;  // the batches this warp has written in the layer
+  for (int b = 0; !done; ++b) {
     int st[B];
     uint32_t v[B][NC];
 #pragma unroll
@@ -1451,7 +1459,10 @@ __device__ __forceinline__ void load_layer(const uint32_t *codes, const uint32_t
       st[k] = done ? -1 : ms.next();
       done |= st[k] < 0;
     }
-    // (32-bit offsets: a tile's codes are counted in 32 bits, layer_codes())
+    // Where b & 1 is not this warp's slot, the batch is the other loading
+    // warp's (the layer's last one if done). 32-bit offsets: a tile's codes
+    // are counted in 32 bits (layer_codes()).
+    if ((b & 1) != slot) continue;
 #pragma unroll
     for (int k = 0; k < B; ++k) {
       const uint32_t *row = codes + uint32_t(st[k]) * uint32_t(NC * lanes) + uint32_t(ln);
@@ -1459,17 +1470,44 @@ __device__ __forceinline__ void load_layer(const uint32_t *codes, const uint32_t
       for (int c = 0; c < NC; ++c)
         v[k][c] = st[k] >= 0 && is_lane ? __ldg(row + uint32_t(c * lanes)) : kNoCode;
     }
-    if (b >= 2) ring_wait(&sync.empty[slot]);
+    bool raw[B];
+#pragma unroll
+    for (int k = 0; k < B; ++k) {
+      bool mine = false;
+#pragma unroll
+      for (int c = 0; c < NC; ++c) mine |= v[k][c] != kNoCode && code_nbits(v[k][c]) != 0;
+      raw[k] = __any_sync(kFullWarp, mine);
+    }
+    if (made > 0) ring_wait(&sync.empty[slot]);
 #pragma unroll
     for (int k = 0; k < B; ++k) {
 #pragma unroll
       for (int c = 0; c < NC; ++c)
         ring.at(slot, B, k, c, ln) = rans_record(v[k][c], s_fc, s_rcp, s_shift);
-      if (ln == k) sync.step[slot][k] = st[k];
+      if (ln == k) {
+        sync.step[slot][k] = st[k];
+        sync.raw[slot][k] = raw[k];
+      }
     }
     ring_arrive(&sync.full[slot]);
+    ++made;
   }
-  for (int last = b >= 2 ? b - 2 : 0; last < b; ++last) ring_wait(&sync.empty[last & 1]);
+  if (made > 0) ring_wait(&sync.empty[slot]);
+}
+
+// One step of a lane: its components from the last, each one's raw bits
+// first (they are read after the token), then its token. RAW = false where
+// no lane of the step has raw bits: their sub-steps would emit nothing and
+// leave the states as they are.
+template <int NC, bool RAW>
+__device__ __forceinline__ void code_step(LaneCoder &lc, const RansRing &ring, int slot, int B,
+                                          int k, int ln) {
+#pragma unroll
+  for (int c = NC - 1; c >= 0; --c) {
+    const uint4 r = ring.at(slot, B, k, c, ln);
+    if (RAW) lc.raw(r.z >> 10, int((r.z >> 6) & 15u), 2 * (NC - 1 - c));
+    lc.token(r, 2 * (NC - 1 - c) + 1);
+  }
 }
 
 // The coding warp's part of a layer: batch by batch from the ring, each
@@ -1493,13 +1531,10 @@ __device__ __forceinline__ void code_layer(LaneCoder &lc, int steps, int ln, con
       }
       lc.unit += size_t(last - 1 - st) * lc.stride;
       last = st;
-#pragma unroll
-      for (int c = NC - 1; c >= 0; --c) {
-        const uint4 r = ring.at(slot, B, k, c, ln);
-        // Raw bits first (they are read after the token), then the token.
-        lc.raw(r.z >> 10, int((r.z >> 6) & 15u), 2 * (NC - 1 - c));
-        lc.token(r, 2 * (NC - 1 - c) + 1);
-      }
+      if (sync.raw[slot][k])
+        code_step<NC, true>(lc, ring, slot, B, k, ln);
+      else
+        code_step<NC, false>(lc, ring, slot, B, k, ln);
       lc.end_unit(is_lane);
     }
     ring_arrive(&sync.empty[slot]);
@@ -1529,7 +1564,7 @@ __device__ __forceinline__ void to_shared(T *dst, const T *__restrict__ src, int
   }
 }
 
-// 6b. rANS, first pass: two warps per coded tile (code_layer() and
+// 6b. rANS, first pass: three warps per coded tile (code_layer() and
 // load_layer()), thread l of the coding warp codes lane l's symbols in
 // exactly the reverse of the decoding order from its final state, alone:
 // per sub-step it notes the bytes it emitted (0..2) in its unit's word
@@ -1554,13 +1589,14 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   to_shared(s_shift, p.shift, int(kProbScale) + 1);
   if (threadIdx.x == 0)
     for (int slot = 0; slot < 2; ++slot) {
-      __mbarrier_init(&sync.full[slot], kRansThreads);
-      __mbarrier_init(&sync.empty[slot], kRansThreads);
+      __mbarrier_init(&sync.full[slot], kRansArrivals);
+      __mbarrier_init(&sync.empty[slot], kRansArrivals);
     }
   __syncthreads();
   const DevTile &dt = p.tiles[t];
   const int ln = threadIdx.x & 31;
-  const bool coder = threadIdx.x >= 32;
+  const int warp = int(threadIdx.x) / 32;
+  const bool coder = warp == 2;
   const int lanes = p.tile_lanes[t];
   const bool is_lane = ln < lanes;
   LaneCoder lc{};
@@ -1589,7 +1625,7 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   if (coder)                                      \
     code_layer<NC, B>(lc, steps, ln, ring, sync); \
   else                                            \
-    load_layer<NC, B>(codes, marks, steps, lanes, ln, s_fc, s_rcp, s_shift, ring, sync)
+    load_layer<NC, B>(codes, marks, steps, lanes, ln, s_fc, s_rcp, s_shift, ring, sync, warp)
     switch (dt.channels[l]) {
       case 1:
         CODEC2_RANS_LAYER(1);
@@ -1695,8 +1731,8 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
     for (int u = 0; u < kMergeBatch; ++u) {
       const uint32_t w = wv[u];
       if (!__any_sync(kFullWarp, w != 0)) continue;  // no byte in these units (most of them)
-      // The bytes of the threads below j (a scan), and of lane ln's threads
-      // below j (a scan with steps of `lanes`).
+      // The bytes of the threads below j, and of lane ln's threads below j:
+      // inclusive scans (the second with steps of `lanes`), less j's own.
       const uint32_t mine = unit_bytes(w);
       uint32_t all = mine, lane = mine;
 #pragma unroll
