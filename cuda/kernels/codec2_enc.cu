@@ -1221,8 +1221,7 @@ struct LaneCoder {
     unit += stride;
   }
 };
-static_assert(kRansLow << 8 == 0x80000000u && (kRansLow >> kProbBits) << 8 == 1u << 19,
-              "the coder's x_max");
+static_assert((kRansLow >> kProbBits) << 8 == 1u << 19, "the token's x_max is freq << 19");
 
 // 6a'. The coded tiles' symbols in schedule order (so that the lanes of a
 // step read them together), and the steps in which some lane codes
@@ -1362,19 +1361,19 @@ struct MarkedSteps {
 // the zeros the frame starts from (CudaEncoder::submit()). A step's unit
 // has a fixed place, steps - 1 - st units after the layer's first, so the
 // lanes jump over the unmarked ones.
-// Three warps per tile, thread l of each for lane l: the coding warp runs
-// the chain of states and writes the bytes and counts; two loading warps
-// walk the marks, load the symbols of B steps at once, look up their tables
-// and write them to a ring of two batches in shared memory, one slot each
-// (batches 0, 2, 4, ... and 1, 3, 5, ...): while the coding warp codes one
-// batch, the next waits in the other slot, and each loading warp holds its
-// next batch in its registers. Arrive-wait barriers hand
-// the slots over: "full" when a batch is written, "empty" when it is coded
-// (each phase: the 32 threads of the slot's loading warp and of the coding
-// warp). With one warp per multiprocessor (a tile each) a single warp
-// issued all of it, about 280 instructions per step of three components;
-// with one loading warp, the coding warp waited for it (the pass took 216
-// instead of 168 us on a hand-held camera's frames at 1080p, k = 0).
+// Three warps per tile, thread l of each for lane l: the coding warp runs the
+// chain of states and writes the bytes and counts; two loading warps walk the
+// marks, load the symbols of B steps at once, look up their tables and write
+// them to a ring of two batches in shared memory, one slot each (batches 0,
+// 2, 4, ... and 1, 3, 5, ...): while the coding warp codes one batch, the
+// next waits in the other slot, and each loading warp holds its next batch in
+// its registers. Arrive-wait barriers hand the slots over: "full" when a
+// batch is written, "empty" when it is coded (each phase: the 32 threads of
+// the slot's loading warp and of the coding warp). With one warp per
+// multiprocessor (a tile each) a single warp issued all of it, about 280
+// instructions per step of three components; with one loading warp, the
+// coding warp waited for it (the pass took 216 instead of 168 us on a
+// hand-held camera's frames at 1080p, k = 0).
 // B is kRansBatch where the ring fits the device's shared memory beside the
 // tables, else 1 (devices with 64 KB per block and formats of 4 components:
 // CudaEncoder's constructor).
@@ -1935,7 +1934,7 @@ class CudaEncoder final : public Encoder {
     // states); the payloads (at most the frame's bytes: a coded tile is
     // smaller than its raw bytes).
     std::vector<unsigned long long> stream_off(tiles.size() + 1, 0);
-    size_t counts_bytes = 0, log_bytes = 0, codes_count = 0, marks_count = 0;
+    size_t units_count = 0, log_bytes = 0, codes_count = 0, marks_count = 0;
     size_t frame_bytes = 0;
     for (size_t t = 0; t < tiles.size(); ++t) {
       const size_t count =
@@ -1945,10 +1944,10 @@ class CudaEncoder final : public Encoder {
       DevTile &d = dev_tiles[t];
       d.raw_bytes = uint32_t(tiles[t].raw_bytes);
       for (int l = 0; l < kMaxLayers; ++l) d.channels[l] = l < ls.count ? ls.layer[l].channels : 0;
-      size_t most_counts = 0, most_log = 0, most_codes = 0, most_marks = 0;
+      size_t most_units = 0, most_log = 0, most_codes = 0, most_marks = 0;
       for (int lanes = 1; lanes <= std::min(kMaxLanes, d.h[0]); ++lanes) {
-        most_counts =
-            std::max<size_t>(most_counts, size_t(tile_units(d, ls.count, lanes, true)) * lanes);
+        most_units =
+            std::max<size_t>(most_units, size_t(tile_units(d, ls.count, lanes, true)) * lanes);
         most_log = std::max<size_t>(most_log, size_t(lane_log_bytes(d, ls.count, lanes)) * lanes);
         size_t codes = 0, slots = 0, marks = 0;
         for (int l = 0; l < ls.count; ++l) {
@@ -1965,13 +1964,13 @@ class CudaEncoder final : public Encoder {
       for (int lanes = 1; lanes < std::min(kMaxLanes, d.h[0]); ++lanes)
         walk_words += uint32_t(schedule_steps(d.w[0], d.h[0], lanes) + 31) / 32;
       p.walk_words = std::max(p.walk_words, std::min(walk_words, kWalkWordsMax));
-      d.units_first = counts_bytes / 2;
+      d.units_first = units_count;
       d.log_first = log_bytes;
       d.sched_first = codes_count;
       d.marks_first = marks_count;
       codes_count += most_codes;
       marks_count += most_marks;
-      counts_bytes += 2 * most_counts;
+      units_count += most_units;
       log_bytes += most_log;
       frame_bytes += tiles[t].raw_bytes;
     }
@@ -2040,9 +2039,9 @@ class CudaEncoder final : public Encoder {
     o.lane_state = carve(sat, tiles.size() * kMaxLanes * 4);
     // The marks are carved right after the counts: one memset per frame
     // clears both (submit()).
-    o.counts = carve(sat, counts_bytes);
+    o.units = carve(sat, units_count * 2);
     o.marks = carve(sat, marks_count * 4);
-    rans_zero_bytes_ = o.marks + marks_count * 4 - o.counts;
+    rans_zero_bytes_ = o.marks + marks_count * 4 - o.units;
     o.log = carve(sat, log_bytes);
     o.codes = carve(sat, codes_count * 4);
     o.changed = carve(sat, 16);  // changed bytes (8), the payloads' bytes (8)
@@ -2386,7 +2385,7 @@ class CudaEncoder final : public Encoder {
   // Where each of a slot's buffers lies in its allocation.
   struct SlotLayout {
     size_t modes, symbols, type, lanes, size, freq_cum, streams, payload_off, payload, lane_part,
-        lane_state, counts, marks, log, codes, changed, chosen, bytes;
+        lane_state, units, marks, log, codes, changed, chosen, bytes;
   };
   // A frame in flight: the device buffers its entropy coding uses while the
   // next frame's front part runs (SlotLayout), its stream and events, the
@@ -2422,7 +2421,7 @@ class CudaEncoder final : public Encoder {
     p.payload = w + o.payload;
     p.lane_part = reinterpret_cast<uint2 *>(w + o.lane_part);
     p.lane_state = reinterpret_cast<uint32_t *>(w + o.lane_state);
-    p.rans_units = reinterpret_cast<uint16_t *>(w + o.counts);
+    p.rans_units = reinterpret_cast<uint16_t *>(w + o.units);
     p.step_marks = reinterpret_cast<uint32_t *>(w + o.marks);
     p.rans_log = w + o.log;
     p.codes = reinterpret_cast<uint32_t *>(w + o.codes);
