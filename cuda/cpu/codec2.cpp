@@ -1804,6 +1804,7 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   const std::vector<int> &tile_types() const override { return tile_type_; }
   void make_tables(bool keyframe, const uint32_t *hist, uint32_t *freq_cum) override;
   void set_tables(bool keyframe, const detail::ChosenTable *tables) override;
+  size_t head_bytes() const override { return kBodyHeaderBytes + model_bytes_.size(); }
   FrameStats assemble(bool keyframe, int k, const uint8_t *modes, const int *types,
                       const int *lanes, const size_t *sizes,
                       const std::function<void(uint8_t *)> &payloads, HostBytes &body) override;

@@ -208,7 +208,7 @@ struct Params {
   unsigned long long *cost_prev, *cost_new;
   uint8_t *copy_choice;  // per distribution: its choice in each copy state (tables_copy_kernel)
   const uint16_t *symbol_costs;       // per frequency f >= 1: detail::symbol_cost(f)
-  unsigned long long *payload_total;  // the payloads' bytes
+  unsigned long long *payload_total;  // the payloads' bytes, then the tile table's
   uint8_t *streams;  // per tile a region (stream_off) its stream ends at the end of
   const unsigned long long *stream_off;  // n_tiles + 1 offsets of the regions
   unsigned long long *payload_off;       // per tile, where its payload goes in `payload`
@@ -1034,12 +1034,16 @@ __global__ void raw_check_kernel(Params p) {
 }
 
 // Where each payload goes: a prefix sum of their sizes over the tiles in
-// order (one thread block), and their total.
+// order (one thread block), and their total; and the bytes of the body's
+// tile table (CpuEncoder::assemble()): per tile (size << 7) | (lanes - 1)
+// << 2 | type in groups of 7 bits, at least one.
 constexpr int kScanThreads = 1024;
+constexpr int kToHostBlocks = 256;  // payloads_to_host_kernel's grid
 __global__ void __launch_bounds__(kScanThreads) payload_offsets_kernel(Params p) {
   __shared__ unsigned long long part[kScanThreads / 32];
   __shared__ unsigned long long carry;
-  if (threadIdx.x == 0) carry = 0;
+  __shared__ unsigned table_bytes;
+  if (threadIdx.x == 0) carry = 0, table_bytes = 0;
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   for (int base = 0; base < p.n_tiles; base += kScanThreads) {
@@ -1048,6 +1052,9 @@ __global__ void __launch_bounds__(kScanThreads) payload_offsets_kernel(Params p)
     if (t < p.n_tiles) {
       const int type = p.tile_type[t];
       v = type == 1 ? p.tile_size[t] : type == 2 ? p.tiles[t].raw_bytes : 0;
+      const unsigned long long entry =
+          v << 7 | (unsigned long long)(type == 1 ? p.tile_lanes[t] - 1 : 0) << 2 | unsigned(type);
+      atomicAdd(&table_bytes, unsigned(entry ? (64 - __clzll((long long)entry) + 6) / 7 : 1));
     }
     unsigned long long incl = v;  // inclusive scan in the warp
     for (int o = 1; o < 32; o <<= 1) {
@@ -1071,7 +1078,34 @@ __global__ void __launch_bounds__(kScanThreads) payload_offsets_kernel(Params p)
     if (threadIdx.x == kScanThreads - 1) carry = at + v;
     __syncthreads();
   }
-  if (threadIdx.x == 0) *p.payload_total = carry;
+  if (threadIdx.x == 0) p.payload_total[0] = carry, p.payload_total[1] = table_bytes;
+}
+
+// The payloads (`totals`: their bytes, then the tile table's) to host
+// memory mapped for the device, at `body` plus the tile table's bytes:
+// finish() writes the header, the model section and the tile table before
+// them. Each thread stores 16 bytes aligned in host memory (the first and
+// the last few bytes one at a time).
+__global__ void payloads_to_host_kernel(const uint8_t *__restrict__ payload,
+                                        const unsigned long long *totals, uint8_t *body) {
+  const size_t n = totals[0];
+  uint8_t *out = body + totals[1];
+  const size_t head = (16 - (reinterpret_cast<uintptr_t>(out) & 15)) & 15;
+  const size_t lead = head < n ? head : n;
+  const size_t chunks = (n - lead) / 16, tail = lead + chunks * 16;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  const size_t first = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (size_t i = first; i < chunks; i += stride) {
+    const uint8_t *src = payload + lead + i * 16;
+    uint32_t w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      w[q] = uint32_t(src[4 * q]) | uint32_t(src[4 * q + 1]) << 8 | uint32_t(src[4 * q + 2]) << 16 |
+             uint32_t(src[4 * q + 3]) << 24;
+    reinterpret_cast<uint4 *>(out + lead)[i] = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+  if (first < lead) out[first] = payload[first];
+  if (first < n - tail) out[tail + first] = payload[tail + first];
 }
 
 // A lane's checksum h -> (33 h + v) mod 2^17 per symbol is affine in h, so
@@ -1824,8 +1858,10 @@ class CudaEncoder final : public Encoder {
       ctx_.activate();
     } catch (const Error &) {
     }
-    for (Slot &slot : slots_)
+    for (Slot &slot : slots_) {
       if (slot.stream) cudaStreamSynchronize(static_cast<cudaStream_t>(slot.stream->handle()));
+      if (slot.aux) cudaStreamSynchronize(static_cast<cudaStream_t>(slot.aux->handle()));
+    }
   }
   CudaEncoder(const Context &ctx, VideoFormat format, int width, int height, const Geometry &g)
       : ctx_(ctx) {
@@ -2026,15 +2062,19 @@ class CudaEncoder final : public Encoder {
     // smaller than its raw bytes).
     SlotLayout &o = slot_layout_;
     size_t sat = 0;
+    // What comes back at the frame's end lies together (one copy): the
+    // block modes, the tiles' types, lanes and sizes, and the counts.
     o.modes = carve(sat, n_blocks_);
-    o.symbols = carve(sat, n_symbols * 4);
     o.type = carve(sat, tiles.size() * sizeof(int));
     o.lanes = carve(sat, tiles.size() * sizeof(int));
     o.size = carve(sat, tiles.size() * 4);
+    o.changed = carve(sat, 24);  // changed bytes, the payloads' bytes, the tile table's (8 each)
+    o.symbols = carve(sat, n_symbols * 4);
     o.freq_cum = carve(sat, hist_count * 4);
     o.streams = carve(sat, stream_off.back());
     o.payload_off = carve(sat, tiles.size() * 8);
     o.payload = carve(sat, frame_bytes);
+    payload_capacity_ = frame_bytes;
     o.lane_part = carve(sat, tiles.size() * kMaxLanes * sizeof(uint2));
     o.lane_state = carve(sat, tiles.size() * kMaxLanes * 4);
     // The marks are carved right after the counts: one memset per frame
@@ -2044,7 +2084,6 @@ class CudaEncoder final : public Encoder {
     rans_zero_bytes_ = o.marks + marks_count * 4 - o.units;
     o.log = carve(sat, log_bytes);
     o.codes = carve(sat, codes_count * 4);
-    o.changed = carve(sat, 16);  // changed bytes (8), the payloads' bytes (8)
     o.chosen = carve(sat, size_t(p.dist_count) * sizeof(ChosenTable));
     o.bytes = sat;
     // rans_lanes_kernel's tables and ring: batches of kRansBatch steps where
@@ -2258,6 +2297,13 @@ class CudaEncoder final : public Encoder {
                            size_t(p.dist_count) * (sizeof(int) + 1 + kCopyStates), stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tables_choose_kernel");
     slot.front_done->record(*slot.stream);
+    // The tables' choices go back beside the entropy coding: finish() writes
+    // the model section while the GPU codes the tiles.
+    slot.front_done->make_wait(*slot.aux);
+    CUDADIFF_CHECK(cudaMemcpyAsync(slot.h_chosen.data(), p.chosen, slot.h_chosen.size(),
+                                   cudaMemcpyDeviceToHost,
+                                   static_cast<cudaStream_t>(slot.aux->handle())));
+    slot.tables_ready->record(*slot.aux);
     mark(slot, 5);
     // rANS per tile; tiles no smaller than their bytes are stored raw.
     if (rans_batch_ == kRansBatch)
@@ -2278,14 +2324,8 @@ class CudaEncoder final : public Encoder {
     gather_kernel<<<unsigned(n_tiles), 256, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 gather_kernel");
     mark(slot, 9);
-    copy_out(slot, slot.h_modes.data(), p.modes, n_blocks_);
-    copy_out(slot, slot.h_types.data(), p.tile_type, n_tiles * sizeof(int));
-    copy_out(slot, slot.h_sizes.data(), p.tile_size, n_tiles * 4);
-    copy_out(slot, slot.h_lanes.data(), p.tile_lanes, n_tiles * sizeof(int));
-    copy_out(slot, slot.h_chosen.data(), p.chosen, slot.h_chosen.size());
-    copy_out(slot, slot.h_changed.data(), p.changed, 8);
-    copy_out(slot, slot.h_changed.data() + 8, p.payload_total, 8);
-    slot.done->record(*slot.stream);
+    copy_out(slot, slot.h_out.data(), p.modes, slot.h_out.size());
+    slot.submitted = std::chrono::steady_clock::now();
     // The next frame's reference and previous tables are this one's.
     model_cur_ ^= 1;
     for (int l = 0; l < ls_.count; ++l)
@@ -2333,14 +2373,50 @@ class CudaEncoder final : public Encoder {
 
  private:
   struct Slot;
-  // finish() of the frame in `slot`.
+  // finish() of the frame in `slot`. The model section is written from the
+  // tables' choices while the GPU still codes the tiles. Then, when no
+  // other frame is in flight and the body is host memory mapped for the
+  // device (pinned), the device writes the payloads into it behind the
+  // header, the model section and the tile table (whose size it counts),
+  // and the frame's end brings all back at once: one wait instead of two.
+  // Else the copy engine copies them once their size is known (beside the
+  // next frame's kernels, whose thread blocks the writes over the bus would
+  // hold up).
   FrameStats collect(Slot &slot, HostBytes &body) {
-    slot.done->synchronize();
-    const auto t1 = std::chrono::steady_clock::now();
+    using clock = std::chrono::steady_clock;
+    slot.tables_ready->synchronize();
+    const auto t_chosen = clock::now();
+    back_->set_tables(slot.keyframe, reinterpret_cast<const ChosenTable *>(slot.h_chosen.data()));
+    const auto t_tables = clock::now();
     const size_t n_tiles = back_->tiles().size();
-    int *types = reinterpret_cast<int *>(slot.h_types.data());
-    const uint32_t *sizes = reinterpret_cast<const uint32_t *>(slot.h_sizes.data());
-    const int *lanes = reinterpret_cast<const int *>(slot.h_lanes.data());
+    const size_t head = back_->head_bytes();
+    const cudaStream_t stream = static_cast<cudaStream_t>(slot.stream->handle());
+    uint8_t *device_body = nullptr;
+    if (in_flight_ == 0) {
+      // A tile table's entry takes at most 10 bytes (64 bits in groups of 7).
+      body.reserve(head + n_tiles * 10 + payload_capacity_);
+      if (body.pinned() && cudaHostGetDevicePointer(reinterpret_cast<void **>(&device_body),
+                                                    body.data(), 0) != cudaSuccess) {
+        cudaGetLastError();  // not mapped for this device: copied below
+        device_body = nullptr;
+      }
+    }
+    if (device_body) {
+      payloads_to_host_kernel<<<kToHostBlocks, 256, 0, stream>>>(
+          slot.work.data() + slot_layout_.payload,
+          reinterpret_cast<const unsigned long long *>(slot.work.data() + slot_layout_.changed) + 1,
+          device_body + head);
+      CUDADIFF_CHECK_LAUNCH("codec2 payloads_to_host_kernel");
+    }
+    slot.stream->synchronize();
+    const auto t_done = clock::now();
+    const SlotLayout &o = slot_layout_;
+    const auto back = [&](size_t offset) { return slot.h_out.data() + (offset - o.modes); };
+    const uint8_t *modes = back(o.modes);
+    const int *types = reinterpret_cast<const int *>(back(o.type));
+    const uint32_t *sizes = reinterpret_cast<const uint32_t *>(back(o.size));
+    const int *lanes = reinterpret_cast<const int *>(back(o.lanes));
+    const uint8_t *counts = back(o.changed);  // changed, payloads' and tile table's bytes
     const std::vector<Tile> &tiles = back_->tiles();
     std::vector<size_t> size_of(n_tiles);
     size_t payload = 0;
@@ -2348,23 +2424,28 @@ class CudaEncoder final : public Encoder {
       size_of[t] = types[t] == 1 ? sizes[t] : types[t] == 2 ? tiles[t].raw_bytes : 0;
       payload += size_of[t];
     }
-    unsigned long long device_payload = 0;
-    std::memcpy(&device_payload, slot.h_changed.data() + 8, 8);
+    unsigned long long device_payload = 0, device_table = 0;
+    std::memcpy(&device_payload, counts + 8, 8);
+    std::memcpy(&device_table, counts + 16, 8);
     if (device_payload != payload)
       throw Error("codec2 CUDA encoder: the payloads' size disagrees with the tile sizes");
-    back_->set_tables(slot.keyframe, reinterpret_cast<const ChosenTable *>(slot.h_chosen.data()));
     std::vector<int> lanes_of(lanes, lanes + n_tiles);
     FrameStats st = back_->assemble(
-        slot.keyframe, slot.k, slot.h_modes.data(), types, lanes_of.data(), size_of.data(),
+        slot.keyframe, slot.k, modes, types, lanes_of.data(), size_of.data(),
         [&](uint8_t *dst) {
+          if (device_body) {  // already there, if the tile tables agree
+            if (dst != body.data() + head + device_table)
+              throw Error("codec2 CUDA encoder: the tile table's size disagrees with the device's");
+            return;
+          }
           if (payload) copy_out(slot, dst, slot.work.data() + slot_layout_.payload, payload);
           slot.stream->synchronize();
         },
         body);
     st.threshold = slot.threshold;
-    if (!slot.keyframe) std::memcpy(&st.changed_bytes, slot.h_changed.data(), 8);
+    if (!slot.keyframe) std::memcpy(&st.changed_bytes, counts, 8);
     if (timing_) {  // development aid: where the time goes
-      const auto t2 = std::chrono::steady_clock::now();
+      const auto t_end = clock::now();
       float ms[kEvents - 1];
       for (int i = 0; i + 1 < kEvents; ++i)
         CUDADIFF_CHECK(cudaEventElapsedTime(&ms[i], slot.events[i], slot.events[i + 1]));
@@ -2373,10 +2454,15 @@ class CudaEncoder final : public Encoder {
                    "%.3f, checksums and schedule %.3f, tables %.3f, rANS lanes %.3f, merge %.3f, "
                    "raw check %.3f, payloads %.3f ms\n",
                    slot.threshold, ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7], ms[8]);
-      std::fprintf(stderr, "codec2 cuda k=%d host: until the tables are back %.3f, body %.3f ms\n",
-                   slot.threshold,
-                   std::chrono::duration<double, std::milli>(t1 - slot.start).count(),
-                   std::chrono::duration<double, std::milli>(t2 - t1).count());
+      using ms_t = std::chrono::duration<double, std::milli>;
+      std::fprintf(stderr,
+                   "codec2 cuda k=%d host, from submit(): submitted %.3f, tables' choices back "
+                   "%.3f, model section written %.3f, frame done %.3f, body %.3f ms (%zu payload "
+                   "bytes%s)\n",
+                   slot.threshold, ms_t(slot.submitted - slot.start).count(),
+                   ms_t(t_chosen - slot.start).count(), ms_t(t_tables - slot.start).count(),
+                   ms_t(t_done - slot.start).count(), ms_t(t_end - slot.start).count(), payload,
+                   device_body ? ", written by the device" : ", copied");
     }
     return st;
   }
@@ -2393,14 +2479,15 @@ class CudaEncoder final : public Encoder {
   struct Slot {
     DeviceBuffer work;  // its buffers, where slot_layout_ says
     std::unique_ptr<Stream> stream;
-    std::unique_ptr<StreamEvent> front_done, done;
+    std::unique_ptr<Stream> aux;  // the tables' choices back to the host
+    std::unique_ptr<StreamEvent> front_done, tables_ready;
     cudaEvent_t events[kEvents] = {};  // CODEC2_CUDA_TIMES: the phases on the device
-    HostBytes h_modes, h_types, h_chosen, h_sizes, h_lanes;
-    HostBytes h_changed;  // the delta's changed bytes (a uint64), then the payloads' bytes
+    HostBytes h_out;  // the slot's bytes from modes to the counts' end (SlotLayout)
+    HostBytes h_chosen;
     int threshold = 0, k = 0;
     bool keyframe = false;
     bool ready = false;  // alloc_slot() completed
-    std::chrono::steady_clock::time_point start;
+    std::chrono::steady_clock::time_point start, submitted;
     ~Slot() {
       for (cudaEvent_t e : events)
         if (e) cudaEventDestroy(e);
@@ -2426,7 +2513,7 @@ class CudaEncoder final : public Encoder {
     p.rans_log = w + o.log;
     p.codes = reinterpret_cast<uint32_t *>(w + o.codes);
     p.changed = reinterpret_cast<unsigned long long *>(w + o.changed);
-    p.payload_total = p.changed + 1;
+    p.payload_total = p.changed + 1;  // and the tile table's bytes
     p.chosen = reinterpret_cast<ChosenTable *>(w + o.chosen);
   }
   void alloc_slot(Slot &slot) {
@@ -2434,18 +2521,14 @@ class CudaEncoder final : public Encoder {
     slot.work = DeviceBuffer(o.bytes);
     uint8_t *w = slot.work.data();
     slot.stream = std::make_unique<Stream>(ctx_.gpu_id());
+    slot.aux = std::make_unique<Stream>(ctx_.gpu_id());
     slot.front_done = std::make_unique<StreamEvent>();
-    slot.done = std::make_unique<StreamEvent>();
+    slot.tables_ready = std::make_unique<StreamEvent>();
     if (timing_)
       for (cudaEvent_t &e : slot.events)
         if (!e) CUDADIFF_CHECK(cudaEventCreate(&e));
-    const size_t n_tiles = back_->tiles().size();
-    slot.h_modes.resize(n_blocks_);
-    slot.h_types.resize(n_tiles * sizeof(int));
+    slot.h_out.resize(o.changed + 24 - o.modes);
     slot.h_chosen.resize(size_t(p_.dist_count) * sizeof(ChosenTable));
-    slot.h_sizes.resize(n_tiles * 4);
-    slot.h_lanes.resize(n_tiles * sizeof(int));
-    slot.h_changed.resize(16);
     // Every buffer a kernel may read is defined (these keep a sanitizer's
     // view clean).
     CUDADIFF_CHECK(
@@ -2492,6 +2575,7 @@ class CudaEncoder final : public Encoder {
   size_t rans_shared_ = 0;       // the rANS kernel's dynamic shared memory: tables and ring
   int rans_batch_ = kRansBatch;  // its batches' steps
   size_t most_slots_ = 0;        // most steps x lanes of a tile (schedule_kernel's threads)
+  size_t payload_capacity_ = 0;  // the most payload bytes of a frame (slot_layout_.payload)
   size_t rans_zero_bytes_ = 0;   // the rANS counts and the step marks (zeroed per frame)
   bool timing_ = false;          // CODEC2_CUDA_TIMES set: each frame's phases on stderr
 };

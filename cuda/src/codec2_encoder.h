@@ -87,6 +87,9 @@ class EncoderBackEnd {
   // coded tiles' histogram, one per distribution (dist_count()); the model
   // section is written from them and kept for assemble().
   virtual void set_tables(bool keyframe, const ChosenTable *tables) = 0;
+  // The bytes of the body's header and model section (after make_tables()
+  // or set_tables()): where assemble() writes the tile table.
+  virtual size_t head_bytes() const = 0;
   virtual FrameStats assemble(bool keyframe, int k, const uint8_t *modes, const int *types,
                               const int *lanes, const size_t *sizes,
                               const std::function<void(uint8_t *)> &payloads, HostBytes &body) = 0;

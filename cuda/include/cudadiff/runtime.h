@@ -149,6 +149,9 @@ class HostBytes {
   const uint8_t *data() const { return buffer_.data(); }
   size_t size() const { return size_; }
   size_t capacity() const { return buffer_.size(); }
+  // Page-locked (and mapped for the devices): false where pinning failed
+  // or before the first allocation.
+  bool pinned() const { return buffer_.pinned(); }
   bool empty() const { return size_ == 0; }
   void resize(size_t size);
   void reserve(size_t capacity);
