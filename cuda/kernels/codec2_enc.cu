@@ -958,17 +958,25 @@ __global__ void __launch_bounds__(32 * kTableWarps) tables_copy_kernel(Params p)
 }
 
 // (c) The choices in order: one warp follows the table a copy would take
-// (window slot and kind); beyond the window it works the cost out itself.
-// Then each distribution's table, a warp per distribution.
+// (window slot and kind) along the distributions with symbols, listed
+// first; beyond the window it works the cost out itself. Then each
+// distribution's table, a warp per distribution.
 constexpr int kChooseWarps = 32;  // (c)'s second part: many tables' loads in flight at once
+constexpr size_t kChooseSharedPerDist = sizeof(int) + 1 + kCopyStates + sizeof(uint16_t);
 __global__ void __launch_bounds__(32 * kChooseWarps) tables_choose_kernel(Params p) {
   // Per distribution: origin * 2 + kind of its table (-1 unused), whether
-  // it has symbols, its choice in each copy state.
+  // it has symbols, its choice in each copy state; the list of those with
+  // symbols.
   extern __shared__ int s_src[];
   uint8_t *s_used = reinterpret_cast<uint8_t *>(s_src + p.dist_count);
   uint8_t *s_choice = s_used + p.dist_count;
+  uint16_t *s_list = reinterpret_cast<uint16_t *>(s_choice + size_t(p.dist_count) * kCopyStates);
+  static_assert((sizeof(int) + 1 + kCopyStates) % 2 == 0, "s_list is 2-byte aligned");
   const bool keyframe = p.keyframe != 0;
-  for (int d = threadIdx.x; d < p.dist_count; d += blockDim.x) s_used[d] = uint8_t(p.fresh[d].used);
+  for (int d = threadIdx.x; d < p.dist_count; d += blockDim.x) {
+    s_used[d] = uint8_t(p.fresh[d].used);
+    s_src[d] = -1;
+  }
   for (int i = threadIdx.x; i < p.dist_count * kCopyStates; i += blockDim.x)
     s_choice[i] = p.copy_choice[i];
   __syncthreads();
@@ -976,13 +984,18 @@ __global__ void __launch_bounds__(32 * kChooseWarps) tables_choose_kernel(Params
     // Warp 0, every lane following the same choices (lane 0 writes them);
     // beyond the window a lane per token.
     const int tk = threadIdx.x;
+    int listed = 0;
+    for (int base = 0; base < p.dist_count; base += 32) {
+      const bool used = base + tk < p.dist_count && s_used[base + tk];
+      const unsigned with = __ballot_sync(kFullWarp, used);
+      if (used) s_list[listed + __popc(with & ((1u << tk) - 1u))] = uint16_t(base + tk);
+      listed += __popc(with);
+    }
+    __syncwarp();
     int state = 2 * kCopyWindow;  // no table before
     int origin = -1, kind = 0;    // the table a copy takes
-    for (int d = 0; d < p.dist_count; ++d) {
-      if (!s_used[d]) {
-        if (tk == 0) s_src[d] = -1;
-        continue;
-      }
+    for (int i = 0; i < listed; ++i) {
+      const int d = s_list[i];
       int choice;
       if (state < kCopyStates) {
         choice = s_choice[d * kCopyStates + state];
@@ -2293,8 +2306,8 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK_LAUNCH("codec2 tables_fresh_kernel");
     tables_copy_kernel<<<table_grid, 32 * kTableWarps, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tables_copy_kernel");
-    tables_choose_kernel<<<1, 32 * kChooseWarps,
-                           size_t(p.dist_count) * (sizeof(int) + 1 + kCopyStates), stream>>>(p);
+    tables_choose_kernel<<<1, 32 * kChooseWarps, size_t(p.dist_count) * kChooseSharedPerDist,
+                           stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tables_choose_kernel");
     slot.front_done->record(*slot.stream);
     // The tables' choices go back beside the entropy coding: finish() writes
