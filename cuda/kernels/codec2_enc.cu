@@ -25,10 +25,12 @@
 //      block per tile places the bytes in the reference's order (in a
 //      sub-step, the lanes from the last) by counting; tiles no smaller
 //      than their bytes become raw (their reconstruction's bytes);
-//   8. the payloads' offsets, the payloads gathered in body order; the host
-//      waits once for the tile table and the tables' choices, writes the
-//      header, the model and the tile table, and brings the payloads back
-//      at once.
+//   8. the payloads' offsets, the payloads gathered in body order. The
+//      tables' choices come back as soon as 6 ends, and the host writes the
+//      model section while 7 runs; then it waits for the frame, writes the
+//      header, the model and the tile table, and the payloads follow: one
+//      frame at a time the device writes them into the pinned body itself,
+//      else they are copied back at once (finish()).
 // The reference and the tables are final at the end of 6 (the front part):
 // the next frame's front part may run beside this frame's 7 and 8, each
 // frame in flight with buffers of its own for those (submit(), finish()).
@@ -1095,10 +1097,10 @@ __global__ void __launch_bounds__(kScanThreads) payload_offsets_kernel(Params p)
 }
 
 // The payloads (`totals`: their bytes, then the tile table's) to host
-// memory mapped for the device, at `body` plus the tile table's bytes:
-// finish() writes the header, the model section and the tile table before
-// them. Each thread stores 16 bytes aligned in host memory (the first and
-// the last few bytes one at a time).
+// memory mapped for the device, at `body` plus the tile table's bytes
+// (`body`: the body's start plus head_bytes()); the back end's assemble()
+// writes the header, the model section and the tile table before them. Each thread stores 16 bytes
+// aligned in host memory (the first and the last few bytes one at a time).
 __global__ void payloads_to_host_kernel(const uint8_t *__restrict__ payload,
                                         const unsigned long long *totals, uint8_t *body) {
   const size_t n = totals[0];
@@ -1900,6 +1902,11 @@ class CudaEncoder final : public Encoder {
     p.lane_samples = uint32_t(g.lane_samples);
     p.walk_bound = g.walk_bound;
     p.dist_count = back_->dist_count();
+    // tables_choose_kernel's shared memory without an opt-in (which also
+    // bounds its 16-bit list of distributions); every format takes under
+    // 8 KB.
+    if (size_t(p.dist_count) * kChooseSharedPerDist > 48 * 1024)
+      throw Error("codec2 CUDA encoder: too many distributions for the tables' kernel");
 
     for (int l = 0; l < ls.count; ++l) {
       const Layer &ly = ls.layer[l];
@@ -2183,8 +2190,9 @@ class CudaEncoder final : public Encoder {
 
   // Queues every step of a frame on its slot's stream: the front part
   // (working values to tables, the new reference) after the previous
-  // frame's front part, then its entropy coding and the copies of what the
-  // host needs to write the body (finish()).
+  // frame's front part, then its entropy coding and the copy of what the
+  // host needs to write the body (finish()); the tables' choices go back on
+  // the slot's second stream.
   void submit(const FrameView &frame, int threshold, bool keyframe) override {
     if (in_flight_ >= kMaxInFlight)
       throw Error("codec2 encoder: more than " + std::to_string(kMaxInFlight) +
@@ -2391,7 +2399,8 @@ class CudaEncoder final : public Encoder {
   // other frame is in flight and the body is host memory mapped for the
   // device (pinned), the device writes the payloads into it behind the
   // header, the model section and the tile table (whose size it counts),
-  // and the frame's end brings all back at once: one wait instead of two.
+  // and the frame's end brings all back at once: one wait for the frame
+  // instead of a second one for the payloads' copy.
   // Else the copy engine copies them once their size is known (beside the
   // next frame's kernels, whose thread blocks the writes over the bus would
   // hold up).
@@ -2399,29 +2408,40 @@ class CudaEncoder final : public Encoder {
     using clock = std::chrono::steady_clock;
     slot.tables_ready->synchronize();
     const auto t_chosen = clock::now();
-    back_->set_tables(slot.keyframe, reinterpret_cast<const ChosenTable *>(slot.h_chosen.data()));
-    const auto t_tables = clock::now();
     const size_t n_tiles = back_->tiles().size();
-    const size_t head = back_->head_bytes();
     const cudaStream_t stream = static_cast<cudaStream_t>(slot.stream->handle());
-    uint8_t *device_body = nullptr;
-    if (in_flight_ == 0) {
-      // A tile table's entry takes at most 10 bytes (64 bits in groups of 7).
-      body.reserve(head + n_tiles * 10 + payload_capacity_);
-      if (body.pinned() && cudaHostGetDevicePointer(reinterpret_cast<void **>(&device_body),
-                                                    body.data(), 0) != cudaSuccess) {
-        cudaGetLastError();  // not mapped for this device: copied below
-        device_body = nullptr;
+    size_t head = 0;
+    auto t_tables = t_chosen;
+    uint8_t *device_body = nullptr, *host_body = nullptr;
+    try {
+      back_->set_tables(slot.keyframe, reinterpret_cast<const ChosenTable *>(slot.h_chosen.data()));
+      t_tables = clock::now();
+      head = back_->head_bytes();
+      if (in_flight_ == 0) {
+        // A tile table's entry takes at most 10 bytes (64 bits in groups of 7).
+        body.reserve(head + n_tiles * 10 + payload_capacity_);
+        if (body.pinned() && cudaHostGetDevicePointer(reinterpret_cast<void **>(&device_body),
+                                                      body.data(), 0) != cudaSuccess) {
+          cudaGetLastError();  // not mapped for this device: copied below
+          device_body = nullptr;
+        }
       }
+      if (device_body) {
+        host_body = body.data();
+        payloads_to_host_kernel<<<kToHostBlocks, 256, 0, stream>>>(
+            slot.work.data() + slot_layout_.payload,
+            reinterpret_cast<const unsigned long long *>(slot.work.data() + slot_layout_.changed) +
+                1,
+            device_body + head);
+        CUDADIFF_CHECK_LAUNCH("codec2 payloads_to_host_kernel");
+      }
+      slot.stream->synchronize();
+    } catch (...) {
+      // Nothing of this frame's may still run (nor write into `body`) once
+      // finish() has thrown.
+      cudaStreamSynchronize(stream);
+      throw;
     }
-    if (device_body) {
-      payloads_to_host_kernel<<<kToHostBlocks, 256, 0, stream>>>(
-          slot.work.data() + slot_layout_.payload,
-          reinterpret_cast<const unsigned long long *>(slot.work.data() + slot_layout_.changed) + 1,
-          device_body + head);
-      CUDADIFF_CHECK_LAUNCH("codec2 payloads_to_host_kernel");
-    }
-    slot.stream->synchronize();
     const auto t_done = clock::now();
     const SlotLayout &o = slot_layout_;
     const auto back = [&](size_t offset) { return slot.h_out.data() + (offset - o.modes); };
@@ -2446,8 +2466,8 @@ class CudaEncoder final : public Encoder {
     FrameStats st = back_->assemble(
         slot.keyframe, slot.k, modes, types, lanes_of.data(), size_of.data(),
         [&](uint8_t *dst) {
-          if (device_body) {  // already there, if the tile tables agree
-            if (dst != body.data() + head + device_table)
+          if (device_body) {  // already there, if the tile tables agree and nothing moved
+            if (body.data() != host_body || dst != host_body + head + device_table)
               throw Error("codec2 CUDA encoder: the tile table's size disagrees with the device's");
             return;
           }

@@ -79,10 +79,6 @@ class EncoderBackEnd {
   // section is kept for assemble()); each distribution's tokens as
   // cum | freq << 16 into freq_cum (dist_count() x kTokens) when not null.
   virtual void make_tables(bool keyframe, const uint32_t *hist, uint32_t *freq_cum) = 0;
-  // The body from the last make_tables() and the tiles: per tile its type
-  // (0 skipped, 1 coded, 2 raw), lanes (coded tiles) and payload size;
-  // payloads(p) writes every payload, in tile order, from p. The tables
-  // become the previous ones for the next delta.
   // Instead of make_tables(): the tables another backend made from the
   // coded tiles' histogram, one per distribution (dist_count()); the model
   // section is written from them and kept for assemble().
@@ -90,6 +86,13 @@ class EncoderBackEnd {
   // The bytes of the body's header and model section (after make_tables()
   // or set_tables()): where assemble() writes the tile table.
   virtual size_t head_bytes() const = 0;
+  // The body from the last make_tables() and the tiles: per tile its type
+  // (0 skipped, 1 coded, 2 raw), lanes (coded tiles) and payload size;
+  // payloads(p) writes every payload, in tile order, from p, which lies
+  // head_bytes() plus the tile table's bytes into `body`. `body` is resized
+  // to the body's bytes (within its capacity nothing moves, so bytes
+  // written there beforehand stay). The tables become the previous ones for
+  // the next delta.
   virtual FrameStats assemble(bool keyframe, int k, const uint8_t *modes, const int *types,
                               const int *lanes, const size_t *sizes,
                               const std::function<void(uint8_t *)> &payloads, HostBytes &body) = 0;

@@ -140,7 +140,9 @@ class PinnedBuffer {
 };
 
 // A growable byte array in pinned host memory (payloads copied to and from
-// the device). resize() keeps the first min(old, new) bytes.
+// the device). resize() and reserve() within capacity() move nothing (every
+// byte up to capacity() stays where it is); growing keeps the first
+// min(old, new) bytes.
 class HostBytes {
  public:
   HostBytes() = default;
