@@ -1099,8 +1099,9 @@ __global__ void __launch_bounds__(kScanThreads) payload_offsets_kernel(Params p)
 // The payloads (`totals`: their bytes, then the tile table's) to host
 // memory mapped for the device, at `body` plus the tile table's bytes
 // (`body`: the body's start plus head_bytes()); the back end's assemble()
-// writes the header, the model section and the tile table before them. Each thread stores 16 bytes
-// aligned in host memory (the first and the last few bytes one at a time).
+// writes the header, the model section and the tile table before them.
+// Each thread stores 16 bytes aligned in host memory (the first and the
+// last few bytes one at a time).
 __global__ void payloads_to_host_kernel(const uint8_t *__restrict__ payload,
                                         const unsigned long long *totals, uint8_t *body) {
   const size_t n = totals[0];
