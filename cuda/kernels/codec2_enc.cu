@@ -40,6 +40,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -227,6 +228,19 @@ struct Params {
   uint32_t *step_marks;         // the steps with a code (DevTile::marks_first)
   unsigned long long *changed;  // deltas: input bytes more than k off the reference
 };
+
+// A frame's counts, in its slot's buffers (SlotLayout::changed), back to
+// the host with the block modes and the tiles' types, lanes and sizes:
+// Params::changed points at `changed`, Params::payload_total at `payloads`
+// (payload_total[1] is `table`).
+struct FrameCounts {
+  unsigned long long changed;   // deltas: input bytes more than k off the reference
+  unsigned long long payloads;  // the payloads' bytes
+  unsigned long long table;     // the body's tile table's bytes
+};
+static_assert(offsetof(FrameCounts, table) ==
+                  offsetof(FrameCounts, payloads) + sizeof(unsigned long long),
+              "payload_total[1] is the tile table's bytes");
 
 // Kernels take Params by value: within the 4 KB of parameters of CUDA 11.8.
 static_assert(sizeof(Params) <= 4000, "Params must fit a kernel's parameters");
@@ -2089,7 +2103,7 @@ class CudaEncoder final : public Encoder {
     o.type = carve(sat, tiles.size() * sizeof(int));
     o.lanes = carve(sat, tiles.size() * sizeof(int));
     o.size = carve(sat, tiles.size() * 4);
-    o.changed = carve(sat, 24);  // changed bytes, the payloads' bytes, the tile table's (8 each)
+    o.changed = carve(sat, sizeof(FrameCounts));
     o.symbols = carve(sat, n_symbols * 4);
     o.freq_cum = carve(sat, hist_count * 4);
     o.streams = carve(sat, stream_off.back());
@@ -2411,6 +2425,7 @@ class CudaEncoder final : public Encoder {
     const auto t_chosen = clock::now();
     const size_t n_tiles = back_->tiles().size();
     const cudaStream_t stream = static_cast<cudaStream_t>(slot.stream->handle());
+    const SlotLayout &o = slot_layout_;
     size_t head = 0;
     auto t_tables = t_chosen;
     uint8_t *device_body = nullptr, *host_body = nullptr;
@@ -2430,9 +2445,9 @@ class CudaEncoder final : public Encoder {
       if (device_body) {
         host_body = body.data();
         payloads_to_host_kernel<<<kToHostBlocks, 256, 0, stream>>>(
-            slot.work.data() + slot_layout_.payload,
-            reinterpret_cast<const unsigned long long *>(slot.work.data() + slot_layout_.changed) +
-                1,
+            slot.work.data() + o.payload,
+            reinterpret_cast<const unsigned long long *>(slot.work.data() + o.changed +
+                                                         offsetof(FrameCounts, payloads)),
             device_body + head);
         CUDADIFF_CHECK_LAUNCH("codec2 payloads_to_host_kernel");
       }
@@ -2444,13 +2459,13 @@ class CudaEncoder final : public Encoder {
       throw;
     }
     const auto t_done = clock::now();
-    const SlotLayout &o = slot_layout_;
     const auto back = [&](size_t offset) { return slot.h_out.data() + (offset - o.modes); };
     const uint8_t *modes = back(o.modes);
     const int *types = reinterpret_cast<const int *>(back(o.type));
     const uint32_t *sizes = reinterpret_cast<const uint32_t *>(back(o.size));
     const int *lanes = reinterpret_cast<const int *>(back(o.lanes));
-    const uint8_t *counts = back(o.changed);  // changed, payloads' and tile table's bytes
+    FrameCounts counts;
+    std::memcpy(&counts, back(o.changed), sizeof counts);
     const std::vector<Tile> &tiles = back_->tiles();
     std::vector<size_t> size_of(n_tiles);
     size_t payload = 0;
@@ -2458,26 +2473,22 @@ class CudaEncoder final : public Encoder {
       size_of[t] = types[t] == 1 ? sizes[t] : types[t] == 2 ? tiles[t].raw_bytes : 0;
       payload += size_of[t];
     }
-    unsigned long long device_payload = 0, device_table = 0;
-    std::memcpy(&device_payload, counts + 8, 8);
-    std::memcpy(&device_table, counts + 16, 8);
-    if (device_payload != payload)
+    if (counts.payloads != payload)
       throw Error("codec2 CUDA encoder: the payloads' size disagrees with the tile sizes");
-    std::vector<int> lanes_of(lanes, lanes + n_tiles);
     FrameStats st = back_->assemble(
-        slot.keyframe, slot.k, modes, types, lanes_of.data(), size_of.data(),
+        slot.keyframe, slot.k, modes, types, lanes, size_of.data(),
         [&](uint8_t *dst) {
           if (device_body) {  // already there, if the tile tables agree and nothing moved
-            if (body.data() != host_body || dst != host_body + head + device_table)
+            if (body.data() != host_body || dst != host_body + head + counts.table)
               throw Error("codec2 CUDA encoder: the tile table's size disagrees with the device's");
             return;
           }
-          if (payload) copy_out(slot, dst, slot.work.data() + slot_layout_.payload, payload);
+          if (payload) copy_out(slot, dst, slot.work.data() + o.payload, payload);
           slot.stream->synchronize();
         },
         body);
     st.threshold = slot.threshold;
-    if (!slot.keyframe) std::memcpy(&st.changed_bytes, counts, 8);
+    if (!slot.keyframe) st.changed_bytes = counts.changed;
     if (timing_) {  // development aid: where the time goes
       const auto t_end = clock::now();
       float ms[kEvents - 1];
@@ -2546,8 +2557,10 @@ class CudaEncoder final : public Encoder {
     p.step_marks = reinterpret_cast<uint32_t *>(w + o.marks);
     p.rans_log = w + o.log;
     p.codes = reinterpret_cast<uint32_t *>(w + o.codes);
-    p.changed = reinterpret_cast<unsigned long long *>(w + o.changed);
-    p.payload_total = p.changed + 1;  // and the tile table's bytes
+    p.changed =
+        reinterpret_cast<unsigned long long *>(w + o.changed + offsetof(FrameCounts, changed));
+    p.payload_total =
+        reinterpret_cast<unsigned long long *>(w + o.changed + offsetof(FrameCounts, payloads));
     p.chosen = reinterpret_cast<ChosenTable *>(w + o.chosen);
   }
   void alloc_slot(Slot &slot) {
@@ -2561,7 +2574,7 @@ class CudaEncoder final : public Encoder {
     if (timing_)
       for (cudaEvent_t &e : slot.events)
         if (!e) CUDADIFF_CHECK(cudaEventCreate(&e));
-    slot.h_out.resize(o.changed + 24 - o.modes);
+    slot.h_out.resize(o.changed + sizeof(FrameCounts) - o.modes);
     slot.h_chosen.resize(size_t(p_.dist_count) * sizeof(ChosenTable));
     // Every buffer a kernel may read is defined (these keep a sanitizer's
     // view clean).
