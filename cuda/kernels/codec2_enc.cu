@@ -1880,6 +1880,51 @@ __global__ void gather_kernel(Params p) {
     }                                                          \
   } while (0)
 
+// An instantiated CUDA graph (cudaGraphExec_t), made from the work a
+// function queues on a stream (stream capture). Empty when
+// default-constructed or when capture() failed.
+class GraphExec {
+ public:
+  GraphExec() = default;
+  ~GraphExec() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+  }
+  GraphExec(const GraphExec &) = delete;
+  GraphExec &operator=(const GraphExec &) = delete;
+  // Captures what `queue` puts on `stream` (nothing of it runs) and
+  // instantiates it. False, with nothing kept and no error left pending,
+  // when the runtime refuses (a call that cannot be captured, a driver
+  // without graphs) or `queue` throws: the caller then queues the work
+  // itself.
+  template <class F>
+  bool capture(cudaStream_t stream, F &&queue) {
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    bool queued = true;
+    try {
+      queue();
+    } catch (...) {
+      queued = false;
+    }
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    cudaGraphExec_t exec = nullptr;
+    const bool made = queued && ended == cudaSuccess && graph &&
+                      cudaGraphInstantiateWithFlags(&exec, graph, 0) == cudaSuccess;
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    if (!made) return false;
+    exec_ = exec;
+    return true;
+  }
+  void launch(cudaStream_t stream) const { CUDADIFF_CHECK(cudaGraphLaunch(exec_, stream)); }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 class CudaEncoder final : public Encoder {
  public:
   ~CudaEncoder() override {
@@ -1892,6 +1937,7 @@ class CudaEncoder final : public Encoder {
       if (slot.stream) cudaStreamSynchronize(static_cast<cudaStream_t>(slot.stream->handle()));
       if (slot.aux) cudaStreamSynchronize(static_cast<cudaStream_t>(slot.aux->handle()));
     }
+    graphs_.clear();
   }
   CudaEncoder(const Context &ctx, VideoFormat format, int width, int height, const Geometry &g)
       : ctx_(ctx) {
@@ -2190,6 +2236,10 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK(cudaMemcpyToSymbolAsync(c_first_cost, first_cost, sizeof(first_cost), 0,
                                            cudaMemcpyHostToDevice, stream_));
     timing_ = std::getenv("CODEC2_CUDA_TIMES") != nullptr;
+    // (CUDADIFF_CODEC2_GRAPHS=0 launches every kernel itself: for the tests
+    // and for comparisons; the phases' timing does too)
+    const char *graphs = std::getenv("CUDADIFF_CODEC2_GRAPHS");
+    graphs_enabled_ = !timing_ && !(graphs && std::strcmp(graphs, "0") == 0);
     input_ready_ = std::make_unique<StreamEvent>();
     alloc_slot(slots_[0]);  // the second on the first frame submitted beside another
     CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
@@ -2256,9 +2306,6 @@ class CudaEncoder final : public Encoder {
     slot.k = p.k;
     slot.keyframe = keyframe;
     const dim3 grid(unsigned(ls_.blocks_x), unsigned(ls_.blocks_y));
-    const int nb = int(n_blocks_);
-    const size_t hist_count = size_t(p.dist_count) * kTokens;
-    const size_t n_tiles = back_->tiles().size();
 
     mark(slot, 0);
     CUDADIFF_CHECK(cudaMemsetAsync(p.changed, 0, 16, stream));  // changed bytes
@@ -2267,71 +2314,14 @@ class CudaEncoder final : public Encoder {
       CUDADIFF_CHECK_LAUNCH("codec2 prepare_kernel");
     }
     mark(slot, 1);
-    if (keyframe) {
-      CUDADIFF_CHECK(cudaMemsetAsync(p.modes, kSpatial, n_blocks_, stream));
-    } else {
-      for (int round = 0; round < 2; ++round) {
-        CUDADIFF_CHECK(
-            cudaMemsetAsync(p.cost, 0, n_blocks_ * kModes * sizeof(unsigned long long), stream));
-        for (int l = 0; l < ls_.count; ++l) {
-          if (round == 0)
-            CODEC2_LAUNCH_NC(round1_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
-          else
-            CODEC2_LAUNCH_NC(round2_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
-          CUDADIFF_CHECK_LAUNCH("codec2 round kernel");
-        }
-        decide_kernel<<<(nb + 255) / 256, 256, 0, stream>>>(p, nb);
-        CUDADIFF_CHECK_LAUNCH("codec2 decide_kernel");
-        if (round == 1) break;
-        CUDADIFF_CHECK(cudaMemsetAsync(p.proxy_hist, 0, kProxyCopies * hist_count * 4, stream));
-        for (int l = 0; l < ls_.count; ++l) {
-          CODEC2_LAUNCH_NC(proxy_hist_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
-          CUDADIFF_CHECK_LAUNCH("codec2 proxy_hist_kernel");
-        }
-        id_cost_kernel<<<(p.dist_count + 7) / 8, 256, 0, stream>>>(p);
-        CUDADIFF_CHECK_LAUNCH("codec2 id_cost_kernel");
-      }
-    }
-    mark(slot, 2);
-    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream));
-    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 4, stream));
-    // The step marks (set by schedule_kernel) and the rANS counts start at
-    // zero: the lanes write their units' counts only at the marked steps;
-    // the others are the units in which no lane emits a byte.
-    CUDADIFF_CHECK(cudaMemsetAsync(p.rans_units, 0, rans_zero_bytes_, stream));
-    for (int l = 0; l < ls_.count; ++l) {
-      CODEC2_LAUNCH_NC(reconstruct_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
-      CUDADIFF_CHECK_LAUNCH("codec2 reconstruct_kernel");
-    }
-    for (int l = 0; l < ls_.count; ++l) {
-      CODEC2_LAUNCH_NC(symbols_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
-      CUDADIFF_CHECK_LAUNCH("codec2 symbols_kernel");
-    }
-    // Tile types and the histogram of the coded tiles.
-    const unsigned tile_grid = (unsigned(n_tiles) + 127) / 128;
-    const unsigned hist_grid = unsigned((hist_count + 255) / 256);
-    tile_type_kernel<<<unsigned(n_tiles), kTileTypeThreads, size_t(p.walk_words) * 4, stream>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 tile_type_kernel");
-    sum_hist_kernel<<<hist_grid, 256, 0, stream>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
-    mark(slot, 3);
-    checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kThreads, 0, stream>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 checksum_kernel");
-    schedule_kernel<<<dim3(unsigned(n_tiles),
-                           unsigned(std::min<size_t>(
-                               (most_slots_ + kScheduleThreads - 1) / kScheduleThreads, 65535))),
-                      kScheduleThreads, 0, stream>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 schedule_kernel");
-    mark(slot, 4);
-    // The tables, which end the front part: the next frame may start.
-    const unsigned table_grid = unsigned((p.dist_count + kTableWarps - 1) / kTableWarps);
-    tables_fresh_kernel<<<table_grid, 32 * kTableWarps, 0, stream>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 tables_fresh_kernel");
-    tables_copy_kernel<<<table_grid, 32 * kTableWarps, 0, stream>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 tables_copy_kernel");
-    tables_choose_kernel<<<1, 32 * kChooseWarps, size_t(p.dist_count) * kChooseSharedPerDist,
-                           stream>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 tables_choose_kernel");
+    // Only prepare_kernel reads the frame: the rest goes as two CUDA graphs
+    // where the runtime makes them (FrameGraphs), one launch each instead
+    // of some forty calls.
+    const FrameGraphs *graphs = graphs_for(slot, p, keyframe, stream);
+    if (graphs)
+      graphs->front.launch(stream);
+    else
+      launch_front(slot, p, keyframe, stream);
     slot.front_done->record(*slot.stream);
     // The tables' choices go back beside the entropy coding: finish() writes
     // the model section while the GPU codes the tiles.
@@ -2340,27 +2330,10 @@ class CudaEncoder final : public Encoder {
                                    cudaMemcpyDeviceToHost,
                                    static_cast<cudaStream_t>(slot.aux->handle())));
     slot.tables_ready->record(*slot.aux);
-    mark(slot, 5);
-    // rANS per tile; tiles no smaller than their bytes are stored raw.
-    if (rans_batch_ == kRansBatch)
-      rans_lanes_kernel<kRansBatch><<<unsigned(n_tiles), kRansThreads, rans_shared_, stream>>>(p);
+    if (graphs)
+      graphs->back.launch(stream);
     else
-      rans_lanes_kernel<1><<<unsigned(n_tiles), kRansThreads, rans_shared_, stream>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 rans_lanes_kernel");
-    mark(slot, 6);
-    rans_merge_kernel<<<unsigned(n_tiles), 1024, 0, stream>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 rans_merge_kernel");
-    mark(slot, 7);
-    raw_check_kernel<<<tile_grid, 128, 0, stream>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 raw_check_kernel");
-    mark(slot, 8);
-    // The payloads in body order, gathered on the device.
-    payload_offsets_kernel<<<1, kScanThreads, 0, stream>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 payload_offsets_kernel");
-    gather_kernel<<<unsigned(n_tiles), 256, 0, stream>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 gather_kernel");
-    mark(slot, 9);
-    copy_out(slot, slot.h_out.data(), p.modes, slot.h_out.size());
+      launch_back(slot, p, stream);
     slot.submitted = std::chrono::steady_clock::now();
     // The next frame's reference and previous tables are this one's.
     model_cur_ ^= 1;
@@ -2409,6 +2382,160 @@ class CudaEncoder final : public Encoder {
 
  private:
   struct Slot;
+  // A frame's work after prepare_kernel as two CUDA graphs: the front part
+  // (launch_front()) and the entropy coding with the copy back
+  // (launch_back()), captured with a frame's parameters less its planes.
+  // The parameters change with the slot, the reference's and the tables'
+  // buffers (which alternate), the threshold and the kind of frame: a
+  // stream of one threshold uses at most eight pairs.
+  struct FrameGraphs {
+    Params params;  // frame[] and pitch[] zero
+    const Slot *slot = nullptr;
+    bool keyframe = false;
+    GraphExec front, back;
+    uint64_t used = 0;  // graph_clock_ when last used
+  };
+  static constexpr size_t kMaxGraphs = 8;
+  // The graphs for a frame with these parameters, made at their first use
+  // (the least recently used pair gives way beyond kMaxGraphs). Nullptr when
+  // graphs are off or the runtime cannot make them (from then on the
+  // kernels are launched one by one).
+  const FrameGraphs *graphs_for(Slot &slot, const Params &p, bool keyframe, cudaStream_t stream) {
+    if (!graphs_enabled_) return nullptr;
+    Params key = p;
+    for (int pl = 0; pl < kMaxPlanes; ++pl) {
+      key.frame[pl] = nullptr;
+      key.pitch[pl] = 0;
+    }
+    ++graph_clock_;
+    for (const std::unique_ptr<FrameGraphs> &g : graphs_)
+      if (g->slot == &slot && g->keyframe == keyframe &&
+          std::memcmp(&g->params, &key, sizeof key) == 0) {
+        g->used = graph_clock_;
+        return g.get();
+      }
+    auto g = std::make_unique<FrameGraphs>();
+    g->params = key;
+    g->slot = &slot;
+    g->keyframe = keyframe;
+    g->used = graph_clock_;
+    if (!g->front.capture(stream, [&] { launch_front(slot, key, keyframe, stream); }) ||
+        !g->back.capture(stream, [&] { launch_back(slot, key, stream); })) {
+      graphs_enabled_ = false;
+      graphs_.clear();
+      return nullptr;
+    }
+    if (graphs_.size() >= kMaxGraphs)
+      graphs_.erase(std::min_element(
+          graphs_.begin(), graphs_.end(),
+          [](const std::unique_ptr<FrameGraphs> &a, const std::unique_ptr<FrameGraphs> &b) {
+            return a->used < b->used;
+          }));
+    graphs_.push_back(std::move(g));
+    return graphs_.back().get();
+  }
+
+  // The front part after the working values (modes, reconstruction and
+  // symbols, checksums and schedule, tables), on `stream`. Reads nothing of
+  // p.frame.
+  void launch_front(Slot &slot, const Params &p, bool keyframe, cudaStream_t stream) {
+    const dim3 grid(unsigned(ls_.blocks_x), unsigned(ls_.blocks_y));
+    const int nb = int(n_blocks_);
+    const size_t hist_count = size_t(p.dist_count) * kTokens;
+    const size_t n_tiles = back_->tiles().size();
+    if (keyframe) {
+      CUDADIFF_CHECK(cudaMemsetAsync(p.modes, kSpatial, n_blocks_, stream));
+    } else {
+      for (int round = 0; round < 2; ++round) {
+        CUDADIFF_CHECK(
+            cudaMemsetAsync(p.cost, 0, n_blocks_ * kModes * sizeof(unsigned long long), stream));
+        for (int l = 0; l < ls_.count; ++l) {
+          if (round == 0)
+            CODEC2_LAUNCH_NC(round1_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
+          else
+            CODEC2_LAUNCH_NC(round2_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
+          CUDADIFF_CHECK_LAUNCH("codec2 round kernel");
+        }
+        decide_kernel<<<(nb + 255) / 256, 256, 0, stream>>>(p, nb);
+        CUDADIFF_CHECK_LAUNCH("codec2 decide_kernel");
+        if (round == 1) break;
+        CUDADIFF_CHECK(cudaMemsetAsync(p.proxy_hist, 0, kProxyCopies * hist_count * 4, stream));
+        for (int l = 0; l < ls_.count; ++l) {
+          CODEC2_LAUNCH_NC(proxy_hist_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
+          CUDADIFF_CHECK_LAUNCH("codec2 proxy_hist_kernel");
+        }
+        id_cost_kernel<<<(p.dist_count + 7) / 8, 256, 0, stream>>>(p);
+        CUDADIFF_CHECK_LAUNCH("codec2 id_cost_kernel");
+      }
+    }
+    mark(slot, 2);
+    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream));
+    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 4, stream));
+    // The step marks (set by schedule_kernel) and the rANS counts start at
+    // zero: the lanes write their units' counts only at the marked steps;
+    // the others are the units in which no lane emits a byte.
+    CUDADIFF_CHECK(cudaMemsetAsync(p.rans_units, 0, rans_zero_bytes_, stream));
+    for (int l = 0; l < ls_.count; ++l) {
+      CODEC2_LAUNCH_NC(reconstruct_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
+      CUDADIFF_CHECK_LAUNCH("codec2 reconstruct_kernel");
+    }
+    for (int l = 0; l < ls_.count; ++l) {
+      CODEC2_LAUNCH_NC(symbols_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
+      CUDADIFF_CHECK_LAUNCH("codec2 symbols_kernel");
+    }
+    // Tile types and the histogram of the coded tiles.
+    const unsigned hist_grid = unsigned((hist_count + 255) / 256);
+    tile_type_kernel<<<unsigned(n_tiles), kTileTypeThreads, size_t(p.walk_words) * 4, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 tile_type_kernel");
+    sum_hist_kernel<<<hist_grid, 256, 0, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
+    mark(slot, 3);
+    checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kThreads, 0, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 checksum_kernel");
+    schedule_kernel<<<dim3(unsigned(n_tiles),
+                           unsigned(std::min<size_t>(
+                               (most_slots_ + kScheduleThreads - 1) / kScheduleThreads, 65535))),
+                      kScheduleThreads, 0, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 schedule_kernel");
+    mark(slot, 4);
+    // The tables, which end the front part: the next frame may start.
+    const unsigned table_grid = unsigned((p.dist_count + kTableWarps - 1) / kTableWarps);
+    tables_fresh_kernel<<<table_grid, 32 * kTableWarps, 0, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 tables_fresh_kernel");
+    tables_copy_kernel<<<table_grid, 32 * kTableWarps, 0, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 tables_copy_kernel");
+    tables_choose_kernel<<<1, 32 * kChooseWarps, size_t(p.dist_count) * kChooseSharedPerDist,
+                           stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 tables_choose_kernel");
+  }
+  // The entropy coding after the tables, and the copy back of what
+  // finish() reads first, on `stream`.
+  void launch_back(Slot &slot, const Params &p, cudaStream_t stream) {
+    const size_t n_tiles = back_->tiles().size();
+    const unsigned tile_grid = (unsigned(n_tiles) + 127) / 128;
+    mark(slot, 5);
+    // rANS per tile; tiles no smaller than their bytes are stored raw.
+    if (rans_batch_ == kRansBatch)
+      rans_lanes_kernel<kRansBatch><<<unsigned(n_tiles), kRansThreads, rans_shared_, stream>>>(p);
+    else
+      rans_lanes_kernel<1><<<unsigned(n_tiles), kRansThreads, rans_shared_, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 rans_lanes_kernel");
+    mark(slot, 6);
+    rans_merge_kernel<<<unsigned(n_tiles), 1024, 0, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 rans_merge_kernel");
+    mark(slot, 7);
+    raw_check_kernel<<<tile_grid, 128, 0, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 raw_check_kernel");
+    mark(slot, 8);
+    // The payloads in body order, gathered on the device.
+    payload_offsets_kernel<<<1, kScanThreads, 0, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 payload_offsets_kernel");
+    gather_kernel<<<unsigned(n_tiles), 256, 0, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 gather_kernel");
+    mark(slot, 9);
+    copy_out(slot, slot.h_out.data(), p.modes, slot.h_out.size());
+  }
+
   // finish() of the frame in `slot`. The model section is written from the
   // tables' choices while the GPU still codes the tiles. Then, when no
   // other frame is in flight and the body is host memory mapped for the
@@ -2625,6 +2752,9 @@ class CudaEncoder final : public Encoder {
   size_t payload_capacity_ = 0;  // the most payload bytes of a frame (slot_layout_.payload)
   size_t rans_zero_bytes_ = 0;   // the rANS counts and the step marks (zeroed per frame)
   bool timing_ = false;          // CODEC2_CUDA_TIMES set: each frame's phases on stderr
+  bool graphs_enabled_ = true;   // a frame's work after prepare_kernel as CUDA graphs
+  std::vector<std::unique_ptr<FrameGraphs>> graphs_;
+  uint64_t graph_clock_ = 0;  // frames submitted (FrameGraphs::used)
 };
 
 }  // namespace

@@ -422,6 +422,19 @@ TEST(Codec2CudaEncoder, FramesInFlightFullHd) {
   compare_in_flight({VideoFormat::BGR, 1920, 1080, Content::Scene, {5, 5, 20, 0}, 7, 4});
 }
 
+// A frame's kernels after the first go as CUDA graphs, made per slot,
+// threshold, kind of frame and alternating buffers (more than the eight
+// kept: ChangingThresholdsAndKeyframes); CUDADIFF_CODEC2_GRAPHS=0 launches
+// them one by one, as where the runtime cannot make graphs. The same bodies
+// as the CPU's either way, one frame at a time and two in flight.
+TEST(Codec2CudaEncoder, KernelsLaunchedOneByOne) {
+  ASSERT_EQ(setenv("CUDADIFF_CODEC2_GRAPHS", "0", 1), 0);
+  compare(VideoFormat::BGR, 200, 130, Content::Scene, {0, 5, 20}, 7, 4, true);
+  compare(VideoFormat::I420, 201, 131, Content::Static, {20, 0}, 5, 3, false);
+  compare_in_flight({VideoFormat::BGR, 320, 256, Content::Columns, {5, 0, 20}, 6, 100});
+  unsetenv("CUDADIFF_CODEC2_GRAPHS");
+}
+
 // Frames in flight: at most two; encode() and read_reference() only when
 // none is; finish() only when one is.
 TEST(Codec2CudaEncoder, FramesInFlightLimits) {
