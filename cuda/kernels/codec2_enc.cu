@@ -14,10 +14,11 @@
 //   5. every tile's symbols in the reference's layout, and per tile the
 //      histogram of its symbols; the tiles' types and the histogram of the
 //      coded tiles;
-//   6. each lane's checksum (one thread block per lane) and the symbols laid
-//      out in schedule order, with the steps that code something marked;
-//      the tables from the histogram, by the CPU reference's rules
-//      (codec2_tables.h), in three small kernels;
+//   6. the tables from the histogram, by the CPU reference's rules
+//      (codec2_tables.h), in three small kernels; beside them, on a stream
+//      of their own, each lane's checksum (one thread block per lane) and
+//      the symbols laid out in schedule order, with the steps that code
+//      something marked;
 //   7. rANS in two passes: each lane (a thread of a tile's coding warp,
 //      which two more warps feed the symbols and their tables) codes its
 //      symbols backwards alone, over the marked steps only, logging its
@@ -31,10 +32,12 @@
 //      header, the model and the tile table, and the payloads follow: one
 //      frame at a time the device writes them into the pinned body itself,
 //      else they are copied back at once (finish()).
-// The reference and the tables are final at the end of 6 (the front part):
-// the next frame's front part may run beside this frame's 7 and 8, each
-// frame in flight with buffers of its own for those (submit(), finish()).
-// The reference stays on the device between frames.
+// The reference and the tables are final when the tables are (the front
+// part): the next frame's front part may run beside this frame's lanes'
+// checksums and schedule, 7 and 8, each frame in flight with buffers of its
+// own for those (submit(), finish()). What follows prepare goes as one CUDA
+// graph where the runtime makes one. The reference stays on the device
+// between frames.
 #include <cuda_awbarrier_primitives.h>
 #include <cuda_runtime.h>
 
@@ -1936,6 +1939,7 @@ class CudaEncoder final : public Encoder {
     for (Slot &slot : slots_) {
       if (slot.stream) cudaStreamSynchronize(static_cast<cudaStream_t>(slot.stream->handle()));
       if (slot.aux) cudaStreamSynchronize(static_cast<cudaStream_t>(slot.aux->handle()));
+      if (slot.side) cudaStreamSynchronize(static_cast<cudaStream_t>(slot.side->handle()));
     }
     graphs_.clear();
   }
@@ -2253,11 +2257,10 @@ class CudaEncoder final : public Encoder {
     return finish(body);
   }
 
-  // Queues every step of a frame on its slot's stream: the front part
+  // Queues every step of a frame on its slot's streams: the front part
   // (working values to tables, the new reference) after the previous
   // frame's front part, then its entropy coding and the copy of what the
-  // host needs to write the body (finish()); the tables' choices go back on
-  // the slot's second stream.
+  // host needs to write the body (finish()); launch_frame() has the rest.
   void submit(const FrameView &frame, int threshold, bool keyframe) override {
     if (in_flight_ >= kMaxInFlight)
       throw Error("codec2 encoder: more than " + std::to_string(kMaxInFlight) +
@@ -2314,26 +2317,13 @@ class CudaEncoder final : public Encoder {
       CUDADIFF_CHECK_LAUNCH("codec2 prepare_kernel");
     }
     mark(slot, 1);
-    // Only prepare_kernel reads the frame: the rest goes as two CUDA graphs
-    // where the runtime makes them (FrameGraphs), one launch each instead
-    // of some forty calls.
-    const FrameGraphs *graphs = graphs_for(slot, p, keyframe, stream);
-    if (graphs)
-      graphs->front.launch(stream);
+    // Only prepare_kernel reads the frame: the rest goes as one CUDA graph
+    // where the runtime makes it (FrameGraphs), one launch instead of some
+    // forty calls.
+    if (const FrameGraphs *graphs = graphs_for(slot, p, keyframe, stream))
+      graphs->exec.launch(stream);
     else
-      launch_front(slot, p, keyframe, stream);
-    slot.front_done->record(*slot.stream);
-    // The tables' choices go back beside the entropy coding: finish() writes
-    // the model section while the GPU codes the tiles.
-    slot.front_done->make_wait(*slot.aux);
-    CUDADIFF_CHECK(cudaMemcpyAsync(slot.h_chosen.data(), p.chosen, slot.h_chosen.size(),
-                                   cudaMemcpyDeviceToHost,
-                                   static_cast<cudaStream_t>(slot.aux->handle())));
-    slot.tables_ready->record(*slot.aux);
-    if (graphs)
-      graphs->back.launch(stream);
-    else
-      launch_back(slot, p, stream);
+      launch_frame(slot, p, keyframe, stream, false);
     slot.submitted = std::chrono::steady_clock::now();
     // The next frame's reference and previous tables are this one's.
     model_cur_ ^= 1;
@@ -2382,24 +2372,23 @@ class CudaEncoder final : public Encoder {
 
  private:
   struct Slot;
-  // A frame's work after prepare_kernel as two CUDA graphs: the front part
-  // (launch_front()) and the entropy coding with the copy back
-  // (launch_back()), captured with a frame's parameters less its planes.
-  // The parameters change with the slot, the reference's and the tables'
-  // buffers (which alternate), the threshold and the kind of frame: a
-  // stream of one threshold uses at most eight pairs.
+  // A frame's work after prepare_kernel (launch_frame()) as a CUDA graph,
+  // captured with a frame's parameters less its planes. The parameters
+  // change with the slot, the reference's and the tables' buffers (which
+  // alternate), the threshold and the kind of frame: a stream of one
+  // threshold uses at most eight graphs.
   struct FrameGraphs {
     Params params;  // frame[] and pitch[] zero
     const Slot *slot = nullptr;
     bool keyframe = false;
-    GraphExec front, back;
+    GraphExec exec;
     uint64_t used = 0;  // graph_clock_ when last used
   };
   static constexpr size_t kMaxGraphs = 8;
-  // The graphs for a frame with these parameters, made at their first use
-  // (the least recently used pair gives way beyond kMaxGraphs). Nullptr when
-  // graphs are off or the runtime cannot make them (from then on the
-  // kernels are launched one by one).
+  // The graph for a frame with these parameters, made at its first use (the
+  // least recently used gives way beyond kMaxGraphs). Nullptr when graphs
+  // are off or the runtime cannot make them (from then on the kernels are
+  // launched one by one).
   const FrameGraphs *graphs_for(Slot &slot, const Params &p, bool keyframe, cudaStream_t stream) {
     if (!graphs_enabled_) return nullptr;
     Params key = p;
@@ -2419,8 +2408,7 @@ class CudaEncoder final : public Encoder {
     g->slot = &slot;
     g->keyframe = keyframe;
     g->used = graph_clock_;
-    if (!g->front.capture(stream, [&] { launch_front(slot, key, keyframe, stream); }) ||
-        !g->back.capture(stream, [&] { launch_back(slot, key, stream); })) {
+    if (!g->exec.capture(stream, [&] { launch_frame(slot, key, keyframe, stream, true); })) {
       graphs_enabled_ = false;
       graphs_.clear();
       return nullptr;
@@ -2435,10 +2423,25 @@ class CudaEncoder final : public Encoder {
     return graphs_.back().get();
   }
 
-  // The front part after the working values (modes, reconstruction and
-  // symbols, checksums and schedule, tables), on `stream`. Reads nothing of
-  // p.frame.
-  void launch_front(Slot &slot, const Params &p, bool keyframe, cudaStream_t stream) {
+  // Records `event` on `stream` where the host and other streams see it:
+  // in a stream capture as the graph's own record of an event outside it.
+  static void record_seen(const StreamEvent &event, cudaStream_t stream, bool in_graph) {
+    const cudaEvent_t e = static_cast<cudaEvent_t>(event.handle());
+    if (in_graph)
+      CUDADIFF_CHECK(cudaEventRecordWithFlags(e, stream, cudaEventRecordExternal));
+    else
+      CUDADIFF_CHECK(cudaEventRecord(e, stream));
+  }
+  // A frame's work after the working values, on the slot's streams
+  // (`stream` its main one, which waits for the others at the end): the
+  // front part (modes, reconstruction and symbols, tables), which ends at
+  // front_done; beside the tables the lanes' checksums and schedule, which
+  // read only the frame's own buffers (Slot::side); the tables' choices
+  // back to the host (Slot::aux, tables_ready); the entropy coding and the
+  // copy back of what finish() reads first. Reads nothing of p.frame.
+  // `in_graph`: queued in a stream capture (graphs_for()).
+  void launch_frame(Slot &slot, const Params &p, bool keyframe, cudaStream_t stream,
+                    bool in_graph) {
     const dim3 grid(unsigned(ls_.blocks_x), unsigned(ls_.blocks_y));
     const int nb = int(n_blocks_);
     const size_t hist_count = size_t(p.dist_count) * kTokens;
@@ -2490,14 +2493,18 @@ class CudaEncoder final : public Encoder {
     sum_hist_kernel<<<hist_grid, 256, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
     mark(slot, 3);
-    checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kThreads, 0, stream>>>(p);
+    const cudaStream_t side = static_cast<cudaStream_t>(slot.side->handle());
+    const cudaStream_t aux = static_cast<cudaStream_t>(slot.aux->handle());
+    slot.to_side->record(*slot.stream);
+    slot.to_side->make_wait(*slot.side);
+    checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kThreads, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 checksum_kernel");
     schedule_kernel<<<dim3(unsigned(n_tiles),
                            unsigned(std::min<size_t>(
                                (most_slots_ + kScheduleThreads - 1) / kScheduleThreads, 65535))),
-                      kScheduleThreads, 0, stream>>>(p);
+                      kScheduleThreads, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 schedule_kernel");
-    mark(slot, 4);
+    slot.from_side->record(*slot.side);
     // The tables, which end the front part: the next frame may start.
     const unsigned table_grid = unsigned((p.dist_count + kTableWarps - 1) / kTableWarps);
     tables_fresh_kernel<<<table_grid, 32 * kTableWarps, 0, stream>>>(p);
@@ -2507,13 +2514,19 @@ class CudaEncoder final : public Encoder {
     tables_choose_kernel<<<1, 32 * kChooseWarps, size_t(p.dist_count) * kChooseSharedPerDist,
                            stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tables_choose_kernel");
-  }
-  // The entropy coding after the tables, and the copy back of what
-  // finish() reads first, on `stream`.
-  void launch_back(Slot &slot, const Params &p, cudaStream_t stream) {
-    const size_t n_tiles = back_->tiles().size();
-    const unsigned tile_grid = (unsigned(n_tiles) + 127) / 128;
+    mark(slot, 4);
+    record_seen(*slot.front_done, stream, in_graph);
+    // The tables' choices go back beside the entropy coding: finish() writes
+    // the model section while the GPU codes the tiles.
+    slot.to_aux->record(*slot.stream);
+    slot.to_aux->make_wait(*slot.aux);
+    CUDADIFF_CHECK(cudaMemcpyAsync(slot.h_chosen.data(), p.chosen, slot.h_chosen.size(),
+                                   cudaMemcpyDeviceToHost, aux));
+    record_seen(*slot.tables_ready, aux, in_graph);
+    slot.from_aux->record(*slot.aux);
+    slot.from_side->make_wait(*slot.stream);
     mark(slot, 5);
+    const unsigned tile_grid = (unsigned(n_tiles) + 127) / 128;
     // rANS per tile; tiles no smaller than their bytes are stored raw.
     if (rans_batch_ == kRansBatch)
       rans_lanes_kernel<kRansBatch><<<unsigned(n_tiles), kRansThreads, rans_shared_, stream>>>(p);
@@ -2534,6 +2547,7 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK_LAUNCH("codec2 gather_kernel");
     mark(slot, 9);
     copy_out(slot, slot.h_out.data(), p.modes, slot.h_out.size());
+    slot.from_aux->make_wait(*slot.stream);
   }
 
   // finish() of the frame in `slot`. The model section is written from the
@@ -2621,11 +2635,13 @@ class CudaEncoder final : public Encoder {
       float ms[kEvents - 1];
       for (int i = 0; i + 1 < kEvents; ++i)
         CUDADIFF_CHECK(cudaEventElapsedTime(&ms[i], slot.events[i], slot.events[i + 1]));
-      std::fprintf(stderr,
-                   "codec2 cuda k=%d device: prepare %.3f, modes %.3f, reconstruction and symbols "
-                   "%.3f, checksums and schedule %.3f, tables %.3f, rANS lanes %.3f, merge %.3f, "
-                   "raw check %.3f, payloads %.3f ms\n",
-                   slot.threshold, ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7], ms[8]);
+      std::fprintf(
+          stderr,
+          "codec2 cuda k=%d device: prepare %.3f, modes %.3f, reconstruction and symbols "
+          "%.3f, tables (beside the lanes' checksums and schedule) %.3f, the checksums and "
+          "schedule after them %.3f, rANS lanes %.3f, merge %.3f, "
+          "raw check %.3f, payloads %.3f ms\n",
+          slot.threshold, ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7], ms[8]);
       using ms_t = std::chrono::duration<double, std::milli>;
       std::fprintf(stderr,
                    "codec2 cuda k=%d host, from submit(): submitted %.3f, tables' choices back "
@@ -2651,8 +2667,10 @@ class CudaEncoder final : public Encoder {
   struct Slot {
     DeviceBuffer work;  // its buffers, where slot_layout_ says
     std::unique_ptr<Stream> stream;
-    std::unique_ptr<Stream> aux;  // the tables' choices back to the host
+    std::unique_ptr<Stream> aux;   // the tables' choices back to the host
+    std::unique_ptr<Stream> side;  // the lanes' checksums and schedule
     std::unique_ptr<StreamEvent> front_done, tables_ready;
+    std::unique_ptr<StreamEvent> to_side, from_side, to_aux, from_aux;  // forks and joins
     cudaEvent_t events[kEvents] = {};  // CODEC2_CUDA_TIMES: the phases on the device
     HostBytes h_out;  // the slot's bytes from modes to the counts' end (SlotLayout)
     HostBytes h_chosen;
@@ -2696,8 +2714,11 @@ class CudaEncoder final : public Encoder {
     uint8_t *w = slot.work.data();
     slot.stream = std::make_unique<Stream>(ctx_.gpu_id());
     slot.aux = std::make_unique<Stream>(ctx_.gpu_id());
+    slot.side = std::make_unique<Stream>(ctx_.gpu_id());
     slot.front_done = std::make_unique<StreamEvent>();
     slot.tables_ready = std::make_unique<StreamEvent>();
+    for (auto *e : {&slot.to_side, &slot.from_side, &slot.to_aux, &slot.from_aux})
+      *e = std::make_unique<StreamEvent>();
     if (timing_)
       for (cudaEvent_t &e : slot.events)
         if (!e) CUDADIFF_CHECK(cudaEventCreate(&e));
