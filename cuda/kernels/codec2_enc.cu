@@ -27,8 +27,8 @@
 //      sub-step, the lanes from the last) by counting; tiles no smaller
 //      than their bytes become raw (their reconstruction's bytes);
 //   8. the payloads' offsets, the payloads gathered in body order. The
-//      tables' choices come back as soon as 6 ends, and the host writes the
-//      model section while 7 runs; then it waits for the frame, writes the
+//      tables' choices come back as soon as the tables are made, and the
+//      host writes the model section while 7 runs; then it waits for the frame, writes the
 //      header, the model and the tile table, and the payloads follow: one
 //      frame at a time the device writes them into the pinned body itself,
 //      else they are copied back at once (finish()).
@@ -49,6 +49,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -182,6 +183,7 @@ struct Params {
   int walk_bound;         // percent of a full tile's walk (Geometry; 0: none)
   uint32_t walk_words;    // tile_type_kernel's bitmaps: words for the largest tile (0: none)
   int dist_base[kMaxLayers][kClasses][kMaxComps];
+  int pad0;  // (no padding: the CUDA graphs' key compares the bytes)
   const uint8_t *frame[kMaxPlanes];
   size_t pitch[kMaxPlanes];
   uint8_t *cur[kMaxLayers][kMaxComps];
@@ -201,6 +203,7 @@ struct Params {
   uint32_t *symbols;    // per tile its block modes, then its layers' samples (pack_code())
   uint32_t *tile_hist;  // per tile: distribution x token
   int n_tiles;
+  int pad1;
   int *tile_type;       // 0 skipped, 1 coded, 2 raw
   int *tile_lanes;      // lanes of a coded tile
   uint32_t *tile_size;  // its stream's bytes
@@ -224,10 +227,11 @@ struct Params {
   uint32_t *lane_state;  // per tile and lane: the state after its symbols
   uint16_t *rans_units;  // the rANS passes' scratch (DevTile): counts per unit,
   uint8_t *rans_log;     //   and the lanes' bytes
-  const uint32_t *reciprocal;   // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
-  const uint8_t *shift;         // per frequency f: 31 + ceil(log2 f), the reciprocal's
-  uint32_t *codes;              // the symbols in schedule order (DevTile::sched_first)
-  int ring_nc;                  // rans_lanes_kernel's ring: the layers' most components
+  const uint32_t *reciprocal;  // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
+  const uint8_t *shift;        // per frequency f: 31 + ceil(log2 f), the reciprocal's
+  uint32_t *codes;             // the symbols in schedule order (DevTile::sched_first)
+  int ring_nc;                 // rans_lanes_kernel's ring: the layers' most components
+  int pad2;
   uint32_t *step_marks;         // the steps with a code (DevTile::marks_first)
   unsigned long long *changed;  // deltas: input bytes more than k off the reference
 };
@@ -247,6 +251,8 @@ static_assert(offsetof(FrameCounts, table) ==
 
 // Kernels take Params by value: within the 4 KB of parameters of CUDA 11.8.
 static_assert(sizeof(Params) <= 4000, "Params must fit a kernel's parameters");
+// Equal parameters are equal bytes (CudaEncoder::graph_for()).
+static_assert(std::has_unique_object_representations_v<Params>, "Params without padding");
 
 __constant__ uint32_t c_first_cost[kTokens];
 constexpr int kProxyCopies = 16;
@@ -1840,22 +1846,26 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
 
 // 8. The payloads in body order: coded tiles' streams, raw tiles' bytes of
 // the reconstruction (layer by layer, row by row, sample by sample, channel
-// by channel).
+// by channel). kGatherParts thread blocks per tile (blockIdx.y) share its
+// bytes: with one block per tile (a raw tile of 10x8 blocks of BGR is 61 KB)
+// the kernel took 29-43 us on frames with raw tiles.
+constexpr int kGatherParts = 16;
 __global__ void gather_kernel(Params p) {
   const int t = blockIdx.x;
   const int type = p.tile_type[t];
   uint8_t *out = p.payload + p.payload_off[t];
+  const uint32_t from = blockIdx.y * blockDim.x + threadIdx.x, stride = gridDim.y * blockDim.x;
   if (type == 1) {
     const uint32_t n = p.tile_size[t];
     const uint8_t *src = p.streams + p.stream_off[t + 1] - n;
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) out[i] = src[i];
+    for (uint32_t i = from; i < n; i += stride) out[i] = src[i];
   } else if (type == 2) {
     const DevTile &dt = p.tiles[t];
     for (int l = 0; l < p.layers; ++l) {
       const DevLayer &ly = p.layer[l];
       const int nc = ly.channels, row = dt.w[l] * nc;
       const uint32_t n = uint32_t(row) * dt.h[l];
-      for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+      for (uint32_t i = from; i < n; i += stride) {
         const int y = dt.y0[l] + int(i / row), r = int(i % row);
         out[i] = p.rec[l][r % nc][size_t(y) * ly.width + dt.x0[l] + r / nc];
       }
@@ -1883,9 +1893,9 @@ __global__ void gather_kernel(Params p) {
     }                                                          \
   } while (0)
 
-// An instantiated CUDA graph (cudaGraphExec_t), made from the work a
-// function queues on a stream (stream capture). Empty when
-// default-constructed or when capture() failed.
+// An instantiated CUDA graph (cudaGraphExec_t), made once from the work a
+// function queues on a stream (stream capture). Empty until capture()
+// succeeds.
 class GraphExec {
  public:
   GraphExec() = default;
@@ -1901,6 +1911,7 @@ class GraphExec {
   // itself.
   template <class F>
   bool capture(cudaStream_t stream, F &&queue) {
+    if (exec_) return false;  // made already
     if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
       cudaGetLastError();
       return false;
@@ -1922,7 +1933,7 @@ class GraphExec {
     exec_ = exec;
     return true;
   }
-  void launch(cudaStream_t stream) const { CUDADIFF_CHECK(cudaGraphLaunch(exec_, stream)); }
+  cudaError_t launch(cudaStream_t stream) const { return cudaGraphLaunch(exec_, stream); }
 
  private:
   cudaGraphExec_t exec_ = nullptr;
@@ -1941,7 +1952,7 @@ class CudaEncoder final : public Encoder {
       if (slot.aux) cudaStreamSynchronize(static_cast<cudaStream_t>(slot.aux->handle()));
       if (slot.side) cudaStreamSynchronize(static_cast<cudaStream_t>(slot.side->handle()));
     }
-    graphs_.clear();
+    frame_graphs_.clear();
   }
   CudaEncoder(const Context &ctx, VideoFormat format, int width, int height, const Geometry &g)
       : ctx_(ctx) {
@@ -2240,10 +2251,13 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK(cudaMemcpyToSymbolAsync(c_first_cost, first_cost, sizeof(first_cost), 0,
                                            cudaMemcpyHostToDevice, stream_));
     timing_ = std::getenv("CODEC2_CUDA_TIMES") != nullptr;
-    // (CUDADIFF_CODEC2_GRAPHS=0 launches every kernel itself: for the tests
-    // and for comparisons; the phases' timing does too)
+    // (CUDADIFF_CODEC2_GRAPHS=0 launches every kernel itself, for the tests
+    // and for comparisons, as the phases' timing does; =require makes a
+    // graph that cannot be made or launched an error instead: for the tests)
     const char *graphs = std::getenv("CUDADIFF_CODEC2_GRAPHS");
-    graphs_enabled_ = !timing_ && !(graphs && std::strcmp(graphs, "0") == 0);
+    graphs_ = timing_ || (graphs && std::strcmp(graphs, "0") == 0) ? Graphs::Off
+              : graphs && std::strcmp(graphs, "require") == 0      ? Graphs::Required
+                                                                   : Graphs::On;
     input_ready_ = std::make_unique<StreamEvent>();
     alloc_slot(slots_[0]);  // the second on the first frame submitted beside another
     CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
@@ -2320,10 +2334,24 @@ class CudaEncoder final : public Encoder {
     // Only prepare_kernel reads the frame: the rest goes as one CUDA graph
     // where the runtime makes it (FrameGraphs), one launch instead of some
     // forty calls.
-    if (const FrameGraphs *graphs = graphs_for(slot, p, keyframe, stream))
-      graphs->exec.launch(stream);
-    else
-      launch_frame(slot, p, keyframe, stream, false);
+    try {
+      const FrameGraphs *graph = graph_for(slot, p, keyframe, stream);
+      if (graph && graph->exec.launch(stream) != cudaSuccess) {
+        cudaGetLastError();
+        if (graphs_ == Graphs::Required)
+          throw Error("codec2 CUDA encoder: a frame's CUDA graph failed to launch");
+        graphs_ = Graphs::Off;  // from now on one by one
+        frame_graphs_.clear();
+        graph = nullptr;
+      }
+      if (!graph) launch_frame(slot, p, keyframe, stream, false);
+    } catch (...) {
+      // Nothing of this frame's may run on beside the next one (the slot's
+      // other streams join its main one only at their ends).
+      for (const Stream *st : {slot.stream.get(), slot.side.get(), slot.aux.get()})
+        cudaStreamSynchronize(static_cast<cudaStream_t>(st->handle()));
+      throw;
+    }
     slot.submitted = std::chrono::steady_clock::now();
     // The next frame's reference and previous tables are this one's.
     model_cur_ ^= 1;
@@ -2385,19 +2413,20 @@ class CudaEncoder final : public Encoder {
     uint64_t used = 0;  // graph_clock_ when last used
   };
   static constexpr size_t kMaxGraphs = 8;
+  enum class Graphs { Off, On, Required };
   // The graph for a frame with these parameters, made at its first use (the
   // least recently used gives way beyond kMaxGraphs). Nullptr when graphs
   // are off or the runtime cannot make them (from then on the kernels are
-  // launched one by one).
-  const FrameGraphs *graphs_for(Slot &slot, const Params &p, bool keyframe, cudaStream_t stream) {
-    if (!graphs_enabled_) return nullptr;
+  // launched one by one; an error where they are required).
+  const FrameGraphs *graph_for(Slot &slot, const Params &p, bool keyframe, cudaStream_t stream) {
+    if (graphs_ == Graphs::Off) return nullptr;
     Params key = p;
     for (int pl = 0; pl < kMaxPlanes; ++pl) {
       key.frame[pl] = nullptr;
       key.pitch[pl] = 0;
     }
     ++graph_clock_;
-    for (const std::unique_ptr<FrameGraphs> &g : graphs_)
+    for (const std::unique_ptr<FrameGraphs> &g : frame_graphs_)
       if (g->slot == &slot && g->keyframe == keyframe &&
           std::memcmp(&g->params, &key, sizeof key) == 0) {
         g->used = graph_clock_;
@@ -2409,18 +2438,20 @@ class CudaEncoder final : public Encoder {
     g->keyframe = keyframe;
     g->used = graph_clock_;
     if (!g->exec.capture(stream, [&] { launch_frame(slot, key, keyframe, stream, true); })) {
-      graphs_enabled_ = false;
-      graphs_.clear();
+      if (graphs_ == Graphs::Required)
+        throw Error("codec2 CUDA encoder: the runtime could not make a frame's CUDA graph");
+      graphs_ = Graphs::Off;
+      frame_graphs_.clear();
       return nullptr;
     }
-    if (graphs_.size() >= kMaxGraphs)
-      graphs_.erase(std::min_element(
-          graphs_.begin(), graphs_.end(),
+    if (frame_graphs_.size() >= kMaxGraphs)
+      frame_graphs_.erase(std::min_element(
+          frame_graphs_.begin(), frame_graphs_.end(),
           [](const std::unique_ptr<FrameGraphs> &a, const std::unique_ptr<FrameGraphs> &b) {
             return a->used < b->used;
           }));
-    graphs_.push_back(std::move(g));
-    return graphs_.back().get();
+    frame_graphs_.push_back(std::move(g));
+    return frame_graphs_.back().get();
   }
 
   // Records `event` on `stream` where the host and other streams see it:
@@ -2433,13 +2464,14 @@ class CudaEncoder final : public Encoder {
       CUDADIFF_CHECK(cudaEventRecord(e, stream));
   }
   // A frame's work after the working values, on the slot's streams
-  // (`stream` its main one, which waits for the others at the end): the
+  // (`stream` its main one, which the side stream joins before the rANS
+  // pass and the aux stream at the end): the
   // front part (modes, reconstruction and symbols, tables), which ends at
   // front_done; beside the tables the lanes' checksums and schedule, which
   // read only the frame's own buffers (Slot::side); the tables' choices
   // back to the host (Slot::aux, tables_ready); the entropy coding and the
   // copy back of what finish() reads first. Reads nothing of p.frame.
-  // `in_graph`: queued in a stream capture (graphs_for()).
+  // `in_graph`: queued in a stream capture (graph_for()).
   void launch_frame(Slot &slot, const Params &p, bool keyframe, cudaStream_t stream,
                     bool in_graph) {
     const dim3 grid(unsigned(ls_.blocks_x), unsigned(ls_.blocks_y));
@@ -2543,7 +2575,7 @@ class CudaEncoder final : public Encoder {
     // The payloads in body order, gathered on the device.
     payload_offsets_kernel<<<1, kScanThreads, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 payload_offsets_kernel");
-    gather_kernel<<<unsigned(n_tiles), 256, 0, stream>>>(p);
+    gather_kernel<<<dim3(unsigned(n_tiles), kGatherParts), 256, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 gather_kernel");
     mark(slot, 9);
     copy_out(slot, slot.h_out.data(), p.modes, slot.h_out.size());
@@ -2773,9 +2805,9 @@ class CudaEncoder final : public Encoder {
   size_t payload_capacity_ = 0;  // the most payload bytes of a frame (slot_layout_.payload)
   size_t rans_zero_bytes_ = 0;   // the rANS counts and the step marks (zeroed per frame)
   bool timing_ = false;          // CODEC2_CUDA_TIMES set: each frame's phases on stderr
-  bool graphs_enabled_ = true;   // a frame's work after prepare_kernel as CUDA graphs
-  std::vector<std::unique_ptr<FrameGraphs>> graphs_;
-  uint64_t graph_clock_ = 0;  // frames submitted (FrameGraphs::used)
+  Graphs graphs_ = Graphs::On;   // a frame's work after prepare_kernel as a CUDA graph
+  std::vector<std::unique_ptr<FrameGraphs>> frame_graphs_;
+  uint64_t graph_clock_ = 0;  // graph_for()'s lookups (FrameGraphs::used)
 };
 
 }  // namespace

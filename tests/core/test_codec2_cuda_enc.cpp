@@ -190,6 +190,21 @@ Totals compare(VideoFormat fmt, int w, int h, Content content, const std::vector
   return totals;
 }
 
+// An environment variable set for a scope (the CUDA encoder reads it when
+// made).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char *name, const char *value) : name_(name) {
+    EXPECT_EQ(setenv(name, value, 1), 0);
+  }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv &) = delete;
+  ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+ private:
+  const char *name_;
+};
+
 const VideoFormat kFormats[] = {VideoFormat::BGR,  VideoFormat::BGRx, VideoFormat::GRAY8,
                                 VideoFormat::I420, VideoFormat::NV12, VideoFormat::YUY2};
 
@@ -306,13 +321,12 @@ TEST(Codec2CudaEncoder, TileGeometries) {
 // does not fit beside the tables); CUDADIFF_CODEC2_RANS_BATCH=1 makes every
 // device take it. The same bodies as the CPU's.
 TEST(Codec2CudaEncoder, RansBatchesOfOneStep) {
-  ASSERT_EQ(setenv("CUDADIFF_CODEC2_RANS_BATCH", "1", 1), 0);
+  const ScopedEnv batches("CUDADIFF_CODEC2_RANS_BATCH", "1");
   for (VideoFormat f : {VideoFormat::BGRx, VideoFormat::BGR, VideoFormat::I420}) {
     compare(f, 200, 130, Content::Scene, {0, 5, 20}, 6, 4, true);
     compare(f, 320, 256, Content::Columns, {5}, 4, 100, false);
     if (HasFailure()) break;
   }
-  unsetenv("CUDADIFF_CODEC2_RANS_BATCH");
 }
 
 // The device makes the tables by the CPU's rules (codec2_tables.h): deltas
@@ -422,17 +436,27 @@ TEST(Codec2CudaEncoder, FramesInFlightFullHd) {
   compare_in_flight({VideoFormat::BGR, 1920, 1080, Content::Scene, {5, 5, 20, 0}, 7, 4});
 }
 
-// A frame's kernels after the first go as CUDA graphs, made per slot,
-// threshold, kind of frame and alternating buffers (more than the eight
-// kept: ChangingThresholdsAndKeyframes); CUDADIFF_CODEC2_GRAPHS=0 launches
-// them one by one, as where the runtime cannot make graphs. The same bodies
-// as the CPU's either way, one frame at a time and two in flight.
+// A frame's kernels after prepare_kernel go as a CUDA graph, made per slot,
+// threshold, kind of frame and alternating buffers, eight kept.
+// CUDADIFF_CODEC2_GRAPHS=require makes a graph that the runtime cannot make
+// or launch an error (else the encoder launches the kernels one by one from
+// then on): seven thresholds over keyframes and deltas need more graphs than
+// are kept, so that some give way and are made again, one frame at a time
+// and two in flight. The same bodies as the CPU's.
+TEST(Codec2CudaEncoder, KernelsInGraphs) {
+  const ScopedEnv graphs("CUDADIFF_CODEC2_GRAPHS", "require");
+  compare(VideoFormat::BGR, 96, 64, Content::Scene, {0, 5, 20, 3, 255, 12, 7}, 30, 4, true);
+  compare(VideoFormat::I420, 97, 61, Content::Static, {20, 0, 7}, 14, 5, false);
+  compare_in_flight({VideoFormat::BGR, 200, 120, Content::Scene, {5, 0, 20, 9, 3}, 16, 5});
+}
+
+// CUDADIFF_CODEC2_GRAPHS=0 launches the kernels one by one, as where the
+// runtime cannot make graphs: the same bodies.
 TEST(Codec2CudaEncoder, KernelsLaunchedOneByOne) {
-  ASSERT_EQ(setenv("CUDADIFF_CODEC2_GRAPHS", "0", 1), 0);
+  const ScopedEnv graphs("CUDADIFF_CODEC2_GRAPHS", "0");
   compare(VideoFormat::BGR, 200, 130, Content::Scene, {0, 5, 20}, 7, 4, true);
   compare(VideoFormat::I420, 201, 131, Content::Static, {20, 0}, 5, 3, false);
   compare_in_flight({VideoFormat::BGR, 320, 256, Content::Columns, {5, 0, 20}, 6, 100});
-  unsetenv("CUDADIFF_CODEC2_GRAPHS");
 }
 
 // Frames in flight: at most two; encode() and read_reference() only when
