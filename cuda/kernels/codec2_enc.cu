@@ -28,10 +28,11 @@
 //      than their bytes become raw (their reconstruction's bytes);
 //   8. the payloads' offsets, the payloads gathered in body order. The
 //      tables' choices come back as soon as the tables are made, and the
-//      host writes the model section while 7 runs; then it waits for the frame, writes the
-//      header, the model and the tile table, and the payloads follow: one
-//      frame at a time the device writes them into the pinned body itself,
-//      else they are copied back at once (finish()).
+//      host writes the model section while 7 runs; then it waits for the
+//      frame, writes the header, the model and the tile table, and the
+//      payloads follow: one frame at a time the device writes them into
+//      the pinned body itself, else they are copied back at once
+//      (finish()).
 // The reference and the tables are final when the tables are (the front
 // part): the next frame's front part may run beside this frame's lanes'
 // checksums and schedule, 7 and 8, each frame in flight with buffers of its
@@ -2465,13 +2466,13 @@ class CudaEncoder final : public Encoder {
   }
   // A frame's work after the working values, on the slot's streams
   // (`stream` its main one, which the side stream joins before the rANS
-  // pass and the aux stream at the end): the
-  // front part (modes, reconstruction and symbols, tables), which ends at
-  // front_done; beside the tables the lanes' checksums and schedule, which
-  // read only the frame's own buffers (Slot::side); the tables' choices
-  // back to the host (Slot::aux, tables_ready); the entropy coding and the
-  // copy back of what finish() reads first. Reads nothing of p.frame.
-  // `in_graph`: queued in a stream capture (graph_for()).
+  // pass and the aux stream at the end): the front part (modes,
+  // reconstruction and symbols, tables), which ends at front_done; beside
+  // the tables the lanes' checksums and schedule, which read only the
+  // frame's own buffers (Slot::side); the tables' choices back to the host
+  // (Slot::aux, tables_ready); the entropy coding and the copy back of what
+  // finish() reads first. Reads nothing of p.frame. `in_graph`: queued in a
+  // stream capture (graph_for()).
   void launch_frame(Slot &slot, const Params &p, bool keyframe, cudaStream_t stream,
                     bool in_graph) {
     const dim3 grid(unsigned(ls_.blocks_x), unsigned(ls_.blocks_y));
