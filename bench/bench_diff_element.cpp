@@ -13,7 +13,12 @@
 // of the bytes change from one frame to the next (the rectangle leaves one
 // place and appears at another), as in the peer benchmark.
 //
-//   bench_diff_element [--frames N] [--size WxH] [--backend cuda|cpu]
+// Each run is timed from the sink's --warmup-th buffer (default 30) to the
+// end of the stream, so that the stream's start (the elements' allocations,
+// the first keyframe, the CUDA graphs' capture) does not count; with
+// --warmup 0, from the first buffer pushed.
+//
+//   bench_diff_element [--frames N] [--warmup N] [--size WxH] [--backend cuda|cpu]
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
@@ -34,6 +39,7 @@ namespace {
 
 struct Options {
   int frames = 600;
+  int warmup = 30;  // output buffers before the timing starts
   int width = 1920, height = 1080;
   std::string backend = "cuda";
 };
@@ -73,9 +79,28 @@ void fill_frames(const Options &o, std::vector<GstBuffer *> &buffers) {
 }
 
 struct Result {
-  double seconds = 0;
-  int frames = 0;
+  double seconds = 0;  // from the warm-up's end to the end of stream
+  int frames = 0;      // the frames within `seconds`
+  int buffers = 0;     // every buffer out of the element
   bool pinned = false;
+};
+
+// Counts an element's output buffers and notes when the warm-up's last one
+// arrived (the sink's handoff).
+struct Timed {
+  using clock = std::chrono::steady_clock;
+  int warmup = 0, seen = 0;
+  clock::time_point start;
+  void on_buffer() {
+    if (++seen == warmup) start = clock::now();
+  }
+  // The result of a run that began at t0 and ended at t1.
+  void finish(clock::time_point t0, clock::time_point t1, bool ok, Result &r) const {
+    const bool warm = warmup > 0 && seen > warmup;
+    r.seconds = std::chrono::duration<double>(t1 - (warm ? start : t0)).count();
+    r.frames = ok ? (warm ? seen - warmup : seen) : 0;
+    r.buffers = seen;
+  }
 };
 
 GstElement *launch(const std::string &desc) {
@@ -121,11 +146,13 @@ Result run_encoder(const Options &o, int version, const char *compression, const
   struct Collect {
     std::vector<GstBuffer *> *packets;
     size_t bytes = 0;
-  } collect{packets};
+    Timed timed;
+  } collect{packets, 0, Timed{o.warmup}};
   g_signal_connect(sink, "handoff",
                    G_CALLBACK(+[](GstElement *, GstBuffer *buf, GstPad *, gpointer data) {
                      auto *c = static_cast<Collect *>(data);
                      c->bytes += gst_buffer_get_size(buf);
+                     c->timed.on_buffer();
                      if (c->packets) c->packets->push_back(gst_buffer_ref(buf));
                    }),
                    &collect);
@@ -177,8 +204,7 @@ Result run_encoder(const Options &o, int version, const char *compression, const
   g_signal_emit_by_name(src, "end-of-stream", &flow);
   const bool ok = wait_eos(pipeline);
   const auto t1 = std::chrono::steady_clock::now();
-  r.seconds = std::chrono::duration<double>(t1 - t0).count();
-  r.frames = ok ? o.frames : 0;
+  collect.timed.finish(t0, t1, ok, r);
   if (packet_caps) {
     GstElement *enc = gst_bin_get_by_name(GST_BIN(pipeline), "enc");
     GstPad *pad = gst_element_get_static_pad(enc, "src");
@@ -208,14 +234,16 @@ Result run_decoder(const Options &o, const std::vector<GstBuffer *> &packets, Gs
   GstElement *src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
   GstElement *sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
   struct Seen {
-    int frames = 0;
+    Timed timed;
     bool pinned = false;
   } seen;
+  seen.timed.warmup = o.warmup;
   g_signal_connect(
       sink, "handoff", G_CALLBACK(+[](GstElement *, GstBuffer *buf, GstPad *, gpointer data) {
         auto *s = static_cast<Seen *>(data);
-        if (s->frames++ == 0)
+        if (s->timed.seen == 0)
           s->pinned = gst_memory_is_type(gst_buffer_peek_memory(buf, 0), "CudaDiffPinned");
+        s->timed.on_buffer();
       }),
       &seen);
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
@@ -226,8 +254,7 @@ Result run_decoder(const Options &o, const std::vector<GstBuffer *> &packets, Gs
   const bool ok = wait_eos(pipeline);
   const auto t1 = std::chrono::steady_clock::now();
   Result r;
-  r.seconds = std::chrono::duration<double>(t1 - t0).count();
-  r.frames = ok ? seen.frames : 0;
+  seen.timed.finish(t0, t1, ok, r);
   r.pinned = seen.pinned;
   gst_element_set_state(pipeline, GST_STATE_NULL);
   gst_object_unref(src);
@@ -367,6 +394,8 @@ int main(int argc, char **argv) {
     const std::string a = argv[i];
     if (a == "--frames" && i + 1 < argc)
       o.frames = std::atoi(argv[++i]);
+    else if (a == "--warmup" && i + 1 < argc)
+      o.warmup = std::max(0, std::atoi(argv[++i]));
     else if (a == "--backend" && i + 1 < argc)
       o.backend = argv[++i];
     else if (a == "--size" && i + 1 < argc)
@@ -421,7 +450,7 @@ int main(int argc, char **argv) {
       const Result e = run_encoder(o, cfg.version, compression, overlap, nullptr, nullptr, &bytes);
       std::snprintf(note, sizeof note, "%s; %.0f bytes per packet",
                     e.pinned ? "pinned input" : "unpinned input",
-                    double(bytes) / std::max(1, e.frames));
+                    double(bytes) / std::max(1, e.buffers));
       lines.push_back({"cudadiffenc " + o.backend + " " + label + " frame-overlap=" + overlap, note,
                        1000 * e.seconds / std::max(1, e.frames)});
     }
@@ -429,7 +458,7 @@ int main(int argc, char **argv) {
     for (const char *overlap : {"never", "always"}) {
       const Result d = run_decoder(o, packets, caps, overlap);
       std::snprintf(note, sizeof note, "%s; %d frames",
-                    d.pinned ? "pinned output" : "unpinned output", d.frames);
+                    d.pinned ? "pinned output" : "unpinned output", d.buffers);
       lines.push_back({"cudadiffdec " + o.backend + " " + label + " frame-overlap=" + overlap, note,
                        1000 * d.seconds / std::max(1, d.frames)});
     }
