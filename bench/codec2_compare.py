@@ -56,8 +56,9 @@ def results(out, decoder):
             continue
         if decoder:
             kind = m.group(2)
-        else:  # one at a time, or the rate with two frames in flight (bench_codec2_enc)
-            kind = "delta, 2 in flight" if "in flight" in f[2] else "delta"
+        else:  # one at a time, or the rate with N frames in flight (bench_codec2_enc)
+            n = re.search(r"(\d+) frames in flight", f[2])
+            kind = "delta, %s in flight" % n.group(1) if n else "delta"
         rows[(int(m.group(1)), kind)] = (float(f[3]), int(size.group(1)) if size else 0)
     return rows
 

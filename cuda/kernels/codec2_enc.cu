@@ -1964,7 +1964,7 @@ class CudaEncoder final : public Encoder {
 
     const size_t hist_count = size_t(p.dist_count) * kTokens;
 
-    // One allocation for the channel planes (cur, ref, rec), one for the
+    // One allocation for the channel planes (cur, ref, rec, spare), one for the
     // rest, carved up with 256-byte alignment.
     auto carve = [](size_t &at, size_t bytes) {
       const size_t off = at;
@@ -1972,8 +1972,10 @@ class CudaEncoder final : public Encoder {
       return off;
     };
     size_t at = 0;
-    size_t plane_off[3][kMaxLayers][kMaxComps] = {};
-    for (int which = 0; which < 3; ++which)
+    // The input's channels, then the reconstructions: the reference, the
+    // next frame's, and a spare (submit()).
+    size_t plane_off[4][kMaxLayers][kMaxComps] = {};
+    for (int which = 0; which < 4; ++which)
       for (int l = 0; l < ls.count; ++l)
         for (int c = 0; c < ls.layer[l].channels; ++c)
           plane_off[which][l][c] = carve(at, size_t(ls.layer[l].width) * ls.layer[l].height);
@@ -1983,6 +1985,7 @@ class CudaEncoder final : public Encoder {
         p.cur[l][c] = planes_.data() + plane_off[0][l][c];
         ref_[l][c] = planes_.data() + plane_off[1][l][c];
         rec_[l][c] = planes_.data() + plane_off[2][l][c];
+        spare_[l][c] = planes_.data() + plane_off[3][l][c];
       }
     at = 0;
     size_t off_in_s[kMaxLayers], off_in_t[kMaxLayers], off_wk_s[kMaxLayers], off_wk_t[kMaxLayers],
@@ -2047,13 +2050,14 @@ class CudaEncoder final : public Encoder {
     }
     // Shared by the frames in flight (a frame's front part, which ends with
     // its tables, runs after the one before's): what the front part alone
-    // reads, the constants, and the tables of the last two frames.
+    // reads, the constants, and the tables of the last three frames.
     const size_t off_stream_off = carve(at, stream_off.size() * 8),
                  off_coded_count = carve(at, tiles.size() * 4),
                  off_reciprocal = carve(at, (kProbScale + 1) * 4),
                  off_shift = carve(at, kProbScale + 1),
                  off_model0 = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
                  off_model1 = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
+                 off_model2 = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
                  off_fresh = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
                  off_cost_prev = carve(at, size_t(p.dist_count) * 8),
                  off_cost_new = carve(at, size_t(p.dist_count) * 8),
@@ -2080,6 +2084,7 @@ class CudaEncoder final : public Encoder {
     p.shift = w + off_shift;
     model_buf_[0] = reinterpret_cast<DevModel *>(w + off_model0);
     model_buf_[1] = reinterpret_cast<DevModel *>(w + off_model1);
+    model_buf_[2] = reinterpret_cast<DevModel *>(w + off_model2);
     p.fresh = reinterpret_cast<DevModel *>(w + off_fresh);
     p.cost_prev = reinterpret_cast<unsigned long long *>(w + off_cost_prev);
     p.cost_new = reinterpret_cast<unsigned long long *>(w + off_cost_new);
@@ -2194,7 +2199,7 @@ class CudaEncoder final : public Encoder {
               : graphs && std::strcmp(graphs, "require") == 0      ? Graphs::Required
                                                                    : Graphs::On;
     input_ready_ = std::make_unique<StreamEvent>();
-    alloc_slot(slots_[0]);  // the second on the first frame submitted beside another
+    alloc_slot(slots_[0]);  // the others on the first frames submitted beside another
     CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
   }
 
@@ -2234,7 +2239,8 @@ class CudaEncoder final : public Encoder {
     // this one reads and whose scratch it overwrites.
     input_ready_->record(ctx_);
     input_ready_->make_wait(*slot.stream);
-    if (in_flight_ > 0) slots_[(si + 1) % kMaxInFlight].front_done->make_wait(*slot.stream);
+    if (in_flight_ > 0)
+      slots_[(si + kMaxInFlight - 1) % kMaxInFlight].front_done->make_wait(*slot.stream);
 
     Params p = p_;
     apply(slot, p);
@@ -2244,7 +2250,7 @@ class CudaEncoder final : public Encoder {
     p.threshold = threshold;
     p.keyframe = keyframe ? 1 : 0;
     p.model = model_buf_[model_cur_];
-    p.prev_model = model_buf_[model_cur_ ^ 1];
+    p.prev_model = model_buf_[(model_cur_ + 2) % 3];
     for (int pl = 0; pl < kMaxPlanes; ++pl) {
       p.frame[pl] = pl < frame.n_planes() ? frame.data[pl] : nullptr;
       p.pitch[pl] = pl < frame.n_planes() ? frame.stride[pl] : 0;
@@ -2288,10 +2294,23 @@ class CudaEncoder final : public Encoder {
       throw;
     }
     slot.submitted = std::chrono::steady_clock::now();
-    // The next frame's reference and previous tables are this one's.
-    model_cur_ ^= 1;
+    // The next frame's reference and previous tables are this one's. The
+    // reconstructions rotate through three buffers: the next frame writes
+    // the one that the frame two before this one wrote (its raw tiles are
+    // gathered from it at its end) and the frame before this one read. By
+    // the next frame's submission the first is finished (at most
+    // kMaxInFlight in flight), and the next frame's front part runs after
+    // the second's. The tables, which the front part alone reads, rotate
+    // with them (two would do, but this way a frame's buffers, and so its
+    // CUDA graph, follow from the slot and the rotation's place).
+    model_cur_ = (model_cur_ + 1) % 3;
     for (int l = 0; l < ls_.count; ++l)
-      for (int c = 0; c < ls_.layer[l].channels; ++c) std::swap(ref_[l][c], rec_[l][c]);
+      for (int c = 0; c < ls_.layer[l].channels; ++c) {
+        uint8_t *const read = ref_[l][c];
+        ref_[l][c] = rec_[l][c];
+        rec_[l][c] = spare_[l][c];
+        spare_[l][c] = read;
+      }
     has_reference_ = true;
     in_flight_++;
   }
@@ -2337,9 +2356,11 @@ class CudaEncoder final : public Encoder {
   struct Slot;
   // A frame's work after prepare_kernel (launch_frame()) as a CUDA graph,
   // captured with a frame's parameters less its planes. The parameters
-  // change with the slot, the reference's and the tables' buffers (which
-  // alternate), the threshold and the kind of frame: a stream of one
-  // threshold uses at most eight graphs.
+  // change with the slot, the reconstructions' and the tables' buffers
+  // (which rotate in threes, submit()), the threshold and the kind of
+  // frame: a stream of one threshold uses at most 18 graphs (each of the
+  // three slots with each of the rotation's three places, keyframes and
+  // deltas; one frame at a time, slot 0 only).
   struct FrameGraphs {
     Params params;  // frame[] and pitch[] zero
     const Slot *slot = nullptr;
@@ -2347,7 +2368,7 @@ class CudaEncoder final : public Encoder {
     GraphExec exec;
     uint64_t used = 0;  // graph_clock_ when last used
   };
-  static constexpr size_t kMaxGraphs = 8;
+  static constexpr size_t kMaxGraphs = 24;
   enum class Graphs { Off, On, Required };
   // The graph for a frame with these parameters, made at its first use (the
   // least recently used gives way beyond kMaxGraphs). Nullptr when graphs
@@ -2724,8 +2745,11 @@ class CudaEncoder final : public Encoder {
   DeviceBuffer planes_, work_;
   uint8_t *ref_[kMaxLayers][kMaxComps] = {};  // the last frame submitted's reconstruction
   uint8_t *rec_[kMaxLayers][kMaxComps] = {};  // the next frame's
-  DevModel *model_buf_[2] = {};               // the tables of the last frame and of the next
-  int model_cur_ = 0;                         // model_buf_[model_cur_]: the next frame's
+  // The one before the last frame's: its raw tiles may still be gathered
+  // from it while the next frame is submitted (submit()).
+  uint8_t *spare_[kMaxLayers][kMaxComps] = {};
+  DevModel *model_buf_[3] = {};  // the tables of the last frames and of the next
+  int model_cur_ = 0;            // model_buf_[model_cur_]: the next frame's
   size_t rans_shared_ = 0;       // the rANS kernel's dynamic shared memory: tables and ring
   int rans_batch_ = kRansBatch;  // its batches' steps
   size_t most_slots_ = 0;        // most steps x lanes of a tile (schedule_kernel's threads)

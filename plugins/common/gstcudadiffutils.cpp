@@ -255,9 +255,12 @@ bool gst_cudadiff_upstream_is_live(GstPad *sinkpad) {
   return live;
 }
 
-void gst_cudadiff_set_overlap_latency(GstElement *codec, bool overlap, gint fps_n, gint fps_d) {
+void gst_cudadiff_set_overlap_latency(GstElement *codec, int frames_held, gint fps_n, gint fps_d) {
+  const bool overlap = frames_held > 0;
   const GstClockTime frame =
-      overlap && fps_n > 0 && fps_d > 0 ? gst_util_uint64_scale_int(GST_SECOND, fps_d, fps_n) : 0;
+      overlap && fps_n > 0 && fps_d > 0
+          ? gst_util_uint64_scale(GST_SECOND, guint64(fps_d) * guint64(frames_held), guint64(fps_n))
+          : 0;
   if (overlap && frame == 0)
     GST_INFO_OBJECT(codec, "frame overlap with an unknown framerate: its latency is not reported");
   if (GST_IS_VIDEO_ENCODER(codec)) {

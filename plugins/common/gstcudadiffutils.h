@@ -73,11 +73,11 @@ GstCaps *gst_cudadiff_transform_caps_gray_or_same(
 // Whether the element upstream of `sinkpad` is live (a latency query);
 // unknown counts as live.
 bool gst_cudadiff_upstream_is_live(GstPad *sinkpad);
-// A GstVideoEncoder's or GstVideoDecoder's latency with frame-overlap: one
-// frame interval (fps_n/fps_d; unknown for fps_n <= 0: none) when `overlap`,
-// else none. The base class adds it to LATENCY queries (min and max) and
-// posts a latency message when it changes.
-void gst_cudadiff_set_overlap_latency(GstElement *codec, bool overlap, gint fps_n, gint fps_d);
+// A GstVideoEncoder's or GstVideoDecoder's latency with frame-overlap:
+// `frames_held` frame intervals (fps_n/fps_d; unknown for fps_n <= 0:
+// none), none for 0. The base class adds it to LATENCY queries (min and
+// max) and posts a latency message when it changes.
+void gst_cudadiff_set_overlap_latency(GstElement *codec, int frames_held, gint fps_n, gint fps_d);
 
 // The packed RGB family, in the order caps list them.
 const std::vector<GstVideoFormat> &gst_cudadiff_packed_rgb_formats(void);

@@ -314,7 +314,7 @@ static gboolean gst_cudadiff_dec_set_format(GstVideoDecoder *decoder, GstVideoCo
       !gst_structure_get_fraction(gst_caps_get_structure(state->caps, 0), "framerate", &fps_n,
                                   &fps_d))
     fps_n = 0;
-  gst_cudadiff_set_overlap_latency(GST_ELEMENT(decoder), st->overlap, fps_n, fps_d);
+  gst_cudadiff_set_overlap_latency(GST_ELEMENT(decoder), st->overlap ? 1 : 0, fps_n, fps_d);
   return TRUE;
 }
 
@@ -440,7 +440,8 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
                                                                h.width, h.height, nullptr);
   GST_VIDEO_INFO_FPS_N(&out->info) = int(h.fps_n);
   GST_VIDEO_INFO_FPS_D(&out->info) = int(h.fps_d);
-  gst_cudadiff_set_overlap_latency(GST_ELEMENT(self), st->overlap, int(h.fps_n), int(h.fps_d));
+  gst_cudadiff_set_overlap_latency(GST_ELEMENT(self), st->overlap ? 1 : 0, int(h.fps_n),
+                                   int(h.fps_d));
   // The sender's colorimetry when its stream header said (else the default
   // of the format and size); the frame is not checked against it.
   GstVideoColorimetry colorimetry;

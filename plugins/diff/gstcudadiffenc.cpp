@@ -36,6 +36,7 @@
 #include "gstcudadiffenc.h"
 
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <new>
 #include <string>
@@ -122,9 +123,9 @@ struct EncState {
   std::unique_ptr<diff::DiffEncoder> encoder;
   // Version 2: the codec2 encoder, on the element's backend (the CUDA
   // backend uploads a frame in system memory into device_input first, one
-  // of two: a frame stays on the device until its body is collected).
+  // of three: a frame stays on the device until its body is collected).
   std::unique_ptr<codec2::Encoder> encoder2;
-  cudadiff::DeviceFrame device_input[2];
+  cudadiff::DeviceFrame device_input[codec2::Encoder::kMaxInFlight];
   int next_input = 0;
   int version = DEFAULT_STREAM_VERSION;    // of the current caps
   cudadiff::HostBytes body;                // pinned: the core writes each body here
@@ -137,10 +138,10 @@ struct EncState {
   guint64 last_keyframe_number = 0;
   bool need_keyframe = true;
   // Non-live upstream: a delta's GPU work is queued and its packet made
-  // while the next frame is on the GPU (see handle_frame).
+  // while the next frames are on the GPU (see handle_frame).
   bool overlap = false;
-  // The delta queued and not yet packed (overlap only): its frame, mapped
-  // while the core reads it, and what its packet needs.
+  // The deltas queued and not yet packed (overlap only), oldest first: each
+  // one's frame, mapped while the core reads it, and what its packet needs.
   struct Pending {
     GstVideoCodecFrame *frame = nullptr;
     GstVideoFrame vframe;
@@ -151,8 +152,10 @@ struct EncState {
     // encoder's finish() for version 2).
     FrameResult result;
   };
-  Pending pending;
-  bool has_pending = false;
+  std::deque<Pending> pending;
+  // The most deltas queued (overlap): 1 for version 1, two for version 2
+  // (the codec2 encoder codes them while the packet before is made).
+  size_t max_pending = 1;
   // A flow return of pushing the queued packet from set_format, returned by
   // the next handle_frame.
   GstFlowReturn held_flow = GST_FLOW_OK;
@@ -443,8 +446,14 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   st->overlap = overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
                 (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
                  !gst_cudadiff_upstream_is_live(GST_VIDEO_ENCODER_SINK_PAD(encoder)));
-  gst_cudadiff_set_overlap_latency(GST_ELEMENT(encoder), st->overlap, GST_VIDEO_INFO_FPS_N(info),
-                                   GST_VIDEO_INFO_FPS_D(info));
+  // Version 2 on the GPU keeps two deltas queued (the GPU codes both while
+  // the packet before them is made); version 1, and the CPU backend, which
+  // encodes a frame at submission, one.
+  st->max_pending = v2 && st->ctx->backend() == cudadiff::Backend::Cuda
+                        ? size_t(codec2::Encoder::kMaxInFlight - 1)
+                        : size_t(1);
+  gst_cudadiff_set_overlap_latency(GST_ELEMENT(encoder), st->overlap ? int(st->max_pending) : 0,
+                                   GST_VIDEO_INFO_FPS_N(info), GST_VIDEO_INFO_FPS_D(info));
   // Downstream must read this version (a capsfilter or a receiver's caps
   // may say which); say so plainly rather than fail later.
   GstCaps *allowed = gst_pad_get_allowed_caps(GST_VIDEO_ENCODER_SRC_PAD(encoder));
@@ -596,12 +605,12 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
   return gst_video_encoder_finish_frame(encoder, frame);
 }
 
-// Collects the queued delta (st->has_pending) and pushes its packet.
-static GstFlowReturn finish_pending(GstCudaDiffEnc *self) {
+// Collects the oldest queued delta and pushes its packet.
+static GstFlowReturn finish_oldest(GstCudaDiffEnc *self) {
   EncState *st = self->state;
-  if (!st->has_pending) return GST_FLOW_OK;
-  EncState::Pending p = st->pending;
-  st->has_pending = false;
+  if (st->pending.empty()) return GST_FLOW_OK;
+  EncState::Pending p = st->pending.front();
+  st->pending.pop_front();
   FrameResult result = p.result;
   try {
     cudadiff::ContextScope scope(st->ctx.get());
@@ -622,24 +631,42 @@ static GstFlowReturn finish_pending(GstCudaDiffEnc *self) {
   return push_packet(self, p.frame, p.info, p.compression, p.level, result);
 }
 
-// Flush and stop: the queued delta is collected (the core's queue must
+// Collects every queued delta, oldest first, and pushes their packets. The
+// first flow return other than OK is returned; after an error the deltas
+// left (coded against the frame that failed) are dropped.
+static GstFlowReturn finish_pending(GstCudaDiffEnc *self) {
+  GstFlowReturn first = GST_FLOW_OK;
+  while (!self->state->pending.empty()) {
+    const GstFlowReturn ret = finish_oldest(self);
+    if (first == GST_FLOW_OK) first = ret;
+    if (ret == GST_FLOW_ERROR) {
+      discard_pending(self);
+      self->state->need_keyframe = true;
+      return ret;
+    }
+  }
+  return first;
+}
+
+// Flush and stop: the queued deltas are collected (the core's queue must
 // drain) and dropped; the next frame is a keyframe anyway.
 static void discard_pending(GstCudaDiffEnc *self) {
   EncState *st = self->state;
-  if (!st->has_pending) return;
-  st->has_pending = false;
-  try {
-    cudadiff::ContextScope scope(st->ctx.get());
-    if (st->encoder)
-      st->encoder->collect_delta(st->body);
-    else if (st->encoder2)
-      st->encoder2->finish(st->body);
-  } catch (const cudadiff::Error &e) {
-    GST_WARNING_OBJECT(self, "dropping a queued frame: %s", e.what());
+  while (!st->pending.empty()) {
+    EncState::Pending &p = st->pending.front();
+    try {
+      cudadiff::ContextScope scope(st->ctx.get());
+      if (st->encoder)
+        st->encoder->collect_delta(st->body);
+      else if (st->encoder2)
+        st->encoder2->finish(st->body);
+    } catch (const cudadiff::Error &e) {
+      GST_WARNING_OBJECT(self, "dropping a queued frame: %s", e.what());
+    }
+    gst_video_frame_unmap(&p.vframe);
+    gst_video_codec_frame_unref(p.frame);
+    st->pending.pop_front();
   }
-  gst_video_frame_unmap(&st->pending.vframe);
-  gst_video_codec_frame_unref(st->pending.frame);
-  st->pending.frame = nullptr;
 }
 
 // Version 2: starts encoding a frame (its body is collected by collect_v2).
@@ -655,7 +682,7 @@ static void submit_v2(EncState *st, const cudadiff::FrameView &input, bool on_de
     const cudadiff::FrameView *frame = &input;
     if (st->ctx->backend() == cudadiff::Backend::Cuda && !on_device) {
       const cudadiff::DeviceFrame &dst = st->device_input[st->next_input];
-      st->next_input ^= 1;
+      st->next_input = (st->next_input + 1) % codec2::Encoder::kMaxInFlight;
       cudadiff::copy_to_device(input, dst.view(), *st->ctx);
       frame = &dst.view();
     }
@@ -688,7 +715,9 @@ static void collect_v2(EncState *st, FrameResult *result) {
 // packets.
 // Version 2 likewise: each frame is submitted to the core (which codes frame
 // N on the GPU beside the entropy coding of frame N-1) and its body
-// collected at once or, with overlap, after the next frame's submission.
+// collected at once or, with overlap, after the next frame's submission
+// (the CPU backend) or the next two frames' (the CUDA backend: the GPU has
+// two frames to work on while the CPU packs the one before them).
 static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
                                                    GstVideoCodecFrame *frame) {
   auto *self = GST_CUDADIFF_ENC(encoder);
@@ -787,13 +816,14 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     gst_video_frame_unmap(&p.vframe);
     return push_packet(self, frame, p.info, compression, level, p.result);
   }
-  // The delta before this one (overlap), then this one now or later.
-  const GstFlowReturn ret = finish_pending(self);
-  st->pending = p;
-  st->has_pending = true;
+  // The oldest delta before this one where the queue is full (overlap),
+  // then this one now or later.
+  const GstFlowReturn ret =
+      st->pending.size() >= st->max_pending ? finish_oldest(self) : GST_FLOW_OK;
+  st->pending.push_back(p);
   if (ret == GST_FLOW_ERROR) {
-    // This delta may have been coded against the frame that failed: it is
-    // dropped too, and the next frame is a keyframe.
+    // The deltas after the one that failed may have been coded against it:
+    // they are dropped too, and the next frame is a keyframe.
     discard_pending(self);
     st->need_keyframe = true;
     return ret;
@@ -813,10 +843,13 @@ static GstFlowReturn gst_cudadiff_enc_finish(GstVideoEncoder *encoder) {
 static gboolean gst_cudadiff_enc_propose_allocation(GstVideoEncoder *encoder, GstQuery *query) {
   GstCaps *caps = nullptr;
   gst_query_parse_allocation(query, &caps, nullptr);
-  // It may keep one input frame after handle_frame returns (frame-overlap).
+  // It may keep up to two input frames after handle_frame returns
+  // (frame-overlap: version 2 on a GPU holds two, else one).
+  const guint held = codec2::Encoder::kMaxInFlight - 1;
   if (gst_cudadiff_caps_are_cuda(caps))
-    return gst_cudadiff_propose_cuda_allocation(&GST_CUDADIFF_ENC(encoder)->state->share, query, 1);
-  return gst_cudadiff_propose_pinned_allocation(query, 1);
+    return gst_cudadiff_propose_cuda_allocation(&GST_CUDADIFF_ENC(encoder)->state->share, query,
+                                                held);
+  return gst_cudadiff_propose_pinned_allocation(query, held);
 }
 
 // CUDA memory caps only where the element can use them (not with
@@ -918,9 +951,11 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
       g_param_spec_enum(
           "frame-overlap", "Frame overlap",
           "Whether a delta's packet waits for the next frame, so that the GPU encodes frame N "
-          "while the CPU packs and pushes frame N-1 (version 2: the GPU starts frame N while "
-          "it still entropy-codes frame N-1; more frames per second, one frame of delay; end "
-          "of stream, keyframes, caps changes and drain queries push the waiting packet): "
+          "while the CPU packs and pushes frame N-1 (version 2 on a GPU: for the next two "
+          "frames, which the GPU codes, each starting while the one before is still "
+          "entropy-coded; more frames per second, one frame of delay, two for version 2 on a "
+          "GPU; end of stream, keyframes, caps changes and drain queries push the waiting "
+          "packets): "
           "auto = when upstream is not live (latency query), always, never (each packet "
           "leaves as soon as its frame is encoded: for applications that push a frame and "
           "wait for its packet). Read when caps are set. Default: auto",

@@ -2,7 +2,7 @@
 // byte: every format, odd sizes, thresholds 0, 5 and 20, keyframes and runs
 // of deltas on random frames (raw tiles), smooth moving scenes, and scenes
 // with static regions (skipped, temporal and spatial blocks), from packed
-// and padded device frames, one at a time and two in flight; the reference
+// and padded device frames, one at a time and two or three in flight; the reference
 // and the frame statistics are the CPU's too, and the CPU and CUDA decoders
 // show the encoder's reference.
 #include <gtest/gtest.h>
@@ -360,18 +360,20 @@ TEST(Codec2CudaEncoder, RefusesWhatTheCpuRefuses) {
 
 namespace {
 
-// Frames in flight (submit() and finish(), two at a time): the bodies,
-// statistics and final reference are the CPU's, with keyframes and changing
-// thresholds between deltas, raw tiles (random frames) and tiles with few
-// lanes. As cudadiffenc does: each frame is copied up asynchronously on the
-// context's stream into one of two device frames, which the frame after
-// next overwrites once this one is finished.
+// Frames in flight (submit() and finish(), `depth` at a time: 2, or
+// Encoder::kMaxInFlight as cudadiffenc keeps them): the bodies, statistics
+// and final reference are the CPU's, with keyframes and changing thresholds
+// between deltas, raw tiles (random frames) and tiles with few lanes. As
+// cudadiffenc does: each frame is copied up asynchronously on the context's
+// stream into one of `depth` device frames, which the frame `depth` later
+// overwrites once this one is finished.
 struct InFlightCase {
   VideoFormat fmt;
   int w, h;
   Content content;
   std::vector<int> ks;
   int frames, key_every;
+  int depth = Encoder::kMaxInFlight;
 };
 void compare_in_flight(const InFlightCase &c) {
   auto cpu = Context::cpu();
@@ -383,11 +385,12 @@ void compare_in_flight(const InFlightCase &c) {
   std::vector<FrameStats> cstats(size_t(c.frames));
   std::vector<HostFrame> frames;  // each kept until its upload is surely done
   frames.reserve(size_t(c.frames));
-  DeviceFrame inputs[2] = {DeviceFrame(c.fmt, c.w, c.h), DeviceFrame(c.fmt, c.w, c.h)};
+  std::vector<DeviceFrame> inputs;
+  for (int i = 0; i < c.depth; ++i) inputs.emplace_back(c.fmt, c.w, c.h);
   HostBytes gbody;
   auto where = [&](int t) {
     return std::string(format_name(c.fmt)) + " " + std::to_string(c.w) + "x" + std::to_string(c.h) +
-           " frame " + std::to_string(t);
+           " frame " + std::to_string(t) + " (" + std::to_string(c.depth) + " in flight)";
   };
   auto finish_and_compare = [&](int t) {
     const FrameStats gs = genc->finish(gbody);
@@ -396,21 +399,24 @@ void compare_in_flight(const InFlightCase &c) {
     // The body's buffer is reused by the next finish(): overwrite it.
     std::memset(gbody.data(), 0xA5, gbody.size());
   };
+  auto k_of = [&](int t) { return c.ks[size_t(t) % c.ks.size()]; };
+  // The CPU's bodies first, so that the GPU's frames follow each other
+  // closely (each submitted while the ones before are still being coded).
   for (int t = 0; t < c.frames; ++t) {
-    const int k = c.ks[size_t(t) % c.ks.size()];
-    const bool key = t % c.key_every == 0;
     frames.emplace_back(c.fmt, c.w, c.h, 3);
-    HostFrame &frame = frames.back();
-    fill(frame, c.content, t, gen, k);
-    cstats[size_t(t)] = cenc->encode(frame.view, k, key, cbodies[size_t(t)]);
-    const FrameView &input = inputs[t % 2].view();
-    copy_to_device(frame.view, input, *gpu);
-    genc->submit(input, k, key);
-    EXPECT_EQ(genc->frames_in_flight(), std::min(t + 1, 2)) << where(t);
-    if (t >= 1) finish_and_compare(t - 1);
+    fill(frames.back(), c.content, t, gen, k_of(t));
+    cstats[size_t(t)] =
+        cenc->encode(frames.back().view, k_of(t), t % c.key_every == 0, cbodies[size_t(t)]);
+  }
+  for (int t = 0; t < c.frames; ++t) {
+    const FrameView &input = inputs[size_t(t % c.depth)].view();
+    copy_to_device(frames[size_t(t)].view, input, *gpu);
+    genc->submit(input, k_of(t), t % c.key_every == 0);
+    EXPECT_EQ(genc->frames_in_flight(), std::min(t + 1, c.depth)) << where(t);
+    if (t + 1 >= c.depth) finish_and_compare(t + 1 - c.depth);
     if (::testing::Test::HasFailure()) return;
   }
-  finish_and_compare(c.frames - 1);
+  for (int t = std::max(0, c.frames + 1 - c.depth); t < c.frames; ++t) finish_and_compare(t);
   EXPECT_EQ(genc->frames_in_flight(), 0);
   HostBytes cref, gref;
   cenc->read_reference(cref);
@@ -425,6 +431,9 @@ TEST(Codec2CudaEncoder, FramesInFlight) {
       {VideoFormat::BGR, 200, 120, Content::Random, {0, 5}, 6, 3},
       {VideoFormat::BGR, 320, 256, Content::Columns, {5, 0, 20}, 6, 100},
       {VideoFormat::I420, 201, 131, Content::Static, {20, 0, 7}, 8, 5},
+      {VideoFormat::BGR, 200, 120, Content::Random, {0, 5}, 6, 3, 2},
+      {VideoFormat::BGR, 320, 256, Content::Columns, {5, 0, 20}, 7, 100, 2},
+      {VideoFormat::I420, 201, 131, Content::Static, {20, 0, 7}, 8, 5, 2},
   };
   for (const InFlightCase &c : cases) {
     compare_in_flight(c);
@@ -434,18 +443,19 @@ TEST(Codec2CudaEncoder, FramesInFlight) {
 
 TEST(Codec2CudaEncoder, FramesInFlightFullHd) {
   compare_in_flight({VideoFormat::BGR, 1920, 1080, Content::Scene, {5, 5, 20, 0}, 7, 4});
+  compare_in_flight({VideoFormat::BGR, 1920, 1080, Content::Random, {20, 0, 5}, 7, 100});
 }
 
 // A frame's kernels after prepare_kernel go as a CUDA graph, made per slot,
-// threshold, kind of frame and alternating buffers, eight kept.
+// threshold, kind of frame and place of the rotating buffers, 24 kept.
 // CUDADIFF_CODEC2_GRAPHS=require makes a graph that the runtime cannot make
 // or launch an error (else the encoder launches the kernels one by one from
 // then on): seven thresholds over keyframes and deltas need more graphs than
 // are kept, so that some give way and are made again, one frame at a time
-// and two in flight. The same bodies as the CPU's.
+// and three in flight. The same bodies as the CPU's.
 TEST(Codec2CudaEncoder, KernelsInGraphs) {
   const ScopedEnv graphs("CUDADIFF_CODEC2_GRAPHS", "require");
-  compare(VideoFormat::BGR, 96, 64, Content::Scene, {0, 5, 20, 3, 255, 12, 7}, 30, 4, true);
+  compare(VideoFormat::BGR, 96, 64, Content::Scene, {0, 5, 20, 3, 255, 12, 7}, 60, 4, true);
   compare(VideoFormat::I420, 97, 61, Content::Static, {20, 0, 7}, 14, 5, false);
   compare_in_flight({VideoFormat::BGR, 200, 120, Content::Scene, {5, 0, 20, 9, 3}, 16, 5});
 }
@@ -459,29 +469,33 @@ TEST(Codec2CudaEncoder, KernelsLaunchedOneByOne) {
   compare_in_flight({VideoFormat::BGR, 320, 256, Content::Columns, {5, 0, 20}, 6, 100});
 }
 
-// Frames in flight: at most two; encode() and read_reference() only when
+// Frames in flight: at most three; encode() and read_reference() only when
 // none is; finish() only when one is.
 TEST(Codec2CudaEncoder, FramesInFlightLimits) {
+  static_assert(Encoder::kMaxInFlight == 3, "the test submits three frames");
   auto gpu = Context::cuda(0);
   auto enc = Encoder::create(*gpu, VideoFormat::GRAY8, 64, 48);
   DeviceFrame a(VideoFormat::GRAY8, 64, 48), b(VideoFormat::GRAY8, 64, 48),
-      c(VideoFormat::GRAY8, 64, 48);
+      c(VideoFormat::GRAY8, 64, 48), d(VideoFormat::GRAY8, 64, 48);
   fill_bytes_async(a.view().data[0], 7, a.size(), *gpu);
   fill_bytes_async(b.view().data[0], 9, b.size(), *gpu);
+  fill_bytes_async(c.view().data[0], 30, c.size(), *gpu);
   HostBytes body;
   EXPECT_THROW(enc->finish(body), Error);
   enc->submit(a.view(), 3, true);
   enc->submit(b.view(), 3, false);
-  EXPECT_THROW(enc->submit(c.view(), 3, false), Error);
-  EXPECT_THROW(enc->encode(c.view(), 3, false, body), Error);
+  enc->submit(c.view(), 3, false);
+  EXPECT_THROW(enc->submit(d.view(), 3, false), Error);
+  EXPECT_THROW(enc->encode(d.view(), 3, false, body), Error);
   HostBytes ref;
   EXPECT_THROW(enc->read_reference(ref), Error);
-  EXPECT_EQ(enc->frames_in_flight(), 2);
+  EXPECT_EQ(enc->frames_in_flight(), 3);
   EXPECT_TRUE(enc->finish(body).keyframe);
+  EXPECT_FALSE(enc->finish(body).keyframe);
   EXPECT_FALSE(enc->finish(body).keyframe);
   EXPECT_EQ(enc->frames_in_flight(), 0);
   enc->read_reference(ref);
-  // Every byte within the threshold of the second frame's.
+  // Every byte within the threshold of the third frame's.
   EXPECT_TRUE(std::all_of(ref.data(), ref.data() + ref.size(),
-                          [](uint8_t v) { return v >= 9 - 3 && v <= 9 + 3; }));
+                          [](uint8_t v) { return v >= 30 - 3 && v <= 30 + 3; }));
 }

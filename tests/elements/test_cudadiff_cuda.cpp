@@ -3,11 +3,14 @@
 // odd sizes, lossless and lossy thresholds, with and without zstd, in stream
 // versions 1 and 2 (each coded by the element's backend, the CUDA encoder
 // uploading the frames from system memory), and with frames overlapping (a
-// non-live upstream: version 2's CUDA encoder then keeps two frames in
-// flight). Needs a device: exits 77 without one.
+// non-live upstream: version 2's CUDA encoder then keeps up to three frames
+// in flight, two deltas waiting for their packets). Needs a device: exits 77
+// without one.
 #include <gst/check/gstharness.h>
+#include <gst/video/gstvideoencoder.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -109,4 +112,57 @@ TEST(CudaDiffCuda, CudaPacketsEqualCpuPackets) {
           ASSERT_EQ(shown_gpu.size(), 8u);
           ASSERT_EQ(shown_gpu, shown_cpu);
         }
+}
+
+// Version 2 on the GPU with frame-overlap holds two deltas back (the GPU
+// codes both while the packet before them is made): each delta's packet
+// leaves once two more frames have come, the encoder reports two frame
+// intervals of latency, a drain query pushes both, and stopping with two
+// waiting drops them cleanly. The packets are those of frame-overlap=never.
+TEST(CudaDiffCuda, Version2OverlapHoldsTwoDeltas) {
+  static_assert(cudadiff::codec2::Encoder::kMaxInFlight == 3, "two deltas held");
+  const GstVideoInfo info = video_info("BGRx", 40, 18, 25);
+  std::vector<Bytes> sent[2];
+  for (int overlap = 0; overlap < 2; ++overlap) {
+    SCOPED_TRACE(overlap ? "frame-overlap=always" : "frame-overlap=never");
+    GstHarness *enc = gst_harness_new_parse(
+        (std::string("cudadiffenc backend=cuda stream-version=2 keyframe-interval=0 "
+                     "frame-overlap=") +
+         (overlap ? "always" : "never"))
+            .c_str());
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGRx", 40, 18, 25).c_str());
+    auto pull = [&] {
+      while (GstBuffer *b = gst_harness_try_pull(enc)) {
+        if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER))
+          sent[overlap].push_back(bytes_of(b));
+        gst_buffer_unref(b);
+      }
+    };
+    for (int t = 0; t < 6; ++t) {
+      ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("BGRx", 40, 18, t, 11), t)),
+                GST_FLOW_OK);
+      pull();
+      // The keyframe leaves at once.
+      EXPECT_EQ(int(sent[overlap].size()), overlap ? std::max(1, t - 1) : t + 1)
+          << "after frame " << t;
+    }
+    GstClockTime min = 1, max = 1;
+    GstElement *element = gst_harness_find_element(enc, "cudadiffenc");
+    ASSERT_NE(element, nullptr);
+    gst_video_encoder_get_latency(GST_VIDEO_ENCODER(element), &min, &max);
+    gst_object_unref(element);
+    EXPECT_EQ(min, overlap ? 2 * GST_SECOND / 25 : 0);
+    EXPECT_EQ(max, min);
+    GstQuery *drain = gst_query_new_drain();
+    EXPECT_TRUE(gst_pad_peer_query(enc->srcpad, drain));
+    gst_query_unref(drain);
+    pull();
+    EXPECT_EQ(sent[overlap].size(), 6u);
+    // Two more deltas left waiting when the harness stops the element.
+    for (int t = 6; t < 8; ++t)
+      ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("BGRx", 40, 18, t, 11), t)),
+                GST_FLOW_OK);
+    gst_harness_teardown(enc);
+  }
+  EXPECT_EQ(sent[0], sent[1]);
 }

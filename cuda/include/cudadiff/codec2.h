@@ -99,7 +99,7 @@ class Encoder {
                             HostBytes &body) = 0;
   // Frames in flight (cudadiffenc frame-overlap), so that the GPU codes
   // frame N+1 while the entropy coder still works on frame N and the caller
-  // sends frame N-1:
+  // sends frame N-1 (or, three in flight, while frame N+2 waits to start):
   // - submit() starts encoding `frame` as encode() does (same checks, same
   //   body); the next frame may be submitted at once (the reference and the
   //   tables are taken as this frame leaves them). `frame` must stay valid
@@ -112,7 +112,7 @@ class Encoder {
   // then encode a keyframe (has_reference() is false after a failed
   // finish()), or make a new encoder after a CUDA error. The CPU backend
   // encodes at submission.
-  static constexpr int kMaxInFlight = 2;
+  static constexpr int kMaxInFlight = 3;
   virtual void submit(const FrameView &frame, int threshold, bool keyframe);
   virtual FrameStats finish(HostBytes &body);
   int frames_in_flight() const { return in_flight_; }
