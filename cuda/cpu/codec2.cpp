@@ -222,7 +222,7 @@ bool use_avx2();  // below, with the encoder
 // ---------------------------------------------------------------------------
 // Integer costs (1/256 bit), the same on every backend.
 
-// A token's cost in the mode decision: about
+// The first estimate of a token's cost in the mode decision: about
 // 1 + 2 log2(1 + |r|) bits (1/256 bit), r the smallest residual of the token.
 struct FirstCosts {
   uint32_t of_token[kTokens];
@@ -1831,6 +1831,8 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   CODEC2_ALWAYS_INLINE void symbols_layer(const Tile &t, int l, uint32_t *codes, uint32_t *hist,
                                           uint64_t *maps);
   ClassPlanes class_planes(int l, int cls, const Planes &nb) const;
+  template <class F>
+  void for_each_proxy_row(const Tile &t, F f) const;
   void build_model(const uint32_t *hist, bool keyframe, BitWriter &bw, Model &model);
   FrameStats write_tiles(bool keyframe, int k, const uint8_t *modes,
                          const std::function<void(size_t, uint8_t *)> &raw, HostBytes &body);
@@ -1854,6 +1856,9 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   // Per block: not skipped; and needed (coded, or holding neighbours of a
   // coded block's samples: left, right, above-left, above or above-right of it).
   std::vector<uint8_t> coded_, needed_;
+  // The mode decision's symbols (distribution * kTokens + token) per layer,
+  // class and component, a plane of samples each.
+  std::vector<uint16_t> ids_[kMaxLayers][kClasses][kMaxComps];
   Model prev_;
   // Per tile its symbols as codes (kNoCode): block modes, then layer by
   // layer; the number in use (0: skipped tile); their histogram; the
@@ -1890,8 +1895,8 @@ bool use_avx2() {
 }
 #endif
 
-// Each token's cost with its raw bits (1/256 bit),
-// for the sums of the mode decision.
+// The first estimate of each token's cost with its raw bits (1/256 bit),
+// for the sums of the mode decision's first round.
 // Below 2^14 each (at most 256 + 2 log2_q8(1537) + 10 * 256 for token 31),
 // so 4 components' sum fits 16 bits; also as byte tables for
 // first_cost_sum_avx2(): the low and high bytes of tokens 0..15 and
@@ -1983,8 +1988,8 @@ inline void prefetch_run(const void *p, size_t bytes) {
 
 // The proxy symbols of every coded block of a tile in each of the three
 // coded modes' classes, each sample predicted as if its neighbours had the
-// same mode (from the input's working values), and each mode's cost from
-// them by a fixed cost per residual (the tokens and raw bits alone).
+// same mode (from the input's working values), kept in ids_; and the first
+// estimate of each mode's cost, by a fixed cost per residual.
 void CpuEncoder::proxy_symbols(const Tile &t, uint64_t *cost) {
 #if CODEC2_AVX2
   if (use_avx2()) return proxy_symbols_avx2(t, cost);
@@ -2044,6 +2049,8 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::proxy_layer(const Tile &t, int l, uint64_t
       for (int cls = 0; cls < kClasses; ++cls) {
         row_symbols<VW, NC, false>(cls, br, cp[cls], rs);
         uint32_t sum = 0;
+        for (int c = 0; c < NC; ++c)
+          std::memcpy(ids_[l][cls][c].data() + br.at, rs.id[c], sizeof(uint16_t) * size_t(n));
 #if CODEC2_AVX2
         if constexpr (VW >= 16) {
           sum = first_cost_sum_avx2(rs, NC, n);
@@ -2054,6 +2061,34 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::proxy_layer(const Tile &t, int l, uint64_t
             for (int i = 0; i < n; ++i) sum += kFirstCostWithBits.of_token[rs.id[c][i] % kTokens];
         }
         cost[block * kModes + size_t(mode_of_class[cls])] += sum;
+      }
+    }
+  }
+}
+
+// Calls f(block, cls, ids, n) for every block row of the coded blocks of a
+// tile, every class and component: ids, the n proxy symbols of its samples.
+template <class F>
+void CpuEncoder::for_each_proxy_row(const Tile &t, F f) const {
+  for (int l = 0; l < ls_.count; ++l) {
+    const Layer &ly = ls_.layer[l];
+    for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y) {
+      const size_t brow = size_t((y << ly.sy) / kBlock) * ls_.blocks_x;
+      if (y + kPrefetchRows < t.y0[l] + t.h[l]) {
+        const size_t ahead = size_t(y + kPrefetchRows) * ly.width + size_t(t.x0[l]);
+        for (int cls = 0; cls < kClasses; ++cls)
+          for (int c = 0; c < ly.channels; ++c)
+            prefetch_run(ids_[l][cls][c].data() + ahead, size_t(t.w[l]) * sizeof(uint16_t));
+      }
+      for (int bx = t.bx0; bx < t.bx1; ++bx) {
+        const size_t block = brow + size_t(bx);
+        if (!coded_[block]) continue;
+        const BlockSpan span = block_span(ly, bx);
+        const int n = span.x1 - span.x0;
+        if (n <= 0) continue;
+        const size_t at = size_t(y) * ly.width + size_t(span.x0);
+        for (int cls = 0; cls < kClasses; ++cls)
+          for (int c = 0; c < ly.channels; ++c) f(block, cls, ids_[l][cls][c].data() + at, n);
       }
     }
   }
@@ -2124,13 +2159,19 @@ void CpuEncoder::find_coded_blocks(bool keyframe, int threads) {
 void CpuEncoder::decide_modes(int threads) {
   const size_t n_blocks = modes_.size();
   std::vector<uint64_t> cost(n_blocks * kModes);
-  // Per tile (a block's costs come from its tile alone): each mode's cost
-  // by a fixed cost per residual, and the cheapest mode of each coded block.
+  // Two rounds: a first choice by a fixed cost per residual, then by the
+  // costs of the tables that choice would produce (of the same symbols,
+  // computed once).
   const long long n_tiles = (long long)tiles_.size();
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-  for (long long ti = 0; ti < n_tiles; ++ti) {
-    const Tile &t = tiles_[ti];
-    proxy_symbols(t, cost.data());
+  for (int l = 0; l < ls_.count; ++l)
+    for (int cls = 0; cls < kClasses; ++cls)
+      for (int c = 0; c < ls_.layer[l].channels; ++c)
+        ids_[l][cls][c].resize(size_t(ls_.layer[l].width) * ls_.layer[l].height);
+  const int mode_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
+  const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
+  // The cheapest mode of each block of a tile by `cost` (a block's costs
+  // come from its tile alone).
+  auto choose = [&](const Tile &t) {
     for (int by = t.by0; by < t.by1; ++by)
       for (int bx = t.bx0; bx < t.bx1; ++bx) {
         const size_t b = size_t(by) * ls_.blocks_x + size_t(bx);
@@ -2144,6 +2185,50 @@ void CpuEncoder::decide_modes(int threads) {
         if (c[kSpatial] < c[best]) best = kSpatial;
         modes_[b] = uint8_t(best);
       }
+  };
+  // Round 0, per tile while its proxy symbols are in the cache: the symbols,
+  // the first choice, and the histograms of the symbols under that choice.
+  const size_t n_ids = size_t(dl_.count) * kTokens;
+  std::vector<uint32_t> hist(n_ids, 0);
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<uint32_t> mine(n_ids, 0);
+#pragma omp for schedule(dynamic)
+    for (long long ti = 0; ti < n_tiles; ++ti) {
+      const Tile &t = tiles_[ti];
+      proxy_symbols(t, cost.data());
+      choose(t);
+      for_each_proxy_row(t, [&](size_t block, int cls, const uint16_t *ids, int n) {
+        if (class_of_mode[modes_[block]] != cls) return;
+        for (int i = 0; i < n; ++i) mine[ids[i]]++;
+      });
+    }
+#pragma omp critical
+    for (size_t i = 0; i < n_ids; ++i) hist[i] += mine[i];
+  }
+  // Costs from the histograms (with the raw bits: 256 per bit), then round
+  // 1: each mode's cost by them, and the final choice.
+  std::vector<uint32_t> id_cost(n_ids);  // per distribution and token: 1/256 bit
+  for (int d = 0; d < dl_.count; ++d) {
+    // Costs with one extra count per token, so that unseen tokens cost a lot but not infinity.
+    uint32_t total = 0;
+    for (int tk = 0; tk < kTokens; ++tk) total += hist[size_t(d) * kTokens + tk] + 1;
+    const uint32_t lt = log2_q8(total);
+    for (int tk = 0; tk < kTokens; ++tk)
+      id_cost[size_t(d) * kTokens + tk] =
+          lt - log2_q8(hist[size_t(d) * kTokens + tk] + 1) + 256u * uint32_t(kTokenExtra[tk]);
+  }
+  std::fill(cost.begin(), cost.end(), 0);
+  const uint32_t *ic = id_cost.data();
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+  for (long long ti = 0; ti < n_tiles; ++ti) {
+    const Tile &t = tiles_[ti];
+    for_each_proxy_row(t, [&](size_t block, int cls, const uint16_t *ids, int n) {
+      uint32_t sum = 0;
+      for (int i = 0; i < n; ++i) sum += ic[ids[i]];
+      cost[block * kModes + size_t(mode_of_class[cls])] += sum;
+    });
+    choose(t);
   }
 }
 

@@ -6,34 +6,36 @@
 // thread blocks of one layer):
 //   1. prepare: the input's channels, its working values in both domains,
 //      the reference's texture classes, and which blocks are not skipped;
-//   2. the mode decision: every coded block's cost in the three classes
-//      (a fixed cost per token of its samples), and its cheapest mode;
-//   3. the reconstruction (the new reference) and its working values;
-//   4. every tile's symbols in the reference's layout, and per tile the
+//   2. round 1: every coded block's proxy symbols in the three classes
+//      (kept as distribution * 32 + token) and the block's first costs;
+//      decide; the proxies' histograms under that choice; their costs;
+//   3. round 2: the blocks' costs by those; decide again;
+//   4. the reconstruction (the new reference) and its working values;
+//   5. every tile's symbols in the reference's layout, and per tile the
 //      histogram of its symbols; the tiles' types and the histogram of the
 //      coded tiles;
-//   5. the tables from the histogram, by the CPU reference's rules
+//   6. the tables from the histogram, by the CPU reference's rules
 //      (codec2_tables.h), in three small kernels; beside them, on a stream
 //      of their own, each lane's checksum (one thread block per lane) and
 //      the symbols laid out in schedule order, with the steps that code
 //      something marked;
-//   6. rANS in two passes: each lane (a thread of a tile's coding warp,
+//   7. rANS in two passes: each lane (a thread of a tile's coding warp,
 //      which two more warps feed the symbols and their tables) codes its
 //      symbols backwards alone, over the marked steps only, logging its
 //      bytes and how many it emitted in each sub-step; then one thread
 //      block per tile places the bytes in the reference's order (in a
 //      sub-step, the lanes from the last) by counting; tiles no smaller
 //      than their bytes become raw (their reconstruction's bytes);
-//   7. the payloads' offsets, the payloads gathered in body order. The
+//   8. the payloads' offsets, the payloads gathered in body order. The
 //      tables' choices come back as soon as the tables are made, and the
-//      host writes the model section while 6 runs; then it waits for the
+//      host writes the model section while 7 runs; then it waits for the
 //      frame, writes the header, the model and the tile table, and the
 //      payloads follow: one frame at a time the device writes them into
 //      the pinned body itself, else they are copied back at once
 //      (finish()).
 // The reference and the tables are final when the tables are (the front
 // part): the next frame's front part may run beside this frame's lanes'
-// checksums and schedule, 6 and 7, each frame in flight with buffers of its
+// checksums and schedule, 7 and 8, each frame in flight with buffers of its
 // own for those (submit(), finish()). What follows prepare goes as one CUDA
 // graph where the runtime makes one. The reference stays on the device
 // between frames.
@@ -191,10 +193,13 @@ struct Params {
   int16_t *in_s[kMaxLayers], *in_t[kMaxLayers];  // the input's working values
   int16_t *wk_s[kMaxLayers], *wk_t[kMaxLayers];  // the reconstruction's
   uint8_t *rclass[kMaxLayers];
-  uint8_t *coded;            // per block: not skipped
-  uint8_t *modes;            // per block
-  unsigned long long *cost;  // per block and mode (formats of two layers)
-  uint32_t *hist;            // the coded tiles' histogram (distribution x token)
+  uint16_t *ids[kMaxLayers][kClasses];  // round 1's proxy symbols per sample and component
+  uint8_t *coded;                       // per block: not skipped
+  uint8_t *modes;                       // per block
+  unsigned long long *cost;             // per block and mode
+  uint32_t *hist;                       // the coded tiles' histogram (distribution x token)
+  uint32_t *proxy_hist;                 // kProxyCopies histograms of the proxy symbols
+  uint32_t *id_cost;                    // round 2's cost per distribution and token
   const DevTile *tiles;
   uint32_t *symbols;    // per tile its block modes, then its layers' samples (pack_code())
   uint32_t *tile_hist;  // per tile: distribution x token
@@ -251,6 +256,7 @@ static_assert(sizeof(Params) <= 4000, "Params must fit a kernel's parameters");
 static_assert(std::has_unique_object_representations_v<Params>, "Params without padding");
 
 __constant__ uint32_t c_first_cost[kTokens];
+constexpr int kProxyCopies = 16;
 
 // The sample of this thread in layer l of block (blockIdx.x, blockIdx.y).
 struct Sample {
@@ -305,9 +311,10 @@ __device__ __forceinline__ Nb neighbours(const int16_t *v, int width, int nc, in
 }
 
 // Sums over the thread block (256 threads) of three values; thread 0 gets
-// them. A block's costs of the mode decision fit 32 bits: per sample
-// component at most c_first_cost's largest (5,674) and 256 per raw bit
-// (10), by 256 samples and 4 components: under 9 million.
+// them. The rounds' costs of a block fit 32 bits: per sample component at
+// most c_first_cost's largest (5,674) and 256 per raw bit (10), or a
+// token's id_cost (at most 256 * (32 + 10)), by 256 samples and 4
+// components: under 12 million.
 __device__ __forceinline__ void block_sum3(uint32_t v[3]) {
   __shared__ uint32_t part[kThreads / 32][3];
   for (int m = 0; m < 3; ++m)
@@ -437,77 +444,65 @@ __device__ __forceinline__ SampleNb<NC> sample_nb(const int16_t *nb, const int16
   return out;
 }
 
-// The mode decision's cost of a sample in class CLS (neighbours and values
-// from the input's working values of the class): its tokens' costs and
-// raw bits (the contexts do not matter). first_cost: c_first_cost in
-// shared memory (the constant cache serialises a warp's loads of
-// different tokens).
+// Round 1's proxy symbols of a sample in class CLS (neighbours and values
+// from the input's working values of the class) and their first cost.
+// first_cost: c_first_cost in shared memory (the constant cache serialises
+// a warp's loads of different tokens).
 template <int CLS, int NC>
-__device__ __forceinline__ uint32_t mode_cost(const SampleNb<NC> &sn, const uint32_t *first_cost) {
+__device__ __forceinline__ uint32_t proxy_class(const Params &p, int l, size_t at,
+                                                const SampleNb<NC> &sn, int rclass,
+                                                const uint32_t *first_cost, const uint8_t *bucket) {
+  uint16_t *ids = p.ids[l][CLS] + at * NC;
   uint32_t cost = 0;
+  int r0 = 0;
 #pragma unroll
   for (int c = 0; c < NC; ++c) {
-    const Nb &n = sn.n[c];
-    const int r = sn.v[c] - (CLS == kClassTemporal ? 0 : med(n.a, n.b, n.c));
-    int nbits;
+    int ctx, nbits;
     uint32_t bits;
-    const int token = token_of(zigzag(flip_sign(CLS, n.a, n.b, n.c, n.d) ? -r : r), &nbits, &bits);
+    const int token =
+        code_value<CLS>(sn.n[c], sn.v[c], c, rclass, bucket, &r0, &ctx, &nbits, &bits);
+    ids[c] = uint16_t((p.dist_base[l][CLS][c] + ctx) * kTokens + token);
     cost += first_cost[token] + 256u * uint32_t(nbits);
   }
   return cost;
 }
 
-// The cheapest of a coded block's modes (ties: temporal, t+s, spatial).
-template <typename T>
-__device__ __forceinline__ uint8_t cheapest_mode(T spatial, T temporal, T temp_spat) {
-  int best = kTemporal;
-  T c = temporal;
-  if (temp_spat < c) best = kTempSpat, c = temp_spat;
-  if (spatial < c) best = kSpatial;
-  return uint8_t(best);
-}
-
-// 2. The mode decision: each coded block's cost in each class (every
-// sample's neighbours from the input's working values of that class: the
-// temporal and t+s classes share the T-domain ones). A format of one
-// layer takes the cheapest mode here (skipped blocks too); with two, the
-// costs are added up over the layers (`cost`) for decide_kernel.
+// 2. Round 1: the proxy symbols of the coded blocks' samples in each class
+// (neighbours from the input's working values of that class: the temporal
+// and t+s classes share the T-domain ones), and the block's first cost of
+// each mode.
 template <int NC>
-__global__ void mode_cost_kernel(Params p, int l) {
+__global__ void round1_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
   const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
-  const bool one_layer = p.layers == 1;
-  if (!p.coded[block]) {  // the whole thread block
-    if (one_layer && threadIdx.x == 0) p.modes[block] = kSkip;
-    return;
-  }
+  if (!p.coded[block]) return;  // the whole thread block
   __shared__ uint32_t first_cost[kTokens];
+  __shared__ uint8_t bucket[kActivityTableMax + 1];
   if (threadIdx.x < kTokens) first_cost[threadIdx.x] = c_first_cost[threadIdx.x];
+  fill_buckets(bucket, int(threadIdx.x) - 128);
   __syncthreads();
   uint32_t v[3] = {0, 0, 0};  // spatial, temporal, t+s
   if (s.valid) {
     const InTile it = in_tile(p, l, s.x, s.y);
+    const size_t at = size_t(s.y) * ly.width + s.x;
+    const int rc = p.rclass[l][at];
     // (one plane's values live at a time: fewer registers)
     const SampleNb<NC> sn_s = sample_nb<NC>(p.in_s[l], p.in_s[l], ly.width, s.x, s.y, it);
-    v[0] = mode_cost<kClassSpatial, NC>(sn_s, first_cost);
+    v[0] = proxy_class<kClassSpatial, NC>(p, l, at, sn_s, rc, first_cost, bucket);
     const SampleNb<NC> sn_t = sample_nb<NC>(p.in_t[l], p.in_t[l], ly.width, s.x, s.y, it);
-    v[1] = mode_cost<kClassTemporal, NC>(sn_t, first_cost);
-    v[2] = mode_cost<kClassTempSpat, NC>(sn_t, first_cost);
+    v[1] = proxy_class<kClassTemporal, NC>(p, l, at, sn_t, rc, first_cost, bucket);
+    v[2] = proxy_class<kClassTempSpat, NC>(p, l, at, sn_t, rc, first_cost, bucket);
   }
   block_sum3(v);
   if (threadIdx.x == 0) {
-    if (one_layer) {
-      p.modes[block] = cheapest_mode(v[0], v[1], v[2]);
-    } else {
-      atomicAdd(&p.cost[block * kModes + kSpatial], (unsigned long long)v[0]);
-      atomicAdd(&p.cost[block * kModes + kTemporal], (unsigned long long)v[1]);
-      atomicAdd(&p.cost[block * kModes + kTempSpat], (unsigned long long)v[2]);
-    }
+    atomicAdd(&p.cost[block * kModes + kSpatial], (unsigned long long)v[0]);
+    atomicAdd(&p.cost[block * kModes + kTemporal], (unsigned long long)v[1]);
+    atomicAdd(&p.cost[block * kModes + kTempSpat], (unsigned long long)v[2]);
   }
 }
 
-// The cheapest mode of every block from its costs over the layers.
+// The cheapest mode of every block (ties: temporal, t+s, spatial).
 __global__ void decide_kernel(Params p, int n_blocks) {
   const int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= n_blocks) return;
@@ -516,10 +511,75 @@ __global__ void decide_kernel(Params p, int n_blocks) {
     return;
   }
   const unsigned long long *c = p.cost + size_t(b) * kModes;
-  p.modes[b] = cheapest_mode(c[kSpatial], c[kTemporal], c[kTempSpat]);
+  int best = kTemporal;
+  if (c[kTempSpat] < c[best]) best = kTempSpat;
+  if (c[kSpatial] < c[best]) best = kSpatial;
+  p.modes[b] = uint8_t(best);
 }
 
-// 3. The reconstruction by the block's mode and its working values.
+__device__ __forceinline__ int class_of(int mode) {
+  return mode == kSpatial ? kClassSpatial : mode == kTemporal ? kClassTemporal : kClassTempSpat;
+}
+
+// Histogram of the proxy symbols that round 1's choice would code, in
+// kProxyCopies copies (thread blocks take turns) so that the atomics on
+// the most frequent symbols wait less for each other; id_cost_kernel adds
+// them up.
+template <int NC>
+__global__ void proxy_hist_kernel(Params p, int l) {
+  const DevLayer &ly = p.layer[l];
+  const Sample s = sample_of(ly);
+  const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
+  if (!p.coded[block]) return;
+  const int cls = class_of(p.modes[block]);
+  const size_t at = size_t(s.y) * ly.width + s.x;
+#pragma unroll
+  for (int c = 0; c < NC; ++c) {
+    const uint32_t id = s.valid ? p.ids[l][cls][at * NC + c] : 0;
+    warp_count(p.proxy_hist + size_t(blockIdx.y * gridDim.x + blockIdx.x) % kProxyCopies *
+                                  size_t(p.dist_count) * kTokens,
+               id, s.valid);
+  }
+}
+
+// Round 2's cost of every distribution's tokens: log2 of the total over
+// log2 of the count (one extra count each), plus the raw bits. A warp per
+// distribution, a lane per token.
+__global__ void id_cost_kernel(Params p) {
+  const int d = int(blockIdx.x) * (blockDim.x / 32) + int(threadIdx.x / 32), t = threadIdx.x & 31;
+  if (d >= p.dist_count) return;  // the whole warp
+  uint32_t h = 1;
+  for (int r = 0; r < kProxyCopies; ++r)
+    h += p.proxy_hist[(size_t(r) * p.dist_count + d) * kTokens + t];
+  uint32_t total = h;
+  for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(kFullWarp, total, o);
+  p.id_cost[size_t(d) * kTokens + t] =
+      log2_q8(total) - log2_q8(h) + 256u * uint32_t(token_extra_bits(t));
+}
+
+// 3. Round 2: the blocks' costs from the proxy symbols and those costs.
+template <int NC>
+__global__ void round2_kernel(Params p, int l) {
+  const DevLayer &ly = p.layer[l];
+  const Sample s = sample_of(ly);
+  const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
+  if (!p.coded[block]) return;
+  uint32_t v[3] = {0, 0, 0};
+  if (s.valid) {
+    const size_t at = (size_t(s.y) * ly.width + s.x) * NC;
+    for (int cls = 0; cls < kClasses; ++cls)
+#pragma unroll
+      for (int c = 0; c < NC; ++c) v[cls] += p.id_cost[p.ids[l][cls][at + c]];
+  }
+  block_sum3(v);
+  if (threadIdx.x == 0) {
+    atomicAdd(&p.cost[block * kModes + kSpatial], (unsigned long long)v[0]);
+    atomicAdd(&p.cost[block * kModes + kTemporal], (unsigned long long)v[1]);
+    atomicAdd(&p.cost[block * kModes + kTempSpat], (unsigned long long)v[2]);
+  }
+}
+
+// 4. The reconstruction by the block's mode and its working values.
 template <int NC>
 __global__ void reconstruct_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
@@ -574,7 +634,7 @@ __device__ __forceinline__ void symbols_class(const Params &p, int l, const Samp
   }
 }
 
-// 4. Every sample's symbols (neighbours from the reconstruction's working
+// 5. Every sample's symbols (neighbours from the reconstruction's working
 // values, values from the input's) in the tile's layout, the block-mode
 // symbols of a delta, and each tile's histogram.
 template <int NC>
@@ -813,7 +873,7 @@ __global__ void sum_hist_kernel(Params p) {
   p.hist[i] = sum;
 }
 
-// 5. The frame's tables from the histogram of the coded tiles, by the CPU
+// 6. The frame's tables from the histogram of the coded tiles, by the CPU
 // reference's rules (codec2_tables.h; CpuEncoder::build_model()), in three
 // kernels: (a) each distribution's fresh table and the costs of a new and of
 // the previous table, (b) the choice each distribution would make for each
@@ -1104,7 +1164,7 @@ __device__ __forceinline__ Affine affine_of(uint32_t v) {
   return {33u * 33u, token * 33u + code_bits(v)};  // the token, then its raw bits
 }
 
-// 5a. The lanes' checksums: kMaxLanes thread blocks per tile, 32 / lanes per
+// 6a. The lanes' checksums: kMaxLanes thread blocks per tile, 32 / lanes per
 // lane (block y: lane y % lanes, part y / lanes of its symbols in decoding
 // order: its block modes, then its rows layer by layer), each thread a run
 // of its part, composed in order across the block; rans_lanes_kernel
@@ -1237,7 +1297,7 @@ struct LaneCoder {
 };
 static_assert((kRansLow >> kProbBits) << 8 == 1u << 19, "the token's x_max is freq << 19");
 
-// 5b. The coded tiles' symbols in schedule order (so that the lanes of a
+// 6a'. The coded tiles' symbols in schedule order (so that the lanes of a
 // step read them together), and the steps in which some lane codes
 // something (layer_mark_words()): one thread per step and lane of a tile.
 // (A warp per run of steps, each thread walking its lane's row, left most
@@ -1577,7 +1637,7 @@ __device__ __forceinline__ void to_shared(T *dst, const T *__restrict__ src, int
   }
 }
 
-// 6a. rANS, first pass: three warps per coded tile (code_layer() and
+// 6b. rANS, first pass: three warps per coded tile (code_layer() and
 // load_layer()), thread l of the coding warp codes lane l's symbols in
 // exactly the reverse of the decoding order from its final state, alone:
 // per sub-step it notes the bytes it emitted (0..2) in its unit's word
@@ -1667,7 +1727,7 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   if (is_lane) p.lane_state[t * kMaxLanes + ln] = lc.x;
 }
 
-// 6b. rANS, second pass: the lanes' bytes in the reference's order (sub-steps
+// 6c. rANS, second pass: the lanes' bytes in the reference's order (sub-steps
 // from the first emitted, in each the lanes from the last, each lane's bytes
 // in its order), written backwards from the end of the tile's region, then
 // the states (lane 0 first, little-endian). One thread block per tile: warp
@@ -1785,7 +1845,7 @@ __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
   }
 }
 
-// 7. The payloads in body order: coded tiles' streams, raw tiles' bytes of
+// 8. The payloads in body order: coded tiles' streams, raw tiles' bytes of
 // the reconstruction (layer by layer, row by row, sample by sample, channel
 // by channel). kGatherParts thread blocks per tile (blockIdx.y) share its
 // bytes: with one block per tile (a raw tile of 10x8 blocks of BGR is 61 KB)
@@ -1989,7 +2049,7 @@ class CudaEncoder final : public Encoder {
       }
     at = 0;
     size_t off_in_s[kMaxLayers], off_in_t[kMaxLayers], off_wk_s[kMaxLayers], off_wk_t[kMaxLayers],
-        off_rclass[kMaxLayers];
+        off_rclass[kMaxLayers], off_ids[kMaxLayers][kClasses];
     for (int l = 0; l < ls.count; ++l) {
       const size_t n = size_t(ls.layer[l].width) * ls.layer[l].height,
                    nv = n * ls.layer[l].channels;
@@ -1998,11 +2058,13 @@ class CudaEncoder final : public Encoder {
       off_wk_s[l] = carve(at, nv * 2);
       off_wk_t[l] = carve(at, nv * 2);
       off_rclass[l] = carve(at, n);
+      for (int cls = 0; cls < kClasses; ++cls) off_ids[l][cls] = carve(at, nv * 2);
     }
     const size_t off_coded = carve(at, n_blocks_), off_cost = carve(at, n_blocks_ * kModes * 8),
-                 off_hist = carve(at, hist_count * 4),
+                 off_hist = carve(at, hist_count * 4), off_id_cost = carve(at, hist_count * 4),
                  off_tiles = carve(at, dev_tiles.size() * sizeof(DevTile)),
-                 off_tile_hist = carve(at, tiles.size() * hist_count * 4);
+                 off_tile_hist = carve(at, tiles.size() * hist_count * 4),
+                 off_proxy_hist = carve(at, kProxyCopies * hist_count * 4);
     // Per tile: type, lanes, stream size; the tables; the regions the
     // streams are written into (each at most 4 bytes per symbol, plus the
     // states); the payloads (at most the frame's bytes: a coded tile is
@@ -2071,12 +2133,16 @@ class CudaEncoder final : public Encoder {
       p.wk_s[l] = reinterpret_cast<int16_t *>(w + off_wk_s[l]);
       p.wk_t[l] = reinterpret_cast<int16_t *>(w + off_wk_t[l]);
       p.rclass[l] = w + off_rclass[l];
+      for (int cls = 0; cls < kClasses; ++cls)
+        p.ids[l][cls] = reinterpret_cast<uint16_t *>(w + off_ids[l][cls]);
     }
     p.coded = w + off_coded;
     p.cost = reinterpret_cast<unsigned long long *>(w + off_cost);
     p.hist = reinterpret_cast<uint32_t *>(w + off_hist);
+    p.id_cost = reinterpret_cast<uint32_t *>(w + off_id_cost);
     p.tiles = reinterpret_cast<const DevTile *>(w + off_tiles);
     p.tile_hist = reinterpret_cast<uint32_t *>(w + off_tile_hist);
+    p.proxy_hist = reinterpret_cast<uint32_t *>(w + off_proxy_hist);
     p.n_tiles = int(tiles.size());
     p.stream_off = reinterpret_cast<const unsigned long long *>(w + off_stream_off);
     p.tile_coded = reinterpret_cast<uint32_t *>(w + off_coded_count);
@@ -2437,18 +2503,26 @@ class CudaEncoder final : public Encoder {
     if (keyframe) {
       CUDADIFF_CHECK(cudaMemsetAsync(p.modes, kSpatial, n_blocks_, stream));
     } else {
-      // One layer: mode_cost_kernel takes each block's mode itself.
-      const bool sum_layers = ls_.count > 1;
-      if (sum_layers)
+      for (int round = 0; round < 2; ++round) {
         CUDADIFF_CHECK(
             cudaMemsetAsync(p.cost, 0, n_blocks_ * kModes * sizeof(unsigned long long), stream));
-      for (int l = 0; l < ls_.count; ++l) {
-        CODEC2_LAUNCH_NC(mode_cost_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
-        CUDADIFF_CHECK_LAUNCH("codec2 mode_cost_kernel");
-      }
-      if (sum_layers) {
+        for (int l = 0; l < ls_.count; ++l) {
+          if (round == 0)
+            CODEC2_LAUNCH_NC(round1_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
+          else
+            CODEC2_LAUNCH_NC(round2_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
+          CUDADIFF_CHECK_LAUNCH("codec2 round kernel");
+        }
         decide_kernel<<<(nb + 255) / 256, 256, 0, stream>>>(p, nb);
         CUDADIFF_CHECK_LAUNCH("codec2 decide_kernel");
+        if (round == 1) break;
+        CUDADIFF_CHECK(cudaMemsetAsync(p.proxy_hist, 0, kProxyCopies * hist_count * 4, stream));
+        for (int l = 0; l < ls_.count; ++l) {
+          CODEC2_LAUNCH_NC(proxy_hist_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
+          CUDADIFF_CHECK_LAUNCH("codec2 proxy_hist_kernel");
+        }
+        id_cost_kernel<<<(p.dist_count + 7) / 8, 256, 0, stream>>>(p);
+        CUDADIFF_CHECK_LAUNCH("codec2 id_cost_kernel");
       }
     }
     mark(slot, 2);
