@@ -8,8 +8,10 @@
 //      the reference's texture classes, and which blocks are not skipped;
 //   2. round 1: every coded block's proxy symbols in the three classes
 //      (kept as distribution * 32 + token) and the block's first costs;
-//      decide; the proxies' histograms under that choice; their costs;
-//   3. round 2: the blocks' costs by those; decide again;
+//      decide; the proxies' histograms under that choice; their costs (a
+//      format of one layer decides and counts in round 1's kernel);
+//   3. round 2: the blocks' costs by those; decide again (one layer: in
+//      round 2's kernel);
 //   4. the reconstruction (the new reference) and its working values;
 //   5. every tile's symbols in the reference's layout, and per tile the
 //      histogram of its symbols; the tiles' types and the histogram of the
@@ -451,7 +453,8 @@ __device__ __forceinline__ SampleNb<NC> sample_nb(const int16_t *nb, const int16
 template <int CLS, int NC>
 __device__ __forceinline__ uint32_t proxy_class(const Params &p, int l, size_t at,
                                                 const SampleNb<NC> &sn, int rclass,
-                                                const uint32_t *first_cost, const uint8_t *bucket) {
+                                                const uint32_t *first_cost, const uint8_t *bucket,
+                                                uint32_t id[NC]) {
   uint16_t *ids = p.ids[l][CLS] + at * NC;
   uint32_t cost = 0;
   int r0 = 0;
@@ -461,16 +464,43 @@ __device__ __forceinline__ uint32_t proxy_class(const Params &p, int l, size_t a
     uint32_t bits;
     const int token =
         code_value<CLS>(sn.n[c], sn.v[c], c, rclass, bucket, &r0, &ctx, &nbits, &bits);
-    ids[c] = uint16_t((p.dist_base[l][CLS][c] + ctx) * kTokens + token);
+    id[c] = uint32_t(p.dist_base[l][CLS][c] + ctx) * kTokens + uint32_t(token);
+    ids[c] = uint16_t(id[c]);
     cost += first_cost[token] + 256u * uint32_t(nbits);
   }
   return cost;
 }
 
+// The cheapest of a coded block's modes by its costs in the classes
+// spatial, temporal and t+s (ties: temporal, t+s, spatial).
+template <typename T>
+__device__ __forceinline__ int cheapest_mode(T spatial, T temporal, T temp_spat) {
+  int best = kTemporal;
+  T c = temporal;
+  if (temp_spat < c) best = kTempSpat, c = temp_spat;
+  if (spatial < c) best = kSpatial;
+  return best;
+}
+
+__device__ __forceinline__ int class_of(int mode) {
+  return mode == kSpatial ? kClassSpatial : mode == kTemporal ? kClassTemporal : kClassTempSpat;
+}
+
+// The kProxyCopies copy of the proxy symbols' histogram that thread block
+// (blockIdx.x, blockIdx.y) counts into (they take turns, so that the atomics
+// on the most frequent symbols wait less for each other).
+__device__ __forceinline__ uint32_t *proxy_hist_copy(const Params &p) {
+  return p.proxy_hist + size_t(blockIdx.y * gridDim.x + blockIdx.x) % kProxyCopies *
+                            size_t(p.dist_count) * kTokens;
+}
+
 // 2. Round 1: the proxy symbols of the coded blocks' samples in each class
 // (neighbours from the input's working values of that class: the temporal
 // and t+s classes share the T-domain ones), and the block's first cost of
-// each mode.
+// each mode. A format of one layer (p.layers == 1) takes the block's first
+// choice here and counts the proxy symbols of that choice into the
+// histogram at once (what decide_kernel and proxy_hist_kernel do for two
+// layers, whose costs are added up over the layers first).
 template <int NC>
 __global__ void round1_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
@@ -479,30 +509,46 @@ __global__ void round1_kernel(Params p, int l) {
   if (!p.coded[block]) return;  // the whole thread block
   __shared__ uint32_t first_cost[kTokens];
   __shared__ uint8_t bucket[kActivityTableMax + 1];
+  __shared__ int chosen;  // one layer: the class of the block's first choice
   if (threadIdx.x < kTokens) first_cost[threadIdx.x] = c_first_cost[threadIdx.x];
   fill_buckets(bucket, int(threadIdx.x) - 128);
   __syncthreads();
   uint32_t v[3] = {0, 0, 0};  // spatial, temporal, t+s
+  uint32_t id[kClasses][NC] = {};
   if (s.valid) {
     const InTile it = in_tile(p, l, s.x, s.y);
     const size_t at = size_t(s.y) * ly.width + s.x;
     const int rc = p.rclass[l][at];
     // (one plane's values live at a time: fewer registers)
     const SampleNb<NC> sn_s = sample_nb<NC>(p.in_s[l], p.in_s[l], ly.width, s.x, s.y, it);
-    v[0] = proxy_class<kClassSpatial, NC>(p, l, at, sn_s, rc, first_cost, bucket);
+    v[0] = proxy_class<kClassSpatial, NC>(p, l, at, sn_s, rc, first_cost, bucket, id[0]);
     const SampleNb<NC> sn_t = sample_nb<NC>(p.in_t[l], p.in_t[l], ly.width, s.x, s.y, it);
-    v[1] = proxy_class<kClassTemporal, NC>(p, l, at, sn_t, rc, first_cost, bucket);
-    v[2] = proxy_class<kClassTempSpat, NC>(p, l, at, sn_t, rc, first_cost, bucket);
+    v[1] = proxy_class<kClassTemporal, NC>(p, l, at, sn_t, rc, first_cost, bucket, id[1]);
+    v[2] = proxy_class<kClassTempSpat, NC>(p, l, at, sn_t, rc, first_cost, bucket, id[2]);
   }
   block_sum3(v);
-  if (threadIdx.x == 0) {
-    atomicAdd(&p.cost[block * kModes + kSpatial], (unsigned long long)v[0]);
-    atomicAdd(&p.cost[block * kModes + kTemporal], (unsigned long long)v[1]);
-    atomicAdd(&p.cost[block * kModes + kTempSpat], (unsigned long long)v[2]);
+  if (p.layers > 1) {
+    if (threadIdx.x == 0) {
+      atomicAdd(&p.cost[block * kModes + kSpatial], (unsigned long long)v[0]);
+      atomicAdd(&p.cost[block * kModes + kTemporal], (unsigned long long)v[1]);
+      atomicAdd(&p.cost[block * kModes + kTempSpat], (unsigned long long)v[2]);
+    }
+    return;
   }
+  if (threadIdx.x == 0) chosen = class_of(cheapest_mode(v[0], v[1], v[2]));
+  __syncthreads();
+  const int cls = chosen;
+  uint32_t *hist = proxy_hist_copy(p);
+#pragma unroll
+  for (int c = 0; c < NC; ++c)
+    warp_count(hist,
+               cls == kClassSpatial    ? id[0][c]
+               : cls == kClassTemporal ? id[1][c]
+                                       : id[2][c],
+               s.valid);
 }
 
-// The cheapest mode of every block (ties: temporal, t+s, spatial).
+// The cheapest mode of every block from its costs over the layers.
 __global__ void decide_kernel(Params p, int n_blocks) {
   const int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= n_blocks) return;
@@ -511,20 +557,12 @@ __global__ void decide_kernel(Params p, int n_blocks) {
     return;
   }
   const unsigned long long *c = p.cost + size_t(b) * kModes;
-  int best = kTemporal;
-  if (c[kTempSpat] < c[best]) best = kTempSpat;
-  if (c[kSpatial] < c[best]) best = kSpatial;
-  p.modes[b] = uint8_t(best);
-}
-
-__device__ __forceinline__ int class_of(int mode) {
-  return mode == kSpatial ? kClassSpatial : mode == kTemporal ? kClassTemporal : kClassTempSpat;
+  p.modes[b] = uint8_t(cheapest_mode(c[kSpatial], c[kTemporal], c[kTempSpat]));
 }
 
 // Histogram of the proxy symbols that round 1's choice would code, in
-// kProxyCopies copies (thread blocks take turns) so that the atomics on
-// the most frequent symbols wait less for each other; id_cost_kernel adds
-// them up.
+// kProxyCopies copies (proxy_hist_copy()); id_cost_kernel adds them up.
+// Formats of two layers (one layer: round1_kernel).
 template <int NC>
 __global__ void proxy_hist_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
@@ -536,9 +574,7 @@ __global__ void proxy_hist_kernel(Params p, int l) {
 #pragma unroll
   for (int c = 0; c < NC; ++c) {
     const uint32_t id = s.valid ? p.ids[l][cls][at * NC + c] : 0;
-    warp_count(p.proxy_hist + size_t(blockIdx.y * gridDim.x + blockIdx.x) % kProxyCopies *
-                                  size_t(p.dist_count) * kTokens,
-               id, s.valid);
+    warp_count(proxy_hist_copy(p), id, s.valid);
   }
 }
 
@@ -557,13 +593,18 @@ __global__ void id_cost_kernel(Params p) {
       log2_q8(total) - log2_q8(h) + 256u * uint32_t(token_extra_bits(t));
 }
 
-// 3. Round 2: the blocks' costs from the proxy symbols and those costs.
+// 3. Round 2: the blocks' costs from the proxy symbols and those costs. A
+// format of one layer takes each block's mode here (skipped blocks too);
+// two add the costs up over the layers for decide_kernel.
 template <int NC>
 __global__ void round2_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
   const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
-  if (!p.coded[block]) return;
+  if (!p.coded[block]) {  // the whole thread block
+    if (p.layers == 1 && threadIdx.x == 0) p.modes[block] = kSkip;
+    return;
+  }
   uint32_t v[3] = {0, 0, 0};
   if (s.valid) {
     const size_t at = (size_t(s.y) * ly.width + s.x) * NC;
@@ -572,7 +613,10 @@ __global__ void round2_kernel(Params p, int l) {
       for (int c = 0; c < NC; ++c) v[cls] += p.id_cost[p.ids[l][cls][at + c]];
   }
   block_sum3(v);
-  if (threadIdx.x == 0) {
+  if (threadIdx.x != 0) return;
+  if (p.layers == 1) {
+    p.modes[block] = uint8_t(cheapest_mode(v[0], v[1], v[2]));
+  } else {
     atomicAdd(&p.cost[block * kModes + kSpatial], (unsigned long long)v[0]);
     atomicAdd(&p.cost[block * kModes + kTemporal], (unsigned long long)v[1]);
     atomicAdd(&p.cost[block * kModes + kTempSpat], (unsigned long long)v[2]);
@@ -2503,9 +2547,15 @@ class CudaEncoder final : public Encoder {
     if (keyframe) {
       CUDADIFF_CHECK(cudaMemsetAsync(p.modes, kSpatial, n_blocks_, stream));
     } else {
+      // One layer: each round's kernel takes the blocks' choices itself,
+      // and round 1's counts the proxy symbols of its choice at once (no
+      // sums over layers, no decide_kernel, no proxy_hist_kernel).
+      const bool layers = ls_.count > 1;
+      CUDADIFF_CHECK(cudaMemsetAsync(p.proxy_hist, 0, kProxyCopies * hist_count * 4, stream));
       for (int round = 0; round < 2; ++round) {
-        CUDADIFF_CHECK(
-            cudaMemsetAsync(p.cost, 0, n_blocks_ * kModes * sizeof(unsigned long long), stream));
+        if (layers)
+          CUDADIFF_CHECK(
+              cudaMemsetAsync(p.cost, 0, n_blocks_ * kModes * sizeof(unsigned long long), stream));
         for (int l = 0; l < ls_.count; ++l) {
           if (round == 0)
             CODEC2_LAUNCH_NC(round1_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
@@ -2513,14 +2563,17 @@ class CudaEncoder final : public Encoder {
             CODEC2_LAUNCH_NC(round2_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
           CUDADIFF_CHECK_LAUNCH("codec2 round kernel");
         }
-        decide_kernel<<<(nb + 255) / 256, 256, 0, stream>>>(p, nb);
-        CUDADIFF_CHECK_LAUNCH("codec2 decide_kernel");
-        if (round == 1) break;
-        CUDADIFF_CHECK(cudaMemsetAsync(p.proxy_hist, 0, kProxyCopies * hist_count * 4, stream));
-        for (int l = 0; l < ls_.count; ++l) {
-          CODEC2_LAUNCH_NC(proxy_hist_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
-          CUDADIFF_CHECK_LAUNCH("codec2 proxy_hist_kernel");
+        if (layers) {
+          decide_kernel<<<(nb + 255) / 256, 256, 0, stream>>>(p, nb);
+          CUDADIFF_CHECK_LAUNCH("codec2 decide_kernel");
         }
+        if (round == 1) break;
+        if (layers)
+          for (int l = 0; l < ls_.count; ++l) {
+            CODEC2_LAUNCH_NC(proxy_hist_kernel, ls_.layer[l].channels, grid, kThreads, stream, p,
+                             l);
+            CUDADIFF_CHECK_LAUNCH("codec2 proxy_hist_kernel");
+          }
         id_cost_kernel<<<(p.dist_count + 7) / 8, 256, 0, stream>>>(p);
         CUDADIFF_CHECK_LAUNCH("codec2 id_cost_kernel");
       }
