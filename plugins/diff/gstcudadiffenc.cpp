@@ -153,8 +153,8 @@ struct EncState {
     FrameResult result;
   };
   std::deque<Pending> pending;
-  // The most deltas queued (overlap): 1 for version 1, two for version 2
-  // (the codec2 encoder codes them while the packet before is made).
+  // The most deltas queued (overlap): two for version 2 on a GPU (the
+  // codec2 encoder codes them while the packet before is made), else one.
   size_t max_pending = 1;
   // A flow return of pushing the queued packet from set_format, returned by
   // the next handle_frame.
@@ -215,7 +215,9 @@ GType gst_cudadiff_frame_overlap_get_type(void) {
   static GType type = 0;
   static const GEnumValue values[] = {
       {GST_CUDADIFF_FRAME_OVERLAP_AUTO, "When upstream is not live", "auto"},
-      {GST_CUDADIFF_FRAME_OVERLAP_ALWAYS, "Always (one frame of delay, also when live)", "always"},
+      {GST_CUDADIFF_FRAME_OVERLAP_ALWAYS,
+       "Always (one frame of delay, two for cudadiffenc's version 2 on a GPU; also when live)",
+       "always"},
       {GST_CUDADIFF_FRAME_OVERLAP_NEVER, "Never (every packet as soon as its frame is encoded)",
        "never"},
       {0, nullptr, nullptr},
