@@ -147,7 +147,7 @@ Result run_encoder(const Options &o, int version, const char *compression, const
     std::vector<GstBuffer *> *packets;
     size_t bytes = 0;
     Timed timed;
-  } collect{packets, 0, Timed{o.warmup}};
+  } collect{packets, 0, Timed{o.warmup, 0, {}}};
   g_signal_connect(sink, "handoff",
                    G_CALLBACK(+[](GstElement *, GstBuffer *buf, GstPad *, gpointer data) {
                      auto *c = static_cast<Collect *>(data);
