@@ -1992,11 +1992,7 @@ class CudaEncoder final : public Encoder {
       ctx_.activate();
     } catch (const Error &) {
     }
-    for (Slot &slot : slots_) {
-      if (slot.stream) cudaStreamSynchronize(static_cast<cudaStream_t>(slot.stream->handle()));
-      if (slot.aux) cudaStreamSynchronize(static_cast<cudaStream_t>(slot.aux->handle()));
-      if (slot.side) cudaStreamSynchronize(static_cast<cudaStream_t>(slot.side->handle()));
-    }
+    for (const Slot &slot : slots_) wait_for_streams(slot);
     frame_graphs_.clear();
   }
   CudaEncoder(const Context &ctx, VideoFormat format, int width, int height, const Geometry &g)
@@ -2376,7 +2372,8 @@ class CudaEncoder final : public Encoder {
     const dim3 grid(unsigned(ls_.blocks_x), unsigned(ls_.blocks_y));
 
     mark(slot, 0);
-    CUDADIFF_CHECK(cudaMemsetAsync(p.changed, 0, 16, stream));  // changed bytes
+    // (payload_offsets_kernel writes the frame's other counts)
+    CUDADIFF_CHECK(cudaMemsetAsync(p.changed, 0, sizeof(FrameCounts::changed), stream));
     for (int l = 0; l < ls_.count; ++l) {
       CODEC2_LAUNCH_NC(prepare_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 prepare_kernel");
@@ -2399,8 +2396,7 @@ class CudaEncoder final : public Encoder {
     } catch (...) {
       // Nothing of this frame's may run on beside the next one (the slot's
       // other streams join its main one only at their ends).
-      for (const Stream *st : {slot.stream.get(), slot.side.get(), slot.aux.get()})
-        cudaStreamSynchronize(static_cast<cudaStream_t>(st->handle()));
+      wait_for_streams(slot);
       throw;
     }
     slot.submitted = std::chrono::steady_clock::now();
@@ -2474,7 +2470,6 @@ class CudaEncoder final : public Encoder {
   struct FrameGraphs {
     Params params;  // frame[] and pitch[] zero
     const Slot *slot = nullptr;
-    bool keyframe = false;
     GraphExec exec;
     uint64_t used = 0;  // graph_clock_ when last used
   };
@@ -2493,15 +2488,13 @@ class CudaEncoder final : public Encoder {
     }
     ++graph_clock_;
     for (const std::unique_ptr<FrameGraphs> &g : frame_graphs_)
-      if (g->slot == &slot && g->keyframe == keyframe &&
-          std::memcmp(&g->params, &key, sizeof key) == 0) {
+      if (g->slot == &slot && std::memcmp(&g->params, &key, sizeof key) == 0) {
         g->used = graph_clock_;
         return g.get();
       }
     auto g = std::make_unique<FrameGraphs>();
     g->params = key;
     g->slot = &slot;
-    g->keyframe = keyframe;
     g->used = graph_clock_;
     if (!g->exec.capture(stream, [&] { launch_frame(slot, key, keyframe, stream, true); })) {
       if (graphs_ == Graphs::Required)
@@ -2693,10 +2686,7 @@ class CudaEncoder final : public Encoder {
       if (device_body) {
         host_body = body.data();
         payloads_to_host_kernel<<<kToHostBlocks, 256, 0, stream>>>(
-            slot.work.data() + o.payload,
-            reinterpret_cast<const unsigned long long *>(slot.work.data() + o.changed +
-                                                         offsetof(FrameCounts, payloads)),
-            device_body + head);
+            slot.work.data() + o.payload, &device_counts(slot)->payloads, device_body + head);
         CUDADIFF_CHECK_LAUNCH("codec2 payloads_to_host_kernel");
       }
       slot.stream->synchronize();
@@ -2790,6 +2780,10 @@ class CudaEncoder final : public Encoder {
         if (e) cudaEventDestroy(e);
     }
   };
+  // A frame's counts on the device (in its slot's buffers).
+  FrameCounts *device_counts(const Slot &slot) const {
+    return reinterpret_cast<FrameCounts *>(slot.work.data() + slot_layout_.changed);
+  }
   // A frame's own buffers in the kernels' parameters.
   void apply(const Slot &slot, Params &p) const {
     const SlotLayout &o = slot_layout_;
@@ -2809,11 +2803,15 @@ class CudaEncoder final : public Encoder {
     p.step_marks = reinterpret_cast<uint32_t *>(w + o.marks);
     p.rans_log = w + o.log;
     p.codes = reinterpret_cast<uint32_t *>(w + o.codes);
-    p.changed =
-        reinterpret_cast<unsigned long long *>(w + o.changed + offsetof(FrameCounts, changed));
-    p.payload_total =
-        reinterpret_cast<unsigned long long *>(w + o.changed + offsetof(FrameCounts, payloads));
+    p.changed = &device_counts(slot)->changed;
+    p.payload_total = &device_counts(slot)->payloads;
     p.chosen = reinterpret_cast<ChosenTable *>(w + o.chosen);
+  }
+  // Waits for the work queued on each of the slot's streams (those it has:
+  // a slot not yet allocated has none); errors are left to the next call.
+  static void wait_for_streams(const Slot &slot) {
+    for (const Stream *st : {slot.stream.get(), slot.side.get(), slot.aux.get()})
+      if (st) cudaStreamSynchronize(static_cast<cudaStream_t>(st->handle()));
   }
   void alloc_slot(Slot &slot) {
     const SlotLayout &o = slot_layout_;
