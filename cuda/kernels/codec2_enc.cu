@@ -1994,6 +1994,7 @@ class CudaEncoder final : public Encoder {
     }
     for (const Slot &slot : slots_) wait_for_streams(slot);
     frame_graphs_.clear();
+    if (epoch_) cudaEventDestroy(epoch_);
   }
   CudaEncoder(const Context &ctx, VideoFormat format, int width, int height, const Geometry &g)
       : ctx_(ctx) {
@@ -2072,10 +2073,10 @@ class CudaEncoder final : public Encoder {
       return off;
     };
     size_t at = 0;
-    // The input's channels, then the reconstructions: the reference, the
-    // next frame's, and a spare (submit()).
-    size_t plane_off[4][kMaxLayers][kMaxComps] = {};
-    for (int which = 0; which < 4; ++which)
+    // The input's channels, then the reconstructions, one per frame in
+    // flight (submit()).
+    size_t plane_off[1 + kMaxInFlight][kMaxLayers][kMaxComps] = {};
+    for (int which = 0; which < 1 + kMaxInFlight; ++which)
       for (int l = 0; l < ls.count; ++l)
         for (int c = 0; c < ls.layer[l].channels; ++c)
           plane_off[which][l][c] = carve(at, size_t(ls.layer[l].width) * ls.layer[l].height);
@@ -2083,9 +2084,8 @@ class CudaEncoder final : public Encoder {
     for (int l = 0; l < ls.count; ++l)
       for (int c = 0; c < ls.layer[l].channels; ++c) {
         p.cur[l][c] = planes_.data() + plane_off[0][l][c];
-        ref_[l][c] = planes_.data() + plane_off[1][l][c];
-        rec_[l][c] = planes_.data() + plane_off[2][l][c];
-        spare_[l][c] = planes_.data() + plane_off[3][l][c];
+        for (int r = 0; r < kMaxInFlight; ++r)
+          recon_[r][l][c] = planes_.data() + plane_off[1 + r][l][c];
       }
     at = 0;
     size_t off_in_s[kMaxLayers], off_in_t[kMaxLayers], off_wk_s[kMaxLayers], off_wk_t[kMaxLayers],
@@ -2297,6 +2297,7 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK(cudaMemcpyToSymbolAsync(c_first_cost, first_cost, sizeof(first_cost), 0,
                                            cudaMemcpyHostToDevice, stream_));
     timing_ = std::getenv("CODEC2_CUDA_TIMES") != nullptr;
+    if (timing_) CUDADIFF_CHECK(cudaEventCreate(&epoch_));
     // (CUDADIFF_CODEC2_GRAPHS=0 launches every kernel itself, for the tests
     // and for comparisons, as the phases' timing does; =require makes a
     // graph that cannot be made or launched an error instead: for the tests)
@@ -2363,14 +2364,18 @@ class CudaEncoder final : public Encoder {
     }
     for (int l = 0; l < ls_.count; ++l)
       for (int c = 0; c < ls_.layer[l].channels; ++c) {
-        p.ref[l][c] = ref_[l][c];
-        p.rec[l][c] = rec_[l][c];
+        p.ref[l][c] = recon_[ref_cur_][l][c];
+        p.rec[l][c] = recon_[(ref_cur_ + 1) % kMaxInFlight][l][c];
       }
     slot.threshold = threshold;
     slot.k = p.k;
     slot.keyframe = keyframe;
     const dim3 grid(unsigned(ls_.blocks_x), unsigned(ls_.blocks_y));
 
+    if (timing_ && !epoch_recorded_) {
+      CUDADIFF_CHECK(cudaEventRecord(epoch_, stream));
+      epoch_recorded_ = true;
+    }
     mark(slot, 0);
     // (payload_offsets_kernel writes the frame's other counts)
     CUDADIFF_CHECK(cudaMemsetAsync(p.changed, 0, sizeof(FrameCounts::changed), stream));
@@ -2401,22 +2406,17 @@ class CudaEncoder final : public Encoder {
     }
     slot.submitted = std::chrono::steady_clock::now();
     // The next frame's reference and previous tables are this one's. The
-    // reconstructions rotate through three buffers: the next frame writes
-    // the one that the frame two before this one wrote (its raw tiles are
-    // gathered from it at its end) and the frame before this one read. By
-    // the next frame's submission the first is finished (at most
-    // kMaxInFlight in flight), and the next frame's front part runs after
-    // the second's. The tables, which the front part alone reads, rotate
-    // with them (two would do, but this way a frame's buffers, and so its
-    // CUDA graph, follow from the slot and the rotation's place).
+    // reconstructions rotate through kMaxInFlight buffers: the next frame
+    // writes the one that the frame kMaxInFlight before it wrote (its raw
+    // tiles are gathered from it at its end) and the frame after that one
+    // read in its front part. By the next frame's submission the first is
+    // finished (at most kMaxInFlight in flight), and the next frame's front
+    // part runs after the second's. The tables, which the front part alone
+    // reads, rotate through three (two would do, but this way a frame's
+    // buffers, and so its CUDA graph, follow from the slot and the
+    // rotations' places).
     model_cur_ = (model_cur_ + 1) % 3;
-    for (int l = 0; l < ls_.count; ++l)
-      for (int c = 0; c < ls_.layer[l].channels; ++c) {
-        uint8_t *const read = ref_[l][c];
-        ref_[l][c] = rec_[l][c];
-        rec_[l][c] = spare_[l][c];
-        spare_[l][c] = read;
-      }
+    ref_cur_ = (ref_cur_ + 1) % kMaxInFlight;
     has_reference_ = true;
     in_flight_++;
   }
@@ -2444,7 +2444,7 @@ class CudaEncoder final : public Encoder {
       throw Error("codec2 CUDA encoder: read_reference() while frames are in flight");
     ctx_.activate();
     std::vector<uint8_t> planes[kMaxLayers][kMaxComps];
-    download_planes(ref_, planes);
+    download_planes(recon_[ref_cur_], planes);
     out.resize(frame_size_packed(format_, width_, height_));
     const FrameView v = packed_view(format_, width_, height_, out.data());
     for (int l = 0; l < ls_.count; ++l) {
@@ -2739,6 +2739,15 @@ class CudaEncoder final : public Encoder {
           "schedule after them %.3f, rANS lanes %.3f, merge %.3f, "
           "raw check %.3f, payloads %.3f ms\n",
           slot.threshold, ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7], ms[8]);
+      float at[kEvents];
+      for (int i = 0; i < kEvents; ++i)
+        CUDADIFF_CHECK(cudaEventElapsedTime(&at[i], epoch_, slot.events[i]));
+      std::fprintf(stderr,
+                   "codec2 cuda k=%d timeline (ms since the first frame's start): prepare %.3f, "
+                   "modes %.3f, reconstruction %.3f, tables %.3f, front done %.3f, rANS %.3f, "
+                   "merge %.3f, raw check %.3f, payloads %.3f, end %.3f\n",
+                   slot.threshold, at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8],
+                   at[9]);
       using ms_t = std::chrono::duration<double, std::milli>;
       std::fprintf(stderr,
                    "codec2 cuda k=%d host, from submit(): submitted %.3f, tables' choices back "
@@ -2868,11 +2877,11 @@ class CudaEncoder final : public Encoder {
   int oldest_slot_ = 0;                       // the slot of the oldest frame in flight
   std::unique_ptr<StreamEvent> input_ready_;  // the caller's work before a frame
   DeviceBuffer planes_, work_;
-  uint8_t *ref_[kMaxLayers][kMaxComps] = {};  // the last frame submitted's reconstruction
-  uint8_t *rec_[kMaxLayers][kMaxComps] = {};  // the next frame's
-  // The one before the last frame's: its raw tiles may still be gathered
-  // from it while the next frame is submitted (submit()).
-  uint8_t *spare_[kMaxLayers][kMaxComps] = {};
+  // The reconstructions, one per frame in flight: recon_[ref_cur_] is the
+  // last frame submitted's (the next frame's reference), the one after it
+  // the next frame's.
+  uint8_t *recon_[kMaxInFlight][kMaxLayers][kMaxComps] = {};
+  int ref_cur_ = 0;
   DevModel *model_buf_[3] = {};  // the tables of the last frames and of the next
   int model_cur_ = 0;            // model_buf_[model_cur_]: the next frame's
   size_t rans_shared_ = 0;       // the rANS kernel's dynamic shared memory: tables and ring
@@ -2881,7 +2890,9 @@ class CudaEncoder final : public Encoder {
   size_t payload_capacity_ = 0;  // the most payload bytes of a frame (slot_layout_.payload)
   size_t rans_zero_bytes_ = 0;   // the rANS counts and the step marks (zeroed per frame)
   bool timing_ = false;          // CODEC2_CUDA_TIMES set: each frame's phases on stderr
-  Graphs graphs_ = Graphs::On;   // a frame's work after prepare_kernel as a CUDA graph
+  cudaEvent_t epoch_ = nullptr;  // CODEC2_CUDA_TIMES: the first frame's start
+  bool epoch_recorded_ = false;
+  Graphs graphs_ = Graphs::On;  // a frame's work after prepare_kernel as a CUDA graph
   std::vector<std::unique_ptr<FrameGraphs>> frame_graphs_;
   uint64_t graph_clock_ = 0;  // graph_for()'s lookups (FrameGraphs::used)
 };
