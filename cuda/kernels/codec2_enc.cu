@@ -1938,6 +1938,14 @@ __global__ void gather_kernel(Params p) {
     }                                                          \
   } while (0)
 
+// A graph's kernels keep the priority of the stream they were captured on
+// (the high one of a frame's tail, CudaEncoder::launch_frame()).
+#if CUDART_VERSION >= 11070
+constexpr unsigned long long kGraphFlags = cudaGraphInstantiateFlagUseNodePriority;
+#else
+constexpr unsigned long long kGraphFlags = 0;
+#endif
+
 // An instantiated CUDA graph (cudaGraphExec_t), made once from the work a
 // function queues on a stream (stream capture). Empty until capture()
 // succeeds.
@@ -1971,7 +1979,7 @@ class GraphExec {
     const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
     cudaGraphExec_t exec = nullptr;
     const bool made = queued && ended == cudaSuccess && graph &&
-                      cudaGraphInstantiateWithFlags(&exec, graph, 0) == cudaSuccess;
+                      cudaGraphInstantiateWithFlags(&exec, graph, kGraphFlags) == cudaSuccess;
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();
     if (!made) return false;
@@ -2306,6 +2314,10 @@ class CudaEncoder final : public Encoder {
               : graphs && std::strcmp(graphs, "require") == 0      ? Graphs::Required
                                                                    : Graphs::On;
     input_ready_ = std::make_unique<StreamEvent>();
+    // Each frame's work waits for the front_done of the slot before its own
+    // (launch_frame()), allocated or not: a CUDA graph made one frame at a
+    // time stays right when frames are in flight later.
+    for (Slot &slot : slots_) slot.front_done = std::make_unique<StreamEvent>();
     alloc_slot(slots_[0]);  // the others on the first frames submitted beside another
     CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
   }
@@ -2320,8 +2332,9 @@ class CudaEncoder final : public Encoder {
 
   // Queues every step of a frame on its slot's streams: the front part
   // (working values to tables, the new reference) after the previous
-  // frame's front part, then its entropy coding and the copy of what the
-  // host needs to write the body (finish()); launch_frame() has the rest.
+  // frame's front part less its tables (its tables before this one's), then
+  // its entropy coding and the copy of what the host needs to write the
+  // body (finish()); launch_frame() has the rest.
   void submit(const FrameView &frame, int threshold, bool keyframe) override {
     if (in_flight_ >= kMaxInFlight)
       throw Error("codec2 encoder: more than " + std::to_string(kMaxInFlight) +
@@ -2342,12 +2355,13 @@ class CudaEncoder final : public Encoder {
     slot.start = std::chrono::steady_clock::now();
     const cudaStream_t stream = static_cast<cudaStream_t>(slot.stream->handle());
     // After the caller's work on the context's stream (the frame's upload)
-    // and the front part of the frame before, whose reference and tables
-    // this one reads and whose scratch it overwrites.
+    // and the front part of the frame before up to its tables: its
+    // reference, which this one reads, and its use of the scratch, which
+    // this one overwrites (launch_frame() waits for its tables).
     input_ready_->record(ctx_);
     input_ready_->make_wait(*slot.stream);
     if (in_flight_ > 0)
-      slots_[(si + kMaxInFlight - 1) % kMaxInFlight].front_done->make_wait(*slot.stream);
+      slots_[(si + kMaxInFlight - 1) % kMaxInFlight].samples_done->make_wait(*slot.stream);
 
     Params p = p_;
     apply(slot, p);
@@ -2513,6 +2527,13 @@ class CudaEncoder final : public Encoder {
     return frame_graphs_.back().get();
   }
 
+  // Makes `stream` wait for `event`, recorded outside this frame's work: in
+  // a stream capture as the graph's own wait for an event outside it.
+  static void wait_seen(const StreamEvent &event, cudaStream_t stream, bool in_graph) {
+    CUDADIFF_CHECK(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(event.handle()),
+                                       in_graph ? cudaEventWaitExternal : 0));
+  }
+  int slot_index(const Slot &slot) const { return int(&slot - slots_); }
   // Records `event` on `stream` where the host and other streams see it:
   // in a stream capture as the graph's own record of an event outside it.
   static void record_seen(const StreamEvent &event, cudaStream_t stream, bool in_graph) {
@@ -2523,14 +2544,18 @@ class CudaEncoder final : public Encoder {
       CUDADIFF_CHECK(cudaEventRecord(e, stream));
   }
   // A frame's work after the working values, on the slot's streams
-  // (`stream` its main one, which the side stream joins before the rANS
-  // pass and the aux stream at the end): the front part (modes,
-  // reconstruction and symbols, tables), which ends at front_done; beside
-  // the tables the lanes' checksums and schedule, which read only the
-  // frame's own buffers (Slot::side); the tables' choices back to the host
-  // (Slot::aux, tables_ready); the entropy coding and the copy back of what
-  // finish() reads first. Reads nothing of p.frame. `in_graph`: queued in a
-  // stream capture (graph_for()).
+  // (`stream` its main one, which the side and aux streams join at the
+  // end). On `stream` the modes, the reconstruction and the symbols, the
+  // tile types and, after the frame before's tables, the histogram: then
+  // samples_done, and the next frame may start. On the side stream (high
+  // priority) the lanes' checksums and schedule (after the tile types; they
+  // read only the frame's own buffers), then the tables (front_done: the
+  // next frame's histogram and tables may follow), the entropy coding and
+  // the copy back of what finish() reads first; on the aux stream the
+  // tables' choices back to the host (tables_ready). So a frame's small
+  // kernels do not wait behind the next frame's front part, whose thread
+  // blocks fill the device beside them. Reads nothing of p.frame.
+  // `in_graph`: queued in a stream capture (graph_for()).
   void launch_frame(Slot &slot, const Params &p, bool keyframe, cudaStream_t stream,
                     bool in_graph) {
     const dim3 grid(unsigned(ls_.blocks_x), unsigned(ls_.blocks_y));
@@ -2590,9 +2615,6 @@ class CudaEncoder final : public Encoder {
     const unsigned hist_grid = unsigned((hist_count + 255) / 256);
     tile_type_kernel<<<unsigned(n_tiles), kTileTypeThreads, size_t(p.walk_words) * 4, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tile_type_kernel");
-    sum_hist_kernel<<<hist_grid, 256, 0, stream>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
-    mark(slot, 3);
     const cudaStream_t side = static_cast<cudaStream_t>(slot.side->handle());
     const cudaStream_t aux = static_cast<cudaStream_t>(slot.aux->handle());
     slot.to_side->record(*slot.stream);
@@ -2604,49 +2626,67 @@ class CudaEncoder final : public Encoder {
                                (most_slots_ + kScheduleThreads - 1) / kScheduleThreads, 65535))),
                       kScheduleThreads, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 schedule_kernel");
-    slot.from_side->record(*slot.side);
-    // The tables, which end the front part: the next frame may start.
+    // The frame histogram and the tables after the frame before's tables,
+    // which read the histogram and made this frame's previous tables (when
+    // no frame is in flight, that frame has finished, or its slot's event
+    // was never recorded: nothing to wait for).
+    wait_seen(*slots_[(slot_index(slot) + kMaxInFlight - 1) % kMaxInFlight].front_done, stream,
+              in_graph);
+    sum_hist_kernel<<<hist_grid, 256, 0, stream>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
+    // The next frame may start: the shared scratch but the tables' is free.
+    record_seen(*slot.samples_done, stream, in_graph);
+    // The rest on the side stream, whose high priority keeps the next
+    // frame's front part (on its slot's stream) from holding it up: the
+    // thread blocks of this frame's small kernels start first.
+    slot.to_side->record(*slot.stream);
+    slot.to_side->make_wait(*slot.side);
+    mark(slot, 3);
+    // The tables, which end the front part (the next frame's histogram and
+    // tables wait for them).
     const unsigned table_grid = unsigned((p.dist_count + kTableWarps - 1) / kTableWarps);
-    tables_fresh_kernel<<<table_grid, 32 * kTableWarps, 0, stream>>>(p);
+    tables_fresh_kernel<<<table_grid, 32 * kTableWarps, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tables_fresh_kernel");
-    tables_copy_kernel<<<table_grid, 32 * kTableWarps, 0, stream>>>(p);
+    tables_copy_kernel<<<table_grid, 32 * kTableWarps, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tables_copy_kernel");
     tables_choose_kernel<<<1, 32 * kChooseWarps, size_t(p.dist_count) * kChooseSharedPerDist,
-                           stream>>>(p);
+                           side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tables_choose_kernel");
     mark(slot, 4);
-    record_seen(*slot.front_done, stream, in_graph);
+    record_seen(*slot.front_done, side, in_graph);
     // The tables' choices go back beside the entropy coding: finish() writes
     // the model section while the GPU codes the tiles.
-    slot.to_aux->record(*slot.stream);
+    slot.to_aux->record(*slot.side);
     slot.to_aux->make_wait(*slot.aux);
     CUDADIFF_CHECK(cudaMemcpyAsync(slot.h_chosen.data(), p.chosen, slot.h_chosen.size(),
                                    cudaMemcpyDeviceToHost, aux));
     record_seen(*slot.tables_ready, aux, in_graph);
     slot.from_aux->record(*slot.aux);
-    slot.from_side->make_wait(*slot.stream);
     mark(slot, 5);
     const unsigned tile_grid = (unsigned(n_tiles) + 127) / 128;
     // rANS per tile; tiles no smaller than their bytes are stored raw.
     if (rans_batch_ == kRansBatch)
-      rans_lanes_kernel<kRansBatch><<<unsigned(n_tiles), kRansThreads, rans_shared_, stream>>>(p);
+      rans_lanes_kernel<kRansBatch><<<unsigned(n_tiles), kRansThreads, rans_shared_, side>>>(p);
     else
-      rans_lanes_kernel<1><<<unsigned(n_tiles), kRansThreads, rans_shared_, stream>>>(p);
+      rans_lanes_kernel<1><<<unsigned(n_tiles), kRansThreads, rans_shared_, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 rans_lanes_kernel");
     mark(slot, 6);
-    rans_merge_kernel<<<unsigned(n_tiles), 1024, 0, stream>>>(p);
+    rans_merge_kernel<<<unsigned(n_tiles), 1024, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 rans_merge_kernel");
     mark(slot, 7);
-    raw_check_kernel<<<tile_grid, 128, 0, stream>>>(p);
+    raw_check_kernel<<<tile_grid, 128, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 raw_check_kernel");
     mark(slot, 8);
     // The payloads in body order, gathered on the device.
-    payload_offsets_kernel<<<1, kScanThreads, 0, stream>>>(p);
+    payload_offsets_kernel<<<1, kScanThreads, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 payload_offsets_kernel");
-    gather_kernel<<<dim3(unsigned(n_tiles), kGatherParts), 256, 0, stream>>>(p);
+    gather_kernel<<<dim3(unsigned(n_tiles), kGatherParts), 256, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 gather_kernel");
     mark(slot, 9);
-    copy_out(slot, slot.h_out.data(), p.modes, slot.h_out.size());
+    copy_out(*slot.side, slot.h_out.data(), p.modes, slot.h_out.size());
+    // Both join the slot's stream, which finish() waits for.
+    slot.from_side->record(*slot.side);
+    slot.from_side->make_wait(*slot.stream);
     slot.from_aux->make_wait(*slot.stream);
   }
 
@@ -2721,7 +2761,7 @@ class CudaEncoder final : public Encoder {
               throw Error("codec2 CUDA encoder: the tile table's size disagrees with the device's");
             return;
           }
-          if (payload) copy_out(slot, dst, slot.work.data() + o.payload, payload);
+          if (payload) copy_out(*slot.stream, dst, slot.work.data() + o.payload, payload);
           slot.stream->synchronize();
         },
         body);
@@ -2771,11 +2811,16 @@ class CudaEncoder final : public Encoder {
   // next frame's front part runs (SlotLayout), its stream and events, the
   // pinned staging for what comes back, and what finish() needs.
   struct Slot {
-    DeviceBuffer work;  // its buffers, where slot_layout_ says
-    std::unique_ptr<Stream> stream;
-    std::unique_ptr<Stream> aux;   // the tables' choices back to the host
-    std::unique_ptr<Stream> side;  // the lanes' checksums and schedule
-    std::unique_ptr<StreamEvent> front_done, tables_ready;
+    DeviceBuffer work;               // its buffers, where slot_layout_ says
+    std::unique_ptr<Stream> stream;  // the front part to the histogram; finish() waits for it
+    std::unique_ptr<Stream> aux;     // the tables' choices back to the host
+    // High priority: the lanes' checksums and schedule, then the tables and
+    // the entropy coding (launch_frame()).
+    std::unique_ptr<Stream> side;
+    // The front part's end (its tables) and the end of its use of the
+    // shared scratch but the tables' (samples_done: the next frame may
+    // start; submit(), launch_frame()).
+    std::unique_ptr<StreamEvent> front_done, samples_done, tables_ready;
     std::unique_ptr<StreamEvent> to_side, from_side, to_aux, from_aux;  // forks and joins
     cudaEvent_t events[kEvents] = {};  // CODEC2_CUDA_TIMES: the phases on the device
     HostBytes h_out;  // the slot's bytes from modes to the counts' end (SlotLayout)
@@ -2828,8 +2873,10 @@ class CudaEncoder final : public Encoder {
     uint8_t *w = slot.work.data();
     slot.stream = std::make_unique<Stream>(ctx_.gpu_id());
     slot.aux = std::make_unique<Stream>(ctx_.gpu_id());
-    slot.side = std::make_unique<Stream>(ctx_.gpu_id());
-    slot.front_done = std::make_unique<StreamEvent>();
+    // A frame's work after its samples (launch_frame()) before the next
+    // frame's front part: high priority.
+    slot.side = std::make_unique<Stream>(ctx_.gpu_id(), false, true);
+    slot.samples_done = std::make_unique<StreamEvent>();
     slot.tables_ready = std::make_unique<StreamEvent>();
     for (auto *e : {&slot.to_side, &slot.from_side, &slot.to_aux, &slot.from_aux})
       *e = std::make_unique<StreamEvent>();
@@ -2845,9 +2892,9 @@ class CudaEncoder final : public Encoder {
     slot.stream->synchronize();
     slot.ready = true;
   }
-  void copy_out(Slot &slot, void *host, const void *device, size_t n) {
+  void copy_out(const Stream &stream, void *host, const void *device, size_t n) {
     CUDADIFF_CHECK(cudaMemcpyAsync(host, device, n, cudaMemcpyDeviceToHost,
-                                   static_cast<cudaStream_t>(slot.stream->handle())));
+                                   static_cast<cudaStream_t>(stream.handle())));
   }
   void download_planes(uint8_t *const (&src)[kMaxLayers][kMaxComps],
                        std::vector<uint8_t> (&dst)[kMaxLayers][kMaxComps]) {
@@ -2862,8 +2909,8 @@ class CudaEncoder final : public Encoder {
   }
   void mark(Slot &slot, int i) {
     if (timing_)
-      CUDADIFF_CHECK(
-          cudaEventRecord(slot.events[i], static_cast<cudaStream_t>(slot.stream->handle())));
+      CUDADIFF_CHECK(cudaEventRecord(
+          slot.events[i], static_cast<cudaStream_t>((i < 3 ? slot.stream : slot.side)->handle())));
   }
 
   const Context &ctx_;

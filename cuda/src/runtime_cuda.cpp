@@ -197,11 +197,13 @@ bool is_device_memory(const void *ptr) {
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
 }
 
-Stream::Stream(int device_id, bool blocking) : device_(device_id) {
+Stream::Stream(int device_id, bool blocking, bool high_priority) : device_(device_id) {
   bind_device_keep_context(device_id);
   cudaStream_t s = nullptr;
-  CUDADIFF_CHECK(
-      cudaStreamCreateWithFlags(&s, blocking ? cudaStreamDefault : cudaStreamNonBlocking));
+  const unsigned flags = blocking ? cudaStreamDefault : cudaStreamNonBlocking;
+  int least = 0, greatest = 0;
+  if (high_priority) CUDADIFF_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  CUDADIFF_CHECK(cudaStreamCreateWithPriority(&s, flags, greatest));
   handle_ = s;
 }
 

@@ -42,7 +42,7 @@ bool is_device_memory(const void *) {
   return false;
 }
 
-Stream::Stream(int device_id, bool) : device_(device_id) {
+Stream::Stream(int device_id, bool, bool) : device_(device_id) {
   no_cuda();
 }
 std::shared_ptr<Stream> Stream::borrow(int, void *) {

@@ -74,8 +74,11 @@ class Stream {
   // caller made current, see ContextScope), else in the device's primary
   // context (set_device). Non-blocking unless `blocking`: a blocking stream
   // is ordered with the legacy default stream, where other libraries queue
-  // their synchronous copies (GStreamer's CUDA memory does).
-  explicit Stream(int device_id, bool blocking = false);
+  // their synchronous copies (GStreamer's CUDA memory does). `high_priority`:
+  // the device's highest stream priority, whose pending thread blocks the
+  // device starts before those of other streams (blocks already running
+  // are not interrupted); else the default priority, which is the lowest.
+  explicit Stream(int device_id, bool blocking = false, bool high_priority = false);
   // A stream that someone else made and destroys (a raw cudaStream_t /
   // CUstream on `device_id`, e.g. GStreamer's GstCudaStream): not destroyed
   // here.
