@@ -17,10 +17,10 @@
 //      histogram of its symbols; the tiles' types and the histogram of the
 //      coded tiles;
 //   6. the tables from the histogram, by the CPU reference's rules
-//      (codec2_tables.h), in three small kernels; beside them, on a stream
-//      of their own, each lane's checksum (one thread block per lane) and
-//      the symbols laid out in schedule order, with the steps that code
-//      something marked;
+//      (codec2_tables.h), in three small kernels; before them, on the
+//      frame's high-priority stream (beside the histogram), each lane's
+//      checksum (one thread block per lane) and the symbols laid out in
+//      schedule order, with the steps that code something marked;
 //   7. rANS in two passes: each lane (a thread of a tile's coding warp,
 //      which two more warps feed the symbols and their tables) codes its
 //      symbols backwards alone, over the marked steps only, logging its
@@ -36,11 +36,13 @@
 //      the pinned body itself, else they are copied back at once
 //      (finish()).
 // The reference and the tables are final when the tables are (the front
-// part): the next frame's front part may run beside this frame's lanes'
-// checksums and schedule, 7 and 8, each frame in flight with buffers of its
-// own for those (submit(), finish()). What follows prepare goes as one CUDA
-// graph where the runtime makes one. The reference stays on the device
-// between frames.
+// part): the next frame's front part may run beside this frame's tables
+// (only its own tables wait for them), lanes' checksums and schedule, 7 and
+// 8, each frame in flight with buffers of its own for those (submit(),
+// finish()); a frame's work from its tables on runs at a higher priority
+// than the next frame's front part (launch_frame()). What follows prepare
+// goes as one CUDA graph where the runtime makes one. The reference stays
+// on the device between frames.
 #include <cuda_awbarrier_primitives.h>
 #include <cuda_runtime.h>
 
@@ -1978,8 +1980,14 @@ class GraphExec {
     cudaGraph_t graph = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
     cudaGraphExec_t exec = nullptr;
-    const bool made = queued && ended == cudaSuccess && graph &&
-                      cudaGraphInstantiateWithFlags(&exec, graph, kGraphFlags) == cudaSuccess;
+    bool made = queued && ended == cudaSuccess && graph &&
+                cudaGraphInstantiateWithFlags(&exec, graph, kGraphFlags) == cudaSuccess;
+    if (!made && kGraphFlags != 0 && queued && ended == cudaSuccess && graph) {
+      // A driver older than the runtime may not know the flag: the
+      // priority of the stream the graph is launched into then.
+      cudaGetLastError();
+      made = cudaGraphInstantiateWithFlags(&exec, graph, 0) == cudaSuccess;
+    }
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();
     if (!made) return false;
@@ -2158,9 +2166,10 @@ class CudaEncoder final : public Encoder {
       log_bytes += most_log;
       frame_bytes += tiles[t].raw_bytes;
     }
-    // Shared by the frames in flight (a frame's front part, which ends with
-    // its tables, runs after the one before's): what the front part alone
-    // reads, the constants, and the tables of the last three frames.
+    // Shared by the frames in flight (a frame's front part runs after the
+    // one before's histogram, its tables after the one before's tables):
+    // what the front part alone reads, the constants, and the tables of the
+    // last three frames.
     const size_t off_stream_off = carve(at, stream_off.size() * 8),
                  off_coded_count = carve(at, tiles.size() * 4),
                  off_reciprocal = carve(at, (kProbScale + 1) * 4),
@@ -2528,7 +2537,10 @@ class CudaEncoder final : public Encoder {
   }
 
   // Makes `stream` wait for `event`, recorded outside this frame's work: in
-  // a stream capture as the graph's own wait for an event outside it.
+  // a stream capture as the graph's own wait for an event outside it, which
+  // waits for the event's last record queued before the graph's launch (as
+  // cudaStreamWaitEvent does when it is called), also one that another
+  // graph queued.
   static void wait_seen(const StreamEvent &event, cudaStream_t stream, bool in_graph) {
     CUDADIFF_CHECK(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(event.handle()),
                                        in_graph ? cudaEventWaitExternal : 0));
@@ -2774,9 +2786,9 @@ class CudaEncoder final : public Encoder {
         CUDADIFF_CHECK(cudaEventElapsedTime(&ms[i], slot.events[i], slot.events[i + 1]));
       std::fprintf(
           stderr,
-          "codec2 cuda k=%d device: prepare %.3f, modes %.3f, reconstruction and symbols "
-          "%.3f, tables (beside the lanes' checksums and schedule) %.3f, the checksums and "
-          "schedule after them %.3f, rANS lanes %.3f, merge %.3f, "
+          "codec2 cuda k=%d device: prepare %.3f, modes %.3f, reconstruction, symbols, tile "
+          "types, lanes' checksums and schedule, histogram (after the frame before's "
+          "tables) %.3f, tables %.3f, to the rANS pass %.3f, rANS lanes %.3f, merge %.3f, "
           "raw check %.3f, payloads %.3f ms\n",
           slot.threshold, ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7], ms[8]);
       float at[kEvents];
