@@ -1980,9 +1980,9 @@ class GraphExec {
     cudaGraph_t graph = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
     cudaGraphExec_t exec = nullptr;
-    bool made = queued && ended == cudaSuccess && graph &&
-                cudaGraphInstantiateWithFlags(&exec, graph, kGraphFlags) == cudaSuccess;
-    if (!made && kGraphFlags != 0 && queued && ended == cudaSuccess && graph) {
+    const bool captured = queued && ended == cudaSuccess && graph;
+    bool made = captured && cudaGraphInstantiateWithFlags(&exec, graph, kGraphFlags) == cudaSuccess;
+    if (!made && captured && kGraphFlags != 0) {
       // A driver older than the runtime may not know the flag: the
       // priority of the stream the graph is launched into then.
       cudaGetLastError();
@@ -2081,8 +2081,8 @@ class CudaEncoder final : public Encoder {
 
     const size_t hist_count = size_t(p.dist_count) * kTokens;
 
-    // One allocation for the channel planes (cur, ref, rec, spare), one for the
-    // rest, carved up with 256-byte alignment.
+    // One allocation for the channel planes (the input's and the
+    // reconstructions), one for the rest, carved up with 256-byte alignment.
     auto carve = [](size_t &at, size_t bytes) {
       const size_t off = at;
       at += (bytes + 255) / 256 * 256;
@@ -2369,8 +2369,7 @@ class CudaEncoder final : public Encoder {
     // this one overwrites (launch_frame() waits for its tables).
     input_ready_->record(ctx_);
     input_ready_->make_wait(*slot.stream);
-    if (in_flight_ > 0)
-      slots_[(si + kMaxInFlight - 1) % kMaxInFlight].samples_done->make_wait(*slot.stream);
+    if (in_flight_ > 0) slot_before(slot).samples_done->make_wait(*slot.stream);
 
     Params p = p_;
     apply(slot, p);
@@ -2545,7 +2544,11 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(event.handle()),
                                        in_graph ? cudaEventWaitExternal : 0));
   }
-  int slot_index(const Slot &slot) const { return int(&slot - slots_); }
+  // The slot of the frame submitted before the one in `slot` while frames
+  // are in flight (slots are taken in turn).
+  Slot &slot_before(const Slot &slot) {
+    return slots_[(&slot - slots_ + kMaxInFlight - 1) % kMaxInFlight];
+  }
   // Records `event` on `stream` where the host and other streams see it:
   // in a stream capture as the graph's own record of an event outside it.
   static void record_seen(const StreamEvent &event, cudaStream_t stream, bool in_graph) {
@@ -2642,8 +2645,7 @@ class CudaEncoder final : public Encoder {
     // which read the histogram and made this frame's previous tables (when
     // no frame is in flight, that frame has finished, or its slot's event
     // was never recorded: nothing to wait for).
-    wait_seen(*slots_[(slot_index(slot) + kMaxInFlight - 1) % kMaxInFlight].front_done, stream,
-              in_graph);
+    wait_seen(*slot_before(slot).front_done, stream, in_graph);
     sum_hist_kernel<<<hist_grid, 256, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
     // The next frame may start: the shared scratch but the tables' is free.
@@ -2919,6 +2921,8 @@ class CudaEncoder final : public Encoder {
       }
     CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
   }
+  // Marks 0 to 2 on the slot's stream, the later ones on its side stream
+  // (launch_frame() moves there before mark 3).
   void mark(Slot &slot, int i) {
     if (timing_)
       CUDADIFF_CHECK(cudaEventRecord(
