@@ -17,10 +17,11 @@
 //      histogram of its symbols; the tiles' types and the histogram of the
 //      coded tiles;
 //   6. the tables from the histogram, by the CPU reference's rules
-//      (codec2_tables.h), in three small kernels; before them, on the
-//      frame's high-priority stream (beside the histogram), each lane's
-//      checksum (one thread block per lane) and the symbols laid out in
-//      schedule order, with the steps that code something marked;
+//      (codec2_tables.h), in three small kernels; beside them, on a
+//      high-priority stream of their own (from the tile types on), each
+//      lane's checksum (thread blocks per lane) and the symbols laid out in
+//      schedule order (a thread per lane and run of steps), with the steps
+//      that code something marked;
 //   7. rANS in two passes: each lane (a thread of a tile's coding warp,
 //      which two more warps feed the symbols and their tables) codes its
 //      symbols backwards alone, over the marked steps only, logging its
@@ -1216,7 +1217,12 @@ __device__ __forceinline__ Affine affine_of(uint32_t v) {
 // of its part, composed in order across the block; rans_lanes_kernel
 // composes a lane's parts. (A tile with few lanes has long ones: a block
 // per lane would leave the multiprocessors idle while it walks one.)
-__global__ void checksum_kernel(Params p) {
+// 128 threads per block: with 256 (some 8 symbols a thread on full
+// tiles), working out where a thread's run starts (several divisions) took
+// most of the kernel's instructions; with 64, the fewer and longer runs
+// made a frame's tail wait longer and the element slower.
+constexpr int kChecksumThreads = 128;
+__global__ void __launch_bounds__(kChecksumThreads) checksum_kernel(Params p) {
   const int t = blockIdx.x;
   if (p.tile_type[t] != 1) return;
   const DevTile &dt = p.tiles[t];
@@ -1275,7 +1281,7 @@ __global__ void checksum_kernel(Params p) {
                        __shfl_down_sync(kFullWarp, acc.a, o)};
     if ((threadIdx.x & 31) + o < 32) acc = then(acc, other);
   }
-  __shared__ Affine warps[kThreads / 32];
+  __shared__ Affine warps[kChecksumThreads / 32];
   if ((threadIdx.x & 31) == 0) warps[threadIdx.x / 32] = acc;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -1345,47 +1351,25 @@ static_assert((kRansLow >> kProbBits) << 8 == 1u << 19, "the token's x_max is fr
 
 // 6a'. The coded tiles' symbols in schedule order (so that the lanes of a
 // step read them together), and the steps in which some lane codes
-// something (layer_mark_words()): one thread per step and lane of a tile.
-// (A warp per run of steps, each thread walking its lane's row, left most
-// threads idle in tiles with few lanes and took longer.) Per layer of the
-// tile, what every slot needs, worked out once per thread block:
+// something (layer_mark_words()). A thread per lane and run of
+// kScheduleRun steps: it works out its lane's sample at the run's first
+// step (two divisions), loads the run's codes at once and writes them, step
+// by step; the threads of a warp with the same word of the marks join their
+// bits. (A thread per step and lane executed some 200 instructions for
+// each, most of them to find its sample; a warp per run of steps left most
+// threads idle in tiles with few lanes; runs of 32 steps with each load
+// waited for made the kernel a chain of waits.) Per layer of the tile, what every thread needs,
+// worked out once per thread block:
 struct SchedLayer {
-  uint32_t slots;  // steps x lanes
+  uint32_t items;  // lanes x runs
   uint32_t out;    // the layer's first code in the tile's
   uint32_t marks;  // its first word in the tile's marks
   uint32_t words;  // its words of steps (the summary follows them)
+  int steps;       // schedule_steps()
   int period;      // schedule_period()
 };
-// A slot's step: its word in the tile's marks and its bit there where the
-// slot codes something (else 0), its word's bit in the summary.
-struct StepMark {
-  uint32_t word, bit, summary, summary_bit;
-};
-__device__ __forceinline__ StepMark schedule_slot(const Params &p, const DevTile &dt, int lanes,
-                                                  const SchedLayer *sl, uint32_t idx) {
-  const int l = idx < sl[0].slots ? 0 : 1;
-  if (l == 1) idx -= sl[0].slots;
-  const SchedLayer &ly = sl[l];
-  uint32_t *out = p.codes + dt.sched_first + ly.out;
-  const int w = dt.w[l], h = dt.h[l], nc = dt.channels[l];
-  const int st = int(idx / uint32_t(lanes)), ln = int(idx) - st * lanes;
-  const int tt = st - kStagger * ln;
-  const int round = tt >= 0 ? tt / ly.period : 0;
-  const int i = tt >= 0 ? tt - round * ly.period : w, j = tt >= 0 ? round * lanes + ln : h;
-  const bool valid = i < w && j < h;
-  const uint32_t *at = p.symbols + dt.layer_first[l] + (size_t(j) * w + i) * nc;
-  bool coded = false;
-  for (int c = 0; c < nc; ++c) {
-    const uint32_t v = valid ? at[c] : kNoCode;
-    out[(size_t(st) * nc + c) * lanes + ln] = v;
-    coded |= v != kNoCode;
-  }
-  // Exactly the steps at which a lane reads a code: the marks follow the
-  // codes, not the block modes.
-  const uint32_t word = uint32_t(st) / 32;
-  return {ly.marks + word, coded ? 1u << (st & 31) : 0u, ly.marks + ly.words + word / 32,
-          1u << (word & 31)};
-}
+constexpr int kScheduleRun = 8;  // steps per thread, a divisor of 32
+static_assert(32 % kScheduleRun == 0, "a run lies in one word of the marks");
 // The OR of v over the lanes in `group` (each of them calls it with it).
 __device__ __forceinline__ uint32_t group_or_u32(unsigned group, uint32_t v) {
 #if __CUDA_ARCH__ >= 800
@@ -1396,6 +1380,50 @@ __device__ __forceinline__ uint32_t group_or_u32(unsigned group, uint32_t v) {
   return r;
 #endif
 }
+// Lane ln's codes at the steps of run `run` of layer l into the tile's
+// codes; returns the run's bits (bit s: its step run * kScheduleRun + s
+// codes something).
+template <int NC>
+__device__ __forceinline__ uint32_t schedule_run(const Params &p, const DevTile &dt, int l,
+                                                 const SchedLayer &ly, int lanes, int run, int ln) {
+  const int w = dt.w[l], h = dt.h[l];
+  const int st0 = run * kScheduleRun, n = min(ly.steps - st0, kScheduleRun);
+  // The lane's sample at step st0: column i of its row j (i < 0: the lane
+  // starts later; i >= w: between its rows; j >= h: done).
+  const int tt = st0 - kStagger * ln;
+  const int round = tt >= 0 ? tt / ly.period : 0;
+  int i = tt - round * ly.period, j = round * lanes + ln;
+  const uint32_t *__restrict__ syms = p.symbols + dt.layer_first[l];
+  uint32_t v[kScheduleRun][NC];
+#pragma unroll
+  for (int s = 0; s < kScheduleRun; ++s) {
+    const bool valid = s < n && i >= 0 && i < w && j < h;
+    const size_t at = valid ? (size_t(j) * w + i) * NC : 0;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) v[s][c] = valid ? __ldg(syms + at + c) : kNoCode;
+    if (++i == ly.period) {
+      i = 0;
+      j += lanes;
+    }
+  }
+  uint32_t *__restrict__ out =
+      p.codes + dt.sched_first + ly.out + size_t(st0) * NC * uint32_t(lanes) + uint32_t(ln);
+  uint32_t bits = 0;
+#pragma unroll
+  for (int s = 0; s < kScheduleRun; ++s) {
+    if (s >= n) break;
+    bool coded = false;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      out[(s * NC + c) * lanes] = v[s][c];
+      coded |= v[s][c] != kNoCode;
+    }
+    // Exactly the steps at which a lane reads a code: the marks follow the
+    // codes, not the block modes.
+    bits |= uint32_t(coded) << s;
+  }
+  return bits;
+}
 constexpr int kScheduleThreads = 256;
 __global__ void __launch_bounds__(kScheduleThreads) schedule_kernel(Params p) {
   const int t = blockIdx.x;
@@ -1403,15 +1431,16 @@ __global__ void __launch_bounds__(kScheduleThreads) schedule_kernel(Params p) {
   const DevTile &dt = p.tiles[t];
   const int lanes = p.tile_lanes[t];
   __shared__ SchedLayer s_layer[kMaxLayers];
-  static_assert(kMaxLayers == 2, "schedule_slot() knows two layers");
+  static_assert(kMaxLayers == 2, "the items of two layers");
   if (threadIdx.x == 0) {
     uint32_t out = 0, marks = 0;
     for (int l = 0; l < kMaxLayers; ++l) {
       SchedLayer &ly = s_layer[l];
-      ly.slots = l < p.layers ? layer_codes(dt, l, lanes) / dt.channels[l] : 0;
+      ly.steps = l < p.layers ? schedule_steps(dt.w[l], dt.h[l], lanes) : 0;
+      ly.words = (uint32_t(ly.steps) + 31) / 32;
+      ly.items = (uint32_t(ly.steps) + kScheduleRun - 1) / kScheduleRun * uint32_t(lanes);
       ly.out = out;
       ly.marks = marks;
-      ly.words = l < p.layers ? (uint32_t(schedule_steps(dt.w[l], dt.h[l], lanes)) + 31) / 32 : 0;
       ly.period = l < p.layers ? schedule_period(dt.w[l], lanes) : 1;
       if (l < p.layers) {
         out += layer_codes(dt, l, lanes);
@@ -1420,21 +1449,45 @@ __global__ void __launch_bounds__(kScheduleThreads) schedule_kernel(Params p) {
     }
   }
   __syncthreads();
-  const uint32_t slots = s_layer[0].slots + s_layer[1].slots;
+  const uint32_t items = s_layer[0].items + s_layer[1].items;
   uint32_t *marks = p.step_marks + dt.marks_first;
-  // Whole warps go round, so that the slots of a warp that share a word of
-  // the marks (its consecutive slots span at most 32 steps: two words, or
-  // more across layers) set it with one atomic; the first to set a bit in a
-  // word also sets the word's bit in the summary.
+  // Whole warps go round, so that the threads of a warp with the same word
+  // of the marks set it with one atomic; the first to set a bit in a word
+  // also sets the word's bit in the summary.
   const uint32_t me = threadIdx.x & 31;
-  for (uint32_t base = blockIdx.y * blockDim.x + (threadIdx.x - me); base < slots;
+  for (uint32_t base = blockIdx.y * blockDim.x + (threadIdx.x - me); base < items;
        base += gridDim.y * blockDim.x) {
-    const StepMark m = base + me < slots ? schedule_slot(p, dt, lanes, s_layer, base + me)
-                                         : StepMark{~0u, 0u, 0u, 0u};
-    const unsigned same = __match_any_sync(kFullWarp, m.word);
-    const uint32_t bits = group_or_u32(same, m.bit);
-    if (bits && me == uint32_t(__ffs(int(same)) - 1) && atomicOr(marks + m.word, bits) == 0)
-      atomicOr(marks + m.summary, m.summary_bit);
+    uint32_t word = ~0u, bits = 0, summary = 0, summary_bit = 0;
+    if (base + me < items) {
+      uint32_t idx = base + me;
+      const int l = idx < s_layer[0].items ? 0 : 1;
+      if (l == 1) idx -= s_layer[0].items;
+      const SchedLayer &ly = s_layer[l];
+      const int run = int(idx / uint32_t(lanes)), ln = int(idx) - run * lanes;
+      switch (dt.channels[l]) {
+        case 1:
+          bits = schedule_run<1>(p, dt, l, ly, lanes, run, ln);
+          break;
+        case 2:
+          bits = schedule_run<2>(p, dt, l, ly, lanes, run, ln);
+          break;
+        case 3:
+          bits = schedule_run<3>(p, dt, l, ly, lanes, run, ln);
+          break;
+        default:
+          bits = schedule_run<4>(p, dt, l, ly, lanes, run, ln);
+          break;
+      }
+      const uint32_t st0 = uint32_t(run) * kScheduleRun, wd = st0 / 32;
+      bits <<= st0 & 31;
+      word = ly.marks + wd;
+      summary = ly.marks + ly.words + wd / 32;
+      summary_bit = 1u << (wd & 31);
+    }
+    const unsigned same = __match_any_sync(kFullWarp, word);
+    const uint32_t all = group_or_u32(same, bits);
+    if (all && me == uint32_t(__ffs(int(same)) - 1) && atomicOr(marks + word, all) == 0)
+      atomicOr(marks + summary, summary_bit);
   }
 }
 
@@ -2141,15 +2194,16 @@ class CudaEncoder final : public Encoder {
         most_units =
             std::max<size_t>(most_units, size_t(tile_units(d, ls.count, lanes, true)) * lanes);
         most_log = std::max<size_t>(most_log, size_t(lane_log_bytes(d, ls.count, lanes)) * lanes);
-        size_t codes = 0, slots = 0, marks = 0;
+        size_t codes = 0, items = 0, marks = 0;
         for (int l = 0; l < ls.count; ++l) {
           codes += layer_codes(d, l, lanes);
-          slots += layer_codes(d, l, lanes) / std::max(1, d.channels[l]);
+          items += size_t(schedule_steps(d.w[l], d.h[l], lanes) + kScheduleRun - 1) / kScheduleRun *
+                   size_t(lanes);
           marks += layer_mark_words(d, l, lanes);
         }
         most_codes = std::max(most_codes, codes);
         most_marks = std::max(most_marks, marks);
-        most_slots_ = std::max(most_slots_, slots);
+        most_items_ = std::max(most_items_, items);
       }
       // tile_type_kernel's bitmaps of steps: every candidate number of lanes.
       uint32_t walk_words = 0;
@@ -2560,16 +2614,19 @@ class CudaEncoder final : public Encoder {
   }
   // A frame's work after the working values, on the slot's streams
   // (`stream` its main one, which the side and aux streams join at the
-  // end). On `stream` the modes, the reconstruction and the symbols, the
-  // tile types and, after the frame before's tables, the histogram: then
-  // samples_done, and the next frame may start. On the side stream (high
-  // priority) the lanes' checksums and schedule (after the tile types; they
-  // read only the frame's own buffers), then the tables (front_done: the
-  // next frame's histogram and tables may follow), the entropy coding and
-  // the copy back of what finish() reads first; on the aux stream the
-  // tables' choices back to the host (tables_ready). So a frame's small
-  // kernels do not wait behind the next frame's front part, whose thread
-  // blocks fill the device beside them. Reads nothing of p.frame.
+  // end, the lanes stream through the side stream). On `stream` the modes,
+  // the reconstruction and the symbols, the tile types and, after the frame
+  // before's tables, the histogram: then samples_done, and the next frame
+  // may start. On the lanes stream (high priority) the lanes' checksums and
+  // schedule (after the tile types; they read only the frame's own
+  // buffers). On the side stream (high priority) the tables (front_done:
+  // the next frame's histogram and tables may follow), then, after the
+  // lanes stream, the entropy coding and the copy back of what finish()
+  // reads first; on the aux stream the tables' choices back to the host
+  // (tables_ready). So a frame's small kernels do not wait behind the next
+  // frame's front part, whose thread blocks fill the device beside them,
+  // and its tables do not wait for its checksums and schedule. Reads
+  // nothing of p.frame.
   // `in_graph`: queued in a stream capture (graph_for()).
   void launch_frame(Slot &slot, const Params &p, bool keyframe, cudaStream_t stream,
                     bool in_graph) {
@@ -2632,15 +2689,17 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK_LAUNCH("codec2 tile_type_kernel");
     const cudaStream_t side = static_cast<cudaStream_t>(slot.side->handle());
     const cudaStream_t aux = static_cast<cudaStream_t>(slot.aux->handle());
-    slot.to_side->record(*slot.stream);
-    slot.to_side->make_wait(*slot.side);
-    checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kThreads, 0, side>>>(p);
+    const cudaStream_t lanes = static_cast<cudaStream_t>(slot.lanes->handle());
+    slot.to_lanes->record(*slot.stream);
+    slot.to_lanes->make_wait(*slot.lanes);
+    checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kChecksumThreads, 0, lanes>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 checksum_kernel");
     schedule_kernel<<<dim3(unsigned(n_tiles),
                            unsigned(std::min<size_t>(
-                               (most_slots_ + kScheduleThreads - 1) / kScheduleThreads, 65535))),
-                      kScheduleThreads, 0, side>>>(p);
+                               (most_items_ + kScheduleThreads - 1) / kScheduleThreads, 65535))),
+                      kScheduleThreads, 0, lanes>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 schedule_kernel");
+    slot.from_lanes->record(*slot.lanes);
     // The frame histogram and the tables after the frame before's tables,
     // which read the histogram and made this frame's previous tables (when
     // no frame is in flight, that frame has finished, or its slot's event
@@ -2676,6 +2735,7 @@ class CudaEncoder final : public Encoder {
                                    cudaMemcpyDeviceToHost, aux));
     record_seen(*slot.tables_ready, aux, in_graph);
     slot.from_aux->record(*slot.aux);
+    slot.from_lanes->make_wait(*slot.side);  // the lanes' checksums and schedule
     mark(slot, 5);
     const unsigned tile_grid = (unsigned(n_tiles) + 127) / 128;
     // rANS per tile; tiles no smaller than their bytes are stored raw.
@@ -2789,8 +2849,8 @@ class CudaEncoder final : public Encoder {
       std::fprintf(
           stderr,
           "codec2 cuda k=%d device: prepare %.3f, modes %.3f, reconstruction, symbols, tile "
-          "types, lanes' checksums and schedule, histogram (after the frame before's "
-          "tables) %.3f, tables %.3f, to the rANS pass %.3f, rANS lanes %.3f, merge %.3f, "
+          "types, histogram (after the frame before's tables) %.3f, tables %.3f, to the rANS "
+          "pass (after the lanes' checksums and schedule) %.3f, rANS lanes %.3f, merge %.3f, "
           "raw check %.3f, payloads %.3f ms\n",
           slot.threshold, ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7], ms[8]);
       float at[kEvents];
@@ -2828,14 +2888,15 @@ class CudaEncoder final : public Encoder {
     DeviceBuffer work;               // its buffers, where slot_layout_ says
     std::unique_ptr<Stream> stream;  // the front part to the histogram; finish() waits for it
     std::unique_ptr<Stream> aux;     // the tables' choices back to the host
-    // High priority: the lanes' checksums and schedule, then the tables and
-    // the entropy coding (launch_frame()).
+    // High priority: the tables and the entropy coding (launch_frame()).
     std::unique_ptr<Stream> side;
+    std::unique_ptr<Stream> lanes;  // high priority: the lanes' checksums and schedule
     // The front part's end (its tables) and the end of its use of the
     // shared scratch but the tables' (samples_done: the next frame may
     // start; submit(), launch_frame()).
     std::unique_ptr<StreamEvent> front_done, samples_done, tables_ready;
-    std::unique_ptr<StreamEvent> to_side, from_side, to_aux, from_aux;  // forks and joins
+    std::unique_ptr<StreamEvent> to_side, from_side, to_aux, from_aux, to_lanes,
+        from_lanes;                    // forks and joins
     cudaEvent_t events[kEvents] = {};  // CODEC2_CUDA_TIMES: the phases on the device
     HostBytes h_out;  // the slot's bytes from modes to the counts' end (SlotLayout)
     HostBytes h_chosen;
@@ -2878,7 +2939,7 @@ class CudaEncoder final : public Encoder {
   // Waits for the work queued on each of the slot's streams (those it has:
   // a slot not yet allocated has none); errors are left to the next call.
   static void wait_for_streams(const Slot &slot) {
-    for (const Stream *st : {slot.stream.get(), slot.side.get(), slot.aux.get()})
+    for (const Stream *st : {slot.stream.get(), slot.side.get(), slot.aux.get(), slot.lanes.get()})
       if (st) cudaStreamSynchronize(static_cast<cudaStream_t>(st->handle()));
   }
   void alloc_slot(Slot &slot) {
@@ -2890,9 +2951,11 @@ class CudaEncoder final : public Encoder {
     // A frame's work after its samples (launch_frame()) before the next
     // frame's front part: high priority.
     slot.side = std::make_unique<Stream>(ctx_.gpu_id(), false, true);
+    slot.lanes = std::make_unique<Stream>(ctx_.gpu_id(), false, true);
     slot.samples_done = std::make_unique<StreamEvent>();
     slot.tables_ready = std::make_unique<StreamEvent>();
-    for (auto *e : {&slot.to_side, &slot.from_side, &slot.to_aux, &slot.from_aux})
+    for (auto *e : {&slot.to_side, &slot.from_side, &slot.to_aux, &slot.from_aux, &slot.to_lanes,
+                    &slot.from_lanes})
       *e = std::make_unique<StreamEvent>();
     if (timing_)
       for (cudaEvent_t &e : slot.events)
@@ -2949,7 +3012,7 @@ class CudaEncoder final : public Encoder {
   int model_cur_ = 0;            // model_buf_[model_cur_]: the next frame's
   size_t rans_shared_ = 0;       // the rANS kernel's dynamic shared memory: tables and ring
   int rans_batch_ = kRansBatch;  // its batches' steps
-  size_t most_slots_ = 0;        // most steps x lanes of a tile (schedule_kernel's threads)
+  size_t most_items_ = 0;        // most lanes x runs of a tile (schedule_kernel's threads)
   size_t payload_capacity_ = 0;  // the most payload bytes of a frame (slot_layout_.payload)
   size_t rans_zero_bytes_ = 0;   // the rANS counts and the step marks (zeroed per frame)
   bool timing_ = false;          // CODEC2_CUDA_TIMES set: each frame's phases on stderr
