@@ -40,8 +40,9 @@
 // part): the next frame's front part may run beside this frame's tables
 // (only its own tables wait for them), lanes' checksums and schedule, 7 and
 // 8, each frame in flight with buffers of its own for those (submit(),
-// finish()); a frame's work from its tables on runs at a higher priority
-// than the next frame's front part (launch_frame()). What follows prepare
+// finish()); a frame's lanes' checksums and schedule (from its tile types
+// on) and its work from its tables on run at a higher priority than the
+// next frame's front part (launch_frame()). What follows prepare
 // goes as one CUDA graph where the runtime makes one. The reference stays
 // on the device between frames.
 #include <cuda_awbarrier_primitives.h>
@@ -1358,8 +1359,8 @@ static_assert((kRansLow >> kProbBits) << 8 == 1u << 19, "the token's x_max is fr
 // bits. (A thread per step and lane executed some 200 instructions for
 // each, most of them to find its sample; a warp per run of steps left most
 // threads idle in tiles with few lanes; runs of 32 steps with each load
-// waited for made the kernel a chain of waits.) Per layer of the tile, what every thread needs,
-// worked out once per thread block:
+// waited for made the kernel a chain of waits.) Per layer of the tile,
+// what every thread needs, worked out once per thread block:
 struct SchedLayer {
   uint32_t items;  // lanes x runs
   uint32_t out;    // the layer's first code in the tile's
@@ -2948,8 +2949,9 @@ class CudaEncoder final : public Encoder {
     uint8_t *w = slot.work.data();
     slot.stream = std::make_unique<Stream>(ctx_.gpu_id());
     slot.aux = std::make_unique<Stream>(ctx_.gpu_id());
-    // A frame's work after its samples (launch_frame()) before the next
-    // frame's front part: high priority.
+    // A frame's tables and entropy coding, and its lanes' checksums and
+    // schedule, before the next frame's front part: high priority
+    // (launch_frame()).
     slot.side = std::make_unique<Stream>(ctx_.gpu_id(), false, true);
     slot.lanes = std::make_unique<Stream>(ctx_.gpu_id(), false, true);
     slot.samples_done = std::make_unique<StreamEvent>();
