@@ -2371,12 +2371,12 @@ class CudaEncoder final : public Encoder {
     timing_ = std::getenv("CODEC2_CUDA_TIMES") != nullptr;
     if (timing_) CUDADIFF_CHECK(cudaEventCreate(&epoch_));
     // (CUDADIFF_CODEC2_GRAPHS=0 launches every kernel itself, for the tests
-    // and for comparisons, as the phases' timing does; =require makes a
-    // graph that cannot be made or launched an error instead: for the tests)
+    // and for comparisons; =require makes a graph that cannot be made or
+    // launched an error instead: for the tests)
     const char *graphs = std::getenv("CUDADIFF_CODEC2_GRAPHS");
-    graphs_ = timing_ || (graphs && std::strcmp(graphs, "0") == 0) ? Graphs::Off
-              : graphs && std::strcmp(graphs, "require") == 0      ? Graphs::Required
-                                                                   : Graphs::On;
+    graphs_ = graphs && std::strcmp(graphs, "0") == 0         ? Graphs::Off
+              : graphs && std::strcmp(graphs, "require") == 0 ? Graphs::Required
+                                                              : Graphs::On;
     input_ready_ = std::make_unique<StreamEvent>();
     // Each frame's work waits for the front_done of the slot before its own
     // (launch_frame()), allocated or not: a CUDA graph made one frame at a
@@ -2669,7 +2669,7 @@ class CudaEncoder final : public Encoder {
         CUDADIFF_CHECK_LAUNCH("codec2 id_cost_kernel");
       }
     }
-    mark(slot, 2);
+    mark(slot, 2, in_graph);
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream));
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 4, stream));
     // The step marks (set by schedule_kernel) and the rANS counts start at
@@ -2715,7 +2715,7 @@ class CudaEncoder final : public Encoder {
     // thread blocks of this frame's small kernels start first.
     slot.to_side->record(*slot.stream);
     slot.to_side->make_wait(*slot.side);
-    mark(slot, 3);
+    mark(slot, 3, in_graph);
     // The tables, which end the front part (the next frame's histogram and
     // tables wait for them).
     const unsigned table_grid = unsigned((p.dist_count + kTableWarps - 1) / kTableWarps);
@@ -2726,7 +2726,7 @@ class CudaEncoder final : public Encoder {
     tables_choose_kernel<<<1, 32 * kChooseWarps, size_t(p.dist_count) * kChooseSharedPerDist,
                            side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tables_choose_kernel");
-    mark(slot, 4);
+    mark(slot, 4, in_graph);
     record_seen(*slot.front_done, side, in_graph);
     // The tables' choices go back beside the entropy coding: finish() writes
     // the model section while the GPU codes the tiles.
@@ -2737,7 +2737,7 @@ class CudaEncoder final : public Encoder {
     record_seen(*slot.tables_ready, aux, in_graph);
     slot.from_aux->record(*slot.aux);
     slot.from_lanes->make_wait(*slot.side);  // the lanes' checksums and schedule
-    mark(slot, 5);
+    mark(slot, 5, in_graph);
     const unsigned tile_grid = (unsigned(n_tiles) + 127) / 128;
     // rANS per tile; tiles no smaller than their bytes are stored raw.
     if (rans_batch_ == kRansBatch)
@@ -2745,19 +2745,19 @@ class CudaEncoder final : public Encoder {
     else
       rans_lanes_kernel<1><<<unsigned(n_tiles), kRansThreads, rans_shared_, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 rans_lanes_kernel");
-    mark(slot, 6);
+    mark(slot, 6, in_graph);
     rans_merge_kernel<<<unsigned(n_tiles), 1024, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 rans_merge_kernel");
-    mark(slot, 7);
+    mark(slot, 7, in_graph);
     raw_check_kernel<<<tile_grid, 128, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 raw_check_kernel");
-    mark(slot, 8);
+    mark(slot, 8, in_graph);
     // The payloads in body order, gathered on the device.
     payload_offsets_kernel<<<1, kScanThreads, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 payload_offsets_kernel");
     gather_kernel<<<dim3(unsigned(n_tiles), kGatherParts), 256, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 gather_kernel");
-    mark(slot, 9);
+    mark(slot, 9, in_graph);
     copy_out(*slot.side, slot.h_out.data(), p.modes, slot.h_out.size());
     // Both join the slot's stream, which finish() waits for.
     slot.from_side->record(*slot.side);
@@ -2988,10 +2988,16 @@ class CudaEncoder final : public Encoder {
   }
   // Marks 0 to 2 on the slot's stream, the later ones on its side stream
   // (launch_frame() moves there before mark 3).
-  void mark(Slot &slot, int i) {
-    if (timing_)
-      CUDADIFF_CHECK(cudaEventRecord(
-          slot.events[i], static_cast<cudaStream_t>((i < 3 ? slot.stream : slot.side)->handle())));
+  // CODEC2_CUDA_TIMES: phase i's mark (0..2 on the slot's stream, the rest
+  // on its side stream); in a stream capture as the graph's own record of
+  // the event, so that the timing sees the frame as it runs in its graph.
+  void mark(Slot &slot, int i, bool in_graph = false) {
+    if (!timing_) return;
+    const cudaStream_t s = static_cast<cudaStream_t>((i < 3 ? slot.stream : slot.side)->handle());
+    if (in_graph)
+      CUDADIFF_CHECK(cudaEventRecordWithFlags(slot.events[i], s, cudaEventRecordExternal));
+    else
+      CUDADIFF_CHECK(cudaEventRecord(slot.events[i], s));
   }
 
   const Context &ctx_;
