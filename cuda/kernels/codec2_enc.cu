@@ -2475,6 +2475,7 @@ class CudaEncoder final : public Encoder {
         graph = nullptr;
       }
       if (!graph) launch_frame(slot, p, keyframe, stream, false);
+      slot.graphed = graph != nullptr;
     } catch (...) {
       // Nothing of this frame's may run on beside the next one (the slot's
       // other streams join its main one only at their ends).
@@ -2867,11 +2868,12 @@ class CudaEncoder final : public Encoder {
       std::fprintf(stderr,
                    "codec2 cuda k=%d host, from submit(): submitted %.3f, tables' choices back "
                    "%.3f, model section written %.3f, frame done %.3f, body %.3f ms (%zu payload "
-                   "bytes%s)\n",
+                   "bytes%s; %s)\n",
                    slot.threshold, ms_t(slot.submitted - slot.start).count(),
                    ms_t(t_chosen - slot.start).count(), ms_t(t_tables - slot.start).count(),
                    ms_t(t_done - slot.start).count(), ms_t(t_end - slot.start).count(), payload,
-                   device_body ? ", written by the device" : ", copied");
+                   device_body ? ", written by the device" : ", copied",
+                   slot.graphed ? "as a CUDA graph" : "kernels launched one by one");
     }
     return st;
   }
@@ -2903,7 +2905,8 @@ class CudaEncoder final : public Encoder {
     HostBytes h_chosen;
     int threshold = 0, k = 0;
     bool keyframe = false;
-    bool ready = false;  // alloc_slot() completed
+    bool ready = false;    // alloc_slot() completed
+    bool graphed = false;  // its frame ran as a CUDA graph (CODEC2_CUDA_TIMES says so)
     std::chrono::steady_clock::time_point start, submitted;
     ~Slot() {
       for (cudaEvent_t e : events)
@@ -2986,8 +2989,6 @@ class CudaEncoder final : public Encoder {
       }
     CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
   }
-  // Marks 0 to 2 on the slot's stream, the later ones on its side stream
-  // (launch_frame() moves there before mark 3).
   // CODEC2_CUDA_TIMES: phase i's mark (0..2 on the slot's stream, the rest
   // on its side stream); in a stream capture as the graph's own record of
   // the event, so that the timing sees the frame as it runs in its graph.

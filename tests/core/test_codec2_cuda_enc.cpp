@@ -460,8 +460,6 @@ TEST(Codec2CudaEncoder, KernelsInGraphs) {
   compare_in_flight({VideoFormat::BGR, 200, 120, Content::Scene, {5, 0, 20, 9, 3}, 16, 5});
 }
 
-// CUDADIFF_CODEC2_GRAPHS=0 launches the kernels one by one, as where the
-// runtime cannot make graphs: the same bodies.
 // CODEC2_CUDA_TIMES's marks inside the frames' graphs (the timing sees a
 // frame as it runs by default): the same bodies, and no graph refused.
 TEST(Codec2CudaEncoder, PhaseTimesInGraphs) {
@@ -470,6 +468,8 @@ TEST(Codec2CudaEncoder, PhaseTimesInGraphs) {
   compare(VideoFormat::BGR, 96, 64, Content::Scene, {0, 5, 20}, 6, 4, true);
   compare_in_flight({VideoFormat::BGR, 200, 120, Content::Scene, {5, 0, 20}, 7, 5});
 }
+// CUDADIFF_CODEC2_GRAPHS=0 launches the kernels one by one, as where the
+// runtime cannot make graphs: the same bodies.
 TEST(Codec2CudaEncoder, KernelsLaunchedOneByOne) {
   const ScopedEnv graphs("CUDADIFF_CODEC2_GRAPHS", "0");
   compare(VideoFormat::BGR, 200, 130, Content::Scene, {0, 5, 20}, 7, 4, true);
