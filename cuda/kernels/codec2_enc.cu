@@ -165,6 +165,14 @@ __host__ __device__ inline uint32_t layer_mark_words(const DevTile &t, int l, in
   const uint32_t words = (uint32_t(schedule_steps(t.w[l], t.h[l], lanes)) + 31) / 32;
   return words + (words + 31) / 32;
 }
+// schedule_kernel's threads for a layer: one per lane and run of
+// kScheduleRun steps (the host sizes the kernel's grid with it).
+constexpr int kScheduleRun = 8;  // steps per thread, a divisor of 32
+static_assert(32 % kScheduleRun == 0, "a run lies in one word of the marks");
+__host__ __device__ inline uint32_t layer_schedule_items(const DevTile &t, int l, int lanes) {
+  const uint32_t steps = uint32_t(schedule_steps(t.w[l], t.h[l], lanes));
+  return (steps + kScheduleRun - 1) / kScheduleRun * uint32_t(lanes);
+}
 __host__ __device__ inline uint32_t lane_log_bytes(const DevTile &t, int layers, int lanes) {
   // At most 2 bytes per sub-step a lane takes part in: 2 per component
   // (raw bits and token) of each of its samples, 1 per block mode.
@@ -1369,8 +1377,6 @@ struct SchedLayer {
   int steps;       // schedule_steps()
   int period;      // schedule_period()
 };
-constexpr int kScheduleRun = 8;  // steps per thread, a divisor of 32
-static_assert(32 % kScheduleRun == 0, "a run lies in one word of the marks");
 // The OR of v over the lanes in `group` (each of them calls it with it).
 __device__ __forceinline__ uint32_t group_or_u32(unsigned group, uint32_t v) {
 #if __CUDA_ARCH__ >= 800
@@ -1439,7 +1445,7 @@ __global__ void __launch_bounds__(kScheduleThreads) schedule_kernel(Params p) {
       SchedLayer &ly = s_layer[l];
       ly.steps = l < p.layers ? schedule_steps(dt.w[l], dt.h[l], lanes) : 0;
       ly.words = (uint32_t(ly.steps) + 31) / 32;
-      ly.items = (uint32_t(ly.steps) + kScheduleRun - 1) / kScheduleRun * uint32_t(lanes);
+      ly.items = l < p.layers ? layer_schedule_items(dt, l, lanes) : 0;
       ly.out = out;
       ly.marks = marks;
       ly.period = l < p.layers ? schedule_period(dt.w[l], lanes) : 1;
@@ -2198,8 +2204,7 @@ class CudaEncoder final : public Encoder {
         size_t codes = 0, items = 0, marks = 0;
         for (int l = 0; l < ls.count; ++l) {
           codes += layer_codes(d, l, lanes);
-          items += size_t(schedule_steps(d.w[l], d.h[l], lanes) + kScheduleRun - 1) / kScheduleRun *
-                   size_t(lanes);
+          items += layer_schedule_items(d, l, lanes);
           marks += layer_mark_words(d, l, lanes);
         }
         most_codes = std::max(most_codes, codes);

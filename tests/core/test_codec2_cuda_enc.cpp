@@ -468,6 +468,7 @@ TEST(Codec2CudaEncoder, PhaseTimesInGraphs) {
   compare(VideoFormat::BGR, 96, 64, Content::Scene, {0, 5, 20}, 6, 4, true);
   compare_in_flight({VideoFormat::BGR, 200, 120, Content::Scene, {5, 0, 20}, 7, 5});
 }
+
 // CUDADIFF_CODEC2_GRAPHS=0 launches the kernels one by one, as where the
 // runtime cannot make graphs: the same bodies.
 TEST(Codec2CudaEncoder, KernelsLaunchedOneByOne) {
