@@ -218,10 +218,10 @@ int main(int argc, char **argv) {
     r.note = "body " + std::to_string(bytes / std::max(count, 1)) + " bytes";
     report.add(r);
 
-    // Two frames in flight (submit(), then finish() of the one before), and
-    // Encoder::kMaxInFlight (as cudadiffenc keeps them): the time per frame
-    // of a run of 40 deltas, five runs (after one).
-    for (const int depth : {2, Encoder::kMaxInFlight}) {
+    // Two frames in flight (submit(), then finish() of the one before) up
+    // to Encoder::kMaxInFlight (as cudadiffenc keeps them): the time per
+    // frame of a run of 40 deltas, five runs (after one).
+    for (int depth = 2; depth <= Encoder::kMaxInFlight; ++depth) {
       enc->encode(view(0), k, true, body);
       const int batch = 40;
       bench::Options batches = run;

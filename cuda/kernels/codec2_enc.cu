@@ -2229,14 +2229,13 @@ class CudaEncoder final : public Encoder {
     // Shared by the frames in flight (a frame's front part runs after the
     // one before's histogram, its tables after the one before's tables):
     // what the front part alone reads, the constants, and the tables of the
-    // last three frames.
+    // last frames (kMaxInFlight).
+    size_t off_model[kMaxInFlight];
+    for (size_t &o : off_model) o = carve(at, size_t(p.dist_count) * sizeof(DevModel));
     const size_t off_stream_off = carve(at, stream_off.size() * 8),
                  off_coded_count = carve(at, tiles.size() * 4),
                  off_reciprocal = carve(at, (kProbScale + 1) * 4),
                  off_shift = carve(at, kProbScale + 1),
-                 off_model0 = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
-                 off_model1 = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
-                 off_model2 = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
                  off_fresh = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
                  off_cost_prev = carve(at, size_t(p.dist_count) * 8),
                  off_cost_new = carve(at, size_t(p.dist_count) * 8),
@@ -2265,9 +2264,8 @@ class CudaEncoder final : public Encoder {
     p.tile_coded = reinterpret_cast<uint32_t *>(w + off_coded_count);
     p.reciprocal = reinterpret_cast<const uint32_t *>(w + off_reciprocal);
     p.shift = w + off_shift;
-    model_buf_[0] = reinterpret_cast<DevModel *>(w + off_model0);
-    model_buf_[1] = reinterpret_cast<DevModel *>(w + off_model1);
-    model_buf_[2] = reinterpret_cast<DevModel *>(w + off_model2);
+    for (int m = 0; m < kMaxInFlight; ++m)
+      model_buf_[m] = reinterpret_cast<DevModel *>(w + off_model[m]);
     p.fresh = reinterpret_cast<DevModel *>(w + off_fresh);
     p.cost_prev = reinterpret_cast<unsigned long long *>(w + off_cost_prev);
     p.cost_new = reinterpret_cast<unsigned long long *>(w + off_cost_new);
@@ -2439,7 +2437,7 @@ class CudaEncoder final : public Encoder {
     p.threshold = threshold;
     p.keyframe = keyframe ? 1 : 0;
     p.model = model_buf_[model_cur_];
-    p.prev_model = model_buf_[(model_cur_ + 2) % 3];
+    p.prev_model = model_buf_[(model_cur_ + kMaxInFlight - 1) % kMaxInFlight];
     for (int pl = 0; pl < kMaxPlanes; ++pl) {
       p.frame[pl] = pl < frame.n_planes() ? frame.data[pl] : nullptr;
       p.pitch[pl] = pl < frame.n_planes() ? frame.stride[pl] : 0;
@@ -2495,10 +2493,10 @@ class CudaEncoder final : public Encoder {
     // read in its front part. By the next frame's submission the first is
     // finished (at most kMaxInFlight in flight), and the next frame's front
     // part runs after the second's. The tables, which the front part alone
-    // reads, rotate through three (two would do, but this way a frame's
+    // reads, rotate through as many (two would do, but this way a frame's
     // buffers, and so its CUDA graph, follow from the slot and the
-    // rotations' places).
-    model_cur_ = (model_cur_ + 1) % 3;
+    // rotations' place).
+    model_cur_ = (model_cur_ + 1) % kMaxInFlight;
     ref_cur_ = (ref_cur_ + 1) % kMaxInFlight;
     has_reference_ = true;
     in_flight_++;
@@ -2546,17 +2544,17 @@ class CudaEncoder final : public Encoder {
   // A frame's work after prepare_kernel (launch_frame()) as a CUDA graph,
   // captured with a frame's parameters less its planes. The parameters
   // change with the slot, the reconstructions' and the tables' buffers
-  // (which rotate in threes, submit()), the threshold and the kind of
-  // frame: a stream of one threshold uses at most 18 graphs (each of the
-  // three slots with each of the rotation's three places, keyframes and
-  // deltas; one frame at a time, slot 0 only).
+  // (which rotate together through kMaxInFlight places, submit()), the
+  // threshold and the kind of frame: a stream of one threshold uses at most
+  // 32 graphs (each of the four slots with each of the rotation's four
+  // places, keyframes and deltas; one frame at a time, slot 0 only: 8).
   struct FrameGraphs {
     Params params;  // frame[] and pitch[] zero
     const Slot *slot = nullptr;
     GraphExec exec;
     uint64_t used = 0;  // graph_clock_ when last used
   };
-  static constexpr size_t kMaxGraphs = 24;
+  static constexpr size_t kMaxGraphs = 2 * kMaxInFlight * kMaxInFlight;
   enum class Graphs { Off, On, Required };
   // The graph for a frame with these parameters, made at its first use (the
   // least recently used gives way beyond kMaxGraphs). Nullptr when graphs
@@ -3022,8 +3020,8 @@ class CudaEncoder final : public Encoder {
   // the next frame's.
   uint8_t *recon_[kMaxInFlight][kMaxLayers][kMaxComps] = {};
   int ref_cur_ = 0;
-  DevModel *model_buf_[3] = {};  // the tables of the last frames and of the next
-  int model_cur_ = 0;            // model_buf_[model_cur_]: the next frame's
+  DevModel *model_buf_[kMaxInFlight] = {};  // the tables of the last frames and of the next
+  int model_cur_ = 0;                       // model_buf_[model_cur_]: the next frame's
   size_t rans_shared_ = 0;       // the rANS kernel's dynamic shared memory: tables and ring
   int rans_batch_ = kRansBatch;  // its batches' steps
   size_t most_items_ = 0;        // most lanes x runs of a tile (schedule_kernel's threads)

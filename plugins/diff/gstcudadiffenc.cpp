@@ -448,9 +448,9 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   st->overlap = overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
                 (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
                  !gst_cudadiff_upstream_is_live(GST_VIDEO_ENCODER_SINK_PAD(encoder)));
-  // Version 2 on the GPU keeps two deltas queued (the GPU codes both while
-  // the packet before them is made); version 1, and the CPU backend, which
-  // encodes a frame at submission, one.
+  // Version 2 on the GPU keeps kMaxInFlight - 1 (three) deltas queued (the
+  // GPU codes them while the packet before them is made); version 1, and
+  // the CPU backend, which encodes a frame at submission, one.
   st->max_pending = v2 && st->ctx->backend() == cudadiff::Backend::Cuda
                         ? size_t(codec2::Encoder::kMaxInFlight - 1)
                         : size_t(1);
@@ -718,8 +718,8 @@ static void collect_v2(EncState *st, FrameResult *result) {
 // Version 2 likewise: each frame is submitted to the core (which codes frame
 // N on the GPU beside the entropy coding of frame N-1) and its body
 // collected at once or, with overlap, after the next frame's submission
-// (the CPU backend) or the next two frames' (the CUDA backend: the GPU has
-// two frames to work on while the CPU packs the one before them).
+// (the CPU backend) or the next three frames' (the CUDA backend: the GPU
+// has three frames to work on while the CPU packs the one before them).
 static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
                                                    GstVideoCodecFrame *frame) {
   auto *self = GST_CUDADIFF_ENC(encoder);
@@ -845,8 +845,8 @@ static GstFlowReturn gst_cudadiff_enc_finish(GstVideoEncoder *encoder) {
 static gboolean gst_cudadiff_enc_propose_allocation(GstVideoEncoder *encoder, GstQuery *query) {
   GstCaps *caps = nullptr;
   gst_query_parse_allocation(query, &caps, nullptr);
-  // It may keep up to two input frames after handle_frame returns
-  // (frame-overlap: version 2 on a GPU holds two, else one).
+  // It may keep up to kMaxInFlight - 1 (three) input frames after
+  // handle_frame returns (frame-overlap: version 2 on a GPU; else one).
   const guint held = codec2::Encoder::kMaxInFlight - 1;
   if (gst_cudadiff_caps_are_cuda(caps))
     return gst_cudadiff_propose_cuda_allocation(&GST_CUDADIFF_ENC(encoder)->state->share, query,

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -478,33 +479,34 @@ TEST(Codec2CudaEncoder, KernelsLaunchedOneByOne) {
   compare_in_flight({VideoFormat::BGR, 320, 256, Content::Columns, {5, 0, 20}, 6, 100});
 }
 
-// Frames in flight: at most three; encode() and read_reference() only when
-// none is; finish() only when one is.
+// Frames in flight: at most kMaxInFlight; encode() and read_reference()
+// only when none is; finish() only when one is.
 TEST(Codec2CudaEncoder, FramesInFlightLimits) {
-  static_assert(Encoder::kMaxInFlight == 3, "the test submits three frames");
+  constexpr int most = Encoder::kMaxInFlight;
+  static_assert(most >= 2, "a keyframe, then deltas");
   auto gpu = Context::cuda(0);
   auto enc = Encoder::create(*gpu, VideoFormat::GRAY8, 64, 48);
-  DeviceFrame a(VideoFormat::GRAY8, 64, 48), b(VideoFormat::GRAY8, 64, 48),
-      c(VideoFormat::GRAY8, 64, 48), d(VideoFormat::GRAY8, 64, 48);
-  fill_bytes_async(a.view().data[0], 7, a.size(), *gpu);
-  fill_bytes_async(b.view().data[0], 9, b.size(), *gpu);
-  fill_bytes_async(c.view().data[0], 30, c.size(), *gpu);
+  std::vector<std::unique_ptr<DeviceFrame>> frames;
+  for (int i = 0; i <= most; ++i) {
+    frames.push_back(std::make_unique<DeviceFrame>(VideoFormat::GRAY8, 64, 48));
+    // The last frame submitted: 30; the one refused after it: 200.
+    const uint8_t v = i == most ? 200 : i + 1 == most ? 30 : uint8_t(7 + 2 * i);
+    fill_bytes_async(frames.back()->view().data[0], v, frames.back()->size(), *gpu);
+  }
   HostBytes body;
   EXPECT_THROW(enc->finish(body), Error);
-  enc->submit(a.view(), 3, true);
-  enc->submit(b.view(), 3, false);
-  enc->submit(c.view(), 3, false);
-  EXPECT_THROW(enc->submit(d.view(), 3, false), Error);
-  EXPECT_THROW(enc->encode(d.view(), 3, false, body), Error);
+  for (int i = 0; i < most; ++i) enc->submit(frames[size_t(i)]->view(), 3, i == 0);
+  const FrameView &extra = frames.back()->view();
+  EXPECT_THROW(enc->submit(extra, 3, false), Error);
+  EXPECT_THROW(enc->encode(extra, 3, false, body), Error);
   HostBytes ref;
   EXPECT_THROW(enc->read_reference(ref), Error);
-  EXPECT_EQ(enc->frames_in_flight(), 3);
+  EXPECT_EQ(enc->frames_in_flight(), most);
   EXPECT_TRUE(enc->finish(body).keyframe);
-  EXPECT_FALSE(enc->finish(body).keyframe);
-  EXPECT_FALSE(enc->finish(body).keyframe);
+  for (int i = 1; i < most; ++i) EXPECT_FALSE(enc->finish(body).keyframe);
   EXPECT_EQ(enc->frames_in_flight(), 0);
   enc->read_reference(ref);
-  // Every byte within the threshold of the third frame's.
+  // Every byte within the threshold of the last frame's.
   EXPECT_TRUE(std::all_of(ref.data(), ref.data() + ref.size(),
                           [](uint8_t v) { return v >= 30 - 3 && v <= 30 + 3; }));
 }

@@ -99,7 +99,8 @@ class Encoder {
                             HostBytes &body) = 0;
   // Frames in flight (cudadiffenc frame-overlap), so that the GPU codes
   // frame N+1 while the entropy coder still works on frame N and the caller
-  // sends frame N-1 (or, three in flight, while frame N+2 waits to start):
+  // sends frame N-1 (or, more in flight, while frames N+2 and N+3 wait to
+  // start; cudadiffenc keeps kMaxInFlight - 1 deltas queued):
   // - submit() starts encoding `frame` as encode() does (same checks, same
   //   body); the next frame may be submitted at once (the reference and the
   //   tables are taken as this frame leaves them). `frame` must stay valid
@@ -112,7 +113,10 @@ class Encoder {
   // then encode a keyframe (has_reference() is false after a failed
   // finish()), or make a new encoder after a CUDA error. The CPU backend
   // encodes at submission.
-  static constexpr int kMaxInFlight = 3;
+  // Four: with three, cudadiffenc's frames waited for the host's packing of
+  // the one three frames before (docs/performance.md, "Four frames in
+  // flight").
+  static constexpr int kMaxInFlight = 4;
   virtual void submit(const FrameView &frame, int threshold, bool keyframe);
   virtual FrameStats finish(HostBytes &body);
   int frames_in_flight() const { return in_flight_; }
