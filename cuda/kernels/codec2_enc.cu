@@ -2454,6 +2454,10 @@ class CudaEncoder final : public Encoder {
 
     if (timing_ && !epoch_recorded_) {
       CUDADIFF_CHECK(cudaEventRecord(epoch_, stream));
+      // The host's clock at the same instant (give or take the wake-up):
+      // the timing waits once for the first frame's input.
+      CUDADIFF_CHECK(cudaEventSynchronize(epoch_));
+      host_epoch_ = std::chrono::steady_clock::now();
       epoch_recorded_ = true;
     }
     mark(slot, 0);
@@ -2781,6 +2785,7 @@ class CudaEncoder final : public Encoder {
   // hold up).
   FrameStats collect(Slot &slot, HostBytes &body) {
     using clock = std::chrono::steady_clock;
+    const auto t_finish = clock::now();
     slot.tables_ready->synchronize();
     const auto t_chosen = clock::now();
     const size_t n_tiles = back_->tiles().size();
@@ -2877,6 +2882,15 @@ class CudaEncoder final : public Encoder {
                    ms_t(t_done - slot.start).count(), ms_t(t_end - slot.start).count(), payload,
                    device_body ? ", written by the device" : ", copied",
                    slot.graphed ? "as a CUDA graph" : "kernels launched one by one");
+      // The same on the device's clock (the timeline above): where the
+      // host's part of a frame lies beside the device's.
+      const auto since = [&](clock::time_point t) { return ms_t(t - host_epoch_).count(); };
+      std::fprintf(stderr,
+                   "codec2 cuda k=%d host timeline (ms since the first frame's start): submit "
+                   "%.3f, submitted %.3f, finish %.3f, tables' choices back %.3f, model section "
+                   "written %.3f, frame done %.3f, body %.3f\n",
+                   slot.threshold, since(slot.start), since(slot.submitted), since(t_finish),
+                   since(t_chosen), since(t_tables), since(t_done), since(t_end));
     }
     return st;
   }
@@ -3030,6 +3044,7 @@ class CudaEncoder final : public Encoder {
   bool timing_ = false;          // CODEC2_CUDA_TIMES set: each frame's phases on stderr
   cudaEvent_t epoch_ = nullptr;  // CODEC2_CUDA_TIMES: the first frame's start
   bool epoch_recorded_ = false;
+  std::chrono::steady_clock::time_point host_epoch_;  // the host's clock at epoch_
   Graphs graphs_ = Graphs::On;  // a frame's work after prepare_kernel as a CUDA graph
   std::vector<std::unique_ptr<FrameGraphs>> frame_graphs_;
   uint64_t graph_clock_ = 0;  // graph_for()'s lookups (FrameGraphs::used)
