@@ -953,10 +953,10 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
       g_param_spec_enum(
           "frame-overlap", "Frame overlap",
           "Whether a delta's packet waits for the next frame, so that the GPU encodes frame N "
-          "while the CPU packs and pushes frame N-1 (version 2 on a GPU: for the next two "
+          "while the CPU packs and pushes frame N-1 (version 2 on a GPU: for the next three "
           "frames, which the GPU codes, each starting while the one before is still "
-          "entropy-coded; more frames per second, one frame of delay, two for version 2 on a "
-          "GPU; end of stream, keyframes, caps changes and drain queries push the waiting "
+          "entropy-coded; more frames per second, one frame of delay, three for version 2 on "
+          "a GPU; end of stream, keyframes, caps changes and drain queries push the waiting "
           "packets): "
           "auto = when upstream is not live (latency query), always, never (each packet "
           "leaves as soon as its frame is encoded: for applications that push a frame and "
