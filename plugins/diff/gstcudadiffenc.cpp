@@ -123,7 +123,8 @@ struct EncState {
   std::unique_ptr<diff::DiffEncoder> encoder;
   // Version 2: the codec2 encoder, on the element's backend (the CUDA
   // backend uploads a frame in system memory into device_input first, one
-  // of three: a frame stays on the device until its body is collected).
+  // of kMaxInFlight: a frame stays on the device until its body is
+  // collected).
   std::unique_ptr<codec2::Encoder> encoder2;
   cudadiff::DeviceFrame device_input[codec2::Encoder::kMaxInFlight];
   int next_input = 0;
@@ -153,8 +154,9 @@ struct EncState {
     FrameResult result;
   };
   std::deque<Pending> pending;
-  // The most deltas queued (overlap): two for version 2 on a GPU (the
-  // codec2 encoder codes them while the packet before is made), else one.
+  // The most deltas queued (overlap): kMaxInFlight - 1 (three) for version
+  // 2 on a GPU (the codec2 encoder codes them while the packet before is
+  // made), else one.
   size_t max_pending = 1;
   // A flow return of pushing the queued packet from set_format, returned by
   // the next handle_frame.
@@ -216,7 +218,8 @@ GType gst_cudadiff_frame_overlap_get_type(void) {
   static const GEnumValue values[] = {
       {GST_CUDADIFF_FRAME_OVERLAP_AUTO, "When upstream is not live", "auto"},
       {GST_CUDADIFF_FRAME_OVERLAP_ALWAYS,
-       "Always (one frame of delay, two for cudadiffenc's version 2 on a GPU; also when live)",
+       "Always (one frame of delay, three for cudadiffenc's version 2 on a GPU; also when "
+       "live)",
        "always"},
       {GST_CUDADIFF_FRAME_OVERLAP_NEVER, "Never (every packet as soon as its frame is encoded)",
        "never"},

@@ -2,7 +2,7 @@
 // byte: every format, odd sizes, thresholds 0, 5 and 20, keyframes and runs
 // of deltas on random frames (raw tiles), smooth moving scenes, and scenes
 // with static regions (skipped, temporal and spatial blocks), from packed
-// and padded device frames, one at a time and two or three in flight; the reference
+// and padded device frames, one at a time and two to four in flight; the reference
 // and the frame statistics are the CPU's too, and the CPU and CUDA decoders
 // show the encoder's reference.
 #include <gtest/gtest.h>
@@ -361,8 +361,8 @@ TEST(Codec2CudaEncoder, RefusesWhatTheCpuRefuses) {
 
 namespace {
 
-// Frames in flight (submit() and finish(), `depth` at a time: 2, or
-// Encoder::kMaxInFlight as cudadiffenc keeps them): the bodies, statistics
+// Frames in flight (submit() and finish(), `depth` at a time: 2 up to
+// Encoder::kMaxInFlight, as cudadiffenc keeps them): the bodies, statistics
 // and final reference are the CPU's, with keyframes and changing thresholds
 // between deltas, raw tiles (random frames) and tiles with few lanes. As
 // cudadiffenc does: each frame is copied up asynchronously on the context's
@@ -435,6 +435,8 @@ TEST(Codec2CudaEncoder, FramesInFlight) {
       {VideoFormat::BGR, 200, 120, Content::Random, {0, 5}, 6, 3, 2},
       {VideoFormat::BGR, 320, 256, Content::Columns, {5, 0, 20}, 7, 100, 2},
       {VideoFormat::I420, 201, 131, Content::Static, {20, 0, 7}, 8, 5, 2},
+      {VideoFormat::BGR, 200, 120, Content::Random, {0, 5}, 7, 3, 3},
+      {VideoFormat::I420, 201, 131, Content::Static, {20, 0, 7}, 9, 5, 3},
   };
   for (const InFlightCase &c : cases) {
     compare_in_flight(c);
@@ -448,26 +450,39 @@ TEST(Codec2CudaEncoder, FramesInFlightFullHd) {
 }
 
 // A frame's kernels after prepare_kernel go as a CUDA graph, made per slot,
-// threshold, kind of frame and place of the rotating buffers, 24 kept.
+// threshold, kind of frame and place of the rotating buffers, 32 kept.
 // CUDADIFF_CODEC2_GRAPHS=require makes a graph that the runtime cannot make
 // or launch an error (else the encoder launches the kernels one by one from
 // then on): seven thresholds over keyframes and deltas need more graphs than
-// are kept, so that some give way and are made again, one frame at a time
-// and three in flight. The same bodies as the CPU's.
+// are kept (one frame at a time, the rotation's four places, seven
+// thresholds and a keyframe every fifth frame make each of the 60 frames'
+// graphs a new one), so that some give way and are made again, one frame
+// at a time and kMaxInFlight in flight. The same bodies as the CPU's.
 TEST(Codec2CudaEncoder, KernelsInGraphs) {
   const ScopedEnv graphs("CUDADIFF_CODEC2_GRAPHS", "require");
-  compare(VideoFormat::BGR, 96, 64, Content::Scene, {0, 5, 20, 3, 255, 12, 7}, 60, 4, true);
+  compare(VideoFormat::BGR, 96, 64, Content::Scene, {0, 5, 20, 3, 255, 12, 7}, 60, 5, true);
   compare(VideoFormat::I420, 97, 61, Content::Static, {20, 0, 7}, 14, 5, false);
   compare_in_flight({VideoFormat::BGR, 200, 120, Content::Scene, {5, 0, 20, 9, 3}, 16, 5});
 }
 
 // CODEC2_CUDA_TIMES's marks inside the frames' graphs (the timing sees a
-// frame as it runs by default): the same bodies, and no graph refused.
+// frame as it runs by default): the same bodies, no graph refused, and every
+// frame's timing says it ran as a graph (timing that turned the graphs off
+// would say "kernels launched one by one").
 TEST(Codec2CudaEncoder, PhaseTimesInGraphs) {
   const ScopedEnv times("CODEC2_CUDA_TIMES", "1");
   const ScopedEnv graphs("CUDADIFF_CODEC2_GRAPHS", "require");
+  testing::internal::CaptureStderr();
   compare(VideoFormat::BGR, 96, 64, Content::Scene, {0, 5, 20}, 6, 4, true);
   compare_in_flight({VideoFormat::BGR, 200, 120, Content::Scene, {5, 0, 20}, 7, 5});
+  const std::string err = testing::internal::GetCapturedStderr();
+  size_t graphed = 0;
+  for (size_t at = err.find("as a CUDA graph"); at != std::string::npos;
+       at = err.find("as a CUDA graph", at + 1))
+    ++graphed;
+  EXPECT_GE(graphed, 6u + 7u) << err.substr(0, 2000);
+  EXPECT_EQ(err.find("kernels launched one by one"), std::string::npos);
+  EXPECT_NE(err.find("host timeline"), std::string::npos);
 }
 
 // CUDADIFF_CODEC2_GRAPHS=0 launches the kernels one by one, as where the

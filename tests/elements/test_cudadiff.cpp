@@ -36,7 +36,7 @@ bool have_zstd() {
 }
 
 // The deltas cudadiffenc (backend auto) holds back with frame-overlap:
-// version 2 on a GPU keeps two in flight while it packs the one before,
+// version 2 on a GPU keeps kMaxInFlight - 1 while it packs the one before,
 // version 1 and the CPU backend one.
 int frames_held(int version) {
   return version == 2 && cudadiff::device_count() > 0 ? cudadiff::codec2::Encoder::kMaxInFlight - 1

@@ -3,8 +3,8 @@
 // odd sizes, lossless and lossy thresholds, with and without zstd, in stream
 // versions 1 and 2 (each coded by the element's backend, the CUDA encoder
 // uploading the frames from system memory), and with frames overlapping (a
-// non-live upstream: version 2's CUDA encoder then keeps up to three frames
-// in flight, two deltas waiting for their packets). Needs a device: exits 77
+// non-live upstream: version 2's CUDA encoder then keeps up to four frames
+// in flight, three deltas waiting for their packets). Needs a device: exits 77
 // without one.
 #include <gst/check/gstharness.h>
 #include <gst/video/gstvideoencoder.h>
