@@ -13,12 +13,25 @@
 // of the bytes change from one frame to the next (the rectangle leaves one
 // place and appears at another), as in the peer benchmark.
 //
+// --clip FILE [--clip-size WxH]: real footage instead, the raw BGR frames of
+// FILE (e.g. `ffmpeg -i clip.avi -f rawvideo -pix_fmt bgr24 clip.bgr`, the
+// first --clip-frames, default 30) scaled to --size by nearest neighbour
+// (each a pinned input buffer), pushed forwards
+// and backwards in turn (0, 1, ..., n-1, n-2, ..., 1, 0, 1, ...: no jump
+// from the last frame to the first); --random: frames of random bytes
+// (independent, 8 of them in turn). --threshold K: the encoder's threshold
+// (default 20). --version N: only stream version N's rows; --encoder-only:
+// no decoder rows.
+//
 // Each run is timed from the sink's --warmup-th buffer (default 30) to the
 // end of the stream, so that the stream's start (the elements' allocations,
 // the first keyframe, the CUDA graphs' capture) does not count; with
 // --warmup 0, from the first buffer pushed.
 //
 //   bench_diff_element [--frames N] [--warmup N] [--size WxH] [--backend cuda|cpu]
+//                      [--clip FILE [--clip-size WxH] [--clip-frames N] | --random]
+//                      [--threshold K]
+//                      [--version 1|2] [--encoder-only]
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
@@ -31,6 +44,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "codec_util.h"
 #include "cudadiff/diff.h"
 #include "cudadiff/runtime.h"
 #include "cudadiffstream.h"
@@ -42,6 +56,12 @@ struct Options {
   int warmup = 30;  // output buffers before the timing starts
   int width = 1920, height = 1080;
   std::string backend = "cuda";
+  int threshold = 20;
+  int version = 0;  // 0: both
+  bool encoder_only = false;
+  // --clip: its frames scaled to width x height (else synthetic or random).
+  std::vector<std::vector<uint8_t>> clip;
+  bool random = false;
 };
 
 std::string raw_caps(const Options &o) {
@@ -49,9 +69,44 @@ std::string raw_caps(const Options &o) {
          ",height=" + std::to_string(o.height) + ",framerate=60/1";
 }
 
-// Distinct input frames, written into `buffers` (already allocated).
+// The input buffers: a clip's frames, else 8 distinct frames.
+size_t input_count(const Options &o) {
+  return o.clip.empty() ? 8 : o.clip.size();
+}
+// Which input buffer the i-th frame pushed is: a clip forwards and
+// backwards in turn, else in turn.
+size_t input_of(const Options &o, int i) {
+  const size_t n = input_count(o);
+  if (o.clip.empty() || n < 2) return size_t(i) % n;
+  const size_t j = size_t(i) % (2 * n - 2);
+  return j < n ? j : 2 * n - 2 - j;
+}
+
+// Distinct input frames, written into `buffers` (already allocated): the
+// clip's, random ones, or the synthetic ones described above.
 void fill_frames(const Options &o, std::vector<GstBuffer *> &buffers) {
   std::mt19937 gen(12345);
+  if (!o.clip.empty() || o.random) {
+    GstVideoInfo info;
+    GstCaps *caps = gst_caps_from_string(raw_caps(o).c_str());
+    gst_video_info_from_caps(&info, caps);
+    gst_caps_unref(caps);
+    const size_t row = size_t(o.width) * 3;
+    for (size_t k = 0; k < buffers.size(); ++k) {
+      GstVideoFrame f;
+      gst_video_frame_map(&f, &info, buffers[k], GST_MAP_WRITE);
+      for (int y = 0; y < o.height; ++y) {
+        uint8_t *dst = static_cast<uint8_t *>(GST_VIDEO_FRAME_PLANE_DATA(&f, 0)) +
+                       size_t(y) * GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0);
+        if (o.random)
+          for (size_t x = 0; x < row; ++x) dst[x] = uint8_t(gen() >> 24);
+        else
+          std::memcpy(dst, o.clip[k].data() + size_t(y) * row, row);
+      }
+      gst_video_frame_unmap(&f);
+    }
+    return;
+  }
   const size_t row = size_t(o.width) * 3;
   std::vector<uint8_t> base(row * o.height);
   for (auto &b : base) b = uint8_t(gen() >> 24);
@@ -138,8 +193,9 @@ Result run_encoder(const Options &o, int version, const char *compression, const
   const std::string desc =
       "appsrc name=src format=time block=true max-bytes=100000000 caps=\"" + raw_caps(o) +
       "\" ! cudadiffenc name=enc stream-version=" + std::to_string(version) +
-      " threshold=20 compression=" + compression + " backend=" + o.backend +
-      " frame-overlap=" + overlap + " ! fakesink name=sink sync=false signal-handoffs=true";
+      " threshold=" + std::to_string(o.threshold) + " compression=" + compression +
+      " backend=" + o.backend + " frame-overlap=" + overlap +
+      " ! fakesink name=sink sync=false signal-handoffs=true";
   GstElement *pipeline = launch(desc);
   GstElement *src = gst_bin_get_by_name(GST_BIN(pipeline), "src");
   GstElement *sink = gst_bin_get_by_name(GST_BIN(pipeline), "sink");
@@ -168,12 +224,13 @@ Result run_encoder(const Options &o, int version, const char *compression, const
   gst_query_unref(query);
   gst_object_unref(srcpad);
   Result r;
-  std::vector<GstBuffer *> inputs(8, nullptr);
+  std::vector<GstBuffer *> inputs(input_count(o), nullptr);
   if (pool) {
     GstStructure *config = gst_buffer_pool_get_config(pool);
     GstVideoInfo info;
     gst_video_info_from_caps(&info, caps);
-    gst_buffer_pool_config_set_params(config, caps, GST_VIDEO_INFO_SIZE(&info), 8, 8);
+    gst_buffer_pool_config_set_params(config, caps, GST_VIDEO_INFO_SIZE(&info),
+                                      guint(inputs.size()), guint(inputs.size()));
     gst_buffer_pool_set_config(pool, config);
     gst_buffer_pool_set_active(pool, TRUE);
     for (auto &b : inputs) gst_buffer_pool_acquire_buffer(pool, &b, nullptr);
@@ -193,7 +250,7 @@ Result run_encoder(const Options &o, int version, const char *compression, const
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < o.frames; ++i) {
-    GstBuffer *b = gst_buffer_copy(inputs[i % inputs.size()]);  // shares the pinned memory
+    GstBuffer *b = gst_buffer_copy(inputs[input_of(o, i)]);  // shares the pinned memory
     GST_BUFFER_PTS(b) = gst_util_uint64_scale(i, GST_SECOND, 60);
     GST_BUFFER_DURATION(b) = gst_util_uint64_scale(1, GST_SECOND, 60);
     GstFlowReturn flow = GST_FLOW_OK;
@@ -390,6 +447,8 @@ void run_stages(const Options &o, std::vector<GstBuffer *> &inputs, const char *
 int main(int argc, char **argv) {
   gst_init(&argc, &argv);
   Options o;
+  std::string clip;
+  int clip_w = 0, clip_h = 0, clip_frames = 30;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--frames" && i + 1 < argc)
@@ -400,7 +459,51 @@ int main(int argc, char **argv) {
       o.backend = argv[++i];
     else if (a == "--size" && i + 1 < argc)
       std::sscanf(argv[++i], "%dx%d", &o.width, &o.height);
+    else if (a == "--clip" && i + 1 < argc)
+      clip = argv[++i];
+    else if (a == "--clip-size" && i + 1 < argc)
+      std::sscanf(argv[++i], "%dx%d", &clip_w, &clip_h);
+    else if (a == "--clip-frames" && i + 1 < argc)
+      clip_frames = std::max(2, std::atoi(argv[++i]));
+    else if (a == "--random")
+      o.random = true;
+    else if (a == "--threshold" && i + 1 < argc)
+      o.threshold = std::atoi(argv[++i]);
+    else if (a == "--version" && i + 1 < argc)
+      o.version = std::atoi(argv[++i]);
+    else if (a == "--encoder-only")
+      o.encoder_only = true;
+    else {
+      std::fprintf(stderr,
+                   "usage: bench_diff_element [--frames N] [--warmup N] [--size WxH] [--backend "
+                   "cuda|cpu] [--clip FILE [--clip-size WxH] [--clip-frames N] | --random] "
+                   "[--threshold K] "
+                   "[--version 1|2] [--encoder-only]\n");
+      return 2;
+    }
   }
+  if (o.random && !clip.empty()) {
+    std::fprintf(stderr, "--random and --clip exclude each other\n");
+    return 2;
+  }
+  if (o.threshold < 0 || o.threshold > 255) {
+    std::fprintf(stderr, "--threshold must be 0..255\n");
+    return 2;
+  }
+  std::string input_note = "synthetic frames";
+  if (!clip.empty()) {
+    if (clip_w <= 0 || clip_h <= 0) clip_w = o.width, clip_h = o.height;
+    o.clip = bench::read_scaled_clip(clip, clip_w, clip_h, o.width, o.height, clip_frames);
+    if (o.clip.size() < 2) {
+      std::fprintf(stderr, "%s: fewer than 2 frames of %dx%d BGR\n", clip.c_str(), clip_w, clip_h);
+      return 2;
+    }
+    input_note = clip + ": " + std::to_string(o.clip.size()) + " frames of " +
+                 std::to_string(clip_w) + "x" + std::to_string(clip_h) + ", forwards and backwards";
+  } else if (o.random) {
+    input_note = "random frames";
+  }
+  std::printf("INFO|input: %s, threshold %d\n", input_note.c_str(), o.threshold);
   if (!gst_element_factory_find("cudadiffenc")) {
     std::fprintf(stderr, "cudadiffenc not found: set GST_PLUGIN_PATH to the build's plugins/\n");
     return 1;
@@ -437,6 +540,7 @@ int main(int argc, char **argv) {
     const char *compression;
   } configs[] = {{1, "none"}, {1, "zstd"}, {2, "none"}};
   for (const auto &cfg : configs) {
+    if (o.version != 0 && cfg.version != o.version) continue;
     const char *compression = cfg.compression;
     const std::string label = cfg.version == 2 ? std::string("stream-version=2")
                                                : std::string("compression=") + compression;
@@ -454,6 +558,7 @@ int main(int argc, char **argv) {
       lines.push_back({"cudadiffenc " + o.backend + " " + label + " frame-overlap=" + overlap, note,
                        1000 * e.seconds / std::max(1, e.frames)});
     }
+    if (o.encoder_only) continue;
     run_encoder(o, cfg.version, compression, "auto", &packets, &caps, nullptr);
     for (const char *overlap : {"never", "always"}) {
       const Result d = run_decoder(o, packets, caps, overlap);
