@@ -12,6 +12,9 @@
 #include "cudadiffstream.h"
 
 #include <zlib.h>
+#if CUDADIFF_HAVE_ISAL
+#include <isa-l/crc.h>
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -110,6 +113,17 @@ VideoFormat format_from_wire(uint8_t code) {
 
 namespace {
 
+// zlib's crc32 of n bytes continued from `crc`: ISA-L's where the build has
+// it (the same values; folding with carry-less multiplication, some ten
+// times zlib's speed: 56 GB/s against 4.3 on one core of an AMD EPYC).
+uLong crc_update(uLong crc, const uint8_t *p, size_t n) {
+#if CUDADIFF_HAVE_ISAL
+  return crc32_gzip_refl(uint32_t(crc), p, n);
+#else
+  return ::crc32_z(crc, p, n);
+#endif
+}
+
 // crc32 of `n` bytes at `src`, copying them to `dst` first when it is not
 // null. From 128 KiB up (a delta body of a large frame) the bytes are split
 // into one chunk per thread, each copied and checksummed while in the cache,
@@ -125,7 +139,7 @@ uint32_t checksum(uint8_t *dst, const uint8_t *src, size_t n) {
       std::min<size_t>(std::min(cpu_threads(), kMaxThreads), (n + kMinChunk - 1) / kMinChunk));
   if (n < (size_t(128) << 10) || threads <= 1) {
     if (dst) std::memcpy(dst, src, n);
-    return uint32_t(::crc32_z(0, dst ? dst : src, n));
+    return uint32_t(crc_update(0, dst ? dst : src, n));
   }
   const size_t chunk = (n + size_t(threads) - 1) / size_t(threads);
   uLong crcs[kMaxThreads];
@@ -134,7 +148,7 @@ uint32_t checksum(uint8_t *dst, const uint8_t *src, size_t n) {
     const size_t begin = size_t(c) * chunk;
     const size_t len = begin < n ? std::min(chunk, n - begin) : 0;
     if (dst) std::memcpy(dst + begin, src + begin, len);
-    crcs[c] = ::crc32_z(0, (dst ? dst : src) + begin, len);
+    crcs[c] = crc_update(0, (dst ? dst : src) + begin, len);
   }
   uLong crc = crcs[0];
   for (int c = 1; c < threads; ++c) {

@@ -82,8 +82,9 @@ struct PacketHeader {
 uint8_t wire_format(VideoFormat format);
 VideoFormat format_from_wire(uint8_t code);
 
-// zlib's crc32 of `n` bytes (large inputs are split across threads and
-// combined with crc32_combine, which gives the same value).
+// zlib's crc32 of `n` bytes (computed by ISA-L where the build has it, the
+// same values; large inputs are split across threads and combined with
+// crc32_combine, which gives the same value).
 uint32_t crc32(const uint8_t *data, size_t n);
 // Copies `n` bytes from `src` to `dst` (not overlapping) and returns their
 // crc32, in one pass over the memory.
