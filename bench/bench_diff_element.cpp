@@ -15,8 +15,9 @@
 //
 // --clip FILE [--clip-size WxH]: real footage instead, the raw BGR frames of
 // FILE (e.g. `ffmpeg -i clip.avi -f rawvideo -pix_fmt bgr24 clip.bgr`, the
-// first --clip-frames, default 30) scaled to --size by nearest neighbour
-// (each a pinned input buffer), pushed forwards
+// first --clip-frames, default 30, of --clip-size, default --size)
+// scaled to --size by nearest neighbour (each a pinned input buffer of
+// --size: 6.2 MB at 1080p), pushed forwards
 // and backwards in turn (0, 1, ..., n-1, n-2, ..., 1, 0, 1, ...: no jump
 // from the last frame to the first); --random: frames of random bytes
 // (independent, 8 of them in turn). --threshold K: the encoder's threshold
@@ -38,7 +39,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -233,7 +236,12 @@ Result run_encoder(const Options &o, int version, const char *compression, const
                                       guint(inputs.size()), guint(inputs.size()));
     gst_buffer_pool_set_config(pool, config);
     gst_buffer_pool_set_active(pool, TRUE);
-    for (auto &b : inputs) gst_buffer_pool_acquire_buffer(pool, &b, nullptr);
+    for (auto &b : inputs)
+      if (gst_buffer_pool_acquire_buffer(pool, &b, nullptr) != GST_FLOW_OK) {
+        std::fprintf(stderr, "cannot get %zu input buffers of %dx%d from the encoder's pool\n",
+                     inputs.size(), o.width, o.height);
+        std::exit(1);
+      }
     GstMemory *mem = gst_buffer_peek_memory(inputs[0], 0);
     r.pinned = gst_memory_is_type(mem, "CudaDiffPinned");
   } else {
@@ -346,7 +354,7 @@ void run_stages(const Options &o, std::vector<GstBuffer *> &inputs, const char *
   std::vector<uint8_t> packet(stream::kHeaderSize +
                               diff::max_delta_body_size(encoder->frame_bytes()));
   std::vector<diff::SuperblockEntry> entries;
-  const diff::ValueMode mode = stream::choose_value_mode(compression, 20);
+  const diff::ValueMode mode = stream::choose_value_mode(compression, o.threshold);
   double t_core = 0, t_prepare = 0, t_write = 0;
   double t_parse = 0, t_reader = 0, t_check = 0, t_delta = 0, t_frame = 0;
   int deltas = 0;
@@ -356,14 +364,14 @@ void run_stages(const Options &o, std::vector<GstBuffer *> &inputs, const char *
   const int frames = std::max(o.frames, 2);
   for (int i = 0; i < frames; ++i) {
     GstMapInfo map;
-    gst_buffer_map(inputs[i % inputs.size()], &map, GST_MAP_READ);
+    gst_buffer_map(inputs[input_of(o, i)], &map, GST_MAP_READ);
     const cudadiff::FrameView in = cudadiff::packed_view(format, o.width, o.height, map.data);
     const bool key = i == 0;
     auto t0 = clock::now();
     if (key)
       encoder->keyframe_host(in, body);
     else
-      encoder->delta_host(in, 20, mode, body);
+      encoder->delta_host(in, o.threshold, mode, body);
     auto t1 = clock::now();
     stream::FrameInfo info;
     info.keyframe = key;
@@ -377,7 +385,7 @@ void run_stages(const Options &o, std::vector<GstBuffer *> &inputs, const char *
     auto t2 = clock::now();
     writer.write(packet.data());
     auto t3 = clock::now();
-    gst_buffer_unmap(inputs[i % inputs.size()], &map);
+    gst_buffer_unmap(inputs[input_of(o, i)], &map);
     if (!key) {
       t_core += std::chrono::duration<double>(t1 - t0).count();
       t_prepare += std::chrono::duration<double>(t2 - t1).count();
@@ -449,50 +457,78 @@ int main(int argc, char **argv) {
   Options o;
   std::string clip;
   int clip_w = 0, clip_h = 0, clip_frames = 30;
-  for (int i = 1; i < argc; ++i) {
+  bool bad = false;
+  // An integer argument in [lo, hi], else `bad`.
+  auto integer = [&](const char *text, long lo, long hi) {
+    char *end = nullptr;
+    const long v = std::strtol(text, &end, 10);
+    if (end == text || *end || v < lo || v > hi) bad = true;
+    return int(std::clamp(v, lo, hi));
+  };
+  // WxH with both positive, else `bad`.
+  auto size = [&](const char *text, int &w, int &h) {
+    char x = 0, extra = 0;
+    if (std::sscanf(text, "%d%c%d%c", &w, &x, &h, &extra) != 3 || x != 'x' || w <= 0 || h <= 0)
+      bad = true;
+  };
+  bool clip_size_given = false, clip_frames_given = false;
+  for (int i = 1; i < argc && !bad; ++i) {
     const std::string a = argv[i];
-    if (a == "--frames" && i + 1 < argc)
-      o.frames = std::atoi(argv[++i]);
-    else if (a == "--warmup" && i + 1 < argc)
-      o.warmup = std::max(0, std::atoi(argv[++i]));
-    else if (a == "--backend" && i + 1 < argc)
+    const bool value = i + 1 < argc;
+    if (a == "--frames" && value)
+      o.frames = integer(argv[++i], 1, 1000000);
+    else if (a == "--warmup" && value)
+      o.warmup = integer(argv[++i], 0, 1000000);
+    else if (a == "--backend" && value)
       o.backend = argv[++i];
-    else if (a == "--size" && i + 1 < argc)
-      std::sscanf(argv[++i], "%dx%d", &o.width, &o.height);
-    else if (a == "--clip" && i + 1 < argc)
+    else if (a == "--size" && value)
+      size(argv[++i], o.width, o.height);
+    else if (a == "--clip" && value)
       clip = argv[++i];
-    else if (a == "--clip-size" && i + 1 < argc)
-      std::sscanf(argv[++i], "%dx%d", &clip_w, &clip_h);
-    else if (a == "--clip-frames" && i + 1 < argc)
-      clip_frames = std::max(2, std::atoi(argv[++i]));
+    else if (a == "--clip-size" && value)
+      size(argv[++i], clip_w, clip_h), clip_size_given = true;
+    else if (a == "--clip-frames" && value)
+      clip_frames = integer(argv[++i], 2, 1000), clip_frames_given = true;
     else if (a == "--random")
       o.random = true;
-    else if (a == "--threshold" && i + 1 < argc)
-      o.threshold = std::atoi(argv[++i]);
-    else if (a == "--version" && i + 1 < argc)
-      o.version = std::atoi(argv[++i]);
+    else if (a == "--threshold" && value)
+      o.threshold = integer(argv[++i], 0, 255);
+    else if (a == "--version" && value)
+      o.version = integer(argv[++i], 1, 2);
     else if (a == "--encoder-only")
       o.encoder_only = true;
-    else {
-      std::fprintf(stderr,
-                   "usage: bench_diff_element [--frames N] [--warmup N] [--size WxH] [--backend "
-                   "cuda|cpu] [--clip FILE [--clip-size WxH] [--clip-frames N] | --random] "
-                   "[--threshold K] "
-                   "[--version 1|2] [--encoder-only]\n");
-      return 2;
-    }
+    else
+      bad = true;
+  }
+  if (!bad && clip.empty() && (clip_size_given || clip_frames_given)) bad = true;
+  if (bad || (o.backend != "cuda" && o.backend != "cpu")) {
+    std::fprintf(stderr,
+                 "usage: bench_diff_element [--frames N] [--warmup N] [--size WxH] [--backend "
+                 "cuda|cpu] [--clip FILE [--clip-size WxH] [--clip-frames 2..1000] | --random] "
+                 "[--threshold 0..255] [--version 1|2] [--encoder-only]\n"
+                 "  (--clip-size defaults to --size; each clip frame takes a pinned input "
+                 "buffer of --size)\n");
+    return 2;
   }
   if (o.random && !clip.empty()) {
     std::fprintf(stderr, "--random and --clip exclude each other\n");
     return 2;
   }
-  if (o.threshold < 0 || o.threshold > 255) {
-    std::fprintf(stderr, "--threshold must be 0..255\n");
-    return 2;
-  }
   std::string input_note = "synthetic frames";
   if (!clip.empty()) {
-    if (clip_w <= 0 || clip_h <= 0) clip_w = o.width, clip_h = o.height;
+    if (!clip_size_given) clip_w = o.width, clip_h = o.height;
+    std::ifstream f(clip, std::ios::binary | std::ios::ate);
+    const long long file_bytes = f ? static_cast<long long>(f.tellg()) : -1;
+    const long long frame = 3LL * clip_w * clip_h;
+    if (file_bytes < 0) {
+      std::fprintf(stderr, "%s: cannot read\n", clip.c_str());
+      return 2;
+    }
+    if (file_bytes % frame != 0)
+      std::fprintf(stderr,
+                   "warning: %s: %lld bytes, not a whole number of %dx%d BGR frames (%lld "
+                   "bytes): is --clip-size right?\n",
+                   clip.c_str(), file_bytes, clip_w, clip_h, frame);
     o.clip = bench::read_scaled_clip(clip, clip_w, clip_h, o.width, o.height, clip_frames);
     if (o.clip.size() < 2) {
       std::fprintf(stderr, "%s: fewer than 2 frames of %dx%d BGR\n", clip.c_str(), clip_w, clip_h);
