@@ -89,30 +89,13 @@ size_t input_of(const Options &o, int i) {
 // clip's, random ones, or the synthetic ones described above.
 void fill_frames(const Options &o, std::vector<GstBuffer *> &buffers) {
   std::mt19937 gen(12345);
-  if (!o.clip.empty() || o.random) {
-    GstVideoInfo info;
-    GstCaps *caps = gst_caps_from_string(raw_caps(o).c_str());
-    gst_video_info_from_caps(&info, caps);
-    gst_caps_unref(caps);
-    const size_t row = size_t(o.width) * 3;
-    for (size_t k = 0; k < buffers.size(); ++k) {
-      GstVideoFrame f;
-      gst_video_frame_map(&f, &info, buffers[k], GST_MAP_WRITE);
-      for (int y = 0; y < o.height; ++y) {
-        uint8_t *dst = static_cast<uint8_t *>(GST_VIDEO_FRAME_PLANE_DATA(&f, 0)) +
-                       size_t(y) * GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0);
-        if (o.random)
-          for (size_t x = 0; x < row; ++x) dst[x] = uint8_t(gen() >> 24);
-        else
-          std::memcpy(dst, o.clip[k].data() + size_t(y) * row, row);
-      }
-      gst_video_frame_unmap(&f);
-    }
-    return;
-  }
+  const bool synthetic = o.clip.empty() && !o.random;
   const size_t row = size_t(o.width) * 3;
-  std::vector<uint8_t> base(row * o.height);
-  for (auto &b : base) b = uint8_t(gen() >> 24);
+  std::vector<uint8_t> base;
+  if (synthetic) {
+    base.resize(row * o.height);
+    for (auto &b : base) b = uint8_t(gen() >> 24);
+  }
   GstVideoInfo info;
   GstCaps *caps = gst_caps_from_string(raw_caps(o).c_str());
   gst_video_info_from_caps(&info, caps);
@@ -121,16 +104,25 @@ void fill_frames(const Options &o, std::vector<GstBuffer *> &buffers) {
   for (size_t k = 0; k < buffers.size(); ++k) {
     GstVideoFrame f;
     gst_video_frame_map(&f, &info, buffers[k], GST_MAP_WRITE);
-    const int rx = int(gen() % uint32_t(o.width - rw + 1)),
-              ry = int(gen() % uint32_t(o.height - rh + 1));
+    int rx = 0, ry = 0;
+    if (synthetic) {
+      rx = int(gen() % uint32_t(o.width - rw + 1));
+      ry = int(gen() % uint32_t(o.height - rh + 1));
+    }
     for (int y = 0; y < o.height; ++y) {
       uint8_t *dst = static_cast<uint8_t *>(GST_VIDEO_FRAME_PLANE_DATA(&f, 0)) +
                      size_t(y) * GST_VIDEO_FRAME_PLANE_STRIDE(&f, 0);
-      const uint8_t *src = base.data() + y * row;
-      for (size_t x = 0; x < row; ++x)
-        dst[x] = uint8_t(std::clamp(int(src[x]) + int(gen() % 21) - 10, 0, 255));
-      if (y >= ry && y < ry + rh)
-        for (int x = rx * 3; x < (rx + rw) * 3; ++x) dst[x] ^= 0x80;
+      if (!o.clip.empty()) {
+        std::memcpy(dst, o.clip[k].data() + size_t(y) * row, row);
+      } else if (o.random) {
+        for (size_t x = 0; x < row; ++x) dst[x] = uint8_t(gen() >> 24);
+      } else {
+        const uint8_t *src = base.data() + y * row;
+        for (size_t x = 0; x < row; ++x)
+          dst[x] = uint8_t(std::clamp(int(src[x]) + int(gen() % 21) - 10, 0, 255));
+        if (y >= ry && y < ry + rh)
+          for (int x = rx * 3; x < (rx + rw) * 3; ++x) dst[x] ^= 0x80;
+      }
     }
     gst_video_frame_unmap(&f);
   }
@@ -465,11 +457,9 @@ int main(int argc, char **argv) {
     if (end == text || *end || v < lo || v > hi) bad = true;
     return int(std::clamp(v, lo, hi));
   };
-  // WxH with both positive, else `bad`.
+  // WxH (bench::parse_size()), else `bad`.
   auto size = [&](const char *text, int &w, int &h) {
-    char x = 0, extra = 0;
-    if (std::sscanf(text, "%d%c%d%c", &w, &x, &h, &extra) != 3 || x != 'x' || w <= 0 || h <= 0)
-      bad = true;
+    if (!bench::parse_size(text, w, h)) bad = true;
   };
   bool clip_size_given = false, clip_frames_given = false;
   for (int i = 1; i < argc && !bad; ++i) {
