@@ -2436,16 +2436,16 @@ class CudaEncoder final : public Encoder {
     p.step = step_div(p.k);
     p.threshold = threshold;
     p.keyframe = keyframe ? 1 : 0;
-    p.model = model_buf_[model_cur_];
-    p.prev_model = model_buf_[(model_cur_ + kMaxInFlight - 1) % kMaxInFlight];
+    p.model = model_buf_[place_];
+    p.prev_model = model_buf_[(place_ + kMaxInFlight - 1) % kMaxInFlight];
     for (int pl = 0; pl < kMaxPlanes; ++pl) {
       p.frame[pl] = pl < frame.n_planes() ? frame.data[pl] : nullptr;
       p.pitch[pl] = pl < frame.n_planes() ? frame.stride[pl] : 0;
     }
     for (int l = 0; l < ls_.count; ++l)
       for (int c = 0; c < ls_.layer[l].channels; ++c) {
-        p.ref[l][c] = recon_[ref_cur_][l][c];
-        p.rec[l][c] = recon_[(ref_cur_ + 1) % kMaxInFlight][l][c];
+        p.ref[l][c] = recon_[place_][l][c];
+        p.rec[l][c] = recon_[(place_ + 1) % kMaxInFlight][l][c];
       }
     slot.threshold = threshold;
     slot.k = p.k;
@@ -2497,11 +2497,10 @@ class CudaEncoder final : public Encoder {
     // read in its front part. By the next frame's submission the first is
     // finished (at most kMaxInFlight in flight), and the next frame's front
     // part runs after the second's. The tables, which the front part alone
-    // reads, rotate through as many (two would do, but this way a frame's
+    // reads, rotate with them (two would do, but this way a frame's
     // buffers, and so its CUDA graph, follow from the slot and the
-    // rotations' place).
-    model_cur_ = (model_cur_ + 1) % kMaxInFlight;
-    ref_cur_ = (ref_cur_ + 1) % kMaxInFlight;
+    // rotation's place).
+    place_ = (place_ + 1) % kMaxInFlight;
     has_reference_ = true;
     in_flight_++;
   }
@@ -2529,7 +2528,7 @@ class CudaEncoder final : public Encoder {
       throw Error("codec2 CUDA encoder: read_reference() while frames are in flight");
     ctx_.activate();
     std::vector<uint8_t> planes[kMaxLayers][kMaxComps];
-    download_planes(recon_[ref_cur_], planes);
+    download_planes(recon_[place_], planes);
     out.resize(frame_size_packed(format_, width_, height_));
     const FrameView v = packed_view(format_, width_, height_, out.data());
     for (int l = 0; l < ls_.count; ++l) {
@@ -2615,7 +2614,9 @@ class CudaEncoder final : public Encoder {
   // Records `event` on `stream` where the host and other streams see it:
   // in a stream capture as the graph's own record of an event outside it.
   static void record_seen(const StreamEvent &event, cudaStream_t stream, bool in_graph) {
-    const cudaEvent_t e = static_cast<cudaEvent_t>(event.handle());
+    record_seen(static_cast<cudaEvent_t>(event.handle()), stream, in_graph);
+  }
+  static void record_seen(cudaEvent_t e, cudaStream_t stream, bool in_graph) {
     if (in_graph)
       CUDADIFF_CHECK(cudaEventRecordWithFlags(e, stream, cudaEventRecordExternal));
     else
@@ -3010,12 +3011,9 @@ class CudaEncoder final : public Encoder {
   // on its side stream); in a stream capture as the graph's own record of
   // the event, so that the timing sees the frame as it runs in its graph.
   void mark(Slot &slot, int i, bool in_graph = false) {
-    if (!timing_) return;
-    const cudaStream_t s = static_cast<cudaStream_t>((i < 3 ? slot.stream : slot.side)->handle());
-    if (in_graph)
-      CUDADIFF_CHECK(cudaEventRecordWithFlags(slot.events[i], s, cudaEventRecordExternal));
-    else
-      CUDADIFF_CHECK(cudaEventRecord(slot.events[i], s));
+    if (timing_)
+      record_seen(slot.events[i],
+                  static_cast<cudaStream_t>((i < 3 ? slot.stream : slot.side)->handle()), in_graph);
   }
 
   const Context &ctx_;
@@ -3029,13 +3027,14 @@ class CudaEncoder final : public Encoder {
   int oldest_slot_ = 0;                       // the slot of the oldest frame in flight
   std::unique_ptr<StreamEvent> input_ready_;  // the caller's work before a frame
   DeviceBuffer planes_, work_;
-  // The reconstructions, one per frame in flight: recon_[ref_cur_] is the
-  // last frame submitted's (the next frame's reference), the one after it
-  // the next frame's.
+  // The reconstructions and the tables, one of each per frame in flight,
+  // which rotate together (submit()): recon_[place_] is the last frame
+  // submitted's reconstruction (the next frame's reference), the one after
+  // it the next frame's; model_buf_[place_] the next frame's tables, the
+  // one before it the last frame's.
   uint8_t *recon_[kMaxInFlight][kMaxLayers][kMaxComps] = {};
-  int ref_cur_ = 0;
-  DevModel *model_buf_[kMaxInFlight] = {};  // the tables of the last frames and of the next
-  int model_cur_ = 0;                       // model_buf_[model_cur_]: the next frame's
+  DevModel *model_buf_[kMaxInFlight] = {};
+  int place_ = 0;
   size_t rans_shared_ = 0;       // the rANS kernel's dynamic shared memory: tables and ring
   int rans_batch_ = kRansBatch;  // its batches' steps
   size_t most_items_ = 0;        // most lanes x runs of a tile (schedule_kernel's threads)
