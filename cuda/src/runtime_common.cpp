@@ -50,13 +50,18 @@ PinnedBuffer &PinnedBuffer::operator=(PinnedBuffer &&other) noexcept {
 }
 
 void HostBytes::reserve(size_t capacity) {
-  if (capacity <= buffer_.size()) return;
+  if (capacity <= this->capacity()) return;
   // Grow geometrically so that appending stays cheap.
-  size_t grown = buffer_.size() + buffer_.size() / 2;
+  size_t grown = this->capacity() + this->capacity() / 2;
   if (grown < capacity) grown = capacity;
-  PinnedBuffer bigger(grown);
-  if (size_) std::memcpy(bigger.data(), buffer_.data(), size_);
+  PinnedBuffer bigger(headroom_ + grown);
+  if (size_) std::memcpy(bigger.data() + headroom_, data(), size_);
   buffer_ = std::move(bigger);
+}
+
+void HostBytes::set_headroom(size_t bytes) {
+  if (buffer_.data()) throw Error("HostBytes: headroom set after the allocation");
+  headroom_ = bytes;
 }
 
 void HostBytes::resize(size_t size) {

@@ -413,6 +413,14 @@ void Writer::write(uint8_t *dst) {
   write_header(header_, dst);
 }
 
+void Writer::write_in_place(uint8_t *packet) {
+  if (payload_ != packet + kHeaderSize)
+    throw Error(
+        "difference stream: the packet's payload is not where it is written (internal error)");
+  header_.payload_crc = crc32(payload_, payload_size_);
+  write_header(header_, packet);
+}
+
 std::vector<uint8_t> Writer::stream_header(VideoFormat format, int width, int height, int fps_n,
                                            int fps_d, const std::string &text, uint8_t version) {
   if (text.size() > kMaxStreamHeaderPayload) throw Error("stream header text too long");

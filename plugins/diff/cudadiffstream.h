@@ -185,6 +185,12 @@ class Writer {
   // Writes the prepared packet (packet_size() bytes) to `dst`: copies the
   // payload and checksums it in the same pass, then writes the header.
   void write(uint8_t *dst);
+  // Writes the prepared packet where its payload already lies, at `packet`
+  // + kHeaderSize (a version 2 body given to prepare() in a buffer with
+  // room for the header before it): checksums the payload in place and
+  // writes the header in front, copying nothing. Throws Error when the
+  // prepared payload is elsewhere (a compressed version 1 packet).
+  void write_in_place(uint8_t *packet);
 
   // The stream header packet describing the stream: 64 bytes, then `text`
   // as its payload (key=value lines, see stream_header_value()); its

@@ -38,6 +38,7 @@
 #include <cstdlib>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
@@ -115,6 +116,77 @@ struct FrameResult {
   uint32_t blocks[4] = {0, 0, 0, 0};  // version 2: blocks per mode
 };
 
+// Large version 2 packets leave without a copy: the pinned buffer the core
+// wrote the body into, with the packet header written into the room kept
+// before it (HostBytes headroom), becomes the output buffer, and comes back
+// here when downstream frees it. Small packets are copied (a copy of a few
+// KiB costs less than holding a frame-sized buffer per packet), and so is
+// every packet while kMaxLent are out (downstream holding many packets).
+// Shared with the buffers lent: they may outlive the element's state.
+class PacketBodies : public std::enable_shared_from_this<PacketBodies> {
+ public:
+  static constexpr size_t kMaxLent = 8;
+  // Packets below this size are copied.
+  static constexpr size_t kMinLentPacket = size_t(64) << 10;
+
+  // An empty body with room for the packet header, of at least `capacity`
+  // bytes: one that came back, else a new one. Throws cudadiff::Error.
+  cudadiff::HostBytes take(size_t capacity) {
+    cudadiff::HostBytes b;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!free_.empty()) {
+        b = std::move(free_.back());
+        free_.pop_back();
+      }
+    }
+    if (b.base() == nullptr) b.set_headroom(stream::kHeaderSize);
+    b.clear();
+    b.reserve(capacity);
+    return b;
+  }
+  bool can_lend() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return lent_ < kMaxLent;
+  }
+  // Wraps the packet that fills `body`'s first `packet_size` bytes from its
+  // base() as a buffer; `body` comes back when the buffer is freed.
+  GstBuffer *lend(cudadiff::HostBytes &&body, size_t packet_size) {
+    auto *loan = new Loan{shared_from_this(), std::move(body)};
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      lent_++;
+    }
+    return gst_buffer_new_wrapped_full(GstMemoryFlags(0), loan->body.base(), loan->body.allocated(),
+                                       0, packet_size, loan, give_back);
+  }
+  // The bodies not lent are freed (stop).
+  void trim() {
+    std::vector<cudadiff::HostBytes> dropped;
+    std::lock_guard<std::mutex> lock(mutex_);
+    dropped.swap(free_);
+  }
+
+ private:
+  struct Loan {
+    std::shared_ptr<PacketBodies> owner;
+    cudadiff::HostBytes body;
+  };
+  static void give_back(gpointer data) {
+    auto *loan = static_cast<Loan *>(data);
+    {
+      std::lock_guard<std::mutex> lock(loan->owner->mutex_);
+      loan->owner->lent_--;
+      if (loan->owner->free_.size() < kMaxLent) loan->owner->free_.push_back(std::move(loan->body));
+    }
+    delete loan;  // frees the body if it was not kept, outside the lock
+  }
+
+  std::mutex mutex_;
+  std::vector<cudadiff::HostBytes> free_;
+  size_t lent_ = 0;
+};
+
 // Everything that lives from start (context) or set_format (codec) to stop.
 struct EncState {
   GstCudaDiffCudaShare share;  // the pipeline's CUDA context
@@ -128,8 +200,12 @@ struct EncState {
   std::unique_ptr<codec2::Encoder> encoder2;
   cudadiff::DeviceFrame device_input[codec2::Encoder::kMaxInFlight];
   int next_input = 0;
-  int version = DEFAULT_STREAM_VERSION;    // of the current caps
-  cudadiff::HostBytes body;                // pinned: the core writes each body here
+  int version = DEFAULT_STREAM_VERSION;  // of the current caps
+  // Pinned, with room for a packet header before it: the core writes each
+  // body here (taken from `bodies`, version 2).
+  cudadiff::HostBytes body;
+  std::shared_ptr<PacketBodies> bodies = std::make_shared<PacketBodies>();
+  size_t body_capacity = 0;                // version 2: the largest body of the format
   std::unique_ptr<stream::Writer> writer;  // its scratch and zstd context, start to stop
   GstVideoCodecState *input_state = nullptr;
   cudadiff::VideoFormat format = cudadiff::VideoFormat::Unknown;
@@ -368,6 +444,7 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
     st->drop_codec();
     st->writer.reset();
     st->body = cudadiff::HostBytes();
+    st->bodies->trim();
     st->ctx.reset();
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "at stop: %s", e.what());
@@ -375,6 +452,7 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
   st->drop_codec();
   st->writer.reset();
   st->body = cudadiff::HostBytes();
+  st->bodies->trim();
   st->ctx.reset();
   st->share.release();
   return TRUE;
@@ -405,7 +483,11 @@ static void configure_codec(EncState *st, bool v2, cudadiff::VideoFormat format,
                             int height, size_t frame_bytes, bool zstd, int level) {
   if (v2) {
     st->encoder2 = codec2::Encoder::create(*st->ctx, format, width, height);
-    st->body.reserve(stream::max_v2_body_size(format, width, height));
+    st->body_capacity = stream::max_v2_body_size(format, width, height);
+    if (st->body.base() == nullptr || st->body.headroom() != stream::kHeaderSize)
+      st->body = st->bodies->take(st->body_capacity);
+    else
+      st->body.reserve(st->body_capacity);
     if (st->ctx->backend() == cudadiff::Backend::Cuda)
       for (auto &f : st->device_input) f = cudadiff::DeviceFrame(format, width, height);
     return;
@@ -561,19 +643,43 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
     gst_video_codec_frame_unref(frame);
     return GST_FLOW_ERROR;
   }
-  GstFlowReturn ret = gst_video_encoder_allocate_output_frame(encoder, frame, packet_size);
-  if (ret != GST_FLOW_OK) {
-    gst_video_codec_frame_unref(frame);
-    return ret;
+  // A large version 2 packet: the body's own buffer, the header written in
+  // front of it (PacketBodies).
+  const bool lend = info.version == stream::kVersion2 &&
+                    st->body.headroom() == stream::kHeaderSize &&
+                    packet_size >= PacketBodies::kMinLentPacket && st->bodies->can_lend();
+  if (lend) {
+    try {
+      cudadiff::ContextScope scope(st->ctx.get());
+      st->writer->write_in_place(st->body.base());
+      cudadiff::HostBytes next = st->bodies->take(st->body_capacity);
+      frame->output_buffer = st->bodies->lend(std::move(st->body), packet_size);
+      st->body = std::move(next);
+    } catch (const std::bad_alloc &) {
+      gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame",
+                              cudadiff::Error("out of memory for a packet"));
+      gst_video_codec_frame_unref(frame);
+      return GST_FLOW_ERROR;
+    } catch (const cudadiff::Error &e) {
+      gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
+      gst_video_codec_frame_unref(frame);
+      return GST_FLOW_ERROR;
+    }
+  } else {
+    GstFlowReturn ret = gst_video_encoder_allocate_output_frame(encoder, frame, packet_size);
+    if (ret != GST_FLOW_OK) {
+      gst_video_codec_frame_unref(frame);
+      return ret;
+    }
+    GstMapInfo map;
+    if (!gst_buffer_map(frame->output_buffer, &map, GST_MAP_WRITE)) {
+      GST_ELEMENT_ERROR(self, STREAM, ENCODE, ("cannot map the output buffer"), (nullptr));
+      gst_video_codec_frame_unref(frame);
+      return GST_FLOW_ERROR;
+    }
+    st->writer->write(map.data);
+    gst_buffer_unmap(frame->output_buffer, &map);
   }
-  GstMapInfo map;
-  if (!gst_buffer_map(frame->output_buffer, &map, GST_MAP_WRITE)) {
-    GST_ELEMENT_ERROR(self, STREAM, ENCODE, ("cannot map the output buffer"), (nullptr));
-    gst_video_codec_frame_unref(frame);
-    return GST_FLOW_ERROR;
-  }
-  st->writer->write(map.data);
-  gst_buffer_unmap(frame->output_buffer, &map);
 
   if (info.keyframe) {
     GST_VIDEO_CODEC_FRAME_SET_SYNC_POINT(frame);

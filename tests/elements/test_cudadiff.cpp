@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <random>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -1241,6 +1242,76 @@ TEST(CudaDiff, DecoderOutputComesFromPinnedPool) {
                 gst_memory_is_type(mem, "CudaDiffHost"))
         << (mem->allocator ? mem->allocator->mem_type : "(none)");
   }
+}
+
+// Whether a packet is a body's own buffer lent by the encoder: its memory
+// holds the largest body of the format (docs/stream-format.md: N + 8 B +
+// 65536 bytes for N frame bytes), where a copy has the packet's size and at
+// most an alignment's padding.
+bool lent_packet(GstBuffer *packet) {
+  return gst_buffer_n_memory(packet) == 1 &&
+         gst_buffer_peek_memory(packet, 0)->maxsize >= gst_buffer_get_size(packet) + (32 << 10);
+}
+
+// Large version 2 packets leave in the pinned buffer the core wrote the body
+// into (the header written in front of it), at most 8 at once; while
+// downstream holds 8, packets are copied. Either way the same bytes, with
+// right checksums, and lent buffers outlive the element.
+TEST(CudaDiff, Version2LargePacketsLeaveWithoutACopy) {
+  const int w = 256, h = 192, frames = 14, lent_at_most = 8;
+  const GstVideoInfo info = video_info("BGR", w, h);
+  std::mt19937 gen(5);
+  std::vector<Bytes> inputs;
+  Models models;
+  std::vector<GstBuffer *> packets;
+  GstHarness *enc =
+      gst_harness_new_parse("cudadiffenc threshold=0 stream-version=2 keyframe-interval=6");
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGR", w, h).c_str());
+  auto push = [&](int t) {
+    Bytes in(size_t(w) * h * 3);
+    for (uint8_t &b : in) b = uint8_t(gen());
+    EXPECT_EQ(gst_harness_push(enc, buffer_from(info, in, t)), GST_FLOW_OK);
+    GstBuffer *p = pull_packet(enc);
+    EXPECT_NE(p, nullptr);
+    if (!p) return p;
+    models.apply(2, "BGR", w, h, in, p, 0);  // the payload is the core's body
+    inputs.push_back(std::move(in));
+    const Bytes b = bytes_of(p);
+    const Header hd = header_of(p);
+    EXPECT_GE(b.size(), size_t(64) << 10) << "random frames make large packets";
+    EXPECT_EQ(hd.payload_size + 64u, b.size());
+    EXPECT_EQ(le(b.data() + 56, 4), ::crc32(0, b.data() + 64, uInt(b.size() - 64)));
+    EXPECT_EQ(le(b.data() + 60, 4), ::crc32(0, b.data(), 60));
+    return p;
+  };
+  // Every packet held: the first 8 lent, then copies.
+  for (int t = 0; t < frames; ++t) {
+    GstBuffer *p = push(t);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(lent_packet(p), t < lent_at_most) << "packet " << t;
+    packets.push_back(p);
+  }
+  // Once some come back, packets are lent again.
+  for (int t = 0; t < 3; ++t) gst_buffer_unref(packets[size_t(t)]);
+  for (int t = 0; t < 3; ++t) packets[size_t(t)] = nullptr;
+  for (int t = frames; t < frames + 3; ++t) {
+    GstBuffer *p = push(t);
+    ASSERT_NE(p, nullptr);
+    EXPECT_TRUE(lent_packet(p)) << "packet " << t;
+    packets.push_back(p);
+  }
+  // The encoder goes away; the packets it lent stay valid.
+  gst_harness_teardown(enc);
+  std::vector<GstBuffer *> from_key;  // packets from the last keyframe on (frame 12)
+  for (size_t t = 12; t < packets.size(); ++t) from_key.push_back(packets[t]);
+  Decoded d;
+  decode(d, from_key);
+  EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+  ASSERT_EQ(d.frames.size(), from_key.size());
+  for (size_t i = 0; i < d.frames.size(); ++i)
+    EXPECT_EQ(d.frames[i], inputs[12 + i]) << "lossless, frame " << 12 + i;
+  for (GstBuffer *p : packets)
+    if (p) gst_buffer_unref(p);
 }
 
 TEST(CudaDiff, TypefinderRecognisesTheStream) {

@@ -145,15 +145,17 @@ class PinnedBuffer {
 // A growable byte array in pinned host memory (payloads copied to and from
 // the device). resize() and reserve() within capacity() move nothing (every
 // byte up to capacity() stays where it is); growing keeps the first
-// min(old, new) bytes.
+// min(old, new) bytes. A headroom (set while nothing is allocated) keeps
+// that many bytes before data(), in the same allocation: room for a header
+// written in front of the contents, so that both leave as one block.
 class HostBytes {
  public:
   HostBytes() = default;
   explicit HostBytes(size_t size) { resize(size); }
-  uint8_t *data() { return buffer_.data(); }
-  const uint8_t *data() const { return buffer_.data(); }
+  uint8_t *data() { return buffer_.data() ? buffer_.data() + headroom_ : nullptr; }
+  const uint8_t *data() const { return buffer_.data() ? buffer_.data() + headroom_ : nullptr; }
   size_t size() const { return size_; }
-  size_t capacity() const { return buffer_.size(); }
+  size_t capacity() const { return buffer_.size() ? buffer_.size() - headroom_ : 0; }
   // Page-locked (and mapped for the devices): false where pinning failed
   // or before the first allocation.
   bool pinned() const { return buffer_.pinned(); }
@@ -161,10 +163,18 @@ class HostBytes {
   void resize(size_t size);
   void reserve(size_t capacity);
   void clear() { size_ = 0; }
+  // The headroom: only before the first allocation (else throws Error).
+  void set_headroom(size_t bytes);
+  size_t headroom() const { return headroom_; }
+  // The allocation's start: headroom() bytes before data() (null before
+  // the first allocation).
+  uint8_t *base() { return buffer_.data(); }
+  size_t allocated() const { return buffer_.size(); }
 
  private:
   PinnedBuffer buffer_;
   size_t size_ = 0;
+  size_t headroom_ = 0;
 };
 
 // The raw form, for allocators that manage their own bookkeeping (the
