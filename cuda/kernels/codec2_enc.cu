@@ -2447,6 +2447,20 @@ class CudaEncoder final : public Encoder {
         p.ref[l][c] = recon_[place_][l][c];
         p.rec[l][c] = recon_[(place_ + 1) % kMaxInFlight][l][c];
       }
+    if (lossless(p)) {
+      // The reconstruction is the input, and its working values are the
+      // input's (step 1, no dead zone: quant_index(), quant_diff() and
+      // encoder_diff() are the identity, dequant_*() give the input's byte,
+      // and a skipped block's bytes equal the reference's). So
+      // prepare_kernel writes the input's channels into the reconstruction,
+      // the symbols take their neighbours from the input's working values,
+      // and reconstruct_kernel does not run (launch_frame()).
+      for (int l = 0; l < ls_.count; ++l) {
+        for (int c = 0; c < ls_.layer[l].channels; ++c) p.cur[l][c] = p.rec[l][c];
+        p.wk_s[l] = p.in_s[l];
+        p.wk_t[l] = p.in_t[l];
+      }
+    }
     slot.threshold = threshold;
     slot.k = p.k;
     slot.keyframe = keyframe;
@@ -2611,6 +2625,8 @@ class CudaEncoder final : public Encoder {
   Slot &slot_before(const Slot &slot) {
     return slots_[(&slot - slots_ + kMaxInFlight - 1) % kMaxInFlight];
   }
+  // Threshold 0: every reconstructed byte is the input's (submit()).
+  static bool lossless(const Params &p) { return p.threshold == 0 && p.k == 0; }
   // Records `event` on `stream` where the host and other streams see it:
   // in a stream capture as the graph's own record of an event outside it.
   static void record_seen(const StreamEvent &event, cudaStream_t stream, bool in_graph) {
@@ -2685,7 +2701,7 @@ class CudaEncoder final : public Encoder {
     // zero: the lanes write their units' counts only at the marked steps;
     // the others are the units in which no lane emits a byte.
     CUDADIFF_CHECK(cudaMemsetAsync(p.rans_units, 0, rans_zero_bytes_, stream));
-    for (int l = 0; l < ls_.count; ++l) {
+    for (int l = 0; l < ls_.count && !lossless(p); ++l) {
       CODEC2_LAUNCH_NC(reconstruct_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 reconstruct_kernel");
     }
