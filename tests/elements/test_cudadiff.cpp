@@ -429,16 +429,16 @@ TEST(CudaDiff, NonLiveUpstreamOverlapsFramesWithTheSamePackets) {
   for (int version : {1, 2})
     for (const char *format : {"BGR", "I420"}) {
       SCOPED_TRACE(std::string(format) + ", version " + std::to_string(version));
-      const int w = 37, h = 11, frames = 9;
+      const int w = 37, h = 11, frames = 13;
       Encoded live;
       EncodeOptions o;
       o.frames = frames;
       o.version = version;
-      o.props = "keyframe-interval=4 compression=none";
+      o.props = "keyframe-interval=6 compression=none";
       encode(live, format, w, h, o);
 
       GstHarness *enc = gst_harness_new_parse(
-          ("cudadiffenc threshold=20 keyframe-interval=4 compression=none stream-version=" +
+          ("cudadiffenc threshold=20 keyframe-interval=6 compression=none stream-version=" +
            std::to_string(version))
               .c_str());
       gst_harness_set_live(enc, FALSE);
@@ -449,10 +449,11 @@ TEST(CudaDiff, NonLiveUpstreamOverlapsFramesWithTheSamePackets) {
         ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene(format, w, h, t, o.seed), t)),
                   GST_FLOW_OK);
         while (GstBuffer *p = pull_packet(enc)) got.push_back(p);
-        // Frame 0 and 4, 8 (keyframes) leave at once, with the deltas before
-        // them; a delta waits for the next frames_held() frames.
-        const bool key = t % 4 == 0;
-        EXPECT_EQ(got.size(), size_t(key ? t + 1 : t + 1 - std::min(frames_held(version), t % 4)))
+        // Frame 0 and 6, 12 (keyframes) leave at once, with the deltas before
+        // them; a delta waits for the next frames_held() frames (five deltas
+        // in a row: the queue fills, and the oldest leaves as each comes).
+        const bool key = t % 6 == 0;
+        EXPECT_EQ(got.size(), size_t(key ? t + 1 : t + 1 - std::min(frames_held(version), t % 6)))
             << "after frame " << t;
       }
       gst_harness_push_event(enc, gst_event_new_eos());
