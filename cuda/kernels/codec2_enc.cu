@@ -161,8 +161,12 @@ __host__ __device__ inline uint32_t layer_codes(const DevTile &t, int l, int lan
 // s / 32), then one bit per word that has a bit set (word w: bit w % 32 of
 // summary word w / 32), so that a long run of steps without a code costs a
 // few reads. 32-bit words of the layer's marks:
+// 32-bit words of one bit per step of `steps` (the marks' first part).
+__host__ __device__ constexpr uint32_t step_words(int steps) {
+  return (uint32_t(steps) + 31) / 32;
+}
 __host__ __device__ inline uint32_t layer_mark_words(const DevTile &t, int l, int lanes) {
-  const uint32_t words = (uint32_t(schedule_steps(t.w[l], t.h[l], lanes)) + 31) / 32;
+  const uint32_t words = step_words(schedule_steps(t.w[l], t.h[l], lanes));
   return words + (words + 31) / 32;
 }
 // schedule_kernel's threads for a layer: one per lane and run of
@@ -1444,7 +1448,7 @@ __global__ void __launch_bounds__(kScheduleThreads) schedule_kernel(Params p) {
     for (int l = 0; l < kMaxLayers; ++l) {
       SchedLayer &ly = s_layer[l];
       ly.steps = l < p.layers ? schedule_steps(dt.w[l], dt.h[l], lanes) : 0;
-      ly.words = (uint32_t(ly.steps) + 31) / 32;
+      ly.words = step_words(ly.steps);
       ly.items = l < p.layers ? layer_schedule_items(dt, l, lanes) : 0;
       ly.out = out;
       ly.marks = marks;
@@ -1510,7 +1514,7 @@ struct MarkedSteps {
   uint32_t sbits;         // its marked words below `word` not visited yet
   __device__ __forceinline__ MarkedSteps(const uint32_t *layer_marks, int steps) {
     marks = layer_marks;
-    words = (steps + 31) / 32;
+    words = int(step_words(steps));
     word = words;
     bits = 0;
     sword = (words - 1) / 32;
