@@ -160,8 +160,8 @@ __host__ __device__ inline uint32_t layer_codes(const DevTile &t, int l, int lan
 // others the lanes jump over): one bit per step (step s: bit s % 32 of word
 // s / 32), then one bit per word that has a bit set (word w: bit w % 32 of
 // summary word w / 32), so that a long run of steps without a code costs a
-// few reads. 32-bit words of the layer's marks:
-// 32-bit words of one bit per step of `steps` (the marks' first part).
+// few reads. step_words(): the first part's words; layer_mark_words(): the
+// 32-bit words of the layer's marks.
 __host__ __device__ constexpr uint32_t step_words(int steps) {
   return (uint32_t(steps) + 31) / 32;
 }
@@ -205,11 +205,11 @@ struct Params {
   int pad0;  // (no padding: the CUDA graphs' key compares the bytes)
   const uint8_t *frame[kMaxPlanes];
   size_t pitch[kMaxPlanes];
-  uint8_t *cur[kMaxLayers][kMaxComps];
+  uint8_t *cur[kMaxLayers][kMaxComps];  // at threshold 0 rec's (lossless(), submit())
   const uint8_t *ref[kMaxLayers][kMaxComps];
   uint8_t *rec[kMaxLayers][kMaxComps];
   int16_t *in_s[kMaxLayers], *in_t[kMaxLayers];  // the input's working values
-  int16_t *wk_s[kMaxLayers], *wk_t[kMaxLayers];  // the reconstruction's
+  int16_t *wk_s[kMaxLayers], *wk_t[kMaxLayers];  // the reconstruction's (threshold 0: in_s, in_t)
   uint8_t *rclass[kMaxLayers];
   uint16_t *ids[kMaxLayers][kClasses];  // round 1's proxy symbols per sample and component
   uint8_t *coded;                       // per block: not skipped
@@ -2645,7 +2645,8 @@ class CudaEncoder final : public Encoder {
   // A frame's work after the working values, on the slot's streams
   // (`stream` its main one, which the side and aux streams join at the
   // end, the lanes stream through the side stream). On `stream` the modes,
-  // the reconstruction and the symbols, the tile types and, after the frame
+  // the reconstruction (at threshold 0 prepare_kernel's, submit()) and the
+  // symbols, the tile types and, after the frame
   // before's tables, the histogram: then samples_done, and the next frame
   // may start. On the lanes stream (high priority) the lanes' checksums and
   // schedule (after the tile types; they read only the frame's own
@@ -2822,8 +2823,12 @@ class CudaEncoder final : public Encoder {
       if (in_flight_ == 0) {
         // A tile table's entry takes at most 10 bytes (64 bits in groups of 7).
         body.reserve(head + n_tiles * 10 + payload_capacity_);
+        // (the allocation's own start, as cudaHostAlloc returned it: the
+        // body may lie after a headroom)
         if (body.pinned() && cudaHostGetDevicePointer(reinterpret_cast<void **>(&device_body),
-                                                      body.data(), 0) != cudaSuccess) {
+                                                      body.base(), 0) == cudaSuccess) {
+          device_body += body.headroom();
+        } else {
           cudaGetLastError();  // not mapped for this device: copied below
           device_body = nullptr;
         }

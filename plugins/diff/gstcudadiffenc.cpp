@@ -35,6 +35,7 @@
  */
 #include "gstcudadiffenc.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <deque>
 #include <memory>
@@ -119,33 +120,38 @@ struct FrameResult {
 // Large version 2 packets leave without a copy: the pinned buffer the core
 // wrote the body into, with the packet header written into the room kept
 // before it (HostBytes headroom), becomes the output buffer, and comes back
-// here when downstream frees it. Small packets are copied (a copy of a few
-// KiB costs less than holding a frame-sized buffer per packet), and so is
-// every packet while kMaxLent are out (downstream holding many packets).
-// Shared with the buffers lent: they may outlive the element's state.
+// here when downstream frees it. A packet is lent when it is at least a
+// quarter of the format's largest body (and 64 KiB): a random 1080p frame's
+// 6 MB, not a camera delta's 0.1 MB, whose copy costs little and which would
+// hold a frame-sized buffer. Smaller packets are copied, and so is every
+// packet while kMaxLent are out (downstream holding many packets). Shared
+// with the buffers lent: they may outlive the element's state. Bodies that
+// come back after stop (close()) are freed, not kept.
 class PacketBodies : public std::enable_shared_from_this<PacketBodies> {
  public:
   static constexpr size_t kMaxLent = 8;
-  // Packets below this size are copied.
   static constexpr size_t kMinLentPacket = size_t(64) << 10;
 
   // An empty body with room for the packet header, of at least `capacity`
-  // bytes: one that came back, else a new one. Throws cudadiff::Error.
+  // bytes: one that came back, else a new one (the first large packets
+  // after caps allocate them). Reopens after close(). Throws cudadiff::Error
+  // or std::bad_alloc.
   cudadiff::HostBytes take(size_t capacity) {
     cudadiff::HostBytes b;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!free_.empty()) {
-        b = std::move(free_.back());
-        free_.pop_back();
-      }
+      closed_ = false;
+      if (kept_ > 0) b = std::move(free_[--kept_]);
     }
     if (b.base() == nullptr) b.set_headroom(stream::kHeaderSize);
     b.clear();
     b.reserve(capacity);
     return b;
   }
-  bool can_lend() {
+  // Whether a packet of `packet_size` bytes, of a format whose largest body
+  // is `capacity`, is lent (else copied).
+  bool lends(size_t packet_size, size_t capacity) {
+    if (packet_size < std::max(kMinLentPacket, capacity / 4)) return false;
     std::lock_guard<std::mutex> lock(mutex_);
     return lent_ < kMaxLent;
   }
@@ -160,11 +166,14 @@ class PacketBodies : public std::enable_shared_from_this<PacketBodies> {
     return gst_buffer_new_wrapped_full(GstMemoryFlags(0), loan->body.base(), loan->body.allocated(),
                                        0, packet_size, loan, give_back);
   }
-  // The bodies not lent are freed (stop).
-  void trim() {
-    std::vector<cudadiff::HostBytes> dropped;
+  // Stop: the bodies kept are freed, and so are those that come back until
+  // the next take().
+  void close() {
+    cudadiff::HostBytes dropped[kMaxLent];
     std::lock_guard<std::mutex> lock(mutex_);
-    dropped.swap(free_);
+    closed_ = true;
+    for (size_t i = 0; i < kept_; ++i) dropped[i] = std::move(free_[i]);
+    kept_ = 0;
   }
 
  private:
@@ -172,19 +181,23 @@ class PacketBodies : public std::enable_shared_from_this<PacketBodies> {
     std::shared_ptr<PacketBodies> owner;
     cudadiff::HostBytes body;
   };
+  // (GDestroyNotify: on any thread; allocates nothing.)
   static void give_back(gpointer data) {
     auto *loan = static_cast<Loan *>(data);
     {
-      std::lock_guard<std::mutex> lock(loan->owner->mutex_);
-      loan->owner->lent_--;
-      if (loan->owner->free_.size() < kMaxLent) loan->owner->free_.push_back(std::move(loan->body));
+      PacketBodies &o = *loan->owner;
+      std::lock_guard<std::mutex> lock(o.mutex_);
+      o.lent_--;
+      if (!o.closed_ && o.kept_ < kMaxLent) o.free_[o.kept_++] = std::move(loan->body);
     }
     delete loan;  // frees the body if it was not kept, outside the lock
   }
 
   std::mutex mutex_;
-  std::vector<cudadiff::HostBytes> free_;
+  cudadiff::HostBytes free_[kMaxLent];  // the first kept_ came back
+  size_t kept_ = 0;
   size_t lent_ = 0;
+  bool closed_ = false;
 };
 
 // Everything that lives from start (context) or set_format (codec) to stop.
@@ -444,7 +457,7 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
     st->drop_codec();
     st->writer.reset();
     st->body = cudadiff::HostBytes();
-    st->bodies->trim();
+    st->bodies->close();
     st->ctx.reset();
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "at stop: %s", e.what());
@@ -452,7 +465,7 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
   st->drop_codec();
   st->writer.reset();
   st->body = cudadiff::HostBytes();
-  st->bodies->trim();
+  st->bodies->close();
   st->ctx.reset();
   st->share.release();
   return TRUE;
@@ -644,28 +657,34 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
     return GST_FLOW_ERROR;
   }
   // A large version 2 packet: the body's own buffer, the header written in
-  // front of it (PacketBodies).
-  const bool lend = info.version == stream::kVersion2 &&
-                    st->body.headroom() == stream::kHeaderSize &&
-                    packet_size >= PacketBodies::kMinLentPacket && st->bodies->can_lend();
+  // front of it (PacketBodies); without a body to take its place (out of
+  // memory), it is copied.
+  bool lend = info.version == stream::kVersion2 && st->body.headroom() == stream::kHeaderSize &&
+              st->bodies->lends(packet_size, st->body_capacity);
   if (lend) {
+    cudadiff::HostBytes next;
     try {
       cudadiff::ContextScope scope(st->ctx.get());
-      st->writer->write_in_place(st->body.base());
-      cudadiff::HostBytes next = st->bodies->take(st->body_capacity);
+      next = st->bodies->take(st->body_capacity);
+    } catch (const std::bad_alloc &) {
+      lend = false;
+    } catch (const cudadiff::Error &e) {
+      GST_DEBUG_OBJECT(self, "packet copied: %s", e.what());
+      lend = false;
+    }
+    if (lend) {
+      try {
+        st->writer->write_in_place(st->body.base());
+      } catch (const cudadiff::Error &e) {
+        gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
+        gst_video_codec_frame_unref(frame);
+        return GST_FLOW_ERROR;
+      }
       frame->output_buffer = st->bodies->lend(std::move(st->body), packet_size);
       st->body = std::move(next);
-    } catch (const std::bad_alloc &) {
-      gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame",
-                              cudadiff::Error("out of memory for a packet"));
-      gst_video_codec_frame_unref(frame);
-      return GST_FLOW_ERROR;
-    } catch (const cudadiff::Error &e) {
-      gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
-      gst_video_codec_frame_unref(frame);
-      return GST_FLOW_ERROR;
     }
-  } else {
+  }
+  if (!lend) {
     GstFlowReturn ret = gst_video_encoder_allocate_output_frame(encoder, frame, packet_size);
     if (ret != GST_FLOW_OK) {
       gst_video_codec_frame_unref(frame);

@@ -12,9 +12,10 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <random>
 #include <cstring>
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cudadiff/codec2_rules.h"
@@ -1254,23 +1255,39 @@ bool lent_packet(GstBuffer *packet) {
          gst_buffer_peek_memory(packet, 0)->maxsize >= gst_buffer_get_size(packet) + (32 << 10);
 }
 
-// Large version 2 packets leave in the pinned buffer the core wrote the body
-// into (the header written in front of it), at most 8 at once; while
-// downstream holds 8, packets are copied. Either way the same bytes, with
-// right checksums, and lent buffers outlive the element.
+// The address of a packet's bytes.
+const void *data_of(GstBuffer *packet) {
+  GstMapInfo map;
+  if (!gst_buffer_map(packet, &map, GST_MAP_READ)) return nullptr;
+  const void *at = map.data;
+  gst_buffer_unmap(packet, &map);
+  return at;
+}
+
+// Large version 2 packets (at least a quarter of the format's largest body)
+// leave in the pinned buffer the core wrote the body into (the header
+// written in front of it), at most 8 at once; while downstream holds 8, and
+// for small packets, they are copied. Either way the same bytes, with right
+// checksums; the bodies that come back are lent again; lent buffers stay
+// intact while held and outlive the element, freed on another thread.
 TEST(CudaDiff, Version2LargePacketsLeaveWithoutACopy) {
   const int w = 256, h = 192, frames = 14, lent_at_most = 8;
   const GstVideoInfo info = video_info("BGR", w, h);
   std::mt19937 gen(5);
-  std::vector<Bytes> inputs;
+  std::vector<Bytes> inputs, sent;
   Models models;
   std::vector<GstBuffer *> packets;
   GstHarness *enc =
       gst_harness_new_parse("cudadiffenc threshold=0 stream-version=2 keyframe-interval=6");
   gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGR", w, h).c_str());
-  auto push = [&](int t) {
+  // Pushes a frame of random bytes (`repeat`: the one before again, for a
+  // delta without a changed block) and checks its packet.
+  auto push = [&](int t, bool repeat = false) {
     Bytes in(size_t(w) * h * 3);
-    for (uint8_t &b : in) b = uint8_t(gen());
+    if (repeat)
+      in = inputs.back();
+    else
+      for (uint8_t &b : in) b = uint8_t(gen());
     EXPECT_EQ(gst_harness_push(enc, buffer_from(info, in, t)), GST_FLOW_OK);
     GstBuffer *p = pull_packet(enc);
     EXPECT_NE(p, nullptr);
@@ -1279,10 +1296,12 @@ TEST(CudaDiff, Version2LargePacketsLeaveWithoutACopy) {
     inputs.push_back(std::move(in));
     const Bytes b = bytes_of(p);
     const Header hd = header_of(p);
-    EXPECT_GE(b.size(), size_t(64) << 10) << "random frames make large packets";
+    EXPECT_EQ(b.size() >= (size_t(64) << 10), !repeat) << "random frames make large packets";
     EXPECT_EQ(hd.payload_size + 64u, b.size());
     EXPECT_EQ(le(b.data() + 56, 4), ::crc32(0, b.data() + 64, uInt(b.size() - 64)));
     EXPECT_EQ(le(b.data() + 60, 4), ::crc32(0, b.data(), 60));
+    sent.push_back(b);
+    packets.push_back(p);
     return p;
   };
   // Every packet held: the first 8 lent, then copies.
@@ -1290,19 +1309,33 @@ TEST(CudaDiff, Version2LargePacketsLeaveWithoutACopy) {
     GstBuffer *p = push(t);
     ASSERT_NE(p, nullptr);
     EXPECT_EQ(lent_packet(p), t < lent_at_most) << "packet " << t;
-    packets.push_back(p);
   }
-  // Once some come back, packets are lent again.
-  for (int t = 0; t < 3; ++t) gst_buffer_unref(packets[size_t(t)]);
-  for (int t = 0; t < 3; ++t) packets[size_t(t)] = nullptr;
+  // Once some come back, packets are lent again: the body that took the
+  // place of the eighth (which packets 8..13 were copied from), then the
+  // ones that came back.
+  std::vector<const void *> returned;
+  for (int t = 0; t < 3; ++t) {
+    returned.push_back(data_of(packets[size_t(t)]));
+    gst_buffer_unref(packets[size_t(t)]);
+    packets[size_t(t)] = nullptr;
+  }
   for (int t = frames; t < frames + 3; ++t) {
     GstBuffer *p = push(t);
     ASSERT_NE(p, nullptr);
     EXPECT_TRUE(lent_packet(p)) << "packet " << t;
-    packets.push_back(p);
+    if (t > frames) {
+      EXPECT_NE(std::find(returned.begin(), returned.end(), data_of(p)), returned.end())
+          << "packet " << t << " reuses a body that came back";
+    }
   }
-  // The encoder goes away; the packets it lent stay valid.
+  // A small packet (nothing changed) is copied.
+  GstBuffer *small = push(frames + 3, true);
+  ASSERT_NE(small, nullptr);
+  EXPECT_FALSE(lent_packet(small));
+  // The encoder goes away; the packets it lent stay as they were sent.
   gst_harness_teardown(enc);
+  for (size_t t = 3; t < packets.size(); ++t)
+    EXPECT_EQ(bytes_of(packets[t]), sent[t]) << "packet " << t << " after the encoder's teardown";
   std::vector<GstBuffer *> from_key;  // packets from the last keyframe on (frame 12)
   for (size_t t = 12; t < packets.size(); ++t) from_key.push_back(packets[t]);
   Decoded d;
@@ -1311,8 +1344,11 @@ TEST(CudaDiff, Version2LargePacketsLeaveWithoutACopy) {
   ASSERT_EQ(d.frames.size(), from_key.size());
   for (size_t i = 0; i < d.frames.size(); ++i)
     EXPECT_EQ(d.frames[i], inputs[12 + i]) << "lossless, frame " << 12 + i;
-  for (GstBuffer *p : packets)
-    if (p) gst_buffer_unref(p);
+  // Freed on another thread.
+  std::thread([&] {
+    for (GstBuffer *p : packets)
+      if (p) gst_buffer_unref(p);
+  }).join();
 }
 
 TEST(CudaDiff, TypefinderRecognisesTheStream) {

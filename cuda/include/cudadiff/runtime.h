@@ -145,9 +145,10 @@ class PinnedBuffer {
 // A growable byte array in pinned host memory (payloads copied to and from
 // the device). resize() and reserve() within capacity() move nothing (every
 // byte up to capacity() stays where it is); growing keeps the first
-// min(old, new) bytes. A headroom (set while nothing is allocated) keeps
-// that many bytes before data(), in the same allocation: room for a header
-// written in front of the contents, so that both leave as one block.
+// min(old, new) bytes (not the headroom's). A headroom (set while nothing
+// is allocated) keeps that many bytes before data(), in the same
+// allocation: room for a header written in front of the contents, so that
+// both leave as one block.
 class HostBytes {
  public:
   HostBytes() = default;
