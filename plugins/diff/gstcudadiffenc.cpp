@@ -680,8 +680,12 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
         gst_video_codec_frame_unref(frame);
         return GST_FLOW_ERROR;
       }
-      frame->output_buffer = st->bodies->lend(std::move(st->body), packet_size);
-      st->body = std::move(next);
+      try {
+        frame->output_buffer = st->bodies->lend(std::move(st->body), packet_size);
+        st->body = std::move(next);
+      } catch (const std::bad_alloc &) {
+        lend = false;  // (the body is still st->body)
+      }
     }
   }
   if (!lend) {
