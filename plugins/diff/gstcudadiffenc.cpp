@@ -497,7 +497,7 @@ static void configure_codec(EncState *st, bool v2, cudadiff::VideoFormat format,
   if (v2) {
     st->encoder2 = codec2::Encoder::create(*st->ctx, format, width, height);
     st->body_capacity = stream::max_v2_body_size(format, width, height);
-    if (st->body.base() == nullptr || st->body.headroom() != stream::kHeaderSize)
+    if (st->body.headroom() != stream::kHeaderSize)  // (after start, or version 1)
       st->body = st->bodies->take(st->body_capacity);
     else
       st->body.reserve(st->body_capacity);
