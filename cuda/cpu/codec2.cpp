@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -1867,6 +1868,7 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   std::vector<std::vector<uint32_t>> codes_;
   std::vector<size_t> code_count_;
   std::vector<std::vector<uint32_t>> tile_hist_;
+  const bool raw_bound_ = detail::raw_bound_enabled();  // encode_tile()
   std::vector<std::vector<uint64_t>> row_maps_;
   bool maps_ready_ = false;
   const uint32_t *const *tile_hists_ = nullptr;  // write_tiles()'s histograms, per tile
@@ -2659,6 +2661,27 @@ CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const uint32_t *codes, int w, int h,
 // stream is no smaller than the tile's bytes: the tile is then marked raw.
 bool CpuEncoder::encode_tile(size_t ti, int k) {
   const Tile &t = tiles_[ti];
+  // A tile that coding would not make smaller than its bytes
+  // (coded_tile_bound(), from its histogram) is not coded.
+  if (raw_bound_) {
+    double bits = 0.0, symbols = 0.0;
+    const uint32_t *h = tile_hists_[ti];
+    for (int d = 0; d < dl_.count; ++d, h += kTokens) {
+      uint32_t n = 0;
+      double part = 0.0;
+      for (int tk = 0; tk < kTokens; ++tk)
+        if (h[tk]) {
+          n += h[tk];
+          part += double(h[tk]) * (token_extra_bits(tk) - std::log2(double(h[tk])));
+        }
+      if (n) bits += part + double(n) * std::log2(double(n)), symbols += double(n);
+    }
+    if (coded_tile_bound(bits, symbols) >= double(t.raw_bytes)) {
+      tile_type_[ti] = 2;
+      streams_[ti].clear();
+      return false;
+    }
+  }
   const uint32_t *const codes = codes_[ti].data();
   const size_t n_syms = code_count_[ti];
   const size_t n_modes = keyframe_ ? 0 : size_t(t.bx1 - t.bx0) * (t.by1 - t.by0);

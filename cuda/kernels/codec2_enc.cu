@@ -222,10 +222,11 @@ struct Params {
   uint32_t *symbols;    // per tile its block modes, then its layers' samples (pack_code())
   uint32_t *tile_hist;  // per tile: distribution x token
   int n_tiles;
-  int pad1;
+  int raw_bound;        // raw_bound_enabled()
   int *tile_type;       // 0 skipped, 1 coded, 2 raw
   int *tile_lanes;      // lanes of a coded tile
   uint32_t *tile_size;  // its stream's bytes
+  uint32_t *tile_raw;   // 1: a coded tile that ends raw whatever the tables (raw_by_bound())
   uint32_t *freq_cum;   // the frame's tables: cum | freq << 16 per distribution and token
   // The tables (made on the device, codec2_tables.h): the previous frame's,
   // this frame's, the fresh ones from the histogram, the choices for the
@@ -242,6 +243,7 @@ struct Params {
   unsigned long long *payload_off;       // per tile, where its payload goes in `payload`
   uint8_t *payload;                      // the tiles' payloads in body order
   uint32_t *tile_coded;                  // per tile: coded sample components
+  uint32_t *tile_extra;                  // per tile: their raw bits
   uint2 *lane_part;      // per tile and checksum_kernel block: the map of its part of a lane (m, a)
   uint32_t *lane_state;  // per tile and lane: the state after its symbols
   uint16_t *rans_units;  // the rANS passes' scratch (DevTile): counts per unit,
@@ -694,6 +696,15 @@ __device__ __forceinline__ void symbols_class(const Params &p, int l, const Samp
   }
 }
 
+// Whether tile_type_kernel looks for coded tiles that cannot get smaller
+// (raw_by_bound()): only at quantiser 0, where noise-like tiles come out
+// raw. From k = 1 on the quantiser's step of 3 or more takes over 1.5 bits
+// off each component (random bytes code to about 0.9 of their size), and
+// the raw bits' count would cost the frame's kernels for nothing.
+__device__ __forceinline__ bool bound_tiles(const Params &p) {
+  return p.raw_bound && p.k == 0;
+}
+
 // 5. Every sample's symbols (neighbours from the reconstruction's working
 // values, values from the input's) in the tile's layout, the block-mode
 // symbols of a delta, and each tile's histogram.
@@ -708,7 +719,9 @@ __global__ void symbols_kernel(Params p, int l) {
   const DevTile &dt = p.tiles[t];
   uint32_t *hist = p.tile_hist + size_t(t) * p.dist_count * kTokens;
   __shared__ uint8_t bucket[kActivityTableMax + 1];
+  __shared__ uint32_t s_extra;
   fill_buckets(bucket, int(threadIdx.x) - 128);
+  if (threadIdx.x == 0) s_extra = 0;
   __syncthreads();
   if (!p.keyframe && l == 0 && threadIdx.x == 0) {
     const int local = (int(blockIdx.y) - ty * p.tile_by) *
@@ -741,8 +754,19 @@ __global__ void symbols_kernel(Params p, int l) {
   const bool counted = s.valid && mode != kSkip;
 #pragma unroll
   for (int c = 0; c < nc; ++c) warp_count(hist, key[c], counted);
+  if (bound_tiles(p)) {  // the raw bits (raw_by_bound())
+    uint32_t extra = 0;
+    if (counted)
+#pragma unroll
+      for (int c = 0; c < nc; ++c) extra += uint32_t(code_nbits(sym[c]));
+    extra = warp_sum_u32(extra);
+    if ((threadIdx.x & 31) == 0 && extra) atomicAdd(&s_extra, extra);
+  }
   const int n = __syncthreads_count(counted);
-  if (threadIdx.x == 0 && n) atomicAdd(p.tile_coded + t, uint32_t(n * nc));
+  if (threadIdx.x == 0 && n) {
+    atomicAdd(p.tile_coded + t, uint32_t(n * nc));
+    if (s_extra) atomicAdd(p.tile_extra + t, s_extra);
+  }
 }
 
 // Tile types: skipped when every block of a delta's tile is (keyframes:
@@ -830,9 +854,63 @@ __device__ __forceinline__ int walk_from_steps(const uint32_t *bits, int steps, 
   return steps - saving;
 }
 
+// Whether coded tile t would come out no smaller than its bytes, whatever the
+// tables: coded_tile_bound() (codec2_rules.h) from its histogram reaches its
+// bytes (tile_type_kernel's threads together: a warp per distribution at a
+// time, a thread per token; every thread gets the answer). Such a tile is
+// raw (raw_check_kernel) and takes no lanes' checksums, schedule or rANS.
+// Worked out only where it may hold: with at most 5 bits per symbol (32
+// tokens) and the tile's raw bits (symbols_kernel counts them), the bound
+// could reach the bytes (a frame of the clips took 3-4 us longer with four
+// in flight otherwise; with the bound in a kernel of its own beside the
+// histogram's sum, 8-22 us longer). The logarithms are the single-precision
+// instruction's (at most 2 ulp off: below 2^-17 bits per symbol, far within
+// the bound's margin of 3/256 bits per symbol less the coder's loss of
+// 2^-9.3).
+__device__ bool raw_by_bound(const Params &p, int t, int blocks, double *s_part) {
+  const DevTile &dt = p.tiles[t];
+  const uint64_t symbols_most = uint64_t(p.tile_coded[t]) + (p.keyframe ? 0u : uint32_t(blocks));
+  if (5 * symbols_most + p.tile_extra[t] < 8 * uint64_t(dt.raw_bytes)) return false;
+  const int warp = int(threadIdx.x / 32), ln = int(threadIdx.x & 31);
+  const int warps = int(blockDim.x / 32);
+  const uint32_t *hist = p.tile_hist + size_t(t) * p.dist_count * kTokens;
+  const double raw_bits = double(token_extra_bits(ln));
+  double bits = 0.0, symbols = 0.0;
+  constexpr int kLoads = 8;  // distributions per warp loaded at once
+  for (int d0 = warp; d0 < p.dist_count; d0 += warps * kLoads) {
+    uint32_t c[kLoads];
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int d = d0 + i * warps;
+      c[i] = d < p.dist_count ? hist[size_t(d) * kTokens + uint32_t(ln)] : 0u;
+    }
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const uint32_t n = warp_sum_u32(c[i]);
+      if (n == 0) continue;
+      if (c[i]) bits += double(c[i]) * (raw_bits - double(__log2f(float(c[i]))));
+      if (ln == 0) bits += double(n) * double(__log2f(float(n))), symbols += double(n);
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    bits += __shfl_xor_sync(kFullWarp, bits, o);
+    symbols += __shfl_xor_sync(kFullWarp, symbols, o);
+  }
+  if (ln == 0) s_part[warp] = bits, s_part[warps + warp] = symbols;
+  __syncthreads();
+  bool raw = false;
+  if (threadIdx.x == 0) {
+    double all = 0.0, n = 0.0;
+    for (int w = 0; w < warps; ++w) all += s_part[w], n += s_part[warps + w];
+    raw = coded_tile_bound(all, n) >= double(dt.raw_bytes);
+  }
+  return __syncthreads_or(raw) != 0;
+}
+
 __global__ void __launch_bounds__(kTileTypeThreads) tile_type_kernel(Params p) {
   extern __shared__ uint32_t s_steps[];  // the candidates' bitmaps (p.walk_words words)
   __shared__ unsigned long long s_rows[kTileTypeRows];
+  __shared__ double s_part[2 * kTileTypeThreads / 32];
   __shared__ uint32_t s_skipped, s_fits, s_have_rows;
   __shared__ int s_off[kMaxLanes + 1];  // each candidate's first word
   const int t = int(blockIdx.x);
@@ -858,7 +936,13 @@ __global__ void __launch_bounds__(kTileTypeThreads) tile_type_kernel(Params p) {
   skipped = s_skipped;
   const int type = int(skipped) < blocks ? 1 : 0;
   if (threadIdx.x == 0) p.tile_type[t] = type;
+  const bool raw = type == 1 && bound_tiles(p) && raw_by_bound(p, t, blocks, s_part);
+  if (threadIdx.x == 0) p.tile_raw[t] = raw;
   if (type != 1) return;  // the whole block
+  if (raw) {
+    if (threadIdx.x == 0) p.tile_lanes[t] = 1;
+    return;
+  }
   const DevTile &dt = p.tiles[t];
   const int w = dt.w[0], h = dt.h[0];
   const int first = lanes_for_tile(p.tile_coded[t], h, p.lane_samples);
@@ -1125,11 +1209,13 @@ __global__ void __launch_bounds__(32 * kChooseWarps) tables_choose_kernel(Params
 }
 
 // After the rANS passes: coded tiles no smaller than their bytes become raw
-// (their reconstruction's bytes; the tables stay as they are).
+// (their reconstruction's bytes; the tables stay as they are), as do those
+// that tile_type_kernel found could not be smaller (raw_by_bound(); not coded).
 __global__ void raw_check_kernel(Params p) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= p.n_tiles) return;
-  if (p.tile_type[t] == 1 && p.tile_size[t] >= p.tiles[t].raw_bytes) p.tile_type[t] = 2;
+  if (p.tile_type[t] == 1 && (p.tile_raw[t] || p.tile_size[t] >= p.tiles[t].raw_bytes))
+    p.tile_type[t] = 2;
 }
 
 // Where each payload goes: a prefix sum of their sizes over the tiles in
@@ -1237,7 +1323,7 @@ __device__ __forceinline__ Affine affine_of(uint32_t v) {
 constexpr int kChecksumThreads = 128;
 __global__ void __launch_bounds__(kChecksumThreads) checksum_kernel(Params p) {
   const int t = blockIdx.x;
-  if (p.tile_type[t] != 1) return;
+  if (p.tile_type[t] != 1 || p.tile_raw[t]) return;
   const DevTile &dt = p.tiles[t];
   const int lanes = p.tile_lanes[t];
   const int parts = kMaxLanes / lanes, ln = int(blockIdx.y) % lanes, part = int(blockIdx.y) / lanes;
@@ -1438,7 +1524,7 @@ __device__ __forceinline__ uint32_t schedule_run(const Params &p, const DevTile 
 constexpr int kScheduleThreads = 256;
 __global__ void __launch_bounds__(kScheduleThreads) schedule_kernel(Params p) {
   const int t = blockIdx.x;
-  if (p.tile_type[t] != 1) return;
+  if (p.tile_type[t] != 1 || p.tile_raw[t]) return;
   const DevTile &dt = p.tiles[t];
   const int lanes = p.tile_lanes[t];
   __shared__ SchedLayer s_layer[kMaxLayers];
@@ -1766,7 +1852,7 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   uint8_t *s_shift = reinterpret_cast<uint8_t *>(s_fc + n_fc);
   const RansRing ring{s_dyn + rans_tables_bytes(p.dist_count) / sizeof(uint4), p.ring_nc};
   const int t = blockIdx.x;
-  if (p.tile_type[t] != 1) return;  // the whole block
+  if (p.tile_type[t] != 1 || p.tile_raw[t]) return;  // the whole block
   to_shared(s_fc, p.freq_cum, n_fc);
   to_shared(s_rcp, p.reciprocal, int(kProbScale) + 1);
   to_shared(s_shift, p.shift, int(kProbScale) + 1);
@@ -1849,7 +1935,7 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
 // leave most threads idle.
 __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
   const int t = blockIdx.x;
-  if (p.tile_type[t] != 1) return;
+  if (p.tile_type[t] != 1 || p.tile_raw[t]) return;
   const DevTile &dt = p.tiles[t];
   const int lanes = p.tile_lanes[t];
   const uint32_t units = tile_units(dt, p.layers, lanes, !p.keyframe);
@@ -2237,9 +2323,8 @@ class CudaEncoder final : public Encoder {
     size_t off_model[kMaxInFlight];
     for (size_t &o : off_model) o = carve(at, size_t(p.dist_count) * sizeof(DevModel));
     const size_t off_stream_off = carve(at, stream_off.size() * 8),
-                 off_coded_count = carve(at, tiles.size() * 4),
-                 off_reciprocal = carve(at, (kProbScale + 1) * 4),
-                 off_shift = carve(at, kProbScale + 1),
+                 off_coded_count = carve(at, tiles.size() * 8),  // and the raw bits
+        off_reciprocal = carve(at, (kProbScale + 1) * 4), off_shift = carve(at, kProbScale + 1),
                  off_fresh = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
                  off_cost_prev = carve(at, size_t(p.dist_count) * 8),
                  off_cost_new = carve(at, size_t(p.dist_count) * 8),
@@ -2264,8 +2349,10 @@ class CudaEncoder final : public Encoder {
     p.tile_hist = reinterpret_cast<uint32_t *>(w + off_tile_hist);
     p.proxy_hist = reinterpret_cast<uint32_t *>(w + off_proxy_hist);
     p.n_tiles = int(tiles.size());
+    p.raw_bound = detail::raw_bound_enabled() ? 1 : 0;
     p.stream_off = reinterpret_cast<const unsigned long long *>(w + off_stream_off);
     p.tile_coded = reinterpret_cast<uint32_t *>(w + off_coded_count);
+    p.tile_extra = p.tile_coded + tiles.size();
     p.reciprocal = reinterpret_cast<const uint32_t *>(w + off_reciprocal);
     p.shift = w + off_shift;
     for (int m = 0; m < kMaxInFlight; ++m)
@@ -2289,6 +2376,7 @@ class CudaEncoder final : public Encoder {
     o.type = carve(sat, tiles.size() * sizeof(int));
     o.lanes = carve(sat, tiles.size() * sizeof(int));
     o.size = carve(sat, tiles.size() * 4);
+    o.raw = carve(sat, tiles.size() * 4);
     o.changed = carve(sat, sizeof(FrameCounts));
     o.symbols = carve(sat, n_symbols * 4);
     o.freq_cum = carve(sat, hist_count * 4);
@@ -2701,7 +2789,7 @@ class CudaEncoder final : public Encoder {
     }
     mark(slot, 2, in_graph);
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream));
-    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 4, stream));
+    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 8, stream));  // and tile_extra
     // The step marks (set by schedule_kernel) and the rANS counts start at
     // zero: the lanes write their units' counts only at the marked steps;
     // the others are the units in which no lane emits a byte.
@@ -2852,6 +2940,7 @@ class CudaEncoder final : public Encoder {
     const int *types = reinterpret_cast<const int *>(back(o.type));
     const uint32_t *sizes = reinterpret_cast<const uint32_t *>(back(o.size));
     const int *lanes = reinterpret_cast<const int *>(back(o.lanes));
+    const uint32_t *raw_bound = reinterpret_cast<const uint32_t *>(back(o.raw));
     FrameCounts counts;
     std::memcpy(&counts, back(o.changed), sizeof counts);
     const std::vector<Tile> &tiles = back_->tiles();
@@ -2899,15 +2988,18 @@ class CudaEncoder final : public Encoder {
                    slot.threshold, at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8],
                    at[9]);
       using ms_t = std::chrono::duration<double, std::milli>;
-      std::fprintf(stderr,
-                   "codec2 cuda k=%d host, from submit(): submitted %.3f, tables' choices back "
-                   "%.3f, model section written %.3f, frame done %.3f, body %.3f ms (%zu payload "
-                   "bytes%s; %s)\n",
-                   slot.threshold, ms_t(slot.submitted - slot.start).count(),
-                   ms_t(t_chosen - slot.start).count(), ms_t(t_tables - slot.start).count(),
-                   ms_t(t_done - slot.start).count(), ms_t(t_end - slot.start).count(), payload,
-                   device_body ? ", written by the device" : ", copied",
-                   slot.graphed ? "as a CUDA graph" : "kernels launched one by one");
+      std::fprintf(
+          stderr,
+          "codec2 cuda k=%d host, from submit(): submitted %.3f, tables' choices back "
+          "%.3f, model section written %.3f, frame done %.3f, body %.3f ms (%zu payload "
+          "bytes%s; %s; %zu of %zu tiles raw by their bound, not coded)\n",
+          slot.threshold, ms_t(slot.submitted - slot.start).count(),
+          ms_t(t_chosen - slot.start).count(), ms_t(t_tables - slot.start).count(),
+          ms_t(t_done - slot.start).count(), ms_t(t_end - slot.start).count(), payload,
+          device_body ? ", written by the device" : ", copied",
+          slot.graphed ? "as a CUDA graph" : "kernels launched one by one",
+          size_t(std::count_if(raw_bound, raw_bound + n_tiles, [](uint32_t r) { return r != 0; })),
+          n_tiles);
       // The same on the device's clock (the timeline above): where the
       // host's part of a frame lies beside the device's.
       const auto since = [&](clock::time_point t) { return ms_t(t - host_epoch_).count(); };
@@ -2924,8 +3016,8 @@ class CudaEncoder final : public Encoder {
   static constexpr int kEvents = 10;
   // Where each of a slot's buffers lies in its allocation.
   struct SlotLayout {
-    size_t modes, symbols, type, lanes, size, freq_cum, streams, payload_off, payload, lane_part,
-        lane_state, units, marks, log, codes, changed, chosen, bytes;
+    size_t modes, symbols, type, lanes, size, raw, freq_cum, streams, payload_off, payload,
+        lane_part, lane_state, units, marks, log, codes, changed, chosen, bytes;
   };
   // A frame in flight: the device buffers its entropy coding uses while the
   // next frame's front part runs (SlotLayout), its stream and events, the
@@ -2969,6 +3061,7 @@ class CudaEncoder final : public Encoder {
     p.tile_type = reinterpret_cast<int *>(w + o.type);
     p.tile_lanes = reinterpret_cast<int *>(w + o.lanes);
     p.tile_size = reinterpret_cast<uint32_t *>(w + o.size);
+    p.tile_raw = reinterpret_cast<uint32_t *>(w + o.raw);
     p.freq_cum = reinterpret_cast<uint32_t *>(w + o.freq_cum);
     p.streams = w + o.streams;
     p.payload_off = reinterpret_cast<unsigned long long *>(w + o.payload_off);

@@ -10,6 +10,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -97,6 +99,16 @@ class EncoderBackEnd {
                               const int *lanes, const size_t *sizes,
                               const std::function<void(uint8_t *)> &payloads, HostBytes &body) = 0;
 };
+
+// Whether the encoders store a tile raw without coding it when
+// coded_tile_bound() (codec2_rules.h) shows that coding would not make it
+// smaller. CUDADIFF_CODEC2_RAW_BOUND=0 in the environment codes every tile
+// not skipped (the same bodies, more work; for the tests and for timing
+// comparisons). Read when an encoder is made.
+inline bool raw_bound_enabled() {
+  const char *v = std::getenv("CUDADIFF_CODEC2_RAW_BOUND");
+  return !(v && std::strcmp(v, "0") == 0);
+}
 
 // The CPU reference's back end, for `format`, size and geometry (throws Error
 // as Encoder::create() does).

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
@@ -551,6 +552,46 @@ TEST(Codec2Cpu, RandomFramesAreStoredRaw) {
   const FrameStats st2 = enc->encode(f.view, 0, true, body);
   EXPECT_EQ(st2.tiles[1], 1u);
   EXPECT_LT(body.size(), 64u * 64 * 3 / 2);
+}
+
+// Tiles of noise whose coded size lies below, near and above their bytes.
+// The encoder stores a tile raw without coding it where coded_tile_bound()
+// shows that coding would not make it smaller: its bodies are those of an
+// encoder that codes every tile (CUDADIFF_CODEC2_RAW_BOUND=0), and coded
+// and raw tiles both occur.
+TEST(Codec2Cpu, TilesNearTheRawLimit) {
+  const int w = 800, h = 128;  // five tiles of 10x8 blocks side by side
+  const int amplitude[5] = {120, 136, 144, 160, 256};
+  std::mt19937 gen(11);
+  uint32_t tiles[3] = {0, 0, 0};
+  for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420})
+    for (int k : {0, 1}) {
+      auto with = Encoder::create(*cpu, f, w, h);
+      ASSERT_EQ(setenv("CUDADIFF_CODEC2_RAW_BOUND", "0", 1), 0);
+      auto without = Encoder::create(*cpu, f, w, h);
+      unsetenv("CUDADIFF_CODEC2_RAW_BOUND");
+      HostBytes a, b;
+      for (int t = 0; t < 4; ++t) {
+        HostFrame frame(f, w, h);
+        for (int p = 0; p < frame.view.n_planes(); ++p) {
+          const size_t row = frame.view.row_bytes(p);
+          for (int y = 0; y < frame.view.plane_height(p); ++y)
+            for (size_t x = 0; x < row; ++x)
+              frame.view.row(p, y)[x] = uint8_t(gen() % uint32_t(amplitude[x * 5 / row]));
+        }
+        const FrameStats sa = with->encode(frame.view, k, t % 3 == 0, a);
+        const FrameStats sb = without->encode(frame.view, k, t % 3 == 0, b);
+        const std::string where =
+            std::string(format_name(f)) + " k " + std::to_string(k) + " frame " + std::to_string(t);
+        ASSERT_EQ(bytes_of(a), bytes_of(b)) << where;
+        for (int i = 0; i < 3; ++i) {
+          EXPECT_EQ(sa.tiles[i], sb.tiles[i]) << where;
+          tiles[i] += sa.tiles[i];
+        }
+      }
+    }
+  EXPECT_GT(tiles[1], 0u);
+  EXPECT_GT(tiles[2], 0u);
 }
 
 TEST(Codec2Cpu, StillFramesCostAlmostNothing) {

@@ -30,8 +30,10 @@ namespace {
 // in one part, a moving object and a region changing by much more; or a
 // static picture of which one more block column in every ten changes in
 // each frame (Columns), or a static picture in which one 16x16 square
-// changes in each frame (Spot).
-enum class Content { Random, Scene, Static, Columns, Spot };
+// changes in each frame (Spot), or noise of five amplitudes in five
+// vertical bands (NearRaw: tiles coded, raw after coding and raw by their
+// bound, coded_tile_bound()).
+enum class Content { Random, Scene, Static, Columns, Spot, NearRaw };
 
 void fill_scene(HostFrame &f, int t, std::mt19937 &gen, int noise) {
   testing_util::fill_codec_scene(f, t, gen, noise, /*pan=*/true);
@@ -91,8 +93,21 @@ void fill_spot(HostFrame &f, int t) {
   });
 }
 
+void fill_near_raw(HostFrame &f, std::mt19937 &gen) {
+  const uint32_t amplitude[5] = {120, 136, 144, 160, 256};
+  for (int p = 0; p < f.view.n_planes(); ++p) {
+    const size_t row = f.view.row_bytes(p);
+    for (int y = 0; y < f.view.plane_height(p); ++y)
+      for (size_t x = 0; x < row; ++x)
+        f.view.row(p, y)[x] = uint8_t(gen() % amplitude[x * 5 / row]);
+  }
+}
+
 void fill(HostFrame &f, Content c, int t, std::mt19937 &gen, int k) {
   switch (c) {
+    case Content::NearRaw:
+      fill_near_raw(f, gen);
+      break;
     case Content::Random:
       testing_util::fill_random(f, gen);
       break;
@@ -240,6 +255,25 @@ TEST(Codec2CudaEncoder, RandomFramesGiveRawTiles) {
       if (HasFailure()) return;
     }
   EXPECT_GT(all.tiles[2], 0u);  // raw tiles occurred
+}
+
+// Tiles near the raw limit: those stored raw by their bound without coding
+// them are the CPU's raw tiles too, with both backends' bounds on, and
+// with both off (CUDADIFF_CODEC2_RAW_BOUND=0).
+TEST(Codec2CudaEncoder, TilesNearTheRawLimit) {
+  for (const bool bound : {true, false}) {
+    std::unique_ptr<ScopedEnv> off;
+    if (!bound) off = std::make_unique<ScopedEnv>("CUDADIFF_CODEC2_RAW_BOUND", "0");
+    Totals all;
+    for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420})
+      for (int k : {0, 1}) {
+        const Totals t = compare(f, 800, 128, Content::NearRaw, {k}, 4, 3, k == 1);
+        for (int i = 0; i < 3; ++i) all.tiles[i] += t.tiles[i];
+        if (HasFailure()) return;
+      }
+    EXPECT_GT(all.tiles[1], 0u) << "bound " << bound;
+    EXPECT_GT(all.tiles[2], 0u) << "bound " << bound;
+  }
 }
 
 // Static regions: every block mode occurs, and whole skipped tiles.

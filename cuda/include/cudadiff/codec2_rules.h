@@ -343,6 +343,27 @@ CODEC2_HD uint32_t lane_final_state(int threshold, int lane, uint32_t checksum) 
   return kRansLow + (checksum << 13) + uint32_t(threshold) * 32u + uint32_t(lane);
 }
 
+// A lower bound of a coded tile's size (its lanes' states and bytes), known
+// before its coding: from `bits`, for each distribution the entropy of the
+// tile's counts (sum over tokens of c log2(n / c), n the distribution's
+// count in the tile) plus the raw bits of its tokens, and `symbols`, the
+// tile's symbols. No table of frequencies f summing to kProbScale codes the
+// tokens in fewer than sum c log2(kProbScale / f) bits (Gibbs' inequality),
+// and the coder loses less than the margin taken off: a token's step
+// x' = (x / f) kProbScale + x % f + cum >= (x - f + 1) kProbScale / f with
+// x >= 2^11 f after renormalisation, so log2 x' >= log2 x + log2(kProbScale
+// / f) - 2^-10.4, and a renormalisation's floor loses as little (three
+// sub-steps per symbol at most: 3/256 bits); raw bits lose nothing. Over a
+// lane, log2 of its state plus 8 per byte sent grows from its final state
+// (>= 2^23) to its initial state (< 2^31), which takes 4 bytes: the lane
+// takes at least its bits less the margin, over 8. (1e-9 of the bits and
+// 64 more cover the sums' rounding.) The encoders store a tile whose bound
+// reaches its bytes raw without coding it: coding it would not have made
+// it smaller.
+CODEC2_HD double coded_tile_bound(double bits, double symbols) {
+  return (bits - symbols * (3.0 / 256.0) - bits * 1e-9 - 64.0) / 8.0;
+}
+
 // ---- frequency tables ---------------------------------------------------
 // A transmitted table gives each token a level L (0 = absent, 1..kLevels);
 // level L weighs B[(L-1) % 4] << ((L-1) / 4) with B = 256, 304, 362, 431
