@@ -1869,6 +1869,7 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   std::vector<size_t> code_count_;
   std::vector<std::vector<uint32_t>> tile_hist_;
   const bool raw_bound_ = detail::raw_bound_enabled();  // encode_tile()
+  std::vector<uint8_t> bound_raw_;  // per tile: stored raw by its bound (FrameStats::raw_by_bound)
   std::vector<std::vector<uint64_t>> row_maps_;
   bool maps_ready_ = false;
   const uint32_t *const *tile_hists_ = nullptr;  // write_tiles()'s histograms, per tile
@@ -2678,6 +2679,7 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
     }
     if (coded_tile_bound(bits, symbols) >= double(t.raw_bytes)) {
       tile_type_[ti] = 2;
+      bound_raw_[ti] = 1;
       streams_[ti].clear();
       return false;
     }
@@ -2986,6 +2988,7 @@ FrameStats CpuEncoder::write_tiles(bool keyframe, int k, const uint8_t *modes,
 #if CODEC2_AVX2
     if (use_avx2()) rans_vectors_.assign(rans_symbols_);
 #endif
+    bound_raw_.assign(n_tiles, 0);
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
     for (long long ti = 0; ti < (long long)n_tiles; ++ti)
       if (tile_type_[ti] == 1) encode_tile(size_t(ti), k);
@@ -2998,7 +3001,7 @@ FrameStats CpuEncoder::write_tiles(bool keyframe, int k, const uint8_t *modes,
   if (std::getenv("CODEC2_DEBUG")) debug_sizes(pending_);
   std::vector<size_t> sizes(n_tiles);
   for (size_t ti = 0; ti < n_tiles; ++ti) sizes[ti] = streams_[ti].size();
-  const FrameStats st = assemble(
+  FrameStats st = assemble(
       keyframe, k, modes, tile_type_.data(), tile_lanes_.data(), sizes.data(),
       [&](uint8_t *p) {
         for (size_t ti = 0; ti < n_tiles; ++ti) {
@@ -3007,6 +3010,7 @@ FrameStats CpuEncoder::write_tiles(bool keyframe, int k, const uint8_t *modes,
         }
       },
       body);
+  st.raw_by_bound = uint32_t(std::count(bound_raw_.begin(), bound_raw_.end(), uint8_t(1)));
   tile_hists_ = nullptr;
   return st;
 }

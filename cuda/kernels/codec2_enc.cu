@@ -866,7 +866,7 @@ __device__ __forceinline__ int walk_from_steps(const uint32_t *bits, int steps, 
 // histogram's sum, 8-22 us longer). The logarithms are the single-precision
 // instruction's (at most 2 ulp off: below 2^-17 bits per symbol, far within
 // the bound's margin of 3/256 bits per symbol less the coder's loss of
-// 2^-9.3).
+// under 2^-8.6).
 __device__ bool raw_by_bound(const Params &p, int t, int blocks, double *s_part) {
   const DevTile &dt = p.tiles[t];
   const uint64_t symbols_most = uint64_t(p.tile_coded[t]) + (p.keyframe ? 0u : uint32_t(blocks));
@@ -2966,6 +2966,8 @@ class CudaEncoder final : public Encoder {
         body);
     st.threshold = slot.threshold;
     if (!slot.keyframe) st.changed_bytes = counts.changed;
+    st.raw_by_bound =
+        uint32_t(std::count_if(raw_bound, raw_bound + n_tiles, [](uint32_t r) { return r != 0; }));
     if (timing_) {  // development aid: where the time goes
       const auto t_end = clock::now();
       float ms[kEvents - 1];
@@ -2988,18 +2990,16 @@ class CudaEncoder final : public Encoder {
                    slot.threshold, at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8],
                    at[9]);
       using ms_t = std::chrono::duration<double, std::milli>;
-      std::fprintf(
-          stderr,
-          "codec2 cuda k=%d host, from submit(): submitted %.3f, tables' choices back "
-          "%.3f, model section written %.3f, frame done %.3f, body %.3f ms (%zu payload "
-          "bytes%s; %s; %zu of %zu tiles raw by their bound, not coded)\n",
-          slot.threshold, ms_t(slot.submitted - slot.start).count(),
-          ms_t(t_chosen - slot.start).count(), ms_t(t_tables - slot.start).count(),
-          ms_t(t_done - slot.start).count(), ms_t(t_end - slot.start).count(), payload,
-          device_body ? ", written by the device" : ", copied",
-          slot.graphed ? "as a CUDA graph" : "kernels launched one by one",
-          size_t(std::count_if(raw_bound, raw_bound + n_tiles, [](uint32_t r) { return r != 0; })),
-          n_tiles);
+      std::fprintf(stderr,
+                   "codec2 cuda k=%d host, from submit(): submitted %.3f, tables' choices back "
+                   "%.3f, model section written %.3f, frame done %.3f, body %.3f ms (%zu payload "
+                   "bytes%s; %s; %zu of %zu tiles raw by their bound, not coded)\n",
+                   slot.threshold, ms_t(slot.submitted - slot.start).count(),
+                   ms_t(t_chosen - slot.start).count(), ms_t(t_tables - slot.start).count(),
+                   ms_t(t_done - slot.start).count(), ms_t(t_end - slot.start).count(), payload,
+                   device_body ? ", written by the device" : ", copied",
+                   slot.graphed ? "as a CUDA graph" : "kernels launched one by one",
+                   size_t(st.raw_by_bound), n_tiles);
       // The same on the device's clock (the timeline above): where the
       // host's part of a frame lies beside the device's.
       const auto since = [&](clock::time_point t) { return ms_t(t - host_epoch_).count(); };

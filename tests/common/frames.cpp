@@ -10,6 +10,24 @@ namespace testing_util {
 using cudadiff::FrameView;
 using cudadiff::VideoFormat;
 
+ScopedEnv::ScopedEnv(const char *name, const char *value) : name_(name) {
+  if (const char *old = std::getenv(name)) {
+    had_ = true;
+    old_ = old;
+  }
+  if (setenv(name, value, 1) != 0) {
+    std::fprintf(stderr, "ScopedEnv: setenv(%s) failed\n", name);
+    std::abort();
+  }
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (had_)
+    setenv(name_.c_str(), old_.c_str(), 1);
+  else
+    unsetenv(name_.c_str());
+}
+
 HostFrame::HostFrame(VideoFormat format, int width, int height, size_t pad_bytes, uint8_t fill)
     : pad(pad_bytes) {
   size_t offsets[cudadiff::kMaxPlanes], strides[cudadiff::kMaxPlanes];

@@ -62,6 +62,20 @@ std::vector<uint8_t> bytes_of(const cudadiff::HostBytes &b);
 // each row its visible bytes).
 std::vector<uint8_t> packed_bytes(const cudadiff::FrameView &v);
 
+// An environment variable set for a scope (the encoders read some when
+// made), and put back as it was (set to its old value, or unset) after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char *name, const char *value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv &) = delete;
+  ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
 // Round trips for CUDA tests: a device frame holding `host`, and a download.
 cudadiff::DeviceFrame upload(const HostFrame &host, const cudadiff::Context &ctx);
 HostFrame download(const cudadiff::DeviceFrame &device, const cudadiff::Context &ctx,

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -187,6 +189,96 @@ TEST(Codec2Rules, TokensAndContexts) {
     for (int e : edges) n += g >= e;
     ASSERT_EQ(activity_bucket(g), n) << g;
   }
+}
+
+// coded_tile_bound() never exceeds what the coder writes, and comes close
+// to it: symbols drawn from skewed to nearly uniform token distributions,
+// with their raw bits, coded by 1 to 32 lanes with tables proportional to
+// the counts (the nearest the coder gets to the counts' entropy) or further
+// off, by the rANS steps of docs/stream-format.md ("The encoder", step 7),
+// written here again.
+TEST(Codec2Rules, CodedTileBoundLiesBelowTheCodedSize) {
+  std::mt19937 gen(5);
+  double closest = 0.0;  // the largest bound / coded size
+  for (int trial = 0; trial < 400; ++trial) {
+    const int n_dist = 1 + int(gen() % 4), lanes = 1 + int(gen() % 32);
+    const int n_sym = 100 + int(gen() % 30000);
+    std::vector<std::discrete_distribution<int>> draw;
+    for (int d = 0; d < n_dist; ++d) {
+      const int n_tok = 1 + int(gen() % kTokens);
+      const double ratio = std::uniform_real_distribution<double>(0.3, 1.0)(gen);
+      std::vector<double> w(n_tok);
+      for (int t = 0; t < n_tok; ++t) w[t] = std::pow(ratio, t);
+      draw.emplace_back(w.begin(), w.end());
+    }
+    struct Sym {
+      int d, tk, nbits;
+      uint32_t bits;
+    };
+    std::vector<Sym> syms(static_cast<size_t>(n_sym));
+    std::vector<std::array<uint32_t, kTokens>> count(static_cast<size_t>(n_dist));
+    for (auto &c : count) c.fill(0);
+    double bits = 0.0;
+    for (Sym &y : syms) {
+      y.d = int(gen() % uint32_t(n_dist));
+      y.tk = draw[size_t(y.d)](gen);
+      y.nbits = token_extra_bits(y.tk);
+      y.bits = gen() & ((1u << y.nbits) - 1u);
+      count[size_t(y.d)][size_t(y.tk)]++;
+      bits += y.nbits;
+    }
+    // The tables: frequencies proportional to the counts (at least 1 for a
+    // token that occurs), in a third of the trials to counts with noise.
+    const bool off = trial % 3 == 2;
+    std::vector<std::array<uint32_t, kTokens>> freq(static_cast<size_t>(n_dist)),
+        cum(static_cast<size_t>(n_dist));
+    for (int d = 0; d < n_dist; ++d) {
+      const auto &c = count[size_t(d)];
+      double n = 0.0, wsum = 0.0, w[kTokens];
+      for (int t = 0; t < kTokens; ++t) {
+        n += c[size_t(t)];
+        w[t] = c[size_t(t)] * (off ? std::uniform_real_distribution<double>(0.5, 2.0)(gen) : 1.0);
+        wsum += w[t];
+        if (c[size_t(t)]) bits -= c[size_t(t)] * std::log2(double(c[size_t(t)]));
+      }
+      if (n > 0) bits += n * std::log2(n);
+      auto &f = freq[size_t(d)];
+      uint32_t sum = 0;
+      int largest = 0;
+      for (int t = 0; t < kTokens; ++t) {
+        f[size_t(t)] = c[size_t(t)] ? std::max<uint32_t>(1, uint32_t(w[t] * kProbScale / wsum)) : 0;
+        sum += f[size_t(t)];
+        if (f[size_t(t)] > f[size_t(largest)]) largest = t;
+      }
+      if (sum == 0) continue;                  // a distribution without symbols
+      f[size_t(largest)] += kProbScale - sum;  // (never below 1 here: sum stays near 4096)
+      uint32_t at = 0;
+      for (int t = 0; t < kTokens; ++t) cum[size_t(d)][size_t(t)] = at, at += f[size_t(t)];
+    }
+    // Lane l codes symbols l, l + lanes, ... from its final state backwards:
+    // each symbol's raw bits, then its token.
+    size_t coded = 0;
+    for (int l = 0; l < lanes; ++l) {
+      uint32_t x = lane_final_state(0, l, 0);
+      for (int i = l + (n_sym - 1 - l) / lanes * lanes; i >= l; i -= lanes) {
+        const Sym &y = syms[size_t(i)];
+        if (y.nbits) {
+          while (x >= (1u << (31 - y.nbits))) x >>= 8, ++coded;
+          x = (x << y.nbits) | y.bits;
+        }
+        const uint32_t f = freq[size_t(y.d)][size_t(y.tk)], c = cum[size_t(y.d)][size_t(y.tk)];
+        while (x >= (f << 19)) x >>= 8, ++coded;
+        x = (x / f) * kProbScale + x % f + c;
+      }
+      coded += 4;  // the lane's state
+    }
+    const double bound = coded_tile_bound(bits, double(n_sym));
+    ASSERT_LE(bound, double(coded))
+        << "trial " << trial << ": " << n_sym << " symbols, " << lanes << " lanes";
+    closest = std::max(closest, bound / double(coded));
+  }
+  // Close: a bound 1 % higher would have exceeded some coded size.
+  EXPECT_GT(closest, 0.99);
 }
 
 TEST(Codec2Rules, LevelsNormaliseToTheScale) {
@@ -557,19 +649,21 @@ TEST(Codec2Cpu, RandomFramesAreStoredRaw) {
 // Tiles of noise whose coded size lies below, near and above their bytes.
 // The encoder stores a tile raw without coding it where coded_tile_bound()
 // shows that coding would not make it smaller: its bodies are those of an
-// encoder that codes every tile (CUDADIFF_CODEC2_RAW_BOUND=0), and coded
-// and raw tiles both occur.
+// encoder that codes every tile (CUDADIFF_CODEC2_RAW_BOUND=0), and tiles
+// coded, raw after coding and raw by their bound all occur.
 TEST(Codec2Cpu, TilesNearTheRawLimit) {
-  const int w = 800, h = 128;  // five tiles of 10x8 blocks side by side
-  const int amplitude[5] = {120, 136, 144, 160, 256};
+  const int w = 1280, h = 128;  // eight tiles of 10x8 blocks side by side
+  const int amplitude[8] = {120, 136, 140, 142, 143, 144, 160, 256};
   std::mt19937 gen(11);
-  uint32_t tiles[3] = {0, 0, 0};
+  uint32_t tiles[3] = {0, 0, 0}, by_bound = 0;
   for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420})
     for (int k : {0, 1}) {
       auto with = Encoder::create(*cpu, f, w, h);
-      ASSERT_EQ(setenv("CUDADIFF_CODEC2_RAW_BOUND", "0", 1), 0);
-      auto without = Encoder::create(*cpu, f, w, h);
-      unsetenv("CUDADIFF_CODEC2_RAW_BOUND");
+      std::unique_ptr<Encoder> without;
+      {
+        const testing_util::ScopedEnv off("CUDADIFF_CODEC2_RAW_BOUND", "0");
+        without = Encoder::create(*cpu, f, w, h);
+      }
       HostBytes a, b;
       for (int t = 0; t < 4; ++t) {
         HostFrame frame(f, w, h);
@@ -577,7 +671,7 @@ TEST(Codec2Cpu, TilesNearTheRawLimit) {
           const size_t row = frame.view.row_bytes(p);
           for (int y = 0; y < frame.view.plane_height(p); ++y)
             for (size_t x = 0; x < row; ++x)
-              frame.view.row(p, y)[x] = uint8_t(gen() % uint32_t(amplitude[x * 5 / row]));
+              frame.view.row(p, y)[x] = uint8_t(gen() % uint32_t(amplitude[x * 8 / row]));
         }
         const FrameStats sa = with->encode(frame.view, k, t % 3 == 0, a);
         const FrameStats sb = without->encode(frame.view, k, t % 3 == 0, b);
@@ -588,10 +682,14 @@ TEST(Codec2Cpu, TilesNearTheRawLimit) {
           EXPECT_EQ(sa.tiles[i], sb.tiles[i]) << where;
           tiles[i] += sa.tiles[i];
         }
+        EXPECT_LE(sa.raw_by_bound, sa.tiles[2]) << where;
+        EXPECT_EQ(sb.raw_by_bound, 0u) << where;
+        by_bound += sa.raw_by_bound;
       }
     }
-  EXPECT_GT(tiles[1], 0u);
-  EXPECT_GT(tiles[2], 0u);
+  EXPECT_GT(tiles[1], 0u);             // coded
+  EXPECT_GT(by_bound, 0u);             // raw by the bound
+  EXPECT_GT(tiles[2] - by_bound, 0u);  // raw after coding
 }
 
 TEST(Codec2Cpu, StillFramesCostAlmostNothing) {

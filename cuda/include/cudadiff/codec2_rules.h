@@ -347,19 +347,23 @@ CODEC2_HD uint32_t lane_final_state(int threshold, int lane, uint32_t checksum) 
 // before its coding: from `bits`, for each distribution the entropy of the
 // tile's counts (sum over tokens of c log2(n / c), n the distribution's
 // count in the tile) plus the raw bits of its tokens, and `symbols`, the
-// tile's symbols. No table of frequencies f summing to kProbScale codes the
-// tokens in fewer than sum c log2(kProbScale / f) bits (Gibbs' inequality),
-// and the coder loses less than the margin taken off: a token's step
-// x' = (x / f) kProbScale + x % f + cum >= (x - f + 1) kProbScale / f with
-// x >= 2^11 f after renormalisation, so log2 x' >= log2 x + log2(kProbScale
-// / f) - 2^-10.4, and a renormalisation's floor loses as little (three
-// sub-steps per symbol at most: 3/256 bits); raw bits lose nothing. Over a
-// lane, log2 of its state plus 8 per byte sent grows from its final state
-// (>= 2^23) to its initial state (< 2^31), which takes 4 bytes: the lane
-// takes at least its bits less the margin, over 8. (1e-9 of the bits and
-// 64 more cover the sums' rounding.) The encoders store a tile whose bound
-// reaches its bytes raw without coding it: coding it would not have made
-// it smaller.
+// tile's symbols. No table of frequencies f summing to kProbScale (every
+// token that occurs has f >= 1) codes the tokens in fewer than
+// sum c log2(kProbScale / f) bits (Gibbs' inequality). Take log2 of a
+// lane's state plus 8 per byte it sent: a token's step
+// x' = (x / f) kProbScale + x % f + cum >= (x - f + 1) kProbScale / f, with
+// x >= 2^11 f after renormalisation, adds at least log2(kProbScale / f) -
+// 2^-10.4; raw bits' step adds exactly their count; a renormalisation's
+// floor loses less than 2^-10.4 before a token and 2^-12.4 before raw bits
+// (at most 10 of them leave x >= 2^13): under 2^-8.6 bits per symbol in
+// all, within the margin of 3/256. Over the lane the sum grows from its
+// final state (>= 2^23) to its initial state (< 2^31), less than the 8
+// bits of its 4 bytes: the lane takes at least its bits less the margin,
+// over 8. (1e-9 of the bits and 64 more cover the sums' rounding.) The
+// encoders store a tile whose bound reaches its bytes raw without coding
+// it: coding it would not have made it smaller.
+static_assert(3 + (kTokens - 1 - kDirectTokens) / 2 <= 10,  // token_extra_bits() of the last
+              "coded_tile_bound()'s margin assumes at most 10 raw bits per token");
 CODEC2_HD double coded_tile_bound(double bits, double symbols) {
   return (bits - symbols * (3.0 / 256.0) - bits * 1e-9 - 64.0) / 8.0;
 }
