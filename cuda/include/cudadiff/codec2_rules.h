@@ -359,9 +359,10 @@ CODEC2_HD uint32_t lane_final_state(int threshold, int lane, uint32_t checksum) 
 // all, within the margin of 3/256. Over the lane, what the state itself
 // gains from its final state (>= 2^23) to its initial state (< 2^31) is
 // less than 8 bits, which its 4 bytes more than make up for: the lane
-// takes at least its bits less the margin, over 8. (1e-9 of the bits and 64 more cover the sums' rounding.) The
-// encoders store a tile whose bound reaches its bytes raw without coding
-// it: coding it would not have made it smaller.
+// takes at least its bits less the margin, over 8. (1e-9 of the bits and
+// 64 more cover the sums' rounding.) The encoders store a tile whose bound
+// reaches its bytes raw without coding it: coding it would not have made
+// it smaller.
 static_assert(3 + (kTokens - 1 - kDirectTokens) / 2 <= 10,  // token_extra_bits() of the last
               "coded_tile_bound()'s margin assumes at most 10 raw bits per token");
 CODEC2_HD double coded_tile_bound(double bits, double symbols) {
