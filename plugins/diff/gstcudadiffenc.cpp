@@ -449,24 +449,23 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
   auto *self = GST_CUDADIFF_ENC(encoder);
   EncState *st = self->state;
   discard_pending(self);
-  try {
-    // Everything that frees CUDA resources runs in the context, which is
-    // popped again after (the thread is left as it was).
-    cudadiff::ContextScope scope(st->ctx.get());
-    if (st->ctx) st->ctx->synchronize();
+  const auto release = [st] {
     st->drop_codec();
     st->writer.reset();
     st->body = cudadiff::HostBytes();
     st->bodies->close();
     st->ctx.reset();
+  };
+  try {
+    // Everything that frees CUDA resources runs in the context, which is
+    // popped again after (the thread is left as it was).
+    cudadiff::ContextScope scope(st->ctx.get());
+    if (st->ctx) st->ctx->synchronize();
+    release();
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "at stop: %s", e.what());
   }
-  st->drop_codec();
-  st->writer.reset();
-  st->body = cudadiff::HostBytes();
-  st->bodies->close();
-  st->ctx.reset();
+  release();  // (what the context's failure left; nothing otherwise)
   st->share.release();
   return TRUE;
 }
