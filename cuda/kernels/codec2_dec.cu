@@ -253,12 +253,16 @@ __device__ __forceinline__ int next_coded_step(const LayerDev &L, const TileDev 
 // SMEM: the tables and the rows of working values are in shared memory (the
 // common case; the caller checks it), so that their loads and stores are
 // the shared memory's own, with 32-bit addresses, rather than generic ones.
+// The layer is known from NC: layer 0 has 1, 3 or 4 components, layer 1
+// (chroma) 2 (layers_of()), so that its fields are constants of the kernel's
+// parameters rather than loads at an index known only at run time.
 template <int NC, bool YCOCG, bool KEY, bool SMEM>
 __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *map,
-                             const DistTab *tabs, const TileDev &t, int l, int lanes, int lane,
+                             const DistTab *tabs, const TileDev &t, int lanes, int lane,
                              unsigned lt, uint32_t &x, uint32_t &h, const uint8_t *p, uint32_t &pos,
                              int16_t *ring, size_t ring_elems, const CodedBlocks &coded) {
   constexpr int W2 = 2 * NC;
+  constexpr int l = NC == 2 ? 1 : 0;
   const LayerDev &L = P.layer[l];
   const int w = t.w[l], hh = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
   const int k = P.k;
@@ -546,12 +550,17 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
       to_channels(YCOCG, NC, value, ch);
 #pragma unroll
       for (int c = 0; c < NC; ++c) {
-        const bool out = spatial ? ch[c] < 0 || ch[c] > max_idx : ch[c] < -255 || ch[c] > 255;
+        // In range: an index 0..max_idx, a difference -255..255. Both
+        // reconstructions are base + u * step clamped to 0..255 (an index's
+        // is min(255, u * step): dequant_index()), without a branch.
+        const bool out =
+            spatial ? uint32_t(ch[c]) > uint32_t(max_idx) : uint32_t(ch[c] + 255) > 510u;
         bad |= active && out;
         const int u = out ? 0 : ch[c];
-        const int vv = refv[c] + u * step;
-        clamped |= !spatial && (vv < 0 || vv > 255);
-        rv[c] = skip ? refv[c] : spatial ? dequant_index(u, k) : (vv < 0 ? 0 : vv > 255 ? 255 : vv);
+        const int vv = (spatial ? 0 : refv[c]) + u * step;
+        const int cv = vv < 0 ? 0 : vv > 255 ? 255 : vv;
+        clamped |= !spatial && cv != vv;
+        rv[c] = skip ? refv[c] : cv;
         if (in_tile) rec_at.at[c][i * step_of[c]] = uint8_t(rv[c]);
       }
       if (KEY) {
@@ -689,19 +698,24 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
     const int variant = L.channels * 4 + L.ycocg * 2 + (key ? 1 : 0);
     // (the condition of decode_layer()'s ring of rows)
     const bool smem = P.tabs_shared && size_t(lanes + 1) * t.w[l] * 2 * L.channels <= P.ring_elems;
+    // (decode_layer<NC>() takes layer NC == 2 ? 1 : 0, which layers_of() makes so)
+    if ((L.channels == 2) != (l == 1)) {
+      ok = false;
+      break;
+    }
     switch (variant) {
-#define CODEC2_LAYER(NC, YC)                                                                       \
-  case NC * 4 + YC * 2 + 0:                                                                        \
-    ok = smem ? decode_layer<NC, YC, false, true>(P, lu, map, tabs, t, l, lanes, lane, lt, x, h,   \
-                                                  p, pos, ring, P.ring_elems, coded)               \
-              : decode_layer<NC, YC, false, false>(P, lu, map, tabs, t, l, lanes, lane, lt, x, h,  \
-                                                   p, pos, ring, P.ring_elems, coded);             \
-    break;                                                                                         \
-  case NC * 4 + YC * 2 + 1:                                                                        \
-    ok = smem ? decode_layer<NC, YC, true, true>(P, lu, map, tabs, t, l, lanes, lane, lt, x, h, p, \
-                                                 pos, ring, P.ring_elems, coded)                   \
-              : decode_layer<NC, YC, true, false>(P, lu, map, tabs, t, l, lanes, lane, lt, x, h,   \
-                                                  p, pos, ring, P.ring_elems, coded);              \
+#define CODEC2_LAYER(NC, YC)                                                                      \
+  case NC * 4 + YC * 2 + 0:                                                                       \
+    ok = smem ? decode_layer<NC, YC, false, true>(P, lu, map, tabs, t, lanes, lane, lt, x, h, p,  \
+                                                  pos, ring, P.ring_elems, coded)                 \
+              : decode_layer<NC, YC, false, false>(P, lu, map, tabs, t, lanes, lane, lt, x, h, p, \
+                                                   pos, ring, P.ring_elems, coded);               \
+    break;                                                                                        \
+  case NC * 4 + YC * 2 + 1:                                                                       \
+    ok = smem ? decode_layer<NC, YC, true, true>(P, lu, map, tabs, t, lanes, lane, lt, x, h, p,   \
+                                                 pos, ring, P.ring_elems, coded)                  \
+              : decode_layer<NC, YC, true, false>(P, lu, map, tabs, t, lanes, lane, lt, x, h, p,  \
+                                                  pos, ring, P.ring_elems, coded);                \
     break;
       CODEC2_LAYER(1, 0)
       CODEC2_LAYER(2, 0)
