@@ -28,7 +28,9 @@
 //      warp does the samples in between. Skipped and raw tiles are copies.
 //   4. one flag comes back: the picture (two device buffers in the
 //      canonical byte order) is swapped only when every tile decoded.
-// A tile that fails stops at once (the CPU decoder goes on to its end but
+// A tile whose payload runs short stops at once; one with a value out of
+// range or a token of an unused table at the end of the layer, which keeps
+// that check off each step's chain (the CPU decoder goes on to its end and
 // refuses the body all the same).
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
@@ -99,15 +101,16 @@ __device__ __forceinline__ const uint8_t *chan_ptr(const uint8_t *pic, const Lay
 
 // A distribution's decoding table: the token of a slot from one word of a
 // bitmap of where tokens start and a count, without a 4096-slot table.
-// rank(slot) = before[slot / 32] + popc(mask[slot / 32] up to bit slot % 32) - 1
+// rank(slot) = before[slot / 32] + popc(mask[slot / 32] up to bit slot % 32)
 // is the slot's token among the present ones (in token order, the order of
-// their slots); ent[rank] = cum | token << 12 | freq << 17.
+// their slots), with before[q] one less than the tokens starting before
+// bucket q; ent[rank] = cum | token << 12 | freq << 17.
 constexpr int kTabBuckets = int(kProbScale) / 32;
 constexpr int kMaxDist = 512;  // distributions of any format (313 at most)
 struct DistTab {
   uint32_t mask[kTabBuckets];
   uint32_t ent[kTokens];
-  uint8_t before[kTabBuckets];
+  int8_t before[kTabBuckets];  // minus 1 (-1 in bucket 0, where the first token starts)
 };
 static_assert(sizeof(DistTab) % 16 == 0, "tables are copied in 16-byte words");
 
@@ -130,24 +133,26 @@ __global__ void build_tables_kernel(const uint32_t *__restrict__ sym, DistTab *_
   }
   if (q >= rank && q < kTokens) tabs[d].ent[q] = 0;
   tabs[d].mask[q] = mask;
-  tabs[d].before[q] = uint8_t(before);
+  tabs[d].before[q] = int8_t(before - 1);
 }
 
 // Renormalises the lanes that are `active` (every thread of the warp calls
 // it): each lane needs 0, 1 or 2 bytes (its state is at least 2^11 after a
 // step), handed out in lane order from `pos`. False (the same in every
-// lane) when the payload has too few.
+// lane) when the payload has too few. The votes are on the comparisons
+// themselves (a lane below 2^15 needs a second byte, and is below 2^23
+// too), so that they wait for nothing else.
 __device__ __forceinline__ bool renorm(uint32_t &x, bool active, const uint8_t *__restrict__ p,
                                        uint32_t &pos, uint32_t end, unsigned lane_mask_lt) {
-  const uint32_t n = !active ? 0u : x < (1u << 15) ? 2u : x < kRansLow ? 1u : 0u;
-  const uint32_t one = __ballot_sync(kFullWarp, n & 1u), two = __ballot_sync(kFullWarp, n & 2u);
-  if ((one | two) == 0) return true;
-  const uint32_t total = __popc(one) + 2u * __popc(two);
+  const bool one = active && x < kRansLow, two = active && x < (1u << 15);
+  const uint32_t ones = __ballot_sync(kFullWarp, one), twos = __ballot_sync(kFullWarp, two);
+  if (ones == 0) return true;
+  const uint32_t total = __popc(ones) + __popc(twos);
   if (end - pos < total) return false;
-  if (n) {
-    const uint32_t at = pos + __popc(one & lane_mask_lt) + 2u * __popc(two & lane_mask_lt);
-    x = n == 1 ? (x << 8) | __ldg(p + at)
-               : (x << 16) | uint32_t(__ldg(p + at)) << 8 | __ldg(p + at + 1);
+  if (one) {
+    const uint32_t at = pos + __popc(ones & lane_mask_lt) + __popc(twos & lane_mask_lt);
+    x = !two ? (x << 8) | __ldg(p + at)
+             : (x << 16) | uint32_t(__ldg(p + at)) << 8 | __ldg(p + at + 1);
   }
   pos += total;
   return true;
@@ -158,7 +163,10 @@ __device__ __forceinline__ bool renorm(uint32_t &x, bool active, const uint8_t *
 __device__ __forceinline__ int decode_symbol(uint32_t &x, const DistTab *tab) {
   const uint32_t slot = x & (kProbScale - 1), q = slot >> 5;
   const uint32_t m = tab->mask[q] & (0xffffffffu >> (31u - (slot & 31u)));
-  const uint32_t rank = (uint32_t(tab->before[q]) + __popc(m) - 1u) & (kTokens - 1);
+  // (0..31: the first present token starts at slot 0, so m has a bit in
+  // bucket 0 and before[q] >= 0 in the others, and build_tables_kernel
+  // gives at most 32 tokens a start)
+  const int rank = int(tab->before[q]) + __popc(m);
   const uint32_t e = tab->ent[rank];
   x = (e >> 17) * (x >> kProbBits) + slot - (e & 0xfff);
   return int((e >> 12) & 31u);
@@ -369,6 +377,11 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
     }
   };
   int walk_until = 0;  // deltas: the steps before this one need no jump test
+  // A value out of range or a token of an unused table, at any step: the
+  // tile fails at the layer's end. Until then the lanes go on (such a value
+  // reconstructs as 0, such a table keeps the state), reading and writing
+  // only what an undamaged tile would.
+  bool damaged = false;
   set_row(cj);
   Ahead<NC> next;
   fetch(ci, cj, next);
@@ -399,7 +412,9 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
     // need them for the T-domain.
     int refv[NC];
     for (int c = 0; c < NC; ++c) refv[c] = KEY ? 0 : a.refv[c];
-    if (__ballot_sync(kFullWarp, active) == 0) {
+    // (keyframes need no jumps: a step at which no lane has a sample, which
+    // only tiles one sample wide have, runs with every lane idle)
+    if (!KEY && __ballot_sync(kFullWarp, active) == 0) {
       if (!KEY && in_tile && skip) {
         int ch[NC], comp[NC];
         for (int c = 0; c < NC; ++c) {
@@ -500,7 +515,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
       // An unused table keeps the state (its one token spans all slots)
-      // and makes the tile fail after this step.
+      // and makes the tile fail at the layer's end.
       bad |= cross ? unused1[c] : unused0[c];
       uint32_t xn = x;
       int token = decode_symbol(xn, cross ? tab1[c] : tab0[c]);
@@ -512,17 +527,18 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
       const bool extra = active && token >= kDirectTokens;
       bool any_extra;
       {
-        const uint32_t n = !active ? 0u : x < (1u << 15) ? 2u : x < kRansLow ? 1u : 0u;
-        const uint32_t one = __ballot_sync(kFullWarp, n & 1u);
-        const uint32_t two = __ballot_sync(kFullWarp, n & 2u);
+        // (as renorm())
+        const bool one = active && x < kRansLow, two = active && x < (1u << 15);
+        const uint32_t ones = __ballot_sync(kFullWarp, one);
+        const uint32_t twos = __ballot_sync(kFullWarp, two);
         any_extra = __any_sync(kFullWarp, extra);
-        if (one | two) {
-          const uint32_t total = __popc(one) + 2u * __popc(two);
+        if (ones) {
+          const uint32_t total = __popc(ones) + __popc(twos);
           if (end - pos < total) return false;
-          const uint32_t at = pos + __popc(one & lt) + 2u * __popc(two & lt);
-          const uint32_t b0 = n != 0 ? uint32_t(__ldg(p + at)) : 0u;
-          const uint32_t b1 = n == 2 ? uint32_t(__ldg(p + at + 1)) : 0u;
-          x = n == 0 ? x : n == 1 ? (x << 8) | b0 : (x << 16) | b0 << 8 | b1;
+          const uint32_t at = pos + __popc(ones & lt) + __popc(twos & lt);
+          const uint32_t b0 = one ? uint32_t(__ldg(p + at)) : 0u;
+          const uint32_t b1 = two ? uint32_t(__ldg(p + at + 1)) : 0u;
+          x = !one ? x : !two ? (x << 8) | b0 : (x << 16) | b0 << 8 | b1;
           pos += total;
         }
       }
@@ -587,10 +603,10 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
         }
       }
     }
-    if (__any_sync(kFullWarp, bad)) return false;
+    damaged |= bad;
     __syncwarp();
   }
-  return true;
+  return !__any_sync(kFullWarp, damaged);
 }
 
 constexpr int kMaxTilesPerBlock = 8;
