@@ -18,8 +18,8 @@
 //      wavefront order of the spec: per step and component every lane
 //      decodes its token from its table, the lanes' renormalisation bytes
 //      are handed out in lane order by a prefix sum over the warp (two
-//      ballots: who needs one byte, who needs two), then the raw bits
-//      likewise. A step's sample is a chain of dependent operations, so
+//      ballots: who needs a byte, who needs a second one), then the raw
+//      bits likewise. A step's sample is a chain of dependent operations, so
 //      what does not depend on the rANS states comes first or a step
 //      ahead (the reference's bytes, the block modes, the contexts'
 //      tables). In deltas the lanes jump over runs of steps at which none
@@ -29,9 +29,9 @@
 //   4. one flag comes back: the picture (two device buffers in the
 //      canonical byte order) is swapped only when every tile decoded.
 // A tile whose payload runs short stops at once; one with a value out of
-// range or a token of an unused table at the end of the layer, which keeps
-// that check off each step's chain (the CPU decoder goes on to its end and
-// refuses the body all the same).
+// range or a token of an unused table fails at the end of the layer, which
+// keeps that check off each step's chain (the CPU decoder goes on to its
+// end and refuses the body all the same).
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 
@@ -163,9 +163,11 @@ __device__ __forceinline__ bool renorm(uint32_t &x, bool active, const uint8_t *
 __device__ __forceinline__ int decode_symbol(uint32_t &x, const DistTab *tab) {
   const uint32_t slot = x & (kProbScale - 1), q = slot >> 5;
   const uint32_t m = tab->mask[q] & (0xffffffffu >> (31u - (slot & 31u)));
-  // (0..31: the first present token starts at slot 0, so m has a bit in
-  // bucket 0 and before[q] >= 0 in the others, and build_tables_kernel
-  // gives at most 32 tokens a start)
+  // (0..31: every table comes from BodyReader::symbols() or is table 0,
+  // with frequencies that add up to 4096 and are at least 1 for a present
+  // token (normalize_levels()), so the first present token starts at slot
+  // 0, m has a bit in bucket 0, before[q] >= 0 in the others, and at most
+  // 32 tokens start anywhere)
   const int rank = int(tab->before[q]) + __popc(m);
   const uint32_t e = tab->ent[rank];
   x = (e >> 17) * (x >> kProbBits) + slot - (e & 0xfff);
@@ -379,8 +381,8 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
   int walk_until = 0;  // deltas: the steps before this one need no jump test
   // A value out of range or a token of an unused table, at any step: the
   // tile fails at the layer's end. Until then the lanes go on (such a value
-  // reconstructs as 0, such a table keeps the state), reading and writing
-  // only what an undamaged tile would.
+  // is taken as 0, such a table keeps the state), reading and writing only
+  // where an undamaged tile would.
   bool damaged = false;
   set_row(cj);
   Ahead<NC> next;
