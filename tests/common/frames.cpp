@@ -107,6 +107,17 @@ void fill_random(HostFrame &frame) {
   fill_random(frame, rng());
 }
 
+void fill_noise_bands(HostFrame &frame, std::mt19937 &gen, const uint32_t *amplitude, int bands) {
+  for (int p = 0; p < frame.view.n_planes(); ++p) {
+    const size_t row = frame.view.row_bytes(p);
+    for (int y = 0; y < frame.view.plane_height(p); ++y) {
+      uint8_t *r = frame.view.row(p, y);
+      for (size_t x = 0; x < row; ++x)
+        r[x] = static_cast<uint8_t>(gen() % amplitude[x * size_t(bands) / row]);
+    }
+  }
+}
+
 void fill_codec_scene(HostFrame &f, int t, std::mt19937 &gen, int noise, bool pan) {
   std::uniform_int_distribution<int> n(-noise, noise);
   const size_t shift = pan ? size_t(t) : 0;

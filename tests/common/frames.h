@@ -40,6 +40,10 @@ std::mt19937 &rng();
 void fill_random(HostFrame &frame);
 void fill_random(HostFrame &frame, std::mt19937 &gen);
 void fill_value(HostFrame &frame, uint8_t value);
+// Noise in `bands` vertical bands of each plane's rows: band b's bytes are
+// uniform in 0 .. amplitude[b] - 1 (to place tiles below, near and above the
+// size that coding leaves them).
+void fill_noise_bands(HostFrame &frame, std::mt19937 &gen, const uint32_t *amplitude, int bands);
 // Frame t of a codec test scene: smooth ramps with edges (`pan`: moving by a
 // byte per frame), an inverted square moving by 2 bytes and a row per frame,
 // and uniform noise of up to `noise` from `gen`: every block mode occurs.

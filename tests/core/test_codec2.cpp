@@ -653,7 +653,7 @@ TEST(Codec2Cpu, RandomFramesAreStoredRaw) {
 // coded, raw after coding and raw by their bound all occur.
 TEST(Codec2Cpu, TilesNearTheRawLimit) {
   const int w = 1280, h = 128;  // eight tiles of 10x8 blocks side by side
-  const int amplitude[8] = {120, 136, 140, 142, 143, 144, 160, 256};
+  const uint32_t amplitude[8] = {120, 136, 140, 142, 143, 144, 160, 256};
   std::mt19937 gen(11);
   uint32_t tiles[3] = {0, 0, 0}, by_bound = 0;
   for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420})
@@ -667,12 +667,7 @@ TEST(Codec2Cpu, TilesNearTheRawLimit) {
       HostBytes a, b;
       for (int t = 0; t < 4; ++t) {
         HostFrame frame(f, w, h);
-        for (int p = 0; p < frame.view.n_planes(); ++p) {
-          const size_t row = frame.view.row_bytes(p);
-          for (int y = 0; y < frame.view.plane_height(p); ++y)
-            for (size_t x = 0; x < row; ++x)
-              frame.view.row(p, y)[x] = uint8_t(gen() % uint32_t(amplitude[x * 8 / row]));
-        }
+        testing_util::fill_noise_bands(frame, gen, amplitude, 8);
         const FrameStats sa = with->encode(frame.view, k, t % 3 == 0, a);
         const FrameStats sb = without->encode(frame.view, k, t % 3 == 0, b);
         const std::string where =

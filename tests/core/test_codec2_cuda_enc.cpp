@@ -94,21 +94,13 @@ void fill_spot(HostFrame &f, int t) {
   });
 }
 
-void fill_near_raw(HostFrame &f, std::mt19937 &gen) {
-  const uint32_t amplitude[5] = {120, 136, 144, 160, 256};
-  for (int p = 0; p < f.view.n_planes(); ++p) {
-    const size_t row = f.view.row_bytes(p);
-    for (int y = 0; y < f.view.plane_height(p); ++y)
-      for (size_t x = 0; x < row; ++x)
-        f.view.row(p, y)[x] = uint8_t(gen() % amplitude[x * 5 / row]);
-  }
-}
-
 void fill(HostFrame &f, Content c, int t, std::mt19937 &gen, int k) {
   switch (c) {
-    case Content::NearRaw:
-      fill_near_raw(f, gen);
+    case Content::NearRaw: {
+      const uint32_t amplitude[5] = {120, 136, 144, 160, 256};
+      testing_util::fill_noise_bands(f, gen, amplitude, 5);
       break;
+    }
     case Content::Random:
       testing_util::fill_random(f, gen);
       break;
