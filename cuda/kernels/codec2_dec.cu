@@ -417,7 +417,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
     // (keyframes need no jumps: a step at which no lane has a sample, which
     // only tiles one sample wide have, runs with every lane idle)
     if (!KEY && __ballot_sync(kFullWarp, active) == 0) {
-      if (!KEY && in_tile && skip) {
+      if (in_tile && skip) {
         int ch[NC], comp[NC];
         for (int c = 0; c < NC; ++c) {
           rec_at.at[c][i * step_of[c]] = uint8_t(refv[c]);
@@ -429,7 +429,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
           wp[NC + c] = 0;
         }
       }
-      if (!KEY && st + 1 >= walk_until) {
+      if (st + 1 >= walk_until) {
         // The next step at which a lane decodes something; unless it comes
         // soon, the warp does the samples in between and the lanes jump.
         const unsigned nx = warp_min_u32(

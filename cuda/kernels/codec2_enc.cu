@@ -2322,9 +2322,11 @@ class CudaEncoder final : public Encoder {
     // last frames (kMaxInFlight).
     size_t off_model[kMaxInFlight];
     for (size_t &o : off_model) o = carve(at, size_t(p.dist_count) * sizeof(DevModel));
+    // (off_coded_count: tile_coded, then tile_extra)
     const size_t off_stream_off = carve(at, stream_off.size() * 8),
-                 off_coded_count = carve(at, tiles.size() * 8),  // and the raw bits
-        off_reciprocal = carve(at, (kProbScale + 1) * 4), off_shift = carve(at, kProbScale + 1),
+                 off_coded_count = carve(at, tiles.size() * 8),
+                 off_reciprocal = carve(at, (kProbScale + 1) * 4),
+                 off_shift = carve(at, kProbScale + 1),
                  off_fresh = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
                  off_cost_prev = carve(at, size_t(p.dist_count) * 8),
                  off_cost_new = carve(at, size_t(p.dist_count) * 8),
