@@ -705,6 +705,12 @@ __device__ __forceinline__ bool bound_tiles(const Params &p) {
   return p.raw_bound && p.k == 0;
 }
 
+// Whether tile t goes through the lanes' checksums, the schedule and the
+// rANS passes: coded, and not found raw by its bound (raw_by_bound()).
+__device__ __forceinline__ bool rans_coded(const Params &p, int t) {
+  return p.tile_type[t] == 1 && !p.tile_raw[t];
+}
+
 // 5. Every sample's symbols (neighbours from the reconstruction's working
 // values, values from the input's) in the tile's layout, the block-mode
 // symbols of a delta, and each tile's histogram.
@@ -1323,7 +1329,7 @@ __device__ __forceinline__ Affine affine_of(uint32_t v) {
 constexpr int kChecksumThreads = 128;
 __global__ void __launch_bounds__(kChecksumThreads) checksum_kernel(Params p) {
   const int t = blockIdx.x;
-  if (p.tile_type[t] != 1 || p.tile_raw[t]) return;
+  if (!rans_coded(p, t)) return;
   const DevTile &dt = p.tiles[t];
   const int lanes = p.tile_lanes[t];
   const int parts = kMaxLanes / lanes, ln = int(blockIdx.y) % lanes, part = int(blockIdx.y) / lanes;
@@ -1524,7 +1530,7 @@ __device__ __forceinline__ uint32_t schedule_run(const Params &p, const DevTile 
 constexpr int kScheduleThreads = 256;
 __global__ void __launch_bounds__(kScheduleThreads) schedule_kernel(Params p) {
   const int t = blockIdx.x;
-  if (p.tile_type[t] != 1 || p.tile_raw[t]) return;
+  if (!rans_coded(p, t)) return;
   const DevTile &dt = p.tiles[t];
   const int lanes = p.tile_lanes[t];
   __shared__ SchedLayer s_layer[kMaxLayers];
@@ -1852,7 +1858,7 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   uint8_t *s_shift = reinterpret_cast<uint8_t *>(s_fc + n_fc);
   const RansRing ring{s_dyn + rans_tables_bytes(p.dist_count) / sizeof(uint4), p.ring_nc};
   const int t = blockIdx.x;
-  if (p.tile_type[t] != 1 || p.tile_raw[t]) return;  // the whole block
+  if (!rans_coded(p, t)) return;  // the whole block
   to_shared(s_fc, p.freq_cum, n_fc);
   to_shared(s_rcp, p.reciprocal, int(kProbScale) + 1);
   to_shared(s_shift, p.shift, int(kProbScale) + 1);
@@ -1935,7 +1941,7 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
 // leave most threads idle.
 __global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
   const int t = blockIdx.x;
-  if (p.tile_type[t] != 1 || p.tile_raw[t]) return;
+  if (!rans_coded(p, t)) return;
   const DevTile &dt = p.tiles[t];
   const int lanes = p.tile_lanes[t];
   const uint32_t units = tile_units(dt, p.layers, lanes, !p.keyframe);
