@@ -60,6 +60,11 @@ struct EncoderWatch {
     const auto it = numbers.find(pts);
     return it == numbers.end() ? -1 : int64_t(it->second);
   }
+  // The number of the latest frame that reached the encoder (-1: none yet).
+  int64_t latest_number() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return numbers.empty() ? -1 : int64_t(numbers.rbegin()->second);
+  }
 
   void attach(GstElement *media) {
     GstElement *enc = gst_bin_get_by_name(GST_BIN(media), "enc");
@@ -236,6 +241,22 @@ void print_jitterbuffer_stats(Pipeline &p) {
   gst_iterator_free(it);
 }
 
+// What the client's decoder counted (frames out, keyframes, packets dropped,
+// losses).
+void print_decoder_stats(Pipeline &p) {
+  GstElement *dec = p.get_by_factory("cudadiffdec");
+  if (!dec) return;
+  GstStructure *stats = nullptr;
+  g_object_get(dec, "stats", &stats, nullptr);
+  if (stats) {
+    gchar *text = gst_structure_to_string(stats);
+    std::printf("client's %s\n", text);
+    g_free(text);
+    gst_structure_free(stats);
+  }
+  gst_object_unref(dec);
+}
+
 void expect_clean(Pipeline &p, const char *who) {
   EXPECT_EQ(p.error(), "") << who;
 }
@@ -399,6 +420,15 @@ TEST(DiffRtsp, ClientsJoinAndLeaveAtRandom) {
     v.tcp = i % 3 == 0;
     visits.push_back(std::move(v));
   }
+  // The anchor is judged by the source's frame numbers it shows, not by the
+  // time: on a loaded machine the live source can fall behind its 25 frames
+  // a second, and a client's frames can queue behind its decoder.
+  auto last_shown = [&]() -> int64_t {
+    const std::vector<Shown> f = anchor.frames();
+    return f.empty() ? -1 : server.watch.number(f.back().sender_pts);
+  };
+  const int64_t anchor_from = last_shown();
+  ASSERT_GE(anchor_from, 0) << "the anchor's first frame has no frame number";
   const auto t0 = Clock::now();
   auto now = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   size_t running_max = 0;
@@ -429,6 +459,8 @@ TEST(DiffRtsp, ClientsJoinAndLeaveAtRandom) {
     running_max = std::max(running_max, running);
     sleep_s(0.05);
   }
+  const double span = now();
+  const int64_t made_until = server.watch.latest_number();
   std::printf("%d clients, at most %zu at once; server: %llu connections\n", kClients, running_max,
               (unsigned long long)server.server->stats().clients_connected);
   for (const Visit &v : visits)
@@ -447,7 +479,25 @@ TEST(DiffRtsp, ClientsJoinAndLeaveAtRandom) {
         << (v.tcp ? "TCP" : "UDP") << " client from " << v.start << " s to " << v.stop << " s";
     expect_clean(*v.pipeline, "client");
   }
-  EXPECT_GT(anchor.frame_count(), size_t(kSpan * kFps * 0.9));
+  // The frames made in the span reach the anchor within its latency (1 s);
+  // a loaded machine may take longer: until it shows the last of them or a
+  // later one, at most 12 s. Then the anchor has shown at least 90 % of them.
+  wait_until([&] { return last_shown() >= made_until; }, 12);
+  std::set<int64_t> shown;
+  for (const Shown &f : anchor.frames()) {
+    const int64_t n = server.watch.number(f.sender_pts);
+    if (n > anchor_from && n <= made_until) shown.insert(n);
+  }
+  const int64_t made = made_until - anchor_from;
+  std::printf(
+      "in %.1f s the source made frames %lld to %lld (%lld), the anchor showed %zu of them\n", span,
+      (long long)anchor_from + 1, (long long)made_until, (long long)made, shown.size());
+  print_jitterbuffer_stats(anchor);
+  print_decoder_stats(anchor);
+  EXPECT_GE(double(shown.size()), 0.9 * double(made));
+  // and the source kept going (25 frames a second; half of that on a
+  // heavily loaded machine)
+  EXPECT_GE(double(made), 0.5 * kSpan * kFps);
   anchor.stop();
   expect_clean(anchor, "anchor client");
   EXPECT_EQ(server.server->error(), "");
