@@ -241,20 +241,24 @@ void print_jitterbuffer_stats(Pipeline &p) {
   gst_iterator_free(it);
 }
 
-// What the client's decoder counted (frames out, keyframes, packets dropped,
-// losses).
-void print_decoder_stats(Pipeline &p) {
+// The stats of the client's decoder (frames out, keyframes, packets dropped,
+// losses), or null when it has none; free with gst_structure_free().
+GstStructure *decoder_stats(Pipeline &p) {
   GstElement *dec = p.get_by_factory("cudadiffdec");
-  if (!dec) return;
+  if (!dec) return nullptr;
   GstStructure *stats = nullptr;
   g_object_get(dec, "stats", &stats, nullptr);
-  if (stats) {
-    gchar *text = gst_structure_to_string(stats);
-    std::printf("client's %s\n", text);
-    g_free(text);
-    gst_structure_free(stats);
-  }
   gst_object_unref(dec);
+  return stats;
+}
+
+void print_decoder_stats(Pipeline &p) {
+  GstStructure *stats = decoder_stats(p);
+  if (!stats) return;
+  gchar *text = gst_structure_to_string(stats);
+  std::printf("client's %s\n", text);
+  g_free(text);
+  gst_structure_free(stats);
 }
 
 void expect_clean(Pipeline &p, const char *who) {
@@ -332,14 +336,11 @@ TEST(DiffRtsp, NoLossShowsEveryFrameAndLateClientStartsWithin5Frames) {
     // it synchronises, so the first few decoded frames may not reach the
     // sink (docs/streaming.md). Frames are decoded in order without gaps, so
     // the first decoded one is the first shown less those clipped.
-    GstElement *dec = c->pipeline->get_by_factory("cudadiffdec");
-    ASSERT_NE(dec, nullptr);
-    GstStructure *stats = nullptr;
-    g_object_get(dec, "stats", &stats, nullptr);
+    GstStructure *stats = decoder_stats(*c->pipeline);
+    ASSERT_NE(stats, nullptr);
     guint64 decoded = 0;
     gst_structure_get_uint64(stats, "frames-out", &decoded);
     gst_structure_free(stats);
-    gst_object_unref(dec);
     ASSERT_GE(decoded, shown.size());
     const uint64_t clipped = decoded - shown.size();
     ASSERT_GE(shown[0], clipped);
