@@ -13,6 +13,12 @@
 // raw BGR frames of FILE (of --clip-size, default --size, one after
 // another) scaled to --size by nearest neighbour (with --format I420 or
 // NV12 then converted to it). --random: frames of random bytes instead.
+// --streams N (CUDA): also N decoders side by side, each on a Context of its
+// own (a stream of its own) in a thread of its own, each decoding the same
+// bodies over and over as a stream of its own would: the time per frame of
+// all of them together (wall time over the frames decoded, keyframes
+// included), beside one decoder's in the same loop: what several streams
+// decoded by one GPU (one cudadiffdec each) get from it.
 //   RESULT|codec2 decode|<impl> k=<k> <key|delta>|median ms|body bytes|0|note
 #include <algorithm>
 #include <chrono>
@@ -20,6 +26,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_util.h"
@@ -74,7 +81,7 @@ int main(int argc, char **argv) {
   bench::Options opt = bench::parse_options(
       argc, argv,
       "[--format NAME] [--clip FILE [--clip-size WxH] | --random] [--tiles BXxBY] "
-      "[--lane-samples N] [--walk-bound P]");
+      "[--lane-samples N] [--walk-bound P] [--streams N]");
   // --tiles, --lane-samples, --walk-bound: another tile geometry than the
   // encoder's default (blocks of 16x16 per tile), more or fewer coded
   // samples per rANS lane, or another bound on the walk through a tile with
@@ -93,6 +100,15 @@ int main(int argc, char **argv) {
     if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
   }
   if (bench::check_clip_format(clip, fmt) < 0) return 2;
+  int streams = 0;
+  for (size_t i = 0; i + 1 < opt.positional.size(); ++i)
+    if (opt.positional[i] == "--streams") {
+      streams = std::atoi(opt.positional[i + 1].c_str());
+      if (streams < 1 || streams > 64) {
+        std::fprintf(stderr, "--streams wants 1..64, not %s\n", opt.positional[i + 1].c_str());
+        return 2;
+      }
+    }
   bool random = false;
   if (bench::random_option(opt.positional, clip, random) < 0) return 2;
   const size_t n = frame_size_packed(fmt, w, h);
@@ -173,6 +189,49 @@ int main(int argc, char **argv) {
           (t == 0 ? key_ms : delta_ms)
               .push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
         }
+      if (streams > 0 && impl.ctx == gpu.get()) {
+        // One decoder, then `streams` side by side, each decoding the bodies
+        // `rounds` times after one warm-up pass; wall time per frame.
+        for (int m : {1, streams}) {
+          std::vector<std::unique_ptr<Context>> ctxs;
+          std::vector<std::unique_ptr<Decoder>> decs;
+          for (int i = 0; i < m; ++i) {
+            ctxs.push_back(Context::cuda(0));
+            decs.push_back(Decoder::create(*ctxs.back(), fmt, w, h));
+          }
+          std::vector<std::string> errs(static_cast<size_t>(m), std::string());
+          auto pass = [&](int i, int passes) {
+            for (int r = 0; r < passes; ++r)
+              for (int t = 0; t < frames; ++t)
+                if (!decs[size_t(i)]->decode(bodies[t].data(), bodies[t].size(), &errs[size_t(i)]))
+                  return;
+          };
+          for (int i = 0; i < m; ++i) pass(i, 1);  // warm-up
+          const auto t0 = std::chrono::steady_clock::now();
+          std::vector<std::thread> threads;
+          for (int i = 0; i < m; ++i) threads.emplace_back(pass, i, rounds);
+          for (std::thread &th : threads) th.join();
+          const auto t1 = std::chrono::steady_clock::now();
+          for (const std::string &e : errs)
+            if (!e.empty()) {
+              std::fprintf(stderr, "decode failed: %s\n", e.c_str());
+              return 1;
+            }
+          bench::Row row;
+          row.operation = "codec2 decode " + std::to_string(w) + "x" + std::to_string(h) + " " +
+                          format_name(fmt) + ", tiles " + std::to_string(geometry.tile_bx) + "x" +
+                          std::to_string(geometry.tile_by) + ", side by side";
+          row.implementation = "cuda k=" + std::to_string(k) + " " + std::to_string(m) +
+                               (m == 1 ? " stream" : " streams");
+          const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count() /
+                            (double(m) * rounds * frames);
+          row.stats.median_ms = row.stats.min_ms = row.stats.max_ms = ms;
+          row.stats.runs = 1;
+          row.note = "wall time per frame of all streams together (" +
+                     std::to_string(m * rounds * frames) + " frames, keyframes included)";
+          report.add(row);
+        }
+      }
       for (int key = 1; key >= 0; --key) {
         bench::Row row;
         row.operation = "codec2 decode " + std::to_string(w) + "x" + std::to_string(h) + " " +
@@ -198,6 +257,7 @@ int main(int argc, char **argv) {
     }
   }
   if (gpu) report.add(bench::measure_h2d_copy(opt, *gpu, n));
+  if (streams > 0 && !gpu) std::fprintf(stderr, "--streams: no CUDA device, skipped\n");
   report.print_table();
   return 0;
 }
