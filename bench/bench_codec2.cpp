@@ -154,6 +154,16 @@ int main(int argc, char **argv) {
                 "x" + std::to_string(clip_h) + " scaled to " + std::to_string(w) + "x" +
                 std::to_string(h));
 
+  // The rows' operation: the size, the format and the layout.
+  const std::string operation =
+      "codec2 decode " + std::to_string(w) + "x" + std::to_string(h) + " " + format_name(fmt) +
+      ", tiles " + std::to_string(geometry.tile_bx) + "x" + std::to_string(geometry.tile_by) +
+      (geometry.lane_samples != defaults.lane_samples
+           ? ", " + std::to_string(geometry.lane_samples) + " per lane"
+           : std::string()) +
+      (geometry.walk_bound != defaults.walk_bound
+           ? ", walk bound " + std::to_string(geometry.walk_bound) + " %"
+           : std::string());
   for (int k : {0, 5, 10, 20}) {
     // The bodies: a keyframe, then deltas, in pinned host memory.
     auto enc = Encoder::create(*cpu, fmt, w, h, &geometry);
@@ -218,9 +228,7 @@ int main(int argc, char **argv) {
               return 1;
             }
           bench::Row row;
-          row.operation = "codec2 decode " + std::to_string(w) + "x" + std::to_string(h) + " " +
-                          format_name(fmt) + ", tiles " + std::to_string(geometry.tile_bx) + "x" +
-                          std::to_string(geometry.tile_by) + ", side by side";
+          row.operation = operation + ", side by side";
           row.implementation = "cuda k=" + std::to_string(k) + " " + std::to_string(m) +
                                (m == 1 ? " stream" : " streams");
           const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count() /
@@ -234,15 +242,7 @@ int main(int argc, char **argv) {
       }
       for (int key = 1; key >= 0; --key) {
         bench::Row row;
-        row.operation = "codec2 decode " + std::to_string(w) + "x" + std::to_string(h) + " " +
-                        format_name(fmt) + ", tiles " + std::to_string(geometry.tile_bx) + "x" +
-                        std::to_string(geometry.tile_by) +
-                        (geometry.lane_samples != defaults.lane_samples
-                             ? ", " + std::to_string(geometry.lane_samples) + " per lane"
-                             : std::string()) +
-                        (geometry.walk_bound != defaults.walk_bound
-                             ? ", walk bound " + std::to_string(geometry.walk_bound) + " %"
-                             : std::string());
+        row.operation = operation;
         row.implementation =
             std::string(impl.name) + " k=" + std::to_string(k) + (key ? " keyframe" : " delta");
         const std::vector<double> &v = key ? key_ms : delta_ms;
