@@ -892,8 +892,9 @@ TEST(Codec2Cpu, FramesInFlightDecodeAtSubmission) {
 }
 
 // Frames in flight on the CPU backend's encoder: each is encoded at
-// submission, finish() hands the bodies back in order (the same bytes as
-// encode()), and more than kMaxInFlight, or a finish() with none, throw.
+// submission, finish() and finish_async() hand the bodies back in order
+// (the same bytes as encode()), and more than kMaxInFlight, or a finish()
+// with none, throw.
 TEST(Codec2Cpu, FramesInFlightEncodeAtSubmission) {
   const VideoFormat fmt = VideoFormat::I420;
   const int w = 66, h = 50;
@@ -923,12 +924,18 @@ TEST(Codec2Cpu, FramesInFlightEncodeAtSubmission) {
     EXPECT_EQ(st.keyframe, key[oldest]) << oldest;
     EXPECT_EQ(bytes_of(body), s.bodies[oldest]) << "frame " << oldest;
   }
+  // The rest by finish_async(), whose bodies are complete on return here
+  // (and wait_body() has nothing to wait for).
   for (size_t t = frames.size() + 1 - most; t < frames.size(); ++t) {
-    enc->finish(body);
+    const FrameStats st = enc->finish_async(body);
+    EXPECT_EQ(st.keyframe, key[t]) << t;
+    EXPECT_EQ(bytes_of(body), s.bodies[t]) << "frame " << t;
+    enc->wait_body(body);
     EXPECT_EQ(bytes_of(body), s.bodies[t]) << "frame " << t;
   }
   EXPECT_EQ(enc->frames_in_flight(), 0);
   EXPECT_THROW(enc->finish(body), Error);
+  EXPECT_THROW(enc->finish_async(body), Error);
 }
 
 TEST(Codec2Cpu, RandomBodiesNeverCrash) {

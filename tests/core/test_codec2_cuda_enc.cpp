@@ -386,7 +386,10 @@ namespace {
 // between deltas, raw tiles (random frames) and tiles with few lanes. As
 // cudadiffenc does: each frame is copied up asynchronously on the context's
 // stream into one of `depth` device frames, which the frame `depth` later
-// overwrites once this one is finished.
+// overwrites once this one is finished. `lag` > 0: each body comes from
+// finish_async() and is waited for (wait_body()) and compared only after
+// `lag` more frames were finished (cudadiffenc waits after one), each into
+// its own buffer.
 struct InFlightCase {
   VideoFormat fmt;
   int w, h;
@@ -394,11 +397,14 @@ struct InFlightCase {
   std::vector<int> ks;
   int frames, key_every;
   int depth = Encoder::kMaxInFlight;
+  int lag = 0;
 };
 void compare_in_flight(const InFlightCase &c) {
   auto cpu = Context::cpu();
   auto gpu = Context::cuda(0);
   std::mt19937 &gen = testing_util::rng();
+  // (before the encoder, which waits for any body still on its way when it goes)
+  std::vector<HostBytes> gbodies(size_t(c.lag + 1));
   auto cenc = Encoder::create(*cpu, c.fmt, c.w, c.h);
   auto genc = Encoder::create(*gpu, c.fmt, c.w, c.h);
   std::vector<HostBytes> cbodies(size_t(c.frames));
@@ -407,17 +413,31 @@ void compare_in_flight(const InFlightCase &c) {
   frames.reserve(size_t(c.frames));
   std::vector<DeviceFrame> inputs;
   for (int i = 0; i < c.depth; ++i) inputs.emplace_back(c.fmt, c.w, c.h);
-  HostBytes gbody;
   auto where = [&](int t) {
     return std::string(format_name(c.fmt)) + " " + std::to_string(c.w) + "x" + std::to_string(c.h) +
-           " frame " + std::to_string(t) + " (" + std::to_string(c.depth) + " in flight)";
+           " frame " + std::to_string(t) + " (" + std::to_string(c.depth) + " in flight" +
+           (c.lag ? ", bodies waited for " + std::to_string(c.lag) + " frames later" : "") + ")";
   };
-  auto finish_and_compare = [&](int t) {
-    const FrameStats gs = genc->finish(gbody);
-    expect_same_stats(cstats[size_t(t)], gs, where(t));
+  auto compare_body = [&](int t) {
+    HostBytes &gbody = gbodies[size_t(t) % gbodies.size()];
+    if (c.lag) genc->wait_body(gbody);
     EXPECT_TRUE(bytes_of(cbodies[size_t(t)]) == bytes_of(gbody)) << where(t) << ": bodies differ";
-    // The body's buffer is reused by the next finish(): overwrite it.
+    // The body's buffer is reused by a later finish(): overwrite it.
     std::memset(gbody.data(), 0xA5, gbody.size());
+  };
+  int finished = 0;
+  auto finish_and_compare = [&](int t) {
+    EXPECT_EQ(t, finished);
+    HostBytes &gbody = gbodies[size_t(t) % gbodies.size()];
+    const FrameStats gs = c.lag ? genc->finish_async(gbody) : genc->finish(gbody);
+    finished++;
+    expect_same_stats(cstats[size_t(t)], gs, where(t));
+    // One frame at a time the device writes the payloads into the body
+    // (mapped): complete on return.
+    if (c.lag && c.depth == 1) {
+      EXPECT_TRUE(bytes_of(cbodies[size_t(t)]) == bytes_of(gbody)) << where(t) << ": not complete";
+    }
+    if (t >= c.lag) compare_body(t - c.lag);
   };
   auto k_of = [&](int t) { return c.ks[size_t(t) % c.ks.size()]; };
   // The CPU's bodies first, so that the GPU's frames follow each other
@@ -437,6 +457,7 @@ void compare_in_flight(const InFlightCase &c) {
     if (::testing::Test::HasFailure()) return;
   }
   for (int t = std::max(0, c.frames + 1 - c.depth); t < c.frames; ++t) finish_and_compare(t);
+  for (int t = std::max(0, c.frames - c.lag); t < c.frames; ++t) compare_body(t);
   EXPECT_EQ(genc->frames_in_flight(), 0);
   HostBytes cref, gref;
   cenc->read_reference(cref);
@@ -466,6 +487,68 @@ TEST(Codec2CudaEncoder, FramesInFlight) {
 TEST(Codec2CudaEncoder, FramesInFlightFullHd) {
   compare_in_flight({VideoFormat::BGR, 1920, 1080, Content::Scene, {5, 5, 20, 0}, 7, 4});
   compare_in_flight({VideoFormat::BGR, 1920, 1080, Content::Random, {20, 0, 5}, 7, 100});
+}
+
+// finish_async(): the same bodies once wait_body() says they are complete,
+// each waited for one frame later (as cudadiffenc does: random frames' raw
+// tiles, megabytes each, still on their way), several frames later, and
+// later than the encoder keeps bodies on their way (kMaxInFlight: a further
+// one waits for the oldest); one frame at a time (the device writes the
+// payloads into a mapped body: complete on return), and wait_body() of a
+// body that is not on its way returns at once.
+TEST(Codec2CudaEncoder, BodiesOnTheirWay) {
+  compare_in_flight({VideoFormat::BGR,
+                     1920,
+                     1080,
+                     Content::Random,
+                     {0, 20, 0},
+                     8,
+                     100,
+                     Encoder::kMaxInFlight,
+                     1});
+  compare_in_flight({VideoFormat::BGR, 200, 120, Content::Random, {0, 5}, 9, 3, 3, 2});
+  compare_in_flight({VideoFormat::I420,
+                     201,
+                     131,
+                     Content::Static,
+                     {20, 0, 7},
+                     12,
+                     5,
+                     Encoder::kMaxInFlight,
+                     Encoder::kMaxInFlight + 2});
+  compare_in_flight({VideoFormat::BGR, 320, 256, Content::Columns, {5, 0}, 5, 100, 1, 1});
+  // A body still on its way given to finish_async() again: the encoder
+  // waits for its copy before it writes the next body into it.
+  auto gpu = Context::cuda(0);
+  auto cpu = Context::cpu();
+  constexpr int w = 640, h = 360, n = 6;
+  HostBytes body;  // (before the encoder, which waits for its copy when it goes)
+  auto genc = Encoder::create(*gpu, VideoFormat::BGR, w, h);
+  auto cenc = Encoder::create(*cpu, VideoFormat::BGR, w, h);
+  std::mt19937 &gen = testing_util::rng();
+  std::vector<HostFrame> frames;
+  std::vector<HostBytes> cbodies(n);
+  std::vector<DeviceFrame> inputs;
+  frames.reserve(n);  // (each read by its upload until the frame is finished)
+  inputs.reserve(n);
+  for (int t = 0; t < n; ++t) {
+    frames.emplace_back(VideoFormat::BGR, w, h, 3);
+    fill(frames.back(), Content::Random, t, gen, 0);
+    cenc->encode(frames.back().view, 0, t == 0, cbodies[size_t(t)]);
+    inputs.emplace_back(VideoFormat::BGR, w, h);
+    copy_to_device(frames.back().view, inputs.back().view(), *gpu);
+    genc->submit(inputs.back().view(), 0, t == 0);
+    if (t >= 2) genc->finish_async(body);  // frames 0 .. n-3, each into the same body
+  }
+  genc->finish_async(body);
+  genc->finish_async(body);
+  genc->wait_body(body);
+  EXPECT_TRUE(bytes_of(cbodies[n - 1]) == bytes_of(body)) << "the last body";
+  // wait_body() of a body that is not on its way returns at once.
+  HostBytes never;
+  genc->wait_body(never);
+  never.resize(100);
+  genc->wait_body(never);
 }
 
 // A frame's kernels after prepare_kernel go as a CUDA graph, made per slot,

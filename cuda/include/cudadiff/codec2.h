@@ -124,6 +124,20 @@ class Encoder {
   static constexpr int kMaxInFlight = 4;
   virtual void submit(const FrameView &frame, int threshold, bool keyframe);
   virtual FrameStats finish(HostBytes &body);
+  // finish() for a caller with work to do while a large body comes back
+  // from the device (cudadiffenc packs frame N-1 while frame N's payloads
+  // cross the bus): the same body and statistics, but its payloads may
+  // still be on their way into `body` on return. Until wait_body(body) the
+  // caller must not read, resize, reallocate or free `body` (moving the
+  // HostBytes is fine: its storage stays). At most kMaxInFlight bodies on
+  // their way at once (a further one waits for the oldest first). The
+  // frame itself is finished as by finish() (the next may be submitted, and
+  // its input is no longer read). The CPU backend returns complete bodies.
+  virtual FrameStats finish_async(HostBytes &body) { return finish(body); }
+  // Waits until the payloads of `body`, from finish_async(), are in place;
+  // returns at once for any other body. Throws Error when their copy
+  // failed (the body is then incomplete; a CUDA error: make a new encoder).
+  virtual void wait_body(const HostBytes &body) { (void)body; }
   int frames_in_flight() const { return in_flight_; }
   // The reference in canonical order (docs/stream-format.md), for tests.
   virtual void read_reference(HostBytes &out) = 0;
