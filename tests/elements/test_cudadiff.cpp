@@ -38,10 +38,11 @@ bool have_zstd() {
 }
 
 // The deltas cudadiffenc (backend auto) holds back with frame-overlap:
-// version 2 on a GPU keeps kMaxInFlight - 1 while it packs the one before,
-// version 1 and the CPU backend one.
+// version 2 on a GPU keeps kMaxInFlight - 1 queued and one more whose body
+// is on its way to the host while it packs the one before, version 1 and
+// the CPU backend one.
 int frames_held(int version) {
-  return version == 2 && cudadiff::device_count() > 0 ? cudadiff::codec2::Encoder::kMaxInFlight - 1
+  return version == 2 && cudadiff::device_count() > 0 ? cudadiff::codec2::Encoder::kMaxInFlight
                                                       : 1;
 }
 

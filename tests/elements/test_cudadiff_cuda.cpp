@@ -4,8 +4,8 @@
 // versions 1 and 2 (each coded by the element's backend, the CUDA encoder
 // uploading the frames from system memory), and with frames overlapping (a
 // non-live upstream: version 2's CUDA encoder then keeps up to four frames
-// in flight, three deltas waiting for their packets). Needs a device: exits 77
-// without one.
+// in flight, and four deltas wait for their packets). Needs a device: exits
+// 77 without one.
 #include <gst/check/gstharness.h>
 #include <gst/video/gstvideoencoder.h>
 #include <gtest/gtest.h>
@@ -114,14 +114,15 @@ TEST(CudaDiffCuda, CudaPacketsEqualCpuPackets) {
         }
 }
 
-// Version 2 on the GPU with frame-overlap holds kMaxInFlight - 1 deltas
-// back (the GPU codes them while the packet before them is made): each
+// Version 2 on the GPU with frame-overlap holds kMaxInFlight deltas back
+// (the GPU codes kMaxInFlight - 1 while the packet before them is made,
+// and one more waits for its body to reach the host): each
 // delta's packet leaves once that many more frames have come, the encoder
 // reports as many frame intervals of latency, a drain query pushes them all,
 // and stopping with them waiting drops them cleanly. The packets are those
 // of frame-overlap=never.
 TEST(CudaDiffCuda, Version2OverlapHoldsDeltas) {
-  constexpr int held = cudadiff::codec2::Encoder::kMaxInFlight - 1;
+  constexpr int held = cudadiff::codec2::Encoder::kMaxInFlight;
   static_assert(held >= 2 && held <= 4, "the test pushes 6 frames, then held more");
   const GstVideoInfo info = video_info("BGRx", 40, 18, 25);
   std::vector<Bytes> sent[2];
@@ -167,4 +168,91 @@ TEST(CudaDiffCuda, Version2OverlapHoldsDeltas) {
     gst_harness_teardown(enc);
   }
   EXPECT_EQ(sent[0], sent[1]);
+}
+
+// Version 2 on the GPU with frame-overlap: the delta collected last waits
+// for its body to come back while the packet before it goes out. With
+// random frames (raw tiles: packets large enough to leave in the body's own
+// buffer, eight at most while downstream holds them, the rest copied),
+// every packet is that of frame-overlap=never, in order, across a caps
+// change with a body on its way (the waiting packets leave first, in the
+// old size); a flush drops the waiting ones, body on its way included, and
+// the next frame is a keyframe; stopping with a body on its way is clean.
+TEST(CudaDiffCuda, Version2BodiesOnTheirWay) {
+  constexpr int held = cudadiff::codec2::Encoder::kMaxInFlight;
+  struct Size {
+    int w, h;
+  };
+  const Size sizes[] = {{256, 192}, {160, 120}};
+  std::mt19937 gen(11);
+  // Frames 0-6 in the first size, 7-21 in the second (a flush after 13).
+  std::vector<Bytes> inputs;
+  for (int t = 0; t < 22; ++t) {
+    const Size &z = sizes[t < 7 ? 0 : 1];
+    Bytes in(size_t(z.w) * z.h * 3);
+    for (uint8_t &b : in) b = uint8_t(gen());
+    inputs.push_back(std::move(in));
+  }
+  std::vector<std::vector<GstBuffer *>> got(2);
+  for (int overlap = 0; overlap < 2; ++overlap) {
+    SCOPED_TRACE(overlap ? "frame-overlap=always" : "frame-overlap=never");
+    GstHarness *enc =
+        gst_harness_new_parse((std::string("cudadiffenc backend=cuda threshold=0 stream-version=2 "
+                                           "keyframe-interval=0 frame-overlap=") +
+                               (overlap ? "always" : "never"))
+                                  .c_str());
+    std::vector<GstBuffer *> &out = got[size_t(overlap)];
+    auto pull = [&] {
+      while (GstBuffer *b = gst_harness_try_pull(enc))
+        if (GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER))
+          gst_buffer_unref(b);
+        else
+          out.push_back(b);  // held to the end
+    };
+    auto push = [&](int t) {
+      const Size &z = sizes[t < 7 ? 0 : 1];
+      ASSERT_EQ(gst_harness_push(enc, buffer_from(video_info("BGR", z.w, z.h), inputs[t], t)),
+                GST_FLOW_OK);
+      pull();
+    };
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGR", 256, 192).c_str());
+    for (int t = 0; t < 7; ++t) {
+      push(t);
+      EXPECT_EQ(int(out.size()), overlap && t > 0 ? std::max(1, t + 1 - held) : t + 1)
+          << "after frame " << t;
+    }
+    // New caps with deltas queued and one body on its way: they leave first.
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGR", 160, 120).c_str());
+    for (int t = 7; t < 14; ++t) {
+      push(t);
+      EXPECT_EQ(int(out.size()), overlap && t > 7 ? 8 + std::max(0, t - 7 - held) : t + 1)
+          << "after frame " << t;
+    }
+    // A flush drops what waits (overlap: frames 10-13, 10 the body on its way).
+    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_flush_start()));
+    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_flush_stop(TRUE)));
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGR", 160, 120).c_str());
+    GstSegment segment;
+    gst_segment_init(&segment, GST_FORMAT_TIME);
+    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_segment(&segment)));
+    for (int t = 14; t < 22; ++t) push(t);
+    EXPECT_EQ(out.size(), overlap ? 10u + 1u + (22u - 15u - held) : 22u);
+    gst_harness_teardown(enc);  // with deltas queued and a body on its way
+  }
+  // Overlap sent frames 0-9, then 14 (a keyframe after the flush, as
+  // without overlap) onwards: each the packet sent without overlap.
+  ASSERT_EQ(got[0].size(), 22u);
+  for (GstBuffer *b : got[1]) {
+    const Header hd = header_of(b);
+    ASSERT_LT(hd.frame_number, 22u);
+    EXPECT_TRUE(hd.frame_number < 10 || hd.frame_number >= 14) << hd.frame_number;
+    EXPECT_EQ(hd.keyframe(), hd.frame_number == 0 || hd.frame_number == 7 || hd.frame_number == 14)
+        << hd.frame_number;
+    EXPECT_TRUE(bytes_of(b) == bytes_of(got[0][size_t(hd.frame_number)]))
+        << "packet of frame " << hd.frame_number;
+  }
+  for (size_t i = 1; i < got[1].size(); ++i)
+    EXPECT_GT(header_of(got[1][i]).frame_number, header_of(got[1][i - 1]).frame_number);
+  for (auto &v : got)
+    for (GstBuffer *b : v) gst_buffer_unref(b);
 }
