@@ -497,25 +497,11 @@ TEST(Codec2CudaEncoder, FramesInFlightFullHd) {
 // payloads into a mapped body: complete on return), and wait_body() of a
 // body that is not on its way returns at once.
 TEST(Codec2CudaEncoder, BodiesOnTheirWay) {
-  compare_in_flight({VideoFormat::BGR,
-                     1920,
-                     1080,
-                     Content::Random,
-                     {0, 20, 0},
-                     8,
-                     100,
-                     Encoder::kMaxInFlight,
-                     1});
+  constexpr int most = Encoder::kMaxInFlight;
+  compare_in_flight({VideoFormat::BGR, 1920, 1080, Content::Random, {0, 20, 0}, 8, 100, most, 1});
   compare_in_flight({VideoFormat::BGR, 200, 120, Content::Random, {0, 5}, 9, 3, 3, 2});
-  compare_in_flight({VideoFormat::I420,
-                     201,
-                     131,
-                     Content::Static,
-                     {20, 0, 7},
-                     12,
-                     5,
-                     Encoder::kMaxInFlight,
-                     Encoder::kMaxInFlight + 2});
+  compare_in_flight(
+      {VideoFormat::I420, 201, 131, Content::Static, {20, 0, 7}, 12, 5, most, most + 2});
   compare_in_flight({VideoFormat::BGR, 320, 256, Content::Columns, {5, 0}, 5, 100, 1, 1});
   // A body still on its way given to finish_async() again: the encoder
   // waits for its copy before it writes the next body into it.
