@@ -1196,10 +1196,10 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
           "frame-overlap", "Frame overlap",
           "Whether a delta's packet waits for the next frame, so that the GPU encodes frame N "
           "while the CPU packs and pushes frame N-1 (version 2 on a GPU: for the next four "
-          "frames, three of which the GPU codes, each starting while the one before is still "
-          "entropy-coded, while the body of the fourth comes back; more frames per second, one "
-          "frame of delay, four for version 2 on a GPU; end of stream, keyframes, caps changes "
-          "and drain queries push the waiting packets): "
+          "frames; the GPU codes three at a time, each starting while the one before is still "
+          "entropy-coded, and a frame's body comes back while the packet before it is pushed; "
+          "more frames per second, one frame of delay, four for version 2 on a GPU; end of "
+          "stream, keyframes, caps changes and drain queries push the waiting packets): "
           "auto = when upstream is not live (latency query), always, never (each packet "
           "leaves as soon as its frame is encoded: for applications that push a frame and "
           "wait for its packet). Read when caps are set. Default: auto",
