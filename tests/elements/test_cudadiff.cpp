@@ -42,8 +42,7 @@ bool have_zstd() {
 // is on its way to the host while it packs the one before, version 1 and
 // the CPU backend one.
 int frames_held(int version) {
-  return version == 2 && cudadiff::device_count() > 0 ? cudadiff::codec2::Encoder::kMaxInFlight
-                                                      : 1;
+  return version == 2 && cudadiff::device_count() > 0 ? cudadiff::codec2::Encoder::kMaxInFlight : 1;
 }
 
 GstBuffer *pull_packet(GstHarness *h, std::vector<GstBuffer *> *headers = nullptr) {
