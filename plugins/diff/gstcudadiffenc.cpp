@@ -296,7 +296,8 @@ G_DEFINE_TYPE(GstCudaDiffEnc, gst_cudadiff_enc, GST_TYPE_VIDEO_ENCODER)
 
 static GstFlowReturn finish_pending(GstCudaDiffEnc *self);
 static void discard_pending(GstCudaDiffEnc *self);
-static void collect_v2(EncState *st, FrameResult *result);
+static void collect_v2(EncState *st, FrameResult *result, cudadiff::HostBytes &body,
+                       bool async = false);
 GST_ELEMENT_REGISTER_DEFINE(cudadiffenc, "cudadiffenc", GST_RANK_SECONDARY, GST_TYPE_CUDADIFF_ENC)
 
 GType gst_cudadiff_compression_get_type(void) {
@@ -767,7 +768,7 @@ static GstFlowReturn finish_oldest(GstCudaDiffEnc *self) {
     if (st->encoder) {  // version 1: the delta was queued on the core
       result.changed_bytes = st->encoder->collect_delta(st->body).changed_bytes;
     } else if (st->encoder2) {
-      collect_v2(st, &result);
+      collect_v2(st, &result, st->body);
     }
   } catch (const cudadiff::Error &e) {
     // The reference may hold this frame, which no decoder will see.
@@ -828,20 +829,14 @@ static GstFlowReturn collect_oldest_async(GstCudaDiffEnc *self) {
   st->pending.pop_front();
   try {
     cudadiff::ContextScope scope(st->ctx.get());
-    const codec2::FrameStats fs = st->encoder2->finish_async(st->spare_body);
-    p.result.changed_bytes = fs.changed_bytes;
-    for (int m = 0; m < 4; ++m) p.result.blocks[m] = fs.blocks[m];
-  } catch (const std::exception &e) {
-    // (cudadiff::Error, or std::bad_alloc) The core has finished this frame
-    // either way. The reference may hold it, which no decoder will see: the
-    // delta before it still goes out, the ones after it are dropped
-    // (handle_frame).
+    collect_v2(st, &p.result, st->spare_body, true);
+  } catch (const cudadiff::Error &e) {
+    // The core has finished this frame all the same. The reference may hold
+    // it, which no decoder will see: the delta before it still goes out,
+    // the ones after it are dropped (handle_frame).
     st->need_keyframe = true;
     gst_video_frame_unmap(&p.vframe);
-    const cudadiff::Error error(dynamic_cast<const std::bad_alloc *>(&e)
-                                    ? std::string("out of memory encoding a frame")
-                                    : std::string(e.what()));
-    gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", error);
+    gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
     gst_video_codec_frame_unref(p.frame);
     push_transit(self);
     return GST_FLOW_ERROR;
@@ -932,11 +927,13 @@ static void submit_v2(EncState *st, const cudadiff::FrameView &input, bool on_de
   }
 }
 
-// Version 2: the oldest frame's body into st->body (in the context's scope).
+// Version 2: the oldest frame's body into `body` (in the context's scope;
+// `async`: by finish_async(), its payloads possibly still on their way).
 // Throws cudadiff::Error.
-static void collect_v2(EncState *st, FrameResult *result) {
+static void collect_v2(EncState *st, FrameResult *result, cudadiff::HostBytes &body, bool async) {
   try {
-    const codec2::FrameStats fs = st->encoder2->finish(st->body);
+    const codec2::FrameStats fs =
+        async ? st->encoder2->finish_async(body) : st->encoder2->finish(body);
     result->changed_bytes = fs.changed_bytes;
     for (int m = 0; m < 4; ++m) result->blocks[m] = fs.blocks[m];
   } catch (const std::bad_alloc &) {
@@ -1034,7 +1031,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
       submit_v2(st, input, on_device, threshold, keyframe);
       if (keyframe) {
         cudadiff::ContextScope scope(st->ctx.get());
-        collect_v2(st, &p.result);
+        collect_v2(st, &p.result, st->body);
       }
     } else {
       cudadiff::ContextScope scope(st->ctx.get());
