@@ -206,6 +206,17 @@ inline Header header_of(GstBuffer *buf) {
   return h;
 }
 
+// A flush through the harness, then the caps again and a time segment: the
+// element takes frames (or packets) again, as after a seek.
+inline void flush_and_restart(GstHarness *h, const std::string &caps) {
+  EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_flush_start()));
+  EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_flush_stop(TRUE)));
+  gst_harness_set_src_caps_str(h, caps.c_str());
+  GstSegment segment;
+  gst_segment_init(&segment, GST_FORMAT_TIME);
+  EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&segment)));
+}
+
 inline Bytes bytes_of(GstBuffer *buf) {
   Bytes out(gst_buffer_get_size(buf));
   gst_buffer_extract(buf, 0, out.data(), out.size());

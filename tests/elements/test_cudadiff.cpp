@@ -507,12 +507,7 @@ TEST(CudaDiff, NonLiveQueuedDeltaAtCapsChangeAndFlush) {
     pull_all();
     EXPECT_EQ(got.size(), 4u);  // frame 4 queued
     // A flush drops the queued delta; the next frame is a keyframe, out at once.
-    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_flush_start()));
-    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_flush_stop(TRUE)));
-    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 16, 6).c_str());
-    GstSegment segment;
-    gst_segment_init(&segment, GST_FORMAT_TIME);
-    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_segment(&segment)));
+    flush_and_restart(enc, gst_test::raw_caps("GRAY8", 16, 6));
     ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 16, 6, 5, 3), 5)),
               GST_FLOW_OK);
     pull_all();
@@ -1138,12 +1133,7 @@ TEST(CudaDiff, DecoderFrameOverlapGivesTheSameFrames) {
       pull_all();
       EXPECT_EQ(out.size(), size_t(t)) << "after packet " << t;
     }
-    EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_flush_start()));
-    EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_flush_stop(TRUE)));
-    gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
-    GstSegment segment;
-    gst_segment_init(&segment, GST_FORMAT_TIME);
-    EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_segment(&segment)));
+    flush_and_restart(dec, "video/x-cudadiff");
     for (int t = 4; t < 16; ++t)
       ASSERT_EQ(gst_harness_push(dec, gst_buffer_ref(e.packets[t])), GST_FLOW_OK);
     gst_harness_push_event(dec, gst_event_new_eos());

@@ -229,12 +229,7 @@ TEST(CudaDiffCuda, Version2BodiesOnTheirWay) {
           << "after frame " << t;
     }
     // A flush drops what waits (overlap: frames 10-13, 10 the body on its way).
-    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_flush_start()));
-    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_flush_stop(TRUE)));
-    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGR", 160, 120).c_str());
-    GstSegment segment;
-    gst_segment_init(&segment, GST_FORMAT_TIME);
-    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_segment(&segment)));
+    flush_and_restart(enc, gst_test::raw_caps("BGR", 160, 120));
     for (int t = 14; t < 22; ++t) push(t);
     EXPECT_EQ(out.size(), overlap ? 10u + 1u + (22u - 15u - held) : 22u);
     gst_harness_teardown(enc);  // with deltas queued and a body on its way
