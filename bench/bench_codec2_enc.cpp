@@ -25,6 +25,8 @@
 // first every frame is encoded on both backends as one
 // sequence (a keyframe every 30 frames) and the bodies compared, then the
 // deltas timed. --random: frames of random bytes instead (independent).
+// --threshold K: only that threshold (0..255) instead of 0, 5, 10 and 20
+// (for a profiler that should see one threshold's kernels).
 #include <algorithm>
 #include <cstdlib>
 #include <cstdio>
@@ -78,7 +80,7 @@ int main(int argc, char **argv) {
   bench::Options opt = bench::parse_options(
       argc, argv,
       "[--format NAME] [--clip FILE [--clip-size WxH] | --random] [--tiles BXxBY] "
-      "[--lane-samples N] [--walk-bound P]");
+      "[--lane-samples N] [--walk-bound P] [--threshold K]");
   std::string clip;
   VideoFormat fmt = VideoFormat::BGR;
   const int w = opt.width, h = opt.height;
@@ -92,6 +94,17 @@ int main(int argc, char **argv) {
     if (bench::geometry_option(opt.positional[i], opt.positional[i + 1], geometry) < 0) return 2;
   }
   if (bench::check_clip_format(clip, fmt) < 0) return 2;
+  std::vector<int> ks = {0, 5, 10, 20};
+  for (size_t i = 0; i + 1 < opt.positional.size(); ++i) {
+    if (opt.positional[i] != "--threshold") continue;
+    char *end = nullptr;
+    const long k = std::strtol(opt.positional[i + 1].c_str(), &end, 10);
+    if (*end != '\0' || end == opt.positional[i + 1].c_str() || k < 0 || k > 255) {
+      std::fprintf(stderr, "--threshold wants 0..255, not '%s'\n", opt.positional[i + 1].c_str());
+      return 2;
+    }
+    ks = {int(k)};
+  }
   bool random = false;
   if (bench::random_option(opt.positional, clip, random) < 0) return 2;
   const size_t n = frame_size_packed(fmt, w, h);
@@ -133,7 +146,6 @@ int main(int argc, char **argv) {
               std::to_string(geometry.tile_by) + " blocks, a lane per " +
               std::to_string(geometry.lane_samples) + " coded sample components, walk bound " +
               std::to_string(geometry.walk_bound) + " %");
-  const int ks[] = {0, 5, 10, 20};
 
   // Frame i of the timed run is delta i + 1 of a sequence that started with
   // a keyframe of frame 0 (untimed).
