@@ -22,13 +22,13 @@
 //      lane's checksum (thread blocks per lane) and the symbols laid out in
 //      schedule order (a thread per lane and run of steps), with the steps
 //      that code something marked;
-//   7. rANS in two passes: each lane (a thread of a tile's coding warp,
-//      which two more warps feed the symbols and their tables) codes its
-//      symbols backwards alone, over the marked steps only, logging its
-//      bytes and how many it emitted in each sub-step; then one thread
-//      block per tile places the bytes in the reference's order (in a
-//      sub-step, the lanes from the last) by counting; tiles no smaller
-//      than their bytes become raw (their reconstruction's bytes);
+//   7. rANS: each lane (a thread of a tile's coding warp, which two more
+//      warps feed the symbols and their tables) codes its symbols
+//      backwards alone, over the marked steps only, noting its bytes and
+//      how many it emitted in each sub-step; beside it two more warps
+//      place the bytes in the reference's order (in a sub-step, the lanes
+//      from the last) by counting; tiles no smaller than their bytes
+//      become raw (their reconstruction's bytes);
 //   8. the payloads' offsets, the payloads gathered in body order. The
 //      tables' choices come back as soon as the tables are made, and the
 //      host writes the model section while 7 runs; then it waits for the
@@ -90,12 +90,10 @@ struct DevTile {
   int x0[kMaxLayers], y0[kMaxLayers], w[kMaxLayers], h[kMaxLayers];
   unsigned long long layer_first[kMaxLayers];  // first symbol of each layer
   int channels[kMaxLayers];                    // components per sample of each layer
-  // The rANS passes' scratch: the lanes' byte counts per unit (tile_units()
-  // below, 16-bit words), and each lane's bytes in the order it emits them
-  // (lane_log_bytes() below); the symbols in schedule order and the steps
-  // in which some lane codes something (layer_mark_words() below, in 32-bit
+  // The rANS pass's input: the symbols in schedule order and the steps in
+  // which some lane codes something (layer_mark_words() below, in 32-bit
   // words).
-  unsigned long long units_first, log_first, sched_first, marks_first;
+  unsigned long long sched_first, marks_first;
   uint32_t raw_bytes;  // the tile's bytes (a raw tile's payload)
 };
 
@@ -131,27 +129,14 @@ __device__ __forceinline__ uint32_t code_bits(uint32_t v) {
   return v >> 18;
 }
 
-// The rANS encoder runs in two passes: each lane alone codes its symbols
-// backwards, noting how many bytes it emits in each sub-step (a component's
-// raw bits, its token, or a block mode) and the bytes; then the bytes are
-// placed in the reference's order. A lane's counts are kept per unit, a
-// step of a layer (two sub-steps per component: raw bits and token, in the
-// order the lane codes them) or a group of block modes (one sub-step), in
-// a 16-bit word: sub-step s's count (0..2 bytes) in bits 2s and 2s + 1.
-// Units of a tile with `lanes` lanes:
-__host__ __device__ inline uint32_t tile_units(const DevTile &t, int layers, int lanes,
-                                               bool modes) {
-  uint32_t n = modes ? uint32_t((t.blocks + lanes - 1) / lanes) : 0;
-  for (int l = 0; l < layers; ++l) n += uint32_t(schedule_steps(t.w[l], t.h[l], lanes));
-  return n;
-}
+// The rANS coder notes how many bytes each lane emits in each sub-step (a
+// component's raw bits, its token, or a block mode) per unit, a step of a
+// layer (two sub-steps per component: raw bits and token, in the order the
+// lane codes them) or a group of block modes (one sub-step), in a 16-bit
+// word: sub-step s's count (0..2 bytes) in bits 2s and 2s + 1.
 constexpr int kUnitSubsteps = 2 * kMaxComps;
 static_assert(2 * kUnitSubsteps <= 16, "a unit's counts fit 16 bits");
-// The bytes a unit's word counts (each count is 0, 1 = 01b or 2 = 10b).
-__device__ __forceinline__ uint32_t unit_bytes(uint32_t w) {
-  return uint32_t(__popc(w & 0x5555u)) + 2u * uint32_t(__popc(w & 0xaaaau));
-}
-// The symbols as the first pass reads them: per layer, per step, per
+// The symbols as the rANS pass reads them: per layer, per step, per
 // component, per lane (idle: kNoCode), packed in 32 bits (pack_code()).
 __host__ __device__ inline uint32_t layer_codes(const DevTile &t, int l, int lanes) {
   return uint32_t(schedule_steps(t.w[l], t.h[l], lanes)) * uint32_t(t.channels[l]) * lanes;
@@ -177,15 +162,6 @@ __host__ __device__ inline uint32_t layer_schedule_items(const DevTile &t, int l
   const uint32_t steps = uint32_t(schedule_steps(t.w[l], t.h[l], lanes));
   return (steps + kScheduleRun - 1) / kScheduleRun * uint32_t(lanes);
 }
-__host__ __device__ inline uint32_t lane_log_bytes(const DevTile &t, int layers, int lanes) {
-  // At most 2 bytes per sub-step a lane takes part in: 2 per component
-  // (raw bits and token) of each of its samples, 1 per block mode.
-  uint32_t n = 2 * uint32_t((t.blocks + lanes - 1) / lanes) + 16;
-  for (int l = 0; l < layers; ++l)
-    n += 4 * uint32_t((t.h[l] + lanes - 1) / lanes) * uint32_t(t.w[l]) * uint32_t(t.channels[l]);
-  return n;
-}
-
 // Everything a kernel reads: the geometry and the device planes. Channel
 // planes are W x H bytes per channel of a layer; working values W x H x nc
 // int16 (components interleaved per sample).
@@ -244,10 +220,7 @@ struct Params {
   uint8_t *payload;                      // the tiles' payloads in body order
   uint32_t *tile_coded;                  // per tile: coded sample components
   uint32_t *tile_extra;                  // per tile: their raw bits
-  uint2 *lane_part;      // per tile and checksum_kernel block: the map of its part of a lane (m, a)
-  uint32_t *lane_state;  // per tile and lane: the state after its symbols
-  uint16_t *rans_units;  // the rANS passes' scratch (DevTile): counts per unit,
-  uint8_t *rans_log;     //   and the lanes' bytes
+  uint2 *lane_part;  // per tile and checksum_kernel block: the map of its part of a lane (m, a)
   const uint32_t *reciprocal;  // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
   const uint8_t *shift;        // per frequency f: 31 + ceil(log2 f), the reciprocal's
   uint32_t *codes;             // the symbols in schedule order (DevTile::sched_first)
@@ -706,7 +679,7 @@ __device__ __forceinline__ bool bound_tiles(const Params &p) {
 }
 
 // Whether tile t goes through the lanes' checksums, the schedule and the
-// rANS passes: coded, and not found raw by its bound (raw_by_bound()).
+// rANS pass: coded, and not found raw by its bound (raw_by_bound()).
 __device__ __forceinline__ bool rans_coded(const Params &p, int t) {
   return p.tile_type[t] == 1 && !p.tile_raw[t];
 }
@@ -1214,7 +1187,7 @@ __global__ void __launch_bounds__(32 * kChooseWarps) tables_choose_kernel(Params
   }
 }
 
-// After the rANS passes: coded tiles no smaller than their bytes become raw
+// After the rANS pass: coded tiles no smaller than their bytes become raw
 // (their reconstruction's bytes; the tables stay as they are), as do those
 // that tile_type_kernel found could not be smaller (raw_by_bound(); not coded).
 __global__ void raw_check_kernel(Params p) {
@@ -1396,15 +1369,16 @@ __global__ void __launch_bounds__(kChecksumThreads) checksum_kernel(Params p) {
   }
 }
 
-// One lane's rANS coder in the first pass: its state, its log of bytes and
-// its counts per unit. Renormalisation emits at most 2 bytes (a state below
-// 2^31 against x_max >= 2^15), computed without a loop; the division by a
-// frequency is a multiplication by its reciprocal (exact for x < 2^31, see
-// RansEncoder::quotient in cuda/cpu/codec2.cpp). A unit's counts gather in
-// a register and are written once, at the unit's end (a byte per sub-step,
-// written where it was not 0 and walked by pointer, took some 30 of the
-// coding warp's 220 instructions per step of three components); the log is
-// walked by pointer. A sub-step without a code is the identity rather than
+// One lane's rANS coder: its state, and where its bytes and counts of the
+// current batch go (the placing ring, rans_lanes_kernel). Renormalisation
+// emits at most 2 bytes (a state below 2^31 against x_max >= 2^15),
+// computed without a loop; the division by a frequency is a multiplication
+// by its reciprocal (exact for x < 2^31, see RansEncoder::quotient in
+// cuda/cpu/codec2.cpp). A unit's counts gather in a register and are
+// written once, at the unit's end (a byte per sub-step, written where it
+// was not 0 and walked by pointer, took some 30 of the coding warp's 220
+// instructions per step of three components); the bytes are walked by
+// pointer. A sub-step without a code is the identity rather than
 // a branch: no raw bits (x_max 2^31, which no state reaches, then x << 0),
 // or the token of frequency kProbScale at 0 (kIdentityToken: x_max 2^31,
 // and q = x / 4096 gives q * 4096 + x % 4096 = x), so every lane runs the
@@ -1417,17 +1391,16 @@ static_assert(((kRansLow >> kProbBits) << 8) * kProbScale == 1u << 31 && kRansLo
 // raw bit count << 6 | raw bits << 10, and kProbScale - freq.
 struct LaneCoder {
   uint32_t x;
-  uint8_t *log;     // where this lane's next byte goes (its bytes are `stride` apart)
-  uint16_t *unit;   // this lane's word of the current unit
-  uint32_t stride;  // lanes: consecutive bytes and units of a lane are this far apart
-  uint32_t pack;    // the current unit's counts so far
+  uint8_t *log;    // where this lane's next byte goes (a lane's bytes are 32 apart)
+  uint16_t *unit;  // this lane's word of the current unit (units are 32 words apart)
+  uint32_t pack;   // the current unit's counts so far
   // Sub-step s of the unit (a constant once the caller's loop is unrolled).
   __device__ __forceinline__ void renorm(uint32_t x_max, int s) {
     const bool one = x >= x_max, two = (x >> 8) >= x_max;  // two: one as well
     if (one) log[0] = uint8_t(x);
-    if (two) log[stride] = uint8_t(x >> 8);
+    if (two) log[32] = uint8_t(x >> 8);
     const uint32_t e = uint32_t(one) + uint32_t(two);
-    log += e * stride;
+    log += e * 32;
     x >>= 8 * e;
     pack |= e << (2 * s);
   }
@@ -1444,12 +1417,12 @@ struct LaneCoder {
     const uint32_t q = uint32_t((uint64_t(x) * r.y) >> (r.z & 63u));
     x += q * r.w + r.x;
   }
-  // The unit is coded: its counts to memory (lanes only: the threads beyond
-  // them code identities), the next unit's word.
-  __device__ __forceinline__ void end_unit(bool is_lane) {
-    if (is_lane) *unit = uint16_t(pack);
+  // The unit is coded: its counts to the ring (0 for the threads beyond the
+  // lanes: they code identities), the next unit's word.
+  __device__ __forceinline__ void end_unit() {
+    *unit = uint16_t(pack);
     pack = 0;
-    unit += stride;
+    unit += 32;
   }
 };
 static_assert((kRansLow >> kProbBits) << 8 == 1u << 19, "the token's x_max is freq << 19");
@@ -1633,29 +1606,38 @@ struct MarkedSteps {
 // The steps of one layer of a tile, backwards, for a lane: NC components
 // per sample. Only the marked steps (schedule_kernel), in which some lane of
 // the tile codes something: at the others (their samples lie in skipped
-// blocks or outside the tile) no lane emits a byte and their counts stay at
-// the zeros the frame starts from (CudaEncoder::submit()). A step's unit
-// has a fixed place, steps - 1 - st units after the layer's first, so the
-// lanes jump over the unmarked ones.
-// Three warps per tile, thread l of each for lane l: the coding warp runs the
-// chain of states and writes the bytes and counts; two loading warps walk the
-// marks, load the symbols of B steps at once, look up their tables and write
-// them to a ring of two batches in shared memory, one slot each (batches 0,
-// 2, 4, ... and 1, 3, 5, ...): while the coding warp codes one batch, the
-// next waits in the other slot, and each loading warp holds its next batch in
-// its registers. Arrive-wait barriers hand the slots over: "full" when a
-// batch is written, "empty" when it is coded (each phase: the 32 threads of
-// the slot's loading warp and of the coding warp). With one warp per
-// multiprocessor (a tile each) a single warp issued all of it, about 280
-// instructions per step of three components; with one loading warp, the
-// coding warp waited for it (the pass took 216 instead of 168 us on a
-// hand-held camera's frames at 1080p, k = 0).
-// B is kRansBatch where the ring fits the device's shared memory beside the
+// blocks or outside the tile) no lane emits a byte, so they have no unit.
+// Five warps per tile, thread l of each for lane l: the coding warp runs the
+// chain of states and writes each unit's bytes and counts; two loading warps
+// walk the marks, load the symbols of B steps at once, look up their tables
+// and write them to a ring of two batches in shared memory, one slot each
+// (batches 0, 2, 4, ... and 1, 3, 5, ...): while the coding warp codes one
+// batch, the next waits in the other slot, and each loading warp holds its
+// next batch in its registers. Arrive-wait barriers hand the slots over:
+// "full" when a batch is written, "empty" when it is coded (each phase: the
+// 32 threads of the slot's loading warp and of the coding warp). The coding
+// warp writes a batch's bytes and counts to a second ring, of kPlaceSlots
+// slots, with where the batch's bytes start in the tile's stream, and
+// kPlacers placing warps, taking the batches in turn, put them where the
+// decoder reads them ("coded" and "placed": the coding warp and the
+// batch's placing warp), so that the placement runs beside the chain of
+// states rather than after it (in a kernel of its own it took 31-65 us per
+// 1080p frame after the coding pass; one placing warp fell behind the
+// coding warp where most sub-steps emit bytes).
+// With one warp per multiprocessor (a tile each) a single warp issued all of
+// the coding and loading, about 280 instructions per step of three
+// components; with one loading warp, the coding warp waited for it (the
+// pass took 216 instead of 168 us on a hand-held camera's frames at 1080p,
+// k = 0).
+// B is kRansBatch where the rings fit the device's shared memory beside the
 // tables, else 1 (devices with 64 KB per block and formats of 4 components:
 // CudaEncoder's constructor).
 constexpr int kRansBatch = 8;
-constexpr int kRansThreads = 96;   // two loading warps, then the coding warp
-constexpr int kRansArrivals = 64;  // per phase of a slot's barriers: its loading warp and the coder
+constexpr int kPlacers = 2;
+constexpr int kPlaceSlots = 2 * kPlacers;
+// two loading warps, the coding warp, the placing warps
+constexpr int kRansThreads = 32 * (3 + kPlacers);
+constexpr int kRansArrivals = 64;  // per phase of a slot's barriers: the two warps that share it
 struct RansRing {
   // The records in dynamic shared memory after the tables (rans_ring_bytes()):
   // per slot, step of the batch, component (of the format's most, `nc`) and
@@ -1665,23 +1647,37 @@ struct RansRing {
   __device__ __forceinline__ uint4 &at(int slot, int B, int k, int c, int ln) const {
     return rec[((slot * B + k) * nc + c) * 32 + ln];
   }
+  // Then the placing ring: per slot, its units' counts (unit, lane) and the
+  // lanes' bytes (byte of the batch, lane; at most 2 per sub-step, so 4 nc
+  // per unit).
+  __device__ __forceinline__ uint16_t *words(int slot, int B) const {
+    return reinterpret_cast<uint16_t *>(rec + 2 * B * nc * 32) + slot * B * 32;
+  }
+  __device__ __forceinline__ uint8_t *bytes(int slot, int B) const {
+    return reinterpret_cast<uint8_t *>(rec + 2 * B * nc * 32) + 2 * kPlaceSlots * B * 32 +
+           slot * B * 4 * nc * 32;
+  }
 };
 // The kernel's dynamic shared memory: the tables (reciprocals, the
 // distributions' cum | freq << 16, the shifts), rounded up to 16 bytes, then
-// the ring's records.
+// the rings.
 __host__ __device__ inline size_t rans_tables_bytes(int dist_count) {
   const size_t n = (size_t(dist_count) * kTokens + kProbScale + 1) * 4 + kProbScale + 1;
   return (n + 15) / 16 * 16;
 }
 __host__ __device__ inline size_t rans_ring_bytes(int batch, int nc) {
-  return size_t(2) * batch * nc * 32 * sizeof(uint4);
+  return size_t(2) * batch * nc * 32 * sizeof(uint4) +
+         size_t(kPlaceSlots) * batch * 32 * (sizeof(uint16_t) + 4 * size_t(nc));
 }
-// The ring's other part, static: the batches' steps, whether each step has
-// raw bits, and the barriers.
+// The rings' other part, static: the batches' steps, whether each step has
+// raw bits, the placing ring's units per batch (-1: the tile's end) and
+// where its bytes start (bytes from the stream's end), and the barriers.
 struct RansSync {
   int step[2][kRansBatch];     // the batch's steps; -1 ends the layer
   uint8_t raw[2][kRansBatch];  // whether some lane has raw bits in the step
-  __mbarrier_t full[2], empty[2];
+  int units[kPlaceSlots];
+  uint32_t start[kPlaceSlots];
+  __mbarrier_t full[2], empty[2], coded[kPlaceSlots], placed[kPlaceSlots];
 };
 __device__ __forceinline__ void ring_arrive(__mbarrier_t *bar) {
   (void)__mbarrier_arrive(bar);
@@ -1785,37 +1781,101 @@ __device__ __forceinline__ void code_step(LaneCoder &lc, const RansRing &ring, i
   }
 }
 
+// The coding warp's side of the placing ring: its batch n of the tile goes
+// to slot n % kPlaceSlots, once a placing warp has placed what was there
+// before, with the bytes of the batches before it (`start`).
+struct PlaceCursor {
+  int n = 0;
+  uint32_t start = 0;   // the tile's bytes so far
+  const uint8_t *base;  // this lane's first byte of the batch
+  __device__ __forceinline__ void begin(LaneCoder &lc, const RansRing &ring, RansSync &sync, int B,
+                                        int ln) {
+    const int slot = n % kPlaceSlots;
+    if (n >= kPlaceSlots) ring_wait(&sync.placed[slot]);
+    lc.log = ring.bytes(slot, B) + ln;
+    lc.unit = ring.words(slot, B) + ln;
+    base = lc.log;
+  }
+  // units < 0: the tile's end (one such batch for each placing warp).
+  __device__ __forceinline__ void end(const LaneCoder &lc, RansSync &sync, int units, int ln) {
+    const int slot = n % kPlaceSlots;
+    if (ln == 0) {
+      sync.units[slot] = units;
+      sync.start[slot] = start;
+    }
+    ring_arrive(&sync.coded[slot]);
+    start += warp_sum_u32(uint32_t(lc.log - base) / 32);
+    ++n;
+  }
+};
+
 // The coding warp's part of a layer: batch by batch from the ring, each
-// batch handed back once coded.
+// batch handed back once coded and its units handed to a placing warp.
 template <int NC, int B>
-__device__ __forceinline__ void code_layer(LaneCoder &lc, int steps, int ln, const RansRing &ring,
-                                           RansSync &sync) {
-  // lc.unit after a step st is at step st - 1's: before step st, it skips
-  // the steps between the last coded one and st.
-  const bool is_lane = uint32_t(ln) < lc.stride;
-  int last = steps;  // the step coded last (steps: none yet)
+__device__ __forceinline__ void code_layer(LaneCoder &lc, PlaceCursor &place, int ln,
+                                           const RansRing &ring, RansSync &sync) {
   for (int b = 0;; ++b) {
     const int slot = b & 1;
     ring_wait(&sync.full[slot]);
+    place.begin(lc, ring, sync, B, ln);
+    int units = 0;
     bool end = false;
     for (int k = 0; k < B; ++k) {
-      const int st = sync.step[slot][k];
-      if (st < 0) {
+      if (sync.step[slot][k] < 0) {
         end = true;
         break;
       }
-      lc.unit += size_t(last - 1 - st) * lc.stride;
-      last = st;
       if (sync.raw[slot][k])
         code_step<NC, true>(lc, ring, slot, B, k, ln);
       else
         code_step<NC, false>(lc, ring, slot, B, k, ln);
-      lc.end_unit(is_lane);
+      lc.end_unit();
+      ++units;
     }
     ring_arrive(&sync.empty[slot]);
+    place.end(lc, sync, units, ln);
     if (end) break;
   }
-  lc.unit += size_t(last) * lc.stride;  // past step 0: the next layer's (or the modes')
+}
+
+// A placing warp (the j-th): the units of batches j, j + kPlacers, ... where
+// the decoder reads their bytes (the reference's order: sub-steps from the
+// first emitted, in each the lanes from the last, each lane's bytes in the
+// order it emitted them), written backwards from the end of the tile's
+// region.
+template <int B>
+__device__ __forceinline__ void place_batches(const Params &p, int t, int j, int ln,
+                                              const RansRing &ring, RansSync &sync) {
+  uint8_t *end = p.streams + p.stream_off[t + 1];
+  const unsigned higher = ln == 31 ? 0u : ~0u << (ln + 1);  // the lanes after this one
+  for (int n = j;; n += kPlacers) {
+    const int slot = n % kPlaceSlots;
+    ring_wait(&sync.coded[slot]);
+    const int units = sync.units[slot];
+    if (units < 0) break;
+    uint32_t written = sync.start[slot];  // the tile's bytes before this one
+    const uint16_t *words = ring.words(slot, B) + ln;
+    const uint8_t *bytes = ring.bytes(slot, B) + ln;  // this lane's k-th at bytes[32 k]
+    uint32_t at = 0;                                  // this lane's bytes of the batch so far
+    for (int u = 0; u < units; ++u) {
+      const uint32_t w = words[u * 32];
+      const uint32_t any = group_or_u32(kFullWarp, w);  // the sub-steps with a byte
+      if (!any) continue;
+#pragma unroll
+      for (int s = 0; s < kUnitSubsteps; ++s) {
+        if (!((any >> (2 * s)) & 3u)) continue;
+        const uint32_t e = (w >> (2 * s)) & 3u;
+        const unsigned one = __ballot_sync(kFullWarp, e >= 1),
+                       two = __ballot_sync(kFullWarp, e >= 2);
+        const uint32_t o = written + __popc(one & higher) + __popc(two & higher);
+        if (e >= 1) end[-1 - int(o)] = bytes[at * 32];
+        if (e >= 2) end[-2 - int(o)] = bytes[(at + 1) * 32];
+        written += __popc(one) + __popc(two);
+        at += e;
+      }
+    }
+    ring_arrive(&sync.placed[slot]);
+  }
 }
 
 // n values to shared memory by the block's kRansThreads threads, 16 loads
@@ -1839,17 +1899,18 @@ __device__ __forceinline__ void to_shared(T *dst, const T *__restrict__ src, int
   }
 }
 
-// 6b. rANS, first pass: three warps per coded tile (code_layer() and
-// load_layer()), thread l of the coding warp codes lane l's symbols in
+// 6b. rANS: five warps per coded tile (code_layer(), load_layer(),
+// place_batches()), thread l of the coding warp codes lane l's symbols in
 // exactly the reverse of the decoding order from its final state, alone:
-// per sub-step it notes the bytes it emitted (0..2) in its unit's word
-// (units x lanes) and appends them to its log. The frame's tables and the
-// reciprocals of the frequencies are in shared memory. Threads beyond the
-// tile's lanes take part in the barriers and code identities.
+// per sub-step it notes the bytes it emitted (0..2) in its unit's word and
+// appends them to its bytes of the batch, which a placing warp then puts
+// in the tile's stream. The frame's tables and the reciprocals of the
+// frequencies are in shared memory. Threads beyond the tile's lanes take
+// part in the barriers and code identities.
 template <int B>
 __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   // reciprocals (kProbScale + 1), the tables, the shifts (kProbScale + 1
-  // bytes), then the ring's records (rans_tables_bytes(), rans_ring_bytes())
+  // bytes), then the rings (rans_tables_bytes(), rans_ring_bytes())
   extern __shared__ uint4 s_dyn[];
   __shared__ RansSync sync;
   uint32_t *s_tab = reinterpret_cast<uint32_t *>(s_dyn);
@@ -1863,9 +1924,13 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   to_shared(s_rcp, p.reciprocal, int(kProbScale) + 1);
   to_shared(s_shift, p.shift, int(kProbScale) + 1);
   if (threadIdx.x == 0)
-    for (int slot = 0; slot < 2; ++slot) {
-      __mbarrier_init(&sync.full[slot], kRansArrivals);
-      __mbarrier_init(&sync.empty[slot], kRansArrivals);
+    for (int slot = 0; slot < kPlaceSlots; ++slot) {
+      if (slot < 2) {
+        __mbarrier_init(&sync.full[slot], kRansArrivals);
+        __mbarrier_init(&sync.empty[slot], kRansArrivals);
+      }
+      __mbarrier_init(&sync.coded[slot], kRansArrivals);
+      __mbarrier_init(&sync.placed[slot], kRansArrivals);
     }
   __syncthreads();
   const DevTile &dt = p.tiles[t];
@@ -1874,7 +1939,12 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   const bool coder = warp == 2;
   const int lanes = p.tile_lanes[t];
   const bool is_lane = ln < lanes;
+  if (warp >= 3) {
+    place_batches<B>(p, t, warp - 3, ln, ring, sync);
+    return;
+  }
   LaneCoder lc{};
+  PlaceCursor place;
   if (coder) {
     Affine sum{1u, 0u};  // the lane's checksum: its parts' maps (checksum_kernel) in order
     if (is_lane)
@@ -1883,9 +1953,6 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
         sum = then(sum, Affine{m.x, m.y});
       }
     lc.x = is_lane ? lane_final_state(p.k, ln, sum.a & 0x1FFFFu) : kRansLow;
-    lc.log = p.rans_log + dt.log_first + ln;
-    lc.unit = p.rans_units + dt.units_first + ln;
-    lc.stride = uint32_t(lanes);
   }
   for (int l = p.layers - 1; l >= 0; --l) {
     const int steps = schedule_steps(dt.w[l], dt.h[l], lanes);
@@ -1898,7 +1965,7 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
     }
 #define CODEC2_RANS_LAYER(NC)                     \
   if (coder)                                      \
-    code_layer<NC, B>(lc, steps, ln, ring, sync); \
+    code_layer<NC, B>(lc, place, ln, ring, sync); \
   else                                            \
     load_layer<NC, B>(codes, marks, steps, lanes, ln, s_fc, s_rcp, s_shift, ring, sync, warp)
     switch (dt.channels[l]) {
@@ -1918,133 +1985,31 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
 #undef CODEC2_RANS_LAYER
   }
   if (!coder) return;
+  // The block modes, a unit per group of `lanes` of them, B units a batch.
   const uint32_t *syms = p.symbols + dt.first;
   const size_t n_modes = p.keyframe ? 0 : size_t(dt.blocks);
-  for (int g = int((n_modes + lanes - 1) / lanes) - 1; g >= 0; --g) {
-    const size_t b = size_t(g) * lanes + ln;
-    const bool here = is_lane && b < n_modes;
-    lc.token(rans_record(here ? syms[b] : kNoCode, s_fc, s_rcp, s_shift), 0);
-    lc.end_unit(is_lane);
-  }
-  if (is_lane) p.lane_state[t * kMaxLanes + ln] = lc.x;
-}
-
-// 6c. rANS, second pass: the lanes' bytes in the reference's order (sub-steps
-// from the first emitted, in each the lanes from the last, each lane's bytes
-// in its order), written backwards from the end of the tile's region, then
-// the states (lane 0 first, little-endian). One thread block per tile: warp
-// w takes the w-th run of units; where each run starts (in the stream and
-// in each lane's log) follows from the runs' counts. A warp reads the words
-// (unit x lanes) 32 / lanes units at a time, thread j the word of lane
-// j % lanes: a tile with few lanes walks many units (most of them without a
-// byte where its blocks are skipped), so one word per thread and unit would
-// leave most threads idle.
-__global__ void __launch_bounds__(1024) rans_merge_kernel(Params p) {
-  const int t = blockIdx.x;
-  if (!rans_coded(p, t)) return;
-  const DevTile &dt = p.tiles[t];
-  const int lanes = p.tile_lanes[t];
-  const uint32_t units = tile_units(dt, p.layers, lanes, !p.keyframe);
-  const int warp = threadIdx.x / 32, j = threadIdx.x & 31;
-  const int warps = blockDim.x / 32;
-  const uint32_t run = (units + warps - 1) / warps;
-  const uint32_t first = min(units, uint32_t(warp) * run), last = min(units, first + run);
-  const uint16_t *words = p.rans_units + dt.units_first;
-  // A chunk: `per` units, `span` words; thread j's lane.
-  const int per = 32 / lanes, span = per * lanes;
-  const int ln = j % lanes;
-  const bool active = j < span;
-  const uint32_t q_first = first * uint32_t(lanes), q_last = last * uint32_t(lanes);
-  __shared__ uint32_t lane_run[32][32], warp_run[32];
-  lane_run[warp][j] = 0;
-  __syncwarp();
-  // Several chunks' words are loaded at once: a warp's chunks one after
-  // the other, each load waited for, made this kernel's time.
-  constexpr int kMergeBatch = 8;
-  uint32_t in_run = 0;
-  if (active) {
-    uint32_t q = q_first + j;
-    for (; q + uint32_t((kMergeBatch - 1) * span) < q_last; q += uint32_t(kMergeBatch * span)) {
-      uint32_t c[kMergeBatch];
-#pragma unroll
-      for (int u = 0; u < kMergeBatch; ++u) c[u] = words[q + uint32_t(u * span)];
-#pragma unroll
-      for (int u = 0; u < kMergeBatch; ++u) in_run += unit_bytes(c[u]);
+  for (int g0 = int((n_modes + lanes - 1) / lanes) - 1; g0 >= 0; g0 -= B) {
+    place.begin(lc, ring, sync, B, ln);
+    int units = 0;
+    for (int g = g0; g >= 0 && g > g0 - B; --g) {
+      const size_t b = size_t(g) * lanes + ln;
+      const bool here = is_lane && b < n_modes;
+      lc.token(rans_record(here ? syms[b] : kNoCode, s_fc, s_rcp, s_shift), 0);
+      lc.end_unit();
+      ++units;
     }
-    for (; q < q_last; q += span) in_run += unit_bytes(words[q]);
+    place.end(lc, sync, units, ln);
   }
-  if (active) atomicAdd(&lane_run[warp][ln], in_run);
-  const uint32_t run_total = warp_sum_u32(in_run);  // the warp's sum, in every lane
-  if (j == 0) warp_run[warp] = run_total;
-  __syncthreads();
-  uint32_t at_log = 0, before = 0, total = 0;  // at_log: lane ln's bytes before this run
-  for (int w = 0; w < warps; ++w) {
-    if (w < warp) {
-      at_log += lane_run[w][ln];
-      before += warp_run[w];
-    }
-    total += warp_run[w];
+  for (int j = 0; j < kPlacers; ++j) {  // the end, for each placing warp
+    place.begin(lc, ring, sync, B, ln);
+    place.end(lc, sync, -1, ln);
   }
-  const uint8_t *log = p.rans_log + dt.log_first + ln;  // its k-th byte at log[k * lanes]
-  uint8_t *end = p.streams + p.stream_off[t + 1];
-  // In the stream, before thread j's bytes of sub-step s: the chunk's
-  // earlier units (threads below `row`), its unit's earlier sub-steps, and
-  // sub-step s's higher lanes of its unit; in its lane's log: its lane's
-  // earlier units in the chunk, its own earlier sub-steps.
-  const int row = j - ln;  // the unit's first thread
-  const uint32_t in_unit = uint32_t((uint64_t(1) << (row + lanes)) - 1u) & ~((1u << row) - 1u);
-  const uint32_t higher = in_unit & ~uint32_t((uint64_t(2) << j) - 1u);
-  const int last_of_lane = (per - 1) * lanes + ln;  // the chunk's last thread of lane ln
-  for (uint32_t base = q_first; base < q_last; base += uint32_t(kMergeBatch * span)) {
-    uint32_t wv[kMergeBatch];
-#pragma unroll
-    for (int u = 0; u < kMergeBatch; ++u) {
-      const uint32_t q = base + uint32_t(u * span + j);
-      wv[u] = active && q < q_last ? words[q] : 0u;
-    }
-#pragma unroll
-    for (int u = 0; u < kMergeBatch; ++u) {
-      const uint32_t w = wv[u];
-      if (!__any_sync(kFullWarp, w != 0)) continue;  // no byte in these units (most of them)
-      // The bytes of the threads below j, and of lane ln's threads below j:
-      // inclusive scans (the second with steps of `lanes`), less j's own.
-      const uint32_t mine = unit_bytes(w);
-      uint32_t all = mine, lane = mine;
-#pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        const uint32_t v = __shfl_up_sync(kFullWarp, all, d);
-        if (j >= d) all += v;
-      }
-      for (int d = lanes; d < span; d <<= 1) {
-        const uint32_t v = __shfl_up_sync(kFullWarp, lane, d);
-        if (j >= d) lane += v;
-      }
-      const uint32_t chunk_total = __shfl_sync(kFullWarp, all, 31);
-      const uint32_t lane_total = __shfl_sync(kFullWarp, lane, last_of_lane);
-      uint32_t at = before + __shfl_sync(kFullWarp, all - mine, row);  // the earlier units
-      uint32_t at_lane = at_log + lane - mine;
-      for (int s = 0; s < kUnitSubsteps; ++s) {
-        const uint32_t e = (w >> (2 * s)) & 3u;
-        const unsigned one = __ballot_sync(kFullWarp, e >= 1),
-                       two = __ballot_sync(kFullWarp, e >= 2);
-        if (!one) continue;
-        const uint32_t o = at + __popc(one & higher) + __popc(two & higher);
-        for (uint32_t k = 0; k < e; ++k) end[-1 - int(o + k)] = log[size_t(at_lane + k) * lanes];
-        at += __popc(one & in_unit) + __popc(two & in_unit);
-        at_lane += e;
-      }
-      at_log += lane_total;
-      before += chunk_total;
-    }
-  }
-  if (warp == 0 && j < lanes) {
-    const uint32_t x = p.lane_state[t * kMaxLanes + j];
-    for (int q = 0; q < 4; ++q)
-      end[-1 - int(total) - 4 * (lanes - 1 - j) - q] = uint8_t(x >> (24 - 8 * q));
-  }
-  if (threadIdx.x == 0) {
-    p.tile_size[t] = total + 4u * uint32_t(lanes);
-  }
+  // The lanes' final states before the bytes (lane 0 first, little-endian),
+  // and the tile's size.
+  uint8_t *end = p.streams + p.stream_off[t + 1] - place.start;
+  if (is_lane)
+    for (int q = 0; q < 4; ++q) end[-1 - 4 * (lanes - 1 - ln) - q] = uint8_t(lc.x >> (24 - 8 * q));
+  if (ln == 0) p.tile_size[t] = place.start + 4u * uint32_t(lanes);
 }
 
 // 8. The payloads in body order: coded tiles' streams, raw tiles' bytes of
@@ -2284,7 +2249,7 @@ class CudaEncoder final : public Encoder {
     // states); the payloads (at most the frame's bytes: a coded tile is
     // smaller than its raw bytes).
     std::vector<unsigned long long> stream_off(tiles.size() + 1, 0);
-    size_t units_count = 0, log_bytes = 0, codes_count = 0, marks_count = 0;
+    size_t codes_count = 0, marks_count = 0;
     size_t frame_bytes = 0;
     for (size_t t = 0; t < tiles.size(); ++t) {
       const size_t count =
@@ -2294,11 +2259,8 @@ class CudaEncoder final : public Encoder {
       DevTile &d = dev_tiles[t];
       d.raw_bytes = uint32_t(tiles[t].raw_bytes);
       for (int l = 0; l < kMaxLayers; ++l) d.channels[l] = l < ls.count ? ls.layer[l].channels : 0;
-      size_t most_units = 0, most_log = 0, most_codes = 0, most_marks = 0;
+      size_t most_codes = 0, most_marks = 0;
       for (int lanes = 1; lanes <= std::min(kMaxLanes, d.h[0]); ++lanes) {
-        most_units =
-            std::max<size_t>(most_units, size_t(tile_units(d, ls.count, lanes, true)) * lanes);
-        most_log = std::max<size_t>(most_log, size_t(lane_log_bytes(d, ls.count, lanes)) * lanes);
         size_t codes = 0, items = 0, marks = 0;
         for (int l = 0; l < ls.count; ++l) {
           codes += layer_codes(d, l, lanes);
@@ -2314,14 +2276,10 @@ class CudaEncoder final : public Encoder {
       for (int lanes = 1; lanes < std::min(kMaxLanes, d.h[0]); ++lanes)
         walk_words += uint32_t(schedule_steps(d.w[0], d.h[0], lanes) + 31) / 32;
       p.walk_words = std::max(p.walk_words, std::min(walk_words, kWalkWordsMax));
-      d.units_first = units_count;
-      d.log_first = log_bytes;
       d.sched_first = codes_count;
       d.marks_first = marks_count;
       codes_count += most_codes;
       marks_count += most_marks;
-      units_count += most_units;
-      log_bytes += most_log;
       frame_bytes += tiles[t].raw_bytes;
     }
     // Shared by the frames in flight (a frame's front part runs after the
@@ -2395,13 +2353,8 @@ class CudaEncoder final : public Encoder {
     o.payload = carve(sat, frame_bytes);
     payload_capacity_ = frame_bytes;
     o.lane_part = carve(sat, tiles.size() * kMaxLanes * sizeof(uint2));
-    o.lane_state = carve(sat, tiles.size() * kMaxLanes * 4);
-    // The marks are carved right after the counts: one memset per frame
-    // clears both (submit()).
-    o.units = carve(sat, units_count * 2);
     o.marks = carve(sat, marks_count * 4);
-    rans_zero_bytes_ = o.marks + marks_count * 4 - o.units;
-    o.log = carve(sat, log_bytes);
+    marks_bytes_ = marks_count * 4;
     o.codes = carve(sat, codes_count * 4);
     o.chosen = carve(sat, size_t(p.dist_count) * sizeof(ChosenTable));
     o.bytes = sat;
@@ -2821,10 +2774,8 @@ class CudaEncoder final : public Encoder {
     mark(slot, 2, in_graph);
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream));
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 8, stream));  // and tile_extra
-    // The step marks (set by schedule_kernel) and the rANS counts start at
-    // zero: the lanes write their units' counts only at the marked steps;
-    // the others are the units in which no lane emits a byte.
-    CUDADIFF_CHECK(cudaMemsetAsync(p.rans_units, 0, rans_zero_bytes_, stream));
+    // The step marks start at zero (schedule_kernel sets the marked ones).
+    CUDADIFF_CHECK(cudaMemsetAsync(p.step_marks, 0, marks_bytes_, stream));
     for (int l = 0; l < ls_.count && !lossless(p); ++l) {
       CODEC2_LAUNCH_NC(reconstruct_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 reconstruct_kernel");
@@ -2895,18 +2846,15 @@ class CudaEncoder final : public Encoder {
       rans_lanes_kernel<1><<<unsigned(n_tiles), kRansThreads, rans_shared_, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 rans_lanes_kernel");
     mark(slot, 6, in_graph);
-    rans_merge_kernel<<<unsigned(n_tiles), 1024, 0, side>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 rans_merge_kernel");
-    mark(slot, 7, in_graph);
     raw_check_kernel<<<tile_grid, 128, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 raw_check_kernel");
-    mark(slot, 8, in_graph);
+    mark(slot, 7, in_graph);
     // The payloads in body order, gathered on the device.
     payload_offsets_kernel<<<1, kScanThreads, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 payload_offsets_kernel");
     gather_kernel<<<dim3(unsigned(n_tiles), kGatherParts), 256, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 gather_kernel");
-    mark(slot, 9, in_graph);
+    mark(slot, 8, in_graph);
     copy_out(*slot.side, slot.h_out.data(), p.modes, slot.h_out.size());
     // Both join the slot's stream, which finish() waits for.
     slot.from_side->record(*slot.side);
@@ -3020,18 +2968,17 @@ class CudaEncoder final : public Encoder {
           stderr,
           "codec2 cuda k=%d device: prepare %.3f, modes %.3f, reconstruction, symbols, tile "
           "types, histogram (after the frame before's tables) %.3f, tables %.3f, to the rANS "
-          "pass (after the lanes' checksums and schedule) %.3f, rANS lanes %.3f, merge %.3f, "
-          "raw check %.3f, payloads %.3f ms\n",
-          slot.threshold, ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7], ms[8]);
+          "pass (after the lanes' checksums and schedule) %.3f, rANS %.3f, raw check %.3f, "
+          "payloads %.3f ms\n",
+          slot.threshold, ms[0], ms[1], ms[2], ms[3], ms[4], ms[5], ms[6], ms[7]);
       float at[kEvents];
       for (int i = 0; i < kEvents; ++i)
         CUDADIFF_CHECK(cudaEventElapsedTime(&at[i], epoch_, slot.events[i]));
       std::fprintf(stderr,
                    "codec2 cuda k=%d timeline (ms since the first frame's start): prepare %.3f, "
                    "modes %.3f, reconstruction %.3f, tables %.3f, front done %.3f, rANS %.3f, "
-                   "merge %.3f, raw check %.3f, payloads %.3f, end %.3f\n",
-                   slot.threshold, at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8],
-                   at[9]);
+                   "raw check %.3f, payloads %.3f, end %.3f\n",
+                   slot.threshold, at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8]);
       using ms_t = std::chrono::duration<double, std::milli>;
       std::fprintf(stderr,
                    "codec2 cuda k=%d host, from submit(): submitted %.3f, tables' choices back "
@@ -3056,11 +3003,11 @@ class CudaEncoder final : public Encoder {
     return st;
   }
 
-  static constexpr int kEvents = 10;
+  static constexpr int kEvents = 9;
   // Where each of a slot's buffers lies in its allocation.
   struct SlotLayout {
     size_t modes, symbols, type, lanes, size, raw, freq_cum, streams, payload_off, payload,
-        lane_part, lane_state, units, marks, log, codes, changed, chosen, bytes;
+        lane_part, marks, codes, changed, chosen, bytes;
   };
   // A frame in flight: the device buffers its entropy coding uses while the
   // next frame's front part runs (SlotLayout), its stream and events, the
@@ -3110,10 +3057,7 @@ class CudaEncoder final : public Encoder {
     p.payload_off = reinterpret_cast<unsigned long long *>(w + o.payload_off);
     p.payload = w + o.payload;
     p.lane_part = reinterpret_cast<uint2 *>(w + o.lane_part);
-    p.lane_state = reinterpret_cast<uint32_t *>(w + o.lane_state);
-    p.rans_units = reinterpret_cast<uint16_t *>(w + o.units);
     p.step_marks = reinterpret_cast<uint32_t *>(w + o.marks);
-    p.rans_log = w + o.log;
     p.codes = reinterpret_cast<uint32_t *>(w + o.codes);
     p.changed = &device_counts(slot)->changed;
     p.payload_total = &device_counts(slot)->payloads;
@@ -3227,7 +3171,7 @@ class CudaEncoder final : public Encoder {
   int rans_batch_ = kRansBatch;  // its batches' steps
   size_t most_items_ = 0;        // most lanes x runs of a tile (schedule_kernel's threads)
   size_t payload_capacity_ = 0;  // the most payload bytes of a frame (slot_layout_.payload)
-  size_t rans_zero_bytes_ = 0;   // the rANS counts and the step marks (zeroed per frame)
+  size_t marks_bytes_ = 0;       // the step marks (zeroed per frame)
   bool timing_ = false;          // CODEC2_CUDA_TIMES set: each frame's phases on stderr
   cudaEvent_t epoch_ = nullptr;  // CODEC2_CUDA_TIMES: the first frame's start
   bool epoch_recorded_ = false;
