@@ -1622,8 +1622,8 @@ struct MarkedSteps {
 // decoder reads them ("coded" and "placed": the coding warp and the
 // batch's placing warp), so that the placement runs beside the chain of
 // states rather than after it (in a kernel of its own it took 31-65 us per
-// 1080p frame after the coding pass; one placing warp fell behind the
-// coding warp where most sub-steps emit bytes).
+// 1080p frame after the coding pass; with one placing warp, frames where
+// most sub-steps emit bytes took longer than with that kernel).
 // With one warp per multiprocessor (a tile each) a single warp issued all of
 // the coding and loading, about 280 instructions per step of three
 // components; with one loading warp, the coding warp waited for it (the
