@@ -226,7 +226,8 @@ struct Params {
   uint32_t *codes;             // the symbols in schedule order (DevTile::sched_first)
   int ring_nc;                 // rans_lanes_kernel's ring: the layers' most components
   int pad2;
-  uint32_t *step_marks;         // the steps with a code (DevTile::marks_first)
+  uint8_t *place_ring;   // rans_lanes_kernel<1>'s placing rings, per tile (place_ring_bytes())
+  uint32_t *step_marks;  // the steps with a code (DevTile::marks_first)
   unsigned long long *changed;  // deltas: input bytes more than k off the reference
 };
 
@@ -1631,7 +1632,8 @@ struct MarkedSteps {
 // k = 0).
 // B is kRansBatch where the rings fit the device's shared memory beside the
 // tables, else 1 (devices with 64 KB per block and formats of 4 components:
-// CudaEncoder's constructor).
+// CudaEncoder's constructor), and then the placing ring lies in global
+// memory (beside the records and tables it would not fit 64 KB).
 constexpr int kRansBatch = 8;
 constexpr int kPlacers = 2;
 constexpr int kPlaceSlots = 2 * kPlacers;
@@ -1644,30 +1646,35 @@ struct RansRing {
   // lane: its record (LaneCoder, rans_record()).
   uint4 *rec;
   int nc;
+  // The placing ring (place_ring_bytes()): in shared memory after the
+  // records, or with batches of one step (devices with little shared
+  // memory) the tile's part of Params::place_ring in global memory. Per
+  // slot, its units' counts (unit, lane) and the lanes' bytes (byte of the
+  // batch, lane; at most 2 per sub-step, so 4 nc per unit).
+  uint8_t *place;
   __device__ __forceinline__ uint4 &at(int slot, int B, int k, int c, int ln) const {
     return rec[((slot * B + k) * nc + c) * 32 + ln];
   }
-  // Then the placing ring: per slot, its units' counts (unit, lane) and the
-  // lanes' bytes (byte of the batch, lane; at most 2 per sub-step, so 4 nc
-  // per unit).
   __device__ __forceinline__ uint16_t *words(int slot, int B) const {
-    return reinterpret_cast<uint16_t *>(rec + 2 * B * nc * 32) + slot * B * 32;
+    return reinterpret_cast<uint16_t *>(place) + slot * B * 32;
   }
   __device__ __forceinline__ uint8_t *bytes(int slot, int B) const {
-    return reinterpret_cast<uint8_t *>(rec + 2 * B * nc * 32) + 2 * kPlaceSlots * B * 32 +
-           slot * B * 4 * nc * 32;
+    return place + 2 * kPlaceSlots * B * 32 + slot * B * 4 * nc * 32;
   }
 };
 // The kernel's dynamic shared memory: the tables (reciprocals, the
 // distributions' cum | freq << 16, the shifts), rounded up to 16 bytes, then
-// the rings.
+// the records and, with batches of more than one step, the placing ring.
 __host__ __device__ inline size_t rans_tables_bytes(int dist_count) {
   const size_t n = (size_t(dist_count) * kTokens + kProbScale + 1) * 4 + kProbScale + 1;
   return (n + 15) / 16 * 16;
 }
+__host__ __device__ inline size_t place_ring_bytes(int batch, int nc) {
+  return size_t(kPlaceSlots) * batch * 32 * (sizeof(uint16_t) + 4 * size_t(nc));
+}
 __host__ __device__ inline size_t rans_ring_bytes(int batch, int nc) {
   return size_t(2) * batch * nc * 32 * sizeof(uint4) +
-         size_t(kPlaceSlots) * batch * 32 * (sizeof(uint16_t) + 4 * size_t(nc));
+         (batch > 1 ? place_ring_bytes(batch, nc) : 0);
 }
 // The rings' other part, static: the batches' steps, whether each step has
 // raw bits, the placing ring's units per batch (-1: the tile's end) and
@@ -1792,13 +1799,16 @@ struct PlaceCursor {
                                         int ln) {
     const int slot = n % kPlaceSlots;
     if (n >= kPlaceSlots) ring_wait(&sync.placed[slot]);
+    if (B == 1) __threadfence_block();  // the ring in global memory
     lc.log = ring.bytes(slot, B) + ln;
     lc.unit = ring.words(slot, B) + ln;
     base = lc.log;
   }
   // units < 0: the tile's end (one such batch for each placing warp).
-  __device__ __forceinline__ void end(const LaneCoder &lc, RansSync &sync, int units, int ln) {
+  __device__ __forceinline__ void end(const LaneCoder &lc, RansSync &sync, int B, int units,
+                                      int ln) {
     const int slot = n % kPlaceSlots;
+    if (B == 1) __threadfence_block();  // the ring in global memory
     if (ln == 0) {
       sync.units[slot] = units;
       sync.start[slot] = start;
@@ -1833,7 +1843,7 @@ __device__ __forceinline__ void code_layer(LaneCoder &lc, PlaceCursor &place, in
       ++units;
     }
     ring_arrive(&sync.empty[slot]);
-    place.end(lc, sync, units, ln);
+    place.end(lc, sync, B, units, ln);
     if (end) break;
   }
 }
@@ -1851,6 +1861,7 @@ __device__ __forceinline__ void place_batches(const Params &p, int t, int j, int
   for (int n = j;; n += kPlacers) {
     const int slot = n % kPlaceSlots;
     ring_wait(&sync.coded[slot]);
+    if (B == 1) __threadfence_block();  // the ring in global memory
     const int units = sync.units[slot];
     if (units < 0) break;
     uint32_t written = sync.start[slot];  // the tile's bytes before this one
@@ -1874,6 +1885,7 @@ __device__ __forceinline__ void place_batches(const Params &p, int t, int j, int
         at += e;
       }
     }
+    if (B == 1) __threadfence_block();
     ring_arrive(&sync.placed[slot]);
   }
 }
@@ -1917,8 +1929,11 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   const int n_fc = p.dist_count * kTokens;
   uint32_t *s_rcp = s_tab, *s_fc = s_tab + kProbScale + 1;
   uint8_t *s_shift = reinterpret_cast<uint8_t *>(s_fc + n_fc);
-  const RansRing ring{s_dyn + rans_tables_bytes(p.dist_count) / sizeof(uint4), p.ring_nc};
   const int t = blockIdx.x;
+  uint4 *rec = s_dyn + rans_tables_bytes(p.dist_count) / sizeof(uint4);
+  const RansRing ring{rec, p.ring_nc,
+                      B == 1 ? p.place_ring + size_t(t) * place_ring_bytes(1, p.ring_nc)
+                             : reinterpret_cast<uint8_t *>(rec + 2 * B * p.ring_nc * 32)};
   if (!rans_coded(p, t)) return;  // the whole block
   to_shared(s_fc, p.freq_cum, n_fc);
   to_shared(s_rcp, p.reciprocal, int(kProbScale) + 1);
@@ -1998,11 +2013,11 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
       lc.end_unit();
       ++units;
     }
-    place.end(lc, sync, units, ln);
+    place.end(lc, sync, B, units, ln);
   }
   for (int j = 0; j < kPlacers; ++j) {  // the end, for each placing warp
     place.begin(lc, ring, sync, B, ln);
-    place.end(lc, sync, -1, ln);
+    place.end(lc, sync, B, -1, ln);
   }
   // The lanes' final states before the bytes (lane 0 first, little-endian),
   // and the tile's size.
@@ -2357,7 +2372,6 @@ class CudaEncoder final : public Encoder {
     marks_bytes_ = marks_count * 4;
     o.codes = carve(sat, codes_count * 4);
     o.chosen = carve(sat, size_t(p.dist_count) * sizeof(ChosenTable));
-    o.bytes = sat;
     // rans_lanes_kernel's tables and ring: batches of kRansBatch steps where
     // they fit the device's shared memory per block, else of one step (64
     // KB, formats of 4 components). Each kernel may take all the device
@@ -2395,6 +2409,9 @@ class CudaEncoder final : public Encoder {
       }
       rans_shared_ = tables + rans_ring_bytes(rans_batch_, p.ring_nc);
     }
+    // Batches of one step: the placing rings in global memory, a part per tile.
+    o.place = rans_batch_ == 1 ? carve(sat, tiles.size() * place_ring_bytes(1, p.ring_nc)) : sat;
+    o.bytes = sat;
 
     // Every buffer a kernel may read is defined (the reference of a first
     // delta is refused anyway; these keep a sanitizer's view clean).
@@ -3007,7 +3024,7 @@ class CudaEncoder final : public Encoder {
   // Where each of a slot's buffers lies in its allocation.
   struct SlotLayout {
     size_t modes, symbols, type, lanes, size, raw, freq_cum, streams, payload_off, payload,
-        lane_part, marks, codes, changed, chosen, bytes;
+        lane_part, marks, codes, changed, chosen, place, bytes;
   };
   // A frame in flight: the device buffers its entropy coding uses while the
   // next frame's front part runs (SlotLayout), its stream and events, the
@@ -3058,6 +3075,7 @@ class CudaEncoder final : public Encoder {
     p.payload = w + o.payload;
     p.lane_part = reinterpret_cast<uint2 *>(w + o.lane_part);
     p.step_marks = reinterpret_cast<uint32_t *>(w + o.marks);
+    p.place_ring = rans_batch_ == 1 ? w + o.place : nullptr;
     p.codes = reinterpret_cast<uint32_t *>(w + o.codes);
     p.changed = &device_counts(slot)->changed;
     p.payload_total = &device_counts(slot)->payloads;
