@@ -657,6 +657,14 @@ static gboolean gst_cudadiff_enc_sink_query(GstVideoEncoder *encoder, GstQuery *
   return GST_VIDEO_ENCODER_CLASS(gst_cudadiff_enc_parent_class)->sink_query(encoder, query);
 }
 
+// A frame that could not be encoded: the error posted, the frame dropped.
+static GstFlowReturn frame_failed(GstCudaDiffEnc *self, GstVideoCodecFrame *frame,
+                                  const cudadiff::Error &e) {
+  gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
+  gst_video_codec_frame_unref(frame);
+  return GST_FLOW_ERROR;
+}
+
 // The packet of an encoded frame (its body in st->body): into an output
 // buffer, with flags and statistics; finishes the frame.
 static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame,
@@ -669,9 +677,7 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
     st->writer->set_compression(compression, level);
     packet_size = st->writer->prepare(info, st->body.data(), st->body.size());
   } catch (const cudadiff::Error &e) {
-    gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
-    gst_video_codec_frame_unref(frame);
-    return GST_FLOW_ERROR;
+    return frame_failed(self, frame, e);
   }
   // A large version 2 packet: the body's own buffer, the header written in
   // front of it (PacketBodies); without a body to take its place (out of
@@ -693,9 +699,7 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
       try {
         st->writer->write_in_place(st->body.base());
       } catch (const cudadiff::Error &e) {
-        gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
-        gst_video_codec_frame_unref(frame);
-        return GST_FLOW_ERROR;
+        return frame_failed(self, frame, e);
       }
       try {
         frame->output_buffer = st->bodies->lend(std::move(st->body), packet_size);
@@ -774,9 +778,7 @@ static GstFlowReturn finish_oldest(GstCudaDiffEnc *self) {
     // The reference may hold this frame, which no decoder will see.
     st->need_keyframe = true;
     gst_video_frame_unmap(&p.vframe);
-    gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
-    gst_video_codec_frame_unref(p.frame);
-    return GST_FLOW_ERROR;
+    return frame_failed(self, p.frame, e);
   }
   gst_video_frame_unmap(&p.vframe);
   return push_packet(self, p.frame, p.info, p.compression, p.level, result);
@@ -795,9 +797,7 @@ static GstFlowReturn push_transit(GstCudaDiffEnc *self) {
     st->encoder2->wait_body(st->transit_body);
   } catch (const cudadiff::Error &e) {
     st->need_keyframe = true;
-    gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
-    gst_video_codec_frame_unref(p.frame);
-    return GST_FLOW_ERROR;
+    return frame_failed(self, p.frame, e);
   }
   std::swap(st->body, st->transit_body);
   return push_packet(self, p.frame, p.info, p.compression, p.level, p.result);
@@ -836,10 +836,9 @@ static GstFlowReturn collect_oldest_async(GstCudaDiffEnc *self) {
     // the ones after it are dropped (handle_frame).
     st->need_keyframe = true;
     gst_video_frame_unmap(&p.vframe);
-    gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
-    gst_video_codec_frame_unref(p.frame);
+    const GstFlowReturn failed = frame_failed(self, p.frame, e);
     push_transit(self);
-    return GST_FLOW_ERROR;
+    return failed;
   }
   gst_video_frame_unmap(&p.vframe);  // (the core no longer reads the input)
   const GstFlowReturn ret = push_transit(self);
@@ -1044,9 +1043,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     // The reference may hold part of this frame, which no decoder will see.
     st->need_keyframe = true;
     gst_video_frame_unmap(&p.vframe);
-    gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
-    gst_video_codec_frame_unref(frame);
-    return GST_FLOW_ERROR;
+    return frame_failed(self, frame, e);
   }
   st->frame_number++;
   if (keyframe) {
