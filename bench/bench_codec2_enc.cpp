@@ -97,9 +97,8 @@ int main(int argc, char **argv) {
   std::vector<int> ks = {0, 5, 10, 20};
   for (size_t i = 0; i + 1 < opt.positional.size(); ++i) {
     if (opt.positional[i] != "--threshold") continue;
-    char *end = nullptr;
-    const long k = std::strtol(opt.positional[i + 1].c_str(), &end, 10);
-    if (*end != '\0' || end == opt.positional[i + 1].c_str() || k < 0 || k > 255) {
+    long k = 0;
+    if (!bench::parse_int_in(opt.positional[i + 1], 0, 255, k)) {
       std::fprintf(stderr, "--threshold wants 0..255, not '%s'\n", opt.positional[i + 1].c_str());
       return 2;
     }

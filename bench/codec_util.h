@@ -46,6 +46,14 @@ inline int format_option(const std::string &option, const std::string &value,
   return 1;
 }
 
+// `value` as a whole decimal number in lo .. hi into `out`; false when it
+// is not one.
+inline bool parse_int_in(const std::string &value, long lo, long hi, long &out) {
+  char *end = nullptr;
+  out = std::strtol(value.c_str(), &end, 10);
+  return !value.empty() && *end == 0 && out >= lo && out <= hi;
+}
+
 // Applies `--tiles BXxBY` (tiles of BX x BY blocks, each 1..255),
 // `--lane-samples N` (coded sample components per rANS lane, 1 .. 2^24) or
 // `--walk-bound P` (percent of a full tile's walk, 0 .. 1000; 0: none) to
@@ -66,10 +74,9 @@ inline int geometry_option(const std::string &option, const std::string &value,
     g.tile_by = by;
     return 1;
   }
+  long n = 0;
   if (option == "--lane-samples") {
-    char *end = nullptr;
-    const long n = std::strtol(value.c_str(), &end, 10);
-    if (value.empty() || *end != 0 || n < 1 || n > (1L << 24)) {
+    if (!parse_int_in(value, 1, 1L << 24, n)) {
       std::fprintf(stderr, "--lane-samples wants 1 .. 16777216 (default 2048), not '%s'\n",
                    value.c_str());
       return -1;
@@ -78,9 +85,7 @@ inline int geometry_option(const std::string &option, const std::string &value,
     return 1;
   }
   if (option == "--walk-bound") {
-    char *end = nullptr;
-    const long n = std::strtol(value.c_str(), &end, 10);
-    if (value.empty() || *end != 0 || n < 0 || n > 1000) {
+    if (!parse_int_in(value, 0, 1000, n)) {
       std::fprintf(stderr, "--walk-bound wants 0 .. 1000 percent (default 100), not '%s'\n",
                    value.c_str());
       return -1;
