@@ -17,7 +17,8 @@
 // fewer than kDecoderMinJump steps at which none does; over a longer run
 // the lanes jump (one step walked, then the warp does the skipped samples;
 // the walk's jumps in brackets). For sparse tiles also the fewest lanes;
-// and the deltas' average body in bytes (the lanes' price).
+// the deltas' average body in bytes, and their lanes (each ends with a
+// state of 4 bytes: the lanes' price).
 // The frame's decoding time follows its longest walk (docs/performance.md,
 // "Real footage on the GPU"), so this tells on any machine which tiles a
 // change of the lane rule would shorten. (The encoders bound the same walk,
@@ -99,14 +100,14 @@ int main(int argc, char **argv) {
       geometry.lane_samples, geometry.walk_bound);
   std::printf(
       "| threshold | full tiles | longest walk (jumps) | partly skipped | longest walk (jumps) "
-      "| fewest lanes | sparse | longest walk (jumps) | fewest lanes | delta bytes |\n"
-      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+      "| fewest lanes | sparse | longest walk (jumps) | fewest lanes | delta bytes | lanes |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int threshold : {0, 5, 10, 20}) {
     auto enc = Encoder::create(*cpu, VideoFormat::BGR, w, h, &geometry);
     detail::BodyReader reader(VideoFormat::BGR, w, h);
     HostBytes body, before, after;
     Kind full, partly, sparse;
-    size_t delta_bytes = 0;
+    size_t delta_bytes = 0, delta_lanes = 0;
     for (size_t t = 0; t < input.size(); ++t) {
       testing_util::HostFrame f(VideoFormat::BGR, w, h);
       bench::copy_clip_frame(input[t], f.view);
@@ -138,6 +139,7 @@ int main(int argc, char **argv) {
             skipped += !changed;
           }
         const int lanes = entries[ti].lanes;
+        delta_lanes += size_t(lanes);
         Kind &kind = skipped == 0 ? full : sparse_tile(skipped, blocks) ? sparse : partly;
         ++kind.tiles;
         const Walk walk = walk_of(tl, lanes, coded);
@@ -147,12 +149,13 @@ int main(int argc, char **argv) {
       std::swap(before, after);
     }
     const double deltas = double(input.size() - 1);
-    std::printf("| %d | %.1f | %d (%d) | %.1f | %d (%d) | %d | %.1f | %d (%d) | %d | %.0f |\n",
-                threshold, full.tiles / deltas, full.longest.steps, full.longest.jumps,
-                partly.tiles / deltas, partly.longest.steps, partly.longest.jumps,
-                partly.tiles ? partly.fewest_lanes : 0, sparse.tiles / deltas, sparse.longest.steps,
-                sparse.longest.jumps, sparse.tiles ? sparse.fewest_lanes : 0,
-                double(delta_bytes) / deltas);
+    std::printf(
+        "| %d | %.1f | %d (%d) | %.1f | %d (%d) | %d | %.1f | %d (%d) | %d | %.0f | %.0f |\n",
+        threshold, full.tiles / deltas, full.longest.steps, full.longest.jumps,
+        partly.tiles / deltas, partly.longest.steps, partly.longest.jumps,
+        partly.tiles ? partly.fewest_lanes : 0, sparse.tiles / deltas, sparse.longest.steps,
+        sparse.longest.jumps, sparse.tiles ? sparse.fewest_lanes : 0, double(delta_bytes) / deltas,
+        double(delta_lanes) / deltas);
   }
   return 0;
 }
