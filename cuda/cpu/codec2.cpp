@@ -1842,6 +1842,8 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   uint8_t *rans_layer_steps(const uint32_t *codes, int w, int h, int lanes, uint32_t *state,
                             uint8_t *p);
   void store_raw(size_t ti, uint8_t *out);
+  int64_t tile_estimate_q8(const uint32_t *hist) const;
+  void index_tile(size_t ti, int k);
   void debug_sizes(const Model &model);
 
   LayerSet ls_;
@@ -1876,8 +1878,9 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   Model pending_;                                // make_tables()'s tables (prev_ after assemble())
   std::vector<uint8_t> model_bytes_;             // and the model section
   std::vector<std::vector<uint8_t>> streams_;
-  std::vector<int> tile_type_;   // 0 skipped, 1 coded, 2 raw
-  std::vector<int> tile_lanes_;  // lanes of a coded tile
+  std::vector<int> tile_type_;    // 0 skipped, 1 coded, 2 raw, 3 indexed
+  std::vector<uint8_t> indexed_;  // per tile: indexed (step 4b; empty: none)
+  std::vector<int> tile_lanes_;   // lanes of a coded tile
   std::vector<std::vector<uint8_t>> rans_buffers_{size_t(kMaxThreads)};
   std::vector<RansEncoder::Symbol> rans_symbols_;  // per distribution and token: the model's
 #if CODEC2_AVX2
@@ -2223,6 +2226,7 @@ void CpuEncoder::decide_modes(int threads) {
   }
   std::fill(cost.begin(), cost.end(), 0);
   const uint32_t *ic = id_cost.data();
+  const int k = q_.k;
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
   for (long long ti = 0; ti < n_tiles; ++ti) {
     const Tile &t = tiles_[ti];
@@ -2232,6 +2236,20 @@ void CpuEncoder::decide_modes(int threads) {
       cost[block * kModes + size_t(mode_of_class[cls])] += sum;
     });
     choose(t);
+    // Indexed (docs/stream-format.md, "The encoder", step 4b): by the
+    // chosen modes' costs; every block of the tile then spatial.
+    if (k == 0) continue;
+    uint64_t est = 0;
+    for (int by = t.by0; by < t.by1; ++by)
+      for (int bx = t.bx0; bx < t.bx1; ++bx) {
+        const size_t b = size_t(by) * ls_.blocks_x + size_t(bx);
+        if (modes_[b] != kSkip) est += cost[b * kModes + modes_[b]];
+      }
+    if (!indexed_pays(int64_t(est), t.raw_bytes, k)) continue;
+    indexed_[size_t(ti)] = 1;
+    for (int by = t.by0; by < t.by1; ++by)
+      std::fill_n(modes_.begin() + long(size_t(by) * ls_.blocks_x + size_t(t.bx0)), t.bx1 - t.bx0,
+                  uint8_t(kSpatial));
   }
 }
 
@@ -2239,6 +2257,11 @@ void CpuEncoder::decide_modes(int threads) {
 // raster order; skipped samples hold no symbol) and their histogram. A tile
 // whose blocks are all skipped has none and is marked skipped.
 void CpuEncoder::tile_symbols(size_t ti) {
+  if (!indexed_.empty() && indexed_[ti]) {  // a delta's indexed tile: none
+    code_count_[ti] = 0;
+    tile_hist_[ti].assign(size_t(dl_.count) * kTokens, 0);
+    return;
+  }
 #if CODEC2_AVX2
   if (use_avx2()) return tile_symbols_avx2(ti);
 #endif
@@ -2840,6 +2863,48 @@ void CpuEncoder::store_raw(size_t ti, uint8_t *out) {
   }
 }
 
+// indexed_pays()'s estimate from a tile's histogram.
+int64_t CpuEncoder::tile_estimate_q8(const uint32_t *h) const {
+  int64_t est = 0;
+  for (int d = 0; d < dl_.count; ++d, h += kTokens) {
+    uint32_t n = 0;
+    for (int tk = 0; tk < kTokens; ++tk) {
+      n += h[tk];
+      est += indexed_count_q8(h[tk], tk);
+    }
+    est += indexed_total_q8(n);
+  }
+  return est;
+}
+
+// An indexed tile's reconstruction: the S-domain one of the input.
+void CpuEncoder::index_tile(size_t ti, int k) {
+  const Tile &t = tiles_[ti];
+  for (int l = 0; l < ls_.count; ++l) {
+    const Layer &ly = ls_.layer[l];
+    for (int c = 0; c < ly.channels; ++c)
+      for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y) {
+        const size_t at = size_t(y) * ly.width + t.x0[l];
+        const uint8_t *cur = cur_.ch[l][c].data() + at;
+        uint8_t *rec = rec_.ch[l][c].data() + at;
+        for (int i = 0; i < t.w[l]; ++i) rec[i] = uint8_t(dequant_index(quant_index(cur[i], k), k));
+      }
+  }
+}
+
+// A raw tile's `n` bytes (an indexed tile's reconstruction) as the indexed
+// tile's words (codec2_rules.h, indexed_digits()).
+static void pack_indexed(const uint8_t *bytes, size_t n, int k, uint8_t *out) {
+  const uint32_t base = uint32_t(indexed_base(k));
+  const size_t digits = size_t(indexed_digits(k));
+  for (size_t i0 = 0; i0 < n; i0 += digits, out += 4) {
+    uint32_t w = 0;
+    for (size_t i = std::min(n, i0 + digits); i-- > i0;)
+      w = w * base + uint32_t(quant_index(bytes[i], k));
+    for (int b = 0; b < 4; ++b) out[b] = uint8_t(w >> (8 * b));
+  }
+}
+
 FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyframe,
                               HostBytes &body) {
   validate(frame, "codec2 encoder input");
@@ -2873,7 +2938,8 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
                    in_[l]);
   }
 
-  // 2. Block modes.
+  // 2. Block modes, and a delta's indexed tiles.
+  indexed_.assign(tiles_.size(), 0);
   if (keyframe)
     std::fill(modes_.begin(), modes_.end(), uint8_t(kSpatial));
   else
@@ -2918,6 +2984,22 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   std::vector<const uint32_t *> hists(n_tiles);
   for (size_t ti = 0; ti < n_tiles; ++ti) hists[ti] = tile_hist_[ti].data();
 
+  // 4b. A keyframe's tiles that coding would not make smaller than their
+  // indices (indexed_pays(), by their histograms) are indexed: their
+  // reconstruction becomes the S-domain one of the input
+  // (docs/stream-format.md, "The encoder", step 4b; a delta's were found
+  // with its modes).
+  if (k > 0 && keyframe) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+    for (long long ti = 0; ti < (long long)n_tiles; ++ti)
+      if (code_count_[size_t(ti)] > 0 &&
+          indexed_pays(tile_estimate_q8(tile_hist_[size_t(ti)].data()),
+                       tiles_[size_t(ti)].raw_bytes, k)) {
+        indexed_[size_t(ti)] = 1;
+        index_tile(size_t(ti), k);
+      }
+  }
+
   // 5.-8. Tables, tiles, the body.
   maps_ready_ = CODEC2_VECTORS;
   tile_hists_ = hists.data();
@@ -2947,6 +3029,7 @@ FrameStats CpuEncoder::write_body(bool keyframe, int k, const uint8_t *modes,
   }
   maps_ready_ = false;
   tile_hists_ = hists.data();
+  indexed_.clear();
   return write_tiles(keyframe, k, modes, raw, body);
 }
 
@@ -2963,8 +3046,11 @@ FrameStats CpuEncoder::write_tiles(bool keyframe, int k, const uint8_t *modes,
   streams_.resize(n_tiles);
   tile_type_.assign(n_tiles, 1);
   tile_lanes_.assign(n_tiles, 1);
+  const bool indexed = indexed_.size() == n_tiles;
   for (size_t ti = 0; ti < n_tiles; ++ti)
-    if (code_count_[ti] == 0) {  // every block skipped
+    if (indexed && indexed_[ti]) {
+      tile_type_[ti] = 3;
+    } else if (code_count_[ti] == 0) {  // every block skipped
       tile_type_[ti] = 0;
       streams_[ti].clear();
     }
@@ -2993,10 +3079,16 @@ FrameStats CpuEncoder::write_tiles(bool keyframe, int k, const uint8_t *modes,
     for (long long ti = 0; ti < (long long)n_tiles; ++ti)
       if (tile_type_[ti] == 1) encode_tile(size_t(ti), k);
   }
+  std::vector<uint8_t> bytes;
   for (size_t ti = 0; ti < n_tiles; ++ti)
     if (tile_type_[ti] == 2) {
       streams_[ti].resize(tiles_[ti].raw_bytes);
       raw(ti, streams_[ti].data());
+    } else if (tile_type_[ti] == 3) {
+      bytes.resize(tiles_[ti].raw_bytes);
+      raw(ti, bytes.data());
+      streams_[ti].resize(size_t(indexed_bytes(bytes.size(), k)));
+      pack_indexed(bytes.data(), bytes.size(), k, streams_[ti].data());
     }
   if (std::getenv("CODEC2_DEBUG")) debug_sizes(pending_);
   std::vector<size_t> sizes(n_tiles);
@@ -3339,11 +3431,12 @@ bool read_tables_and_tile_table(const DistLayout &dl, const LayerSet &ls,
     type[ti] = int(v & 3);
     lanes[ti] = int((v >> 2) & 31) + 1;
     const uint64_t size = v >> 7;
-    if (type[ti] == 3) return fail_with("unknown tile type");
     if (type[ti] != 1 && lanes[ti] != 1) return fail_with("lanes given for an uncoded tile");
     if (type[ti] == 0 && (h.keyframe || size != 0)) return fail_with("bad skipped tile");
     if (type[ti] == 2 && size != tiles[ti].raw_bytes)
       return fail_with("raw tile of the wrong size");
+    if (type[ti] == 3 && size != indexed_bytes(tiles[ti].raw_bytes, h.k))
+      return fail_with("indexed tile of the wrong size");
     if (type[ti] == 1 && size < 4u * lanes[ti])
       return fail_with("coded tile shorter than its states");
     if (size > n) return fail_with("tile larger than the body");
@@ -3391,6 +3484,7 @@ class CpuDecoder final : public Decoder {
   }
 
  private:
+  bool decode_indexed(const Tile &t, const uint8_t *p);
   bool decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
                    bool keyframe);
   template <int NC, bool YCOCG, bool KEY, bool AVX2>
@@ -3475,7 +3569,7 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
   order_.resize(n_tiles);
   for (size_t ti = 0; ti < n_tiles; ++ti) order_[ti] = uint32_t(ti);
   if (threads > 1) {
-    auto cost = [&](uint32_t ti) { return type[ti] == 1 ? offset[ti + 1] - offset[ti] : 0; };
+    auto cost = [&](uint32_t ti) { return type[ti] & 1 ? offset[ti + 1] - offset[ti] : 0; };
     std::stable_sort(order_.begin(), order_.end(),
                      [&](uint32_t a, uint32_t b) { return cost(a) > cost(b); });
   }
@@ -3492,6 +3586,42 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
   prev_ = std::move(model);
   has_reference_ = true;
   return true;
+}
+
+// An indexed tile (type 3): each byte's S-domain index, digits of 32-bit
+// words (indexed_digits() in codec2_rules.h), in a raw tile's order. A word
+// larger than its digits allow fails the tile.
+bool CpuDecoder::decode_indexed(const Tile &t, const uint8_t *p) {
+  const int k = q_.k, n = indexed_base(k), digits = indexed_digits(k);
+  const Div32 by_n = div32(uint32_t(n));
+  const int s = 2 * k + 1;
+  uint32_t w = 0;
+  int left = 0;  // digits left in w
+  bool bad = false;
+  for (int l = 0; l < ls_.count; ++l) {
+    const Layer &ly = ls_.layer[l];
+    const int nc = ly.channels;
+    for (int y = t.y0[l]; y < t.y0[l] + t.h[l]; ++y) {
+      const size_t at = size_t(y) * ly.width + t.x0[l];
+      uint8_t *dst[kMaxComps];
+      for (int c = 0; c < nc; ++c) dst[c] = rec_.ch[l][c].data() + at;
+      for (int i = 0; i < t.w[l]; ++i)
+        for (int c = 0; c < nc; ++c) {
+          if (left == 0) {
+            bad |= w != 0;
+            w = uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+            p += 4;
+            left = digits;
+          }
+          const uint32_t q = by_n.div(w);
+          const int u = int(w - q * uint32_t(n));
+          w = q;
+          --left;
+          dst[c][i] = uint8_t(std::min(255, u * s));
+        }
+    }
+  }
+  return !bad && w == 0;
 }
 
 bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
@@ -3524,6 +3654,7 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
     }
     return true;
   }
+  if (type == 3) return decode_indexed(t, p);
   RansDecoder dec{p + 4 * lanes, p + size};
   uint32_t state[kMaxLanes], checksum[kMaxLanes] = {};
   for (int ln = 0; ln < lanes; ++ln) {

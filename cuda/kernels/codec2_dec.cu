@@ -614,13 +614,52 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
 constexpr int kMaxTilesPerBlock = 8;
 
 // Skipped tiles take the reference's samples, raw tiles the payload's (layer
-// by layer, row by row, sample by sample, channel by channel): a thread
-// block per tile and kCopyParts of its bytes (a warp per tile, as the coded
-// tiles have, took about 0.4 ms for a 1080p frame of raw tiles).
+// by layer, row by row, sample by sample, channel by channel), indexed
+// tiles the reconstruction of the payload's indices: a thread block per tile and kCopyParts of its
+// bytes (a warp per tile, as the coded tiles have, took about 0.4 ms for a 1080p frame of raw
+// tiles).
 constexpr int kCopyParts = 16;
+// Indexed tiles (type 3): a thread per word of digits (indexed_digits()),
+// which it takes apart, the first the least significant; a word larger than
+// its digits allow fails the tile.
+__device__ void index_tile(const Params &P, const TileDev &t) {
+  const uint32_t base = uint32_t(indexed_base(P.k)), digits = uint32_t(indexed_digits(P.k));
+  const Div32 by_base = div32(base);
+  const int s = 2 * P.k + 1;
+  const uint32_t row0 = uint32_t(t.w[0] * P.layer[0].channels);
+  const uint32_t n0 = row0 * uint32_t(t.h[0]);
+  const uint32_t n = n0 + (P.n_layers > 1 ? uint32_t(t.w[1] * P.layer[1].channels * t.h[1]) : 0u);
+  const uint32_t words = (n + digits - 1) / digits;
+  const uint8_t *p = P.payload + t.offset;
+  bool bad = false;
+  for (uint32_t wd = blockIdx.y * blockDim.x + threadIdx.x; wd < words;
+       wd += gridDim.y * blockDim.x) {
+    uint32_t v = uint32_t(__ldg(p + 4 * wd)) | uint32_t(__ldg(p + 4 * wd + 1)) << 8 |
+                 uint32_t(__ldg(p + 4 * wd + 2)) << 16 | uint32_t(__ldg(p + 4 * wd + 3)) << 24;
+    const uint32_t end = min(n, (wd + 1) * digits);
+    for (uint32_t i = wd * digits; i < end; ++i) {
+      const uint32_t q = by_base.div(v);
+      const int u = int(v - q * base);
+      v = q;
+      const int l = i < n0 ? 0 : 1;
+      const LayerDev &L = P.layer[l];
+      const uint32_t li = l == 0 ? i : i - n0, row = l == 0 ? row0 : uint32_t(t.w[1] * L.channels);
+      const int j = int(li / row), r = int(li - uint32_t(j) * row);
+      const int c = r % L.channels;
+      *chan_ptr(P.rec, L, c, t.x0[l] + r / L.channels, t.y0[l] + j) = uint8_t(min(255, u * s));
+    }
+    bad |= v != 0;
+  }
+  if (bad) atomicAdd(P.failed, 1u);
+}
+
 __global__ void __launch_bounds__(256) copy_tiles_kernel(const Params P) {
   const TileDev &t = P.tiles[blockIdx.x];
   const int type = t.type;
+  if (type == 3) {
+    index_tile(P, t);
+    return;
+  }
   if (type != 0 && type != 2) return;
   const uint8_t *p = P.payload + t.offset;
   size_t at = 0;

@@ -199,7 +199,7 @@ struct Params {
   uint32_t *tile_hist;  // per tile: distribution x token
   int n_tiles;
   int raw_bound;        // raw_bound_enabled()
-  int *tile_type;       // 0 skipped, 1 coded, 2 raw
+  int *tile_type;       // 0 skipped, 1 coded, 2 raw, 3 indexed
   int *tile_lanes;      // lanes of a coded tile
   uint32_t *tile_size;  // its stream's bytes
   uint32_t *tile_raw;   // 1: a coded tile that ends raw whatever the tables (raw_by_bound())
@@ -225,7 +225,7 @@ struct Params {
   const uint8_t *shift;        // per frequency f: 31 + ceil(log2 f), the reciprocal's
   uint32_t *codes;             // the symbols in schedule order (DevTile::sched_first)
   int ring_nc;                 // rans_lanes_kernel's ring: the layers' most components
-  int pad2;
+  int index_digits;            // indexed_digits(k)
   uint8_t *place_ring;   // rans_lanes_kernel<1>'s placing rings, per tile (place_ring_bytes())
   uint32_t *step_marks;  // the steps with a code (DevTile::marks_first)
   unsigned long long *changed;  // deltas: input bytes more than k off the reference
@@ -540,6 +540,42 @@ __global__ void round1_kernel(Params p, int l) {
                s.valid);
 }
 
+// A delta's indexed tiles (indexed_pays(), codec2_rules.h) at k > 0, by
+// the cost of the blocks' chosen modes (p.cost at the chosen mode, which
+// round 2 leaves there). Every block of such a tile gets the mode
+// kModeIndexed, which the reconstruction takes as spatial (the S-domain
+// reconstruction), the symbols as none and tile_type_kernel as the tile's
+// type; finish() reports them as spatial. A thread block per tile (a thread
+// per block of it).
+constexpr int kModeIndexed = kModes;
+constexpr int kIndexThreads = 128;
+__global__ void __launch_bounds__(kIndexThreads) index_tiles_kernel(Params p) {
+  const int t = blockIdx.x;
+  const int tx = t % p.tiles_x, ty = t / p.tiles_x;
+  const int bx0 = tx * p.tile_bx, by0 = ty * p.tile_by;
+  const int bw = min(p.blocks_x, bx0 + p.tile_bx) - bx0,
+            bh = min(p.blocks_y, by0 + p.tile_by) - by0;
+  __shared__ unsigned long long part[kIndexThreads / 32];
+  __shared__ int indexed;
+  unsigned long long est = 0;
+  for (int i = int(threadIdx.x); i < bw * bh; i += kIndexThreads) {
+    const size_t b = size_t(by0 + i / bw) * p.blocks_x + bx0 + i % bw;
+    const int mode = p.modes[b];
+    if (mode != kSkip) est += p.cost[b * kModes + mode];
+  }
+  for (int o = 16; o > 0; o >>= 1) est += __shfl_xor_sync(kFullWarp, est, o);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = est;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kIndexThreads / 32; ++w) est += part[w];
+    indexed = indexed_pays((long long)est, p.tiles[t].raw_bytes, p.k, p.index_digits);
+  }
+  __syncthreads();
+  if (!indexed) return;
+  for (int i = int(threadIdx.x); i < bw * bh; i += kIndexThreads)
+    p.modes[size_t(by0 + i / bw) * p.blocks_x + bx0 + i % bw] = uint8_t(kModeIndexed);
+}
+
 // The cheapest mode of every block from its costs over the layers.
 __global__ void decide_kernel(Params p, int n_blocks) {
   const int b = blockIdx.x * blockDim.x + threadIdx.x;
@@ -607,7 +643,9 @@ __global__ void round2_kernel(Params p, int l) {
   block_sum3(v);
   if (threadIdx.x != 0) return;
   if (p.layers == 1) {
-    p.modes[block] = uint8_t(cheapest_mode(v[0], v[1], v[2]));
+    const int mode = cheapest_mode(v[0], v[1], v[2]);
+    p.modes[block] = uint8_t(mode);
+    p.cost[block * kModes + mode] = v[class_of(mode)];  // (index_tiles_kernel)
   } else {
     atomicAdd(&p.cost[block * kModes + kSpatial], (unsigned long long)v[0]);
     atomicAdd(&p.cost[block * kModes + kTemporal], (unsigned long long)v[1]);
@@ -621,7 +659,8 @@ __global__ void reconstruct_kernel(Params p, int l) {
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
   if (!s.valid) return;
-  const int mode = p.modes[size_t(blockIdx.y) * p.blocks_x + blockIdx.x];
+  const int m = p.modes[size_t(blockIdx.y) * p.blocks_x + blockIdx.x];
+  const int mode = m == kModeIndexed ? int(kSpatial) : m;
   const size_t at = size_t(s.y) * ly.width + s.x;
   constexpr int nc = NC;
   int rec[kMaxComps], ch[kMaxComps], comp[kMaxComps];
@@ -696,6 +735,7 @@ __global__ void symbols_kernel(Params p, int l) {
   const int mode = p.modes[block];
   const int tx = int(blockIdx.x) / p.tile_bx, ty = int(blockIdx.y) / p.tile_by;
   const int t = ty * p.tiles_x + tx;
+  if (mode == kModeIndexed) return;  // the whole block: an indexed tile has no symbols
   const DevTile &dt = p.tiles[t];
   uint32_t *hist = p.tile_hist + size_t(t) * p.dist_count * kTokens;
   __shared__ uint8_t bucket[kActivityTableMax + 1];
@@ -887,13 +927,67 @@ __device__ bool raw_by_bound(const Params &p, int t, int blocks, double *s_part)
   return __syncthreads_or(raw) != 0;
 }
 
+// Whether coded tile t is indexed (indexed_pays(), codec2_rules.h): the
+// estimate from its histogram, a warp per distribution at a time and a
+// thread per token, in integers as the CPU encoder's. Every thread gets
+// the answer.
+__device__ bool indexed_by_estimate(const Params &p, int t, long long *s_est) {
+  const DevTile &dt = p.tiles[t];
+  if (indexed_bytes(dt.raw_bytes, p.k) >= dt.raw_bytes) return false;  // (the whole block)
+  const int warp = int(threadIdx.x / 32), ln = int(threadIdx.x & 31);
+  const int warps = int(blockDim.x / 32);
+  const uint32_t *hist = p.tile_hist + size_t(t) * p.dist_count * kTokens;
+  long long est = 0;
+  for (int d = warp; d < p.dist_count; d += warps) {
+    const uint32_t c = hist[size_t(d) * kTokens + uint32_t(ln)];
+    const uint32_t n = warp_sum_u32(c);
+    est += indexed_count_q8(c, ln) + (ln == 0 ? indexed_total_q8(n) : 0);
+  }
+  for (int o = 16; o > 0; o >>= 1) est += __shfl_xor_sync(kFullWarp, est, o);
+  if (ln == 0) s_est[warp] = est;
+  __syncthreads();
+  bool indexed = false;
+  if (threadIdx.x == 0) {
+    long long all = 0;
+    for (int w = 0; w < warps; ++w) all += s_est[w];
+    indexed = indexed_pays(all, dt.raw_bytes, p.k);
+  }
+  return __syncthreads_or(indexed) != 0;
+}
+
+// An indexed tile's reconstruction: the S-domain one of the input (the
+// tile's thread block).
+__device__ void index_tile(const Params &p, int t) {
+  const DevTile &dt = p.tiles[t];
+  for (int l = 0; l < p.layers; ++l) {
+    const DevLayer &ly = p.layer[l];
+    const int nc = ly.channels, row = dt.w[l] * nc, n = row * dt.h[l];
+    for (int i = int(threadIdx.x); i < n; i += int(blockDim.x)) {
+      const int j = i / row, r = i - j * row, c = r % nc;
+      const size_t at = size_t(dt.y0[l] + j) * ly.width + dt.x0[l] + r / nc;
+      p.rec[l][c][at] = uint8_t(dequant_index(quant_index(p.cur[l][c][at], p.step), p.k));
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kTileTypeThreads) tile_type_kernel(Params p) {
   extern __shared__ uint32_t s_steps[];  // the candidates' bitmaps (p.walk_words words)
   __shared__ unsigned long long s_rows[kTileTypeRows];
   __shared__ double s_part[2 * kTileTypeThreads / 32];
+  __shared__ long long s_est[kTileTypeThreads / 32];
   __shared__ uint32_t s_skipped, s_fits, s_have_rows;
   __shared__ int s_off[kMaxLanes + 1];  // each candidate's first word
   const int t = int(blockIdx.x);
+  if (!p.keyframe &&
+      p.modes[size_t(t / p.tiles_x * p.tile_by) * p.blocks_x + size_t(t % p.tiles_x * p.tile_bx)] ==
+          kModeIndexed) {
+    if (threadIdx.x == 0) {
+      p.tile_type[t] = 3;
+      p.tile_raw[t] = 0;
+      p.tile_lanes[t] = 1;
+    }
+    return;  // the whole block
+  }
   const int warp = int(threadIdx.x / 32), ln = threadIdx.x & 31;
   const int tx = t % p.tiles_x, ty = t / p.tiles_x;
   const int bx0 = tx * p.tile_bx, by0 = ty * p.tile_by;
@@ -915,6 +1009,15 @@ __global__ void __launch_bounds__(kTileTypeThreads) tile_type_kernel(Params p) {
   __syncthreads();
   skipped = s_skipped;
   const int type = int(skipped) < blocks ? 1 : 0;
+  if (type == 1 && p.keyframe && p.k > 0 && indexed_by_estimate(p, t, s_est)) {
+    if (threadIdx.x == 0) {
+      p.tile_type[t] = 3;
+      p.tile_raw[t] = 0;
+      p.tile_lanes[t] = 1;
+    }
+    index_tile(p, t);
+    return;  // the whole block
+  }
   if (threadIdx.x == 0) p.tile_type[t] = type;
   const bool raw = type == 1 && bound_tiles(p) && raw_by_bound(p, t, blocks, s_part);
   if (threadIdx.x == 0) p.tile_raw[t] = raw;
@@ -1216,7 +1319,10 @@ __global__ void __launch_bounds__(kScanThreads) payload_offsets_kernel(Params p)
     unsigned long long v = 0;
     if (t < p.n_tiles) {
       const int type = p.tile_type[t];
-      v = type == 1 ? p.tile_size[t] : type == 2 ? p.tiles[t].raw_bytes : 0;
+      v = type == 1   ? p.tile_size[t]
+          : type == 2 ? p.tiles[t].raw_bytes
+          : type == 3 ? indexed_bytes(p.tiles[t].raw_bytes, p.k)
+                      : 0;
       const unsigned long long entry =
           v << 7 | (unsigned long long)(type == 1 ? p.tile_lanes[t] - 1 : 0) << 2 | unsigned(type);
       atomicAdd(&table_bytes, unsigned(entry ? (64 - __clzll((long long)entry) + 6) / 7 : 1));
@@ -2054,6 +2160,26 @@ __global__ void gather_kernel(Params p) {
       }
       out += n;
     }
+  } else if (type == 3) {
+    // A word per thread: its digits' indices from the reconstruction (an
+    // index is its reconstruction's index), the last digit first.
+    const DevTile &dt = p.tiles[t];
+    const uint32_t base = uint32_t(indexed_base(p.k)), digits = uint32_t(indexed_digits(p.k));
+    const uint32_t n = uint32_t(dt.raw_bytes), words = (n + digits - 1) / digits;
+    const uint32_t n0 = uint32_t(dt.w[0] * p.layer[0].channels * dt.h[0]);
+    for (uint32_t wd = from; wd < words; wd += stride) {
+      uint32_t v = 0;
+      for (uint32_t i = min(n, (wd + 1) * digits); i-- > wd * digits;) {
+        const int l = i < n0 ? 0 : 1;
+        const uint32_t li = l == 0 ? i : i - n0;
+        const int nc = p.layer[l].channels, row = dt.w[l] * nc;
+        const int y = dt.y0[l] + int(li / uint32_t(row)), r = int(li % uint32_t(row));
+        const int byte = p.rec[l][r % nc][size_t(y) * p.layer[l].width + dt.x0[l] + r / nc];
+        v = v * base + uint32_t(quant_index(byte, p.step));
+      }
+      uint8_t *o = out + size_t(wd) * 4;
+      o[0] = uint8_t(v), o[1] = uint8_t(v >> 8), o[2] = uint8_t(v >> 16), o[3] = uint8_t(v >> 24);
+    }
   }
 }
 
@@ -2506,6 +2632,7 @@ class CudaEncoder final : public Encoder {
     // The finer quantiser with the dead zone (codec2_rules.h, encoder_k()).
     p.k = encoder_k(threshold);
     p.step = step_div(p.k);
+    p.index_digits = indexed_digits(p.k);
     p.threshold = threshold;
     p.keyframe = keyframe ? 1 : 0;
     p.model = model_buf_[place_];
@@ -2787,6 +2914,10 @@ class CudaEncoder final : public Encoder {
         id_cost_kernel<<<(p.dist_count + 7) / 8, 256, 0, stream>>>(p);
         CUDADIFF_CHECK_LAUNCH("codec2 id_cost_kernel");
       }
+      if (p.k > 0) {
+        index_tiles_kernel<<<unsigned(n_tiles), kIndexThreads, 0, stream>>>(p);
+        CUDADIFF_CHECK_LAUNCH("codec2 index_tiles_kernel");
+      }
     }
     mark(slot, 2, in_graph);
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream));
@@ -2934,7 +3065,10 @@ class CudaEncoder final : public Encoder {
     }
     const auto t_done = clock::now();
     const auto back = [&](size_t offset) { return slot.h_out.data() + (offset - o.modes); };
-    const uint8_t *modes = back(o.modes);
+    // (an indexed tile's blocks count as spatial, as the CPU encoder's)
+    uint8_t *modes = slot.h_out.data();  // (back(o.modes))
+    for (size_t b = 0; b < n_blocks_; ++b)
+      if (modes[b] == kModeIndexed) modes[b] = kSpatial;
     const int *types = reinterpret_cast<const int *>(back(o.type));
     const uint32_t *sizes = reinterpret_cast<const uint32_t *>(back(o.size));
     const int *lanes = reinterpret_cast<const int *>(back(o.lanes));
@@ -2945,7 +3079,10 @@ class CudaEncoder final : public Encoder {
     std::vector<size_t> size_of(n_tiles);
     size_t payload = 0;
     for (size_t t = 0; t < n_tiles; ++t) {
-      size_of[t] = types[t] == 1 ? sizes[t] : types[t] == 2 ? tiles[t].raw_bytes : 0;
+      size_of[t] = types[t] == 1   ? sizes[t]
+                   : types[t] == 2 ? tiles[t].raw_bytes
+                   : types[t] == 3 ? size_t(indexed_bytes(tiles[t].raw_bytes, slot.k))
+                                   : 0;
       payload += size_of[t];
     }
     if (counts.payloads != payload)

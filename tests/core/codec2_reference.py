@@ -233,6 +233,27 @@ class Decoder:
                             if kind == 2:
                                 new[place(c, x, y)] = next(data)
             return
+        if kind == 3:
+            # Indexed: the S-domain indices of the tile's bytes in a raw
+            # tile's order, D to a little-endian 32-bit word in base N.
+            n = (255 + self.k) // self.s + 1
+            d = 1
+            while d < 32 and n ** (d + 1) <= 1 << 32:
+                d += 1
+            places = [place(c, x, y) for (lw, lh, nch, yc, sx, sy, place), (x0, y0, w, h)
+                      in zip(self.layers, rects)
+                      for y in range(y0, y0 + h) for x in range(x0, x0 + w) for c in range(nch)]
+            if lanes != 1 or len(payload) != 4 * ((len(places) + d - 1) // d):
+                raise Invalid("indexed tile size")
+            for i0 in range(0, len(places), d):
+                word = int.from_bytes(payload[4 * (i0 // d):4 * (i0 // d) + 4], "little")
+                for i in range(i0, min(len(places), i0 + d)):
+                    u, word = word % n, word // n
+                    new[places[i]] = min(255, u * self.s)
+                if word:
+                    raise Invalid("indexed word out of range")
+            self.log("tile %s: indexed, N %d, D %d" % (tile, n, d))
+            return
         if kind != 1 or len(payload) < 4 * lanes:
             raise Invalid("tile type or size")
         state = [int.from_bytes(payload[4 * l:4 * l + 4], "little") for l in range(lanes)]

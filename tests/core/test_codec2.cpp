@@ -687,6 +687,116 @@ TEST(Codec2Cpu, TilesNearTheRawLimit) {
   EXPECT_GT(tiles[2] - by_bound, 0u);  // raw after coding
 }
 
+TEST(Codec2Rules, IndexedDigitsAndDivision) {
+  // Base N = max_index(k) + 1, D digits to a 32-bit word: N^D - 1 fits, N^(D+1) - 1 not.
+  const int expect[][3] = {{0, 256, 4}, {1, 86, 4},  {2, 52, 5},   {4, 29, 6},
+                           {7, 18, 7},  {14, 10, 9}, {170, 2, 32}, {255, 1, 32}};
+  for (const auto &e : expect) {
+    EXPECT_EQ(indexed_base(e[0]), e[1]) << e[0];
+    EXPECT_EQ(indexed_digits(e[0]), e[2]) << e[0];
+  }
+  EXPECT_EQ(indexed_bytes(61440, 4), 4u * 10240);  // 6 digits a word
+  EXPECT_EQ(indexed_bytes(61441, 4), 4u * 10241);
+  EXPECT_EQ(indexed_bytes(10, 255), 4u);
+  for (int k = 0; k <= 255; ++k) {
+    const uint64_t n = uint64_t(indexed_base(k));
+    uint64_t most = 1;
+    for (int d = 0; d < indexed_digits(k); ++d) most *= n;
+    ASSERT_LE(most, uint64_t(1) << 32) << k;
+    if (n > 1) {
+      ASSERT_GT(most * n, uint64_t(1) << 32) << k;
+    }
+  }
+  // Div32: every divisor a base can be, on the edges of the quotients and
+  // on random numbers.
+  std::mt19937 gen(5);
+  for (uint32_t d = 1; d <= 256; ++d) {
+    const Div32 q = div32(d);
+    for (uint32_t n : {0u, 1u, d - 1, d, d + 1, 0x7fffffffu, 0x80000000u, 0xfffffffeu, 0xffffffffu})
+      ASSERT_EQ(q.div(n), n / d) << n << " / " << d;
+    for (uint64_t m = 1; m <= 0xffffffffu / d; m = m * 3 + 1) {
+      ASSERT_EQ(q.div(uint32_t(m * d - 1)), m - 1) << d;
+      ASSERT_EQ(q.div(uint32_t(m * d)), m) << d;
+    }
+    for (int i = 0; i < 2000; ++i) {
+      const uint32_t n = uint32_t(gen());
+      ASSERT_EQ(q.div(n), n / d) << n << " / " << d;
+    }
+  }
+  // The decision: never where a digit takes a byte, nor below the words' bits.
+  EXPECT_FALSE(indexed_pays(int64_t(1) << 40, 1000, 0));
+  EXPECT_FALSE(indexed_pays(int64_t(1) << 40, 1000, 1));
+  EXPECT_TRUE(indexed_pays(2048 * int64_t(indexed_bytes(1000, 4)), 1000, 4));
+  EXPECT_FALSE(indexed_pays(2048 * int64_t(indexed_bytes(1000, 4)) - 1, 1000, 4));
+}
+
+// Frames of noise at a threshold above 1: every tile not skipped is
+// indexed (smaller than coded, and without rANS), the reference is the
+// S-domain reconstruction of the input there, and the decoder shows it.
+// Beside smooth tiles, which stay coded. A damaged word fails the body.
+TEST(Codec2Cpu, NoiseIsIndexed) {
+  std::mt19937 gen(17);
+  for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::GRAY8})
+    for (int threshold : {2, 5, 10, 20, 100})
+      for (int size = 0; size < 2; ++size) {
+        // 2 x 2 full tiles of 10x8 blocks; or 3 x 2 whose last column and
+        // row are partial (10 and 2 samples: their few symbols spread over
+        // many distributions, whose counts then tell too little for the
+        // estimate, which keeps some of them coded).
+        const int w = size ? 330 : 320, h = size ? 130 : 256;
+        const int k = encoder_k(threshold);
+        std::vector<HostFrame> frames;
+        for (int t = 0; t < 4; ++t) {
+          frames.emplace_back(f, w, h, 3);
+          testing_util::fill_random(frames.back(), gen);
+        }
+        const Sequence s = encode_sequence(f, w, h, frames, {true, false, false, true},
+                                           std::vector<int>(4, threshold));
+        decode_sequence(f, w, h, s);
+        const std::string where = std::string(format_name(f)) + " threshold " +
+                                  std::to_string(threshold) + " " + std::to_string(w);
+        for (size_t i = 0; i < s.stats.size(); ++i) {
+          const size_t raw = packed_bytes(frames[i].view).size();
+          // (At threshold 2, k = 2, a digit takes 6.4 bits, about what
+          // coding one byte of noise of one channel takes: either may win.)
+          if (threshold == 2 && f != VideoFormat::BGR) continue;
+          if (size) {
+            EXPECT_GE(s.stats[i].tiles[3], 2u) << where << " frame " << i;
+            continue;
+          }
+          EXPECT_EQ(s.stats[i].tiles[3], 4u) << where << " frame " << i;
+          // The body: the tiles' words, the header, the tile table and the
+          // tables (of symbols that no tile codes).
+          EXPECT_LE(s.stats[i].body_bytes, indexed_bytes(raw / 4, k) * 4 + 1500) << where;
+          for (size_t b = 0; b < raw; ++b) {
+            const int v = s.references[i][b];
+            ASSERT_EQ(v, dequant_index(quant_index(v, k), k)) << where << " byte " << b;
+          }
+        }
+        // A word past the largest its digits allow (the body's last, in an
+        // indexed tile): the decoder refuses the body.
+        if (indexed_digits(k) < 32 && !size) {
+          std::vector<uint8_t> bad = s.bodies[0];
+          for (size_t b = bad.size() - 4; b < bad.size(); ++b) bad[b] = 0xff;
+          auto dec = Decoder::create(*cpu, f, w, h);
+          std::string err;
+          EXPECT_FALSE(dec->decode(bad.data(), bad.size(), &err)) << where;
+          EXPECT_NE(err.find("damaged"), std::string::npos) << err;
+        }
+      }
+  // Half noise, half a smooth picture: the noise's tiles indexed, the rest coded.
+  HostFrame frame(VideoFormat::BGR, 320, 128);
+  fill_scene(frame, 0, gen, 0);
+  for (int y = 0; y < 128; ++y)
+    for (int x = 0; x < 160 * 3; ++x)
+      frame.view.data[0][size_t(y) * frame.view.stride[0] + x] = uint8_t(gen());
+  auto enc = Encoder::create(*cpu, VideoFormat::BGR, 320, 128);
+  HostBytes body;
+  const FrameStats st = enc->encode(frame.view, 5, true, body);
+  EXPECT_EQ(st.tiles[3], 1u);
+  EXPECT_EQ(st.tiles[1], 1u);
+}
+
 TEST(Codec2Cpu, StillFramesCostAlmostNothing) {
   HostFrame f(VideoFormat::I420, 320, 240);
   fill_scene(f, 0, testing_util::rng(), 2);
@@ -970,7 +1080,7 @@ TEST(Codec2Cpu, RandomBodiesNeverCrash) {
   }
 }
 
-// docs/stream-format.md, "Example: two bodies": the same bytes (also decoded by
+// docs/stream-format.md, "Example: three bodies": the same bytes (also decoded by
 // tests/core/codec2_reference.py from the document).
 TEST(Codec2Cpu, WorkedExample) {
   const std::vector<uint8_t> key_in = {10, 12, 15, 15, 40, 11, 13, 14, 20, 41};
@@ -999,6 +1109,27 @@ TEST(Codec2Cpu, WorkedExample) {
   ASSERT_TRUE(dec->decode(delta_body.data(), delta_body.size(), &err)) << err;
   dec->read_reference(pic);
   EXPECT_EQ(bytes_of(pic), delta_pic);
+  // The indexed tile (a body written by hand), and the same damaged: a
+  // word past 29^6 - 1, the last word past 29^6 - 1 too, a size that is
+  // not the tile's.
+  const std::vector<uint8_t> indexed = {0x01, 0x04, 0x0a, 0x08, 0x00, 0x83, 0x08, 0xdd,
+                                        0x3f, 0xfd, 0x19, 0xb2, 0x71, 0xc2, 0x06};
+  const std::vector<uint8_t> indexed_pic = {27, 252, 0, 126, 63, 189, 9, 18, 234, 81, 135, 45};
+  auto dec43 = Decoder::create(*cpu, VideoFormat::GRAY8, 4, 3);
+  ASSERT_TRUE(dec43->decode(indexed.data(), indexed.size(), &err)) << err;
+  dec43->read_reference(pic);
+  EXPECT_EQ(bytes_of(pic), indexed_pic);
+  for (const auto &[at, value] : std::vector<std::pair<size_t, uint8_t>>{{10, 0x23}, {14, 0x23}}) {
+    std::vector<uint8_t> bad = indexed;
+    bad[at] = value;  // 0x23fd3fdd = 603799517, 0x23c271b2 = 599945650
+    EXPECT_FALSE(dec43->decode(bad.data(), bad.size(), &err)) << at;
+    EXPECT_NE(err.find("damaged"), std::string::npos) << err;
+  }
+  std::vector<uint8_t> longer = indexed;
+  longer[6] = 0x0a;  // 10 bytes
+  longer.push_back(0), longer.push_back(0);
+  EXPECT_FALSE(dec43->decode(longer.data(), longer.size(), &err));
+  EXPECT_NE(err.find("indexed tile of the wrong size"), std::string::npos) << err;
 }
 
 TEST(Codec2Cpu, BodyHeader) {

@@ -176,6 +176,30 @@ TEST(Codec2Cuda, RandomFrames) {
     }
 }
 
+// Indexed tiles (frames of noise at k > 1) decode alike, full and partial
+// ones; the document's indexed body, and the same with a word out of range
+// or the last word out of range, are decoded or refused alike, and a
+// refused one leaves the picture.
+TEST(Codec2Cuda, IndexedTiles) {
+  for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::YUY2})
+    for (int k : {5, 20}) {
+      compare_sequence(f, 330, 260, Content::Random, {true, false, false}, {k, k, 10});
+      if (HasFailure()) return;
+    }
+  const std::vector<uint8_t> indexed = {0x01, 0x04, 0x0a, 0x08, 0x00, 0x83, 0x08, 0xdd,
+                                        0x3f, 0xfd, 0x19, 0xb2, 0x71, 0xc2, 0x06};
+  Pair dec(VideoFormat::GRAY8, 4, 3);
+  ASSERT_TRUE(dec.decode(indexed, "indexed"));
+  const std::vector<uint8_t> pic = {27, 252, 0, 126, 63, 189, 9, 18, 234, 81, 135, 45};
+  EXPECT_EQ(dec.picture(*dec.gpu), pic);
+  for (size_t at : {size_t(10), size_t(14)}) {
+    std::vector<uint8_t> bad = indexed;
+    bad[at] = 0x23;  // a word above 29^6 - 1
+    EXPECT_FALSE(dec.decode(bad, "word " + std::to_string(at)));
+    EXPECT_EQ(dec.picture(*dec.gpu), pic);
+  }
+}
+
 TEST(Codec2Cuda, SeveralTilesAndThresholds) {
   // Small tiles: many tiles, edges of tiles everywhere, changing k.
   const Geometry small{3, 2};

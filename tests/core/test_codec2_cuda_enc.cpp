@@ -125,7 +125,7 @@ void expect_same_stats(const FrameStats &a, const FrameStats &b, const std::stri
   EXPECT_EQ(a.body_bytes, b.body_bytes) << where;
   EXPECT_EQ(a.model_bytes, b.model_bytes) << where;
   EXPECT_EQ(a.table_bytes, b.table_bytes) << where;
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(a.tiles[i], b.tiles[i]) << where << " tiles " << i;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(a.tiles[i], b.tiles[i]) << where << " tiles " << i;
   EXPECT_EQ(a.lanes, b.lanes) << where;
   for (int i = 0; i < kModes; ++i) EXPECT_EQ(a.blocks[i], b.blocks[i]) << where << " mode " << i;
   EXPECT_EQ(a.changed_bytes, b.changed_bytes) << where;
@@ -133,7 +133,7 @@ void expect_same_stats(const FrameStats &a, const FrameStats &b, const std::stri
 
 struct Totals {
   uint64_t blocks[kModes] = {};
-  uint64_t tiles[3] = {};
+  uint64_t tiles[4] = {};
   uint64_t delta_lanes = 0;   // the lanes of the deltas' coded tiles
   uint64_t raw_by_bound = 0;  // the CUDA encoder's (FrameStats::raw_by_bound)
 };
@@ -193,7 +193,7 @@ Totals compare(VideoFormat fmt, int w, int h, Content content, const std::vector
     EXPECT_TRUE(bytes_of(gdref) == bytes_of(gref))
         << where << ": the CUDA decoder shows another picture";
     for (int i = 0; i < kModes; ++i) totals.blocks[i] += gs.blocks[i];
-    for (int i = 0; i < 3; ++i) totals.tiles[i] += gs.tiles[i];
+    for (int i = 0; i < 4; ++i) totals.tiles[i] += gs.tiles[i];
     totals.raw_by_bound += gs.raw_by_bound;
     if (!key) totals.delta_lanes += gs.lanes;
     if (::testing::Test::HasFailure()) break;
@@ -231,10 +231,27 @@ TEST(Codec2CudaEncoder, RandomFramesGiveRawTiles) {
   for (VideoFormat f : kFormats)
     for (int k : {0, 5}) {
       const Totals t = compare(f, 100, 70, Content::Random, {k}, 3, 2, k == 0);
-      for (int i = 0; i < 3; ++i) all.tiles[i] += t.tiles[i];
+      for (int i = 0; i < 4; ++i) all.tiles[i] += t.tiles[i];
       if (HasFailure()) return;
     }
   EXPECT_GT(all.tiles[2], 0u);  // raw tiles occurred
+}
+
+// Noise at quantisers above 1: tiles indexed (codec2_rules.h,
+// indexed_pays()) on both backends alike, beside coded ones (a frame's
+// partial tiles), in keyframes and deltas, packed and padded, every format
+// of one and of two layers; the reconstruction of those tiles rewritten on
+// the device before the next frame reads it.
+TEST(Codec2CudaEncoder, NoiseIsIndexed) {
+  Totals all;
+  for (VideoFormat f : kFormats) {
+    const Totals t =
+        compare(f, 330, 260, Content::Random, {5, 20, 10, 2}, 5, 3, f != VideoFormat::BGR);
+    for (int i = 0; i < 4; ++i) all.tiles[i] += t.tiles[i];
+    EXPECT_GT(t.tiles[3], 0u) << format_name(f);
+    if (HasFailure()) return;
+  }
+  EXPECT_GT(all.tiles[1], 0u);
 }
 
 // Tiles near the raw limit: those the CUDA encoder stores raw by their
@@ -248,7 +265,7 @@ TEST(Codec2CudaEncoder, TilesNearTheRawLimit) {
     for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420})
       for (int k : {0, 1}) {
         const Totals t = compare(f, 800, 128, Content::NearRaw, {k}, 4, 3, k == 1);
-        for (int i = 0; i < 3; ++i) all.tiles[i] += t.tiles[i];
+        for (int i = 0; i < 4; ++i) all.tiles[i] += t.tiles[i];
         all.raw_by_bound += t.raw_by_bound;
         if (HasFailure()) return;
       }
@@ -268,7 +285,7 @@ TEST(Codec2CudaEncoder, StaticRegionsAndEveryMode) {
     for (int k : {0, 5, 20}) {
       const Totals t = compare(f, 700, 300, Content::Static, {k}, 5, 100, k == 5);
       for (int i = 0; i < kModes; ++i) all.blocks[i] += t.blocks[i];
-      for (int i = 0; i < 3; ++i) all.tiles[i] += t.tiles[i];
+      for (int i = 0; i < 4; ++i) all.tiles[i] += t.tiles[i];
       if (HasFailure()) return;
     }
   for (int i = 0; i < kModes; ++i) EXPECT_GT(all.blocks[i], 0u) << "mode " << i;

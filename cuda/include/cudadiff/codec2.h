@@ -66,16 +66,16 @@ struct FrameStats {
   int threshold = 0;  // the bound: every byte within it of the input
   int k = 0;          // the body's quantiser, encoder_k(threshold) (codec2_rules.h)
   size_t body_bytes = 0;
-  size_t model_bytes = 0;         // header and frequency tables
-  size_t table_bytes = 0;         // the tile table (sizes)
-  uint32_t tiles[3] = {0, 0, 0};  // skipped, coded, raw
+  size_t model_bytes = 0;            // header and frequency tables
+  size_t table_bytes = 0;            // the tile table (sizes)
+  uint32_t tiles[4] = {0, 0, 0, 0};  // skipped, coded, raw, indexed
   // Of the raw tiles, those stored raw without being coded, since a lower
   // bound of their coded size already reached their bytes (codec2_rules.h,
   // coded_tile_bound()). Work saved, not bytes: the body is the same. The
   // CUDA encoder looks for them at quantiser 0 only, the CPU's everywhere.
   uint32_t raw_by_bound = 0;
   uint32_t lanes = 0;                 // rANS lanes of the coded tiles
-  uint32_t blocks[4] = {0, 0, 0, 0};  // per mode (Mode in codec2_rules.h)
+  uint32_t blocks[4] = {0, 0, 0, 0};  // per mode (Mode in codec2_rules.h; indexed tiles' spatial)
   // Deltas: bytes of the input more than the threshold off the reference
   // (what a version 1 delta would send); 0 for keyframes.
   uint64_t changed_bytes = 0;

@@ -369,6 +369,79 @@ CODEC2_HD double coded_tile_bound(double bits, double symbols) {
   return (bits - symbols * (3.0 / 256.0) - bits * 1e-9 - 64.0) / 8.0;
 }
 
+// ---- indexed tiles ---------------------------------------------------------
+// A tile of type 3 (docs/stream-format.md, "Tile types") holds the S-domain
+// index of each of its bytes, in the order of a raw tile's bytes, as digits
+// in base N = max_index(k) + 1 (1 .. 256), D = indexed_digits(k) of them to
+// a 32-bit little-endian word, the first digit the least significant: a
+// word is u0 + N u1 + ... + N^(D-1) u(D-1), and the tile's last word holds
+// what is left. Noise that prediction cannot shrink costs log2 N bits per
+// byte this way (nearly: 4.6 bits at k = 4 against about 5.6 coded), and
+// neither encoder nor decoder runs rANS for it.
+CODEC2_HD int indexed_base(int k) {
+  return max_index(k) + 1;
+}
+// The most digits, up to 32, whose largest word N^D - 1 fits in 32 bits.
+CODEC2_HD int indexed_digits(int k) {
+  const uint64_t n = uint64_t(indexed_base(k));
+  uint64_t p = 1;
+  int d = 0;
+  while (d < 32 && p * n <= (uint64_t(1) << 32)) p *= n, ++d;
+  return d;
+}
+// A tile of `bytes` bytes, indexed (digits: indexed_digits(k)).
+CODEC2_HD uint64_t indexed_bytes_of(uint64_t bytes, int digits) {
+  return 4 * ((bytes + uint64_t(digits) - 1) / uint64_t(digits));
+}
+CODEC2_HD uint64_t indexed_bytes(uint64_t bytes, int k) {
+  return indexed_bytes_of(bytes, indexed_digits(k));
+}
+// Exact division of any 32-bit number by a divisor 1 .. 2^31 as a
+// multiplication (Granlund and Montgomery): the decoders take a word's
+// digits apart with it.
+struct Div32 {
+  uint32_t m;
+  int s1, s2;
+  CODEC2_HD uint32_t div(uint32_t n) const {
+#ifdef __CUDA_ARCH__
+    const uint32_t t = __umulhi(m, n);
+#else
+    const uint32_t t = uint32_t((uint64_t(m) * n) >> 32);
+#endif
+    return (t + ((n - t) >> s1)) >> s2;
+  }
+};
+CODEC2_HD Div32 div32(uint32_t d) {
+  int l = 0;
+  while ((uint64_t(1) << l) < d) ++l;  // ceil(log2 d)
+  const uint64_t m = ((uint64_t(1) << 32) * ((uint64_t(1) << l) - d)) / d + 1;
+  return Div32{uint32_t(m), l < 1 ? l : 1, l > 1 ? l - 1 : 0};
+}
+// The encoders' estimate of a keyframe's coded tile's bits (a delta's: the
+// costs of its blocks' chosen modes), in 1/256 bit, from its histogram: for each distribution n
+// log2 n less the sum of c log2 c over its tokens (the entropy of the tile's counts), plus the
+// tokens' raw bits. The caller adds indexed_count_q8() over every distribution and token and
+// indexed_total_q8() over every distribution (n its count). Integers, so
+// that every backend takes the same decision (indexed_pays()).
+CODEC2_HD int64_t indexed_count_q8(uint32_t c, int token) {
+  return c ? int64_t(c) * (256 * int64_t(token_extra_bits(token)) - int64_t(log2_q8(c))) : 0;
+}
+CODEC2_HD int64_t indexed_total_q8(uint32_t n) {
+  return n ? int64_t(n) * int64_t(log2_q8(n)) : 0;
+}
+// At quantiser k > 0 the encoders store a tile indexed instead of coding it
+// when that estimate reaches the indexed tile's bits (the lanes' states and
+// the coder's rounding come on top of the estimate). Its bytes are then the
+// S-domain reconstruction of the input, whatever the blocks' modes.
+// (At k = 1 a digit takes a byte: no tile is indexed there.)
+CODEC2_HD bool indexed_pays(int64_t estimate_q8, uint64_t raw_bytes, int k, int digits) {
+  const uint64_t bytes = indexed_bytes_of(raw_bytes, digits);
+  return k > 0 && bytes < raw_bytes && estimate_q8 >= int64_t(2048 * bytes);
+}
+CODEC2_HD bool indexed_pays(int64_t estimate_q8, uint64_t raw_bytes, int k) {
+  return indexed_pays(estimate_q8, raw_bytes, k, indexed_digits(k));
+}
+
 // ---- frequency tables ---------------------------------------------------
 // A transmitted table gives each token a level L (0 = absent, 1..kLevels);
 // level L weighs B[(L-1) % 4] << ((L-1) / 4) with B = 256, 304, 362, 431
