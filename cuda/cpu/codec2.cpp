@@ -3594,7 +3594,6 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
 bool CpuDecoder::decode_indexed(const Tile &t, const uint8_t *p) {
   const int k = q_.k, n = indexed_base(k), digits = indexed_digits(k);
   const Div32 by_n = div32(uint32_t(n));
-  const int s = 2 * k + 1;
   uint32_t w = 0;
   int left = 0;  // digits left in w
   bool bad = false;
@@ -3617,7 +3616,7 @@ bool CpuDecoder::decode_indexed(const Tile &t, const uint8_t *p) {
           const int u = int(w - q * uint32_t(n));
           w = q;
           --left;
-          dst[c][i] = uint8_t(std::min(255, u * s));
+          dst[c][i] = uint8_t(dequant_index(u, k));
         }
     }
   }

@@ -615,9 +615,9 @@ constexpr int kMaxTilesPerBlock = 8;
 
 // Skipped tiles take the reference's samples, raw tiles the payload's (layer
 // by layer, row by row, sample by sample, channel by channel), indexed
-// tiles the reconstruction of the payload's indices: a thread block per tile and kCopyParts of its
-// bytes (a warp per tile, as the coded tiles have, took about 0.4 ms for a 1080p frame of raw
-// tiles).
+// tiles the reconstruction of the payload's indices: a thread block per
+// tile and kCopyParts of its bytes (a warp per tile, as the coded tiles
+// have, took about 0.4 ms for a 1080p frame of raw tiles).
 constexpr int kCopyParts = 16;
 // Indexed tiles (type 3): a thread per word of digits (indexed_digits()),
 // which it takes apart, the first the least significant; a word larger than
@@ -625,7 +625,6 @@ constexpr int kCopyParts = 16;
 __device__ void index_tile(const Params &P, const TileDev &t) {
   const uint32_t base = uint32_t(indexed_base(P.k)), digits = uint32_t(indexed_digits(P.k));
   const Div32 by_base = div32(base);
-  const int s = 2 * P.k + 1;
   const uint32_t row0 = uint32_t(t.w[0] * P.layer[0].channels);
   const uint32_t n0 = row0 * uint32_t(t.h[0]);
   const uint32_t n = n0 + (P.n_layers > 1 ? uint32_t(t.w[1] * P.layer[1].channels * t.h[1]) : 0u);
@@ -646,7 +645,8 @@ __device__ void index_tile(const Params &P, const TileDev &t) {
       const uint32_t li = l == 0 ? i : i - n0, row = l == 0 ? row0 : uint32_t(t.w[1] * L.channels);
       const int j = int(li / row), r = int(li - uint32_t(j) * row);
       const int c = r % L.channels;
-      *chan_ptr(P.rec, L, c, t.x0[l] + r / L.channels, t.y0[l] + j) = uint8_t(min(255, u * s));
+      *chan_ptr(P.rec, L, c, t.x0[l] + r / L.channels, t.y0[l] + j) =
+          uint8_t(dequant_index(u, P.k));
     }
     bad |= v != 0;
   }

@@ -933,7 +933,8 @@ __device__ bool raw_by_bound(const Params &p, int t, int blocks, double *s_part)
 // the answer.
 __device__ bool indexed_by_estimate(const Params &p, int t, long long *s_est) {
   const DevTile &dt = p.tiles[t];
-  if (indexed_bytes(dt.raw_bytes, p.k) >= dt.raw_bytes) return false;  // (the whole block)
+  if (indexed_bytes_of(dt.raw_bytes, p.index_digits) >= dt.raw_bytes)
+    return false;  // (the whole block)
   const int warp = int(threadIdx.x / 32), ln = int(threadIdx.x & 31);
   const int warps = int(blockDim.x / 32);
   const uint32_t *hist = p.tile_hist + size_t(t) * p.dist_count * kTokens;
@@ -950,7 +951,7 @@ __device__ bool indexed_by_estimate(const Params &p, int t, long long *s_est) {
   if (threadIdx.x == 0) {
     long long all = 0;
     for (int w = 0; w < warps; ++w) all += s_est[w];
-    indexed = indexed_pays(all, dt.raw_bytes, p.k);
+    indexed = indexed_pays(all, dt.raw_bytes, p.k, p.index_digits);
   }
   return __syncthreads_or(indexed) != 0;
 }
@@ -1321,7 +1322,7 @@ __global__ void __launch_bounds__(kScanThreads) payload_offsets_kernel(Params p)
       const int type = p.tile_type[t];
       v = type == 1   ? p.tile_size[t]
           : type == 2 ? p.tiles[t].raw_bytes
-          : type == 3 ? indexed_bytes(p.tiles[t].raw_bytes, p.k)
+          : type == 3 ? indexed_bytes_of(p.tiles[t].raw_bytes, p.index_digits)
                       : 0;
       const unsigned long long entry =
           v << 7 | (unsigned long long)(type == 1 ? p.tile_lanes[t] - 1 : 0) << 2 | unsigned(type);
@@ -1778,9 +1779,12 @@ __host__ __device__ inline size_t rans_tables_bytes(int dist_count) {
 __host__ __device__ inline size_t place_ring_bytes(int batch, int nc) {
   return size_t(kPlaceSlots) * batch * 32 * (sizeof(uint16_t) + 4 * size_t(nc));
 }
+// The records' part: two slots of `batch` steps, `nc` components, 32 lanes.
+__host__ __device__ inline size_t rans_records_bytes(int batch, int nc) {
+  return size_t(2) * batch * nc * 32 * sizeof(uint4);
+}
 __host__ __device__ inline size_t rans_ring_bytes(int batch, int nc) {
-  return size_t(2) * batch * nc * 32 * sizeof(uint4) +
-         (batch > 1 ? place_ring_bytes(batch, nc) : 0);
+  return rans_records_bytes(batch, nc) + (batch > 1 ? place_ring_bytes(batch, nc) : 0);
 }
 // The rings' other part, static: the batches' steps, whether each step has
 // raw bits, the placing ring's units per batch (-1: the tile's end) and
@@ -2039,7 +2043,7 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   uint4 *rec = s_dyn + rans_tables_bytes(p.dist_count) / sizeof(uint4);
   const RansRing ring{rec, p.ring_nc,
                       B == 1 ? p.place_ring + size_t(t) * place_ring_bytes(1, p.ring_nc)
-                             : reinterpret_cast<uint8_t *>(rec + 2 * B * p.ring_nc * 32)};
+                             : reinterpret_cast<uint8_t *>(rec) + rans_records_bytes(B, p.ring_nc)};
   if (!rans_coded(p, t)) return;  // the whole block
   to_shared(s_fc, p.freq_cum, n_fc);
   to_shared(s_rcp, p.reciprocal, int(kProbScale) + 1);
@@ -2164,7 +2168,7 @@ __global__ void gather_kernel(Params p) {
     // A word per thread: its digits' indices from the reconstruction (an
     // index is its reconstruction's index), the last digit first.
     const DevTile &dt = p.tiles[t];
-    const uint32_t base = uint32_t(indexed_base(p.k)), digits = uint32_t(indexed_digits(p.k));
+    const uint32_t base = uint32_t(indexed_base(p.k)), digits = uint32_t(p.index_digits);
     const uint32_t n = uint32_t(dt.raw_bytes), words = (n + digits - 1) / digits;
     const uint32_t n0 = uint32_t(dt.w[0] * p.layer[0].channels * dt.h[0]);
     for (uint32_t wd = from; wd < words; wd += stride) {
@@ -3078,10 +3082,11 @@ class CudaEncoder final : public Encoder {
     const std::vector<Tile> &tiles = back_->tiles();
     std::vector<size_t> size_of(n_tiles);
     size_t payload = 0;
+    const int digits = indexed_digits(slot.k);
     for (size_t t = 0; t < n_tiles; ++t) {
       size_of[t] = types[t] == 1   ? sizes[t]
                    : types[t] == 2 ? tiles[t].raw_bytes
-                   : types[t] == 3 ? size_t(indexed_bytes(tiles[t].raw_bytes, slot.k))
+                   : types[t] == 3 ? size_t(indexed_bytes_of(tiles[t].raw_bytes, digits))
                                    : 0;
       payload += size_of[t];
     }

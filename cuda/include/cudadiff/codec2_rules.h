@@ -418,9 +418,10 @@ CODEC2_HD Div32 div32(uint32_t d) {
   return Div32{uint32_t(m), l < 1 ? l : 1, l > 1 ? l - 1 : 0};
 }
 // The encoders' estimate of a keyframe's coded tile's bits (a delta's: the
-// costs of its blocks' chosen modes), in 1/256 bit, from its histogram: for each distribution n
-// log2 n less the sum of c log2 c over its tokens (the entropy of the tile's counts), plus the
-// tokens' raw bits. The caller adds indexed_count_q8() over every distribution and token and
+// costs of its blocks' chosen modes), in 1/256 bit, from its histogram:
+// for each distribution n log2 n less the sum of c log2 c over its tokens
+// (the entropy of the tile's counts), plus the tokens' raw bits. The caller
+// adds indexed_count_q8() over every distribution and token and
 // indexed_total_q8() over every distribution (n its count). Integers, so
 // that every backend takes the same decision (indexed_pays()).
 CODEC2_HD int64_t indexed_count_q8(uint32_t c, int token) {
