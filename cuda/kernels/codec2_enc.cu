@@ -971,6 +971,13 @@ __device__ void index_tile(const Params &p, int t) {
   }
 }
 
+// Tile t's entries for an indexed tile (one thread of its block).
+__device__ void set_indexed(const Params &p, int t) {
+  p.tile_type[t] = 3;
+  p.tile_raw[t] = 0;
+  p.tile_lanes[t] = 1;
+}
+
 __global__ void __launch_bounds__(kTileTypeThreads) tile_type_kernel(Params p) {
   extern __shared__ uint32_t s_steps[];  // the candidates' bitmaps (p.walk_words words)
   __shared__ unsigned long long s_rows[kTileTypeRows];
@@ -982,11 +989,7 @@ __global__ void __launch_bounds__(kTileTypeThreads) tile_type_kernel(Params p) {
   if (!p.keyframe &&
       p.modes[size_t(t / p.tiles_x * p.tile_by) * p.blocks_x + size_t(t % p.tiles_x * p.tile_bx)] ==
           kModeIndexed) {
-    if (threadIdx.x == 0) {
-      p.tile_type[t] = 3;
-      p.tile_raw[t] = 0;
-      p.tile_lanes[t] = 1;
-    }
+    if (threadIdx.x == 0) set_indexed(p, t);
     return;  // the whole block
   }
   const int warp = int(threadIdx.x / 32), ln = threadIdx.x & 31;
@@ -1011,11 +1014,7 @@ __global__ void __launch_bounds__(kTileTypeThreads) tile_type_kernel(Params p) {
   skipped = s_skipped;
   const int type = int(skipped) < blocks ? 1 : 0;
   if (type == 1 && p.keyframe && p.k > 0 && indexed_by_estimate(p, t, s_est)) {
-    if (threadIdx.x == 0) {
-      p.tile_type[t] = 3;
-      p.tile_raw[t] = 0;
-      p.tile_lanes[t] = 1;
-    }
+    if (threadIdx.x == 0) set_indexed(p, t);
     index_tile(p, t);
     return;  // the whole block
   }
@@ -3070,7 +3069,7 @@ class CudaEncoder final : public Encoder {
     const auto t_done = clock::now();
     const auto back = [&](size_t offset) { return slot.h_out.data() + (offset - o.modes); };
     // (an indexed tile's blocks count as spatial, as the CPU encoder's)
-    uint8_t *modes = slot.h_out.data();  // (back(o.modes))
+    uint8_t *modes = back(o.modes);
     for (size_t b = 0; b < n_blocks_; ++b)
       if (modes[b] == kModeIndexed) modes[b] = kSpatial;
     const int *types = reinterpret_cast<const int *>(back(o.type));

@@ -68,8 +68,8 @@ class EncoderBackEnd {
   // bytes, from `raw(tile, out)`, which writes the tiles()[tile].raw_bytes
   // bytes of the tile's reconstruction), the body. `modes`: every block's
   // mode (stats). Keeps the tables for the next delta. Afterwards
-  // tile_types() holds 0 skipped, 1 coded, 2 raw, 3
-  // indexed (none from this call: an encode() of the back end's own decides those). `k`: the body's
+  // tile_types() holds 0 skipped, 1 coded, 2 raw, 3 indexed (none from this
+  // call: an encode() of the back end's own decides those). `k`: the body's
   // quantiser (encoder_k() of the encoder's threshold).
   virtual FrameStats write_body(bool keyframe, int k, const uint8_t *modes,
                                 const TileSymbols *tiles,
@@ -90,11 +90,12 @@ class EncoderBackEnd {
   // or set_tables()): where assemble() writes the tile table.
   virtual size_t head_bytes() const = 0;
   // The body from the last make_tables() and the tiles: per tile its type
-  // (0 skipped, 1 coded, 2 raw, 3 indexed: `payloads` writes its words), lanes (coded tiles) and
-  // payload size; payloads(p) writes every payload, in tile order, from p, which lies head_bytes()
-  // plus the tile table's bytes into `body`. `body` is resized to the body's bytes (within its
-  // capacity nothing moves, so bytes written there beforehand stay). The tables become the previous
-  // ones for the next delta.
+  // (0 skipped, 1 coded, 2 raw, 3 indexed: `payloads` writes its words),
+  // lanes (coded tiles) and payload size; payloads(p) writes every payload,
+  // in tile order, from p, which lies head_bytes() plus the tile table's
+  // bytes into `body`. `body` is resized to the body's bytes (within its
+  // capacity nothing moves, so bytes written there beforehand stay). The
+  // tables become the previous ones for the next delta.
   virtual FrameStats assemble(bool keyframe, int k, const uint8_t *modes, const int *types,
                               const int *lanes, const size_t *sizes,
                               const std::function<void(uint8_t *)> &payloads, HostBytes &body) = 0;
