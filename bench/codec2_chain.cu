@@ -1,0 +1,481 @@
+// How fast can a GPU decode version 2's rANS lanes at all? A model of the
+// CUDA decoder's chain of dependent steps (cuda/kernels/codec2_dec.cu), not
+// the decoder: one warp per tile, one thread per lane, each lane decoding
+// random payload bytes (the tokens then come out with the tables'
+// frequencies, and the lanes read bytes at the rate a real stream of that
+// entropy would) with the format's decoding tables and renormalisation. It
+// answers what the decoder itself cannot: how much of a step is the chain of
+// the three symbols alone, and what would a different renormalisation, a
+// different order of the bytes or contexts that do not wait for the left
+// neighbour save (docs/performance.md, "The rANS chain alone").
+//
+// Part 1, one symbol: 108 warps (a 1080p frame's full tiles, one per
+// multiprocessor as the decoder has them), each lane decoding 2,106 symbols
+// one after the other (a full tile's 702 steps of three components), adding
+// one thing at a time: the token from one table, from a table per symbol,
+// the lane's bytes from its own stream in shared memory, their positions
+// from votes of the warp, the format's renormalisation (two votes, one or
+// two bytes, global memory).
+// Part 2, a step of three components as the format codes it (the second and
+// third component's table depends on whether the first's residual is 0, a
+// token of 16 or more has raw bits read from the state), in two layouts of
+// the same 2 million samples: 108 tiles of 32 lanes walking 702 steps (the
+// encoders' default tiles at 1920x1080) and 864 tiles of 32 lanes walking
+// 142 steps; with variants that the format does not allow.
+//
+//   codec2_chain [--runs N]     (needs a CUDA device; exit 77 without one)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cudadiff/codec2_rules.h"
+
+using namespace cudadiff::codec2;
+
+namespace {
+
+#define CHAIN_CHECK(x)                                                                   \
+  do {                                                                                   \
+    const cudaError_t e_ = (x);                                                          \
+    if (e_ != cudaSuccess) {                                                             \
+      std::fprintf(stderr, "codec2_chain: %s failed: %s\n", #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+constexpr unsigned kFull = 0xffffffffu;
+
+// The decoder's table of a distribution (DistTab in codec2_dec.cu): a bitmap
+// of where tokens start, counts before each bucket, the tokens' entries.
+constexpr int kTabBuckets = int(kProbScale) / 32;
+struct DistTab {
+  uint32_t mask[kTabBuckets];
+  uint32_t ent[kTokens];
+  int8_t before[kTabBuckets];
+};
+constexpr int kNumTabs = 40;
+constexpr int kNC = 3;  // components (RGB)
+constexpr int kDists =
+    kNC * kActivityBuckets * 2;  // per component: 13 contexts x 2 (first's residual)
+constexpr int kLanes = 32;
+constexpr int kSharedBytes = 4096;  // a payload window in shared memory (variants)
+
+__device__ __forceinline__ int decode_symbol(uint32_t &x, const DistTab *tab) {
+  const uint32_t slot = x & (kProbScale - 1), q = slot >> 5;
+  const uint32_t m = tab->mask[q] & (0xffffffffu >> (31u - (slot & 31u)));
+  const int rank = int(tab->before[q]) + __popc(m);
+  const uint32_t e = tab->ent[rank];
+  x = (e >> 17) * (x >> kProbBits) + slot - (e & 0xfff);
+  return int((e >> 12) & 31u);
+}
+
+// ---- part 1: one symbol ---------------------------------------------------
+enum Rung {
+  kOneTable,     // the token from one table; the state kept in range by arithmetic
+  kTablePerSym,  // a table per symbol (from a map in shared memory)
+  kOwnShared,    // + 2 bytes of the lane's own stream (shared memory) when x < 2^16
+  kVotedShared,  // + their position from votes of the warp
+  kFormat,       // the format's renormalisation: two votes, 1-2 bytes, global memory
+  kRungs
+};
+const char *const kRungNames[kRungs] = {"token from one table", "a table per symbol",
+                                        "+ own stream's bytes (shared memory)",
+                                        "+ positions by votes", "the format's renormalisation"};
+
+template <int R>
+__global__ void __launch_bounds__(32)
+    symbol_kernel(const DistTab *gtabs, const uint8_t *payload, int n, uint32_t *out) {
+  __shared__ DistTab tabs[kNumTabs];
+  __shared__ uint8_t bytes[kSharedBytes];
+  __shared__ uint8_t map[64];
+  const int lane = threadIdx.x;
+  for (int v = lane; v < int(sizeof(tabs) / 4); v += 32)
+    reinterpret_cast<uint32_t *>(tabs)[v] = reinterpret_cast<const uint32_t *>(gtabs)[v];
+  for (int v = lane; v < kSharedBytes; v += 32) bytes[v] = payload[v];
+  for (int v = lane; v < 64; v += 32) map[v] = uint8_t((v * 13) % kNumTabs);
+  __syncwarp();
+  const uint8_t *p = payload + size_t(blockIdx.x) * 65536;
+  const unsigned lt = (1u << lane) - 1;
+  uint32_t x = kRansLow | (uint32_t(lane) * 7919u), pos = uint32_t(lane) * 64, h = 0;
+  for (int i = 0; i < n; ++i) {
+    h += uint32_t(decode_symbol(x, R == kOneTable ? tabs : tabs + map[i & 63]));
+    if (R <= kTablePerSym) {
+      x = x < (1u << 16) ? (x << 16) | 0x1234u : x;
+    } else if (R == kOwnShared) {
+      if (x < (1u << 16)) {
+        x = (x << 16) | uint32_t(bytes[pos % kSharedBytes]) << 8 | bytes[(pos + 1) % kSharedBytes];
+        pos += 2;
+      }
+    } else if (R == kVotedShared) {
+      const bool one = x < (1u << 16);
+      const uint32_t ones = __ballot_sync(kFull, one);
+      if (ones) {
+        if (one) {
+          const uint32_t at = pos + 2 * __popc(ones & lt);
+          x = (x << 16) | uint32_t(bytes[at % kSharedBytes]) << 8 | bytes[(at + 1) % kSharedBytes];
+        }
+        pos += 2 * __popc(ones);
+      }
+    } else {
+      const bool one = x < kRansLow, two = x < (1u << 15);
+      const uint32_t ones = __ballot_sync(kFull, one), twos = __ballot_sync(kFull, two);
+      if (ones) {
+        const uint32_t at = (pos + __popc(ones & lt) + __popc(twos & lt)) & 65535;
+        if (one)
+          x = !two ? (x << 8) | __ldg(p + at)
+                   : (x << 16) | uint32_t(__ldg(p + at)) << 8 | __ldg(p + ((at + 1) & 65535));
+        pos += __popc(ones) + __popc(twos);
+      }
+    }
+  }
+  out[blockIdx.x * 32 + lane] = x ^ h ^ pos;
+}
+
+// ---- part 2: a step of three components -----------------------------------
+// How a step chooses its tables.
+enum Contexts {
+  kCtxNone,   // from the step and lane only (no context waits for a decoded value)
+  kCtxLeft,   // the format's spatial contexts: left, above-left, above, above-right
+  kCtxAbove,  // the row above only (above-left, above, above-right, and the one before)
+};
+// Variants of the stream (FLAGS): the format has none of them.
+constexpr int kBytesShared = 1;  // the payload's bytes from shared memory (as if always prefetched)
+constexpr int kNoRawBits = 2;    // no raw bits (tokens of 16 and more taken as values)
+constexpr int kOwnStreams = 4;   // each lane its own stream of bytes (no votes)
+constexpr int kRenorm16 = 8;     // 16-bit renormalisation: 2 bytes once when x < 2^16
+
+template <int FLAGS>
+__device__ __forceinline__ uint32_t byte_at(const uint8_t *p, const uint8_t *window, uint32_t at) {
+  return (FLAGS & kBytesShared) ? uint32_t(window[at % kSharedBytes]) : uint32_t(__ldg(p + at));
+}
+
+// Renormalises the lanes that are `active`; false when the payload runs short.
+template <int FLAGS>
+__device__ __forceinline__ bool renorm(uint32_t &x, bool active, const uint8_t *__restrict__ p,
+                                       const uint8_t *window, uint32_t &pos, uint32_t end,
+                                       unsigned lt) {
+  if (FLAGS & kOwnStreams) {
+    if (FLAGS & kRenorm16) {
+      if (active && x < (1u << 16)) {
+        x = (x << 16) | byte_at<FLAGS>(p, window, pos) << 8 | byte_at<FLAGS>(p, window, pos + 1);
+        pos += 2;
+      }
+      return true;
+    }
+    const bool one = active && x < kRansLow, two = active && x < (1u << 15);
+    if (one) {
+      x = !two ? (x << 8) | byte_at<FLAGS>(p, window, pos)
+               : (x << 16) | byte_at<FLAGS>(p, window, pos) << 8 |
+                     byte_at<FLAGS>(p, window, pos + 1);
+      pos += two ? 2 : 1;
+    }
+    return true;
+  }
+  if (FLAGS & kRenorm16) {
+    const bool one = active && x < (1u << 16);
+    const uint32_t ones = __ballot_sync(kFull, one);
+    if (ones == 0) return true;
+    const uint32_t total = 2 * __popc(ones);
+    if (end - pos < total) return false;
+    if (one) {
+      const uint32_t at = pos + 2 * __popc(ones & lt);
+      x = (x << 16) | byte_at<FLAGS>(p, window, at) << 8 | byte_at<FLAGS>(p, window, at + 1);
+    }
+    pos += total;
+    return true;
+  }
+  // The format's (renorm() in codec2_dec.cu).
+  const bool one = active && x < kRansLow, two = active && x < (1u << 15);
+  const uint32_t ones = __ballot_sync(kFull, one), twos = __ballot_sync(kFull, two);
+  if (ones == 0) return true;
+  const uint32_t total = __popc(ones) + __popc(twos);
+  if (end - pos < total) return false;
+  if (one) {
+    const uint32_t at = pos + __popc(ones & lt) + __popc(twos & lt);
+    x = !two ? (x << 8) | byte_at<FLAGS>(p, window, at)
+             : (x << 16) | byte_at<FLAGS>(p, window, at) << 8 | byte_at<FLAGS>(p, window, at + 1);
+  }
+  pos += total;
+  return true;
+}
+
+// One warp per tile; lane l decodes row j = round * 32 + l of a tile `width`
+// samples wide at step round * period + i + 2l (the format's schedule), its
+// values kept in a ring of 33 rows in shared memory as the decoder keeps its
+// working values.
+template <int CTX, int FLAGS>
+__global__ void __launch_bounds__(256)
+    step_kernel(const uint8_t *payload, size_t tile_bytes, const DistTab *gtabs,
+                const uint16_t *gmap, int width, int steps, uint32_t *out) {
+  extern __shared__ uint4 dyn[];
+  DistTab *tabs = reinterpret_cast<DistTab *>(dyn);
+  __shared__ uint8_t bucket[kActivityTableMax + 1];
+  __shared__ uint16_t map[kDists];
+  __shared__ uint8_t window[kSharedBytes];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int period = width > 2 * kLanes ? width : 2 * kLanes;
+  const int cols = period + 2;  // column 0: left of the first sample; one right of the last
+  int16_t *ring = reinterpret_cast<int16_t *>(tabs + kNumTabs) + size_t(warp) * 33 * cols * kNC;
+  const auto at = [&](int row, int col, int c) -> int16_t & {
+    return ring[(row * cols + col) * kNC + c];
+  };
+  for (int v = threadIdx.x; v < int(sizeof(DistTab) * kNumTabs / 4); v += blockDim.x)
+    reinterpret_cast<uint32_t *>(tabs)[v] = reinterpret_cast<const uint32_t *>(gtabs)[v];
+  for (int g = threadIdx.x; g <= kActivityTableMax; g += blockDim.x)
+    bucket[g] = uint8_t(activity_bucket(g));
+  for (int d = threadIdx.x; d < kDists; d += blockDim.x) map[d] = gmap[d];
+  for (int v = threadIdx.x; v < kSharedBytes; v += blockDim.x) window[v] = payload[v * 7 + 3];
+  for (int v = lane; v < 33 * cols * kNC; v += 32) ring[v] = 0;
+  __syncthreads();
+  const int tile = blockIdx.x * (blockDim.x >> 5) + warp;
+  const uint8_t *p = payload + size_t(tile) * tile_bytes;
+  const uint32_t end = uint32_t(tile_bytes);
+  const unsigned lt = (1u << lane) - 1;
+  uint32_t x = uint32_t(p[4 * lane]) << 24 | uint32_t(p[4 * lane + 1]) << 16 |
+               uint32_t(p[4 * lane + 2]) << 8 | p[4 * lane + 3];
+  x = (x & 0x7fffffffu) | kRansLow;
+  uint32_t pos = (FLAGS & kOwnStreams) ? 128 + uint32_t(lane) * uint32_t(tile_bytes / 33) : 128;
+  uint32_t h = 0;
+  int left[kNC] = {0, 0, 0};
+  for (int st = 0; st < steps; ++st) {
+    const int tt = st - 2 * lane;
+    const int i = tt < 0 ? -1 : tt % period, j = (tt < 0 ? 0 : tt / period) * kLanes + lane;
+    const bool active = tt >= 0 && i < width;
+    const int slot = j % 33, up = (j + 32) % 33;
+    const int col = i + 1;  // 0 before the first step
+    if (!(FLAGS & (kBytesShared | kOwnStreams)) && lane == 0 && pos + 256u < end)
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(p + pos + 256));
+    const DistTab *tab0[kNC], *tab1[kNC];
+    int pred[kNC];
+#pragma unroll
+    for (int c = 0; c < kNC; ++c) {
+      const int b = at(up, col, c), cc = at(up, col > 0 ? col - 1 : 0, c);
+      const int d = at(up, col + 1, c), e = at(up, col > 1 ? col - 2 : 0, c);
+      const int a = left[c];
+      int g;
+      if (CTX == kCtxNone)
+        g = (st * 7 + lane * 3 + c) & 63;
+      else if (CTX == kCtxLeft)
+        g = spatial_activity(a, b, cc, d);
+      else
+        g = iabs(b - cc) + iabs(b - d) + iabs(cc - e) + iabs(d - b) / 2;
+      pred[c] = CTX == kCtxNone ? 0 : med(a, b, cc);
+      const int dist = c * 2 * kActivityBuckets + bucket_from_table(bucket, g);
+      tab0[c] = tabs + map[dist];
+      tab1[c] = tabs + map[dist + kActivityBuckets];
+    }
+    bool cross = false;
+    int value[kNC];
+#pragma unroll
+    for (int c = 0; c < kNC; ++c) {
+      uint32_t xn = x;
+      int token = decode_symbol(xn, cross ? tab1[c] : tab0[c]);
+      token = active ? token : 0;
+      x = active ? xn : x;
+      h = active ? lane_checksum(h, uint32_t(token)) : h;
+      const bool extra = !(FLAGS & kNoRawBits) && active && token >= kDirectTokens;
+      const bool any_extra = (FLAGS & kNoRawBits) ? false : __any_sync(kFull, extra);
+      if (!renorm<FLAGS>(x, active, p, window, pos, end, lt)) {
+        out[tile * 32 + lane] = 0xdead;
+        return;
+      }
+      uint32_t v = uint32_t(token);
+      if (any_extra) {
+        const int nbits = extra ? token_extra_bits(token) : 0;
+        const uint32_t bits = x & ((1u << nbits) - 1);
+        x >>= nbits;
+        if (!renorm<FLAGS>(x, extra, p, window, pos, end, lt)) {
+          out[tile * 32 + lane] = 0xdead;
+          return;
+        }
+        v = extra ? token_value(token, bits) : v;
+      }
+      const int r = unzigzag(v);
+      if (c == 0) cross = r != 0;
+      const int val = pred[c] + r;
+      value[c] = val < -255 ? -255 : val > 255 ? 255 : val;
+    }
+#pragma unroll
+    for (int c = 0; c < kNC; ++c) {
+      if (active) at(slot, col, c) = int16_t(value[c]);
+      left[c] = active ? value[c] : left[c];
+    }
+    __syncwarp();
+  }
+  out[tile * 32 + lane] = x ^ h ^ pos;
+}
+
+// Geometric token frequencies with ratio rho (every token present), as the
+// decoder's table.
+void make_tab(double rho, DistTab &t) {
+  double w[kTokens], sum = 0;
+  for (int k = 0; k < kTokens; ++k) sum += (w[k] = std::pow(rho, k));
+  uint32_t f[kTokens], total = 0;
+  for (int k = 0; k < kTokens; ++k) {
+    f[k] = std::max<uint32_t>(1, uint32_t(w[k] / sum * kProbScale));
+    total += f[k];
+  }
+  f[0] += kProbScale - total;
+  std::memset(&t, 0, sizeof t);
+  uint32_t cum = 0;
+  for (int k = 0; k < kTokens; ++k) {
+    t.ent[k] = cum | uint32_t(k) << 12 | f[k] << 17;
+    t.mask[cum >> 5] |= 1u << (cum & 31);
+    cum += f[k];
+  }
+  for (int q = 0; q < kTabBuckets; ++q) {
+    int before = 0;
+    for (int k = 0; k < kTokens; ++k) before += (t.ent[k] & 0xfff) < uint32_t(32 * q);
+    t.before[q] = int8_t(before - 1);
+  }
+}
+
+template <class Launch>
+float best_ms(const Launch &launch, int runs) {
+  cudaEvent_t e0, e1;
+  CHAIN_CHECK(cudaEventCreate(&e0));
+  CHAIN_CHECK(cudaEventCreate(&e1));
+  launch();
+  CHAIN_CHECK(cudaGetLastError());
+  CHAIN_CHECK(cudaDeviceSynchronize());
+  float best = 1e30f;
+  for (int r = 0; r < runs; ++r) {
+    CHAIN_CHECK(cudaEventRecord(e0));
+    launch();
+    CHAIN_CHECK(cudaEventRecord(e1));
+    CHAIN_CHECK(cudaEventSynchronize(e1));
+    float t = 0;
+    CHAIN_CHECK(cudaEventElapsedTime(&t, e0, e1));
+    best = std::min(best, t);
+  }
+  CHAIN_CHECK(cudaEventDestroy(e0));
+  CHAIN_CHECK(cudaEventDestroy(e1));
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  int runs = 15;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--runs" && i + 1 < argc) {
+      runs = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: codec2_chain [--runs N]\n");
+      return 2;
+    }
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("codec2_chain: no CUDA device, skipped\n");
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  CHAIN_CHECK(cudaGetDeviceProperties(&prop, 0));
+  int clock_khz = 0;
+  CHAIN_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  const double cycles_per_ms = double(clock_khz);
+  std::printf("%s, %d multiprocessors, %.0f MHz (cycles below at this clock)\n", prop.name,
+              prop.multiProcessorCount, clock_khz / 1000.0);
+
+  constexpr int kMaxTiles = 864;
+  const size_t tile_bytes = 320 * 1024;  // enough for every lane of every variant
+  std::vector<uint8_t> payload(tile_bytes * kMaxTiles);
+  std::mt19937 rng(1);
+  for (auto &b : payload) b = uint8_t(rng());
+  std::vector<uint16_t> map(kDists);
+  for (int d = 0; d < kDists; ++d) map[d] = uint16_t(((d % 13) * 3 + (d / 13) % 3) % kNumTabs);
+  uint8_t *d_payload = nullptr;
+  DistTab *d_tabs = nullptr;
+  uint16_t *d_map = nullptr;
+  uint32_t *d_out = nullptr;
+  CHAIN_CHECK(cudaMalloc(&d_payload, payload.size()));
+  CHAIN_CHECK(cudaMalloc(&d_tabs, sizeof(DistTab) * kNumTabs));
+  CHAIN_CHECK(cudaMalloc(&d_map, sizeof(uint16_t) * kDists));
+  CHAIN_CHECK(cudaMalloc(&d_out, sizeof(uint32_t) * 32 * kMaxTiles));
+  CHAIN_CHECK(cudaMemcpy(d_payload, payload.data(), payload.size(), cudaMemcpyHostToDevice));
+  CHAIN_CHECK(cudaMemcpy(d_map, map.data(), sizeof(uint16_t) * kDists, cudaMemcpyHostToDevice));
+
+  // Two sets of tables: tokens mostly small (P(0) 0.5-0.9, little raw bits)
+  // and wider (P(0) 0.2-0.7).
+  const double rhos[2][2] = {{0.1, 0.5}, {0.3, 0.8}};
+  for (const auto &rho : rhos) {
+    std::vector<DistTab> tabs(kNumTabs);
+    for (int i = 0; i < kNumTabs; ++i)
+      make_tab(rho[0] + (rho[1] - rho[0]) * i / (kNumTabs - 1), tabs[i]);
+    CHAIN_CHECK(
+        cudaMemcpy(d_tabs, tabs.data(), sizeof(DistTab) * kNumTabs, cudaMemcpyHostToDevice));
+    std::printf("\ntables with geometric frequencies, ratio %.1f to %.1f\n", rho[0], rho[1]);
+
+    std::printf("part 1: one symbol (108 warps, 2,106 symbols per lane)\n");
+    const int n = 2106;
+    const auto rung = [&](auto kernel, int r) {
+      const float ms = best_ms([&] { kernel<<<108, 32>>>(d_tabs, d_payload, n, d_out); }, runs);
+      std::printf("  %-40s %.4f ms  %4.0f cycles per symbol\n", kRungNames[r], ms,
+                  ms * cycles_per_ms / n);
+    };
+    rung(symbol_kernel<kOneTable>, kOneTable);
+    rung(symbol_kernel<kTablePerSym>, kTablePerSym);
+    rung(symbol_kernel<kOwnShared>, kOwnShared);
+    rung(symbol_kernel<kVotedShared>, kVotedShared);
+    rung(symbol_kernel<kFormat>, kFormat);
+
+    struct Layout {
+      int tiles, width, rounds, per_block;
+      const char *name;
+    } layouts[] = {{108, 160, 4, 1, "108 tiles x 32 lanes, 4 rows of 160 per lane"},
+                   {864, 80, 1, 8, "864 tiles x 32 lanes, 1 row of 80 per lane"}};
+    for (const Layout &L : layouts) {
+      const int period = std::max(L.width, 2 * kLanes);
+      const int steps = (L.rounds - 1) * period + L.width + 2 * (kLanes - 1);
+      const size_t smem =
+          sizeof(DistTab) * kNumTabs + size_t(L.per_block) * 33 * (period + 2) * kNC * 2;
+      std::printf("part 2: a step of three components, %s: %d steps\n", L.name, steps);
+      if (smem > prop.sharedMemPerBlockOptin) {
+        std::printf("  skipped: needs %zu bytes of shared memory per block, the device has %zu\n",
+                    smem, size_t(prop.sharedMemPerBlockOptin));
+        continue;
+      }
+      const auto variant = [&](auto kernel, const char *name) {
+        CHAIN_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        const float ms = best_ms(
+            [&] {
+              kernel<<<L.tiles / L.per_block, 32 * L.per_block, smem>>>(
+                  d_payload, tile_bytes, d_tabs, d_map, L.width, steps, d_out);
+            },
+            runs);
+        std::vector<uint32_t> out(size_t(32) * L.tiles);
+        CHAIN_CHECK(cudaMemcpy(out.data(), d_out, 4 * out.size(), cudaMemcpyDeviceToHost));
+        const bool short_payload = std::count(out.begin(), out.end(), 0xdeadu) > 0;
+        std::printf("  %-52s %.4f ms  %5.0f cycles per step%s\n", name, ms,
+                    ms * cycles_per_ms / steps, short_payload ? "  (payload ran short)" : "");
+      };
+      variant(step_kernel<kCtxLeft, 0>, "the format (contexts from the left and above)");
+      variant(step_kernel<kCtxNone, 0>, "tables known beforehand");
+      variant(step_kernel<kCtxAbove, 0>, "contexts from the row above only");
+      variant(step_kernel<kCtxLeft, kBytesShared>, "bytes from shared memory");
+      variant(step_kernel<kCtxLeft, kNoRawBits>, "no raw bits");
+      variant(step_kernel<kCtxLeft, kOwnStreams>, "lanes with their own streams (no votes)");
+      variant(step_kernel<kCtxLeft, kRenorm16>, "16-bit renormalisation");
+      variant(step_kernel<kCtxLeft, kBytesShared | kNoRawBits | kRenorm16>,
+              "16-bit, shared, no raw bits");
+      variant(step_kernel<kCtxNone, kBytesShared | kNoRawBits | kOwnStreams | kRenorm16>,
+              "all four, tables known beforehand");
+    }
+  }
+  CHAIN_CHECK(cudaFree(d_payload));
+  CHAIN_CHECK(cudaFree(d_tabs));
+  CHAIN_CHECK(cudaFree(d_map));
+  CHAIN_CHECK(cudaFree(d_out));
+  return 0;
+}
