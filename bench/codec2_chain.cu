@@ -21,7 +21,8 @@
 // token of 16 or more has raw bits read from the state), in two layouts of
 // the same 2 million samples: 108 tiles of 32 lanes walking 702 steps (the
 // encoders' default tiles at 1920x1080) and 864 tiles of 32 lanes walking
-// 142 steps; with variants that the format does not allow.
+// 142 steps; with variants that the format does not allow, among them
+// samples coded in one or two symbols instead of three.
 //
 //   codec2_chain [--runs N]     (needs a CUDA device; exit 77 without one)
 #include <cuda_runtime.h>
@@ -211,7 +212,7 @@ __device__ __forceinline__ bool renorm(uint32_t &x, bool active, const uint8_t *
 // samples wide at step round * period + i + 2l (the format's schedule), its
 // values kept in a ring of 33 rows in shared memory as the decoder keeps its
 // working values.
-template <int CTX, int FLAGS>
+template <int CTX, int FLAGS, int NSYM = kNC>
 __global__ void __launch_bounds__(256)
     step_kernel(const uint8_t *payload, size_t tile_bytes, const DistTab *gtabs,
                 const uint16_t *gmap, int width, int steps, uint32_t *out) {
@@ -276,6 +277,10 @@ __global__ void __launch_bounds__(256)
     int value[kNC];
 #pragma unroll
     for (int c = 0; c < kNC; ++c) {
+      if (c >= NSYM) {  // a sample coded in fewer symbols: the others' residuals 0
+        value[c] = pred[c];
+        continue;
+      }
       uint32_t xn = x;
       int token = decode_symbol(xn, cross ? tab1[c] : tab0[c]);
       token = active ? token : 0;
@@ -471,6 +476,8 @@ int main(int argc, char **argv) {
               "16-bit, shared, no raw bits");
       variant(step_kernel<kCtxNone, kBytesShared | kNoRawBits | kOwnStreams | kRenorm16>,
               "all four, tables known beforehand");
+      variant(step_kernel<kCtxLeft, 0, 2>, "the format's step with two symbols per sample");
+      variant(step_kernel<kCtxLeft, 0, 1>, "the format's step with one symbol per sample");
     }
   }
   CHAIN_CHECK(cudaFree(d_payload));
