@@ -2591,8 +2591,22 @@ CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const uint32_t *codes, int w, int h,
   const __m256i low32 = _mm256_set1_epi64x(0xFFFFFFFF);
   const __m256i noop = _mm256_set1_epi32(int(table.entry.size() - 1));
   const __m256i skipped = _mm256_set1_epi32(int(kNoCode));
+  constexpr int kCodesAhead = 16;
+  const __m256i codes_ahead = _mm256_set1_epi32(kCodesAhead * NC);
   const long long *const entries = reinterpret_cast<const long long *>(table.entry.data());
   for (int st = steps - 1; st >= 0; --st) {
+    // The lanes walk 8 * G rows of the tile's codes backwards at once, too
+    // many streams for the hardware prefetchers, and the codes are no
+    // longer in the cache (tile_symbols() ran over every tile since): each
+    // step prefetches one group's samples kCodesAhead steps ahead, so each
+    // lane every G steps (less than a cache line apart).
+    {
+      alignas(32) int ahead[8];
+      _mm256_store_si256(reinterpret_cast<__m256i *>(ahead),
+                         _mm256_max_epi32(_mm256_sub_epi32(at[st % G], codes_ahead), zero));
+      for (int i = 0; i < 8; ++i)
+        _mm_prefetch(reinterpret_cast<const char *>(codes + ahead[i]), _MM_HINT_T0);
+    }
     __m256i busy[G];
     for (int g = 0; g < G; ++g)
       busy[g] = _mm256_and_si256(_mm256_and_si256(_mm256_cmpgt_epi32(row[g], minus_one),
