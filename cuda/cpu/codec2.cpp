@@ -603,6 +603,40 @@ constexpr bool rans_quotient_is_exact() {
 }
 static_assert(rans_quotient_is_exact(), "rANS encoder's division by multiplication is inexact");
 
+// The mode decision's proxy symbols: per layer, class and component a plane
+// of uint16, in one buffer, plane k starting (kSalt + k) cache lines after a
+// 4 KB boundary (as Picture's, for the same reason: proxy_layer() writes the
+// same row of all of them at once, 9 lines of one cache set for RGB where
+// separate allocations start at the same offset of a page). The planes
+// start on cache lines, so tiles whose columns start on one (as 1920 wide
+// frames' do) write no line together.
+struct IdPlanes {
+  static constexpr int kSalt = 16;
+  std::vector<uint16_t> buf;
+  uint16_t *p[kMaxLayers][kClasses][kMaxComps] = {};
+  void allocate(const LayerSet &ls) {
+    constexpr size_t kPage = 4096, kLine = 64;
+    size_t offset[kMaxLayers][kClasses][kMaxComps] = {}, total = 0;  // bytes
+    int k = 0;
+    for (int l = 0; l < ls.count; ++l)
+      for (int cls = 0; cls < kClasses; ++cls)
+        for (int c = 0; c < ls.layer[l].channels; ++c, ++k) {
+          total = (total + kPage - 1) / kPage * kPage + size_t((kSalt + k) % 64) * kLine;
+          offset[l][cls][c] = total;
+          total += size_t(ls.layer[l].width) * ls.layer[l].height * sizeof(uint16_t);
+        }
+    buf.assign((total + kPage) / sizeof(uint16_t), 0);
+    const size_t align =
+        (kPage - (reinterpret_cast<uintptr_t>(buf.data()) & (kPage - 1))) & (kPage - 1);
+    uint8_t *const base = reinterpret_cast<uint8_t *>(buf.data()) + align;
+    for (int l = 0; l < ls.count; ++l)
+      for (int cls = 0; cls < kClasses; ++cls)
+        for (int c = 0; c < ls.layer[l].channels; ++c)
+          p[l][cls][c] = reinterpret_cast<uint16_t *>(base + offset[l][cls][c]);
+  }
+  bool empty() const { return buf.empty(); }
+};
+
 #if CODEC2_AVX2
 // The tables of the encoder's AVX2 rANS steps (rans_layer_avx2()).
 struct RansVectorTable {
@@ -1861,7 +1895,7 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   std::vector<uint8_t> coded_, needed_;
   // The mode decision's symbols (distribution * kTokens + token) per layer,
   // class and component, a plane of samples each.
-  std::vector<uint16_t> ids_[kMaxLayers][kClasses][kMaxComps];
+  IdPlanes ids_;
   Model prev_;
   // Per tile its symbols as codes (kNoCode): block modes, then layer by
   // layer; the number in use (0: skipped tile); their histogram; the
@@ -2055,8 +2089,15 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::proxy_layer(const Tile &t, int l, uint64_t
       for (int cls = 0; cls < kClasses; ++cls) {
         row_symbols<VW, NC, false>(cls, br, cp[cls], rs);
         uint32_t sum = 0;
-        for (int c = 0; c < NC; ++c)
-          std::memcpy(ids_[l][cls][c].data() + br.at, rs.id[c], sizeof(uint16_t) * size_t(n));
+        // A full block row's copy with its length known at compile time:
+        // inlined, where a copy of n bytes calls the library.
+        if (n == kBlock) {
+          for (int c = 0; c < NC; ++c)
+            std::memcpy(ids_.p[l][cls][c] + br.at, rs.id[c], sizeof(uint16_t) * kBlock);
+        } else {
+          for (int c = 0; c < NC; ++c)
+            std::memcpy(ids_.p[l][cls][c] + br.at, rs.id[c], sizeof(uint16_t) * size_t(n));
+        }
 #if CODEC2_AVX2
         if constexpr (VW >= 16) {
           sum = first_cost_sum_avx2(rs, NC, n);
@@ -2084,7 +2125,7 @@ void CpuEncoder::for_each_proxy_row(const Tile &t, F f) const {
         const size_t ahead = size_t(y + kPrefetchRows) * ly.width + size_t(t.x0[l]);
         for (int cls = 0; cls < kClasses; ++cls)
           for (int c = 0; c < ly.channels; ++c)
-            prefetch_run(ids_[l][cls][c].data() + ahead, size_t(t.w[l]) * sizeof(uint16_t));
+            prefetch_run(ids_.p[l][cls][c] + ahead, size_t(t.w[l]) * sizeof(uint16_t));
       }
       for (int bx = t.bx0; bx < t.bx1; ++bx) {
         const size_t block = brow + size_t(bx);
@@ -2094,7 +2135,7 @@ void CpuEncoder::for_each_proxy_row(const Tile &t, F f) const {
         if (n <= 0) continue;
         const size_t at = size_t(y) * ly.width + size_t(span.x0);
         for (int cls = 0; cls < kClasses; ++cls)
-          for (int c = 0; c < ly.channels; ++c) f(block, cls, ids_[l][cls][c].data() + at, n);
+          for (int c = 0; c < ly.channels; ++c) f(block, cls, ids_.p[l][cls][c] + at, n);
       }
     }
   }
@@ -2169,12 +2210,16 @@ void CpuEncoder::decide_modes(int threads) {
   // costs of the tables that choice would produce (of the same symbols,
   // computed once).
   const long long n_tiles = (long long)tiles_.size();
-  for (int l = 0; l < ls_.count; ++l)
-    for (int cls = 0; cls < kClasses; ++cls)
-      for (int c = 0; c < ls_.layer[l].channels; ++c)
-        ids_[l][cls][c].resize(size_t(ls_.layer[l].width) * ls_.layer[l].height);
+  if (ids_.empty()) ids_.allocate(ls_);
   const int mode_of_class[kClasses] = {kSpatial, kTemporal, kTempSpat};
   const int class_of_mode[kModes] = {-1, kClassTemporal, kClassTempSpat, kClassSpatial};
+  // The tiles column by column: the threads then work on tiles above each
+  // other, not side by side, whose blocks' costs and proxy symbols would
+  // share cache lines at their common edge (the threads take their first
+  // rows at about the same time, and would take turns at those lines).
+  const long long tiles_x = (ls_.blocks_x + geometry_.tile_bx - 1) / geometry_.tile_bx;
+  const long long tiles_y = n_tiles / tiles_x;
+  auto tile_order = [&](long long i) { return (i % tiles_y) * tiles_x + i / tiles_y; };
   // The cheapest mode of each block of a tile by `cost` (a block's costs
   // come from its tile alone).
   auto choose = [&](const Tile &t) {
@@ -2200,7 +2245,8 @@ void CpuEncoder::decide_modes(int threads) {
   {
     std::vector<uint32_t> mine(n_ids, 0);
 #pragma omp for schedule(dynamic)
-    for (long long ti = 0; ti < n_tiles; ++ti) {
+    for (long long i = 0; i < n_tiles; ++i) {
+      const long long ti = tile_order(i);
       const Tile &t = tiles_[ti];
       proxy_symbols(t, cost.data());
       choose(t);
@@ -2228,7 +2274,8 @@ void CpuEncoder::decide_modes(int threads) {
   const uint32_t *ic = id_cost.data();
   const int k = q_.k;
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
-  for (long long ti = 0; ti < n_tiles; ++ti) {
+  for (long long i = 0; i < n_tiles; ++i) {
+    const long long ti = tile_order(i);
     const Tile &t = tiles_[ti];
     for_each_proxy_row(t, [&](size_t block, int cls, const uint16_t *ids, int n) {
       uint32_t sum = 0;
