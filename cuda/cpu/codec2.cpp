@@ -2392,15 +2392,28 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::symbols_layer(const Tile &t, int l, uint32
     if (j + kPrefetchRows < t.h[l]) {
       const size_t ahead = size_t(y + kPrefetchRows) * ly.width + size_t(t.x0[l]);
       const size_t n = size_t(t.w[l]);
+      // Only the planes of the classes that row's blocks code in (a
+      // delta's blocks are mostly temporal: its S-domain planes would take
+      // as much memory traffic again, for nothing).
+      const uint8_t *mrow =
+          modes_.data() + size_t(((y + kPrefetchRows) << ly.sy) / kBlock) * ls_.blocks_x;
+      bool spatial = false, temporal = false, refc = false;
+      for (int bx = t.bx0; bx < t.bx1; ++bx) {
+        spatial |= mrow[bx] == kSpatial;
+        temporal |= mrow[bx] == kTemporal || mrow[bx] == kTempSpat;
+        refc |= mrow[bx] == kTemporal;
+      }
       for (int c = 0; c < NC; ++c) {
-        prefetch_run(work_[l].s[c].data() + ahead, n * sizeof(int16_t));
-        prefetch_run(in_[l].s[c].data() + ahead, n * sizeof(int16_t));
-        if (!keyframe_) {
+        if (spatial) {
+          prefetch_run(work_[l].s[c].data() + ahead, n * sizeof(int16_t));
+          prefetch_run(in_[l].s[c].data() + ahead, n * sizeof(int16_t));
+        }
+        if (temporal) {
           prefetch_run(work_[l].t[c].data() + ahead, n * sizeof(int16_t));
           prefetch_run(in_[l].t[c].data() + ahead, n * sizeof(int16_t));
         }
       }
-      if (!keyframe_) prefetch_run(rclass_[l].data() + ahead, n);
+      if (refc) prefetch_run(rclass_[l].data() + ahead, n);
     }
     for (int bx = t.bx0; bx < t.bx1; ++bx) {
       const BlockSpan span = block_span(ly, bx);
@@ -2500,6 +2513,9 @@ void CpuEncoder::build_model(const uint32_t *hist, bool keyframe, BitWriter &bw,
   }
 }
 
+// How many steps ahead the rANS steps prefetch a lane's codes.
+constexpr int kCodesAhead = 16;
+
 // The rANS steps of one layer of a tile (w x h samples of NC components
 // from `codes`) in reverse schedule order, the lanes' states in `state`,
 // the stream below p; returns the new p.
@@ -2529,6 +2545,9 @@ uint8_t *rans_layer(const uint32_t *codes, int w, int h, int lanes,
     uint32_t *x[kMaxLanes];
     int n = 0;
     for (int ln = 0; ln < lanes; ++ln) {
+      // As rans_layer_avx2(): each lane's codes kCodesAhead steps ahead,
+      // every 4 steps (less than a cache line).
+      if ((st & 3) == 0) prefetch_run(codes + std::max<ptrdiff_t>(at[ln] - kCodesAhead * NC, 0), 1);
       const bool busy = row[ln] >= 0 && row[ln] < h && col[ln] < w;
       const uint32_t *s = busy ? codes + at[ln] : &kSkipped;
       sample[n] = s;
@@ -2638,7 +2657,6 @@ CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const uint32_t *codes, int w, int h,
   const __m256i low32 = _mm256_set1_epi64x(0xFFFFFFFF);
   const __m256i noop = _mm256_set1_epi32(int(table.entry.size() - 1));
   const __m256i skipped = _mm256_set1_epi32(int(kNoCode));
-  constexpr int kCodesAhead = 16;
   const __m256i codes_ahead = _mm256_set1_epi32(kCodesAhead * NC);
   const long long *const entries = reinterpret_cast<const long long *>(table.entry.data());
   for (int st = steps - 1; st >= 0; --st) {
