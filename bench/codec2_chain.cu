@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "../cuda/kernels/codec2_rans.cuh"
 #include "cudadiff/codec2_rules.h"
 
 using namespace cudadiff::codec2;
@@ -54,29 +55,14 @@ namespace {
 
 constexpr unsigned kFull = 0xffffffffu;
 
-// The decoder's table of a distribution (DistTab in codec2_dec.cu): a bitmap
-// of where tokens start, counts before each bucket, the tokens' entries.
-constexpr int kTabBuckets = int(kProbScale) / 32;
-struct DistTab {
-  uint32_t mask[kTabBuckets];
-  uint32_t ent[kTokens];
-  int8_t before[kTabBuckets];
-};
+// The decoder's tables (DistTab), token lookup (decode_symbol()) and
+// renormalisation (renorm_from()) are its own, from codec2_rans.cuh.
 constexpr int kNumTabs = 40;
 constexpr int kNC = 3;  // components (RGB)
 constexpr int kDists =
     kNC * kActivityBuckets * 2;  // per component: 13 contexts x 2 (first's residual)
 constexpr int kLanes = 32;
 constexpr int kSharedBytes = 4096;  // a payload window in shared memory (variants)
-
-__device__ __forceinline__ int decode_symbol(uint32_t &x, const DistTab *tab) {
-  const uint32_t slot = x & (kProbScale - 1), q = slot >> 5;
-  const uint32_t m = tab->mask[q] & (0xffffffffu >> (31u - (slot & 31u)));
-  const int rank = int(tab->before[q]) + __popc(m);
-  const uint32_t e = tab->ent[rank];
-  x = (e >> 17) * (x >> kProbBits) + slot - (e & 0xfff);
-  return int((e >> 12) & 31u);
-}
 
 // ---- part 1: one symbol ---------------------------------------------------
 enum Rung {
@@ -92,8 +78,8 @@ const char *const kRungNames[kRungs] = {"token from one table", "a table per sym
                                         "+ positions by votes", "the format's renormalisation"};
 
 template <int R>
-__global__ void __launch_bounds__(32)
-    symbol_kernel(const DistTab *gtabs, const uint8_t *payload, int n, uint32_t *out) {
+__global__ void __launch_bounds__(32) symbol_kernel(const DistTab *gtabs, const uint8_t *payload,
+                                                    uint32_t region, int n, uint32_t *out) {
   __shared__ DistTab tabs[kNumTabs];
   __shared__ uint8_t bytes[kSharedBytes];
   __shared__ uint8_t map[64];
@@ -103,9 +89,11 @@ __global__ void __launch_bounds__(32)
   for (int v = lane; v < kSharedBytes; v += 32) bytes[v] = payload[v];
   for (int v = lane; v < 64; v += 32) map[v] = uint8_t((v * 13) % kNumTabs);
   __syncwarp();
-  const uint8_t *p = payload + size_t(blockIdx.x) * 65536;
+  const uint8_t *p = payload + size_t(blockIdx.x) * region;  // the format's: one stream
+  const uint32_t end = region;
   const unsigned lt = (1u << lane) - 1;
-  uint32_t x = kRansLow | (uint32_t(lane) * 7919u), pos = uint32_t(lane) * 64, h = 0;
+  uint32_t x = kRansLow | (uint32_t(lane) * 7919u), h = 0;
+  uint32_t pos = R == kFormat ? 0 : uint32_t(lane) * 64;  // own streams: apart in the window
   for (int i = 0; i < n; ++i) {
     h += uint32_t(decode_symbol(x, R == kOneTable ? tabs : tabs + map[i & 63]));
     if (R <= kTablePerSym) {
@@ -125,16 +113,9 @@ __global__ void __launch_bounds__(32)
         }
         pos += 2 * __popc(ones);
       }
-    } else {
-      const bool one = x < kRansLow, two = x < (1u << 15);
-      const uint32_t ones = __ballot_sync(kFull, one), twos = __ballot_sync(kFull, two);
-      if (ones) {
-        const uint32_t at = (pos + __popc(ones & lt) + __popc(twos & lt)) & 65535;
-        if (one)
-          x = !two ? (x << 8) | __ldg(p + at)
-                   : (x << 16) | uint32_t(__ldg(p + at)) << 8 | __ldg(p + ((at + 1) & 65535));
-        pos += __popc(ones) + __popc(twos);
-      }
+    } else if (!renorm(x, true, p, pos, end, lt)) {  // the decoder's
+      out[blockIdx.x * 32 + lane] = 0xdead;
+      return;
     }
   }
   out[blockIdx.x * 32 + lane] = x ^ h ^ pos;
@@ -157,12 +138,19 @@ template <int FLAGS>
 __device__ __forceinline__ uint32_t byte_at(const uint8_t *p, const uint8_t *window, uint32_t at) {
   return (FLAGS & kBytesShared) ? uint32_t(window[at % kSharedBytes]) : uint32_t(__ldg(p + at));
 }
+// The payload window in shared memory as renorm_from() reads it.
+struct WindowBytes {
+  const uint8_t *window;
+  __device__ __forceinline__ uint32_t operator()(uint32_t at, uint32_t next = 0) const {
+    return window[(at + next) % kSharedBytes];
+  }
+};
 
 // Renormalises the lanes that are `active`; false when the payload runs short.
 template <int FLAGS>
-__device__ __forceinline__ bool renorm(uint32_t &x, bool active, const uint8_t *__restrict__ p,
-                                       const uint8_t *window, uint32_t &pos, uint32_t end,
-                                       unsigned lt) {
+__device__ __forceinline__ bool renorm_variant(uint32_t &x, bool active,
+                                               const uint8_t *__restrict__ p, const uint8_t *window,
+                                               uint32_t &pos, uint32_t end, unsigned lt) {
   if (FLAGS & kOwnStreams) {
     if (FLAGS & kRenorm16) {
       if (active && x < (1u << 16)) {
@@ -193,19 +181,9 @@ __device__ __forceinline__ bool renorm(uint32_t &x, bool active, const uint8_t *
     pos += total;
     return true;
   }
-  // The format's (renorm() in codec2_dec.cu).
-  const bool one = active && x < kRansLow, two = active && x < (1u << 15);
-  const uint32_t ones = __ballot_sync(kFull, one), twos = __ballot_sync(kFull, two);
-  if (ones == 0) return true;
-  const uint32_t total = __popc(ones) + __popc(twos);
-  if (end - pos < total) return false;
-  if (one) {
-    const uint32_t at = pos + __popc(ones & lt) + __popc(twos & lt);
-    x = !two ? (x << 8) | byte_at<FLAGS>(p, window, at)
-             : (x << 16) | byte_at<FLAGS>(p, window, at) << 8 | byte_at<FLAGS>(p, window, at + 1);
-  }
-  pos += total;
-  return true;
+  // The format's: the decoder's own.
+  if (FLAGS & kBytesShared) return renorm_from(x, active, WindowBytes{window}, pos, end, lt);
+  return renorm_from(x, active, PayloadBytes{p}, pos, end, lt);
 }
 
 // One warp per tile; lane l decodes row j = round * 32 + l of a tile `width`
@@ -288,7 +266,7 @@ __global__ void __launch_bounds__(256)
       h = active ? lane_checksum(h, uint32_t(token)) : h;
       const bool extra = !(FLAGS & kNoRawBits) && active && token >= kDirectTokens;
       const bool any_extra = (FLAGS & kNoRawBits) ? false : __any_sync(kFull, extra);
-      if (!renorm<FLAGS>(x, active, p, window, pos, end, lt)) {
+      if (!renorm_variant<FLAGS>(x, active, p, window, pos, end, lt)) {
         out[tile * 32 + lane] = 0xdead;
         return;
       }
@@ -297,7 +275,7 @@ __global__ void __launch_bounds__(256)
         const int nbits = extra ? token_extra_bits(token) : 0;
         const uint32_t bits = x & ((1u << nbits) - 1);
         x >>= nbits;
-        if (!renorm<FLAGS>(x, extra, p, window, pos, end, lt)) {
+        if (!renorm_variant<FLAGS>(x, extra, p, window, pos, end, lt)) {
           out[tile * 32 + lane] = 0xdead;
           return;
         }
@@ -424,9 +402,13 @@ int main(int argc, char **argv) {
     std::printf("part 1: one symbol (108 warps, 2,106 symbols per lane)\n");
     const int n = 2106;
     const auto rung = [&](auto kernel, int r) {
-      const float ms = best_ms([&] { kernel<<<108, 32>>>(d_tabs, d_payload, n, d_out); }, runs);
-      std::printf("  %-40s %.4f ms  %4.0f cycles per symbol\n", kRungNames[r], ms,
-                  ms * cycles_per_ms / n);
+      const float ms = best_ms(
+          [&] { kernel<<<108, 32>>>(d_tabs, d_payload, uint32_t(tile_bytes), n, d_out); }, runs);
+      std::vector<uint32_t> out(size_t(32) * 108);
+      CHAIN_CHECK(cudaMemcpy(out.data(), d_out, 4 * out.size(), cudaMemcpyDeviceToHost));
+      const bool short_payload = std::count(out.begin(), out.end(), 0xdeadu) > 0;
+      std::printf("  %-40s %.4f ms  %4.0f cycles per symbol%s\n", kRungNames[r], ms,
+                  ms * cycles_per_ms / n, short_payload ? "  (payload ran short)" : "");
     };
     rung(symbol_kernel<kOneTable>, kOneTable);
     rung(symbol_kernel<kTablePerSym>, kTablePerSym);

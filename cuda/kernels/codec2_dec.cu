@@ -9,7 +9,8 @@
 //      from distributions to tables go to the device in one copy, the
 //      payloads in another;
 //   2. build_tables_kernel: per used table, a compact decoding table
-//      (DistTab, 768 bytes: a bitmap of where tokens start);
+//      (DistTab, 768 bytes: a bitmap of where tokens start; it, the token's
+//      lookup and the renormalisation are in codec2_rans.cuh);
 //   3. decode_tiles_kernel: one warp per tile, one thread per rANS lane
 //      (several tiles per block when tiles outnumber the multiprocessors;
 //      the block copies the decoding tables into shared memory when they
@@ -47,6 +48,7 @@
 #include "cudadiff/codec2.h"
 #include "cudadiff/codec2_body.h"
 #include "codec2_coded.cuh"
+#include "codec2_rans.cuh"
 #include "cudadiff/codec2_rules.h"
 #include "warp_reduce.cuh"
 
@@ -99,20 +101,7 @@ __device__ __forceinline__ const uint8_t *chan_ptr(const uint8_t *pic, const Lay
   return pic + L.chan_at[c] + size_t(y) * L.chan_stride[c] + size_t(x) * L.chan_step[c];
 }
 
-// A distribution's decoding table: the token of a slot from one word of a
-// bitmap of where tokens start and a count, without a 4096-slot table.
-// rank(slot) = before[slot / 32] + popc(mask[slot / 32] up to bit slot % 32)
-// is the slot's token among the present ones (in token order, the order of
-// their slots), with before[q] one less than the tokens starting before
-// bucket q; ent[rank] = cum | token << 12 | freq << 17.
-constexpr int kTabBuckets = int(kProbScale) / 32;
 constexpr int kMaxDist = 512;  // distributions of any format (313 at most)
-struct DistTab {
-  uint32_t mask[kTabBuckets];
-  uint32_t ent[kTokens];
-  int8_t before[kTabBuckets];  // minus 1 (-1 in bucket 0, where the first token starts)
-};
-static_assert(sizeof(DistTab) % 16 == 0, "tables are copied in 16-byte words");
 
 // Per table (one thread block of kTabBuckets threads each), from its
 // symbols (cum | freq << 16 per token; freq 0: absent).
@@ -134,44 +123,6 @@ __global__ void build_tables_kernel(const uint32_t *__restrict__ sym, DistTab *_
   if (q >= rank && q < kTokens) tabs[d].ent[q] = 0;
   tabs[d].mask[q] = mask;
   tabs[d].before[q] = int8_t(before - 1);
-}
-
-// Renormalises the lanes that are `active` (every thread of the warp calls
-// it): each lane needs 0, 1 or 2 bytes (its state is at least 2^11 after a
-// step), handed out in lane order from `pos`. False (the same in every
-// lane) when the payload has too few. The votes are on the comparisons
-// themselves (a lane below 2^15 needs a second byte, and is below 2^23
-// too), so that they wait for nothing else.
-__device__ __forceinline__ bool renorm(uint32_t &x, bool active, const uint8_t *__restrict__ p,
-                                       uint32_t &pos, uint32_t end, unsigned lane_mask_lt) {
-  const bool one = active && x < kRansLow, two = active && x < (1u << 15);
-  const uint32_t ones = __ballot_sync(kFullWarp, one), twos = __ballot_sync(kFullWarp, two);
-  if (ones == 0) return true;
-  const uint32_t total = __popc(ones) + __popc(twos);
-  if (end - pos < total) return false;
-  if (one) {
-    const uint32_t at = pos + __popc(ones & lane_mask_lt) + __popc(twos & lane_mask_lt);
-    x = !two ? (x << 8) | __ldg(p + at)
-             : (x << 16) | uint32_t(__ldg(p + at)) << 8 | __ldg(p + at + 1);
-  }
-  pos += total;
-  return true;
-}
-
-// The token of a table symbol from lane state x (the step without
-// renormalisation), with the table at `tab` (shared or global memory).
-__device__ __forceinline__ int decode_symbol(uint32_t &x, const DistTab *tab) {
-  const uint32_t slot = x & (kProbScale - 1), q = slot >> 5;
-  const uint32_t m = tab->mask[q] & (0xffffffffu >> (31u - (slot & 31u)));
-  // (0..31: every table comes from BodyReader::symbols() or is table 0,
-  // with frequencies that add up to 4096 and are at least 1 for a present
-  // token (normalize_levels()), so the first present token starts at slot
-  // 0, m has a bit in bucket 0, before[q] >= 0 in the others, and at most
-  // 32 tokens start anywhere)
-  const int rank = int(tab->before[q]) + __popc(m);
-  const uint32_t e = tab->ent[rank];
-  x = (e >> 17) * (x >> kProbBits) + slot - (e & 0xfff);
-  return int((e >> 12) & 31u);
 }
 
 // Where a layer's working values live while a tile decodes: a sample reads
