@@ -603,36 +603,52 @@ constexpr bool rans_quotient_is_exact() {
 }
 static_assert(rans_quotient_is_exact(), "rANS encoder's division by multiplication is inexact");
 
+// Planes of bytes[k] bytes (k < count) in one zeroed buffer `buf`, plane k
+// starting (salt + k) cache lines after a 4 KB boundary; start[k] gets
+// where. Planes that all start on such a boundary (as separate large
+// allocations do) put the same rows of every plane in the same cache sets,
+// so code that reads or writes a row of several planes at once would evict
+// its own lines.
+void stagger_planes(std::vector<uint8_t> &buf, const size_t *bytes, int count, int salt,
+                    uint8_t **start) {
+  constexpr size_t kPage = 4096, kLine = 64;
+  std::vector<size_t> offset(static_cast<size_t>(count));
+  size_t total = 0;
+  for (int k = 0; k < count; ++k) {
+    total = (total + kPage - 1) / kPage * kPage + size_t((salt + k) % 64) * kLine;
+    offset[size_t(k)] = total;
+    total += bytes[k];
+  }
+  buf.assign(total + kPage, 0);
+  // The buffer's own start, moved to a 4 KB boundary.
+  const size_t align =
+      (kPage - (reinterpret_cast<uintptr_t>(buf.data()) & (kPage - 1))) & (kPage - 1);
+  for (int k = 0; k < count; ++k) start[k] = buf.data() + align + offset[size_t(k)];
+}
+
 // The mode decision's proxy symbols: per layer, class and component a plane
-// of uint16, in one buffer, plane k starting (kSalt + k) cache lines after a
-// 4 KB boundary (as Picture's, for the same reason: proxy_layer() writes the
-// same row of all of them at once, 9 lines of one cache set for RGB where
-// separate allocations start at the same offset of a page). The planes
-// start on cache lines, so tiles whose columns start on one (as 1920 wide
-// frames' do) write no line together.
+// of uint16 (stagger_planes(): proxy_layer() writes the same row of all of
+// them at once, 9 planes for RGB). The planes start on cache lines, so
+// tiles whose columns start on one (as 1920 wide frames' do) write no line
+// together.
 struct IdPlanes {
   static constexpr int kSalt = 16;
-  std::vector<uint16_t> buf;
+  std::vector<uint8_t> buf;
   uint16_t *p[kMaxLayers][kClasses][kMaxComps] = {};
   void allocate(const LayerSet &ls) {
-    constexpr size_t kPage = 4096, kLine = 64;
-    size_t offset[kMaxLayers][kClasses][kMaxComps] = {}, total = 0;  // bytes
-    int k = 0;
-    for (int l = 0; l < ls.count; ++l)
-      for (int cls = 0; cls < kClasses; ++cls)
-        for (int c = 0; c < ls.layer[l].channels; ++c, ++k) {
-          total = (total + kPage - 1) / kPage * kPage + size_t((kSalt + k) % 64) * kLine;
-          offset[l][cls][c] = total;
-          total += size_t(ls.layer[l].width) * ls.layer[l].height * sizeof(uint16_t);
-        }
-    buf.assign((total + kPage) / sizeof(uint16_t), 0);
-    const size_t align =
-        (kPage - (reinterpret_cast<uintptr_t>(buf.data()) & (kPage - 1))) & (kPage - 1);
-    uint8_t *const base = reinterpret_cast<uint8_t *>(buf.data()) + align;
+    size_t bytes[kMaxLayers * kClasses * kMaxComps];
+    uint8_t *start[kMaxLayers * kClasses * kMaxComps];
+    int n = 0;
     for (int l = 0; l < ls.count; ++l)
       for (int cls = 0; cls < kClasses; ++cls)
         for (int c = 0; c < ls.layer[l].channels; ++c)
-          p[l][cls][c] = reinterpret_cast<uint16_t *>(base + offset[l][cls][c]);
+          bytes[n++] = size_t(ls.layer[l].width) * ls.layer[l].height * sizeof(uint16_t);
+    stagger_planes(buf, bytes, n, kSalt, start);
+    n = 0;
+    for (int l = 0; l < ls.count; ++l)
+      for (int cls = 0; cls < kClasses; ++cls)
+        for (int c = 0; c < ls.layer[l].channels; ++c)
+          p[l][cls][c] = reinterpret_cast<uint16_t *>(start[n++]);
   }
   bool empty() const { return buf.empty(); }
 };
@@ -723,11 +739,8 @@ struct Plane {
   uint8_t &operator[](size_t i) const { return p[i]; }
 };
 
-// A picture's planes, in one buffer, plane k starting (salt + k) cache lines
-// after a 4 KB boundary. Planes that all start on such a boundary (as
-// separate large allocations do) put the same rows of every plane in the
-// same cache sets: the decoder's lanes read and write up to 32 rows of
-// several planes at once, and would evict each other's lines.
+// A picture's planes, in one buffer (stagger_planes(): the decoder's lanes
+// read and write up to 32 rows of several planes at once).
 struct Picture {
   std::vector<uint8_t> buf;
   Plane ch[kMaxLayers][kMaxComps];
@@ -737,23 +750,16 @@ struct Picture {
   Picture(Picture &&) = default;  // the buffer moves, the planes' pointers stay valid
   Picture &operator=(Picture &&) = default;
   void allocate(const LayerSet &ls, int salt = 0) {
-    constexpr size_t kPage = 4096, kLine = 64;
-    size_t offset[kMaxLayers][kMaxComps] = {}, total = 0;
-    int k = 0;
-    for (int l = 0; l < ls.count; ++l)
-      for (int c = 0; c < ls.layer[l].channels; ++c, ++k) {
-        total = (total + kPage - 1) / kPage * kPage + size_t((salt + k) % 64) * kLine;
-        offset[l][c] = total;
-        total += size_t(ls.layer[l].width) * ls.layer[l].height;
-      }
-    buf.assign(total + kPage, 0);
-    // The buffer's own start, moved to a 4 KB boundary.
-    const size_t align =
-        (kPage - (reinterpret_cast<uintptr_t>(buf.data()) & (kPage - 1))) & (kPage - 1);
+    size_t bytes[kMaxLayers * kMaxComps];
+    uint8_t *start[kMaxLayers * kMaxComps];
+    int n = 0;
     for (int l = 0; l < ls.count; ++l)
       for (int c = 0; c < ls.layer[l].channels; ++c)
-        ch[l][c] = Plane{buf.data() + align + offset[l][c],
-                         size_t(ls.layer[l].width) * ls.layer[l].height};
+        bytes[n++] = size_t(ls.layer[l].width) * ls.layer[l].height;
+    stagger_planes(buf, bytes, n, salt, start);
+    n = 0;
+    for (int l = 0; l < ls.count; ++l)
+      for (int c = 0; c < ls.layer[l].channels; ++c, ++n) ch[l][c] = Plane{start[n], bytes[n]};
   }
 };
 
