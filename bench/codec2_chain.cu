@@ -134,11 +134,8 @@ constexpr int kNoRawBits = 2;    // no raw bits (tokens of 16 and more taken as 
 constexpr int kOwnStreams = 4;   // each lane its own stream of bytes (no votes)
 constexpr int kRenorm16 = 8;     // 16-bit renormalisation: 2 bytes once when x < 2^16
 
-template <int FLAGS>
-__device__ __forceinline__ uint32_t byte_at(const uint8_t *p, const uint8_t *window, uint32_t at) {
-  return (FLAGS & kBytesShared) ? uint32_t(window[at % kSharedBytes]) : uint32_t(__ldg(p + at));
-}
-// The payload window in shared memory as renorm_from() reads it.
+// The payload window in shared memory, read as renorm_from() reads the
+// payload (PayloadBytes).
 struct WindowBytes {
   const uint8_t *window;
   __device__ __forceinline__ uint32_t operator()(uint32_t at, uint32_t next = 0) const {
@@ -146,24 +143,22 @@ struct WindowBytes {
   }
 };
 
-// Renormalises the lanes that are `active`; false when the payload runs short.
-template <int FLAGS>
-__device__ __forceinline__ bool renorm_variant(uint32_t &x, bool active,
-                                               const uint8_t *__restrict__ p, const uint8_t *window,
+// Renormalises the lanes that are `active` from the bytes byte(at, next);
+// false when the payload runs short.
+template <int FLAGS, class Bytes>
+__device__ __forceinline__ bool renorm_variant(uint32_t &x, bool active, const Bytes &byte,
                                                uint32_t &pos, uint32_t end, unsigned lt) {
   if (FLAGS & kOwnStreams) {
     if (FLAGS & kRenorm16) {
       if (active && x < (1u << 16)) {
-        x = (x << 16) | byte_at<FLAGS>(p, window, pos) << 8 | byte_at<FLAGS>(p, window, pos + 1);
+        x = (x << 16) | byte(pos) << 8 | byte(pos, 1);
         pos += 2;
       }
       return true;
     }
     const bool one = active && x < kRansLow, two = active && x < (1u << 15);
     if (one) {
-      x = !two ? (x << 8) | byte_at<FLAGS>(p, window, pos)
-               : (x << 16) | byte_at<FLAGS>(p, window, pos) << 8 |
-                     byte_at<FLAGS>(p, window, pos + 1);
+      x = !two ? (x << 8) | byte(pos) : (x << 16) | byte(pos) << 8 | byte(pos, 1);
       pos += two ? 2 : 1;
     }
     return true;
@@ -176,14 +171,12 @@ __device__ __forceinline__ bool renorm_variant(uint32_t &x, bool active,
     if (end - pos < total) return false;
     if (one) {
       const uint32_t at = pos + 2 * __popc(ones & lt);
-      x = (x << 16) | byte_at<FLAGS>(p, window, at) << 8 | byte_at<FLAGS>(p, window, at + 1);
+      x = (x << 16) | byte(at) << 8 | byte(at, 1);
     }
     pos += total;
     return true;
   }
-  // The format's: the decoder's own.
-  if (FLAGS & kBytesShared) return renorm_from(x, active, WindowBytes{window}, pos, end, lt);
-  return renorm_from(x, active, PayloadBytes{p}, pos, end, lt);
+  return renorm_from(x, active, byte, pos, end, lt);  // the format's: the decoder's own
 }
 
 // One warp per tile; lane l decodes row j = round * 32 + l of a tile `width`
@@ -216,6 +209,12 @@ __global__ void __launch_bounds__(256)
   __syncthreads();
   const int tile = blockIdx.x * (blockDim.x >> 5) + warp;
   const uint8_t *p = payload + size_t(tile) * tile_bytes;
+  const auto bytes = [&] {
+    if constexpr ((FLAGS & kBytesShared) != 0)
+      return WindowBytes{window};
+    else
+      return PayloadBytes{p};
+  }();
   const uint32_t end = uint32_t(tile_bytes);
   const unsigned lt = (1u << lane) - 1;
   uint32_t x = uint32_t(p[4 * lane]) << 24 | uint32_t(p[4 * lane + 1]) << 16 |
@@ -266,7 +265,7 @@ __global__ void __launch_bounds__(256)
       h = active ? lane_checksum(h, uint32_t(token)) : h;
       const bool extra = !(FLAGS & kNoRawBits) && active && token >= kDirectTokens;
       const bool any_extra = (FLAGS & kNoRawBits) ? false : __any_sync(kFull, extra);
-      if (!renorm_variant<FLAGS>(x, active, p, window, pos, end, lt)) {
+      if (!renorm_variant<FLAGS>(x, active, bytes, pos, end, lt)) {
         out[tile * 32 + lane] = 0xdead;
         return;
       }
@@ -275,7 +274,7 @@ __global__ void __launch_bounds__(256)
         const int nbits = extra ? token_extra_bits(token) : 0;
         const uint32_t bits = x & ((1u << nbits) - 1);
         x >>= nbits;
-        if (!renorm_variant<FLAGS>(x, extra, p, window, pos, end, lt)) {
+        if (!renorm_variant<FLAGS>(x, extra, bytes, pos, end, lt)) {
           out[tile * 32 + lane] = 0xdead;
           return;
         }

@@ -38,9 +38,10 @@ struct PayloadBytes {
 // Renormalises the lanes that are `active` (every thread of the warp calls
 // it): each lane needs 0, 1 or 2 bytes (its state is at least 2^11 after a
 // step), handed out in lane order from `pos`, byte(at, next) being the
-// stream's byte `next` after the one at `at`. False (the same in every lane) when the payload has
-// too few. The votes are on the comparisons themselves (a lane below 2^15 needs a second byte, and
-// is below 2^23 too), so that they wait for nothing else.
+// stream's byte `next` after the one at `at`. False (the same in every lane)
+// when the payload has too few. The votes are on the comparisons themselves
+// (a lane below 2^15 needs a second byte, and is below 2^23 too), so that
+// they wait for nothing else.
 template <class Bytes>
 __device__ __forceinline__ bool renorm_from(uint32_t &x, bool active, const Bytes &byte,
                                             uint32_t &pos, uint32_t end, unsigned lane_mask_lt) {
