@@ -18,10 +18,10 @@
 //      coded tiles;
 //   6. the tables from the histogram, by the CPU reference's rules
 //      (codec2_tables.h), in three small kernels; beside them, on a
-//      high-priority stream of their own (from the tile types on), each
-//      lane's checksum (thread blocks per lane) and the symbols laid out in
-//      schedule order (a thread per lane and run of steps), with the steps
-//      that code something marked;
+//      high-priority stream of their own (from the tile types on), the
+//      symbols laid out in schedule order (a thread per lane and run of
+//      steps), with the steps that code something marked and the maps of
+//      each lane's checksum;
 //   7. rANS: each lane (a thread of a tile's coding warp, which two more
 //      warps feed the symbols and their tables) codes its symbols
 //      backwards alone, over the marked steps only, noting its bytes and
@@ -178,7 +178,11 @@ struct Params {
   int walk_bound;         // percent of a full tile's walk (Geometry; 0: none)
   uint32_t walk_words;    // tile_type_kernel's bitmaps: words for the largest tile (0: none)
   int dist_base[kMaxLayers][kClasses][kMaxComps];
-  int pad0;  // (no padding: the CUDA graphs' key compares the bytes)
+  // schedule_kernel's chunks of a tile (of kScheduleThreads items each) for
+  // which it leaves each lane's checksum map (Params::lane_maps); also
+  // keeps the parameters without padding (the CUDA graphs' key compares
+  // the bytes)
+  uint32_t lane_chunks;
   const uint8_t *frame[kMaxPlanes];
   size_t pitch[kMaxPlanes];
   uint8_t *cur[kMaxLayers][kMaxComps];  // at threshold 0 rec's (lossless(), submit())
@@ -220,7 +224,10 @@ struct Params {
   uint8_t *payload;                      // the tiles' payloads in body order
   uint32_t *tile_coded;                  // per tile: coded sample components
   uint32_t *tile_extra;                  // per tile: their raw bits
-  uint2 *lane_part;  // per tile and checksum_kernel block: the map of its part of a lane (m, a)
+  // per tile, chunk of schedule_kernel and lane (lane_chunks x kMaxLanes a
+  // tile): the map of the lane's symbols in the chunk (m, a), the block
+  // modes in chunk 0
+  uint2 *lane_maps;
   const uint32_t *reciprocal;  // per frequency f: ceil(2^(31 + ceil(log2 f)) / f)
   const uint8_t *shift;        // per frequency f: 31 + ceil(log2 f), the reciprocal's
   uint32_t *codes;             // the symbols in schedule order (DevTile::sched_first)
@@ -1396,86 +1403,6 @@ __device__ __forceinline__ Affine affine_of(uint32_t v) {
   return {33u * 33u, token * 33u + code_bits(v)};  // the token, then its raw bits
 }
 
-// 6a. The lanes' checksums: kMaxLanes thread blocks per tile, 32 / lanes per
-// lane (block y: lane y % lanes, part y / lanes of its symbols in decoding
-// order: its block modes, then its rows layer by layer), each thread a run
-// of its part, composed in order across the block; rans_lanes_kernel
-// composes a lane's parts. (A tile with few lanes has long ones: a block
-// per lane would leave the multiprocessors idle while it walks one.)
-// 128 threads per block: with 256 (some 8 symbols a thread on full
-// tiles), working out where a thread's run starts (several divisions) took
-// most of the kernel's instructions; with 64, the fewer and longer runs
-// made a frame's tail wait longer and the element slower.
-constexpr int kChecksumThreads = 128;
-__global__ void __launch_bounds__(kChecksumThreads) checksum_kernel(Params p) {
-  const int t = blockIdx.x;
-  if (!rans_coded(p, t)) return;
-  const DevTile &dt = p.tiles[t];
-  const int lanes = p.tile_lanes[t];
-  const int parts = kMaxLanes / lanes, ln = int(blockIdx.y) % lanes, part = int(blockIdx.y) / lanes;
-  if (part >= parts) return;
-  const uint32_t *syms = p.symbols + dt.first;
-  const uint32_t n_modes = p.keyframe ? 0 : uint32_t(dt.blocks);
-  const uint32_t modes = n_modes > uint32_t(ln) ? (n_modes - ln + lanes - 1) / lanes : 0;
-  uint32_t row_items[kMaxLayers], items[kMaxLayers];
-  uint32_t total = modes;
-  for (int l = 0; l < kMaxLayers; ++l) {
-    const int rows = l < p.layers && dt.h[l] > ln ? (dt.h[l] - ln + lanes - 1) / lanes : 0;
-    row_items[l] = l < p.layers ? uint32_t(dt.w[l]) * p.layer[l].channels : 0;
-    items[l] = uint32_t(rows) * row_items[l];
-    total += items[l];
-  }
-  static_assert(kMaxLayers == 2, "the walk below knows two layers");
-  const uint32_t from = uint32_t(uint64_t(total) * uint32_t(part) / uint32_t(parts)),
-                 to = uint32_t(uint64_t(total) * uint32_t(part + 1) / uint32_t(parts));
-  const uint32_t chunk = (to - from + blockDim.x - 1) / blockDim.x;
-  const uint32_t first = from + threadIdx.x * chunk, last = min(to, first + chunk);
-  Affine acc{1u, 0u};
-  uint32_t i = first;
-  for (; i < last && i < modes; ++i) acc = then(acc, affine_of(syms[ln + size_t(i) * lanes]));
-  if (i < last) {
-    // Item k of the lane's rows: row r of the lane in layer l, item `within`
-    // of that row; then one item after the other (a division per item cost
-    // more than the rest of the loop).
-    // (Selects rather than indices into the arrays, which would put them
-    // in local memory.)
-    uint32_t k = i - modes;
-    const bool second = k >= items[0];
-    if (second) k -= items[0];
-    uint32_t row = second ? row_items[1] : row_items[0];
-    uint32_t within = k % row;
-    uint32_t left = (second ? items[1] : items[0]) - k;  // items of the layer from here
-    const uint32_t *s =
-        p.symbols + dt.layer_first[second ? 1 : 0] + size_t(ln + (k / row) * lanes) * row + within;
-    for (; i < last; ++i) {
-      acc = then(acc, affine_of(*s));
-      ++s;
-      if (--left == 0) {  // the lane's first row in the next layer
-        row = row_items[1];
-        within = 0;
-        left = items[1];
-        s = p.symbols + dt.layer_first[1] + size_t(ln) * row;
-      } else if (++within == row) {  // the lane's next row
-        within = 0;
-        s += size_t(lanes - 1) * row;
-      }
-    }
-  }
-  for (int o = 1; o < 32; o <<= 1) {
-    const Affine other{__shfl_down_sync(kFullWarp, acc.m, o),
-                       __shfl_down_sync(kFullWarp, acc.a, o)};
-    if ((threadIdx.x & 31) + o < 32) acc = then(acc, other);
-  }
-  __shared__ Affine warps[kChecksumThreads / 32];
-  if ((threadIdx.x & 31) == 0) warps[threadIdx.x / 32] = acc;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    Affine all{1u, 0u};
-    for (int w = 0; w < int(blockDim.x / 32); ++w) all = then(all, warps[w]);
-    p.lane_part[t * kMaxLanes + int(blockIdx.y)] = make_uint2(all.m, all.a);
-  }
-}
-
 // One lane's rANS coder: its state, and where its bytes and counts of the
 // current batch go (the placing ring, rans_lanes_kernel). Renormalisation
 // emits at most 2 bytes (a state below 2^31 against x_max >= 2^15),
@@ -1543,8 +1470,16 @@ static_assert((kRansLow >> kProbBits) << 8 == 1u << 19, "the token's x_max is fr
 // bits. (A thread per step and lane executed some 200 instructions for
 // each, most of them to find its sample; a warp per run of steps left most
 // threads idle in tiles with few lanes; runs of 32 steps with each load
-// waited for made the kernel a chain of waits.) Per layer of the tile,
-// what every thread needs, worked out once per thread block:
+// waited for made the kernel a chain of waits.) Each thread also composes
+// the checksum map of its lane's symbols in the run (Affine), and then
+// thread q of the block composes those of lane q in the block's chunk of
+// items in order (a lane's items of a layer are `lanes` apart, layer 0's
+// before layer 1's), the first chunk's after the lane's block modes, so
+// that rans_lanes_kernel starts from a few maps per lane. (A kernel of its
+// own that walked each lane's symbols again for the maps took 22 us and
+// 12.6 M warp instructions per 1080p frame of a hand-held camera, about
+// 8 % of the encoder's instructions.) Per layer of the tile, what every
+// thread needs, worked out once per thread block:
 struct SchedLayer {
   uint32_t items;  // lanes x runs
   uint32_t out;    // the layer's first code in the tile's
@@ -1565,10 +1500,12 @@ __device__ __forceinline__ uint32_t group_or_u32(unsigned group, uint32_t v) {
 }
 // Lane ln's codes at the steps of run `run` of layer l into the tile's
 // codes; returns the run's bits (bit s: its step run * kScheduleRun + s
-// codes something).
+// codes something) and in *map the checksum map of the run's codes in the
+// lane's order (by step, each component's token, then its raw bits).
 template <int NC>
 __device__ __forceinline__ uint32_t schedule_run(const Params &p, const DevTile &dt, int l,
-                                                 const SchedLayer &ly, int lanes, int run, int ln) {
+                                                 const SchedLayer &ly, int lanes, int run, int ln,
+                                                 Affine *map) {
   const int w = dt.w[l], h = dt.h[l];
   const int st0 = run * kScheduleRun, n = min(ly.steps - st0, kScheduleRun);
   // The lane's sample at step st0: column i of its row j (i < 0: the lane
@@ -1592,6 +1529,7 @@ __device__ __forceinline__ uint32_t schedule_run(const Params &p, const DevTile 
   uint32_t *__restrict__ out =
       p.codes + dt.sched_first + ly.out + size_t(st0) * NC * uint32_t(lanes) + uint32_t(ln);
   uint32_t bits = 0;
+  Affine acc{1u, 0u};
 #pragma unroll
   for (int s = 0; s < kScheduleRun; ++s) {
     if (s >= n) break;
@@ -1600,11 +1538,13 @@ __device__ __forceinline__ uint32_t schedule_run(const Params &p, const DevTile 
     for (int c = 0; c < NC; ++c) {
       out[(s * NC + c) * lanes] = v[s][c];
       coded |= v[s][c] != kNoCode;
+      acc = then(acc, affine_of(v[s][c]));
     }
     // Exactly the steps at which a lane reads a code: the marks follow the
     // codes, not the block modes.
     bits |= uint32_t(coded) << s;
   }
+  *map = acc;
   return bits;
 }
 constexpr int kScheduleThreads = 256;
@@ -1632,33 +1572,36 @@ __global__ void __launch_bounds__(kScheduleThreads) schedule_kernel(Params p) {
     }
   }
   __syncthreads();
-  const uint32_t items = s_layer[0].items + s_layer[1].items;
+  const uint32_t items0 = s_layer[0].items, items = items0 + s_layer[1].items;
   uint32_t *marks = p.step_marks + dt.marks_first;
+  __shared__ uint2 s_map[kScheduleThreads];
   // Whole warps go round, so that the threads of a warp with the same word
   // of the marks set it with one atomic; the first to set a bit in a word
-  // also sets the word's bit in the summary.
+  // also sets the word's bit in the summary. The whole block goes round
+  // with its chunk of items (the lanes' maps).
   const uint32_t me = threadIdx.x & 31;
-  for (uint32_t base = blockIdx.y * blockDim.x + (threadIdx.x - me); base < items;
-       base += gridDim.y * blockDim.x) {
+  for (uint32_t chunk = blockIdx.y; chunk * blockDim.x < items; chunk += gridDim.y) {
+    const uint32_t cbase = chunk * blockDim.x, base = cbase + (threadIdx.x - me);
     uint32_t word = ~0u, bits = 0, summary = 0, summary_bit = 0;
+    Affine map{1u, 0u};
     if (base + me < items) {
       uint32_t idx = base + me;
-      const int l = idx < s_layer[0].items ? 0 : 1;
-      if (l == 1) idx -= s_layer[0].items;
+      const int l = idx < items0 ? 0 : 1;
+      if (l == 1) idx -= items0;
       const SchedLayer &ly = s_layer[l];
       const int run = int(idx / uint32_t(lanes)), ln = int(idx) - run * lanes;
       switch (dt.channels[l]) {
         case 1:
-          bits = schedule_run<1>(p, dt, l, ly, lanes, run, ln);
+          bits = schedule_run<1>(p, dt, l, ly, lanes, run, ln, &map);
           break;
         case 2:
-          bits = schedule_run<2>(p, dt, l, ly, lanes, run, ln);
+          bits = schedule_run<2>(p, dt, l, ly, lanes, run, ln, &map);
           break;
         case 3:
-          bits = schedule_run<3>(p, dt, l, ly, lanes, run, ln);
+          bits = schedule_run<3>(p, dt, l, ly, lanes, run, ln, &map);
           break;
         default:
-          bits = schedule_run<4>(p, dt, l, ly, lanes, run, ln);
+          bits = schedule_run<4>(p, dt, l, ly, lanes, run, ln, &map);
           break;
       }
       const uint32_t st0 = uint32_t(run) * kScheduleRun, wd = st0 / 32;
@@ -1671,6 +1614,33 @@ __global__ void __launch_bounds__(kScheduleThreads) schedule_kernel(Params p) {
     const uint32_t all = group_or_u32(same, bits);
     if (all && me == uint32_t(__ffs(int(same)) - 1) && atomicOr(marks + word, all) == 0)
       atomicOr(marks + summary, summary_bit);
+    s_map[threadIdx.x] = make_uint2(map.m, map.a);
+    __syncthreads();
+    if (threadIdx.x < uint32_t(lanes)) {
+      const uint32_t q = threadIdx.x, ln_count = uint32_t(lanes);
+      Affine acc{1u, 0u};
+      if (chunk == 0 && !p.keyframe) {  // the lane's block modes come first
+        const uint32_t *syms = p.symbols + dt.first;
+        for (uint32_t b = q; b < uint32_t(dt.blocks); b += ln_count)
+          acc = then(acc, affine_of(syms[b]));
+      }
+      const uint32_t end = min(items, cbase + blockDim.x);
+      // lane q's items of layer 0 in the chunk (item idx: lane idx % lanes),
+      // then of layer 1 (lane (idx - items0) % lanes)
+      for (uint32_t i = cbase + (q + ln_count - cbase % ln_count) % ln_count; i < min(end, items0);
+           i += ln_count) {
+        const uint2 m = s_map[i - cbase];
+        acc = then(acc, Affine{m.x, m.y});
+      }
+      const uint32_t from = max(cbase, items0);
+      for (uint32_t i = from + (q + ln_count - (from - items0) % ln_count) % ln_count; i < end;
+           i += ln_count) {
+        const uint2 m = s_map[i - cbase];
+        acc = then(acc, Affine{m.x, m.y});
+      }
+      p.lane_maps[(size_t(t) * p.lane_chunks + chunk) * kMaxLanes + q] = make_uint2(acc.m, acc.a);
+    }
+    __syncthreads();  // s_map is read before the next chunk writes it
   }
 }
 
@@ -2070,12 +2040,19 @@ __global__ void __launch_bounds__(kRansThreads) rans_lanes_kernel(Params p) {
   LaneCoder lc{};
   PlaceCursor place;
   if (coder) {
-    Affine sum{1u, 0u};  // the lane's checksum: its parts' maps (checksum_kernel) in order
-    if (is_lane)
-      for (int part = 0; part < kMaxLanes / lanes; ++part) {
-        const uint2 m = p.lane_part[t * kMaxLanes + part * lanes + ln];
+    // The lane's checksum: the maps of its symbols in schedule_kernel's
+    // chunks, in order.
+    Affine sum{1u, 0u};
+    if (is_lane) {
+      uint32_t items = 0;
+      for (int l = 0; l < p.layers; ++l) items += layer_schedule_items(dt, l, lanes);
+      const uint32_t chunks = (items + kScheduleThreads - 1) / kScheduleThreads;
+      const uint2 *maps = p.lane_maps + size_t(t) * p.lane_chunks * kMaxLanes + ln;
+      for (uint32_t c = 0; c < chunks; ++c) {
+        const uint2 m = maps[size_t(c) * kMaxLanes];
         sum = then(sum, Affine{m.x, m.y});
       }
+    }
     lc.x = is_lane ? lane_final_state(p.k, ln, sum.a & 0x1FFFFu) : kRansLow;
   }
   for (int l = p.layers - 1; l >= 0; --l) {
@@ -2496,7 +2473,8 @@ class CudaEncoder final : public Encoder {
     o.payload_off = carve(sat, tiles.size() * 8);
     o.payload = carve(sat, frame_bytes);
     payload_capacity_ = frame_bytes;
-    o.lane_part = carve(sat, tiles.size() * kMaxLanes * sizeof(uint2));
+    p.lane_chunks = uint32_t((most_items_ + kScheduleThreads - 1) / kScheduleThreads);
+    o.lane_maps = carve(sat, tiles.size() * p.lane_chunks * kMaxLanes * sizeof(uint2));
     o.marks = carve(sat, marks_count * 4);
     marks_bytes_ = marks_count * 4;
     o.codes = carve(sat, codes_count * 4);
@@ -2944,8 +2922,6 @@ class CudaEncoder final : public Encoder {
     const cudaStream_t lanes = static_cast<cudaStream_t>(slot.lanes->handle());
     slot.to_lanes->record(*slot.stream);
     slot.to_lanes->make_wait(*slot.lanes);
-    checksum_kernel<<<dim3(unsigned(n_tiles), kMaxLanes), kChecksumThreads, 0, lanes>>>(p);
-    CUDADIFF_CHECK_LAUNCH("codec2 checksum_kernel");
     schedule_kernel<<<dim3(unsigned(n_tiles),
                            unsigned(std::min<size_t>(
                                (most_items_ + kScheduleThreads - 1) / kScheduleThreads, 65535))),
@@ -3165,7 +3141,7 @@ class CudaEncoder final : public Encoder {
   // Where each of a slot's buffers lies in its allocation.
   struct SlotLayout {
     size_t modes, symbols, type, lanes, size, raw, freq_cum, streams, payload_off, payload,
-        lane_part, marks, codes, changed, chosen, place, bytes;
+        lane_maps, marks, codes, changed, chosen, place, bytes;
   };
   // A frame in flight: the device buffers its entropy coding uses while the
   // next frame's front part runs (SlotLayout), its stream and events, the
@@ -3214,7 +3190,7 @@ class CudaEncoder final : public Encoder {
     p.streams = w + o.streams;
     p.payload_off = reinterpret_cast<unsigned long long *>(w + o.payload_off);
     p.payload = w + o.payload;
-    p.lane_part = reinterpret_cast<uint2 *>(w + o.lane_part);
+    p.lane_maps = reinterpret_cast<uint2 *>(w + o.lane_maps);
     p.step_marks = reinterpret_cast<uint32_t *>(w + o.marks);
     p.place_ring = rans_batch_ == 1 ? w + o.place : nullptr;
     p.codes = reinterpret_cast<uint32_t *>(w + o.codes);
