@@ -19,9 +19,9 @@
 //   6. the tables from the histogram, by the CPU reference's rules
 //      (codec2_tables.h), in three small kernels; beside them, on a
 //      high-priority stream of their own (from the tile types on), the
-//      symbols laid out in schedule order (a thread per lane and run of
-//      steps), with the steps that code something marked and the maps of
-//      each lane's checksum;
+//      coded tiles' bounds and lanes, then the symbols laid out in schedule
+//      order (a thread per lane and run of steps), with the steps that code
+//      something marked and the maps of each lane's checksum;
 //   7. rANS: each lane (a thread of a tile's coding warp, which two more
 //      warps feed the symbols and their tables) codes its symbols
 //      backwards alone, over the marked steps only, noting its bytes and
@@ -796,8 +796,15 @@ __global__ void symbols_kernel(Params p, int l) {
   }
 }
 
-// Tile types: skipped when every block of a delta's tile is (keyframes:
-// coded); a coded tile's lanes in tile_lanes: lanes_for_tile() of its coded
+// Tile types (tile_type_kernel): skipped when every block of a delta's
+// tile is (keyframes: coded), indexed where the mode decision (deltas) or
+// the estimate from the tile's histogram (keyframes) says so, else coded.
+// Then, on the lanes stream beside the histogram's sum and the tables
+// (tile_lanes_kernel; the next frame's front part waits for it only
+// before it writes the tiles' histograms and counts), whether a coded tile
+// is raw by its bound (raw_by_bound()), else its lanes in tile_lanes: a
+// tile type's kernel that did both took 15-19 us of each frame's front
+// part, which sets the rate of frames in flight. The lanes: lanes_for_tile() of its coded
 // sample components (counted by symbols_kernel), and for a delta's tile
 // with skipped blocks bounded_lanes(): the fewest lanes, from that number
 // up, whose walk (tile_walk()) is within the bound. A thread block per
@@ -985,13 +992,35 @@ __device__ void set_indexed(const Params &p, int t) {
   p.tile_lanes[t] = 1;
 }
 
+// A tile's blocks in the block grid.
+struct TileBlocks {
+  int bw, bh, blocks;
+  const uint8_t *modes;  // its first block's mode (rows p.blocks_x apart)
+};
+__device__ __forceinline__ TileBlocks tile_blocks(const Params &p, int t) {
+  const int tx = t % p.tiles_x, ty = t / p.tiles_x;
+  const int bx0 = tx * p.tile_bx, by0 = ty * p.tile_by;
+  const int bx1 = min(p.blocks_x, bx0 + p.tile_bx), by1 = min(p.blocks_y, by0 + p.tile_by);
+  return {bx1 - bx0, by1 - by0, (bx1 - bx0) * (by1 - by0),
+          p.modes + size_t(by0) * p.blocks_x + bx0};
+}
+// The tile's skipped blocks (0 in a keyframe), for every thread of the
+// block; *s_skipped is 0 before (and the block synchronised since).
+__device__ __forceinline__ uint32_t count_skipped(const Params &p, const TileBlocks &tb,
+                                                  uint32_t *s_skipped) {
+  uint32_t skipped = 0;
+  if (!p.keyframe)
+    for (int b = int(threadIdx.x); b < tb.blocks; b += blockDim.x)
+      skipped += tb.modes[size_t(b / tb.bw) * p.blocks_x + b % tb.bw] == kSkip;
+  skipped = warp_sum_u32(skipped);
+  if ((threadIdx.x & 31) == 0 && skipped) atomicAdd(s_skipped, skipped);
+  __syncthreads();
+  return *s_skipped;
+}
+
 __global__ void __launch_bounds__(kTileTypeThreads) tile_type_kernel(Params p) {
-  extern __shared__ uint32_t s_steps[];  // the candidates' bitmaps (p.walk_words words)
-  __shared__ unsigned long long s_rows[kTileTypeRows];
-  __shared__ double s_part[2 * kTileTypeThreads / 32];
   __shared__ long long s_est[kTileTypeThreads / 32];
-  __shared__ uint32_t s_skipped, s_fits, s_have_rows;
-  __shared__ int s_off[kMaxLanes + 1];  // each candidate's first word
+  __shared__ uint32_t s_skipped;
   const int t = int(blockIdx.x);
   if (!p.keyframe &&
       p.modes[size_t(t / p.tiles_x * p.tile_by) * p.blocks_x + size_t(t % p.tiles_x * p.tile_bx)] ==
@@ -999,36 +1028,45 @@ __global__ void __launch_bounds__(kTileTypeThreads) tile_type_kernel(Params p) {
     if (threadIdx.x == 0) set_indexed(p, t);
     return;  // the whole block
   }
-  const int warp = int(threadIdx.x / 32), ln = threadIdx.x & 31;
-  const int tx = t % p.tiles_x, ty = t / p.tiles_x;
-  const int bx0 = tx * p.tile_bx, by0 = ty * p.tile_by;
-  const int bx1 = min(p.blocks_x, bx0 + p.tile_bx), by1 = min(p.blocks_y, by0 + p.tile_by);
-  const int bw = bx1 - bx0, bh = by1 - by0, blocks = bw * bh;
-  const uint8_t *const modes = p.modes + size_t(by0) * p.blocks_x + bx0;
-  const int stride = p.blocks_x;
-  if (threadIdx.x == 0) {
-    s_skipped = 0;
-    s_fits = 0;
-  }
+  if (threadIdx.x == 0) s_skipped = 0;
   __syncthreads();
-  uint32_t skipped = 0;
-  if (!p.keyframe)
-    for (int b = int(threadIdx.x); b < blocks; b += blockDim.x)
-      skipped += modes[size_t(b / bw) * stride + b % bw] == kSkip;
-  skipped = warp_sum_u32(skipped);
-  if (ln == 0 && skipped) atomicAdd(&s_skipped, skipped);
-  __syncthreads();
-  skipped = s_skipped;
-  const int type = int(skipped) < blocks ? 1 : 0;
+  const TileBlocks tb = tile_blocks(p, t);
+  const uint32_t skipped = count_skipped(p, tb, &s_skipped);
+  const int type = int(skipped) < tb.blocks ? 1 : 0;
   if (type == 1 && p.keyframe && p.k > 0 && indexed_by_estimate(p, t, s_est)) {
     if (threadIdx.x == 0) set_indexed(p, t);
     index_tile(p, t);
     return;  // the whole block
   }
-  if (threadIdx.x == 0) p.tile_type[t] = type;
-  const bool raw = type == 1 && bound_tiles(p) && raw_by_bound(p, t, blocks, s_part);
+  if (threadIdx.x == 0) {
+    p.tile_type[t] = type;
+    if (type != 1) p.tile_raw[t] = 0;
+  }
+}
+
+// A coded tile's rawness by its bound, else its lanes (the comment before
+// tile_type_kernel). A thread block per tile.
+__global__ void __launch_bounds__(kTileTypeThreads) tile_lanes_kernel(Params p) {
+  extern __shared__ uint32_t s_steps[];  // the candidates' bitmaps (p.walk_words words)
+  __shared__ unsigned long long s_rows[kTileTypeRows];
+  __shared__ double s_part[2 * kTileTypeThreads / 32];
+  __shared__ uint32_t s_skipped, s_fits, s_have_rows;
+  __shared__ int s_off[kMaxLanes + 1];  // each candidate's first word
+  const int t = int(blockIdx.x);
+  if (p.tile_type[t] != 1) return;  // the whole block
+  const int warp = int(threadIdx.x / 32), ln = threadIdx.x & 31;
+  if (threadIdx.x == 0) {
+    s_skipped = 0;
+    s_fits = 0;
+  }
+  __syncthreads();
+  const TileBlocks tb = tile_blocks(p, t);
+  const int bw = tb.bw, bh = tb.bh, blocks = tb.blocks;
+  const uint8_t *const modes = tb.modes;
+  const int stride = p.blocks_x;
+  const uint32_t skipped = count_skipped(p, tb, &s_skipped);
+  const bool raw = bound_tiles(p) && raw_by_bound(p, t, blocks, s_part);
   if (threadIdx.x == 0) p.tile_raw[t] = raw;
-  if (type != 1) return;  // the whole block
   if (raw) {
     if (threadIdx.x == 0) p.tile_lanes[t] = 1;
     return;
@@ -1092,19 +1130,28 @@ __global__ void __launch_bounds__(kTileTypeThreads) tile_type_kernel(Params p) {
   if (threadIdx.x == 0) p.tile_lanes[t] = s_fits ? first + __ffs(int(s_fits)) - 1 : cap;
 }
 
-// The histogram of the coded tiles: one thread per distribution and token.
+// The histogram of the coded tiles: kHistParts neighbouring threads of a
+// warp per distribution and token, each summing every kHistParts-th tile.
+// (With one thread per distribution and token, some 30 thread blocks, each
+// thread's chain of loads over all the tiles took 10-11 us of the front
+// part at 1080p.)
+constexpr int kHistParts = 4;
+static_assert(32 % kHistParts == 0, "a distribution and token's threads in one warp");
 __global__ void sum_hist_kernel(Params p) {
   const size_t n = size_t(p.dist_count) * kTokens;
-  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
+  const size_t g = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t i = g / kHistParts;
   uint32_t sum = 0;
-  // (loads without a branch, so that several are in flight at once)
+  if (i < n) {
+    // (loads without a branch, so that several are in flight at once)
 #pragma unroll 8
-  for (int t = 0; t < p.n_tiles; ++t) {
-    const uint32_t v = p.tile_hist[size_t(t) * n + i];
-    sum += p.tile_type[t] == 1 ? v : 0u;
+    for (int t = int(g % kHistParts); t < p.n_tiles; t += kHistParts) {
+      const uint32_t v = p.tile_hist[size_t(t) * n + i];
+      sum += p.tile_type[t] == 1 ? v : 0u;
+    }
   }
-  p.hist[i] = sum;
+  for (int o = 1; o < kHistParts; o <<= 1) sum += __shfl_down_sync(kFullWarp, sum, o);
+  if (i < n && g % kHistParts == 0) p.hist[i] = sum;
 }
 
 // 6. The frame's tables from the histogram of the coded tiles, by the CPU
@@ -2563,7 +2610,10 @@ class CudaEncoder final : public Encoder {
     // Each frame's work waits for the front_done of the slot before its own
     // (launch_frame()), allocated or not: a CUDA graph made one frame at a
     // time stays right when frames are in flight later.
-    for (Slot &slot : slots_) slot.front_done = std::make_unique<StreamEvent>();
+    for (Slot &slot : slots_) {
+      slot.front_done = std::make_unique<StreamEvent>();
+      slot.tiles_read = std::make_unique<StreamEvent>();
+    }
     alloc_slot(slots_[0]);  // the others on the first frames submitted beside another
     CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
   }
@@ -2845,8 +2895,10 @@ class CudaEncoder final : public Encoder {
   // the reconstruction (at threshold 0 prepare_kernel's, submit()) and the
   // symbols, the tile types and, after the frame
   // before's tables, the histogram: then samples_done, and the next frame
-  // may start. On the lanes stream (high priority) the lanes' checksums and
-  // schedule (after the tile types; they read only the frame's own
+  // may start. On the lanes stream (high priority) the coded tiles' bounds
+  // and lanes (tiles_read: they read the tiles' histograms and counts,
+  // which the next frame clears after its mode decision), then the
+  // schedule and the lanes' checksum maps (they read only the frame's own
   // buffers). On the side stream (high priority) the tables (front_done:
   // the next frame's histogram and tables may follow), then, after the
   // lanes stream, the entropy coding and the copy back of what finish()
@@ -2901,6 +2953,9 @@ class CudaEncoder final : public Encoder {
       }
     }
     mark(slot, 2, in_graph);
+    // The tiles' histograms and counts are the frame before's until its
+    // tile_lanes_kernel has read them.
+    wait_seen(*slot_before(slot).tiles_read, stream, in_graph);
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream));
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 8, stream));  // and tile_extra
     // The step marks start at zero (schedule_kernel sets the marked ones).
@@ -2913,15 +2968,19 @@ class CudaEncoder final : public Encoder {
       CODEC2_LAUNCH_NC(symbols_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 symbols_kernel");
     }
-    // Tile types and the histogram of the coded tiles.
-    const unsigned hist_grid = unsigned((hist_count + 255) / 256);
-    tile_type_kernel<<<unsigned(n_tiles), kTileTypeThreads, size_t(p.walk_words) * 4, stream>>>(p);
+    // Tile types and the histogram of the coded tiles; the coded tiles'
+    // bounds and lanes on the lanes stream.
+    const unsigned hist_grid = unsigned((hist_count * kHistParts + 255) / 256);
+    tile_type_kernel<<<unsigned(n_tiles), kTileTypeThreads, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tile_type_kernel");
     const cudaStream_t side = static_cast<cudaStream_t>(slot.side->handle());
     const cudaStream_t aux = static_cast<cudaStream_t>(slot.aux->handle());
     const cudaStream_t lanes = static_cast<cudaStream_t>(slot.lanes->handle());
     slot.to_lanes->record(*slot.stream);
     slot.to_lanes->make_wait(*slot.lanes);
+    tile_lanes_kernel<<<unsigned(n_tiles), kTileTypeThreads, size_t(p.walk_words) * 4, lanes>>>(p);
+    CUDADIFF_CHECK_LAUNCH("codec2 tile_lanes_kernel");
+    record_seen(*slot.tiles_read, lanes, in_graph);
     schedule_kernel<<<dim3(unsigned(n_tiles),
                            unsigned(std::min<size_t>(
                                (most_items_ + kScheduleThreads - 1) / kScheduleThreads, 65535))),
@@ -2935,7 +2994,8 @@ class CudaEncoder final : public Encoder {
     wait_seen(*slot_before(slot).front_done, stream, in_graph);
     sum_hist_kernel<<<hist_grid, 256, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
-    // The next frame may start: the shared scratch but the tables' is free.
+    // The next frame may start: the shared scratch but the tables' (and the
+    // tiles' histograms and counts until tiles_read) is free.
     record_seen(*slot.samples_done, stream, in_graph);
     // The rest on the side stream, whose high priority keeps the next
     // frame's front part (on its slot's stream) from holding it up: the
@@ -3156,7 +3216,9 @@ class CudaEncoder final : public Encoder {
     // The front part's end (its tables) and the end of its use of the
     // shared scratch but the tables' (samples_done: the next frame may
     // start; submit(), launch_frame()).
-    std::unique_ptr<StreamEvent> front_done, samples_done, tables_ready;
+    // tiles_read: its tile_lanes_kernel has read the tiles' histograms and
+    // counts (the next frame clears them after its mode decision).
+    std::unique_ptr<StreamEvent> front_done, samples_done, tables_ready, tiles_read;
     std::unique_ptr<StreamEvent> to_side, from_side, to_aux, from_aux, to_lanes,
         from_lanes;                    // forks and joins
     cudaEvent_t events[kEvents] = {};  // CODEC2_CUDA_TIMES: the phases on the device
