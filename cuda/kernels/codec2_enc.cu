@@ -17,11 +17,11 @@
 //      histogram of its symbols; the tiles' types and the histogram of the
 //      coded tiles;
 //   6. the tables from the histogram, by the CPU reference's rules
-//      (codec2_tables.h), in three small kernels; beside them, on a
-//      high-priority stream of their own (from the tile types on), the
-//      coded tiles' bounds and lanes, then the symbols laid out in schedule
-//      order (a thread per lane and run of steps), with the steps that code
-//      something marked and the maps of each lane's checksum;
+//      (codec2_tables.h), in three small kernels; beside them, on a stream
+//      of their own (from the tile types on), the coded tiles' bounds and
+//      lanes, then the symbols laid out in schedule order (a thread per
+//      lane and run of steps), with the steps that code something marked
+//      and the maps of each lane's checksum;
 //   7. rANS: each lane (a thread of a tile's coding warp, which two more
 //      warps feed the symbols and their tables) codes its symbols
 //      backwards alone, over the marked steps only, noting its bytes and
@@ -620,8 +620,11 @@ __global__ void id_cost_kernel(Params p) {
   const int d = int(blockIdx.x) * (blockDim.x / 32) + int(threadIdx.x / 32), t = threadIdx.x & 31;
   if (d >= p.dist_count) return;  // the whole warp
   uint32_t h = 1;
-  for (int r = 0; r < kProxyCopies; ++r)
-    h += p.proxy_hist[(size_t(r) * p.dist_count + d) * kTokens + t];
+  for (int r = 0; r < kProxyCopies; ++r) {
+    uint32_t &copy = p.proxy_hist[(size_t(r) * p.dist_count + d) * kTokens + t];
+    h += copy;
+    copy = 0;  // cleared for the next delta (zero since the allocation)
+  }
   uint32_t total = h;
   for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(kFullWarp, total, o);
   p.id_cost[size_t(d) * kTokens + t] =
@@ -2410,7 +2413,10 @@ class CudaEncoder final : public Encoder {
     const size_t off_coded = carve(at, n_blocks_), off_cost = carve(at, n_blocks_ * kModes * 8),
                  off_hist = carve(at, hist_count * 4), off_id_cost = carve(at, hist_count * 4),
                  off_tiles = carve(at, dev_tiles.size() * sizeof(DevTile)),
-                 off_tile_hist = carve(at, tiles.size() * hist_count * 4),
+                 off_tile_hist = carve(at, tiles.size() * hist_count * 4);
+    // (tile_coded, then tile_extra: right after the tiles' histograms, so
+    // that one memset clears both)
+    const size_t off_coded_count = carve(at, tiles.size() * 8),
                  off_proxy_hist = carve(at, kProxyCopies * hist_count * 4);
     // Per tile: type, lanes, stream size; the tables; the regions the
     // streams are written into (each at most 4 bytes per symbol, plus the
@@ -2456,9 +2462,7 @@ class CudaEncoder final : public Encoder {
     // last frames (kMaxInFlight).
     size_t off_model[kMaxInFlight];
     for (size_t &o : off_model) o = carve(at, size_t(p.dist_count) * sizeof(DevModel));
-    // (off_coded_count: tile_coded, then tile_extra)
     const size_t off_stream_off = carve(at, stream_off.size() * 8),
-                 off_coded_count = carve(at, tiles.size() * 8),
                  off_reciprocal = carve(at, (kProbScale + 1) * 4),
                  off_shift = carve(at, kProbScale + 1),
                  off_fresh = carve(at, size_t(p.dist_count) * sizeof(DevModel)),
@@ -2650,6 +2654,10 @@ class CudaEncoder final : public Encoder {
     if (!slot.ready) alloc_slot(slot);
     slot.start = std::chrono::steady_clock::now();
     const cudaStream_t stream = static_cast<cudaStream_t>(slot.stream->handle());
+    // The frame's count of changed bytes, which the slot's stream may clear
+    // at once (payload_offsets_kernel writes the frame's other counts).
+    CUDADIFF_CHECK(
+        cudaMemsetAsync(&device_counts(slot)->changed, 0, sizeof(FrameCounts::changed), stream));
     // After the caller's work on the context's stream (the frame's upload)
     // and the front part of the frame before up to its tables: its
     // reference, which this one reads, and its use of the scratch, which
@@ -2705,8 +2713,6 @@ class CudaEncoder final : public Encoder {
       epoch_recorded_ = true;
     }
     mark(slot, 0);
-    // (payload_offsets_kernel writes the frame's other counts)
-    CUDADIFF_CHECK(cudaMemsetAsync(p.changed, 0, sizeof(FrameCounts::changed), stream));
     for (int l = 0; l < ls_.count; ++l) {
       CODEC2_LAUNCH_NC(prepare_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 prepare_kernel");
@@ -2895,7 +2901,10 @@ class CudaEncoder final : public Encoder {
   // the reconstruction (at threshold 0 prepare_kernel's, submit()) and the
   // symbols, the tile types and, after the frame
   // before's tables, the histogram: then samples_done, and the next frame
-  // may start. On the lanes stream (high priority) the coded tiles' bounds
+  // may start. On the lanes stream (default priority: beside the next
+  // frame's front part, which sets the rate of frames in flight; at the
+  // high priority the encoder core took 1.5-3 % longer per frame with four
+  // in flight on the clips scaled to 1080p) the coded tiles' bounds
   // and lanes (tiles_read: they read the tiles' histograms and counts,
   // which the next frame clears after its mode decision), then the
   // schedule and the lanes' checksum maps (they read only the frame's own
@@ -2921,7 +2930,7 @@ class CudaEncoder final : public Encoder {
       // and round 1's counts the proxy symbols of its choice at once (no
       // sums over layers, no decide_kernel, no proxy_hist_kernel).
       const bool layers = ls_.count > 1;
-      CUDADIFF_CHECK(cudaMemsetAsync(p.proxy_hist, 0, kProxyCopies * hist_count * 4, stream));
+      // (the proxy histograms are zero: id_cost_kernel clears them)
       for (int round = 0; round < 2; ++round) {
         if (layers)
           CUDADIFF_CHECK(
@@ -2956,10 +2965,11 @@ class CudaEncoder final : public Encoder {
     // The tiles' histograms and counts are the frame before's until its
     // tile_lanes_kernel has read them.
     wait_seen(*slot_before(slot).tiles_read, stream, in_graph);
-    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0, n_tiles * hist_count * 4, stream));
-    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_coded, 0, n_tiles * 8, stream));  // and tile_extra
-    // The step marks start at zero (schedule_kernel sets the marked ones).
-    CUDADIFF_CHECK(cudaMemsetAsync(p.step_marks, 0, marks_bytes_, stream));
+    // (the tiles' histograms, then their counts: tile_coded, tile_extra)
+    CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0,
+                                   size_t(reinterpret_cast<uint8_t *>(p.tile_extra + n_tiles) -
+                                          reinterpret_cast<uint8_t *>(p.tile_hist)),
+                                   stream));
     for (int l = 0; l < ls_.count && !lossless(p); ++l) {
       CODEC2_LAUNCH_NC(reconstruct_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 reconstruct_kernel");
@@ -2978,6 +2988,8 @@ class CudaEncoder final : public Encoder {
     const cudaStream_t lanes = static_cast<cudaStream_t>(slot.lanes->handle());
     slot.to_lanes->record(*slot.stream);
     slot.to_lanes->make_wait(*slot.lanes);
+    // The step marks start at zero (schedule_kernel sets the marked ones).
+    CUDADIFF_CHECK(cudaMemsetAsync(p.step_marks, 0, marks_bytes_, lanes));
     tile_lanes_kernel<<<unsigned(n_tiles), kTileTypeThreads, size_t(p.walk_words) * 4, lanes>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tile_lanes_kernel");
     record_seen(*slot.tiles_read, lanes, in_graph);
@@ -3212,7 +3224,7 @@ class CudaEncoder final : public Encoder {
     std::unique_ptr<Stream> aux;     // the tables' choices back to the host
     // High priority: the tables and the entropy coding (launch_frame()).
     std::unique_ptr<Stream> side;
-    std::unique_ptr<Stream> lanes;  // high priority: the lanes' checksums and schedule
+    std::unique_ptr<Stream> lanes;  // the coded tiles' bounds and lanes, the schedule
     // The front part's end (its tables) and the end of its use of the
     // shared scratch but the tables' (samples_done: the next frame may
     // start; submit(), launch_frame()).
@@ -3272,11 +3284,11 @@ class CudaEncoder final : public Encoder {
     uint8_t *w = slot.work.data();
     slot.stream = std::make_unique<Stream>(ctx_.gpu_id());
     slot.aux = std::make_unique<Stream>(ctx_.gpu_id());
-    // A frame's tables and entropy coding, and its lanes' checksums and
-    // schedule, before the next frame's front part: high priority
+    // A frame's tables and entropy coding before the next frame's front
+    // part: high priority; its tiles' lanes and schedule beside it
     // (launch_frame()).
     slot.side = std::make_unique<Stream>(ctx_.gpu_id(), false, true);
-    slot.lanes = std::make_unique<Stream>(ctx_.gpu_id(), false, true);
+    slot.lanes = std::make_unique<Stream>(ctx_.gpu_id());
     slot.samples_done = std::make_unique<StreamEvent>();
     slot.tables_ready = std::make_unique<StreamEvent>();
     for (auto *e : {&slot.to_side, &slot.from_side, &slot.to_aux, &slot.from_aux, &slot.to_lanes,
