@@ -2903,8 +2903,8 @@ class CudaEncoder final : public Encoder {
   // before's tables, the histogram: then samples_done, and the next frame
   // may start. On the lanes stream (default priority: beside the next
   // frame's front part, which sets the rate of frames in flight; at the
-  // high priority the encoder core took 1.5-3 % longer per frame with four
-  // in flight on the clips scaled to 1080p) the coded tiles' bounds
+  // high priority the encoder core took up to 3 % longer per frame with
+  // four in flight on the clips scaled to 1080p) the coded tiles' bounds
   // and lanes (tiles_read: they read the tiles' histograms and counts,
   // which the next frame clears after its mode decision), then the
   // schedule and the lanes' checksum maps (they read only the frame's own
