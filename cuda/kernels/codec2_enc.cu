@@ -805,10 +805,10 @@ __global__ void symbols_kernel(Params p, int l) {
 // Then, on the lanes stream beside the histogram's sum and the tables
 // (tile_lanes_kernel; the next frame's front part waits for it only
 // before it writes the tiles' histograms and counts), whether a coded tile
-// is raw by its bound (raw_by_bound()), else its lanes in tile_lanes: a
-// tile type's kernel that did both took 15-19 us of each frame's front
-// part, which sets the rate of frames in flight. The lanes: lanes_for_tile() of its coded
-// sample components (counted by symbols_kernel), and for a delta's tile
+// is raw by its bound (raw_by_bound()), else its lanes in tile_lanes (a
+// kernel that did both took 15-19 us of each frame's front part, which
+// sets the rate of frames in flight). The lanes: lanes_for_tile() of its
+// coded sample components (counted by symbols_kernel), and for a delta's tile
 // with skipped blocks bounded_lanes(): the fewest lanes, from that number
 // up, whose walk (tile_walk()) is within the bound. A thread block per
 // tile. The walks of all the candidate numbers of lanes at once: per
