@@ -36,15 +36,18 @@
 //      payloads follow: one frame at a time the device writes them into
 //      the pinned body itself, else they are copied back at once
 //      (finish()).
-// The reference and the tables are final when the tables are (the front
-// part): the next frame's front part may run beside this frame's tables
-// (only its own tables wait for them), lanes' checksums and schedule, 7 and
-// 8, each frame in flight with buffers of its own for those (submit(),
-// finish()); a frame's lanes' checksums and schedule (from its tile types
-// on) and its work from its tables on run at a higher priority than the
-// next frame's front part (launch_frame()). What follows prepare
-// goes as one CUDA graph where the runtime makes one. The reference stays
-// on the device between frames.
+// The reference is final after 4 (a keyframe's after its tile types) and
+// the tables after 6 (the front part): the next frame's steps 1-4 may run
+// beside this frame's symbols, tile types and histogram (with the working
+// values in a second set of buffers), its symbols wait for this frame's
+// histogram and its tables for this frame's tables; this frame's lanes'
+// checksums and schedule, 7 and 8 run beside the next frames, each frame
+// in flight with buffers of its own for those (submit(), finish()); a
+// frame's work from its tables on runs at a higher priority than the next
+// frame's front part (launch_frame()). The front part's kernels follow
+// each other as programmatic dependent launches where the device allows
+// (launch_after()). What follows prepare goes as one CUDA graph where the
+// runtime makes one. The reference stays on the device between frames.
 #include <cuda_awbarrier_primitives.h>
 #include <cuda_runtime.h>
 
@@ -258,6 +261,17 @@ static_assert(std::has_unique_object_representations_v<Params>, "Params without 
 
 __constant__ uint32_t c_first_cost[kTokens];
 constexpr int kProxyCopies = 16;
+
+// The front part's kernels after the first are launched as programmatic
+// dependent launches where the device and runtime allow (launch_after()):
+// each may start while the kernel before it in the stream ends, and waits
+// here, before it reads anything, until that kernel has finished and its
+// writes are visible. (A no-op for a kernel launched the ordinary way.)
+__device__ __forceinline__ void wait_for_kernel_before() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 
 // The sample of this thread in layer l of block (blockIdx.x, blockIdx.y).
 struct Sample {
@@ -502,6 +516,7 @@ __device__ __forceinline__ uint32_t *proxy_hist_copy(const Params &p) {
 // layers, whose costs are added up over the layers first).
 template <int NC>
 __global__ void round1_kernel(Params p, int l) {
+  wait_for_kernel_before();
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
   const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
@@ -557,6 +572,7 @@ __global__ void round1_kernel(Params p, int l) {
 constexpr int kModeIndexed = kModes;
 constexpr int kIndexThreads = 128;
 __global__ void __launch_bounds__(kIndexThreads) index_tiles_kernel(Params p) {
+  wait_for_kernel_before();
   const int t = blockIdx.x;
   const int tx = t % p.tiles_x, ty = t / p.tiles_x;
   const int bx0 = tx * p.tile_bx, by0 = ty * p.tile_by;
@@ -585,6 +601,7 @@ __global__ void __launch_bounds__(kIndexThreads) index_tiles_kernel(Params p) {
 
 // The cheapest mode of every block from its costs over the layers.
 __global__ void decide_kernel(Params p, int n_blocks) {
+  wait_for_kernel_before();
   const int b = blockIdx.x * blockDim.x + threadIdx.x;
   if (b >= n_blocks) return;
   if (!p.coded[b]) {
@@ -600,6 +617,7 @@ __global__ void decide_kernel(Params p, int n_blocks) {
 // Formats of two layers (one layer: round1_kernel).
 template <int NC>
 __global__ void proxy_hist_kernel(Params p, int l) {
+  wait_for_kernel_before();
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
   const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
@@ -617,6 +635,7 @@ __global__ void proxy_hist_kernel(Params p, int l) {
 // log2 of the count (one extra count each), plus the raw bits. A warp per
 // distribution, a lane per token.
 __global__ void id_cost_kernel(Params p) {
+  wait_for_kernel_before();
   const int d = int(blockIdx.x) * (blockDim.x / 32) + int(threadIdx.x / 32), t = threadIdx.x & 31;
   if (d >= p.dist_count) return;  // the whole warp
   uint32_t h = 1;
@@ -636,6 +655,7 @@ __global__ void id_cost_kernel(Params p) {
 // two add the costs up over the layers for decide_kernel.
 template <int NC>
 __global__ void round2_kernel(Params p, int l) {
+  wait_for_kernel_before();
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
   const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
@@ -666,6 +686,7 @@ __global__ void round2_kernel(Params p, int l) {
 // 4. The reconstruction by the block's mode and its working values.
 template <int NC>
 __global__ void reconstruct_kernel(Params p, int l) {
+  wait_for_kernel_before();
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
   if (!s.valid) return;
@@ -739,6 +760,7 @@ __device__ __forceinline__ bool rans_coded(const Params &p, int t) {
 // symbols of a delta, and each tile's histogram.
 template <int NC>
 __global__ void symbols_kernel(Params p, int l) {
+  wait_for_kernel_before();
   const DevLayer &ly = p.layer[l];
   const Sample s = sample_of(ly);
   const size_t block = size_t(blockIdx.y) * p.blocks_x + blockIdx.x;
@@ -1022,6 +1044,7 @@ __device__ __forceinline__ uint32_t count_skipped(const Params &p, const TileBlo
 }
 
 __global__ void __launch_bounds__(kTileTypeThreads) tile_type_kernel(Params p) {
+  wait_for_kernel_before();
   __shared__ long long s_est[kTileTypeThreads / 32];
   __shared__ uint32_t s_skipped;
   const int t = int(blockIdx.x);
@@ -2213,6 +2236,51 @@ __global__ void gather_kernel(Params p) {
   }
 }
 
+// Launches `kernel` after the kernel before it in `stream` as a
+// programmatic dependent launch when `early` (the kernel must begin with
+// wait_for_kernel_before()): it may be scheduled while that kernel ends.
+// In a stream capture this needs CUDA 12.3; before it, and where `early` is
+// false, an ordinary launch.
+template <typename... KArgs, typename... Args>
+void launch_after(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t stream, bool early,
+                  Args... args) {
+#if CUDART_VERSION >= 12030
+  if (early) {
+    cudaLaunchAttribute attr[1] = {};
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    CUDADIFF_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+    return;
+  }
+#endif
+  (void)early;
+  kernel<<<grid, block, 0, stream>>>(args...);
+}
+#define CODEC2_LAUNCH_NC_AFTER(kernel, nc, grid, block, stream, early, ...) \
+  do {                                                                      \
+    switch (nc) {                                                           \
+      case 1:                                                               \
+        launch_after(kernel<1>, grid, block, stream, early, __VA_ARGS__);   \
+        break;                                                              \
+      case 2:                                                               \
+        launch_after(kernel<2>, grid, block, stream, early, __VA_ARGS__);   \
+        break;                                                              \
+      case 3:                                                               \
+        launch_after(kernel<3>, grid, block, stream, early, __VA_ARGS__);   \
+        break;                                                              \
+      default:                                                              \
+        launch_after(kernel<4>, grid, block, stream, early, __VA_ARGS__);   \
+        break;                                                              \
+    }                                                                       \
+  } while (0)
+
 // Launches kernel<NC> for a layer of NC channels.
 #define CODEC2_LAUNCH_NC(kernel, nc, grid, block, stream, ...) \
   do {                                                         \
@@ -2383,31 +2451,34 @@ class CudaEncoder final : public Encoder {
       return off;
     };
     size_t at = 0;
-    // The input's channels, then the reconstructions, one per frame in
-    // flight (submit()).
-    size_t plane_off[1 + kMaxInFlight][kMaxLayers][kMaxComps] = {};
-    for (int which = 0; which < 1 + kMaxInFlight; ++which)
+    // The input's channels (two sets: Scratch), then the reconstructions,
+    // one per frame in flight (submit()).
+    size_t plane_off[2 + kMaxInFlight][kMaxLayers][kMaxComps] = {};
+    for (int which = 0; which < 2 + kMaxInFlight; ++which)
       for (int l = 0; l < ls.count; ++l)
         for (int c = 0; c < ls.layer[l].channels; ++c)
           plane_off[which][l][c] = carve(at, size_t(ls.layer[l].width) * ls.layer[l].height);
     planes_ = DeviceBuffer(std::max<size_t>(at, 256));
     for (int l = 0; l < ls.count; ++l)
       for (int c = 0; c < ls.layer[l].channels; ++c) {
-        p.cur[l][c] = planes_.data() + plane_off[0][l][c];
+        for (int set = 0; set < 2; ++set)
+          scratch_[set].cur[l][c] = planes_.data() + plane_off[set][l][c];
         for (int r = 0; r < kMaxInFlight; ++r)
-          recon_[r][l][c] = planes_.data() + plane_off[1 + r][l][c];
+          recon_[r][l][c] = planes_.data() + plane_off[2 + r][l][c];
       }
     at = 0;
-    size_t off_in_s[kMaxLayers], off_in_t[kMaxLayers], off_wk_s[kMaxLayers], off_wk_t[kMaxLayers],
-        off_rclass[kMaxLayers], off_ids[kMaxLayers][kClasses];
+    size_t off_in_s[2][kMaxLayers], off_in_t[2][kMaxLayers], off_wk_s[2][kMaxLayers],
+        off_wk_t[2][kMaxLayers], off_rclass[2][kMaxLayers], off_ids[kMaxLayers][kClasses];
     for (int l = 0; l < ls.count; ++l) {
       const size_t n = size_t(ls.layer[l].width) * ls.layer[l].height,
                    nv = n * ls.layer[l].channels;
-      off_in_s[l] = carve(at, nv * 2);
-      off_in_t[l] = carve(at, nv * 2);
-      off_wk_s[l] = carve(at, nv * 2);
-      off_wk_t[l] = carve(at, nv * 2);
-      off_rclass[l] = carve(at, n);
+      for (int set = 0; set < 2; ++set) {
+        off_in_s[set][l] = carve(at, nv * 2);
+        off_in_t[set][l] = carve(at, nv * 2);
+        off_wk_s[set][l] = carve(at, nv * 2);
+        off_wk_t[set][l] = carve(at, nv * 2);
+        off_rclass[set][l] = carve(at, n);
+      }
       for (int cls = 0; cls < kClasses; ++cls) off_ids[l][cls] = carve(at, nv * 2);
     }
     const size_t off_coded = carve(at, n_blocks_), off_cost = carve(at, n_blocks_ * kModes * 8),
@@ -2473,11 +2544,14 @@ class CudaEncoder final : public Encoder {
     work_ = DeviceBuffer(at);
     uint8_t *w = work_.data();
     for (int l = 0; l < ls.count; ++l) {
-      p.in_s[l] = reinterpret_cast<int16_t *>(w + off_in_s[l]);
-      p.in_t[l] = reinterpret_cast<int16_t *>(w + off_in_t[l]);
-      p.wk_s[l] = reinterpret_cast<int16_t *>(w + off_wk_s[l]);
-      p.wk_t[l] = reinterpret_cast<int16_t *>(w + off_wk_t[l]);
-      p.rclass[l] = w + off_rclass[l];
+      for (int set = 0; set < 2; ++set) {
+        Scratch &sc = scratch_[set];
+        sc.in_s[l] = reinterpret_cast<int16_t *>(w + off_in_s[set][l]);
+        sc.in_t[l] = reinterpret_cast<int16_t *>(w + off_in_t[set][l]);
+        sc.wk_s[l] = reinterpret_cast<int16_t *>(w + off_wk_s[set][l]);
+        sc.wk_t[l] = reinterpret_cast<int16_t *>(w + off_wk_t[set][l]);
+        sc.rclass[l] = w + off_rclass[set][l];
+      }
       for (int cls = 0; cls < kClasses; ++cls)
         p.ids[l][cls] = reinterpret_cast<uint16_t *>(w + off_ids[l][cls]);
     }
@@ -2602,6 +2676,14 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK(cudaMemcpyToSymbolAsync(c_first_cost, first_cost, sizeof(first_cost), 0,
                                            cudaMemcpyHostToDevice, stream_));
     timing_ = std::getenv("CODEC2_CUDA_TIMES") != nullptr;
+    {
+      int major = 0;
+      CUDADIFF_CHECK(
+          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx.gpu_id()));
+      // (CUDADIFF_CODEC2_PDL=0: ordinary launches, for comparisons)
+      const char *e = std::getenv("CUDADIFF_CODEC2_PDL");
+      early_ = major >= 9 && !(e && std::strcmp(e, "0") == 0);
+    }
     if (timing_) CUDADIFF_CHECK(cudaEventCreate(&epoch_));
     // (CUDADIFF_CODEC2_GRAPHS=0 launches every kernel itself, for the tests
     // and for comparisons; =require makes a graph that cannot be made or
@@ -2611,12 +2693,15 @@ class CudaEncoder final : public Encoder {
               : graphs && std::strcmp(graphs, "require") == 0 ? Graphs::Required
                                                               : Graphs::On;
     input_ready_ = std::make_unique<StreamEvent>();
-    // Each frame's work waits for the front_done of the slot before its own
-    // (launch_frame()), allocated or not: a CUDA graph made one frame at a
-    // time stays right when frames are in flight later.
+    // Each frame's work waits for the front_done, tiles_read and
+    // samples_done of the slot before its own (launch_frame()), allocated
+    // or not: a CUDA graph made one frame at a time stays right when frames
+    // are in flight later.
     for (Slot &slot : slots_) {
       slot.front_done = std::make_unique<StreamEvent>();
       slot.tiles_read = std::make_unique<StreamEvent>();
+      slot.samples_done = std::make_unique<StreamEvent>();
+      slot.rec_done = std::make_unique<StreamEvent>();
     }
     alloc_slot(slots_[0]);  // the others on the first frames submitted beside another
     CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
@@ -2659,12 +2744,13 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK(
         cudaMemsetAsync(&device_counts(slot)->changed, 0, sizeof(FrameCounts::changed), stream));
     // After the caller's work on the context's stream (the frame's upload)
-    // and the front part of the frame before up to its tables: its
-    // reference, which this one reads, and its use of the scratch, which
-    // this one overwrites (launch_frame() waits for its tables).
+    // and the frame before's reconstruction: its reference, which this one
+    // reads, and its use of the scratch up to its mode decision, which this
+    // one overwrites (launch_frame() waits for the rest of its front part
+    // before the symbols, and for its tables before the histogram's sum).
     input_ready_->record(ctx_);
     input_ready_->make_wait(*slot.stream);
-    if (in_flight_ > 0) slot_before(slot).samples_done->make_wait(*slot.stream);
+    if (in_flight_ > 0) slot_before(slot).rec_done->make_wait(*slot.stream);
 
     Params p = p_;
     apply(slot, p);
@@ -2897,16 +2983,17 @@ class CudaEncoder final : public Encoder {
   }
   // A frame's work after the working values, on the slot's streams
   // (`stream` its main one, which the side and aux streams join at the
-  // end, the lanes stream through the side stream). On `stream` the modes,
-  // the reconstruction (at threshold 0 prepare_kernel's, submit()) and the
-  // symbols, the tile types and, after the frame
-  // before's tables, the histogram: then samples_done, and the next frame
-  // may start. On the lanes stream (default priority: beside the next
-  // frame's front part, which sets the rate of frames in flight; at the
-  // high priority the encoder core took up to 3 % longer per frame with
-  // four in flight on the clips scaled to 1080p) the coded tiles' bounds
-  // and lanes (tiles_read: they read the tiles' histograms and counts,
-  // which the next frame clears after its mode decision), then the
+  // end, the lanes stream through the side stream). On `stream` the modes
+  // and the reconstruction (at threshold 0 prepare_kernel's, submit()):
+  // then rec_done (a keyframe's after its tile types), and the next frame's
+  // front part may start; after the frame before's samples_done the
+  // symbols and the tile types, and after the frame before's tables the
+  // histogram: then samples_done. On the lanes stream (default priority:
+  // beside the next frame's front part, which sets the rate of frames in
+  // flight; at the high priority the encoder core took up to 3 % longer per
+  // frame with four in flight on the clips scaled to 1080p) the coded
+  // tiles' bounds and lanes (tiles_read: they read the tiles' histograms
+  // and counts, which the next frame clears after its reconstruction), then the
   // schedule and the lanes' checksum maps (they read only the frame's own
   // buffers). On the side stream (high priority) the tables (front_done:
   // the next frame's histogram and tables may follow), then, after the
@@ -2939,7 +3026,8 @@ class CudaEncoder final : public Encoder {
           if (round == 0)
             CODEC2_LAUNCH_NC(round1_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
           else
-            CODEC2_LAUNCH_NC(round2_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
+            CODEC2_LAUNCH_NC_AFTER(round2_kernel, ls_.layer[l].channels, grid, kThreads, stream,
+                                   early_ && !layers, p, l);
           CUDADIFF_CHECK_LAUNCH("codec2 round kernel");
         }
         if (layers) {
@@ -2953,36 +3041,46 @@ class CudaEncoder final : public Encoder {
                              l);
             CUDADIFF_CHECK_LAUNCH("codec2 proxy_hist_kernel");
           }
-        id_cost_kernel<<<(p.dist_count + 7) / 8, 256, 0, stream>>>(p);
+        launch_after(id_cost_kernel, dim3((p.dist_count + 7) / 8), dim3(256), stream, early_, p);
         CUDADIFF_CHECK_LAUNCH("codec2 id_cost_kernel");
       }
       if (p.k > 0) {
-        index_tiles_kernel<<<unsigned(n_tiles), kIndexThreads, 0, stream>>>(p);
+        launch_after(index_tiles_kernel, dim3(unsigned(n_tiles)), dim3(kIndexThreads), stream,
+                     early_, p);
         CUDADIFF_CHECK_LAUNCH("codec2 index_tiles_kernel");
       }
     }
     mark(slot, 2, in_graph);
+    for (int l = 0; l < ls_.count && !lossless(p); ++l) {
+      CODEC2_LAUNCH_NC(reconstruct_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
+      CUDADIFF_CHECK_LAUNCH("codec2 reconstruct_kernel");
+    }
+    // A delta's reconstruction is final here (a keyframe's after its tile
+    // types, which reconstruct its indexed tiles): the next frame's front
+    // part may start.
+    if (!keyframe) record_seen(*slot.rec_done, stream, in_graph);
     // The tiles' histograms and counts are the frame before's until its
-    // tile_lanes_kernel has read them.
+    // tile_lanes_kernel has read them, and until its histogram's sum; its
+    // symbols and tile types are done then too.
     wait_seen(*slot_before(slot).tiles_read, stream, in_graph);
+    wait_seen(*slot_before(slot).samples_done, stream, in_graph);
     // (the tiles' histograms, then their counts: tile_coded, tile_extra)
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0,
                                    size_t(reinterpret_cast<uint8_t *>(p.tile_extra + n_tiles) -
                                           reinterpret_cast<uint8_t *>(p.tile_hist)),
                                    stream));
-    for (int l = 0; l < ls_.count && !lossless(p); ++l) {
-      CODEC2_LAUNCH_NC(reconstruct_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
-      CUDADIFF_CHECK_LAUNCH("codec2 reconstruct_kernel");
-    }
     for (int l = 0; l < ls_.count; ++l) {
-      CODEC2_LAUNCH_NC(symbols_kernel, ls_.layer[l].channels, grid, kThreads, stream, p, l);
+      CODEC2_LAUNCH_NC_AFTER(symbols_kernel, ls_.layer[l].channels, grid, kThreads, stream,
+                             early_ && l > 0, p, l);
       CUDADIFF_CHECK_LAUNCH("codec2 symbols_kernel");
     }
     // Tile types and the histogram of the coded tiles; the coded tiles'
     // bounds and lanes on the lanes stream.
     const unsigned hist_grid = unsigned((hist_count * kHistParts + 255) / 256);
-    tile_type_kernel<<<unsigned(n_tiles), kTileTypeThreads, 0, stream>>>(p);
+    launch_after(tile_type_kernel, dim3(unsigned(n_tiles)), dim3(kTileTypeThreads), stream, early_,
+                 p);
     CUDADIFF_CHECK_LAUNCH("codec2 tile_type_kernel");
+    if (keyframe) record_seen(*slot.rec_done, stream, in_graph);
     const cudaStream_t side = static_cast<cudaStream_t>(slot.side->handle());
     const cudaStream_t aux = static_cast<cudaStream_t>(slot.aux->handle());
     const cudaStream_t lanes = static_cast<cudaStream_t>(slot.lanes->handle());
@@ -3006,8 +3104,9 @@ class CudaEncoder final : public Encoder {
     wait_seen(*slot_before(slot).front_done, stream, in_graph);
     sum_hist_kernel<<<hist_grid, 256, 0, stream>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 sum_hist_kernel");
-    // The next frame may start: the shared scratch but the tables' (and the
-    // tiles' histograms and counts until tiles_read) is free.
+    // The next frame's symbols may follow: the tiles' histograms and counts
+    // (until tiles_read) and the frame histogram's part of the scratch are
+    // free.
     record_seen(*slot.samples_done, stream, in_graph);
     // The rest on the side stream, whose high priority keeps the next
     // frame's front part (on its slot's stream) from holding it up: the
@@ -3226,11 +3325,14 @@ class CudaEncoder final : public Encoder {
     std::unique_ptr<Stream> side;
     std::unique_ptr<Stream> lanes;  // the coded tiles' bounds and lanes, the schedule
     // The front part's end (its tables) and the end of its use of the
-    // shared scratch but the tables' (samples_done: the next frame may
-    // start; submit(), launch_frame()).
+    // shared scratch but the tables' (samples_done: the next frame's
+    // symbols may follow; launch_frame()).
     // tiles_read: its tile_lanes_kernel has read the tiles' histograms and
-    // counts (the next frame clears them after its mode decision).
-    std::unique_ptr<StreamEvent> front_done, samples_done, tables_ready, tiles_read;
+    // counts (the next frame clears them after its reconstruction).
+    // rec_done: its reconstruction is final and its mode decision has read
+    // the scratch (the next frame's front part may start, submit(); the
+    // working values are in the other set, Scratch).
+    std::unique_ptr<StreamEvent> front_done, samples_done, tables_ready, tiles_read, rec_done;
     std::unique_ptr<StreamEvent> to_side, from_side, to_aux, from_aux, to_lanes,
         from_lanes;                    // forks and joins
     cudaEvent_t events[kEvents] = {};  // CODEC2_CUDA_TIMES: the phases on the device
@@ -3271,6 +3373,15 @@ class CudaEncoder final : public Encoder {
     p.changed = &device_counts(slot)->changed;
     p.payload_total = &device_counts(slot)->payloads;
     p.chosen = reinterpret_cast<ChosenTable *>(w + o.chosen);
+    const Scratch &sc = scratch_[(&slot - slots_) % 2];
+    for (int l = 0; l < kMaxLayers; ++l) {
+      for (int c = 0; c < kMaxComps; ++c) p.cur[l][c] = sc.cur[l][c];
+      p.in_s[l] = sc.in_s[l];
+      p.in_t[l] = sc.in_t[l];
+      p.wk_s[l] = sc.wk_s[l];
+      p.wk_t[l] = sc.wk_t[l];
+      p.rclass[l] = sc.rclass[l];
+    }
   }
   // Waits for the work queued on each of the slot's streams (those it has:
   // a slot not yet allocated has none); errors are left to the next call.
@@ -3289,7 +3400,6 @@ class CudaEncoder final : public Encoder {
     // (launch_frame()).
     slot.side = std::make_unique<Stream>(ctx_.gpu_id(), false, true);
     slot.lanes = std::make_unique<Stream>(ctx_.gpu_id());
-    slot.samples_done = std::make_unique<StreamEvent>();
     slot.tables_ready = std::make_unique<StreamEvent>();
     for (auto *e : {&slot.to_side, &slot.from_side, &slot.to_aux, &slot.from_aux, &slot.to_lanes,
                     &slot.from_lanes})
@@ -3374,6 +3484,18 @@ class CudaEncoder final : public Encoder {
   // it the next frame's; model_buf_[place_] the next frame's tables, the
   // one before it the last frame's.
   uint8_t *recon_[kMaxInFlight][kMaxLayers][kMaxComps] = {};
+  // What a frame's front part writes and its symbols (and at keyframes its
+  // tile types) read, in two sets, so that the next frame's front part may
+  // start once this frame's reconstruction is final (rec_done): a slot
+  // takes set slot % 2 (apply(); frames in flight take the slots in turn).
+  struct Scratch {
+    uint8_t *cur[kMaxLayers][kMaxComps] = {};
+    int16_t *in_s[kMaxLayers] = {}, *in_t[kMaxLayers] = {};
+    int16_t *wk_s[kMaxLayers] = {}, *wk_t[kMaxLayers] = {};
+    uint8_t *rclass[kMaxLayers] = {};
+  };
+  Scratch scratch_[2];
+  static_assert(kMaxInFlight % 2 == 0, "the frame before takes the other set of the scratch");
   DevModel *model_buf_[kMaxInFlight] = {};
   int place_ = 0;
   size_t rans_shared_ = 0;       // the rANS kernel's dynamic shared memory: tables and ring
@@ -3382,6 +3504,7 @@ class CudaEncoder final : public Encoder {
   size_t payload_capacity_ = 0;  // the most payload bytes of a frame (slot_layout_.payload)
   size_t marks_bytes_ = 0;       // the step marks (zeroed per frame)
   bool timing_ = false;          // CODEC2_CUDA_TIMES set: each frame's phases on stderr
+  bool early_ = false;           // programmatic dependent launches (launch_after())
   cudaEvent_t epoch_ = nullptr;  // CODEC2_CUDA_TIMES: the first frame's start
   bool epoch_recorded_ = false;
   std::chrono::steady_clock::time_point host_epoch_;  // the host's clock at epoch_
