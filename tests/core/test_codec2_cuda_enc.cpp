@@ -599,6 +599,20 @@ TEST(Codec2CudaEncoder, KernelsLaunchedOneByOne) {
   compare_in_flight({VideoFormat::BGR, 320, 256, Content::Columns, {5, 0, 20}, 6, 100});
 }
 
+// CUDADIFF_CODEC2_PDL=0 launches the front part's kernels the ordinary way
+// (as on devices before compute capability 9.0 and runtimes before CUDA
+// 12.3), in graphs and one by one, frames in flight and one at a time,
+// keyframes and deltas, one layer and two: the same bodies.
+TEST(Codec2CudaEncoder, KernelsWithoutProgrammaticLaunches) {
+  const ScopedEnv pdl("CUDADIFF_CODEC2_PDL", "0");
+  compare(VideoFormat::BGR, 200, 130, Content::Scene, {0, 5, 20}, 7, 4, true);
+  compare(VideoFormat::I420, 201, 131, Content::Static, {20, 0}, 5, 3, false);
+  compare_in_flight({VideoFormat::BGR, 200, 120, Content::Random, {0, 5}, 7, 3, 3});
+  compare_in_flight({VideoFormat::I420, 201, 131, Content::Static, {20, 0, 7}, 9, 5, 3});
+  const ScopedEnv graphs("CUDADIFF_CODEC2_GRAPHS", "0");
+  compare_in_flight({VideoFormat::BGR, 320, 256, Content::Columns, {5, 0, 20}, 7, 100, 2});
+}
+
 // Frames in flight: at most kMaxInFlight; encode() and read_reference()
 // only when none is; finish() only when one is.
 TEST(Codec2CudaEncoder, FramesInFlightLimits) {
