@@ -638,11 +638,20 @@ __global__ void id_cost_kernel(Params p) {
   wait_for_kernel_before();
   const int d = int(blockIdx.x) * (blockDim.x / 32) + int(threadIdx.x / 32), t = threadIdx.x & 31;
   if (d >= p.dist_count) return;  // the whole warp
+  // Every copy's count first, then the clearing stores (for the next
+  // delta; zero since the allocation): a load after each store waited for
+  // it, 16 round trips to memory in a row (9 us, against 3 us with a
+  // memset before the frame).
+  uint32_t *copies = p.proxy_hist + size_t(d) * kTokens + t;
+  const size_t apart = size_t(p.dist_count) * kTokens;
+  uint32_t c[kProxyCopies];
+#pragma unroll
+  for (int r = 0; r < kProxyCopies; ++r) c[r] = copies[r * apart];
   uint32_t h = 1;
+#pragma unroll
   for (int r = 0; r < kProxyCopies; ++r) {
-    uint32_t &copy = p.proxy_hist[(size_t(r) * p.dist_count + d) * kTokens + t];
-    h += copy;
-    copy = 0;  // cleared for the next delta (zero since the allocation)
+    h += c[r];
+    copies[r * apart] = 0;
   }
   uint32_t total = h;
   for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(kFullWarp, total, o);
