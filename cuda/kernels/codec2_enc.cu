@@ -262,11 +262,12 @@ static_assert(std::has_unique_object_representations_v<Params>, "Params without 
 __constant__ uint32_t c_first_cost[kTokens];
 constexpr int kProxyCopies = 16;
 
-// The front part's kernels after the first are launched as programmatic
-// dependent launches where the device and runtime allow (launch_after()):
-// each may start while the kernel before it in the stream ends, and waits
-// here, before it reads anything, until that kernel has finished and its
-// writes are visible. (A no-op for a kernel launched the ordinary way.)
+// The front part's kernels that follow another kernel in their stream are
+// launched as programmatic dependent launches where the device and runtime
+// allow (launch_after()): each may start while the kernel before it ends,
+// and waits here, before it reads anything, until that kernel has finished
+// and its writes are visible. (A no-op for a kernel launched the ordinary
+// way; every front-part kernel calls it.)
 __device__ __forceinline__ void wait_for_kernel_before() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
