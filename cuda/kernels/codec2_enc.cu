@@ -2273,6 +2273,7 @@ void launch_after(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t 
   (void)early;
   kernel<<<grid, block, 0, stream>>>(args...);
 }
+// launch_after() of kernel<NC> for a layer of NC channels.
 #define CODEC2_LAUNCH_NC_AFTER(kernel, nc, grid, block, stream, early, ...) \
   do {                                                                      \
     switch (nc) {                                                           \
@@ -2293,22 +2294,7 @@ void launch_after(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t 
 
 // Launches kernel<NC> for a layer of NC channels.
 #define CODEC2_LAUNCH_NC(kernel, nc, grid, block, stream, ...) \
-  do {                                                         \
-    switch (nc) {                                              \
-      case 1:                                                  \
-        kernel<1><<<grid, block, 0, stream>>>(__VA_ARGS__);    \
-        break;                                                 \
-      case 2:                                                  \
-        kernel<2><<<grid, block, 0, stream>>>(__VA_ARGS__);    \
-        break;                                                 \
-      case 3:                                                  \
-        kernel<3><<<grid, block, 0, stream>>>(__VA_ARGS__);    \
-        break;                                                 \
-      default:                                                 \
-        kernel<4><<<grid, block, 0, stream>>>(__VA_ARGS__);    \
-        break;                                                 \
-    }                                                          \
-  } while (0)
+  CODEC2_LAUNCH_NC_AFTER(kernel, nc, grid, block, stream, false, __VA_ARGS__)
 
 // A graph's kernels keep the priority of the stream they were captured on
 // (the high one of a frame's tail, CudaEncoder::launch_frame()).
@@ -2506,6 +2492,7 @@ class CudaEncoder final : public Encoder {
     std::vector<unsigned long long> stream_off(tiles.size() + 1, 0);
     size_t codes_count = 0, marks_count = 0;
     size_t frame_bytes = 0;
+    size_t most_items = 0;  // most lanes x runs of a tile (schedule_kernel's threads)
     for (size_t t = 0; t < tiles.size(); ++t) {
       const size_t count =
           size_t(dev_tiles[t].layer_first[kMaxLayers - 1] - dev_tiles[t].first) +
@@ -2524,7 +2511,7 @@ class CudaEncoder final : public Encoder {
         }
         most_codes = std::max(most_codes, codes);
         most_marks = std::max(most_marks, marks);
-        most_items_ = std::max(most_items_, items);
+        most_items = std::max(most_items, items);
       }
       // tile_type_kernel's bitmaps of steps: every candidate number of lanes.
       uint32_t walk_words = 0;
@@ -2608,7 +2595,7 @@ class CudaEncoder final : public Encoder {
     o.payload_off = carve(sat, tiles.size() * 8);
     o.payload = carve(sat, frame_bytes);
     payload_capacity_ = frame_bytes;
-    p.lane_chunks = uint32_t((most_items_ + kScheduleThreads - 1) / kScheduleThreads);
+    p.lane_chunks = uint32_t((most_items + kScheduleThreads - 1) / kScheduleThreads);
     o.lane_maps = carve(sat, tiles.size() * p.lane_chunks * kMaxLanes * sizeof(uint2));
     o.marks = carve(sat, marks_count * 4);
     marks_bytes_ = marks_count * 4;
@@ -3101,9 +3088,7 @@ class CudaEncoder final : public Encoder {
     tile_lanes_kernel<<<unsigned(n_tiles), kTileTypeThreads, size_t(p.walk_words) * 4, lanes>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 tile_lanes_kernel");
     record_seen(*slot.tiles_read, lanes, in_graph);
-    schedule_kernel<<<dim3(unsigned(n_tiles),
-                           unsigned(std::min<size_t>(
-                               (most_items_ + kScheduleThreads - 1) / kScheduleThreads, 65535))),
+    schedule_kernel<<<dim3(unsigned(n_tiles), unsigned(std::min<size_t>(p.lane_chunks, 65535))),
                       kScheduleThreads, 0, lanes>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 schedule_kernel");
     slot.from_lanes->record(*slot.lanes);
@@ -3510,7 +3495,6 @@ class CudaEncoder final : public Encoder {
   int place_ = 0;
   size_t rans_shared_ = 0;       // the rANS kernel's dynamic shared memory: tables and ring
   int rans_batch_ = kRansBatch;  // its batches' steps
-  size_t most_items_ = 0;        // most lanes x runs of a tile (schedule_kernel's threads)
   size_t payload_capacity_ = 0;  // the most payload bytes of a frame (slot_layout_.payload)
   size_t marks_bytes_ = 0;       // the step marks (zeroed per frame)
   bool timing_ = false;          // CODEC2_CUDA_TIMES set: each frame's phases on stderr
