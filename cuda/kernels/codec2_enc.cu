@@ -2748,6 +2748,12 @@ class CudaEncoder final : public Encoder {
     input_ready_->record(ctx_);
     input_ready_->make_wait(*slot.stream);
     if (in_flight_ > 0) slot_before(slot).rec_done->make_wait(*slot.stream);
+    // The scratch set this frame writes (apply()) is the frame two before's,
+    // whose symbols (and a keyframe's tile types) read it until its
+    // samples_done. The frame before's rec_done does not imply that: its
+    // front part waits only for that frame's reconstruction.
+    if (in_flight_ > 1)
+      slots_[(si + kMaxInFlight - 2) % kMaxInFlight].samples_done->make_wait(*slot.stream);
 
     Params p = p_;
     apply(slot, p);
@@ -3321,7 +3327,8 @@ class CudaEncoder final : public Encoder {
     std::unique_ptr<Stream> lanes;  // the coded tiles' bounds and lanes, the schedule
     // The front part's end (its tables) and the end of its use of the
     // shared scratch but the tables' (samples_done: the next frame's
-    // symbols may follow; launch_frame()).
+    // symbols may follow, launch_frame(); so may the front part of the
+    // frame two after, which writes the same scratch set, submit()).
     // tiles_read: its tile_lanes_kernel has read the tiles' histograms and
     // counts (the next frame clears them after its reconstruction).
     // rec_done: its reconstruction is final and its mode decision has read
