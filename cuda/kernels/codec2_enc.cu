@@ -563,6 +563,19 @@ __global__ void round1_kernel(Params p, int l) {
                s.valid);
 }
 
+// A tile's blocks in the block grid.
+struct TileBlocks {
+  int bw, bh, blocks;
+  uint8_t *modes;  // its first block's mode (rows p.blocks_x apart)
+};
+__device__ __forceinline__ TileBlocks tile_blocks(const Params &p, int t) {
+  const int tx = t % p.tiles_x, ty = t / p.tiles_x;
+  const int bx0 = tx * p.tile_bx, by0 = ty * p.tile_by;
+  const int bx1 = min(p.blocks_x, bx0 + p.tile_bx), by1 = min(p.blocks_y, by0 + p.tile_by);
+  return {bx1 - bx0, by1 - by0, (bx1 - bx0) * (by1 - by0),
+          p.modes + size_t(by0) * p.blocks_x + bx0};
+}
+
 // A delta's indexed tiles (indexed_pays(), codec2_rules.h) at k > 0, by
 // the cost of the blocks' chosen modes (p.cost at the chosen mode, which
 // round 2 leaves there). Every block of such a tile gets the mode
@@ -575,15 +588,13 @@ constexpr int kIndexThreads = 128;
 __global__ void __launch_bounds__(kIndexThreads) index_tiles_kernel(Params p) {
   wait_for_kernel_before();
   const int t = blockIdx.x;
-  const int tx = t % p.tiles_x, ty = t / p.tiles_x;
-  const int bx0 = tx * p.tile_bx, by0 = ty * p.tile_by;
-  const int bw = min(p.blocks_x, bx0 + p.tile_bx) - bx0,
-            bh = min(p.blocks_y, by0 + p.tile_by) - by0;
+  const TileBlocks tb = tile_blocks(p, t);
   __shared__ unsigned long long part[kIndexThreads / 32];
   __shared__ int indexed;
   unsigned long long est = 0;
-  for (int i = int(threadIdx.x); i < bw * bh; i += kIndexThreads) {
-    const size_t b = size_t(by0 + i / bw) * p.blocks_x + bx0 + i % bw;
+  const size_t first = size_t(tb.modes - p.modes);  // the tile's first block
+  for (int i = int(threadIdx.x); i < tb.blocks; i += kIndexThreads) {
+    const size_t b = first + size_t(i / tb.bw) * p.blocks_x + i % tb.bw;
     const int mode = p.modes[b];
     if (mode != kSkip) est += p.cost[b * kModes + mode];
   }
@@ -596,8 +607,8 @@ __global__ void __launch_bounds__(kIndexThreads) index_tiles_kernel(Params p) {
   }
   __syncthreads();
   if (!indexed) return;
-  for (int i = int(threadIdx.x); i < bw * bh; i += kIndexThreads)
-    p.modes[size_t(by0 + i / bw) * p.blocks_x + bx0 + i % bw] = uint8_t(kModeIndexed);
+  for (int i = int(threadIdx.x); i < tb.blocks; i += kIndexThreads)
+    tb.modes[size_t(i / tb.bw) * p.blocks_x + i % tb.bw] = uint8_t(kModeIndexed);
 }
 
 // The cheapest mode of every block from its costs over the layers.
@@ -1027,18 +1038,6 @@ __device__ void set_indexed(const Params &p, int t) {
   p.tile_lanes[t] = 1;
 }
 
-// A tile's blocks in the block grid.
-struct TileBlocks {
-  int bw, bh, blocks;
-  const uint8_t *modes;  // its first block's mode (rows p.blocks_x apart)
-};
-__device__ __forceinline__ TileBlocks tile_blocks(const Params &p, int t) {
-  const int tx = t % p.tiles_x, ty = t / p.tiles_x;
-  const int bx0 = tx * p.tile_bx, by0 = ty * p.tile_by;
-  const int bx1 = min(p.blocks_x, bx0 + p.tile_bx), by1 = min(p.blocks_y, by0 + p.tile_by);
-  return {bx1 - bx0, by1 - by0, (bx1 - bx0) * (by1 - by0),
-          p.modes + size_t(by0) * p.blocks_x + bx0};
-}
 // The tile's skipped blocks (0 in a keyframe), for every thread of the
 // block; *s_skipped is 0 before (and the block synchronised since).
 __device__ __forceinline__ uint32_t count_skipped(const Params &p, const TileBlocks &tb,
@@ -1058,15 +1057,13 @@ __global__ void __launch_bounds__(kTileTypeThreads) tile_type_kernel(Params p) {
   __shared__ long long s_est[kTileTypeThreads / 32];
   __shared__ uint32_t s_skipped;
   const int t = int(blockIdx.x);
-  if (!p.keyframe &&
-      p.modes[size_t(t / p.tiles_x * p.tile_by) * p.blocks_x + size_t(t % p.tiles_x * p.tile_bx)] ==
-          kModeIndexed) {
+  const TileBlocks tb = tile_blocks(p, t);
+  if (!p.keyframe && tb.modes[0] == kModeIndexed) {
     if (threadIdx.x == 0) set_indexed(p, t);
     return;  // the whole block
   }
   if (threadIdx.x == 0) s_skipped = 0;
   __syncthreads();
-  const TileBlocks tb = tile_blocks(p, t);
   const uint32_t skipped = count_skipped(p, tb, &s_skipped);
   const int type = int(skipped) < tb.blocks ? 1 : 0;
   if (type == 1 && p.keyframe && p.k > 0 && indexed_by_estimate(p, t, s_est)) {
@@ -1631,6 +1628,20 @@ __device__ __forceinline__ uint32_t schedule_run(const Params &p, const DevTile 
   return bits;
 }
 constexpr int kScheduleThreads = 256;
+// Composes onto `acc` lane q's maps of the items [from, to) of a layer
+// whose first item is `first` (item i goes to lane (i - first) % lanes),
+// from the chunk's maps in s_map (the chunk's first item: cbase).
+__device__ __forceinline__ Affine compose_lane(Affine acc, const uint2 *s_map, uint32_t cbase,
+                                               uint32_t from, uint32_t to, uint32_t first,
+                                               uint32_t q, uint32_t ln_count) {
+  for (uint32_t i = from + (q + ln_count - (from - first) % ln_count) % ln_count; i < to;
+       i += ln_count) {
+    const uint2 m = s_map[i - cbase];
+    acc = then(acc, Affine{m.x, m.y});
+  }
+  return acc;
+}
+
 __global__ void __launch_bounds__(kScheduleThreads) schedule_kernel(Params p) {
   const int t = blockIdx.x;
   if (!rans_coded(p, t)) return;
@@ -1708,19 +1719,9 @@ __global__ void __launch_bounds__(kScheduleThreads) schedule_kernel(Params p) {
           acc = then(acc, affine_of(syms[b]));
       }
       const uint32_t end = min(items, cbase + blockDim.x);
-      // lane q's items of layer 0 in the chunk (item idx: lane idx % lanes),
-      // then of layer 1 (lane (idx - items0) % lanes)
-      for (uint32_t i = cbase + (q + ln_count - cbase % ln_count) % ln_count; i < min(end, items0);
-           i += ln_count) {
-        const uint2 m = s_map[i - cbase];
-        acc = then(acc, Affine{m.x, m.y});
-      }
-      const uint32_t from = max(cbase, items0);
-      for (uint32_t i = from + (q + ln_count - (from - items0) % ln_count) % ln_count; i < end;
-           i += ln_count) {
-        const uint2 m = s_map[i - cbase];
-        acc = then(acc, Affine{m.x, m.y});
-      }
+      // lane q's items of layer 0 in the chunk, then of layer 1
+      acc = compose_lane(acc, s_map, cbase, cbase, min(end, items0), 0, q, ln_count);
+      acc = compose_lane(acc, s_map, cbase, max(cbase, items0), end, items0, q, ln_count);
       p.lane_maps[(size_t(t) * p.lane_chunks + chunk) * kMaxLanes + q] = make_uint2(acc.m, acc.a);
     }
     __syncthreads();  // s_map is read before the next chunk writes it
