@@ -1439,6 +1439,19 @@ __global__ void __launch_bounds__(kScanThreads) payload_offsets_kernel(Params p)
   if (threadIdx.x == 0) p.payload_total[0] = carry, p.payload_total[1] = table_bytes;
 }
 
+// n bytes from the device to host memory mapped for it (back_to_host()),
+// four at a time where both are aligned.
+__global__ void to_host_kernel(const uint8_t *__restrict__ src, uint8_t *dst, size_t n) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  const size_t first = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool aligned =
+      ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) & 3) == 0;
+  const size_t words = aligned ? n / 4 : 0;
+  for (size_t i = first; i < words; i += stride)
+    reinterpret_cast<uint32_t *>(dst)[i] = reinterpret_cast<const uint32_t *>(src)[i];
+  for (size_t i = words * 4 + first; i < n; i += stride) dst[i] = src[i];
+}
+
 // The payloads (`totals`: their bytes, then the tile table's) to host
 // memory mapped for the device, at `body` plus the tile table's bytes
 // (`body`: the body's start plus head_bytes()); the back end's assemble()
@@ -2675,6 +2688,10 @@ class CudaEncoder final : public Encoder {
                                            cudaMemcpyHostToDevice, stream_));
     timing_ = std::getenv("CODEC2_CUDA_TIMES") != nullptr;
     {
+      const char *mapped = std::getenv("CUDADIFF_CODEC2_MAPPED_BACK");
+      mapped_back_ = !(mapped && std::strcmp(mapped, "0") == 0);
+    }
+    {
       int major = 0;
       CUDADIFF_CHECK(
           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx.gpu_id()));
@@ -3132,8 +3149,7 @@ class CudaEncoder final : public Encoder {
     // the model section while the GPU codes the tiles.
     slot.to_aux->record(*slot.side);
     slot.to_aux->make_wait(*slot.aux);
-    CUDADIFF_CHECK(cudaMemcpyAsync(slot.h_chosen.data(), p.chosen, slot.h_chosen.size(),
-                                   cudaMemcpyDeviceToHost, aux));
+    back_to_host(aux, slot.h_chosen, slot.d_chosen, p.chosen);
     record_seen(*slot.tables_ready, aux, in_graph);
     slot.from_aux->record(*slot.aux);
     slot.from_lanes->make_wait(*slot.side);  // the lanes' checksums and schedule
@@ -3155,7 +3171,7 @@ class CudaEncoder final : public Encoder {
     gather_kernel<<<dim3(unsigned(n_tiles), kGatherParts), 256, 0, side>>>(p);
     CUDADIFF_CHECK_LAUNCH("codec2 gather_kernel");
     mark(slot, 8, in_graph);
-    copy_out(*slot.side, slot.h_out.data(), p.modes, slot.h_out.size());
+    back_to_host(side, slot.h_out, slot.d_out, p.modes);
     // Both join the slot's stream, which finish() waits for.
     slot.from_side->record(*slot.side);
     slot.from_side->make_wait(*slot.stream);
@@ -3341,6 +3357,8 @@ class CudaEncoder final : public Encoder {
     cudaEvent_t events[kEvents] = {};  // CODEC2_CUDA_TIMES: the phases on the device
     HostBytes h_out;  // the slot's bytes from modes to the counts' end (SlotLayout)
     HostBytes h_chosen;
+    // Both as the device sees them (mapped), or null (back_to_host()).
+    uint8_t *d_out = nullptr, *d_chosen = nullptr;
     int threshold = 0, k = 0;
     bool keyframe = false;
     bool ready = false;    // alloc_slot() completed
@@ -3412,12 +3430,24 @@ class CudaEncoder final : public Encoder {
         if (!e) CUDADIFF_CHECK(cudaEventCreate(&e));
     slot.h_out.resize(o.changed + sizeof(FrameCounts) - o.modes);
     slot.h_chosen.resize(size_t(p_.dist_count) * sizeof(ChosenTable));
+    slot.d_out = mapped_back_ ? mapped_for_device(slot.h_out) : nullptr;
+    slot.d_chosen = mapped_back_ ? mapped_for_device(slot.h_chosen) : nullptr;
     // Every buffer a kernel may read is defined (these keep a sanitizer's
     // view clean).
     CUDADIFF_CHECK(
         cudaMemsetAsync(w, 0, o.bytes, static_cast<cudaStream_t>(slot.stream->handle())));
     slot.stream->synchronize();
     slot.ready = true;
+  }
+  // `b`'s data() as the device sees it, or null where it is not mapped for
+  // this device.
+  static uint8_t *mapped_for_device(HostBytes &b) {
+    void *d = nullptr;
+    if (!b.pinned() || cudaHostGetDevicePointer(&d, b.base(), 0) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return static_cast<uint8_t *>(d) + b.headroom();
   }
   // A body (its data()) whose payloads' copy was queued last on `stream`
   // (finish_async()): an event marks the copy's end. Beyond kMaxInFlight
@@ -3445,6 +3475,23 @@ class CudaEncoder final : public Encoder {
     slot->data = data;
     slot->order = ++transit_clock_;
     slot->active = true;
+  }
+  // What finish() reads of a frame, from the device into `host` (pinned):
+  // written by a kernel into the host memory mapped for the device at
+  // `mapped` where there is one. A copy instead would wait in the copy
+  // engine's queue behind the copies queued before it, which wait for
+  // their own frames: the copies of the frames in flight after this one,
+  // and so would the payloads' copy that follows it in finish().
+  void back_to_host(cudaStream_t stream, HostBytes &host, uint8_t *mapped, const void *device) {
+    if (mapped) {
+      const size_t words = host.size() / 4;
+      to_host_kernel<<<unsigned(std::max<size_t>(1, std::min<size_t>((words + 255) / 256, 64))),
+                       256, 0, stream>>>(static_cast<const uint8_t *>(device), mapped, host.size());
+      CUDADIFF_CHECK_LAUNCH("codec2 to_host_kernel");
+    } else {
+      CUDADIFF_CHECK(
+          cudaMemcpyAsync(host.data(), device, host.size(), cudaMemcpyDeviceToHost, stream));
+    }
   }
   void copy_out(const Stream &stream, void *host, const void *device, size_t n) {
     CUDADIFF_CHECK(cudaMemcpyAsync(host, device, n, cudaMemcpyDeviceToHost,
@@ -3513,6 +3560,9 @@ class CudaEncoder final : public Encoder {
   Graphs graphs_ = Graphs::On;  // a frame's work after prepare_kernel as a CUDA graph
   std::vector<std::unique_ptr<FrameGraphs>> frame_graphs_;
   uint64_t graph_clock_ = 0;  // graph_for()'s lookups (FrameGraphs::used)
+  // What finish() reads first comes back through mapped memory
+  // (back_to_host(); CUDADIFF_CODEC2_MAPPED_BACK=0: copies).
+  bool mapped_back_ = true;
   BodyInTransit transit_[kMaxInFlight];
   uint64_t transit_clock_ = 0;
 };

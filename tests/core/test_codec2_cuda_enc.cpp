@@ -613,6 +613,17 @@ TEST(Codec2CudaEncoder, KernelsWithoutProgrammaticLaunches) {
   compare_in_flight({VideoFormat::BGR, 320, 256, Content::Columns, {5, 0, 20}, 7, 100, 2});
 }
 
+// CUDADIFF_CODEC2_MAPPED_BACK=0: what finish() reads first (the tables'
+// choices, the modes, the tiles' types and sizes, the counts) comes back by
+// copies instead of through mapped host memory, as where the host memory
+// cannot be mapped for the device: the same bodies.
+TEST(Codec2CudaEncoder, CountsCopiedBack) {
+  const ScopedEnv copies("CUDADIFF_CODEC2_MAPPED_BACK", "0");
+  compare(VideoFormat::BGR, 200, 130, Content::Scene, {0, 5, 20}, 7, 4, true);
+  compare(VideoFormat::I420, 201, 131, Content::Static, {20, 0}, 5, 3, false);
+  compare_in_flight({VideoFormat::BGR, 200, 120, Content::Random, {0, 5}, 7, 3, 3, 1});
+}
+
 // Frames in flight: at most kMaxInFlight; encode() and read_reference()
 // only when none is; finish() only when one is.
 TEST(Codec2CudaEncoder, FramesInFlightLimits) {
