@@ -274,6 +274,16 @@ __device__ __forceinline__ void wait_for_kernel_before() {
 #endif
 }
 
+// A test aid (CUDADIFF_CODEC2_DELAY_SYMBOLS): one thread that waits `ns`
+// nanoseconds on the device's clock.
+__global__ void delay_kernel(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
 // The sample of this thread in layer l of block (blockIdx.x, blockIdx.y).
 struct Sample {
   int x, y;
@@ -2691,6 +2701,13 @@ class CudaEncoder final : public Encoder {
       const char *mapped = std::getenv("CUDADIFF_CODEC2_MAPPED_BACK");
       mapped_back_ = !(mapped && std::strcmp(mapped, "0") == 0);
     }
+    if (const char *late = std::getenv("CUDADIFF_CODEC2_DELAY_SYMBOLS")) {
+      long long frame = -1, us = 0;
+      if (std::sscanf(late, "%lld:%lld", &frame, &us) == 2 && frame >= 0 && us > 0) {
+        late_frame_ = frame;
+        late_ns_ = static_cast<unsigned long long>(us) * 1000ull;
+      }
+    }
     {
       int major = 0;
       CUDADIFF_CHECK(
@@ -2829,7 +2846,9 @@ class CudaEncoder final : public Encoder {
     // where the runtime makes it (FrameGraphs), one launch instead of some
     // forty calls.
     try {
-      const FrameGraphs *graph = graph_for(slot, p, keyframe, stream);
+      // (the frame whose symbols are made late goes one kernel at a time)
+      const bool late = submitted_++ == late_frame_;
+      const FrameGraphs *graph = late ? nullptr : graph_for(slot, p, keyframe, stream);
       if (graph && graph->exec.launch(stream) != cudaSuccess) {
         cudaGetLastError();
         if (graphs_ == Graphs::Required)
@@ -2838,7 +2857,7 @@ class CudaEncoder final : public Encoder {
         frame_graphs_.clear();
         graph = nullptr;
       }
-      if (!graph) launch_frame(slot, p, keyframe, stream, false);
+      if (!graph) launch_frame(slot, p, keyframe, stream, false, late);
       slot.graphed = graph != nullptr;
     } catch (...) {
       // Nothing of this frame's may run on beside the next one (the slot's
@@ -3024,9 +3043,10 @@ class CudaEncoder final : public Encoder {
   // frame's front part, whose thread blocks fill the device beside them,
   // and its tables do not wait for its checksums and schedule. Reads
   // nothing of p.frame.
-  // `in_graph`: queued in a stream capture (graph_for()).
-  void launch_frame(Slot &slot, const Params &p, bool keyframe, cudaStream_t stream,
-                    bool in_graph) {
+  // `in_graph`: queued in a stream capture (graph_for()). `late`: the
+  // symbols start late (CUDADIFF_CODEC2_DELAY_SYMBOLS).
+  void launch_frame(Slot &slot, const Params &p, bool keyframe, cudaStream_t stream, bool in_graph,
+                    bool late = false) {
     const dim3 grid(unsigned(ls_.blocks_x), unsigned(ls_.blocks_y));
     const int nb = int(n_blocks_);
     const size_t hist_count = size_t(p.dist_count) * kTokens;
@@ -3085,6 +3105,10 @@ class CudaEncoder final : public Encoder {
     // symbols and tile types are done then too.
     wait_seen(*slot_before(slot).tiles_read, stream, in_graph);
     wait_seen(*slot_before(slot).samples_done, stream, in_graph);
+    if (late) {
+      delay_kernel<<<1, 1, 0, stream>>>(late_ns_);
+      CUDADIFF_CHECK_LAUNCH("codec2 delay_kernel");
+    }
     // (the tiles' histograms, then their counts: tile_coded, tile_extra)
     CUDADIFF_CHECK(cudaMemsetAsync(p.tile_hist, 0,
                                    size_t(reinterpret_cast<uint8_t *>(p.tile_extra + n_tiles) -
@@ -3560,6 +3584,12 @@ class CudaEncoder final : public Encoder {
   Graphs graphs_ = Graphs::On;  // a frame's work after prepare_kernel as a CUDA graph
   std::vector<std::unique_ptr<FrameGraphs>> frame_graphs_;
   uint64_t graph_clock_ = 0;  // graph_for()'s lookups (FrameGraphs::used)
+  // CUDADIFF_CODEC2_DELAY_SYMBOLS=N:US, a test aid: the symbols of the N-th
+  // frame submitted (from 0) start US microseconds after they could, while
+  // the frames after it go on (launch_frame()).
+  long long late_frame_ = -1;
+  unsigned long long late_ns_ = 0;
+  long long submitted_ = 0;  // frames submitted
   // What finish() reads first comes back through mapped memory
   // (back_to_host(); CUDADIFF_CODEC2_MAPPED_BACK=0: copies).
   bool mapped_back_ = true;

@@ -415,6 +415,10 @@ struct InFlightCase {
   int frames, key_every;
   int depth = Encoder::kMaxInFlight;
   int lag = 0;
+  // > 0: each GPU body's buffer reserved that large before the first frame,
+  // so that none grows while frames are in flight (pinned memory is freed
+  // with cudaFreeHost, which waits for the whole device).
+  size_t reserve = 0;
 };
 void compare_in_flight(const InFlightCase &c) {
   auto cpu = Context::cpu();
@@ -422,6 +426,8 @@ void compare_in_flight(const InFlightCase &c) {
   std::mt19937 &gen = testing_util::rng();
   // (before the encoder, which waits for any body still on its way when it goes)
   std::vector<HostBytes> gbodies(size_t(c.lag + 1));
+  if (c.reserve)
+    for (HostBytes &b : gbodies) b.reserve(c.reserve);
   auto cenc = Encoder::create(*cpu, c.fmt, c.w, c.h);
   auto genc = Encoder::create(*gpu, c.fmt, c.w, c.h);
   std::vector<HostBytes> cbodies(size_t(c.frames));
@@ -611,6 +617,24 @@ TEST(Codec2CudaEncoder, KernelsWithoutProgrammaticLaunches) {
   compare_in_flight({VideoFormat::I420, 201, 131, Content::Static, {20, 0, 7}, 9, 5, 3});
   const ScopedEnv graphs("CUDADIFF_CODEC2_GRAPHS", "0");
   compare_in_flight({VideoFormat::BGR, 320, 256, Content::Columns, {5, 0, 20}, 7, 100, 2});
+}
+
+// A frame whose symbols start late (CUDADIFF_CODEC2_DELAY_SYMBOLS, a test
+// aid: the fourth frame's, by 20 ms) while the frames after it go on: the
+// front part of the frame two after, which writes the same set of the
+// scratch (the input's and the reconstruction's working values, the
+// texture classes), must wait for them, not only for the frame before's
+// reconstruction. Moving frames, so that the two frames' working values
+// differ; the bodies' buffers reserved, so that nothing waits for the
+// whole device in between. The same bodies.
+TEST(Codec2CudaEncoder, LateSymbolsInFlight) {
+  const ScopedEnv late("CUDADIFF_CODEC2_DELAY_SYMBOLS", "3:20000");
+  InFlightCase rgb{VideoFormat::BGR, 320, 256, Content::Scene, {5, 0, 20}, 8, 100};
+  rgb.reserve = size_t(4) << 20;
+  compare_in_flight(rgb);
+  InFlightCase yuv{VideoFormat::I420, 201, 131, Content::Scene, {20, 7}, 8, 100, 3};
+  yuv.reserve = size_t(4) << 20;
+  compare_in_flight(yuv);
 }
 
 // CUDADIFF_CODEC2_MAPPED_BACK=0: what finish() reads first (the tables'
