@@ -2697,10 +2697,7 @@ class CudaEncoder final : public Encoder {
     CUDADIFF_CHECK(cudaMemcpyToSymbolAsync(c_first_cost, first_cost, sizeof(first_cost), 0,
                                            cudaMemcpyHostToDevice, stream_));
     timing_ = std::getenv("CODEC2_CUDA_TIMES") != nullptr;
-    {
-      const char *mapped = std::getenv("CUDADIFF_CODEC2_MAPPED_BACK");
-      mapped_back_ = !(mapped && std::strcmp(mapped, "0") == 0);
-    }
+    mapped_back_ = detail::env_switch_on("CUDADIFF_CODEC2_MAPPED_BACK");
     if (const char *late = std::getenv("CUDADIFF_CODEC2_DELAY_SYMBOLS")) {
       long long frame = -1, us = 0;
       if (std::sscanf(late, "%lld:%lld", &frame, &us) == 2 && frame >= 0 && us > 0) {
@@ -2713,8 +2710,7 @@ class CudaEncoder final : public Encoder {
       CUDADIFF_CHECK(
           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx.gpu_id()));
       // (CUDADIFF_CODEC2_PDL=0: ordinary launches, for comparisons)
-      const char *e = std::getenv("CUDADIFF_CODEC2_PDL");
-      early_ = major >= 9 && !(e && std::strcmp(e, "0") == 0);
+      early_ = major >= 9 && detail::env_switch_on("CUDADIFF_CODEC2_PDL");
     }
     if (timing_) CUDADIFF_CHECK(cudaEventCreate(&epoch_));
     // (CUDADIFF_CODEC2_GRAPHS=0 launches every kernel itself, for the tests

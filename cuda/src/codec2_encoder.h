@@ -101,14 +101,21 @@ class EncoderBackEnd {
                               const std::function<void(uint8_t *)> &payloads, HostBytes &body) = 0;
 };
 
+// Whether the environment variable `name` leaves a switch that is on by
+// default on: unset, or set to anything but "0" (the encoders' switches for
+// the tests and for timing comparisons).
+inline bool env_switch_on(const char *name) {
+  const char *v = std::getenv(name);
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
 // Whether the encoders store a tile raw without coding it when
 // coded_tile_bound() (codec2_rules.h) shows that coding would not make it
 // smaller. CUDADIFF_CODEC2_RAW_BOUND=0 in the environment codes every tile
 // not skipped (the same bodies, more work; for the tests and for timing
 // comparisons). Read when an encoder is made.
 inline bool raw_bound_enabled() {
-  const char *v = std::getenv("CUDADIFF_CODEC2_RAW_BOUND");
-  return !(v && std::strcmp(v, "0") == 0);
+  return env_switch_on("CUDADIFF_CODEC2_RAW_BOUND");
 }
 
 // The CPU reference's back end, for `format`, size and geometry (throws Error
