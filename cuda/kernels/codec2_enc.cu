@@ -1449,45 +1449,42 @@ __global__ void __launch_bounds__(kScanThreads) payload_offsets_kernel(Params p)
   if (threadIdx.x == 0) p.payload_total[0] = carry, p.payload_total[1] = table_bytes;
 }
 
-// n bytes from the device to host memory mapped for it (back_to_host()),
-// four at a time where both are aligned.
-__global__ void to_host_kernel(const uint8_t *__restrict__ src, uint8_t *dst, size_t n) {
+// n bytes from device memory at `src` to host memory mapped for the device
+// at `dst`, by the kernel's threads together: each stores 16 bytes aligned
+// in host memory (the first and the last few bytes one at a time), read a
+// byte at a time (`src` need not be aligned with `dst`).
+__device__ __forceinline__ void store_to_host(const uint8_t *__restrict__ src, uint8_t *dst,
+                                              size_t n) {
+  const size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
+  const size_t lead = head < n ? head : n;
+  const size_t chunks = (n - lead) / 16, tail = lead + chunks * 16;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   const size_t first = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const bool aligned =
-      ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) & 3) == 0;
-  const size_t words = aligned ? n / 4 : 0;
-  for (size_t i = first; i < words; i += stride)
-    reinterpret_cast<uint32_t *>(dst)[i] = reinterpret_cast<const uint32_t *>(src)[i];
-  for (size_t i = words * 4 + first; i < n; i += stride) dst[i] = src[i];
+  for (size_t i = first; i < chunks; i += stride) {
+    const uint8_t *from = src + lead + i * 16;
+    uint32_t w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      w[q] = uint32_t(from[4 * q]) | uint32_t(from[4 * q + 1]) << 8 |
+             uint32_t(from[4 * q + 2]) << 16 | uint32_t(from[4 * q + 3]) << 24;
+    reinterpret_cast<uint4 *>(dst + lead)[i] = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+  if (first < lead) dst[first] = src[first];
+  if (first < n - tail) dst[tail + first] = src[tail + first];
+}
+
+// n bytes from the device to host memory mapped for it (back_to_host()).
+__global__ void to_host_kernel(const uint8_t *__restrict__ src, uint8_t *dst, size_t n) {
+  store_to_host(src, dst, n);
 }
 
 // The payloads (`totals`: their bytes, then the tile table's) to host
 // memory mapped for the device, at `body` plus the tile table's bytes
 // (`body`: the body's start plus head_bytes()); the back end's assemble()
 // writes the header, the model section and the tile table before them.
-// Each thread stores 16 bytes aligned in host memory (the first and the
-// last few bytes one at a time).
 __global__ void payloads_to_host_kernel(const uint8_t *__restrict__ payload,
                                         const unsigned long long *totals, uint8_t *body) {
-  const size_t n = totals[0];
-  uint8_t *out = body + totals[1];
-  const size_t head = (16 - (reinterpret_cast<uintptr_t>(out) & 15)) & 15;
-  const size_t lead = head < n ? head : n;
-  const size_t chunks = (n - lead) / 16, tail = lead + chunks * 16;
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  const size_t first = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (size_t i = first; i < chunks; i += stride) {
-    const uint8_t *src = payload + lead + i * 16;
-    uint32_t w[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-      w[q] = uint32_t(src[4 * q]) | uint32_t(src[4 * q + 1]) << 8 | uint32_t(src[4 * q + 2]) << 16 |
-             uint32_t(src[4 * q + 3]) << 24;
-    reinterpret_cast<uint4 *>(out + lead)[i] = make_uint4(w[0], w[1], w[2], w[3]);
-  }
-  if (first < lead) out[first] = payload[first];
-  if (first < n - tail) out[tail + first] = payload[tail + first];
+  store_to_host(payload, body + totals[1], totals[0]);
 }
 
 // A lane's checksum h -> (33 h + v) mod 2^17 per symbol is affine in h, so
@@ -3504,8 +3501,8 @@ class CudaEncoder final : public Encoder {
   // and so would the payloads' copy that follows it in finish().
   void back_to_host(cudaStream_t stream, HostBytes &host, uint8_t *mapped, const void *device) {
     if (mapped) {
-      const size_t words = host.size() / 4;
-      to_host_kernel<<<unsigned(std::max<size_t>(1, std::min<size_t>((words + 255) / 256, 64))),
+      const size_t chunks = host.size() / 16;  // store_to_host()'s 16 bytes per thread
+      to_host_kernel<<<unsigned(std::max<size_t>(1, std::min<size_t>((chunks + 255) / 256, 64))),
                        256, 0, stream>>>(static_cast<const uint8_t *>(device), mapped, host.size());
       CUDADIFF_CHECK_LAUNCH("codec2 to_host_kernel");
     } else {
