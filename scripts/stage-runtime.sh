@@ -14,7 +14,9 @@
 # Usage: scripts/stage-runtime.sh [DIR] (default gst-runtime). Groups of extra
 # packages: WITH="nvcodec rtsp" (GStreamer's NVIDIA elements cudaupload,
 # cudadownload, nvh264dec...; gst-rtsp-server, SRT, netsim); EXTRA_PKGS="..."
-# adds any other packages. Running it again restages from scratch.
+# adds any other packages. A plugin built with gstreamer-cuda-1.0 (CUDA memory
+# caps) links libgstcuda-1.0 and needs the nvcodec group: without it the
+# plugin does not load there. Running it again restages from scratch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=$(realpath -m "${1:-gst-runtime}")
@@ -22,8 +24,9 @@ dest=$(realpath -m "${1:-gst-runtime}")
 pkgs=(libgstreamer1.0-0 libgstreamer-plugins-base1.0-0 gstreamer1.0-plugins-base
       gstreamer1.0-plugins-good gstreamer1.0-tools liborc-0.4-0 libglib2.0-0 libunwind8
       libdw1 libelf1
-      # what the plugin links: OpenMP, zstd, zlib, Pango/Cairo (cudatextoverlay) and a font
-      libgomp1 libzstd1 zlib1g libpango-1.0-0 libpangocairo-1.0-0 libpangoft2-1.0-0 libcairo2
+      # what the plugin links: OpenMP, zstd, zlib, ISA-L (where the build found it),
+      # Pango/Cairo (cudatextoverlay) and a font
+      libgomp1 libzstd1 zlib1g libisal2 libpango-1.0-0 libpangocairo-1.0-0 libpangoft2-1.0-0 libcairo2
       libdatrie1 libfontconfig1 libfreetype6 libfribidi0 libgraphite2-3 libharfbuzz0b
       libpixman-1-0 libpng16-16 libthai0 libx11-6 libxau6 libxcb-render0 libxcb-shm0 libxcb1
       libxdmcp6 libxext6 libxrender1 libbrotli1 libbsd0 libmd0 libexpat1 fontconfig-config
