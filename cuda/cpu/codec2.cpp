@@ -1890,7 +1890,7 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   DistLayout dl_;
   std::vector<Tile> tiles_;
   Quantizer q_;
-  int threshold_ = 0;  // of the frame being encoded (q_.k is its encoder_k())
+  int threshold_ = 0;  // of the frame being encoded (q_.k is its frame_k())
   Picture cur_, ref_, rec_;
   Planes in_[kMaxLayers];                    // working values of the input (the values coded)
   Planes work_[kMaxLayers];                  // working values of the reconstruction (neighbours)
@@ -2997,8 +2997,9 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
     throw Error("codec2 encoder: frame does not match the encoder's format and size");
   if (threshold < 0 || threshold > 255) throw Error("codec2 encoder: threshold not in 0..255");
   if (!keyframe && !has_reference_) throw Error("codec2 encoder: a delta needs a previous frame");
-  // The finer quantiser with the dead zone (codec2_rules.h, encoder_k()).
-  const int k = encoder_k(threshold);
+  // The finer quantisers, with the dead zone in deltas (codec2_rules.h,
+  // encoder_k(), keyframe_k()).
+  const int k = frame_k(threshold, keyframe);
   q_.set(k, threshold);
   threshold_ = threshold;
   keyframe_ = keyframe;

@@ -172,7 +172,7 @@ struct Params {
   int layers;
   DevLayer layer[kMaxLayers];
   int blocks_x, blocks_y, tile_bx, tile_by, tiles_x;
-  int k;          // the body's quantiser, encoder_k(threshold)
+  int k;          // the body's quantiser, frame_k(threshold, keyframe)
   StepDiv step;   // step_div(k): the divisions by 2k+1 of the per-sample kernels
   int threshold;  // the bound (deltas keep the reference's byte within it)
   int keyframe;
@@ -2785,8 +2785,9 @@ class CudaEncoder final : public Encoder {
 
     Params p = p_;
     apply(slot, p);
-    // The finer quantiser with the dead zone (codec2_rules.h, encoder_k()).
-    p.k = encoder_k(threshold);
+    // The finer quantisers, with the dead zone in deltas (codec2_rules.h,
+    // encoder_k(), keyframe_k()).
+    p.k = frame_k(threshold, keyframe);
     p.step = step_div(p.k);
     p.index_digits = indexed_digits(p.k);
     p.threshold = threshold;

@@ -70,7 +70,7 @@ class EncoderBackEnd {
   // mode (stats). Keeps the tables for the next delta. Afterwards
   // tile_types() holds 0 skipped, 1 coded, 2 raw, 3 indexed (none from this
   // call: an encode() of the back end's own decides those). `k`: the body's
-  // quantiser (encoder_k() of the encoder's threshold).
+  // quantiser (frame_k() of the encoder's threshold).
   virtual FrameStats write_body(bool keyframe, int k, const uint8_t *modes,
                                 const TileSymbols *tiles,
                                 const std::function<void(size_t, uint8_t *)> &raw,

@@ -882,7 +882,7 @@ TEST(CudaDiff, ThresholdChangesWhilePlayingVersion2) {
         << "no keyframe at a threshold change, frame " << t;
     const Bytes body = payload_of(p);
     ASSERT_GT(body.size(), 4u);
-    EXPECT_EQ(body[1], cudadiff::codec2::encoder_k(thresholds[t]))
+    EXPECT_EQ(body[1], cudadiff::codec2::frame_k(thresholds[t], t == 0))
         << "the body's quantiser, frame " << t;
     EXPECT_EQ(body, model.apply("I420", w, h, in, t == 0, thresholds[t])) << "frame " << t;
     int worst = 0;

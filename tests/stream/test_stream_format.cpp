@@ -101,8 +101,8 @@ const char *kDocV2StreamHeader =
     "e2 74 e2 b5";
 const char *kDocV2Keyframe =
     "43 44 49 46 02 40 01 0b 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 55 a0 fc 01 00 00 "
-    "00 00 14 00 00 00 14 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 b4 18 c7 ae "
-    "0f cd 14 2e 01 02 0a 08 93 a8 aa aa aa fa 0d 00 00 81 05 a8 7f a9 6f 78";
+    "00 00 15 00 00 00 15 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 ab 5b 85 5e "
+    "fe fe d0 ab 01 01 0a 08 a3 a8 aa aa aa aa df 00 00 81 06 df bf 96 00 62 38";
 const char *kDocV2Delta =
     "43 44 49 46 02 40 00 0b 01 00 00 00 00 00 00 00 55 a0 fc 01 00 00 00 00 55 a0 fc 01 00 00 "
     "00 00 21 00 00 00 21 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 3b 18 57 32 "
@@ -594,7 +594,7 @@ TEST(StreamFormat, Version2RoundTrips) {
             codec2::read_body_header(s.packets[i].data() + kHeaderSize, h.body_size, &bh, &why))
             << why;
         EXPECT_EQ(bh.keyframe, h.keyframe());
-        EXPECT_EQ(bh.k, codec2::encoder_k(thr));
+        EXPECT_EQ(bh.k, codec2::frame_k(thr, h.keyframe()));
         if (thr == 20) {
           EXPECT_LT(h.body_size, s.inputs[i].size() / 2) << "coded, not raw: frame " << i;
         }
@@ -1043,14 +1043,15 @@ TEST(StreamFormat, DocumentedVersion2ExampleBytes) {
   EXPECT_EQ(sh, hex(kDocV2StreamHeader)) << dumps;
   EXPECT_EQ(k, hex(kDocV2Keyframe)) << dumps;
   EXPECT_EQ(d, hex(kDocV2Delta)) << dumps;
-  // What the decoder shows: 100 everywhere, then 130 at 0, 5, 33, 39, 120
-  // at 10 and 80 at 11 (79 is 1 from the nearest value 100 + 5q).
+  // What the decoder shows: 99 everywhere (the keyframe's k = 1: 100 is 1
+  // from the nearest value 3u), then 129 at 0, 5, 33, 39, 119 at 10 and 79
+  // at 11 (the delta's values 99 + 5q).
   Decoded dec = decode_stream(concat({sh, k, d}), 7);
   ASSERT_EQ(dec.shown.size(), 2u);
-  EXPECT_EQ(dec.shown[0].second, Bytes(40, 100));
-  Bytes want(40, 100);
-  want[0] = want[5] = want[33] = want[39] = 130;
-  want[10] = 120;
-  want[11] = 80;
+  EXPECT_EQ(dec.shown[0].second, Bytes(40, 99));
+  Bytes want(40, 99);
+  want[0] = want[5] = want[33] = want[39] = 129;
+  want[10] = 119;
+  want[11] = 79;
   EXPECT_EQ(dec.shown[1].second, want);
 }

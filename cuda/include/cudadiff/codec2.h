@@ -4,7 +4,8 @@
 //
 // In short: per 16x16 block a mode (skip, temporal, temporal+spatial,
 // spatial; keyframes are all spatial), values quantised with step 2k+1 (the
-// encoders take k = encoder_k(threshold), about two thirds of it, and keep
+// encoders take k = encoder_k(threshold), about two thirds of it, for
+// deltas and keyframe_k(threshold), a third, for keyframes, and keep
 // the reference's byte wherever it is within the threshold, so every byte
 // stays within the threshold of the input; 0 is lossless),
 // RGB as YCoCg-R of the quantised values, YUV as a luma and a chroma layer,
@@ -64,7 +65,7 @@ Geometry default_geometry(VideoFormat format, int width, int height);
 struct FrameStats {
   bool keyframe = false;
   int threshold = 0;  // the bound: every byte within it of the input
-  int k = 0;          // the body's quantiser, encoder_k(threshold) (codec2_rules.h)
+  int k = 0;          // the body's quantiser, frame_k(threshold, keyframe) (codec2_rules.h)
   size_t body_bytes = 0;
   size_t model_bytes = 0;            // header and frequency tables
   size_t table_bytes = 0;            // the tile table (sizes)

@@ -76,8 +76,28 @@ CODEC2_HD int dequant_diff(int ref, int q, int k) {
 // corrected lands within k of the input, so a camera's noise of up to K - k
 // levels cannot push it out again. With k = K, the noise keeps flipping
 // bytes that lie near a quantisation boundary between two cells, every frame.
+//
+// Keyframes take the finer still keyframe_k(K) = ceil(K / 3) (K 0, 1, 2, 3,
+// 5, 10, 20 give 0, 1, 1, 1, 2, 4, 7): every byte of a keyframe lands within
+// that of the input, and where the picture then stays still the reference
+// keeps it, so a camera's noise of up to K - keyframe_k(K) levels (13 at 20)
+// leaves those bytes alone for the whole run of deltas. With encoder_k(K)
+// for keyframes too, noise of more than K - encoder_k(K) levels (6 at 20)
+// pushed bytes of most blocks past K in the deltas after every keyframe, and
+// the deltas coded them again and again (the demo's test pattern, noise of
+// 12.75 levels peak to peak at threshold 20: 14.5 KB per delta against 1.2
+// KB; on vtest.avi 4-10 % fewer bytes in all, on tree.avi from 1.6 % fewer
+// to 0.7 % more, and a higher PSNR on both: docs/stream-format.md, "Design
+// notes").
 CODEC2_HD int encoder_k(int threshold) {
   return (2 * threshold + 2) / 3;
+}
+CODEC2_HD int keyframe_k(int threshold) {
+  return (threshold + 2) / 3;
+}
+// The quantiser an encoder codes a frame with.
+CODEC2_HD int frame_k(int threshold, bool keyframe) {
+  return keyframe ? keyframe_k(threshold) : encoder_k(threshold);
 }
 CODEC2_HD int encoder_diff(int e, int k, int threshold) {
   return e <= threshold && e >= -threshold ? 0 : quant_diff(e, k);
