@@ -10,8 +10,9 @@
  * the bytes that differ from the reference by more than the threshold,
  * optionally with zstd, on the GPU or the CPU; version 2 codes 16x16 blocks
  * as skipped, predicted from the reference, from their neighbours or both,
- * quantised with step 2k+1 (k about two thirds of the threshold; a byte
- * within the threshold of the reference keeps it) and entropy-coded in
+ * quantised with step 2k+1 (k about two thirds of the threshold in deltas,
+ * a third in keyframes; a byte within the threshold of the reference keeps
+ * it) and entropy-coded in
  * independent tiles,
  * on the GPU or the CPU (the same bytes). Keyframes come on the first
  * frame, every `keyframe-interval` frames, on force-key-unit events and on
@@ -1144,7 +1145,8 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
                         "byte the decoders show; 0 is lossless. Version 2 keeps bytes within "
                         "threshold of the reference, skips blocks with all bytes so, and sets "
                         "the others within two thirds of threshold (step 2k+1, "
-                        "k = ceil(2*threshold/3)); "
+                        "k = ceil(2*threshold/3)), and every byte of a keyframe within a "
+                        "third (k = ceil(threshold/3)); "
                         "version 1 sends the bytes that differ from the reference by more than "
                         "threshold. Changeable while playing: applies from the next frame, no "
                         "keyframe needed. Default: 20",
