@@ -231,7 +231,7 @@ CODEC2_HD int iabs(int v) {
   return v < 0 ? -v : v;
 }
 // Components after the first also see the first component's residual at the
-// same pixel (0, 1, 2 or more): 3 times the contexts.
+// same pixel (0, or not 0): twice the contexts.
 constexpr int kCrossLevels = 2;
 // Temporal samples of the first component also see how textured the
 // reference is around them (edges move, flat areas rarely change by more than k).
