@@ -576,14 +576,15 @@ __global__ void round1_kernel(Params p, int l) {
 // A tile's blocks in the block grid.
 struct TileBlocks {
   int bw, bh, blocks;
-  uint8_t *modes;  // its first block's mode (rows p.blocks_x apart)
+  size_t first;    // its first block's index (rows p.blocks_x apart)
+  uint8_t *modes;  // that block's mode
 };
 __device__ __forceinline__ TileBlocks tile_blocks(const Params &p, int t) {
   const int tx = t % p.tiles_x, ty = t / p.tiles_x;
   const int bx0 = tx * p.tile_bx, by0 = ty * p.tile_by;
   const int bx1 = min(p.blocks_x, bx0 + p.tile_bx), by1 = min(p.blocks_y, by0 + p.tile_by);
-  return {bx1 - bx0, by1 - by0, (bx1 - bx0) * (by1 - by0),
-          p.modes + size_t(by0) * p.blocks_x + bx0};
+  const size_t first = size_t(by0) * p.blocks_x + bx0;
+  return {bx1 - bx0, by1 - by0, (bx1 - bx0) * (by1 - by0), first, p.modes + first};
 }
 
 // A delta's indexed tiles (indexed_pays(), codec2_rules.h) at k > 0, by
@@ -602,9 +603,8 @@ __global__ void __launch_bounds__(kIndexThreads) index_tiles_kernel(Params p) {
   __shared__ unsigned long long part[kIndexThreads / 32];
   __shared__ int indexed;
   unsigned long long est = 0;
-  const size_t first = size_t(tb.modes - p.modes);  // the tile's first block
   for (int i = int(threadIdx.x); i < tb.blocks; i += kIndexThreads) {
-    const size_t b = first + size_t(i / tb.bw) * p.blocks_x + i % tb.bw;
+    const size_t b = tb.first + size_t(i / tb.bw) * p.blocks_x + i % tb.bw;
     const int mode = p.modes[b];
     if (mode != kSkip) est += p.cost[b * kModes + mode];
   }
@@ -3226,15 +3226,7 @@ class CudaEncoder final : public Encoder {
       if (in_flight_ == 0) {
         // A tile table's entry takes at most 10 bytes (64 bits in groups of 7).
         body.reserve(head + n_tiles * 10 + payload_capacity_);
-        // (the allocation's own start, as cudaHostAlloc returned it: the
-        // body may lie after a headroom)
-        if (body.pinned() && cudaHostGetDevicePointer(reinterpret_cast<void **>(&device_body),
-                                                      body.base(), 0) == cudaSuccess) {
-          device_body += body.headroom();
-        } else {
-          cudaGetLastError();  // not mapped for this device: copied below
-          device_body = nullptr;
-        }
+        device_body = mapped_for_device(body);  // null: not mapped, copied below
       }
       if (device_body) {
         host_body = body.data();
@@ -3458,7 +3450,8 @@ class CudaEncoder final : public Encoder {
     slot.ready = true;
   }
   // `b`'s data() as the device sees it, or null where it is not mapped for
-  // this device.
+  // this device (the pointer is the allocation's own start's, as
+  // cudaHostAlloc returned it, plus the headroom data() lies after).
   static uint8_t *mapped_for_device(HostBytes &b) {
     void *d = nullptr;
     if (!b.pinned() || cudaHostGetDevicePointer(&d, b.base(), 0) != cudaSuccess) {
