@@ -593,8 +593,11 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
   const uint8_t *p = q.map(total);
   const uint32_t crc = crc32(p + kHeaderSize, h.payload_size);
   q.unmap();
-  if (crc != h.payload_crc)
+  if (crc != h.payload_crc) {
+    step.damaged = true;
+    step.header = h;
     return skip(1, "payload checksum mismatch in packet " + std::to_string(h.frame_number));
+  }
   step.kind = Kind::Packet;
   step.bytes = total;
   step.header = h;

@@ -267,6 +267,9 @@ class Parser {
     std::string problem;       // Skip: what was wrong
     bool truncated = false;    // Skip at end of stream: an incomplete packet
     bool unsupported = false;  // Skip: an intact header of a version this reader does not know
+    // Skip: a packet with an intact header (in `header`) whose payload fails
+    // its checksum; its first byte is skipped and the scan goes on inside it.
+    bool damaged = false;
   };
   // Looks at the front of `q`. At end of stream (at_eos) whatever is left
   // that is not a whole packet is skipped (truncated = true when it began

@@ -121,6 +121,11 @@ struct DecState {
   bool synced = false;   // the reference is valid: a keyframe and every packet since
   bool in_loss = false;  // a warning was posted since the last decoded packet
   guint64 last_frame_number = 0;
+  // Bytes skipped since the last packet (not a packet, or a packet whose
+  // header failed), and why the first of them were: named in the warning
+  // when the next packet shows that a packet was lost among them.
+  guint64 skipped_since_packet = 0;
+  std::string first_skip;
   // Untimed input: output pts = sender pts - pts_offset.
   bool have_offset = false;
   guint64 pts_offset = 0;
@@ -145,6 +150,8 @@ struct DecState {
   void reset_stream() {
     synced = false;
     in_loss = false;
+    skipped_since_packet = 0;
+    first_skip.clear();
     have_offset = false;
     next_pts = 0;
   }
@@ -332,8 +339,8 @@ static GstFlowReturn gst_cudadiff_dec_finish(GstVideoDecoder *decoder) {
 }
 
 // Damage in the stream: one warning until a packet decodes again. Skipped
-// bytes alone keep the reference (a lost packet shows as a gap in the frame
-// numbers, which is a loss).
+// bytes alone keep the reference and post none (a lost packet shows as a
+// gap in the frame numbers, which is a loss).
 static void report_damage(GstCudaDiffDec *self, const char *what, const std::string &detail) {
   DecState *st = self->state;
   if (st->in_loss) {
@@ -386,10 +393,26 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
                             ("%s", step.problem.c_str()));
           return GST_FLOW_ERROR;
         }
-        if (step.truncated)
+        if (step.truncated) {
           report_truncation(self, step.problem);
-        else
-          report_damage(self, "damaged stream", step.problem);
+        } else if (step.damaged && !step.header.stream_header()) {
+          // A packet whose header is intact: its frame is lost, and the
+          // deltas after it until a keyframe (before the first keyframe a
+          // damaged delta changes nothing).
+          GST_OBJECT_LOCK(self);
+          self->stats.dropped_packets++;
+          GST_OBJECT_UNLOCK(self);
+          if (st->synced || step.header.keyframe())
+            report_loss(self, "damaged packet", step.problem);
+          else
+            GST_DEBUG_OBJECT(self, "%s (before a keyframe)", step.problem.c_str());
+        } else {
+          // Garbage, the rest of a damaged packet, a damaged header: no loss
+          // unless the next packet shows one.
+          GST_DEBUG_OBJECT(self, "skipped: %s", step.problem.c_str());
+          if (st->skipped_since_packet == 0) st->first_skip = step.problem;
+          st->skipped_since_packet += step.bytes;
+        }
         continue;
       case stream::Parser::Kind::Packet:
         if (step.header.stream_header()) {
@@ -549,9 +572,12 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
     return false;
   }
   if (h.frame_number != st->last_frame_number + 1) {
-    report_loss(self, "packets missing or out of sequence",
-                "expected frame " + std::to_string(st->last_frame_number + 1) + ", got " +
-                    std::to_string(h.frame_number));
+    std::string detail = "expected frame " + std::to_string(st->last_frame_number + 1) +
+                         ", got " + std::to_string(h.frame_number);
+    if (st->skipped_since_packet > 0)
+      detail += ", after " + std::to_string(st->skipped_since_packet) +
+                " bytes that were not a packet (" + st->first_skip + ")";
+    report_loss(self, "packets missing or out of sequence", detail);
     return false;
   }
   if (h.format != st->format || h.width != st->width || h.height != st->height) {
@@ -783,6 +809,14 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     }
   }
   gst_buffer_unmap(frame->input_buffer, &in);
+  if (st->skipped_since_packet > 0) {
+    if (decoded)
+      GST_INFO_OBJECT(self,
+                      "%" G_GUINT64_FORMAT " bytes between packets skipped (%s); no packet missing",
+                      st->skipped_since_packet, st->first_skip.c_str());
+    st->skipped_since_packet = 0;
+    st->first_skip.clear();
+  }
   if (!decoded) {
     GST_OBJECT_LOCK(self);
     self->stats.dropped_packets++;

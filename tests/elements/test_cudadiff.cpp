@@ -115,6 +115,9 @@ struct Decoded {
   std::vector<GstBuffer *> buffers;
   std::vector<std::string> caps;  // per frame
   std::vector<std::string> warnings;
+  // The decoder's stats at the end: packets, dropped-packets, skipped-bytes,
+  // losses.
+  guint64 packets = 0, dropped = 0, skipped = 0, losses = 0;
   ~Decoded() {
     for (GstBuffer *b : buffers) gst_buffer_unref(b);
   }
@@ -156,6 +159,29 @@ void decode(Decoded &d, const std::vector<GstBuffer *> &inputs, bool send_eos = 
     g_error_free(err);
     g_free(debug);
     gst_message_unref(m);
+  }
+  GstStructure *stats = nullptr;
+  GstElement *el = dec->element;  // the harness wraps a launch line in a bin
+  if (GST_IS_BIN(el)) {
+    GstIterator *it = gst_bin_iterate_elements(GST_BIN(el));
+    GValue v = G_VALUE_INIT;
+    el = nullptr;
+    while (!el && gst_iterator_next(it, &v) == GST_ITERATOR_OK) {
+      GstElement *child = GST_ELEMENT(g_value_get_object(&v));
+      GstElementFactory *f = gst_element_get_factory(child);
+      if (f && std::string(GST_OBJECT_NAME(f)) == "cudadiffdec") el = child;
+      g_value_reset(&v);
+    }
+    g_value_unset(&v);
+    gst_iterator_free(it);
+  }
+  if (el) g_object_get(el, "stats", &stats, nullptr);
+  if (stats) {
+    gst_structure_get_uint64(stats, "packets", &d.packets);
+    gst_structure_get_uint64(stats, "dropped-packets", &d.dropped);
+    gst_structure_get_uint64(stats, "skipped-bytes", &d.skipped);
+    gst_structure_get_uint64(stats, "losses", &d.losses);
+    gst_structure_free(stats);
   }
   gst_element_set_bus(dec->element, nullptr);
   gst_object_unref(bus);
@@ -1023,7 +1049,45 @@ TEST(CudaDiff, DecoderDropsDamagedPacketsAndRecovers) {
     // A bit error in delta 2 (checksum): 2, 3 lost, keyframe 4 recovers.
     in[2] = damaged(e.packets[2], 5, 0xff, false);
     check(in, {0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, "bad checksum", "checksum");
+    {
+      // The damaged packet counts as dropped, as does delta 3 (its bytes,
+      // skipped, are not counted again as a packet).
+      Decoded d;
+      decode(d, in);
+      EXPECT_EQ(d.dropped, 2u);
+      EXPECT_EQ(d.packets, 15u);
+      EXPECT_EQ(d.losses, 1u);
+      EXPECT_EQ(d.skipped, gst_buffer_get_size(e.packets[2]));
+    }
     gst_buffer_unref(in[2]);
+    {
+      // Garbage between packets (in sequence) and a packet whose header is
+      // damaged, then the next packet missing: the garbage alone loses
+      // nothing and posts no warning; the lost packet is one loss, whose
+      // warning names the skipped bytes.
+      in.assign(e.packets.begin(), e.packets.end());
+      const Bytes junk(300, 0x5a);
+      GstBuffer *garbage = gst_buffer_new_allocate(nullptr, junk.size(), nullptr);  // untimed
+      gst_buffer_fill(garbage, 0, junk.data(), junk.size());
+      in.insert(in.begin() + 6, garbage);
+      Decoded d;
+      decode(d, in);
+      ASSERT_EQ(d.frames.size(), 16u);
+      for (size_t i = 0; i < 16; ++i) EXPECT_EQ(d.frames[i], e.pictures[i]) << "frame " << i;
+      EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+      EXPECT_EQ(d.skipped, 300u);
+      EXPECT_EQ(d.losses, 0u);
+      EXPECT_EQ(d.dropped, 0u);
+      Bytes head = bytes_of(e.packets[9]);
+      head[20] ^= 0x01;  // the header's checksum no longer matches
+      GstBuffer *bad_header = buffer_like(e.packets[9], head);
+      in.erase(in.begin() + 10);  // packet 9 (after the garbage)
+      in.insert(in.begin() + 10, bad_header);
+      check(in, {0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15}, "damaged header",
+            "bytes that were not a packet");
+      gst_buffer_unref(bad_header);
+      gst_buffer_unref(garbage);
+    }
     // A packet lost: 6 missing, 7 is out of sequence.
     in.assign(e.packets.begin(), e.packets.end());
     in.erase(in.begin() + 6);
