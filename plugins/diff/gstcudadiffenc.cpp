@@ -321,12 +321,12 @@ GType gst_cudadiff_frame_overlap_get_type(void) {
   static GType type = 0;
   static const GEnumValue values[] = {
       {GST_CUDADIFF_FRAME_OVERLAP_AUTO, "When upstream is not live", "auto"},
-      {GST_CUDADIFF_FRAME_OVERLAP_ALWAYS,
-       "Always (one frame of delay, four for cudadiffenc's version 2 on a GPU; also when "
-       "live)",
+      // (one type for the encoder and the decoder: each property's text
+      // says what the delay is there)
+      {GST_CUDADIFF_FRAME_OVERLAP_ALWAYS, "Always, also when upstream is live (the delay above)",
        "always"},
-      {GST_CUDADIFF_FRAME_OVERLAP_NEVER, "Never (every packet as soon as its frame is encoded)",
-       "never"},
+      {GST_CUDADIFF_FRAME_OVERLAP_NEVER,
+       "Never (each packet or frame leaves as soon as it is done)", "never"},
       {0, nullptr, nullptr},
   };
   if (g_once_init_enter(&type)) {
