@@ -438,16 +438,24 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
 
 // A keyframe of another version, format, size or framerate: a new core
 // decoder and new output caps.
-static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h) {
+static bool configured_for(const DecState *st, const stream::PacketHeader &h) {
+  return (st->decoder || st->decoder2) && st->version == h.version && st->format == h.format &&
+         st->width == h.width && st->height == h.height && st->fps_n == h.fps_n &&
+         st->fps_d == h.fps_d && st->colorimetry == st->out_colorimetry;
+}
+
+// `core2`: version 2's decoder for the keyframe's size, made (and given the
+// keyframe) by the caller, so that a keyframe it refuses changes nothing,
+// the output caps included; null: made here.
+static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h,
+                      std::unique_ptr<codec2::Decoder> core2 = nullptr) {
   DecState *st = self->state;
-  if ((st->decoder || st->decoder2) && st->version == h.version && st->format == h.format &&
-      st->width == h.width && st->height == h.height && st->fps_n == h.fps_n &&
-      st->fps_d == h.fps_d && st->colorimetry == st->out_colorimetry)
-    return true;
+  if (configured_for(st, h)) return true;
   const GstVideoFormat gst_format = gst_cudadiff_format_to_gst(h.format);
   st->drop_codec();
   if (h.version == stream::kVersion2) {
-    st->decoder2 = codec2::Decoder::create(*st->ctx, h.format, int(h.width), int(h.height));
+    st->decoder2 = core2 ? std::move(core2)
+                         : codec2::Decoder::create(*st->ctx, h.format, int(h.width), int(h.height));
   } else {
     st->decoder = diff::DiffDecoder::create(*st->ctx, h.format, int(h.width), int(h.height));
     st->reader->reserve(h.frame_bytes());
@@ -535,7 +543,12 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
                       "; raise max-pixels (0: no limit) to decode this stream");
       return false;
     }
-    if (!configure(self, h)) {
+    // Version 2: the body goes to a decoder of its size before anything
+    // changes, so that a keyframe the core refuses leaves the decoder and
+    // the output caps as they were. Version 1's reader needs its scratch
+    // for the size first (configure()).
+    const bool v2 = h.version == stream::kVersion2;
+    if (!v2 && !configure(self, h)) {
       *ret = GST_FLOW_NOT_NEGOTIATED;
       return false;
     }
@@ -549,13 +562,21 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
       report_loss(self, "damaged keyframe", why);
       return false;
     }
-    if (st->decoder2) {
+    if (v2) {
       // A body the core refuses leaves its picture as it was; deltas wait
       // for the next keyframe. One it takes is in flight until
       // finish_pending(), which counts it.
-      if (!st->decoder2->submit(body, h.body_size, &why)) {
+      std::unique_ptr<codec2::Decoder> fresh;
+      if (!configured_for(st, h))
+        fresh = codec2::Decoder::create(*st->ctx, h.format, int(h.width), int(h.height));
+      codec2::Decoder *core = fresh ? fresh.get() : st->decoder2.get();
+      if (!core->submit(body, h.body_size, &why)) {
         report_loss(self, "damaged keyframe",
                     "frame " + std::to_string(h.frame_number) + ": " + why);
+        return false;
+      }
+      if (fresh && !configure(self, h, std::move(fresh))) {
+        *ret = GST_FLOW_NOT_NEGOTIATED;
         return false;
       }
     } else {

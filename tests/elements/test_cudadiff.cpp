@@ -1024,6 +1024,54 @@ TEST(CudaDiff, DecoderRefusesKeyframesLargerThanMaxPixels) {
   }
 }
 
+// A version 2 keyframe whose body the decoder refuses, under a header of
+// another size (checksums right): nothing changes, the output caps
+// included (the core gets the body before the decoder is replaced), and
+// decoding resumes at the next keyframe.
+TEST(CudaDiff, RefusedKeyframeLeavesTheOutputCaps) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 12;
+  o.version = 2;
+  o.props = "keyframe-interval=4";
+  encode(e, "I420", 64, 48, o);
+  // One tile's body where 640x480 has 16 tiles: refused by the body's reader.
+  GstBuffer *bad = announcing(e.packets[4], 640, 480);
+  GstHarness *dec = gst_harness_new_parse("cudadiffdec");
+  gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+  std::vector<Bytes> frames;
+  for (size_t t = 0; t < e.packets.size(); ++t) {
+    ASSERT_EQ(gst_harness_push(dec, gst_buffer_ref(t == 4 ? bad : e.packets[t])), GST_FLOW_OK);
+    while (GstBuffer *out = gst_harness_try_pull(dec)) {
+      GstCaps *caps = gst_pad_get_current_caps(dec->sinkpad);
+      frames.push_back(canonical_of(out, caps));
+      gst_caps_unref(caps);
+      gst_buffer_unref(out);
+    }
+  }
+  std::vector<std::string> caps_seen;
+  while (GstEvent *ev = gst_harness_try_pull_event(dec)) {
+    if (GST_EVENT_TYPE(ev) == GST_EVENT_CAPS) {
+      GstCaps *caps = nullptr;
+      gst_event_parse_caps(ev, &caps);
+      const GstStructure *st = gst_caps_get_structure(caps, 0);
+      int w = 0, h = 0;
+      gst_structure_get_int(st, "width", &w);
+      gst_structure_get_int(st, "height", &h);
+      caps_seen.push_back(std::to_string(w) + "x" + std::to_string(h));
+    }
+    gst_event_unref(ev);
+  }
+  gst_harness_teardown(dec);
+  gst_buffer_unref(bad);
+  ASSERT_EQ(caps_seen.size(), 1u) << caps_seen.back();
+  EXPECT_EQ(caps_seen[0], "64x48");
+  const std::vector<size_t> want = {0, 1, 2, 3, 8, 9, 10, 11};
+  ASSERT_EQ(frames.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(frames[i], e.pictures[want[i]]) << "frame " << want[i];
+}
+
 TEST(CudaDiff, DecoderDropsDamagedPacketsAndRecovers) {
   for (int version : {1, 2}) {
     SCOPED_TRACE("version " + std::to_string(version));
