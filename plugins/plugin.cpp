@@ -3,6 +3,7 @@
 
 #include "diff/gstcudadiffdec.h"
 #include "diff/gstcudadiffenc.h"
+#include "diff/gstcudadiffparse.h"
 #include "diff/gstcudadifftypefind.h"
 #include "filters/gstcudabinarize.h"
 #include "filters/gstcudagauss.h"
@@ -29,6 +30,7 @@ static gboolean plugin_init(GstPlugin *plugin) {
   ok |= GST_ELEMENT_REGISTER(cudanoisevis, plugin);
   ok |= GST_ELEMENT_REGISTER(cudadiffenc, plugin);
   ok |= GST_ELEMENT_REGISTER(cudadiffdec, plugin);
+  ok |= GST_ELEMENT_REGISTER(cudadiffparse, plugin);
   ok |= GST_TYPE_FIND_REGISTER(cudadiff, plugin);
   return ok;
 }

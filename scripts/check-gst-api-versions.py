@@ -88,6 +88,7 @@ NOT_IN_GIR = {
     "_gst_structure_type": "GST_TYPE_STRUCTURE (gststructure.h, 1.0)",
     "_gst_value_array_type": "GST_TYPE_ARRAY (gstvalue.h, 1.0)",
     "_gst_value_list_type": "GST_TYPE_LIST (gstvalue.h, 1.0)",
+    "_gst_fraction_type": "GST_TYPE_FRACTION (gstvalue.h, 1.0)",
 }
 
 # Namespaces that became public after 1.0: each of their names is at least

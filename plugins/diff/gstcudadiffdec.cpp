@@ -593,8 +593,8 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
     return false;
   }
   if (h.frame_number != st->last_frame_number + 1) {
-    std::string detail = "expected frame " + std::to_string(st->last_frame_number + 1) +
-                         ", got " + std::to_string(h.frame_number);
+    std::string detail = "expected frame " + std::to_string(st->last_frame_number + 1) + ", got " +
+                         std::to_string(h.frame_number);
     if (st->skipped_since_packet > 0)
       detail += ", after " + std::to_string(st->skipped_since_packet) +
                 " bytes that were not a packet (" + st->first_skip + ")";

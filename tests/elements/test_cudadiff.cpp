@@ -1024,6 +1024,65 @@ TEST(CudaDiff, DecoderRefusesKeyframesLargerThanMaxPixels) {
   }
 }
 
+// cudadiffparse splits a byte stream, in pieces of any size with garbage
+// between packets, into the encoder's packets: keyframes without
+// DELTA_UNIT, timestamps from the packets' headers from 0 (the input is
+// untimed), src caps with parsed=true and the stream's size.
+TEST(CudaDiff, ParserSplitsAByteStreamIntoPackets) {
+  for (int version : {2, 1}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 12;
+    o.version = version;
+    o.props = "keyframe-interval=5";
+    encode(e, "BGR", 45, 11, o);
+    Bytes stream;
+    for (size_t t = 0; t < e.packets.size(); ++t) {
+      const Bytes b = bytes_of(e.packets[t]);
+      stream.insert(stream.end(), b.begin(), b.end());
+      if (t == 3) stream.insert(stream.end(), 333, 0xa5);  // garbage between packets
+    }
+    for (size_t piece : {size_t(7), size_t(4096)}) {
+      SCOPED_TRACE("pieces of " + std::to_string(piece));
+      GstHarness *h = gst_harness_new("cudadiffparse");
+      gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+      GstSegment bytes;  // a byte stream (the harness's segment is in time)
+      gst_segment_init(&bytes, GST_FORMAT_BYTES);
+      ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&bytes)));
+      for (size_t at = 0; at < stream.size(); at += piece) {
+        const size_t n = std::min(piece, stream.size() - at);
+        GstBuffer *b = gst_buffer_new_allocate(nullptr, n, nullptr);
+        gst_buffer_fill(b, 0, stream.data() + at, n);
+        ASSERT_EQ(gst_harness_push(h, b), GST_FLOW_OK);
+      }
+      gst_harness_push_event(h, gst_event_new_eos());
+      std::vector<GstBuffer *> out;
+      while (GstBuffer *b = gst_harness_try_pull(h)) out.push_back(b);
+      ASSERT_EQ(out.size(), e.packets.size());
+      for (size_t t = 0; t < out.size(); ++t) {
+        EXPECT_EQ(bytes_of(out[t]), bytes_of(e.packets[t])) << "packet " << t;
+        EXPECT_EQ(GST_BUFFER_FLAG_IS_SET(out[t], GST_BUFFER_FLAG_DELTA_UNIT), t % 5 != 0)
+            << "packet " << t;
+        EXPECT_EQ(GST_BUFFER_PTS(out[t]), gst_util_uint64_scale(t, GST_SECOND, 30)) << t;
+        gst_buffer_unref(out[t]);
+      }
+      GstCaps *caps = gst_pad_get_current_caps(h->sinkpad);
+      ASSERT_NE(caps, nullptr);
+      const GstStructure *st = gst_caps_get_structure(caps, 0);
+      gboolean parsed = FALSE;
+      int w = 0, v = 0;
+      EXPECT_TRUE(gst_structure_get_boolean(st, "parsed", &parsed) && parsed);
+      EXPECT_TRUE(gst_structure_get_int(st, "width", &w));
+      EXPECT_EQ(w, 45);
+      EXPECT_TRUE(gst_structure_get_int(st, "version", &v));
+      EXPECT_EQ(v, version);
+      gst_caps_unref(caps);
+      gst_harness_teardown(h);
+    }
+  }
+}
+
 // A version 2 keyframe whose body the decoder refuses, under a header of
 // another size (checksums right): nothing changes, the output caps
 // included (the core gets the body before the decoder is replaced), and

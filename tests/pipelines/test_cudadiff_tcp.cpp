@@ -498,6 +498,67 @@ TEST(DiffTcp, RecordedFileThroughDecodebinAndPlaybin) {
   }
 }
 
+// A recording through decodebin and playbin, which plug cudadiffparse
+// before cudadiffdec: it has a duration (the end of its last packet) and
+// seeks in time; the frames after a seek are those of a decode from the
+// start, each version.
+TEST(DiffTcp, RecordedFileHasADurationAndSeeksInTime) {
+  for (int version : {2, 1}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    const std::string path =
+        std::string(g_get_tmp_dir()) + "/cudadiff-seek-" + std::to_string(getpid()) + ".cdif";
+    const std::string record = gst_test::run_pipeline(
+        "videotestsrc num-buffers=90 pattern=smpte horizontal-speed=3 ! "
+        "video/x-raw,format=I420,width=64,height=48,framerate=30/1 ! "
+        "cudadiffenc keyframe-interval=30 stream-version=" +
+        std::to_string(version) + " ! filesink location=" + path);
+    ASSERT_EQ(record, "");
+    Pipeline direct("filesrc location=" + path + " ! cudadiffdec ! fakesink name=out sync=false",
+                    kKeepBytes);
+    ASSERT_TRUE(direct.start());
+    ASSERT_TRUE(wait_until([&] { return direct.eos() || !direct.error().empty(); }, 20));
+    ASSERT_EQ(direct.error(), "");
+    std::map<uint64_t, Bytes> whole;  // by the sender's timestamp
+    for (const stream_test::Shown &f : direct.frames()) whole[f.sender_pts] = f.bytes;
+    ASSERT_EQ(whole.size(), 90u);
+    for (const std::string &desc :
+         {"filesrc location=" + path + " ! decodebin ! fakesink name=out sync=false",
+          "playbin uri=file://" + path + " video-sink=\"fakesink sync=false\""}) {
+      SCOPED_TRACE(desc);
+      Pipeline p(desc, kKeepBytes);
+      GstElement *e = p.element();
+      ASSERT_NE(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+      ASSERT_EQ(gst_element_get_state(e, nullptr, nullptr, 10 * GST_SECOND),
+                GST_STATE_CHANGE_SUCCESS);
+      gint64 duration = -1;
+      ASSERT_TRUE(gst_element_query_duration(e, GST_FORMAT_TIME, &duration));
+      EXPECT_EQ(duration, 3 * gint64(GST_SECOND));  // 90 frames at 30 fps
+      ASSERT_TRUE(gst_element_seek_simple(
+          e, GST_FORMAT_TIME, GstSeekFlags(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT),
+          gint64(GST_SECOND) * 3 / 2));
+      ASSERT_EQ(gst_element_get_state(e, nullptr, nullptr, 10 * GST_SECOND),
+                GST_STATE_CHANGE_SUCCESS);
+      p.clear_frames();  // the frame prerolled before the seek, and the one after it
+      ASSERT_TRUE(p.start());
+      ASSERT_TRUE(wait_until([&] { return p.eos() || !p.error().empty(); }, 20));
+      EXPECT_EQ(p.error(), "");
+      const std::vector<stream_test::Shown> after = p.frames();
+      // From the keyframe at 1 s at most, to the last frame.
+      ASSERT_GE(after.size(), 44u);
+      ASSERT_LE(after.size(), 60u);
+      EXPECT_GE(after.front().sender_pts, uint64_t(GST_SECOND));
+      EXPECT_EQ(after.back().sender_pts, gst_util_uint64_scale(89, GST_SECOND, 30));
+      for (const stream_test::Shown &f : after) {
+        ASSERT_EQ(whole.count(f.sender_pts), 1u) << f.sender_pts;
+        EXPECT_EQ(f.bytes, whole[f.sender_pts]) << "frame at " << f.sender_pts;
+      }
+      const std::vector<std::string> f = p.factories();
+      EXPECT_NE(std::find(f.begin(), f.end(), "cudadiffparse"), f.end());
+    }
+    std::remove(path.c_str());
+  }
+}
+
 // Caps change in a running pipeline: the encoder starts over with a keyframe
 // and new caps, the decoder renegotiates; lossless across the change.
 TEST(DiffPipeline, CapsChangeMidStreamIsLossless) {
