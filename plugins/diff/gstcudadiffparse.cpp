@@ -26,9 +26,18 @@ namespace stream = cudadiff::stream;
 
 struct _GstCudaDiffParse {
   GstBaseParse parent;
-  // The stream's first sender timestamp (output pts = sender pts - base).
+  // The stream's first sender timestamp (in a file, output pts = sender
+  // pts - base).
   bool have_base;
   guint64 base;
+  // A byte stream pushed from upstream (a live sender): output pts = sender
+  // pts - offset, where offset moves when the sender's timestamps go back
+  // (it restarted) so that the output continues from `next` (the end of
+  // the last packet), as cudadiffdec does on untimed input; not once after
+  // a seek (`seeked`, from the application's thread).
+  bool have_offset;
+  guint64 offset, next;
+  gint seeked;   // atomic
   bool scanned;  // the duration from the last packets (pull mode), once
   // What the src caps say.
   int version, width, height, fps_n, fps_d;
@@ -49,6 +58,9 @@ static void reset(GstCudaDiffParse *self) {
   self->have_base = false;
   self->scanned = false;
   self->base = 0;
+  self->have_offset = false;
+  self->offset = self->next = 0;
+  g_atomic_int_set(&self->seeked, 0);
   self->version = self->width = self->height = self->fps_n = 0;
   self->fps_d = 1;
   self->format = cudadiff::VideoFormat::Unknown;
@@ -219,17 +231,38 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
         self->have_base = true;
       }
       if (!self->scanned) scan_duration(self);
-      // A sender that restarted (its timestamps before the first): none,
-      // so that cudadiffdec times it from the packet (continuing the line).
-      if (h.pts >= self->base) {
-        GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = h.pts - self->base;
-        if (h.duration != stream::kNoTime) GST_BUFFER_DURATION(buf) = h.duration;
+      const guint64 dur = h.duration != stream::kNoTime ? h.duration : 0;
+      GstClockTime pts = GST_CLOCK_TIME_NONE;
+      if (GST_PAD_MODE(GST_BASE_PARSE_SINK_PAD(parse)) == GST_PAD_MODE_PULL) {
+        // A file, read and searched in any order by GstBaseParse: one
+        // offset. A packet before the first (a sender that restarted in
+        // the recording) gets no timestamp.
+        if (h.pts >= self->base) pts = h.pts - self->base;
       } else {
-        GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
+        const bool seeked = g_atomic_int_compare_and_exchange(&self->seeked, 1, 0);
+        if (!self->have_offset) {
+          self->offset = h.pts;  // the first packet at 0
+          self->have_offset = true;
+        } else if (seeked) {
+          if (h.pts < self->offset) self->offset = h.pts;
+        } else if (h.pts < self->offset || h.pts - self->offset < self->next) {
+          self->offset = h.pts - self->next;
+        }
+        pts = h.pts - self->offset;
+        self->next = pts + dur;
       }
+      GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = pts;
+      if (GST_CLOCK_TIME_IS_VALID(pts) && h.duration != stream::kNoTime)
+        GST_BUFFER_DURATION(buf) = h.duration;
     }
   }
   return gst_base_parse_finish_frame(parse, frame, gint(step.bytes));
+}
+
+static gboolean gst_cudadiff_parse_src_event(GstBaseParse *parse, GstEvent *event) {
+  if (GST_EVENT_TYPE(event) == GST_EVENT_SEEK)
+    g_atomic_int_set(&GST_CUDADIFF_PARSE(parse)->seeked, 1);
+  return GST_BASE_PARSE_CLASS(gst_cudadiff_parse_parent_class)->src_event(parse, event);
 }
 
 static void gst_cudadiff_parse_class_init(GstCudaDiffParseClass *klass) {
@@ -247,6 +280,7 @@ static void gst_cudadiff_parse_class_init(GstCudaDiffParseClass *klass) {
   parse_class->start = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_start);
   parse_class->stop = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_stop);
   parse_class->handle_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_handle_frame);
+  parse_class->src_event = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_src_event);
 }
 
 static void gst_cudadiff_parse_init(GstCudaDiffParse *self) {

@@ -1083,6 +1083,45 @@ TEST(CudaDiff, ParserSplitsAByteStreamIntoPackets) {
   }
 }
 
+// A sender that restarts (its timestamps from 0 again) in a byte stream:
+// cudadiffparse's timestamps continue from the end of the last packet, as
+// cudadiffdec's do on untimed input, so that a sink does not drop the rest
+// as late.
+TEST(CudaDiff, ParserContinuesTheTimelineOfARestartedSender) {
+  Encoded a, b;
+  EncodeOptions o;
+  o.frames = 4;
+  encode(a, "GRAY8", 16, 8, o);
+  encode(b, "GRAY8", 16, 8, o);
+  GstHarness *h = gst_harness_new("cudadiffparse");
+  gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+  GstSegment bytes;
+  gst_segment_init(&bytes, GST_FORMAT_BYTES);
+  ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&bytes)));
+  for (const Encoded *e : {&a, &b})
+    for (GstBuffer *p : e->packets) {
+      const Bytes v = bytes_of(p);
+      GstBuffer *untimed = gst_buffer_new_allocate(nullptr, v.size(), nullptr);
+      gst_buffer_fill(untimed, 0, v.data(), v.size());
+      ASSERT_EQ(gst_harness_push(h, untimed), GST_FLOW_OK);
+    }
+  gst_harness_push_event(h, gst_event_new_eos());
+  std::vector<GstClockTime> pts;
+  while (GstBuffer *out = gst_harness_try_pull(h)) {
+    pts.push_back(GST_BUFFER_PTS(out));
+    gst_buffer_unref(out);
+  }
+  gst_harness_teardown(h);
+  ASSERT_EQ(pts.size(), 8u);
+  // (the packets' durations are rounded to the nanosecond: the second run
+  // follows the first's last packet's end, within a nanosecond per packet)
+  for (size_t t = 0; t < 8; ++t) {
+    const double want = double(gst_util_uint64_scale(t, GST_SECOND, 30));
+    EXPECT_NEAR(double(pts[t]), want, t < 4 ? 0.0 : 4.0) << "packet " << t;
+    if (t > 0) EXPECT_GT(pts[t], pts[t - 1]);
+  }
+}
+
 // A version 2 keyframe whose body the decoder refuses, under a header of
 // another size (checksums right): nothing changes, the output caps
 // included (the core gets the body before the decoder is replaced), and
