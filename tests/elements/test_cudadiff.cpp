@@ -1118,7 +1118,9 @@ TEST(CudaDiff, ParserContinuesTheTimelineOfARestartedSender) {
   for (size_t t = 0; t < 8; ++t) {
     const double want = double(gst_util_uint64_scale(t, GST_SECOND, 30));
     EXPECT_NEAR(double(pts[t]), want, t < 4 ? 0.0 : 4.0) << "packet " << t;
-    if (t > 0) EXPECT_GT(pts[t], pts[t - 1]);
+    if (t > 0) {
+      EXPECT_GT(pts[t], pts[t - 1]);
+    }
   }
 }
 
