@@ -588,6 +588,8 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
                       " truncated at the end of the stream (" + std::to_string(avail) + " of " +
                       std::to_string(total) + " bytes)",
                   true);
+    step.bytes = total;  // NeedData
+    step.header = h;
     return step;
   }
   const uint8_t *p = q.map(total);

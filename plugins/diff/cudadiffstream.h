@@ -262,8 +262,11 @@ class Parser {
   enum class Kind { NeedData, Skip, Packet };
   struct Step {
     Kind kind = Kind::NeedData;
-    size_t bytes = 0;          // Skip: bytes to drop from the front; Packet: its size
-    PacketHeader header;       // Packet
+    // Skip: bytes to drop from the front; Packet: its size; NeedData: the
+    // size of the packet whose valid header is at the front (0: no header
+    // yet), so that a caller can wait for that many bytes.
+    size_t bytes = 0;
+    PacketHeader header;       // Packet, and NeedData once `bytes` is known
     std::string problem;       // Skip: what was wrong
     bool truncated = false;    // Skip at end of stream: an incomplete packet
     bool unsupported = false;  // Skip: an intact header of a version this reader does not know

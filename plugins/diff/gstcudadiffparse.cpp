@@ -82,28 +82,6 @@ static gboolean gst_cudadiff_parse_stop(GstBaseParse *parse) {
   return TRUE;
 }
 
-// A ByteQueue over the frame's mapped bytes.
-namespace {
-class MappedQueue final : public stream::ByteQueue {
- public:
-  MappedQueue(const uint8_t *data, size_t size) : data_(data), size_(size) {}
-  size_t available() const override { return size_; }
-  ptrdiff_t find_magic(size_t from) override {
-    for (size_t i = from; i + 4 <= size_; ++i)
-      if (data_[i] == stream::kMagic[0] && data_[i + 1] == stream::kMagic[1] &&
-          data_[i + 2] == stream::kMagic[2] && data_[i + 3] == stream::kMagic[3])
-        return ptrdiff_t(i);
-    return -1;
-  }
-  const uint8_t *map(size_t n) override { return n <= size_ ? data_ : nullptr; }
-  void unmap() override {}
-
- private:
-  const uint8_t *data_;
-  size_t size_;
-};
-}  // namespace
-
 // Src caps from a packet's header: when the version, format, size or
 // framerate change (the stream header, a keyframe of another stream).
 static bool update_caps(GstCudaDiffParse *self, const stream::PacketHeader &h) {
@@ -148,9 +126,9 @@ static void scan_duration(GstCudaDiffParse *self) {
   }
   guint64 end = 0;
   bool found = false;
-  MappedQueue all(map.data, map.size);
+  stream::ArrayQueue all(map.data, map.size);
   for (ptrdiff_t at = all.find_magic(0); at >= 0;) {
-    MappedQueue rest(map.data + at, map.size - size_t(at));
+    stream::ArrayQueue rest(map.data + at, map.size - size_t(at));
     const stream::Parser::Step step = stream::Parser().next(rest, true);
     if (step.kind == stream::Parser::Kind::Packet && !step.header.stream_header() &&
         step.header.pts != stream::kNoTime && step.header.pts >= self->base) {
@@ -179,21 +157,16 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
     GST_ELEMENT_ERROR(self, RESOURCE, READ, ("cannot map the input buffer"), (nullptr));
     return GST_FLOW_ERROR;
   }
-  MappedQueue queue(map.data, map.size);
+  stream::ArrayQueue queue(map.data, map.size);
   const stream::Parser::Step step = stream::Parser().next(queue, GST_BASE_PARSE_DRAINING(parse));
   switch (step.kind) {
-    case stream::Parser::Kind::NeedData: {
+    case stream::Parser::Kind::NeedData:
       // The whole header first, then the whole packet.
-      size_t need = stream::kHeaderSize;
-      stream::PacketHeader h;
-      if (map.size >= stream::kHeaderSize &&
-          stream::read_header(map.data, map.size, &h, nullptr) == stream::HeaderStatus::Ok)
-        need = stream::kHeaderSize + h.payload_size;
       gst_buffer_unmap(frame->buffer, &map);
-      gst_base_parse_set_min_frame_size(parse, guint(need));
+      gst_base_parse_set_min_frame_size(
+          parse, guint(step.bytes > 0 ? step.bytes : size_t(stream::kHeaderSize)));
       *skipsize = 0;
       return GST_FLOW_OK;
-    }
     case stream::Parser::Kind::Skip:
       gst_buffer_unmap(frame->buffer, &map);
       if (step.unsupported) {
