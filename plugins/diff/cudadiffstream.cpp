@@ -580,6 +580,15 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
     step.unsupported = status == HeaderStatus::Unsupported;
     return skip(1, why);
   }
+  const uint64_t pixels = uint64_t(h.width) * h.height;
+  if (max_pixels_ != 0 && !h.stream_header() && pixels > max_pixels_) {
+    step.too_large = true;
+    step.header = h;
+    return skip(1, "packet " + std::to_string(h.frame_number) + " announces a frame of " +
+                       std::to_string(h.width) + "x" + std::to_string(h.height) + " (" +
+                       std::to_string(pixels) + " pixels), more than the limit of " +
+                       std::to_string(max_pixels_));
+  }
   const size_t total = kHeaderSize + h.payload_size;
   if (avail < total) {
     if (at_eos)

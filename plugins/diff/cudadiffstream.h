@@ -257,8 +257,13 @@ class ByteQueue {
 // or names impossible sizes is skipped by one byte (the scan resumes inside
 // it), so does a packet whose payload fails its checksum (bytes lost inside a
 // packet make it swallow the start of the next; the scan finds that one).
+// A header that announces a frame larger than the caller's limit is skipped
+// the same way before its payload arrives, so that a crafted header cannot
+// make the caller collect up to the format's 1 GiB.
 class Parser {
  public:
+  // The elements' default limit (their max-pixels property): 8192x4320.
+  static constexpr uint64_t kDefaultMaxPixels = uint64_t(8192) * 4320;
   enum class Kind { NeedData, Skip, Packet };
   struct Step {
     Kind kind = Kind::NeedData;
@@ -273,11 +278,23 @@ class Parser {
     // Skip: a packet with an intact header (in `header`) whose payload fails
     // its checksum; its first byte is skipped and the scan goes on inside it.
     bool damaged = false;
+    // Skip: an intact header (in `header`) of a frame of more than
+    // max_pixels() pixels; its first byte is skipped without waiting for
+    // the payload, which the scan then passes over as bytes that are not a
+    // packet.
+    bool too_large = false;
   };
+  // Frames (width x height) larger than this are skipped (too_large);
+  // 0: no limit. Stream headers are never too large.
+  void set_max_pixels(uint64_t pixels) { max_pixels_ = pixels; }
+  uint64_t max_pixels() const { return max_pixels_; }
   // Looks at the front of `q`. At end of stream (at_eos) whatever is left
   // that is not a whole packet is skipped (truncated = true when it began
   // with a valid header).
   Step next(ByteQueue &q, bool at_eos);
+
+ private:
+  uint64_t max_pixels_ = 0;
 };
 
 // A ByteQueue over memory the caller owns (fuzz target, tests).

@@ -58,7 +58,7 @@ enum { PROP_0, PROP_STATS, PROP_FRAME_OVERLAP, PROP_MAX_PIXELS, PROP_BACKEND, PR
 // the body can tell whether the packet is genuine (about 7 bytes per frame
 // byte for version 2): a limit keeps a crafted or foreign packet on the
 // network from taking gigabytes. DCI 8K (8192x4320).
-#define DEFAULT_MAX_PIXELS (G_GUINT64_CONSTANT(8192) * 4320)
+#define DEFAULT_MAX_PIXELS (guint64(cudadiff::stream::Parser::kDefaultMaxPixels))
 // Of GstVideoDecoder's min-force-key-unit-interval (ns): a keyframe request
 // reaches the encoder through RTCP in one round trip, and the keyframe
 // comes back paced over part of a frame interval; requests closer than
@@ -372,11 +372,22 @@ static void report_loss(GstCudaDiffDec *self, const char *what, const std::strin
   report_damage(self, what, detail);
 }
 
+// The warning's detail for a keyframe larger than max-pixels.
+static std::string too_large(const stream::PacketHeader &h, guint64 max_pixels) {
+  return "frame " + std::to_string(h.frame_number) + ": " + std::to_string(h.width) + "x" +
+         std::to_string(h.height) + " is " + std::to_string(guint64(h.width) * h.height) +
+         " pixels, more than max-pixels=" + std::to_string(max_pixels) +
+         "; raise max-pixels (0: no limit) to decode this stream";
+}
+
 static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCodecFrame *frame,
                                             GstAdapter *adapter, gboolean at_eos) {
   auto *self = GST_CUDADIFF_DEC(decoder);
   DecState *st = self->state;
   AdapterQueue queue(adapter);
+  GST_OBJECT_LOCK(self);
+  st->parser.set_max_pixels(self->max_pixels);
+  GST_OBJECT_UNLOCK(self);
   for (;;) {
     const stream::Parser::Step step = st->parser.next(queue, at_eos);
     switch (step.kind) {
@@ -395,6 +406,19 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
         }
         if (step.truncated) {
           report_truncation(self, step.problem);
+        } else if (step.too_large) {
+          // Dropped before its payload is collected; the payload's bytes
+          // are then skipped as they arrive.
+          GST_OBJECT_LOCK(self);
+          self->stats.dropped_packets++;
+          GST_OBJECT_UNLOCK(self);
+          if (step.header.keyframe())
+            report_loss(self, "keyframe larger than max-pixels",
+                        too_large(step.header, st->parser.max_pixels()));
+          else if (st->synced)
+            report_loss(self, "damaged packet", step.problem);
+          else
+            GST_DEBUG_OBJECT(self, "%s (before a keyframe)", step.problem.c_str());
         } else if (step.damaged && !step.header.stream_header()) {
           // A packet whose header is intact: its frame is lost, and the
           // deltas after it until a keyframe (before the first keyframe a
@@ -536,11 +560,7 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
     GST_OBJECT_UNLOCK(self);
     const guint64 pixels = guint64(h.width) * h.height;
     if (max_pixels != 0 && pixels > max_pixels) {
-      report_loss(self, "keyframe larger than max-pixels",
-                  "frame " + std::to_string(h.frame_number) + ": " + std::to_string(h.width) + "x" +
-                      std::to_string(h.height) + " is " + std::to_string(pixels) +
-                      " pixels, more than max-pixels=" + std::to_string(max_pixels) +
-                      "; raise max-pixels (0: no limit) to decode this stream");
+      report_loss(self, "keyframe larger than max-pixels", too_large(h, max_pixels));
       return false;
     }
     // Version 2: the body goes to a decoder of its size before anything
@@ -995,9 +1015,10 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
       gobject_class, PROP_MAX_PIXELS,
       g_param_spec_uint64(
           "max-pixels", "Largest frame",
-          "Largest frame (width x height, in pixels) a keyframe may announce: a larger one is "
-          "dropped with a warning before anything is allocated for it, and its deltas wait for "
-          "a keyframe that fits (a stream's keyframes announce their size, and a crafted packet "
+          "Largest frame (width x height, in pixels) a packet may announce: a larger keyframe is "
+          "dropped with a warning before its bytes are collected or anything is allocated for "
+          "it, and its deltas likewise wait for a keyframe that fits (a stream's keyframes "
+          "announce their size, and a crafted packet "
           "could otherwise make the decoder take gigabytes). 0 = no limit but the stream "
           "format's 1 GiB per frame. Default: 35389440 (8192x4320)",
           0, G_MAXUINT64, DEFAULT_MAX_PIXELS,

@@ -42,7 +42,13 @@ struct _GstCudaDiffParse {
   // What the src caps say.
   int version, width, height, fps_n, fps_d;
   cudadiff::VideoFormat format;
+  guint64 max_pixels;  // property (object lock)
+  // The frame size of the last packet dropped for max-pixels (one warning
+  // per size).
+  guint64 warned_width, warned_height;
 };
+
+enum { PROP_0, PROP_MAX_PIXELS };
 
 G_DEFINE_TYPE(GstCudaDiffParse, gst_cudadiff_parse, GST_TYPE_BASE_PARSE)
 GST_ELEMENT_REGISTER_DEFINE(cudadiffparse, "cudadiffparse", GST_RANK_PRIMARY + 1,
@@ -64,6 +70,7 @@ static void reset(GstCudaDiffParse *self) {
   self->version = self->width = self->height = self->fps_n = 0;
   self->fps_d = 1;
   self->format = cudadiff::VideoFormat::Unknown;
+  self->warned_width = self->warned_height = 0;
 }
 
 static gboolean gst_cudadiff_parse_start(GstBaseParse *parse) {
@@ -158,7 +165,11 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
     return GST_FLOW_ERROR;
   }
   stream::ArrayQueue queue(map.data, map.size);
-  const stream::Parser::Step step = stream::Parser().next(queue, GST_BASE_PARSE_DRAINING(parse));
+  stream::Parser parser;
+  GST_OBJECT_LOCK(self);
+  parser.set_max_pixels(self->max_pixels);
+  GST_OBJECT_UNLOCK(self);
+  const stream::Parser::Step step = parser.next(queue, GST_BASE_PARSE_DRAINING(parse));
   switch (step.kind) {
     case stream::Parser::Kind::NeedData:
       // The whole header first, then the whole packet.
@@ -174,6 +185,15 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
                           ("the stream is of a version this parser does not read"),
                           ("%s", step.problem.c_str()));
         return GST_FLOW_ERROR;
+      }
+      if (step.too_large &&
+          (step.header.width != self->warned_width || step.header.height != self->warned_height)) {
+        self->warned_width = step.header.width;
+        self->warned_height = step.header.height;
+        GST_ELEMENT_WARNING(
+            self, STREAM, DECODE,
+            ("packets announce frames larger than max-pixels; they are dropped"),
+            ("%s; raise max-pixels (0: no limit) to pass this stream", step.problem.c_str()));
       }
       GST_DEBUG_OBJECT(self, "skipping %zu bytes: %s", step.bytes, step.problem.c_str());
       *skipsize = gint(step.bytes);
@@ -238,7 +258,38 @@ static gboolean gst_cudadiff_parse_src_event(GstBaseParse *parse, GstEvent *even
   return GST_BASE_PARSE_CLASS(gst_cudadiff_parse_parent_class)->src_event(parse, event);
 }
 
+static void gst_cudadiff_parse_set_property(GObject *object, guint prop_id, const GValue *value,
+                                            GParamSpec *pspec) {
+  auto *self = GST_CUDADIFF_PARSE(object);
+  switch (prop_id) {
+    case PROP_MAX_PIXELS:
+      GST_OBJECT_LOCK(self);
+      self->max_pixels = g_value_get_uint64(value);
+      GST_OBJECT_UNLOCK(self);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+}
+
+static void gst_cudadiff_parse_get_property(GObject *object, guint prop_id, GValue *value,
+                                            GParamSpec *pspec) {
+  auto *self = GST_CUDADIFF_PARSE(object);
+  switch (prop_id) {
+    case PROP_MAX_PIXELS:
+      GST_OBJECT_LOCK(self);
+      g_value_set_uint64(value, self->max_pixels);
+      GST_OBJECT_UNLOCK(self);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+      break;
+  }
+}
+
 static void gst_cudadiff_parse_class_init(GstCudaDiffParseClass *klass) {
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
   GstBaseParseClass *parse_class = GST_BASE_PARSE_CLASS(klass);
   GST_DEBUG_CATEGORY_INIT(gst_cudadiff_parse_debug, "cudadiffparse", 0, "difference stream parser");
@@ -250,6 +301,19 @@ static void gst_cudadiff_parse_class_init(GstCudaDiffParseClass *klass) {
       "timestamped from their headers, keyframes marked, so that players get a duration and can "
       "seek in time; damaged bytes are dropped (cudadiffdec sees the gap)",
       "gst-cudadiff");
+  gobject_class->set_property = gst_cudadiff_parse_set_property;
+  gobject_class->get_property = gst_cudadiff_parse_get_property;
+  g_object_class_install_property(
+      gobject_class, PROP_MAX_PIXELS,
+      g_param_spec_uint64(
+          "max-pixels", "Largest frame",
+          "Largest frame (width x height, in pixels) a packet may announce: the packets of a "
+          "larger one are dropped with a warning before their bytes are collected (a crafted "
+          "header could otherwise make the parser wait for up to 1 GiB). 0 = no limit but the "
+          "stream format's 1 GiB per frame. Default: 35389440 (8192x4320), as cudadiffdec's",
+          0, G_MAXUINT64, stream::Parser::kDefaultMaxPixels,
+          static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                   GST_PARAM_MUTABLE_PLAYING)));
   parse_class->start = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_start);
   parse_class->stop = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_stop);
   parse_class->handle_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_handle_frame);
@@ -257,5 +321,6 @@ static void gst_cudadiff_parse_class_init(GstCudaDiffParseClass *klass) {
 }
 
 static void gst_cudadiff_parse_init(GstCudaDiffParse *self) {
+  self->max_pixels = stream::Parser::kDefaultMaxPixels;
   reset(self);
 }

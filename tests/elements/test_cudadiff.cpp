@@ -1024,6 +1024,72 @@ TEST(CudaDiff, DecoderRefusesKeyframesLargerThanMaxPixels) {
   }
 }
 
+// A header announcing a frame larger than max-pixels, and with it a payload
+// of up to 805 MB, is dropped at once: neither the decoder nor the parser
+// waits for its payload, so the packets after it decode before the end of
+// the stream (before, both collected the announced bytes, and a live stream
+// stalled until they came).
+TEST(CudaDiff, HeaderLargerThanMaxPixelsIsDroppedWithoutWaitingForItsPayload) {
+  GstElement *parse = gst_element_factory_make("cudadiffparse", nullptr);
+  ASSERT_NE(parse, nullptr);
+  guint64 max_pixels = 0;
+  g_object_get(parse, "max-pixels", &max_pixels, nullptr);
+  EXPECT_EQ(max_pixels, 8192u * 4320u) << "as cudadiffdec's";
+  gst_object_unref(parse);
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 8;
+    o.version = version;
+    o.props = "keyframe-interval=4 compression=none";
+    encode(e, "BGR", 45, 11, o);
+    // Packet 0's header alone, announcing a 16384x16384 keyframe (version 1:
+    // its 805,306,368 raw bytes; version 2: a body of 100 MB), both
+    // checksums right for a payload that never comes.
+    Bytes header = bytes_of(e.packets[0]);
+    header.resize(64);
+    const uint32_t side = 16384;
+    const uint32_t payload = version == 1 ? side * side * 3 : 100000000u;
+    for (int i = 0; i < 4; ++i) {
+      header[32 + i] = header[36 + i] = uint8_t(payload >> (8 * i));
+      header[40 + i] = header[44 + i] = uint8_t(side >> (8 * i));
+    }
+    fix_checksums(header);
+    std::vector<GstBuffer *> in(e.packets.begin(), e.packets.end());
+    in.insert(in.begin(), buffer_like(e.packets[0], header));
+    for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
+      SCOPED_TRACE(launch);
+      Decoded d;
+      decode(d, in, false, launch);
+      ASSERT_EQ(d.frames.size(), 8u);
+      for (size_t i = 0; i < 8; ++i) EXPECT_EQ(d.frames[i], e.pictures[i]) << i;
+      ASSERT_EQ(d.warnings.size(), 1u);
+      if (std::string(launch) == "cudadiffdec") {
+        EXPECT_NE(d.warnings[0].find("keyframe larger than max-pixels"), std::string::npos)
+            << d.warnings[0];
+        EXPECT_NE(d.warnings[0].find("16384x16384 is 268435456 pixels, more than "
+                                     "max-pixels=35389440"),
+                  std::string::npos)
+            << d.warnings[0];
+        EXPECT_EQ(d.dropped, 1u);
+        EXPECT_EQ(d.skipped, 64u) << "the header, skipped as it arrived";
+      } else {
+        // The parser drops it; the decoder sees the packets in sequence.
+        EXPECT_NE(d.warnings[0].find("packets announce frames larger than max-pixels"),
+                  std::string::npos)
+            << d.warnings[0];
+        EXPECT_NE(d.warnings[0].find("16384x16384 (268435456 pixels), more than the limit of "
+                                     "35389440"),
+                  std::string::npos)
+            << d.warnings[0];
+        EXPECT_EQ(d.dropped, 0u);
+      }
+    }
+    gst_buffer_unref(in[0]);
+  }
+}
+
 // cudadiffparse splits a byte stream, in pieces of any size with garbage
 // between packets, into the encoder's packets: keyframes without
 // DELTA_UNIT, timestamps from the packets' headers from 0 (the input is

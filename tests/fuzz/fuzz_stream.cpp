@@ -213,6 +213,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const size_t n = size - 1;
   static Reader reader;
   Receiver rx(reader);
+  rx.parser.set_max_pixels(Parser::kDefaultMaxPixels);  // as the elements
   ArrayQueue q(bytes, 0);
   size_t fed = 0;
   for (int guard = 0; guard < 1 << 24; ++guard) {

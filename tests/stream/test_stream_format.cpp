@@ -940,6 +940,44 @@ TEST(StreamFormat, ParserResynchronises) {
   }
 }
 
+// With a limit, a header announcing a larger frame is skipped at once (its
+// first byte, as any bad header), before its payload has arrived; a frame
+// at the limit is waited for as before, and a stream header never counts.
+TEST(StreamFormat, ParserDropsFramesOverItsLimitBeforeTheirPayload) {
+  Writer w;
+  const Bytes key = packet(w, gray40(true, 0, 0), Bytes(40, 7));  // 40 pixels
+  const Bytes head = Writer::stream_header(VideoFormat::GRAY8, 40, 1, 30, 1);
+  // Only the header and half the payload are there.
+  const size_t part = kHeaderSize + (key.size() - kHeaderSize) / 2;
+  for (uint64_t limit : {uint64_t(0), uint64_t(40), uint64_t(39)}) {
+    SCOPED_TRACE("limit " + std::to_string(limit));
+    Parser p;
+    p.set_max_pixels(limit);
+    EXPECT_EQ(p.max_pixels(), limit);
+    ArrayQueue q(key.data(), part);
+    const Parser::Step step = p.next(q, false);
+    if (limit == 39) {
+      EXPECT_EQ(step.kind, Parser::Kind::Skip);
+      EXPECT_EQ(step.bytes, 1u);
+      EXPECT_TRUE(step.too_large);
+      EXPECT_FALSE(step.damaged);
+      EXPECT_EQ(step.header.width, 40u);
+      EXPECT_NE(step.problem.find("announces a frame of 40x1 (40 pixels), more than the limit "
+                                  "of 39"),
+                std::string::npos)
+          << step.problem;
+    } else {
+      EXPECT_EQ(step.kind, Parser::Kind::NeedData);
+      EXPECT_EQ(step.bytes, key.size());
+      EXPECT_FALSE(step.too_large);
+    }
+    ArrayQueue hq(head.data(), head.size());
+    const Parser::Step hs = p.next(hq, false);
+    EXPECT_EQ(hs.kind, Parser::Kind::Packet);
+    EXPECT_TRUE(hs.header.stream_header());
+  }
+}
+
 namespace {
 
 Bytes read_file(const std::string &path) {
