@@ -43,9 +43,9 @@ struct _GstCudaDiffParse {
   int version, width, height, fps_n, fps_d;
   cudadiff::VideoFormat format;
   guint64 max_pixels;  // property (object lock)
-  // The frame size of the last packet dropped for max-pixels (one warning
-  // per size).
-  guint64 warned_width, warned_height;
+  // A packet was dropped for max-pixels since the last frame passed (one
+  // warning until one passes again).
+  bool warned;
 };
 
 enum { PROP_0, PROP_MAX_PIXELS };
@@ -70,7 +70,7 @@ static void reset(GstCudaDiffParse *self) {
   self->version = self->width = self->height = self->fps_n = 0;
   self->fps_d = 1;
   self->format = cudadiff::VideoFormat::Unknown;
-  self->warned_width = self->warned_height = 0;
+  self->warned = false;
 }
 
 static gboolean gst_cudadiff_parse_start(GstBaseParse *parse) {
@@ -186,10 +186,8 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
                           ("%s", step.problem.c_str()));
         return GST_FLOW_ERROR;
       }
-      if (step.too_large &&
-          (step.header.width != self->warned_width || step.header.height != self->warned_height)) {
-        self->warned_width = step.header.width;
-        self->warned_height = step.header.height;
+      if (step.too_large && !self->warned) {
+        self->warned = true;
         GST_ELEMENT_WARNING(
             self, STREAM, DECODE,
             ("packets announce frames larger than max-pixels; they are dropped"),
@@ -204,6 +202,7 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   gst_buffer_unmap(frame->buffer, &map);
   const stream::PacketHeader &h = step.header;
   gst_base_parse_set_min_frame_size(parse, stream::kHeaderSize);
+  if (!h.stream_header()) self->warned = false;
   GstBuffer *buf = frame->buffer;
   // (a stream header names the stream's format and size too)
   if (!update_caps(self, h)) return GST_FLOW_NOT_NEGOTIATED;

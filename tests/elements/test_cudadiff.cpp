@@ -1046,25 +1046,29 @@ TEST(CudaDiff, HeaderLargerThanMaxPixelsIsDroppedWithoutWaitingForItsPayload) {
     encode(e, "BGR", 45, 11, o);
     // Packet 0's header alone, announcing a 16384x16384 keyframe (version 1:
     // its 805,306,368 raw bytes; version 2: a body of 100 MB), both
-    // checksums right for a payload that never comes.
-    Bytes header = bytes_of(e.packets[0]);
-    header.resize(64);
-    const uint32_t side = 16384;
-    const uint32_t payload = version == 1 ? side * side * 3 : 100000000u;
-    for (int i = 0; i < 4; ++i) {
-      header[32 + i] = header[36 + i] = uint8_t(payload >> (8 * i));
-      header[40 + i] = header[44 + i] = uint8_t(side >> (8 * i));
-    }
-    fix_checksums(header);
+    // checksums right for a payload that never comes; then one announcing
+    // 16384x8192.
+    auto header_alone = [&](uint32_t w, uint32_t h) {
+      Bytes header = bytes_of(e.packets[0]);
+      header.resize(64);
+      const uint32_t payload = version == 1 ? w * h * 3 : 100000000u;
+      for (int i = 0; i < 4; ++i) {
+        header[32 + i] = header[36 + i] = uint8_t(payload >> (8 * i));
+        header[40 + i] = uint8_t(w >> (8 * i));
+        header[44 + i] = uint8_t(h >> (8 * i));
+      }
+      fix_checksums(header);
+      return buffer_like(e.packets[0], header);
+    };
     std::vector<GstBuffer *> in(e.packets.begin(), e.packets.end());
-    in.insert(in.begin(), buffer_like(e.packets[0], header));
+    in.insert(in.begin(), {header_alone(16384, 16384), header_alone(16384, 8192)});
     for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
       SCOPED_TRACE(launch);
       Decoded d;
       decode(d, in, false, launch);
       ASSERT_EQ(d.frames.size(), 8u);
       for (size_t i = 0; i < 8; ++i) EXPECT_EQ(d.frames[i], e.pictures[i]) << i;
-      ASSERT_EQ(d.warnings.size(), 1u);
+      ASSERT_EQ(d.warnings.size(), 1u) << "one for both headers";
       if (std::string(launch) == "cudadiffdec") {
         EXPECT_NE(d.warnings[0].find("keyframe larger than max-pixels"), std::string::npos)
             << d.warnings[0];
@@ -1072,8 +1076,8 @@ TEST(CudaDiff, HeaderLargerThanMaxPixelsIsDroppedWithoutWaitingForItsPayload) {
                                      "max-pixels=35389440"),
                   std::string::npos)
             << d.warnings[0];
-        EXPECT_EQ(d.dropped, 1u);
-        EXPECT_EQ(d.skipped, 64u) << "the header, skipped as it arrived";
+        EXPECT_EQ(d.dropped, 2u);
+        EXPECT_EQ(d.skipped, 128u) << "the headers, skipped as they arrived";
       } else {
         // The parser drops it; the decoder sees the packets in sequence.
         EXPECT_NE(d.warnings[0].find("packets announce frames larger than max-pixels"),
@@ -1087,6 +1091,7 @@ TEST(CudaDiff, HeaderLargerThanMaxPixelsIsDroppedWithoutWaitingForItsPayload) {
       }
     }
     gst_buffer_unref(in[0]);
+    gst_buffer_unref(in[1]);
   }
 }
 
