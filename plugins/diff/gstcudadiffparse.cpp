@@ -4,18 +4,22 @@
  * (cudadiffstream.h: magic, header checks, payload checksum), drops what is
  * not a packet, and pushes one packet per buffer: keyframes without
  * GST_BUFFER_FLAG_DELTA_UNIT, the stream header packet with
- * GST_BUFFER_FLAG_HEADER, timestamps from the packet headers (the sender's,
- * shifted so that the stream starts at 0) on a byte stream. That is
- * what GstBaseParse needs to answer duration queries and seek in time in a
- * recording (its index of keyframes, or a scan of the file). Upstream
- * timestamps (a segment in time: RTP, a timed appsrc) are kept.
+ * GST_BUFFER_FLAG_HEADER, timestamps from the packet headers on a byte
+ * stream (Timeline below: from 0, a restarted sender continuing the line).
+ * In a file it first walks the packet headers (scan_file()): the duration,
+ * and every keyframe in GstBaseParse's index, which is what a seek in time
+ * needs. Upstream timestamps (a segment in time: RTP, a timed appsrc) are
+ * kept.
  *
  * Caps: sink video/x-cudadiff, src video/x-cudadiff with
  * parsed=true and the stream's version, width, height and framerate.
  */
 #include "gstcudadiffparse.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cudadiffstream.h"
 
@@ -24,21 +28,74 @@ GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_parse_debug);
 
 namespace stream = cudadiff::stream;
 
+// The output timeline: the packets' sender timestamps in runs. A run
+// begins at the first packet and wherever the sender restarted (its frame
+// numbers fall back to 0, or by more than kReorderFrames: not a packet
+// merely late or repeated); in a run, output pts = out + (sender pts - pts),
+// and a run after the first begins where the packet before it ended, so
+// that time never jumps back.
+constexpr guint64 kReorderFrames = 16;
+// A packet's duration counts for the timeline up to this (a longer one is
+// damage or a crafted header, and would push the rest of the stream away).
+constexpr guint64 kMaxPacketDuration = 60 * GST_SECOND;
+
+struct Run {
+  guint64 offset;  // its first packet's byte offset (pull mode)
+  guint64 pts;     // that packet's sender pts
+  guint64 out;     // its output pts
+};
+
+struct Timeline {
+  bool have = false;
+  Run run{0, 0, 0};
+  guint64 last_frame = 0;  // the last packet's frame number
+  guint64 end = 0;         // where the last packet ended (output time)
+
+  // The output pts of a packet with a sender pts, at byte `offset`; a new
+  // run when the sender restarted (never after a seek: `keep`).
+  guint64 place(const stream::PacketHeader &h, guint64 offset, bool keep, bool *new_run) {
+    *new_run = false;
+    const bool restart = have && !keep && h.frame_number < last_frame &&
+                         (h.frame_number == 0 || last_frame - h.frame_number > kReorderFrames);
+    if (!have || restart) {
+      run = Run{offset, h.pts, have ? end : 0};
+      have = true;
+      *new_run = true;
+    } else if (keep && h.pts < run.pts) {
+      run = Run{offset, h.pts, run.out};
+    }
+    last_frame = h.frame_number;
+    const guint64 out = at(run, h.pts);
+    const guint64 dur =
+        h.duration != stream::kNoTime && h.duration <= kMaxPacketDuration ? h.duration : 0;
+    end = out <= guint64(G_MAXINT64) - dur ? out + dur : out;
+    return out;
+  }
+  // Output pts in `r`, saturating (a packet before the run's first: at it).
+  static guint64 at(const Run &r, guint64 pts) {
+    if (pts <= r.pts) return r.out;
+    const guint64 d = pts - r.pts;
+    return d <= guint64(G_MAXINT64) - r.out ? r.out + d : guint64(G_MAXINT64);
+  }
+};
+
+// What a scan of a file's packet headers found (pull mode).
+struct FileMap {
+  bool scanned = false, valid = false;
+  std::vector<Run> runs;                               // by offset
+  std::vector<std::pair<guint64, guint64>> keyframes;  // offset, output pts
+  guint64 end = 0;                                     // the last packet's end
+};
+
+struct ParseState {
+  Timeline live;  // push mode, and pull mode without a scan
+  FileMap file;
+};
+
 struct _GstCudaDiffParse {
   GstBaseParse parent;
-  // The stream's first sender timestamp (in a file, output pts = sender
-  // pts - base).
-  bool have_base;
-  guint64 base;
-  // A byte stream pushed from upstream (a live sender): output pts = sender
-  // pts - offset, where offset moves when the sender's timestamps go back
-  // (it restarted) so that the output continues from `next` (the end of
-  // the last packet), as cudadiffdec does on untimed input; not once after
-  // a seek (`seeked`, from the application's thread).
-  bool have_offset;
-  guint64 offset, next;
-  gint seeked;   // atomic
-  bool scanned;  // the duration from the last packets (pull mode), once
+  ParseState *state;
+  gint seeked;  // atomic: a seek event went upstream (push mode: no restart)
   // What the src caps say.
   int version, width, height, fps_n, fps_d;
   cudadiff::VideoFormat format;
@@ -61,11 +118,7 @@ static GstStaticPadTemplate src_template =
                             GST_STATIC_CAPS("video/x-cudadiff, parsed = (boolean) true"));
 
 static void reset(GstCudaDiffParse *self) {
-  self->have_base = false;
-  self->scanned = false;
-  self->base = 0;
-  self->have_offset = false;
-  self->offset = self->next = 0;
+  *self->state = ParseState();
   g_atomic_int_set(&self->seeked, 0);
   self->version = self->width = self->height = self->fps_n = 0;
   self->fps_d = 1;
@@ -113,47 +166,115 @@ static bool update_caps(GstCudaDiffParse *self, const stream::PacketHeader &h) {
   return true;
 }
 
-// In pull mode (a file): the duration from the end of the last whole packet
-// in the file's last kTailBytes, so that players show it from the start
-// (else GstBaseParse estimates it from the bytes per frame so far).
-constexpr guint64 kTailBytes = 4u << 20;
-static void scan_duration(GstCudaDiffParse *self) {
-  self->scanned = true;
+// Pull mode (a file): walks the packet headers from the start, jumping
+// over each payload (64 bytes read per packet, as avidemux walks its chunk
+// headers), resynchronising on the magic after a header that fails, to
+// learn before the first packet goes out:
+// - the timeline's runs by offset, so that each packet's output pts does
+//   not depend on the order GstBaseParse reads the file in (it seeks);
+// - every keyframe's offset and time, given to GstBaseParse's index, so
+//   that a seek starts at the keyframe before its target;
+// - the duration: where the last packet ends.
+// Payloads are not checked here; a packet that turns out damaged is
+// dropped when it is read.
+constexpr guint kResyncChunk = 64 * 1024;
+static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
+  FileMap &fm = self->state->file;
+  fm.scanned = true;
   GstPad *sink = GST_BASE_PARSE_SINK_PAD(self);
   if (GST_PAD_MODE(sink) != GST_PAD_MODE_PULL) return;
   gint64 size = 0;
   if (!gst_pad_peer_query_duration(sink, GST_FORMAT_BYTES, &size) || size <= 0) return;
-  const guint64 from = guint64(size) > kTailBytes ? guint64(size) - kTailBytes : 0;
-  GstBuffer *tail = nullptr;
-  if (gst_pad_pull_range(sink, from, guint(guint64(size) - from), &tail) != GST_FLOW_OK) return;
+  // A view of [o, o + n) of the file, or null past its end.
+  GstBuffer *buf = nullptr;
   GstMapInfo map;
-  if (!gst_buffer_map(tail, &map, GST_MAP_READ)) {
-    gst_buffer_unref(tail);
-    return;
-  }
-  guint64 end = 0;
-  bool found = false;
-  stream::ArrayQueue all(map.data, map.size);
-  for (ptrdiff_t at = all.find_magic(0); at >= 0;) {
-    stream::ArrayQueue rest(map.data + at, map.size - size_t(at));
-    const stream::Parser::Step step = stream::Parser().next(rest, true);
-    if (step.kind == stream::Parser::Kind::Packet && !step.header.stream_header() &&
-        step.header.pts != stream::kNoTime && step.header.pts >= self->base) {
-      const guint64 e = step.header.pts - self->base +
-                        (step.header.duration != stream::kNoTime ? step.header.duration : 0);
-      if (e > end) end = e;
-      found = true;
-      at = all.find_magic(size_t(at) + step.bytes);
-    } else {
-      at = all.find_magic(size_t(at) + 1);
+  auto release = [&] {
+    if (buf) {
+      gst_buffer_unmap(buf, &map);
+      gst_buffer_unref(buf);
+      buf = nullptr;
+    }
+  };
+  auto view = [&](guint64 o, guint n) -> const uint8_t * {
+    release();
+    if (o >= guint64(size)) return nullptr;
+    if (gst_pad_pull_range(sink, o, n, &buf) != GST_FLOW_OK) {
+      buf = nullptr;
+      return nullptr;
+    }
+    if (!gst_buffer_map(buf, &map, GST_MAP_READ)) {
+      gst_buffer_unref(buf);
+      buf = nullptr;
+      return nullptr;
+    }
+    return map.data;
+  };
+  Timeline tl;
+  guint64 o = 0;
+  // The last packet accepted, until the jump over its payload lands on a
+  // packet: if it does not (its payload size is wrong: a crafted header),
+  // the search starts again inside that payload.
+  guint64 back = G_MAXUINT64;
+  bool ok = true;
+  // (a jump past the end is a wrong payload size too, or a cut last packet)
+  while (ok && (o < guint64(size) || (o > guint64(size) && back != G_MAXUINT64))) {
+    const uint8_t *p =
+        o + stream::kHeaderSize <= guint64(size) ? view(o, stream::kHeaderSize) : nullptr;
+    stream::PacketHeader h;
+    if (p && map.size == stream::kHeaderSize &&
+        stream::read_header(p, map.size, &h, nullptr) == stream::HeaderStatus::Ok &&
+        !(max_pixels != 0 && !h.stream_header() && guint64(h.width) * h.height > max_pixels)) {
+      if (!h.stream_header() && h.pts != stream::kNoTime) {
+        bool new_run = false;
+        const guint64 out = tl.place(h, o, false, &new_run);
+        if (new_run) fm.runs.push_back(tl.run);
+        if (h.keyframe()) fm.keyframes.emplace_back(o, out);
+        fm.end = tl.end;
+      }
+      back = o;
+      o += stream::kHeaderSize + guint64(h.payload_size);
+      continue;
+    }
+    if (o + stream::kHeaderSize > guint64(size) && back == G_MAXUINT64) break;  // a tail
+    // Not a packet here: the next magic after o, or after the packet that
+    // jumped here.
+    guint64 from = back != G_MAXUINT64 && back + 1 < o ? back + 1 : o + 1;
+    back = G_MAXUINT64;
+    o = guint64(size);
+    while (from + 4 <= guint64(size)) {
+      p = view(from, kResyncChunk);
+      if (!p) {
+        ok = false;
+        break;
+      }
+      stream::ArrayQueue chunk(p, map.size);
+      const ptrdiff_t at = chunk.find_magic(0);
+      if (at >= 0) {
+        o = from + guint64(at);
+        break;
+      }
+      if (map.size < 4) break;
+      from += map.size - 3;  // a magic may straddle the chunks
     }
   }
-  gst_buffer_unmap(tail, &map);
-  gst_buffer_unref(tail);
-  if (!found) return;
-  GST_DEBUG_OBJECT(self, "duration %" GST_TIME_FORMAT " from the file's last packets",
-                   GST_TIME_ARGS(end));
-  gst_base_parse_set_duration(GST_BASE_PARSE(self), GST_FORMAT_TIME, gint64(end), 0);
+  release();
+  fm.valid = !fm.runs.empty();
+  if (!fm.valid) return;
+  for (const auto &k : fm.keyframes)
+    gst_base_parse_add_index_entry(GST_BASE_PARSE(self), k.first, k.second, TRUE, TRUE);
+  GST_DEBUG_OBJECT(self,
+                   "file of %" G_GINT64_FORMAT
+                   " bytes: %zu runs, %zu keyframes, ends at %" GST_TIME_FORMAT,
+                   size, fm.runs.size(), fm.keyframes.size(), GST_TIME_ARGS(fm.end));
+  gst_base_parse_set_duration(GST_BASE_PARSE(self), GST_FORMAT_TIME, gint64(fm.end), 0);
+}
+
+// Output pts of a packet at `offset` in a scanned file.
+static guint64 file_pts(const FileMap &fm, guint64 offset, guint64 pts) {
+  auto it = std::upper_bound(fm.runs.begin(), fm.runs.end(), offset,
+                             [](guint64 o, const Run &r) { return o < r.offset; });
+  if (it != fm.runs.begin()) --it;
+  return Timeline::at(*it, pts);
 }
 
 static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBaseParseFrame *frame,
@@ -193,9 +314,18 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
             ("packets announce frames larger than max-pixels; they are dropped"),
             ("%s; raise max-pixels (0: no limit) to pass this stream", step.problem.c_str()));
       }
-      GST_DEBUG_OBJECT(self, "skipping %zu bytes: %s", step.bytes, step.problem.c_str());
-      *skipsize = gint(step.bytes);
-      return GST_FLOW_OK;
+      if (step.truncated)
+        GST_ELEMENT_WARNING(self, STREAM, DECODE,
+                            ("truncated stream: its last packet is incomplete"),
+                            ("%s", step.problem.c_str()));
+      GST_DEBUG_OBJECT(self, "dropping %zu bytes: %s", step.bytes, step.problem.c_str());
+      // Dropped as a frame, not skipped: GstBaseParse stops with an error
+      // once it has skipped 2 MiB without finding a frame, and the scan
+      // through a damaged packet of a large keyframe passes over its whole
+      // payload. Back to waiting for a header, not for that packet.
+      gst_base_parse_set_min_frame_size(parse, stream::kHeaderSize);
+      frame->flags |= GST_BASE_PARSE_FRAME_FLAG_DROP;
+      return gst_base_parse_finish_frame(parse, frame, gint(step.bytes));
     case stream::Parser::Kind::Packet:
       break;
   }
@@ -203,48 +333,56 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   const stream::PacketHeader &h = step.header;
   gst_base_parse_set_min_frame_size(parse, stream::kHeaderSize);
   if (!h.stream_header()) self->warned = false;
+  const bool pull = GST_PAD_MODE(GST_BASE_PARSE_SINK_PAD(parse)) == GST_PAD_MODE_PULL;
+  ParseState *st = self->state;
+  if (pull && !st->file.scanned) {
+    GST_OBJECT_LOCK(self);
+    const guint64 max_pixels = self->max_pixels;
+    GST_OBJECT_UNLOCK(self);
+    scan_file(self, max_pixels);
+  }
   GstBuffer *buf = frame->buffer;
   // (a stream header names the stream's format and size too)
   if (!update_caps(self, h)) return GST_FLOW_NOT_NEGOTIATED;
+  // Timestamps: the sender's, on the timeline above (GstBaseParse replaces
+  // them with upstream's when upstream's segment is in time: RTP, a timed
+  // appsrc).
   if (h.stream_header()) {
     GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_HEADER);
     GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
     GST_BUFFER_DURATION(buf) = GST_CLOCK_TIME_NONE;
+    // In a file, the time of the keyframe after it: GstBaseParse takes its
+    // first buffer's time as the file's start when it searches the file
+    // for a time.
+    if (pull && st->file.valid) {
+      auto it = std::upper_bound(
+          st->file.keyframes.begin(), st->file.keyframes.end(), frame->offset,
+          [](guint64 o, const std::pair<guint64, guint64> &k) { return o < k.first; });
+      if (it != st->file.keyframes.end()) GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = it->second;
+    }
   } else {
     if (h.keyframe())
       GST_BUFFER_FLAG_UNSET(buf, GST_BUFFER_FLAG_DELTA_UNIT);
     else
       GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT);
-    // The sender's, from 0 (GstBaseParse replaces them with upstream's
-    // when upstream's segment is in time: RTP, a timed appsrc).
     if (h.pts != stream::kNoTime) {
-      if (!self->have_base) {
-        self->base = h.pts;
-        self->have_base = true;
-      }
-      if (!self->scanned) scan_duration(self);
-      const guint64 dur = h.duration != stream::kNoTime ? h.duration : 0;
-      GstClockTime pts = GST_CLOCK_TIME_NONE;
-      if (GST_PAD_MODE(GST_BASE_PARSE_SINK_PAD(parse)) == GST_PAD_MODE_PULL) {
-        // A file, read and searched in any order by GstBaseParse: one
-        // offset. A packet before the first (a sender that restarted in
-        // the recording) gets no timestamp.
-        if (h.pts >= self->base) pts = h.pts - self->base;
+      guint64 pts;
+      if (pull && st->file.valid) {
+        pts = file_pts(st->file, frame->offset, h.pts);
       } else {
+        // Push mode: in the order the packets come; after a seek upstream
+        // the timeline goes on (the packets' time falls back on purpose).
         const bool seeked = g_atomic_int_compare_and_exchange(&self->seeked, 1, 0);
-        if (!self->have_offset) {
-          self->offset = h.pts;  // the first packet at 0
-          self->have_offset = true;
-        } else if (seeked) {
-          if (h.pts < self->offset) self->offset = h.pts;
-        } else if (h.pts < self->offset || h.pts - self->offset < self->next) {
-          self->offset = h.pts - self->next;
-        }
-        pts = h.pts - self->offset;
-        self->next = pts + dur;
+        bool new_run = false;
+        pts = st->live.place(h, frame->offset, seeked, &new_run);
+        if (new_run && pts != 0)
+          GST_INFO_OBJECT(self,
+                          "sender restarted (frame %" G_GUINT64_FORMAT
+                          "): its time goes on from %" GST_TIME_FORMAT,
+                          h.frame_number, GST_TIME_ARGS(pts));
       }
       GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = pts;
-      if (GST_CLOCK_TIME_IS_VALID(pts) && h.duration != stream::kNoTime)
+      if (h.duration != stream::kNoTime && h.duration <= kMaxPacketDuration)
         GST_BUFFER_DURATION(buf) = h.duration;
     }
   }
@@ -287,6 +425,8 @@ static void gst_cudadiff_parse_get_property(GObject *object, guint prop_id, GVal
   }
 }
 
+static void gst_cudadiff_parse_finalize(GObject *object);
+
 static void gst_cudadiff_parse_class_init(GstCudaDiffParseClass *klass) {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
@@ -300,6 +440,7 @@ static void gst_cudadiff_parse_class_init(GstCudaDiffParseClass *klass) {
       "timestamped from their headers, keyframes marked, so that players get a duration and can "
       "seek in time; damaged bytes are dropped (cudadiffdec sees the gap)",
       "gst-cudadiff");
+  gobject_class->finalize = gst_cudadiff_parse_finalize;
   gobject_class->set_property = gst_cudadiff_parse_set_property;
   gobject_class->get_property = gst_cudadiff_parse_get_property;
   g_object_class_install_property(
@@ -320,6 +461,14 @@ static void gst_cudadiff_parse_class_init(GstCudaDiffParseClass *klass) {
 }
 
 static void gst_cudadiff_parse_init(GstCudaDiffParse *self) {
+  self->state = new ParseState();
   self->max_pixels = stream::Parser::kDefaultMaxPixels;
   reset(self);
+}
+
+static void gst_cudadiff_parse_finalize(GObject *object) {
+  auto *self = GST_CUDADIFF_PARSE(object);
+  delete self->state;
+  self->state = nullptr;
+  G_OBJECT_CLASS(gst_cudadiff_parse_parent_class)->finalize(object);
 }
