@@ -29,12 +29,13 @@ GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_parse_debug);
 namespace stream = cudadiff::stream;
 
 // The output timeline: the packets' sender timestamps in runs. A run
-// begins at the first packet and wherever the sender restarted (its frame
-// numbers fall back to 0, or by more than kReorderFrames: not a packet
-// merely late or repeated); in a run, output pts = out + (sender pts - pts),
-// and a run after the first begins where the packet before it ended, so
-// that time never jumps back.
+// begins at the first packet and wherever the sender restarted: its frame
+// numbers fall back to 0 or by more than kReorderFrames, or its timestamps
+// by more than kReorderTime (not a packet merely late or repeated). In a
+// run, output pts = out + (sender pts - pts), and a run after the first
+// begins where the packet before it ended, so that time never jumps back.
 constexpr guint64 kReorderFrames = 16;
+constexpr guint64 kReorderTime = GST_SECOND;
 // A packet's duration counts for the timeline up to this (a longer one is
 // damage or a crafted header, and would push the rest of the stream away).
 constexpr guint64 kMaxPacketDuration = 60 * GST_SECOND;
@@ -49,14 +50,17 @@ struct Timeline {
   bool have = false;
   Run run{0, 0, 0};
   guint64 last_frame = 0;  // the last packet's frame number
+  guint64 last_pts = 0;    // and its sender pts
   guint64 end = 0;         // where the last packet ended (output time)
 
   // The output pts of a packet with a sender pts, at byte `offset`; a new
   // run when the sender restarted (never after a seek: `keep`).
   guint64 place(const stream::PacketHeader &h, guint64 offset, bool keep, bool *new_run) {
     *new_run = false;
-    const bool restart = have && !keep && h.frame_number < last_frame &&
-                         (h.frame_number == 0 || last_frame - h.frame_number > kReorderFrames);
+    const bool restart = have && !keep &&
+                         ((h.frame_number < last_frame &&
+                           (h.frame_number == 0 || last_frame - h.frame_number > kReorderFrames)) ||
+                          (h.pts < last_pts && last_pts - h.pts > kReorderTime));
     if (!have || restart) {
       run = Run{offset, h.pts, have ? end : 0};
       have = true;
@@ -65,6 +69,7 @@ struct Timeline {
       run = Run{offset, h.pts, run.out};
     }
     last_frame = h.frame_number;
+    last_pts = h.pts;
     const guint64 out = at(run, h.pts);
     const guint64 dur =
         h.duration != stream::kNoTime && h.duration <= kMaxPacketDuration ? h.duration : 0;
@@ -84,7 +89,9 @@ struct FileMap {
   bool scanned = false, valid = false;
   std::vector<Run> runs;                               // by offset
   std::vector<std::pair<guint64, guint64>> keyframes;  // offset, output pts
-  guint64 end = 0;                                     // the last packet's end
+  // Stream headers: offset, output pts of the first timed packet after it.
+  std::vector<std::pair<guint64, guint64>> headers;
+  guint64 end = 0;  // the last packet's end
 };
 
 struct ParseState {
@@ -215,6 +222,7 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
   // packet: if it does not (its payload size is wrong: a crafted header),
   // the search starts again inside that payload.
   guint64 back = G_MAXUINT64;
+  guint64 header = G_MAXUINT64;  // a stream header waiting for its time
   bool ok = true;
   // (a jump past the end is a wrong payload size too, or a cut last packet)
   while (ok && (o < guint64(size) || (o > guint64(size) && back != G_MAXUINT64))) {
@@ -224,11 +232,15 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
     if (p && map.size == stream::kHeaderSize &&
         stream::read_header(p, map.size, &h, nullptr) == stream::HeaderStatus::Ok &&
         !(max_pixels != 0 && !h.stream_header() && guint64(h.width) * h.height > max_pixels)) {
-      if (!h.stream_header() && h.pts != stream::kNoTime) {
+      if (h.stream_header()) {
+        header = o;
+      } else if (h.pts != stream::kNoTime) {
         bool new_run = false;
         const guint64 out = tl.place(h, o, false, &new_run);
         if (new_run) fm.runs.push_back(tl.run);
         if (h.keyframe()) fm.keyframes.emplace_back(o, out);
+        if (header != G_MAXUINT64) fm.headers.emplace_back(header, out);
+        header = G_MAXUINT64;
         fm.end = tl.end;
       }
       back = o;
@@ -314,6 +326,14 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
             ("packets announce frames larger than max-pixels; they are dropped"),
             ("%s; raise max-pixels (0: no limit) to pass this stream", step.problem.c_str()));
       }
+      // A damaged packet's intact header still says where the sender's
+      // time was (as the file's walk counts it).
+      if (step.damaged && !step.header.stream_header() && step.header.pts != stream::kNoTime &&
+          !(GST_PAD_MODE(GST_BASE_PARSE_SINK_PAD(parse)) == GST_PAD_MODE_PULL &&
+            self->state->file.valid)) {
+        bool new_run = false;
+        self->state->live.place(step.header, frame->offset, false, &new_run);
+      }
       if (step.truncated)
         GST_ELEMENT_WARNING(self, STREAM, DECODE,
                             ("truncated stream: its last packet is incomplete"),
@@ -351,14 +371,15 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
     GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_HEADER);
     GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
     GST_BUFFER_DURATION(buf) = GST_CLOCK_TIME_NONE;
-    // In a file, the time of the keyframe after it: GstBaseParse takes its
+    // In a file, the time of the packet after it: GstBaseParse takes its
     // first buffer's time as the file's start when it searches the file
     // for a time.
     if (pull && st->file.valid) {
-      auto it = std::upper_bound(
-          st->file.keyframes.begin(), st->file.keyframes.end(), frame->offset,
-          [](guint64 o, const std::pair<guint64, guint64> &k) { return o < k.first; });
-      if (it != st->file.keyframes.end()) GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = it->second;
+      auto it = std::lower_bound(
+          st->file.headers.begin(), st->file.headers.end(), guint64(frame->offset),
+          [](const std::pair<guint64, guint64> &k, guint64 o) { return k.first < o; });
+      if (it != st->file.headers.end() && it->first == frame->offset)
+        GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = it->second;
     }
   } else {
     if (h.keyframe())
