@@ -1195,6 +1195,60 @@ TEST(CudaDiff, ParserContinuesTheTimelineOfARestartedSender) {
   }
 }
 
+// What is not a restart: a packet repeated (frame numbers fall back by one)
+// keeps its time and moves nothing after it; a sender's timestamps falling
+// back by more than a second while its frame numbers go on do start a run,
+// so that the output never goes back.
+TEST(CudaDiff, ParserTimelineRepeatedPacketsAndTimeFallingBack) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 4;
+  encode(e, "GRAY8", 16, 8, o);
+  auto run = [](const std::vector<Bytes> &packets) {
+    GstHarness *h = gst_harness_new("cudadiffparse");
+    gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+    GstSegment bytes;
+    gst_segment_init(&bytes, GST_FORMAT_BYTES);
+    EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&bytes)));
+    for (const Bytes &v : packets) {
+      GstBuffer *untimed = gst_buffer_new_allocate(nullptr, v.size(), nullptr);
+      gst_buffer_fill(untimed, 0, v.data(), v.size());
+      EXPECT_EQ(gst_harness_push(h, untimed), GST_FLOW_OK);
+    }
+    gst_harness_push_event(h, gst_event_new_eos());
+    std::vector<GstClockTime> pts;
+    while (GstBuffer *out = gst_harness_try_pull(h)) {
+      pts.push_back(GST_BUFFER_PTS(out));
+      gst_buffer_unref(out);
+    }
+    gst_harness_teardown(h);
+    return pts;
+  };
+  auto at = [](int t) { return gst_util_uint64_scale(t, GST_SECOND, 30); };
+  std::vector<Bytes> p;
+  for (GstBuffer *b : e.packets) p.push_back(bytes_of(b));
+  ASSERT_EQ(p.size(), 4u);
+  // Packet 1 twice.
+  const std::vector<GstClockTime> dup = run({p[0], p[1], p[1], p[2], p[3]});
+  EXPECT_EQ(dup, (std::vector<GstClockTime>{at(0), at(1), at(1), at(2), at(3)}));
+  // Packets 0 and 1 2 s later than the sender's clock for 2 and 3.
+  std::vector<Bytes> late = p;
+  for (int t : {0, 1}) {
+    uint64_t pts = 0;
+    std::memcpy(&pts, late[t].data() + 16, 8);
+    pts += 2 * GST_SECOND;
+    std::memcpy(late[t].data() + 16, &pts, 8);
+    fix_checksums(late[t]);
+  }
+  const std::vector<GstClockTime> back = run(late);
+  ASSERT_EQ(back.size(), 4u);
+  EXPECT_EQ(back[0], at(0));
+  EXPECT_EQ(back[1], at(1));
+  // From where packet 1 ended (its duration is rounded to the nanosecond).
+  EXPECT_NEAR(double(back[2]), double(at(2)), 1.0);
+  EXPECT_NEAR(double(back[3]), double(at(3)), 1.0);
+}
+
 // A version 2 keyframe whose body the decoder refuses, under a header of
 // another size (checksums right): nothing changes, the output caps
 // included (the core gets the body before the decoder is replaced), and
