@@ -580,8 +580,8 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
     step.unsupported = status == HeaderStatus::Unsupported;
     return skip(1, why);
   }
-  const uint64_t pixels = uint64_t(h.width) * h.height;
-  if (max_pixels_ != 0 && !h.stream_header() && pixels > max_pixels_) {
+  if (exceeds_pixels(h, max_pixels_)) {
+    const uint64_t pixels = uint64_t(h.width) * h.height;
     step.too_large = true;
     step.header = h;
     return skip(1, "packet " + std::to_string(h.frame_number) + " announces a frame of " +

@@ -126,6 +126,12 @@ std::string stream_header_value(const uint8_t *payload, size_t n, const std::str
 // Largest payload a packet of this header's kind and frame size can have.
 size_t max_payload_size(const PacketHeader &h);
 
+// Whether a frame's header announces more than `max_pixels` (width x
+// height; 0: no limit). Stream headers never do.
+inline bool exceeds_pixels(const PacketHeader &h, uint64_t max_pixels) {
+  return max_pixels != 0 && !h.stream_header() && uint64_t(h.width) * h.height > max_pixels;
+}
+
 // Left prediction of a keyframe body (canonical order): in every row of every
 // plane, each byte minus the byte one pixel stride (format_info) before it;
 // the first pixel of a row is kept. unpredict() inverts it (in place is fine).
@@ -284,8 +290,8 @@ class Parser {
     // packet.
     bool too_large = false;
   };
-  // Frames (width x height) larger than this are skipped (too_large);
-  // 0: no limit. Stream headers are never too large.
+  // Frames (width x height) larger than this are skipped (too_large;
+  // exceeds_pixels()); 0: no limit.
   void set_max_pixels(uint64_t pixels) { max_pixels_ = pixels; }
   uint64_t max_pixels() const { return max_pixels_; }
   // Looks at the front of `q`. At end of stream (at_eos) whatever is left

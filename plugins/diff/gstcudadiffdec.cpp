@@ -558,8 +558,7 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
     GST_OBJECT_LOCK(self);
     const guint64 max_pixels = self->max_pixels;
     GST_OBJECT_UNLOCK(self);
-    const guint64 pixels = guint64(h.width) * h.height;
-    if (max_pixels != 0 && pixels > max_pixels) {
+    if (stream::exceeds_pixels(h, max_pixels)) {
       report_loss(self, "keyframe larger than max-pixels", too_large(h, max_pixels));
       return false;
     }

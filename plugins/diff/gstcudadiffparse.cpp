@@ -231,7 +231,7 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
     stream::PacketHeader h;
     if (p && map.size == stream::kHeaderSize &&
         stream::read_header(p, map.size, &h, nullptr) == stream::HeaderStatus::Ok &&
-        !(max_pixels != 0 && !h.stream_header() && guint64(h.width) * h.height > max_pixels)) {
+        !stream::exceeds_pixels(h, max_pixels)) {
       if (h.stream_header()) {
         header = o;
       } else if (h.pts != stream::kNoTime) {
@@ -292,6 +292,8 @@ static guint64 file_pts(const FileMap &fm, guint64 offset, guint64 pts) {
 static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBaseParseFrame *frame,
                                                      gint *skipsize) {
   auto *self = GST_CUDADIFF_PARSE(parse);
+  ParseState *st = self->state;
+  const bool pull = GST_PAD_MODE(GST_BASE_PARSE_SINK_PAD(parse)) == GST_PAD_MODE_PULL;
   GstMapInfo map;
   if (!gst_buffer_map(frame->buffer, &map, GST_MAP_READ)) {
     GST_ELEMENT_ERROR(self, RESOURCE, READ, ("cannot map the input buffer"), (nullptr));
@@ -329,10 +331,9 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
       // A damaged packet's intact header still says where the sender's
       // time was (as the file's walk counts it).
       if (step.damaged && !step.header.stream_header() && step.header.pts != stream::kNoTime &&
-          !(GST_PAD_MODE(GST_BASE_PARSE_SINK_PAD(parse)) == GST_PAD_MODE_PULL &&
-            self->state->file.valid)) {
+          !(pull && st->file.valid)) {
         bool new_run = false;
-        self->state->live.place(step.header, frame->offset, false, &new_run);
+        st->live.place(step.header, frame->offset, false, &new_run);
       }
       if (step.truncated)
         GST_ELEMENT_WARNING(self, STREAM, DECODE,
@@ -353,8 +354,6 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   const stream::PacketHeader &h = step.header;
   gst_base_parse_set_min_frame_size(parse, stream::kHeaderSize);
   if (!h.stream_header()) self->warned = false;
-  const bool pull = GST_PAD_MODE(GST_BASE_PARSE_SINK_PAD(parse)) == GST_PAD_MODE_PULL;
-  ParseState *st = self->state;
   if (pull && !st->file.scanned) {
     GST_OBJECT_LOCK(self);
     const guint64 max_pixels = self->max_pixels;
