@@ -1154,6 +1154,33 @@ TEST(CudaDiff, ParserSplitsAByteStreamIntoPackets) {
   }
 }
 
+namespace {
+
+// The timestamps cudadiffparse gives `packets` pushed as an untimed byte
+// stream (a segment in bytes, buffers without timestamps).
+std::vector<GstClockTime> parser_pts(const std::vector<Bytes> &packets) {
+  GstHarness *h = gst_harness_new("cudadiffparse");
+  gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+  GstSegment bytes;
+  gst_segment_init(&bytes, GST_FORMAT_BYTES);
+  EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&bytes)));
+  for (const Bytes &v : packets) {
+    GstBuffer *untimed = gst_buffer_new_allocate(nullptr, v.size(), nullptr);
+    gst_buffer_fill(untimed, 0, v.data(), v.size());
+    EXPECT_EQ(gst_harness_push(h, untimed), GST_FLOW_OK);
+  }
+  gst_harness_push_event(h, gst_event_new_eos());
+  std::vector<GstClockTime> pts;
+  while (GstBuffer *out = gst_harness_try_pull(h)) {
+    pts.push_back(GST_BUFFER_PTS(out));
+    gst_buffer_unref(out);
+  }
+  gst_harness_teardown(h);
+  return pts;
+}
+
+}  // namespace
+
 // A sender that restarts (its timestamps from 0 again) in a byte stream:
 // cudadiffparse's timestamps continue from the end of the last packet, as
 // cudadiffdec's do on untimed input, so that a sink does not drop the rest
@@ -1164,25 +1191,10 @@ TEST(CudaDiff, ParserContinuesTheTimelineOfARestartedSender) {
   o.frames = 4;
   encode(a, "GRAY8", 16, 8, o);
   encode(b, "GRAY8", 16, 8, o);
-  GstHarness *h = gst_harness_new("cudadiffparse");
-  gst_harness_set_src_caps_str(h, "video/x-cudadiff");
-  GstSegment bytes;
-  gst_segment_init(&bytes, GST_FORMAT_BYTES);
-  ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&bytes)));
+  std::vector<Bytes> packets;
   for (const Encoded *e : {&a, &b})
-    for (GstBuffer *p : e->packets) {
-      const Bytes v = bytes_of(p);
-      GstBuffer *untimed = gst_buffer_new_allocate(nullptr, v.size(), nullptr);
-      gst_buffer_fill(untimed, 0, v.data(), v.size());
-      ASSERT_EQ(gst_harness_push(h, untimed), GST_FLOW_OK);
-    }
-  gst_harness_push_event(h, gst_event_new_eos());
-  std::vector<GstClockTime> pts;
-  while (GstBuffer *out = gst_harness_try_pull(h)) {
-    pts.push_back(GST_BUFFER_PTS(out));
-    gst_buffer_unref(out);
-  }
-  gst_harness_teardown(h);
+    for (GstBuffer *p : e->packets) packets.push_back(bytes_of(p));
+  const std::vector<GstClockTime> pts = parser_pts(packets);
   ASSERT_EQ(pts.size(), 8u);
   // (the packets' durations are rounded to the nanosecond: the second run
   // follows the first's last packet's end, within a nanosecond per packet)
@@ -1204,32 +1216,12 @@ TEST(CudaDiff, ParserTimelineRepeatedPacketsAndTimeFallingBack) {
   EncodeOptions o;
   o.frames = 4;
   encode(e, "GRAY8", 16, 8, o);
-  auto run = [](const std::vector<Bytes> &packets) {
-    GstHarness *h = gst_harness_new("cudadiffparse");
-    gst_harness_set_src_caps_str(h, "video/x-cudadiff");
-    GstSegment bytes;
-    gst_segment_init(&bytes, GST_FORMAT_BYTES);
-    EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&bytes)));
-    for (const Bytes &v : packets) {
-      GstBuffer *untimed = gst_buffer_new_allocate(nullptr, v.size(), nullptr);
-      gst_buffer_fill(untimed, 0, v.data(), v.size());
-      EXPECT_EQ(gst_harness_push(h, untimed), GST_FLOW_OK);
-    }
-    gst_harness_push_event(h, gst_event_new_eos());
-    std::vector<GstClockTime> pts;
-    while (GstBuffer *out = gst_harness_try_pull(h)) {
-      pts.push_back(GST_BUFFER_PTS(out));
-      gst_buffer_unref(out);
-    }
-    gst_harness_teardown(h);
-    return pts;
-  };
   auto at = [](int t) { return gst_util_uint64_scale(t, GST_SECOND, 30); };
   std::vector<Bytes> p;
   for (GstBuffer *b : e.packets) p.push_back(bytes_of(b));
   ASSERT_EQ(p.size(), 4u);
   // Packet 1 twice.
-  const std::vector<GstClockTime> dup = run({p[0], p[1], p[1], p[2], p[3]});
+  const std::vector<GstClockTime> dup = parser_pts({p[0], p[1], p[1], p[2], p[3]});
   EXPECT_EQ(dup, (std::vector<GstClockTime>{at(0), at(1), at(1), at(2), at(3)}));
   // Packets 0 and 1 2 s later than the sender's clock for 2 and 3.
   std::vector<Bytes> late = p;
@@ -1240,7 +1232,7 @@ TEST(CudaDiff, ParserTimelineRepeatedPacketsAndTimeFallingBack) {
     std::memcpy(late[t].data() + 16, &pts, 8);
     fix_checksums(late[t]);
   }
-  const std::vector<GstClockTime> back = run(late);
+  const std::vector<GstClockTime> back = parser_pts(late);
   ASSERT_EQ(back.size(), 4u);
   EXPECT_EQ(back[0], at(0));
   EXPECT_EQ(back[1], at(1));

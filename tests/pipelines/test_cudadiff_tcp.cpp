@@ -565,6 +565,16 @@ TEST(DiffTcp, RecordedFileHasADurationAndSeeksInTime) {
   }
 }
 
+namespace {
+
+// A file's bytes ("" when it cannot be read).
+std::string file_bytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
 // Two recordings in one file (cat, or a sender restarted into the same
 // file): the parser's timeline goes on through the second from where the
 // first ended, in a file (pull mode: the duration is both) as on a byte
@@ -580,8 +590,7 @@ TEST(DiffTcp, ConcatenatedRecordingsPlayOneAfterTheOther) {
       one);
   ASSERT_EQ(record, "");
   {
-    std::ifstream in(one, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string bytes = file_bytes(one);
     ASSERT_GT(bytes.size(), 64u);
     std::ofstream out(two, std::ios::binary);
     out << bytes << bytes;
@@ -624,11 +633,7 @@ TEST(DiffTcp, DamagedLargePacketIsDroppedAndPlaybackGoesOn) {
       "cudadiffenc keyframe-interval=1 threshold=0 ! filesink location=" +
       path);
   ASSERT_EQ(record, "");
-  std::string bytes;
-  {
-    std::ifstream in(path, std::ios::binary);
-    bytes.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
+  std::string bytes = file_bytes(path);
   // The packets, by their payload sizes: the stream header, then the
   // keyframes; the second keyframe's payload gets a flipped bit.
   std::vector<size_t> packets;
