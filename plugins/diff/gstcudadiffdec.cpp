@@ -338,10 +338,14 @@ static GstFlowReturn gst_cudadiff_dec_finish(GstVideoDecoder *decoder) {
   return finish_pending(GST_CUDADIFF_DEC(decoder));
 }
 
+// What follows a loss, for the warning's message.
+static constexpr const char *kResumes = "decoding resumes at the next keyframe";
+
 // Damage in the stream: one warning until a packet decodes again. Skipped
 // bytes alone keep the reference and post none (a lost packet shows as a
-// gap in the frame numbers, which is a loss).
-static void report_damage(GstCudaDiffDec *self, const char *what, const std::string &detail) {
+// gap in the frame numbers, which is a loss). `then` says what happens next.
+static void report_damage(GstCudaDiffDec *self, const char *what, const std::string &detail,
+                          const char *then = kResumes) {
   DecState *st = self->state;
   if (st->in_loss) {
     GST_DEBUG_OBJECT(self, "%s (again): %s", what, detail.c_str());
@@ -351,8 +355,7 @@ static void report_damage(GstCudaDiffDec *self, const char *what, const std::str
   GST_OBJECT_LOCK(self);
   self->stats.losses++;
   GST_OBJECT_UNLOCK(self);
-  GST_ELEMENT_WARNING(self, STREAM, DECODE, ("%s; decoding resumes at the next keyframe", what),
-                      ("%s", detail.c_str()));
+  GST_ELEMENT_WARNING(self, STREAM, DECODE, ("%s; %s", what, then), ("%s", detail.c_str()));
 }
 
 // The end of the stream cut a packet: it is dropped.
@@ -367,17 +370,21 @@ static void report_truncation(GstCudaDiffDec *self, const std::string &detail) {
 
 // A loss: the reference is no longer what the sender has; deltas are
 // dropped until the next keyframe.
-static void report_loss(GstCudaDiffDec *self, const char *what, const std::string &detail) {
+static void report_loss(GstCudaDiffDec *self, const char *what, const std::string &detail,
+                        const char *then = kResumes) {
   self->state->synced = false;
-  report_damage(self, what, detail);
+  report_damage(self, what, detail, then);
 }
 
-// The warning's detail for a keyframe larger than max-pixels.
+// The warning for a keyframe larger than max-pixels: the keyframes after it
+// are most likely as large, so the message asks for the property.
+static constexpr const char *kTooLarge = "keyframe larger than max-pixels";
+static constexpr const char *kRaise =
+    "frames are dropped until a keyframe fits; raise max-pixels to decode this stream";
 static std::string too_large(const stream::PacketHeader &h, guint64 max_pixels) {
   return "frame " + std::to_string(h.frame_number) + ": " + std::to_string(h.width) + "x" +
          std::to_string(h.height) + " is " + std::to_string(guint64(h.width) * h.height) +
-         " pixels, more than max-pixels=" + std::to_string(max_pixels) +
-         "; raise max-pixels (0: no limit) to decode this stream";
+         " pixels, more than max-pixels=" + std::to_string(max_pixels) + " (0: no limit)";
 }
 
 static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCodecFrame *frame,
@@ -413,8 +420,7 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
           self->stats.dropped_packets++;
           GST_OBJECT_UNLOCK(self);
           if (step.header.keyframe())
-            report_loss(self, "keyframe larger than max-pixels",
-                        too_large(step.header, st->parser.max_pixels()));
+            report_loss(self, kTooLarge, too_large(step.header, st->parser.max_pixels()), kRaise);
           else if (st->synced)
             report_loss(self, "damaged packet", step.problem);
           else
@@ -559,7 +565,7 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
     const guint64 max_pixels = self->max_pixels;
     GST_OBJECT_UNLOCK(self);
     if (stream::exceeds_pixels(h, max_pixels)) {
-      report_loss(self, "keyframe larger than max-pixels", too_large(h, max_pixels));
+      report_loss(self, kTooLarge, too_large(h, max_pixels), kRaise);
       return false;
     }
     // Version 2: the body goes to a decoder of its size before anything

@@ -1014,6 +1014,12 @@ TEST(CudaDiff, DecoderRefusesKeyframesLargerThanMaxPixels) {
     EXPECT_NE(below.warnings[0].find("45x11 is 495 pixels, more than max-pixels=494"),
               std::string::npos)
         << below.warnings[0];
+    // The message asks for the property: the next keyframe is as large.
+    EXPECT_EQ(below.warnings[0].rfind("keyframe larger than max-pixels; frames are dropped until "
+                                      "a keyframe fits; raise max-pixels to decode this stream | ",
+                                      0),
+              0u)
+        << below.warnings[0];
     decode(at, all, false, "cudadiffdec max-pixels=495");
     decode(unlimited, all, false, "cudadiffdec max-pixels=0");
     for (const Decoded *d : {&at, &unlimited}) {
