@@ -97,6 +97,11 @@ struct FileMap {
 struct ParseState {
   Timeline live;  // push mode, and pull mode without a scan
   FileMap file;
+  // Push mode from an upstream that seeks in bytes (filesrc ! queue): the
+  // keyframes put into GstBaseParse's index as they pass (offsets, sorted).
+  // -1: not asked yet.
+  int byte_seekable = -1;
+  std::vector<guint64> indexed;
 };
 
 struct _GstCudaDiffParse {
@@ -281,6 +286,40 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
   gst_base_parse_set_duration(GST_BASE_PARSE(self), GST_FORMAT_TIME, gint64(fm.end), 0);
 }
 
+// Push mode: whether upstream seeks in bytes within a known size (a file
+// through a queue), as GstBaseParse asks before it indexes what passes.
+static bool byte_seekable(GstCudaDiffParse *self) {
+  ParseState *st = self->state;
+  if (st->byte_seekable < 0) {
+    GstQuery *q = gst_query_new_seeking(GST_FORMAT_BYTES);
+    gboolean seekable = FALSE;
+    gint64 start = -1, stop = -1;
+    if (gst_pad_peer_query(GST_BASE_PARSE_SINK_PAD(self), q))
+      gst_query_parse_seeking(q, nullptr, &seekable, &start, &stop);
+    gst_query_unref(q);
+    if (seekable && stop < 0)
+      gst_pad_peer_query_duration(GST_BASE_PARSE_SINK_PAD(self), GST_FORMAT_BYTES, &stop);
+    st->byte_seekable = seekable && start == 0 && stop > 0;
+  }
+  return st->byte_seekable > 0;
+}
+
+// Push mode: a keyframe at `offset`, output time `pts`, into GstBaseParse's
+// index (once). GstBaseParse indexes what passes too, but every 100 ms at
+// most, deltas included, and never the first keyframe (it is within its
+// byte interval of the start). Its index's lookup of a key unit before a
+// time then returned that earliest delta for targets before its first
+// indexed keyframe, and an accurate seek there started on a delta: the
+// decoder showed nothing until the next keyframe.
+static void index_keyframe(GstCudaDiffParse *self, guint64 offset, guint64 pts) {
+  std::vector<guint64> &indexed = self->state->indexed;
+  auto it = std::lower_bound(indexed.begin(), indexed.end(), offset);
+  if (it != indexed.end() && *it == offset) return;
+  if (!byte_seekable(self)) return;
+  indexed.insert(it, offset);
+  gst_base_parse_add_index_entry(GST_BASE_PARSE(self), offset, pts, TRUE, TRUE);
+}
+
 // Output pts of a packet at `offset` in a scanned file.
 static guint64 file_pts(const FileMap &fm, guint64 offset, guint64 pts) {
   auto it = std::upper_bound(fm.runs.begin(), fm.runs.end(), offset,
@@ -400,6 +439,7 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
                           "sender restarted (frame %" G_GUINT64_FORMAT
                           "): its time goes on from %" GST_TIME_FORMAT,
                           h.frame_number, GST_TIME_ARGS(pts));
+        if (h.keyframe() && !pull) index_keyframe(self, frame->offset, pts);
       }
       GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = pts;
       if (h.duration != stream::kNoTime && h.duration <= kMaxPacketDuration)

@@ -575,6 +575,78 @@ std::string file_bytes(const std::string &path) {
 
 }  // namespace
 
+// Seeks in a recording long enough that GstBaseParse's own estimate from
+// the bytes misses (60 s, a keyframe each second): every seek shows the
+// frame at its target first, decoded from the keyframe before it. Flushing
+// key-unit and accurate seeks in a file (the parser's index of keyframes),
+// accurate seeks on a byte stream (filesrc ! queue: GstBaseParse searches
+// by time). The targets jump back and forth. With a parser that left the
+// index and the file's start time to GstBaseParse, seeks in a file in this
+// order landed 0.2 s and 0.76 s after the targets at 50.8 s and 0.236 s;
+// with a parser that did not index keyframes on a byte stream, accurate
+// seeks there to 0.588 s and 0.236 s showed the keyframe at 1 s first
+// (GstBaseParse's index had not taken the first keyframe, and its lookup
+// of a key unit returned a delta).
+TEST(DiffTcp, SeeksInALongRecordingShowTheFrameAtTheirTarget) {
+  const std::string path =
+      std::string(g_get_tmp_dir()) + "/cudadiff-long-" + std::to_string(getpid()) + ".cdif";
+  const std::string record = gst_test::run_pipeline(
+      "videotestsrc num-buffers=1800 pattern=smpte horizontal-speed=3 ! "
+      "video/x-raw,format=I420,width=64,height=48,framerate=30/1 ! "
+      "cudadiffenc keyframe-interval=30 ! filesink location=" +
+      path);
+  ASSERT_EQ(record, "");
+  std::map<uint64_t, Bytes> whole;  // by the sender's timestamp
+  {
+    Pipeline direct("filesrc location=" + path + " ! cudadiffdec ! fakesink name=out sync=false",
+                    kKeepBytes);
+    ASSERT_TRUE(direct.start());
+    ASSERT_TRUE(wait_until([&] { return direct.eos() || !direct.error().empty(); }, 30));
+    ASSERT_EQ(direct.error(), "");
+    for (const stream_test::Shown &f : direct.frames()) whole[f.sender_pts] = f.bytes;
+  }
+  ASSERT_EQ(whole.size(), 1800u);
+  const std::vector<GstClockTime> targets = {
+      33009 * GST_MSECOND, 588 * GST_MSECOND, 13229 * GST_MSECOND, 50800 * GST_MSECOND,
+      5010 * GST_MSECOND,  236 * GST_MSECOND, 19400 * GST_MSECOND};
+  struct Mode {
+    const char *upstream;
+    GstSeekFlags flags;
+  };
+  const GstSeekFlags key = GstSeekFlags(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT);
+  const GstSeekFlags accurate = GstSeekFlags(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_ACCURATE);
+  for (const Mode &mode : {Mode{"", key}, Mode{"", accurate}, Mode{" ! queue", accurate}}) {
+    SCOPED_TRACE(std::string(mode.upstream) +
+                 (mode.flags & GST_SEEK_FLAG_KEY_UNIT ? " key unit" : " accurate"));
+    Pipeline p("filesrc location=" + path + mode.upstream +
+                   " ! cudadiffparse ! cudadiffdec ! fakesink name=out sync=false",
+               kKeepBytes);
+    GstElement *e = p.element();
+    ASSERT_NE(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+    ASSERT_EQ(gst_element_get_state(e, nullptr, nullptr, 10 * GST_SECOND),
+              GST_STATE_CHANGE_SUCCESS);
+    for (GstClockTime target : targets) {
+      SCOPED_TRACE("seek to " + std::to_string(target) + " ns");
+      p.clear_frames();  // the pipeline is prerolled: nothing flows until the seek
+      ASSERT_TRUE(gst_element_seek_simple(e, GST_FORMAT_TIME, mode.flags, gint64(target)));
+      ASSERT_EQ(gst_element_get_state(e, nullptr, nullptr, 10 * GST_SECOND),
+                GST_STATE_CHANGE_SUCCESS);
+      const std::vector<stream_test::Shown> shown = p.frames();
+      ASSERT_FALSE(shown.empty());
+      // The frame showing at the target, clipped by the decoder to start there.
+      const uint64_t frame_pts =
+          gst_util_uint64_scale(gst_util_uint64_scale(target, 30, GST_SECOND), GST_SECOND, 30);
+      EXPECT_EQ(shown.front().pts, target);
+      EXPECT_EQ(shown.front().sender_pts, frame_pts);
+      ASSERT_EQ(whole.count(shown.front().sender_pts), 1u) << shown.front().sender_pts;
+      EXPECT_EQ(shown.front().bytes, whole[shown.front().sender_pts]);
+    }
+    EXPECT_EQ(p.error(), "");
+    EXPECT_TRUE(p.warnings().empty()) << p.warnings().front();
+  }
+  std::remove(path.c_str());
+}
+
 // Two recordings in one file (cat, or a sender restarted into the same
 // file): the parser's timeline goes on through the second from where the
 // first ended, in a file (pull mode: the duration is both) as on a byte
