@@ -669,9 +669,31 @@ TEST(DiffTcp, ConcatenatedRecordingsPlayOneAfterTheOther) {
   }
   for (const char *mode : {"", " ! queue"}) {
     SCOPED_TRACE(mode);
+    // The parser's stream headers (GST_BUFFER_FLAG_HEADER) and their times
+    // (declared before the pipeline, whose probe writes them).
+    struct Headers {
+      std::mutex mutex;
+      std::vector<GstClockTime> pts;
+    } headers;
     Pipeline p("filesrc location=" + two + mode +
-               " ! cudadiffparse ! cudadiffdec ! fakesink name=out sync=false");
+               " ! cudadiffparse name=parse ! cudadiffdec ! fakesink name=out sync=false");
     GstElement *e = p.element();
+    GstElement *parse = p.get("parse");
+    GstPad *parse_src = gst_element_get_static_pad(parse, "src");
+    gst_pad_add_probe(
+        parse_src, GST_PAD_PROBE_TYPE_BUFFER,
+        [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+          GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+          auto *h = static_cast<Headers *>(data);
+          if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_HEADER)) {
+            std::lock_guard<std::mutex> lock(h->mutex);
+            h->pts.push_back(GST_BUFFER_PTS(buf));
+          }
+          return GST_PAD_PROBE_OK;
+        },
+        &headers, nullptr);
+    gst_object_unref(parse_src);
+    gst_object_unref(parse);
     ASSERT_NE(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
     ASSERT_EQ(gst_element_get_state(e, nullptr, nullptr, 10 * GST_SECOND),
               GST_STATE_CHANGE_SUCCESS);
@@ -687,6 +709,15 @@ TEST(DiffTcp, ConcatenatedRecordingsPlayOneAfterTheOther) {
     ASSERT_EQ(shown.size(), 120u);
     for (size_t i = 0; i < shown.size(); ++i)
       EXPECT_EQ(shown[i].pts, gst_util_uint64_scale(i, GST_SECOND, 30)) << i;
+    // Each recording's stream header: in a file it takes the time of the
+    // packet after it (GstBaseParse reads a file's start time from its first
+    // buffer); on a byte stream none.
+    p.stop();
+    std::lock_guard<std::mutex> lock(headers.mutex);
+    if (*mode == '\0')
+      EXPECT_EQ(headers.pts, (std::vector<GstClockTime>{0, 2 * GST_SECOND}));
+    else
+      EXPECT_EQ(headers.pts, (std::vector<GstClockTime>{GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE}));
   }
   std::remove(one.c_str());
   std::remove(two.c_str());
