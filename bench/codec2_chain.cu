@@ -23,6 +23,8 @@
 // encoders' default tiles at 1920x1080) and 864 tiles of 32 lanes walking
 // 142 steps; with variants that the format does not allow, among them
 // samples coded in one or two symbols instead of three.
+// Part 3, the same step with 10-bit tANS states instead of rANS (not the
+// format; docs/performance.md, "The same step with tANS").
 //
 //   codec2_chain [--runs N]     (needs a CUDA device; exit 77 without one)
 #include <cuda_runtime.h>
@@ -295,6 +297,163 @@ __global__ void __launch_bounds__(256)
   out[tile * 32 + lane] = x ^ h ^ pos;
 }
 
+// ---- part 3: the same step with tANS instead of rANS ---------------------
+// Not the format: what a step would cost if each symbol came from a tANS
+// (table-driven ANS) state of 10 bits. A distribution's decoding table has
+// kTansStates entries (token, bits to read, base of the next state); a
+// symbol is one lookup in shared memory and nb bits from the lane's bit
+// buffer: state = base + bits. A lane refills its buffer by a 32-bit word
+// when it holds fewer than 32 bits, the words handed out in lane order by a
+// vote of the warp (one interleaved stream per tile, as the format's
+// bytes). A token of 16 or more reads its raw bits from the same buffer.
+// The step, contexts and ring of values are step_kernel's. A lane would end
+// in a 10-bit state instead of a 32-bit one.
+constexpr int kTansBits = 10, kTansStates = 1 << kTansBits;
+
+template <int CTX, int NSYM = kNC, bool WINDOW = false>
+__global__ void __launch_bounds__(32)
+    tans_step_kernel(const uint32_t *payload, size_t tile_words, const uint32_t *gtabs,
+                     const uint16_t *gmap, int width, int steps, uint32_t *out) {
+  extern __shared__ uint4 dyn[];
+  uint32_t *tabs = reinterpret_cast<uint32_t *>(dyn);
+  __shared__ uint8_t bucket[kActivityTableMax + 1];
+  __shared__ uint16_t map[kDists];
+  const int lane = threadIdx.x;
+  const int period = width > 2 * kLanes ? width : 2 * kLanes;
+  const int cols = period + 2;
+  int16_t *ring = reinterpret_cast<int16_t *>(tabs + kNumTabs * kTansStates);
+  const auto at = [&](int row, int col, int c) -> int16_t & {
+    return ring[(row * cols + col) * kNC + c];
+  };
+  for (int v = lane; v < kNumTabs * kTansStates; v += 32) tabs[v] = gtabs[v];
+  for (int g = lane; g <= kActivityTableMax; g += 32) bucket[g] = uint8_t(activity_bucket(g));
+  for (int d = lane; d < kDists; d += 32) map[d] = gmap[d];
+  for (int v = lane; v < 33 * cols * kNC; v += 32) ring[v] = 0;
+  __syncwarp();
+  const uint32_t *w = payload + size_t(blockIdx.x) * tile_words;
+  const unsigned lt = (1u << lane) - 1;
+  uint32_t x = w[lane] & (kTansStates - 1);
+  uint32_t wpos = 32;
+  uint64_t buf = __ldg(w + wpos + lane);
+  int cnt = 32;
+  wpos += 32;
+  // WINDOW: the warp's next 64 words held in registers (lane l: words l and
+  // 32 + l), so that a refill is a shuffle, and the load of the words after
+  // them is off the chain until they are needed.
+  uint32_t win = WINDOW ? __ldg(w + wpos + lane) : 0,
+           nxt = WINDOW ? __ldg(w + wpos + 32 + lane) : 0;
+  uint32_t h = 0;
+  int left[kNC] = {0, 0, 0};
+  for (int st = 0; st < steps; ++st) {
+    const int tt = st - 2 * lane;
+    const int i = tt < 0 ? -1 : tt % period, j = (tt < 0 ? 0 : tt / period) * kLanes + lane;
+    const bool active = tt >= 0 && i < width;
+    const int slot = j % 33, up = (j + 32) % 33;
+    const int col = i + 1;
+    const uint32_t *tab0[kNC], *tab1[kNC];
+    int pred[kNC];
+#pragma unroll
+    for (int c = 0; c < kNC; ++c) {
+      const int b = at(up, col, c), cc = at(up, col > 0 ? col - 1 : 0, c);
+      const int d = at(up, col + 1, c);
+      const int a = left[c];
+      const int g = CTX == kCtxNone ? (st * 7 + lane * 3 + c) & 63 : spatial_activity(a, b, cc, d);
+      pred[c] = CTX == kCtxNone ? 0 : med(a, b, cc);
+      const int dist = c * 2 * kActivityBuckets + bucket_from_table(bucket, g);
+      tab0[c] = tabs + map[dist] * kTansStates;
+      tab1[c] = tabs + map[dist + kActivityBuckets] * kTansStates;
+    }
+    bool cross = false;
+    int value[kNC];
+#pragma unroll
+    for (int c = 0; c < kNC; ++c) {
+      if (c >= NSYM) {
+        value[c] = pred[c];
+        continue;
+      }
+      const uint32_t e = (cross ? tab1[c] : tab0[c])[x];
+      const int token = active ? int(e & 31u) : 0;
+      const int nb = active ? int((e >> 5) & 15u) : 0;
+      const int raw = token >= kDirectTokens ? token_extra_bits(token) : 0;
+      const uint32_t bits = uint32_t(buf) & ((1u << nb) - 1);
+      x = active ? (e >> 9) + bits : x;
+      const uint32_t rb = uint32_t(buf >> nb) & ((1u << raw) - 1);
+      buf >>= nb + raw;
+      cnt -= nb + raw;
+      h = active ? lane_checksum(h, uint32_t(token)) : h;
+      const bool refill = cnt < 32;
+      const uint32_t refills = __ballot_sync(kFull, refill);
+      if (refills) {
+        const int k = __popc(refills);
+        if (WINDOW) {
+          const uint32_t word = __shfl_sync(kFull, win, __popc(refills & lt));
+          if (refill) {
+            buf |= uint64_t(word) << cnt;
+            cnt += 32;
+          }
+          const int from = lane + k;  // the window moves on by k words
+          const uint32_t a = __shfl_sync(kFull, win, from & 31),
+                         b = __shfl_sync(kFull, nxt, from & 31);
+          win = from < 32 ? a : b;
+          wpos += k;
+          if (wpos + 128 > tile_words) wpos = 64;  // (random words: wrap around)
+          nxt = from < 32 ? b : __ldg(w + wpos + 32 + lane);
+        } else {
+          if (refill) {
+            buf |= uint64_t(__ldg(w + wpos + __popc(refills & lt))) << cnt;
+            cnt += 32;
+          }
+          wpos += k;
+          if (wpos + 64 > tile_words) wpos = 64;  // (random words: wrap around the window)
+        }
+      }
+      const uint32_t v = token >= kDirectTokens ? token_value(token, rb) : uint32_t(token);
+      const int r = unzigzag(v);
+      if (c == 0) cross = r != 0;
+      const int val = pred[c] + r;
+      value[c] = val < -255 ? -255 : val > 255 ? 255 : val;
+    }
+#pragma unroll
+    for (int c = 0; c < kNC; ++c) {
+      if (active) at(slot, col, c) = int16_t(value[c]);
+      left[c] = active ? value[c] : left[c];
+    }
+    __syncwarp();
+  }
+  out[blockIdx.x * 32 + lane] = x ^ h ^ wpos;
+}
+
+// A tANS decoding table of kTansStates entries for geometric frequencies
+// with ratio rho (every token present): the normalised counts spread over
+// the states with FSE's step, each entry token | nb << 5 | base << 9.
+void make_tans(double rho, uint32_t *t) {
+  double wsum = 0, wt[kTokens];
+  for (int k = 0; k < kTokens; ++k) wsum += (wt[k] = std::pow(rho, k));
+  int n[kTokens], total = 0;
+  for (int k = 0; k < kTokens; ++k) {
+    n[k] = std::max(1, int(wt[k] / wsum * kTansStates));
+    total += n[k];
+  }
+  n[0] += kTansStates - total;
+  std::vector<int> sym(kTansStates);
+  const int stride = (kTansStates >> 1) + (kTansStates >> 3) + 3;
+  int pos = 0;
+  for (int k = 0; k < kTokens; ++k)
+    for (int r = 0; r < n[k]; ++r) {
+      sym[pos] = k;
+      pos = (pos + stride) & (kTansStates - 1);
+    }
+  int next[kTokens];
+  for (int k = 0; k < kTokens; ++k) next[k] = n[k];
+  for (int s = 0; s < kTansStates; ++s) {
+    const int k = sym[s], q = next[k]++;
+    int nb = 0;
+    while ((q << nb) < kTansStates) ++nb;
+    const uint32_t base = uint32_t((q << nb) - kTansStates);
+    t[s] = uint32_t(k) | uint32_t(nb) << 5 | base << 9;
+  }
+}
+
 // Geometric token frequencies with ratio rho (every token present), as the
 // decoder's table.
 void make_tab(double rho, DistTab &t) {
@@ -459,6 +618,43 @@ int main(int argc, char **argv) {
               "all four, tables known beforehand");
       variant(step_kernel<kCtxLeft, 0, 2>, "the format's step with two symbols per sample");
       variant(step_kernel<kCtxLeft, 0, 1>, "the format's step with one symbol per sample");
+      // Part 3 (tANS): its tables take 160 KB of shared memory, so one warp
+      // per block, in the first layout only.
+      if (L.per_block != 1) continue;
+      std::vector<uint32_t> tans(size_t(kNumTabs) * kTansStates);
+      for (int t = 0; t < kNumTabs; ++t)
+        make_tans(rho[0] + (rho[1] - rho[0]) * t / (kNumTabs - 1), tans.data() + t * kTansStates);
+      uint32_t *d_tans = nullptr;
+      CHAIN_CHECK(cudaMalloc(&d_tans, 4 * tans.size()));
+      CHAIN_CHECK(cudaMemcpy(d_tans, tans.data(), 4 * tans.size(), cudaMemcpyHostToDevice));
+      const size_t tsmem = 4 * tans.size() + size_t(33) * (period + 2) * kNC * 2;
+      std::printf("part 3: the same step with 10-bit tANS states (%zu bytes of shared memory)\n",
+                  tsmem);
+      if (tsmem > prop.sharedMemPerBlockOptin) {
+        std::printf("  skipped: the device has %zu bytes per block\n",
+                    size_t(prop.sharedMemPerBlockOptin));
+      } else {
+        const auto tvariant = [&](auto kernel, const char *name) {
+          CHAIN_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(tsmem)));
+          const float ms = best_ms(
+              [&] {
+                kernel<<<L.tiles, 32, tsmem>>>(reinterpret_cast<const uint32_t *>(d_payload),
+                                               tile_bytes / 4, d_tans, d_map, L.width, steps,
+                                               d_out);
+              },
+              runs);
+          std::printf("  %-52s %.4f ms  %5.0f cycles per step\n", name, ms,
+                      ms * cycles_per_ms / steps);
+        };
+        tvariant(tans_step_kernel<kCtxLeft>, "tANS, the format's contexts");
+        tvariant(tans_step_kernel<kCtxNone>, "tANS, tables known beforehand");
+        tvariant(tans_step_kernel<kCtxLeft, 1>, "tANS, one symbol per sample");
+        tvariant(tans_step_kernel<kCtxLeft, kNC, true>, "tANS, refills from a window (shuffles)");
+        tvariant(tans_step_kernel<kCtxNone, kNC, true>, "tANS, window, tables known beforehand");
+        tvariant(tans_step_kernel<kCtxLeft, 1, true>, "tANS, window, one symbol per sample");
+      }
+      CHAIN_CHECK(cudaFree(d_tans));
     }
   }
   CHAIN_CHECK(cudaFree(d_payload));
