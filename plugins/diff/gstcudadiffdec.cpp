@@ -120,6 +120,9 @@ struct DecState {
   size_t frame_bytes = 0;
   bool synced = false;   // the reference is valid: a keyframe and every packet since
   bool in_loss = false;  // a warning was posted since the last decoded packet
+  // Version 2: the packet just applied was decoded at once (decode(), not
+  // submit(): a keyframe of a new size), so its frame is written at once.
+  bool decoded_now = false;
   guint64 last_frame_number = 0;
   // Bytes skipped since the last packet (not a packet, or a packet whose
   // header failed), and why the first of them were: named in the warning
@@ -590,18 +593,27 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
     if (v2) {
       // A body the core refuses leaves its picture as it was; deltas wait
       // for the next keyframe. One it takes is in flight until
-      // finish_pending(), which counts it.
-      std::unique_ptr<codec2::Decoder> fresh;
-      if (!configured_for(st, h))
-        fresh = codec2::Decoder::create(*st->ctx, h.format, int(h.width), int(h.height));
-      codec2::Decoder *core = fresh ? fresh.get() : st->decoder2.get();
-      if (!core->submit(body, h.body_size, &why)) {
+      // finish_pending(), which counts it. A keyframe that needs a new
+      // decoder (another format, size or rate) is decoded at once instead,
+      // before the output caps change: damage that only the GPU finds
+      // (after submit()) then leaves them as they were too.
+      if (!configured_for(st, h)) {
+        std::unique_ptr<codec2::Decoder> fresh =
+            codec2::Decoder::create(*st->ctx, h.format, int(h.width), int(h.height));
+        if (!fresh->decode(body, h.body_size, &why)) {
+          report_loss(self, "damaged keyframe",
+                      "frame " + std::to_string(h.frame_number) + ": " + why);
+          return false;
+        }
+        if (!configure(self, h, std::move(fresh))) {
+          *ret = GST_FLOW_NOT_NEGOTIATED;
+          return false;
+        }
+        st->decoded_now = true;
+        count_keyframe(self);
+      } else if (!st->decoder2->submit(body, h.body_size, &why)) {
         report_loss(self, "damaged keyframe",
                     "frame " + std::to_string(h.frame_number) + ": " + why);
-        return false;
-      }
-      if (fresh && !configure(self, h, std::move(fresh))) {
-        *ret = GST_FLOW_NOT_NEGOTIATED;
         return false;
       }
     } else {
@@ -839,6 +851,7 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     try {
       try {
         cudadiff::ContextScope scope(st->ctx.get());
+        st->decoded_now = false;
         decoded = decode_packet(self, h, in.data + stream::kHeaderSize, &ret);
       } catch (const std::bad_alloc &) {
         // A keyframe of a size this machine cannot hold (version 2 keeps
@@ -878,7 +891,7 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   p.frame = frame;
   p.sender_pts = h.pts;
   p.sender_duration = h.duration;
-  p.in_core2 = st->decoder2 != nullptr;
+  p.in_core2 = st->decoder2 != nullptr && !st->decoded_now;
   p.keyframe = h.keyframe();
   p.frame_number = h.frame_number;
   // No output for a version 2 frame in flight (or a write that failed):
@@ -919,7 +932,9 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   }
   try {
     cudadiff::ContextScope scope(st->ctx.get());
-    if (st->decoder2)
+    if (st->decoder2 && st->decoded_now)
+      st->decoder2->write_frame(gst_cudadiff_frame_view(&p.out));  // waits for the copy
+    else if (st->decoder2)
       st->decoder2->submit_write_frame(gst_cudadiff_frame_view(&p.out));
     else
       st->decoder->submit_write_frame(gst_cudadiff_frame_view(&p.out));

@@ -1247,6 +1247,45 @@ TEST(CudaDiff, ParserTimelineRepeatedPacketsAndTimeFallingBack) {
   EXPECT_NEAR(double(back[3]), double(at(3)), 1.0);
 }
 
+namespace {
+
+// What cudadiffdec shows for `packets`: its frames, and the size of each
+// caps event it sends.
+struct ShownWithCaps {
+  std::vector<Bytes> frames;
+  std::vector<std::string> caps;
+};
+ShownWithCaps decode_with_caps(const std::vector<GstBuffer *> &packets) {
+  ShownWithCaps r;
+  GstHarness *dec = gst_harness_new_parse("cudadiffdec");
+  gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+  for (GstBuffer *packet : packets) {
+    EXPECT_EQ(gst_harness_push(dec, gst_buffer_ref(packet)), GST_FLOW_OK);
+    while (GstBuffer *out = gst_harness_try_pull(dec)) {
+      GstCaps *caps = gst_pad_get_current_caps(dec->sinkpad);
+      r.frames.push_back(canonical_of(out, caps));
+      gst_caps_unref(caps);
+      gst_buffer_unref(out);
+    }
+  }
+  while (GstEvent *ev = gst_harness_try_pull_event(dec)) {
+    if (GST_EVENT_TYPE(ev) == GST_EVENT_CAPS) {
+      GstCaps *caps = nullptr;
+      gst_event_parse_caps(ev, &caps);
+      const GstStructure *st = gst_caps_get_structure(caps, 0);
+      int w = 0, h = 0;
+      gst_structure_get_int(st, "width", &w);
+      gst_structure_get_int(st, "height", &h);
+      r.caps.push_back(std::to_string(w) + "x" + std::to_string(h));
+    }
+    gst_event_unref(ev);
+  }
+  gst_harness_teardown(dec);
+  return r;
+}
+
+}  // namespace
+
 // A version 2 keyframe whose body the decoder refuses, under a header of
 // another size (checksums right): nothing changes, the output caps
 // included (the core gets the body before the decoder is replaced), and
@@ -1260,39 +1299,55 @@ TEST(CudaDiff, RefusedKeyframeLeavesTheOutputCaps) {
   encode(e, "I420", 64, 48, o);
   // One tile's body where 640x480 has 16 tiles: refused by the body's reader.
   GstBuffer *bad = announcing(e.packets[4], 640, 480);
-  GstHarness *dec = gst_harness_new_parse("cudadiffdec");
-  gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
-  std::vector<Bytes> frames;
-  for (size_t t = 0; t < e.packets.size(); ++t) {
-    ASSERT_EQ(gst_harness_push(dec, gst_buffer_ref(t == 4 ? bad : e.packets[t])), GST_FLOW_OK);
-    while (GstBuffer *out = gst_harness_try_pull(dec)) {
-      GstCaps *caps = gst_pad_get_current_caps(dec->sinkpad);
-      frames.push_back(canonical_of(out, caps));
-      gst_caps_unref(caps);
-      gst_buffer_unref(out);
-    }
-  }
-  std::vector<std::string> caps_seen;
-  while (GstEvent *ev = gst_harness_try_pull_event(dec)) {
-    if (GST_EVENT_TYPE(ev) == GST_EVENT_CAPS) {
-      GstCaps *caps = nullptr;
-      gst_event_parse_caps(ev, &caps);
-      const GstStructure *st = gst_caps_get_structure(caps, 0);
-      int w = 0, h = 0;
-      gst_structure_get_int(st, "width", &w);
-      gst_structure_get_int(st, "height", &h);
-      caps_seen.push_back(std::to_string(w) + "x" + std::to_string(h));
-    }
-    gst_event_unref(ev);
-  }
-  gst_harness_teardown(dec);
+  std::vector<GstBuffer *> in(e.packets.begin(), e.packets.end());
+  in[4] = bad;
+  const ShownWithCaps shown = decode_with_caps(in);
   gst_buffer_unref(bad);
-  ASSERT_EQ(caps_seen.size(), 1u) << caps_seen.back();
-  EXPECT_EQ(caps_seen[0], "64x48");
+  ASSERT_EQ(shown.caps.size(), 1u) << shown.caps.back();
+  EXPECT_EQ(shown.caps[0], "64x48");
   const std::vector<size_t> want = {0, 1, 2, 3, 8, 9, 10, 11};
-  ASSERT_EQ(frames.size(), want.size());
+  ASSERT_EQ(shown.frames.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_EQ(frames[i], e.pictures[want[i]]) << "frame " << want[i];
+    EXPECT_EQ(shown.frames[i], e.pictures[want[i]]) << "frame " << want[i];
+}
+
+// A keyframe of another size whose body passes the reader's checks but
+// has a damaged tile (a changed byte, checksums right): the CUDA backend
+// finds that only when it decodes the tile. A keyframe that changes the
+// size is decoded before the caps change, so the caps stay (before, they
+// changed to the damaged keyframe's size and back at the next keyframe).
+// The CPU backend refuses such a body when it is submitted.
+TEST(CudaDiff, KeyframeWithADamagedTileLeavesTheOutputCaps) {
+  Encoded e, other;
+  EncodeOptions o;
+  o.frames = 12;
+  o.version = 2;
+  o.threshold = 0;
+  o.props = "keyframe-interval=4 compression=none";
+  encode(e, "I420", 64, 48, o);
+  o.frames = 1;
+  encode(other, "I420", 96, 64, o);
+  const Bytes body = payload_of(other.packets[0]);
+  const size_t last = body.size() - 1;  // in the last coded tile's rANS bytes
+  GstBuffer *bad = damaged(other.packets[0], last, uint8_t(body[last] ^ 0x5a), true);
+  std::vector<GstBuffer *> in(e.packets.begin(), e.packets.begin() + 4);
+  in.push_back(bad);
+  in.insert(in.end(), e.packets.begin() + 8, e.packets.end());
+  const ShownWithCaps shown = decode_with_caps(in);
+  gst_buffer_unref(bad);
+  ASSERT_EQ(shown.caps.size(), 1u) << shown.caps.back();
+  EXPECT_EQ(shown.caps[0], "64x48");
+  const std::vector<size_t> want = {0, 1, 2, 3, 8, 9, 10, 11};
+  ASSERT_EQ(shown.frames.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(shown.frames[i], e.pictures[want[i]]) << "frame " << want[i];
+  // The same keyframe undamaged does change them, and shows.
+  std::vector<GstBuffer *> good(e.packets.begin(), e.packets.begin() + 4);
+  good.push_back(other.packets[0]);
+  const ShownWithCaps changed = decode_with_caps(good);
+  EXPECT_EQ(changed.caps, (std::vector<std::string>{"64x48", "96x64"}));
+  ASSERT_EQ(changed.frames.size(), 5u);
+  EXPECT_EQ(changed.frames[4], other.pictures[0]);
 }
 
 TEST(CudaDiff, DecoderDropsDamagedPacketsAndRecovers) {
