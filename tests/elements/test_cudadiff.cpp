@@ -1284,6 +1284,17 @@ ShownWithCaps decode_with_caps(const std::vector<GstBuffer *> &packets) {
   return r;
 }
 
+// What a 64x48 stream of 12 frames (keyframes 0, 4, 8) shows when its
+// keyframe 4 is dropped: its frames but 4 to 7, and its caps alone.
+void expect_keyframe_dropped(const ShownWithCaps &shown, const Encoded &e) {
+  ASSERT_EQ(shown.caps.size(), 1u) << shown.caps.back();
+  EXPECT_EQ(shown.caps[0], "64x48");
+  const std::vector<size_t> want = {0, 1, 2, 3, 8, 9, 10, 11};
+  ASSERT_EQ(shown.frames.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(shown.frames[i], e.pictures[want[i]]) << "frame " << want[i];
+}
+
 }  // namespace
 
 // A version 2 keyframe whose body the decoder refuses, under a header of
@@ -1303,12 +1314,7 @@ TEST(CudaDiff, RefusedKeyframeLeavesTheOutputCaps) {
   in[4] = bad;
   const ShownWithCaps shown = decode_with_caps(in);
   gst_buffer_unref(bad);
-  ASSERT_EQ(shown.caps.size(), 1u) << shown.caps.back();
-  EXPECT_EQ(shown.caps[0], "64x48");
-  const std::vector<size_t> want = {0, 1, 2, 3, 8, 9, 10, 11};
-  ASSERT_EQ(shown.frames.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_EQ(shown.frames[i], e.pictures[want[i]]) << "frame " << want[i];
+  expect_keyframe_dropped(shown, e);
 }
 
 // A keyframe of another size whose body passes the reader's checks but
@@ -1335,12 +1341,7 @@ TEST(CudaDiff, KeyframeWithADamagedTileLeavesTheOutputCaps) {
   in.insert(in.end(), e.packets.begin() + 8, e.packets.end());
   const ShownWithCaps shown = decode_with_caps(in);
   gst_buffer_unref(bad);
-  ASSERT_EQ(shown.caps.size(), 1u) << shown.caps.back();
-  EXPECT_EQ(shown.caps[0], "64x48");
-  const std::vector<size_t> want = {0, 1, 2, 3, 8, 9, 10, 11};
-  ASSERT_EQ(shown.frames.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_EQ(shown.frames[i], e.pictures[want[i]]) << "frame " << want[i];
+  expect_keyframe_dropped(shown, e);
   // The same keyframe undamaged does change them, and shows.
   std::vector<GstBuffer *> good(e.packets.begin(), e.packets.begin() + 4);
   good.push_back(other.packets[0]);
