@@ -120,9 +120,6 @@ struct DecState {
   size_t frame_bytes = 0;
   bool synced = false;   // the reference is valid: a keyframe and every packet since
   bool in_loss = false;  // a warning was posted since the last decoded packet
-  // Version 2: the packet just applied was decoded at once (decode(), not
-  // submit(): a keyframe of a new size), so its frame is written at once.
-  bool decoded_now = false;
   guint64 last_frame_number = 0;
   // Bytes skipped since the last packet (not a packet, or a packet whose
   // header failed), and why the first of them were: named in the warning
@@ -609,8 +606,7 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
           *ret = GST_FLOW_NOT_NEGOTIATED;
           return false;
         }
-        st->decoded_now = true;
-        count_keyframe(self);
+        count_keyframe(self);  // (nothing in flight: handle_frame() writes it at once)
       } else if (!st->decoder2->submit(body, h.body_size, &why)) {
         report_loss(self, "damaged keyframe",
                     "frame " + std::to_string(h.frame_number) + ": " + why);
@@ -851,7 +847,6 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     try {
       try {
         cudadiff::ContextScope scope(st->ctx.get());
-        st->decoded_now = false;
         decoded = decode_packet(self, h, in.data + stream::kHeaderSize, &ret);
       } catch (const std::bad_alloc &) {
         // A keyframe of a size this machine cannot hold (version 2 keeps
@@ -891,7 +886,8 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   p.frame = frame;
   p.sender_pts = h.pts;
   p.sender_duration = h.duration;
-  p.in_core2 = st->decoder2 != nullptr && !st->decoded_now;
+  // (version 2 with nothing in flight: a keyframe of a new size, decoded at once)
+  p.in_core2 = st->decoder2 != nullptr && st->decoder2->frames_in_flight() > 0;
   p.keyframe = h.keyframe();
   p.frame_number = h.frame_number;
   // No output for a version 2 frame in flight (or a write that failed):
@@ -932,10 +928,10 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   }
   try {
     cudadiff::ContextScope scope(st->ctx.get());
-    if (st->decoder2 && st->decoded_now)
-      st->decoder2->write_frame(gst_cudadiff_frame_view(&p.out));  // waits for the copy
-    else if (st->decoder2)
+    if (p.in_core2)
       st->decoder2->submit_write_frame(gst_cudadiff_frame_view(&p.out));
+    else if (st->decoder2)
+      st->decoder2->write_frame(gst_cudadiff_frame_view(&p.out));  // waits for the copy
     else
       st->decoder->submit_write_frame(gst_cudadiff_frame_view(&p.out));
   } catch (const cudadiff::Error &e) {
