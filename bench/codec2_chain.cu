@@ -181,6 +181,51 @@ __device__ __forceinline__ bool renorm_variant(uint32_t &x, bool active, const B
   return renorm_from(x, active, byte, pos, end, lt);  // the format's: the decoder's own
 }
 
+// A step's contexts, as the decoder forms them from the ring of values
+// (`at`) and the values to the left: component c's first symbol takes
+// table map[dist[c]], the others (after a non-zero first residual)
+// map[dist[c] + kActivityBuckets]; pred[c] is its prediction. Parts 2 and 3.
+template <int CTX, class At>
+__device__ __forceinline__ void step_contexts(const At &at, int up, int col, int st, int lane,
+                                              const int (&left)[kNC], const uint8_t *bucket,
+                                              int (&dist)[kNC], int (&pred)[kNC]) {
+#pragma unroll
+  for (int c = 0; c < kNC; ++c) {
+    const int b = at(up, col, c), cc = at(up, col > 0 ? col - 1 : 0, c);
+    const int d = at(up, col + 1, c);
+    const int a = left[c];
+    int g;
+    if (CTX == kCtxNone) {
+      g = (st * 7 + lane * 3 + c) & 63;
+    } else if (CTX == kCtxLeft) {
+      g = spatial_activity(a, b, cc, d);
+    } else {
+      const int e = at(up, col > 1 ? col - 2 : 0, c);
+      g = iabs(b - cc) + iabs(b - d) + iabs(cc - e) + iabs(d - b) / 2;
+    }
+    pred[c] = CTX == kCtxNone ? 0 : med(a, b, cc);
+    dist[c] = c * 2 * kActivityBuckets + bucket_from_table(bucket, g);
+  }
+}
+
+// A component's value from its prediction and residual, in range.
+__device__ __forceinline__ int step_value(int pred, int r) {
+  const int val = pred + r;
+  return val < -255 ? -255 : val > 255 ? 255 : val;
+}
+
+// The end of a step: an active lane's values into the ring, and to its left.
+template <class At>
+__device__ __forceinline__ void keep_values(const At &at, int slot, int col, bool active,
+                                            const int (&value)[kNC], int (&left)[kNC]) {
+#pragma unroll
+  for (int c = 0; c < kNC; ++c) {
+    if (active) at(slot, col, c) = int16_t(value[c]);
+    left[c] = active ? value[c] : left[c];
+  }
+  __syncwarp();
+}
+
 // One warp per tile; lane l decodes row j = round * 32 + l of a tile `width`
 // samples wide at step round * period + i + 2l (the format's schedule), its
 // values kept in a ring of 33 rows in shared memory as the decoder keeps its
@@ -233,24 +278,13 @@ __global__ void __launch_bounds__(256)
     const int col = i + 1;  // 0 before the first step
     if (!(FLAGS & (kBytesShared | kOwnStreams)) && lane == 0 && pos + 256u < end)
       asm volatile("prefetch.global.L1 [%0];" ::"l"(p + pos + 256));
+    int dist[kNC], pred[kNC];
+    step_contexts<CTX>(at, up, col, st, lane, left, bucket, dist, pred);
     const DistTab *tab0[kNC], *tab1[kNC];
-    int pred[kNC];
 #pragma unroll
     for (int c = 0; c < kNC; ++c) {
-      const int b = at(up, col, c), cc = at(up, col > 0 ? col - 1 : 0, c);
-      const int d = at(up, col + 1, c), e = at(up, col > 1 ? col - 2 : 0, c);
-      const int a = left[c];
-      int g;
-      if (CTX == kCtxNone)
-        g = (st * 7 + lane * 3 + c) & 63;
-      else if (CTX == kCtxLeft)
-        g = spatial_activity(a, b, cc, d);
-      else
-        g = iabs(b - cc) + iabs(b - d) + iabs(cc - e) + iabs(d - b) / 2;
-      pred[c] = CTX == kCtxNone ? 0 : med(a, b, cc);
-      const int dist = c * 2 * kActivityBuckets + bucket_from_table(bucket, g);
-      tab0[c] = tabs + map[dist];
-      tab1[c] = tabs + map[dist + kActivityBuckets];
+      tab0[c] = tabs + map[dist[c]];
+      tab1[c] = tabs + map[dist[c] + kActivityBuckets];
     }
     bool cross = false;
     int value[kNC];
@@ -284,15 +318,9 @@ __global__ void __launch_bounds__(256)
       }
       const int r = unzigzag(v);
       if (c == 0) cross = r != 0;
-      const int val = pred[c] + r;
-      value[c] = val < -255 ? -255 : val > 255 ? 255 : val;
+      value[c] = step_value(pred[c], r);
     }
-#pragma unroll
-    for (int c = 0; c < kNC; ++c) {
-      if (active) at(slot, col, c) = int16_t(value[c]);
-      left[c] = active ? value[c] : left[c];
-    }
-    __syncwarp();
+    keep_values(at, slot, col, active, value, left);
   }
   out[tile * 32 + lane] = x ^ h ^ pos;
 }
@@ -350,18 +378,13 @@ __global__ void __launch_bounds__(32)
     const bool active = tt >= 0 && i < width;
     const int slot = j % 33, up = (j + 32) % 33;
     const int col = i + 1;
+    int dist[kNC], pred[kNC];
+    step_contexts<CTX>(at, up, col, st, lane, left, bucket, dist, pred);
     const uint32_t *tab0[kNC], *tab1[kNC];
-    int pred[kNC];
 #pragma unroll
     for (int c = 0; c < kNC; ++c) {
-      const int b = at(up, col, c), cc = at(up, col > 0 ? col - 1 : 0, c);
-      const int d = at(up, col + 1, c);
-      const int a = left[c];
-      const int g = CTX == kCtxNone ? (st * 7 + lane * 3 + c) & 63 : spatial_activity(a, b, cc, d);
-      pred[c] = CTX == kCtxNone ? 0 : med(a, b, cc);
-      const int dist = c * 2 * kActivityBuckets + bucket_from_table(bucket, g);
-      tab0[c] = tabs + map[dist] * kTansStates;
-      tab1[c] = tabs + map[dist + kActivityBuckets] * kTansStates;
+      tab0[c] = tabs + map[dist[c]] * kTansStates;
+      tab1[c] = tabs + map[dist[c] + kActivityBuckets] * kTansStates;
     }
     bool cross = false;
     int value[kNC];
@@ -410,15 +433,9 @@ __global__ void __launch_bounds__(32)
       const uint32_t v = token >= kDirectTokens ? token_value(token, rb) : uint32_t(token);
       const int r = unzigzag(v);
       if (c == 0) cross = r != 0;
-      const int val = pred[c] + r;
-      value[c] = val < -255 ? -255 : val > 255 ? 255 : val;
+      value[c] = step_value(pred[c], r);
     }
-#pragma unroll
-    for (int c = 0; c < kNC; ++c) {
-      if (active) at(slot, col, c) = int16_t(value[c]);
-      left[c] = active ? value[c] : left[c];
-    }
-    __syncwarp();
+    keep_values(at, slot, col, active, value, left);
   }
   out[blockIdx.x * 32 + lane] = x ^ h ^ wpos;
 }
