@@ -18,14 +18,18 @@
 // the lanes jump (one step walked, then the warp does the skipped samples;
 // the walk's jumps in brackets). For sparse tiles also the fewest lanes;
 // the deltas' average body in bytes, and their lanes (each ends with a
-// state of 4 bytes: the lanes' price).
+// state of 4 bytes: the lanes' price); and the deltas' frequency tables:
+// the distributions that have one, and how many different tables they use
+// (the average and the most of a delta), which a decoder keeps at hand.
 // The frame's decoding time follows its longest walk (docs/performance.md,
 // "Real footage on the GPU"), so this tells on any machine which tiles a
 // change of the lane rule would shorten. (The encoders bound the same walk,
 // codec2_rules.h, bounded_lanes(); this counts it independently, step by
 // step.)
 #include <algorithm>
+#include <array>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -100,14 +104,16 @@ int main(int argc, char **argv) {
       geometry.lane_samples, geometry.walk_bound);
   std::printf(
       "| threshold | full tiles | longest walk (jumps) | partly skipped | longest walk (jumps) "
-      "| fewest lanes | sparse | longest walk (jumps) | fewest lanes | delta bytes | lanes |\n"
-      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+      "| fewest lanes | sparse | longest walk (jumps) | fewest lanes | delta bytes | lanes "
+      "| tables: used | different | most different |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int threshold : {0, 5, 10, 20}) {
     auto enc = Encoder::create(*cpu, VideoFormat::BGR, w, h, &geometry);
     detail::BodyReader reader(VideoFormat::BGR, w, h);
     HostBytes body, before, after;
     Kind full, partly, sparse;
-    size_t delta_bytes = 0, delta_lanes = 0;
+    size_t delta_bytes = 0, delta_lanes = 0, tables_used = 0, tables_different = 0;
+    size_t most_different = 0;
     for (size_t t = 0; t < input.size(); ++t) {
       testing_util::HostFrame f(VideoFormat::BGR, w, h);
       bench::copy_clip_frame(input[t], f.view);
@@ -118,7 +124,19 @@ int main(int argc, char **argv) {
         return 1;
       }
       reader.commit();
-      if (t > 0) delta_bytes += body.size();
+      if (t > 0) {
+        delta_bytes += body.size();
+        std::set<std::array<uint32_t, kTokens>> different;
+        for (int d = 0; d < reader.distributions(); ++d) {
+          if (!reader.used(d)) continue;
+          std::array<uint32_t, kTokens> table;
+          reader.symbols(d, table.data());
+          different.insert(table);
+          ++tables_used;
+        }
+        tables_different += different.size();
+        most_different = std::max(most_different, different.size());
+      }
       enc->read_reference(after);
       const std::vector<detail::TileEntry> &entries = reader.entries();
       for (size_t ti = 0; t > 0 && ti < tiles.size(); ++ti) {
@@ -150,12 +168,14 @@ int main(int argc, char **argv) {
     }
     const double deltas = double(input.size() - 1);
     std::printf(
-        "| %d | %.1f | %d (%d) | %.1f | %d (%d) | %d | %.1f | %d (%d) | %d | %.0f | %.0f |\n",
+        "| %d | %.1f | %d (%d) | %.1f | %d (%d) | %d | %.1f | %d (%d) | %d | %.0f | %.0f | %.1f "
+        "| %.1f | %zu |\n",
         threshold, full.tiles / deltas, full.longest.steps, full.longest.jumps,
         partly.tiles / deltas, partly.longest.steps, partly.longest.jumps,
         partly.tiles ? partly.fewest_lanes : 0, sparse.tiles / deltas, sparse.longest.steps,
         sparse.longest.jumps, sparse.tiles ? sparse.fewest_lanes : 0, double(delta_bytes) / deltas,
-        double(delta_lanes) / deltas);
+        double(delta_lanes) / deltas, double(tables_used) / deltas,
+        double(tables_different) / deltas, most_different);
   }
   return 0;
 }
