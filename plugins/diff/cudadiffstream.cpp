@@ -615,5 +615,43 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
   return step;
 }
 
+uint64_t Timeline::at(const TimeRun &r, uint64_t pts) {
+  constexpr uint64_t kMaxTime = uint64_t(INT64_MAX);
+  if (pts <= r.pts) return r.out;
+  const uint64_t d = pts - r.pts;
+  return d <= kMaxTime - r.out ? r.out + d : kMaxTime;
+}
+
+void Timeline::passed(const PacketHeader &h, uint64_t out) {
+  last_frame = h.frame_number;
+  last_pts = h.pts;
+  const uint64_t dur = h.duration != kNoTime && h.duration <= kMaxPacketDuration ? h.duration : 0;
+  end = out <= uint64_t(INT64_MAX) - dur ? out + dur : out;
+}
+
+uint64_t Timeline::place(const PacketHeader &h, uint64_t offset, bool keep, bool *new_run) {
+  *new_run = false;
+  const bool restart = have && !keep &&
+                       ((h.frame_number < last_frame &&
+                         (h.frame_number == 0 || last_frame - h.frame_number > kReorderFrames)) ||
+                        (h.pts < last_pts && last_pts - h.pts > kReorderTime));
+  if (!have || restart) {
+    run = TimeRun{offset, h.pts, have ? end : 0};
+    have = true;
+    *new_run = true;
+  } else if (keep && h.pts < run.pts) {
+    run = TimeRun{offset, h.pts, run.out};
+  }
+  const uint64_t out = at(run, h.pts);
+  passed(h, out);
+  return out;
+}
+
+void Timeline::anchor(const PacketHeader &h, uint64_t offset, uint64_t out) {
+  run = TimeRun{offset, h.pts, out};
+  have = true;
+  passed(h, out);
+}
+
 }  // namespace stream
 }  // namespace cudadiff

@@ -243,6 +243,50 @@ class Reader {
   void *dctx_ = nullptr;  // ZSTD_DCtx
 };
 
+// A stream's output timeline, from its packets' sender timestamps (the
+// parser and the decoder share it; docs/elements.md, cudadiffparse). The
+// sender's timestamps in runs: a run begins at the first packet and
+// wherever the sender restarted (its frame numbers fall back to 0 or by
+// more than kReorderFrames, or its timestamps by more than kReorderTime:
+// not a packet merely late or repeated). In a run, output pts = out +
+// (sender pts - pts), and a run after the first begins where the packet
+// before it ended, so that time never jumps back. A packet that came with
+// an output time of its own (a timed byte stream, whose buffers start
+// packets anywhere) begins a run at that time: the packets after it that
+// have none follow it at the sender's pace.
+constexpr uint64_t kReorderFrames = 16;
+constexpr uint64_t kReorderTime = 1000000000;  // 1 s
+// A packet's duration counts for the timeline up to this (a longer one is
+// damage or a crafted header, and would push the rest of the stream away).
+constexpr uint64_t kMaxPacketDuration = 60 * kReorderTime;
+
+struct TimeRun {
+  uint64_t offset;  // its first packet's byte offset (the parser's pull mode)
+  uint64_t pts;     // that packet's sender pts
+  uint64_t out;     // its output pts
+};
+
+struct Timeline {
+  bool have = false;
+  TimeRun run{0, 0, 0};
+  uint64_t last_frame = 0;  // the last packet's frame number
+  uint64_t last_pts = 0;    // and its sender pts
+  uint64_t end = 0;         // where the last packet ended (output time)
+
+  // The output pts of a packet with a sender pts (h.pts != kNoTime), at
+  // byte `offset`; a new run when the sender restarted (never after a
+  // seek: `keep`).
+  uint64_t place(const PacketHeader &h, uint64_t offset, bool keep, bool *new_run);
+  // A packet with a sender pts whose output pts is `out` (upstream's): a
+  // run begins there.
+  void anchor(const PacketHeader &h, uint64_t offset, uint64_t out);
+  // Output pts in `r`, saturating (a packet before the run's first: at it).
+  static uint64_t at(const TimeRun &r, uint64_t pts);
+
+ private:
+  void passed(const PacketHeader &h, uint64_t out);
+};
+
 // The bytes a parser reads from: a queue it may look into but not consume
 // (the caller drops or takes bytes as the parser says). GstAdapter in the
 // decoder, a plain array in the fuzz target and the tests.

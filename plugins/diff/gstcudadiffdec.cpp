@@ -126,10 +126,8 @@ struct DecState {
   // when the next packet shows that a packet was lost among them.
   guint64 skipped_since_packet = 0;
   std::string first_skip;
-  // Untimed input: output pts = sender pts - pts_offset.
-  bool have_offset = false;
-  guint64 pts_offset = 0;
-  GstClockTime next_pts = 0;  // end of the last output frame
+  // Output timestamps of packets that came without one (timestamps()).
+  stream::Timeline timeline;
   // frame-overlap: a decoded frame is finished when the next packet has
   // been applied, so that it comes down from the GPU meanwhile (version 2:
   // so that the GPU decodes it while the next packet is checked).
@@ -152,8 +150,7 @@ struct DecState {
     in_loss = false;
     skipped_since_packet = 0;
     first_skip.clear();
-    have_offset = false;
-    next_pts = 0;
+    timeline = stream::Timeline();
   }
   void drop_codec() {
     decoder.reset();
@@ -679,25 +676,29 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
   return true;
 }
 
-// Output timestamps. Timed input keeps its own; untimed input (a byte
-// stream) gets the sender's, shifted so that the first frame is at 0 and
-// time never runs backwards (a sender that restarted continues the line).
+// Output timestamps. A packet that came with a timestamp keeps it; one
+// without (a byte stream: untimed, or timed buffers that each start at
+// most one packet) gets the sender's on stream::Timeline: from 0 when
+// nothing came timed, a restarted sender continuing the line, and after a
+// timed packet at its time plus the sender's time since it.
 static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
                            const stream::PacketHeader &h) {
   DecState *st = self->state;
   const bool has_duration = h.duration != stream::kNoTime;
   if (GST_CLOCK_TIME_IS_VALID(frame->pts)) {
     if (!GST_CLOCK_TIME_IS_VALID(frame->duration) && has_duration) frame->duration = h.duration;
+    if (h.pts != stream::kNoTime) st->timeline.anchor(h, 0, frame->pts);
     return;
   }
   if (h.pts == stream::kNoTime) return;  // the base class interpolates from the framerate
-  if (!st->have_offset || h.pts < st->pts_offset || h.pts - st->pts_offset < st->next_pts) {
-    st->pts_offset = h.pts - st->next_pts;
-    st->have_offset = true;
-  }
-  frame->pts = h.pts - st->pts_offset;
+  bool new_run = false;
+  frame->pts = st->timeline.place(h, 0, false, &new_run);
+  if (new_run && frame->pts != 0)
+    GST_INFO_OBJECT(self,
+                    "sender restarted (frame %" G_GUINT64_FORMAT
+                    "): its time goes on from %" GST_TIME_FORMAT,
+                    h.frame_number, GST_TIME_ARGS(frame->pts));
   if (has_duration) frame->duration = h.duration;
-  st->next_pts = frame->pts + (has_duration ? h.duration : 0);
 }
 
 // What the core's finish() said of a version 2 frame: a keyframe that

@@ -5,7 +5,7 @@
  * not a packet, and pushes one packet per buffer: keyframes without
  * GST_BUFFER_FLAG_DELTA_UNIT, the stream header packet with
  * GST_BUFFER_FLAG_HEADER, timestamps from the packet headers on a byte
- * stream (Timeline below: from 0, a restarted sender continuing the line).
+ * stream (stream::Timeline: from 0, a restarted sender continuing the line).
  * In a file it first walks the packet headers (scan_file()): the duration,
  * and every keyframe in GstBaseParse's index, which is what a seek in time
  * needs. Upstream timestamps (a segment in time: RTP, a timed appsrc) are
@@ -28,61 +28,10 @@ GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_parse_debug);
 
 namespace stream = cudadiff::stream;
 
-// The output timeline: the packets' sender timestamps in runs. A run
-// begins at the first packet and wherever the sender restarted: its frame
-// numbers fall back to 0 or by more than kReorderFrames, or its timestamps
-// by more than kReorderTime (not a packet merely late or repeated). In a
-// run, output pts = out + (sender pts - pts), and a run after the first
-// begins where the packet before it ended, so that time never jumps back.
-constexpr guint64 kReorderFrames = 16;
-constexpr guint64 kReorderTime = GST_SECOND;
-// A packet's duration counts for the timeline up to this (a longer one is
-// damage or a crafted header, and would push the rest of the stream away).
-constexpr guint64 kMaxPacketDuration = 60 * GST_SECOND;
-
-struct Run {
-  guint64 offset;  // its first packet's byte offset (pull mode)
-  guint64 pts;     // that packet's sender pts
-  guint64 out;     // its output pts
-};
-
-struct Timeline {
-  bool have = false;
-  Run run{0, 0, 0};
-  guint64 last_frame = 0;  // the last packet's frame number
-  guint64 last_pts = 0;    // and its sender pts
-  guint64 end = 0;         // where the last packet ended (output time)
-
-  // The output pts of a packet with a sender pts, at byte `offset`; a new
-  // run when the sender restarted (never after a seek: `keep`).
-  guint64 place(const stream::PacketHeader &h, guint64 offset, bool keep, bool *new_run) {
-    *new_run = false;
-    const bool restart = have && !keep &&
-                         ((h.frame_number < last_frame &&
-                           (h.frame_number == 0 || last_frame - h.frame_number > kReorderFrames)) ||
-                          (h.pts < last_pts && last_pts - h.pts > kReorderTime));
-    if (!have || restart) {
-      run = Run{offset, h.pts, have ? end : 0};
-      have = true;
-      *new_run = true;
-    } else if (keep && h.pts < run.pts) {
-      run = Run{offset, h.pts, run.out};
-    }
-    last_frame = h.frame_number;
-    last_pts = h.pts;
-    const guint64 out = at(run, h.pts);
-    const guint64 dur =
-        h.duration != stream::kNoTime && h.duration <= kMaxPacketDuration ? h.duration : 0;
-    end = out <= guint64(G_MAXINT64) - dur ? out + dur : out;
-    return out;
-  }
-  // Output pts in `r`, saturating (a packet before the run's first: at it).
-  static guint64 at(const Run &r, guint64 pts) {
-    if (pts <= r.pts) return r.out;
-    const guint64 d = pts - r.pts;
-    return d <= guint64(G_MAXINT64) - r.out ? r.out + d : guint64(G_MAXINT64);
-  }
-};
+// The output timeline: stream::Timeline (cudadiffstream.h).
+using Run = stream::TimeRun;
+using stream::kMaxPacketDuration;
+using stream::Timeline;
 
 // What a scan of a file's packet headers found (pull mode).
 struct FileMap {
@@ -97,6 +46,14 @@ struct FileMap {
 struct ParseState {
   Timeline live;  // push mode, and pull mode without a scan
   FileMap file;
+  // Upstream's segment is in time (RTP, srtsrc, a timed appsrc): GstBaseParse
+  // gives a packet the time of the upstream buffer it starts in, the first
+  // of that buffer's packets only; pre_push_frame() times the others.
+  bool upstream_time = false;
+  // The time of a packet without a sender pts (the stream header) that
+  // started an upstream buffer: the next packet with one came in the same
+  // buffer (none: GST_CLOCK_TIME_NONE).
+  guint64 upstream_pending = GST_CLOCK_TIME_NONE;
   // Push mode from an upstream that seeks in bytes (filesrc ! queue): the
   // keyframes put into GstBaseParse's index as they pass (offsets, sorted).
   // -1: not asked yet.
@@ -424,7 +381,10 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
       GST_BUFFER_FLAG_UNSET(buf, GST_BUFFER_FLAG_DELTA_UNIT);
     else
       GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT);
-    if (h.pts != stream::kNoTime) {
+    if (h.pts != stream::kNoTime && st->upstream_time) {
+      // (GstBaseParse sets the time from upstream's: pre_push_frame())
+      if (h.duration <= kMaxPacketDuration) GST_BUFFER_DURATION(buf) = h.duration;
+    } else if (h.pts != stream::kNoTime) {
       guint64 pts;
       if (pull && st->file.valid) {
         pts = file_pts(st->file, frame->offset, h.pts);
@@ -447,6 +407,53 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
     }
   }
   return gst_base_parse_finish_frame(parse, frame, gint(step.bytes));
+}
+
+// Upstream's segment in time: a packet keeps the time GstBaseParse gave it
+// (that of the upstream buffer it started in), and the packets after it in
+// the same buffer, which have none, follow it at the sender's pace
+// (stream::Timeline). The time of a buffer that the stream header started
+// goes to the packet after it.
+static GstFlowReturn gst_cudadiff_parse_pre_push_frame(GstBaseParse *parse,
+                                                       GstBaseParseFrame *frame) {
+  auto *self = GST_CUDADIFF_PARSE(parse);
+  ParseState *st = self->state;
+  frame->flags |= GST_BASE_PARSE_FRAME_FLAG_CLIP;  // as without this function
+  GstBuffer *buf = frame->buffer;
+  if (!st->upstream_time) return GST_FLOW_OK;
+  stream::PacketHeader h;
+  std::string why;
+  uint8_t bytes[stream::kHeaderSize];
+  if (gst_buffer_extract(buf, 0, bytes, sizeof bytes) != sizeof bytes ||
+      stream::read_header(bytes, sizeof bytes, &h, &why) != stream::HeaderStatus::Ok)
+    return GST_FLOW_OK;
+  if (h.stream_header() || h.pts == stream::kNoTime) {
+    if (GST_BUFFER_PTS_IS_VALID(buf)) st->upstream_pending = GST_BUFFER_PTS(buf);
+    if (h.stream_header()) GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
+    return GST_FLOW_OK;
+  }
+  if (!GST_BUFFER_PTS_IS_VALID(buf) && GST_CLOCK_TIME_IS_VALID(st->upstream_pending))
+    GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = st->upstream_pending;
+  st->upstream_pending = GST_CLOCK_TIME_NONE;
+  if (GST_BUFFER_PTS_IS_VALID(buf)) {
+    st->live.anchor(h, frame->offset, GST_BUFFER_PTS(buf));
+  } else {
+    bool new_run = false;
+    GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = st->live.place(h, frame->offset, false, &new_run);
+  }
+  return GST_FLOW_OK;
+}
+
+static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *event) {
+  ParseState *st = GST_CUDADIFF_PARSE(parse)->state;
+  if (GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
+    const GstSegment *segment = nullptr;
+    gst_event_parse_segment(event, &segment);
+    st->upstream_time = segment->format == GST_FORMAT_TIME;
+  } else if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
+    st->upstream_pending = GST_CLOCK_TIME_NONE;
+  }
+  return GST_BASE_PARSE_CLASS(gst_cudadiff_parse_parent_class)->sink_event(parse, event);
 }
 
 static gboolean gst_cudadiff_parse_src_event(GstBaseParse *parse, GstEvent *event) {
@@ -518,6 +525,8 @@ static void gst_cudadiff_parse_class_init(GstCudaDiffParseClass *klass) {
   parse_class->stop = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_stop);
   parse_class->handle_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_handle_frame);
   parse_class->src_event = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_src_event);
+  parse_class->sink_event = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_sink_event);
+  parse_class->pre_push_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_pre_push_frame);
 }
 
 static void gst_cudadiff_parse_init(GstCudaDiffParse *self) {

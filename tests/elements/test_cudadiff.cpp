@@ -1249,6 +1249,143 @@ TEST(CudaDiff, ParserTimelineRepeatedPacketsAndTimeFallingBack) {
 
 namespace {
 
+// A packet's sender pts and duration set to `pts` and `duration`
+// (GST_CLOCK_TIME_NONE: none), checksums made right.
+Bytes with_time(Bytes b, uint64_t pts, uint64_t duration) {
+  std::memcpy(b.data() + 16, &pts, 8);
+  std::memcpy(b.data() + 24, &duration, 8);
+  fix_checksums(b);
+  return b;
+}
+
+// The output pts of `launch` (cudadiffdec, or the parser before it) for
+// buffers holding `packets`, `groups[i]` packets in buffer i, untimed (a
+// byte stream from tcpclientsrc) or, where `arrival` is given, buffer i
+// timed arrival[i] (a timed byte stream: srtsrc, udpsrc).
+std::vector<GstClockTime> output_pts(const std::vector<Bytes> &packets,
+                                     const std::vector<size_t> &groups,
+                                     const std::vector<GstClockTime> &arrival = {},
+                                     const char *launch = "cudadiffdec") {
+  std::vector<GstBuffer *> in;
+  size_t next = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    Bytes group;
+    for (size_t j = 0; j < groups[g]; ++j, ++next)
+      group.insert(group.end(), packets.at(next).begin(), packets.at(next).end());
+    GstBuffer *b = gst_buffer_new_allocate(nullptr, group.size(), nullptr);
+    gst_buffer_fill(b, 0, group.data(), group.size());
+    if (!arrival.empty()) GST_BUFFER_PTS(b) = arrival.at(g);
+    in.push_back(b);
+  }
+  EXPECT_EQ(next, packets.size());
+  Decoded d;
+  decode(d, in, true, launch);
+  EXPECT_TRUE(d.warnings.empty()) << d.warnings.front();
+  std::vector<GstClockTime> pts;
+  for (GstBuffer *b : d.buffers) pts.push_back(GST_BUFFER_PTS(b));
+  for (GstBuffer *b : in) gst_buffer_unref(b);
+  return pts;
+}
+
+// Each packet in a buffer of its own, untimed.
+std::vector<GstClockTime> output_pts(const std::vector<Bytes> &packets,
+                                     const char *launch = "cudadiffdec") {
+  return output_pts(packets, std::vector<size_t>(packets.size(), 1), {}, launch);
+}
+
+}  // namespace
+
+// A camera's timestamps jitter about their frame interval, while each
+// packet's duration is the nominal one. On a byte stream the decoder's
+// output follows the sender's timestamps from 0 exactly: a packet a little
+// earlier than the one before it ended is not a restart (which moved the
+// rest of the stream later, so that the output ran further ahead of the
+// sender with every such packet).
+TEST(CudaDiff, DecoderTimestampsFollowTheSendersJitter) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 8;
+  encode(e, "GRAY8", 16, 8, o);
+  const int64_t jitter_ms[8] = {0, 2, -2, 1, -1, 2, -2, 0};
+  const uint64_t interval = gst_util_uint64_scale(1, GST_SECOND, 30);
+  std::vector<Bytes> packets;
+  std::vector<GstClockTime> want;
+  for (size_t t = 0; t < 8; ++t) {
+    const uint64_t pts = 5 * GST_SECOND + t * interval + jitter_ms[t] * GST_MSECOND;
+    packets.push_back(with_time(bytes_of(e.packets[t]), pts, interval));
+    want.push_back(pts - 5 * GST_SECOND);
+  }
+  EXPECT_EQ(output_pts(packets), want);
+  EXPECT_EQ(output_pts(packets, "cudadiffparse ! cudadiffdec"), want);
+}
+
+// A sender that restarted (its timestamps from 0 again, here 2 frame
+// intervals apart): the decoder's output goes on from where the last packet
+// ended and keeps the new run's spacing; without durations, from the last
+// packet's time.
+TEST(CudaDiff, DecoderTimestampsOfARestartedSender) {
+  Encoded a, b;
+  EncodeOptions o;
+  o.frames = 4;
+  encode(a, "GRAY8", 16, 8, o);
+  encode(b, "GRAY8", 16, 8, o);
+  const uint64_t interval = gst_util_uint64_scale(1, GST_SECOND, 30);
+  for (bool durations : {true, false}) {
+    SCOPED_TRACE(durations ? "with durations" : "without durations");
+    const uint64_t dur = durations ? interval : GST_CLOCK_TIME_NONE;
+    std::vector<Bytes> packets;
+    for (size_t t = 0; t < 4; ++t)
+      packets.push_back(with_time(bytes_of(a.packets[t]), t * interval, dur));
+    for (size_t t = 0; t < 4; ++t)
+      packets.push_back(with_time(bytes_of(b.packets[t]), 2 * t * interval, dur));
+    const uint64_t second = 3 * interval + (durations ? interval : 0);
+    const std::vector<GstClockTime> want = {0,
+                                            interval,
+                                            2 * interval,
+                                            3 * interval,
+                                            second,
+                                            second + 2 * interval,
+                                            second + 4 * interval,
+                                            second + 6 * interval};
+    EXPECT_EQ(output_pts(packets), want);
+    EXPECT_EQ(output_pts(packets, "cudadiffparse ! cudadiffdec"), want);
+  }
+}
+
+// A timed byte stream (srtsrc and udpsrc time each buffer they receive)
+// whose buffers each hold several packets: a packet that starts a buffer
+// gets its time, the packets after it follow at the sender's pace (they
+// used to get the sender's time from 0, so that two timelines mixed and
+// the base class bunched frames onto one timestamp). The first buffer
+// starts with the stream header, which has no time of its own: the packet
+// after it gets the buffer's. Through the parser the same.
+TEST(CudaDiff, TimedByteStreamWithSeveralPacketsPerBuffer) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 8;
+  encode(e, "GRAY8", 16, 8, o);
+  const GValue *headers =
+      gst_structure_get_value(gst_caps_get_structure(e.caps, 0), "streamheader");
+  ASSERT_NE(headers, nullptr);
+  std::vector<Bytes> packets = {
+      bytes_of(gst_value_get_buffer(gst_value_array_get_value(headers, 0)))};
+  for (GstBuffer *p : e.packets) packets.push_back(bytes_of(p));
+  ASSERT_EQ(packets.size(), 9u);
+  const uint64_t interval = gst_util_uint64_scale(1, GST_SECOND, 30);
+  // The header and packets 0-2, packets 3-5, and 6-7 arrive together, 100
+  // ms apart.
+  const std::vector<GstClockTime> arrival = {5 * GST_SECOND, 5100 * GST_MSECOND,
+                                             5200 * GST_MSECOND};
+  std::vector<GstClockTime> want;
+  for (size_t t = 0; t < 8; ++t) want.push_back(arrival[t / 3] + (t % 3) * interval);
+  for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
+    SCOPED_TRACE(launch);
+    EXPECT_EQ(output_pts(packets, {4, 3, 2}, arrival, launch), want);
+  }
+}
+
+namespace {
+
 // What cudadiffdec shows for `packets`: its frames, and the size of each
 // caps event it sends.
 struct ShownWithCaps {
