@@ -39,6 +39,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -788,6 +789,8 @@ class CudaDecoder final : public Decoder {
     }
     blocks_x_ = ls.blocks_x;
     n_dist_ = reader_.distributions();
+    if (const char *fail = std::getenv("CUDADIFF_CODEC2_FAIL_FINISH"))
+      fail_finish_ = std::atol(fail);
     ctx.activate();
     stream_ = static_cast<cudaStream_t>(ctx.stream_handle());
     picture_[0] = DeviceBuffer(frame_bytes_);
@@ -874,6 +877,8 @@ class CudaDecoder final : public Decoder {
     in_flight_--;
     ctx_.activate();
     s.done->synchronize();
+    if (finishes_++ == fail_finish_)
+      throw Error("codec2 decoder: finish() failed on purpose (CUDADIFF_CODEC2_FAIL_FINISH)");
     uint32_t failed;
     std::memcpy(&failed, s.flag.data(), sizeof failed);
     const char *why = nullptr;
@@ -1111,6 +1116,10 @@ class CudaDecoder final : public Decoder {
   bool read_pending_[2] = {false, false};
   uint64_t run_ = 0;         // keyframes queued
   uint64_t failed_run_ = 0;  // the run of the last frame that failed (0: none)
+  // CUDADIFF_CODEC2_FAIL_FINISH=N, a test aid: the N-th finish() (from 0)
+  // throws Error after its wait, as a CUDA error found there would.
+  long fail_finish_ = -1;
+  long finishes_ = 0;
 };
 
 }  // namespace

@@ -742,6 +742,12 @@ static GstFlowReturn finish_pending(GstCudaDiffDec *self) {
   st->has_pending = false;
   DecState::Pending p = st->pending;
   st->pending.frame = nullptr;
+  if (p.in_core2 && !st->decoder2) {
+    // The core was dropped after an error (posted then), and this frame with it.
+    gst_video_frame_unmap(&p.out);
+    gst_video_decoder_release_frame(GST_VIDEO_DECODER(self), p.frame);
+    return GST_FLOW_OK;
+  }
   bool decoded = true;
   std::string why;
   try {
@@ -781,7 +787,8 @@ static void discard_pending(GstCudaDiffDec *self) {
     cudadiff::ContextScope scope(st->ctx.get());
     if (st->pending.in_core2) {
       // A keyframe that decoded still counts (a flush drops its frame, not it).
-      if (st->decoder2->finish(nullptr) && st->pending.keyframe) count_keyframe(self);
+      if (st->decoder2 && st->decoder2->finish(nullptr) && st->pending.keyframe)
+        count_keyframe(self);
     } else if (st->decoder) {
       st->decoder->wait_frame();
     }
@@ -900,8 +907,8 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
       try {
         cudadiff::ContextScope scope(st->ctx.get());
         std::string lost;
-        const bool ok = st->decoder2->finish(&lost);
-        account_finished(self, p, ok, lost);
+        // (no core: dropped after an error finishing the frame before)
+        if (st->decoder2) account_finished(self, p, st->decoder2->finish(&lost), lost);
       } catch (const cudadiff::Error &e) {
         GST_WARNING_OBJECT(self, "finishing a frame without output: %s", e.what());
         drop_codec_after_error(self);
@@ -944,6 +951,13 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   }
   // The frame before this one (overlap), then this one now or later.
   ret = finish_pending(self);
+  if (p.in_core2 && !st->decoder2) {
+    // The core was dropped after an error finishing the frame before (which
+    // posted it): this frame went with it.
+    gst_video_frame_unmap(&p.out);
+    gst_video_decoder_release_frame(decoder, frame);
+    return ret;
+  }
   st->pending = p;
   st->has_pending = true;
   if (ret != GST_FLOW_OK || st->overlap) return ret;

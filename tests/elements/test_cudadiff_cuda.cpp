@@ -114,6 +114,61 @@ TEST(CudaDiffCuda, CudaPacketsEqualCpuPackets) {
         }
 }
 
+// An error of the CUDA decoder while a version 2 frame is in flight
+// (CUDADIFF_CODEC2_FAIL_FINISH makes the decoder's N-th finish() fail after
+// its wait, as a CUDA error found there would): one error message, and the
+// element tears down. The frame submitted after the failing one goes with
+// the dropped decoder; it used to be kept and finished later on the decoder
+// that was gone (a crash at teardown).
+TEST(CudaDiffCuda, DecoderErrorWithAFrameInFlight) {
+  const std::vector<Bytes> packets = encode_with("cpu", "BGR", 64, 48, 5, "none", 7, 2);
+  ASSERT_GE(packets.size(), 8u);
+  for (const char *overlap : {"always", "never"}) {
+    for (int fail : {0, 1, 3}) {
+      SCOPED_TRACE(std::string("frame-overlap=") + overlap + ", finish() " + std::to_string(fail) +
+                   " fails");
+      g_setenv("CUDADIFF_CODEC2_FAIL_FINISH", std::to_string(fail).c_str(), TRUE);
+      GstHarness *dec = gst_harness_new_parse(
+          (std::string("cudadiffdec backend=cuda frame-overlap=") + overlap).c_str());
+      GstBus *bus = gst_bus_new();
+      gst_element_set_bus(dec->element, bus);
+      gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+      size_t shown = 0, pushed = 0;
+      GstFlowReturn flow = GST_FLOW_OK;
+      for (const Bytes &p : packets) {
+        GstBuffer *b = gst_buffer_new_allocate(nullptr, p.size(), nullptr);
+        gst_buffer_fill(b, 0, p.data(), p.size());
+        flow = gst_harness_push(dec, b);
+        ++pushed;
+        while (GstBuffer *out = gst_harness_try_pull(dec)) {
+          ++shown;
+          gst_buffer_unref(out);
+        }
+        if (flow != GST_FLOW_OK) break;
+      }
+      EXPECT_EQ(flow, GST_FLOW_ERROR);
+      EXPECT_LT(pushed, packets.size());
+      EXPECT_LE(shown, size_t(fail));
+      int errors = 0;
+      while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR)) {
+        GError *err = nullptr;
+        gchar *debug = nullptr;
+        gst_message_parse_error(m, &err, &debug);
+        EXPECT_NE(std::string(debug ? debug : "").find("on purpose"), std::string::npos)
+            << err->message << " | " << (debug ? debug : "");
+        g_error_free(err);
+        g_free(debug);
+        gst_message_unref(m);
+        ++errors;
+      }
+      EXPECT_EQ(errors, 1);
+      gst_harness_teardown(dec);
+      gst_object_unref(bus);
+      g_unsetenv("CUDADIFF_CODEC2_FAIL_FINISH");
+    }
+  }
+}
+
 // Version 2 on the GPU with frame-overlap holds kMaxInFlight deltas back
 // (the GPU codes kMaxInFlight - 1 while the packet before them is made,
 // and one more waits for its body to reach the host): each
