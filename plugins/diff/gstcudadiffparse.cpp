@@ -64,7 +64,11 @@ struct ParseState {
 struct _GstCudaDiffParse {
   GstBaseParse parent;
   ParseState *state;
-  gint seeked;  // atomic: a seek event went upstream (push mode: no restart)
+  // Push mode: the seqnum of the last seek event sent upstream (atomic;
+  // GST_SEQNUM_INVALID: none), and whether the segment that answered it
+  // came (the packets after it do not start a run: no restart).
+  gint seek_seqnum;
+  bool seeked;
   // What the src caps say.
   int version, width, height, fps_n, fps_d;
   cudadiff::VideoFormat format;
@@ -88,7 +92,8 @@ static GstStaticPadTemplate src_template =
 
 static void reset(GstCudaDiffParse *self) {
   *self->state = ParseState();
-  g_atomic_int_set(&self->seeked, 0);
+  g_atomic_int_set(&self->seek_seqnum, gint(GST_SEQNUM_INVALID));
+  self->seeked = false;
   self->version = self->width = self->height = self->fps_n = 0;
   self->fps_d = 1;
   self->format = cudadiff::VideoFormat::Unknown;
@@ -391,7 +396,8 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
       } else {
         // Push mode: in the order the packets come; after a seek upstream
         // the timeline goes on (the packets' time falls back on purpose).
-        const bool seeked = g_atomic_int_compare_and_exchange(&self->seeked, 1, 0);
+        const bool seeked = self->seeked;
+        self->seeked = false;
         bool new_run = false;
         pts = st->live.place(h, frame->offset, seeked, &new_run);
         if (new_run && pts != 0)
@@ -445,11 +451,19 @@ static GstFlowReturn gst_cudadiff_parse_pre_push_frame(GstBaseParse *parse,
 }
 
 static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *event) {
-  ParseState *st = GST_CUDADIFF_PARSE(parse)->state;
+  auto *self = GST_CUDADIFF_PARSE(parse);
+  ParseState *st = self->state;
   if (GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
     const GstSegment *segment = nullptr;
     gst_event_parse_segment(event, &segment);
     st->upstream_time = segment->format == GST_FORMAT_TIME;
+    // The segment that answers a seek carries its seqnum; packets parsed
+    // before it (already queued when the seek went out) do not count.
+    const guint32 seek = guint32(g_atomic_int_get(&self->seek_seqnum));
+    if (seek != GST_SEQNUM_INVALID && gst_event_get_seqnum(event) == seek) {
+      self->seeked = true;
+      g_atomic_int_set(&self->seek_seqnum, gint(GST_SEQNUM_INVALID));
+    }
   } else if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
     st->upstream_pending = GST_CLOCK_TIME_NONE;
   }
@@ -458,7 +472,7 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
 
 static gboolean gst_cudadiff_parse_src_event(GstBaseParse *parse, GstEvent *event) {
   if (GST_EVENT_TYPE(event) == GST_EVENT_SEEK)
-    g_atomic_int_set(&GST_CUDADIFF_PARSE(parse)->seeked, 1);
+    g_atomic_int_set(&GST_CUDADIFF_PARSE(parse)->seek_seqnum, gint(gst_event_get_seqnum(event)));
   return GST_BASE_PARSE_CLASS(gst_cudadiff_parse_parent_class)->src_event(parse, event);
 }
 

@@ -1247,6 +1247,65 @@ TEST(CudaDiff, ParserTimelineRepeatedPacketsAndTimeFallingBack) {
   EXPECT_NEAR(double(back[3]), double(at(3)), 1.0);
 }
 
+// A byte stream seeked back to its start (push mode: the seek goes
+// upstream, which flushes and sends a segment with the seek's seqnum): the
+// packets after the seek's segment go on from the timeline's start, not
+// from where the stream was (their time falls back on purpose: not a
+// restarted sender). Packets that were already on their way when the seek
+// went out, parsed before the flush, do not count as the first after it.
+TEST(CudaDiff, ParserSeekBackInAByteStream) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 60;
+  o.props = "keyframe-interval=10";
+  encode(e, "GRAY8", 16, 8, o);
+  ASSERT_EQ(e.packets.size(), 60u);
+  GstHarness *h = gst_harness_new("cudadiffparse");
+  gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+  GstSegment bytes;
+  gst_segment_init(&bytes, GST_FORMAT_BYTES);
+  EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&bytes)));
+  auto push = [&](size_t from, size_t to) {
+    for (size_t t = from; t < to; ++t) {
+      const Bytes b = bytes_of(e.packets[t]);
+      GstBuffer *untimed = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
+      gst_buffer_fill(untimed, 0, b.data(), b.size());
+      EXPECT_EQ(gst_harness_push(h, untimed), GST_FLOW_OK);
+    }
+  };
+  auto pull = [&] {
+    std::vector<GstClockTime> pts;
+    while (GstBuffer *out = gst_harness_try_pull(h)) {
+      pts.push_back(GST_BUFFER_PTS(out));
+      gst_buffer_unref(out);
+    }
+    return pts;
+  };
+  push(0, 50);
+  std::vector<GstClockTime> before = pull();
+  ASSERT_FALSE(before.empty());
+  EXPECT_EQ(before.back(), gst_util_uint64_scale(before.size() - 1, GST_SECOND, 30));
+  GstEvent *seek = gst_event_new_seek(1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, GST_SEEK_TYPE_SET,
+                                      0, GST_SEEK_TYPE_NONE, -1);
+  const guint32 seqnum = gst_event_get_seqnum(seek);
+  gst_harness_push_upstream_event(h, seek);
+  push(50, 53);  // already on their way
+  gst_harness_push_event(h, gst_event_new_flush_start());
+  gst_harness_push_event(h, gst_event_new_flush_stop(TRUE));
+  pull();
+  GstEvent *segment = gst_event_new_segment(&bytes);
+  gst_event_set_seqnum(segment, seqnum);
+  gst_harness_push_event(h, segment);
+  push(0, 10);
+  gst_harness_push_event(h, gst_event_new_eos());
+  const std::vector<GstClockTime> after = pull();
+  ASSERT_GE(after.size(), 9u);
+  const size_t first = 10 - after.size();  // (a packet may wait for the next)
+  for (size_t i = 0; i < after.size(); ++i)
+    EXPECT_EQ(after[i], gst_util_uint64_scale(first + i, GST_SECOND, 30)) << "packet " << first + i;
+  gst_harness_teardown(h);
+}
+
 namespace {
 
 // A packet's sender pts and duration set to `pts` and `duration`
