@@ -8,8 +8,9 @@
  * stream (stream::Timeline: from 0, a restarted sender continuing the line).
  * In a file it first walks the packet headers (scan_file()): the duration,
  * and every keyframe in GstBaseParse's index, which is what a seek in time
- * needs. Upstream timestamps (a segment in time: RTP, a timed appsrc) are
- * kept.
+ * needs. Upstream timestamps (a segment in time: RTP, srtsrc, a timed
+ * appsrc) are kept; a packet that starts no upstream buffer follows the
+ * last timed one at the sender's pace (pre_push_frame()).
  *
  * Caps: sink video/x-cudadiff, src video/x-cudadiff with
  * parsed=true and the stream's version, width, height and framerate.
