@@ -31,6 +31,7 @@
 
 #include "gstcudadiffenc.h"  // GstCudaDiffFrameOverlap
 
+#include <cstdio>
 #include <memory>
 #include <new>
 #include <string>
@@ -111,8 +112,18 @@ struct DecState {
   std::unique_ptr<stream::Reader> reader;  // its scratch and zstd context, start to stop
   stream::Parser parser;
   std::vector<diff::SuperblockEntry> entries;  // of the last delta (CUDA)
-  std::string colorimetry;                     // from the last stream header
-  std::string out_colorimetry;                 // in the output caps
+  // What the last stream header said of the picture beyond the packet
+  // headers (its `key=value` text; empty: not said), and what of it the
+  // output caps have.
+  struct Described {
+    std::string colorimetry, pixel_aspect_ratio, interlace_mode, field_order, chroma_site;
+    bool operator==(const Described &o) const {
+      return colorimetry == o.colorimetry && pixel_aspect_ratio == o.pixel_aspect_ratio &&
+             interlace_mode == o.interlace_mode && field_order == o.field_order &&
+             chroma_site == o.chroma_site;
+    }
+  };
+  Described described, out_described;
   // The stream being decoded (from its last keyframe).
   uint8_t version = 0;
   cudadiff::VideoFormat format = cudadiff::VideoFormat::Unknown;
@@ -267,8 +278,8 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
   }
   st->drop_codec();
   st->reset_stream();
-  st->colorimetry.clear();
-  st->out_colorimetry.clear();
+  st->described = DecState::Described();
+  st->out_described = DecState::Described();
   st->held_flow = GST_FLOW_OK;
   return st->ctx != nullptr;
 }
@@ -443,16 +454,27 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
         continue;
       case stream::Parser::Kind::Packet:
         if (step.header.stream_header()) {
-          // What the packet headers do not say: the colorimetry, used from
+          // What the packet headers do not say of the picture, used from
           // the next keyframe on.
           const uint8_t *p = queue.map(step.bytes);
-          st->colorimetry = stream::stream_header_value(p + stream::kHeaderSize,
-                                                        step.header.payload_size, "colorimetry");
+          auto value = [&](const char *key) {
+            return stream::stream_header_value(p + stream::kHeaderSize, step.header.payload_size,
+                                               key);
+          };
+          DecState::Described &d = st->described;
+          d.colorimetry = value("colorimetry");
+          d.pixel_aspect_ratio = value("pixel-aspect-ratio");
+          d.interlace_mode = value("interlace-mode");
+          d.field_order = value("field-order");
+          d.chroma_site = value("chroma-site");
           queue.unmap();
-          GST_DEBUG_OBJECT(self, "stream header: %s %ux%u %u/%u, colorimetry '%s'",
+          GST_DEBUG_OBJECT(self,
+                           "stream header: %s %ux%u %u/%u, colorimetry '%s', pixel aspect "
+                           "ratio '%s', interlace mode '%s', field order '%s', chroma site '%s'",
                            cudadiff::format_name(step.header.format), step.header.width,
                            step.header.height, step.header.fps_n, step.header.fps_d,
-                           st->colorimetry.c_str());
+                           d.colorimetry.c_str(), d.pixel_aspect_ratio.c_str(),
+                           d.interlace_mode.c_str(), d.field_order.c_str(), d.chroma_site.c_str());
           gst_adapter_flush(adapter, step.bytes);
           continue;
         }
@@ -468,7 +490,7 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
 static bool configured_for(const DecState *st, const stream::PacketHeader &h) {
   return (st->decoder || st->decoder2) && st->version == h.version && st->format == h.format &&
          st->width == h.width && st->height == h.height && st->fps_n == h.fps_n &&
-         st->fps_d == h.fps_d && st->colorimetry == st->out_colorimetry;
+         st->fps_d == h.fps_d && st->described == st->out_described;
 }
 
 // `core2`: version 2's decoder for the keyframe's size, made (and given the
@@ -500,13 +522,33 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h,
   GST_VIDEO_INFO_FPS_D(&out->info) = int(h.fps_d);
   gst_cudadiff_set_overlap_latency(GST_ELEMENT(self), st->overlap ? 1 : 0, int(h.fps_n),
                                    int(h.fps_d));
-  // The sender's colorimetry when its stream header said (else the default
-  // of the format and size); the frame is not checked against it.
+  // What the sender's stream header said of the picture (else the defaults
+  // of the format and size; values that do not parse are left out too):
+  // colorimetry, pixel aspect ratio, interleaved fields and their order,
+  // chroma siting. The frames are not checked against them.
+  const DecState::Described &d = st->described;
   GstVideoColorimetry colorimetry;
-  if (!st->colorimetry.empty() &&
-      gst_video_colorimetry_from_string(&colorimetry, st->colorimetry.c_str()))
+  if (!d.colorimetry.empty() &&
+      gst_video_colorimetry_from_string(&colorimetry, d.colorimetry.c_str()))
     out->info.colorimetry = colorimetry;
-  st->out_colorimetry = st->colorimetry;
+  int par_n = 0, par_d = 0;
+  char end = 0;
+  if (std::sscanf(d.pixel_aspect_ratio.c_str(), "%d/%d%c", &par_n, &par_d, &end) == 2 &&
+      par_n > 0 && par_d > 0) {
+    GST_VIDEO_INFO_PAR_N(&out->info) = par_n;
+    GST_VIDEO_INFO_PAR_D(&out->info) = par_d;
+  }
+  if (d.interlace_mode == "interleaved") {
+    GST_VIDEO_INFO_INTERLACE_MODE(&out->info) = GST_VIDEO_INTERLACE_MODE_INTERLEAVED;
+    if (!d.field_order.empty())
+      GST_VIDEO_INFO_FIELD_ORDER(&out->info) =
+          gst_video_field_order_from_string(d.field_order.c_str());
+  }
+  if (!d.chroma_site.empty()) {
+    const GstVideoChromaSite site = gst_video_chroma_site_from_string(d.chroma_site.c_str());
+    if (site != GST_VIDEO_CHROMA_SITE_UNKNOWN) out->info.chroma_site = site;
+  }
+  st->out_described = d;
   GST_OBJECT_LOCK(self);
   const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id) &&
                     st->share.gst_context() != nullptr;

@@ -488,13 +488,35 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
 }
 
 // The stream header buffer (also in the caps as `streamheader`); its text
-// carries the colorimetry, which the packet headers do not.
+// carries what the packet headers do not say of the picture: the
+// colorimetry, and where the input's caps say other than the defaults of
+// its format and size, the pixel aspect ratio, interleaved fields (and
+// their order) and the chroma siting.
 static GstBuffer *make_stream_header(cudadiff::VideoFormat format, const GstVideoInfo *info,
                                      int version) {
   std::string text;
   if (gchar *c = gst_video_colorimetry_to_string(&info->colorimetry)) {
     text = std::string("colorimetry=") + c + "\n";
     g_free(c);
+  }
+  if (GST_VIDEO_INFO_PAR_N(info) > 0 && GST_VIDEO_INFO_PAR_D(info) > 0 &&
+      GST_VIDEO_INFO_PAR_N(info) != GST_VIDEO_INFO_PAR_D(info))
+    text += "pixel-aspect-ratio=" + std::to_string(GST_VIDEO_INFO_PAR_N(info)) + "/" +
+            std::to_string(GST_VIDEO_INFO_PAR_D(info)) + "\n";
+  if (GST_VIDEO_INFO_INTERLACE_MODE(info) == GST_VIDEO_INTERLACE_MODE_INTERLEAVED) {
+    text += "interlace-mode=interleaved\n";
+    if (GST_VIDEO_INFO_FIELD_ORDER(info) != GST_VIDEO_FIELD_ORDER_UNKNOWN)
+      text += std::string("field-order=") +
+              gst_video_field_order_to_string(GST_VIDEO_INFO_FIELD_ORDER(info)) + "\n";
+  }
+  GstVideoInfo plain;
+  gst_video_info_set_format(&plain, GST_VIDEO_INFO_FORMAT(info), GST_VIDEO_INFO_WIDTH(info),
+                            GST_VIDEO_INFO_HEIGHT(info));
+  if (info->chroma_site != plain.chroma_site) {
+    if (gchar *c = gst_video_chroma_site_to_string(info->chroma_site)) {
+      text += std::string("chroma-site=") + c + "\n";
+      g_free(c);
+    }
   }
   const std::vector<uint8_t> bytes = stream::Writer::stream_header(
       format, GST_VIDEO_INFO_WIDTH(info), GST_VIDEO_INFO_HEIGHT(info), GST_VIDEO_INFO_FPS_N(info),

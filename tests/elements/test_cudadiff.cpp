@@ -62,7 +62,8 @@ struct EncodeOptions {
   int threshold = 20;
   int frames = 6;
   uint32_t seed = 1;
-  int version = 2;  // stream-version
+  int version = 2;         // stream-version
+  std::string caps_extra;  // fields added to the input caps (", name=value...")
 };
 
 Bytes payload_of(GstBuffer *packet) {
@@ -93,7 +94,8 @@ void encode(Encoded &e, const std::string &format, int w, int h, const EncodeOpt
   const std::string launch = "cudadiffenc threshold=" + std::to_string(o.threshold) +
                              " stream-version=" + std::to_string(o.version) + " " + o.props;
   GstHarness *enc = gst_harness_new_parse(launch.c_str());
-  gst_harness_set_src_caps_str(enc, gst_test::raw_caps(format.c_str(), w, h).c_str());
+  gst_harness_set_src_caps_str(enc,
+                               (gst_test::raw_caps(format.c_str(), w, h) + o.caps_extra).c_str());
   const GstVideoInfo info = video_info(format, w, h);
   Models models;
   e.version = o.version;
@@ -366,6 +368,65 @@ TEST(CudaDiff, StreamHeaderInCapsAndFirst) {
     for (GstBuffer *b : headers) gst_buffer_unref(b);
     gst_buffer_unref(key);
     gst_harness_teardown(enc);
+  }
+}
+
+// What the packet headers do not say of the picture travels in the stream
+// header's text when the input's caps say other than the defaults of the
+// format and size (pixel aspect ratio, interleaved fields and their order,
+// chroma siting; the colorimetry always), and the decoder's output caps
+// have it, from the encoder's packets and from a byte stream through the
+// parser.
+TEST(CudaDiff, StreamHeaderCarriesThePicturesDescription) {
+  for (int version : {2, 1}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 3;
+    o.version = version;
+    o.caps_extra =
+        ", pixel-aspect-ratio=(fraction)10/11, interlace-mode=(string)interleaved, "
+        "field-order=(string)top-field-first, colorimetry=(string)bt601, "
+        "chroma-site=(string)mpeg2";
+    encode(e, "I420", 64, 48, o);
+    const GValue *headers =
+        gst_structure_get_value(gst_caps_get_structure(e.caps, 0), "streamheader");
+    ASSERT_NE(headers, nullptr);
+    GstBuffer *header = gst_value_get_buffer(gst_value_array_get_value(headers, 0));
+    const Bytes hb = bytes_of(header);
+    EXPECT_EQ(std::string(hb.begin() + 64, hb.end()),
+              "colorimetry=bt601\npixel-aspect-ratio=10/11\ninterlace-mode=interleaved\n"
+              "field-order=top-field-first\nchroma-site=mpeg2\n");
+    Bytes stream = hb;
+    for (GstBuffer *p : e.packets) {
+      const Bytes b = bytes_of(p);
+      stream.insert(stream.end(), b.begin(), b.end());
+    }
+    GstBuffer *untimed = gst_buffer_new_allocate(nullptr, stream.size(), nullptr);
+    gst_buffer_fill(untimed, 0, stream.data(), stream.size());
+    std::vector<GstBuffer *> packets = {gst_buffer_ref(header)};
+    packets.insert(packets.end(), e.packets.begin(), e.packets.end());
+    for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
+      for (bool byte_stream : {false, true}) {
+        SCOPED_TRACE(std::string(launch) + (byte_stream ? ", a byte stream" : ", packets"));
+        Decoded d;
+        decode(d, byte_stream ? std::vector<GstBuffer *>{untimed} : packets, true, launch);
+        ASSERT_EQ(d.frames.size(), 3u);
+        for (size_t i = 0; i < 3; ++i) EXPECT_EQ(d.frames[i], e.pictures[i]);
+        GstCaps *caps = gst_caps_from_string(d.caps[0].c_str());
+        GstVideoInfo info;
+        ASSERT_TRUE(gst_video_info_from_caps(&info, caps)) << d.caps[0];
+        gst_caps_unref(caps);
+        EXPECT_EQ(GST_VIDEO_INFO_PAR_N(&info), 10) << d.caps[0];
+        EXPECT_EQ(GST_VIDEO_INFO_PAR_D(&info), 11);
+        EXPECT_EQ(GST_VIDEO_INFO_INTERLACE_MODE(&info), GST_VIDEO_INTERLACE_MODE_INTERLEAVED);
+        EXPECT_EQ(GST_VIDEO_INFO_FIELD_ORDER(&info), GST_VIDEO_FIELD_ORDER_TOP_FIELD_FIRST);
+        EXPECT_EQ(info.chroma_site, GST_VIDEO_CHROMA_SITE_MPEG2);
+        EXPECT_TRUE(gst_video_colorimetry_matches(&info.colorimetry, "bt601"));
+      }
+    }
+    gst_buffer_unref(packets[0]);
+    gst_buffer_unref(untimed);
   }
 }
 
