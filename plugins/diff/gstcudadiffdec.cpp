@@ -387,6 +387,7 @@ static void report_loss(GstCudaDiffDec *self, const char *what, const std::strin
 // The warning for a keyframe larger than max-pixels: the keyframes after it
 // are most likely as large, so the message asks for the property.
 static constexpr const char *kTooLarge = "keyframe larger than max-pixels";
+static constexpr const char *kDeltaTooLarge = "delta larger than max-pixels";
 static constexpr const char *kRaise =
     "frames are dropped until a keyframe fits; raise max-pixels to decode this stream";
 static std::string too_large(const stream::PacketHeader &h, guint64 max_pixels) {
@@ -427,10 +428,11 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
           GST_OBJECT_LOCK(self);
           self->stats.dropped_packets++;
           GST_OBJECT_UNLOCK(self);
-          if (step.header.keyframe())
-            report_loss(self, kTooLarge, too_large(step.header, st->parser.max_pixels()), kRaise);
-          else if (st->synced)
-            report_loss(self, "damaged packet", step.problem);
+          // (a delta: max-pixels was lowered while playing, or its header
+          // disagrees with its keyframe's)
+          if (step.header.keyframe() || st->synced)
+            report_loss(self, step.header.keyframe() ? kTooLarge : kDeltaTooLarge,
+                        too_large(step.header, st->parser.max_pixels()), kRaise);
           else
             GST_DEBUG_OBJECT(self, "%s (before a keyframe)", step.problem.c_str());
         } else if (step.damaged && !step.header.stream_header()) {

@@ -1083,6 +1083,38 @@ TEST(CudaDiff, DecoderRefusesKeyframesLargerThanMaxPixels) {
         << below.warnings[0];
     decode(at, all, false, "cudadiffdec max-pixels=495");
     decode(unlimited, all, false, "cudadiffdec max-pixels=0");
+    // The limit lowered while playing, before a delta: one warning that
+    // says so (not "damaged packet"), nothing more until a keyframe fits.
+    {
+      GstHarness *dec = gst_harness_new("cudadiffdec");
+      GstBus *bus = gst_bus_new();
+      gst_element_set_bus(dec->element, bus);
+      gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+      size_t shown = 0;
+      for (size_t i = 0; i < all.size(); ++i) {
+        if (i == 2) g_object_set(dec->element, "max-pixels", guint64(494), nullptr);
+        EXPECT_EQ(gst_harness_push(dec, gst_buffer_ref(all[i])), GST_FLOW_OK);
+        while (GstBuffer *out = gst_harness_try_pull(dec)) {
+          ++shown;
+          gst_buffer_unref(out);
+        }
+      }
+      EXPECT_EQ(shown, 2u);
+      std::vector<std::string> warnings;
+      while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_WARNING)) {
+        GError *err = nullptr;
+        gst_message_parse_warning(m, &err, nullptr);
+        warnings.push_back(err->message);
+        g_error_free(err);
+        gst_message_unref(m);
+      }
+      ASSERT_EQ(warnings.size(), 1u);
+      EXPECT_EQ(warnings[0],
+                "delta larger than max-pixels; frames are dropped until a keyframe fits; raise "
+                "max-pixels to decode this stream");
+      gst_harness_teardown(dec);
+      gst_object_unref(bus);
+    }
     for (const Decoded *d : {&at, &unlimited}) {
       EXPECT_TRUE(d->warnings.empty());
       ASSERT_EQ(d->frames.size(), 8u);
