@@ -49,7 +49,7 @@ enum {
   PROP_LAST_THRESHOLD,
 };
 
-struct _GstCudaDiffBinarize {
+struct _GstCudaBinarize {
   GstCudaDiffFilter parent;
   // Guarded by the object lock.
   cudadiff::BinarizeParams params;
@@ -65,7 +65,7 @@ struct _GstCudaDiffBinarize {
 #define SRC_FORMATS \
   "{ GRAY8, BGR, RGB, BGRx, RGBx, xBGR, xRGB, BGRA, RGBA, ABGR, ARGB, I420, NV12 }"
 
-G_DEFINE_TYPE(GstCudaDiffBinarize, gst_cudadiff_binarize, GST_TYPE_CUDADIFF_FILTER)
+G_DEFINE_TYPE(GstCudaBinarize, gst_cudadiff_binarize, GST_TYPE_CUDADIFF_FILTER)
 GST_ELEMENT_REGISTER_DEFINE(cudabinarize, "cudabinarize", GST_RANK_NONE, GST_TYPE_CUDADIFF_BINARIZE)
 
 GType gst_cudadiff_binarize_method_get_type(void) {
@@ -143,7 +143,7 @@ static void gst_cudadiff_binarize_process(GstCudaDiffFilter *filter, const cudad
   self->op->process(in, out, params);
 }
 
-static void post_threshold_message(GstCudaDiffBinarize *self, GstClockTime pts,
+static void post_threshold_message(GstCudaBinarize *self, GstClockTime pts,
                                    cudadiff::ThresholdMethod method,
                                    const cudadiff::BinarizeResult &r) {
   GstBaseTransform *trans = GST_BASE_TRANSFORM(self);
@@ -253,7 +253,7 @@ static void gst_cudadiff_binarize_get_property(GObject *object, guint prop_id, G
   GST_OBJECT_UNLOCK(self);
 }
 
-static void gst_cudadiff_binarize_class_init(GstCudaDiffBinarizeClass *klass) {
+static void gst_cudadiff_binarize_class_init(GstCudaBinarizeClass *klass) {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
   GstCudaDiffFilterClass *filter_class = GST_CUDADIFF_FILTER_CLASS(klass);
@@ -343,7 +343,7 @@ static void gst_cudadiff_binarize_class_init(GstCudaDiffBinarizeClass *klass) {
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_BINARIZE_METHOD, static_cast<GstPluginAPIFlags>(0));
 }
 
-static void gst_cudadiff_binarize_init(GstCudaDiffBinarize *self) {
+static void gst_cudadiff_binarize_init(GstCudaBinarize *self) {
   self->params = cudadiff::BinarizeParams();
   self->params.method = DEFAULT_METHOD;
   self->params.gray = DEFAULT_GRAYSCALE;

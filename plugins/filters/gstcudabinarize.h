@@ -5,7 +5,7 @@
 G_BEGIN_DECLS
 
 #define GST_TYPE_CUDADIFF_BINARIZE (gst_cudadiff_binarize_get_type())
-G_DECLARE_FINAL_TYPE(GstCudaDiffBinarize, gst_cudadiff_binarize, GST, CUDADIFF_BINARIZE,
+G_DECLARE_FINAL_TYPE(GstCudaBinarize, gst_cudadiff_binarize, GST, CUDADIFF_BINARIZE,
                      GstCudaDiffFilter)
 
 #define GST_TYPE_CUDADIFF_BINARIZE_METHOD (gst_cudadiff_binarize_method_get_type())

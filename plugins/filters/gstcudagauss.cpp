@@ -31,7 +31,7 @@ GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_gauss_debug);
 
 enum { PROP_0, PROP_METHOD, PROP_KERNEL_SIZE, PROP_SIGMA };
 
-struct _GstCudaDiffGauss {
+struct _GstCudaGauss {
   GstCudaDiffFilter parent;
   // Guarded by the object lock.
   cudadiff::NoiseFilterMethod method;
@@ -46,7 +46,7 @@ struct _GstCudaDiffGauss {
   "{ BGR, RGB, BGRx, RGBx, xBGR, xRGB, BGRA, RGBA, ABGR, ARGB, GRAY8, I420, YV12, NV12, " \
   "NV21, Y444, Y42B }"
 
-G_DEFINE_TYPE(GstCudaDiffGauss, gst_cudadiff_gauss, GST_TYPE_CUDADIFF_FILTER)
+G_DEFINE_TYPE(GstCudaGauss, gst_cudadiff_gauss, GST_TYPE_CUDADIFF_FILTER)
 GST_ELEMENT_REGISTER_DEFINE(cudagauss, "cudagauss", GST_RANK_NONE, GST_TYPE_CUDADIFF_GAUSS)
 
 GType gst_cudadiff_gauss_method_get_type(void) {
@@ -152,7 +152,7 @@ static void gst_cudadiff_gauss_get_property(GObject *object, guint prop_id, GVal
   GST_OBJECT_UNLOCK(self);
 }
 
-static void gst_cudadiff_gauss_class_init(GstCudaDiffGaussClass *klass) {
+static void gst_cudadiff_gauss_class_init(GstCudaGaussClass *klass) {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
   GstCudaDiffFilterClass *filter_class = GST_CUDADIFF_FILTER_CLASS(klass);
@@ -203,7 +203,7 @@ static void gst_cudadiff_gauss_class_init(GstCudaDiffGaussClass *klass) {
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_GAUSS_METHOD, static_cast<GstPluginAPIFlags>(0));
 }
 
-static void gst_cudadiff_gauss_init(GstCudaDiffGauss *self) {
+static void gst_cudadiff_gauss_init(GstCudaGauss *self) {
   self->method = DEFAULT_METHOD;
   self->kernel_size = DEFAULT_KERNEL_SIZE;
   self->sigma = DEFAULT_SIGMA;

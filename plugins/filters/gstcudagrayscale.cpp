@@ -24,7 +24,7 @@ GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_grayscale_debug);
 
 enum { PROP_0, PROP_METHOD };
 
-struct _GstCudaDiffGrayscale {
+struct _GstCudaGrayscale {
   GstCudaDiffFilter parent;
   cudadiff::GrayMethod method;  // guarded by the object lock
   cudadiff::Grayscale *op;      // between setup and teardown
@@ -33,7 +33,7 @@ struct _GstCudaDiffGrayscale {
 #define SINK_FORMATS "{ BGR, RGB, BGRx, RGBx, xBGR, xRGB, BGRA, RGBA, ABGR, ARGB, GRAY8 }"
 #define SRC_FORMATS "{ GRAY8, BGR, RGB, BGRx, RGBx, xBGR, xRGB, BGRA, RGBA, ABGR, ARGB }"
 
-G_DEFINE_TYPE(GstCudaDiffGrayscale, gst_cudadiff_grayscale, GST_TYPE_CUDADIFF_FILTER)
+G_DEFINE_TYPE(GstCudaGrayscale, gst_cudadiff_grayscale, GST_TYPE_CUDADIFF_FILTER)
 GST_ELEMENT_REGISTER_DEFINE(cudagrayscale, "cudagrayscale", GST_RANK_NONE,
                             GST_TYPE_CUDADIFF_GRAYSCALE)
 
@@ -131,7 +131,7 @@ static void gst_cudadiff_grayscale_get_property(GObject *object, guint prop_id, 
   }
 }
 
-static void gst_cudadiff_grayscale_class_init(GstCudaDiffGrayscaleClass *klass) {
+static void gst_cudadiff_grayscale_class_init(GstCudaGrayscaleClass *klass) {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
   GstCudaDiffFilterClass *filter_class = GST_CUDADIFF_FILTER_CLASS(klass);
@@ -168,7 +168,7 @@ static void gst_cudadiff_grayscale_class_init(GstCudaDiffGrayscaleClass *klass) 
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_GRAY_METHOD, static_cast<GstPluginAPIFlags>(0));
 }
 
-static void gst_cudadiff_grayscale_init(GstCudaDiffGrayscale *self) {
+static void gst_cudadiff_grayscale_init(GstCudaGrayscale *self) {
   self->method = DEFAULT_METHOD;
   self->op = nullptr;
 }

@@ -5,7 +5,7 @@
 G_BEGIN_DECLS
 
 #define GST_TYPE_CUDADIFF_GRAYSCALE (gst_cudadiff_grayscale_get_type())
-G_DECLARE_FINAL_TYPE(GstCudaDiffGrayscale, gst_cudadiff_grayscale, GST, CUDADIFF_GRAYSCALE,
+G_DECLARE_FINAL_TYPE(GstCudaGrayscale, gst_cudadiff_grayscale, GST, CUDADIFF_GRAYSCALE,
                      GstCudaDiffFilter)
 
 #define GST_TYPE_CUDADIFF_GRAY_METHOD (gst_cudadiff_gray_method_get_type())

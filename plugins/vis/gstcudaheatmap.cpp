@@ -34,13 +34,13 @@ GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_heatmap_debug);
 
 enum { PROP_0, PROP_COLORMAP, PROP_GAIN, PROP_ALPHA };
 
-struct _GstCudaDiffHeatmap {
+struct _GstCudaHeatmap {
   GstCudaDiffFilter parent;
   cudadiff::HeatmapParams params;  // guarded by the object lock
   cudadiff::Heatmap *op;           // between setup and teardown
 };
 
-G_DEFINE_TYPE(GstCudaDiffHeatmap, gst_cudadiff_heatmap, GST_TYPE_CUDADIFF_FILTER)
+G_DEFINE_TYPE(GstCudaHeatmap, gst_cudadiff_heatmap, GST_TYPE_CUDADIFF_FILTER)
 GST_ELEMENT_REGISTER_DEFINE(cudaheatmap, "cudaheatmap", GST_RANK_NONE, GST_TYPE_CUDADIFF_HEATMAP)
 
 GType gst_cudadiff_heatmap_colormap_get_type(void) {
@@ -136,7 +136,7 @@ static void gst_cudadiff_heatmap_get_property(GObject *object, guint prop_id, GV
   GST_OBJECT_UNLOCK(self);
 }
 
-static void gst_cudadiff_heatmap_class_init(GstCudaDiffHeatmapClass *klass) {
+static void gst_cudadiff_heatmap_class_init(GstCudaHeatmapClass *klass) {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
   GstCudaDiffFilterClass *filter_class = GST_CUDADIFF_FILTER_CLASS(klass);
@@ -195,7 +195,7 @@ static void gst_cudadiff_heatmap_class_init(GstCudaDiffHeatmapClass *klass) {
                               static_cast<GstPluginAPIFlags>(0));
 }
 
-static void gst_cudadiff_heatmap_init(GstCudaDiffHeatmap *self) {
+static void gst_cudadiff_heatmap_init(GstCudaHeatmap *self) {
   self->params.colormap = DEFAULT_COLORMAP;
   self->params.gain = DEFAULT_GAIN;
   self->params.alpha = DEFAULT_ALPHA;

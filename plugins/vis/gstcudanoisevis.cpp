@@ -38,7 +38,7 @@ GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_noisevis_debug);
 
 enum { PROP_0, PROP_THRESHOLD, PROP_MODE, PROP_COLOR, PROP_STATS_INTERVAL, PROP_STATS };
 
-struct _GstCudaDiffNoiseVis {
+struct _GstCudaNoiseVis {
   GstCudaDiffFilter parent;
   // Guarded by the object lock.
   cudadiff::NoiseParams params;
@@ -53,7 +53,7 @@ struct _GstCudaDiffNoiseVis {
   int frame_threshold;      // threshold of the frame in flight
 };
 
-G_DEFINE_TYPE(GstCudaDiffNoiseVis, gst_cudadiff_noisevis, GST_TYPE_CUDADIFF_FILTER)
+G_DEFINE_TYPE(GstCudaNoiseVis, gst_cudadiff_noisevis, GST_TYPE_CUDADIFF_FILTER)
 GST_ELEMENT_REGISTER_DEFINE(cudanoisevis, "cudanoisevis", GST_RANK_NONE, GST_TYPE_CUDADIFF_NOISEVIS)
 
 GType gst_cudadiff_noisevis_mode_get_type(void) {
@@ -130,7 +130,7 @@ static void gst_cudadiff_noisevis_process(GstCudaDiffFilter *filter, const cudad
 
 // Posts the report of the interval the frame ends (its totals are valid now:
 // the base class has waited for the GPU).
-static void post_report(GstCudaDiffNoiseVis *self, GstClockTime pts) {
+static void post_report(GstCudaNoiseVis *self, GstClockTime pts) {
   const cudadiff::NoiseCounts t = self->op->counts();
 
   GstBaseTransform *trans = GST_BASE_TRANSFORM(self);
@@ -226,7 +226,7 @@ static void gst_cudadiff_noisevis_finalize(GObject *object) {
   G_OBJECT_CLASS(gst_cudadiff_noisevis_parent_class)->finalize(object);
 }
 
-static void gst_cudadiff_noisevis_class_init(GstCudaDiffNoiseVisClass *klass) {
+static void gst_cudadiff_noisevis_class_init(GstCudaNoiseVisClass *klass) {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
   GstCudaDiffFilterClass *filter_class = GST_CUDADIFF_FILTER_CLASS(klass);
@@ -303,7 +303,7 @@ static void gst_cudadiff_noisevis_class_init(GstCudaDiffNoiseVisClass *klass) {
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_NOISEVIS_MODE, static_cast<GstPluginAPIFlags>(0));
 }
 
-static void gst_cudadiff_noisevis_init(GstCudaDiffNoiseVis *self) {
+static void gst_cudadiff_noisevis_init(GstCudaNoiseVis *self) {
   self->params.threshold = DEFAULT_THRESHOLD;
   self->params.mode = DEFAULT_MODE;
   self->params.color = DEFAULT_COLOR;

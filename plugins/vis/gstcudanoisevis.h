@@ -5,7 +5,7 @@
 G_BEGIN_DECLS
 
 #define GST_TYPE_CUDADIFF_NOISEVIS (gst_cudadiff_noisevis_get_type())
-G_DECLARE_FINAL_TYPE(GstCudaDiffNoiseVis, gst_cudadiff_noisevis, GST, CUDADIFF_NOISEVIS,
+G_DECLARE_FINAL_TYPE(GstCudaNoiseVis, gst_cudadiff_noisevis, GST, CUDADIFF_NOISEVIS,
                      GstCudaDiffFilter)
 
 #define GST_TYPE_CUDADIFF_NOISEVIS_MODE (gst_cudadiff_noisevis_mode_get_type())

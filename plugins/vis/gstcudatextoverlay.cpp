@@ -103,7 +103,7 @@ struct Placement {
 
 }  // namespace
 
-struct _GstCudaDiffTextOverlay {
+struct _GstCudaTextOverlay {
   GstCudaDiffFilter parent;
 
   // Properties and render state, guarded by the object lock.
@@ -120,7 +120,7 @@ struct _GstCudaDiffTextOverlay {
   gint frame_width, frame_height;
 };
 
-G_DEFINE_TYPE(GstCudaDiffTextOverlay, gst_cudadiff_text_overlay, GST_TYPE_CUDADIFF_FILTER)
+G_DEFINE_TYPE(GstCudaTextOverlay, gst_cudadiff_text_overlay, GST_TYPE_CUDADIFF_FILTER)
 GST_ELEMENT_REGISTER_DEFINE(cudatextoverlay, "cudatextoverlay", GST_RANK_NONE,
                             GST_TYPE_CUDADIFF_TEXT_OVERLAY)
 
@@ -235,7 +235,7 @@ static void lay_out(TextRenderer *r, const Settings &s) {
 // r->image (straight ARGB) and returns where the box is. Cairo draws
 // premultiplied ARGB32 words; each becomes bytes A, R, G, B with
 // c = (c' * 255 + a / 2) / a (at most 255).
-static Placement render_text(GstCudaDiffTextOverlay *self, TextRenderer *r, const Settings &s) {
+static Placement render_text(GstCudaTextOverlay *self, TextRenderer *r, const Settings &s) {
   PangoRectangle ink, logical;
   pango_layout_get_pixel_extents(r->layout, &ink, &logical);
   // The box holds the logical extents (stable while a counter changes) and
@@ -366,7 +366,7 @@ static void gst_cudadiff_text_overlay_process_ip(GstCudaDiffFilter *filter,
 // Empty text: pass-through (no mapping, no copy). Upstream is asked to
 // renegotiate its allocation on each switch, so it writes into our pinned
 // pool while we blend and into downstream's pool while we pass through.
-static void update_passthrough(GstCudaDiffTextOverlay *self, bool empty) {
+static void update_passthrough(GstCudaTextOverlay *self, bool empty) {
   GstBaseTransform *trans = GST_BASE_TRANSFORM(self);
   if (gst_base_transform_is_passthrough(trans) == static_cast<gboolean>(empty)) return;
   gst_base_transform_set_passthrough(trans, empty);
@@ -497,7 +497,7 @@ static void gst_cudadiff_text_overlay_finalize(GObject *object) {
   G_OBJECT_CLASS(gst_cudadiff_text_overlay_parent_class)->finalize(object);
 }
 
-static void gst_cudadiff_text_overlay_class_init(GstCudaDiffTextOverlayClass *klass) {
+static void gst_cudadiff_text_overlay_class_init(GstCudaTextOverlayClass *klass) {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
   GstCudaDiffFilterClass *filter_class = GST_CUDADIFF_FILTER_CLASS(klass);
@@ -623,7 +623,7 @@ static void gst_cudadiff_text_overlay_class_init(GstCudaDiffTextOverlayClass *kl
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_TEXT_VALIGN, static_cast<GstPluginAPIFlags>(0));
 }
 
-static void gst_cudadiff_text_overlay_init(GstCudaDiffTextOverlay *self) {
+static void gst_cudadiff_text_overlay_init(GstCudaTextOverlay *self) {
   self->settings = new Settings();
   self->settings->text = DEFAULT_TEXT;
   self->settings->font_desc = DEFAULT_FONT_DESC;

@@ -5,7 +5,7 @@
 G_BEGIN_DECLS
 
 #define GST_TYPE_CUDADIFF_TEXT_OVERLAY (gst_cudadiff_text_overlay_get_type())
-G_DECLARE_FINAL_TYPE(GstCudaDiffTextOverlay, gst_cudadiff_text_overlay, GST, CUDADIFF_TEXT_OVERLAY,
+G_DECLARE_FINAL_TYPE(GstCudaTextOverlay, gst_cudadiff_text_overlay, GST, CUDADIFF_TEXT_OVERLAY,
                      GstCudaDiffFilter)
 
 typedef enum {
