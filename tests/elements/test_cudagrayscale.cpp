@@ -5,7 +5,9 @@
 #include <gst/check/gstharness.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -221,4 +223,23 @@ TEST(CudaGrayscale, PropertiesAndDefaults) {
   EXPECT_STREQ(gst_element_factory_get_metadata(f, GST_ELEMENT_METADATA_KLASS),
                "Filter/Effect/Video");
   gst_object_unref(el);
+}
+
+// Every element of the plugin is named after its factory by default
+// (cudagauss0, as stock elements are), not after its type.
+TEST(Plugin, DefaultNamesAreTheFactoryNames) {
+  for (const char *factory :
+       {"cudagrayscale", "cudagauss", "cudabinarize", "cudaheatmap", "cudanoisevis",
+        "cudatextoverlay", "cudadiffenc", "cudadiffdec", "cudadiffparse"}) {
+    GstElement *el = gst_element_factory_make(factory, nullptr);
+    ASSERT_NE(el, nullptr) << factory;
+    gchar *name = gst_element_get_name(el);
+    const std::string n = name;
+    g_free(name);
+    EXPECT_EQ(n.rfind(factory, 0), 0u) << n;
+    EXPECT_TRUE(n.size() > strlen(factory) &&
+                std::isdigit(static_cast<unsigned char>(n[strlen(factory)])))
+        << n;
+    gst_object_unref(el);
+  }
 }
