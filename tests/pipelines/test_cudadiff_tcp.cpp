@@ -594,14 +594,15 @@ TEST(DiffTcp, SeeksInALongRecordingShowTheFrameAtTheirTarget) {
       "videotestsrc num-buffers=1800 pattern=smpte horizontal-speed=3 ! "
       "video/x-raw,format=I420,width=64,height=48,framerate=30/1 ! "
       "cudadiffenc keyframe-interval=30 ! filesink location=" +
-      path);
+          path,
+      120);  // (under compute-sanitizer, beside other tests, 30 s were not enough)
   ASSERT_EQ(record, "");
   std::map<uint64_t, Bytes> whole;  // by the sender's timestamp
   {
     Pipeline direct("filesrc location=" + path + " ! cudadiffdec ! fakesink name=out sync=false",
                     kKeepBytes);
     ASSERT_TRUE(direct.start());
-    ASSERT_TRUE(wait_until([&] { return direct.eos() || !direct.error().empty(); }, 30));
+    ASSERT_TRUE(wait_until([&] { return direct.eos() || !direct.error().empty(); }, 120));
     ASSERT_EQ(direct.error(), "");
     for (const stream_test::Shown &f : direct.frames()) whole[f.sender_pts] = f.bytes;
   }
