@@ -639,12 +639,25 @@ uint64_t Timeline::place(const PacketHeader &h, uint64_t offset, bool keep, bool
     run = TimeRun{offset, h.pts, have ? end : 0};
     have = true;
     *new_run = true;
-  } else if (keep && h.pts < run.pts) {
-    run = TimeRun{offset, h.pts, run.out};
+    remember(run);
+  } else if (keep) {
+    auto it = std::upper_bound(runs.begin(), runs.end(), offset,
+                               [](uint64_t o, const TimeRun &r) { return o < r.offset; });
+    if (it != runs.begin()) run = *std::prev(it);
+    if (h.pts < run.pts) run = TimeRun{offset, h.pts, run.out};
   }
   const uint64_t out = at(run, h.pts);
   passed(h, out);
   return out;
+}
+
+void Timeline::remember(const TimeRun &r) {
+  auto it = std::lower_bound(runs.begin(), runs.end(), r.offset,
+                             [](const TimeRun &a, uint64_t o) { return a.offset < o; });
+  if (it != runs.end() && it->offset == r.offset)
+    *it = r;
+  else if (runs.size() < kMaxRuns)
+    runs.insert(it, r);
 }
 
 void Timeline::anchor(const PacketHeader &h, uint64_t offset, uint64_t out) {

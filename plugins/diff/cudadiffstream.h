@@ -269,13 +269,17 @@ struct TimeRun {
 struct Timeline {
   bool have = false;
   TimeRun run{0, 0, 0};
+  // The runs begun so far, by offset (at most kMaxRuns): after a seek a
+  // packet takes the run its offset lies in.
+  std::vector<TimeRun> runs;
+  static constexpr size_t kMaxRuns = 4096;
   uint64_t last_frame = 0;  // the last packet's frame number
   uint64_t last_pts = 0;    // and its sender pts
   uint64_t end = 0;         // where the last packet ended (output time)
 
   // The output pts of a packet with a sender pts (h.pts != kNoTime), at
   // byte `offset`; a new run when the sender restarted (never after a
-  // seek: `keep`).
+  // seek, `keep`: then the run that began last before `offset`).
   uint64_t place(const PacketHeader &h, uint64_t offset, bool keep, bool *new_run);
   // A packet with a sender pts whose output pts is `out` (upstream's): a
   // run begins there.
@@ -285,6 +289,7 @@ struct Timeline {
 
  private:
   void passed(const PacketHeader &h, uint64_t out);
+  void remember(const TimeRun &r);
 };
 
 // The bytes a parser reads from: a queue it may look into but not consume

@@ -1399,6 +1399,73 @@ TEST(CudaDiff, ParserSeekBackInAByteStream) {
   gst_harness_teardown(h);
 }
 
+// Two recordings one after the other in a byte stream (the second's time
+// goes on from the first's end), seeked back into the first: its packets
+// take their own run's time again, found by their byte offset (they took
+// the second recording's run, 20 frames late).
+TEST(CudaDiff, ParserSeekBackIntoAnEarlierRecording) {
+  Encoded a, b;
+  EncodeOptions o;
+  o.frames = 20;
+  encode(a, "GRAY8", 16, 8, o);
+  encode(b, "GRAY8", 16, 8, o);
+  std::vector<Bytes> packets;
+  for (const Encoded *e : {&a, &b})
+    for (GstBuffer *p : e->packets) packets.push_back(bytes_of(p));
+  GstHarness *h = gst_harness_new("cudadiffparse");
+  gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+  GstSegment bytes;
+  gst_segment_init(&bytes, GST_FORMAT_BYTES);
+  EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&bytes)));
+  std::vector<guint64> offsets;
+  guint64 at = 0;
+  auto push = [&](size_t from, size_t to) {
+    for (size_t t = from; t < to; ++t) {
+      GstBuffer *untimed = gst_buffer_new_allocate(nullptr, packets[t].size(), nullptr);
+      gst_buffer_fill(untimed, 0, packets[t].data(), packets[t].size());
+      EXPECT_EQ(gst_harness_push(h, untimed), GST_FLOW_OK);
+    }
+  };
+  for (const Bytes &p : packets) {
+    offsets.push_back(at);
+    at += p.size();
+  }
+  auto pull = [&] {
+    std::vector<GstClockTime> pts;
+    while (GstBuffer *out = gst_harness_try_pull(h)) {
+      pts.push_back(GST_BUFFER_PTS(out));
+      gst_buffer_unref(out);
+    }
+    return pts;
+  };
+  push(0, 40);
+  const std::vector<GstClockTime> before = pull();
+  ASSERT_GE(before.size(), 39u);
+  // (the second run follows the first's end: durations rounded to the ns)
+  EXPECT_NEAR(double(before[25]), double(gst_util_uint64_scale(25, GST_SECOND, 30)), 20.0);
+  GstEvent *seek =
+      gst_event_new_seek(1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, GST_SEEK_TYPE_SET,
+                         gint64(gst_util_uint64_scale(5, GST_SECOND, 30)), GST_SEEK_TYPE_NONE, -1);
+  const guint32 seqnum = gst_event_get_seqnum(seek);
+  gst_harness_push_upstream_event(h, seek);
+  gst_harness_push_event(h, gst_event_new_flush_start());
+  gst_harness_push_event(h, gst_event_new_flush_stop(TRUE));
+  pull();
+  GstSegment from = bytes;
+  from.start = from.time = from.position = offsets[5];
+  GstEvent *segment = gst_event_new_segment(&from);
+  gst_event_set_seqnum(segment, seqnum);
+  gst_harness_push_event(h, segment);
+  push(5, 10);
+  gst_harness_push_event(h, gst_event_new_eos());
+  const std::vector<GstClockTime> after = pull();
+  ASSERT_GE(after.size(), 4u);
+  const size_t first = 10 - after.size();
+  for (size_t i = 0; i < after.size(); ++i)
+    EXPECT_EQ(after[i], gst_util_uint64_scale(first + i, GST_SECOND, 30)) << "packet " << first + i;
+  gst_harness_teardown(h);
+}
+
 namespace {
 
 // A packet's sender pts and duration set to `pts` and `duration`
