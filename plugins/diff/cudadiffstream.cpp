@@ -625,6 +625,8 @@ uint64_t Timeline::at(const TimeRun &r, uint64_t pts) {
 void Timeline::passed(const PacketHeader &h, uint64_t out) {
   last_frame = h.frame_number;
   last_pts = h.pts;
+  last_out = out;
+  out_known = true;
   const uint64_t dur = h.duration != kNoTime && h.duration <= kMaxPacketDuration ? h.duration : 0;
   end = out <= uint64_t(INT64_MAX) - dur ? out + dur : out;
 }
@@ -660,10 +662,16 @@ void Timeline::remember(const TimeRun &r) {
     runs.insert(it, r);
 }
 
-void Timeline::anchor(const PacketHeader &h, uint64_t offset, uint64_t out) {
-  run = TimeRun{offset, h.pts, out};
-  have = true;
+uint64_t Timeline::anchor(const PacketHeader &h, uint64_t offset, uint64_t out) {
+  out = std::min(out, uint64_t(INT64_MAX));
+  if (have && out_known && out < last_out) {
+    out = std::max(at(run, h.pts), last_out);
+  } else {
+    run = TimeRun{offset, h.pts, out};
+    have = true;
+  }
   passed(h, out);
+  return out;
 }
 
 }  // namespace stream

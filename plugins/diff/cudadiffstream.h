@@ -252,8 +252,11 @@ class Reader {
 // (sender pts - pts), and a run after the first begins where the packet
 // before it ended, so that time never jumps back. A packet that came with
 // an output time of its own (a timed byte stream, whose buffers start
-// packets anywhere) begins a run at that time: the packets after it that
-// have none follow it at the sender's pace.
+// packets anywhere) begins a run at that time, the packets after it that
+// have none following it at the sender's pace; but where that time is
+// before the last packet's output (a burst: the packets timed at the
+// sender's pace ran ahead of the buffers' arrival), it continues the run
+// instead, so that time never goes back there either.
 constexpr uint64_t kReorderFrames = 16;
 constexpr uint64_t kReorderTime = 1000000000;  // 1 s
 // A packet's duration counts for the timeline up to this (a longer one is
@@ -276,14 +279,20 @@ struct Timeline {
   uint64_t last_frame = 0;  // the last packet's frame number
   uint64_t last_pts = 0;    // and its sender pts
   uint64_t end = 0;         // where the last packet ended (output time)
+  // The last packet's output time, and whether anchor() compares with it
+  // (forget_output(): not after a flush, whose new times may go back).
+  uint64_t last_out = 0;
+  bool out_known = false;
 
   // The output pts of a packet with a sender pts (h.pts != kNoTime), at
   // byte `offset`; a new run when the sender restarted (never after a
   // seek, `keep`: then the run that began last before `offset`).
   uint64_t place(const PacketHeader &h, uint64_t offset, bool keep, bool *new_run);
   // A packet with a sender pts whose output pts is `out` (upstream's): a
-  // run begins there.
-  void anchor(const PacketHeader &h, uint64_t offset, uint64_t out);
+  // run begins there, unless `out` is before the last packet's output time
+  // (then the run goes on). Returns its output time.
+  uint64_t anchor(const PacketHeader &h, uint64_t offset, uint64_t out);
+  void forget_output() { out_known = false; }
   // Output pts in `r`, saturating (a packet before the run's first: at it).
   static uint64_t at(const TimeRun &r, uint64_t pts);
 

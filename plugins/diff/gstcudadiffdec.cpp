@@ -428,11 +428,15 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
           GST_OBJECT_LOCK(self);
           self->stats.dropped_packets++;
           GST_OBJECT_UNLOCK(self);
-          // (a delta: max-pixels was lowered while playing, or its header
-          // disagrees with its keyframe's)
-          if (step.header.keyframe() || st->synced)
-            report_loss(self, step.header.keyframe() ? kTooLarge : kDeltaTooLarge,
-                        too_large(step.header, st->parser.max_pixels()), kRaise);
+          // (a delta of the stream's size: max-pixels was lowered while
+          // playing; of another size: its header disagrees with its keyframe)
+          if (step.header.keyframe())
+            report_loss(self, kTooLarge, too_large(step.header, st->parser.max_pixels()), kRaise);
+          else if (st->synced && step.header.width == st->width && step.header.height == st->height)
+            report_loss(self, kDeltaTooLarge, too_large(step.header, st->parser.max_pixels()),
+                        kRaise);
+          else if (st->synced)
+            report_loss(self, "damaged packet", step.problem);
           else
             GST_DEBUG_OBJECT(self, "%s (before a keyframe)", step.problem.c_str());
         } else if (step.damaged && !step.header.stream_header()) {
@@ -720,7 +724,8 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
   return true;
 }
 
-// Output timestamps. A packet that came with a timestamp keeps it; one
+// Output timestamps. A packet that came with a timestamp keeps it (unless
+// it is before the packet before it: a timed byte stream's burst); one
 // without (a byte stream: untimed, or timed buffers that each start at
 // most one packet) gets the sender's on stream::Timeline: from 0 when
 // nothing came timed, a restarted sender continuing the line, and after a
@@ -731,7 +736,7 @@ static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
   const bool has_duration = h.duration != stream::kNoTime;
   if (GST_CLOCK_TIME_IS_VALID(frame->pts)) {
     if (!GST_CLOCK_TIME_IS_VALID(frame->duration) && has_duration) frame->duration = h.duration;
-    if (h.pts != stream::kNoTime) st->timeline.anchor(h, 0, frame->pts);
+    if (h.pts != stream::kNoTime) frame->pts = st->timeline.anchor(h, 0, frame->pts);
     return;
   }
   if (h.pts == stream::kNoTime) return;  // the base class interpolates from the framerate
@@ -786,7 +791,7 @@ static GstFlowReturn finish_pending(GstCudaDiffDec *self) {
   st->has_pending = false;
   DecState::Pending p = st->pending;
   st->pending.frame = nullptr;
-  if (p.in_core2 && !st->decoder2) {
+  if (!st->decoder && !st->decoder2) {
     // The core was dropped after an error (posted then), and this frame with it.
     gst_video_frame_unmap(&p.out);
     gst_video_decoder_release_frame(GST_VIDEO_DECODER(self), p.frame);
@@ -995,9 +1000,9 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   }
   // The frame before this one (overlap), then this one now or later.
   ret = finish_pending(self);
-  if (p.in_core2 && !st->decoder2) {
+  if (!st->decoder && !st->decoder2) {
     // The core was dropped after an error finishing the frame before (which
-    // posted it): this frame went with it.
+    // posted it): this frame, queued on it, went with it.
     gst_video_frame_unmap(&p.out);
     gst_video_decoder_release_frame(decoder, frame);
     return ret;

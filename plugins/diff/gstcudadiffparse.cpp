@@ -332,10 +332,13 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
       }
       // A damaged packet's intact header still says where the sender's
       // time was (as the file's walk counts it).
+      // (after a seek it is the first packet after it, as a good one would be)
       if (step.damaged && !step.header.stream_header() && step.header.pts != stream::kNoTime &&
-          !(pull && st->file.valid)) {
+          !(pull && st->file.valid) && !st->upstream_time) {
+        const bool seeked = self->seeked;
+        self->seeked = false;
         bool new_run = false;
-        st->live.place(step.header, frame->offset, false, &new_run);
+        st->live.place(step.header, frame->offset, seeked, &new_run);
       }
       if (step.truncated)
         GST_ELEMENT_WARNING(self, STREAM, DECODE,
@@ -417,10 +420,10 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
 }
 
 // Upstream's segment in time: a packet keeps the time GstBaseParse gave it
-// (that of the upstream buffer it started in), and the packets after it in
-// the same buffer, which have none, follow it at the sender's pace
-// (stream::Timeline). The time of a buffer that the stream header started
-// goes to the packet after it.
+// (that of the upstream buffer it started in; stream::Timeline::anchor():
+// not before the packet before it), and the packets after it in the same
+// buffer, which have none, follow it at the sender's pace. The stream
+// header passes its buffer's time on to the packet after it.
 static GstFlowReturn gst_cudadiff_parse_pre_push_frame(GstBaseParse *parse,
                                                        GstBaseParseFrame *frame) {
   auto *self = GST_CUDADIFF_PARSE(parse);
@@ -434,41 +437,54 @@ static GstFlowReturn gst_cudadiff_parse_pre_push_frame(GstBaseParse *parse,
   if (gst_buffer_extract(buf, 0, bytes, sizeof bytes) != sizeof bytes ||
       stream::read_header(bytes, sizeof bytes, &h, &why) != stream::HeaderStatus::Ok)
     return GST_FLOW_OK;
-  if (h.stream_header() || h.pts == stream::kNoTime) {
+  if (h.stream_header()) {
     if (GST_BUFFER_PTS_IS_VALID(buf)) st->upstream_pending = GST_BUFFER_PTS(buf);
-    if (h.stream_header()) GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
+    GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
     return GST_FLOW_OK;
   }
-  if (!GST_BUFFER_PTS_IS_VALID(buf) && GST_CLOCK_TIME_IS_VALID(st->upstream_pending))
-    GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = st->upstream_pending;
+  const GstClockTime pending = st->upstream_pending;
   st->upstream_pending = GST_CLOCK_TIME_NONE;
-  if (GST_BUFFER_PTS_IS_VALID(buf)) {
-    st->live.anchor(h, frame->offset, GST_BUFFER_PTS(buf));
-  } else {
-    bool new_run = false;
-    GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = st->live.place(h, frame->offset, false, &new_run);
+  if (!GST_BUFFER_PTS_IS_VALID(buf)) GST_BUFFER_PTS(buf) = pending;
+  if (h.pts != stream::kNoTime) {
+    if (GST_BUFFER_PTS_IS_VALID(buf)) {
+      GST_BUFFER_PTS(buf) = st->live.anchor(h, frame->offset, GST_BUFFER_PTS(buf));
+    } else {
+      bool new_run = false;
+      GST_BUFFER_PTS(buf) = st->live.place(h, frame->offset, false, &new_run);
+    }
   }
+  GST_BUFFER_DTS(buf) = GST_BUFFER_PTS(buf);
   return GST_FLOW_OK;
 }
 
 static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *event) {
   auto *self = GST_CUDADIFF_PARSE(parse);
   ParseState *st = self->state;
-  if (GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
+  const GstEventType type = GST_EVENT_TYPE(event);
+  const guint32 seqnum = gst_event_get_seqnum(event);
+  bool time = false;
+  if (type == GST_EVENT_SEGMENT) {
     const GstSegment *segment = nullptr;
     gst_event_parse_segment(event, &segment);
-    st->upstream_time = segment->format == GST_FORMAT_TIME;
+    time = segment->format == GST_FORMAT_TIME;
+  }
+  // (the base class may first finish the packets of the segment before)
+  const gboolean ret =
+      GST_BASE_PARSE_CLASS(gst_cudadiff_parse_parent_class)->sink_event(parse, event);
+  if (type == GST_EVENT_SEGMENT) {
+    st->upstream_time = time;
     // The segment that answers a seek carries its seqnum; packets parsed
     // before it (already queued when the seek went out) do not count.
     const guint32 seek = guint32(g_atomic_int_get(&self->seek_seqnum));
-    if (seek != GST_SEQNUM_INVALID && gst_event_get_seqnum(event) == seek) {
+    if (seek != GST_SEQNUM_INVALID && seqnum == seek) {
       self->seeked = true;
       g_atomic_int_set(&self->seek_seqnum, gint(GST_SEQNUM_INVALID));
     }
-  } else if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
+  } else if (type == GST_EVENT_FLUSH_STOP) {
     st->upstream_pending = GST_CLOCK_TIME_NONE;
+    st->live.forget_output();  // (in time, upstream's times may go back now)
   }
-  return GST_BASE_PARSE_CLASS(gst_cudadiff_parse_parent_class)->sink_event(parse, event);
+  return ret;
 }
 
 static gboolean gst_cudadiff_parse_src_event(GstBaseParse *parse, GstEvent *event) {

@@ -1353,50 +1353,59 @@ TEST(CudaDiff, ParserSeekBackInAByteStream) {
   o.props = "keyframe-interval=10";
   encode(e, "GRAY8", 16, 8, o);
   ASSERT_EQ(e.packets.size(), 60u);
-  GstHarness *h = gst_harness_new("cudadiffparse");
-  gst_harness_set_src_caps_str(h, "video/x-cudadiff");
-  GstSegment bytes;
-  gst_segment_init(&bytes, GST_FORMAT_BYTES);
-  EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&bytes)));
-  auto push = [&](size_t from, size_t to) {
-    for (size_t t = from; t < to; ++t) {
-      const Bytes b = bytes_of(e.packets[t]);
-      GstBuffer *untimed = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
-      gst_buffer_fill(untimed, 0, b.data(), b.size());
-      EXPECT_EQ(gst_harness_push(h, untimed), GST_FLOW_OK);
-    }
-  };
-  auto pull = [&] {
-    std::vector<GstClockTime> pts;
-    while (GstBuffer *out = gst_harness_try_pull(h)) {
-      pts.push_back(GST_BUFFER_PTS(out));
-      gst_buffer_unref(out);
-    }
-    return pts;
-  };
-  push(0, 50);
-  std::vector<GstClockTime> before = pull();
-  ASSERT_FALSE(before.empty());
-  EXPECT_EQ(before.back(), gst_util_uint64_scale(before.size() - 1, GST_SECOND, 30));
-  GstEvent *seek = gst_event_new_seek(1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, GST_SEEK_TYPE_SET,
-                                      0, GST_SEEK_TYPE_NONE, -1);
-  const guint32 seqnum = gst_event_get_seqnum(seek);
-  gst_harness_push_upstream_event(h, seek);
-  push(50, 53);  // already on their way
-  gst_harness_push_event(h, gst_event_new_flush_start());
-  gst_harness_push_event(h, gst_event_new_flush_stop(TRUE));
-  pull();
-  GstEvent *segment = gst_event_new_segment(&bytes);
-  gst_event_set_seqnum(segment, seqnum);
-  gst_harness_push_event(h, segment);
-  push(0, 10);
-  gst_harness_push_event(h, gst_event_new_eos());
-  const std::vector<GstClockTime> after = pull();
-  ASSERT_GE(after.size(), 9u);
-  const size_t first = 10 - after.size();  // (a packet may wait for the next)
-  for (size_t i = 0; i < after.size(); ++i)
-    EXPECT_EQ(after[i], gst_util_uint64_scale(first + i, GST_SECOND, 30)) << "packet " << first + i;
-  gst_harness_teardown(h);
+  // The first packet after the seek damaged (its payload's checksum fails)
+  // or not: a damaged one counts as the first after the seek too (it used
+  // to start a run of its own, which the packets after it then took).
+  for (bool damaged_first : {false, true}) {
+    SCOPED_TRACE(damaged_first ? "the first packet after the seek damaged" : "no damage");
+    GstHarness *h = gst_harness_new("cudadiffparse");
+    gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+    GstSegment bytes;
+    gst_segment_init(&bytes, GST_FORMAT_BYTES);
+    EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&bytes)));
+    auto push = [&](size_t from, size_t to) {
+      for (size_t t = from; t < to; ++t) {
+        Bytes b = bytes_of(e.packets[t]);
+        if (damaged_first && t == 0 && from == 0 && to == 10) b[64 + 5] ^= 0x5a;
+        GstBuffer *untimed = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
+        gst_buffer_fill(untimed, 0, b.data(), b.size());
+        EXPECT_EQ(gst_harness_push(h, untimed), GST_FLOW_OK);
+      }
+    };
+    auto pull = [&] {
+      std::vector<GstClockTime> pts;
+      while (GstBuffer *out = gst_harness_try_pull(h)) {
+        pts.push_back(GST_BUFFER_PTS(out));
+        gst_buffer_unref(out);
+      }
+      return pts;
+    };
+    push(0, 50);
+    std::vector<GstClockTime> before = pull();
+    ASSERT_FALSE(before.empty());
+    EXPECT_EQ(before.back(), gst_util_uint64_scale(before.size() - 1, GST_SECOND, 30));
+    GstEvent *seek = gst_event_new_seek(1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH,
+                                        GST_SEEK_TYPE_SET, 0, GST_SEEK_TYPE_NONE, -1);
+    const guint32 seqnum = gst_event_get_seqnum(seek);
+    gst_harness_push_upstream_event(h, seek);
+    push(50, 53);  // already on their way
+    gst_harness_push_event(h, gst_event_new_flush_start());
+    gst_harness_push_event(h, gst_event_new_flush_stop(TRUE));
+    pull();
+    GstEvent *segment = gst_event_new_segment(&bytes);
+    gst_event_set_seqnum(segment, seqnum);
+    gst_harness_push_event(h, segment);
+    push(0, 10);
+    gst_harness_push_event(h, gst_event_new_eos());
+    const std::vector<GstClockTime> after = pull();
+    ASSERT_GE(after.size(), 8u);
+    const size_t first = 10 - after.size();  // (a packet may wait for the next)
+    EXPECT_EQ(first, damaged_first ? 1u : 0u);
+    for (size_t i = 0; i < after.size(); ++i)
+      EXPECT_EQ(after[i], gst_util_uint64_scale(first + i, GST_SECOND, 30))
+          << "packet " << first + i;
+    gst_harness_teardown(h);
+  }
 }
 
 // Two recordings one after the other in a byte stream (the second's time
@@ -1600,6 +1609,25 @@ TEST(CudaDiff, TimedByteStreamWithSeveralPacketsPerBuffer) {
   for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
     SCOPED_TRACE(launch);
     EXPECT_EQ(output_pts(packets, {4, 3, 2}, arrival, launch), want);
+  }
+  // A burst: packets 0-5 arrive together, then 6 and 7 alone 10 ms apart,
+  // before the time the burst's packets reached at the sender's pace: they
+  // go on at that pace (instead of going back to their arrival), and 8,
+  // arriving after it, takes its arrival time again.
+  const std::vector<GstClockTime> burst = {5 * GST_SECOND, 5010 * GST_MSECOND, 5020 * GST_MSECOND,
+                                           6 * GST_SECOND};
+  std::vector<GstClockTime> paced;
+  for (size_t t = 0; t < 8; ++t)
+    paced.push_back(5 * GST_SECOND + gst_util_uint64_scale(t, GST_SECOND, 30));
+  paced.push_back(6 * GST_SECOND);
+  Encoded more;
+  o.frames = 9;
+  encode(more, "GRAY8", 16, 8, o);
+  std::vector<Bytes> nine = {packets[0]};
+  for (GstBuffer *p : more.packets) nine.push_back(bytes_of(p));
+  for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
+    SCOPED_TRACE(std::string(launch) + ", a burst");
+    EXPECT_EQ(output_pts(nine, {7, 1, 1, 1}, burst, launch), paced);
   }
 }
 
