@@ -137,7 +137,7 @@ struct DecState {
   // when the next packet shows that a packet was lost among them.
   guint64 skipped_since_packet = 0;
   std::string first_skip;
-  // Output timestamps of packets that came without one (timestamps()).
+  // The output timeline (set_timestamps()).
   stream::Timeline timeline;
   // frame-overlap: a decoded frame is finished when the next packet has
   // been applied, so that it comes down from the GPU meanwhile (version 2:

@@ -510,6 +510,7 @@ static GstBuffer *make_stream_header(cudadiff::VideoFormat format, const GstVide
               gst_video_field_order_to_string(GST_VIDEO_INFO_FIELD_ORDER(info)) + "\n";
   }
   GstVideoInfo plain;
+  gst_video_info_init(&plain);
   gst_video_info_set_format(&plain, GST_VIDEO_INFO_FORMAT(info), GST_VIDEO_INFO_WIDTH(info),
                             GST_VIDEO_INFO_HEIGHT(info));
   if (info->chroma_site != plain.chroma_site) {
