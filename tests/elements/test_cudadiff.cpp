@@ -1255,27 +1255,64 @@ TEST(CudaDiff, ParserSplitsAByteStreamIntoPackets) {
 
 namespace {
 
-// The timestamps cudadiffparse gives `packets` pushed as an untimed byte
-// stream (a segment in bytes, buffers without timestamps).
-std::vector<GstClockTime> parser_pts(const std::vector<Bytes> &packets) {
+// cudadiffparse fed an untimed byte stream (a segment in bytes, buffers
+// without timestamps, one packet each), as `filesrc ! queue` or
+// tcpclientsrc feed it.
+struct ParserOnBytes {
   GstHarness *h = gst_harness_new("cudadiffparse");
-  gst_harness_set_src_caps_str(h, "video/x-cudadiff");
   GstSegment bytes;
-  gst_segment_init(&bytes, GST_FORMAT_BYTES);
-  EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&bytes)));
-  for (const Bytes &v : packets) {
-    GstBuffer *untimed = gst_buffer_new_allocate(nullptr, v.size(), nullptr);
-    gst_buffer_fill(untimed, 0, v.data(), v.size());
+  ParserOnBytes() {
+    gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+    gst_segment_init(&bytes, GST_FORMAT_BYTES);
+    EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&bytes)));
+  }
+  ~ParserOnBytes() { gst_harness_teardown(h); }
+  ParserOnBytes(const ParserOnBytes &) = delete;
+  ParserOnBytes &operator=(const ParserOnBytes &) = delete;
+  void push(const Bytes &packet) {
+    GstBuffer *untimed = gst_buffer_new_allocate(nullptr, packet.size(), nullptr);
+    gst_buffer_fill(untimed, 0, packet.data(), packet.size());
     EXPECT_EQ(gst_harness_push(h, untimed), GST_FLOW_OK);
   }
-  gst_harness_push_event(h, gst_event_new_eos());
-  std::vector<GstClockTime> pts;
-  while (GstBuffer *out = gst_harness_try_pull(h)) {
-    pts.push_back(GST_BUFFER_PTS(out));
-    gst_buffer_unref(out);
+  // The timestamps of what it has pushed since the last pull().
+  std::vector<GstClockTime> pull() {
+    std::vector<GstClockTime> pts;
+    while (GstBuffer *out = gst_harness_try_pull(h)) {
+      pts.push_back(GST_BUFFER_PTS(out));
+      gst_buffer_unref(out);
+    }
+    return pts;
   }
-  gst_harness_teardown(h);
-  return pts;
+  // A flushing seek to `target` sent upstream; returns its seqnum.
+  guint32 seek(GstClockTime target) {
+    GstEvent *seek = gst_event_new_seek(1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH,
+                                        GST_SEEK_TYPE_SET, gint64(target), GST_SEEK_TYPE_NONE, -1);
+    const guint32 seqnum = gst_event_get_seqnum(seek);
+    gst_harness_push_upstream_event(h, seek);
+    return seqnum;
+  }
+  // What upstream answers a seek with: a flush (what it pushed before is
+  // dropped), then a segment from byte `offset` with the seek's seqnum.
+  void answer_seek(guint32 seqnum, guint64 offset) {
+    gst_harness_push_event(h, gst_event_new_flush_start());
+    gst_harness_push_event(h, gst_event_new_flush_stop(TRUE));
+    pull();
+    GstSegment from = bytes;
+    from.start = from.time = from.position = offset;
+    GstEvent *segment = gst_event_new_segment(&from);
+    gst_event_set_seqnum(segment, seqnum);
+    gst_harness_push_event(h, segment);
+  }
+  void eos() { gst_harness_push_event(h, gst_event_new_eos()); }
+};
+
+// The timestamps cudadiffparse gives `packets` pushed as an untimed byte
+// stream.
+std::vector<GstClockTime> parser_pts(const std::vector<Bytes> &packets) {
+  ParserOnBytes parser;
+  for (const Bytes &v : packets) parser.push(v);
+  parser.eos();
+  return parser.pull();
 }
 
 }  // namespace
@@ -1358,53 +1395,27 @@ TEST(CudaDiff, ParserSeekBackInAByteStream) {
   // to start a run of its own, which the packets after it then took).
   for (bool damaged_first : {false, true}) {
     SCOPED_TRACE(damaged_first ? "the first packet after the seek damaged" : "no damage");
-    GstHarness *h = gst_harness_new("cudadiffparse");
-    gst_harness_set_src_caps_str(h, "video/x-cudadiff");
-    GstSegment bytes;
-    gst_segment_init(&bytes, GST_FORMAT_BYTES);
-    EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&bytes)));
-    auto push = [&](size_t from, size_t to) {
-      for (size_t t = from; t < to; ++t) {
-        Bytes b = bytes_of(e.packets[t]);
-        if (damaged_first && t == 0 && from == 0 && to == 10) b[64 + 5] ^= 0x5a;
-        GstBuffer *untimed = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
-        gst_buffer_fill(untimed, 0, b.data(), b.size());
-        EXPECT_EQ(gst_harness_push(h, untimed), GST_FLOW_OK);
-      }
-    };
-    auto pull = [&] {
-      std::vector<GstClockTime> pts;
-      while (GstBuffer *out = gst_harness_try_pull(h)) {
-        pts.push_back(GST_BUFFER_PTS(out));
-        gst_buffer_unref(out);
-      }
-      return pts;
-    };
-    push(0, 50);
-    std::vector<GstClockTime> before = pull();
+    ParserOnBytes parser;
+    for (size_t t = 0; t < 50; ++t) parser.push(bytes_of(e.packets[t]));
+    std::vector<GstClockTime> before = parser.pull();
     ASSERT_FALSE(before.empty());
     EXPECT_EQ(before.back(), gst_util_uint64_scale(before.size() - 1, GST_SECOND, 30));
-    GstEvent *seek = gst_event_new_seek(1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH,
-                                        GST_SEEK_TYPE_SET, 0, GST_SEEK_TYPE_NONE, -1);
-    const guint32 seqnum = gst_event_get_seqnum(seek);
-    gst_harness_push_upstream_event(h, seek);
-    push(50, 53);  // already on their way
-    gst_harness_push_event(h, gst_event_new_flush_start());
-    gst_harness_push_event(h, gst_event_new_flush_stop(TRUE));
-    pull();
-    GstEvent *segment = gst_event_new_segment(&bytes);
-    gst_event_set_seqnum(segment, seqnum);
-    gst_harness_push_event(h, segment);
-    push(0, 10);
-    gst_harness_push_event(h, gst_event_new_eos());
-    const std::vector<GstClockTime> after = pull();
+    const guint32 seqnum = parser.seek(0);
+    for (size_t t = 50; t < 53; ++t) parser.push(bytes_of(e.packets[t]));  // already on their way
+    parser.answer_seek(seqnum, 0);
+    for (size_t t = 0; t < 10; ++t) {
+      Bytes b = bytes_of(e.packets[t]);
+      if (damaged_first && t == 0) b[64 + 5] ^= 0x5a;
+      parser.push(b);
+    }
+    parser.eos();
+    const std::vector<GstClockTime> after = parser.pull();
     ASSERT_GE(after.size(), 8u);
     const size_t first = 10 - after.size();  // (a packet may wait for the next)
     EXPECT_EQ(first, damaged_first ? 1u : 0u);
     for (size_t i = 0; i < after.size(); ++i)
       EXPECT_EQ(after[i], gst_util_uint64_scale(first + i, GST_SECOND, 30))
           << "packet " << first + i;
-    gst_harness_teardown(h);
   }
 }
 
@@ -1421,58 +1432,26 @@ TEST(CudaDiff, ParserSeekBackIntoAnEarlierRecording) {
   std::vector<Bytes> packets;
   for (const Encoded *e : {&a, &b})
     for (GstBuffer *p : e->packets) packets.push_back(bytes_of(p));
-  GstHarness *h = gst_harness_new("cudadiffparse");
-  gst_harness_set_src_caps_str(h, "video/x-cudadiff");
-  GstSegment bytes;
-  gst_segment_init(&bytes, GST_FORMAT_BYTES);
-  EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&bytes)));
   std::vector<guint64> offsets;
   guint64 at = 0;
-  auto push = [&](size_t from, size_t to) {
-    for (size_t t = from; t < to; ++t) {
-      GstBuffer *untimed = gst_buffer_new_allocate(nullptr, packets[t].size(), nullptr);
-      gst_buffer_fill(untimed, 0, packets[t].data(), packets[t].size());
-      EXPECT_EQ(gst_harness_push(h, untimed), GST_FLOW_OK);
-    }
-  };
   for (const Bytes &p : packets) {
     offsets.push_back(at);
     at += p.size();
   }
-  auto pull = [&] {
-    std::vector<GstClockTime> pts;
-    while (GstBuffer *out = gst_harness_try_pull(h)) {
-      pts.push_back(GST_BUFFER_PTS(out));
-      gst_buffer_unref(out);
-    }
-    return pts;
-  };
-  push(0, 40);
-  const std::vector<GstClockTime> before = pull();
+  ParserOnBytes parser;
+  for (size_t t = 0; t < 40; ++t) parser.push(packets[t]);
+  const std::vector<GstClockTime> before = parser.pull();
   ASSERT_GE(before.size(), 39u);
   // (the second run follows the first's end: durations rounded to the ns)
   EXPECT_NEAR(double(before[25]), double(gst_util_uint64_scale(25, GST_SECOND, 30)), 20.0);
-  GstEvent *seek =
-      gst_event_new_seek(1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, GST_SEEK_TYPE_SET,
-                         gint64(gst_util_uint64_scale(5, GST_SECOND, 30)), GST_SEEK_TYPE_NONE, -1);
-  const guint32 seqnum = gst_event_get_seqnum(seek);
-  gst_harness_push_upstream_event(h, seek);
-  gst_harness_push_event(h, gst_event_new_flush_start());
-  gst_harness_push_event(h, gst_event_new_flush_stop(TRUE));
-  pull();
-  GstSegment from = bytes;
-  from.start = from.time = from.position = offsets[5];
-  GstEvent *segment = gst_event_new_segment(&from);
-  gst_event_set_seqnum(segment, seqnum);
-  gst_harness_push_event(h, segment);
-  push(5, 10);
-  gst_harness_push_event(h, gst_event_new_eos());
-  const std::vector<GstClockTime> after = pull();
+  parser.answer_seek(parser.seek(gst_util_uint64_scale(5, GST_SECOND, 30)), offsets[5]);
+  for (size_t t = 5; t < 10; ++t) parser.push(packets[t]);
+  parser.eos();
+  const std::vector<GstClockTime> after = parser.pull();
   ASSERT_GE(after.size(), 4u);
   const size_t first = 10 - after.size();
   for (size_t i = 0; i < after.size(); ++i)
     EXPECT_EQ(after[i], gst_util_uint64_scale(first + i, GST_SECOND, 30)) << "packet " << first + i;
-  gst_harness_teardown(h);
 }
 
 namespace {
