@@ -681,6 +681,17 @@ static gboolean gst_cudadiff_enc_sink_query(GstVideoEncoder *encoder, GstQuery *
   return GST_VIDEO_ENCODER_CLASS(gst_cudadiff_enc_parent_class)->sink_query(encoder, query);
 }
 
+// A frame not encoded because a flow other than OK came first (downstream
+// not linked, flushing, an error): handed back to the base class as dropped, so that
+// it leaves the base class's list of frames. A keyframe asked for of it
+// comes from the next frame (the base class keeps the request pending, and
+// ignores new ones, until a keyframe is finished).
+static void drop_frame(GstCudaDiffEnc *self, GstVideoCodecFrame *frame) {
+  if (GST_VIDEO_CODEC_FRAME_IS_FORCE_KEYFRAME(frame)) self->state->need_keyframe = true;
+  gst_buffer_replace(&frame->output_buffer, nullptr);
+  gst_video_encoder_finish_frame(GST_VIDEO_ENCODER(self), frame);
+}
+
 // A frame that could not be encoded: the error posted, the frame dropped.
 static GstFlowReturn frame_failed(GstCudaDiffEnc *self, GstVideoCodecFrame *frame,
                                   const cudadiff::Error &e) {
@@ -992,7 +1003,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   if (st->held_flow != GST_FLOW_OK) {
     const GstFlowReturn held = st->held_flow;
     st->held_flow = GST_FLOW_OK;
-    gst_video_codec_frame_unref(frame);
+    drop_frame(self, frame);
     return held;
   }
   GST_OBJECT_LOCK(self);
@@ -1011,7 +1022,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   if (keyframe) {
     const GstFlowReturn ret = finish_pending(self);
     if (ret != GST_FLOW_OK) {
-      gst_video_codec_frame_unref(frame);
+      drop_frame(self, frame);
       return ret;
     }
   }

@@ -508,6 +508,75 @@ TEST(CudaDiff, ForceKeyUnit) {
   }
 }
 
+// A keyframe asked for while a queued delta's push fails (downstream not
+// linked, e.g. an input-selector's inactive pad) is not lost: the frame that
+// was to be it is dropped through the base class (so that it leaves the
+// base class's list and its request stays served), the next frame is the
+// keyframe, and later requests are honoured. Before, the frame was only
+// unreffed: no keyframe came of that request, and the base class ignored
+// every later one.
+TEST(CudaDiff, ForceKeyUnitAfterAFailedPush) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    GstHarness *enc = gst_harness_new_parse(
+        ("cudadiffenc keyframe-interval=0 frame-overlap=always stream-version=" +
+         std::to_string(version))
+            .c_str());
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGR", 24, 8).c_str());
+    const GstVideoInfo info = video_info("BGR", 24, 8);
+    // The packet of frame 2, pushed when frame 3 (a keyframe asked for)
+    // sends the queued deltas out first, is refused as not linked.
+    const GstClockTime refused = gst_util_uint64_scale(2, GST_SECOND, 30);
+    GstElement *encoder = gst_harness_find_element(enc, "cudadiffenc");
+    GstPad *src = gst_element_get_static_pad(encoder, "src");
+    const gulong probe = gst_pad_add_probe(
+        src, GST_PAD_PROBE_TYPE_BUFFER,
+        [](GstPad *, GstPadProbeInfo *pi, gpointer data) {
+          GstBuffer *b = GST_PAD_PROBE_INFO_BUFFER(pi);
+          if (GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER) ||
+              GST_BUFFER_PTS(b) != *static_cast<GstClockTime *>(data))
+            return GST_PAD_PROBE_OK;
+          gst_buffer_unref(b);
+          GST_PAD_PROBE_INFO_DATA(pi) = nullptr;
+          GST_PAD_PROBE_INFO_FLOW_RETURN(pi) = GST_FLOW_NOT_LINKED;
+          return GST_PAD_PROBE_HANDLED;
+        },
+        const_cast<GstClockTime *>(&refused), nullptr);
+    std::vector<GstFlowReturn> flows;
+    for (int t = 0; t < 10; ++t) {
+      if (t == 3 || t == 7) {
+        EXPECT_TRUE(gst_harness_push_event(
+            enc, gst_video_event_new_downstream_force_key_unit(
+                     GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE, FALSE, 1)));
+      }
+      flows.push_back(gst_harness_push(enc, buffer_from(info, scene("BGR", 24, 8, t, 3), t)));
+    }
+    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_eos()));
+    // Frame 3 sent the refused packet first.
+    for (int t = 0; t < 10; ++t)
+      EXPECT_EQ(flows[t], t == 3 ? GST_FLOW_NOT_LINKED : GST_FLOW_OK) << "frame " << t;
+    // Packets by frame: 3 is dropped, 4 is the keyframe asked for before 3,
+    // 7 the one asked for before it.
+    std::vector<int> keys, deltas;
+    while (GstBuffer *p = pull_packet(enc)) {
+      const int t = int(gst_util_uint64_scale_round(GST_BUFFER_PTS(p), 30, GST_SECOND));
+      (GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT) ? deltas : keys).push_back(t);
+      EXPECT_EQ(header_of(p).keyframe(), !GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT));
+      gst_buffer_unref(p);
+    }
+    EXPECT_EQ(keys, (std::vector<int>{0, 4, 7}));
+    EXPECT_EQ(deltas, (std::vector<int>{1, 5, 6, 8, 9}));
+    // Every frame left the base class's list.
+    GList *frames = gst_video_encoder_get_frames(GST_VIDEO_ENCODER(encoder));
+    EXPECT_EQ(g_list_length(frames), 0u);
+    g_list_free_full(frames, reinterpret_cast<GDestroyNotify>(gst_video_codec_frame_unref));
+    gst_pad_remove_probe(src, probe);
+    gst_object_unref(src);
+    gst_object_unref(encoder);
+    gst_harness_teardown(enc);
+  }
+}
+
 // Without a live upstream the encoder keeps one delta queued while it packs
 // the previous one (GstHarness reports a live upstream unless told), in
 // both versions. The packets are those of the live path, byte for byte, one
