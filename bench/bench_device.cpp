@@ -8,7 +8,8 @@
 //           1.22's CUDA memory comes down when cudadownload passes it on):
 //           ms per frame against one H2D + one D2H + the three kernels (CUDA
 //           events, core operations on device frames). Also the same with a
-//           queue after cudaupload and before cudadownload (three threads).
+//           queue after cudaupload and before cudadownload (three threads),
+//           and with cudatextoverlay (in place) after cudagauss.
 //  filter   appsrc (pinned, cudagauss's proposed pool) ! cudagauss ! fakesink
 //           with frame-overlap=never and always: frames per second against the
 //           host-to-device frame rate (1 / H2D time).
@@ -481,7 +482,16 @@ int main(int argc, char **argv) {
           "! cudadownload ! video/x-raw,format=BGR",
           frames, nullptr, o.repeats);
       const Spread sys = repeat_pipeline(o, system, frames, nullptr, o.repeats);
+      // The same chain with cudatextoverlay (in place) between two filters.
+      const Spread text = repeat_pipeline(
+          o,
+          "cudaupload ! cudagauss ! cudatextoverlay text=\"device resident\" ! cudabinarize ! "
+          "video/x-raw(memory:CUDAMemory),format=BGR ! cudaheatmap ! cudadownload ! "
+          "video/x-raw,format=BGR",
+          frames, nullptr, o.repeats);
       result("chain", "device-resident", dev, "ms/frame", "output in " + out_memory);
+      result("chain", "device-resident+textoverlay", text, "ms/frame",
+             "cudatextoverlay after cudagauss");
       result("chain", "device-resident+queues", threads, "ms/frame", "3 threads");
       result("chain", "system-memory", sys, "ms/frame", "each filter uploads and downloads");
       std::snprintf(line, sizeof line,
@@ -489,6 +499,10 @@ int main(int argc, char **argv) {
                     "(H2D %.3f + D2H %.3f + kernels %.3f = %.3f ms; target <= 1.2)",
                     dev.median, dev.min, dev.max, dev.median / budget, h2d, d2h,
                     k_gauss + k_bin + k_heat, budget);
+      table.push_back(line);
+      std::snprintf(line, sizeof line,
+                    "  with cudatextoverlay after cudagauss: %.3f ms/frame (%.3f..%.3f)",
+                    text.median, text.min, text.max);
       table.push_back(line);
       std::snprintf(line, sizeof line, "  with queues (3 threads): %.3f ms/frame = %.2f x",
                     threads.median, threads.median / budget);

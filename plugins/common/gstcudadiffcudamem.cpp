@@ -726,6 +726,14 @@ gboolean gst_cudadiff_buffer_is_foreign_cuda(GstBuffer *, GstCudaDiffCudaShare *
 
 // --- ordering
 
+bool gst_cudadiff_downstream_orders(GstPad *srcpad, GstCaps *caps) {
+  GstQuery *query = gst_query_new_allocation(caps, FALSE);
+  const bool orders = gst_pad_peer_query(srcpad, query) &&
+                      gst_query_find_allocation_meta(query, pending_meta_api_get_type(), nullptr);
+  gst_query_unref(query);
+  return orders;
+}
+
 void gst_cudadiff_buffer_mark_pending(GstBuffer *buffer, const cudadiff::Context &ctx) {
   auto *meta =
       reinterpret_cast<PendingMeta *>(gst_buffer_get_meta(buffer, pending_meta_api_get_type()));

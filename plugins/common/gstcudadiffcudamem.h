@@ -147,6 +147,11 @@ gboolean gst_cudadiff_decide_cuda_allocation(GstElement *element, GstCudaDiffCud
                                              GstQuery *query, guint extra_buffers,
                                              bool *downstream_orders);
 
+// Whether the peer of `srcpad` orders its work after pending buffers of
+// `caps` (an ALLOCATION query downstream): for an element that works in
+// place, which decides no allocation of its own.
+bool gst_cudadiff_downstream_orders(GstPad *srcpad, GstCaps *caps);
+
 // Maps `buffer` (of `info`) for the element's GPU work: with device
 // pointers when its memory is CUDA memory of the shared context's driver
 // context (GST_MAP_CUDA), else with host pointers (system memory, CUDA

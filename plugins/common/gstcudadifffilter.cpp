@@ -835,8 +835,15 @@ static gboolean gst_cudadiff_filter_propose_allocation(GstBaseTransform *trans,
   GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(trans);
   const guint keep =
       (st->ctx && st->ctx->is_cuda() ? 1u : 0u) + (klass->keeps_previous_input ? 1u : 0u);
-  if (gst_cudadiff_caps_are_cuda(caps))
+  if (gst_cudadiff_caps_are_cuda(caps)) {
+    // An element in place decides no allocation (GstBaseTransform asks
+    // downstream nothing for it): whether downstream orders its work after
+    // the frames it marks is asked here, as upstream asks for its pool.
+    if (gst_base_transform_is_in_place(trans))
+      st->downstream_orders =
+          gst_cudadiff_downstream_orders(GST_BASE_TRANSFORM_SRC_PAD(trans), caps);
     return gst_cudadiff_propose_cuda_allocation(&st->share, query, keep);
+  }
   return gst_cudadiff_propose_pinned_allocation(query, keep);
 }
 

@@ -326,6 +326,29 @@ TEST(CudaMemory, TextOverlayIntoEncoderMatchesSystemMemory) {
   }
 }
 
+// cudatextoverlay works in place, between two of our filters: it learns
+// from downstream (cudaheatmap) that it orders its work after marked frames,
+// and marks its frames instead of waiting for them. The pictures are those
+// of system memory.
+TEST(CudaMemory, TextOverlayBetweenFiltersMatchesSystemMemory) {
+  if (!have_nvcodec_copies()) GTEST_SKIP() << "nvcodec's cudaupload/cudadownload missing";
+  if (!have_factory("cudatextoverlay")) GTEST_SKIP() << "built without Pango";
+  const std::string text = " ! cudatextoverlay name=text text=\"in place\" shaded-background=true";
+  const RunResult a =
+      run(std::string(kSource) + " ! cudaupload name=up ! cudagauss name=gauss" + text +
+              " ! cudaheatmap name=heat ! cudadownload name=down ! "
+              "video/x-raw,format=BGR ! fakesink name=out",
+          {"up", "gauss", "text", "heat", "down"});
+  ASSERT_EQ(a.error, "");
+  const RunResult b = run(std::string(kSource) + " ! cudagauss ! video/x-raw,format=BGR" + text +
+                          " ! cudaheatmap ! video/x-raw,format=BGR ! fakesink name=out");
+  ASSERT_EQ(b.error, "");
+  EXPECT_EQ(a.frames.size(), 12u);
+  expect_same_frames(a, b);
+  expect_cuda_between(a, {"up", "gauss", "text", "heat"}, 12);
+  expect_one_context(a, {"up", "gauss", "text", "heat", "down"});
+}
+
 // NVDEC output (CUDA memory, NV12) straight into cudagauss.
 TEST(CudaMemory, Nvh264decFeedsGauss) {
   if (!have_nvcodec_copies()) GTEST_SKIP() << "nvcodec's cudaupload/cudadownload missing";
