@@ -12,21 +12,20 @@
  * as skipped, predicted from the reference, from their neighbours or both,
  * quantised with step 2k+1 (k about two thirds of the threshold in deltas,
  * a third in keyframes; a byte within the threshold of the reference keeps
- * it) and entropy-coded in
- * independent tiles,
- * on the GPU or the CPU (the same bytes). Keyframes come on the first
+ * it) and entropy-coded in independent tiles, on the GPU or the CPU (the
+ * same bytes). Keyframes come on the first
  * frame, every `keyframe-interval` frames, on force-key-unit events and on
  * caps changes; deltas carry GST_BUFFER_FLAG_DELTA_UNIT, so tcpserversink's
  * keyframe sync methods start late clients at a keyframe. The stream header
  * goes into the caps as `streamheader`. docs/stream-format.md specifies the
  * stream.
  *
- * Version 1 with a non-live upstream: a delta's packet is pushed when the
- * next frame arrives, so that the GPU encodes frame N while the CPU packs
- * frame N-1 (same packets, one frame later; end of stream pushes the last
- * one). With a live upstream every packet is pushed as soon as its frame is
- * encoded. Version 2 encodes each frame (uploading it first when the CUDA
- * backend gets system memory) and pushes its packet at once.
+ * With a non-live upstream (`frame-overlap=auto`) a delta's packet waits:
+ * the GPU encodes the next frames while the CPU packs it (the same packets,
+ * later; end of stream pushes the last ones). Version 1 and the CPU backend
+ * hold one delta, version 2 on the GPU up to four. With a live upstream
+ * every packet is pushed as soon as its frame is encoded. Keyframes are
+ * pushed at once, after the deltas before them.
  *
  * ## Example launch line
  * |[
@@ -1061,6 +1060,12 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     // The mapped frame as it is (pinned when upstream took our pool, or
     // device memory for version 1; any strides).
     const cudadiff::FrameView input = gst_cudadiff_frame_view(&p.vframe);
+    if (on_device) {
+      // A producer's mark of another stream than ours is waited for here
+      // (ours orders the core's work after it by itself).
+      cudadiff::ContextScope scope(st->ctx.get());
+      gst_cudadiff_buffer_ordered_input(frame->input_buffer, *st->ctx);
+    }
     if (st->encoder2) {
       submit_v2(st, input, on_device, threshold, keyframe);
       if (keyframe) {
