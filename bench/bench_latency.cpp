@@ -530,7 +530,9 @@ int main(int argc, char **argv) {
       {"keyframe-interval", 0, 0, G_OPTION_ARG_INT, &o.keyframe_interval,
        "cudadiffenc keyframe-interval (default 60)", "N"},
       {"stream-version", 0, 0, G_OPTION_ARG_INT, &o.stream_version,
-       "cudadiffenc stream-version, 1 or 2 (default 1; version 2 is coded on the CPU)", "N"},
+       "cudadiffenc stream-version, 1 or 2 (default 1, the latency table's; the element's own "
+       "default is 2)",
+       "N"},
       {"rtsp-latency", 0, 0, G_OPTION_ARG_INT, &o.rtsp_latency_ms,
        "rtspsrc latency in ms (default 2000, its own default)", "MS"},
       {"pace-rate", 0, 0, G_OPTION_ARG_DOUBLE, &o.pace_rate,

@@ -13,8 +13,8 @@
  * ## Example launch lines
  * |[
  * gst-launch-1.0 v4l2src ! videoconvert ! cudaheatmap gain=8 ! videoconvert ! autovideosink
- * gst-launch-1.0 videotestsrc pattern=ball ! cudaheatmap colormap=turbo alpha=0.6 ! videoconvert !
- * autovideosink
+ * gst-launch-1.0 videotestsrc pattern=ball ! cudaheatmap colormap=turbo alpha=0.6 \
+ *     ! videoconvert ! autovideosink
  * ]|
  */
 #include "gstcudaheatmap.h"

@@ -17,8 +17,8 @@
  * ## Example launch lines
  * |[
  * gst-launch-1.0 v4l2src ! videoconvert ! cudanoisevis threshold=20 ! videoconvert ! autovideosink
- * gst-launch-1.0 -m videotestsrc pattern=ball ! cudanoisevis mode=overlay stats-interval=30 !
- * videoconvert ! autovideosink
+ * gst-launch-1.0 -m videotestsrc pattern=ball ! cudanoisevis mode=overlay stats-interval=30 \
+ *     ! videoconvert ! autovideosink
  * ]|
  */
 #include "gstcudanoisevis.h"
