@@ -336,7 +336,8 @@ TEST(CudaMemory, TextOverlayBetweenFiltersMatchesSystemMemory) {
   const std::string text = " ! cudatextoverlay name=text text=\"in place\" shaded-background=true";
   const RunResult a =
       run(std::string(kSource) + " ! cudaupload name=up ! cudagauss name=gauss" + text +
-              " ! cudaheatmap name=heat ! cudadownload name=down ! "
+              " ! video/x-raw(memory:CUDAMemory),format=BGR ! cudaheatmap name=heat ! "
+              "cudadownload name=down ! "
               "video/x-raw,format=BGR ! fakesink name=out",
           {"up", "gauss", "text", "heat", "down"});
   ASSERT_EQ(a.error, "");
