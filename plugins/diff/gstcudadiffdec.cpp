@@ -341,6 +341,15 @@ static gboolean gst_cudadiff_dec_flush(GstVideoDecoder *decoder) {
   return TRUE;
 }
 
+// A new segment: upstream's times may start again (an application looping
+// a clip, each pass in a segment of its own), so the timeline's rule that
+// a timed packet's time never goes back holds within a segment.
+static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *event) {
+  if (GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT)
+    GST_CUDADIFF_DEC(decoder)->state->timeline.forget_output();
+  return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->sink_event(decoder, event);
+}
+
 // End of stream and drain: the frame in flight goes out.
 static GstFlowReturn gst_cudadiff_dec_finish(GstVideoDecoder *decoder) {
   return finish_pending(GST_CUDADIFF_DEC(decoder));
@@ -1133,6 +1142,7 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
   decoder_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_decide_allocation);
   decoder_class->src_query = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_src_query);
   decoder_class->sink_query = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_sink_query);
+  decoder_class->sink_event = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_sink_event);
   element_class->set_context = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_set_context);
 }
 

@@ -791,6 +791,10 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
   GST_OBJECT_UNLOCK(self);
   if (stats_message) gst_element_post_message(GST_ELEMENT(self), stats_message);
 
+  // Frames leave in their order: DTS = PTS. (Left to the base class, the
+  // DTS is the lowest PTS of the frames it holds, which after a segment
+  // whose times start again is a later frame's.)
+  frame->dts = frame->pts;
   return gst_video_encoder_finish_frame(encoder, frame);
 }
 

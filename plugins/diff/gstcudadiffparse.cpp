@@ -473,6 +473,9 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
       GST_BASE_PARSE_CLASS(gst_cudadiff_parse_parent_class)->sink_event(parse, event);
   if (type == GST_EVENT_SEGMENT) {
     st->upstream_time = time;
+    // Upstream's times may start again in a new segment (a looped clip):
+    // they never go back within one.
+    st->live.forget_output();
     // The segment that answers a seek carries its seqnum; packets parsed
     // before it (already queued when the seek went out) do not count.
     const guint32 seek = guint32(g_atomic_int_get(&self->seek_seqnum));

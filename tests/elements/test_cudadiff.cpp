@@ -1628,6 +1628,58 @@ TEST(CudaDiff, DecoderTimestampsOfARestartedSender) {
   }
 }
 
+// An application that loops a clip pushes each pass in a segment of its
+// own whose times start again (appsrc handle-segment-change=true). The
+// encoder's packets keep their times with DTS = PTS (the base class gave a
+// packet held across the segment the lowest PTS it held, a later frame's,
+// as DTS, and GstBaseParse then moved the next packet's PTS up to its DTS),
+// and the decoder's and parser's outputs keep them (they held every time of
+// the second pass at the first pass's last, since times never went back).
+TEST(CudaDiff, SegmentWhoseTimesStartAgain) {
+  const uint64_t interval = 40 * GST_MSECOND;
+  for (int version : {1, 2})
+    for (const char *tail : {"", " ! cudadiffdec", " ! cudadiffparse ! cudadiffdec"}) {
+      SCOPED_TRACE(std::string("version ") + std::to_string(version) + tail);
+      GstHarness *h =
+          gst_harness_new_parse(("cudadiffenc threshold=0 frame-overlap=always stream-version=" +
+                                 std::to_string(version) + tail)
+                                    .c_str());
+      gst_harness_set_src_caps_str(h, gst_test::raw_caps("GRAY8", 16, 8).c_str());
+      const GstVideoInfo info = video_info("GRAY8", 16, 8);
+      for (int pass = 0; pass < 2; ++pass) {
+        if (pass == 1) {
+          GstSegment segment;
+          gst_segment_init(&segment, GST_FORMAT_TIME);
+          segment.base = 5 * interval;
+          ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&segment)));
+        }
+        for (int t = 0; t < 5; ++t) {
+          GstBuffer *b = buffer_from(info, scene("GRAY8", 16, 8, pass * 5 + t, 4), t);
+          GST_BUFFER_PTS(b) = t * interval;
+          GST_BUFFER_DURATION(b) = interval;
+          ASSERT_EQ(gst_harness_push(h, b), GST_FLOW_OK);
+        }
+      }
+      ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_eos()));
+      std::vector<GstClockTime> pts, dts;
+      while (GstBuffer *b = gst_harness_try_pull(h)) {
+        if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER)) {
+          pts.push_back(GST_BUFFER_PTS(b));
+          dts.push_back(GST_BUFFER_DTS(b));
+        }
+        gst_buffer_unref(b);
+      }
+      std::vector<GstClockTime> want;
+      for (int pass = 0; pass < 2; ++pass)
+        for (int t = 0; t < 5; ++t) want.push_back(t * interval);
+      EXPECT_EQ(pts, want);
+      if (!*tail) {
+        EXPECT_EQ(dts, want) << "the encoder's DTS";
+      }
+      gst_harness_teardown(h);
+    }
+}
+
 // A timed byte stream (srtsrc and udpsrc time each buffer they receive)
 // whose buffers each hold several packets: a packet that starts a buffer
 // gets its time, the packets after it follow at the sender's pace (they
