@@ -381,13 +381,40 @@ static GstCaps *gst_cudadiff_filter_transform_caps(GstBaseTransform *trans,
   return result;
 }
 
+// The colour family of a caps structure's format: RGB, YUV or gray (0 when
+// it has no fixed format).
+static guint colour_family(const GstStructure *s) {
+  const gchar *name = gst_structure_get_string(s, "format");
+  const GstVideoFormatInfo *info =
+      name ? gst_video_format_get_info(gst_video_format_from_string(name)) : nullptr;
+  return info ? info->flags & (GST_VIDEO_FORMAT_FLAG_RGB | GST_VIDEO_FORMAT_FLAG_YUV |
+                               GST_VIDEO_FORMAT_FLAG_GRAY)
+              : 0u;
+}
+
 // CUDA memory out when downstream asks for it by name, else system memory.
+// Output of another colour family than the input's (GRAY8 from RGB, RGB
+// from GRAY8) does not keep the input's colorimetry and chroma siting: they
+// describe the input's encoding, and GStreamer would refuse them as invalid
+// for the output's format (with a warning) and use the defaults anyway.
 static GstCaps *gst_cudadiff_filter_fixate_caps(GstBaseTransform *trans, GstPadDirection direction,
                                                 GstCaps *caps, GstCaps *othercaps) {
   if (direction == GST_PAD_SINK && !gst_base_transform_is_in_place(trans))
     othercaps = gst_cudadiff_caps_prefer_peer_memory(GST_BASE_TRANSFORM_SRC_PAD(trans), othercaps);
-  return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)
-      ->fixate_caps(trans, direction, caps, othercaps);
+  GstCaps *fixed = GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)
+                       ->fixate_caps(trans, direction, caps, othercaps);
+  if (direction != GST_PAD_SINK || !fixed || gst_caps_is_empty(fixed) || gst_caps_is_empty(caps))
+    return fixed;
+  const guint in = colour_family(gst_caps_get_structure(caps, 0));
+  const GstStructure *out = gst_caps_get_structure(fixed, 0);
+  if (in != 0 && colour_family(out) != 0 && colour_family(out) != in &&
+      (gst_structure_has_field(out, "colorimetry") ||
+       gst_structure_has_field(out, "chroma-site"))) {
+    fixed = gst_caps_make_writable(fixed);
+    gst_structure_remove_fields(gst_caps_get_structure(fixed, 0), "colorimetry", "chroma-site",
+                                nullptr);
+  }
+  return fixed;
 }
 
 static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *incaps,

@@ -151,6 +151,47 @@ TEST(CudaGrayscale, CapsNegotiation) {
   gst_harness_teardown(h);
 }
 
+// Output of another colour family than the input keeps none of the input's
+// colorimetry (an RGB matrix on GRAY8, a YUV matrix on BGR: GStreamer warns
+// that they are invalid and uses the defaults); output of the same family
+// keeps it. The filters share this (the base class's fixation).
+TEST(CudaGrayscale, ColorimetryOnlyWithinTheColourFamily) {
+  struct Case {
+    const char *element, *in_format, *colorimetry, *out_format;
+    bool kept;
+  };
+  const Case cases[] = {
+      {"cudagrayscale", "BGRx", "sRGB", "GRAY8", false},
+      {"cudagrayscale", "BGRx", "sRGB", "BGRx", true},
+      {"cudabinarize", "RGBA", "sRGB", "GRAY8", false},
+      {"cudaheatmap", "GRAY8", "1:4:0:0", "BGR", false},
+      {"cudanoisevis", "GRAY8", "1:4:0:0", "BGR", false},
+      {"cudaheatmap", "BGR", "sRGB", "BGR", true},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string(c.element) + " " + c.in_format + " -> " + c.out_format);
+    const std::string in_caps =
+        gst_test::raw_caps(c.in_format, 8, 8) + ",colorimetry=" + c.colorimetry;
+    GstHarness *h =
+        make_harness(c.element, in_caps, std::string("video/x-raw,format=") + c.out_format);
+    GstBuffer *out = gst_harness_push_and_pull(h, pattern_buffer(info_of(in_caps)));
+    ASSERT_NE(out, nullptr);
+    gst_buffer_unref(out);
+    GstCaps *out_caps = gst_pad_get_current_caps(h->sinkpad);
+    ASSERT_NE(out_caps, nullptr);
+    const GstStructure *st = gst_caps_get_structure(out_caps, 0);
+    EXPECT_STREQ(gst_structure_get_string(st, "format"), c.out_format);
+    if (c.kept) {
+      EXPECT_STREQ(gst_structure_get_string(st, "colorimetry"), c.colorimetry);
+    } else {
+      EXPECT_FALSE(gst_structure_has_field(st, "colorimetry"));
+      EXPECT_FALSE(gst_structure_has_field(st, "chroma-site"));
+    }
+    gst_caps_unref(out_caps);
+    gst_harness_teardown(h);
+  }
+}
+
 TEST(CudaGrayscale, TransformCapsMapsFormats) {
   GstElement *el = gst_element_factory_make("cudagrayscale", nullptr);
   GstBaseTransformClass *klass = GST_BASE_TRANSFORM_GET_CLASS(el);
