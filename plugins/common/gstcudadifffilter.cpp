@@ -381,40 +381,13 @@ static GstCaps *gst_cudadiff_filter_transform_caps(GstBaseTransform *trans,
   return result;
 }
 
-// The colour family of a caps structure's format: RGB, YUV or gray (0 when
-// it has no fixed format).
-static guint colour_family(const GstStructure *s) {
-  const gchar *name = gst_structure_get_string(s, "format");
-  const GstVideoFormatInfo *info =
-      name ? gst_video_format_get_info(gst_video_format_from_string(name)) : nullptr;
-  return info ? info->flags & (GST_VIDEO_FORMAT_FLAG_RGB | GST_VIDEO_FORMAT_FLAG_YUV |
-                               GST_VIDEO_FORMAT_FLAG_GRAY)
-              : 0u;
-}
-
 // CUDA memory out when downstream asks for it by name, else system memory.
-// Output of another colour family than the input's (GRAY8 from RGB, RGB
-// from GRAY8) does not keep the input's colorimetry and chroma siting: they
-// describe the input's encoding, and GStreamer would refuse them as invalid
-// for the output's format (with a warning) and use the defaults anyway.
 static GstCaps *gst_cudadiff_filter_fixate_caps(GstBaseTransform *trans, GstPadDirection direction,
                                                 GstCaps *caps, GstCaps *othercaps) {
   if (direction == GST_PAD_SINK && !gst_base_transform_is_in_place(trans))
     othercaps = gst_cudadiff_caps_prefer_peer_memory(GST_BASE_TRANSFORM_SRC_PAD(trans), othercaps);
-  GstCaps *fixed = GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)
-                       ->fixate_caps(trans, direction, caps, othercaps);
-  if (direction != GST_PAD_SINK || !fixed || gst_caps_is_empty(fixed) || gst_caps_is_empty(caps))
-    return fixed;
-  const guint in = colour_family(gst_caps_get_structure(caps, 0));
-  const GstStructure *out = gst_caps_get_structure(fixed, 0);
-  if (in != 0 && colour_family(out) != 0 && colour_family(out) != in &&
-      (gst_structure_has_field(out, "colorimetry") ||
-       gst_structure_has_field(out, "chroma-site"))) {
-    fixed = gst_caps_make_writable(fixed);
-    gst_structure_remove_fields(gst_caps_get_structure(fixed, 0), "colorimetry", "chroma-site",
-                                nullptr);
-  }
-  return fixed;
+  return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)
+      ->fixate_caps(trans, direction, caps, othercaps);
 }
 
 static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *incaps,
@@ -425,6 +398,9 @@ static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *in
   GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
   FilterState *st = priv->state;
   if (!st->ctx) return FALSE;
+  // New caps: an element in place waits for its frames until upstream's
+  // allocation query (which follows) says that downstream orders after them.
+  if (gst_base_transform_is_in_place(GST_BASE_TRANSFORM(filter))) st->downstream_orders = false;
 
   const cudadiff::VideoFormat in_fmt = gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(in_info));
   const cudadiff::VideoFormat out_fmt =
@@ -853,10 +829,12 @@ static gboolean gst_cudadiff_filter_sink_query(GstBaseTransform *trans, GstPadDi
 // keep an input until the GPU has read it.
 static gboolean gst_cudadiff_filter_propose_allocation(GstBaseTransform *trans,
                                                        GstQuery *decide_query, GstQuery *query) {
+  FilterState *st = get_priv(GST_CUDADIFF_FILTER(trans))->state;
+  // (an element in place learns it below; until then it waits for its frames)
+  if (gst_base_transform_is_in_place(trans)) st->downstream_orders = false;
   if (gst_base_transform_is_passthrough(trans))
     return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)
         ->propose_allocation(trans, decide_query, query);
-  FilterState *st = get_priv(GST_CUDADIFF_FILTER(trans))->state;
   GstCaps *caps = nullptr;
   gst_query_parse_allocation(query, &caps, nullptr);
   GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(trans);
@@ -866,9 +844,13 @@ static gboolean gst_cudadiff_filter_propose_allocation(GstBaseTransform *trans,
     // An element in place decides no allocation (GstBaseTransform asks
     // downstream nothing for it): whether downstream orders its work after
     // the frames it marks is asked here, as upstream asks for its pool.
-    if (gst_base_transform_is_in_place(trans))
+    if (gst_base_transform_is_in_place(trans)) {
       st->downstream_orders =
           gst_cudadiff_downstream_orders(GST_BASE_TRANSFORM_SRC_PAD(trans), caps);
+      GST_DEBUG_OBJECT(trans, "in place: downstream %s",
+                       st->downstream_orders ? "orders its work after marked frames"
+                                             : "waits for no marked frame");
+    }
     return gst_cudadiff_propose_cuda_allocation(&st->share, query, keep);
   }
   return gst_cudadiff_propose_pinned_allocation(query, keep);

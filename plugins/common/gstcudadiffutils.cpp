@@ -175,6 +175,33 @@ void formats_of_value(const GValue *value, std::vector<GstVideoFormat> &out) {
   }
 }
 
+// The colour family of a format: RGB, YUV or gray.
+guint colour_family(GstVideoFormat f) {
+  const GstVideoFormatInfo *info = gst_video_format_get_info(f);
+  return info ? info->flags & (GST_VIDEO_FORMAT_FLAG_RGB | GST_VIDEO_FORMAT_FLAG_YUV |
+                               GST_VIDEO_FORMAT_FLAG_GRAY)
+              : 0u;
+}
+
+// A copy of `s` with `formats` as its format field.
+GstStructure *with_formats(const GstStructure *s, const std::vector<GstVideoFormat> &formats) {
+  GstStructure *copy = gst_structure_copy(s);
+  GValue list = G_VALUE_INIT;
+  gst_value_list_init(&list, static_cast<guint>(formats.size()));
+  for (GstVideoFormat f : formats) {
+    GValue v = G_VALUE_INIT;
+    g_value_init(&v, G_TYPE_STRING);
+    g_value_set_string(&v, gst_video_format_to_string(f));
+    gst_value_list_append_and_take_value(&list, &v);
+  }
+  if (formats.size() == 1)
+    gst_structure_set_value(copy, "format", gst_value_list_get_value(&list, 0));
+  else
+    gst_structure_set_value(copy, "format", &list);
+  g_value_unset(&list);
+  return copy;
+}
+
 }  // namespace
 
 GstCaps *gst_cudadiff_transform_formats(
@@ -196,23 +223,34 @@ GstCaps *gst_cudadiff_transform_formats(
       for (GstVideoFormat m : mapped) add_format_unique(out_formats, m);
     }
     if (out_formats.empty()) continue;
-    GstStructure *copy = gst_structure_copy(s);
-    GValue list = G_VALUE_INIT;
-    gst_value_list_init(&list, static_cast<guint>(out_formats.size()));
-    for (GstVideoFormat f : out_formats) {
-      GValue v = G_VALUE_INIT;
-      g_value_init(&v, G_TYPE_STRING);
-      g_value_set_string(&v, gst_video_format_to_string(f));
-      gst_value_list_append_and_take_value(&list, &v);
-    }
-    if (out_formats.size() == 1)
-      gst_structure_set_value(copy, "format", gst_value_list_get_value(&list, 0));
-    else
-      gst_structure_set_value(copy, "format", &list);
-    g_value_unset(&list);
     GstCapsFeatures *features = gst_caps_get_features(caps, i);
-    gst_caps_append_structure_full(result, copy,
-                                   features ? gst_caps_features_copy(features) : nullptr);
+    auto append = [&](GstStructure *st) {
+      gst_caps_append_structure_full(result, st,
+                                     features ? gst_caps_features_copy(features) : nullptr);
+    };
+    // The colorimetry and chroma siting describe the input's encoding: they
+    // go with outputs of the input's colour family (RGB, YUV or gray) only.
+    // GStreamer refuses them on another family's format as invalid.
+    if (!gst_structure_has_field(s, "colorimetry") && !gst_structure_has_field(s, "chroma-site")) {
+      append(with_formats(s, out_formats));
+      continue;
+    }
+    guint in_families = 0;
+    for (GstVideoFormat f : in_formats) in_families |= colour_family(f);
+    std::vector<GstVideoFormat> same, other;
+    for (GstVideoFormat f : out_formats)
+      ((colour_family(f) & in_families) ? same : other).push_back(f);
+    GstStructure *same_st = same.empty() ? nullptr : with_formats(s, same);
+    GstStructure *other_st = nullptr;
+    if (!other.empty()) {
+      other_st = with_formats(s, other);
+      gst_structure_remove_fields(other_st, "colorimetry", "chroma-site", nullptr);
+    }
+    // In the order of the formats (the first is preferred).
+    const bool other_first = other_st && out_formats[0] == other[0];
+    if (other_first) append(other_st);
+    if (same_st) append(same_st);
+    if (other_st && !other_first) append(other_st);
   }
   return result;
 }

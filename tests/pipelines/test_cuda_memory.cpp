@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -326,20 +327,68 @@ TEST(CudaMemory, TextOverlayIntoEncoderMatchesSystemMemory) {
   }
 }
 
+// The debug messages of one category about one element, collected while
+// alive (the category's threshold raised to DEBUG meanwhile).
+class DebugLines {
+ public:
+  DebugLines(const char *category, const char *element) : category_(category), element_(element) {
+    for (GSList *l = gst_debug_get_all_categories(); l; l = l->next) {
+      auto *cat = static_cast<GstDebugCategory *>(l->data);
+      if (category_ == gst_debug_category_get_name(cat)) cat_ = cat;
+    }
+    if (cat_) {
+      old_ = gst_debug_category_get_threshold(cat_);
+      gst_debug_category_set_threshold(cat_, GST_LEVEL_DEBUG);
+    }
+    gst_debug_add_log_function(log, this, nullptr);
+  }
+  ~DebugLines() {
+    gst_debug_remove_log_function_by_data(this);
+    if (cat_) gst_debug_category_set_threshold(cat_, old_);
+  }
+  bool any_contains(const std::string &text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const std::string &l : lines_)
+      if (l.find(text) != std::string::npos) return true;
+    return false;
+  }
+
+ private:
+  static void log(GstDebugCategory *cat, GstDebugLevel, const gchar *, const gchar *, gint,
+                  GObject *object, GstDebugMessage *message, gpointer data) {
+    auto *self = static_cast<DebugLines *>(data);
+    if (self->category_ != gst_debug_category_get_name(cat) || !object || !GST_IS_OBJECT(object) ||
+        self->element_ != GST_OBJECT_NAME(object))
+      return;
+    std::lock_guard<std::mutex> lock(self->mutex_);
+    self->lines_.push_back(gst_debug_message_get(message));
+  }
+  std::string category_, element_;
+  GstDebugCategory *cat_ = nullptr;
+  GstDebugLevel old_ = GST_LEVEL_NONE;
+  std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+
 // cudatextoverlay works in place, between two of our filters: it learns
-// from downstream (cudaheatmap) that it orders its work after marked frames,
-// and marks its frames instead of waiting for them. The pictures are those
-// of system memory.
+// from downstream (cudaheatmap) that it orders its work after marked frames
+// (its debug message says so; GstBaseTransform runs no allocation query of
+// its own for an element in place, so before it never learnt it and waited
+// for every frame), and marks its frames instead of waiting for them. The
+// pictures are those of system memory.
 TEST(CudaMemory, TextOverlayBetweenFiltersMatchesSystemMemory) {
   if (!have_nvcodec_copies()) GTEST_SKIP() << "nvcodec's cudaupload/cudadownload missing";
   if (!have_factory("cudatextoverlay")) GTEST_SKIP() << "built without Pango";
   const std::string text = " ! cudatextoverlay name=text text=\"in place\" shaded-background=true";
-  const RunResult a =
-      run(std::string(kSource) + " ! cudaupload name=up ! cudagauss name=gauss" + text +
-              " ! video/x-raw(memory:CUDAMemory),format=BGR ! cudaheatmap name=heat ! "
-              "cudadownload name=down ! "
-              "video/x-raw,format=BGR ! fakesink name=out",
-          {"up", "gauss", "text", "heat", "down"});
+  RunResult a;
+  {
+    DebugLines lines("cudadifffilter", "text");
+    a = run(std::string(kSource) + " ! cudaupload name=up ! cudagauss name=gauss" + text +
+                " ! video/x-raw(memory:CUDAMemory),format=BGR ! cudaheatmap name=heat ! "
+                "cudadownload name=down ! video/x-raw,format=BGR ! fakesink name=out",
+            {"up", "gauss", "text", "heat", "down"});
+    EXPECT_TRUE(lines.any_contains("downstream orders its work after marked frames"));
+  }
   ASSERT_EQ(a.error, "");
   const RunResult b = run(std::string(kSource) + " ! cudagauss ! video/x-raw,format=BGR" + text +
                           " ! cudaheatmap ! video/x-raw,format=BGR ! fakesink name=out");
