@@ -139,6 +139,10 @@ struct DecState {
   std::string first_skip;
   // The output timeline (set_timestamps()).
   stream::Timeline timeline;
+  // Upstream's last segment (a new one, not the same again, may start its
+  // times again: Timeline::forget_output()).
+  GstSegment segment;
+  bool have_segment = false;
   // frame-overlap: a decoded frame is finished when the next packet has
   // been applied, so that it comes down from the GPU meanwhile (version 2:
   // so that the GPU decodes it while the next packet is checked).
@@ -162,6 +166,7 @@ struct DecState {
     skipped_since_packet = 0;
     first_skip.clear();
     timeline = stream::Timeline();
+    have_segment = false;
   }
   void drop_codec() {
     decoder.reset();
@@ -343,10 +348,19 @@ static gboolean gst_cudadiff_dec_flush(GstVideoDecoder *decoder) {
 
 // A new segment: upstream's times may start again (an application looping
 // a clip, each pass in a segment of its own), so the timeline's rule that
-// a timed packet's time never goes back holds within a segment.
+// a timed packet's time never goes back holds within a segment. (The same
+// segment sent again, as an input-selector does when it switches back, is
+// not a new one.)
 static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *event) {
-  if (GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT)
-    GST_CUDADIFF_DEC(decoder)->state->timeline.forget_output();
+  if (GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
+    DecState *st = GST_CUDADIFF_DEC(decoder)->state;
+    const GstSegment *segment = nullptr;
+    gst_event_parse_segment(event, &segment);
+    if (!st->have_segment || !gst_segment_is_equal(segment, &st->segment))
+      st->timeline.forget_output();
+    gst_segment_copy_into(segment, &st->segment);
+    st->have_segment = true;
+  }
   return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->sink_event(decoder, event);
 }
 

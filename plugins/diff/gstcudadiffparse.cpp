@@ -55,6 +55,10 @@ struct ParseState {
   // started an upstream buffer: the next packet with one came in the same
   // buffer (none: GST_CLOCK_TIME_NONE).
   guint64 upstream_pending = GST_CLOCK_TIME_NONE;
+  // Upstream's last segment (a new one, not the same again, may start its
+  // times again: Timeline::forget_output()).
+  GstSegment segment;
+  bool have_segment = false;
   // Push mode from an upstream that seeks in bytes (filesrc ! queue): the
   // keyframes put into GstBaseParse's index as they pass (offsets, sorted).
   // -1: not asked yet.
@@ -462,11 +466,14 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
   ParseState *st = self->state;
   const GstEventType type = GST_EVENT_TYPE(event);
   const guint32 seqnum = gst_event_get_seqnum(event);
-  bool time = false;
+  bool time = false, new_segment = false;
   if (type == GST_EVENT_SEGMENT) {
     const GstSegment *segment = nullptr;
     gst_event_parse_segment(event, &segment);
     time = segment->format == GST_FORMAT_TIME;
+    new_segment = !st->have_segment || !gst_segment_is_equal(segment, &st->segment);
+    gst_segment_copy_into(segment, &st->segment);
+    st->have_segment = true;
   }
   // (the base class may first finish the packets of the segment before)
   const gboolean ret =
@@ -474,8 +481,9 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
   if (type == GST_EVENT_SEGMENT) {
     st->upstream_time = time;
     // Upstream's times may start again in a new segment (a looped clip):
-    // they never go back within one.
-    st->live.forget_output();
+    // they never go back within one (the same segment sent again, as an
+    // input-selector does when it switches back, is not a new one).
+    if (new_segment) st->live.forget_output();
     // The segment that answers a seek carries its seqnum; packets parsed
     // before it (already queued when the seek went out) do not count.
     const guint32 seek = guint32(g_atomic_int_get(&self->seek_seqnum));
@@ -485,6 +493,7 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
     }
   } else if (type == GST_EVENT_FLUSH_STOP) {
     st->upstream_pending = GST_CLOCK_TIME_NONE;
+    st->have_segment = false;
     st->live.forget_output();  // (in time, upstream's times may go back now)
   }
   return ret;
