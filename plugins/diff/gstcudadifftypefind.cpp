@@ -37,10 +37,21 @@ void cudadiff_type_find(GstTypeFind *tf, gpointer) {
     suggest(tf, GST_TYPE_FIND_MAXIMUM, version);
     return;
   }
-  // The largest block available of the first 64 KiB.
+  // The first 64 KiB, or all of a shorter stream whose length is known;
+  // else the largest block available (found by bisection).
   size_t len = kScanBytes;
-  while (len >= 2 * stream::kHeaderSize && !(data = gst_type_find_peek(tf, 0, guint(len))))
-    len /= 2;
+  const guint64 length = gst_type_find_get_length(tf);
+  if (length > 0 && length < len) len = size_t(length);
+  data = gst_type_find_peek(tf, 0, guint(len));
+  if (!data) {
+    size_t lo = stream::kHeaderSize, hi = len;  // peek(lo) works, peek(hi) does not
+    while (hi - lo > 1) {
+      const size_t mid = lo + (hi - lo) / 2;
+      (gst_type_find_peek(tf, 0, guint(mid)) ? lo : hi) = mid;
+    }
+    len = lo;
+    data = gst_type_find_peek(tf, 0, guint(len));
+  }
   if (!data || len < 2 * stream::kHeaderSize) return;
   for (size_t i = 1; i + stream::kHeaderSize <= len; ++i) {
     const void *hit = std::memchr(data + i, stream::kMagic[0], len - stream::kHeaderSize + 1 - i);

@@ -2265,6 +2265,13 @@ TEST(CudaDiff, TypefinderRecognisesTheStream) {
     Bytes mid(stream.begin() + 1000, stream.end());
     EXPECT_EQ(typefind(mid, &prob), want);
     EXPECT_GE(prob, GST_TYPE_FIND_LIKELY);
+    // A stream shorter than 64 KiB whose first packet lies beyond its
+    // first 32 KiB (a fragment that starts with other bytes).
+    Bytes fragment(40000, 0);
+    fragment.insert(fragment.end(), stream.begin(),
+                    stream.begin() + std::min<size_t>(stream.size(), 20000));
+    EXPECT_EQ(typefind(fragment, &prob), want);
+    EXPECT_GE(prob, GST_TYPE_FIND_LIKELY);
     // A damaged header is not taken for one.
     Bytes damaged = stream;
     damaged.resize(64);
