@@ -684,6 +684,13 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
       st->decoder->keyframe(body);
       count_keyframe(self);
     }
+    // Deltas lost just before this keyframe cost no picture, but frames
+    // are missing all the same: a loss like any other, which it ends.
+    if (st->synced && h.frame_number > st->last_frame_number + 1)
+      report_damage(self, "packets missing before a keyframe",
+                    "frames " + std::to_string(st->last_frame_number + 1) + " to " +
+                        std::to_string(h.frame_number - 1) + " missing",
+                    "the keyframe resumes decoding");
     st->synced = true;
     st->in_loss = false;
     st->last_frame_number = h.frame_number;

@@ -1916,6 +1916,12 @@ TEST(CudaDiff, DecoderDropsDamagedPacketsAndRecovers) {
     in.assign(e.packets.begin(), e.packets.end());
     in.erase(in.begin() + 6);
     check(in, {0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}, "packet lost", "out of sequence");
+    // The delta just before a keyframe lost: no picture is wrong, but a
+    // frame is missing all the same (before, nothing said so).
+    in.assign(e.packets.begin(), e.packets.end());
+    in.erase(in.begin() + 7);
+    check(in, {0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15}, "delta before a keyframe lost",
+          "packets missing before a keyframe");
     // Packets reordered: 9 before 10 swapped.
     in.assign(e.packets.begin(), e.packets.end());
     std::swap(in[9], in[10]);
