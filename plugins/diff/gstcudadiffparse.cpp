@@ -55,6 +55,12 @@ struct ParseState {
   // started an upstream buffer: the next packet with one came in the same
   // buffer (none: GST_CLOCK_TIME_NONE).
   guint64 upstream_pending = GST_CLOCK_TIME_NONE;
+  // Whether a keyframe has passed since start, a flush or a jump in the
+  // offsets (a seek in pull mode): a damaged keyframe before one is where
+  // decoding would have started, which the decoder cannot see (it gets
+  // deltas only, as on a late join), so the parser reports it.
+  bool keyframe_passed = false;
+  guint64 next_offset = GST_BUFFER_OFFSET_NONE;  // where the last frame ended
   // Upstream's last segment (a new one, not the same again, may start its
   // times again: Timeline::forget_output()).
   GstSegment segment;
@@ -311,6 +317,11 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   parser.set_max_pixels(self->max_pixels);
   GST_OBJECT_UNLOCK(self);
   const stream::Parser::Step step = parser.next(queue, GST_BASE_PARSE_DRAINING(parse));
+  if (step.kind != stream::Parser::Kind::NeedData) {
+    if (st->next_offset != GST_BUFFER_OFFSET_NONE && frame->offset != st->next_offset)
+      st->keyframe_passed = false;
+    st->next_offset = frame->offset + step.bytes;
+  }
   switch (step.kind) {
     case stream::Parser::Kind::NeedData:
       // The whole header first, then the whole packet.
@@ -344,6 +355,12 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
         bool new_run = false;
         st->live.place(step.header, frame->offset, seeked, &new_run);
       }
+      if (step.damaged && step.header.keyframe() && !step.header.stream_header() &&
+          !st->keyframe_passed)
+        GST_ELEMENT_WARNING(self, STREAM, DECODE,
+                            ("damaged keyframe where decoding starts; decoding starts at the next "
+                             "keyframe"),
+                            ("%s", step.problem.c_str()));
       if (step.truncated)
         GST_ELEMENT_WARNING(self, STREAM, DECODE,
                             ("truncated stream: its last packet is incomplete"),
@@ -363,6 +380,7 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   const stream::PacketHeader &h = step.header;
   gst_base_parse_set_min_frame_size(parse, stream::kHeaderSize);
   if (!h.stream_header()) self->warned = false;
+  if (h.keyframe() && !h.stream_header()) st->keyframe_passed = true;
   if (pull && !st->file.scanned) {
     GST_OBJECT_LOCK(self);
     const guint64 max_pixels = self->max_pixels;
@@ -494,6 +512,8 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
   } else if (type == GST_EVENT_FLUSH_STOP) {
     st->upstream_pending = GST_CLOCK_TIME_NONE;
     st->have_segment = false;
+    st->keyframe_passed = false;
+    st->next_offset = GST_BUFFER_OFFSET_NONE;
     st->live.forget_output();  // (in time, upstream's times may go back now)
   }
   return ret;
