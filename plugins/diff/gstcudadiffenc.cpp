@@ -681,10 +681,10 @@ static gboolean gst_cudadiff_enc_sink_query(GstVideoEncoder *encoder, GstQuery *
 }
 
 // A frame not encoded because a flow other than OK came first (downstream
-// not linked, flushing, an error): handed back to the base class as dropped, so that
-// it leaves the base class's list of frames. A keyframe asked for of it
-// comes from the next frame (the base class keeps the request pending, and
-// ignores new ones, until a keyframe is finished).
+// not linked, flushing, an error): handed back to the base class as
+// dropped, so that it leaves the base class's list of frames. A keyframe
+// asked for of it comes from the next frame (the base class keeps the
+// request pending, and ignores new ones, until a keyframe is finished).
 static void drop_frame(GstCudaDiffEnc *self, GstVideoCodecFrame *frame) {
   if (GST_VIDEO_CODEC_FRAME_IS_FORCE_KEYFRAME(frame)) self->state->need_keyframe = true;
   gst_buffer_replace(&frame->output_buffer, nullptr);
