@@ -79,5 +79,25 @@ bool gst_cudadiff_upstream_is_live(GstPad *sinkpad);
 // max) and posts a latency message when it changes.
 void gst_cudadiff_set_overlap_latency(GstElement *codec, int frames_held, gint fps_n, gint fps_d);
 
+// The last segment a stream element was sent, to tell a new segment from
+// the same one sent again (as an input-selector does when it switches back
+// to a pad): upstream's times may start again in a new one only.
+class GstCudaDiffLastSegment {
+ public:
+  // Remembers `segment`; true when it is not the one remembered (or none
+  // is, since the start or forget()).
+  bool is_new(const GstSegment *segment) {
+    const bool differs = !have_ || !gst_segment_is_equal(segment, &segment_);
+    gst_segment_copy_into(segment, &segment_);
+    have_ = true;
+    return differs;
+  }
+  void forget() { have_ = false; }
+
+ private:
+  GstSegment segment_;
+  bool have_ = false;
+};
+
 // The packed RGB family, in the order caps list them.
 const std::vector<GstVideoFormat> &gst_cudadiff_packed_rgb_formats(void);

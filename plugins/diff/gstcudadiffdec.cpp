@@ -139,10 +139,9 @@ struct DecState {
   std::string first_skip;
   // The output timeline (set_timestamps()).
   stream::Timeline timeline;
-  // Upstream's last segment (a new one, not the same again, may start its
-  // times again: Timeline::forget_output()).
-  GstSegment segment;
-  bool have_segment = false;
+  // Upstream's last segment (a new one may start its times again:
+  // Timeline::forget_output()).
+  GstCudaDiffLastSegment last_segment;
   // frame-overlap: a decoded frame is finished when the next packet has
   // been applied, so that it comes down from the GPU meanwhile (version 2:
   // so that the GPU decodes it while the next packet is checked).
@@ -166,7 +165,7 @@ struct DecState {
     skipped_since_packet = 0;
     first_skip.clear();
     timeline = stream::Timeline();
-    have_segment = false;
+    last_segment.forget();
   }
   void drop_codec() {
     decoder.reset();
@@ -356,10 +355,7 @@ static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *
     DecState *st = GST_CUDADIFF_DEC(decoder)->state;
     const GstSegment *segment = nullptr;
     gst_event_parse_segment(event, &segment);
-    if (!st->have_segment || !gst_segment_is_equal(segment, &st->segment))
-      st->timeline.forget_output();
-    gst_segment_copy_into(segment, &st->segment);
-    st->have_segment = true;
+    if (st->last_segment.is_new(segment)) st->timeline.forget_output();
   }
   return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->sink_event(decoder, event);
 }

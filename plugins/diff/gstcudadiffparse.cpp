@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cudadiffstream.h"
+#include "gstcudadiffutils.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_parse_debug);
 #define GST_CAT_DEFAULT gst_cudadiff_parse_debug
@@ -61,10 +62,9 @@ struct ParseState {
   // deltas only, as on a late join), so the parser reports it.
   bool keyframe_passed = false;
   guint64 next_offset = GST_BUFFER_OFFSET_NONE;  // where the last frame ended
-  // Upstream's last segment (a new one, not the same again, may start its
-  // times again: Timeline::forget_output()).
-  GstSegment segment;
-  bool have_segment = false;
+  // Upstream's last segment (a new one may start its times again:
+  // Timeline::forget_output()).
+  GstCudaDiffLastSegment last_segment;
   // Push mode from an upstream that seeks in bytes (filesrc ! queue): the
   // keyframes put into GstBaseParse's index as they pass (offsets, sorted).
   // -1: not asked yet.
@@ -489,9 +489,7 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
     const GstSegment *segment = nullptr;
     gst_event_parse_segment(event, &segment);
     time = segment->format == GST_FORMAT_TIME;
-    new_segment = !st->have_segment || !gst_segment_is_equal(segment, &st->segment);
-    gst_segment_copy_into(segment, &st->segment);
-    st->have_segment = true;
+    new_segment = st->last_segment.is_new(segment);
   }
   // (the base class may first finish the packets of the segment before)
   const gboolean ret =
@@ -511,7 +509,7 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
     }
   } else if (type == GST_EVENT_FLUSH_STOP) {
     st->upstream_pending = GST_CLOCK_TIME_NONE;
-    st->have_segment = false;
+    st->last_segment.forget();
     st->keyframe_passed = false;
     st->next_offset = GST_BUFFER_OFFSET_NONE;
     st->live.forget_output();  // (in time, upstream's times may go back now)
