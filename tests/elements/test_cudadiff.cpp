@@ -1390,6 +1390,20 @@ std::vector<GstClockTime> parser_pts(const std::vector<Bytes> &packets) {
   return parser.pull();
 }
 
+// The packets of two recordings of `frames` GRAY8 16x8 frames each, one
+// after the other (the second a sender that restarted).
+std::vector<Bytes> two_recordings(int frames) {
+  Encoded a, b;
+  EncodeOptions o;
+  o.frames = frames;
+  encode(a, "GRAY8", 16, 8, o);
+  encode(b, "GRAY8", 16, 8, o);
+  std::vector<Bytes> packets;
+  for (const Encoded *e : {&a, &b})
+    for (GstBuffer *p : e->packets) packets.push_back(bytes_of(p));
+  return packets;
+}
+
 }  // namespace
 
 // A sender that restarts (its timestamps from 0 again) in a byte stream:
@@ -1397,14 +1411,7 @@ std::vector<GstClockTime> parser_pts(const std::vector<Bytes> &packets) {
 // cudadiffdec's do on untimed input, so that a sink does not drop the rest
 // as late.
 TEST(CudaDiff, ParserContinuesTheTimelineOfARestartedSender) {
-  Encoded a, b;
-  EncodeOptions o;
-  o.frames = 4;
-  encode(a, "GRAY8", 16, 8, o);
-  encode(b, "GRAY8", 16, 8, o);
-  std::vector<Bytes> packets;
-  for (const Encoded *e : {&a, &b})
-    for (GstBuffer *p : e->packets) packets.push_back(bytes_of(p));
+  const std::vector<Bytes> packets = two_recordings(4);
   const std::vector<GstClockTime> pts = parser_pts(packets);
   ASSERT_EQ(pts.size(), 8u);
   // (the packets' durations are rounded to the nanosecond: the second run
@@ -1499,14 +1506,7 @@ TEST(CudaDiff, ParserSeekBackInAByteStream) {
 // take their own run's time again, found by their byte offset (they took
 // the second recording's run, 20 frames late).
 TEST(CudaDiff, ParserSeekBackIntoAnEarlierRecording) {
-  Encoded a, b;
-  EncodeOptions o;
-  o.frames = 20;
-  encode(a, "GRAY8", 16, 8, o);
-  encode(b, "GRAY8", 16, 8, o);
-  std::vector<Bytes> packets;
-  for (const Encoded *e : {&a, &b})
-    for (GstBuffer *p : e->packets) packets.push_back(bytes_of(p));
+  const std::vector<Bytes> packets = two_recordings(20);
   std::vector<guint64> offsets;
   guint64 at = 0;
   for (const Bytes &p : packets) {
