@@ -162,6 +162,8 @@ TEST(CudaDiffCuda, DecoderErrorWithAFrameInFlight) {
         ++errors;
       }
       EXPECT_EQ(errors, 1);
+      // The bus's messages hold the element: detach it before the teardown.
+      gst_element_set_bus(dec->element, nullptr);
       gst_harness_teardown(dec);
       gst_object_unref(bus);
       g_unsetenv("CUDADIFF_CODEC2_FAIL_FINISH");

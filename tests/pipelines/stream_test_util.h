@@ -218,12 +218,18 @@ class Pipeline {
       g_error_free(err);
       g_free(debug);
     }
+    // A sync handler that drops a message owns it.
+    gst_message_unref(m);
     return GST_BUS_DROP;
   }
   static GstPadProbeReturn on_buffer(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
     auto *self = static_cast<Pipeline *>(data);
     GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
-    static GstCaps *sender = gst_caps_from_string("timestamp/x-cudadiff-sender");
+    static GstCaps *sender = [] {
+      GstCaps *caps = gst_caps_from_string("timestamp/x-cudadiff-sender");
+      GST_MINI_OBJECT_FLAG_SET(caps, GST_MINI_OBJECT_FLAG_MAY_BE_LEAKED);  // kept for the process
+      return caps;
+    }();
     GstReferenceTimestampMeta *meta = gst_buffer_get_reference_timestamp_meta(buf, sender);
     const uint64_t pts = meta ? meta->timestamp : GST_CLOCK_TIME_NONE;
     GstCaps *caps = gst_pad_get_current_caps(pad);
