@@ -512,6 +512,14 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
 
 // A keyframe of another version, format, size or framerate: a new core
 // decoder and new output caps.
+// What a failed configure() returns: new output caps cannot be set on a
+// flushing source pad (a seek or a stop while the stream changed), which
+// is no negotiation error.
+static GstFlowReturn configure_failed(GstCudaDiffDec *self) {
+  return GST_PAD_IS_FLUSHING(GST_VIDEO_DECODER_SRC_PAD(self)) ? GST_FLOW_FLUSHING
+                                                              : GST_FLOW_NOT_NEGOTIATED;
+}
+
 static bool configured_for(const DecState *st, const stream::PacketHeader &h) {
   return (st->decoder || st->decoder2) && st->version == h.version && st->format == h.format &&
          st->width == h.width && st->height == h.height && st->fps_n == h.fps_n &&
@@ -638,7 +646,7 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
     // for the size first (configure()).
     const bool v2 = h.version == stream::kVersion2;
     if (!v2 && !configure(self, h)) {
-      *ret = GST_FLOW_NOT_NEGOTIATED;
+      *ret = configure_failed(self);
       return false;
     }
     if (!st->reader->body(h, payload, &body, &why, &unsupported)) {
@@ -667,7 +675,7 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
           return false;
         }
         if (!configure(self, h, std::move(fresh))) {
-          *ret = GST_FLOW_NOT_NEGOTIATED;
+          *ret = configure_failed(self);
           return false;
         }
         count_keyframe(self);  // (nothing in flight: handle_frame() writes it at once)
@@ -955,9 +963,11 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     st->first_skip.clear();
   }
   if (!decoded) {
-    GST_OBJECT_LOCK(self);
-    self->stats.dropped_packets++;
-    GST_OBJECT_UNLOCK(self);
+    if (ret != GST_FLOW_FLUSHING) {
+      GST_OBJECT_LOCK(self);
+      self->stats.dropped_packets++;
+      GST_OBJECT_UNLOCK(self);
+    }
     if (!st->synced && ret == GST_FLOW_OK) request_keyframe(self, frame);
     const GstFlowReturn flushed = finish_pending(self);
     gst_video_decoder_release_frame(decoder, frame);
@@ -1113,7 +1123,8 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
           "keyframes, damaged packets and caps changes push it. never (for viewers: "
           "tcpclientsrc is not flagged live but is real time), always (decoding files or "
           "recorded streams as fast as possible), auto = when upstream is not live. Read "
-          "when caps are set. Default: never",
+          "when input caps are set (a byte stream from tcpclientsrc or filesrc sets them once, "
+          "so a change applies at the next start). Default: never",
           GST_TYPE_CUDADIFF_FRAME_OVERLAP, DEFAULT_FRAME_OVERLAP,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                    GST_PARAM_MUTABLE_PLAYING)));

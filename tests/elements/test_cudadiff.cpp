@@ -1113,6 +1113,73 @@ GstBuffer *announcing(GstBuffer *packet, uint32_t w, uint32_t h) {
 // A keyframe announcing a frame larger than max-pixels is dropped before
 // anything is allocated for it, with one warning that names the property,
 // and decoding resumes at the next keyframe that fits.
+// Sets or clears `pad`'s flushing flag alone: what a flush-start leaves a
+// source pad in while the streaming thread is still inside the element.
+void set_flushing(GstPad *pad, bool flushing) {
+  GST_OBJECT_LOCK(pad);
+  if (flushing)
+    GST_PAD_SET_FLUSHING(pad);
+  else
+    GST_PAD_UNSET_FLUSHING(pad);
+  GST_OBJECT_UNLOCK(pad);
+}
+
+// A keyframe of a new size reaching the decoder or the parser while its
+// source pad flushes (a seek or a stop meanwhile): its new caps cannot be
+// set, which is a flush, not a negotiation error (that stopped the
+// pipeline with "not-negotiated"). After the flush the same keyframe is
+// decoded.
+TEST(CudaDiff, NewCapsWhileTheOutputFlushes) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded small, large;
+    EncodeOptions o;
+    o.frames = 2;
+    o.version = version;
+    encode(small, "BGR", 16, 8, o);
+    encode(large, "BGR", 24, 8, o);
+    for (const char *factory : {"cudadiffdec", "cudadiffparse"}) {
+      SCOPED_TRACE(factory);
+      GstHarness *h = gst_harness_new(factory);
+      gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+      GstPad *src = gst_element_get_static_pad(h->element, "src");
+      EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(small.packets[0])), GST_FLOW_OK);
+      set_flushing(src, true);
+      EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(large.packets[0])), GST_FLOW_FLUSHING);
+      // The flush's events; then the keyframe again.
+      set_flushing(src, false);
+      gst_harness_push_event(h, gst_event_new_flush_start());
+      gst_harness_push_event(h, gst_event_new_flush_stop(TRUE));
+      GstSegment segment;
+      gst_segment_init(&segment, GST_FORMAT_TIME);
+      EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&segment)));
+      while (GstBuffer *out = gst_harness_try_pull(h)) gst_buffer_unref(out);
+      EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(large.packets[0])), GST_FLOW_OK);
+      EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(large.packets[1])), GST_FLOW_OK);
+      gst_harness_push_event(h, gst_event_new_eos());
+      std::vector<GstBuffer *> out;
+      while (GstBuffer *b = gst_harness_try_pull(h)) out.push_back(b);
+      GstCaps *caps = gst_pad_get_current_caps(h->sinkpad);
+      ASSERT_NE(caps, nullptr);
+      GstStructure *st = gst_caps_get_structure(caps, 0);
+      int width = 0;
+      EXPECT_TRUE(gst_structure_get_int(st, "width", &width));
+      EXPECT_EQ(width, 24);
+      ASSERT_EQ(out.size(), 2u);
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (std::string(factory) == "cudadiffdec")
+          EXPECT_EQ(canonical_of(out[i], caps), large.pictures[i]) << i;
+        else
+          EXPECT_EQ(bytes_of(out[i]), bytes_of(large.packets[i])) << i;
+        gst_buffer_unref(out[i]);
+      }
+      gst_caps_unref(caps);
+      gst_object_unref(src);
+      gst_harness_teardown(h);
+    }
+  }
+}
+
 TEST(CudaDiff, DecoderRefusesKeyframesLargerThanMaxPixels) {
   for (int version : {1, 2}) {
     SCOPED_TRACE("version " + std::to_string(version));
