@@ -304,6 +304,8 @@ static Placement render_text(GstCudaTextOverlay *self, TextRenderer *r, const Se
   return p;
 }
 
+static void apply_passthrough(GstCudaTextOverlay *self, bool ask_upstream);
+
 static void gst_cudadiff_text_overlay_setup(GstCudaDiffFilter *filter, const GstVideoInfo *in_info,
                                             const GstVideoInfo *, const cudadiff::Context &ctx) {
   auto *self = GST_CUDADIFF_TEXT_OVERLAY(filter);
@@ -316,6 +318,7 @@ static void gst_cudadiff_text_overlay_setup(GstCudaDiffFilter *filter, const Gst
   GST_OBJECT_LOCK(self);
   self->render_dirty = TRUE;  // a new frame size moves and clips the text
   GST_OBJECT_UNLOCK(self);
+  apply_passthrough(self, false);  // before the allocations for these caps are decided
 }
 
 static void gst_cudadiff_text_overlay_teardown(GstCudaDiffFilter *filter) {
@@ -366,12 +369,34 @@ static void gst_cudadiff_text_overlay_process_ip(GstCudaDiffFilter *filter,
 // Empty text: pass-through (no mapping, no copy). Upstream is asked to
 // renegotiate its allocation on each switch, so it writes into our pinned
 // pool while we blend and into downstream's pool while we pass through.
-static void update_passthrough(GstCudaTextOverlay *self, bool empty) {
+// Switched only in the sink pad's streaming thread, from the text of the
+// moment: when caps are set, when upstream asks for its allocation and
+// before each buffer (GstBaseTransform reads the flag twice per buffer, so
+// a switch from the application's thread in between handed an in-place
+// transform a buffer it had not made writable, and two setters could leave
+// it switched the wrong way). `ask_upstream`: upstream is told to ask for
+// its allocation again (not while it is asking).
+static void apply_passthrough(GstCudaTextOverlay *self, bool ask_upstream) {
   GstBaseTransform *trans = GST_BASE_TRANSFORM(self);
-  if (gst_base_transform_is_passthrough(trans) == static_cast<gboolean>(empty)) return;
+  GST_OBJECT_LOCK(self);
+  const gboolean empty = self->settings->text.empty();
+  GST_OBJECT_UNLOCK(self);
+  if (gst_base_transform_is_passthrough(trans) == empty) return;
   gst_base_transform_set_passthrough(trans, empty);
-  gst_base_transform_reconfigure_sink(trans);
+  if (ask_upstream) gst_base_transform_reconfigure_sink(trans);
   GST_DEBUG_OBJECT(self, "passthrough %s", empty ? "on (empty text)" : "off");
+}
+
+static void gst_cudadiff_text_overlay_before_transform(GstBaseTransform *trans, GstBuffer *) {
+  apply_passthrough(GST_CUDADIFF_TEXT_OVERLAY(trans), true);
+}
+
+static gboolean gst_cudadiff_text_overlay_propose_allocation(GstBaseTransform *trans,
+                                                             GstQuery *decide_query,
+                                                             GstQuery *query) {
+  apply_passthrough(GST_CUDADIFF_TEXT_OVERLAY(trans), false);
+  return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_text_overlay_parent_class)
+      ->propose_allocation(trans, decide_query, query);
 }
 
 // Stores a property value; a change that alters the text's shape (layout) or
@@ -387,16 +412,14 @@ static void update(T &field, const T &value, gboolean *dirty) {
 static void gst_cudadiff_text_overlay_set_property(GObject *object, guint prop_id,
                                                    const GValue *value, GParamSpec *pspec) {
   auto *self = GST_CUDADIFF_TEXT_OVERLAY(object);
-  bool text_set = false, empty = false;
   GST_OBJECT_LOCK(self);
   Settings &s = *self->settings;
   gboolean *layout = &self->layout_dirty, *render = &self->render_dirty;
   switch (prop_id) {
     case PROP_TEXT: {
       const gchar *text = g_value_get_string(value);
+      // (pass-through follows in the streaming thread: apply_passthrough())
       update(s.text, std::string(text ? text : ""), layout);
-      text_set = true;
-      empty = s.text.empty();
       break;
     }
     case PROP_FONT_DESC: {
@@ -430,8 +453,6 @@ static void gst_cudadiff_text_overlay_set_property(GObject *object, guint prop_i
       break;
   }
   GST_OBJECT_UNLOCK(self);
-  // Outside the object lock: set_passthrough takes it.
-  if (text_set) update_passthrough(self, empty);
 }
 
 static void gst_cudadiff_text_overlay_get_property(GObject *object, guint prop_id, GValue *value,
@@ -618,6 +639,9 @@ static void gst_cudadiff_text_overlay_class_init(GstCudaTextOverlayClass *klass)
   filter_class->setup = gst_cudadiff_text_overlay_setup;
   filter_class->teardown = gst_cudadiff_text_overlay_teardown;
   filter_class->process_ip = gst_cudadiff_text_overlay_process_ip;
+  GST_BASE_TRANSFORM_CLASS(klass)->before_transform = gst_cudadiff_text_overlay_before_transform;
+  GST_BASE_TRANSFORM_CLASS(klass)->propose_allocation =
+      gst_cudadiff_text_overlay_propose_allocation;
 
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_TEXT_HALIGN, static_cast<GstPluginAPIFlags>(0));
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_TEXT_VALIGN, static_cast<GstPluginAPIFlags>(0));

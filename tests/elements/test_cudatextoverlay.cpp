@@ -573,6 +573,43 @@ TEST(CudaTextOverlay, SharedBufferIsNotModified) {
   gst_harness_teardown(h);
 }
 
+// The text set from the application's thread switches pass-through in the
+// streaming thread, at the next buffer: GstBaseTransform reads the switch
+// twice per buffer, and a switch between the two reads handed the in-place
+// blend a shared buffer it had not copied ("write map requested on
+// non-writable buffer", an element error), or left the text undrawn.
+TEST(CudaTextOverlay, TextSwitchesPassthroughAtTheNextBuffer) {
+  const std::string caps = gst_test::raw_caps("NV12", 160, 64);
+  const GstVideoInfo info = info_of(caps);
+  GstHarness *h = make_harness("cudatextoverlay", caps);
+  GstElement *el = overlay_of(h);
+  GstBaseTransform *trans = GST_BASE_TRANSFORM(el);
+  gst_buffer_unref(gst_harness_push_and_pull(h, solid_buffer(info, 0, 0, 0)));
+  for (const char *text : {"shared", "", "again"}) {
+    SCOPED_TRACE(std::string("text \"") + text + "\"");
+    const bool passthrough = *text == '\0';
+    set_arg(h, "text", text);
+    EXPECT_EQ(gst_base_transform_is_passthrough(trans), !passthrough) << "before a buffer";
+    GstBuffer *in = solid_buffer(info, 0, 0, 0);
+    const Bytes before = bytes_of(in, info);
+    gst_buffer_ref(in);  // a second holder (a tee): not writable
+    GstBuffer *out = gst_harness_push_and_pull(h, in);
+    ASSERT_NE(out, nullptr);
+    EXPECT_EQ(gst_base_transform_is_passthrough(trans), passthrough) << "after a buffer";
+    EXPECT_EQ(bytes_of(in, info).data, before.data);
+    if (passthrough) {
+      EXPECT_EQ(out, in);
+    } else {
+      EXPECT_NE(out, in);
+      EXPECT_NE(bytes_of(out, info).data, before.data);
+    }
+    gst_buffer_unref(out);
+    gst_buffer_unref(in);
+  }
+  gst_object_unref(el);
+  gst_harness_teardown(h);
+}
+
 // backend=cuda without a device fails at start, with or without text (the
 // GPU machine covers the other case in test_cudatextoverlay_cuda).
 TEST(CudaTextOverlay, BackendCudaWithoutDevice) {
