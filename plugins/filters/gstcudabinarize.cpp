@@ -58,6 +58,7 @@ struct _GstCudaBinarize {
   // Streaming thread only.
   cudadiff::Binarize *op;  // between setup and teardown
   gboolean frame_posts_message;
+  cudadiff::ThresholdMethod frame_method;  // the method the frame was processed with
 };
 
 #define SINK_FORMATS \
@@ -138,6 +139,7 @@ static void gst_cudadiff_binarize_process(GstCudaDiffFilter *filter, const cudad
   params.want_peaks = self->post_messages;
   GST_OBJECT_UNLOCK(self);
   self->frame_posts_message = params.want_peaks;
+  self->frame_method = params.method;
   // A message per frame needs each frame's result on the host.
   if (params.want_peaks) gst_cudadiff_filter_need_host_results(filter);
   self->op->process(in, out, params);
@@ -176,11 +178,11 @@ static void gst_cudadiff_binarize_finish_frame(GstCudaDiffFilter *filter, GstClo
   const cudadiff::BinarizeResult r = self->op->result();
   GST_OBJECT_LOCK(self);
   self->last_threshold = r.threshold;
-  const cudadiff::ThresholdMethod method = self->params.method;
   GST_OBJECT_UNLOCK(self);
   GST_LOG_OBJECT(self, "threshold %d, peaks %d (%u) and %d (%u)", r.threshold, r.peak1,
                  r.peak1_count, r.peak2, r.peak2_count);
-  if (self->frame_posts_message) post_threshold_message(self, pts, method, r);
+  // (the method of the frame's settings: the property may have changed since)
+  if (self->frame_posts_message) post_threshold_message(self, pts, self->frame_method, r);
   self->frame_posts_message = FALSE;
 }
 
@@ -355,4 +357,5 @@ static void gst_cudadiff_binarize_init(GstCudaBinarize *self) {
   self->last_threshold = -1;
   self->op = nullptr;
   self->frame_posts_message = FALSE;
+  self->frame_method = DEFAULT_METHOD;
 }
