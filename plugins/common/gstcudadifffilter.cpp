@@ -79,6 +79,9 @@ struct GstCudaDiffFilterPrivate {
   GstCudaDiffBackend backend;
   gint device_id;
   GstCudaDiffFrameOverlap frame_overlap;
+  // What frame overlap adds to the latency (one frame; 0 without it),
+  // under the object lock: latency queries come from any thread.
+  GstClockTime overlap_latency;
   FilterState *state;
 };
 
@@ -221,6 +224,9 @@ static void drop_operation(GstCudaDiffFilter *self) {
   st->last_frame_unfinished = false;
   st->spare_events.clear();
   st->overlap = false;
+  GST_OBJECT_LOCK(self);
+  priv->overlap_latency = 0;
+  GST_OBJECT_UNLOCK(self);
 }
 
 static void gst_cudadiff_filter_set_property(GObject *object, guint prop_id, const GValue *value,
@@ -293,12 +299,12 @@ static gboolean gst_cudadiff_filter_query(GstBaseTransform *trans, GstPadDirecti
       GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)->query(trans, direction, query);
   // Frame overlap holds each frame until the next one arrives: one frame
   // more of latency, which a live pipeline must account for.
-  if (ret && direction == GST_PAD_SRC && GST_QUERY_TYPE(query) == GST_QUERY_LATENCY &&
-      st->overlap) {
-    const GstVideoInfo *info = &GST_VIDEO_FILTER(trans)->in_info;
-    if (GST_VIDEO_INFO_FPS_N(info) > 0) {
-      const GstClockTime frame = gst_util_uint64_scale_int(GST_SECOND, GST_VIDEO_INFO_FPS_D(info),
-                                                           GST_VIDEO_INFO_FPS_N(info));
+  if (ret && direction == GST_PAD_SRC && GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
+    GstCudaDiffFilterPrivate *priv = get_priv(GST_CUDADIFF_FILTER(trans));
+    GST_OBJECT_LOCK(trans);
+    const GstClockTime frame = priv->overlap_latency;
+    GST_OBJECT_UNLOCK(trans);
+    if (frame > 0) {
       gboolean live = FALSE;
       GstClockTime min = 0, max = GST_CLOCK_TIME_NONE;
       gst_query_parse_latency(query, &live, &min, &max);
@@ -422,8 +428,8 @@ static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *in
   }
   // A frame waiting from the last caps goes out first, under them.
   if (st->in_flight && push_flight(self) == GST_FLOW_ERROR) return FALSE;
-  const bool had_overlap = st->overlap;
   GST_OBJECT_LOCK(self);
+  const GstClockTime had_latency = priv->overlap_latency;
   const GstCudaDiffFrameOverlap overlap = priv->frame_overlap;
   GST_OBJECT_UNLOCK(self);
   try {
@@ -467,8 +473,16 @@ static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *in
     gst_cudadiff_post_error(GST_ELEMENT(self), "configuring for the negotiated caps", e);
     return FALSE;
   }
+  const GstClockTime latency =
+      st->overlap && GST_VIDEO_INFO_FPS_N(in_info) > 0
+          ? gst_util_uint64_scale_int(GST_SECOND, GST_VIDEO_INFO_FPS_D(in_info),
+                                      GST_VIDEO_INFO_FPS_N(in_info))
+          : 0;
+  GST_OBJECT_LOCK(self);
+  priv->overlap_latency = latency;
+  GST_OBJECT_UNLOCK(self);
   // The frame held back changes the latency: live pipelines query it again.
-  if (st->overlap != had_overlap)
+  if (latency != had_latency)
     gst_element_post_message(GST_ELEMENT(self), gst_message_new_latency(GST_OBJECT(self)));
   GST_DEBUG_OBJECT(self, "configured %s %dx%d (%s) -> %s (%s) on %s%s",
                    GST_VIDEO_INFO_NAME(in_info), GST_VIDEO_INFO_WIDTH(in_info),
@@ -924,6 +938,7 @@ static void gst_cudadiff_filter_init(GstCudaDiffFilter *self) {
   priv->backend = GST_CUDADIFF_DEFAULT_BACKEND;
   priv->device_id = GST_CUDADIFF_DEFAULT_DEVICE_ID;
   priv->frame_overlap = DEFAULT_FRAME_OVERLAP;
+  priv->overlap_latency = 0;
   priv->state = new FilterState();
 }
 
