@@ -512,14 +512,6 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
 
 // A keyframe of another version, format, size or framerate: a new core
 // decoder and new output caps.
-// What a failed configure() returns: new output caps cannot be set on a
-// flushing source pad (a seek or a stop while the stream changed), which
-// is no negotiation error.
-static GstFlowReturn configure_failed(GstCudaDiffDec *self) {
-  return GST_PAD_IS_FLUSHING(GST_VIDEO_DECODER_SRC_PAD(self)) ? GST_FLOW_FLUSHING
-                                                              : GST_FLOW_NOT_NEGOTIATED;
-}
-
 static bool configured_for(const DecState *st, const stream::PacketHeader &h) {
   return (st->decoder || st->decoder2) && st->version == h.version && st->format == h.format &&
          st->width == h.width && st->height == h.height && st->fps_n == h.fps_n &&
@@ -596,6 +588,16 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h,
     return false;
   }
   return true;
+}
+
+// After a failed configure() (no decoder any more) the stream waits for a
+// keyframe; the flow returned: pushing new output caps fails on a flushing
+// source pad (a seek or a stop while the stream changed), which is no
+// negotiation error.
+static GstFlowReturn configure_failed(GstCudaDiffDec *self) {
+  self->state->synced = false;
+  return GST_PAD_IS_FLUSHING(GST_VIDEO_DECODER_SRC_PAD(self)) ? GST_FLOW_FLUSHING
+                                                              : GST_FLOW_NOT_NEGOTIATED;
 }
 
 // A packet was dropped and the decoder waits for a keyframe (none yet, or a

@@ -139,7 +139,12 @@ static bool update_caps(GstCudaDiffParse *self, const stream::PacketHeader &h) {
                                       GST_TYPE_FRACTION, int(h.fps_n), int(h.fps_d), nullptr);
   const gboolean ok = gst_pad_set_caps(GST_BASE_PARSE_SRC_PAD(self), caps);
   gst_caps_unref(caps);
-  if (!ok) return false;
+  if (!ok) {
+    // On a flushing pad the caps are stored but not pushed: the next
+    // packet sets its own again, whatever they are.
+    self->version = 0;
+    return false;
+  }
   self->version = h.version;
   self->format = h.format;
   self->width = int(h.width);
@@ -389,7 +394,7 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   }
   GstBuffer *buf = frame->buffer;
   // (a stream header names the stream's format and size too)
-  // (new caps cannot be set on a flushing pad: a seek or a stop meanwhile)
+  // (pushing new caps fails on a flushing pad: a seek or a stop meanwhile)
   if (!update_caps(self, h))
     return GST_PAD_IS_FLUSHING(GST_BASE_PARSE_SRC_PAD(self)) ? GST_FLOW_FLUSHING
                                                              : GST_FLOW_NOT_NEGOTIATED;

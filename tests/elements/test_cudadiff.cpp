@@ -1110,9 +1110,6 @@ GstBuffer *announcing(GstBuffer *packet, uint32_t w, uint32_t h) {
 
 }  // namespace
 
-// A keyframe announcing a frame larger than max-pixels is dropped before
-// anything is allocated for it, with one warning that names the property,
-// and decoding resumes at the next keyframe that fits.
 // Sets or clears `pad`'s flushing flag alone: what a flush-start leaves a
 // source pad in while the streaming thread is still inside the element.
 void set_flushing(GstPad *pad, bool flushing) {
@@ -1124,11 +1121,22 @@ void set_flushing(GstPad *pad, bool flushing) {
   GST_OBJECT_UNLOCK(pad);
 }
 
+// The width of the caps `h` last received.
+int caps_width(GstHarness *h) {
+  GstCaps *caps = gst_pad_get_current_caps(h->sinkpad);
+  int width = 0;
+  if (caps) gst_structure_get_int(gst_caps_get_structure(caps, 0), "width", &width);
+  if (caps) gst_caps_unref(caps);
+  return width;
+}
+
 // A keyframe of a new size reaching the decoder or the parser while its
-// source pad flushes (a seek or a stop meanwhile): its new caps cannot be
-// set, which is a flush, not a negotiation error (that stopped the
-// pipeline with "not-negotiated"). After the flush the same keyframe is
-// decoded.
+// source pad flushes (a seek or a stop meanwhile): pushing its new caps
+// fails, which is a flush, not a negotiation error (that stopped the
+// pipeline with "not-negotiated"), and no packet is counted as dropped.
+// After the flush a keyframe of the old size gets its caps again (the
+// flushing pad kept the new ones: a file's seek back before the change),
+// then the new size.
 TEST(CudaDiff, NewCapsWhileTheOutputFlushes) {
   for (int version : {1, 2}) {
     SCOPED_TRACE("version " + std::to_string(version));
@@ -1140,13 +1148,14 @@ TEST(CudaDiff, NewCapsWhileTheOutputFlushes) {
     encode(large, "BGR", 24, 8, o);
     for (const char *factory : {"cudadiffdec", "cudadiffparse"}) {
       SCOPED_TRACE(factory);
+      const bool decoder = std::string(factory) == "cudadiffdec";
       GstHarness *h = gst_harness_new(factory);
       gst_harness_set_src_caps_str(h, "video/x-cudadiff");
       GstPad *src = gst_element_get_static_pad(h->element, "src");
       EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(small.packets[0])), GST_FLOW_OK);
       set_flushing(src, true);
       EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(large.packets[0])), GST_FLOW_FLUSHING);
-      // The flush's events; then the keyframe again.
+      // The flush's events; then the old size, then the new one.
       set_flushing(src, false);
       gst_harness_push_event(h, gst_event_new_flush_start());
       gst_harness_push_event(h, gst_event_new_flush_stop(TRUE));
@@ -1154,32 +1163,42 @@ TEST(CudaDiff, NewCapsWhileTheOutputFlushes) {
       gst_segment_init(&segment, GST_FORMAT_TIME);
       EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&segment)));
       while (GstBuffer *out = gst_harness_try_pull(h)) gst_buffer_unref(out);
-      EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(large.packets[0])), GST_FLOW_OK);
-      EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(large.packets[1])), GST_FLOW_OK);
-      gst_harness_push_event(h, gst_event_new_eos());
-      std::vector<GstBuffer *> out;
-      while (GstBuffer *b = gst_harness_try_pull(h)) out.push_back(b);
-      GstCaps *caps = gst_pad_get_current_caps(h->sinkpad);
-      ASSERT_NE(caps, nullptr);
-      GstStructure *st = gst_caps_get_structure(caps, 0);
-      int width = 0;
-      EXPECT_TRUE(gst_structure_get_int(st, "width", &width));
-      EXPECT_EQ(width, 24);
-      ASSERT_EQ(out.size(), 2u);
-      for (size_t i = 0; i < out.size(); ++i) {
-        if (std::string(factory) == "cudadiffdec")
-          EXPECT_EQ(canonical_of(out[i], caps), large.pictures[i]) << i;
-        else
-          EXPECT_EQ(bytes_of(out[i]), bytes_of(large.packets[i])) << i;
-        gst_buffer_unref(out[i]);
+      const std::vector<const Encoded *> sent = {&small, &large, &large};
+      const std::vector<size_t> frame = {0, 0, 1};
+      for (size_t i = 0; i < sent.size(); ++i) {
+        EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(sent[i]->packets[frame[i]])), GST_FLOW_OK);
+        if (i == sent.size() - 1) gst_harness_push_event(h, gst_event_new_eos());
+        GstBuffer *out = gst_harness_try_pull(h);
+        ASSERT_NE(out, nullptr) << i;
+        EXPECT_EQ(caps_width(h), sent[i] == &small ? 16 : 24) << i;
+        if (decoder) {
+          GstCaps *caps = gst_pad_get_current_caps(h->sinkpad);
+          EXPECT_EQ(canonical_of(out, caps), sent[i]->pictures[frame[i]]) << i;
+          gst_caps_unref(caps);
+        } else {
+          EXPECT_EQ(bytes_of(out), bytes_of(sent[i]->packets[frame[i]])) << i;
+        }
+        gst_buffer_unref(out);
       }
-      gst_caps_unref(caps);
+      EXPECT_EQ(gst_harness_try_pull(h), nullptr);
+      if (decoder) {
+        GstStructure *stats = nullptr;
+        g_object_get(h->element, "stats", &stats, nullptr);
+        ASSERT_NE(stats, nullptr);
+        guint64 dropped = 1;
+        EXPECT_TRUE(gst_structure_get_uint64(stats, "dropped-packets", &dropped));
+        EXPECT_EQ(dropped, 0u);
+        gst_structure_free(stats);
+      }
       gst_object_unref(src);
       gst_harness_teardown(h);
     }
   }
 }
 
+// A keyframe announcing a frame larger than max-pixels is dropped before
+// anything is allocated for it, with one warning that names the property,
+// and decoding resumes at the next keyframe that fits.
 TEST(CudaDiff, DecoderRefusesKeyframesLargerThanMaxPixels) {
   for (int version : {1, 2}) {
     SCOPED_TRACE("version " + std::to_string(version));
