@@ -293,6 +293,10 @@ bool gst_cudadiff_upstream_is_live(GstPad *sinkpad) {
   return live;
 }
 
+GstFlowReturn gst_cudadiff_caps_failed_flow(GstPad *srcpad) {
+  return GST_PAD_IS_FLUSHING(srcpad) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_NEGOTIATED;
+}
+
 void gst_cudadiff_set_overlap_latency(GstElement *codec, int frames_held, gint fps_n, gint fps_d) {
   const bool overlap = frames_held > 0;
   const GstClockTime frame =

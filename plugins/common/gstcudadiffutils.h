@@ -73,6 +73,10 @@ GstCaps *gst_cudadiff_transform_caps_gray_or_same(
 // Whether the element upstream of `sinkpad` is live (a latency query);
 // unknown counts as live.
 bool gst_cudadiff_upstream_is_live(GstPad *sinkpad);
+// The flow for new caps that could not be set on `srcpad`: FLUSHING when
+// the pad flushes (pushing caps fails there: a seek or a stop meanwhile,
+// no negotiation error), else NOT_NEGOTIATED.
+GstFlowReturn gst_cudadiff_caps_failed_flow(GstPad *srcpad);
 // A GstVideoEncoder's or GstVideoDecoder's latency with frame-overlap:
 // `frames_held` frame intervals (fps_n/fps_d; unknown for fps_n <= 0:
 // none), none for 0. The base class adds it to LATENCY queries (min and

@@ -591,13 +591,10 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h,
 }
 
 // After a failed configure() (no decoder any more) the stream waits for a
-// keyframe; the flow returned: pushing new output caps fails on a flushing
-// source pad (a seek or a stop while the stream changed), which is no
-// negotiation error.
+// keyframe; returns the flow for the caps that failed.
 static GstFlowReturn configure_failed(GstCudaDiffDec *self) {
   self->state->synced = false;
-  return GST_PAD_IS_FLUSHING(GST_VIDEO_DECODER_SRC_PAD(self)) ? GST_FLOW_FLUSHING
-                                                              : GST_FLOW_NOT_NEGOTIATED;
+  return gst_cudadiff_caps_failed_flow(GST_VIDEO_DECODER_SRC_PAD(self));
 }
 
 // A packet was dropped and the decoder waits for a keyframe (none yet, or a

@@ -394,10 +394,7 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   }
   GstBuffer *buf = frame->buffer;
   // (a stream header names the stream's format and size too)
-  // (pushing new caps fails on a flushing pad: a seek or a stop meanwhile)
-  if (!update_caps(self, h))
-    return GST_PAD_IS_FLUSHING(GST_BASE_PARSE_SRC_PAD(self)) ? GST_FLOW_FLUSHING
-                                                             : GST_FLOW_NOT_NEGOTIATED;
+  if (!update_caps(self, h)) return gst_cudadiff_caps_failed_flow(GST_BASE_PARSE_SRC_PAD(self));
   // Timestamps: the sender's, on the timeline above (GstBaseParse replaces
   // them with upstream's when upstream's segment is in time: RTP, a timed
   // appsrc).
