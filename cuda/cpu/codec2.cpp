@@ -165,15 +165,24 @@ Geometry default_geometry(VideoFormat format, int width, int height) {
   return g;
 }
 
+// The body's flags (byte 0; docs/stream-format.md, "Body layout"): 0x01
+// keyframe, 0x02 (kBodyTileClasses) the tile rule of the reference classes
+// (tile_ref_texture() in codec2_rules.h; clear: ref_texture(), the rule
+// before it, which old recordings hold). The encoders set 0x02 in every
+// body, keyframes too. Other bits are refused.
+constexpr uint8_t kBodyKeyframe = 0x01;
+constexpr uint8_t kBodyKnownFlags = kBodyKeyframe | kBodyTileClasses;
+
 bool read_body_header(const uint8_t *body, size_t n, BodyHeader *h, std::string *error) {
   auto fail = [&](const char *why) {
     if (error) *error = why;
     return false;
   };
   if (n < kBodyHeaderBytes) return fail("body shorter than its header");
-  if (body[0] & ~1u) return fail("unknown body flags");
+  if (body[0] & ~unsigned(kBodyKnownFlags)) return fail("unknown body flags");
   BodyHeader r;
-  r.keyframe = body[0] & 1u;
+  r.keyframe = body[0] & kBodyKeyframe;
+  r.tile_classes = body[0] & kBodyTileClasses;
   r.k = body[1];
   r.geometry.tile_bx = body[2];
   r.geometry.tile_by = body[3];
@@ -970,23 +979,55 @@ void for_each_block_span(const LayerSet &ls, int l, const uint8_t *blocks, int t
   }
 }
 
-// The texture class of the reference around samples [x0, x1) of row y of
-// layer `l`: ref_class() of the sum of differences to the 4 nearest samples
-// of the texture channel (G for RGB, else the first; the layer's edges
-// replicate), into `out` (a class per sample of the layer).
+// ref_class() as the number of its thresholds g reaches: q = g / (2k + 1)
+// is at least m exactly where g >= m (2k + 1).
+constexpr int kRefClassSteps[kRefClasses - 1] = {2, 6, 16};
+constexpr bool ref_class_thresholds_are_exact() {
+  for (int k = 0; k <= 255; ++k) {
+    const int s = 2 * k + 1;
+    for (int m : kRefClassSteps)
+      for (int g : {m * s - 1, m * s}) {
+        const int q = g / s;
+        const int rule = q < 2 ? 0 : q < 6 ? 1 : q < 16 ? 2 : 3;  // ref_class() (not constexpr)
+        int n = 0;
+        for (int e : kRefClassSteps) n += g >= e * s;
+        if (rule != n) return false;
+      }
+  }
+  return true;
+}
+static_assert(ref_class_thresholds_are_exact(), "the reference class thresholds differ");
+struct RefClassThresholds {
+  int at[kRefClasses - 1];
+  explicit RefClassThresholds(int k) {
+    for (int i = 0; i < kRefClasses - 1; ++i) at[i] = kRefClassSteps[i] * (2 * k + 1);
+  }
+  uint8_t operator()(int g) const { return uint8_t((g >= at[0]) + (g >= at[1]) + (g >= at[2])); }
+};
+
+// The texture classes of the reference around samples [x0, x1) of row y of
+// layer `l`, into `out` (a class per sample of the layer), from the texture
+// channel (G for RGB, else the first). The rule of bodies without
+// kBodyTileClasses (ref_texture() in codec2_rules.h: the 4 nearest
+// samples, the layer's edges repeating the sample); only decoders use it.
 void reference_class_span(const Layer &ly, const Picture &ref, int l, int k, int y, int x0, int x1,
                           uint8_t *out) {
-  const Plane &p = ref.ch[l][ly.ycocg ? 1 : 0];
-  const int w = ly.width, h = ly.height;
-  const uint8_t *row = p.data() + size_t(y) * w;
-  const uint8_t *up = p.data() + size_t(y > 0 ? y - 1 : 0) * w;
-  const uint8_t *down = p.data() + size_t(y + 1 < h ? y + 1 : y) * w;
-  for (int x = x0; x < x1; ++x) {
-    const int v = row[x];
-    const int g = iabs(row[x > 0 ? x - 1 : 0] - v) + iabs(row[x + 1 < w ? x + 1 : x] - v) +
-                  iabs(up[x] - v) + iabs(down[x] - v);
-    out[size_t(y) * w + x] = uint8_t(ref_class(g, k));
-  }
+  const uint8_t *t = ref.ch[l][ly.ycocg ? 1 : 0].data();
+  const RefClassThresholds cls(k);
+  for (int x = x0; x < x1; ++x)
+    out[size_t(y) * ly.width + x] = cls(ref_texture(t, ly.width, ly.height, x, y));
+}
+
+// The same by the tile rule (kBodyTileClasses; tile_ref_texture() in
+// codec2_rules.h) for samples of the tile whose samples in this layer are
+// [tx0, tx1) x [ty0, ...): left, right, above and above-left, those
+// outside the tile replaced by the sample.
+void tile_reference_class_span(const Layer &ly, const Picture &ref, int l, int k, int y, int x0,
+                               int x1, int tx0, int tx1, int ty0, uint8_t *out) {
+  const uint8_t *t = ref.ch[l][ly.ycocg ? 1 : 0].data();
+  const RefClassThresholds cls(k);
+  for (int x = x0; x < x1; ++x)
+    out[size_t(y) * ly.width + x] = cls(tile_ref_texture(t, size_t(ly.width), x, y, tx0, tx1, ty0));
 }
 
 // ---------------------------------------------------------------------------
@@ -1638,43 +1679,26 @@ void working_values(const LayerSet &ls, int l, const Quantizer &q, bool input, i
   });
 }
 
-// ref_class() as the number of its thresholds g reaches: q = g / (2k + 1)
-// is at least m exactly where g >= m (2k + 1).
-constexpr int kRefClassSteps[kRefClasses - 1] = {2, 6, 16};
-constexpr bool ref_class_thresholds_are_exact() {
-  for (int k = 0; k <= 255; ++k) {
-    const int s = 2 * k + 1;
-    for (int m : kRefClassSteps)
-      for (int g : {m * s - 1, m * s}) {
-        const int q = g / s;
-        const int rule = q < 2 ? 0 : q < 6 ? 1 : q < 16 ? 2 : 3;  // ref_class() (not constexpr)
-        int n = 0;
-        for (int e : kRefClassSteps) n += g >= e * s;
-        if (rule != n) return false;
-      }
-  }
-  return true;
-}
-static_assert(ref_class_thresholds_are_exact(), "the reference class thresholds differ");
-
 #if CODEC2_VECTORS
-// reference_class_span() of samples [x, x + N) of row `row` (none at the
-// row's ends), `up` and `down` the rows around it.
-template <int N>
-CODEC2_ALWAYS_INLINE void reference_class_vec(const uint8_t *row, const uint8_t *up,
-                                              const uint8_t *down, int x, int16_t step,
-                                              uint8_t *out) {
+// tile_reference_class_span() of samples [x, x + N) of row `row` inside
+// their tile's columns (none in its first or last column), `up` the row
+// above (TOP: the tile's first row, which has no neighbours above in the
+// tile).
+template <int N, bool TOP>
+CODEC2_ALWAYS_INLINE void tile_reference_class_vec(const uint8_t *row, const uint8_t *up, int x,
+                                                   int16_t step, uint8_t *out) {
   using I = typename Lanes<N>::I;
   using B = typename Lanes<N>::B;
+  constexpr int kLoads = TOP ? 3 : 5;
   I v[5];
-  const uint8_t *at[5] = {row + x, row + x - 1, row + x + 1, up + x, down + x};
-  for (int i = 0; i < 5; ++i) {
+  const uint8_t *at[5] = {row + x, row + x - 1, row + x + 1, up + x, up + x - 1};
+  for (int i = 0; i < kLoads; ++i) {
     B b;
     std::memcpy(&b, at[i], sizeof b);
     v[i] = __builtin_convertvector(b, I);
   }
   I g = I{};
-  for (int i = 1; i < 5; ++i) {
+  for (int i = 1; i < kLoads; ++i) {
     const I d = v[i] - v[0];
     g += d < 0 ? -d : d;
   }
@@ -1683,56 +1707,92 @@ CODEC2_ALWAYS_INLINE void reference_class_vec(const uint8_t *row, const uint8_t 
   const B b = __builtin_convertvector(cls, B);
   std::memcpy(out + x, &b, sizeof b);
 }
+
+// Samples [x, end) of a row, all inside their tile's columns, N at a time;
+// the last vector overlaps the one before it rather than leaving a
+// remainder (at least N samples from `first` on). Returns where it stopped.
+template <int N, bool TOP>
+CODEC2_ALWAYS_INLINE int tile_reference_class_vecs(const uint8_t *row, const uint8_t *up, int first,
+                                                   int x, int end, int16_t step, uint8_t *out) {
+  for (; x + N <= end; x += N) tile_reference_class_vec<N, TOP>(row, up, x, step, out);
+  if (x < end && end - N >= first) {
+    tile_reference_class_vec<N, TOP>(row, up, end - N, step, out);
+    x = end;
+  }
+  return x;
+}
 #endif
 
-// reference_class_span() of samples [x0, x1) of row y, VW at a time where
-// VW > 0 and the row's ends allow.
+// tile_reference_class_span() of samples [x0, x1) of row y of the tile
+// [tx0, tx1) x [ty0, ...), VW at a time where VW > 0 (the tile's first and
+// last columns one at a time).
 template <int VW>
-CODEC2_ALWAYS_INLINE void reference_class_run(const Layer &ly, const Picture &ref, int l, int k,
-                                              int y, int x0, int x1, uint8_t *out) {
-  int x = std::max(x0, 1);
-  const int end = std::min(x1, ly.width - 1);
-  if (VW == 0 || x >= end) return reference_class_span(ly, ref, l, k, y, x0, x1, out);
-  reference_class_span(ly, ref, l, k, y, x0, x, out);
+CODEC2_ALWAYS_INLINE void tile_reference_class_run(const Layer &ly, const Picture &ref, int l,
+                                                   int k, int y, int x0, int x1, int tx0, int tx1,
+                                                   int ty0, uint8_t *out) {
+  const int first = std::max(x0, tx0 + 1), end = std::min(x1, tx1 - 1);
+  if (VW == 0 || end - first < 8)
+    return tile_reference_class_span(ly, ref, l, k, y, x0, x1, tx0, tx1, ty0, out);
+  tile_reference_class_span(ly, ref, l, k, y, x0, first, tx0, tx1, ty0, out);
+  int x = first;
 #if CODEC2_VECTORS
-  const Plane &p = ref.ch[l][ly.ycocg ? 1 : 0];
-  const int w = ly.width, h = ly.height;
-  const uint8_t *row = p.data() + size_t(y) * w;
-  const uint8_t *up = p.data() + size_t(y > 0 ? y - 1 : 0) * w;
-  const uint8_t *down = p.data() + size_t(y + 1 < h ? y + 1 : y) * w;
-  uint8_t *o = out + size_t(y) * w;
+  const uint8_t *row = ref.ch[l][ly.ycocg ? 1 : 0].data() + size_t(y) * ly.width;
+  const uint8_t *up = row - (y > ty0 ? ly.width : 0);  // not read in the tile's first row
+  uint8_t *o = out + size_t(y) * ly.width;
   const int16_t step = int16_t(2 * k + 1);
-  if constexpr (VW >= 16)
-    for (; x + 16 <= end; x += 16) reference_class_vec<16>(row, up, down, x, step, o);
-  if constexpr (VW >= 8)
-    for (; x + 8 <= end; x += 8) reference_class_vec<8>(row, up, down, x, step, o);
+  if (y == ty0) {
+    if constexpr (VW >= 16)
+      if (end - first >= 16)
+        x = tile_reference_class_vecs<16, true>(row, up, first, x, end, step, o);
+    x = tile_reference_class_vecs<8, true>(row, up, first, x, end, step, o);
+  } else {
+    if constexpr (VW >= 16)
+      if (end - first >= 16)
+        x = tile_reference_class_vecs<16, false>(row, up, first, x, end, step, o);
+    x = tile_reference_class_vecs<8, false>(row, up, first, x, end, step, o);
+  }
 #endif
-  reference_class_span(ly, ref, l, k, y, x, x1, out);
+  tile_reference_class_span(ly, ref, l, k, y, x, x1, tx0, tx1, ty0, out);
 }
-void reference_class_run_base(const Layer &ly, const Picture &ref, int l, int k, int y, int x0,
-                              int x1, uint8_t *out) {
-  reference_class_run<kBaseLanes>(ly, ref, l, k, y, x0, x1, out);
+void tile_reference_class_run_base(const Layer &ly, const Picture &ref, int l, int k, int y, int x0,
+                                   int x1, int tx0, int tx1, int ty0, uint8_t *out) {
+  tile_reference_class_run<kBaseLanes>(ly, ref, l, k, y, x0, x1, tx0, tx1, ty0, out);
 }
 #if CODEC2_AVX2
-CODEC2_TARGET_AVX2 void reference_class_run_avx2(const Layer &ly, const Picture &ref, int l, int k,
-                                                 int y, int x0, int x1, uint8_t *out) {
-  reference_class_run<16>(ly, ref, l, k, y, x0, x1, out);
+CODEC2_TARGET_AVX2 void tile_reference_class_run_avx2(const Layer &ly, const Picture &ref, int l,
+                                                      int k, int y, int x0, int x1, int tx0,
+                                                      int tx1, int ty0, uint8_t *out) {
+  tile_reference_class_run<16>(ly, ref, l, k, y, x0, x1, tx0, tx1, ty0, out);
 }
 #endif
+// Either of them, as the CPU allows.
+void tile_reference_class_run_any(const Layer &ly, const Picture &ref, int l, int k, int y, int x0,
+                                  int x1, int tx0, int tx1, int ty0, uint8_t *out) {
+#if CODEC2_AVX2
+  if (use_avx2())
+    return tile_reference_class_run_avx2(ly, ref, l, k, y, x0, x1, tx0, tx1, ty0, out);
+#endif
+  tile_reference_class_run_base(ly, ref, l, k, y, x0, x1, tx0, tx1, ty0, out);
+}
 
-// The same for the samples of layer `l` in the blocks flagged in `blocks`
-// (null: all); the others keep their values (nothing reads them). With
-// kBlock bytes of slack after the plane: the encoder's vector paths load a
-// whole block row of classes past a partial block.
-void reference_classes(const LayerSet &ls, int l, const Picture &ref, int k, const uint8_t *blocks,
-                       int threads, std::vector<uint8_t> &out) {
+// The encoder's reference classes (the tile rule, kBodyTileClasses) of the
+// samples of layer `l` in the blocks flagged in `blocks` (null: all) of
+// tiles of geometry `g`; the others keep their values (nothing reads
+// them). With kBlock bytes of slack after the plane: the encoder's vector
+// paths load a whole block row of classes past a partial block.
+void reference_classes(const LayerSet &ls, int l, const Picture &ref, int k, const Geometry &g,
+                       const uint8_t *blocks, int threads, std::vector<uint8_t> &out) {
   const Layer &ly = ls.layer[l];
   out.resize(size_t(ly.width) * ly.height + kBlock);
   for_each_block_span(ls, l, blocks, threads, [&](int y, int x0, int x1) {
-#if CODEC2_AVX2
-    if (use_avx2()) return reference_class_run_avx2(ly, ref, l, k, y, x0, x1, out.data());
-#endif
-    reference_class_run_base(ly, ref, l, k, y, x0, x1, out.data());
+    const int ty0 = tile_sample_first(y, ly.sy, g.tile_by);
+    for (int x = x0; x < x1;) {  // the run's part in each tile
+      const int tx0 = tile_sample_first(x, ly.sx, g.tile_bx);
+      const int tx1 = tile_sample_end(x, ly.sx, g.tile_bx, ly.width);
+      const int e = std::min(x1, tx1);
+      tile_reference_class_run_any(ly, ref, l, k, y, x, e, tx0, tx1, ty0, out.data());
+      x = e;
+    }
   });
 }
 
@@ -3019,7 +3079,7 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
     if (keyframe)
       rclass_[l].clear();
     else
-      reference_classes(ls_, l, ref_, k, coded_.data(), threads, rclass_[l]);
+      reference_classes(ls_, l, ref_, k, geometry_, coded_.data(), threads, rclass_[l]);
     working_values(ls_, l, q_, true, threshold, cur_, keyframe ? nullptr : &ref_, needed, threads,
                    in_[l]);
   }
@@ -3261,7 +3321,7 @@ FrameStats CpuEncoder::assemble(bool keyframe, int k, const uint8_t *modes, cons
   st.threshold = k;  // encode() sets its own
   st.k = k;
   std::vector<uint8_t> head(kBodyHeaderBytes + model_bytes_.size());
-  head[0] = keyframe ? 1 : 0;
+  head[0] = uint8_t((keyframe ? kBodyKeyframe : 0) | kBodyTileClasses);
   head[1] = uint8_t(k);
   head[2] = uint8_t(g.tile_bx);
   head[3] = uint8_t(g.tile_by);
@@ -3571,8 +3631,9 @@ class CpuDecoder final : public Decoder {
 
  private:
   bool decode_indexed(const Tile &t, const uint8_t *p);
-  bool decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
-                   bool keyframe);
+  // tile_classes: the body's kBodyTileClasses (the reference classes' rule).
+  bool decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size, bool keyframe,
+                   bool tile_classes);
   template <int NC, bool YCOCG, bool KEY, bool AVX2>
   CODEC2_ALWAYS_INLINE bool decode_layer(const Tile &t, int l, int lanes, uint32_t *state,
                                          uint32_t *checksum, RansDecoder &dec);
@@ -3664,7 +3725,7 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
   for (long long o = 0; o < (long long)n_tiles; ++o) {
     const size_t ti = order_[o];
     if (!decode_tile(tiles_[ti], type[ti], lanes[ti], body + at + offset[ti],
-                     offset[ti + 1] - offset[ti], h.keyframe))
+                     offset[ti + 1] - offset[ti], h.keyframe, h.tile_classes))
       failed |= 1;
   }
   if (failed) return fail("a tile failed to decode (damaged data)");
@@ -3710,7 +3771,7 @@ bool CpuDecoder::decode_indexed(const Tile &t, const uint8_t *p) {
 }
 
 bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
-                             bool keyframe) {
+                             bool keyframe, bool tile_classes) {
   // Skipped tiles: the reference's rows; raw tiles: the payload's samples.
   if (type == 0) {
     for (int l = 0; l < ls_.count; ++l) {
@@ -3768,7 +3829,11 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
         for (int bx = t.bx0; bx < t.bx1; ++bx)
           if (mrow[bx] == kTemporal) {
             const BlockSpan span = block_span(ly, bx);
-            reference_class_span(ly, ref_, l, q_.k, y, span.x0, span.x1, rclass_[l].data());
+            if (tile_classes)
+              tile_reference_class_run_any(ly, ref_, l, q_.k, y, span.x0, span.x1, t.x0[l],
+                                           t.x0[l] + t.w[l], t.y0[l], rclass_[l].data());
+            else
+              reference_class_span(ly, ref_, l, q_.k, y, span.x0, span.x1, rclass_[l].data());
           }
       }
     }

@@ -91,6 +91,7 @@ struct Params {
   uint32_t tab_bytes;   // of all tables; copied to shared memory when tabs_shared
   int tabs_shared, n_dist, n_tiles;
   int k, keyframe, blocks_x, mode_dist, n_layers;
+  int tile_classes;  // body flag 0x02: the reference classes' tile rule
   LayerDev layer[kMaxLayers];
 };
 
@@ -165,7 +166,7 @@ template <int NC>
 struct Ahead {
   int mode;
   int refv[NC];
-  int tex[5];  // the texture channel at the sample and its 4 neighbours
+  int tex[5];  // the texture channel at the sample and its 4 neighbours (fetch())
 };
 
 // A delta's tile's coded blocks (codec2_coded.cuh) in shared memory for
@@ -250,6 +251,11 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
   }
   const size_t tex_stride = L.chan_stride[YCOCG ? 1 : 0];
   const int tex_step = L.chan_step[YCOCG ? 1 : 0];
+  // The reference class's neighbourhood (fetch()): the tile's samples, or
+  // the layer's.
+  const int tex_x_lo = P.tile_classes ? x0 : 0, tex_x_hi = P.tile_classes ? x0 + w : L.width;
+  const int tex_y_lo = P.tile_classes ? y0 : 0;
+  const ptrdiff_t tex_diag = -ptrdiff_t(tex_stride) - tex_step;  // above-left
 
   const int period = schedule_period(w, lanes);
   const int steps = schedule_steps(w, hh, lanes);
@@ -285,10 +291,15 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
     for (int c = 0; c < NC; ++c) a.refv[c] = __ldg(ref_row.at[c] + i * step_of[c]);
     const uint8_t *q = ref_row.at[tex] + i * tex_step;
     a.tex[0] = __ldg(q);
-    a.tex[1] = __ldg(q - (sxp > 0 ? tex_step : 0));
-    a.tex[2] = __ldg(q + (sxp + 1 < L.width ? tex_step : 0));
-    a.tex[3] = __ldg(q - (syp > 0 ? tex_stride : 0));
-    a.tex[4] = __ldg(q + (syp + 1 < L.height ? tex_stride : 0));
+    // The texture's neighbours: left, right, above, and by the body's rule
+    // above-left within the tile (tile_ref_texture(); a neighbour outside
+    // the tile is the sample itself, adding 0) or below within the layer
+    // (ref_texture()); the bounds are the layer's constants above.
+    a.tex[1] = __ldg(q - (sxp > tex_x_lo ? tex_step : 0));
+    a.tex[2] = __ldg(q + (sxp + 1 < tex_x_hi ? tex_step : 0));
+    a.tex[3] = __ldg(q - (syp > tex_y_lo ? tex_stride : 0));
+    a.tex[4] = __ldg(q + (P.tile_classes ? (sxp > tex_x_lo && syp > tex_y_lo ? tex_diag : 0)
+                                         : (syp + 1 < L.height ? tex_stride : 0)));
   };
   // The samples of steps [s0, s1), at which no lane decodes (deltas: each
   // lane's samples there are skipped or outside the tile), by the whole
@@ -1009,6 +1020,7 @@ class CudaDecoder final : public Decoder {
     P.failed = failed_.as<uint32_t>();
     P.k = h.k;
     P.keyframe = h.keyframe ? 1 : 0;
+    P.tile_classes = h.tile_classes ? 1 : 0;
     P.blocks_x = blocks_x_;
     P.mode_dist = reader_.mode_distribution();
     P.n_layers = n_layers_;

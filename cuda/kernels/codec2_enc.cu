@@ -403,14 +403,15 @@ __global__ void prepare_kernel(Params p, int l) {
       to_components(ly.ycocg, NC, ch, comp);
 #pragma unroll
       for (int c = 0; c < nc; ++c) p.in_t[l][at * nc + c] = int16_t(comp[c]);
-      // The reference's texture class around the sample (the layer's edges repeat it).
-      const uint8_t *t = p.ref[l][ly.ycocg ? 1 : 0];
-      const int w = ly.width, h = ly.height, x = s.x, y = s.y;
-      const int c0 = t[at];
-      const int g = iabs(int(t[size_t(y) * w + (x > 0 ? x - 1 : 0)]) - c0) +
-                    iabs(int(t[size_t(y) * w + (x + 1 < w ? x + 1 : x)]) - c0) +
-                    iabs(int(t[size_t(y > 0 ? y - 1 : 0) * w + x]) - c0) +
-                    iabs(int(t[size_t(y + 1 < h ? y + 1 : y) * w + x]) - c0);
+      // The reference's texture class around the sample by the tile rule
+      // (kBodyTileClasses, which the body header sets): its left, right,
+      // above and above-left samples within its tile (this thread block's
+      // block lies in one tile).
+      const int x0 = tile_sample_first(s.x, ly.sx, p.tile_bx);
+      const int x1 = tile_sample_end(s.x, ly.sx, p.tile_bx, ly.width);
+      const int y0 = tile_sample_first(s.y, ly.sy, p.tile_by);
+      const int g =
+          tile_ref_texture(p.ref[l][ly.ycocg ? 1 : 0], size_t(ly.width), s.x, s.y, x0, x1, y0);
       p.rclass[l][at] = uint8_t(ref_class_of_steps(int(p.step.div(uint32_t(g)))));
     }
   }

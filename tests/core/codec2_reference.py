@@ -3,9 +3,11 @@
 ("Version 2: the body") alone (plain Python, no dependencies, slow), to check
 that the text says everything a decoder needs.
 
-  codec2_reference.py --check-doc docs/stream-format.md
+  codec2_reference.py --check-doc docs/stream-format.md [EXAMPLES...]
       decodes the example bodies of the document and compares the pictures
-      with the ones it gives (a meson test runs this);
+      with the ones it gives (a meson test runs this, also on
+      tests/core/codec2_tiles.example: bodies of several tiles each, which
+      the CPU encoder writes exactly, test_codec2.cpp checks);
   codec2_reference.py --trace FORMAT W H BODY.hex [PREVIOUS.hex]
       decodes one body (hex) and prints every decoded symbol.
 
@@ -131,9 +133,10 @@ class Decoder:
             print(*args)
 
     def decode(self, body):
-        if len(body) < 4 or body[0] & ~1 or body[2] == 0 or body[3] == 0:
+        if len(body) < 4 or body[0] & ~3 or body[2] == 0 or body[3] == 0:
             raise Invalid("header")
         key, k, tbx, tby = body[0] & 1, body[1], body[2], body[3]
+        tile_rule = bool(body[0] & 2)  # the reference classes' rule
         if not key and self.picture is None:
             raise Invalid("delta without a picture")
         self.k, self.s = k, 2 * k + 1
@@ -187,7 +190,7 @@ class Decoder:
         if sum(e[2] for e in entries) != len(body) - at:
             raise Invalid("tile sizes")
         new = list(self.picture) if self.picture else [0] * self.frame_bytes()
-        self.rclass = None if key else self.reference_classes()
+        self.rclass = None if key else self.reference_classes(tile_rule, tbx, tby)
         self.log("model %d bytes, tile table %s, payloads from byte %d"
                  % ((bits.pos + 7) // 8, entries, at))
         for tile, (kind, lanes, size) in zip(tiles, entries):
@@ -200,16 +203,31 @@ class Decoder:
     def frame_bytes(self):
         return sum(lw * lh * nch for lw, lh, nch, *_ in self.layers)
 
-    def reference_classes(self):
+    def reference_classes(self, tile_rule, tbx, tby):
+        """Tile rule (flag 0x02): left, right, above, above-left, a neighbour
+        outside the sample's tile being the sample; otherwise left, right,
+        above, below, the layer's edges repeating the sample."""
         out = []
-        for (lw, lh, nch, yc, _, _, place) in self.layers:
+        for (lw, lh, nch, yc, sx, sy, place) in self.layers:
             tc = 1 if yc else 0
             p = lambda x, y: self.picture[place(tc, min(max(x, 0), lw - 1), min(max(y, 0), lh - 1))]
             cl = {}
             for y in range(lh):
                 for x in range(lw):
                     v = p(x, y)
-                    g = sum(abs(p(x + dx, y + dy) - v) for dx, dy in ((-1, 0), (1, 0), (0, -1), (0, 1)))
+                    if tile_rule:
+                        tile = (((x << sx) >> 4) // tbx, ((y << sy) >> 4) // tby)
+
+                        def nb(dx, dy):
+                            xx, yy = x + dx, y + dy
+                            inside = 0 <= xx < lw and 0 <= yy < lh and \
+                                (((xx << sx) >> 4) // tbx, ((yy << sy) >> 4) // tby) == tile
+                            return p(xx, yy) if inside else v
+                        around = ((-1, 0), (1, 0), (0, -1), (-1, -1))
+                    else:
+                        nb = lambda dx, dy: p(x + dx, y + dy)
+                        around = ((-1, 0), (1, 0), (0, -1), (0, 1))
+                    g = sum(abs(nb(dx, dy) - v) for dx, dy in around)
                     q = g // self.s
                     cl[(x, y)] = 0 if q < 2 else 1 if q < 6 else 2 if q < 16 else 3
             out.append(cl)
@@ -418,15 +436,18 @@ def hex_bytes(text):
 
 
 def check_doc(path):
-    """The document's example: blocks of `fmt W H`, `body <hex>`, `picture <hex>`."""
+    """The document's example: blocks of `fmt W H`, `body <hex>`, `picture <hex>`
+    (in a document, the block fenced as ```example; otherwise the whole file)."""
     text = open(path).read()
-    m = re.search(r"```example\n(.*?)```", text, re.S)
-    if not m:
-        print("no example block in", path)
-        return 1
+    if path.endswith(".md"):
+        m = re.search(r"```example\n(.*?)```", text, re.S)
+        if not m:
+            print("no example block in", path)
+            return 1
+        text = m.group(1)
     dec = None
     frames = 0
-    for line in m.group(1).splitlines():
+    for line in text.splitlines():
         line = line.split("#")[0].strip()
         if not line:
             continue
@@ -448,8 +469,8 @@ def check_doc(path):
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--check-doc":
-        return check_doc(sys.argv[2])
+    if len(sys.argv) >= 3 and sys.argv[1] == "--check-doc":
+        return max(check_doc(path) for path in sys.argv[2:])
     if len(sys.argv) >= 6 and sys.argv[1] == "--trace":
         fmt, w, h = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
         dec = Decoder(fmt, w, h, trace=True)

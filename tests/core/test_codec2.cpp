@@ -3,7 +3,9 @@
 // k = 0, the decoder's picture equal to the encoder's reference) for every
 // format, odd sizes and padded strides, keyframes and long runs of deltas,
 // a decoder starting at a later keyframe, changing thresholds, damaged
-// bodies, and the worked example of docs/stream-format.md byte for byte.
+// bodies, the body header's flags, the tile rule of the reference classes
+// across tiles' edges, and the worked example of docs/stream-format.md and
+// the bodies of codec2_tiles.example byte for byte.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +13,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -1085,7 +1089,7 @@ TEST(Codec2Cpu, RandomBodiesNeverCrash) {
       }
       std::vector<uint8_t> body(4 + gen() % 300);
       for (uint8_t &b : body) b = uint8_t(gen());
-      body[0] = (round / 2) % 2;
+      body[0] = uint8_t((round / 2) % 2 | ((round / 4) % 2) << 1);  // both rules of the classes
       body[2] = uint8_t(1 + gen() % 3);
       body[3] = uint8_t(1 + gen() % 3);
       dec->decode(body.data(), body.size(), &err);
@@ -1103,13 +1107,13 @@ TEST(Codec2Cpu, RandomBodiesNeverCrash) {
 TEST(Codec2Cpu, WorkedExample) {
   const std::vector<uint8_t> key_in = {10, 12, 15, 15, 40, 11, 13, 14, 20, 41};
   const std::vector<uint8_t> delta_in = {10, 13, 17, 15, 44, 11, 12, 14, 26, 41};
-  const std::vector<uint8_t> key_body = {0x01, 0x01, 0x0a, 0x08, 0x83, 0x9b, 0x93, 0xba, 0xa9,
+  const std::vector<uint8_t> key_body = {0x03, 0x01, 0x0a, 0x08, 0x83, 0x9b, 0x93, 0xba, 0xa9,
                                          0xaa, 0xca, 0x2f, 0xa2, 0x8a, 0x84, 0x02, 0x00, 0x81,
                                          0x06, 0x3c, 0x1c, 0xb0, 0x33, 0x7d, 0x53};
   const std::vector<uint8_t> key_pic = {9, 12, 15, 15, 39, 12, 12, 15, 21, 42};
   const std::vector<uint8_t> delta_body = {
-      0x00, 0x01, 0x0a, 0x08, 0x17, 0xc4, 0x09, 0xe4, 0x23, 0xaa, 0x18, 0xe0, 0x00, 0x23,
-      0xa8, 0xe0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x81, 0x05, 0xc0, 0x22, 0x61, 0x10, 0x20};
+      0x02, 0x01, 0x0a, 0x08, 0x17, 0xc4, 0x09, 0xdc, 0x3e, 0xa2, 0x0a, 0x03, 0x00, 0x8c,
+      0xa0, 0x02, 0x07, 0x00, 0x00, 0x00, 0x00, 0x81, 0x05, 0x71, 0xe8, 0x5c, 0x0a, 0x20};
   const std::vector<uint8_t> delta_pic = {9, 12, 18, 15, 45, 12, 12, 15, 27, 42};
   auto enc = Encoder::create(*cpu, VideoFormat::GRAY8, 5, 2);
   auto dec = Decoder::create(*cpu, VideoFormat::GRAY8, 5, 2);
@@ -1127,6 +1131,20 @@ TEST(Codec2Cpu, WorkedExample) {
   ASSERT_TRUE(dec->decode(delta_body.data(), delta_body.size(), &err)) << err;
   dec->read_reference(pic);
   EXPECT_EQ(bytes_of(pic), delta_pic);
+  // The same delta as the encoders wrote it before tile classes (flag 0x02
+  // clear): the same picture from other tables and another lane state,
+  // decoded by the rule before (read by the tile rule, it fails).
+  const std::vector<uint8_t> old_delta_body = {
+      0x00, 0x01, 0x0a, 0x08, 0x17, 0xc4, 0x09, 0xe4, 0x23, 0xaa, 0x18, 0xe0, 0x00, 0x23,
+      0xa8, 0xe0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x81, 0x05, 0xc0, 0x22, 0x61, 0x10, 0x20};
+  ASSERT_TRUE(dec->decode(key_body.data(), key_body.size(), &err)) << err;
+  ASSERT_TRUE(dec->decode(old_delta_body.data(), old_delta_body.size(), &err)) << err;
+  dec->read_reference(pic);
+  EXPECT_EQ(bytes_of(pic), delta_pic);
+  std::vector<uint8_t> flagged = old_delta_body;
+  flagged[0] |= kBodyTileClasses;
+  ASSERT_TRUE(dec->decode(key_body.data(), key_body.size(), &err)) << err;
+  EXPECT_FALSE(dec->decode(flagged.data(), flagged.size(), &err));
   // The indexed tile (a body written by hand), and the same damaged: a
   // word past 29^6 - 1, the last word past 29^6 - 1 too, a size that is
   // not the tile's.
@@ -1156,10 +1174,48 @@ TEST(Codec2Cpu, BodyHeader) {
   std::string err;
   ASSERT_TRUE(read_body_header(b, 4, &h, &err)) << err;
   EXPECT_TRUE(h.keyframe);
+  EXPECT_FALSE(h.tile_classes);
   EXPECT_EQ(h.k, 20);
   EXPECT_EQ(h.geometry.tile_bx, 20);
   EXPECT_EQ(h.geometry.tile_by, 8);
   EXPECT_FALSE(read_body_header(b, 3, &h, &err));
+  // Flags: bit 0 keyframe, bit 1 the tile rule of the reference classes;
+  // any other bit is refused.
+  EXPECT_EQ(kBodyTileClasses, 0x02);
+  for (int flags = 0; flags < 256; ++flags) {
+    const uint8_t f[4] = {uint8_t(flags), 3, 10, 8};
+    BodyHeader fh;
+    const bool ok = read_body_header(f, 4, &fh, &err);
+    EXPECT_EQ(ok, flags < 4) << flags;
+    if (ok) {
+      EXPECT_EQ(fh.keyframe, (flags & 1) != 0) << flags;
+      EXPECT_EQ(fh.tile_classes, (flags & 2) != 0) << flags;
+    } else {
+      EXPECT_EQ(err, "unknown body flags") << flags;
+    }
+  }
+  // A decoder refuses a body with flag 0x04 (a keyframe it would decode
+  // otherwise) and keeps its picture.
+  std::vector<uint8_t> in(12 * 10);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = uint8_t(i * 7);
+  auto enc = Encoder::create(*cpu, VideoFormat::GRAY8, 12, 10);
+  auto dec = Decoder::create(*cpu, VideoFormat::GRAY8, 12, 10);
+  HostBytes body, pic, before;
+  enc->encode(packed_view(VideoFormat::GRAY8, 12, 10, in.data()), 4, true, body);
+  std::vector<uint8_t> key = bytes_of(body);
+  ASSERT_EQ(key[0], 0x01 | kBodyTileClasses);
+  ASSERT_TRUE(dec->decode(key.data(), key.size(), &err)) << err;
+  dec->read_reference(before);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = uint8_t(255 - i);
+  enc->encode(packed_view(VideoFormat::GRAY8, 12, 10, in.data()), 4, true, body);
+  key = bytes_of(body);
+  key[0] |= 0x04;
+  EXPECT_FALSE(dec->decode(key.data(), key.size(), &err));
+  EXPECT_EQ(err, "codec2 body: unknown body flags");
+  dec->read_reference(pic);
+  EXPECT_EQ(bytes_of(pic), bytes_of(before));
+  key[0] &= uint8_t(~0x04);
+  EXPECT_TRUE(dec->decode(key.data(), key.size(), &err)) << err;
   const Geometry g = default_geometry(VideoFormat::BGR, 1920, 1080);
   EXPECT_EQ(g.tile_bx, 10);
   EXPECT_EQ(g.tile_by, 8);
@@ -1209,9 +1265,9 @@ TEST(Codec2Cpu, PinnedStreamBytes) {
     uint64_t hash;
   };
   const Case cases[] = {
-      {VideoFormat::BGR, 0, 0xe9bb7de425673ddaull},   {VideoFormat::BGR, 5, 0x8b50d93556595d64ull},
-      {VideoFormat::BGR, 20, 0x213a3021dcba183full},  {VideoFormat::I420, 0, 0xf01b06d01f3a7697ull},
-      {VideoFormat::I420, 10, 0x3bce6a70a4077c06ull},
+      {VideoFormat::BGR, 0, 0x2f2b90f7a3186b4eull},   {VideoFormat::BGR, 5, 0x72e9719178a31458ull},
+      {VideoFormat::BGR, 20, 0x12012405fda2ad27ull},  {VideoFormat::I420, 0, 0x0057955218e95aecull},
+      {VideoFormat::I420, 10, 0x1dfb6c2dcb0a3829ull},
   };
   const int w = 203, h = 141, frames = 7;
   for (const Case &c : cases) {
@@ -1238,4 +1294,163 @@ TEST(Codec2Cpu, PinnedStreamBytes) {
     EXPECT_EQ(hash, c.hash) << format_name(c.format) << " k=" << c.k << std::hex << " hash 0x"
                             << hash;
   }
+}
+
+// ---- the reference classes' rules (body flag kBodyTileClasses) -------------
+
+namespace {
+// Frame t of a scene for the tile rule: texture, a box moving across the
+// tiles' edges, noise of +-7 new in every frame over the right two thirds
+// and sparse peaks moving over the right half (temporal blocks over a
+// textured reference, at every threshold up to 20). No std
+// distributions: the same bytes with every standard library.
+void fill_tile_scene(HostFrame &f, int t) {
+  for (int p = 0; p < f.view.n_planes(); ++p) {
+    const int row = int(f.view.row_bytes(p)), rows = f.view.plane_height(p);
+    for (int y = 0; y < rows; ++y)
+      for (int x = 0; x < row; ++x) {
+        int v = (x * 11 + y * 7 + 30 * p) % 200 + 20;
+        if ((x / 3 + y / 2) % 4 == 0) v = 230 - v / 2;
+        const int bx = (6 * t) % std::max(row - 10, 1), by = (5 * t) % std::max(rows - 8, 1);
+        if (x >= bx && x < bx + 10 && y >= by && y < by + 8) v = 255 - v;
+        if (x >= row / 3)
+          v += int(mix(uint32_t(t * 7919 + p * 104729) ^ uint32_t(y * 65537 + x)) % 15) - 7;
+        if (x >= row / 2 && (x * 7 + y * 3 + t) % 11 == 0) v += 40;  // sparse, past 20
+        f.view.row(p, y)[x] = uint8_t(std::clamp(v, 0, 255));
+      }
+  }
+}
+}  // namespace
+
+// Bodies of the encoder carry kBodyTileClasses (keyframes too), and round
+// trip within the bound across the tiles' edges: tiles of 1x1 to 3x2
+// blocks on odd sizes (tiles cut by the frame's edges), subsampled layers
+// whose tiles hold half a block's samples, every byte within the threshold
+// and the decoder's picture the encoder's. The bodies' hash is pinned: the
+// encoder's vector paths (AVX2, SSE2: codec2, codec2_sse2) and its scalar
+// one (codec2_scalar) find the same classes at every tile edge.
+TEST(Codec2Cpu, TileClassesAcrossTileEdges) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::YUY2, VideoFormat::RGBA})
+    for (const Geometry g : {Geometry{1, 1}, Geometry{2, 1}, Geometry{3, 2}})
+      for (auto [w, h] : {std::pair{83, 61}, {50, 35}})
+        for (int k : {0, 5, 20}) {
+          SCOPED_TRACE(std::string(format_name(f)) + " " + std::to_string(w) + "x" +
+                       std::to_string(h) + " tiles " + std::to_string(g.tile_bx) + "x" +
+                       std::to_string(g.tile_by) + " threshold " + std::to_string(k));
+          std::vector<HostFrame> frames;
+          for (int t = 0; t < 5; ++t) {
+            frames.emplace_back(f, w, h, 2);
+            fill_tile_scene(frames.back(), t);
+          }
+          const Sequence s = encode_sequence(f, w, h, frames, {true, false, false, true, false},
+                                             {k, k, k, k, k}, &g);
+          decode_sequence(f, w, h, s);
+          uint32_t temporal = 0;
+          for (size_t i = 0; i < s.bodies.size(); ++i) {
+            hash = fnv1a(hash, s.bodies[i].data(), s.bodies[i].size());
+            BodyHeader bh;
+            std::string err;
+            ASSERT_TRUE(read_body_header(s.bodies[i].data(), s.bodies[i].size(), &bh, &err)) << err;
+            EXPECT_TRUE(bh.tile_classes) << "frame " << i;
+            EXPECT_EQ(s.bodies[i][0], (i == 0 || i == 3 ? 0x03 : 0x02)) << "frame " << i;
+            const FrameStats &st = s.stats[i];
+            EXPECT_GE(st.tiles[0] + st.tiles[1] + st.tiles[2] + st.tiles[3], 4u);
+            temporal += st.blocks[kTemporal];
+          }
+          EXPECT_GT(temporal, 0u) << "temporal blocks read the reference classes";
+          if (k == 0) {
+            for (size_t i = 0; i < frames.size(); ++i)
+              ASSERT_EQ(s.references[i], packed_bytes(frames[i].view)) << "lossless";
+          }
+        }
+  EXPECT_EQ(hash, 0xdf60543fa84b8607ull) << std::hex << "hash 0x" << hash;
+}
+
+// tests/core/codec2_tiles.example: bodies of several tiles each (tiles of
+// one block, the frames' edges cutting tiles), which the CPU encoder writes
+// exactly and tests/core/codec2_reference.py, written from
+// docs/stream-format.md alone, decodes to the same pictures (the meson test
+// codec2_spec): so the tile rule of the reference classes is the one the
+// document states, at the tiles' edges too. Read with the rule before it
+// (the flag cleared), the deltas decode to other pictures or not at all.
+// CODEC2_WRITE_TILE_EXAMPLES=1 rewrites the file (after a deliberate
+// change of the encoder's bytes).
+TEST(Codec2Cpu, TileClassExamples) {
+  struct Case {
+    VideoFormat format;
+    int w, h;
+  };
+  const Case cases[] = {
+      {VideoFormat::GRAY8, 21, 18}, {VideoFormat::I420, 23, 19}, {VideoFormat::BGR, 19, 17}};
+  const Geometry g{1, 1};
+  const int threshold = 5;
+  auto hex = [](const uint8_t *p, size_t n) {
+    std::string s;
+    char b[4];
+    for (size_t i = 0; i < n; ++i) {
+      std::snprintf(b, sizeof b, i ? " %02x" : "%02x", p[i]);
+      s += b;
+    }
+    return s;
+  };
+  std::string text =
+      "# Bodies of several tiles each (tiles of 1 x 1 blocks, cut by the frames'\n"
+      "# edges), threshold 5: a keyframe and two deltas per format, written by\n"
+      "# the CPU encoder (tests/core/test_codec2.cpp, Codec2Cpu.TileClassExamples,\n"
+      "# checks it still writes them; CODEC2_WRITE_TILE_EXAMPLES=1 rewrites this\n"
+      "# file), decoded by tests/core/codec2_reference.py (the codec2_spec test).\n";
+  for (const Case &c : cases) {
+    SCOPED_TRACE(format_name(c.format));
+    std::vector<HostFrame> frames;
+    for (int t = 0; t < 3; ++t) {
+      frames.emplace_back(c.format, c.w, c.h);
+      fill_tile_scene(frames.back(), t);
+    }
+    const Sequence s = encode_sequence(c.format, c.w, c.h, frames, {true, false, false},
+                                       {threshold, threshold, threshold}, &g);
+    decode_sequence(c.format, c.w, c.h, s);
+    text += std::string("format ") + format_name(c.format) + " " + std::to_string(c.w) + " " +
+            std::to_string(c.h) + "\n";
+    for (size_t i = 0; i < s.bodies.size(); ++i) {
+      const FrameStats &st = s.stats[i];
+      EXPECT_EQ(st.tiles[0] + st.tiles[1] + st.tiles[2] + st.tiles[3], 4u);
+      if (i > 0) {
+        EXPECT_EQ(st.tiles[1], 4u) << "every tile of a delta coded, frame " << i;
+        EXPECT_GT(st.blocks[kTemporal], 0u) << "frame " << i;
+      }
+      text += i == 0 ? "# keyframe\n" : "# delta\n";
+      text += "body    " + hex(s.bodies[i].data(), s.bodies[i].size()) + "\n";
+      text += "picture " + hex(s.references[i].data(), s.references[i].size()) + "\n";
+    }
+    // The same bodies read with the rule before (flag cleared): the deltas'
+    // reference classes differ, so a lane's symbols or the picture do.
+    auto dec = Decoder::create(*cpu, c.format, c.w, c.h);
+    int differ = 0;
+    for (size_t i = 0; i < s.bodies.size(); ++i) {
+      std::vector<uint8_t> old = s.bodies[i];
+      old[0] &= uint8_t(~kBodyTileClasses);
+      std::string err;
+      HostBytes pic;
+      if (!dec->decode(old.data(), old.size(), &err)) {
+        EXPECT_GT(i, 0u) << err;
+        ++differ;
+        break;  // deltas wait for a keyframe now
+      }
+      dec->read_reference(pic);
+      if (bytes_of(pic) != s.references[i]) ++differ;
+      if (i == 0) {
+        EXPECT_EQ(bytes_of(pic), s.references[0]) << "a keyframe reads no classes";
+      }
+    }
+    EXPECT_GT(differ, 0) << "the flag must matter for these bodies";
+  }
+  const std::string path = std::string(CODEC2_TEST_DIR) + "/codec2_tiles.example";
+  if (std::getenv("CODEC2_WRITE_TILE_EXAMPLES")) {
+    std::ofstream(path, std::ios::binary) << text;
+    std::printf("wrote %s\n", path.c_str());
+  }
+  std::ifstream in(path, std::ios::binary);
+  const std::string stored((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(stored, text) << path << " (CODEC2_WRITE_TILE_EXAMPLES=1 rewrites it)";
 }

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -466,6 +467,62 @@ INSTANTIATE_TEST_SUITE_P(Codec2Cuda, WrongTileTable,
                            return std::string(info.param.first == 0 ? "keyframe" : "delta") +
                                   (info.param.second == 0 ? "_even" : "_odd");
                          });
+
+// Recordings made before the tile rule of the reference classes (body flag
+// 0x02 clear; tests/stream/data/README.md): the CUDA decoder takes the old
+// rule for them and gives the CPU decoder's pictures, frame by frame.
+TEST(Codec2Cuda, RecordingsWithTheOldReferenceClasses) {
+  struct Recording {
+    const char *file;
+    VideoFormat format;
+    int w, h;
+  };
+  const Recording recordings[] = {
+      {"v2-old-classes-i420-45x37-k5.cdif", VideoFormat::I420, 45, 37},
+      {"v2-old-classes-bgr-50x34-k10.cdif", VideoFormat::BGR, 50, 34},
+  };
+  auto cpu_ctx = Context::cpu();
+  auto gpu_ctx = Context::cuda(0);
+  for (const Recording &r : recordings) {
+    SCOPED_TRACE(r.file);
+    std::vector<uint8_t> stream;
+    {
+      const std::string path = std::string(CODEC2_TEST_DIR) + "/../stream/data/" + r.file;
+      FILE *f = std::fopen(path.c_str(), "rb");
+      ASSERT_NE(f, nullptr) << path;
+      uint8_t buf[4096];
+      for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;)
+        stream.insert(stream.end(), buf, buf + n);
+      std::fclose(f);
+    }
+    // Packets (docs/stream-format.md): a 64-byte header, the payload size
+    // at byte 32; the stream header (flag 0x10) has no body.
+    auto cpu = Decoder::create(*cpu_ctx, r.format, r.w, r.h);
+    auto gpu = Decoder::create(*gpu_ctx, r.format, r.w, r.h);
+    int bodies = 0;
+    for (size_t at = 0; at + 64 <= stream.size();) {
+      const uint8_t *hdr = stream.data() + at;
+      const size_t size =
+          size_t(hdr[32]) | size_t(hdr[33]) << 8 | size_t(hdr[34]) << 16 | size_t(hdr[35]) << 24;
+      ASSERT_LE(at + 64 + size, stream.size());
+      const uint8_t *body = hdr + 64;
+      at += 64 + size;
+      if (hdr[6] & 0x10) continue;
+      BodyHeader bh;
+      std::string why;
+      ASSERT_TRUE(read_body_header(body, size, &bh, &why)) << why;
+      EXPECT_FALSE(bh.tile_classes);
+      ASSERT_TRUE(cpu->decode(body, size, &why)) << "frame " << bodies << ": " << why;
+      ASSERT_TRUE(gpu->decode(body, size, &why)) << "frame " << bodies << ": " << why;
+      HostBytes a, b;
+      cpu->read_reference(a);
+      gpu->read_reference(b);
+      EXPECT_EQ(bytes_of(b), bytes_of(a)) << "frame " << bodies;
+      ++bodies;
+    }
+    EXPECT_EQ(bodies, 6);
+  }
+}
 
 TEST(Codec2Cuda, DeltaAfterFailureWaitsForKeyframe) {
   std::mt19937 &gen = testing_util::rng();

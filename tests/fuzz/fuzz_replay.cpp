@@ -112,6 +112,10 @@ Bytes make_stream2(VideoFormat fmt, int w, int h, int frames, int threshold, int
   return out;
 }
 
+// Writes the generated part of the corpus. Other files of the directory stay:
+// the v2-old-classes-* streams (made before the tile rule of the reference
+// classes, body flag 0x02 clear, which this encoder no longer writes) and
+// inputs the fuzzer found.
 int write_corpus(const std::string &dir) {
   const stream::Compression zstd =
       stream::have_zstd() ? stream::Compression::Zstd : stream::Compression::None;

@@ -2,11 +2,13 @@
 // docs/stream-format.md's examples (versions 1 and 2), header checks of both
 // versions, prediction, writer/reader round trips (version 1 with and
 // without zstd, version 2 at several thresholds), the parser's
-// resynchronisation, version 2 body bounds and damage, and a version 1
-// recording made before version 2 existed.
+// resynchronisation, version 2 body bounds and damage, a version 1
+// recording made before version 2 existed, and version 2 recordings made
+// before the tile rule of the reference classes.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -101,12 +103,12 @@ const char *kDocV2StreamHeader =
     "e2 74 e2 b5";
 const char *kDocV2Keyframe =
     "43 44 49 46 02 40 01 0b 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 55 a0 fc 01 00 00 "
-    "00 00 15 00 00 00 15 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 ab 5b 85 5e "
-    "fe fe d0 ab 01 01 0a 08 a3 a8 aa aa aa aa df 00 00 81 06 df bf 96 00 62 38";
+    "00 00 15 00 00 00 15 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 d6 5a 41 ba "
+    "a3 d8 b6 3b 03 01 0a 08 a3 a8 aa aa aa aa df 00 00 81 06 df bf 96 00 62 38";
 const char *kDocV2Delta =
     "43 44 49 46 02 40 00 0b 01 00 00 00 00 00 00 00 55 a0 fc 01 00 00 00 00 55 a0 fc 01 00 00 "
-    "00 00 21 00 00 00 21 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 3b 18 57 32 "
-    "c0 d8 8d c8 00 02 0a 08 17 b6 c9 31 54 d5 0f a8 27 00 00 00 d8 41 55 c1 01 00 00 81 08 c1 "
+    "00 00 21 00 00 00 21 00 00 00 28 00 00 00 01 00 00 00 1e 00 00 00 01 00 00 00 dd 39 b2 5f "
+    "bf f0 1c 12 02 02 0a 08 17 b6 c9 31 54 d5 0f a8 27 00 00 00 d8 41 55 c1 01 00 00 81 08 c1 "
     "a5 e9 01 ad af 74 40";
 
 }  // namespace
@@ -766,8 +768,11 @@ TEST(StreamFormat, Version2BodyHeaderMustMatchThePacket) {
               std::string::npos)
         << why;
     bad = payload;
-    bad[0] |= 2;  // unknown body flag
+    bad[0] |= 4;  // unknown body flag
     EXPECT_FALSE(reader.body(h, bad.data(), &body, &why));
+    EXPECT_NE(why.find("unknown body flags"), std::string::npos) << why;
+    bad[0] ^= 6;  // the rule before tile classes: a known flag cleared
+    EXPECT_TRUE(reader.body(h, bad.data(), &body, &why)) << why;
     bad = payload;
     bad[2] = 0;  // tiles of 0 blocks
     EXPECT_FALSE(reader.body(h, bad.data(), &body, &why));
@@ -1050,6 +1055,120 @@ TEST(StreamFormat, Version1RecordingStillDecodes) {
       EXPECT_EQ(d.shown[f].first, f);
       EXPECT_EQ(d.shown[f].second, picture) << "frame " << f << ", chunk " << chunk;
     }
+  }
+}
+
+namespace {
+// Frame t of the version 2 recordings of tests/stream/data made with the
+// reference classes' rule before tile classes: a textured picture, a box
+// moving across tile edges, noise in the lower half (bytes past the
+// threshold: temporal blocks over a textured reference).
+uint32_t old_rec_mix(uint32_t v) {
+  v ^= v >> 16;
+  v *= 0x7feb352dU;
+  v ^= v >> 15;
+  v *= 0x846ca68bU;
+  v ^= v >> 16;
+  return v;
+}
+void old_rec_frame(const FrameView &f, int t) {
+  for (int p = 0; p < f.n_planes(); ++p) {
+    const int row = int(f.row_bytes(p)), rows = f.plane_height(p);
+    for (int y = 0; y < rows; ++y)
+      for (int x = 0; x < row; ++x) {
+        int v = (x * 9 + y * 5 + 50 * p) % 230 + 10;
+        if ((x / 5 + y / 4) % 3 == 0) v = 245 - v / 2;
+        const int bx = (5 * t) % std::max(row - 12, 1), by = (3 * t) % std::max(rows - 8, 1);
+        if (x >= bx && x < bx + 12 && y >= by && y < by + 8) v = 255 - v;
+        const uint32_t r = old_rec_mix(uint32_t(t * 7919 + p * 104729) ^ uint32_t(y * 65537 + x));
+        if (y >= rows / 2) v += int(r % 15) - 7;
+        f.row(p, y)[x] = uint8_t(std::clamp(v, 0, 255));
+      }
+  }
+}
+uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+}  // namespace
+
+// Version 2 recordings made by the CPU encoder before the tile rule of the
+// reference classes (body flag 0x02 clear; tests/stream/data/README.md):
+// they decode to exactly the pictures that encoder had (their hash), every
+// byte within the threshold of the frames they were made from. Read with
+// the flag set, the deltas decode to other pictures or not at all, so the
+// hash tells the two rules apart.
+TEST(StreamFormat, Version2RecordingWithTheOldReferenceClassesStillDecodes) {
+  struct Recording {
+    const char *file;
+    VideoFormat format;
+    int w, h, threshold;
+    uint64_t pictures_hash;
+  };
+  const Recording recordings[] = {
+      {"v2-old-classes-i420-45x37-k5.cdif", VideoFormat::I420, 45, 37, 5, 0x55b89e375e6c2045ull},
+      {"v2-old-classes-bgr-50x34-k10.cdif", VideoFormat::BGR, 50, 34, 10, 0xc3c9c75dbb64fbd9ull},
+  };
+  auto ctx = Context::cpu();
+  for (const Recording &r : recordings) {
+    SCOPED_TRACE(r.file);
+    const Bytes stream = read_file(std::string(CUDADIFF_TEST_DATA) + "/" + r.file);
+    ASSERT_FALSE(stream.empty()) << CUDADIFF_TEST_DATA;
+    std::vector<Bytes> bodies;
+    for (size_t at = 0; at + kHeaderSize <= stream.size();) {
+      PacketHeader h;
+      std::string why;
+      ASSERT_EQ(read_header(stream.data() + at, kHeaderSize, &h, &why), HeaderStatus::Ok) << why;
+      EXPECT_EQ(h.version, kVersion2);
+      if (!h.stream_header()) {
+        const uint8_t *p = stream.data() + at + kHeaderSize;
+        bodies.emplace_back(p, p + h.payload_size);
+        codec2::BodyHeader bh;
+        ASSERT_TRUE(codec2::read_body_header(p, h.payload_size, &bh, &why)) << why;
+        EXPECT_FALSE(bh.tile_classes);
+        EXPECT_EQ(bh.keyframe, h.keyframe());
+        EXPECT_EQ(h.frame_number, bodies.size() - 1);
+      }
+      at += kHeaderSize + h.payload_size;
+      ASSERT_LE(at, stream.size());
+    }
+    ASSERT_EQ(bodies.size(), 6u);
+    const size_t n = frame_size_packed(r.format, r.w, r.h);
+    auto decode = [&](bool tile_classes, std::vector<Bytes> *pictures) {
+      auto dec = codec2::Decoder::create(*ctx, r.format, r.w, r.h);
+      for (const Bytes &body : bodies) {
+        Bytes b = body;
+        if (tile_classes) b[0] |= codec2::kBodyTileClasses;
+        std::string why;
+        HostBytes pic;
+        if (!dec->decode(b.data(), b.size(), &why)) {
+          pictures->push_back(Bytes());
+          continue;
+        }
+        dec->read_reference(pic);
+        pictures->emplace_back(pic.data(), pic.data() + pic.size());
+      }
+    };
+    std::vector<Bytes> pictures, other;
+    decode(false, &pictures);
+    uint64_t hash = 0xcbf29ce484222325ull;
+    Bytes input(n);
+    for (size_t t = 0; t < pictures.size(); ++t) {
+      ASSERT_EQ(pictures[t].size(), n) << "frame " << t << " did not decode";
+      old_rec_frame(packed_view(r.format, r.w, r.h, input.data()), int(t));
+      EXPECT_LE(max_abs_diff(pictures[t], input), r.threshold) << "frame " << t;
+      hash = fnv1a(hash, pictures[t].data(), n);
+    }
+    EXPECT_EQ(hash, r.pictures_hash) << std::hex << "0x" << hash;
+    // Through the stream reader as cudadiffdec reads it: the same pictures.
+    const Decoded d = decode_stream(stream, 97);
+    EXPECT_EQ(d.skips, 0);
+    ASSERT_EQ(d.shown.size(), pictures.size());
+    for (size_t t = 0; t < pictures.size(); ++t) EXPECT_EQ(d.shown[t].second, pictures[t]) << t;
+    decode(true, &other);
+    int differ = 0;
+    for (size_t t = 0; t < pictures.size(); ++t) differ += other[t] != pictures[t];
+    EXPECT_GT(differ, 0);
   }
 }
 

@@ -85,10 +85,12 @@ struct FrameStats {
 // Fixed fields at the start of every body.
 struct BodyHeader {
   bool keyframe = false;
-  int k = 0;  // the quantiser (step 2k + 1)
+  bool tile_classes = false;  // flag 0x02: reference classes within the tile
+  int k = 0;                  // the quantiser (step 2k + 1)
   Geometry geometry;
 };
 constexpr size_t kBodyHeaderBytes = 4;
+constexpr uint8_t kBodyTileClasses = 0x02;
 // Reads and checks the fixed fields (flags, threshold, geometry); false with
 // a reason otherwise. The stream layer uses it to match the packet's flags.
 bool read_body_header(const uint8_t *body, size_t n, BodyHeader *h, std::string *error);

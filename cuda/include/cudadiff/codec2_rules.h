@@ -244,12 +244,59 @@ CODEC2_HD int contexts_of(int cls, int comp) {
          (uses_ref_class(cls, comp) ? kRefClasses : 1);
 }
 // Texture class of the reference at a sample: g = sum of |neighbour - sample|
-// over the 4 nearest samples of its texture channel, in steps of 2k+1.
+// over 4 samples of its texture channel around it (tile_ref_texture() or
+// ref_texture() below, as the body's flags say), in steps of 2k+1.
 CODEC2_HD int ref_class_of_steps(int q) {
   return q < 2 ? 0 : q < 6 ? 1 : q < 16 ? 2 : 3;
 }
 CODEC2_HD int ref_class(int g, int k) {
   return ref_class_of_steps(g / (2 * k + 1));
+}
+// The samples [first, end) of a layer, in one dimension, of the tile that
+// holds sample x: tiles of `tile_blocks` blocks, the layer subsampled by
+// `shift` (sx or sy) against the block grid, `size` samples long (the
+// layer's width or height). make_tiles() in codec2_body.h gives the same.
+CODEC2_HD int tile_sample_first(int x, int shift, int tile_blocks) {
+  const int span = tile_blocks * kBlock;  // samples of layer 0
+  return (((x << shift) / span) * span) >> shift;
+}
+CODEC2_HD int tile_sample_end(int x, int shift, int tile_blocks, int size) {
+  const int span = tile_blocks * kBlock;
+  const int end = ((((x << shift) / span) + 1) * span) >> shift;
+  return end < size ? end : size;
+}
+// The texture sum g of the tile rule (body flag kBodyTileClasses,
+// codec2.h): the left, right, above and above-left samples of sample
+// (x, y) of the texture channel `t` (rows of `stride` bytes), each replaced
+// by the sample itself (adding 0) where it lies outside the sample's tile,
+// whose samples in this layer are [x0, x1) x [y0, ...). It reads only the
+// sample's tile of the reference, and only samples that the wavefront
+// schedule decodes no later than one step after the sample (the above-right
+// and below neighbours would come a step or a round later).
+CODEC2_HD int tile_ref_texture(const uint8_t *t, size_t stride, int x, int y, int x0, int x1,
+                               int y0) {
+  const uint8_t *row = t + size_t(y) * stride;
+  const int v = row[x];
+  int g = 0;
+  if (x > x0) g += iabs(int(row[x - 1]) - v);
+  if (x + 1 < x1) g += iabs(int(row[x + 1]) - v);
+  if (y > y0) {
+    const uint8_t *up = row - stride;
+    g += iabs(int(up[x]) - v);
+    if (x > x0) g += iabs(int(up[x - 1]) - v);
+  }
+  return g;
+}
+// The texture sum of the rule before it (flag clear: what the encoders
+// wrote until 2026-12-01): the 4 nearest samples (left, right, above,
+// below) in a layer of w x h samples, its edges repeating the sample,
+// tiles not mattering.
+CODEC2_HD int ref_texture(const uint8_t *t, int w, int h, int x, int y) {
+  const uint8_t *row = t + size_t(y) * w;
+  const int v = row[x];
+  return iabs(int(row[x > 0 ? x - 1 : 0]) - v) + iabs(int(row[x + 1 < w ? x + 1 : x]) - v) +
+         iabs(int(t[size_t(y > 0 ? y - 1 : 0) * w + x]) - v) +
+         iabs(int(t[size_t(y + 1 < h ? y + 1 : y) * w + x]) - v);
 }
 // Local activity from the neighbours in the sample's domain.
 CODEC2_HD int spatial_activity(int a, int b, int c, int d) {
