@@ -21,6 +21,30 @@ ScopedEnv::ScopedEnv(const char *name, const char *value) : name_(name) {
   }
 }
 
+uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+uint32_t mix32(uint32_t v) {
+  v ^= v >> 16;
+  v *= 0x7feb352dU;
+  v ^= v >> 15;
+  v *= 0x846ca68bU;
+  v ^= v >> 16;
+  return v;
+}
+
+std::vector<uint8_t> read_file(const std::string &path) {
+  std::vector<uint8_t> out;
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f) return out;
+  uint8_t buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.insert(out.end(), buf, buf + n);
+  std::fclose(f);
+  return out;
+}
+
 ScopedEnv::~ScopedEnv() {
   if (had_)
     setenv(name_.c_str(), old_.c_str(), 1);

@@ -66,6 +66,15 @@ std::vector<uint8_t> bytes_of(const cudadiff::HostBytes &b);
 // each row its visible bytes).
 std::vector<uint8_t> packed_bytes(const cudadiff::FrameView &v);
 
+// Fixed hashes for test scenes and pinned results (no library randomness,
+// so the same with every standard library): FNV-1a over bytes from
+// kFnvBasis, and a 32-bit integer mix.
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
+uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n);
+uint32_t mix32(uint32_t v);
+// A whole file's bytes (empty when it cannot be read).
+std::vector<uint8_t> read_file(const std::string &path);
+
 // An environment variable set for a scope (the encoders read some when
 // made), and put back as it was (set to its old value, or unset) after.
 class ScopedEnv {

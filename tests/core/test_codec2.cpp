@@ -1228,18 +1228,9 @@ TEST(Codec2Cpu, BodyHeader) {
 // a change here changes the bytes of every backend (the format or the
 // reference encoder's choices, docs/stream-format.md).
 namespace {
-uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
-uint32_t mix(uint32_t v) {  // a fixed integer hash (no library randomness)
-  v ^= v >> 16;
-  v *= 0x7feb352dU;
-  v ^= v >> 15;
-  v *= 0x846ca68bU;
-  v ^= v >> 16;
-  return v;
-}
+using testing_util::fnv1a;
+using testing_util::kFnvBasis;
+using testing_util::mix32;
 void fill_pinned_scene(HostFrame &f, int t) {
   for (int p = 0; p < f.view.n_planes(); ++p) {
     const int row = int(f.view.row_bytes(p)), rows = f.view.plane_height(p);
@@ -1249,7 +1240,7 @@ void fill_pinned_scene(HostFrame &f, int t) {
         if ((x / 9 + y / 6) % 4 == 0) v = 250 - v / 3;
         const int sx = (7 * t) % std::max(row - 24, 1), sy = (4 * t) % std::max(rows - 16, 1);
         if (x >= sx && x < sx + 24 && y >= sy && y < sy + 16) v = 255 - v;
-        const uint32_t r = mix(uint32_t(t * 7919 + p * 104729) ^ uint32_t(y * 65537 + x));
+        const uint32_t r = mix32(uint32_t(t * 7919 + p * 104729) ^ uint32_t(y * 65537 + x));
         if (y > rows / 2 && x < row / 3) v += int(r % 9) - 4;  // noise in one corner
         if (t == 3 && y < rows / 4) v = int(r & 255);          // a cut across the top
         f.view.row(p, y)[x] = uint8_t(std::clamp(v, 0, 255));
@@ -1273,7 +1264,7 @@ TEST(Codec2Cpu, PinnedStreamBytes) {
   for (const Case &c : cases) {
     auto enc = Encoder::create(*cpu, c.format, w, h);
     auto dec = Decoder::create(*cpu, c.format, w, h);
-    uint64_t hash = 0xcbf29ce484222325ull;
+    uint64_t hash = kFnvBasis;
     uint32_t modes[kModes] = {0, 0, 0, 0};
     HostBytes body, ref, pic;
     for (int t = 0; t < frames; ++t) {
@@ -1314,7 +1305,7 @@ void fill_tile_scene(HostFrame &f, int t) {
         const int bx = (6 * t) % std::max(row - 10, 1), by = (5 * t) % std::max(rows - 8, 1);
         if (x >= bx && x < bx + 10 && y >= by && y < by + 8) v = 255 - v;
         if (x >= row / 3)
-          v += int(mix(uint32_t(t * 7919 + p * 104729) ^ uint32_t(y * 65537 + x)) % 15) - 7;
+          v += int(mix32(uint32_t(t * 7919 + p * 104729) ^ uint32_t(y * 65537 + x)) % 15) - 7;
         if (x >= row / 2 && (x * 7 + y * 3 + t) % 11 == 0) v += 40;  // sparse, past 20
         f.view.row(p, y)[x] = uint8_t(std::clamp(v, 0, 255));
       }
@@ -1330,7 +1321,7 @@ void fill_tile_scene(HostFrame &f, int t) {
 // encoder's vector paths (AVX2, SSE2: codec2, codec2_sse2) and its scalar
 // one (codec2_scalar) find the same classes at every tile edge.
 TEST(Codec2Cpu, TileClassesAcrossTileEdges) {
-  uint64_t hash = 0xcbf29ce484222325ull;
+  uint64_t hash = kFnvBasis;
   for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::YUY2, VideoFormat::RGBA})
     for (const Geometry g : {Geometry{1, 1}, Geometry{2, 1}, Geometry{3, 2}})
       for (auto [w, h] : {std::pair{83, 61}, {50, 35}})

@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -16,6 +15,7 @@
 
 #include "cudadiff/codec2.h"
 #include "cudadiff/codec2_rules.h"
+#include "cudadiffstream.h"
 #include "frames.h"
 
 using namespace cudadiff;
@@ -485,31 +485,24 @@ TEST(Codec2Cuda, RecordingsWithTheOldReferenceClasses) {
   auto gpu_ctx = Context::cuda(0);
   for (const Recording &r : recordings) {
     SCOPED_TRACE(r.file);
-    std::vector<uint8_t> stream;
-    {
-      const std::string path = std::string(CODEC2_TEST_DIR) + "/../stream/data/" + r.file;
-      FILE *f = std::fopen(path.c_str(), "rb");
-      ASSERT_NE(f, nullptr) << path;
-      uint8_t buf[4096];
-      for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;)
-        stream.insert(stream.end(), buf, buf + n);
-      std::fclose(f);
-    }
-    // Packets (docs/stream-format.md): a 64-byte header, the payload size
-    // at byte 32; the stream header (flag 0x10) has no body.
+    const std::string path = std::string(CODEC2_TEST_DIR) + "/../stream/data/" + r.file;
+    const std::vector<uint8_t> bytes = testing_util::read_file(path);
+    ASSERT_FALSE(bytes.empty()) << path;
     auto cpu = Decoder::create(*cpu_ctx, r.format, r.w, r.h);
     auto gpu = Decoder::create(*gpu_ctx, r.format, r.w, r.h);
     int bodies = 0;
-    for (size_t at = 0; at + 64 <= stream.size();) {
-      const uint8_t *hdr = stream.data() + at;
-      const size_t size =
-          size_t(hdr[32]) | size_t(hdr[33]) << 8 | size_t(hdr[34]) << 16 | size_t(hdr[35]) << 24;
-      ASSERT_LE(at + 64 + size, stream.size());
-      const uint8_t *body = hdr + 64;
-      at += 64 + size;
-      if (hdr[6] & 0x10) continue;
-      BodyHeader bh;
+    for (size_t at = 0; at + stream::kHeaderSize <= bytes.size();) {
+      stream::PacketHeader ph;
       std::string why;
+      ASSERT_EQ(stream::read_header(bytes.data() + at, stream::kHeaderSize, &ph, &why),
+                stream::HeaderStatus::Ok)
+          << why;
+      const uint8_t *body = bytes.data() + at + stream::kHeaderSize;
+      const size_t size = ph.payload_size;
+      at += stream::kHeaderSize + size;
+      ASSERT_LE(at, bytes.size());
+      if (ph.stream_header()) continue;  // (no body)
+      BodyHeader bh;
       ASSERT_TRUE(read_body_header(body, size, &bh, &why)) << why;
       EXPECT_FALSE(bh.tile_classes);
       ASSERT_TRUE(cpu->decode(body, size, &why)) << "frame " << bodies << ": " << why;

@@ -983,19 +983,7 @@ TEST(StreamFormat, ParserDropsFramesOverItsLimitBeforeTheirPayload) {
   }
 }
 
-namespace {
-
-Bytes read_file(const std::string &path) {
-  FILE *f = std::fopen(path.c_str(), "rb");
-  Bytes out;
-  if (!f) return out;
-  uint8_t buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.insert(out.end(), buf, buf + n);
-  std::fclose(f);
-  return out;
-}
-
-}  // namespace
+using testing_util::read_file;
 
 // A version 1 recording made by cudadiffenc before version 2 existed
 // (tests/stream/data/README.md says how): I420 32x24, threshold 10, zstd,
@@ -1063,14 +1051,6 @@ namespace {
 // reference classes' rule before tile classes: a textured picture, a box
 // moving across tile edges, noise in the lower half (bytes past the
 // threshold: temporal blocks over a textured reference).
-uint32_t old_rec_mix(uint32_t v) {
-  v ^= v >> 16;
-  v *= 0x7feb352dU;
-  v ^= v >> 15;
-  v *= 0x846ca68bU;
-  v ^= v >> 16;
-  return v;
-}
 void old_rec_frame(const FrameView &f, int t) {
   for (int p = 0; p < f.n_planes(); ++p) {
     const int row = int(f.row_bytes(p)), rows = f.plane_height(p);
@@ -1080,15 +1060,12 @@ void old_rec_frame(const FrameView &f, int t) {
         if ((x / 5 + y / 4) % 3 == 0) v = 245 - v / 2;
         const int bx = (5 * t) % std::max(row - 12, 1), by = (3 * t) % std::max(rows - 8, 1);
         if (x >= bx && x < bx + 12 && y >= by && y < by + 8) v = 255 - v;
-        const uint32_t r = old_rec_mix(uint32_t(t * 7919 + p * 104729) ^ uint32_t(y * 65537 + x));
+        const uint32_t r =
+            testing_util::mix32(uint32_t(t * 7919 + p * 104729) ^ uint32_t(y * 65537 + x));
         if (y >= rows / 2) v += int(r % 15) - 7;
         f.row(p, y)[x] = uint8_t(std::clamp(v, 0, 255));
       }
   }
-}
-uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
 }
 }  // namespace
 
@@ -1151,13 +1128,13 @@ TEST(StreamFormat, Version2RecordingWithTheOldReferenceClassesStillDecodes) {
     };
     std::vector<Bytes> pictures, other;
     decode(false, &pictures);
-    uint64_t hash = 0xcbf29ce484222325ull;
+    uint64_t hash = testing_util::kFnvBasis;
     Bytes input(n);
     for (size_t t = 0; t < pictures.size(); ++t) {
       ASSERT_EQ(pictures[t].size(), n) << "frame " << t << " did not decode";
       old_rec_frame(packed_view(r.format, r.w, r.h, input.data()), int(t));
       EXPECT_LE(max_abs_diff(pictures[t], input), r.threshold) << "frame " << t;
-      hash = fnv1a(hash, pictures[t].data(), n);
+      hash = testing_util::fnv1a(hash, pictures[t].data(), n);
     }
     EXPECT_EQ(hash, r.pictures_hash) << std::hex << "0x" << hash;
     // Through the stream reader as cudadiffdec reads it: the same pictures.
