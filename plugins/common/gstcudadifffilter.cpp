@@ -473,11 +473,8 @@ static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *in
     gst_cudadiff_post_error(GST_ELEMENT(self), "configuring for the negotiated caps", e);
     return FALSE;
   }
-  const GstClockTime latency =
-      st->overlap && GST_VIDEO_INFO_FPS_N(in_info) > 0
-          ? gst_util_uint64_scale_int(GST_SECOND, GST_VIDEO_INFO_FPS_D(in_info),
-                                      GST_VIDEO_INFO_FPS_N(in_info))
-          : 0;
+  const GstClockTime latency = gst_cudadiff_overlap_latency(
+      st->overlap ? 1 : 0, GST_VIDEO_INFO_FPS_N(in_info), GST_VIDEO_INFO_FPS_D(in_info));
   GST_OBJECT_LOCK(self);
   priv->overlap_latency = latency;
   GST_OBJECT_UNLOCK(self);

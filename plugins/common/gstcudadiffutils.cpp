@@ -297,12 +297,16 @@ GstFlowReturn gst_cudadiff_caps_failed_flow(GstPad *srcpad) {
   return GST_PAD_IS_FLUSHING(srcpad) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_NEGOTIATED;
 }
 
+GstClockTime gst_cudadiff_overlap_latency(int frames_held, gint fps_n, gint fps_d) {
+  return frames_held > 0 && fps_n > 0 && fps_d > 0
+             ? gst_util_uint64_scale(GST_SECOND, guint64(fps_d) * guint64(frames_held),
+                                     guint64(fps_n))
+             : 0;
+}
+
 void gst_cudadiff_set_overlap_latency(GstElement *codec, int frames_held, gint fps_n, gint fps_d) {
   const bool overlap = frames_held > 0;
-  const GstClockTime frame =
-      overlap && fps_n > 0 && fps_d > 0
-          ? gst_util_uint64_scale(GST_SECOND, guint64(fps_d) * guint64(frames_held), guint64(fps_n))
-          : 0;
+  const GstClockTime frame = gst_cudadiff_overlap_latency(frames_held, fps_n, fps_d);
   if (overlap && frame == 0)
     GST_INFO_OBJECT(codec, "frame overlap with an unknown framerate: its latency is not reported");
   if (GST_IS_VIDEO_ENCODER(codec)) {

@@ -77,9 +77,11 @@ bool gst_cudadiff_upstream_is_live(GstPad *sinkpad);
 // the pad flushes (pushing caps fails there: a seek or a stop meanwhile,
 // no negotiation error), else NOT_NEGOTIATED.
 GstFlowReturn gst_cudadiff_caps_failed_flow(GstPad *srcpad);
-// A GstVideoEncoder's or GstVideoDecoder's latency with frame-overlap:
-// `frames_held` frame intervals (fps_n/fps_d; unknown for fps_n <= 0:
-// none), none for 0. The base class adds it to LATENCY queries (min and
+// The latency of frame-overlap: `frames_held` frame intervals of
+// fps_n/fps_d; 0 for none held or an unknown framerate (fps_n <= 0).
+GstClockTime gst_cudadiff_overlap_latency(int frames_held, gint fps_n, gint fps_d);
+// A GstVideoEncoder's or GstVideoDecoder's latency with frame-overlap
+// (gst_cudadiff_overlap_latency()). The base class adds it to LATENCY queries (min and
 // max) and posts a latency message when it changes.
 void gst_cudadiff_set_overlap_latency(GstElement *codec, int frames_held, gint fps_n, gint fps_d);
 
