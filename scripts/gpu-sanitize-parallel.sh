@@ -8,7 +8,12 @@
 # SHARDS=N (default 1) runs each core test's racecheck as N googletest shards
 # (GTEST_TOTAL_SHARDS, GTEST_SHARD_INDEX), each its own run: racecheck is
 # slow, and the version 2 decoder's damaged-body tests, run whole, take
-# longer than the time limit. RUN=echo prints the runs instead.
+# longer than the time limit. PER_TEST=1 instead runs each test of those
+# programs as its own racecheck run (--gtest_filter, from --gtest_list_tests):
+# many short runs share the jobs better than shards whose slowest test sets
+# their time. DEADLINE_S=N (default: none) starts no run after N seconds and
+# gives each run at most the time left before them (runs not started are
+# listed as such). RUN=echo prints the runs instead.
 set -uo pipefail
 build=${1:-build-gpu}; jobs=${2:-6}; limit=${3:-500}
 shards=${SHARDS:-1}
@@ -18,20 +23,45 @@ runtime=${GST_RUNTIME:-gst-runtime}
 export GST_PLUGIN_PATH_1_0="$PWD/$build/plugins"
 out=${LOG_DIR:-/tmp/gpu-sanitize}; mkdir -p "$out"
 runs=()
-for t in "$build"/tests/core_*_cuda "$build"/tests/core_*_cuda_* "$build"/tests/element_*_cuda "$build"/tests/element_cudadiff; do
+# A run: TOOL PROGRAM SHARD SHARDS [TEST] (TEST: a googletest filter).
+for t in "$build"/tests/core_*_cuda "$build"/tests/core_*_cuda_* "$build"/tests/element_*_cuda \
+  "$build"/tests/element_cudadiff "$build"/tests/pipeline_cuda_memory; do
   [ -f "$t" ] && [ -x "$t" ] && runs+=("memcheck $t 0 1")
 done
 for t in "$build"/tests/core_*_cuda "$build"/tests/core_*_cuda_*; do
   [ -f "$t" ] && [ -x "$t" ] || continue
-  for ((s = 0; s < shards; s++)); do runs+=("racecheck $t $s $shards"); done
+  if [ "${PER_TEST:-0}" = 1 ]; then
+    # "Suite." lines, then "  Test  # GetParam() = ..." lines
+    suite=""; before=${#runs[@]}
+    while IFS= read -r line; do
+      case "$line" in
+        "  "*) name=${line#  }; runs+=("racecheck $t 0 1 $suite${name%% *}") ;;
+        [A-Za-z]*) suite=${line%% *} ;;
+      esac
+    done < <("$t" --gtest_list_tests)
+    # (none listed, e.g. without a device: the whole program, which says why)
+    [ ${#runs[@]} -eq "$before" ] && runs+=("racecheck $t 0 1")
+  else
+    for ((s = 0; s < shards; s++)); do runs+=("racecheck $t $s $shards"); done
+  fi
 done
 if [ "${RUN:-}" = echo ]; then printf '%s\n' "${runs[@]}"; exit 0; fi
+deadline=0
+[ -n "${DEADLINE_S:-}" ] && deadline=$(($(date +%s) + DEADLINE_S))
 printf '%s\n' "${runs[@]}" | xargs -P "$jobs" -L 1 bash -c '
-  tool=$0; t=$1; shard=$2; n=$3
+  tool=$0; t=$1; shard=$2; n=$3; filter=${4:-*}
   name=$(basename $t); [ "$n" -gt 1 ] && name="$name-shard$shard-of-$n"
+  [ "$filter" != "*" ] && name="$name-$(printf %s "$filter" | tr "/" "_")"
+  limit='"$limit"'
+  if [ '"$deadline"' -gt 0 ]; then
+    left=$(('"$deadline"' - $(date +%s)))
+    if [ $left -lt 10 ]; then echo "$tool $name: not started (deadline)"; exit 0; fi
+    [ $left -lt $limit ] && limit=$left
+  fi
   log='"$out"'/$tool-$name.log
   GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$shard \
-    timeout '"$limit"' compute-sanitizer --tool $tool $( [ $tool = memcheck ] && echo --leak-check full ) "$t" > $log 2>&1
+    timeout $limit compute-sanitizer --tool $tool $( [ $tool = memcheck ] && echo --leak-check full ) \
+    "$t" --gtest_filter="$filter" > $log 2>&1
   rc=$?
   line=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" $log | tail -n 1)
   tests=$(grep -E "^\[  (PASSED|FAILED)  \]" $log | tail -n 1)
