@@ -2071,6 +2071,40 @@ TEST(CudaDiff, DecoderDropsDamagedPacketsAndRecovers) {
   }
 }
 
+// Losses are warnings, not decoding errors: with GstVideoDecoder's
+// max-errors=0 (the first error fatal) a stream whose every delta is damaged
+// plays its keyframes, with one warning per loss and no failed push.
+TEST(CudaDiff, LossesAreNotCountedAsDecodingErrors) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 16;
+    o.version = version;
+    o.props = "keyframe-interval=4 compression=none";
+    encode(e, "BGR", 45, 11, o);
+    ASSERT_EQ(e.packets.size(), 16u);
+    std::vector<GstBuffer *> in;
+    for (size_t i = 0; i < e.packets.size(); ++i) {
+      if (i % 4 == 0) {
+        in.push_back(gst_buffer_ref(e.packets[i]));
+        continue;
+      }
+      const Bytes body = payload_of(e.packets[i]);
+      ASSERT_FALSE(body.empty()) << "delta " << i;
+      in.push_back(damaged(e.packets[i], 0, uint8_t(body[0] ^ 0xa5), false));
+    }
+    Decoded d;
+    decode(d, in, true, "cudadiffdec max-errors=0");
+    for (GstBuffer *b : in) gst_buffer_unref(b);
+    ASSERT_EQ(d.frames.size(), 4u);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(d.frames[i], e.pictures[4 * i]) << "keyframe " << i;
+    EXPECT_EQ(d.losses, 4u);
+    EXPECT_EQ(d.warnings.size(), 4u);
+    EXPECT_EQ(d.dropped, 12u);
+  }
+}
+
 // frame-overlap=always on the decoder: the same frames, each pushed once the
 // next packet has been applied (EOS pushes the last); damaged packets and
 // keyframes push the frame in flight first, a flush drops it. Both versions
