@@ -186,6 +186,16 @@ static void gst_cudadiff_binarize_finish_frame(GstCudaDiffFilter *filter, GstClo
   self->frame_posts_message = FALSE;
 }
 
+// Each run starts without a last threshold: -1 until its first frame (not
+// the previous run's).
+static gboolean gst_cudadiff_binarize_start(GstBaseTransform *trans) {
+  auto *self = GST_CUDADIFF_BINARIZE(trans);
+  GST_OBJECT_LOCK(self);
+  self->last_threshold = -1;
+  GST_OBJECT_UNLOCK(self);
+  return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_binarize_parent_class)->start(trans);
+}
+
 static void gst_cudadiff_binarize_set_property(GObject *object, guint prop_id, const GValue *value,
                                                GParamSpec *pspec) {
   auto *self = GST_CUDADIFF_BINARIZE(object);
@@ -319,14 +329,15 @@ static void gst_cudadiff_binarize_class_init(GstCudaBinarizeClass *klass) {
           DEFAULT_POST_MESSAGES, playing));
   g_object_class_install_property(
       gobject_class, PROP_LAST_THRESHOLD,
-      g_param_spec_int("last-threshold", "Last threshold",
-                       "Threshold (gray level 0-255) of the last frame whose result reached "
-                       "the host: every frame with system-memory output or post-messages=true; "
-                       "with CUDA memory output (no wait per frame), a frame whose GPU work had "
-                       "finished when the next one came. -1 before the first frame. Read-only. "
-                       "Default: -1",
-                       -1, 255, -1,
-                       static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+      g_param_spec_int(
+          "last-threshold", "Last threshold",
+          "Threshold (gray level 0-255) of the last frame whose result reached "
+          "the host: every frame with system-memory output or post-messages=true; "
+          "with CUDA memory output (no wait per frame), a frame whose GPU work had "
+          "finished when the next one came. -1 before the first frame after each start. "
+          "Read-only. "
+          "Default: -1",
+          -1, 255, -1, static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
 
   gst_cudadiff_filter_add_pad_templates(element_class, SINK_FORMATS, SRC_FORMATS);
   gst_element_class_set_static_metadata(
@@ -335,6 +346,7 @@ static void gst_cudadiff_binarize_class_init(GstCudaBinarizeClass *klass) {
       "on the GPU, or on the CPU without one; outputs GRAY8 or the input format",
       "gst-cudadiff developers");
 
+  GST_BASE_TRANSFORM_CLASS(klass)->start = GST_DEBUG_FUNCPTR(gst_cudadiff_binarize_start);
   filter_class->transform_format_caps = GST_DEBUG_FUNCPTR(gst_cudadiff_binarize_transform_caps);
   filter_class->finish_frame = gst_cudadiff_binarize_finish_frame;
   filter_class->host_results = TRUE;

@@ -254,6 +254,18 @@ TEST(CudaBinarize, PropertiesChangeWhilePlaying) {
                  s.property ? s.property : "default");
     gst_buffer_unref(out);
   }
+  // Stopped and started again: no last threshold until the new run's first
+  // frame.
+  ASSERT_EQ(gst_element_set_state(h->element, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS);
+  EXPECT_EQ(last_threshold(h), 100);
+  ASSERT_NE(gst_element_set_state(h->element, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  EXPECT_EQ(last_threshold(h), -1);
+  gst_util_set_object_arg(G_OBJECT(el), "method", "fixed");
+  gst_harness_set_src_caps_str(h, caps.c_str());
+  GstBuffer *out = gst_harness_push_and_pull(h, pattern_buffer(in_info, three_levels, i));
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(last_threshold(h), 99);
+  gst_buffer_unref(out);
   gst_object_unref(el);
   gst_harness_teardown(h);
 }
