@@ -380,6 +380,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   g_option_context_free(context);
+  if (o.frames < 1) {
+    std::fprintf(stderr, "--frames must be at least 1\n");
+    return 2;
+  }
   if (o.stream_version < 0 || o.stream_version > 2) {
     std::fprintf(stderr, "--stream-version must be 1 or 2\n");
     return 2;
@@ -420,8 +424,12 @@ int main(int argc, char **argv) {
                              ",height=" + std::to_string(o.height) +
                              ",framerate=" + std::to_string(o.fps) + "/1";
     const std::string live = o.live ? " is-live=true" : "";
-    source =
-        "compositor name=mix sink_2::alpha=0.05 ! videoconvert ! video/x-raw,format=BGR," + size;
+    // (identity ends the mix after N frames: with live sources compositor
+    // makes one more than its inputs; eos-after=M passes M - 1 buffers and
+    // ends the stream at the M-th)
+    source = "compositor name=mix sink_2::alpha=0.05 ! identity eos-after=" +
+             std::to_string(gint64(o.frames) + 1) + " ! videoconvert ! video/x-raw,format=BGR," +
+             size;
     source_tail = " videotestsrc" + live + " pattern=smpte75 num-buffers=" + frames +
                   " ! video/x-raw," + size + " ! mix.sink_0 videotestsrc" + live +
                   " pattern=ball motion=wavy background-color=0x00000000 num-buffers=" + frames +

@@ -23,4 +23,11 @@ png_size() {
 }
 [ "$(png_size "$dir/snapshot.png")" = 320x240 ] || { echo "FAIL: snapshot is $(png_size "$dir/snapshot.png")"; exit 1; }
 [ "$(png_size "$dir/mosaic.png")" = 640x480 ] || { echo "FAIL: mosaic is $(png_size "$dir/mosaic.png")"; exit 1; }
-echo "PASS: snapshot 320x240, mosaic 640x480"
+# Live sources (compositor then makes one frame more than its inputs): the
+# demo still streams the frames asked for, no more.
+"$demo" --source test --live --frames 20 --width 160 --height 120 --mosaic "" \
+  --png "$dir/live.png" >"$dir/live.log" 2>&1 || {
+  cat "$dir/live.log"; echo "FAIL: the live demo exited with an error"; exit 1; }
+grep -q "^frames:  20 sent, 20 shown by the client" "$dir/live.log" || {
+  cat "$dir/live.log"; echo "FAIL: live: not 20 frames sent and shown"; exit 1; }
+echo "PASS: snapshot 320x240, mosaic 640x480; live: 20 frames"
