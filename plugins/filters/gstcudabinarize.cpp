@@ -331,12 +331,10 @@ static void gst_cudadiff_binarize_class_init(GstCudaBinarizeClass *klass) {
       gobject_class, PROP_LAST_THRESHOLD,
       g_param_spec_int(
           "last-threshold", "Last threshold",
-          "Threshold (gray level 0-255) of the last frame whose result reached "
-          "the host: every frame with system-memory output or post-messages=true; "
-          "with CUDA memory output (no wait per frame), a frame whose GPU work had "
-          "finished when the next one came. -1 before the first frame after each start. "
-          "Read-only. "
-          "Default: -1",
+          "Threshold (gray level 0-255) of the last frame whose result reached the host: "
+          "every frame with system-memory output or post-messages=true; with CUDA memory "
+          "output (no wait per frame), a frame whose GPU work had finished when the next one "
+          "came. -1 before the first frame after each start. Read-only. Default: -1",
           -1, 255, -1, static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
 
   gst_cudadiff_filter_add_pad_templates(element_class, SINK_FORMATS, SRC_FORMATS);
