@@ -1963,15 +1963,23 @@ TEST(CudaDiff, ParserReportsADamagedKeyframeWhereDecodingStarts) {
   }
 }
 
+namespace {
+// 16 frames of 45x11 BGR, a keyframe every 4, uncompressed: the stream the
+// damage tests break.
+void encode_for_damage(Encoded &e, int version) {
+  EncodeOptions o;
+  o.frames = 16;
+  o.version = version;
+  o.props = "keyframe-interval=4 compression=none";
+  encode(e, "BGR", 45, 11, o);
+}
+}  // namespace
+
 TEST(CudaDiff, DecoderDropsDamagedPacketsAndRecovers) {
   for (int version : {1, 2}) {
     SCOPED_TRACE("version " + std::to_string(version));
     Encoded e;
-    EncodeOptions o;
-    o.frames = 16;
-    o.version = version;
-    o.props = "keyframe-interval=4 compression=none";
-    encode(e, "BGR", 45, 11, o);
+    encode_for_damage(e, version);
     auto check = [&](const std::vector<GstBuffer *> &in, const std::vector<size_t> &want,
                      const char *what, const char *warning) {
       Decoded d;
@@ -2078,11 +2086,7 @@ TEST(CudaDiff, LossesAreNotCountedAsDecodingErrors) {
   for (int version : {1, 2}) {
     SCOPED_TRACE("version " + std::to_string(version));
     Encoded e;
-    EncodeOptions o;
-    o.frames = 16;
-    o.version = version;
-    o.props = "keyframe-interval=4 compression=none";
-    encode(e, "BGR", 45, 11, o);
+    encode_for_damage(e, version);
     ASSERT_EQ(e.packets.size(), 16u);
     std::vector<GstBuffer *> in;
     for (size_t i = 0; i < e.packets.size(); ++i) {
