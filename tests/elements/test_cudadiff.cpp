@@ -2533,18 +2533,9 @@ TEST(CudaDiff, CapsNegotiationOfTheVersion) {
 // (tests/stream/data) plays through the decoder: every picture is the
 // version 1 codec's definition applied to the recorded input.
 TEST(CudaDiff, Version1RecordingDecodes) {
-  auto read = [](const std::string &path) {
-    Bytes out;
-    if (FILE *f = std::fopen(path.c_str(), "rb")) {
-      uint8_t buf[4096];
-      for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;)
-        out.insert(out.end(), buf, buf + n);
-      std::fclose(f);
-    }
-    return out;
-  };
-  const Bytes stream = read(std::string(CUDADIFF_TEST_DATA) + "/v1-i420-32x24-k10-zstd.cdif");
-  const Bytes raw = read(std::string(CUDADIFF_TEST_DATA) + "/v1-i420-32x24.yuv");
+  using testing_util::read_file;
+  const Bytes stream = read_file(std::string(CUDADIFF_TEST_DATA) + "/v1-i420-32x24-k10-zstd.cdif");
+  const Bytes raw = read_file(std::string(CUDADIFF_TEST_DATA) + "/v1-i420-32x24.yuv");
   const size_t n = 32 * 24 * 3 / 2;
   ASSERT_EQ(raw.size(), 6 * n);
   GstBuffer *in = gst_buffer_new_allocate(nullptr, stream.size(), nullptr);
