@@ -13,7 +13,10 @@
 # many short runs share the jobs better than shards whose slowest test sets
 # their time. DEADLINE_S=N (default: none) starts no run after N seconds and
 # gives each run at most the time left before them (runs not started are
-# listed as such). RUN=echo prints the runs instead.
+# listed as such). ONLY=REGEX keeps the runs whose line ("TOOL PROGRAM
+# SHARD SHARDS [TEST]", as RUN=echo prints them) matches the extended
+# regular expression, e.g. ONLY='^racecheck .*DamagedBodies' or
+# ONLY='^memcheck .*/core_codec2_cuda '. RUN=echo prints the runs instead.
 set -uo pipefail
 build=${1:-build-gpu}; jobs=${2:-6}; limit=${3:-500}
 shards=${SHARDS:-1}
@@ -45,6 +48,14 @@ for t in "$build"/tests/core_*_cuda "$build"/tests/core_*_cuda_*; do
     for ((s = 0; s < shards; s++)); do runs+=("racecheck $t $s $shards"); done
   fi
 done
+if [ -n "${ONLY:-}" ]; then
+  kept=()
+  for r in "${runs[@]}"; do
+    if printf '%s \n' "$r" | grep -Eq -- "$ONLY"; then kept+=("$r"); fi
+  done
+  runs=("${kept[@]}")
+  if [ ${#runs[@]} -eq 0 ]; then echo "ONLY=$ONLY matches no run" >&2; exit 2; fi
+fi
 if [ "${RUN:-}" = echo ]; then printf '%s\n' "${runs[@]}"; exit 0; fi
 deadline=0
 [ -n "${DEADLINE_S:-}" ] && deadline=$(($(date +%s) + DEADLINE_S))

@@ -297,11 +297,7 @@ TEST(Codec2CudaEncoder, StaticRegionsAndEveryMode) {
 // blocks; its 6,144 sample components would take 3 lanes, whose walk (901
 // steps) exceeds a full tile's 702, as 4 lanes' (736) does, so each tile
 // takes 5, on both backends alike; with a bound of 120 % (842 steps), 4.
-// Then odd sizes, planar and packed YUV, no bound, tiles too large for the
-// CUDA encoder's bitmaps of coded blocks, and a tile too large for its
-// bitmaps of steps (one tile of 20x60 blocks of which a delta codes one or two:
-// the bitmaps of the candidates, one lane to 31, would take 38,774 words,
-// so each candidate's thread walks the tile's runs of coded blocks instead).
+// (The walk's tests are four, so that racecheck can take them one by one.)
 TEST(Codec2CudaEncoder, LanesThatBoundTheWalk) {
   Geometry bound120;
   bound120.walk_bound = 120;
@@ -313,9 +309,18 @@ TEST(Codec2CudaEncoder, LanesThatBoundTheWalk) {
     EXPECT_EQ(t.delta_lanes, 4u * 4 * 4) << "k " << k << ", bound 120 %";
     if (HasFailure()) return;
   }
+}
+
+// The same on odd sizes, planar and packed YUV, and 1080p.
+TEST(Codec2CudaEncoder, LanesThatBoundTheWalkOtherFormats) {
   compare(VideoFormat::I420, 330, 250, Content::Columns, {0, 20, 5}, 12, 100, false);
   compare(VideoFormat::YUY2, 333, 141, Content::Columns, {3, 0}, 6, 100, true);
   compare(VideoFormat::BGR, 1920, 1080, Content::Columns, {10}, 4, 100, true);
+}
+
+// No bound, and tiles too large for the CUDA encoder's bitmaps of coded
+// blocks.
+TEST(Codec2CudaEncoder, LanesThatBoundTheWalkLargeTiles) {
   Geometry none, wide, tall;
   none.walk_bound = 0;
   wide.tile_bx = 70;  // wider than 64 blocks: the modes in global memory
@@ -326,6 +331,13 @@ TEST(Codec2CudaEncoder, LanesThatBoundTheWalk) {
   compare(VideoFormat::BGR, 1200, 70, Content::Columns, {0, 5}, 5, 100, true, &wide);
   compare(VideoFormat::GRAY8, 70, 1100, Content::Columns, {0, 20}, 5, 100, false, &tall);
   compare(VideoFormat::BGR, 1040, 90, Content::Columns, {0}, 4, 100, false, &wide);
+}
+
+// A tile too large for the CUDA encoder's bitmaps of steps (one tile of
+// 20x60 blocks of which a delta codes one or two: the bitmaps of the
+// candidates, one lane to 31, would take 38,774 words, so each candidate's
+// thread walks the tile's runs of coded blocks instead).
+TEST(Codec2CudaEncoder, LanesThatBoundTheWalkOneTile) {
   Geometry whole;
   whole.tile_bx = 20;
   whole.tile_by = 60;
@@ -342,16 +354,28 @@ TEST(Codec2CudaEncoder, ChangingThresholdsAndKeyframes) {
 
 // Other tile geometries (the body's header carries it): many small tiles
 // with few lanes, tall and wide tiles; and other budgets of samples per
-// lane (small tiles with up to 32 lanes, a lane per row).
-TEST(Codec2CudaEncoder, TileGeometries) {
-  const Geometry geometries[] = {{1, 1}, {3, 2}, {1, 9}, {255, 255}, {5, 4, 256}, {2, 2, 16}};
-  for (const Geometry &g : geometries)
-    for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::YUY2}) {
-      compare(f, 150, 90, Content::Static, {5}, 4, 3, true, &g);
-      compare(f, 61, 37, Content::Scene, {0}, 3, 2, false, &g);
-      if (HasFailure()) return;
-    }
+// lane (small tiles with up to 32 lanes, a lane per row). A test per
+// geometry.
+class TileGeometries : public testing::TestWithParam<Geometry> {};
+
+TEST_P(TileGeometries, SameBodies) {
+  const Geometry g = GetParam();
+  for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::YUY2}) {
+    compare(f, 150, 90, Content::Static, {5}, 4, 3, true, &g);
+    compare(f, 61, 37, Content::Scene, {0}, 3, 2, false, &g);
+    if (HasFailure()) return;
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Codec2CudaEncoder, TileGeometries,
+                         testing::Values(Geometry{1, 1}, Geometry{3, 2}, Geometry{1, 9},
+                                         Geometry{255, 255}, Geometry{5, 4, 256},
+                                         Geometry{2, 2, 16}),
+                         [](const testing::TestParamInfo<Geometry> &info) {
+                           const Geometry &g = info.param;
+                           return std::to_string(g.tile_bx) + "x" + std::to_string(g.tile_by) +
+                                  "_" + std::to_string(g.lane_samples);
+                         });
 
 // The rANS pass in batches of one step, which a device with 64 KB of shared
 // memory per block takes for formats of 4 components (the ring of 8 steps
@@ -573,6 +597,10 @@ TEST(Codec2CudaEncoder, KernelsInGraphs) {
   const ScopedEnv graphs("CUDADIFF_CODEC2_GRAPHS", "require");
   compare(VideoFormat::BGR, 96, 64, Content::Scene, {0, 5, 20, 3, 255, 12, 7}, 60, 5, true);
   compare(VideoFormat::I420, 97, 61, Content::Static, {20, 0, 7}, 14, 5, false);
+}
+
+TEST(Codec2CudaEncoder, KernelsInGraphsInFlight) {
+  const ScopedEnv graphs("CUDADIFF_CODEC2_GRAPHS", "require");
   compare_in_flight({VideoFormat::BGR, 200, 120, Content::Scene, {5, 0, 20, 9, 3}, 16, 5});
 }
 
