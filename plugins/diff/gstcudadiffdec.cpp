@@ -1185,4 +1185,11 @@ static void gst_cudadiff_dec_init(GstCudaDiffDec *self) {
   // base class's default, 0, would send one per dropped packet.
   g_object_set(self, "min-force-key-unit-interval", guint64(DEFAULT_MIN_FORCE_KEY_UNIT_INTERVAL),
                nullptr);
+  // With automatic-request-sync-points the base class's own requests (on
+  // gaps of missing data) drop the input until a keyframe, as the decoder
+  // does by itself after a loss; but its default flags also mark output as
+  // corrupted up to and including the keyframe the decoder resumes at,
+  // which is exact (and dropped under discard-corrupted-frames).
+  g_object_set(self, "automatic-request-sync-point-flags",
+               GST_VIDEO_DECODER_REQUEST_SYNC_POINT_DISCARD_INPUT, nullptr);
 }

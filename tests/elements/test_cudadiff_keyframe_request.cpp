@@ -190,3 +190,74 @@ TEST(CudaDiffKeyframeRequest, Version2RefusedBodiesAndForeignDeltasAskForAKeyfra
   gst_caps_unref(caps2);
   gst_caps_unref(caps1);
 }
+
+// What an RTP depayloader sends downstream for a packet that
+// rtpjitterbuffer gave up on: a gap of missing data.
+static GstEvent *packet_lost(GstClockTime timestamp) {
+  GstEvent *gap = gst_event_new_gap(timestamp, GST_SECOND / 30);
+  gst_event_set_gap_flags(gap, GST_GAP_FLAG_MISSING_DATA);
+  return gap;
+}
+
+// automatic-request-sync-points (GstVideoDecoder's, off by default): the
+// base class asks for a keyframe on upstream's gaps of missing data too (an
+// RTP depayloader's for a lost packet), in the same
+// min-force-key-unit-interval as the decoder's own requests, and drops the
+// input until a keyframe; the keyframe the decoder resumes at is exact, and
+// no frame comes out flagged corrupted (the decoder's default
+// automatic-request-sync-point-flags).
+TEST(CudaDiffKeyframeRequest, PacketLossEventsShareTheInterval) {
+  GstElement *dec = gst_element_factory_make("cudadiffdec", nullptr);
+  guint flags = 0;
+  g_object_get(dec, "automatic-request-sync-point-flags", &flags, nullptr);
+  EXPECT_EQ(flags, guint(GST_VIDEO_DECODER_REQUEST_SYNC_POINT_DISCARD_INPUT));
+  gst_object_unref(dec);
+
+  GstCaps *caps = nullptr;
+  std::vector<GstBuffer *> p = packets(24, "keyframe-interval=12 stream-version=2", &caps);
+  ASSERT_EQ(p.size(), 24u);
+  for (bool automatic : {false, true}) {
+    SCOPED_TRACE(automatic ? "automatic-request-sync-points" : "default");
+    GstHarness *h = decoder(caps, 250 * GST_MSECOND);
+    g_object_set(h->element, "automatic-request-sync-points", gboolean(automatic), nullptr);
+    std::vector<GstClockTime> shown;
+    int corrupted = 0;
+    auto feed = [&](int i) {
+      ASSERT_EQ(gst_harness_push(h, gst_buffer_copy(p[size_t(i)])), GST_FLOW_OK);
+      while (GstBuffer *out = gst_harness_try_pull(h)) {
+        shown.push_back(GST_BUFFER_PTS(out));
+        if (GST_BUFFER_FLAG_IS_SET(out, GST_BUFFER_FLAG_CORRUPTED)) ++corrupted;
+        gst_buffer_unref(out);
+      }
+    };
+    for (int i = 0; i <= 3; ++i) feed(i);
+    EXPECT_EQ(keyframe_requests(h), 0);
+    // Packet 4 lost; upstream says so before packet 5.
+    EXPECT_TRUE(gst_harness_push_event(h, packet_lost(GST_BUFFER_PTS(p[4]))));
+    EXPECT_EQ(keyframe_requests(h), automatic ? 1 : 0) << "the gap of missing data";
+    feed(5);
+    feed(6);
+    EXPECT_EQ(keyframe_requests(h), automatic ? 0 : 1) << "the gap in the frame numbers, 33 ms on";
+    for (int i = 7; i <= 11; ++i) feed(i);
+    EXPECT_EQ(keyframe_requests(h), 0) << "within 250 ms of the first (frame 11: 367 ms)";
+    for (int i = 12; i <= 14; ++i) feed(i);
+    EXPECT_EQ(keyframe_requests(h), 0) << "decoding again";
+    EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_eos()));
+    while (GstBuffer *out = gst_harness_try_pull(h)) {
+      shown.push_back(GST_BUFFER_PTS(out));
+      if (GST_BUFFER_FLAG_IS_SET(out, GST_BUFFER_FLAG_CORRUPTED)) ++corrupted;
+      gst_buffer_unref(out);
+    }
+    std::vector<GstClockTime> expected;
+    for (int i : {0, 1, 2, 3, 12, 13, 14}) expected.push_back(GST_BUFFER_PTS(p[size_t(i)]));
+    EXPECT_EQ(shown, expected);
+    EXPECT_EQ(corrupted, 0);
+    GstStructure *stats = stats_of(h->element);
+    EXPECT_EQ(stat(stats, "keyframes"), 2u);
+    EXPECT_EQ(stat(stats, "frames-out"), 7u);
+    gst_structure_free(stats);
+    gst_harness_teardown(h);
+  }
+  for (GstBuffer *b : p) gst_buffer_unref(b);
+  gst_caps_unref(caps);
+}
