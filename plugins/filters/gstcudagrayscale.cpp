@@ -145,7 +145,7 @@ static void gst_cudadiff_grayscale_class_init(GstCudaGrayscaleClass *klass) {
   g_object_class_install_property(
       gobject_class, PROP_METHOD,
       g_param_spec_enum("method", "Method",
-                        "How R, G and B become one gray value: average ((R+G+B)/3), bt601 "
+                        "How R, G and B become one gray value: average ((R+G+B+1)/3), bt601 "
                         "(0.299 R + 0.587 G + 0.114 B) or bt709 (0.2126 R + 0.7152 G + "
                         "0.0722 B), in 8-bit fixed point. Changeable while playing. "
                         "Default: bt601",

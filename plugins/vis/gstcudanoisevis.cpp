@@ -168,6 +168,17 @@ static void gst_cudadiff_noisevis_finish_frame(GstCudaDiffFilter *filter, GstClo
   self->report_due = FALSE;
 }
 
+// Each run starts without a report: `stats` is NULL until its first one
+// (not the previous run's).
+static gboolean gst_cudadiff_noisevis_start(GstBaseTransform *trans) {
+  auto *self = GST_CUDADIFF_NOISEVIS(trans);
+  GST_OBJECT_LOCK(self);
+  if (self->stats) gst_structure_free(self->stats);
+  self->stats = nullptr;
+  GST_OBJECT_UNLOCK(self);
+  return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_noisevis_parent_class)->start(trans);
+}
+
 static void gst_cudadiff_noisevis_set_property(GObject *object, guint prop_id, const GValue *value,
                                                GParamSpec *pspec) {
   auto *self = GST_CUDADIFF_NOISEVIS(object);
@@ -278,7 +289,8 @@ static void gst_cudadiff_noisevis_class_init(GstCudaNoiseVisClass *klass) {
                          "marked-pixels, pixels, changed-bytes, bytes (sums over the compared "
                          "frames), marked-fraction, changed-byte-fraction, timestamp, "
                          "stream-time and running-time (of the last frame). Needs "
-                         "stats-interval > 0. Default: NULL (no report yet)",
+                         "stats-interval > 0. NULL until the first report after each start. "
+                         "Default: NULL",
                          GST_TYPE_STRUCTURE,
                          static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
 
@@ -299,6 +311,7 @@ static void gst_cudadiff_noisevis_class_init(GstCudaNoiseVisClass *klass) {
   filter_class->process = gst_cudadiff_noisevis_process;
   filter_class->reset = gst_cudadiff_noisevis_reset;
   filter_class->keeps_previous_input = TRUE;
+  GST_BASE_TRANSFORM_CLASS(klass)->start = GST_DEBUG_FUNCPTR(gst_cudadiff_noisevis_start);
 
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_NOISEVIS_MODE, static_cast<GstPluginAPIFlags>(0));
 }

@@ -339,6 +339,25 @@ TEST(CudaNoiseVis, MessagesAndStatsProperty) {
   expect_report(gst_message_get_structure(m), expected_report(false, 3, w, hgt, 11, 14, 19), 19);
   gst_message_unref(m);
 
+  // Stopped and started again: no report until the new run's first one.
+  ASSERT_EQ(gst_element_set_state(h->element, GST_STATE_READY), GST_STATE_CHANGE_SUCCESS);
+  g_object_get(el, "stats", &stats, nullptr);
+  EXPECT_NE(stats, nullptr) << "the last report stays while stopped";
+  if (stats) gst_structure_free(stats);
+  ASSERT_NE(gst_element_set_state(h->element, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  g_object_get(el, "stats", &stats, nullptr);
+  EXPECT_EQ(stats, nullptr) << "the previous run's report after a start";
+  if (stats) gst_structure_free(stats);
+  gst_harness_set_src_caps_str(h, caps.c_str());
+  for (int i = 14; i < 17; ++i)
+    gst_buffer_unref(gst_harness_push_and_pull(h, pattern_buffer(info, i)));
+  m = pop_report(bus);
+  ASSERT_NE(m, nullptr);
+  gst_message_unref(m);
+  g_object_get(el, "stats", &stats, nullptr);
+  EXPECT_NE(stats, nullptr);
+  if (stats) gst_structure_free(stats);
+
   gst_element_set_bus(el, nullptr);
   gst_object_unref(bus);
   gst_object_unref(el);
