@@ -1690,6 +1690,37 @@ TEST(CudaDiff, DecoderTimestampsFollowTheSendersJitter) {
   EXPECT_EQ(output_pts(packets, "cudadiffparse ! cudadiffdec"), want);
 }
 
+// A packet's duration over a minute is damage or a crafted header (as the
+// parser and the timeline take it): the decoder's output gets the
+// framerate's instead, on a byte stream and on timed buffers alike.
+TEST(CudaDiff, DecoderIgnoresImplausibleDurations) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 3;
+  encode(e, "GRAY8", 16, 8, o);
+  const uint64_t interval = gst_util_uint64_scale(1, GST_SECOND, 30);
+  for (bool timed : {false, true}) {
+    SCOPED_TRACE(timed ? "timed buffers" : "a byte stream");
+    std::vector<GstBuffer *> in;
+    const uint64_t durations[3] = {interval, 61 * GST_SECOND, G_MAXUINT64 - 1};
+    for (size_t t = 0; t < 3; ++t) {
+      const Bytes b = with_time(bytes_of(e.packets[t]), t * interval, durations[t]);
+      GstBuffer *buf = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
+      gst_buffer_fill(buf, 0, b.data(), b.size());
+      if (timed) GST_BUFFER_PTS(buf) = t * interval;
+      in.push_back(buf);
+    }
+    Decoded d;
+    decode(d, in, true);
+    ASSERT_EQ(d.buffers.size(), 3u);
+    for (size_t t = 0; t < 3; ++t) {
+      EXPECT_EQ(GST_BUFFER_PTS(d.buffers[t]), t * interval) << "frame " << t;
+      EXPECT_EQ(GST_BUFFER_DURATION(d.buffers[t]), interval) << "frame " << t;
+    }
+    for (GstBuffer *b : in) gst_buffer_unref(b);
+  }
+}
+
 // A sender that restarted (its timestamps from 0 again, here 2 frame
 // intervals apart): the decoder's output goes on from where the last packet
 // ended and keeps the new run's spacing; without durations, from the last
