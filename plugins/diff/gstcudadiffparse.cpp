@@ -175,9 +175,14 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
   if (GST_PAD_MODE(sink) != GST_PAD_MODE_PULL) return;
   gint64 size = 0;
   if (!gst_pad_peer_query_duration(sink, GST_FORMAT_BYTES, &size) || size <= 0) return;
-  // A view of [o, o + n) of the file, or null past its end.
+  // A view of the file from o holding at least n bytes, *avail of them: in
+  // the last buffer pulled where that holds them, else in a new pull of
+  // `want` (>= n) bytes at o (fewer at the end); null past the end. (The
+  // search for the next magic after a crafted header reads the same 64 KiB
+  // window again instead of pulling it anew at every header.)
   GstBuffer *buf = nullptr;
   GstMapInfo map;
+  guint64 buf_at = 0;
   auto release = [&] {
     if (buf) {
       gst_buffer_unmap(buf, &map);
@@ -185,10 +190,14 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
       buf = nullptr;
     }
   };
-  auto view = [&](guint64 o, guint n) -> const uint8_t * {
+  auto view = [&](guint64 o, guint n, guint want, gsize *avail) -> const uint8_t * {
+    if (buf && o >= buf_at && o - buf_at + n <= map.size) {
+      *avail = map.size - gsize(o - buf_at);
+      return map.data + (o - buf_at);
+    }
     release();
     if (o >= guint64(size)) return nullptr;
-    if (gst_pad_pull_range(sink, o, n, &buf) != GST_FLOW_OK) {
+    if (gst_pad_pull_range(sink, o, want, &buf) != GST_FLOW_OK) {
       buf = nullptr;
       return nullptr;
     }
@@ -197,6 +206,8 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
       buf = nullptr;
       return nullptr;
     }
+    buf_at = o;
+    *avail = map.size;
     return map.data;
   };
   Timeline tl;
@@ -209,11 +220,13 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
   bool ok = true;
   // (a jump past the end is a wrong payload size too, or a cut last packet)
   while (ok && (o < guint64(size) || (o > guint64(size) && back != G_MAXUINT64))) {
-    const uint8_t *p =
-        o + stream::kHeaderSize <= guint64(size) ? view(o, stream::kHeaderSize) : nullptr;
+    gsize avail = 0;
+    const uint8_t *p = o + stream::kHeaderSize <= guint64(size)
+                           ? view(o, stream::kHeaderSize, stream::kHeaderSize, &avail)
+                           : nullptr;
     stream::PacketHeader h;
-    if (p && map.size == stream::kHeaderSize &&
-        stream::read_header(p, map.size, &h, nullptr) == stream::HeaderStatus::Ok &&
+    if (p && avail >= stream::kHeaderSize &&
+        stream::read_header(p, stream::kHeaderSize, &h, nullptr) == stream::HeaderStatus::Ok &&
         !stream::exceeds_pixels(h, max_pixels)) {
       if (h.stream_header()) {
         header = o;
@@ -237,19 +250,19 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
     back = G_MAXUINT64;
     o = guint64(size);
     while (from + 4 <= guint64(size)) {
-      p = view(from, kResyncChunk);
+      p = view(from, 4, kResyncChunk, &avail);
       if (!p) {
         ok = false;
         break;
       }
-      stream::ArrayQueue chunk(p, map.size);
+      stream::ArrayQueue chunk(p, avail);
       const ptrdiff_t at = chunk.find_magic(0);
       if (at >= 0) {
         o = from + guint64(at);
         break;
       }
-      if (map.size < 4) break;
-      from += map.size - 3;  // a magic may straddle the chunks
+      if (avail < 4) break;
+      from += avail - 3;  // a magic may straddle the chunks
     }
   }
   release();
