@@ -899,7 +899,8 @@ static void gst_cudadiff_filter_class_init(GstCudaDiffFilterClass *klass) {
           "frame N+1 arrives, so that the upload of N+1 runs while N is processed and "
           "downloaded (copy engines work both ways at once: more frames per second, one frame "
           "of delay; end of stream, caps changes and drain queries push it): auto = when "
-          "upstream is not live (latency query), always, never. Filters whose results come "
+          "upstream is not live (latency query), always, never; an application that waits for "
+          "each frame it pushes into a non-live appsrc sets never. Filters whose results come "
           "back with each frame (cudabinarize, cudanoisevis) never overlap. Read when caps are "
           "set. Default: auto",
           GST_TYPE_CUDADIFF_FRAME_OVERLAP, DEFAULT_FRAME_OVERLAP,
