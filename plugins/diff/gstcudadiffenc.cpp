@@ -746,6 +746,14 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
   if (!lend) {
     GstFlowReturn ret = gst_video_encoder_allocate_output_frame(encoder, frame, packet_size);
     if (ret != GST_FLOW_OK) {
+      // (GstVideoEncoder says nothing when the allocator it negotiated
+      // downstream gives no buffer)
+      if (ret == GST_FLOW_ERROR)
+        GST_ELEMENT_ERROR(self, RESOURCE, NO_SPACE_LEFT,
+                          ("cannot allocate an output buffer of %zu bytes", packet_size),
+                          ("the allocator negotiated with downstream gave none: the system is "
+                           "out of memory, or a downstream element proposed an allocator that "
+                           "cannot hold a packet this large"));
       gst_video_codec_frame_unref(frame);
       return ret;
     }

@@ -585,6 +585,57 @@ TEST(CudaDiff, ForceKeyUnitAfterAFailedPush) {
   }
 }
 
+namespace {
+
+// An allocator that gives no memory (a downstream element's that cannot
+// hold the size asked for).
+struct FailingAllocator {
+  GstAllocator parent;
+};
+struct FailingAllocatorClass {
+  GstAllocatorClass parent_class;
+};
+G_DEFINE_TYPE(FailingAllocator, failing_allocator, GST_TYPE_ALLOCATOR)
+void failing_allocator_class_init(FailingAllocatorClass *klass) {
+  GST_ALLOCATOR_CLASS(klass)->alloc = [](GstAllocator *, gsize, GstAllocationParams *) {
+    return static_cast<GstMemory *>(nullptr);
+  };
+  GST_ALLOCATOR_CLASS(klass)->free = [](GstAllocator *, GstMemory *) {};
+}
+void failing_allocator_init(FailingAllocator *) {}
+
+}  // namespace
+
+// No buffer from the allocator negotiated downstream: an error that says
+// so, not a bare flow error.
+TEST(CudaDiff, EncoderSaysWhenDownstreamsAllocatorGivesNoBuffer) {
+  GstHarness *enc = gst_harness_new_parse("cudadiffenc stream-version=1");
+  GstAllocator *failing = GST_ALLOCATOR(g_object_new(failing_allocator_get_type(), nullptr));
+  gst_harness_set_propose_allocator(enc, failing, nullptr);
+  GstBus *bus = gst_bus_new();
+  GstElement *encoder = gst_harness_find_element(enc, "cudadiffenc");
+  gst_element_set_bus(encoder, bus);
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 32, 16).c_str());
+  const GstVideoInfo info = video_info("GRAY8", 32, 16);
+  EXPECT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 32, 16, 0, 3), 0)),
+            GST_FLOW_ERROR);
+  GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
+  ASSERT_NE(m, nullptr) << "no error message";
+  GError *err = nullptr;
+  gchar *debug = nullptr;
+  gst_message_parse_error(m, &err, &debug);
+  EXPECT_EQ(GST_MESSAGE_SRC(m), GST_OBJECT(encoder));
+  EXPECT_NE(std::string(err->message).find("cannot allocate an output buffer"), std::string::npos)
+      << err->message;
+  g_error_free(err);
+  g_free(debug);
+  gst_message_unref(m);
+  gst_element_set_bus(encoder, nullptr);
+  gst_object_unref(bus);
+  gst_object_unref(encoder);
+  gst_harness_teardown(enc);
+}
+
 // Without a live upstream the encoder keeps one delta queued while it packs
 // the previous one (GstHarness reports a live upstream unless told), in
 // both versions. The packets are those of the live path, byte for byte, one
