@@ -202,10 +202,16 @@ static void drop_operation(GstCudaDiffFilter *self) {
   GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
   FilterState *st = priv->state;
   discard_flight(self);
+  // The input buffers go back upstream even when the wait fails (a CUDA
+  // error stays with the context: the device has given up its work).
   try {
     if (st->ctx && st->ctx->is_cuda()) st->ctx->synchronize();
-    drop_previous_input(st, true);
-    release_held(st);
+  } catch (const cudadiff::Error &e) {
+    GST_WARNING_OBJECT(self, "waiting for the device: %s", e.what());
+  }
+  drop_previous_input(st, true);
+  try {
+    release_held(st);  // (releases every buffer, then throws the first failure)
   } catch (const cudadiff::Error &e) {
     GST_WARNING_OBJECT(self, "releasing frames: %s", e.what());
   }
