@@ -69,6 +69,14 @@ void push(GstHarness *h, GstBuffer *packet, bool timed = true) {
   while (GstBuffer *out = gst_harness_try_pull(h)) gst_buffer_unref(out);
 }
 
+// The decoder's keyframes and frames out so far.
+void expect_decoded(GstElement *dec, guint64 keyframes, guint64 frames_out) {
+  GstStructure *stats = stats_of(dec);
+  EXPECT_EQ(stat(stats, "keyframes"), keyframes);
+  EXPECT_EQ(stat(stats, "frames-out"), frames_out);
+  gst_structure_free(stats);
+}
+
 }  // namespace
 
 TEST(CudaDiffKeyframeRequest, DefaultInterval) {
@@ -102,10 +110,7 @@ static void at_start_and_after_a_loss(int version) {
   EXPECT_EQ(keyframe_requests(h), 1) << "a loss asks for a keyframe";
   push(h, p[18]);
   EXPECT_EQ(keyframe_requests(h), 0);
-  GstStructure *stats = stats_of(h->element);
-  EXPECT_EQ(stat(stats, "keyframes"), 1u);
-  EXPECT_EQ(stat(stats, "frames-out"), 4u);
-  gst_structure_free(stats);
+  expect_decoded(h->element, 1, 4);
   gst_harness_teardown(h);
   for (GstBuffer *b : p) gst_buffer_unref(b);
   gst_caps_unref(caps);
@@ -252,10 +257,7 @@ TEST(CudaDiffKeyframeRequest, PacketLossEventsShareTheInterval) {
     for (int i : {0, 1, 2, 3, 12, 13, 14}) expected.push_back(GST_BUFFER_PTS(p[size_t(i)]));
     EXPECT_EQ(shown, expected);
     EXPECT_EQ(corrupted, 0);
-    GstStructure *stats = stats_of(h->element);
-    EXPECT_EQ(stat(stats, "keyframes"), 2u);
-    EXPECT_EQ(stat(stats, "frames-out"), 7u);
-    gst_structure_free(stats);
+    expect_decoded(h->element, 2, 7);
     gst_harness_teardown(h);
   }
   for (GstBuffer *b : p) gst_buffer_unref(b);
