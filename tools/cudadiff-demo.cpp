@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -348,13 +349,16 @@ int main(int argc, char **argv) {
        "auto (camera when the device exists), camera, or test (default auto)", "SOURCE"},
       {"device", 'd', 0, G_OPTION_ARG_STRING, &o.camera, "Camera device (default /dev/video0)",
        "PATH"},
-      {"width", 'W', 0, G_OPTION_ARG_INT, &o.width, "Test pattern width (default 1280)", "W"},
-      {"height", 'H', 0, G_OPTION_ARG_INT, &o.height, "Test pattern height (default 720)", "H"},
-      {"fps", 'f', 0, G_OPTION_ARG_INT, &o.fps, "Test pattern frame rate (default 30)", "FPS"},
+      {"width", 'W', 0, G_OPTION_ARG_INT, &o.width, "Test pattern width, 16 to 8192 (default 1280)",
+       "W"},
+      {"height", 'H', 0, G_OPTION_ARG_INT, &o.height,
+       "Test pattern height, 16 to 8192 (default 720)", "H"},
+      {"fps", 'f', 0, G_OPTION_ARG_INT, &o.fps, "Test pattern frame rate, 1 to 1000 (default 30)",
+       "FPS"},
       {"live", 'l', 0, G_OPTION_ARG_NONE, &o.live,
        "Test pattern in real time (default: as fast as the pipelines go)", nullptr},
-      {"threshold", 't', 0, G_OPTION_ARG_INT, &o.threshold, "cudadiffenc threshold (default 20)",
-       "T"},
+      {"threshold", 't', 0, G_OPTION_ARG_INT, &o.threshold,
+       "cudadiffenc threshold, 0 to 255 (default 20)", "T"},
       {"keyframe-interval", 'k', 0, G_OPTION_ARG_INT, &o.keyframe_interval,
        "cudadiffenc keyframe-interval (default 60)", "N"},
       {"stream-version", 'V', 0, G_OPTION_ARG_INT, &o.stream_version,
@@ -386,6 +390,26 @@ int main(int argc, char **argv) {
   }
   if (o.stream_version < 0 || o.stream_version > 2) {
     std::fprintf(stderr, "--stream-version must be 1 or 2\n");
+    return 2;
+  }
+  // (the elements' properties would take an out-of-range value with a
+  // GLib warning only, and keep their defaults)
+  if (o.threshold < 0 || o.threshold > 255) {
+    std::fprintf(stderr, "--threshold must be 0 to 255\n");
+    return 2;
+  }
+  if (o.keyframe_interval < 0) {
+    std::fprintf(stderr, "--keyframe-interval must be 0 (only the first frame) or more\n");
+    return 2;
+  }
+  if (o.width < 16 || o.height < 16 || o.width > 8192 || o.height > 8192 || o.fps < 1 ||
+      o.fps > 1000) {
+    std::fprintf(stderr, "--width and --height must be 16 to 8192, --fps 1 to 1000\n");
+    return 2;
+  }
+  if (o.source && std::strcmp(o.source, "auto") != 0 && std::strcmp(o.source, "camera") != 0 &&
+      std::strcmp(o.source, "test") != 0) {
+    std::fprintf(stderr, "--source must be auto, camera or test, not \"%s\"\n", o.source);
     return 2;
   }
   gst_init(&argc, &argv);
@@ -589,6 +613,7 @@ int main(int argc, char **argv) {
         "PSNR:    %.2f dB average, %.2f dB minimum over %d frames (client picture vs "
         "server input; identical frames count as 99 dB)\n",
         shown.psnr_sum / shown.matched, shown.psnr_min, shown.matched);
+  bool written = true;  // the pictures asked for
   if (shown.last) {
     GstSample *sample = gst_sample_new(shown.last, shown.last_caps, nullptr, nullptr);
     GstCaps *png_caps = gst_caps_from_string("image/png");
@@ -598,14 +623,21 @@ int main(int argc, char **argv) {
       GstMapInfo map;
       GstBuffer *b = gst_sample_get_buffer(converted);
       gst_buffer_map(b, &map, GST_MAP_READ);
+      GError *werr = nullptr;
       if (g_file_set_contents(png.c_str(), reinterpret_cast<const gchar *>(map.data),
-                              gssize(map.size), nullptr))
+                              gssize(map.size), &werr)) {
         std::printf("picture: %s (the client's last frame)\n", png.c_str());
+      } else {
+        std::fprintf(stderr, "could not write the PNG: %s\n", werr->message);
+        g_clear_error(&werr);
+        written = false;
+      }
       gst_buffer_unmap(b, &map);
       gst_sample_unref(converted);
     } else {
       std::fprintf(stderr, "could not write the PNG: %s\n", perr ? perr->message : "?");
       g_clear_error(&perr);
+      written = false;
     }
     gst_caps_unref(png_caps);
     gst_sample_unref(sample);
@@ -623,13 +655,15 @@ int main(int argc, char **argv) {
     if (write_mosaic(mosaic, w, h, tiles, labels, o.backend, &why))
       std::printf("mosaic:  %s (input, client picture, heat map, noise view of one moment)\n",
                   mosaic.c_str());
-    else
+    else {
       std::fprintf(stderr, "could not write the mosaic: %s\n", why.c_str());
+      written = false;
+    }
   }
   if (stats) gst_structure_free(stats);
   gst_object_unref(enc);
   gst_object_unref(sink);
   gst_object_unref(client);
   gst_object_unref(server);
-  return error.empty() && shown.frames > 0 ? 0 : 1;
+  return error.empty() && shown.frames > 0 && written ? 0 : 1;
 }

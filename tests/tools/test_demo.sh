@@ -30,4 +30,18 @@ png_size() {
   cat "$dir/live.log"; echo "FAIL: the live demo exited with an error"; exit 1; }
 grep -q "^frames:  20 sent, 20 shown by the client" "$dir/live.log" || {
   cat "$dir/live.log"; echo "FAIL: live: not 20 frames sent and shown"; exit 1; }
-echo "PASS: snapshot 320x240, mosaic 640x480; live: 20 frames"
+# Options out of range are refused (exit 2) before anything runs (the
+# elements would keep their defaults with a GLib warning only).
+for bad in "--threshold 300" "--threshold -1" "--keyframe-interval -5" "--width 0" "--fps 0" \
+           "--source camra" "--stream-version 3"; do
+  status=0
+  "$demo" $bad --frames 5 >"$dir/bad.log" 2>&1 || status=$?
+  [ "$status" = 2 ] || { cat "$dir/bad.log"; echo "FAIL: $bad: exit status $status, not 2"; exit 1; }
+done
+# A picture that cannot be written: said so, and the exit status is 1.
+status=0
+"$demo" --source test --frames 5 --width 160 --height 120 --mosaic "" \
+  --png "$dir/no/such/dir/x.png" >"$dir/nopng.log" 2>&1 || status=$?
+[ "$status" = 1 ] && grep -q "could not write the PNG" "$dir/nopng.log" || {
+  cat "$dir/nopng.log"; echo "FAIL: an unwritable --png: exit status $status"; exit 1; }
+echo "PASS: snapshot 320x240, mosaic 640x480; live: 20 frames; bad options refused"
