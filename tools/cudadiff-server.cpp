@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
       {"height", 'H', 0, G_OPTION_ARG_INT, &a.height, "Test pattern height (default 720)", "H"},
       {"fps", 'f', 0, G_OPTION_ARG_INT, &a.fps, "Test pattern frame rate (default 30)", "FPS"},
       {"threshold", 't', 0, G_OPTION_ARG_INT, &a.threshold,
-       "cudadiffenc threshold (default: the element's, 20)", "T"},
+       "cudadiffenc threshold, 0 to 255 (default: the element's, 20)", "T"},
       {"keyframe-interval", 'k', 0, G_OPTION_ARG_INT, &a.keyframe_interval,
        "cudadiffenc keyframe-interval in frames (default: the element's, 60)", "N"},
       {"stream-version", 'V', 0, G_OPTION_ARG_INT, &a.stream_version,
@@ -126,7 +126,9 @@ int main(int argc, char **argv) {
   if (a.port < 0 || a.port > 65535 || a.simulate_loss < 0 || a.simulate_loss > 1 ||
       a.pace_burst < 0 || a.pace_rate < 0 || a.retransmission_time < 0 || a.width <= 0 ||
       a.height <= 0 || a.fps <= 0 || a.rtcp_interval < 0 || a.stream_version < 0 ||
-      a.stream_version > 2) {
+      a.stream_version > 2 || a.threshold < -1 || a.threshold > 255 || a.keyframe_interval < -1) {
+    // (cudadiffenc would take an out-of-range threshold with a GLib warning
+    // only, and keep its default)
     std::fprintf(stderr, "an option is out of range (see --help)\n");
     return 2;
   }
