@@ -437,7 +437,7 @@ int main(int argc, char **argv) {
   std::string source_tail;  // more branches of the source, if any
   std::string what;
   if (camera) {
-    source = "v4l2src device=" + device + " num-buffers=" + frames +
+    source = "v4l2src device=\"" + device + "\" num-buffers=" + frames +
              " ! videoconvert ! video/x-raw,format=BGR";
     what = "camera " + device;
   } else {
@@ -527,6 +527,10 @@ int main(int argc, char **argv) {
     g_object_get(sink, "num-handles", &handles, nullptr);
     if (!handles) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  if (!handles)
+    std::fprintf(stderr,
+                 "the client has not connected to 127.0.0.1 within 5 s; streaming anyway "
+                 "(frames sent before it connects are not shown)\n");
   const auto start = Clock::now();
   gst_element_set_state(server, GST_STATE_PLAYING);
 
