@@ -158,6 +158,9 @@ int main(int argc, char **argv) {
 
   cudadiff_server::Options o;
   const std::string source = a.source ? a.source : "test";
+  if (a.camera && source != "camera")
+    std::fprintf(stderr, "--device applies to --source camera only (the source is %s)\n",
+                 source.c_str());
   o.source = cudadiff_server::source_description(source, a.camera ? a.camera : "", a.width,
                                                  a.height, a.fps);
   o.address = a.address ? a.address : "0.0.0.0";

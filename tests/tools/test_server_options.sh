@@ -13,4 +13,10 @@ for bad in "--threshold 300" "--threshold -2" "--keyframe-interval -3" "--port 7
   timeout 20 "$server" --port 0 $bad >"$log" 2>&1 || status=$?
   [ "$status" = 2 ] || { cat "$log"; echo "FAIL: $bad: exit status $status, not 2"; exit 1; }
 done
-echo "PASS: options out of range refused"
+# --device without --source camera: said so (the server then serves the
+# test pattern until the timeout).
+status=0
+timeout 5 "$server" --port 0 --device /dev/video9 >"$log" 2>&1 || status=$?
+[ "$status" = 124 ] && grep -q -- "--device applies to --source camera only" "$log" || {
+  cat "$log"; echo "FAIL: --device without --source camera: exit status $status"; exit 1; }
+echo "PASS: options out of range refused; --device without a camera source reported"
