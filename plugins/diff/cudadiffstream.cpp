@@ -627,7 +627,7 @@ void Timeline::passed(const PacketHeader &h, uint64_t out) {
   last_pts = h.pts;
   last_out = out;
   out_known = true;
-  const uint64_t dur = h.duration != kNoTime && h.duration <= kMaxPacketDuration ? h.duration : 0;
+  const uint64_t dur = usable_duration(h) ? h.duration : 0;
   end = out <= uint64_t(INT64_MAX) - dur ? out + dur : out;
 }
 

@@ -262,6 +262,11 @@ constexpr uint64_t kReorderTime = 1000000000;  // 1 s
 // A packet's duration counts for the timeline up to this (a longer one is
 // damage or a crafted header, and would push the rest of the stream away).
 constexpr uint64_t kMaxPacketDuration = 60 * kReorderTime;
+// Whether a packet's duration is one to use: present and at most that
+// (the timeline, the parser's and the decoder's output buffers).
+inline bool usable_duration(const PacketHeader &h) {
+  return h.duration != kNoTime && h.duration <= kMaxPacketDuration;
+}
 
 struct TimeRun {
   uint64_t offset;  // its first packet's byte offset (the parser's pull mode)

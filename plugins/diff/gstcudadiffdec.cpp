@@ -768,8 +768,7 @@ static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
   DecState *st = self->state;
   // (A duration over a minute is damage or a crafted header, as for the
   // parser and the timeline: the base class takes the framerate's instead.)
-  const bool has_duration =
-      h.duration != stream::kNoTime && h.duration <= stream::kMaxPacketDuration;
+  const bool has_duration = stream::usable_duration(h);
   if (GST_CLOCK_TIME_IS_VALID(frame->pts)) {
     if (!GST_CLOCK_TIME_IS_VALID(frame->duration) && has_duration) frame->duration = h.duration;
     if (h.pts != stream::kNoTime) frame->pts = st->timeline.anchor(h, 0, frame->pts);

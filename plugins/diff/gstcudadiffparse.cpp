@@ -32,7 +32,6 @@ namespace stream = cudadiff::stream;
 
 // The output timeline: stream::Timeline (cudadiffstream.h).
 using Run = stream::TimeRun;
-using stream::kMaxPacketDuration;
 using stream::Timeline;
 
 // What a scan of a file's packet headers found (pull mode).
@@ -432,7 +431,7 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
       GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT);
     if (h.pts != stream::kNoTime && st->upstream_time) {
       // (GstBaseParse sets the time from upstream's: pre_push_frame())
-      if (h.duration <= kMaxPacketDuration) GST_BUFFER_DURATION(buf) = h.duration;
+      if (stream::usable_duration(h)) GST_BUFFER_DURATION(buf) = h.duration;
     } else if (h.pts != stream::kNoTime) {
       guint64 pts;
       if (pull && st->file.valid) {
@@ -452,8 +451,7 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
         if (h.keyframe() && !pull) index_keyframe(self, frame->offset, pts);
       }
       GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = pts;
-      if (h.duration != stream::kNoTime && h.duration <= kMaxPacketDuration)
-        GST_BUFFER_DURATION(buf) = h.duration;
+      if (stream::usable_duration(h)) GST_BUFFER_DURATION(buf) = h.duration;
     }
   }
   return gst_base_parse_finish_frame(parse, frame, gint(step.bytes));
