@@ -1530,18 +1530,21 @@ TEST(CudaDiff, ParserScansACraftedFileInLinearTime) {
   EncodeOptions o;
   o.frames = 1;
   encode(e, "GRAY8", 16, 8, o);
+  // A stream header (flag 0x10 alone) of frame 0 without pts or duration,
+  // whose payload and body are 1 byte: the first byte of the next header.
   Bytes h = bytes_of(e.packets[0]);
   h.resize(64);
-  h[6] = 1u << 4;                                            // the stream header flag alone
-  for (int i = 0; i < 16; ++i) h[8 + i] = i < 8 ? 0 : 0xff;  // frame 0, no pts
-  for (int at : {24, 32, 36})
-    for (int i = 0; i < 4; ++i) h[at + i] = at == 24 ? 0xff : uint8_t(i == 0);
-  for (int i = 28; i < 32; ++i) h[i] = 0xff;  // no duration; payload and body 1 byte
-  // The payload: the first byte of the next header.
-  const uint32_t pcrc = uint32_t(::crc32(0, h.data(), 1));
-  for (int i = 0; i < 4; ++i) h[56 + i] = uint8_t(pcrc >> (8 * i));
-  const uint32_t hcrc = uint32_t(::crc32(0, h.data(), 60));
-  for (int i = 0; i < 4; ++i) h[60 + i] = uint8_t(hcrc >> (8 * i));
+  h[6] = 1u << 4;
+  const uint64_t frame = 0, none = G_MAXUINT64;
+  const uint32_t one = 1;
+  std::memcpy(h.data() + 8, &frame, 8);
+  std::memcpy(h.data() + 16, &none, 8);
+  std::memcpy(h.data() + 24, &none, 8);
+  std::memcpy(h.data() + 32, &one, 4);
+  std::memcpy(h.data() + 36, &one, 4);
+  h.push_back(h[0]);
+  fix_checksums(h);
+  h.pop_back();
   const size_t headers = 4000;
   gchar *path = nullptr;
   const int fd = g_file_open_tmp("cudadiff-crafted-XXXXXX.cdiff", &path, nullptr);

@@ -227,13 +227,16 @@ TEST(CudaDiffKeyframeRequest, PacketLossEventsShareTheInterval) {
     g_object_set(h->element, "automatic-request-sync-points", gboolean(automatic), nullptr);
     std::vector<GstClockTime> shown;
     int corrupted = 0;
-    auto feed = [&](int i) {
-      ASSERT_EQ(gst_harness_push(h, gst_buffer_copy(p[size_t(i)])), GST_FLOW_OK);
+    auto collect = [&] {
       while (GstBuffer *out = gst_harness_try_pull(h)) {
         shown.push_back(GST_BUFFER_PTS(out));
         if (GST_BUFFER_FLAG_IS_SET(out, GST_BUFFER_FLAG_CORRUPTED)) ++corrupted;
         gst_buffer_unref(out);
       }
+    };
+    auto feed = [&](int i) {
+      ASSERT_EQ(gst_harness_push(h, gst_buffer_copy(p[size_t(i)])), GST_FLOW_OK);
+      collect();
     };
     for (int i = 0; i <= 3; ++i) feed(i);
     EXPECT_EQ(keyframe_requests(h), 0);
@@ -248,11 +251,7 @@ TEST(CudaDiffKeyframeRequest, PacketLossEventsShareTheInterval) {
     for (int i = 12; i <= 14; ++i) feed(i);
     EXPECT_EQ(keyframe_requests(h), 0) << "decoding again";
     EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_eos()));
-    while (GstBuffer *out = gst_harness_try_pull(h)) {
-      shown.push_back(GST_BUFFER_PTS(out));
-      if (GST_BUFFER_FLAG_IS_SET(out, GST_BUFFER_FLAG_CORRUPTED)) ++corrupted;
-      gst_buffer_unref(out);
-    }
+    collect();
     std::vector<GstClockTime> expected;
     for (int i : {0, 1, 2, 3, 12, 13, 14}) expected.push_back(GST_BUFFER_PTS(p[size_t(i)]));
     EXPECT_EQ(shown, expected);
