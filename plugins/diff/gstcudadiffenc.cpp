@@ -922,6 +922,13 @@ static GstFlowReturn finish_pending(GstCudaDiffEnc *self) {
 // drain) and dropped; the next frame is a keyframe anyway.
 static void discard_pending(GstCudaDiffEnc *self) {
   EncState *st = self->state;
+  // Packets that never left take no frame numbers: the next frame gets the
+  // oldest dropped one's, so that a receiver sees no gap (a sender's seek is
+  // not packet loss).
+  if (st->in_transit)
+    st->frame_number = st->transit.info.frame_number;
+  else if (!st->pending.empty())
+    st->frame_number = st->pending.front().info.frame_number;
   if (st->in_transit) {
     st->in_transit = false;
     try {
