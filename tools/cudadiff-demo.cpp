@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -33,6 +34,14 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Ctrl-C (SIGINT): the first ends the stream (EOS) so that the report is
+// still printed; a second one quits at once.
+volatile std::sig_atomic_t interrupted = 0;
+extern "C" void on_interrupt(int) {
+  interrupted = 1;
+  std::signal(SIGINT, SIG_DFL);
+}
 
 struct Options {
   gint frames = 300;
@@ -384,6 +393,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   g_option_context_free(context);
+  std::signal(SIGINT, on_interrupt);
   if (o.frames < 1) {
     std::fprintf(stderr, "--frames must be at least 1\n");
     return 2;
@@ -537,7 +547,14 @@ int main(int argc, char **argv) {
   std::string error;
   bool server_eos = false, client_eos = false;
   auto last_print = Clock::now();
+  bool ended = false;
   while (error.empty() && !server_eos) {
+    if (interrupted && !ended) {
+      ended = true;
+      std::printf("  interrupted: ending the stream (Ctrl-C again quits at once)\n");
+      std::fflush(stdout);
+      gst_element_send_event(server, gst_event_new_eos());
+    }
     error = poll_bus(server, 50, &server_eos);
     if (error.empty()) error = poll_bus(client, 0, &client_eos);
     if (Clock::now() - last_print > std::chrono::seconds(2)) {

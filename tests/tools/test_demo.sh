@@ -30,6 +30,15 @@ png_size() {
   cat "$dir/live.log"; echo "FAIL: the live demo exited with an error"; exit 1; }
 grep -q "^frames:  20 sent, 20 shown by the client" "$dir/live.log" || {
   cat "$dir/live.log"; echo "FAIL: live: not 20 frames sent and shown"; exit 1; }
+# Ctrl-C (SIGINT) during a live run ends the stream: the frames sent are
+# all shown and the report is printed, exit status 0 (a demo that ignored
+# it would be killed 30 s later: 137).
+status=0
+timeout -k 30 -s INT --preserve-status 4 "$demo" --source test --live --frames 100000 \
+  --width 160 --height 120 --mosaic "" >"$dir/int.log" 2>&1 || status=$?
+[ "$status" = 0 ] && grep -q "interrupted: ending the stream" "$dir/int.log" &&
+  grep -Eq "^frames:  ([1-9][0-9]*) sent, \1 shown by the client" "$dir/int.log" || {
+  cat "$dir/int.log"; echo "FAIL: Ctrl-C on a live run: exit status $status"; exit 1; }
 # Options out of range are refused (exit 2) before anything runs (the
 # elements would keep their defaults with a GLib warning only).
 for bad in "--threshold 300" "--threshold -1" "--keyframe-interval -5" "--width 0" "--fps 0" \
@@ -44,4 +53,5 @@ status=0
   --png "$dir/no/such/dir/x.png" >"$dir/nopng.log" 2>&1 || status=$?
 [ "$status" = 1 ] && grep -q "could not write the PNG" "$dir/nopng.log" || {
   cat "$dir/nopng.log"; echo "FAIL: an unwritable --png: exit status $status"; exit 1; }
-echo "PASS: snapshot 320x240, mosaic 640x480; live: 20 frames; bad options refused"
+echo "PASS: snapshot 320x240, mosaic 640x480; live: 20 frames; Ctrl-C ends a live run;" \
+  "bad options refused"
