@@ -161,6 +161,22 @@ int main(int argc, char **argv) {
   if (a.camera && source != "camera")
     std::fprintf(stderr, "--device applies to --source camera only (the source is %s)\n",
                  source.c_str());
+  // The source is built when the first viewer connects: a file that is not
+  // there is refused now, a camera not (yet) there is said now.
+  if (source != "camera" && source != "test" &&
+      !g_file_test(source.c_str(), G_FILE_TEST_IS_REGULAR)) {
+    std::fprintf(stderr, "--source %s: no such file (a media file, camera or test)\n",
+                 source.c_str());
+    return 2;
+  }
+  if (source == "camera") {
+    const char *device = a.camera ? a.camera : "/dev/video0";
+    if (!g_file_test(device, G_FILE_TEST_EXISTS))
+      std::fprintf(stderr,
+                   "camera %s not found (yet): viewers get an error until it is there; "
+                   "--device names another\n",
+                   device);
+  }
   o.source = cudadiff_server::source_description(source, a.camera ? a.camera : "", a.width,
                                                  a.height, a.fps);
   o.address = a.address ? a.address : "0.0.0.0";
