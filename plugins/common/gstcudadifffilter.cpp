@@ -673,7 +673,19 @@ static GstFlowReturn gst_cudadiff_filter_transform(GstBaseTransform *trans, GstB
         allocate_slots(self, &st->device_out, false);
         dev_out = st->device_out[0].view();
       }
+      // With frame overlap, a device frame under system memory caps (CUDA
+      // memory of our context, as GStreamer 1.22's cudadownload passes on)
+      // comes here while the overlapped frame before it may still be
+      // downloading from the output slot written below: the kernels wait
+      // for that download.
+      if (st->overlap && st->in_flight && !out_dev)
+        st->out_free[size_t(st->flight.out_slot)]->make_wait(ctx.stream());
       klass->process(self, dev_in, dev_out);
+      // ...and the next overlapped frame's upload waits for these kernels'
+      // reads of the input slots (the stream has waited for every upload
+      // and download before, so each slot is free once they are done).
+      if (st->overlap)
+        for (auto &free : st->in_free) free->record(ctx);
       // The inputs the GPU reads are kept until read: host input being
       // uploaded, device input of a producer that does not order by our stream,
       // and the device input the next frame compares with.
@@ -816,6 +828,35 @@ static GstFlowReturn gst_cudadiff_filter_generate_output(GstBaseTransform *trans
   return GST_FLOW_OK;
 }
 
+// Frame overlap: an input that starts a gap (marked DISCONT upstream) or
+// makes one (dropped by QoS, with the qos property on) lets the frame in
+// flight, the last before the gap, leave first. The base class puts its
+// pending DISCONT on the next buffer it pushes itself, which is then the
+// first frame after the gap (else it would be the frame in flight).
+static GstFlowReturn gst_cudadiff_filter_submit_input_buffer(GstBaseTransform *trans,
+                                                             gboolean is_discont,
+                                                             GstBuffer *input) {
+  auto *self = GST_CUDADIFF_FILTER(trans);
+  FilterState *st = get_priv(self)->state;
+  // (is_discont is the base class's pending mark, which may still be that
+  // of an earlier drop; the input's own flag says that a gap starts here)
+  if (GST_BUFFER_IS_DISCONT(input) && st->in_flight) {
+    const GstFlowReturn pushed = push_flight(self);
+    if (pushed != GST_FLOW_OK) {
+      gst_buffer_unref(input);  // (ours: the base class stashes it only below)
+      return pushed;
+    }
+  }
+  const GstFlowReturn ret = GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)
+                                ->submit_input_buffer(trans, is_discont, input);
+  // (a dropped input is released by the base class: nothing is stashed)
+  if (ret == GST_BASE_TRANSFORM_FLOW_DROPPED && st->in_flight) {
+    const GstFlowReturn pushed = push_flight(self);
+    if (pushed != GST_FLOW_OK) return pushed;
+  }
+  return ret;
+}
+
 static gboolean gst_cudadiff_filter_sink_event(GstBaseTransform *trans, GstEvent *event) {
   auto *self = GST_CUDADIFF_FILTER(trans);
   GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
@@ -923,6 +964,7 @@ static void gst_cudadiff_filter_class_init(GstCudaDiffFilterClass *klass) {
   trans_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_propose_allocation);
   trans_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_decide_allocation);
   trans_class->generate_output = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_generate_output);
+  trans_class->submit_input_buffer = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_submit_input_buffer);
   // Buffers are mapped here (device pointers for CUDA memory), not by
   // GstVideoFilter.
   trans_class->transform = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_transform);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #if CUDADIFF_HAVE_GST_CUDA
+#include <gst/cuda/gstcudabufferpool.h>
 #include <gst/cuda/gstcudacontext.h>
 #include <gst/cuda/gstcudamemory.h>
 #include <gst/cuda/gstcudautils.h>
@@ -841,6 +842,167 @@ TEST(CudaMemory, FrameOverlapHoldsOneFrameAndReportsItsLatency) {
   }
   EXPECT_EQ(min_latency["always"] - min_latency["never"],
             gst_util_uint64_scale_int(GST_SECOND, 1, 30));
+}
+
+// Frame overlap with host and device frames alternating under system
+// memory caps (CUDA memory of the element's own context, as GStreamer
+// 1.22's cudadownload passes on). A device frame is processed at once,
+// into the output slot the overlapped host frame before it may still be
+// downloading from (4K frames: the download lasts far longer than the
+// kernels); every frame must still come out as processed alone, in order.
+TEST(CudaMemory, FrameOverlapWithHostAndDeviceFramesAlternating) {
+#if CUDADIFF_HAVE_GST_CUDA
+  constexpr int w = 3840, h = 2160, n = 8;
+  const GstVideoInfo info = [] {
+    GstVideoInfo i;
+    gst_video_info_set_format(&i, GST_VIDEO_FORMAT_BGRx, w, h);
+    return i;
+  }();
+  const auto fill = [](GstVideoFrame *f, int t) {
+    for (int y = 0; y < h; ++y) {
+      guint8 *row = gst_test::pixel(f, 0, 0, y);
+      for (int x = 0; x < w * 4; ++x) row[x] = guint8((x ^ y) * (t + 1) + t * 37 + (x * y >> 9));
+    }
+  };
+  const auto pixels_of = [&](GstBuffer *b) {
+    std::vector<guint8> out;
+    gst_test::read_frame(b, info, [&](GstVideoFrame *f) {
+      for (int y = 0; y < h; ++y) {
+        const guint8 *row = gst_test::pixel(f, 0, 0, y);
+        out.insert(out.end(), row, row + w * 4);
+      }
+    });
+    return out;
+  };
+  std::vector<std::vector<guint8>> got[2];
+  for (int overlap = 0; overlap < 2; ++overlap) {
+    SCOPED_TRACE(overlap ? "frame-overlap=always, host and device frames" : "host frames alone");
+    GstHarness *hr = gst_harness_new_parse(overlap ? "cudagauss backend=cuda frame-overlap=always"
+                                                   : "cudagauss backend=cuda frame-overlap=never");
+    gst_harness_set_src_caps_str(hr, gst_test::raw_caps("BGRx", w, h).c_str());
+    GstBufferPool *pool = nullptr;
+    if (overlap) {
+      // The element's own CUDA context, from its answer to a context query.
+      GstElement *g = gst_harness_find_element(hr, "cudagauss");
+      ASSERT_NE(g, nullptr);
+      GstPad *sink = gst_element_get_static_pad(g, "sink");
+      GstQuery *q = gst_query_new_context("gst.cuda.context");
+      ASSERT_TRUE(gst_pad_query(sink, q));
+      GstContext *c = nullptr;
+      gst_query_parse_context(q, &c);
+      ASSERT_NE(c, nullptr);
+      GstCudaContext *ctx = nullptr;
+      ASSERT_TRUE(gst_structure_get(gst_context_get_structure(c), "gst.cuda.context",
+                                    GST_TYPE_CUDA_CONTEXT, &ctx, nullptr));
+      gst_query_unref(q);
+      gst_object_unref(sink);
+      gst_object_unref(g);
+      pool = gst_cuda_buffer_pool_new(ctx);
+      gst_object_unref(ctx);
+      GstStructure *config = gst_buffer_pool_get_config(pool);
+      GstCaps *caps = gst_caps_from_string(
+          "video/x-raw(memory:CUDAMemory),format=BGRx,width=3840,height=2160,framerate=30/1");
+      gst_buffer_pool_config_set_params(config, caps, guint(GST_VIDEO_INFO_SIZE(&info)), 0, 0);
+      gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+      gst_caps_unref(caps);
+      ASSERT_TRUE(gst_buffer_pool_set_config(pool, config));
+      ASSERT_TRUE(gst_buffer_pool_set_active(pool, TRUE));
+    }
+    // Every input made first: the frames then follow each other at once.
+    std::vector<GstBuffer *> inputs;
+    for (int t = 0; t < n; ++t) {
+      GstBuffer *in = nullptr;
+      if (pool && t % 2 == 1) {
+        ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &in, nullptr), GST_FLOW_OK);
+        GstVideoFrame f;
+        ASSERT_TRUE(gst_video_frame_map(&f, &info, in, GST_MAP_WRITE));
+        fill(&f, t);
+        gst_video_frame_unmap(&f);
+        ASSERT_TRUE(is_cuda_memory(gst_buffer_peek_memory(in, 0)));
+        // Uploaded now, so that the element finds it on the device and its
+        // kernels start at once (no upload in its mapping to wait for).
+        GstMapInfo map;
+        ASSERT_TRUE(gst_buffer_map(in, &map, GstMapFlags(GST_MAP_READ | GST_MAP_CUDA)));
+        gst_buffer_unmap(in, &map);
+        GST_BUFFER_PTS(in) = gst_util_uint64_scale(t, GST_SECOND, 30);
+        GST_BUFFER_DURATION(in) = gst_util_uint64_scale(1, GST_SECOND, 30);
+      } else {
+        in = gst_test::make_buffer(
+            info, [&](GstVideoFrame *f) { fill(f, t); }, t);
+      }
+      inputs.push_back(in);
+    }
+    for (int t = 0; t < n; ++t) {
+      GstBuffer *in = inputs[size_t(t)];
+      ASSERT_EQ(gst_harness_push(hr, in), GST_FLOW_OK);
+      while (GstBuffer *out = gst_harness_try_pull(hr)) {
+        EXPECT_EQ(GST_BUFFER_PTS(out), gst_util_uint64_scale(got[overlap].size(), GST_SECOND, 30));
+        got[overlap].push_back(pixels_of(out));
+        gst_buffer_unref(out);
+      }
+    }
+    EXPECT_TRUE(gst_harness_push_event(hr, gst_event_new_eos()));
+    while (GstBuffer *out = gst_harness_try_pull(hr)) {
+      got[overlap].push_back(pixels_of(out));
+      gst_buffer_unref(out);
+    }
+    gst_harness_teardown(hr);
+    if (pool) {
+      gst_buffer_pool_set_active(pool, FALSE);
+      gst_object_unref(pool);
+    }
+    ASSERT_EQ(got[overlap].size(), size_t(n));
+  }
+  for (int t = 0; t < n; ++t) EXPECT_TRUE(got[0][size_t(t)] == got[1][size_t(t)]) << "frame " << t;
+#else
+  GTEST_SKIP() << "built without gstreamer-cuda-1.0";
+#endif
+}
+
+// A gap in the frames, one that QoS makes (qos=true, a frame late) or one
+// upstream marks (a DISCONT input), puts DISCONT on the first frame after
+// it, with frames overlapping as without (with overlap the base class
+// would put it on the next buffer it pushes: the frame before the gap).
+TEST(CudaMemory, FrameOverlapKeepsDiscontAfterTheGap) {
+  constexpr int w = 160, h = 120;
+  const GstVideoInfo info = [] {
+    GstVideoInfo i;
+    gst_video_info_set_format(&i, GST_VIDEO_FORMAT_BGRx, w, h);
+    return i;
+  }();
+  for (const char *overlap : {"never", "always"}) {
+    SCOPED_TRACE(std::string("frame-overlap=") + overlap);
+    GstHarness *hr = gst_harness_new_parse(
+        (std::string("cudagauss backend=cuda qos=true frame-overlap=") + overlap).c_str());
+    gst_harness_set_src_caps_str(hr, gst_test::raw_caps("BGRx", w, h).c_str());
+    std::vector<int> frames, discont;
+    const auto pull = [&] {
+      while (GstBuffer *out = gst_harness_try_pull(hr)) {
+        const int t = int(gst_util_uint64_scale_round(GST_BUFFER_PTS(out), 30, GST_SECOND));
+        frames.push_back(t);
+        if (GST_BUFFER_FLAG_IS_SET(out, GST_BUFFER_FLAG_DISCONT) && t > 0) discont.push_back(t);
+        gst_buffer_unref(out);
+      }
+    };
+    for (int t = 0; t < 8; ++t) {
+      // Frame 3 late: QoS says so before it arrives.
+      if (t == 3) {
+        EXPECT_TRUE(gst_harness_push_upstream_event(
+            hr, gst_event_new_qos(GST_QOS_TYPE_UNDERFLOW, 1.0, 0,
+                                  gst_util_uint64_scale(3, GST_SECOND, 30))));
+      }
+      GstBuffer *in = gst_test::make_buffer(
+          info, [&](GstVideoFrame *f) { *gst_test::pixel(f, 0, 0, 0) = guint8(t); }, t);
+      if (t == 6) GST_BUFFER_FLAG_SET(in, GST_BUFFER_FLAG_DISCONT);
+      ASSERT_EQ(gst_harness_push(hr, in), GST_FLOW_OK);
+      pull();
+    }
+    EXPECT_TRUE(gst_harness_push_event(hr, gst_event_new_eos()));
+    pull();
+    gst_harness_teardown(hr);
+    EXPECT_EQ(frames, (std::vector<int>{0, 1, 2, 4, 5, 6, 7}));
+    EXPECT_EQ(discont, (std::vector<int>{4, 6}));
+  }
 }
 
 // A flushing seek in a CUDA memory chain: the frames after it are those of
