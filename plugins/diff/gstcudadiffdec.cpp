@@ -574,11 +574,7 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h,
     if (site != GST_VIDEO_CHROMA_SITE_UNKNOWN) out->info.chroma_site = site;
   }
   st->out_described = d;
-  GST_OBJECT_LOCK(self);
-  const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id) &&
-                    st->share.gst_context() != nullptr;
-  GST_OBJECT_UNLOCK(self);
-  gst_cudadiff_output_state_prefer_cuda(GST_VIDEO_DECODER_SRC_PAD(self), out, cuda);
+  // (CUDA or system memory: chosen by negotiate(), below)
   gst_video_codec_state_unref(out);
   GST_INFO_OBJECT(self, "stream version %u: %s %ux%u at %u/%u fps on %s", h.version,
                   cudadiff::format_name(h.format), h.width, h.height, h.fps_n, h.fps_d,
@@ -588,6 +584,32 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h,
     return false;
   }
   return true;
+}
+
+// Each negotiation (configure()'s, and again when downstream asks for a
+// reconfigure) chooses the output memory anew: CUDA memory of the
+// pipeline's context while downstream takes it, else system memory. The
+// output state is made again from the current one, so that the base class
+// sets the new caps and asks downstream for a new pool.
+static gboolean gst_cudadiff_dec_negotiate(GstVideoDecoder *decoder) {
+  auto *self = GST_CUDADIFF_DEC(decoder);
+  DecState *st = self->state;
+  if (GstVideoCodecState *current = gst_video_decoder_get_output_state(decoder)) {
+    const GstVideoInfo info = current->info;
+    GstVideoCodecState *out = gst_video_decoder_set_output_state(
+        decoder, GST_VIDEO_INFO_FORMAT(&info), GST_VIDEO_INFO_WIDTH(&info),
+        GST_VIDEO_INFO_HEIGHT(&info), current);
+    gst_video_codec_state_unref(current);
+    out->info = info;
+    GST_OBJECT_LOCK(self);
+    const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id) &&
+                      st->share.gst_context() != nullptr;
+    GST_OBJECT_UNLOCK(self);
+    gst_cudadiff_output_state_prefer_cuda(GST_VIDEO_DECODER_SRC_PAD(self), out, cuda);
+    GST_DEBUG_OBJECT(self, "output caps %" GST_PTR_FORMAT, out->caps);
+    gst_video_codec_state_unref(out);
+  }
+  return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->negotiate(decoder);
 }
 
 // After a failed configure() (no decoder any more) the stream waits for a
@@ -1169,6 +1191,7 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
   decoder_class->parse = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_parse);
   decoder_class->handle_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_handle_frame);
   decoder_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_decide_allocation);
+  decoder_class->negotiate = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_negotiate);
   decoder_class->src_query = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_src_query);
   decoder_class->sink_query = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_sink_query);
   decoder_class->sink_event = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_sink_event);

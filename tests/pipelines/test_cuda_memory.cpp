@@ -959,6 +959,88 @@ TEST(CudaMemory, FrameOverlapWithHostAndDeviceFramesAlternating) {
 #endif
 }
 
+// cudadiffdec chooses its output memory at each negotiation: CUDA memory
+// while downstream takes it, system memory once downstream asks for a
+// reconfigure with system memory only, CUDA memory again after the next;
+// the pictures are the CPU backend's throughout.
+TEST(CudaMemory, DecoderFollowsDownstreamAcrossReconfigure) {
+#if CUDADIFF_HAVE_GST_CUDA
+  constexpr int w = 64, h = 48, n = 9;
+  const GstVideoInfo info = [] {
+    GstVideoInfo i;
+    gst_video_info_set_format(&i, GST_VIDEO_FORMAT_BGRx, w, h);
+    return i;
+  }();
+  GstHarness *enc = gst_harness_new_parse(
+      "cudadiffenc backend=cpu threshold=0 keyframe-interval=0 frame-overlap=never");
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGRx", w, h).c_str());
+  std::vector<GstBuffer *> packets;
+  for (int t = 0; t < n; ++t) {
+    ASSERT_EQ(gst_harness_push(enc, gst_test::make_buffer(
+                                        info,
+                                        [&](GstVideoFrame *f) {
+                                          for (int y = 0; y < h; ++y)
+                                            for (int x = 0; x < w * 4; ++x)
+                                              *gst_test::pixel(f, 0, x, y) =
+                                                  guint8(x * 3 + y * 7 + t * 29 + (x * y >> 4));
+                                        },
+                                        t)),
+              GST_FLOW_OK);
+    while (GstBuffer *p = gst_harness_try_pull(enc)) {
+      if (GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_HEADER))
+        gst_buffer_unref(p);
+      else
+        packets.push_back(p);
+    }
+  }
+  gst_harness_teardown(enc);
+  ASSERT_EQ(packets.size(), size_t(n));
+  const auto pixels_of = [&](GstBuffer *b) {
+    std::vector<guint8> out;
+    gst_test::read_frame(b, info, [&](GstVideoFrame *f) {
+      for (int y = 0; y < h; ++y)
+        out.insert(out.end(), gst_test::pixel(f, 0, 0, y), gst_test::pixel(f, 0, 0, y) + w * 4);
+    });
+    return out;
+  };
+  const char *both = "video/x-raw(memory:CUDAMemory),format=BGRx; video/x-raw,format=BGRx";
+  std::vector<std::vector<guint8>> pictures[2];
+  std::vector<bool> in_cuda;
+  for (int cuda = 0; cuda < 2; ++cuda) {
+    GstHarness *dec = gst_harness_new_parse(cuda ? "cudadiffdec backend=cuda frame-overlap=never"
+                                                 : "cudadiffdec backend=cpu frame-overlap=never");
+    gst_harness_set_sink_caps_str(dec, both);
+    gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+    for (int t = 0; t < n; ++t) {
+      // Frames 3-5: downstream takes system memory only; 6-8: both again.
+      if (t == 3) gst_harness_set_sink_caps_str(dec, "video/x-raw,format=BGRx");
+      if (t == 6) gst_harness_set_sink_caps_str(dec, both);
+      ASSERT_EQ(gst_harness_push(dec, gst_buffer_ref(packets[size_t(t)])), GST_FLOW_OK);
+      GstBuffer *out = gst_harness_pull(dec);
+      ASSERT_NE(out, nullptr);
+      pictures[cuda].push_back(pixels_of(out));
+      if (cuda) {
+        in_cuda.push_back(is_cuda_memory(gst_buffer_peek_memory(out, 0)));
+        GstCaps *caps = gst_pad_get_current_caps(dec->sinkpad);
+        ASSERT_NE(caps, nullptr);
+        const bool caps_cuda =
+            gst_caps_features_contains(gst_caps_get_features(caps, 0), "memory:CUDAMemory");
+        EXPECT_EQ(caps_cuda, bool(in_cuda.back())) << "frame " << t;
+        gst_caps_unref(caps);
+      }
+      gst_buffer_unref(out);
+    }
+    gst_harness_teardown(dec);
+  }
+  EXPECT_EQ(in_cuda, (std::vector<bool>{true, true, true, false, false, false, true, true, true}));
+  for (int t = 0; t < n; ++t)
+    EXPECT_TRUE(pictures[0][size_t(t)] == pictures[1][size_t(t)]) << "frame " << t;
+  for (GstBuffer *p : packets) gst_buffer_unref(p);
+#else
+  GTEST_SKIP() << "built without gstreamer-cuda-1.0";
+#endif
+}
+
 // A gap in the frames, one that QoS makes (qos=true, a frame late) or one
 // upstream marks (a DISCONT input), puts DISCONT on the first frame after
 // it, with frames overlapping as without (with overlap the base class
