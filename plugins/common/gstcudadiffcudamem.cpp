@@ -458,6 +458,11 @@ void GstCudaDiffCudaShare::disable() {
   disabled_ = true;
 }
 
+void GstCudaDiffCudaShare::enable() {
+  std::lock_guard<std::mutex> guard(lock_);
+  disabled_ = false;
+}
+
 bool GstCudaDiffCudaShare::disabled() const {
   std::lock_guard<std::mutex> guard(lock_);
   return disabled_;
@@ -509,6 +514,7 @@ bool GstCudaDiffCudaShare::handle_query(GstElement *, GstQuery *) {
 }
 void GstCudaDiffCudaShare::release() {}
 void GstCudaDiffCudaShare::disable() {}
+void GstCudaDiffCudaShare::enable() {}
 bool GstCudaDiffCudaShare::disabled() const {
   return true;
 }
@@ -528,6 +534,7 @@ std::unique_ptr<cudadiff::Context> gst_cudadiff_open_shared_context(GstElement *
                                                                     GstCudaDiffBackend backend,
                                                                     gint device_id,
                                                                     GstCudaDiffCudaShare *share) {
+  if (share) share->enable();  // (a failed start before left it disabled)
   if (!share || !g_available || backend == GST_CUDADIFF_BACKEND_CPU ||
       cudadiff::device_count() <= device_id) {
     if (share) share->disable();

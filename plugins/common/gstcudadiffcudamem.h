@@ -103,11 +103,14 @@ class GstCudaDiffCudaShare {
   bool handle_query(GstElement *element, GstQuery *query);
   // Drops the held context; the share may be used again (stop).
   void release();
-  // Drops the held context and refuses contexts until release(): the
-  // element runs without CUDA memory (backend cpu, or the pipeline's
-  // context could not be used). Its caps then offer system memory only and
-  // it answers no context query.
+  // Drops the held context and refuses contexts until release() or
+  // enable(): the element runs without CUDA memory (backend cpu, or the
+  // pipeline's context could not be used). Its caps then offer system
+  // memory only and it answers no context query.
   void disable();
+  // Takes contexts again (each start decides anew, also after a start that
+  // failed and so was never followed by the stop that releases).
+  void enable();
   bool disabled() const;
   // The GstCudaContext (transfer none; valid while held), or nullptr.
   gpointer gst_context() const;

@@ -1041,6 +1041,42 @@ TEST(CudaMemory, DecoderFollowsDownstreamAcrossReconfigure) {
 #endif
 }
 
+// A start that fails (the device-id of a device that does not exist) does
+// not keep CUDA memory off at the next start: the filters' and the
+// encoder's caps offer CUDA memory again, first.
+TEST(CudaMemory, FailedStartDoesNotKeepCudaMemoryOff) {
+#if CUDADIFF_HAVE_GST_CUDA
+  for (const char *name : {"cudagauss", "cudagrayscale", "cudadiffenc"}) {
+    SCOPED_TRACE(name);
+    GstElement *e = gst_element_factory_make(name, nullptr);
+    ASSERT_NE(e, nullptr);
+    gst_object_ref_sink(e);
+    gst_util_set_object_arg(G_OBJECT(e), "backend", "cuda");
+    const auto cuda_first = [&] {
+      GstPad *pad =
+          gst_element_get_static_pad(e, std::string(name) == "cudadiffenc" ? "sink" : "src");
+      GstCaps *caps = gst_pad_query_caps(pad, nullptr);
+      const bool first =
+          caps && !gst_caps_is_empty(caps) && !gst_caps_is_any(caps) &&
+          gst_caps_features_contains(gst_caps_get_features(caps, 0), "memory:CUDAMemory");
+      if (caps) gst_caps_unref(caps);
+      gst_object_unref(pad);
+      return first;
+    };
+    g_object_set(e, "device-id", 7, nullptr);
+    EXPECT_EQ(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+    gst_element_set_state(e, GST_STATE_NULL);
+    g_object_set(e, "device-id", 0, nullptr);
+    ASSERT_NE(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+    EXPECT_TRUE(cuda_first()) << "CUDA memory stayed off after the failed start";
+    gst_element_set_state(e, GST_STATE_NULL);
+    gst_object_unref(e);
+  }
+#else
+  GTEST_SKIP() << "built without gstreamer-cuda-1.0";
+#endif
+}
+
 // A gap in the frames, one that QoS makes (qos=true, a frame late) or one
 // upstream marks (a DISCONT input), puts DISCONT on the first frame after
 // it, with frames overlapping as without (with overlap the base class
