@@ -79,6 +79,9 @@ struct _GstCudaDiffParse {
   // came (the packets after it do not start a run: no restart).
   gint seek_seqnum;
   bool seeked;
+  // Pull mode: the file's scan put every keyframe into GstBaseParse's index
+  // (atomic: read by seeks from the application's thread).
+  gint file_indexed;
   // What the src caps say.
   int version, width, height, fps_n, fps_d;
   cudadiff::VideoFormat format;
@@ -103,6 +106,7 @@ static GstStaticPadTemplate src_template =
 static void reset(GstCudaDiffParse *self) {
   *self->state = ParseState();
   g_atomic_int_set(&self->seek_seqnum, gint(GST_SEQNUM_INVALID));
+  g_atomic_int_set(&self->file_indexed, 0);
   self->seeked = false;
   self->version = self->width = self->height = self->fps_n = 0;
   self->fps_d = 1;
@@ -269,6 +273,7 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
   if (!fm.valid) return;
   for (const auto &k : fm.keyframes)
     gst_base_parse_add_index_entry(GST_BASE_PARSE(self), k.first, k.second, TRUE, TRUE);
+  g_atomic_int_set(&self->file_indexed, 1);
   GST_DEBUG_OBJECT(self,
                    "file of %" G_GINT64_FORMAT
                    " bytes: %zu runs, %zu keyframes, ends at %" GST_TIME_FORMAT,
@@ -533,9 +538,39 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
   return ret;
 }
 
+// Seeks. Reverse playback is refused: GstBaseParse would read the file
+// backwards in fragments that cut packets (each cut packet lost, with a
+// warning). In a scanned file every seek in time is made accurate:
+// GstBaseParse then takes the keyframe before the target from the index,
+// which it otherwise does only for targets within 20 s after one (else it
+// goes to a guess from the bit rate, and decoding starts at the first
+// keyframe after that byte, or never with keyframe-interval=0); the
+// decoder clips the frames before the target either way.
 static gboolean gst_cudadiff_parse_src_event(GstBaseParse *parse, GstEvent *event) {
-  if (GST_EVENT_TYPE(event) == GST_EVENT_SEEK)
-    g_atomic_int_set(&GST_CUDADIFF_PARSE(parse)->seek_seqnum, gint(gst_event_get_seqnum(event)));
+  auto *self = GST_CUDADIFF_PARSE(parse);
+  if (GST_EVENT_TYPE(event) == GST_EVENT_SEEK) {
+    gdouble rate = 1.0;
+    GstFormat format = GST_FORMAT_UNDEFINED;
+    GstSeekFlags flags = GST_SEEK_FLAG_NONE;
+    GstSeekType start_type = GST_SEEK_TYPE_NONE, stop_type = GST_SEEK_TYPE_NONE;
+    gint64 start = 0, stop = 0;
+    gst_event_parse_seek(event, &rate, &format, &flags, &start_type, &start, &stop_type, &stop);
+    if (rate < 0) {
+      GST_WARNING_OBJECT(self, "reverse playback (rate %g) is not supported", rate);
+      gst_event_unref(event);
+      return FALSE;
+    }
+    if (format == GST_FORMAT_TIME && !(flags & GST_SEEK_FLAG_ACCURATE) &&
+        g_atomic_int_get(&self->file_indexed)) {
+      GstEvent *accurate =
+          gst_event_new_seek(rate, format, GstSeekFlags(flags | GST_SEEK_FLAG_ACCURATE), start_type,
+                             start, stop_type, stop);
+      gst_event_set_seqnum(accurate, gst_event_get_seqnum(event));
+      gst_event_unref(event);
+      event = accurate;
+    }
+    g_atomic_int_set(&self->seek_seqnum, gint(gst_event_get_seqnum(event)));
+  }
   return GST_BASE_PARSE_CLASS(gst_cudadiff_parse_parent_class)->src_event(parse, event);
 }
 

@@ -650,6 +650,67 @@ TEST(DiffTcp, SeeksInALongRecordingShowTheFrameAtTheirTarget) {
   std::remove(path.c_str());
 }
 
+// A recording whose only keyframe is its first (keyframe-interval=0): a
+// seek in it more than 20 s after that keyframe, without
+// GST_SEEK_FLAG_ACCURATE (gst-play-1.0's seeks), still decodes from the
+// keyframe and shows the frame at its target first. (GstBaseParse uses its
+// index for such seeks only within 20 s after a keyframe; beyond, its guess
+// from the bit rate landed on deltas and nothing was shown.) Reverse
+// playback is refused.
+TEST(DiffTcp, SeeksFarFromAKeyframeShowTheirTarget) {
+  const std::string path =
+      std::string(g_get_tmp_dir()) + "/cudadiff-nokey-" + std::to_string(getpid()) + ".cdif";
+  const std::string record = gst_test::run_pipeline(
+      "videotestsrc num-buffers=250 pattern=smpte horizontal-speed=3 ! "
+      "video/x-raw,format=I420,width=320,height=240,framerate=10/1 ! "
+      "cudadiffenc keyframe-interval=0 ! filesink location=" +
+          path,
+      120);
+  ASSERT_EQ(record, "");
+  std::map<uint64_t, Bytes> whole;  // by the sender's timestamp
+  {
+    Pipeline direct("filesrc location=" + path + " ! cudadiffdec ! fakesink name=out sync=false",
+                    kKeepBytes);
+    ASSERT_TRUE(direct.start());
+    ASSERT_TRUE(wait_until([&] { return direct.eos() || !direct.error().empty(); }, 120));
+    ASSERT_EQ(direct.error(), "");
+    for (const stream_test::Shown &f : direct.frames()) whole[f.sender_pts] = f.bytes;
+  }
+  ASSERT_EQ(whole.size(), 250u);
+  for (GstSeekFlags flags : {GstSeekFlags(GST_SEEK_FLAG_FLUSH),
+                             GstSeekFlags(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT)}) {
+    SCOPED_TRACE(flags & GST_SEEK_FLAG_KEY_UNIT ? "key unit" : "plain");
+    Pipeline p("filesrc location=" + path +
+                   " ! cudadiffparse ! cudadiffdec ! fakesink name=out sync=false",
+               kKeepBytes);
+    GstElement *e = p.element();
+    ASSERT_NE(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+    ASSERT_EQ(gst_element_get_state(e, nullptr, nullptr, 10 * GST_SECOND),
+              GST_STATE_CHANGE_SUCCESS);
+    for (GstClockTime target : {22300 * GST_MSECOND, 21000 * GST_MSECOND, 24950 * GST_MSECOND}) {
+      SCOPED_TRACE("seek to " + std::to_string(target) + " ns");
+      p.clear_frames();
+      ASSERT_TRUE(gst_element_seek_simple(e, GST_FORMAT_TIME, flags, gint64(target)));
+      ASSERT_EQ(gst_element_get_state(e, nullptr, nullptr, 60 * GST_SECOND),
+                GST_STATE_CHANGE_SUCCESS);
+      const std::vector<stream_test::Shown> shown = p.frames();
+      ASSERT_FALSE(shown.empty());
+      const uint64_t frame_pts =
+          gst_util_uint64_scale(gst_util_uint64_scale(target, 10, GST_SECOND), GST_SECOND, 10);
+      EXPECT_EQ(shown.front().pts, target);
+      EXPECT_EQ(shown.front().sender_pts, frame_pts);
+      ASSERT_EQ(whole.count(shown.front().sender_pts), 1u) << shown.front().sender_pts;
+      EXPECT_EQ(shown.front().bytes, whole[shown.front().sender_pts]);
+    }
+    EXPECT_FALSE(gst_element_seek(e, -1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, GST_SEEK_TYPE_SET,
+                                  0, GST_SEEK_TYPE_SET, gint64(10 * GST_SECOND)))
+        << "reverse playback accepted";
+    EXPECT_EQ(p.error(), "");
+    EXPECT_TRUE(p.warnings().empty()) << p.warnings().front();
+  }
+  std::remove(path.c_str());
+}
+
 // Two recordings in one file (cat, or a sender restarted into the same
 // file): the parser's timeline goes on through the second from where the
 // first ended, in a file (pull mode: the duration is both) as on a byte
