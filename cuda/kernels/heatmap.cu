@@ -1,14 +1,16 @@
 // Heat map on the GPU: one pass over the previous frame, the current frame
 // and the output. Each thread takes 16 pixels (16-byte loads of both frames,
 // 16-byte stores), looks each difference up in the colour table (766 words in
-// shared memory, copied from a device table that a tiny kernel rebuilds only
-// when the colormap or gain changes) and blends when alpha < 1. Rows whose
-// pointers or strides are not 16-byte aligned, and the last group of a row,
-// take a scalar path, so any stride and width work.
+// shared memory, copied from a device table that the host builds as the CPU
+// backend does and uploads only when the colormap or gain changes) and
+// blends when alpha < 1. Rows whose pointers or strides are not 16-byte
+// aligned, and the last group of a row, take a scalar path, so any stride and
+// width work.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "../src/check.h"
 #include "cudadiff/heatmap.h"
@@ -19,18 +21,6 @@ namespace {
 
 using vis::kBlock;
 using vis::kGroup;
-
-// The table entry of difference d: the colour's bytes where the output format
-// puts R, G and B (GRAY8 output: the BT.601 luma in byte 0).
-__global__ void heat_table_kernel(uint32_t *table, HeatColormap colormap, double gain, int r_at,
-                                  int g_at, int b_at, bool gray_out) {
-  const int d = blockIdx.x * blockDim.x + threadIdx.x;
-  if (d >= kHeatTableSize) return;
-  const HeatColour c = heat_colour(colormap, heat_position(d, gain));
-  table[d] = gray_out ? gray_value(GrayMethod::Bt601, c.r, c.g, c.b)
-                      : (uint32_t(c.r) << (8 * r_at)) | (uint32_t(c.g) << (8 * g_at)) |
-                            (uint32_t(c.b) << (8 * b_at));
-}
 
 // Byte weights that make __dp4a of a pixel's absolute differences its d: 1 at
 // the colour bytes, 0 at the alpha/x byte (SKI), 3 for the one GRAY8 byte.
@@ -170,12 +160,25 @@ class CudaHeatmap final : public Heatmap {
                   std::to_string(width_) + "x" + std::to_string(height_));
     auto stream = static_cast<cudaStream_t>(ctx_.stream_handle());
     if (!table_valid_ || params.colormap != table_colormap_ || params.gain != table_gain_) {
+      // The CPU backend's table (the same doubles, on the host: the device's
+      // sin and cos may round differently), each entry the colour's bytes
+      // where the output format puts R, G and B (GRAY8 output: the BT.601
+      // luma in byte 0), copied up in order before the frame's kernel.
+      HeatColour colours[kHeatTableSize];
+      heat_table(params.colormap, params.gain, colours);
       const FormatInfo &fo = format_info(out_format_);
       const bool gray_out = out_format_ == VideoFormat::GRAY8;
-      heat_table_kernel<<<(kHeatTableSize + kBlock - 1) / kBlock, kBlock, 0, stream>>>(
-          lut_.as<uint32_t>(), params.colormap, params.gain, gray_out ? 0 : fo.r,
-          gray_out ? 0 : fo.g, gray_out ? 0 : fo.b, gray_out);
-      CUDADIFF_CHECK_LAUNCH("heatmap table kernel launch");
+      for (int d = 0; d < kHeatTableSize; ++d) {
+        const HeatColour &c = colours[d];
+        host_table_[size_t(d)] = gray_out ? gray_value(GrayMethod::Bt601, c.r, c.g, c.b)
+                                          : (uint32_t(c.r) << (8 * fo.r)) |
+                                                (uint32_t(c.g) << (8 * fo.g)) |
+                                                (uint32_t(c.b) << (8 * fo.b));
+      }
+      // (pageable source: the call returns once it has been read)
+      CUDADIFF_CHECK(cudaMemcpyAsync(lut_.data(), host_table_.data(),
+                                     host_table_.size() * sizeof(uint32_t), cudaMemcpyHostToDevice,
+                                     stream));
       table_colormap_ = params.colormap;
       table_gain_ = params.gain;
       table_valid_ = true;
@@ -212,6 +215,7 @@ class CudaHeatmap final : public Heatmap {
   VideoFormat in_format_, out_format_;
   int width_, height_;
   DeviceBuffer lut_;
+  std::vector<uint32_t> host_table_ = std::vector<uint32_t>(kHeatTableSize);
   bool table_valid_ = false;
   HeatColormap table_colormap_ = HeatColormap::Sine;
   double table_gain_ = 0.0;

@@ -1,9 +1,10 @@
 // cudaheatmap through GstHarness: every format (GRAY8 to gray and to colour),
 // odd sizes, the first-frame rule after start, flush and caps change, every
 // property (also while playing), caps negotiation, defaults and blurbs. The
-// backend is the default (auto): CUDA on the GPU machine, CPU elsewhere, so
-// colours are checked within 1 per byte (the heat map's tolerance);
-// test_cudaheatmap_cuda compares the two backends directly.
+// backend is the default (auto): CUDA on the GPU machine, CPU elsewhere.
+// Colours are checked within 1 per byte against this test's own model of
+// the colour rule (written independently, it may round the other way);
+// test_vis_cuda compares the two backends byte for byte.
 #include <gst/check/gstharness.h>
 #include <gtest/gtest.h>
 
