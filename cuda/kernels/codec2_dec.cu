@@ -768,8 +768,9 @@ class CudaDecoder final : public Decoder {
     } catch (const Error &) {
       return;
     }
-    cudaStreamSynchronize(stream_);
-    cudaStreamSynchronize(static_cast<cudaStream_t>(copy_stream_->handle()));
+    ::cudadiff::detail::ignore_cuda(cudaStreamSynchronize(stream_));
+    ::cudadiff::detail::ignore_cuda(
+        cudaStreamSynchronize(static_cast<cudaStream_t>(copy_stream_->handle())));
   }
   CudaDecoder(const Context &ctx, VideoFormat format, int width, int height)
       : ctx_(ctx), reader_(format, width, height) {
@@ -874,7 +875,8 @@ class CudaDecoder final : public Decoder {
       try {
         mark();
       } catch (const Error &) {
-        cudaStreamSynchronize(static_cast<cudaStream_t>(copy_stream_->handle()));
+        ::cudadiff::detail::ignore_cuda(
+            cudaStreamSynchronize(static_cast<cudaStream_t>(copy_stream_->handle())));
       }
       throw;
     }

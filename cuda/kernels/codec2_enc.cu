@@ -3239,7 +3239,7 @@ class CudaEncoder final : public Encoder {
     } catch (...) {
       // Nothing of this frame's may still run (nor write into `body`) once
       // finish() has thrown.
-      cudaStreamSynchronize(stream);
+      ::cudadiff::detail::ignore_cuda(cudaStreamSynchronize(stream));
       throw;
     }
     const auto t_done = clock::now();
@@ -3281,7 +3281,8 @@ class CudaEncoder final : public Encoder {
               in_transit(body.data(), *slot.stream);
             } catch (...) {
               // (no record of it: the copy must not land after finish_async() throws)
-              cudaStreamSynchronize(static_cast<cudaStream_t>(slot.stream->handle()));
+              ::cudadiff::detail::ignore_cuda(
+                  cudaStreamSynchronize(static_cast<cudaStream_t>(slot.stream->handle())));
               throw;
             }
           } else {
@@ -3419,7 +3420,9 @@ class CudaEncoder final : public Encoder {
   // a slot not yet allocated has none); errors are left to the next call.
   static void wait_for_streams(const Slot &slot) {
     for (const Stream *st : {slot.stream.get(), slot.side.get(), slot.aux.get(), slot.lanes.get()})
-      if (st) cudaStreamSynchronize(static_cast<cudaStream_t>(st->handle()));
+      if (st)
+        ::cudadiff::detail::ignore_cuda(
+            cudaStreamSynchronize(static_cast<cudaStream_t>(st->handle())));
   }
   void alloc_slot(Slot &slot) {
     const SlotLayout &o = slot_layout_;

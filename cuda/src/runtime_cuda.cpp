@@ -217,7 +217,7 @@ std::shared_ptr<Stream> Stream::borrow(int device_id, void *handle) {
 }
 
 Stream::~Stream() {
-  if (handle_ && owned_) cudaStreamDestroy(static_cast<cudaStream_t>(handle_));
+  if (handle_ && owned_) detail::ignore_cuda(cudaStreamDestroy(static_cast<cudaStream_t>(handle_)));
 }
 
 void Stream::synchronize() {
@@ -238,7 +238,7 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : size_(bytes) {
 
 DeviceBuffer::~DeviceBuffer() {
   // Freed during process exit: the runtime may be gone already, which is fine.
-  if (data_) cudaFree(data_);
+  if (data_) detail::ignore_cuda(cudaFree(data_));
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
@@ -246,7 +246,7 @@ DeviceBuffer::DeviceBuffer(DeviceBuffer &&other) noexcept
 
 DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
   if (this != &other) {
-    if (data_) cudaFree(data_);
+    if (data_) detail::ignore_cuda(cudaFree(data_));
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
   }
@@ -297,7 +297,7 @@ void host_free(void *ptr, bool pinned) {
   if (pinned) {
     NoImplicitContext no_implicit;
     // cudaErrorCudartUnloading at process exit is not an error: the memory goes with it.
-    cudaFreeHost(ptr);
+    detail::ignore_cuda(cudaFreeHost(ptr));
   } else {
     std::free(ptr);
   }
@@ -384,7 +384,7 @@ StreamEvent::StreamEvent() {
 }
 
 StreamEvent::~StreamEvent() {
-  if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+  if (event_) detail::ignore_cuda(cudaEventDestroy(static_cast<cudaEvent_t>(event_)));
 }
 
 void StreamEvent::record(const Context &ctx) {
@@ -493,7 +493,7 @@ EventTimer::EventTimer(const Context &ctx) : ctx_(ctx) {
   CUDADIFF_CHECK(cudaEventCreate(&a));
   const cudaError_t err = cudaEventCreate(&b);
   if (err != cudaSuccess) {
-    cudaEventDestroy(a);
+    detail::ignore_cuda(cudaEventDestroy(a));
     CUDADIFF_CHECK(err);
   }
   start_ = a;
@@ -501,8 +501,8 @@ EventTimer::EventTimer(const Context &ctx) : ctx_(ctx) {
 }
 
 EventTimer::~EventTimer() {
-  cudaEventDestroy(static_cast<cudaEvent_t>(start_));
-  cudaEventDestroy(static_cast<cudaEvent_t>(stop_));
+  detail::ignore_cuda(cudaEventDestroy(static_cast<cudaEvent_t>(start_)));
+  detail::ignore_cuda(cudaEventDestroy(static_cast<cudaEvent_t>(stop_)));
 }
 
 void EventTimer::start() {
@@ -531,8 +531,8 @@ StreamGraph::StreamGraph(const Context &ctx, const std::function<void()> &record
     record();
   } catch (...) {
     cudaGraph_t broken = nullptr;
-    cudaStreamEndCapture(stream, &broken);
-    if (broken) cudaGraphDestroy(broken);
+    detail::ignore_cuda(cudaStreamEndCapture(stream, &broken));
+    if (broken) detail::ignore_cuda(cudaGraphDestroy(broken));
     throw;
   }
   cudaGraph_t graph = nullptr;
@@ -544,8 +544,8 @@ StreamGraph::StreamGraph(const Context &ctx, const std::function<void()> &record
 }
 
 StreamGraph::~StreamGraph() {
-  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
-  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+  if (exec_) detail::ignore_cuda(cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_)));
+  if (graph_) detail::ignore_cuda(cudaGraphDestroy(static_cast<cudaGraph_t>(graph_)));
 }
 
 void StreamGraph::replay() {

@@ -92,3 +92,11 @@ TEST_F(Fixture, UnalignedDeviceStrides) {
     EXPECT_EQ(testing_util::compare_frames(want.view, got.view), "");
   }
 }
+
+// A CUDA call that fails inside the core (here: choosing a device that does
+// not exist) leaves no error behind on the thread, which the next kernel
+// launch's check would report as its own.
+TEST_F(Fixture, FailedCallLeavesNoErrorBehind) {
+  EXPECT_THROW(cudadiff::Stream(9999), cudadiff::Error);
+  check(VideoFormat::BGR, VideoFormat::GRAY8, 64, 8, GrayMethod::Bt601);
+}
