@@ -883,7 +883,8 @@ static gboolean gst_cudadiff_filter_sink_query(GstBaseTransform *trans, GstPadDi
 
 // Upstream gets a pool: CUDA memory of the pipeline's context for CUDA
 // caps, else pinned buffers with GstVideoMeta, so that it writes each frame
-// where the GPU reads it. One buffer more than it needs: the element may
+// where the GPU reads it (an element in place on system memory forwards the
+// query downstream instead). One buffer more than it needs: the element may
 // keep an input until the GPU has read it.
 static gboolean gst_cudadiff_filter_propose_allocation(GstBaseTransform *trans,
                                                        GstQuery *decide_query, GstQuery *query) {
@@ -911,6 +912,13 @@ static gboolean gst_cudadiff_filter_propose_allocation(GstBaseTransform *trans,
     }
     return gst_cudadiff_propose_cuda_allocation(&st->share, query, keep);
   }
+  // In place on system memory (blended on the host): the buffer upstream
+  // writes is the one that goes downstream, so downstream answers (its
+  // pool, and the metas it handles: a GstVideoMeta claimed here for a
+  // downstream without it would let upstream pad its lines, which
+  // downstream would then read as packed).
+  if (gst_base_transform_is_in_place(trans))
+    return gst_pad_peer_query(GST_BASE_TRANSFORM_SRC_PAD(trans), query);
   return gst_cudadiff_propose_pinned_allocation(query, keep);
 }
 

@@ -367,8 +367,10 @@ static void gst_cudadiff_text_overlay_process_ip(GstCudaDiffFilter *filter,
 }
 
 // Empty text: pass-through (no mapping, no copy). Upstream is asked to
-// renegotiate its allocation on each switch, so it writes into our pinned
-// pool while we blend and into downstream's pool while we pass through.
+// renegotiate its allocation on each switch: in CUDA memory it writes into
+// our pool while we blend (which says that we order our work after its
+// marked frames) and into downstream's while we pass through; on system
+// memory downstream answers either way.
 // Switched only in the sink pad's streaming thread, from the text of the
 // moment: when caps are set, when upstream asks for its allocation and
 // before each buffer (GstBaseTransform reads the flag twice per buffer, so
