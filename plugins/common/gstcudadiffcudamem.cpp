@@ -770,3 +770,22 @@ bool gst_cudadiff_buffer_ordered_input(GstBuffer *buffer, const cudadiff::Contex
   (*meta->stream)->synchronize();  // another stream: its writes are done after this
   return false;
 }
+
+bool gst_cudadiff_buffer_is_pending(GstBuffer *buffer) {
+  auto *meta =
+      reinterpret_cast<PendingMeta *>(gst_buffer_get_meta(buffer, pending_meta_api_get_type()));
+  return meta && meta->stream && *meta->stream;
+}
+
+void gst_cudadiff_buffer_clear_pending(GstBuffer *buffer) {
+  GstMeta *meta = gst_buffer_get_meta(buffer, pending_meta_api_get_type());
+  if (meta && gst_buffer_is_writable(buffer)) gst_buffer_remove_meta(buffer, meta);
+}
+
+bool gst_cudadiff_buffer_wait_pending(GstBuffer *buffer) {
+  auto *meta =
+      reinterpret_cast<PendingMeta *>(gst_buffer_get_meta(buffer, pending_meta_api_get_type()));
+  if (!meta || !meta->stream || !*meta->stream) return false;
+  (*meta->stream)->synchronize();
+  return true;
+}

@@ -178,3 +178,14 @@ void gst_cudadiff_buffer_mark_pending(GstBuffer *buffer, const cudadiff::Context
 // before releasing it"). A mark of another stream is waited for here.
 // Throws cudadiff::Error.
 bool gst_cudadiff_buffer_ordered_input(GstBuffer *buffer, const cudadiff::Context &ctx);
+// Whether `buffer` carries a pending mark.
+bool gst_cudadiff_buffer_is_pending(GstBuffer *buffer);
+// Removes the mark of a buffer whose GPU work has been waited for (when the
+// buffer is writable; a mark left on a finished buffer costs a consumer a
+// wait that returns at once).
+void gst_cudadiff_buffer_clear_pending(GstBuffer *buffer);
+// Waits until the GPU work that writes `buffer` has finished, when it is
+// marked pending; TRUE when it was (an element that passes the buffer on
+// untouched to a consumer that does not honour the mark). Throws
+// cudadiff::Error.
+bool gst_cudadiff_buffer_wait_pending(GstBuffer *buffer);

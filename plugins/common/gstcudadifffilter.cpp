@@ -42,6 +42,9 @@ struct FilterState {
   // What each side negotiated.
   bool in_cuda = false, out_cuda = false;
   bool downstream_orders = false;  // downstream orders its work after pending buffers
+  // In pass-through: whether downstream honours pending marks (-1: not asked
+  // yet since the last switch).
+  int passthrough_orders = -1;
   // Device frames (CUDA backend, process-type filters): input slots
   // (alternate, so that the previous input stays valid) and output slots.
   std::vector<cudadiff::DeviceFrame> device_in;
@@ -769,7 +772,10 @@ static GstFlowReturn gst_cudadiff_filter_transform_ip(GstBaseTransform *trans, G
       const bool ordered = gst_cudadiff_buffer_ordered_input(buf, ctx);
       klass->process_ip(self, gst_cudadiff_frame_view(&frame), TRUE);
       unmap();
-      if (finish_device_output(self, buf, ordered)) gst_cudadiff_buffer_mark_pending(buf, ctx);
+      if (finish_device_output(self, buf, ordered))
+        gst_cudadiff_buffer_mark_pending(buf, ctx);
+      else
+        gst_cudadiff_buffer_clear_pending(buf);  // (upstream's mark: finished now)
       return GST_FLOW_OK;
     }
     klass->process_ip(self, gst_cudadiff_frame_view(&frame), FALSE);
@@ -1003,6 +1009,33 @@ const cudadiff::Context *gst_cudadiff_filter_get_context(GstCudaDiffFilter *filt
 cudadiff::Backend gst_cudadiff_filter_get_backend(GstCudaDiffFilter *filter) {
   const cudadiff::Context *ctx = gst_cudadiff_filter_get_context(filter);
   return ctx ? ctx->backend() : cudadiff::Backend::Cpu;
+}
+
+void gst_cudadiff_filter_passthrough_changed(GstCudaDiffFilter *filter) {
+  get_priv(filter)->state->passthrough_orders = -1;
+}
+
+void gst_cudadiff_filter_pass_through(GstCudaDiffFilter *filter, GstBuffer *buffer) {
+  FilterState *st = get_priv(filter)->state;
+  if (!st->ctx || !st->ctx->is_cuda() || !gst_cudadiff_buffer_is_pending(buffer)) return;
+  if (st->passthrough_orders < 0) {
+    GstPad *src = GST_BASE_TRANSFORM_SRC_PAD(filter);
+    GstCaps *caps = gst_pad_get_current_caps(src);
+    st->passthrough_orders = caps && gst_cudadiff_downstream_orders(src, caps) ? 1 : 0;
+    if (caps) gst_caps_unref(caps);
+    GST_DEBUG_OBJECT(filter, "pass-through: downstream %s",
+                     st->passthrough_orders ? "orders its work after marked frames"
+                                            : "gets marked frames finished");
+  }
+  if (st->passthrough_orders) return;
+  try {
+    cudadiff::ContextScope scope(st->ctx.get());
+    gst_cudadiff_buffer_wait_pending(buffer);
+    gst_cudadiff_buffer_clear_pending(buffer);
+  } catch (const cudadiff::Error &e) {
+    GST_ELEMENT_WARNING(filter, STREAM, FAILED, ("waiting for a frame passed through"),
+                        ("%s", e.what()));
+  }
 }
 
 void gst_cudadiff_filter_need_host_results(GstCudaDiffFilter *filter) {

@@ -97,6 +97,13 @@ struct _GstCudaDiffFilterClass {
 const cudadiff::Context *gst_cudadiff_filter_get_context(GstCudaDiffFilter *filter);
 // The backend in use after start.
 cudadiff::Backend gst_cudadiff_filter_get_backend(GstCudaDiffFilter *filter);
+// An element in place that passes `buffer` on untouched (pass-through):
+// when upstream marked it as still being written on the GPU (it was told,
+// while the element worked, that the element orders its work after such
+// frames), it is waited for unless downstream honours the mark too. Call
+// gst_cudadiff_filter_passthrough_changed() at each switch.
+void gst_cudadiff_filter_pass_through(GstCudaDiffFilter *filter, GstBuffer *buffer);
+void gst_cudadiff_filter_passthrough_changed(GstCudaDiffFilter *filter);
 // From process(): this frame's results must be on the host before it leaves
 // (the base class waits for it and calls finish_frame).
 void gst_cudadiff_filter_need_host_results(GstCudaDiffFilter *filter);

@@ -385,12 +385,19 @@ static void apply_passthrough(GstCudaTextOverlay *self, bool ask_upstream) {
   GST_OBJECT_UNLOCK(self);
   if (gst_base_transform_is_passthrough(trans) == empty) return;
   gst_base_transform_set_passthrough(trans, empty);
+  gst_cudadiff_filter_passthrough_changed(GST_CUDADIFF_FILTER(self));
   if (ask_upstream) gst_base_transform_reconfigure_sink(trans);
   GST_DEBUG_OBJECT(self, "passthrough %s", empty ? "on (empty text)" : "off");
 }
 
-static void gst_cudadiff_text_overlay_before_transform(GstBaseTransform *trans, GstBuffer *) {
+// A frame passed through that upstream marked as still being written on
+// the GPU (upstream learnt while we blended that we order our work after
+// such frames; it learns downstream's answer only when it asks for its
+// allocation again): finished first unless downstream honours the mark.
+static void gst_cudadiff_text_overlay_before_transform(GstBaseTransform *trans, GstBuffer *buffer) {
   apply_passthrough(GST_CUDADIFF_TEXT_OVERLAY(trans), true);
+  if (gst_base_transform_is_passthrough(trans))
+    gst_cudadiff_filter_pass_through(GST_CUDADIFF_FILTER(trans), buffer);
 }
 
 static gboolean gst_cudadiff_text_overlay_propose_allocation(GstBaseTransform *trans,

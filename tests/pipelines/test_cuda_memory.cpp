@@ -1123,6 +1123,43 @@ TEST(CudaMemory, FrameOverlapKeepsDiscontAfterTheGap) {
   }
 }
 
+// cudatextoverlay in CUDA memory before a consumer that does not honour
+// the pending mark (the harness, as GStreamer 1.22's own CUDA elements):
+// every frame leaves finished and unmarked, blended or passed through. The
+// frame at a switch to pass-through was made by cudagauss while it still
+// took the overlay's word that the overlay waits for marked frames; the
+// overlay now waits for it.
+TEST(CudaMemory, TextOverlayPassThroughFinishesMarkedFrames) {
+#if CUDADIFF_HAVE_GST_CUDA
+  GstHarness *h =
+      gst_harness_new_parse("cudagauss backend=cuda ! cudatextoverlay backend=cuda text=hi");
+  gst_harness_set_sink_caps_str(h, "video/x-raw(memory:CUDAMemory),format=BGRx");
+  gst_harness_set_src_caps_str(h, gst_test::raw_caps("BGRx", 640, 480).c_str());
+  // (the mark's type, registered by the plugin)
+  const GType pending = g_type_from_name("GstCudaDiffPendingMetaAPI");
+  ASSERT_NE(pending, G_TYPE_INVALID);
+  GstElement *overlay = gst_harness_find_element(h, "cudatextoverlay");
+  ASSERT_NE(overlay, nullptr);
+  GstVideoInfo info;
+  gst_video_info_set_format(&info, GST_VIDEO_FORMAT_BGRx, 640, 480);
+  for (int t = 0; t < 6; ++t) {
+    if (t == 2) g_object_set(overlay, "text", "", nullptr);  // pass-through from frame 2
+    if (t == 4) g_object_set(overlay, "text", "again", nullptr);
+    GstBuffer *out = gst_harness_push_and_pull(
+        h, gst_test::make_buffer(
+               info, [&](GstVideoFrame *f) { *gst_test::pixel(f, 0, 0, 0) = guint8(t); }, t));
+    ASSERT_NE(out, nullptr);
+    EXPECT_TRUE(is_cuda_memory(gst_buffer_peek_memory(out, 0))) << "frame " << t;
+    EXPECT_EQ(gst_buffer_get_meta(out, pending), nullptr) << "frame " << t << " left marked";
+    gst_buffer_unref(out);
+  }
+  gst_object_unref(overlay);
+  gst_harness_teardown(h);
+#else
+  GTEST_SKIP() << "built without gstreamer-cuda-1.0";
+#endif
+}
+
 // A flushing seek in a CUDA memory chain: the frames after it are those of
 // a fresh start (the heat map forgets its previous frame).
 TEST(CudaMemory, FlushingSeekInCudaMemory) {
