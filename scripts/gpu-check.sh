@@ -26,13 +26,16 @@ for step in $steps; do
       summary+=("tests: $(tail -n 1 "$out/tests.log")")
       ;;
     sanitize)
+      # (tests named *DeliberateApiError* make a CUDA call fail on purpose,
+      # which memcheck reports as an error: left out of its runs)
       : > "$out/sanitizer.log"
       for t in "$build"/tests/core_*_cuda "$build"/tests/core_*_cuda_* "$build"/tests/element_*_cuda \
                "$build"/tests/pipeline_cuda_memory; do
         [ -f "$t" ] && [ -x "$t" ] || continue
         name=$(basename "$t")
         line=$(GST_PLUGIN_PATH_1_0="$PWD/$build/plugins" timeout ${SANITIZE_TIMEOUT:-400} \
-               compute-sanitizer --tool memcheck --leak-check full "$t" 2>&1 | tee -a "$out/sanitizer.log" |
+               compute-sanitizer --tool memcheck --leak-check full "$t" \
+                 --gtest_filter='-*DeliberateApiError*' 2>&1 | tee -a "$out/sanitizer.log" |
                grep "ERROR SUMMARY" | tail -n 1)
         summary+=("memcheck $name: ${line:-no summary (timeout or crash)}")
       done
