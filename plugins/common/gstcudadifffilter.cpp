@@ -962,8 +962,8 @@ static void gst_cudadiff_filter_class_init(GstCudaDiffFilterClass *klass) {
           "of delay; end of stream, caps changes and drain queries push it): auto = when "
           "upstream is not live (latency query), always, never; an application that waits for "
           "each frame it pushes into a non-live appsrc sets never. Filters whose results come "
-          "back with each frame (cudabinarize, cudanoisevis) never overlap. Read when caps are "
-          "set. Default: auto",
+          "back with each frame (cudabinarize, cudanoisevis) and cudatextoverlay (in place) "
+          "never overlap. Read when caps are set. Default: auto",
           GST_TYPE_CUDADIFF_FRAME_OVERLAP, DEFAULT_FRAME_OVERLAP,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                    GST_PARAM_MUTABLE_PLAYING)));
