@@ -636,7 +636,8 @@ uint64_t Timeline::place(const PacketHeader &h, uint64_t offset, bool keep, bool
   const bool restart = have && !keep &&
                        ((h.frame_number < last_frame &&
                          (h.frame_number == 0 || last_frame - h.frame_number > kReorderFrames)) ||
-                        (h.pts < last_pts && last_pts - h.pts > kReorderTime));
+                        (h.pts < last_pts && last_pts - h.pts > kReorderTime) ||
+                        (h.pts > last_pts && h.pts - last_pts > kMaxPacketDuration));
   if (!have || restart) {
     run = TimeRun{offset, h.pts, have ? end : 0};
     have = true;

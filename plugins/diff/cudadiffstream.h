@@ -248,7 +248,10 @@ class Reader {
 // sender's timestamps in runs: a run begins at the first packet and
 // wherever the sender restarted (its frame numbers fall back to 0 or by
 // more than kReorderFrames, or its timestamps by more than kReorderTime:
-// not a packet merely late or repeated). In a run, output pts = out +
+// not a packet merely late or repeated) or its timestamps jump ahead by
+// more than kMaxPacketDuration (a sender that stood still that long, or a
+// damaged or crafted timestamp, which would otherwise move every packet
+// after it as far). In a run, output pts = out +
 // (sender pts - pts), and a run after the first begins where the packet
 // before it ended, so that time never jumps back. A packet that came with
 // an output time of its own (a timed byte stream, whose buffers start

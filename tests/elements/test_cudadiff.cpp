@@ -1678,6 +1678,42 @@ TEST(CudaDiff, ParserTimelineRepeatedPacketsAndTimeFallingBack) {
   EXPECT_NEAR(double(back[3]), double(at(3)), 1.0);
 }
 
+// A sender's timestamp that jumps ahead by more than 60 s (a sender that
+// stood still that long, or a crafted header) starts a run where the packet
+// before ended, as a restart does: neither that packet nor the ones after
+// it are pushed that far (before, one such packet moved the rest of the
+// stream by the jump). A jump of 59 s is kept.
+TEST(CudaDiff, ParserTimelineJumpsAheadOnlyUpToAMinute) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 4;
+  encode(e, "GRAY8", 16, 8, o);
+  auto at = [](int t) { return gst_util_uint64_scale(t, GST_SECOND, 30); };
+  std::vector<Bytes> p;
+  for (GstBuffer *b : e.packets) p.push_back(bytes_of(b));
+  ASSERT_EQ(p.size(), 4u);
+  for (uint64_t jump :
+       {uint64_t(59) * GST_SECOND, uint64_t(61) * GST_SECOND, uint64_t(1000000) * GST_SECOND}) {
+    SCOPED_TRACE("packets 2 and 3 " + std::to_string(jump / GST_SECOND) + " s later");
+    std::vector<Bytes> moved = p;
+    for (int t : {2, 3}) {
+      uint64_t pts = 0;
+      std::memcpy(&pts, moved[t].data() + 16, 8);
+      pts += jump;
+      std::memcpy(moved[t].data() + 16, &pts, 8);
+      fix_checksums(moved[t]);
+    }
+    const std::vector<GstClockTime> got = parser_pts(moved);
+    ASSERT_EQ(got.size(), 4u);
+    EXPECT_EQ(got[0], at(0));
+    EXPECT_EQ(got[1], at(1));
+    const double shift = jump <= 60 * GST_SECOND ? double(jump) : 0.0;
+    // (from where packet 1 ended: its duration is rounded to the nanosecond)
+    EXPECT_NEAR(double(got[2]), double(at(2)) + shift, 1.0);
+    EXPECT_NEAR(double(got[3]), double(at(3)) + shift, 1.0);
+  }
+}
+
 // A byte stream seeked back to its start (push mode: the seek goes
 // upstream, which flushes and sends a segment with the seek's seqnum): the
 // packets after the seek's segment go on from the timeline's start, not
