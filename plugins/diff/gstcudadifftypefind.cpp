@@ -1,5 +1,6 @@
 // The typefinder of the difference stream: a packet header (magic, version
-// 1 or 2, checksum, possible sizes) at the start of the data, as
+// 1 or 2, checksum, possible sizes; or magic and checksum of another
+// version) at the start of the data, as
 // tcpserversink sends it (the stream header comes first), or within the
 // first 64 KiB for a stream picked up in the middle. The caps it suggests
 // carry the version of that packet.
@@ -15,16 +16,27 @@ namespace {
 
 constexpr size_t kScanBytes = 65536;
 
+// A packet header at `data`: its version, or 0 for an intact header (magic
+// and checksum right) of a version this reader does not know, which is
+// still the stream: the parser and the decoder then say so ("the stream is
+// of a version this ... does not read") instead of a player's "could not
+// determine the type".
 bool header_at(const guint8 *data, int *version) {
   stream::PacketHeader h;
-  if (stream::read_header(data, stream::kHeaderSize, &h, nullptr) != stream::HeaderStatus::Ok)
-    return false;
+  const stream::HeaderStatus status = stream::read_header(data, stream::kHeaderSize, &h, nullptr);
+  if (status == stream::HeaderStatus::Unsupported) {
+    *version = 0;
+    return true;
+  }
+  if (status != stream::HeaderStatus::Ok) return false;
   *version = h.version;
   return true;
 }
 
 void suggest(GstTypeFind *tf, guint probability, int version) {
-  GstCaps *caps = gst_caps_new_simple("video/x-cudadiff", "version", G_TYPE_INT, version, nullptr);
+  GstCaps *caps =
+      version ? gst_caps_new_simple("video/x-cudadiff", "version", G_TYPE_INT, version, nullptr)
+              : gst_caps_new_empty_simple("video/x-cudadiff");
   gst_type_find_suggest(tf, probability, caps);
   gst_caps_unref(caps);
 }

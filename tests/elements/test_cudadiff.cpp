@@ -2640,6 +2640,42 @@ TEST(CudaDiff, TypefinderRecognisesTheStream) {
   }
 }
 
+// A stream of a version this plugin does not read (an intact header:
+// magic and checksum right): the typefinder still names the media type
+// (without a version), so that a player plugs the parser, which says what
+// is wrong, instead of "could not determine the type of the stream".
+TEST(CudaDiff, TypefinderNamesAStreamOfAnotherVersion) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 2;
+  encode(e, "GRAY8", 64, 48, o);
+  Bytes stream;
+  for (GstBuffer *p : e.packets) {
+    Bytes b = bytes_of(p);
+    b[4] = 3;  // version 3
+    fix_checksums(b);
+    stream.insert(stream.end(), b.begin(), b.end());
+  }
+  GstTypeFindProbability prob = GST_TYPE_FIND_NONE;
+  GstCaps *caps = gst_type_find_helper_for_data(nullptr, stream.data(), stream.size(), &prob);
+  ASSERT_NE(caps, nullptr);
+  const GstStructure *st = gst_caps_get_structure(caps, 0);
+  EXPECT_STREQ(gst_structure_get_name(st), "video/x-cudadiff");
+  EXPECT_FALSE(gst_structure_has_field(st, "version"));
+  EXPECT_EQ(prob, GST_TYPE_FIND_MAXIMUM);
+  gst_caps_unref(caps);
+  gchar *path = nullptr;
+  const gint fd = g_file_open_tmp("cudadiff-v3-XXXXXX.cdif", &path, nullptr);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, stream.data(), stream.size()), ssize_t(stream.size()));
+  close(fd);
+  const std::string error =
+      gst_test::run_pipeline(std::string("filesrc location=") + path + " ! decodebin ! fakesink");
+  EXPECT_NE(error.find("of a version this"), std::string::npos) << error;
+  g_unlink(path);
+  g_free(path);
+}
+
 static void colorimetry_travels(int version) {
   SCOPED_TRACE("version " + std::to_string(version));
   GstHarness *enc =
