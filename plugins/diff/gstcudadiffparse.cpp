@@ -231,9 +231,12 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
     if (p && avail >= stream::kHeaderSize &&
         stream::read_header(p, stream::kHeaderSize, &h, nullptr) == stream::HeaderStatus::Ok &&
         !stream::exceeds_pixels(h, max_pixels)) {
+      // (a packet cut by the end of the file, a writer killed mid-packet, is
+      // not shown: neither its time nor its keyframe counts)
+      const bool whole = o + stream::kHeaderSize + guint64(h.payload_size) <= guint64(size);
       if (h.stream_header()) {
         header = o;
-      } else if (h.pts != stream::kNoTime) {
+      } else if (h.pts != stream::kNoTime && whole) {
         bool new_run = false;
         const guint64 out = tl.place(h, o, false, &new_run);
         if (new_run) fm.runs.push_back(tl.run);

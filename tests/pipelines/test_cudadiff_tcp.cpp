@@ -711,6 +711,40 @@ TEST(DiffTcp, SeeksFarFromAKeyframeShowTheirTarget) {
   std::remove(path.c_str());
 }
 
+// A recording cut in the middle of its last packet (its writer killed):
+// the file's scan leaves that packet out, so the duration ends where the
+// last whole packet ends (before, the cut packet counted).
+TEST(DiffTcp, CutLastPacketIsNotCounted) {
+  const std::string path =
+      std::string(g_get_tmp_dir()) + "/cudadiff-cut-" + std::to_string(getpid()) + ".cdif";
+  const std::string record = gst_test::run_pipeline(
+      "videotestsrc num-buffers=31 pattern=smpte horizontal-speed=3 ! "
+      "video/x-raw,format=I420,width=160,height=120,framerate=30/1 ! "
+      "cudadiffenc keyframe-interval=30 ! filesink location=" +
+      path);
+  ASSERT_EQ(record, "");
+  std::string bytes = file_bytes(path);
+  // The last packet (frame 30, a keyframe): cut in its middle.
+  const size_t last = bytes.rfind("CDIF");
+  ASSERT_NE(last, std::string::npos);
+  ASSERT_GT(bytes.size() - last, 200u);
+  bytes.resize(last + (bytes.size() - last) / 2);
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  }
+  Pipeline p("filesrc location=" + path +
+             " ! cudadiffparse ! cudadiffdec ! fakesink name=out sync=false");
+  GstElement *e = p.element();
+  ASSERT_NE(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+  ASSERT_EQ(gst_element_get_state(e, nullptr, nullptr, 10 * GST_SECOND), GST_STATE_CHANGE_SUCCESS);
+  gint64 duration = -1;
+  ASSERT_TRUE(gst_element_query_duration(e, GST_FORMAT_TIME, &duration));
+  EXPECT_EQ(duration, gint64(GST_SECOND));  // frames 0-29 at 30 fps, not 31 frames' time
+  gst_element_set_state(e, GST_STATE_NULL);
+  std::remove(path.c_str());
+}
+
 // Two recordings in one file (cat, or a sender restarted into the same
 // file): the parser's timeline goes on through the second from where the
 // first ended, in a file (pull mode: the duration is both) as on a byte
