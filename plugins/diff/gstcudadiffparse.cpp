@@ -60,6 +60,9 @@ struct ParseState {
   // decoding would have started, which the decoder cannot see (it gets
   // deltas only, as on a late join), so the parser reports it.
   bool keyframe_passed = false;
+  // That warning was posted since then (once until a keyframe passes: a
+  // run of damaged keyframes, or crafted ones, gives one warning).
+  bool warned_start = false;
   guint64 next_offset = GST_BUFFER_OFFSET_NONE;  // where the last frame ended
   // Upstream's last segment (a new one may start its times again:
   // Timeline::forget_output()).
@@ -343,8 +346,10 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   GST_OBJECT_UNLOCK(self);
   const stream::Parser::Step step = parser.next(queue, GST_BASE_PARSE_DRAINING(parse));
   if (step.kind != stream::Parser::Kind::NeedData) {
-    if (st->next_offset != GST_BUFFER_OFFSET_NONE && frame->offset != st->next_offset)
+    if (st->next_offset != GST_BUFFER_OFFSET_NONE && frame->offset != st->next_offset) {
       st->keyframe_passed = false;
+      st->warned_start = false;
+    }
     st->next_offset = frame->offset + step.bytes;
   }
   switch (step.kind) {
@@ -381,11 +386,13 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
         st->live.place(step.header, frame->offset, seeked, &new_run);
       }
       if (step.damaged && step.header.keyframe() && !step.header.stream_header() &&
-          !st->keyframe_passed)
+          !st->keyframe_passed && !st->warned_start) {
+        st->warned_start = true;
         GST_ELEMENT_WARNING(self, STREAM, DECODE,
                             ("damaged keyframe where decoding starts; decoding starts at the next "
                              "keyframe"),
                             ("%s", step.problem.c_str()));
+      }
       if (step.truncated)
         GST_ELEMENT_WARNING(self, STREAM, DECODE,
                             ("truncated stream: its last packet is incomplete"),
@@ -405,7 +412,10 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   const stream::PacketHeader &h = step.header;
   gst_base_parse_set_min_frame_size(parse, stream::kHeaderSize);
   if (!h.stream_header()) self->warned = false;
-  if (h.keyframe() && !h.stream_header()) st->keyframe_passed = true;
+  if (h.keyframe() && !h.stream_header()) {
+    st->keyframe_passed = true;
+    st->warned_start = false;
+  }
   if (pull && !st->file.scanned) {
     GST_OBJECT_LOCK(self);
     const guint64 max_pixels = self->max_pixels;
@@ -535,6 +545,7 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
     st->upstream_pending = GST_CLOCK_TIME_NONE;
     st->last_segment.forget();
     st->keyframe_passed = false;
+    st->warned_start = false;
     st->next_offset = GST_BUFFER_OFFSET_NONE;
     st->live.forget_output();  // (in time, upstream's times may go back now)
   }

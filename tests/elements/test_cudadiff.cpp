@@ -2138,29 +2138,34 @@ TEST(CudaDiff, KeyframeWithADamagedTileLeavesTheOutputCaps) {
 // dropped there and the decoder sees the gap in the frame numbers. But a
 // damaged keyframe where decoding starts (the first, or the first after a
 // seek or a late join) leaves the decoder only deltas, as a late join
-// does: the parser reports it (before, nothing did). One warning either way.
+// does: the parser reports it (before, nothing did). One warning either way,
+// also for several damaged keyframes before one passes (once until a
+// keyframe passes: before, each posted one, which crafted packets could
+// turn into a flood).
 TEST(CudaDiff, ParserReportsADamagedKeyframeWhereDecodingStarts) {
   Encoded e;
   EncodeOptions o;
   o.frames = 12;
   o.props = "keyframe-interval=4";
   encode(e, "BGR", 45, 11, o);
-  for (size_t key : {size_t(0), size_t(4)}) {
-    SCOPED_TRACE("keyframe " + std::to_string(key) + " damaged");
+  for (const std::vector<size_t> &keys :
+       {std::vector<size_t>{0}, std::vector<size_t>{4}, std::vector<size_t>{0, 4}}) {
+    SCOPED_TRACE("keyframe " + std::to_string(keys[0]) + (keys.size() > 1 ? " and 4" : "") +
+                 " damaged");
     std::vector<GstBuffer *> in(e.packets.begin(), e.packets.end());
-    in[key] = damaged(e.packets[key], 5, 0xff, false);
+    for (size_t key : keys) in[key] = damaged(e.packets[key], 5, 0xff, false);
     Decoded d;
     decode(d, in, true, "cudadiffparse ! cudadiffdec");
-    gst_buffer_unref(in[key]);
+    for (size_t key : keys) gst_buffer_unref(in[key]);
     std::vector<size_t> want;
     for (size_t t = 0; t < 12; ++t)
-      if (t < key || t >= key + 4) want.push_back(t);
+      if (t < keys[0] || t >= keys.back() + 4) want.push_back(t);
     ASSERT_EQ(d.frames.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(d.frames[i], e.pictures[want[i]]);
     ASSERT_EQ(d.warnings.size(), 1u);
     const bool where_decoding_starts =
         d.warnings[0].find("damaged keyframe where decoding starts") != std::string::npos;
-    EXPECT_EQ(where_decoding_starts, key == 0) << d.warnings[0];
+    EXPECT_EQ(where_decoding_starts, keys[0] == 0) << d.warnings[0];
   }
 }
 
