@@ -85,6 +85,9 @@ struct _GstCudaDiffParse {
   // Pull mode: the file's scan put every keyframe into GstBaseParse's index
   // (atomic: read by seeks from the application's thread).
   gint file_indexed;
+  // Push mode: EOS arrived (its drain is the end of the stream; the base
+  // class also drains at a DISCONT buffer and at a new segment, a gap).
+  bool at_eos;
   // What the src caps say.
   int version, width, height, fps_n, fps_d;
   cudadiff::VideoFormat format;
@@ -110,6 +113,7 @@ static void reset(GstCudaDiffParse *self) {
   *self->state = ParseState();
   g_atomic_int_set(&self->seek_seqnum, gint(GST_SEQNUM_INVALID));
   g_atomic_int_set(&self->file_indexed, 0);
+  self->at_eos = false;
   self->seeked = false;
   self->version = self->width = self->height = self->fps_n = 0;
   self->fps_d = 1;
@@ -393,10 +397,14 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
                              "keyframe"),
                             ("%s", step.problem.c_str()));
       }
-      if (step.truncated)
+      if (step.truncated && (pull || self->at_eos))
         GST_ELEMENT_WARNING(self, STREAM, DECODE,
                             ("truncated stream: its last packet is incomplete"),
                             ("%s", step.problem.c_str()));
+      else if (step.truncated)  // (the decoder reports the gap in the frame numbers)
+        GST_DEBUG_OBJECT(self,
+                         "a packet cut by a gap in the input (a DISCONT buffer or a new "
+                         "segment) is dropped");
       GST_DEBUG_OBJECT(self, "dropping %zu bytes: %s", step.bytes, step.problem.c_str());
       // Dropped as a frame, not skipped: GstBaseParse stops with an error
       // once it has skipped 2 MiB without finding a frame, and the scan
@@ -525,6 +533,10 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
     time = segment->format == GST_FORMAT_TIME;
     new_segment = st->last_segment.is_new(segment);
   }
+  if (type == GST_EVENT_EOS)
+    self->at_eos = true;  // (before the base class drains)
+  else if (type == GST_EVENT_FLUSH_STOP || type == GST_EVENT_STREAM_START)
+    self->at_eos = false;
   // (the base class may first finish the packets of the segment before)
   const gboolean ret =
       GST_BASE_PARSE_CLASS(gst_cudadiff_parse_parent_class)->sink_event(parse, event);

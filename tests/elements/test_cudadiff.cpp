@@ -2169,6 +2169,58 @@ TEST(CudaDiff, ParserReportsADamagedKeyframeWhereDecodingStarts) {
   }
 }
 
+// A gap in a byte stream (a buffer flagged DISCONT, as srtsrc sends after
+// lost packets) cuts the packet on its way: it is dropped and the decoder
+// reports the loss, but the parser does not call it a truncated stream
+// (it did: GstBaseParse drains at a DISCONT as at the end). A stream whose
+// end cuts its last packet is still reported so.
+TEST(CudaDiff, ParserGapInAByteStreamIsNotItsEnd) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 8;
+  o.props = "keyframe-interval=4";
+  encode(e, "GRAY8", 64, 48, o);
+  Bytes all;
+  std::vector<size_t> at;
+  for (GstBuffer *p : e.packets) {
+    at.push_back(all.size());
+    const Bytes b = bytes_of(p);
+    all.insert(all.end(), b.begin(), b.end());
+  }
+  at.push_back(all.size());
+  const auto buffer = [&](size_t from, size_t to, bool discont) {
+    GstBuffer *b = gst_buffer_new_allocate(nullptr, to - from, nullptr);
+    gst_buffer_fill(b, 0, all.data() + from, to - from);
+    if (discont) GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_DISCONT);
+    return b;
+  };
+  const auto truncation = [](const Decoded &d) {
+    int n = 0;
+    for (const std::string &w : d.warnings) n += w.find("truncated stream") != std::string::npos;
+    return n;
+  };
+  {
+    // Packets 0-2 and half of 3; the rest of 3 lost; 4-7 after the gap.
+    std::vector<GstBuffer *> in = {buffer(0, at[3] + (at[4] - at[3]) / 2, false),
+                                   buffer(at[4], at[8], true)};
+    Decoded d;
+    decode(d, in, true, "cudadiffparse ! cudadiffdec");
+    for (GstBuffer *b : in) gst_buffer_unref(b);
+    ASSERT_EQ(d.frames.size(), 7u);
+    EXPECT_EQ(d.frames[3], e.pictures[4]);
+    EXPECT_EQ(truncation(d), 0);
+  }
+  {
+    // Packets 0-6 and half of 7, then the end.
+    std::vector<GstBuffer *> in = {buffer(0, at[7] + (at[8] - at[7]) / 2, false)};
+    Decoded d;
+    decode(d, in, true, "cudadiffparse ! cudadiffdec");
+    gst_buffer_unref(in[0]);
+    EXPECT_EQ(d.frames.size(), 7u);
+    EXPECT_EQ(truncation(d), 1);
+  }
+}
+
 namespace {
 // 16 frames of 45x11 BGR, a keyframe every 4, uncompressed: the stream the
 // damage tests break.
