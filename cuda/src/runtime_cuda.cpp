@@ -255,14 +255,19 @@ DeviceBuffer &DeviceBuffer::operator=(DeviceBuffer &&other) noexcept {
 
 namespace {
 
-// A runtime call on a thread with no current context makes the device's
-// primary context current there and leaves it so; allocators run on any
-// thread (a pool in an upstream element's), so they push a context for the
-// call instead and leave the thread as it was.
-class NoImplicitContext {
+// Pinned host memory belongs to the context it is allocated in and goes
+// with it when that context is destroyed; but its buffers outlive elements
+// and pipelines (lent downstream, held by an application), and the
+// pipeline's context may be one that a GStreamer element made and destroys.
+// So it is allocated and freed in device 0's primary context, which the
+// core keeps for the process, whatever context is current (the memory is
+// portable: every context sees it pinned). Pushed for the call; the thread
+// is left as it was (a runtime call on a thread with no current context
+// would make one current there for good, and allocators run on any thread,
+// such as an upstream element's pool's).
+class HostMemoryContext {
  public:
-  NoImplicitContext() {
-    if (current_driver_context()) return;
+  HostMemoryContext() {
     try {
       scope_.emplace(primary_context(0));
     } catch (const Error &) {
@@ -279,7 +284,7 @@ class NoImplicitContext {
 void *host_alloc(size_t bytes, bool *pinned) {
   if (bytes == 0) bytes = 1;
   if (device_count() > 0) {
-    NoImplicitContext no_implicit;
+    HostMemoryContext host_context;
     void *p = nullptr;
     if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped) == cudaSuccess) {
       *pinned = true;
@@ -295,7 +300,7 @@ void *host_alloc(size_t bytes, bool *pinned) {
 void host_free(void *ptr, bool pinned) {
   if (!ptr) return;
   if (pinned) {
-    NoImplicitContext no_implicit;
+    HostMemoryContext host_context;
     // cudaErrorCudartUnloading at process exit is not an error: the memory goes with it.
     detail::ignore_cuda(cudaFreeHost(ptr));
   } else {

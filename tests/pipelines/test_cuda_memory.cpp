@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -1155,6 +1156,35 @@ TEST(CudaMemory, TextOverlayPassThroughFinishesMarkedFrames) {
   }
   gst_object_unref(overlay);
   gst_harness_teardown(h);
+#else
+  GTEST_SKIP() << "built without gstreamer-cuda-1.0";
+#endif
+}
+
+// Pinned memory allocated while a CUDA context of its own is current (as
+// in a pipeline whose context an nvcodec element made) outlives that
+// context: the core allocates it in the device's primary context. (Before,
+// it belonged to the current context and went with it: a buffer an
+// application still held after the pipeline was gone pointed at nothing.)
+TEST(CudaMemory, PinnedMemoryOutlivesTheContextCurrentAtItsAllocation) {
+#if CUDADIFF_HAVE_GST_CUDA
+  GstCudaContext *own = gst_cuda_context_new(0);
+  ASSERT_NE(own, nullptr);
+  ASSERT_TRUE(gst_cuda_context_push(own));
+  constexpr size_t n = 1 << 20;
+  bool pinned = false;
+  void *p = cudadiff::host_alloc(n, &pinned);
+  CUcontext popped = nullptr;
+  gst_cuda_context_pop(&popped);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(pinned);
+  std::memset(p, 0x5a, n);
+  gst_object_unref(own);  // its driver context is destroyed
+  auto *bytes = static_cast<volatile uint8_t *>(p);
+  EXPECT_EQ(bytes[n / 2], 0x5a);
+  std::memset(p, 0xa5, n);
+  EXPECT_EQ(bytes[n - 1], 0xa5);
+  cudadiff::host_free(p, pinned);
 #else
   GTEST_SKIP() << "built without gstreamer-cuda-1.0";
 #endif
