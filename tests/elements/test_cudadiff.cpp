@@ -1609,6 +1609,26 @@ std::vector<GstClockTime> parser_pts(const std::vector<Bytes> &packets) {
   return parser.pull();
 }
 
+// The packets of `frames` GRAY8 16x8 frames (stream header excluded).
+std::vector<Bytes> gray_packets(int frames) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = frames;
+  encode(e, "GRAY8", 16, 8, o);
+  std::vector<Bytes> packets;
+  for (GstBuffer *b : e.packets) packets.push_back(bytes_of(b));
+  return packets;
+}
+
+// A packet's sender pts made `by` later (its checksums right again).
+void shift_pts(Bytes &packet, uint64_t by) {
+  uint64_t pts = 0;
+  std::memcpy(&pts, packet.data() + 16, 8);
+  pts += by;
+  std::memcpy(packet.data() + 16, &pts, 8);
+  fix_checksums(packet);
+}
+
 // The packets of two recordings of `frames` GRAY8 16x8 frames each, one
 // after the other (the second a sender that restarted).
 std::vector<Bytes> two_recordings(int frames) {
@@ -1649,26 +1669,15 @@ TEST(CudaDiff, ParserContinuesTheTimelineOfARestartedSender) {
 // back by more than a second while its frame numbers go on do start a run,
 // so that the output never goes back.
 TEST(CudaDiff, ParserTimelineRepeatedPacketsAndTimeFallingBack) {
-  Encoded e;
-  EncodeOptions o;
-  o.frames = 4;
-  encode(e, "GRAY8", 16, 8, o);
   auto at = [](int t) { return gst_util_uint64_scale(t, GST_SECOND, 30); };
-  std::vector<Bytes> p;
-  for (GstBuffer *b : e.packets) p.push_back(bytes_of(b));
+  const std::vector<Bytes> p = gray_packets(4);
   ASSERT_EQ(p.size(), 4u);
   // Packet 1 twice.
   const std::vector<GstClockTime> dup = parser_pts({p[0], p[1], p[1], p[2], p[3]});
   EXPECT_EQ(dup, (std::vector<GstClockTime>{at(0), at(1), at(1), at(2), at(3)}));
   // Packets 0 and 1 2 s later than the sender's clock for 2 and 3.
   std::vector<Bytes> late = p;
-  for (int t : {0, 1}) {
-    uint64_t pts = 0;
-    std::memcpy(&pts, late[t].data() + 16, 8);
-    pts += 2 * GST_SECOND;
-    std::memcpy(late[t].data() + 16, &pts, 8);
-    fix_checksums(late[t]);
-  }
+  for (int t : {0, 1}) shift_pts(late[t], 2 * GST_SECOND);
   const std::vector<GstClockTime> back = parser_pts(late);
   ASSERT_EQ(back.size(), 4u);
   EXPECT_EQ(back[0], at(0));
@@ -1684,25 +1693,14 @@ TEST(CudaDiff, ParserTimelineRepeatedPacketsAndTimeFallingBack) {
 // it are pushed that far (before, one such packet moved the rest of the
 // stream by the jump). A jump of 59 s is kept.
 TEST(CudaDiff, ParserTimelineJumpsAheadOnlyUpToAMinute) {
-  Encoded e;
-  EncodeOptions o;
-  o.frames = 4;
-  encode(e, "GRAY8", 16, 8, o);
   auto at = [](int t) { return gst_util_uint64_scale(t, GST_SECOND, 30); };
-  std::vector<Bytes> p;
-  for (GstBuffer *b : e.packets) p.push_back(bytes_of(b));
+  const std::vector<Bytes> p = gray_packets(4);
   ASSERT_EQ(p.size(), 4u);
   for (uint64_t jump :
        {uint64_t(59) * GST_SECOND, uint64_t(61) * GST_SECOND, uint64_t(1000000) * GST_SECOND}) {
     SCOPED_TRACE("packets 2 and 3 " + std::to_string(jump / GST_SECOND) + " s later");
     std::vector<Bytes> moved = p;
-    for (int t : {2, 3}) {
-      uint64_t pts = 0;
-      std::memcpy(&pts, moved[t].data() + 16, 8);
-      pts += jump;
-      std::memcpy(moved[t].data() + 16, &pts, 8);
-      fix_checksums(moved[t]);
-    }
+    for (int t : {2, 3}) shift_pts(moved[t], jump);
     const std::vector<GstClockTime> got = parser_pts(moved);
     ASSERT_EQ(got.size(), 4u);
     EXPECT_EQ(got[0], at(0));

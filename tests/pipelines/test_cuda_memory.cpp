@@ -53,6 +53,25 @@ bool is_cuda_memory(GstMemory *mem) {
   return mem && mem->allocator && g_strcmp0(mem->allocator->mem_type, "gst.cuda.memory") == 0;
 }
 
+// The video info of BGRx frames of w x h.
+GstVideoInfo bgrx_info(int w, int h) {
+  GstVideoInfo info;
+  gst_video_info_set_format(&info, GST_VIDEO_FORMAT_BGRx, w, h);
+  return info;
+}
+
+// The bytes of a frame of `info` in `buffer`, rows packed (its strides
+// left out; CUDA memory is read through the host).
+std::vector<guint8> packed_pixels(GstBuffer *buffer, const GstVideoInfo &info) {
+  std::vector<guint8> out;
+  gst_test::read_frame(buffer, info, [&](GstVideoFrame *f) {
+    const int row = GST_VIDEO_INFO_WIDTH(&info) * GST_VIDEO_INFO_COMP_PSTRIDE(&info, 0);
+    for (int y = 0; y < GST_VIDEO_INFO_HEIGHT(&info); ++y)
+      out.insert(out.end(), gst_test::pixel(f, 0, 0, y), gst_test::pixel(f, 0, 0, y) + row);
+  });
+  return out;
+}
+
 // The GstCudaContext a CUDA memory belongs to (GstCudaMemory's own field),
 // or nullptr.
 gpointer memory_context(GstMemory *mem) {
@@ -854,27 +873,14 @@ TEST(CudaMemory, FrameOverlapHoldsOneFrameAndReportsItsLatency) {
 TEST(CudaMemory, FrameOverlapWithHostAndDeviceFramesAlternating) {
 #if CUDADIFF_HAVE_GST_CUDA
   constexpr int w = 3840, h = 2160, n = 8;
-  const GstVideoInfo info = [] {
-    GstVideoInfo i;
-    gst_video_info_set_format(&i, GST_VIDEO_FORMAT_BGRx, w, h);
-    return i;
-  }();
+  const GstVideoInfo info = bgrx_info(w, h);
   const auto fill = [](GstVideoFrame *f, int t) {
     for (int y = 0; y < h; ++y) {
       guint8 *row = gst_test::pixel(f, 0, 0, y);
       for (int x = 0; x < w * 4; ++x) row[x] = guint8((x ^ y) * (t + 1) + t * 37 + (x * y >> 9));
     }
   };
-  const auto pixels_of = [&](GstBuffer *b) {
-    std::vector<guint8> out;
-    gst_test::read_frame(b, info, [&](GstVideoFrame *f) {
-      for (int y = 0; y < h; ++y) {
-        const guint8 *row = gst_test::pixel(f, 0, 0, y);
-        out.insert(out.end(), row, row + w * 4);
-      }
-    });
-    return out;
-  };
+  const auto pixels_of = [&](GstBuffer *b) { return packed_pixels(b, info); };
   std::vector<std::vector<guint8>> got[2];
   for (int overlap = 0; overlap < 2; ++overlap) {
     SCOPED_TRACE(overlap ? "frame-overlap=always, host and device frames" : "host frames alone");
@@ -967,11 +973,7 @@ TEST(CudaMemory, FrameOverlapWithHostAndDeviceFramesAlternating) {
 TEST(CudaMemory, DecoderFollowsDownstreamAcrossReconfigure) {
 #if CUDADIFF_HAVE_GST_CUDA
   constexpr int w = 64, h = 48, n = 9;
-  const GstVideoInfo info = [] {
-    GstVideoInfo i;
-    gst_video_info_set_format(&i, GST_VIDEO_FORMAT_BGRx, w, h);
-    return i;
-  }();
+  const GstVideoInfo info = bgrx_info(w, h);
   GstHarness *enc = gst_harness_new_parse(
       "cudadiffenc backend=cpu threshold=0 keyframe-interval=0 frame-overlap=never");
   gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGRx", w, h).c_str());
@@ -996,14 +998,7 @@ TEST(CudaMemory, DecoderFollowsDownstreamAcrossReconfigure) {
   }
   gst_harness_teardown(enc);
   ASSERT_EQ(packets.size(), size_t(n));
-  const auto pixels_of = [&](GstBuffer *b) {
-    std::vector<guint8> out;
-    gst_test::read_frame(b, info, [&](GstVideoFrame *f) {
-      for (int y = 0; y < h; ++y)
-        out.insert(out.end(), gst_test::pixel(f, 0, 0, y), gst_test::pixel(f, 0, 0, y) + w * 4);
-    });
-    return out;
-  };
+  const auto pixels_of = [&](GstBuffer *b) { return packed_pixels(b, info); };
   const char *both = "video/x-raw(memory:CUDAMemory),format=BGRx; video/x-raw,format=BGRx";
   std::vector<std::vector<guint8>> pictures[2];
   std::vector<bool> in_cuda;
@@ -1084,11 +1079,7 @@ TEST(CudaMemory, FailedStartDoesNotKeepCudaMemoryOff) {
 // would put it on the next buffer it pushes: the frame before the gap).
 TEST(CudaMemory, FrameOverlapKeepsDiscontAfterTheGap) {
   constexpr int w = 160, h = 120;
-  const GstVideoInfo info = [] {
-    GstVideoInfo i;
-    gst_video_info_set_format(&i, GST_VIDEO_FORMAT_BGRx, w, h);
-    return i;
-  }();
+  const GstVideoInfo info = bgrx_info(w, h);
   for (const char *overlap : {"never", "always"}) {
     SCOPED_TRACE(std::string("frame-overlap=") + overlap);
     GstHarness *hr = gst_harness_new_parse(
@@ -1141,8 +1132,7 @@ TEST(CudaMemory, TextOverlayPassThroughFinishesMarkedFrames) {
   ASSERT_NE(pending, G_TYPE_INVALID);
   GstElement *overlay = gst_harness_find_element(h, "cudatextoverlay");
   ASSERT_NE(overlay, nullptr);
-  GstVideoInfo info;
-  gst_video_info_set_format(&info, GST_VIDEO_FORMAT_BGRx, 640, 480);
+  const GstVideoInfo info = bgrx_info(640, 480);
   for (int t = 0; t < 6; ++t) {
     if (t == 2) g_object_set(overlay, "text", "", nullptr);  // pass-through from frame 2
     if (t == 4) g_object_set(overlay, "text", "again", nullptr);

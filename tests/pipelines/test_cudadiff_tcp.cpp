@@ -575,6 +575,65 @@ std::string file_bytes(const std::string &path) {
 
 }  // namespace
 
+namespace {
+
+// Records `frames` frames of the moving test pattern (I420, `size` as
+// "width=W,height=H", `fps` frames per second) with cudadiffenc's
+// `enc_props` into `path`: "" or the pipeline's error.
+std::string record_file(const std::string &path, int frames, const std::string &size, int fps,
+                        const std::string &enc_props) {
+  return gst_test::run_pipeline(
+      "videotestsrc num-buffers=" + std::to_string(frames) +
+          " pattern=smpte horizontal-speed=3 ! video/x-raw,format=I420," + size + ",framerate=" +
+          std::to_string(fps) + "/1 ! cudadiffenc " + enc_props + " ! filesink location=" + path,
+      120);  // (under compute-sanitizer, beside other tests, 30 s were not enough)
+}
+
+// Every frame of the recording at `path` decoded from its start, by the
+// sender's timestamp (empty on an error, which the test then reports).
+std::map<uint64_t, Bytes> decode_file(const std::string &path) {
+  std::map<uint64_t, Bytes> whole;
+  Pipeline direct("filesrc location=" + path + " ! cudadiffdec ! fakesink name=out sync=false",
+                  kKeepBytes);
+  if (!direct.start() || !wait_until([&] { return direct.eos() || !direct.error().empty(); }, 120))
+    return whole;
+  EXPECT_EQ(direct.error(), "");
+  for (const stream_test::Shown &f : direct.frames()) whole[f.sender_pts] = f.bytes;
+  return whole;
+}
+
+// `p` set to PAUSED: whether it prerolled within 10 s.
+bool preroll(Pipeline &p) {
+  GstElement *e = p.element();
+  return gst_element_set_state(e, GST_STATE_PAUSED) != GST_STATE_CHANGE_FAILURE &&
+         gst_element_get_state(e, nullptr, nullptr, 10 * GST_SECOND) == GST_STATE_CHANGE_SUCCESS;
+}
+
+// A flushing seek of the prerolled pipeline `p` to `target` (`flags`): the
+// first frame shown is the one showing at the target (the stream at `fps`),
+// clipped to start there, with the bytes of a decode from the start.
+void expect_seek_shows_target(Pipeline &p, GstSeekFlags flags, GstClockTime target, int fps,
+                              const std::map<uint64_t, Bytes> &whole) {
+  SCOPED_TRACE("seek to " + std::to_string(target) + " ns");
+  GstElement *e = p.element();
+  p.clear_frames();  // the pipeline is prerolled: nothing flows until the seek
+  ASSERT_TRUE(gst_element_seek_simple(e, GST_FORMAT_TIME, flags, gint64(target)));
+  // (a seek far from its keyframe decodes everything from there: slow under
+  // a memory checker)
+  ASSERT_EQ(gst_element_get_state(e, nullptr, nullptr, 120 * GST_SECOND), GST_STATE_CHANGE_SUCCESS);
+  const std::vector<stream_test::Shown> shown = p.frames();
+  ASSERT_FALSE(shown.empty());
+  const uint64_t frame_pts =
+      gst_util_uint64_scale(gst_util_uint64_scale(target, fps, GST_SECOND), GST_SECOND, fps);
+  EXPECT_EQ(shown.front().pts, target);
+  EXPECT_EQ(shown.front().sender_pts, frame_pts);
+  const auto it = whole.find(shown.front().sender_pts);
+  ASSERT_NE(it, whole.end()) << shown.front().sender_pts;
+  EXPECT_EQ(shown.front().bytes, it->second);
+}
+
+}  // namespace
+
 // Seeks in a recording long enough that GstBaseParse's own estimate from
 // the bytes misses (60 s, a keyframe each second): every seek shows the
 // frame at its target first, decoded from the keyframe before it. Flushing
@@ -590,22 +649,8 @@ std::string file_bytes(const std::string &path) {
 TEST(DiffTcp, SeeksInALongRecordingShowTheFrameAtTheirTarget) {
   const std::string path =
       std::string(g_get_tmp_dir()) + "/cudadiff-long-" + std::to_string(getpid()) + ".cdif";
-  const std::string record = gst_test::run_pipeline(
-      "videotestsrc num-buffers=1800 pattern=smpte horizontal-speed=3 ! "
-      "video/x-raw,format=I420,width=64,height=48,framerate=30/1 ! "
-      "cudadiffenc keyframe-interval=30 ! filesink location=" +
-          path,
-      120);  // (under compute-sanitizer, beside other tests, 30 s were not enough)
-  ASSERT_EQ(record, "");
-  std::map<uint64_t, Bytes> whole;  // by the sender's timestamp
-  {
-    Pipeline direct("filesrc location=" + path + " ! cudadiffdec ! fakesink name=out sync=false",
-                    kKeepBytes);
-    ASSERT_TRUE(direct.start());
-    ASSERT_TRUE(wait_until([&] { return direct.eos() || !direct.error().empty(); }, 120));
-    ASSERT_EQ(direct.error(), "");
-    for (const stream_test::Shown &f : direct.frames()) whole[f.sender_pts] = f.bytes;
-  }
+  ASSERT_EQ(record_file(path, 1800, "width=64,height=48", 30, "keyframe-interval=30"), "");
+  const std::map<uint64_t, Bytes> whole = decode_file(path);
   ASSERT_EQ(whole.size(), 1800u);
   const std::vector<GstClockTime> targets = {
       33009 * GST_MSECOND, 588 * GST_MSECOND, 13229 * GST_MSECOND, 50800 * GST_MSECOND,
@@ -622,28 +667,10 @@ TEST(DiffTcp, SeeksInALongRecordingShowTheFrameAtTheirTarget) {
     Pipeline p("filesrc location=" + path + mode.upstream +
                    " ! cudadiffparse ! cudadiffdec ! fakesink name=out sync=false",
                kKeepBytes);
-    GstElement *e = p.element();
-    ASSERT_NE(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
-    ASSERT_EQ(gst_element_get_state(e, nullptr, nullptr, 10 * GST_SECOND),
-              GST_STATE_CHANGE_SUCCESS);
-    for (GstClockTime target : targets) {
-      SCOPED_TRACE("seek to " + std::to_string(target) + " ns");
-      p.clear_frames();  // the pipeline is prerolled: nothing flows until the seek
-      ASSERT_TRUE(gst_element_seek_simple(e, GST_FORMAT_TIME, mode.flags, gint64(target)));
-      // (through the queue the first seek decodes from the first keyframe,
-      // the only one indexed yet: 990 frames, slow under a memory checker)
-      ASSERT_EQ(gst_element_get_state(e, nullptr, nullptr, 120 * GST_SECOND),
-                GST_STATE_CHANGE_SUCCESS);
-      const std::vector<stream_test::Shown> shown = p.frames();
-      ASSERT_FALSE(shown.empty());
-      // The frame showing at the target, clipped by the decoder to start there.
-      const uint64_t frame_pts =
-          gst_util_uint64_scale(gst_util_uint64_scale(target, 30, GST_SECOND), GST_SECOND, 30);
-      EXPECT_EQ(shown.front().pts, target);
-      EXPECT_EQ(shown.front().sender_pts, frame_pts);
-      ASSERT_EQ(whole.count(shown.front().sender_pts), 1u) << shown.front().sender_pts;
-      EXPECT_EQ(shown.front().bytes, whole[shown.front().sender_pts]);
-    }
+    ASSERT_TRUE(preroll(p));
+    // (through the queue the first seek decodes from the first keyframe,
+    // the only one indexed yet: 990 frames)
+    for (GstClockTime target : targets) expect_seek_shows_target(p, mode.flags, target, 30, whole);
     EXPECT_EQ(p.error(), "");
     EXPECT_TRUE(p.warnings().empty()) << p.warnings().front();
   }
@@ -660,22 +687,8 @@ TEST(DiffTcp, SeeksInALongRecordingShowTheFrameAtTheirTarget) {
 TEST(DiffTcp, SeeksFarFromAKeyframeShowTheirTarget) {
   const std::string path =
       std::string(g_get_tmp_dir()) + "/cudadiff-nokey-" + std::to_string(getpid()) + ".cdif";
-  const std::string record = gst_test::run_pipeline(
-      "videotestsrc num-buffers=250 pattern=smpte horizontal-speed=3 ! "
-      "video/x-raw,format=I420,width=320,height=240,framerate=10/1 ! "
-      "cudadiffenc keyframe-interval=0 ! filesink location=" +
-          path,
-      120);
-  ASSERT_EQ(record, "");
-  std::map<uint64_t, Bytes> whole;  // by the sender's timestamp
-  {
-    Pipeline direct("filesrc location=" + path + " ! cudadiffdec ! fakesink name=out sync=false",
-                    kKeepBytes);
-    ASSERT_TRUE(direct.start());
-    ASSERT_TRUE(wait_until([&] { return direct.eos() || !direct.error().empty(); }, 120));
-    ASSERT_EQ(direct.error(), "");
-    for (const stream_test::Shown &f : direct.frames()) whole[f.sender_pts] = f.bytes;
-  }
+  ASSERT_EQ(record_file(path, 250, "width=320,height=240", 10, "keyframe-interval=0"), "");
+  const std::map<uint64_t, Bytes> whole = decode_file(path);
   ASSERT_EQ(whole.size(), 250u);
   for (GstSeekFlags flags : {GstSeekFlags(GST_SEEK_FLAG_FLUSH),
                              GstSeekFlags(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_KEY_UNIT)}) {
@@ -683,25 +696,10 @@ TEST(DiffTcp, SeeksFarFromAKeyframeShowTheirTarget) {
     Pipeline p("filesrc location=" + path +
                    " ! cudadiffparse ! cudadiffdec ! fakesink name=out sync=false",
                kKeepBytes);
+    ASSERT_TRUE(preroll(p));
     GstElement *e = p.element();
-    ASSERT_NE(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
-    ASSERT_EQ(gst_element_get_state(e, nullptr, nullptr, 10 * GST_SECOND),
-              GST_STATE_CHANGE_SUCCESS);
-    for (GstClockTime target : {22300 * GST_MSECOND, 21000 * GST_MSECOND, 24950 * GST_MSECOND}) {
-      SCOPED_TRACE("seek to " + std::to_string(target) + " ns");
-      p.clear_frames();
-      ASSERT_TRUE(gst_element_seek_simple(e, GST_FORMAT_TIME, flags, gint64(target)));
-      ASSERT_EQ(gst_element_get_state(e, nullptr, nullptr, 60 * GST_SECOND),
-                GST_STATE_CHANGE_SUCCESS);
-      const std::vector<stream_test::Shown> shown = p.frames();
-      ASSERT_FALSE(shown.empty());
-      const uint64_t frame_pts =
-          gst_util_uint64_scale(gst_util_uint64_scale(target, 10, GST_SECOND), GST_SECOND, 10);
-      EXPECT_EQ(shown.front().pts, target);
-      EXPECT_EQ(shown.front().sender_pts, frame_pts);
-      ASSERT_EQ(whole.count(shown.front().sender_pts), 1u) << shown.front().sender_pts;
-      EXPECT_EQ(shown.front().bytes, whole[shown.front().sender_pts]);
-    }
+    for (GstClockTime target : {22300 * GST_MSECOND, 21000 * GST_MSECOND, 24950 * GST_MSECOND})
+      expect_seek_shows_target(p, flags, target, 10, whole);
     EXPECT_FALSE(gst_element_seek(e, -1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, GST_SEEK_TYPE_SET,
                                   0, GST_SEEK_TYPE_SET, gint64(10 * GST_SECOND)))
         << "reverse playback accepted";
