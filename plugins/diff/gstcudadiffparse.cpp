@@ -586,7 +586,8 @@ static gboolean gst_cudadiff_parse_src_event(GstBaseParse *parse, GstEvent *even
       gst_event_unref(event);
       return FALSE;
     }
-    if (format == GST_FORMAT_TIME && !(flags & GST_SEEK_FLAG_ACCURATE) &&
+    if (format == GST_FORMAT_TIME &&
+        !(flags & (GST_SEEK_FLAG_ACCURATE | GST_SEEK_FLAG_INSTANT_RATE_CHANGE)) &&
         g_atomic_int_get(&self->file_indexed)) {
       GstEvent *accurate =
           gst_event_new_seek(rate, format, GstSeekFlags(flags | GST_SEEK_FLAG_ACCURATE), start_type,
