@@ -37,6 +37,7 @@ GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_noisevis_debug);
 #define DEFAULT_STATS_INTERVAL 0
 
 enum { PROP_0, PROP_THRESHOLD, PROP_MODE, PROP_COLOR, PROP_STATS_INTERVAL, PROP_STATS };
+static GParamSpec *stats_pspec = nullptr;
 
 struct _GstCudaNoiseVis {
   GstCudaDiffFilter parent;
@@ -157,6 +158,7 @@ static void post_report(GstCudaNoiseVis *self, GstClockTime pts) {
   if (self->stats) gst_structure_free(self->stats);
   self->stats = gst_structure_copy(s);
   GST_OBJECT_UNLOCK(self);
+  g_object_notify_by_pspec(G_OBJECT(self), stats_pspec);  // (notify::stats, in this thread)
   gst_element_post_message(GST_ELEMENT(self), gst_message_new_element(GST_OBJECT(self), s));
 }
 
@@ -281,18 +283,18 @@ static void gst_cudadiff_noisevis_class_init(GstCudaNoiseVisClass *klass) {
                         "frames, and update `stats`; 0 = off (nothing is counted). In frames. "
                         "Changeable while playing. Default: 0",
                         0, G_MAXUINT, DEFAULT_STATS_INTERVAL, flags));
-  g_object_class_install_property(
-      gobject_class, PROP_STATS,
-      g_param_spec_boxed("stats", "Statistics",
-                         "The last report (read-only): a structure named cudanoisevis with "
-                         "frames, compared-frames (frames that had a previous frame), threshold, "
-                         "marked-pixels, pixels, changed-bytes, bytes (sums over the compared "
-                         "frames), marked-fraction, changed-byte-fraction, timestamp, "
-                         "stream-time and running-time (of the last frame). Needs "
-                         "stats-interval > 0. NULL until the first report after each start. "
-                         "Default: NULL",
-                         GST_TYPE_STRUCTURE,
-                         static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+  stats_pspec = g_param_spec_boxed(
+      "stats", "Statistics",
+      "The last report (read-only): a structure named cudanoisevis with "
+      "frames, compared-frames (frames that had a previous frame), threshold, "
+      "marked-pixels, pixels, changed-bytes, bytes (sums over the compared "
+      "frames), marked-fraction, changed-byte-fraction, timestamp, "
+      "stream-time and running-time (of the last frame). Needs "
+      "stats-interval > 0; each report notifies it (notify::stats, from the "
+      "streaming thread). NULL until the first report after each start. "
+      "Default: NULL",
+      GST_TYPE_STRUCTURE, static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS));
+  g_object_class_install_property(gobject_class, PROP_STATS, stats_pspec);
 
   gst_cudadiff_filter_add_pad_templates(element_class, GST_CUDADIFF_VIS_SINK_FORMATS,
                                         GST_CUDADIFF_VIS_SRC_FORMATS);

@@ -284,9 +284,16 @@ TEST(CudaNoiseVis, MessagesAndStatsProperty) {
   GstStructure *stats = nullptr;
   g_object_get(el, "stats", &stats, nullptr);
   EXPECT_EQ(stats, nullptr);
+  // Each report notifies `stats` (two reports in five frames).
+  int notified = 0;
+  g_signal_connect(el, "notify::stats", G_CALLBACK(+[](GObject *, GParamSpec *, gpointer n) {
+                     ++*static_cast<int *>(n);
+                   }),
+                   &notified);
   const GstVideoInfo info = info_of(caps);
   for (int i = 0; i < 5; ++i)
     gst_buffer_unref(gst_harness_push_and_pull(h, pattern_buffer(info, i)));
+  EXPECT_EQ(notified, 2);
 
   GstMessage *m = pop_report(bus);
   ASSERT_NE(m, nullptr);
