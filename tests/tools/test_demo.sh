@@ -34,7 +34,9 @@ grep -q "^frames:  20 sent, 20 shown by the client" "$dir/live.log" || {
 # all shown and the report is printed, exit status 0 (a demo that ignored
 # it would be killed 30 s later: 137).
 status=0
-timeout -k 30 -s INT --preserve-status 4 "$demo" --source test --live --frames 100000 \
+# (--foreground: one SIGINT, to the demo alone, as one Ctrl-C in a terminal
+# sends; otherwise timeout also signals its process group, a second Ctrl-C)
+timeout --foreground -k 30 -s INT --preserve-status 4 "$demo" --source test --live --frames 100000 \
   --width 160 --height 120 --mosaic "" >"$dir/int.log" 2>&1 || status=$?
 [ "$status" = 0 ] && grep -q "interrupted: ending the stream" "$dir/int.log" &&
   grep -Eq "^frames:  ([1-9][0-9]*) sent, \1 shown by the client" "$dir/int.log" || {
