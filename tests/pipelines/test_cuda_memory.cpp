@@ -60,6 +60,7 @@ GstVideoInfo bgrx_info(int w, int h) {
   return info;
 }
 
+#if CUDADIFF_HAVE_GST_CUDA
 // The bytes of a frame of `info` in `buffer`, rows packed (its strides
 // left out; CUDA memory is read through the host).
 std::vector<guint8> packed_pixels(GstBuffer *buffer, const GstVideoInfo &info) {
@@ -71,6 +72,7 @@ std::vector<guint8> packed_pixels(GstBuffer *buffer, const GstVideoInfo &info) {
   });
   return out;
 }
+#endif
 
 // The GstCudaContext a CUDA memory belongs to (GstCudaMemory's own field),
 // or nullptr.
