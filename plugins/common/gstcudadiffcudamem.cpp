@@ -762,19 +762,23 @@ void gst_cudadiff_buffer_mark_pending(GstBuffer *buffer, const cudadiff::Context
 #endif
 }
 
-bool gst_cudadiff_buffer_ordered_input(GstBuffer *buffer, const cudadiff::Context &ctx) {
+// The stream that a buffer's pending mark names, or nullptr (no mark).
+static cudadiff::Stream *pending_stream(GstBuffer *buffer) {
   auto *meta =
       reinterpret_cast<PendingMeta *>(gst_buffer_get_meta(buffer, pending_meta_api_get_type()));
-  if (!meta || !meta->stream || !*meta->stream) return false;
-  if (meta->stream->get() == ctx.shared_stream().get()) return true;
-  (*meta->stream)->synchronize();  // another stream: its writes are done after this
+  return meta && meta->stream ? meta->stream->get() : nullptr;
+}
+
+bool gst_cudadiff_buffer_ordered_input(GstBuffer *buffer, const cudadiff::Context &ctx) {
+  cudadiff::Stream *stream = pending_stream(buffer);
+  if (!stream) return false;
+  if (stream == ctx.shared_stream().get()) return true;
+  stream->synchronize();  // another stream: its writes are done after this
   return false;
 }
 
 bool gst_cudadiff_buffer_is_pending(GstBuffer *buffer) {
-  auto *meta =
-      reinterpret_cast<PendingMeta *>(gst_buffer_get_meta(buffer, pending_meta_api_get_type()));
-  return meta && meta->stream && *meta->stream;
+  return pending_stream(buffer) != nullptr;
 }
 
 void gst_cudadiff_buffer_clear_pending(GstBuffer *buffer) {
@@ -783,9 +787,8 @@ void gst_cudadiff_buffer_clear_pending(GstBuffer *buffer) {
 }
 
 bool gst_cudadiff_buffer_wait_pending(GstBuffer *buffer) {
-  auto *meta =
-      reinterpret_cast<PendingMeta *>(gst_buffer_get_meta(buffer, pending_meta_api_get_type()));
-  if (!meta || !meta->stream || !*meta->stream) return false;
-  (*meta->stream)->synchronize();
+  cudadiff::Stream *stream = pending_stream(buffer);
+  if (!stream) return false;
+  stream->synchronize();
   return true;
 }
