@@ -63,6 +63,9 @@ struct ParseState {
   // That warning was posted since then (once until a keyframe passes: a
   // run of damaged keyframes, or crafted ones, gives one warning).
   bool warned_start = false;
+  // Decoding starts again (a flush, a jump in the offsets): no keyframe
+  // has passed, nothing has been said about one.
+  void start_again() { keyframe_passed = warned_start = false; }
   guint64 next_offset = GST_BUFFER_OFFSET_NONE;  // where the last frame ended
   // Upstream's last segment (a new one may start its times again:
   // Timeline::forget_output()).
@@ -350,10 +353,8 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   GST_OBJECT_UNLOCK(self);
   const stream::Parser::Step step = parser.next(queue, GST_BASE_PARSE_DRAINING(parse));
   if (step.kind != stream::Parser::Kind::NeedData) {
-    if (st->next_offset != GST_BUFFER_OFFSET_NONE && frame->offset != st->next_offset) {
-      st->keyframe_passed = false;
-      st->warned_start = false;
-    }
+    if (st->next_offset != GST_BUFFER_OFFSET_NONE && frame->offset != st->next_offset)
+      st->start_again();
     st->next_offset = frame->offset + step.bytes;
   }
   switch (step.kind) {
@@ -420,10 +421,7 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   const stream::PacketHeader &h = step.header;
   gst_base_parse_set_min_frame_size(parse, stream::kHeaderSize);
   if (!h.stream_header()) self->warned = false;
-  if (h.keyframe() && !h.stream_header()) {
-    st->keyframe_passed = true;
-    st->warned_start = false;
-  }
+  if (h.keyframe() && !h.stream_header()) st->keyframe_passed = true;
   if (pull && !st->file.scanned) {
     GST_OBJECT_LOCK(self);
     const guint64 max_pixels = self->max_pixels;
@@ -556,8 +554,7 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
   } else if (type == GST_EVENT_FLUSH_STOP) {
     st->upstream_pending = GST_CLOCK_TIME_NONE;
     st->last_segment.forget();
-    st->keyframe_passed = false;
-    st->warned_start = false;
+    st->start_again();
     st->next_offset = GST_BUFFER_OFFSET_NONE;
     st->live.forget_output();  // (in time, upstream's times may go back now)
   }
