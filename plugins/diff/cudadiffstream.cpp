@@ -556,6 +556,9 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
     step.truncated = truncated;
     return step;
   };
+  // (at the end nothing more comes to wait for, and the caller drops what
+  // is left: the positions after it are those of another stream)
+  if (at_eos) wait_until_ = 0;
   const size_t avail = q.available();
   if (avail == 0) return step;  // NeedData
   const ptrdiff_t at = avail >= 4 ? q.find_magic(0) : -1;
@@ -574,7 +577,13 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
   }
   PacketHeader h;
   std::string why;
-  const HeaderStatus status = read_header(q.map(kHeaderSize), kHeaderSize, &h, &why);
+  const uint8_t *head = q.map(kHeaderSize);
+  if (!head) {
+    q.unmap();
+    return skip(1, "cannot read the input");
+  }
+  const HeaderStatus status = read_header(head, kHeaderSize, &h, &why);
+  const uint32_t header_crc = get_u32(head + 60);
   q.unmap();
   if (status != HeaderStatus::Ok) {
     step.unsupported = status == HeaderStatus::Unsupported;
@@ -589,30 +598,135 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
                        std::to_string(pixels) + " pixels), more than the limit of " +
                        std::to_string(max_pixels_));
   }
+  auto damaged = [&] {
+    step.damaged = true;
+    step.header = h;
+    return skip(1, "payload checksum mismatch in packet " + std::to_string(h.frame_number));
+  };
+  // What a check of the damaged packet around this header found.
+  const uint64_t pos = q.position();
+  while (!checked_.empty() && checked_.front().position < pos) checked_.pop_front();
+  if (wait_until_ <= pos) wait_until_ = 0;
+  const bool known = !checked_.empty() && checked_.front().position == pos &&
+                     checked_.front().header_crc == header_crc;
+  if (known && !checked_.front().intact) return damaged();
   const size_t total = kHeaderSize + h.payload_size;
-  if (avail < total) {
-    if (at_eos)
-      return skip(1,
-                  "packet " + std::to_string(h.frame_number) +
-                      " truncated at the end of the stream (" + std::to_string(avail) + " of " +
-                      std::to_string(total) + " bytes)",
-                  true);
-    step.bytes = total;  // NeedData
+  // A header found inside a damaged packet whose packet was not complete
+  // then waits for the furthest of those packets, so that one check covers
+  // them all.
+  const size_t want =
+      !known && wait_until_ > pos ? std::max(total, size_t(wait_until_ - pos)) : total;
+  if (avail < total && at_eos)
+    return skip(1,
+                "packet " + std::to_string(h.frame_number) +
+                    " truncated at the end of the stream (" + std::to_string(avail) + " of " +
+                    std::to_string(total) + " bytes)",
+                true);
+  if (avail < want && !at_eos) {
+    step.bytes = want;  // NeedData
     step.header = h;
     return step;
   }
   const uint8_t *p = q.map(total);
+  if (!p) {
+    q.unmap();
+    return skip(1, "cannot read the input");
+  }
   const uint32_t crc = crc32(p + kHeaderSize, h.payload_size);
   q.unmap();
+  checked_bytes_ += h.payload_size;
   if (crc != h.payload_crc) {
-    step.damaged = true;
-    step.header = h;
-    return skip(1, "payload checksum mismatch in packet " + std::to_string(h.frame_number));
+    check_inside(q, total, avail);
+    if (at_eos) wait_until_ = 0;
+    return damaged();
   }
   step.kind = Kind::Packet;
   step.bytes = total;
   step.header = h;
   return step;
+}
+
+void Parser::reset() {
+  checked_.clear();
+  wait_until_ = 0;
+}
+
+// Checks every intact header inside the damaged packet at the front (its
+// first `total` bytes; `avail` are there) whose packet ends within `avail`,
+// and notes how far the others reach. The payload checksum of each comes
+// from those of pieces of kPiece bytes (of the bytes from the front,
+// computed once) and of at most two partial pieces, joined with
+// crc32_combine: a pass over the bytes and a few kilobytes per header.
+void Parser::check_inside(ByteQueue &q, size_t total, size_t avail) {
+  constexpr size_t kPiece = 1024;
+  constexpr size_t kMaxChecked = size_t(1) << 20;  // headers remembered (16 MiB)
+  const uint64_t pos = q.position();
+  checked_.clear();
+  struct Found {
+    size_t at, end;
+    uint32_t header_crc, payload_crc;
+  };
+  std::vector<Found> inside;
+  size_t reach = 0;  // the furthest end within avail
+  {
+    const size_t span = std::min(avail, total - 1 + kHeaderSize);
+    const uint8_t *p = q.map(span);
+    if (!p) {
+      q.unmap();
+      return;
+    }
+    for (size_t i = 1; i + kHeaderSize <= span && i < total && inside.size() < kMaxChecked;) {
+      const void *hit = std::memchr(p + i, kMagic[0], std::min(total, span - 3) - i);
+      if (!hit) break;
+      i = size_t(static_cast<const uint8_t *>(hit) - p);
+      if (i + kHeaderSize > span) break;
+      PacketHeader h;
+      if (std::memcmp(p + i, kMagic, 4) == 0 &&
+          read_header(p + i, kHeaderSize, &h, nullptr) == HeaderStatus::Ok &&
+          !exceeds_pixels(h, max_pixels_)) {
+        const size_t end = i + kHeaderSize + h.payload_size;
+        if (end <= avail) {
+          inside.push_back({i, end, get_u32(p + i + 60), h.payload_crc});
+          reach = std::max(reach, end);
+        } else {
+          wait_until_ = std::max(wait_until_, pos + end);
+        }
+      }
+      ++i;
+    }
+    q.unmap();
+  }
+  if (inside.empty()) return;
+  const uint8_t *p = q.map(reach);
+  if (!p) {
+    q.unmap();
+    return;
+  }
+  // prefix_[k]: the checksum of the first k pieces from the front.
+  prefix_.assign(reach / kPiece + 1, 0);
+  for (size_t k = 0; k + 1 < prefix_.size(); ++k)
+    prefix_[k + 1] = uint32_t(crc_update(prefix_[k], p + k * kPiece, kPiece));
+  checked_bytes_ += reach - reach % kPiece;
+  for (const Found &f : inside) {
+    const size_t a = f.at + kHeaderSize, b = f.end;
+    const size_t c1 = (a + kPiece - 1) / kPiece * kPiece, c2 = b / kPiece * kPiece;
+    uint32_t crc;
+    if (c1 >= c2) {
+      crc = uint32_t(crc_update(0, p + a, b - a));
+      checked_bytes_ += b - a;
+    } else {
+      // The whole pieces from c1 to c2: prefix(c2) = prefix(c1) followed by them.
+      const uint32_t middle = prefix_[c2 / kPiece] ^
+                              uint32_t(::crc32_combine(prefix_[c1 / kPiece], 0, z_off_t(c2 - c1)));
+      const uint32_t first = uint32_t(crc_update(0, p + a, c1 - a));
+      const uint32_t last = uint32_t(crc_update(0, p + c2, b - c2));
+      checked_bytes_ += (c1 - a) + (b - c2);
+      crc = uint32_t(
+          ::crc32_combine(::crc32_combine(first, middle, z_off_t(c2 - c1)), last, z_off_t(b - c2)));
+    }
+    checked_.push_back({pos + f.at, f.header_crc, crc == f.payload_crc});
+  }
+  q.unmap();
 }
 
 uint64_t Timeline::at(const TimeRun &r, uint64_t pts) {

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -322,6 +323,10 @@ class ByteQueue {
   // unmap(), which must come before the next call.
   virtual const uint8_t *map(size_t n) = 0;
   virtual void unmap() = 0;
+  // Where the front is in the stream: a count of bytes that grows by what
+  // is dropped from the front (any origin). The parser remembers by
+  // position what it found inside a damaged packet.
+  virtual uint64_t position() const = 0;
 };
 
 // Splits a byte stream into checked packets and resynchronises after damage:
@@ -362,17 +367,48 @@ class Parser {
   uint64_t max_pixels() const { return max_pixels_; }
   // Looks at the front of `q`. At end of stream (at_eos) whatever is left
   // that is not a whole packet is skipped (truncated = true when it began
-  // with a valid header).
+  // with a valid header). Between calls the caller drops the bytes of each
+  // Skip and Packet from the front (and nothing else without reset()).
+  //
+  // A packet whose payload fails its checksum is skipped by one byte, and
+  // every intact header inside it comes to the front in turn. Checking
+  // each of those against its payload, which may reach as far as the
+  // damaged packet's, would cost the payload's bytes again for every
+  // header: crafted input with many headers in one large payload would
+  // take hours. So when a payload fails, the parser checks every header
+  // inside that packet at once, in one pass over the bytes (checksums of
+  // the pieces, combined), and remembers the result by position; a header
+  // whose packet reaches beyond the bytes there makes the next check wait
+  // (NeedData) until the furthest such packet is there.
   Step next(ByteQueue &q, bool at_eos);
+  // Forgets what it remembered of the bytes ahead (a flush, a seek).
+  void reset();
+  // Payload bytes checksummed so far (a measure of the work done).
+  uint64_t checked_bytes() const { return checked_bytes_; }
 
  private:
+  // A header inside a damaged packet, checked with it.
+  struct Checked {
+    uint64_t position;    // of its first byte
+    uint32_t header_crc;  // its header checksum: another header there is not this one
+    bool intact;          // its payload passed
+  };
+  void check_inside(ByteQueue &q, size_t total, size_t avail);
   uint64_t max_pixels_ = 0;
+  std::deque<Checked> checked_;  // by position
+  // Headers inside the last damaged packet whose packets reach up to here
+  // (a position; 0: none) were not complete when it was checked.
+  uint64_t wait_until_ = 0;
+  uint64_t checked_bytes_ = 0;
+  std::vector<uint32_t> prefix_;  // check_inside()'s checksums of the first k pieces
 };
 
 // A ByteQueue over memory the caller owns (fuzz target, tests).
 class ArrayQueue final : public ByteQueue {
  public:
-  ArrayQueue(const uint8_t *data, size_t size) : data_(data), size_(size) {}
+  // `origin`: the position in the stream of data[0].
+  ArrayQueue(const uint8_t *data, size_t size, uint64_t origin = 0)
+      : data_(data), size_(size), origin_(origin) {}
   size_t available() const override { return size_ - pos_; }
   ptrdiff_t find_magic(size_t from) override;
   const uint8_t *map(size_t n) override { return n <= available() ? data_ + pos_ : nullptr; }
@@ -380,11 +416,12 @@ class ArrayQueue final : public ByteQueue {
   void flush(size_t n) { pos_ += n < available() ? n : available(); }
   // How many bytes of the array are visible (feeding it in chunks).
   void set_size(size_t size) { size_ = size; }
-  size_t position() const { return pos_; }
+  uint64_t position() const override { return origin_ + pos_; }
 
  private:
   const uint8_t *data_;
   size_t size_;
+  uint64_t origin_;
   size_t pos_ = 0;
 };
 

@@ -85,7 +85,8 @@ struct DecStats {
 // A GstAdapter as the parser's byte queue.
 class AdapterQueue final : public stream::ByteQueue {
  public:
-  explicit AdapterQueue(GstAdapter *adapter) : adapter_(adapter) {}
+  // `position`: where the adapter's first byte is in the stream.
+  AdapterQueue(GstAdapter *adapter, guint64 position) : adapter_(adapter), position_(position) {}
   size_t available() const override { return gst_adapter_available(adapter_); }
   ptrdiff_t find_magic(size_t from) override {
     const size_t avail = available();
@@ -97,9 +98,11 @@ class AdapterQueue final : public stream::ByteQueue {
     return static_cast<const uint8_t *>(gst_adapter_map(adapter_, n));
   }
   void unmap() override { gst_adapter_unmap(adapter_); }
+  uint64_t position() const override { return position_; }
 
  private:
   GstAdapter *adapter_;
+  guint64 position_;
 };
 
 struct DecState {
@@ -111,6 +114,7 @@ struct DecState {
   std::unique_ptr<codec2::Decoder> decoder2;
   std::unique_ptr<stream::Reader> reader;  // its scratch and zstd context, start to stop
   stream::Parser parser;
+  guint64 parsed = 0;                          // bytes the parser has passed (its queue's position)
   std::vector<diff::SuperblockEntry> entries;  // of the last delta (CUDA)
   // What the last stream header said of the picture beyond the packet
   // headers (its `key=value` text; empty: not said), and what of it the
@@ -160,6 +164,8 @@ struct DecState {
   GstFlowReturn held_flow = GST_FLOW_OK;  // of pushing it from set_format or a drain
 
   void reset_stream() {
+    parser.reset();
+    parsed = 0;
     synced = false;
     in_loss = false;
     skipped_since_packet = 0;
@@ -419,12 +425,13 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
                                             GstAdapter *adapter, gboolean at_eos) {
   auto *self = GST_CUDADIFF_DEC(decoder);
   DecState *st = self->state;
-  AdapterQueue queue(adapter);
   GST_OBJECT_LOCK(self);
   st->parser.set_max_pixels(self->max_pixels);
   GST_OBJECT_UNLOCK(self);
   for (;;) {
+    AdapterQueue queue(adapter, st->parsed);
     const stream::Parser::Step step = st->parser.next(queue, at_eos);
+    if (step.kind != stream::Parser::Kind::NeedData) st->parsed += step.bytes;
     switch (step.kind) {
       case stream::Parser::Kind::NeedData:
         return GST_VIDEO_DECODER_FLOW_NEED_DATA;

@@ -65,8 +65,14 @@ struct ParseState {
   bool warned_start = false;
   // Decoding starts again (a flush, a jump in the offsets): no keyframe
   // has passed, nothing has been said about one.
-  void start_again() { keyframe_passed = warned_start = false; }
+  void start_again() {
+    keyframe_passed = warned_start = false;
+    parser.reset();
+  }
   guint64 next_offset = GST_BUFFER_OFFSET_NONE;  // where the last frame ended
+  // What it found inside damaged packets, by offset, from one frame to the
+  // next.
+  stream::Parser parser;
   // Upstream's last segment (a new one may start its times again:
   // Timeline::forget_output()).
   GstCudaDiffLastSegment last_segment;
@@ -336,88 +342,105 @@ static guint64 file_pts(const FileMap &fm, guint64 offset, guint64 pts) {
   return Timeline::at(*it, pts);
 }
 
+// What a skipped piece at `offset` says: warnings, and the time of a
+// damaged packet's intact header.
+static void skipped(GstCudaDiffParse *self, const stream::Parser::Step &step, guint64 offset,
+                    bool pull) {
+  ParseState *st = self->state;
+  if (step.too_large && !self->warned) {
+    self->warned = true;
+    GST_ELEMENT_WARNING(
+        self, STREAM, DECODE, ("packets announce frames larger than max-pixels; they are dropped"),
+        ("%s; raise max-pixels (0: no limit) to pass this stream", step.problem.c_str()));
+  }
+  // A damaged packet's intact header still says where the sender's
+  // time was (as the file's walk counts it).
+  // (after a seek it is the first packet after it, as a good one would be)
+  if (step.damaged && !step.header.stream_header() && step.header.pts != stream::kNoTime &&
+      !(pull && st->file.valid) && !st->upstream_time) {
+    const bool seeked = self->seeked;
+    self->seeked = false;
+    bool new_run = false;
+    st->live.place(step.header, offset, seeked, &new_run);
+  }
+  if (step.damaged && step.header.keyframe() && !step.header.stream_header() &&
+      !st->keyframe_passed && !st->warned_start) {
+    st->warned_start = true;
+    GST_ELEMENT_WARNING(self, STREAM, DECODE,
+                        ("damaged keyframe where decoding starts; decoding starts at the next "
+                         "keyframe"),
+                        ("%s", step.problem.c_str()));
+  }
+  if (step.truncated && (pull || self->at_eos))
+    GST_ELEMENT_WARNING(self, STREAM, DECODE, ("truncated stream: its last packet is incomplete"),
+                        ("%s", step.problem.c_str()));
+  else if (step.truncated)  // (the decoder reports the gap in the frame numbers)
+    GST_DEBUG_OBJECT(self,
+                     "a packet cut by a gap in the input (a DISCONT buffer or a new "
+                     "segment) is dropped");
+}
+
 static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBaseParseFrame *frame,
                                                      gint *skipsize) {
   auto *self = GST_CUDADIFF_PARSE(parse);
   ParseState *st = self->state;
   const bool pull = GST_PAD_MODE(GST_BASE_PARSE_SINK_PAD(parse)) == GST_PAD_MODE_PULL;
+  if (st->next_offset != GST_BUFFER_OFFSET_NONE && frame->offset != st->next_offset) {
+    st->start_again();
+    st->next_offset = frame->offset;
+  }
+  GST_OBJECT_LOCK(self);
+  st->parser.set_max_pixels(self->max_pixels);
+  GST_OBJECT_UNLOCK(self);
+  // Skipped pieces one after the other are dropped together: in push mode
+  // GstBaseParse copies all the bytes it holds into the frame's buffer at
+  // every call when they came in several buffers, and after a damaged
+  // packet of N bytes (as many held), one call for each header inside it
+  // cost N each. The step after them is taken again at the next call.
   GstMapInfo map;
   if (!gst_buffer_map(frame->buffer, &map, GST_MAP_READ)) {
     GST_ELEMENT_ERROR(self, RESOURCE, READ, ("cannot map the input buffer"), (nullptr));
     return GST_FLOW_ERROR;
   }
-  stream::ArrayQueue queue(map.data, map.size);
-  stream::Parser parser;
-  GST_OBJECT_LOCK(self);
-  parser.set_max_pixels(self->max_pixels);
-  GST_OBJECT_UNLOCK(self);
-  const stream::Parser::Step step = parser.next(queue, GST_BASE_PARSE_DRAINING(parse));
-  if (step.kind != stream::Parser::Kind::NeedData) {
-    if (st->next_offset != GST_BUFFER_OFFSET_NONE && frame->offset != st->next_offset)
-      st->start_again();
-    st->next_offset = frame->offset + step.bytes;
+  stream::ArrayQueue queue(map.data, map.size, frame->offset);
+  stream::Parser::Step step;
+  size_t dropped = 0;
+  for (;;) {
+    step = st->parser.next(queue, GST_BASE_PARSE_DRAINING(parse));
+    if (step.kind != stream::Parser::Kind::Skip || step.unsupported) break;
+    skipped(self, step, frame->offset + dropped, pull);
+    GST_DEBUG_OBJECT(self, "dropping %zu bytes: %s", step.bytes, step.problem.c_str());
+    dropped += step.bytes;
+    queue.flush(step.bytes);
   }
+  gst_buffer_unmap(frame->buffer, &map);
+  if (dropped > 0) {
+    // Dropped as a frame, not skipped: GstBaseParse stops with an error
+    // once it has skipped 2 MiB without finding a frame, and the scan
+    // through a damaged packet of a large keyframe passes over its whole
+    // payload. Back to waiting for a header, not for that packet.
+    st->next_offset = frame->offset + dropped;
+    gst_base_parse_set_min_frame_size(parse, stream::kHeaderSize);
+    frame->flags |= GST_BASE_PARSE_FRAME_FLAG_DROP;
+    return gst_base_parse_finish_frame(parse, frame, gint(dropped));
+  }
+  if (step.kind != stream::Parser::Kind::NeedData) st->next_offset = frame->offset + step.bytes;
   switch (step.kind) {
     case stream::Parser::Kind::NeedData:
       // The whole header first, then the whole packet.
-      gst_buffer_unmap(frame->buffer, &map);
       gst_base_parse_set_min_frame_size(
-          parse, guint(step.bytes > 0 ? step.bytes : size_t(stream::kHeaderSize)));
+          parse, guint(std::min<size_t>(step.bytes > 0 ? step.bytes : size_t(stream::kHeaderSize),
+                                        G_MAXUINT)));
       *skipsize = 0;
       return GST_FLOW_OK;
-    case stream::Parser::Kind::Skip:
-      gst_buffer_unmap(frame->buffer, &map);
-      if (step.unsupported) {
-        GST_ELEMENT_ERROR(self, STREAM, WRONG_TYPE,
-                          ("the stream is of a version this parser does not read"),
-                          ("%s", step.problem.c_str()));
-        return GST_FLOW_ERROR;
-      }
-      if (step.too_large && !self->warned) {
-        self->warned = true;
-        GST_ELEMENT_WARNING(
-            self, STREAM, DECODE,
-            ("packets announce frames larger than max-pixels; they are dropped"),
-            ("%s; raise max-pixels (0: no limit) to pass this stream", step.problem.c_str()));
-      }
-      // A damaged packet's intact header still says where the sender's
-      // time was (as the file's walk counts it).
-      // (after a seek it is the first packet after it, as a good one would be)
-      if (step.damaged && !step.header.stream_header() && step.header.pts != stream::kNoTime &&
-          !(pull && st->file.valid) && !st->upstream_time) {
-        const bool seeked = self->seeked;
-        self->seeked = false;
-        bool new_run = false;
-        st->live.place(step.header, frame->offset, seeked, &new_run);
-      }
-      if (step.damaged && step.header.keyframe() && !step.header.stream_header() &&
-          !st->keyframe_passed && !st->warned_start) {
-        st->warned_start = true;
-        GST_ELEMENT_WARNING(self, STREAM, DECODE,
-                            ("damaged keyframe where decoding starts; decoding starts at the next "
-                             "keyframe"),
-                            ("%s", step.problem.c_str()));
-      }
-      if (step.truncated && (pull || self->at_eos))
-        GST_ELEMENT_WARNING(self, STREAM, DECODE,
-                            ("truncated stream: its last packet is incomplete"),
-                            ("%s", step.problem.c_str()));
-      else if (step.truncated)  // (the decoder reports the gap in the frame numbers)
-        GST_DEBUG_OBJECT(self,
-                         "a packet cut by a gap in the input (a DISCONT buffer or a new "
-                         "segment) is dropped");
-      GST_DEBUG_OBJECT(self, "dropping %zu bytes: %s", step.bytes, step.problem.c_str());
-      // Dropped as a frame, not skipped: GstBaseParse stops with an error
-      // once it has skipped 2 MiB without finding a frame, and the scan
-      // through a damaged packet of a large keyframe passes over its whole
-      // payload. Back to waiting for a header, not for that packet.
-      gst_base_parse_set_min_frame_size(parse, stream::kHeaderSize);
-      frame->flags |= GST_BASE_PARSE_FRAME_FLAG_DROP;
-      return gst_base_parse_finish_frame(parse, frame, gint(step.bytes));
+    case stream::Parser::Kind::Skip:  // (only one of a version it does not read)
+      GST_ELEMENT_ERROR(self, STREAM, WRONG_TYPE,
+                        ("the stream is of a version this parser does not read"),
+                        ("%s", step.problem.c_str()));
+      return GST_FLOW_ERROR;
     case stream::Parser::Kind::Packet:
       break;
   }
-  gst_buffer_unmap(frame->buffer, &map);
   const stream::PacketHeader &h = step.header;
   gst_base_parse_set_min_frame_size(parse, stream::kHeaderSize);
   if (!h.stream_header()) self->warned = false;
