@@ -150,6 +150,10 @@ struct DecState {
   // been applied, so that it comes down from the GPU meanwhile (version 2:
   // so that the GPU decodes it while the next packet is checked).
   bool overlap = false;
+  // Whether `overlap` was decided since start: at the input caps, or, for a
+  // byte stream without caps (tcpclientsrc, filesrc: GstBaseSrc sends none
+  // for ANY), at the first packet.
+  bool overlap_decided = false;
   struct Pending {
     GstVideoCodecFrame *frame = nullptr;
     GstVideoFrame out;  // mapped while the GPU writes it
@@ -291,6 +295,7 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
   st->described = DecState::Described();
   st->out_described = DecState::Described();
   st->held_flow = GST_FLOW_OK;
+  st->overlap = st->overlap_decided = false;
   return st->ctx != nullptr;
 }
 
@@ -317,6 +322,19 @@ static gboolean gst_cudadiff_dec_stop(GstVideoDecoder *decoder) {
   return TRUE;
 }
 
+// Reads frame-overlap (and reports the frame it holds as latency).
+static void decide_overlap(GstCudaDiffDec *self, gint fps_n, gint fps_d) {
+  DecState *st = self->state;
+  GST_OBJECT_LOCK(self);
+  const GstCudaDiffFrameOverlap overlap = self->frame_overlap;
+  GST_OBJECT_UNLOCK(self);
+  st->overlap = overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
+                (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
+                 !gst_cudadiff_upstream_is_live(GST_VIDEO_DECODER_SINK_PAD(self)));
+  st->overlap_decided = true;
+  gst_cudadiff_set_overlap_latency(GST_ELEMENT(self), st->overlap ? 1 : 0, fps_n, fps_d);
+}
+
 static gboolean gst_cudadiff_dec_set_format(GstVideoDecoder *decoder, GstVideoCodecState *state) {
   // Everything the decoder needs comes with the keyframes; the caps (with or
   // without a streamheader) only say that this is the stream.
@@ -326,12 +344,6 @@ static gboolean gst_cudadiff_dec_set_format(GstVideoDecoder *decoder, GstVideoCo
   const GstFlowReturn flushed = finish_pending(self);
   if (flushed == GST_FLOW_ERROR) return FALSE;
   if (flushed != GST_FLOW_OK) st->held_flow = flushed;
-  GST_OBJECT_LOCK(self);
-  const GstCudaDiffFrameOverlap overlap = self->frame_overlap;
-  GST_OBJECT_UNLOCK(self);
-  st->overlap = overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
-                (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
-                 !gst_cudadiff_upstream_is_live(GST_VIDEO_DECODER_SINK_PAD(decoder)));
   // The stream's framerate comes with its keyframes (configure()); the
   // caps' until then.
   gint fps_n = int(st->fps_n), fps_d = int(st->fps_d);
@@ -339,7 +351,7 @@ static gboolean gst_cudadiff_dec_set_format(GstVideoDecoder *decoder, GstVideoCo
       !gst_structure_get_fraction(gst_caps_get_structure(state->caps, 0), "framerate", &fps_n,
                                   &fps_d))
     fps_n = 0;
-  gst_cudadiff_set_overlap_latency(GST_ELEMENT(decoder), st->overlap ? 1 : 0, fps_n, fps_d);
+  decide_overlap(self, fps_n, fps_d);
   return TRUE;
 }
 
@@ -935,6 +947,7 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     gst_video_decoder_release_frame(decoder, frame);
     return held;
   }
+  if (!st->overlap_decided) decide_overlap(self, int(st->fps_n), int(st->fps_d));
   GstMapInfo in;
   if (!gst_buffer_map(frame->input_buffer, &in, GST_MAP_READ)) {
     GST_ELEMENT_ERROR(self, STREAM, DECODE, ("cannot map the input buffer"), (nullptr));
@@ -1153,8 +1166,9 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
           "keyframes, damaged packets and caps changes push it. never (for viewers: "
           "tcpclientsrc is not flagged live but is real time), always (decoding files or "
           "recorded streams as fast as possible), auto = when upstream is not live. Read "
-          "when input caps are set (a byte stream from tcpclientsrc or filesrc sets them once, "
-          "so a change applies at the next start). Default: never",
+          "when input caps are set, or at the first packet of a byte stream without caps "
+          "(tcpclientsrc, filesrc), so there a change applies at the next start. Default: "
+          "never",
           GST_TYPE_CUDADIFF_FRAME_OVERLAP, DEFAULT_FRAME_OVERLAP,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                    GST_PARAM_MUTABLE_PLAYING)));

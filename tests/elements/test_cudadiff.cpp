@@ -2502,6 +2502,45 @@ TEST(CudaDiff, LossesAreNotCountedAsDecodingErrors) {
 // keyframes push the frame in flight first, a flush drops it. Both versions
 // (version 2: the core decodes the frame in flight; a damaged tile, which
 // the CUDA backend finds only then, drops it and the deltas after it).
+// A byte stream without caps, as tcpclientsrc and filesrc send it (a
+// stream-start and a segment in bytes; GstBaseSrc sends no caps for ANY):
+// frame-overlap is read at its first packet. With `always` each frame
+// leaves when the next packet has come, the last at the end; before, it
+// was read only at input caps and so never engaged there.
+TEST(CudaDiff, DecoderOverlapsFramesOfAByteStreamWithoutCaps) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 4;
+  encode(e, "GRAY8", 16, 8, o);
+  for (const char *overlap : {"never", "always"}) {
+    SCOPED_TRACE(overlap);
+    GstHarness *h =
+        gst_harness_new_parse((std::string("cudadiffdec frame-overlap=") + overlap).c_str());
+    ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_stream_start("bytes")));
+    GstSegment bytes;
+    gst_segment_init(&bytes, GST_FORMAT_BYTES);
+    ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&bytes)));
+    std::vector<guint> out;  // frames out after each packet, then after EOS
+    for (GstBuffer *p : e.packets) {
+      const Bytes b = bytes_of(p);
+      GstBuffer *untimed = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
+      gst_buffer_fill(untimed, 0, b.data(), b.size());
+      ASSERT_EQ(gst_harness_push(h, untimed), GST_FLOW_OK);
+      out.push_back(gst_harness_buffers_received(h));
+    }
+    ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_eos()));
+    out.push_back(gst_harness_buffers_received(h));
+    if (std::string(overlap) == "never")
+      EXPECT_EQ(out, (std::vector<guint>{1, 2, 3, 4, 4}));
+    else
+      EXPECT_EQ(out, (std::vector<guint>{0, 1, 2, 3, 4}));
+    GstCaps *in_caps = gst_pad_get_current_caps(h->srcpad);
+    EXPECT_EQ(in_caps, nullptr) << "the input had caps";
+    if (in_caps) gst_caps_unref(in_caps);
+    gst_harness_teardown(h);
+  }
+}
+
 TEST(CudaDiff, DecoderFrameOverlapGivesTheSameFrames) {
   struct Variant {
     int version;
