@@ -1115,7 +1115,17 @@ static gboolean gst_cudadiff_dec_src_query(GstVideoDecoder *decoder, GstQuery *q
   return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->src_query(decoder, query);
 }
 
+// A drain query (an application waiting for every output of what it
+// pushed) pushes the frame held by frame-overlap first, as the encoder and
+// the filters do; GstVideoDecoder itself only forwards it downstream.
 static gboolean gst_cudadiff_dec_sink_query(GstVideoDecoder *decoder, GstQuery *query) {
+  if (GST_QUERY_TYPE(query) == GST_QUERY_DRAIN) {
+    auto *self = GST_CUDADIFF_DEC(decoder);
+    GST_VIDEO_DECODER_STREAM_LOCK(decoder);
+    const GstFlowReturn ret = finish_pending(self);
+    if (ret != GST_FLOW_OK && ret != GST_FLOW_ERROR) self->state->held_flow = ret;
+    GST_VIDEO_DECODER_STREAM_UNLOCK(decoder);
+  }
   if (GST_CUDADIFF_DEC(decoder)->state->share.handle_query(GST_ELEMENT(decoder), query))
     return TRUE;
   return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->sink_query(decoder, query);

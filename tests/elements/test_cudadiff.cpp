@@ -2541,6 +2541,35 @@ TEST(CudaDiff, DecoderOverlapsFramesOfAByteStreamWithoutCaps) {
   }
 }
 
+// A drain query pushes the frame that frame-overlap holds (an application
+// that pushes one packet and waits for its frame, as the docs advise for
+// the filters); before, GstVideoDecoder only passed the query on and the
+// frame stayed until the next packet.
+TEST(CudaDiff, DecoderDrainQueryPushesTheHeldFrame) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 3;
+  encode(e, "GRAY8", 16, 8, o);
+  GstHarness *h = gst_harness_new_parse("cudadiffdec frame-overlap=always");
+  gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+  for (size_t i = 0; i < e.packets.size(); ++i) {
+    ASSERT_EQ(gst_harness_push(h, gst_buffer_ref(e.packets[i])), GST_FLOW_OK);
+    EXPECT_EQ(gst_harness_buffers_received(h), i) << "held, packet " << i;
+    GstQuery *drain = gst_query_new_drain();
+    EXPECT_TRUE(gst_pad_peer_query(h->srcpad, drain));
+    gst_query_unref(drain);
+    EXPECT_EQ(gst_harness_buffers_received(h), i + 1) << "drained, packet " << i;
+  }
+  for (size_t i = 0; i < e.packets.size(); ++i) {
+    GstBuffer *out = gst_harness_pull(h);
+    GstCaps *caps = gst_pad_get_current_caps(h->sinkpad);
+    EXPECT_EQ(canonical_of(out, caps), e.pictures[i]) << i;
+    gst_caps_unref(caps);
+    gst_buffer_unref(out);
+  }
+  gst_harness_teardown(h);
+}
+
 TEST(CudaDiff, DecoderFrameOverlapGivesTheSameFrames) {
   struct Variant {
     int version;
