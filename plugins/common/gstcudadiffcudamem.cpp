@@ -731,6 +731,20 @@ gboolean gst_cudadiff_buffer_is_foreign_cuda(GstBuffer *, GstCudaDiffCudaShare *
 
 #endif
 
+void gst_cudadiff_warn_if_foreign(GstElement *element, GstBuffer *buffer,
+                                  GstCudaDiffCudaShare *share, bool *warned) {
+  if (*warned || !share->gst_context() || !gst_cudadiff_buffer_is_foreign_cuda(buffer, share))
+    return;
+  *warned = true;
+  GST_ELEMENT_WARNING(element, STREAM, FAILED,
+                      ("CUDA memory of another CUDA context: frames are copied through system "
+                       "memory"),
+                      ("upstream's CUDA context is not this element's (another device-id, or "
+                       "a context that was not shared): give every CUDA element the same "
+                       "device-id and let them share one gst.cuda.context (or set the same "
+                       "GstCudaContext on each) to keep frames on the GPU"));
+}
+
 // --- ordering
 
 bool gst_cudadiff_downstream_orders(GstPad *srcpad, GstCaps *caps) {

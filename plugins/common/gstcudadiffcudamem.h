@@ -168,6 +168,11 @@ gboolean gst_cudadiff_frame_map(GstVideoFrame *frame, const GstVideoInfo *info, 
 // one `share` holds (another device-id, or a context that was not shared):
 // such frames are mapped through the host (slow, but correct).
 gboolean gst_cudadiff_buffer_is_foreign_cuda(GstBuffer *buffer, GstCudaDiffCudaShare *share);
+// Posts one warning (while *warned is false; it sets it) when `buffer` is
+// such memory and `share` holds a context: it works, but costs two copies
+// per frame; the warning says why and what to do.
+void gst_cudadiff_warn_if_foreign(GstElement *element, GstBuffer *buffer,
+                                  GstCudaDiffCudaShare *share, bool *warned);
 
 // The GPU work that writes `buffer` is queued on ctx's stream and may not be
 // finished: consumers that honour the mark order their work after it.

@@ -587,23 +587,6 @@ static void allocate_slots(GstCudaDiffFilter *self, std::vector<cudadiff::Device
                    input ? "input" : "output");
 }
 
-// CUDA memory of another driver context works (GStreamer copies it through
-// the host) but costs two copies per frame: say once why and what to do.
-static void warn_if_foreign(GstCudaDiffFilter *self, GstBuffer *buffer) {
-  FilterState *st = get_priv(self)->state;
-  if (st->warned_foreign || !st->share.gst_context() ||
-      !gst_cudadiff_buffer_is_foreign_cuda(buffer, &st->share))
-    return;
-  st->warned_foreign = true;
-  GST_ELEMENT_WARNING(self, STREAM, FAILED,
-                      ("CUDA memory of another CUDA context: frames are copied through system "
-                       "memory"),
-                      ("upstream's CUDA context is not this element's (another device-id, or "
-                       "a context that was not shared): give every CUDA element the same "
-                       "device-id and let them share one gst.cuda.context (or set the same "
-                       "GstCudaContext on each) to keep frames on the GPU"));
-}
-
 static GstFlowReturn gst_cudadiff_filter_transform(GstBaseTransform *trans, GstBuffer *inbuf,
                                                    GstBuffer *outbuf) {
   auto *self = GST_CUDADIFF_FILTER(trans);
@@ -632,7 +615,8 @@ static GstFlowReturn gst_cudadiff_filter_transform(GstBaseTransform *trans, GstB
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the output frame"), (nullptr));
     return GST_FLOW_ERROR;
   }
-  if (!in_dev) warn_if_foreign(self, inbuf);
+  if (!in_dev)
+    gst_cudadiff_warn_if_foreign(GST_ELEMENT(self), inbuf, &st->share, &st->warned_foreign);
   bool mapped = true;  // false once the frames are handed to the overlap queue
   bool mark_pending = false;
   try {
@@ -753,7 +737,8 @@ static GstFlowReturn gst_cudadiff_filter_transform_ip(GstBaseTransform *trans, G
     GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the frame"), (nullptr));
     return GST_FLOW_ERROR;
   }
-  if (!on_device) warn_if_foreign(self, buf);
+  if (!on_device)
+    gst_cudadiff_warn_if_foreign(GST_ELEMENT(self), buf, &st->share, &st->warned_foreign);
   // Unmapped exactly once, on every path: before the pending mark (which
   // needs the buffer writable again) or at the end.
   bool mapped = true;

@@ -204,7 +204,8 @@ class PacketBodies : public std::enable_shared_from_this<PacketBodies> {
 struct EncState {
   // The encoder first: its end waits for a body still on its way.
   ~EncState() { encoder2.reset(); }
-  GstCudaDiffCudaShare share;  // the pipeline's CUDA context
+  GstCudaDiffCudaShare share;   // the pipeline's CUDA context
+  bool warned_foreign = false;  // CUDA memory of another context came (since start)
   std::unique_ptr<cudadiff::Context> ctx;
   // Version 1: keeps the reference (on the device for CUDA).
   std::unique_ptr<diff::DiffEncoder> encoder;
@@ -456,6 +457,7 @@ static gboolean gst_cudadiff_enc_start(GstVideoEncoder *encoder) {
   st->last_keyframe_number = 0;
   st->need_keyframe = true;
   st->held_flow = GST_FLOW_OK;
+  st->warned_foreign = false;
   return st->ctx != nullptr;
 }
 
@@ -652,7 +654,7 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   gst_video_encoder_set_headers(encoder, g_list_append(nullptr, header));
   GST_DEBUG_OBJECT(self, "configured %s %dx%d (%zu bytes per frame), stream version %d on %s%s",
                    GST_VIDEO_INFO_NAME(info), width, height, frame_bytes, version,
-                   cudadiff::backend_name(v2 ? cudadiff::Backend::Cpu : st->ctx->backend()),
+                   cudadiff::backend_name(st->ctx->backend()),
                    st->overlap ? ", frames overlap" : "");
   return TRUE;
 }
@@ -1075,6 +1077,9 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     gst_video_codec_frame_unref(frame);
     return GST_FLOW_ERROR;
   }
+  if (!on_device)
+    gst_cudadiff_warn_if_foreign(GST_ELEMENT(self), frame->input_buffer, &st->share,
+                                 &st->warned_foreign);
   try {
     // The mapped frame as it is (pinned when upstream took our pool, or
     // device memory for version 1; any strides).
@@ -1154,10 +1159,14 @@ static gboolean gst_cudadiff_enc_propose_allocation(GstVideoEncoder *encoder, Gs
 static GstCaps *gst_cudadiff_enc_getcaps(GstVideoEncoder *encoder, GstCaps *filter) {
   auto *self = GST_CUDADIFF_ENC(encoder);
   GST_OBJECT_LOCK(self);
-  // Nor after start failed to share the pipeline's context.
-  const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id) &&
-                    !self->state->share.disabled();
+  const GstCudaDiffBackend backend = self->backend;
+  const gint device_id = self->device_id;
   GST_OBJECT_UNLOCK(self);
+  // Nor after start failed to share the pipeline's context. (Not under the
+  // object lock: the share's lock is taken before it where a context is
+  // set, by its debug output.)
+  const bool cuda =
+      gst_cudadiff_cuda_caps_allowed(backend, device_id) && !self->state->share.disabled();
   GstCaps *caps = gst_video_encoder_proxy_getcaps(encoder, nullptr, filter);
   if (cuda) return gst_cudadiff_caps_cuda_first(caps);
   GstCaps *sys = gst_cudadiff_caps_without_cuda(caps);

@@ -776,6 +776,54 @@ TEST(CudaMemory, ForeignContextIsCopiedWithAWarning) {
 #endif
 }
 
+// cudadiffenc likewise, versions 1 and 2: CUDA memory of another context
+// is encoded into the same packets as the frames in system memory, with one
+// warning that says what to do.
+TEST(CudaMemory, EncoderWarnsOfAForeignContext) {
+#if CUDADIFF_HAVE_GST_CUDA
+  if (!have_nvcodec_copies()) GTEST_SKIP() << "nvcodec's cudaupload/cudadownload missing";
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    GstCudaContext *ctx_up = gst_cuda_context_new(0), *ctx_enc = gst_cuda_context_new(0);
+    ASSERT_NE(ctx_up, nullptr);
+    ASSERT_NE(ctx_enc, nullptr);
+    RunOptions opts;
+    opts.prepare = [&](GstElement *pipeline) {
+      for (auto pair : {std::make_pair("up", ctx_up), std::make_pair("e", ctx_enc)}) {
+        GstElement *e = gst_bin_get_by_name(GST_BIN(pipeline), pair.first);
+        GstContext *c = gst_context_new_cuda_context(pair.second);
+        gst_element_set_context(e, c);
+        gst_context_unref(c);
+        gst_object_unref(e);
+      }
+    };
+    const std::string enc = "cudadiffenc name=e stream-version=" + std::to_string(version) +
+                            " threshold=10 ! fakesink name=out";
+    const RunResult a = run(std::string(kSource) +
+                                " ! cudaupload name=up ! video/x-raw(memory:CUDAMemory) ! "
+                                "identity drop-allocation=true ! " +
+                                enc,
+                            {"up", "e"}, opts);
+    ASSERT_EQ(a.error, "");
+    const RunResult b = run(std::string(kSource) + " ! " + enc);
+    ASSERT_EQ(b.error, "");
+    EXPECT_EQ(a.frames.size(), 12u);
+    expect_same_frames(a, b);
+    EXPECT_EQ(a.sink_counts.at("e").cuda, 12);
+    EXPECT_EQ(a.sink_counts.at("e").context, static_cast<gpointer>(ctx_up));
+    int warned = 0;
+    for (const std::string &w : a.warnings)
+      if (w.rfind("e: ", 0) == 0 && w.find("another CUDA context") != std::string::npos) ++warned;
+    EXPECT_EQ(warned, 1) << "warnings: " << a.warnings.size();
+    EXPECT_TRUE(b.warnings.empty());
+    gst_object_unref(ctx_up);
+    gst_object_unref(ctx_enc);
+  }
+#else
+  GTEST_SKIP() << "built without gstreamer-cuda-1.0";
+#endif
+}
+
 // Frame overlap engages: with it, each frame leaves only once the next one
 // has entered (the last at EOS); without it, at once. Same frames either way.
 // It reports its frame of delay in the latency.
