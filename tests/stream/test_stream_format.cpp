@@ -494,10 +494,11 @@ struct Decoded {
   int unsupported = 0;
 };
 
-Decoded decode_stream(const Bytes &bytes, size_t chunk) {
-  Decoded out;
-  Receiver rx;
-  Parser parser;
+// Feeds `bytes` to `parser` `chunk` at a time (all at once: chunk = size),
+// as a network delivers them, until the end; calls on_step(step, queue)
+// for every Skip and Packet, then drops its bytes.
+template <typename OnStep>
+void feed_parser(Parser &parser, const Bytes &bytes, size_t chunk, OnStep on_step) {
   ArrayQueue q(bytes.data(), 0);
   size_t fed = 0;
   for (;;) {
@@ -509,21 +510,29 @@ Decoded decode_stream(const Bytes &bytes, size_t chunk) {
       q.set_size(fed);
       continue;
     }
+    on_step(s, q);
+    q.flush(s.bytes);
+  }
+}
+
+Decoded decode_stream(const Bytes &bytes, size_t chunk) {
+  Decoded out;
+  Receiver rx;
+  Parser parser;
+  feed_parser(parser, bytes, chunk, [&](const Parser::Step &s, ArrayQueue &q) {
     if (s.kind == Parser::Kind::Skip) {
       // Damage by itself keeps the reference: a lost packet shows as a gap
       // in the frame numbers.
       out.skips++;
       out.truncated += s.truncated;
       out.unsupported += s.unsupported;
-      q.flush(s.bytes);
-      continue;
+      return;
     }
     Bytes picture;
     const bool shown = rx.packet(s.header, q.map(s.bytes) + kHeaderSize, &picture);
     q.unmap();
-    q.flush(s.bytes);
     if (shown) out.shown.emplace_back(s.header.frame_number, std::move(picture));
-  }
+  });
   return out;
 }
 
@@ -1026,21 +1035,10 @@ struct Parsed {
 Parsed parse_all(const Bytes &bytes, size_t chunk) {
   Parsed out;
   Parser parser;
-  ArrayQueue q(bytes.data(), 0);
-  size_t fed = 0;
-  for (;;) {
-    const bool eos = fed == bytes.size();
-    const Parser::Step s = parser.next(q, eos);
-    if (s.kind == Parser::Kind::NeedData) {
-      if (eos) break;
-      fed = std::min(bytes.size(), fed + chunk);
-      q.set_size(fed);
-      continue;
-    }
+  feed_parser(parser, bytes, chunk, [&](const Parser::Step &s, ArrayQueue &) {
     if (s.kind == Parser::Kind::Packet) out.packets.push_back(s.header.frame_number);
     out.damaged += s.damaged;
-    q.flush(s.bytes);
-  }
+  });
   out.checked_bytes = parser.checked_bytes();
   return out;
 }
