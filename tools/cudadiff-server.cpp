@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
       {"port", 'p', 0, G_OPTION_ARG_INT, &a.port, "RTSP port (default 8554; 0: any free port)",
        "N"},
       {"address", 'a', 0, G_OPTION_ARG_STRING, &a.address,
-       "Address to listen on (default 0.0.0.0: every interface)", "ADDR"},
+       "Address to listen on (default 0.0.0.0: every IPv4 interface; :: for IPv6 too)", "ADDR"},
       {"source", 's', 0, G_OPTION_ARG_STRING, &a.source,
        "camera, test (a moving test pattern), or the path of a media file (default test)", "SRC"},
       {"device", 'd', 0, G_OPTION_ARG_STRING, &a.camera, "Camera device (default /dev/video0)",
@@ -126,7 +126,8 @@ int main(int argc, char **argv) {
   if (a.port < 0 || a.port > 65535 || a.simulate_loss < 0 || a.simulate_loss > 1 ||
       a.pace_burst < 0 || a.pace_rate < 0 || a.retransmission_time < 0 || a.width <= 0 ||
       a.height <= 0 || a.fps <= 0 || a.rtcp_interval < 0 || a.stream_version < 0 ||
-      a.stream_version > 2 || a.threshold < -1 || a.threshold > 255 || a.keyframe_interval < -1) {
+      a.stream_version > 2 || a.threshold < -1 || a.threshold > 255 || a.keyframe_interval < -1 ||
+      a.stats_interval < 0) {
     // (cudadiffenc would take an out-of-range threshold with a GLib warning
     // only, and keep its default)
     std::fprintf(stderr, "an option is out of range (see --help)\n");
@@ -214,7 +215,10 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "%s\n", error.c_str());
     return 1;
   }
-  const std::string host = o.address == "0.0.0.0" ? "HOST" : o.address;
+  // (an IPv6 address goes in brackets in a URL)
+  const std::string host = o.address == "0.0.0.0" || o.address == "::" ? "HOST"
+                           : o.address.find(':') != std::string::npos  ? "[" + o.address + "]"
+                                                                       : o.address;
   std::printf("serving %s\n", server.url(host).c_str());
   std::printf("  media: %s ! videoconvert ! cudadiffenc%s ! rtpgstpay\n", o.source.c_str(),
               o.encoder_properties.c_str());
@@ -232,6 +236,7 @@ int main(int argc, char **argv) {
   g_unix_signal_add(SIGTERM, on_signal, nullptr);
   if (a.stats_interval > 0) g_timeout_add_seconds(guint(a.stats_interval), print_stats, &server);
   g_main_loop_run(main_loop);
+  if (a.stats_interval > 0) print_stats(&server);  // the counts at the end (Ctrl-C, SIGTERM)
   server.stop();
   g_main_loop_unref(main_loop);
   const std::string media_error = server.error();

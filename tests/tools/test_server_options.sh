@@ -1,6 +1,7 @@
 #!/bin/sh
 # cudadiff-server refuses options out of range and a --source file that is
-# not there (exit 2) before it serves:
+# not there (exit 2) before it serves, prints the client counts once more
+# when it is stopped, and writes an IPv6 address in brackets in its URL.
 # cudadiffenc's properties would take an out-of-range threshold with a GLib
 # warning only and keep their defaults, so the server checks them itself.
 set -eu
@@ -8,7 +9,8 @@ server=$1
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for bad in "--threshold 300" "--threshold -2" "--keyframe-interval -3" "--port 70000" \
-           "--stream-version 3" "--backend gpu" "--source /nonexistent/clip.avi"; do
+           "--stream-version 3" "--backend gpu" "--source /nonexistent/clip.avi" \
+           "--stats-interval -1"; do
   status=0
   # (a server that took the option would serve until the timeout: 124)
   timeout 20 "$server" --port 0 $bad >"$log" 2>&1 || status=$?
@@ -25,5 +27,22 @@ status=0
 timeout 5 "$server" --port 0 --source camera --device /nonexistent/video9 >"$log" 2>&1 || status=$?
 [ "$status" = 124 ] && grep -q -- "camera /nonexistent/video9 not found" "$log" || {
   cat "$log"; echo "FAIL: a missing camera: exit status $status"; exit 1; }
+# Ctrl-C (one SIGINT, as --foreground sends it) within the first stats
+# interval: the counts are printed at the end all the same.
+status=0
+timeout --foreground -s INT 3 "$server" --port 0 >"$log" 2>&1 || status=$?
+[ "$status" = 124 ] && [ "$(grep -c "^clients: 0 now, 0 so far" "$log")" = 1 ] || {
+  cat "$log"; echo "FAIL: no counts at Ctrl-C (exit status $status)"; exit 1; }
+# An IPv6 address: the URL has it in brackets (where the host has IPv6).
+ipv6=""
+if grep -q '^00000000000000000000000000000001 ' /proc/net/if_inet6 2>/dev/null; then
+  status=0
+  timeout 3 "$server" --port 0 --address ::1 >"$log" 2>&1 || status=$?
+  [ "$status" = 124 ] && grep -q '^serving rtsp://\[::1\]:[0-9]*/cam$' "$log" || {
+    cat "$log"; echo "FAIL: IPv6 URL (exit status $status)"; exit 1; }
+  ipv6="; an IPv6 URL in brackets"
+else
+  ipv6="; the IPv6 URL not checked (this host has no IPv6 loopback)"
+fi
 echo "PASS: options out of range and a missing file refused; --device without a camera" \
-  "source and a missing camera reported"
+  "source and a missing camera reported; counts printed at Ctrl-C$ipv6"
