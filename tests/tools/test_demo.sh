@@ -44,7 +44,7 @@ timeout --foreground -k 30 -s INT --preserve-status 4 "$demo" --source test --li
 # Options out of range are refused (exit 2) before anything runs (the
 # elements would keep their defaults with a GLib warning only).
 for bad in "--threshold 300" "--threshold -1" "--keyframe-interval -5" "--width 0" "--fps 0" \
-           "--source camra" "--stream-version 3"; do
+           "--source camra" "--stream-version 3" "--backend gpu" "--compression zz"; do
   status=0
   "$demo" $bad --frames 5 >"$dir/bad.log" 2>&1 || status=$?
   [ "$status" = 2 ] || { cat "$dir/bad.log"; echo "FAIL: $bad: exit status $status, not 2"; exit 1; }
