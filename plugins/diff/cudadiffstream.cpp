@@ -533,18 +533,19 @@ bool Reader::body(const PacketHeader &h, const uint8_t *payload, const uint8_t *
 
 // ---- Parser
 
-ptrdiff_t ArrayQueue::find_magic(size_t from) {
-  const uint8_t *begin = data_ + pos_;
-  const size_t n = available();
-  if (n < 4) return -1;
+ptrdiff_t find_magic(const uint8_t *data, size_t n, size_t from) {
   for (size_t i = from; i + 4 <= n;) {
-    const void *hit = std::memchr(begin + i, kMagic[0], n - 3 - i);
+    const void *hit = std::memchr(data + i, kMagic[0], n - 3 - i);
     if (!hit) return -1;
-    i = static_cast<size_t>(static_cast<const uint8_t *>(hit) - begin);
-    if (std::memcmp(begin + i, kMagic, 4) == 0) return static_cast<ptrdiff_t>(i);
+    i = static_cast<size_t>(static_cast<const uint8_t *>(hit) - data);
+    if (std::memcmp(data + i, kMagic, 4) == 0) return static_cast<ptrdiff_t>(i);
     ++i;
   }
   return -1;
+}
+
+ptrdiff_t ArrayQueue::find_magic(size_t from) {
+  return stream::find_magic(data_ + pos_, available(), from);
 }
 
 Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
@@ -675,24 +676,22 @@ void Parser::check_inside(ByteQueue &q, size_t total, size_t avail) {
       q.unmap();
       return;
     }
-    for (size_t i = 1; i + kHeaderSize <= span && i < total && inside.size() < kMaxChecked;) {
-      const void *hit = std::memchr(p + i, kMagic[0], std::min(total, span - 3) - i);
-      if (!hit) break;
-      i = size_t(static_cast<const uint8_t *>(hit) - p);
-      if (i + kHeaderSize > span) break;
+    // Magics at 1 <= i < total whose header ends within span.
+    const size_t limit = std::min(span - kHeaderSize + 4, total + 3);
+    for (ptrdiff_t at = find_magic(p, limit, 1); at >= 0 && inside.size() < kMaxChecked;
+         at = find_magic(p, limit, size_t(at) + 1)) {
+      const size_t i = size_t(at);
       PacketHeader h;
-      if (std::memcmp(p + i, kMagic, 4) == 0 &&
-          read_header(p + i, kHeaderSize, &h, nullptr) == HeaderStatus::Ok &&
-          !exceeds_pixels(h, max_pixels_)) {
-        const size_t end = i + kHeaderSize + h.payload_size;
-        if (end <= avail) {
-          inside.push_back({i, end, get_u32(p + i + 60), h.payload_crc});
-          reach = std::max(reach, end);
-        } else {
-          wait_until_ = std::max(wait_until_, pos + end);
-        }
+      if (read_header(p + i, kHeaderSize, &h, nullptr) != HeaderStatus::Ok ||
+          exceeds_pixels(h, max_pixels_))
+        continue;
+      const size_t end = i + kHeaderSize + h.payload_size;
+      if (end <= avail) {
+        inside.push_back({i, end, get_u32(p + i + 60), h.payload_crc});
+        reach = std::max(reach, end);
+      } else {
+        wait_until_ = std::max(wait_until_, pos + end);
       }
-      ++i;
     }
     q.unmap();
   }

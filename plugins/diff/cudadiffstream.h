@@ -37,6 +37,9 @@ inline bool known_version(uint8_t v) {
 // "CDIF" as it appears on the wire, and as a big-endian u32 (for scanners).
 constexpr uint8_t kMagic[4] = {'C', 'D', 'I', 'F'};
 constexpr uint32_t kMagicBE = 0x43444946u;
+// Offset of the first kMagic in data[from, n) (all four bytes before n), or
+// -1. memchr finds the candidates instead of a comparison at every offset.
+ptrdiff_t find_magic(const uint8_t *data, size_t n, size_t from);
 // No timestamp (GST_CLOCK_TIME_NONE).
 constexpr uint64_t kNoTime = ~uint64_t(0);
 // Largest frame (canonical bytes) a stream may carry: 1 GiB (16384x16384 RGBA).

@@ -6,8 +6,6 @@
 // carry the version of that packet.
 #include "gstcudadifftypefind.h"
 
-#include <cstring>
-
 #include "cudadiffstream.h"
 
 namespace stream = cudadiff::stream;
@@ -65,11 +63,11 @@ void cudadiff_type_find(GstTypeFind *tf, gpointer) {
     data = gst_type_find_peek(tf, 0, guint(len));
   }
   if (!data || len < 2 * stream::kHeaderSize) return;
-  for (size_t i = 1; i + stream::kHeaderSize <= len; ++i) {
-    const void *hit = std::memchr(data + i, stream::kMagic[0], len - stream::kHeaderSize + 1 - i);
-    if (!hit) return;
-    i = static_cast<size_t>(static_cast<const guint8 *>(hit) - data);
-    if (std::memcmp(data + i, stream::kMagic, 4) == 0 && header_at(data + i, &version)) {
+  // Magics at i >= 1 whose header ends within len.
+  const size_t limit = len - stream::kHeaderSize + 4;
+  for (ptrdiff_t at = stream::find_magic(data, limit, 1); at >= 0;
+       at = stream::find_magic(data, limit, size_t(at) + 1)) {
+    if (header_at(data + at, &version)) {
       suggest(tf, GST_TYPE_FIND_LIKELY, version);
       return;
     }

@@ -184,18 +184,12 @@ inline void put_u32(uint8_t *p, uint32_t v) {
 }
 
 // The offset of the first packet header that fits in data[from, size) (its
-// magic at that offset and kHeaderSize bytes), or `size`. memchr finds the
-// candidates instead of a comparison at every offset (the mutator scans
+// magic at that offset and kHeaderSize bytes), or `size` (the mutator scans
 // every input it changes).
 size_t next_header(const uint8_t *data, size_t size, size_t from) {
-  while (from + kHeaderSize <= size) {
-    const void *hit = std::memchr(data + from, kMagic[0], size - kHeaderSize + 1 - from);
-    if (!hit) break;
-    from = size_t(static_cast<const uint8_t *>(hit) - data);
-    if (std::memcmp(data + from, kMagic, 4) == 0) return from;
-    ++from;
-  }
-  return size;
+  if (size < kHeaderSize) return size;
+  const ptrdiff_t at = find_magic(data, size - kHeaderSize + 4, from);
+  return at < 0 ? size : size_t(at);
 }
 
 }  // namespace
