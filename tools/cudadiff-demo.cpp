@@ -27,6 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include "toolcheck.h"
+
 #ifndef CUDADIFF_BUILD_PLUGIN_DIR
 #define CUDADIFF_BUILD_PLUGIN_DIR ""
 #endif
@@ -478,18 +480,9 @@ int main(int argc, char **argv) {
   if (o.stream_version) enc_props += " stream-version=" + std::to_string(o.stream_version);
   if (o.compression) enc_props += std::string(" compression=") + o.compression;
   if (o.backend) enc_props += std::string(" backend=") + o.backend;
-  {
-    // A bad value (--backend gpu, --compression zz) is an option out of
-    // range too (exit 2), not a pipeline that failed.
-    GError *bad = nullptr;
-    GstElement *check = gst_parse_launch(("cudadiffenc " + enc_props).c_str(), &bad);
-    if (check) gst_object_unref(check);
-    if (bad) {
-      std::fprintf(stderr, "cudadiffenc %s: %s\n", enc_props.c_str(), bad->message);
-      g_clear_error(&bad);
-      return 2;
-    }
-  }
+  // A bad value (--backend gpu, --compression zz) is an option out of range
+  // too (exit 2), not a pipeline that failed.
+  if (!cudadiff_tools::description_is_valid("cudadiffenc " + enc_props)) return 2;
   // For the mosaic, the same input also goes through cudaheatmap (where and how
   // much it changed) and cudanoisevis (the bytes that changed by more than the
   // threshold); their last frames are kept by timestamp.

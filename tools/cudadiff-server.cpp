@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cudadiffserver.h"
+#include "toolcheck.h"
 
 #ifndef CUDADIFF_BUILD_PLUGIN_DIR
 #define CUDADIFF_BUILD_PLUGIN_DIR ""
@@ -189,20 +190,9 @@ int main(int argc, char **argv) {
     o.encoder_properties += " stream-version=" + std::to_string(a.stream_version);
   if (a.compression) o.encoder_properties += std::string(" compression=") + a.compression;
   if (a.backend) o.encoder_properties += std::string(" backend=") + a.backend;
-  {
-    // A bad value (--backend gpu, --compression zz) is refused now rather
-    // than when the first viewer connects.
-    GError *parse_error = nullptr;
-    GstElement *check =
-        gst_parse_launch(("cudadiffenc" + o.encoder_properties).c_str(), &parse_error);
-    if (check) gst_object_unref(check);
-    if (parse_error) {
-      std::fprintf(stderr, "cudadiffenc%s: %s\n", o.encoder_properties.c_str(),
-                   parse_error->message);
-      g_clear_error(&parse_error);
-      return 2;
-    }
-  }
+  // A bad value (--backend gpu, --compression zz) is refused now rather
+  // than when the first viewer connects.
+  if (!cudadiff_tools::description_is_valid("cudadiffenc" + o.encoder_properties)) return 2;
   o.simulate_loss = a.simulate_loss;
   o.pace_rate_mbit = a.pace_rate;
   o.pace_burst_bytes = unsigned(a.pace_burst);
