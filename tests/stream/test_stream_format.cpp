@@ -1025,6 +1025,13 @@ uint32_t zlib_crc(const Bytes &b, size_t at, size_t n) {
   return uint32_t(::crc32(0, b.data() + at, uInt(n)));
 }
 
+// Appends a whole, intact packet: a GRAY8 40x1 keyframe numbered `frame`.
+void append_gray_packet(Bytes &b, uint64_t frame) {
+  const size_t at = b.size();
+  b.resize(at + kHeaderSize + 40, 5);
+  put_key_header(b, at, 40, 1, frame, zlib_crc(b, at + kHeaderSize, 40));
+}
+
 struct Parsed {
   std::vector<uint64_t> packets;  // frame numbers
   int damaged = 0;
@@ -1071,9 +1078,7 @@ TEST(StreamFormat, HeadersInsideADamagedPacketAreCheckedInOnePass) {
   }
   put_key_header(b, 0, 1024, 1024, 7, 0x9abcdef0u);  // the damaged packet
   ASSERT_NE(zlib_crc(b, kHeaderSize, outer), 0x9abcdef0u);
-  const size_t tail = b.size();
-  b.resize(tail + kHeaderSize + 40, 5);
-  put_key_header(b, tail, 40, 1, 99, zlib_crc(b, tail + kHeaderSize, 40));
+  append_gray_packet(b, 99);
   for (size_t chunk : {b.size(), size_t(4096), size_t(777)}) {
     SCOPED_TRACE("chunk " + std::to_string(chunk));
     const Parsed p = parse_all(b, chunk);
@@ -1101,9 +1106,7 @@ TEST(StreamFormat, HeadersReachingBeyondADamagedPacketAreCheckedTogether) {
     put_delta_header(b, a, end + 64 * size_t(i + 1) - a - kHeaderSize, 1000 + i, 1u);
   }
   put_key_header(b, 0, 512, 512, 7, 2u);
-  const size_t tail = b.size();
-  b.resize(tail + kHeaderSize + 40, 5);
-  put_key_header(b, tail, 40, 1, 99, zlib_crc(b, tail + kHeaderSize, 40));
+  append_gray_packet(b, 99);
   for (size_t chunk : {b.size(), size_t(4096), size_t(100)}) {
     SCOPED_TRACE("chunk " + std::to_string(chunk));
     const Parsed p = parse_all(b, chunk);
@@ -1122,8 +1125,8 @@ TEST(StreamFormat, ParserForgetsItsWaitAtTheEnd) {
   Bytes b(kHeaderSize + 2000, 9);
   put_key_header(b, 1500, 1500, 1, 2, 1u);
   put_key_header(b, 0, 2000, 1, 1, 2u);
-  Bytes good(kHeaderSize + 40, 4);
-  put_key_header(good, 0, 40, 1, 3, zlib_crc(good, kHeaderSize, 40));
+  Bytes good;
+  append_gray_packet(good, 3);
   for (bool drained : {true, false}) {
     SCOPED_TRACE(drained ? "drained" : "not drained");
     Parser parser;
