@@ -72,7 +72,9 @@ int main(int argc, char **argv) {
       {"address", 'a', 0, G_OPTION_ARG_STRING, &a.address,
        "Address to listen on (default 0.0.0.0: every IPv4 interface; :: for IPv6 too)", "ADDR"},
       {"source", 's', 0, G_OPTION_ARG_STRING, &a.source,
-       "camera, test (a moving test pattern), or the path of a media file (default test)", "SRC"},
+       "camera, test (a moving test pattern), or the path of a media file, played in a loop "
+       "(default test)",
+       "SRC"},
       {"device", 'd', 0, G_OPTION_ARG_STRING, &a.camera, "Camera device (default /dev/video0)",
        "PATH"},
       {"width", 'W', 0, G_OPTION_ARG_INT, &a.width, "Test pattern width (default 1280)", "W"},
@@ -181,6 +183,8 @@ int main(int argc, char **argv) {
   }
   o.source = cudadiff_server::source_description(source, a.camera ? a.camera : "", a.width,
                                                  a.height, a.fps);
+  // A file is played in a loop, as a camera keeps sending.
+  o.loop = source != "camera" && source != "test";
   o.address = a.address ? a.address : "0.0.0.0";
   o.port = a.port;
   if (a.threshold >= 0) o.encoder_properties += " threshold=" + std::to_string(a.threshold);

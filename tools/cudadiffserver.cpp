@@ -421,6 +421,144 @@ static GstPadProbeReturn on_encoded(GstPad *, GstPadProbeInfo *info, gpointer da
   return GST_PAD_PROBE_OK;
 }
 
+// A source played again from its start at its end (Options::loop). At the
+// sink pad of the source's element named "loop" (or of the server's queue
+// after the source): EOS is held back and a flushing seek to the start goes
+// upstream from another thread. The flushes it makes stop at this pad, so
+// what comes after (the clock's wait, the encoder, the RTP sessions) sees one
+// stream: each run's timestamps and segment are moved on to where the run
+// before ended, in stream time (the encoder's packets carry it) and in
+// running time. Where the source cannot seek, the EOS goes on after a warning.
+namespace {
+
+struct LoopState {
+  std::mutex mutex;    // everything below
+  GstSegment segment;  // the last segment sent on (moved)
+  bool have_segment = false;
+  GstClockTime shift = 0;        // added to the timestamps of this run
+  GstClockTime end_pts = 0;      // where the frames so far end (moved timestamps)
+  GstClockTime end_running = 0;  // the same in running time
+  GstClockTime interval = 0;     // between the last two frames (for frames without a duration)
+  GstClockTime last_pts = GST_CLOCK_TIME_NONE;
+  bool seeking = false;  // our seek's flushes and first segment are on their way
+  bool ended = false;    // the source could not seek: its EOS passes
+  guint64 runs = 1;
+};
+
+void loop_seek(GstElement *element, gpointer data) {
+  auto *st = static_cast<LoopState *>(data);
+  GstPad *pad = gst_element_get_static_pad(element, "sink");
+  {
+    std::lock_guard<std::mutex> lock(st->mutex);
+    st->seeking = true;
+  }
+  const gboolean sought = gst_pad_push_event(
+      pad, gst_event_new_seek(1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, GST_SEEK_TYPE_SET, 0,
+                              GST_SEEK_TYPE_NONE, GST_CLOCK_TIME_NONE));
+  if (!sought) {
+    {
+      std::lock_guard<std::mutex> lock(st->mutex);
+      st->seeking = false;
+      st->ended = true;
+    }
+    GST_ELEMENT_WARNING(element, STREAM, FAILED,
+                        ("The source cannot seek back to its start: it is played once"),
+                        ("a seek to 0 at its end failed"));
+    gst_pad_send_event(pad, gst_event_new_eos());
+  }
+  gst_object_unref(pad);
+}
+
+GstPadProbeReturn on_loop_pad(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
+  auto *st = static_cast<LoopState *>(data);
+  if (info->type & GST_PAD_PROBE_TYPE_BUFFER) {
+    std::lock_guard<std::mutex> lock(st->mutex);
+    GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+    if (st->shift > 0) {
+      buf = gst_buffer_make_writable(buf);
+      if (GST_BUFFER_PTS_IS_VALID(buf)) GST_BUFFER_PTS(buf) += st->shift;
+      if (GST_BUFFER_DTS_IS_VALID(buf)) GST_BUFFER_DTS(buf) += st->shift;
+      GST_PAD_PROBE_INFO_DATA(info) = buf;
+    }
+    if (!st->have_segment || !GST_BUFFER_PTS_IS_VALID(buf)) return GST_PAD_PROBE_OK;
+    const GstClockTime pts = GST_BUFFER_PTS(buf);
+    if (GST_CLOCK_TIME_IS_VALID(st->last_pts) && pts > st->last_pts)
+      st->interval = pts - st->last_pts;
+    st->last_pts = pts;
+    const GstClockTime duration =
+        GST_BUFFER_DURATION_IS_VALID(buf) ? GST_BUFFER_DURATION(buf) : st->interval;
+    const GstClockTime running = gst_segment_to_running_time(&st->segment, GST_FORMAT_TIME, pts);
+    st->end_pts = std::max(st->end_pts, pts + duration);
+    if (GST_CLOCK_TIME_IS_VALID(running))
+      st->end_running = std::max(st->end_running, running + duration);
+    return GST_PAD_PROBE_OK;
+  }
+  GstEvent *event = GST_PAD_PROBE_INFO_EVENT(info);
+  std::lock_guard<std::mutex> lock(st->mutex);
+  switch (GST_EVENT_TYPE(event)) {
+    case GST_EVENT_FLUSH_START:
+    case GST_EVENT_FLUSH_STOP:
+      return st->seeking ? GST_PAD_PROBE_DROP : GST_PAD_PROBE_OK;
+    case GST_EVENT_SEGMENT: {
+      const GstSegment *in = nullptr;
+      gst_event_parse_segment(event, &in);
+      if (in->format != GST_FORMAT_TIME) {
+        st->have_segment = false;
+        return GST_PAD_PROBE_OK;
+      }
+      GstSegment moved;
+      gst_segment_copy_into(in, &moved);
+      if (st->seeking) {
+        // The new run starts where the frames before it ended.
+        st->seeking = false;
+        st->shift = st->end_pts > in->start ? st->end_pts - in->start : 0;
+        moved.base = st->end_running;
+        st->last_pts = GST_CLOCK_TIME_NONE;
+      }
+      moved.start += st->shift;
+      if (GST_CLOCK_TIME_IS_VALID(moved.stop)) moved.stop += st->shift;
+      if (GST_CLOCK_TIME_IS_VALID(moved.time)) moved.time += st->shift;
+      if (GST_CLOCK_TIME_IS_VALID(moved.position)) moved.position += st->shift;
+      st->segment = moved;
+      st->have_segment = true;
+      if (st->shift > 0 || moved.base != in->base) {
+        GstEvent *out = gst_event_new_segment(&moved);
+        gst_event_set_seqnum(out, gst_event_get_seqnum(event));
+        gst_event_unref(event);
+        GST_PAD_PROBE_INFO_DATA(info) = out;
+      }
+      return GST_PAD_PROBE_OK;
+    }
+    case GST_EVENT_EOS:
+      if (st->ended || st->seeking) return GST_PAD_PROBE_OK;
+      st->runs++;
+      GST_INFO_OBJECT(pad,
+                      "the source ended: played again from its start (run %" G_GUINT64_FORMAT ")",
+                      st->runs);
+      gst_element_call_async(GST_PAD_PARENT(pad), loop_seek, st, nullptr);
+      return GST_PAD_PROBE_DROP;
+    default:
+      return GST_PAD_PROBE_OK;
+  }
+}
+
+void add_loop(GstElement *source) {
+  GstElement *at = gst_bin_get_by_name(GST_BIN(source), "loop");
+  if (!at) at = gst_bin_get_by_name(GST_BIN(source), "sourcequeue");
+  GstPad *pad = gst_element_get_static_pad(at, "sink");
+  auto *st = new LoopState();
+  gst_segment_init(&st->segment, GST_FORMAT_TIME);
+  gst_pad_add_probe(
+      pad,
+      GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM |
+                      GST_PAD_PROBE_TYPE_EVENT_FLUSH),
+      on_loop_pad, st, [](gpointer p) { delete static_cast<LoopState *>(p); });
+  gst_object_unref(pad);
+  gst_object_unref(at);
+}
+
+}  // namespace
+
 // The media: source ! queue ! videoconvert ! cudadiffenc ! pay0, where pay0
 // is a bin of rtpgstpay and a capsfilter that adds the RTCP feedback the
 // server answers (NACK, PLI, FIR) to the caps, hence to the SDP.
@@ -429,10 +567,11 @@ static GstElement *cudadiff_factory_create_element(GstRTSPMediaFactory *factory,
   const SharedPtr &shared = *reinterpret_cast<CudaDiffFactory *>(factory)->shared;
   Shared *impl = shared.get();
   const Options &o = impl->options;
-  const std::string description = o.source +
-                                  " ! queue max-size-buffers=4 ! videoconvert ! cudadiffenc "
-                                  "name=enc " +
-                                  o.encoder_properties;
+  const std::string description =
+      o.source +
+      " ! queue name=sourcequeue max-size-buffers=4 ! videoconvert ! cudadiffenc "
+      "name=enc " +
+      o.encoder_properties;
   GError *err = nullptr;
   // (Unlinked pads are not ghosted: a decodebin's pads link later.)
   GstElement *source = gst_parse_bin_from_description(description.c_str(), FALSE, &err);
@@ -443,6 +582,7 @@ static GstElement *cudadiff_factory_create_element(GstRTSPMediaFactory *factory,
     return nullptr;
   }
   g_clear_error(&err);
+  if (o.loop) add_loop(source);
   {
     GstElement *enc = gst_bin_get_by_name(GST_BIN(source), "enc");
     GstPad *enc_src = gst_element_get_static_pad(enc, "src");
@@ -827,8 +967,8 @@ std::string source_description(const std::string &source, const std::string &dev
   // so that the encoder works on the frames being sent (a keyframe asked for
   // now is the next frame on the wire).
   gchar *uri = gst_filename_to_uri(source.c_str(), nullptr);
-  std::string description =
-      std::string("uridecodebin uri=\"") + (uri ? uri : source.c_str()) + "\" ! clocksync";
+  std::string description = std::string("uridecodebin uri=\"") + (uri ? uri : source.c_str()) +
+                            "\" ! clocksync name=loop";
   g_free(uri);
   return description;
 }

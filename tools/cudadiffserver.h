@@ -25,6 +25,14 @@ struct Options {
   std::string address = "0.0.0.0";
   int port = 8554;  // 0: any free port (Server::port() says which)
   std::string mount = "/cam";
+  // At the source's end (EOS), play it again from its start, its running time
+  // going on where it ended, as a camera's would: for a media file, so that
+  // every viewer gets frames whenever it joins. The seek goes upstream from
+  // the sink pad of the source's element named "loop" (source_description()
+  // names a file's clocksync so: the clock's wait comes after the jump), or
+  // from the server's queue after the source. A source that cannot seek is
+  // played once, with a warning.
+  bool loop = false;
   // Properties of cudadiffenc, gst-launch syntax: "threshold=20 backend=cpu".
   std::string encoder_properties;
   // Fraction of the outgoing RTP packets dropped (netsim), after the
@@ -87,7 +95,8 @@ class Server {
 
 // The media's source for --source: "camera" (v4l2src, DEVICE = /dev/video0
 // when empty), "test" (a live test pattern of the given size and rate), or a
-// media file path (decoded by decodebin, played in real time).
+// media file path (decoded by decodebin, played in real time; its clocksync
+// is named "loop", for Options::loop).
 std::string source_description(const std::string &source, const std::string &device, int width,
                                int height, int fps);
 

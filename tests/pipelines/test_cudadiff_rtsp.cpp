@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -16,6 +17,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "cudadiffserver.h"
 #include "stream_test_util.h"
@@ -538,6 +541,50 @@ TEST(DiffRtsp, ClientsJoinAndLeaveAtRandom) {
   EXPECT_TRUE(wait_until([&] { return server.server->stats().clients_now == 0; }, 10))
       << server.server->stats().clients_now << " connections left open";
   EXPECT_GE(server.server->stats().plays, uint64_t(kClients + 1));
+}
+
+// A media file is played in a loop (Options::loop, as cudadiff-server sets
+// for a file): a viewer watching across the file's end goes on getting
+// frames, their sender timestamps increasing, and a viewer joining after the
+// first end gets frames too (before, the media ended for everyone watching it
+// and a viewer joining it then got nothing).
+TEST(DiffRtsp, AFileIsPlayedInALoop) {
+  const std::string path =
+      std::string(g_get_tmp_dir()) + "/cudadiff-loop-" + std::to_string(getpid()) + ".mkv";
+  {
+    // 0.6 s: 15 frames at 25 frames a second.
+    Pipeline writer(
+        "videotestsrc num-buffers=15 pattern=smpte horizontal-speed=4 ! "
+        "video/x-raw,format=I420,width=160,height=120,framerate=25/1 ! "
+        "matroskamux ! filesink location=\"" +
+        path + "\"");
+    ASSERT_TRUE(writer.start());
+    ASSERT_TRUE(wait_until([&] { return writer.eos() || !writer.error().empty(); }, 20));
+    ASSERT_EQ(writer.error(), "");
+  }
+  cudadiff_server::Options o;
+  o.source = cudadiff_server::source_description(path, "", 0, 0, 0);
+  o.loop = true;
+  TestServer server(o);
+  Pipeline first(client(server.url()));
+  ASSERT_TRUE(first.start());
+  // 40 frames: the file two and a half times.
+  EXPECT_TRUE(wait_until([&] { return first.frame_count() >= 40 || !first.error().empty(); }, 20))
+      << first.frame_count() << " frames shown";
+  Pipeline second(client(server.url()));
+  ASSERT_TRUE(second.start());
+  EXPECT_TRUE(wait_until([&] { return second.frame_count() >= 10 || !second.error().empty(); }, 20))
+      << second.frame_count() << " frames shown by the viewer that joined later";
+  const std::vector<Shown> shown = first.frames();
+  for (size_t i = 1; i < shown.size(); ++i)
+    EXPECT_GT(shown[i].sender_pts, shown[i - 1].sender_pts) << "frame " << i;
+  EXPECT_EQ(first.error(), "");
+  EXPECT_EQ(second.error(), "");
+  EXPECT_EQ(server.server->error(), "");
+  first.stop();
+  second.stop();
+  server.server->stop();
+  std::remove(path.c_str());
 }
 
 // playbin finds the depayloader and the decoder itself (decodebin: rtpgstdepay
