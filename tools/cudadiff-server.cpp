@@ -6,6 +6,7 @@
 //   (cudadiff-server --help lists the options)
 #include <glib-unix.h>
 #include <gst/gst.h>
+#include <gst/pbutils/pbutils.h>
 
 #include <cstdio>
 #include <string>
@@ -19,15 +20,18 @@
 
 namespace {
 
+constexpr gint kUnset = G_MININT;
+
 struct Args {
   gint port = 8554;
   gchar *address = nullptr;
   gchar *source = nullptr;
   gchar *camera = nullptr;
   gint width = 1280, height = 720, fps = 30;
-  gint threshold = -1;
-  gint keyframe_interval = -1;
-  gint stream_version = 0;  // 0: the element's default
+  // kUnset: the element's default (a value given is checked, -1 included)
+  gint threshold = kUnset;
+  gint keyframe_interval = kUnset;
+  gint stream_version = kUnset;
   gchar *compression = nullptr;
   gchar *backend = nullptr;
   gdouble simulate_loss = 0;
@@ -60,6 +64,42 @@ gboolean print_stats(gpointer data) {
   if (!error.empty()) std::printf("media error: %s\n", error.c_str());
   std::fflush(stdout);
   return G_SOURCE_CONTINUE;
+}
+
+// A --source file is looked at now (GstDiscoverer): one that GStreamer cannot
+// play, or that has no video, is refused before serving rather than when the
+// first viewer connects.
+bool media_file_has_video(const std::string &path) {
+  GError *err = nullptr;
+  GstDiscoverer *discoverer = gst_discoverer_new(10 * GST_SECOND, &err);
+  if (!discoverer) {  // (cannot look: the first viewer will tell)
+    g_clear_error(&err);
+    return true;
+  }
+  gchar *uri = gst_filename_to_uri(path.c_str(), nullptr);
+  GstDiscovererInfo *info = uri ? gst_discoverer_discover_uri(discoverer, uri, &err) : nullptr;
+  bool ok = false;
+  const GstDiscovererResult result =
+      info ? gst_discoverer_info_get_result(info) : GST_DISCOVERER_ERROR;
+  if (result == GST_DISCOVERER_MISSING_PLUGINS) {
+    std::fprintf(stderr, "--source %s: a plugin that plays it is missing (%s)\n", path.c_str(),
+                 err ? err->message : "see gst-discoverer-1.0");
+  } else if (result == GST_DISCOVERER_TIMEOUT) {
+    std::fprintf(stderr, "--source %s: GStreamer took too long to read it\n", path.c_str());
+  } else if (result != GST_DISCOVERER_OK) {
+    std::fprintf(stderr, "--source %s: not a media file GStreamer can play (%s)\n", path.c_str(),
+                 err ? err->message : "unknown error");
+  } else if (GList *video = gst_discoverer_info_get_video_streams(info)) {
+    gst_discoverer_stream_info_list_free(video);
+    ok = true;
+  } else {
+    std::fprintf(stderr, "--source %s: has no video stream\n", path.c_str());
+  }
+  g_clear_error(&err);
+  if (info) gst_discoverer_info_unref(info);
+  g_free(uri);
+  g_object_unref(discoverer);
+  return ok;
 }
 
 }  // namespace
@@ -128,9 +168,10 @@ int main(int argc, char **argv) {
   gst_init(&argc, &argv);
   if (a.port < 0 || a.port > 65535 || a.simulate_loss < 0 || a.simulate_loss > 1 ||
       a.pace_burst < 0 || a.pace_rate < 0 || a.retransmission_time < 0 || a.width <= 0 ||
-      a.height <= 0 || a.fps <= 0 || a.rtcp_interval < 0 || a.stream_version < 0 ||
-      a.stream_version > 2 || a.threshold < -1 || a.threshold > 255 || a.keyframe_interval < -1 ||
-      a.stats_interval < 0) {
+      a.height <= 0 || a.fps <= 0 || a.rtcp_interval < 0 ||
+      (a.stream_version != kUnset && (a.stream_version < 1 || a.stream_version > 2)) ||
+      (a.threshold != kUnset && (a.threshold < 0 || a.threshold > 255)) ||
+      (a.keyframe_interval != kUnset && a.keyframe_interval < 0) || a.stats_interval < 0) {
     // (cudadiffenc would take an out-of-range threshold with a GLib warning
     // only, and keep its default)
     std::fprintf(stderr, "an option is out of range (see --help)\n");
@@ -173,6 +214,7 @@ int main(int argc, char **argv) {
                  source.c_str());
     return 2;
   }
+  if (source != "camera" && source != "test" && !media_file_has_video(source)) return 2;
   if (source == "camera") {
     const char *device = a.camera ? a.camera : "/dev/video0";
     if (!g_file_test(device, G_FILE_TEST_EXISTS))
@@ -187,10 +229,10 @@ int main(int argc, char **argv) {
   o.loop = source != "camera" && source != "test";
   o.address = a.address ? a.address : "0.0.0.0";
   o.port = a.port;
-  if (a.threshold >= 0) o.encoder_properties += " threshold=" + std::to_string(a.threshold);
-  if (a.keyframe_interval >= 0)
+  if (a.threshold != kUnset) o.encoder_properties += " threshold=" + std::to_string(a.threshold);
+  if (a.keyframe_interval != kUnset)
     o.encoder_properties += " keyframe-interval=" + std::to_string(a.keyframe_interval);
-  if (a.stream_version > 0)
+  if (a.stream_version != kUnset)
     o.encoder_properties += " stream-version=" + std::to_string(a.stream_version);
   if (a.compression) o.encoder_properties += std::string(" compression=") + a.compression;
   if (a.backend) o.encoder_properties += std::string(" backend=") + a.backend;

@@ -440,8 +440,9 @@ struct LoopState {
   GstClockTime end_running = 0;  // the same in running time
   GstClockTime interval = 0;     // between the last two frames (for frames without a duration)
   GstClockTime last_pts = GST_CLOCK_TIME_NONE;
-  bool seeking = false;  // our seek's flushes and first segment are on their way
-  bool ended = false;    // the source could not seek: its EOS passes
+  GstClockTime run_start_pts = 0;  // end_pts when this run began
+  bool seeking = false;            // our seek's flushes and first segment are on their way
+  bool ended = false;  // the source could not seek, or a run took no time: its EOS passes
   guint64 runs = 1;
 };
 
@@ -531,6 +532,16 @@ GstPadProbeReturn on_loop_pad(GstPad *pad, GstPadProbeInfo *info, gpointer data)
     }
     case GST_EVENT_EOS:
       if (st->ended || st->seeking) return GST_PAD_PROBE_OK;
+      if (st->end_pts <= st->run_start_pts) {
+        // A still image (one frame without a duration), or no frame: played
+        // again, it would come back at once, again and again.
+        st->ended = true;
+        GST_ELEMENT_WARNING(GST_PAD_PARENT(pad), STREAM, FAILED,
+                            ("The source's run took no time (a still image?): it is played once"),
+                            ("no frame with a later end than the run before"));
+        return GST_PAD_PROBE_OK;
+      }
+      st->run_start_pts = st->end_pts;
       st->runs++;
       GST_INFO_OBJECT(pad,
                       "the source ended: played again from its start (run %" G_GUINT64_FORMAT ")",

@@ -1,6 +1,6 @@
 #!/bin/sh
 # cudadiff-server refuses options out of range and a --source file that is
-# not there (exit 2) before it serves, prints the client counts once more
+# not there or not a video (exit 2) before it serves, prints the client counts once more
 # when it is stopped, and writes an IPv6 address in brackets in its URL.
 # cudadiffenc's properties would take an out-of-range threshold with a GLib
 # warning only and keep their defaults, so the server checks them itself.
@@ -8,13 +8,24 @@ set -eu
 server=$1
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for bad in "--threshold 300" "--threshold -2" "--keyframe-interval -3" "--port 70000" \
-           "--stream-version 3" "--backend gpu" "--source /nonexistent/clip.avi" \
-           "--stats-interval -1"; do
+for bad in "--threshold 300" "--threshold -1" "--keyframe-interval -1" "--port 70000" \
+           "--stream-version 3" "--stream-version 0" "--backend gpu" \
+           "--source /nonexistent/clip.avi" "--stats-interval -1"; do
   status=0
   # (a server that took the option would serve until the timeout: 124)
   timeout 20 "$server" --port 0 $bad >"$log" 2>&1 || status=$?
   [ "$status" = 2 ] || { cat "$log"; echo "FAIL: $bad: exit status $status, not 2"; exit 1; }
+done
+# A --source file that is not a video (a text file: this script; a sound)
+# is refused before serving, not when the first viewer connects.
+wav=$(mktemp --suffix=.wav)
+trap 'rm -f "$log" "$wav"' EXIT
+gst-launch-1.0 -q audiotestsrc num-buffers=10 ! wavenc ! filesink location="$wav"
+for bad in "$0:not a media file GStreamer can play" "$wav:has no video stream"; do
+  status=0
+  timeout 20 "$server" --port 0 --source "${bad%%:*}" >"$log" 2>&1 || status=$?
+  [ "$status" = 2 ] && grep -q -- "${bad#*:}" "$log" || {
+    cat "$log"; echo "FAIL: --source ${bad%%:*}: exit status $status"; exit 1; }
 done
 # --device without --source camera: said so (the server then serves the
 # test pattern until the timeout).
@@ -44,5 +55,5 @@ if grep -q '^00000000000000000000000000000001 ' /proc/net/if_inet6 2>/dev/null; 
 else
   ipv6="; the IPv6 URL not checked (this host has no IPv6 loopback)"
 fi
-echo "PASS: options out of range and a missing file refused; --device without a camera" \
+echo "PASS: options out of range, a missing file and files without video refused; --device without a camera" \
   "source and a missing camera reported; counts printed at Ctrl-C$ipv6"
