@@ -587,6 +587,36 @@ TEST(DiffRtsp, AFileIsPlayedInALoop) {
   std::remove(path.c_str());
 }
 
+// A still image (one frame without a duration) is not played again and
+// again: each run would take no time, and the loop would spin. It plays once.
+TEST(DiffRtsp, AStillImageIsPlayedOnce) {
+  const std::string path =
+      std::string(g_get_tmp_dir()) + "/cudadiff-still-" + std::to_string(getpid()) + ".png";
+  {
+    Pipeline writer(
+        "videotestsrc num-buffers=1 ! video/x-raw,width=160,height=120 ! pngenc ! "
+        "filesink location=\"" +
+        path + "\"");
+    ASSERT_TRUE(writer.start());
+    ASSERT_TRUE(wait_until([&] { return writer.eos() || !writer.error().empty(); }, 20));
+    ASSERT_EQ(writer.error(), "");
+  }
+  cudadiff_server::Options o;
+  o.source = cudadiff_server::source_description(path, "", 0, 0, 0);
+  o.loop = true;
+  TestServer server(o);
+  Pipeline viewer(client(server.url()));
+  ASSERT_TRUE(viewer.start());
+  EXPECT_TRUE(wait_until([&] { return viewer.frame_count() >= 1 || !viewer.error().empty(); }, 20));
+  sleep_s(1);
+  EXPECT_EQ(server.watch.frames.load(), 1u) << "frames encoded";
+  EXPECT_EQ(viewer.frame_count(), 1u);
+  EXPECT_EQ(viewer.error(), "");
+  viewer.stop();
+  server.server->stop();
+  std::remove(path.c_str());
+}
+
 // playbin finds the depayloader and the decoder itself (decodebin: rtpgstdepay
 // by rank, cudadiffdec by the caps rtpgstdepay gives).
 TEST(DiffRtsp, PlaybinPlaysTheStream) {
