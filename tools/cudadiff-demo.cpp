@@ -342,12 +342,43 @@ std::string human(double bytes) {
   return buf;
 }
 
-bool have_camera(const char *device) {
-  if (!g_file_test(device, G_FILE_TEST_EXISTS)) return false;
+// Whether the camera gives a frame (as BGR) within 5 s; *why says why not.
+// --source auto falls back to the test pattern when it does not: a device
+// that is there can still be busy, not a camera, or give no format we take.
+bool camera_works(const std::string &device, std::string *why) {
+  if (!g_file_test(device.c_str(), G_FILE_TEST_EXISTS)) {
+    *why = "no such device";
+    return false;
+  }
   GstElementFactory *f = gst_element_factory_find("v4l2src");
-  if (!f) return false;
+  if (!f) {
+    *why = "v4l2src is missing (gst-plugins-good)";
+    return false;
+  }
   gst_object_unref(f);
-  return true;
+  GError *err = nullptr;
+  GstElement *p = gst_parse_launch(("v4l2src device=\"" + device +
+                                    "\" num-buffers=1 ! videoconvert ! video/x-raw,format=BGR ! "
+                                    "fakesink")
+                                       .c_str(),
+                                   &err);
+  if (!p || err) {
+    *why = err ? err->message : "cannot build a pipeline";
+    g_clear_error(&err);
+    if (p) gst_object_unref(p);
+    return false;
+  }
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  bool eos = false;
+  std::string error;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (!eos && error.empty() && Clock::now() < deadline) error = poll_bus(p, 50, &eos);
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(p);
+  if (eos) return true;
+  // (the error's message, without its debug text)
+  *why = error.empty() ? "no frame within 5 s" : error.substr(0, error.find(" ("));
+  return false;
 }
 
 }  // namespace
@@ -357,7 +388,8 @@ int main(int argc, char **argv) {
   const GOptionEntry entries[] = {
       {"frames", 'n', 0, G_OPTION_ARG_INT, &o.frames, "Frames to stream (default 300)", "N"},
       {"source", 's', 0, G_OPTION_ARG_STRING, &o.source,
-       "auto (camera when the device exists), camera, or test (default auto)", "SOURCE"},
+       "auto (the camera when it gives frames, else test), camera, or test (default auto)",
+       "SOURCE"},
       {"device", 'd', 0, G_OPTION_ARG_STRING, &o.camera, "Camera device (default /dev/video0)",
        "PATH"},
       {"width", 'W', 0, G_OPTION_ARG_INT, &o.width, "Test pattern width, 16 to 8192 (default 1280)",
@@ -440,8 +472,14 @@ int main(int argc, char **argv) {
 
   const std::string source_opt = o.source ? o.source : "auto";
   const std::string device = o.camera ? o.camera : "/dev/video0";
-  const bool camera =
-      source_opt == "camera" || (source_opt == "auto" && have_camera(device.c_str()));
+  bool camera = source_opt == "camera";
+  if (source_opt == "auto" && g_file_test(device.c_str(), G_FILE_TEST_EXISTS)) {
+    std::string why;
+    camera = camera_works(device, &why);
+    if (!camera)
+      std::printf("camera %s gives no frame (%s): streaming the test pattern instead\n",
+                  device.c_str(), why.c_str());
+  }
   const std::string png = o.png ? o.png : "demo-snapshot.png";
   const std::string mosaic = o.mosaic ? o.mosaic : "demo-mosaic.png";
   const std::string frames = std::to_string(o.frames);

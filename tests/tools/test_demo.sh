@@ -49,6 +49,14 @@ for bad in "--threshold 300" "--threshold -1" "--keyframe-interval -5" "--width 
   "$demo" $bad --frames 5 >"$dir/bad.log" 2>&1 || status=$?
   [ "$status" = 2 ] || { cat "$dir/bad.log"; echo "FAIL: $bad: exit status $status, not 2"; exit 1; }
 done
+# --source auto with a device that is there but gives no frame (not a
+# camera): the test pattern instead, said so, every frame shown.
+"$demo" --device /dev/null --frames 5 --width 160 --height 120 --mosaic "" \
+  --png "$dir/auto.png" >"$dir/auto.log" 2>&1 || {
+  cat "$dir/auto.log"; echo "FAIL: --source auto with a device that is no camera"; exit 1; }
+grep -q "^camera /dev/null gives no frame (.*): streaming the test pattern instead" "$dir/auto.log" &&
+  grep -q "^frames:  5 sent, 5 shown by the client" "$dir/auto.log" || {
+  cat "$dir/auto.log"; echo "FAIL: --source auto did not fall back to the test pattern"; exit 1; }
 # A picture that cannot be written: said so, and the exit status is 1.
 status=0
 "$demo" --source test --frames 5 --width 160 --height 120 --mosaic "" \
@@ -56,4 +64,4 @@ status=0
 [ "$status" = 1 ] && grep -q "could not write the PNG" "$dir/nopng.log" || {
   cat "$dir/nopng.log"; echo "FAIL: an unwritable --png: exit status $status"; exit 1; }
 echo "PASS: snapshot 320x240, mosaic 640x480; live: 20 frames; Ctrl-C ends a live run;" \
-  "bad options refused"
+  "bad options refused; a device that is no camera falls back to the test pattern"
