@@ -60,8 +60,6 @@ gboolean print_stats(gpointer data) {
       (unsigned long long)s.plays, (unsigned long long)s.keyframes,
       (unsigned long long)s.keyframe_requests, (unsigned long long)s.join_keyframes,
       (unsigned long long)s.keyframe_requests_merged);
-  const std::string error = server->error();
-  if (!error.empty()) std::printf("media error: %s\n", error.c_str());
   std::fflush(stdout);
   return G_SOURCE_CONTINUE;
 }
@@ -245,6 +243,11 @@ int main(int argc, char **argv) {
   o.retransmission_ms = unsigned(a.retransmission_time);
   o.rtcp_interval_ms = unsigned(a.rtcp_interval);
 
+  // Media errors (a camera unplugged, a decoder failing) are printed as they
+  // come; the run's exit status is then 1.
+  o.on_error = [](const std::string &text) {
+    std::fprintf(stderr, "media error: %s\n", text.c_str());
+  };
   cudadiff_server::Server server(o);
   std::string error;
   if (!server.start(&error)) {
@@ -275,9 +278,11 @@ int main(int argc, char **argv) {
   if (a.stats_interval > 0) print_stats(&server);  // the counts at the end (Ctrl-C, SIGTERM)
   server.stop();
   g_main_loop_unref(main_loop);
-  const std::string media_error = server.error();
-  if (!media_error.empty()) {
-    std::fprintf(stderr, "media error: %s\n", media_error.c_str());
+  // Exit status 1 when a media failed at some time.
+  const uint64_t errors = server.stats().media_errors;
+  if (errors > 0) {
+    std::fprintf(stderr, "%llu media error%s in this run, the first: %s\n",
+                 (unsigned long long)errors, errors > 1 ? "s" : "", server.error().c_str());
     return 1;
   }
   return 0;

@@ -213,13 +213,17 @@ struct Shared {
   Options options;
   mutable std::mutex mutex;  // everything below
   Stats stats;
-  std::string error;
+  std::string error;                   // the first
   gint64 keyframe_requested_us = 0;    // when a request went to the encoder; 0: none pending
   std::vector<GstRTSPMedia *> medias;  // references, unprepared at stop
 
   void set_error(const std::string &text) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (error.empty()) error = text;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (error.empty()) error = text;
+      stats.media_errors++;
+    }
+    if (options.on_error) options.on_error(text);
   }
 };
 

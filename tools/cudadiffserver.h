@@ -55,6 +55,9 @@ struct Options {
   // Called with the media's top-level bin when a media is made (for tests:
   // probes on the element named "enc", the encoder). In the server's thread.
   std::function<void(GstElement *)> on_media;
+  // Called with each error of a media pipeline (or of making one) as it is
+  // posted, in the thread that posts it.
+  std::function<void(const std::string &)> on_error;
 };
 
 struct Stats {
@@ -66,7 +69,8 @@ struct Stats {
                                           // (RTCP PLI/FIR, and the joins above)
   uint64_t keyframe_requests_merged = 0;  // of those, dropped while one was pending
   uint64_t keyframes = 0;                 // keyframes encoded (periodic ones included)
-  uint64_t medias = 0;  // media pipelines made (a new one when the last client left)
+  uint64_t medias = 0;        // media pipelines made (a new one when the last client left)
+  uint64_t media_errors = 0;  // errors the media pipelines posted (a camera unplugged...)
 };
 
 class Server {
@@ -84,7 +88,8 @@ class Server {
   // rtsp://HOST:PORT/MOUNT
   std::string url(const std::string &host = "127.0.0.1") const;
   Stats stats() const;
-  // The first error a media pipeline posted, "" when none.
+  // The first error a media pipeline posted, "" when none
+  // (Stats::media_errors counts them, Options::on_error sees each).
   std::string error() const;
 
   struct Impl;

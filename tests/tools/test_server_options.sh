@@ -1,7 +1,8 @@
 #!/bin/sh
 # cudadiff-server refuses options out of range and a --source file that is
 # not there or not a video (exit 2) before it serves, prints the client counts once more
-# when it is stopped, and writes an IPv6 address in brackets in its URL.
+# when it is stopped, prints each media error once as it comes (exit status
+# 1 at the end), and writes an IPv6 address in brackets in its URL.
 # cudadiffenc's properties would take an out-of-range threshold with a GLib
 # warning only and keep their defaults, so the server checks them itself.
 set -eu
@@ -38,6 +39,28 @@ status=0
 timeout 5 "$server" --port 0 --source camera --device /nonexistent/video9 >"$log" 2>&1 || status=$?
 [ "$status" = 124 ] && grep -q -- "camera /nonexistent/video9 not found" "$log" || {
   cat "$log"; echo "FAIL: a missing camera: exit status $status"; exit 1; }
+# Media errors are printed as they come, once each (two viewers of the
+# missing camera: two), and make the exit status 1.
+"$server" --port 0 --source camera --device /nonexistent/video9 --stats-interval 0 \
+  >"$log" 2>&1 &
+pid=$!
+port=""
+for _ in $(seq 50); do
+  port=$(sed -n 's|^serving rtsp://HOST:\([0-9]*\)/cam$|\1|p' "$log")
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+for _ in 1 2; do
+  timeout 10 gst-launch-1.0 -q rtspsrc location="rtsp://127.0.0.1:$port/cam" ! fakesink \
+    >/dev/null 2>&1 || true
+done
+sleep 1.5
+kill -INT "$pid"
+status=0
+wait "$pid" || status=$?
+[ "$status" = 1 ] && [ "$(grep -c "^media error: v4l2src" "$log")" = 2 ] &&
+  grep -q "^2 media errors in this run, the first: v4l2src" "$log" || {
+  cat "$log"; echo "FAIL: media errors (port ${port:-none}, exit status $status)"; exit 1; }
 # Ctrl-C (one SIGINT, as --foreground sends it) within the first stats
 # interval: the counts are printed at the end all the same.
 status=0
@@ -56,4 +79,5 @@ else
   ipv6="; the IPv6 URL not checked (this host has no IPv6 loopback)"
 fi
 echo "PASS: options out of range, a missing file and files without video refused; --device without a camera" \
-  "source and a missing camera reported; counts printed at Ctrl-C$ipv6"
+  "source and a missing camera reported; media errors printed once each; counts printed" \
+  "at Ctrl-C$ipv6"
