@@ -574,11 +574,22 @@ int main(int argc, char **argv) {
   }
   probe(client, "shown", on_shown);
   gst_element_set_state(client, GST_STATE_PLAYING);
-  // The client is connected when the server counts a handle.
+  // The client is connected when the server counts a handle; an error of
+  // either pipeline meanwhile (an element that cannot start: backend=cuda
+  // without a GPU) ends the demo at once.
   guint handles = 0;
-  for (int i = 0; i < 500 && handles == 0; ++i) {
+  std::string start_error;
+  for (int i = 0; i < 500 && handles == 0 && start_error.empty(); ++i) {
     g_object_get(sink, "num-handles", &handles, nullptr);
-    if (!handles) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    bool eos = false;
+    start_error = poll_bus(server, 0, &eos);
+    if (start_error.empty()) start_error = poll_bus(client, handles ? 0 : 10, &eos);
+  }
+  if (!start_error.empty()) {
+    gst_element_set_state(client, GST_STATE_NULL);
+    gst_element_set_state(server, GST_STATE_NULL);
+    std::fprintf(stderr, "error: %s\n", start_error.c_str());
+    return 1;
   }
   if (!handles)
     std::fprintf(stderr,

@@ -57,6 +57,19 @@ done
 grep -q "^camera /dev/null gives no frame (.*): streaming the test pattern instead" "$dir/auto.log" &&
   grep -q "^frames:  5 sent, 5 shown by the client" "$dir/auto.log" || {
   cat "$dir/auto.log"; echo "FAIL: --source auto did not fall back to the test pattern"; exit 1; }
+# An element that cannot start (backend=cuda without a usable GPU) ends the
+# demo at once with its error, not after waiting 5 s for the client to
+# connect; with a GPU the demo runs.
+status=0
+t0=$(date +%s)
+"$demo" --source test --frames 5 --width 160 --height 120 --mosaic "" --backend cuda \
+  --png "$dir/cuda.png" >"$dir/cuda.log" 2>&1 || status=$?
+t1=$(date +%s)
+if [ "$status" != 0 ]; then
+  [ "$status" = 1 ] && [ $((t1 - t0)) -lt 4 ] && grep -q "^error: .*no CUDA device is usable" "$dir/cuda.log" &&
+    ! grep -q "has not connected" "$dir/cuda.log" || {
+    cat "$dir/cuda.log"; echo "FAIL: --backend cuda without a GPU: exit status $status in $((t1 - t0)) s"; exit 1; }
+fi
 # A picture that cannot be written: said so, and the exit status is 1.
 status=0
 "$demo" --source test --frames 5 --width 160 --height 120 --mosaic "" \
