@@ -933,6 +933,8 @@ static void discard_pending(GstCudaDiffDec *self) {
 // down) while the CPU pushes frame N-1 and checks packet N+1. Keyframes and
 // dropped packets first finish the frame in flight (output caps may change;
 // frames leave in order).
+static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *frame);
+
 static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
                                                    GstVideoCodecFrame *frame) {
   auto *self = GST_CUDADIFF_DEC(decoder);
@@ -941,12 +943,18 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     gst_video_decoder_release_frame(decoder, frame);
     return GST_FLOW_NOT_NEGOTIATED;
   }
-  if (st->held_flow != GST_FLOW_OK) {
-    const GstFlowReturn held = st->held_flow;
-    st->held_flow = GST_FLOW_OK;
-    gst_video_decoder_release_frame(decoder, frame);
-    return held;
-  }
+  // A flow that pushing the held frame returned outside this function (a
+  // drain query, new caps) is upstream's answer for this packet, which is
+  // decoded all the same: dropped, it would break the chain of deltas.
+  const GstFlowReturn held = st->held_flow;
+  st->held_flow = GST_FLOW_OK;
+  const GstFlowReturn ret = handle_packet(self, frame);
+  return ret == GST_FLOW_OK ? held : ret;
+}
+
+static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *frame) {
+  auto *decoder = GST_VIDEO_DECODER(self);
+  DecState *st = self->state;
   if (!st->overlap_decided) decide_overlap(self, int(st->fps_n), int(st->fps_d));
   GstMapInfo in;
   if (!gst_buffer_map(frame->input_buffer, &in, GST_MAP_READ)) {

@@ -2570,6 +2570,59 @@ TEST(CudaDiff, DecoderDrainQueryPushesTheHeldFrame) {
   gst_harness_teardown(h);
 }
 
+// A flow that pushing the held frame returned during a drain query (here
+// downstream answers NOT_LINKED once) is returned for the next packet, which
+// is still decoded: the frames after it are the encoder's pictures, none
+// lost. Before, that packet was dropped undecoded, and the decoder waited for
+// a keyframe (the next delta was out of sequence).
+TEST(CudaDiff, DecoderDecodesThePacketThatGetsTheHeldFlow) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 5;
+  encode(e, "GRAY8", 16, 8, o);
+  GstHarness *h = gst_harness_new_parse("cudadiffdec frame-overlap=always");
+  gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+  GstElement *dec = gst_harness_find_element(h, "cudadiffdec");
+  GstPad *src = gst_element_get_static_pad(dec, "src");
+  std::atomic<int> refuse{0};
+  gst_pad_add_probe(
+      src, GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+        auto *n = static_cast<std::atomic<int> *>(data);
+        if (n->load() == 0) return GST_PAD_PROBE_OK;
+        n->fetch_sub(1);
+        gst_buffer_unref(GST_PAD_PROBE_INFO_BUFFER(info));
+        GST_PAD_PROBE_INFO_FLOW_RETURN(info) = GST_FLOW_NOT_LINKED;
+        return GST_PAD_PROBE_HANDLED;
+      },
+      &refuse, nullptr);
+  ASSERT_EQ(gst_harness_push(h, gst_buffer_ref(e.packets[0])), GST_FLOW_OK);
+  ASSERT_EQ(gst_harness_push(h, gst_buffer_ref(e.packets[1])), GST_FLOW_OK);  // frame 0 out
+  refuse = 1;  // frame 1, pushed by the drain query
+  GstQuery *drain = gst_query_new_drain();
+  EXPECT_TRUE(gst_pad_peer_query(h->srcpad, drain));
+  gst_query_unref(drain);
+  EXPECT_EQ(refuse.load(), 0);
+  EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(e.packets[2])), GST_FLOW_NOT_LINKED);
+  for (size_t i = 3; i < e.packets.size(); ++i)
+    EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(e.packets[i])), GST_FLOW_OK) << i;
+  gst_harness_push_event(h, gst_event_new_eos());
+  std::vector<Bytes> shown;
+  while (GstBuffer *out = gst_harness_try_pull(h)) {
+    GstCaps *caps = gst_pad_get_current_caps(h->sinkpad);
+    shown.push_back(canonical_of(out, caps));
+    gst_caps_unref(caps);
+    gst_buffer_unref(out);
+  }
+  // Frame 1 went to the refusing downstream; 0, 2, 3, 4 arrive.
+  ASSERT_EQ(shown.size(), 4u);
+  EXPECT_EQ(shown[0], e.pictures[0]);
+  for (size_t i = 1; i < 4; ++i) EXPECT_EQ(shown[i], e.pictures[i + 1]) << "frame " << i + 1;
+  gst_object_unref(src);
+  gst_object_unref(dec);
+  gst_harness_teardown(h);
+}
+
 TEST(CudaDiff, DecoderFrameOverlapGivesTheSameFrames) {
   struct Variant {
     int version;
