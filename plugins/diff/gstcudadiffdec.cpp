@@ -433,10 +433,22 @@ static std::string too_large(const stream::PacketHeader &h, guint64 max_pixels) 
          " pixels, more than max-pixels=" + std::to_string(max_pixels) + " (0: no limit)";
 }
 
+static void request_keyframe(GstCudaDiffDec *self, GstVideoCodecFrame *frame);
+
 static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCodecFrame *frame,
                                             GstAdapter *adapter, gboolean at_eos) {
   auto *self = GST_CUDADIFF_DEC(decoder);
   DecState *st = self->state;
+  // A loss found here (a damaged packet) asks for a keyframe at once, not
+  // when the next packet reaches handle_frame; its time is that of the
+  // input that held the packet (the frame being parsed is the next one).
+  auto request_now = [&] {
+    guint64 distance = 0;
+    const GstClockTime pts = gst_adapter_prev_pts(adapter, &distance);
+    if (GST_CLOCK_TIME_IS_VALID(pts))
+      frame->deadline = gst_segment_to_running_time(&decoder->input_segment, GST_FORMAT_TIME, pts);
+    request_keyframe(self, frame);
+  };
   GST_OBJECT_LOCK(self);
   st->parser.set_max_pixels(self->max_pixels);
   GST_OBJECT_UNLOCK(self);
@@ -447,12 +459,13 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
     switch (step.kind) {
       case stream::Parser::Kind::NeedData:
         return GST_VIDEO_DECODER_FLOW_NEED_DATA;
-      case stream::Parser::Kind::Skip:
-        gst_adapter_flush(adapter, step.bytes);
+      case stream::Parser::Kind::Skip: {
+        const bool was_synced = st->synced;
         GST_OBJECT_LOCK(self);
         self->stats.skipped_bytes += step.bytes;
         GST_OBJECT_UNLOCK(self);
         if (step.unsupported) {
+          gst_adapter_flush(adapter, step.bytes);
           GST_ELEMENT_ERROR(self, STREAM, WRONG_TYPE,
                             ("the stream is of a version this decoder does not read"),
                             ("%s", step.problem.c_str()));
@@ -495,7 +508,11 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
           if (st->skipped_since_packet == 0) st->first_skip = step.problem;
           st->skipped_since_packet += step.bytes;
         }
+        // (a keyframe too large for max-pixels: another one would be too)
+        if (was_synced && !st->synced && !step.too_large) request_now();
+        gst_adapter_flush(adapter, step.bytes);
         continue;
+      }
       case stream::Parser::Kind::Packet:
         if (step.header.stream_header()) {
           // What the packet headers do not say of the picture, used from

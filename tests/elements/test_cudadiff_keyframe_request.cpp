@@ -196,6 +196,35 @@ TEST(CudaDiffKeyframeRequest, Version2RefusedBodiesAndForeignDeltasAskForAKeyfra
   gst_caps_unref(caps1);
 }
 
+// A packet whose checksum fails (damage on a byte stream: TCP behind a
+// faulty relay, SRT) asks for a keyframe as soon as the decoder finds it,
+// not when the next packet arrives (one frame interval later, or never if
+// none comes); the next packet's request then falls within the interval.
+TEST(CudaDiffKeyframeRequest, ADamagedPacketAsksAtOnce) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    GstCaps *caps = nullptr;
+    std::vector<GstBuffer *> p =
+        packets(8, "keyframe-interval=0 stream-version=" + std::to_string(version), &caps);
+    ASSERT_EQ(p.size(), 8u);
+    GstHarness *h = decoder(caps, 250 * GST_MSECOND);
+    for (int i = 0; i <= 3; ++i) push(h, p[size_t(i)]);
+    EXPECT_EQ(keyframe_requests(h), 0);
+    Bytes b = bytes_of(p[4]);
+    b[64 + 3] ^= 0x10;  // checksums left as they were
+    GstBuffer *bad = buffer_like(p[4], b);
+    push(h, bad);
+    gst_buffer_unref(bad);
+    EXPECT_EQ(keyframe_requests(h), 1) << "at the damaged packet";
+    push(h, p[5]);
+    EXPECT_EQ(keyframe_requests(h), 0) << "33 ms later: within the interval";
+    expect_decoded(h->element, 1, 4);
+    gst_harness_teardown(h);
+    for (GstBuffer *x : p) gst_buffer_unref(x);
+    gst_caps_unref(caps);
+  }
+}
+
 // What an RTP depayloader sends downstream for a packet that
 // rtpjitterbuffer gave up on: a gap of missing data.
 static GstEvent *packet_lost(GstClockTime timestamp) {
