@@ -428,11 +428,15 @@ static GstPadProbeReturn on_encoded(GstPad *, GstPadProbeInfo *info, gpointer da
 // A source played again from its start at its end (Options::loop). At the
 // sink pad of the source's element named "loop" (or of the server's queue
 // after the source): EOS is held back and a flushing seek to the start goes
-// upstream from another thread. The flushes it makes stop at this pad, so
-// what comes after (the clock's wait, the encoder, the RTP sessions) sees one
-// stream: each run's timestamps and segment are moved on to where the run
-// before ended, in stream time (the encoder's packets carry it) and in
-// running time. Where the source cannot seek, the EOS goes on after a warning.
+// upstream from another thread. Its flushes (known by the seek's sequence
+// number) stop at this pad, so what comes after (the clock's wait, the
+// encoder, the RTP sessions) sees one stream: each run's timestamps and
+// segments are moved on to where the run before ended, in stream time (the
+// encoder's packets carry it) and in running time. Where the source cannot
+// seek, the EOS goes on after a warning. The media answers that it cannot
+// seek, so that rtsp-server does not take a viewer's PLAY with a Range back
+// to the start for everyone; a flushing seek that comes all the same (an
+// application's) passes, and the loop starts counting again from it.
 namespace {
 
 struct LoopState {
@@ -440,35 +444,48 @@ struct LoopState {
   GstSegment segment;  // the last segment sent on (moved)
   bool have_segment = false;
   GstClockTime shift = 0;        // added to the timestamps of this run
+  GstClockTime base_offset = 0;  // added to the base of this run's segments
   GstClockTime end_pts = 0;      // where the frames so far end (moved timestamps)
   GstClockTime end_running = 0;  // the same in running time
   GstClockTime interval = 0;     // between the last two frames (for frames without a duration)
   GstClockTime last_pts = GST_CLOCK_TIME_NONE;
   GstClockTime run_start_pts = 0;  // end_pts when this run began
-  bool seeking = false;            // our seek's flushes and first segment are on their way
+  bool seeking = false;            // our seek's segment is on its way
+  guint32 seek_seqnum = GST_SEQNUM_INVALID;
   bool ended = false;  // the source could not seek, or a run took no time: its EOS passes
   guint64 runs = 1;
+
+  // After a flush that is not ours: running time starts again at 0.
+  void restart() {
+    shift = base_offset = end_pts = end_running = interval = run_start_pts = 0;
+    last_pts = GST_CLOCK_TIME_NONE;
+    seeking = false;
+    seek_seqnum = GST_SEQNUM_INVALID;
+    ended = false;
+  }
 };
 
 void loop_seek(GstElement *element, gpointer data) {
   auto *st = static_cast<LoopState *>(data);
   GstPad *pad = gst_element_get_static_pad(element, "sink");
+  GstEvent *seek = gst_event_new_seek(1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, GST_SEEK_TYPE_SET,
+                                      0, GST_SEEK_TYPE_NONE, GST_CLOCK_TIME_NONE);
   {
     std::lock_guard<std::mutex> lock(st->mutex);
     st->seeking = true;
+    st->seek_seqnum = gst_event_get_seqnum(seek);
   }
-  const gboolean sought = gst_pad_push_event(
-      pad, gst_event_new_seek(1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, GST_SEEK_TYPE_SET, 0,
-                              GST_SEEK_TYPE_NONE, GST_CLOCK_TIME_NONE));
-  if (!sought) {
+  if (!gst_pad_push_event(pad, seek)) {
     {
       std::lock_guard<std::mutex> lock(st->mutex);
       st->seeking = false;
       st->ended = true;
     }
-    GST_ELEMENT_WARNING(element, STREAM, FAILED,
-                        ("The source cannot seek back to its start: it is played once"),
-                        ("a seek to 0 at its end failed"));
+    // (not when the media is being shut down: its pads are flushing then)
+    if (!GST_PAD_IS_FLUSHING(pad))
+      GST_ELEMENT_WARNING(element, STREAM, FAILED,
+                          ("The source cannot seek back to its start: it is played once"),
+                          ("a seek to 0 at its end failed"));
     gst_pad_send_event(pad, gst_event_new_eos());
   }
   gst_object_unref(pad);
@@ -476,6 +493,14 @@ void loop_seek(GstElement *element, gpointer data) {
 
 GstPadProbeReturn on_loop_pad(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
   auto *st = static_cast<LoopState *>(data);
+  if (info->type & GST_PAD_PROBE_TYPE_QUERY_UPSTREAM) {
+    GstQuery *query = GST_PAD_PROBE_INFO_QUERY(info);
+    if (GST_QUERY_TYPE(query) != GST_QUERY_SEEKING) return GST_PAD_PROBE_OK;
+    GstFormat format = GST_FORMAT_UNDEFINED;
+    gst_query_parse_seeking(query, &format, nullptr, nullptr, nullptr);
+    gst_query_set_seeking(query, format, FALSE, 0, -1);
+    return GST_PAD_PROBE_HANDLED;
+  }
   if (info->type & GST_PAD_PROBE_TYPE_BUFFER) {
     std::lock_guard<std::mutex> lock(st->mutex);
     GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
@@ -502,31 +527,37 @@ GstPadProbeReturn on_loop_pad(GstPad *pad, GstPadProbeInfo *info, gpointer data)
   std::lock_guard<std::mutex> lock(st->mutex);
   switch (GST_EVENT_TYPE(event)) {
     case GST_EVENT_FLUSH_START:
+      return gst_event_get_seqnum(event) == st->seek_seqnum ? GST_PAD_PROBE_DROP : GST_PAD_PROBE_OK;
     case GST_EVENT_FLUSH_STOP:
-      return st->seeking ? GST_PAD_PROBE_DROP : GST_PAD_PROBE_OK;
+      if (gst_event_get_seqnum(event) == st->seek_seqnum) return GST_PAD_PROBE_DROP;
+      GST_DEBUG_OBJECT(pad, "a flush not of the loop: its counts start again");
+      st->restart();
+      return GST_PAD_PROBE_OK;
     case GST_EVENT_SEGMENT: {
       const GstSegment *in = nullptr;
       gst_event_parse_segment(event, &in);
+      const bool new_run = st->seeking;
+      st->seeking = false;
       if (in->format != GST_FORMAT_TIME) {
         st->have_segment = false;
         return GST_PAD_PROBE_OK;
       }
-      GstSegment moved;
-      gst_segment_copy_into(in, &moved);
-      if (st->seeking) {
+      if (new_run) {
         // The new run starts where the frames before it ended.
-        st->seeking = false;
         st->shift = st->end_pts > in->start ? st->end_pts - in->start : 0;
-        moved.base = st->end_running;
+        st->base_offset = st->end_running > in->base ? st->end_running - in->base : 0;
         st->last_pts = GST_CLOCK_TIME_NONE;
       }
+      GstSegment moved;
+      gst_segment_copy_into(in, &moved);
+      moved.base += st->base_offset;
       moved.start += st->shift;
       if (GST_CLOCK_TIME_IS_VALID(moved.stop)) moved.stop += st->shift;
       if (GST_CLOCK_TIME_IS_VALID(moved.time)) moved.time += st->shift;
       if (GST_CLOCK_TIME_IS_VALID(moved.position)) moved.position += st->shift;
       st->segment = moved;
       st->have_segment = true;
-      if (st->shift > 0 || moved.base != in->base) {
+      if (st->shift > 0 || st->base_offset > 0) {
         GstEvent *out = gst_event_new_segment(&moved);
         gst_event_set_seqnum(out, gst_event_get_seqnum(event));
         gst_event_unref(event);
@@ -566,7 +597,7 @@ void add_loop(GstElement *source) {
   gst_pad_add_probe(
       pad,
       GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM |
-                      GST_PAD_PROBE_TYPE_EVENT_FLUSH),
+                      GST_PAD_PROBE_TYPE_EVENT_FLUSH | GST_PAD_PROBE_TYPE_QUERY_UPSTREAM),
       on_loop_pad, st, [](gpointer p) { delete static_cast<LoopState *>(p); });
   gst_object_unref(pad);
   gst_object_unref(at);

@@ -69,8 +69,11 @@ struct EncoderWatch {
     return numbers.empty() ? -1 : int64_t(numbers.rbegin()->second);
   }
 
-  void attach(GstElement *media) {
-    GstElement *enc = gst_bin_get_by_name(GST_BIN(media), "enc");
+  GstElement *media = nullptr;  // the latest media's bin (not a reference)
+
+  void attach(GstElement *media_bin) {
+    media = media_bin;
+    GstElement *enc = gst_bin_get_by_name(GST_BIN(media_bin), "enc");
     ASSERT_NE(enc, nullptr);
     GstPad *sink = gst_element_get_static_pad(enc, "sink");
     gst_pad_add_probe(
@@ -543,25 +546,32 @@ TEST(DiffRtsp, ClientsJoinAndLeaveAtRandom) {
   EXPECT_GE(server.server->stats().plays, uint64_t(kClients + 1));
 }
 
+// A file of 15 frames at 25 frames a second (0.6 s) for the loop's tests,
+// removed with this object.
+struct LoopFile {
+  std::string path =
+      std::string(g_get_tmp_dir()) + "/cudadiff-loop-" + std::to_string(getpid()) + ".mkv";
+  LoopFile() {
+    Pipeline writer(
+        "videotestsrc num-buffers=15 pattern=smpte horizontal-speed=4 ! "
+        "video/x-raw,format=I420,width=160,height=120,framerate=25/1 ! "
+        "matroskamux ! filesink location=\"" +
+        path + "\"");
+    EXPECT_TRUE(writer.start());
+    EXPECT_TRUE(wait_until([&] { return writer.eos() || !writer.error().empty(); }, 20));
+    EXPECT_EQ(writer.error(), "");
+  }
+  ~LoopFile() { std::remove(path.c_str()); }
+};
+
 // A media file is played in a loop (Options::loop, as cudadiff-server sets
 // for a file): a viewer watching across the file's end goes on getting
 // frames, their sender timestamps increasing, and a viewer joining after the
 // first end gets frames too (before, the media ended for everyone watching it
 // and a viewer joining it then got nothing).
 TEST(DiffRtsp, AFileIsPlayedInALoop) {
-  const std::string path =
-      std::string(g_get_tmp_dir()) + "/cudadiff-loop-" + std::to_string(getpid()) + ".mkv";
-  {
-    // 0.6 s: 15 frames at 25 frames a second.
-    Pipeline writer(
-        "videotestsrc num-buffers=15 pattern=smpte horizontal-speed=4 ! "
-        "video/x-raw,format=I420,width=160,height=120,framerate=25/1 ! "
-        "matroskamux ! filesink location=\"" +
-        path + "\"");
-    ASSERT_TRUE(writer.start());
-    ASSERT_TRUE(wait_until([&] { return writer.eos() || !writer.error().empty(); }, 20));
-    ASSERT_EQ(writer.error(), "");
-  }
+  LoopFile file;
+  const std::string &path = file.path;
   cudadiff_server::Options o;
   o.source = cudadiff_server::source_description(path, "", 0, 0, 0);
   o.loop = true;
@@ -584,14 +594,54 @@ TEST(DiffRtsp, AFileIsPlayedInALoop) {
   first.stop();
   second.stop();
   server.server->stop();
-  std::remove(path.c_str());
+}
+
+// The looped media says that it cannot seek (rtsp-server would otherwise
+// take a viewer's PLAY with a Range back to the start for every viewer); a
+// flushing seek that comes all the same (an application's) is followed, and
+// the loop goes on without a stall. Before, its counts went on from before
+// the seek, and the next run waited for all the time played before it.
+TEST(DiffRtsp, AFlushingSeekOfTheLoopedMediaDoesNotStallIt) {
+  LoopFile file;
+  cudadiff_server::Options o;
+  o.source = cudadiff_server::source_description(file.path, "", 0, 0, 0);
+  o.loop = true;
+  TestServer server(o);
+  Pipeline viewer(client(server.url()));
+  ASSERT_TRUE(viewer.start());
+  // 3 s: the file five times.
+  ASSERT_TRUE(wait_until([&] { return viewer.frame_count() >= 75 || !viewer.error().empty(); }, 20))
+      << viewer.frame_count() << " frames shown";
+  GstElement *pipeline = GST_ELEMENT(gst_object_get_parent(GST_OBJECT(server.watch.media)));
+  ASSERT_NE(pipeline, nullptr);
+  GstQuery *seeking = gst_query_new_seeking(GST_FORMAT_TIME);
+  gboolean seekable = TRUE;
+  if (gst_element_query(pipeline, seeking))
+    gst_query_parse_seeking(seeking, nullptr, &seekable, nullptr, nullptr);
+  gst_query_unref(seeking);
+  EXPECT_FALSE(seekable);
+  EXPECT_TRUE(gst_element_seek_simple(pipeline, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, 0));
+  gst_object_unref(pipeline);
+  const size_t before = viewer.frame_count();
+  sleep_s(3);
+  // 75 frames in 3 s; a stall of the time played before the seek would
+  // leave about 15.
+  EXPECT_GE(viewer.frame_count() - before, 50u);
+  EXPECT_EQ(viewer.error(), "");
+  EXPECT_EQ(server.server->error(), "");
+  viewer.stop();
+  server.server->stop();
 }
 
 // A still image (one frame without a duration) is not played again and
 // again: each run would take no time, and the loop would spin. It plays once.
 TEST(DiffRtsp, AStillImageIsPlayedOnce) {
-  const std::string path =
-      std::string(g_get_tmp_dir()) + "/cudadiff-still-" + std::to_string(getpid()) + ".png";
+  struct Still {
+    std::string path =
+        std::string(g_get_tmp_dir()) + "/cudadiff-still-" + std::to_string(getpid()) + ".png";
+    ~Still() { std::remove(path.c_str()); }
+  } still;
+  const std::string &path = still.path;
   {
     Pipeline writer(
         "videotestsrc num-buffers=1 ! video/x-raw,width=160,height=120 ! pngenc ! "
@@ -614,7 +664,6 @@ TEST(DiffRtsp, AStillImageIsPlayedOnce) {
   EXPECT_EQ(viewer.error(), "");
   viewer.stop();
   server.server->stop();
-  std::remove(path.c_str());
 }
 
 // playbin finds the depayloader and the decoder itself (decodebin: rtpgstdepay
