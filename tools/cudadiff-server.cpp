@@ -9,6 +9,7 @@
 #include <gst/pbutils/pbutils.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "cudadiffserver.h"
@@ -79,9 +80,27 @@ bool media_file_has_video(const std::string &path) {
   bool ok = false;
   const GstDiscovererResult result =
       info ? gst_discoverer_info_get_result(info) : GST_DISCOVERER_ERROR;
+  // Plugins missing for its other streams (an audio decoder) do not matter:
+  // only the video is played.
+  bool video_missing = false;
   if (result == GST_DISCOVERER_MISSING_PLUGINS) {
+    const gchar **details = gst_discoverer_info_get_missing_elements_installer_details(info);
+    for (const gchar **d = details; d && *d; ++d)
+      if (!strstr(*d, "|decoder-audio/") && !strstr(*d, "|decoder-text/") &&
+          !strstr(*d, "|decoder-subpicture/"))
+        video_missing = true;
+    if (!details) video_missing = true;
+  }
+  if (video_missing) {
     std::fprintf(stderr, "--source %s: a plugin that plays it is missing (%s)\n", path.c_str(),
                  err ? err->message : "see gst-discoverer-1.0");
+  } else if (result == GST_DISCOVERER_MISSING_PLUGINS) {
+    if (GList *video = gst_discoverer_info_get_video_streams(info)) {
+      gst_discoverer_stream_info_list_free(video);
+      ok = true;
+    } else {
+      std::fprintf(stderr, "--source %s: has no video stream\n", path.c_str());
+    }
   } else if (result == GST_DISCOVERER_TIMEOUT) {
     std::fprintf(stderr, "--source %s: GStreamer took too long to read it\n", path.c_str());
   } else if (result != GST_DISCOVERER_OK) {

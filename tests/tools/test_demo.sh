@@ -61,14 +61,12 @@ grep -q "^camera /dev/null gives no frame (.*): streaming the test pattern inste
 # demo at once with its error, not after waiting 5 s for the client to
 # connect; with a GPU the demo runs.
 status=0
-t0=$(date +%s)
 "$demo" --source test --frames 5 --width 160 --height 120 --mosaic "" --backend cuda \
   --png "$dir/cuda.png" >"$dir/cuda.log" 2>&1 || status=$?
-t1=$(date +%s)
 if [ "$status" != 0 ]; then
-  [ "$status" = 1 ] && [ $((t1 - t0)) -lt 4 ] && grep -q "^error: .*no CUDA device is usable" "$dir/cuda.log" &&
+  [ "$status" = 1 ] && grep -q "^error: .*no CUDA device is usable" "$dir/cuda.log" &&
     ! grep -q "has not connected" "$dir/cuda.log" || {
-    cat "$dir/cuda.log"; echo "FAIL: --backend cuda without a GPU: exit status $status in $((t1 - t0)) s"; exit 1; }
+    cat "$dir/cuda.log"; echo "FAIL: --backend cuda without a GPU: exit status $status"; exit 1; }
 fi
 # A picture that cannot be written: said so, and the exit status is 1.
 status=0

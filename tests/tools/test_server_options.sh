@@ -44,8 +44,9 @@ timeout 5 "$server" --port 0 --source camera --device /nonexistent/video9 >"$log
 "$server" --port 0 --source camera --device /nonexistent/video9 --stats-interval 0 \
   >"$log" 2>&1 &
 pid=$!
+trap 'kill "$pid" 2>/dev/null; rm -f "$log" "$wav"' EXIT
 port=""
-for _ in $(seq 50); do
+for _ in $(seq 150); do
   port=$(sed -n 's|^serving rtsp://HOST:\([0-9]*\)/cam$|\1|p' "$log")
   [ -n "$port" ] && break
   sleep 0.1
@@ -58,6 +59,7 @@ sleep 1.5
 kill -INT "$pid"
 status=0
 wait "$pid" || status=$?
+trap 'rm -f "$log" "$wav"' EXIT
 [ "$status" = 1 ] && [ "$(grep -c "^media error: v4l2src" "$log")" = 2 ] &&
   grep -q "^2 media errors in this run, the first: v4l2src" "$log" || {
   cat "$log"; echo "FAIL: media errors (port ${port:-none}, exit status $status)"; exit 1; }
