@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <random>
@@ -546,23 +546,36 @@ TEST(DiffRtsp, ClientsJoinAndLeaveAtRandom) {
   EXPECT_GE(server.server->stats().plays, uint64_t(kClients + 1));
 }
 
-// A file of 15 frames at 25 frames a second (0.6 s) for the loop's tests,
-// removed with this object.
-struct LoopFile {
-  std::string path =
-      std::string(g_get_tmp_dir()) + "/cudadiff-loop-" + std::to_string(getpid()) + ".mkv";
-  LoopFile() {
-    Pipeline writer(
-        "videotestsrc num-buffers=15 pattern=smpte horizontal-speed=4 ! "
-        "video/x-raw,format=I420,width=160,height=120,framerate=25/1 ! "
-        "matroskamux ! filesink location=\"" +
-        path + "\"");
+// A media file written by `pipeline` (a description that ends in the
+// muxer or encoder; a filesink is added), removed with this object.
+struct TempMedia {
+  std::string path;
+  TempMedia(const std::string &name, const std::string &pipeline)
+      : path(std::string(g_get_tmp_dir()) + "/cudadiff-" + std::to_string(getpid()) + "-" + name) {
+    Pipeline writer(pipeline + " ! filesink location=\"" + path + "\"");
     EXPECT_TRUE(writer.start());
     EXPECT_TRUE(wait_until([&] { return writer.eos() || !writer.error().empty(); }, 20));
     EXPECT_EQ(writer.error(), "");
   }
-  ~LoopFile() { std::remove(path.c_str()); }
+  TempMedia(const TempMedia &) = delete;
+  ~TempMedia() { std::remove(path.c_str()); }
 };
+
+// 15 frames at 25 frames a second (0.6 s), for the loop's tests.
+TempMedia loop_file() {
+  return TempMedia("loop.mkv",
+                   "videotestsrc num-buffers=15 pattern=smpte horizontal-speed=4 ! "
+                   "video/x-raw,format=I420,width=160,height=120,framerate=25/1 ! matroskamux");
+}
+
+// The server's options for `path` played in a loop, as cudadiff-server sets
+// them for a file.
+cudadiff_server::Options looped(const std::string &path) {
+  cudadiff_server::Options o;
+  o.source = cudadiff_server::source_description(path, "", 0, 0, 0);
+  o.loop = true;
+  return o;
+}
 
 // A media file is played in a loop (Options::loop, as cudadiff-server sets
 // for a file): a viewer watching across the file's end goes on getting
@@ -570,12 +583,8 @@ struct LoopFile {
 // first end gets frames too (before, the media ended for everyone watching it
 // and a viewer joining it then got nothing).
 TEST(DiffRtsp, AFileIsPlayedInALoop) {
-  LoopFile file;
-  const std::string &path = file.path;
-  cudadiff_server::Options o;
-  o.source = cudadiff_server::source_description(path, "", 0, 0, 0);
-  o.loop = true;
-  TestServer server(o);
+  const TempMedia file = loop_file();
+  TestServer server(looped(file.path));
   Pipeline first(client(server.url()));
   ASSERT_TRUE(first.start());
   // 40 frames: the file two and a half times.
@@ -602,11 +611,8 @@ TEST(DiffRtsp, AFileIsPlayedInALoop) {
 // the loop goes on without a stall. Before, its counts went on from before
 // the seek, and the next run waited for all the time played before it.
 TEST(DiffRtsp, AFlushingSeekOfTheLoopedMediaDoesNotStallIt) {
-  LoopFile file;
-  cudadiff_server::Options o;
-  o.source = cudadiff_server::source_description(file.path, "", 0, 0, 0);
-  o.loop = true;
-  TestServer server(o);
+  const TempMedia file = loop_file();
+  TestServer server(looped(file.path));
   Pipeline viewer(client(server.url()));
   ASSERT_TRUE(viewer.start());
   // 3 s: the file five times.
@@ -636,25 +642,9 @@ TEST(DiffRtsp, AFlushingSeekOfTheLoopedMediaDoesNotStallIt) {
 // A still image (one frame without a duration) is not played again and
 // again: each run would take no time, and the loop would spin. It plays once.
 TEST(DiffRtsp, AStillImageIsPlayedOnce) {
-  struct Still {
-    std::string path =
-        std::string(g_get_tmp_dir()) + "/cudadiff-still-" + std::to_string(getpid()) + ".png";
-    ~Still() { std::remove(path.c_str()); }
-  } still;
-  const std::string &path = still.path;
-  {
-    Pipeline writer(
-        "videotestsrc num-buffers=1 ! video/x-raw,width=160,height=120 ! pngenc ! "
-        "filesink location=\"" +
-        path + "\"");
-    ASSERT_TRUE(writer.start());
-    ASSERT_TRUE(wait_until([&] { return writer.eos() || !writer.error().empty(); }, 20));
-    ASSERT_EQ(writer.error(), "");
-  }
-  cudadiff_server::Options o;
-  o.source = cudadiff_server::source_description(path, "", 0, 0, 0);
-  o.loop = true;
-  TestServer server(o);
+  const TempMedia still("still.png",
+                        "videotestsrc num-buffers=1 ! video/x-raw,width=160,height=120 ! pngenc");
+  TestServer server(looped(still.path));
   Pipeline viewer(client(server.url()));
   ASSERT_TRUE(viewer.start());
   EXPECT_TRUE(wait_until([&] { return viewer.frame_count() >= 1 || !viewer.error().empty(); }, 20));
