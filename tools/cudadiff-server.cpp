@@ -94,16 +94,9 @@ bool media_file_has_video(const std::string &path) {
   if (video_missing) {
     std::fprintf(stderr, "--source %s: a plugin that plays it is missing (%s)\n", path.c_str(),
                  err ? err->message : "see gst-discoverer-1.0");
-  } else if (result == GST_DISCOVERER_MISSING_PLUGINS) {
-    if (GList *video = gst_discoverer_info_get_video_streams(info)) {
-      gst_discoverer_stream_info_list_free(video);
-      ok = true;
-    } else {
-      std::fprintf(stderr, "--source %s: has no video stream\n", path.c_str());
-    }
   } else if (result == GST_DISCOVERER_TIMEOUT) {
     std::fprintf(stderr, "--source %s: GStreamer took too long to read it\n", path.c_str());
-  } else if (result != GST_DISCOVERER_OK) {
+  } else if (result != GST_DISCOVERER_OK && result != GST_DISCOVERER_MISSING_PLUGINS) {
     std::fprintf(stderr, "--source %s: not a media file GStreamer can play (%s)\n", path.c_str(),
                  err ? err->message : "unknown error");
   } else if (GList *video = gst_discoverer_info_get_video_streams(info)) {
