@@ -676,10 +676,10 @@ void Parser::check_inside(ByteQueue &q, size_t total, size_t avail) {
       q.unmap();
       return;
     }
-    // Magics at 1 <= i < total whose header ends within span.
-    const size_t limit = std::min(span - kHeaderSize + 4, total + 3);
-    for (ptrdiff_t at = find_magic(p, limit, 1); at >= 0 && inside.size() < kMaxChecked;
-         at = find_magic(p, limit, size_t(at) + 1)) {
+    // Headers at 1 <= i < total that end within span (span ends before the
+    // header at total).
+    for (ptrdiff_t at = find_header_magic(p, span, 1); at >= 0 && inside.size() < kMaxChecked;
+         at = find_header_magic(p, span, size_t(at) + 1)) {
       const size_t i = size_t(at);
       PacketHeader h;
       if (read_header(p + i, kHeaderSize, &h, nullptr) != HeaderStatus::Ok ||

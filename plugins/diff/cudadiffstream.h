@@ -40,6 +40,11 @@ constexpr uint32_t kMagicBE = 0x43444946u;
 // Offset of the first kMagic in data[from, n) (all four bytes before n), or
 // -1. memchr finds the candidates instead of a comparison at every offset.
 ptrdiff_t find_magic(const uint8_t *data, size_t n, size_t from);
+// Offset of the first kMagic in data[from, n) that has a whole header
+// (kHeaderSize bytes) before n, or -1.
+inline ptrdiff_t find_header_magic(const uint8_t *data, size_t n, size_t from) {
+  return n < kHeaderSize ? -1 : find_magic(data, n - kHeaderSize + 4, from);
+}
 // No timestamp (GST_CLOCK_TIME_NONE).
 constexpr uint64_t kNoTime = ~uint64_t(0);
 // Largest frame (canonical bytes) a stream may carry: 1 GiB (16384x16384 RGBA).

@@ -63,10 +63,9 @@ void cudadiff_type_find(GstTypeFind *tf, gpointer) {
     data = gst_type_find_peek(tf, 0, guint(len));
   }
   if (!data || len < 2 * stream::kHeaderSize) return;
-  // Magics at i >= 1 whose header ends within len.
-  const size_t limit = len - stream::kHeaderSize + 4;
-  for (ptrdiff_t at = stream::find_magic(data, limit, 1); at >= 0;
-       at = stream::find_magic(data, limit, size_t(at) + 1)) {
+  // Headers at i >= 1 that end within len.
+  for (ptrdiff_t at = stream::find_header_magic(data, len, 1); at >= 0;
+       at = stream::find_header_magic(data, len, size_t(at) + 1)) {
     if (header_at(data + at, &version)) {
       suggest(tf, GST_TYPE_FIND_LIKELY, version);
       return;

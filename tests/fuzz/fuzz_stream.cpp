@@ -187,8 +187,7 @@ inline void put_u32(uint8_t *p, uint32_t v) {
 // magic at that offset and kHeaderSize bytes), or `size` (the mutator scans
 // every input it changes).
 size_t next_header(const uint8_t *data, size_t size, size_t from) {
-  if (size < kHeaderSize) return size;
-  const ptrdiff_t at = find_magic(data, size - kHeaderSize + 4, from);
+  const ptrdiff_t at = find_header_magic(data, size, from);
   return at < 0 ? size : size_t(at);
 }
 
