@@ -274,33 +274,31 @@ static void gst_cudadiff_dec_finalize(GObject *object) {
   G_OBJECT_CLASS(gst_cudadiff_dec_parent_class)->finalize(object);
 }
 
-static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
-  auto *self = GST_CUDADIFF_DEC(decoder);
+// Opens the backend (the CUDA context and the reader's scratch) and posts our
+// error when it cannot. It runs in change_state before GstVideoDecoder's
+// READY -> PAUSED, not in start(): a start() that fails makes the base class
+// post a second, generic error ("Could not initialize supporting library")
+// after ours, which says nothing about what to do.
+static bool open_backend(GstCudaDiffDec *self) {
   GST_OBJECT_LOCK(self);
   const GstCudaDiffBackend backend = self->backend;
   const gint device_id = self->device_id;
-  self->stats = DecStats();
   GST_OBJECT_UNLOCK(self);
   DecState *st = self->state;
   st->ctx = gst_cudadiff_open_shared_context(GST_ELEMENT(self), backend, device_id, &st->share);
+  if (!st->ctx) return false;
   try {
     cudadiff::ContextScope scope(st->ctx.get());
     st->reader = std::make_unique<stream::Reader>();
   } catch (const cudadiff::Error &e) {
     gst_cudadiff_post_error(GST_ELEMENT(self), "starting", e);
-    return FALSE;
+    return false;
   }
-  st->drop_codec();
-  st->reset_stream();
-  st->described = DecState::Described();
-  st->out_described = DecState::Described();
-  st->held_flow = GST_FLOW_OK;
-  st->overlap = st->overlap_decided = false;
-  return st->ctx != nullptr;
+  return true;
 }
 
-static gboolean gst_cudadiff_dec_stop(GstVideoDecoder *decoder) {
-  auto *self = GST_CUDADIFF_DEC(decoder);
+// Frees what open_backend() and decoding made (also after a failed open).
+static void close_backend(GstCudaDiffDec *self) {
   DecState *st = self->state;
   discard_pending(self);
   try {
@@ -319,6 +317,42 @@ static gboolean gst_cudadiff_dec_stop(GstVideoDecoder *decoder) {
   st->entries = std::vector<diff::SuperblockEntry>();
   st->ctx.reset();
   st->share.release();
+}
+
+static GstStateChangeReturn gst_cudadiff_dec_change_state(GstElement *element,
+                                                          GstStateChange transition) {
+  auto *self = GST_CUDADIFF_DEC(element);
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && !open_backend(self)) {
+    close_backend(self);
+    return GST_STATE_CHANGE_FAILURE;
+  }
+  const GstStateChangeReturn ret =
+      GST_ELEMENT_CLASS(gst_cudadiff_dec_parent_class)->change_state(element, transition);
+  // The base class calls stop() only on PAUSED -> READY, after a start that
+  // succeeded.
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && ret == GST_STATE_CHANGE_FAILURE)
+    close_backend(self);
+  return ret;
+}
+
+// The backend is open (change_state); this resets the stream's state.
+static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
+  auto *self = GST_CUDADIFF_DEC(decoder);
+  GST_OBJECT_LOCK(self);
+  self->stats = DecStats();
+  GST_OBJECT_UNLOCK(self);
+  DecState *st = self->state;
+  st->drop_codec();
+  st->reset_stream();
+  st->described = DecState::Described();
+  st->out_described = DecState::Described();
+  st->held_flow = GST_FLOW_OK;
+  st->overlap = st->overlap_decided = false;
+  return TRUE;
+}
+
+static gboolean gst_cudadiff_dec_stop(GstVideoDecoder *decoder) {
+  close_backend(GST_CUDADIFF_DEC(decoder));
   return TRUE;
 }
 
@@ -1252,6 +1286,7 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
   decoder_class->sink_query = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_sink_query);
   decoder_class->sink_event = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_sink_event);
   element_class->set_context = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_set_context);
+  element_class->change_state = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_change_state);
 }
 
 static void gst_cudadiff_dec_init(GstCudaDiffDec *self) {

@@ -437,32 +437,31 @@ static void gst_cudadiff_enc_finalize(GObject *object) {
   G_OBJECT_CLASS(gst_cudadiff_enc_parent_class)->finalize(object);
 }
 
-static gboolean gst_cudadiff_enc_start(GstVideoEncoder *encoder) {
-  auto *self = GST_CUDADIFF_ENC(encoder);
+// Opens the backend (the CUDA context and the writer's scratch) and posts our
+// error when it cannot. It runs in change_state before GstVideoEncoder's
+// READY -> PAUSED, not in start(): a start() that fails makes the base class
+// post a second, generic error ("Could not initialize supporting library")
+// after ours, which says nothing about what to do.
+static bool open_backend(GstCudaDiffEnc *self) {
   GST_OBJECT_LOCK(self);
   const GstCudaDiffBackend backend = self->backend;
   const gint device_id = self->device_id;
-  self->stats = EncStats();
   GST_OBJECT_UNLOCK(self);
   EncState *st = self->state;
   st->ctx = gst_cudadiff_open_shared_context(GST_ELEMENT(self), backend, device_id, &st->share);
+  if (!st->ctx) return false;
   try {
     cudadiff::ContextScope scope(st->ctx.get());
     st->writer = std::make_unique<stream::Writer>();
   } catch (const cudadiff::Error &e) {
     gst_cudadiff_post_error(GST_ELEMENT(self), "starting", e);
-    return FALSE;
+    return false;
   }
-  st->frame_number = 0;
-  st->last_keyframe_number = 0;
-  st->need_keyframe = true;
-  st->held_flow = GST_FLOW_OK;
-  st->warned_foreign = false;
-  return st->ctx != nullptr;
+  return true;
 }
 
-static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
-  auto *self = GST_CUDADIFF_ENC(encoder);
+// Frees what open_backend() and encoding made (also after a failed open).
+static void close_backend(GstCudaDiffEnc *self) {
   EncState *st = self->state;
   discard_pending(self);
   const auto release = [st] {
@@ -485,6 +484,41 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
   }
   release();  // (what the context's failure left; nothing otherwise)
   st->share.release();
+}
+
+static GstStateChangeReturn gst_cudadiff_enc_change_state(GstElement *element,
+                                                          GstStateChange transition) {
+  auto *self = GST_CUDADIFF_ENC(element);
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && !open_backend(self)) {
+    close_backend(self);
+    return GST_STATE_CHANGE_FAILURE;
+  }
+  const GstStateChangeReturn ret =
+      GST_ELEMENT_CLASS(gst_cudadiff_enc_parent_class)->change_state(element, transition);
+  // The base class calls stop() only on PAUSED -> READY, after a start that
+  // succeeded.
+  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && ret == GST_STATE_CHANGE_FAILURE)
+    close_backend(self);
+  return ret;
+}
+
+// The backend is open (change_state); this resets the stream's state.
+static gboolean gst_cudadiff_enc_start(GstVideoEncoder *encoder) {
+  auto *self = GST_CUDADIFF_ENC(encoder);
+  GST_OBJECT_LOCK(self);
+  self->stats = EncStats();
+  GST_OBJECT_UNLOCK(self);
+  EncState *st = self->state;
+  st->frame_number = 0;
+  st->last_keyframe_number = 0;
+  st->need_keyframe = true;
+  st->held_flow = GST_FLOW_OK;
+  st->warned_foreign = false;
+  return TRUE;
+}
+
+static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
+  close_backend(GST_CUDADIFF_ENC(encoder));
   return TRUE;
 }
 
@@ -1325,6 +1359,7 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
   encoder_class->getcaps = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_getcaps);
   encoder_class->src_query = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_src_query);
   element_class->set_context = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_set_context);
+  element_class->change_state = GST_DEBUG_FUNCPTR(gst_cudadiff_enc_change_state);
 
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_COMPRESSION, static_cast<GstPluginAPIFlags>(0));
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_FRAME_OVERLAP, static_cast<GstPluginAPIFlags>(0));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "gst_test.h"
 
@@ -62,4 +63,39 @@ TEST(BackendErrors, DiffElementsCudaWithoutDeviceFailAtStart) {
                                      20),
               "")
         << "stream-version=" << version;
+}
+
+// A backend that cannot be used fails the state change with one error, the
+// element's (which says what to do), and no second, generic one from the base
+// class ("Could not initialize supporting library"): the codec's elements
+// open their backend before GstVideoEncoder's and GstVideoDecoder's start.
+TEST(BackendErrors, OneErrorWhenTheBackendCannotStart) {
+  for (const char *element : {"cudadiffenc backend=cuda", "cudadiffdec backend=cuda",
+                              "cudadiffdec backend=cuda "
+                              "device-id=7",
+                              "cudagrayscale backend=cuda"}) {
+    GError *err = nullptr;
+    GstElement *pipeline =
+        gst_parse_launch((std::string("fakesrc ! ") + element + " ! fakesink").c_str(), &err);
+    ASSERT_NE(pipeline, nullptr) << (err ? err->message : element);
+    EXPECT_EQ(gst_element_set_state(pipeline, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE)
+        << element;
+    GstBus *bus = gst_element_get_bus(pipeline);
+    std::vector<std::string> errors;
+    while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR)) {
+      GError *e = nullptr;
+      gst_message_parse_error(m, &e, nullptr);
+      errors.push_back(e->message);
+      g_error_free(e);
+      gst_message_unref(m);
+    }
+    gst_object_unref(bus);
+    gst_element_set_state(pipeline, GST_STATE_NULL);
+    gst_object_unref(pipeline);
+    std::string all;
+    for (const std::string &e : errors) all += "[" + e + "] ";
+    ASSERT_EQ(errors.size(), 1u) << element << ": " << all;
+    EXPECT_NE(errors[0].find("no CUDA device is usable for backend=cuda"), std::string::npos)
+        << element << ": " << all;
+  }
 }
