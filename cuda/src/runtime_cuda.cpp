@@ -29,7 +29,14 @@ int device_count(std::string *why) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
-    if (why) *why = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+    if (why) {
+      *why = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+      // (what the runtime says when libcuda is missing altogether, too)
+      if (err == cudaErrorInsufficientDriver)
+        *why += " (no NVIDIA driver is loaded, or it is older than this build's CUDA " +
+                std::to_string(CUDART_VERSION / 1000) + "." +
+                std::to_string(CUDART_VERSION % 1000 / 10) + " needs)";
+    }
     cudaGetLastError();  // do not leave the error for the next caller
     return 0;
   }
