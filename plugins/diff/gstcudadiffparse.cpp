@@ -86,10 +86,13 @@ struct ParseState {
 struct _GstCudaDiffParse {
   GstBaseParse parent;
   ParseState *state;
-  // Push mode: the seqnum of the last seek event sent upstream (atomic;
-  // GST_SEQNUM_INVALID: none), and whether the segment that answered it
-  // came (the packets after it do not start a run: no restart).
-  gint seek_seqnum;
+  // Push mode: the seqnums of the seeks sent upstream and not answered yet,
+  // oldest first (object lock; an application may seek again before the
+  // last seek has landed, and each seek's answer counts), and whether the
+  // segment that answered one came (the packets after it do not start a
+  // run: no restart).
+  guint32 seek_seqnums[8];
+  guint n_seeks;
   bool seeked;
   // Pull mode: the file's scan put every keyframe into GstBaseParse's index
   // (atomic: read by seeks from the application's thread).
@@ -120,7 +123,9 @@ static GstStaticPadTemplate src_template =
 
 static void reset(GstCudaDiffParse *self) {
   *self->state = ParseState();
-  g_atomic_int_set(&self->seek_seqnum, gint(GST_SEQNUM_INVALID));
+  GST_OBJECT_LOCK(self);
+  self->n_seeks = 0;
+  GST_OBJECT_UNLOCK(self);
   g_atomic_int_set(&self->file_indexed, 0);
   self->at_eos = false;
   self->seeked = false;
@@ -569,11 +574,17 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
     if (new_segment) st->live.forget_output();
     // The segment that answers a seek carries its seqnum; packets parsed
     // before it (already queued when the seek went out) do not count.
-    const guint32 seek = guint32(g_atomic_int_get(&self->seek_seqnum));
-    if (seek != GST_SEQNUM_INVALID && seqnum == seek) {
+    // Seeks answer in the order they went out: that one and the ones
+    // before it are done.
+    GST_OBJECT_LOCK(self);
+    for (guint i = 0; i < self->n_seeks; ++i) {
+      if (self->seek_seqnums[i] != seqnum) continue;
       self->seeked = true;
-      g_atomic_int_set(&self->seek_seqnum, gint(GST_SEQNUM_INVALID));
+      std::copy(self->seek_seqnums + i + 1, self->seek_seqnums + self->n_seeks, self->seek_seqnums);
+      self->n_seeks -= i + 1;
+      break;
     }
+    GST_OBJECT_UNLOCK(self);
   } else if (type == GST_EVENT_FLUSH_STOP) {
     st->upstream_pending = GST_CLOCK_TIME_NONE;
     st->last_segment.forget();
@@ -616,7 +627,15 @@ static gboolean gst_cudadiff_parse_src_event(GstBaseParse *parse, GstEvent *even
       gst_event_unref(event);
       event = accurate;
     }
-    g_atomic_int_set(&self->seek_seqnum, gint(gst_event_get_seqnum(event)));
+    // (when full, the oldest goes: its answer is the least likely to come)
+    GST_OBJECT_LOCK(self);
+    constexpr guint kKept = G_N_ELEMENTS(self->seek_seqnums);
+    if (self->n_seeks == kKept) {
+      std::copy(self->seek_seqnums + 1, self->seek_seqnums + kKept, self->seek_seqnums);
+      self->n_seeks--;
+    }
+    self->seek_seqnums[self->n_seeks++] = gst_event_get_seqnum(event);
+    GST_OBJECT_UNLOCK(self);
   }
   return GST_BASE_PARSE_CLASS(gst_cudadiff_parse_parent_class)->src_event(parse, event);
 }

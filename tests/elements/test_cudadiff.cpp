@@ -1914,6 +1914,59 @@ TEST(CudaDiff, ParserSeekBackIntoAnEarlierRecording) {
     EXPECT_EQ(after[i], gst_util_uint64_scale(first + i, GST_SECOND, 30)) << "packet " << first + i;
 }
 
+// Two seeks sent upstream one right after the other (an application that
+// seeks again before the first has landed; in push mode GstBaseParse sends
+// each upstream as a seek in bytes), each answered in turn: the packets
+// after each answer take the time of their place in the stream, and so do
+// those after a later seek there. The parser remembered only the last
+// seek's seqnum: the first answer then did not count as a seek, its first
+// packet (frame 0, after frame 49) was taken for a restarted sender, and
+// that run, remembered by offset, shifted every later seek into it.
+TEST(CudaDiff, ParserTwoSeeksBackToBackInAByteStream) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 60;
+  o.props = "keyframe-interval=10";
+  encode(e, "GRAY8", 16, 8, o);
+  ASSERT_EQ(e.packets.size(), 60u);
+  std::vector<guint64> offsets;
+  guint64 at = 0;
+  for (GstBuffer *b : e.packets) {
+    offsets.push_back(at);
+    at += gst_buffer_get_size(b);
+  }
+  auto frame_time = [](size_t t) { return gst_util_uint64_scale(t, GST_SECOND, 30); };
+  // Packets first .. last - 1 pushed after a seek's answer: each has its
+  // own frame's time (the last may wait for the next packet, or for EOS).
+  auto expect_frames = [&](ParserOnBytes &parser, size_t first, size_t last, bool eos) {
+    for (size_t t = first; t < last; ++t) parser.push(bytes_of(e.packets[t]));
+    if (eos) parser.eos();
+    const std::vector<GstClockTime> got = parser.pull();
+    ASSERT_GE(got.size() + 1, last - first);
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_EQ(got[i], frame_time(first + i)) << "packet " << first + i;
+  };
+  ParserOnBytes parser;
+  expect_frames(parser, 0, 50, false);
+  const guint32 to_start = parser.seek(0);
+  const guint32 to_20 = parser.seek(frame_time(20));
+  {
+    SCOPED_TRACE("the first seek's answer");
+    parser.answer_seek(to_start, offsets[0]);
+    expect_frames(parser, 0, 10, false);
+  }
+  {
+    SCOPED_TRACE("the second seek's answer");
+    parser.answer_seek(to_20, offsets[20]);
+    expect_frames(parser, 20, 30, false);
+  }
+  {
+    SCOPED_TRACE("a later seek to the start");
+    parser.answer_seek(parser.seek(0), offsets[0]);
+    expect_frames(parser, 0, 10, true);
+  }
+}
+
 namespace {
 
 // A packet's sender pts and duration set to `pts` and `duration`
