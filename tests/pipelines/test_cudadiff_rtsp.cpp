@@ -120,6 +120,7 @@ struct EncoderWatch {
 
 struct TestServer {
   EncoderWatch watch;
+  std::atomic<int> medias{0};  // made by the server (shared: one while anyone watches)
   std::unique_ptr<cudadiff_server::Server> server;
 
   explicit TestServer(cudadiff_server::Options o) {
@@ -139,7 +140,10 @@ struct TestServer {
     (void)once;
     o.port = 0;
     o.address = "127.0.0.1";
-    o.on_media = [this](GstElement *media) { watch.attach(media); };
+    o.on_media = [this](GstElement *media) {
+      medias++;
+      watch.attach(media);
+    };
     server = std::make_unique<cudadiff_server::Server>(o);
     std::string error;
     EXPECT_TRUE(server->start(&error)) << error;
@@ -387,6 +391,35 @@ TEST(DiffRtsp, NoLossShowsEveryFrameAndLateClientStartsWithin5Frames) {
     c->check_pictures();
     expect_clean(*c->pipeline, "client");
     EXPECT_TRUE(c->pipeline->warnings().empty()) << c->pipeline->warnings()[0];
+  }
+  EXPECT_EQ(server.server->error(), "");
+}
+
+// Viewers that name the stream by other URLs (the server by a host name
+// instead of its address, a query, a trailing slash) watch the same media:
+// one source and one encoder for all (before, each URL made a media of its
+// own, and a camera busy with the first failed the second).
+TEST(DiffRtsp, ViewersOfOtherUrlFormsShareTheMedia) {
+  cudadiff_server::Options o;
+  o.source = source(160, 120);
+  TestServer server(o);
+  const std::string url = server.url();
+  const std::string prefix = "rtsp://127.0.0.1:";
+  ASSERT_EQ(url.compare(0, prefix.size(), prefix), 0) << url;
+  std::vector<std::unique_ptr<Pipeline>> viewers;
+  for (const std::string &form :
+       {url, "rtsp://localhost:" + url.substr(prefix.size()), url + "?viewer=3", url + "/"}) {
+    SCOPED_TRACE(form);
+    viewers.push_back(std::make_unique<Pipeline>(client(form, "latency=200 protocols=tcp")));
+    ASSERT_TRUE(viewers.back()->start());
+    Pipeline &v = *viewers.back();
+    EXPECT_TRUE(wait_until([&] { return v.frame_count() > 0 || !v.error().empty(); }, 20));
+    EXPECT_GT(v.frame_count(), 0u) << v.error();
+  }
+  EXPECT_EQ(server.medias.load(), 1);
+  for (auto &v : viewers) {
+    v->stop();
+    expect_clean(*v, "viewer");
   }
   EXPECT_EQ(server.server->error(), "");
 }
