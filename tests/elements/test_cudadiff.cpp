@@ -1844,6 +1844,15 @@ TEST(CudaDiff, ParserTimelineJumpsAheadOnlyUpToAMinute) {
   }
 }
 
+// The parser's seek tests' stream: 60 GRAY8 frames of 16x8, a keyframe
+// every 10.
+static void encode_seek_stream(Encoded &e) {
+  EncodeOptions o;
+  o.frames = 60;
+  o.props = "keyframe-interval=10";
+  encode(e, "GRAY8", 16, 8, o);
+}
+
 // A byte stream seeked back to its start (push mode: the seek goes
 // upstream, which flushes and sends a segment with the seek's seqnum): the
 // packets after the seek's segment go on from the timeline's start, not
@@ -1852,10 +1861,7 @@ TEST(CudaDiff, ParserTimelineJumpsAheadOnlyUpToAMinute) {
 // went out, parsed before the flush, do not count as the first after it.
 TEST(CudaDiff, ParserSeekBackInAByteStream) {
   Encoded e;
-  EncodeOptions o;
-  o.frames = 60;
-  o.props = "keyframe-interval=10";
-  encode(e, "GRAY8", 16, 8, o);
+  encode_seek_stream(e);
   ASSERT_EQ(e.packets.size(), 60u);
   // The first packet after the seek damaged (its payload's checksum fails)
   // or not: a damaged one counts as the first after the seek too (it used
@@ -1924,10 +1930,7 @@ TEST(CudaDiff, ParserSeekBackIntoAnEarlierRecording) {
 // that run, remembered by offset, shifted every later seek into it.
 TEST(CudaDiff, ParserTwoSeeksBackToBackInAByteStream) {
   Encoded e;
-  EncodeOptions o;
-  o.frames = 60;
-  o.props = "keyframe-interval=10";
-  encode(e, "GRAY8", 16, 8, o);
+  encode_seek_stream(e);
   ASSERT_EQ(e.packets.size(), 60u);
   std::vector<guint64> offsets;
   guint64 at = 0;
