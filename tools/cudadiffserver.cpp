@@ -685,10 +685,10 @@ static GstElement *cudadiff_factory_create_element(GstRTSPMediaFactory *factory,
 static void cudadiff_factory_finalize(GObject *object);
 
 // One media for every viewer of the mount point, whatever the URL it asked
-// for: rtsp-server's default key is the whole request URL, so viewers that
-// named the server differently (its address, a host name, localhost), or
-// added a query or a trailing slash, got a media each, with a source and an
-// encoder each (a camera busy with the first then fails the second).
+// for: rtsp-server's default key is the request URL, so viewers whose URLs
+// differed (a host name instead of the address, for one) got a media each,
+// with a source and an encoder each (a camera busy with the first then
+// fails the second).
 static gchar *cudadiff_factory_gen_key(GstRTSPMediaFactory *, const GstRTSPUrl *) {
   return g_strdup("cudadiff");
 }
