@@ -202,6 +202,10 @@ GstCaps *gst_cudadiff_caps_cuda_first(GstCaps *caps) {
   return order_by_memory(caps, true);
 }
 
+GstCaps *gst_cudadiff_caps_system_first(GstCaps *caps) {
+  return order_by_memory(caps, false);
+}
+
 GstCaps *gst_cudadiff_caps_prefer_peer_memory(GstPad *pad, GstCaps *caps) {
   bool cuda_first = false;
   if (GstCaps *peer = gst_pad_peer_query_caps(pad, nullptr)) {
@@ -213,19 +217,18 @@ GstCaps *gst_cudadiff_caps_prefer_peer_memory(GstPad *pad, GstCaps *caps) {
   return order_by_memory(caps, cuda_first);
 }
 
+bool gst_cudadiff_cuda_memory_loses_planes(const GstVideoInfo *info) {
+  const GstVideoFormat format = GST_VIDEO_INFO_FORMAT(info);
+  return (format == GST_VIDEO_FORMAT_I420 || format == GST_VIDEO_FORMAT_YV12) &&
+         GST_VIDEO_INFO_HEIGHT(info) % 2 != 0;
+}
+
 void gst_cudadiff_output_state_prefer_cuda(GstPad *srcpad, GstVideoCodecState *state,
                                            bool allowed) {
   if (!allowed) return;
-  // GStreamer's CUDA allocator (1.22) puts the third plane of I420 and YV12
-  // of an odd height half a pitch into a row, past the bytes of each row
-  // that its host map copies: such a frame mapped on the host (a sink, an
-  // application, an element that maps it so) lacks that plane. Those go out
-  // in system memory.
-  const GstVideoFormat format = GST_VIDEO_INFO_FORMAT(&state->info);
-  if ((format == GST_VIDEO_FORMAT_I420 || format == GST_VIDEO_FORMAT_YV12) &&
-      GST_VIDEO_INFO_HEIGHT(&state->info) % 2 != 0) {
+  if (gst_cudadiff_cuda_memory_loses_planes(&state->info)) {
     GST_DEBUG("%s of an odd height: system memory (CUDA memory loses a plane on the host)",
-              gst_video_format_to_string(format));
+              GST_VIDEO_INFO_NAME(&state->info));
     return;
   }
   GstCaps *plain = gst_video_info_to_caps(&state->info);

@@ -69,15 +69,24 @@ GstCaps *gst_cudadiff_caps_without_cuda(GstCaps *caps);
 // (an in-place filter, an encoder's proxied caps), so that the element that
 // picks the first structure upstream (cudaupload) prefers CUDA memory.
 GstCaps *gst_cudadiff_caps_cuda_first(GstCaps *caps);
+// The same with the system memory structures first.
+GstCaps *gst_cudadiff_caps_system_first(GstCaps *caps);
 // Reorders `caps` (taken) for fixation: CUDA memory structures first when
 // the peer of `pad` lists memory:CUDAMemory itself (not merely ANY caps),
 // system memory first otherwise, so that an application's appsink or a
 // fakesink keep getting system memory.
 GstCaps *gst_cudadiff_caps_prefer_peer_memory(GstPad *pad, GstCaps *caps);
 
+// Whether frames of `info` must not leave in CUDA memory: I420 and YV12 of an
+// odd height, whose third plane GStreamer's CUDA allocator (1.22) puts half a
+// pitch into a row, past the part of each row that its host map copies (a
+// sink or an application mapping them would get that plane wrong).
+bool gst_cudadiff_cuda_memory_loses_planes(const GstVideoInfo *info);
+
 // A decoder's new output state (caps not yet made): in CUDA memory when
-// `allowed` and the peer of `srcpad` lists memory:CUDAMemory itself and
-// accepts these caps in it; else left to the default (system memory).
+// `allowed`, the frames do not lose planes there, and the peer of `srcpad`
+// lists memory:CUDAMemory itself and accepts these caps in it; else left to
+// the default (system memory).
 void gst_cudadiff_output_state_prefer_cuda(GstPad *srcpad, GstVideoCodecState *state, bool allowed);
 
 // The pipeline's CUDA context as one element holds it. One per element;

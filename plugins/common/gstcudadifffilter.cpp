@@ -396,11 +396,19 @@ static GstCaps *gst_cudadiff_filter_transform_caps(GstBaseTransform *trans,
   return result;
 }
 
-// CUDA memory out when downstream asks for it by name, else system memory.
+// CUDA memory out when downstream asks for it by name, else system memory;
+// system memory first for I420 and YV12 of an odd height, which lose a plane
+// in CUDA memory (gst_cudadiff_cuda_memory_loses_planes()).
 static GstCaps *gst_cudadiff_filter_fixate_caps(GstBaseTransform *trans, GstPadDirection direction,
                                                 GstCaps *caps, GstCaps *othercaps) {
-  if (direction == GST_PAD_SINK && !gst_base_transform_is_in_place(trans))
-    othercaps = gst_cudadiff_caps_prefer_peer_memory(GST_BASE_TRANSFORM_SRC_PAD(trans), othercaps);
+  if (direction == GST_PAD_SINK && !gst_base_transform_is_in_place(trans)) {
+    GstVideoInfo in;
+    if (gst_video_info_from_caps(&in, caps) && gst_cudadiff_cuda_memory_loses_planes(&in))
+      othercaps = gst_cudadiff_caps_system_first(othercaps);
+    else
+      othercaps =
+          gst_cudadiff_caps_prefer_peer_memory(GST_BASE_TRANSFORM_SRC_PAD(trans), othercaps);
+  }
   return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)
       ->fixate_caps(trans, direction, caps, othercaps);
 }

@@ -546,6 +546,27 @@ TEST(CudaMemory, OddHeightPlanarFramesReachTheHostWhole) {
   }
 }
 
+// The filters likewise: cudagauss gives I420 and YV12 of an odd height in
+// system memory even when the element after it (cudadownload) names CUDA
+// memory, so that the sink, which maps them on the host, gets every plane.
+TEST(CudaMemory, OddHeightPlanarFramesFromAFilterReachTheHostWhole) {
+  if (!have_nvcodec_copies()) GTEST_SKIP() << "nvcodec's cudaupload/cudadownload missing";
+  for (const char *format : {"I420", "YV12"}) {
+    SCOPED_TRACE(format);
+    const std::string src =
+        std::string("videotestsrc num-buffers=6 pattern=ball ! video/x-raw,format=") + format +
+        ",width=81,height=61 ! ";
+    const RunResult want =
+        run(src + "cudagauss ! video/x-raw,format=" + format + " ! fakesink name=out");
+    ASSERT_EQ(want.error, "");
+    const RunResult got = run(src + "cudagauss name=g ! cudadownload ! fakesink name=out", {"g"});
+    ASSERT_EQ(got.error, "");
+    EXPECT_EQ(got.counts.at("g").cuda, 0) << "CUDA memory out of the filter";
+    EXPECT_EQ(got.frames.size(), 6u);
+    expect_same_frames(want, got);
+  }
+}
+
 // Frame overlap (system memory on both sides) changes nothing but timing:
 // same frames, all of them (the last one leaves at EOS).
 TEST(CudaMemory, FrameOverlapGivesTheSameFrames) {
