@@ -148,6 +148,21 @@ void gst_cudadiff_post_error(GstElement *element, const char *doing, const cudad
   }
 }
 
+GstStateChangeReturn gst_cudadiff_change_state_opening(GstElement *element,
+                                                       GstStateChange transition,
+                                                       GstElementClass *parent_class,
+                                                       bool (*open)(GstElement *),
+                                                       void (*close)(GstElement *)) {
+  const bool starting = transition == GST_STATE_CHANGE_READY_TO_PAUSED;
+  if (starting && !open(element)) {
+    close(element);
+    return GST_STATE_CHANGE_FAILURE;
+  }
+  const GstStateChangeReturn ret = parent_class->change_state(element, transition);
+  if (starting && ret == GST_STATE_CHANGE_FAILURE) close(element);
+  return ret;
+}
+
 const std::vector<GstVideoFormat> &gst_cudadiff_packed_rgb_formats(void) {
   static const std::vector<GstVideoFormat> formats = {
       GST_VIDEO_FORMAT_BGR,  GST_VIDEO_FORMAT_RGB,  GST_VIDEO_FORMAT_BGRx, GST_VIDEO_FORMAT_RGBx,

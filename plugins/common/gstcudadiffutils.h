@@ -53,6 +53,19 @@ cudadiff::FrameView gst_cudadiff_frame_view(const GstVideoFrame *frame);
 // Posts the element error for a failed core call, naming what was being done.
 void gst_cudadiff_post_error(GstElement *element, const char *doing, const cudadiff::Error &err);
 
+// change_state of the codec elements: `open` (the backend; it posts its own
+// error) runs before `parent_class`'s READY -> PAUSED, not in the base
+// class's start(), whose failure makes GstVideoEncoder and GstVideoDecoder
+// post a second, generic error ("Could not initialize supporting library")
+// that says nothing about what to do. `close` frees what `open` made when
+// the change fails (the base class calls stop() only on PAUSED -> READY,
+// after a start that succeeded).
+GstStateChangeReturn gst_cudadiff_change_state_opening(GstElement *element,
+                                                       GstStateChange transition,
+                                                       GstElementClass *parent_class,
+                                                       bool (*open)(GstElement *),
+                                                       void (*close)(GstElement *));
+
 // Caps transformation by formats: each structure of `caps` is copied with its
 // `format` replaced by the formats `map` gives for each of its formats (in
 // order, without repeats); a structure without a format field stands for every

@@ -275,11 +275,10 @@ static void gst_cudadiff_dec_finalize(GObject *object) {
 }
 
 // Opens the backend (the CUDA context and the reader's scratch) and posts our
-// error when it cannot. It runs in change_state before GstVideoDecoder's
-// READY -> PAUSED, not in start(): a start() that fails makes the base class
-// post a second, generic error ("Could not initialize supporting library")
-// after ours, which says nothing about what to do.
-static bool open_backend(GstCudaDiffDec *self) {
+// error when it cannot; run by change_state before GstVideoDecoder's
+// READY -> PAUSED (gst_cudadiff_change_state_opening()).
+static bool open_backend(GstElement *element) {
+  auto *self = GST_CUDADIFF_DEC(element);
   GST_OBJECT_LOCK(self);
   const GstCudaDiffBackend backend = self->backend;
   const gint device_id = self->device_id;
@@ -298,7 +297,8 @@ static bool open_backend(GstCudaDiffDec *self) {
 }
 
 // Frees what open_backend() and decoding made (also after a failed open).
-static void close_backend(GstCudaDiffDec *self) {
+static void close_backend(GstElement *element) {
+  auto *self = GST_CUDADIFF_DEC(element);
   DecState *st = self->state;
   discard_pending(self);
   try {
@@ -321,18 +321,9 @@ static void close_backend(GstCudaDiffDec *self) {
 
 static GstStateChangeReturn gst_cudadiff_dec_change_state(GstElement *element,
                                                           GstStateChange transition) {
-  auto *self = GST_CUDADIFF_DEC(element);
-  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && !open_backend(self)) {
-    close_backend(self);
-    return GST_STATE_CHANGE_FAILURE;
-  }
-  const GstStateChangeReturn ret =
-      GST_ELEMENT_CLASS(gst_cudadiff_dec_parent_class)->change_state(element, transition);
-  // The base class calls stop() only on PAUSED -> READY, after a start that
-  // succeeded.
-  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && ret == GST_STATE_CHANGE_FAILURE)
-    close_backend(self);
-  return ret;
+  return gst_cudadiff_change_state_opening(element, transition,
+                                           GST_ELEMENT_CLASS(gst_cudadiff_dec_parent_class),
+                                           open_backend, close_backend);
 }
 
 // The backend is open (change_state); this resets the stream's state.
@@ -352,7 +343,7 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
 }
 
 static gboolean gst_cudadiff_dec_stop(GstVideoDecoder *decoder) {
-  close_backend(GST_CUDADIFF_DEC(decoder));
+  close_backend(GST_ELEMENT(decoder));
   return TRUE;
 }
 

@@ -438,11 +438,10 @@ static void gst_cudadiff_enc_finalize(GObject *object) {
 }
 
 // Opens the backend (the CUDA context and the writer's scratch) and posts our
-// error when it cannot. It runs in change_state before GstVideoEncoder's
-// READY -> PAUSED, not in start(): a start() that fails makes the base class
-// post a second, generic error ("Could not initialize supporting library")
-// after ours, which says nothing about what to do.
-static bool open_backend(GstCudaDiffEnc *self) {
+// error when it cannot; run by change_state before GstVideoEncoder's
+// READY -> PAUSED (gst_cudadiff_change_state_opening()).
+static bool open_backend(GstElement *element) {
+  auto *self = GST_CUDADIFF_ENC(element);
   GST_OBJECT_LOCK(self);
   const GstCudaDiffBackend backend = self->backend;
   const gint device_id = self->device_id;
@@ -461,7 +460,8 @@ static bool open_backend(GstCudaDiffEnc *self) {
 }
 
 // Frees what open_backend() and encoding made (also after a failed open).
-static void close_backend(GstCudaDiffEnc *self) {
+static void close_backend(GstElement *element) {
+  auto *self = GST_CUDADIFF_ENC(element);
   EncState *st = self->state;
   discard_pending(self);
   const auto release = [st] {
@@ -488,18 +488,9 @@ static void close_backend(GstCudaDiffEnc *self) {
 
 static GstStateChangeReturn gst_cudadiff_enc_change_state(GstElement *element,
                                                           GstStateChange transition) {
-  auto *self = GST_CUDADIFF_ENC(element);
-  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && !open_backend(self)) {
-    close_backend(self);
-    return GST_STATE_CHANGE_FAILURE;
-  }
-  const GstStateChangeReturn ret =
-      GST_ELEMENT_CLASS(gst_cudadiff_enc_parent_class)->change_state(element, transition);
-  // The base class calls stop() only on PAUSED -> READY, after a start that
-  // succeeded.
-  if (transition == GST_STATE_CHANGE_READY_TO_PAUSED && ret == GST_STATE_CHANGE_FAILURE)
-    close_backend(self);
-  return ret;
+  return gst_cudadiff_change_state_opening(element, transition,
+                                           GST_ELEMENT_CLASS(gst_cudadiff_enc_parent_class),
+                                           open_backend, close_backend);
 }
 
 // The backend is open (change_state); this resets the stream's state.
@@ -518,7 +509,7 @@ static gboolean gst_cudadiff_enc_start(GstVideoEncoder *encoder) {
 }
 
 static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
-  close_backend(GST_CUDADIFF_ENC(encoder));
+  close_backend(GST_ELEMENT(encoder));
   return TRUE;
 }
 
