@@ -46,6 +46,14 @@ bool have_cuda_device();
 // `text` cut at each `separator`.
 std::vector<std::string> split(const std::string &text, char separator);
 
+// An error or warning message's text and debug text ("" without one).
+struct BusText {
+  std::string message, debug;
+};
+// Takes the ERROR or WARNING messages (`type`) waiting on `bus`, oldest
+// first, and returns their texts.
+std::vector<BusText> pop_texts(GstBus *bus, GstMessageType type);
+
 // Runs `pipeline` (gst_parse_launch syntax) to EOS or ERROR within
 // `timeout_s`; returns the error message ("" on EOS) and, when `error_out`,
 // the GError (caller frees).

@@ -86,21 +86,15 @@ TEST(BackendErrors, OneErrorWhenTheBackendCannotStart) {
     EXPECT_EQ(gst_element_set_state(pipeline, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE)
         << element;
     GstBus *bus = gst_element_get_bus(pipeline);
-    std::vector<std::string> errors;
-    while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR)) {
-      GError *e = nullptr;
-      gst_message_parse_error(m, &e, nullptr);
-      errors.push_back(e->message);
-      g_error_free(e);
-      gst_message_unref(m);
-    }
+    const std::vector<gst_test::BusText> errors = gst_test::pop_texts(bus, GST_MESSAGE_ERROR);
     gst_object_unref(bus);
     gst_element_set_state(pipeline, GST_STATE_NULL);
     gst_object_unref(pipeline);
     std::string all;
-    for (const std::string &e : errors) all += "[" + e + "] ";
+    for (const gst_test::BusText &e : errors) all += "[" + e.message + "] ";
     ASSERT_EQ(errors.size(), 1u) << element << ": " << all;
-    EXPECT_NE(errors[0].find("no CUDA device is usable for backend=cuda"), std::string::npos)
+    EXPECT_NE(errors[0].message.find("no CUDA device is usable for backend=cuda"),
+              std::string::npos)
         << element << ": " << all;
   }
 }

@@ -161,15 +161,8 @@ void decode(Decoded &d, const std::vector<GstBuffer *> &inputs, bool send_eos = 
     gst_harness_push_event(dec, gst_event_new_eos());
     collect();
   }
-  while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_WARNING)) {
-    GError *err = nullptr;
-    gchar *debug = nullptr;
-    gst_message_parse_warning(m, &err, &debug);
-    d.warnings.push_back(std::string(err->message) + " | " + (debug ? debug : ""));
-    g_error_free(err);
-    g_free(debug);
-    gst_message_unref(m);
-  }
+  for (const gst_test::BusText &w : gst_test::pop_texts(bus, GST_MESSAGE_WARNING))
+    d.warnings.push_back(w.message + " | " + w.debug);
   GstStructure *stats = nullptr;
   GstElement *el = dec->element;  // the harness wraps a launch line in a bin
   if (GST_IS_BIN(el)) {
@@ -1311,16 +1304,9 @@ TEST(CudaDiff, DecoderRefusesKeyframesLargerThanMaxPixels) {
         }
       }
       EXPECT_EQ(shown, 2u);
-      std::vector<std::string> warnings;
-      while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_WARNING)) {
-        GError *err = nullptr;
-        gst_message_parse_warning(m, &err, nullptr);
-        warnings.push_back(err->message);
-        g_error_free(err);
-        gst_message_unref(m);
-      }
+      const std::vector<gst_test::BusText> warnings = gst_test::pop_texts(bus, GST_MESSAGE_WARNING);
       ASSERT_EQ(warnings.size(), 1u);
-      EXPECT_EQ(warnings[0],
+      EXPECT_EQ(warnings[0].message,
                 "delta larger than max-pixels; frames are dropped until a keyframe fits; raise "
                 "max-pixels to decode this stream");
       // The bus's messages hold the element: detach it before the teardown.

@@ -149,19 +149,10 @@ TEST(CudaDiffCuda, DecoderErrorWithAFrameInFlight) {
       EXPECT_EQ(flow, GST_FLOW_ERROR);
       EXPECT_LT(pushed, packets.size());
       EXPECT_LE(shown, size_t(fail));
-      int errors = 0;
-      while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR)) {
-        GError *err = nullptr;
-        gchar *debug = nullptr;
-        gst_message_parse_error(m, &err, &debug);
-        EXPECT_NE(std::string(debug ? debug : "").find("on purpose"), std::string::npos)
-            << err->message << " | " << (debug ? debug : "");
-        g_error_free(err);
-        g_free(debug);
-        gst_message_unref(m);
-        ++errors;
-      }
-      EXPECT_EQ(errors, 1);
+      const std::vector<gst_test::BusText> errors = gst_test::pop_texts(bus, GST_MESSAGE_ERROR);
+      for (const gst_test::BusText &e : errors)
+        EXPECT_NE(e.debug.find("on purpose"), std::string::npos) << e.message << " | " << e.debug;
+      EXPECT_EQ(errors.size(), 1u);
       // The bus's messages hold the element: detach it before the teardown.
       gst_element_set_bus(dec->element, nullptr);
       gst_harness_teardown(dec);
