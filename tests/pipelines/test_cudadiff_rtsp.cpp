@@ -397,8 +397,8 @@ TEST(DiffRtsp, NoLossShowsEveryFrameAndLateClientStartsWithin5Frames) {
 
 // Viewers that name the stream by other URLs (the server by a host name
 // instead of its address, a query, a trailing slash) watch the same media:
-// one source and one encoder for all (before, each URL made a media of its
-// own, and a camera busy with the first failed the second).
+// one source and one encoder for all (before, these four URLs made two
+// medias, and a camera busy with the first would fail the second).
 TEST(DiffRtsp, ViewersOfOtherUrlFormsShareTheMedia) {
   cudadiff_server::Options o;
   o.source = source(160, 120);
