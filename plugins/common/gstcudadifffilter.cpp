@@ -378,7 +378,11 @@ static GstCaps *gst_cudadiff_filter_transform_caps(GstBaseTransform *trans,
     result = cuda ? gst_cudadiff_caps_cuda_first(gst_caps_ref(caps))
                   : gst_cudadiff_caps_without_cuda(caps);
   } else {
-    GstCaps *sys = gst_cudadiff_caps_with_memory(caps, false);
+    // Caps in CUDA memory only where this element can take them, so that an
+    // ACCEPT_CAPS query refuses them as the CAPS query leaves them out.
+    GstCaps *plain = cuda ? gst_caps_ref(caps) : gst_cudadiff_caps_without_cuda(caps);
+    GstCaps *sys = gst_cudadiff_caps_with_memory(plain, false);
+    gst_caps_unref(plain);
     GstCaps *mapped = klass->transform_format_caps
                           ? klass->transform_format_caps(trans, direction, sys, nullptr)
                           : gst_caps_ref(sys);

@@ -1160,8 +1160,30 @@ static gboolean gst_cudadiff_dec_decide_allocation(GstVideoDecoder *decoder, Gst
 }
 
 static gboolean gst_cudadiff_dec_src_query(GstVideoDecoder *decoder, GstQuery *query) {
-  if (GST_CUDADIFF_DEC(decoder)->state->share.handle_query(GST_ELEMENT(decoder), query))
-    return TRUE;
+  auto *self = GST_CUDADIFF_DEC(decoder);
+  if (self->state->share.handle_query(GST_ELEMENT(decoder), query)) return TRUE;
+  if (GST_QUERY_TYPE(query) == GST_QUERY_CAPS) {
+    // The template's CUDA memory only where the element can use it (not
+    // with backend=cpu, nor without a device), as the other elements answer.
+    GST_OBJECT_LOCK(self);
+    const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id);
+    GST_OBJECT_UNLOCK(self);
+    if (!cuda) {
+      GstCaps *filter = nullptr;
+      gst_query_parse_caps(query, &filter);
+      GstCaps *templ = gst_pad_get_pad_template_caps(GST_VIDEO_DECODER_SRC_PAD(decoder));
+      GstCaps *caps = gst_cudadiff_caps_without_cuda(templ);
+      gst_caps_unref(templ);
+      if (filter) {
+        GstCaps *tmp = gst_caps_intersect_full(filter, caps, GST_CAPS_INTERSECT_FIRST);
+        gst_caps_unref(caps);
+        caps = tmp;
+      }
+      gst_query_set_caps_result(query, caps);
+      gst_caps_unref(caps);
+      return TRUE;
+    }
+  }
   return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->src_query(decoder, query);
 }
 

@@ -98,3 +98,75 @@ TEST(BackendErrors, OneErrorWhenTheBackendCannotStart) {
         << element << ": " << all;
   }
 }
+
+namespace {
+bool has_cuda_structure(const GstCaps *caps) {
+  if (!caps || gst_caps_is_any(caps)) return false;
+  for (guint i = 0; i < gst_caps_get_size(caps); ++i) {
+    const GstCapsFeatures *f = gst_caps_get_features(caps, i);
+    if (f && !gst_caps_features_is_any(f) && gst_caps_features_contains(f, "memory:CUDAMemory"))
+      return true;
+  }
+  return false;
+}
+}  // namespace
+
+// Without a device (or with backend=cpu) an element takes and offers system
+// memory only: its ACCEPT_CAPS query refuses caps in CUDA memory, as its
+// CAPS query leaves them out, and cudadiffdec's source pad does not offer
+// them. Before, the filters that convert (not in place) accepted them, and
+// failed at their first frame ("memory:CUDAMemory needs the CUDA backend");
+// the decoder offered them, and a pipeline naming them linked and then
+// failed with a bare not-negotiated.
+TEST(BackendErrors, NoCudaMemoryCapsWithoutTheCudaBackend) {
+  ASSERT_FALSE(gst_test::have_cuda_device()) << "run with CUDA_VISIBLE_DEVICES=\"\"";
+  const std::string raw = "format=BGR,width=64,height=48,framerate=30/1";
+  GstCaps *sys = gst_caps_from_string(("video/x-raw," + raw).c_str());
+  GstCaps *cuda = gst_caps_from_string(("video/x-raw(memory:CUDAMemory)," + raw).c_str());
+  for (const char *backend : {"cpu", "auto"}) {
+    for (const char *name : {"cudagauss", "cudagrayscale", "cudabinarize", "cudaheatmap",
+                             "cudanoisevis", "cudatextoverlay", "cudadiffenc"}) {
+      SCOPED_TRACE(std::string(name) + " backend=" + backend);
+      GstElement *e = gst_element_factory_make(name, nullptr);
+      ASSERT_NE(e, nullptr);
+      gst_object_ref_sink(e);
+      gst_util_set_object_arg(G_OBJECT(e), "backend", backend);
+      GstPad *sink = gst_element_get_static_pad(e, "sink");
+      EXPECT_TRUE(gst_pad_query_accept_caps(sink, sys));
+      EXPECT_FALSE(gst_pad_query_accept_caps(sink, cuda));
+      for (const char *pad_name : {"sink", "src"}) {
+        GstPad *pad = gst_element_get_static_pad(e, pad_name);
+        GstCaps *caps = gst_pad_query_caps(pad, nullptr);
+        EXPECT_FALSE(has_cuda_structure(caps)) << pad_name;
+        gst_caps_unref(caps);
+        gst_object_unref(pad);
+      }
+      gst_object_unref(sink);
+      gst_object_unref(e);
+    }
+    SCOPED_TRACE(std::string("cudadiffdec backend=") + backend);
+    GstElement *dec = gst_element_factory_make("cudadiffdec", nullptr);
+    ASSERT_NE(dec, nullptr);
+    gst_object_ref_sink(dec);
+    gst_util_set_object_arg(G_OBJECT(dec), "backend", backend);
+    GstPad *src = gst_element_get_static_pad(dec, "src");
+    GstCaps *caps = gst_pad_query_caps(src, nullptr);
+    EXPECT_FALSE(has_cuda_structure(caps));
+    EXPECT_FALSE(gst_caps_is_empty(caps));
+    gst_caps_unref(caps);
+    gst_object_unref(src);
+    gst_object_unref(dec);
+    // Refused when the pipeline is built, as a filter's would be.
+    GError *err = nullptr;
+    GstElement *p = gst_parse_launch((std::string("fakesrc ! cudadiffdec backend=") + backend +
+                                      " ! video/x-raw(memory:CUDAMemory) ! fakesink")
+                                         .c_str(),
+                                     &err);
+    ASSERT_NE(err, nullptr) << "linked";
+    EXPECT_TRUE(g_error_matches(err, GST_PARSE_ERROR, GST_PARSE_ERROR_LINK)) << err->message;
+    g_error_free(err);
+    if (p) gst_object_unref(p);
+  }
+  gst_caps_unref(sys);
+  gst_caps_unref(cuda);
+}
