@@ -393,7 +393,19 @@ static gboolean gst_cudadiff_dec_flush(GstVideoDecoder *decoder) {
 // a timed packet's time never goes back holds within a segment. (The same
 // segment sent again, as an input-selector does when it switches back, is
 // not a new one.)
+static GstFlowReturn finish_pending(GstCudaDiffDec *self);
+
 static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *event) {
+  if (GST_EVENT_TYPE(event) == GST_EVENT_GAP) {
+    // GstVideoDecoder sends a gap on at once (other serialized events wait
+    // for the next frame): the frame held by frame-overlap, which came
+    // before it, goes out first, so that time does not go back downstream.
+    auto *self = GST_CUDADIFF_DEC(decoder);
+    GST_VIDEO_DECODER_STREAM_LOCK(decoder);
+    const GstFlowReturn ret = finish_pending(self);
+    if (ret != GST_FLOW_OK && ret != GST_FLOW_ERROR) self->state->held_flow = ret;
+    GST_VIDEO_DECODER_STREAM_UNLOCK(decoder);
+  }
   if (GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
     DecState *st = GST_CUDADIFF_DEC(decoder)->state;
     const GstSegment *segment = nullptr;

@@ -2612,6 +2612,49 @@ TEST(CudaDiff, DecoderDrainQueryPushesTheHeldFrame) {
   gst_harness_teardown(h);
 }
 
+// A gap event after the frame held by frame-overlap reaches downstream after
+// that frame, as it came: GstVideoDecoder sends a gap on at once, which let
+// it overtake the held frame (frame 1 at 33 ms arrived after the gap at
+// 67 ms, and time went back downstream).
+TEST(CudaDiff, DecoderGapEventComesAfterTheHeldFrame) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 2;
+  encode(e, "GRAY8", 16, 8, o);
+  GstHarness *h = gst_harness_new_parse("cudadiffdec frame-overlap=always");
+  gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+  GstElement *dec = gst_harness_find_element(h, "cudadiffdec");
+  GstPad *src = gst_element_get_static_pad(dec, "src");
+  std::vector<std::string> order;  // "buffer PTS" or "gap TS", as they leave the decoder
+  gst_pad_add_probe(
+      src, GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+      [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+        auto *seen = static_cast<std::vector<std::string> *>(data);
+        if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
+          seen->push_back("buffer " +
+                          std::to_string(GST_BUFFER_PTS(GST_PAD_PROBE_INFO_BUFFER(info))));
+        } else if (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) == GST_EVENT_GAP) {
+          GstClockTime ts = 0, duration = 0;
+          gst_event_parse_gap(GST_PAD_PROBE_INFO_EVENT(info), &ts, &duration);
+          seen->push_back("gap " + std::to_string(ts));
+        }
+        return GST_PAD_PROBE_OK;
+      },
+      &order, nullptr);
+  ASSERT_EQ(gst_harness_push(h, gst_buffer_ref(e.packets[0])), GST_FLOW_OK);
+  ASSERT_EQ(gst_harness_push(h, gst_buffer_ref(e.packets[1])), GST_FLOW_OK);  // frame 1 held
+  const GstClockTime gap_at = gst_util_uint64_scale(2, GST_SECOND, 30);  // where frame 2 would be
+  EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_gap(gap_at, GST_SECOND / 30)));
+  gst_harness_push_event(h, gst_event_new_eos());
+  const std::vector<std::string> want = {
+      "buffer 0", "buffer " + std::to_string(gst_util_uint64_scale(1, GST_SECOND, 30)),
+      "gap " + std::to_string(gap_at)};
+  EXPECT_EQ(order, want);
+  gst_object_unref(src);
+  gst_object_unref(dec);
+  gst_harness_teardown(h);
+}
+
 // A flow that pushing the held frame returned during a drain query (here
 // downstream answers NOT_LINKED once) is returned for the next packet, which
 // is still decoded: the frames after it are the encoder's pictures, none
