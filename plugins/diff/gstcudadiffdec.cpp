@@ -135,6 +135,9 @@ struct DecState {
   size_t frame_bytes = 0;
   bool synced = false;   // the reference is valid: a keyframe and every packet since
   bool in_loss = false;  // a warning was posted since the last decoded packet
+  // A frame was dropped (lost, damaged, or before the first keyframe) since
+  // the last frame pushed: the next one is flagged DISCONT.
+  bool discont = false;
   guint64 last_frame_number = 0;
   // Bytes skipped since the last packet (not a packet, or a packet whose
   // header failed), and why the first of them were: named in the warning
@@ -172,6 +175,7 @@ struct DecState {
     parsed = 0;
     synced = false;
     in_loss = false;
+    discont = false;
     skipped_since_packet = 0;
     first_skip.clear();
     timeline = stream::Timeline();
@@ -783,12 +787,15 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
       count_keyframe(self);
     }
     // Deltas lost just before this keyframe cost no picture, but frames
-    // are missing all the same: a loss like any other, which it ends.
-    if (st->synced && h.frame_number > st->last_frame_number + 1)
+    // are missing all the same: a loss like any other, which it ends (and
+    // its frame is the first after a gap).
+    if (st->synced && h.frame_number > st->last_frame_number + 1) {
+      st->discont = true;
       report_damage(self, "packets missing before a keyframe",
                     "frames " + std::to_string(st->last_frame_number + 1) + " to " +
                         std::to_string(h.frame_number - 1) + " missing",
                     "the keyframe resumes decoding");
+    }
     st->synced = true;
     st->in_loss = false;
     st->last_frame_number = h.frame_number;
@@ -914,6 +921,14 @@ static void drop_codec_after_error(GstCudaDiffDec *self) {
   st->synced = false;
 }
 
+// A frame that will not be shown (its packet lost or damaged, or waiting for
+// a keyframe) is dropped as GstVideoDecoder drops frames, with a QoS message
+// that counts it, and the next frame pushed is flagged DISCONT.
+static void drop_lost_frame(GstCudaDiffDec *self, GstVideoCodecFrame *frame) {
+  self->state->discont = true;
+  gst_video_decoder_drop_frame(GST_VIDEO_DECODER(self), frame);
+}
+
 // The frame in flight: waits for it, then finishes it.
 static GstFlowReturn finish_pending(GstCudaDiffDec *self) {
   DecState *st = self->state;
@@ -944,8 +959,12 @@ static GstFlowReturn finish_pending(GstCudaDiffDec *self) {
   }
   gst_video_frame_unmap(&p.out);
   if (p.in_core2 && !account_finished(self, p, decoded, why)) {
-    gst_video_decoder_release_frame(GST_VIDEO_DECODER(self), p.frame);
+    drop_lost_frame(self, p.frame);
     return GST_FLOW_OK;
+  }
+  if (st->discont) {
+    GST_BUFFER_FLAG_SET(p.frame->output_buffer, GST_BUFFER_FLAG_DISCONT);
+    st->discont = false;
   }
   if (p.sender_pts != stream::kNoTime)
     gst_buffer_add_reference_timestamp_meta(
@@ -1075,7 +1094,10 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
     }
     if (!st->synced && ret == GST_FLOW_OK) request_keyframe(self, frame);
     const GstFlowReturn flushed = finish_pending(self);
-    gst_video_decoder_release_frame(decoder, frame);
+    if (ret == GST_FLOW_OK)
+      drop_lost_frame(self, frame);
+    else
+      gst_video_decoder_release_frame(decoder, frame);
     return ret != GST_FLOW_OK ? ret : flushed;
   }
 

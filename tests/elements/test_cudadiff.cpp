@@ -122,6 +122,8 @@ struct Decoded {
   // The decoder's stats at the end: packets, dropped-packets, skipped-bytes,
   // losses.
   guint64 packets = 0, dropped = 0, skipped = 0, losses = 0;
+  // QoS messages posted (GstVideoDecoder posts one per dropped frame).
+  size_t qos = 0;
   ~Decoded() {
     for (GstBuffer *b : buffers) gst_buffer_unref(b);
   }
@@ -133,6 +135,15 @@ void decode(Decoded &d, const std::vector<GstBuffer *> &inputs, bool send_eos = 
             const char *launch = "cudadiffdec") {
   GstHarness *dec = gst_harness_new_parse(launch);
   GstBus *bus = gst_bus_new();
+  // (QoS messages counted as they are posted: pop_texts() below discards
+  // the messages of other types)
+  gst_bus_set_sync_handler(
+      bus,
+      [](GstBus *, GstMessage *m, gpointer qos) {
+        if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_QOS) ++*static_cast<size_t *>(qos);
+        return GST_BUS_PASS;
+      },
+      &d.qos, nullptr);
   gst_element_set_bus(dec->element, bus);
   gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
   auto collect = [&] {
@@ -2410,22 +2421,31 @@ TEST(CudaDiff, DecoderDropsDamagedPacketsAndRecovers) {
     SCOPED_TRACE("version " + std::to_string(version));
     Encoded e;
     encode_for_damage(e, version);
+    // qos: the frames dropped by the decoder (packets whose bytes were
+    // skipped as damaged never become frames).
     auto check = [&](const std::vector<GstBuffer *> &in, const std::vector<size_t> &want,
-                     const char *what, const char *warning) {
+                     const char *what, const char *warning, size_t qos) {
       Decoded d;
       decode(d, in);
       ASSERT_EQ(d.frames.size(), want.size()) << what;
       for (size_t i = 0; i < want.size(); ++i) {
         EXPECT_EQ(d.frames[i], e.pictures[want[i]]) << what << ": frame " << want[i];
         EXPECT_EQ(GST_BUFFER_PTS(d.buffers[i]), gst_util_uint64_scale(want[i], GST_SECOND, 30));
+        // The first frame, and the first after frames that are missing, are
+        // flagged DISCONT; no other.
+        const bool gap = i == 0 || want[i] != want[i - 1] + 1;
+        EXPECT_EQ(GST_BUFFER_FLAG_IS_SET(d.buffers[i], GST_BUFFER_FLAG_DISCONT), gap)
+            << what << ": frame " << want[i];
       }
+      // Each frame dropped is counted by a QoS message.
+      EXPECT_EQ(d.qos, qos) << what;
       ASSERT_EQ(d.warnings.size(), 1u) << what;
       EXPECT_NE(d.warnings[0].find(warning), std::string::npos) << d.warnings[0];
     };
     std::vector<GstBuffer *> in(e.packets.begin(), e.packets.end());
     // A bit error in delta 2 (checksum): 2, 3 lost, keyframe 4 recovers.
     in[2] = damaged(e.packets[2], 5, 0xff, false);
-    check(in, {0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, "bad checksum", "checksum");
+    check(in, {0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, "bad checksum", "checksum", 1);
     {
       // The damaged packet counts as dropped, as does delta 3 (its bytes,
       // skipped, are not counted again as a packet).
@@ -2461,37 +2481,38 @@ TEST(CudaDiff, DecoderDropsDamagedPacketsAndRecovers) {
       in.erase(in.begin() + 10);  // packet 9 (after the garbage)
       in.insert(in.begin() + 10, bad_header);
       check(in, {0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15}, "damaged header",
-            "bytes that were not a packet");
+            "bytes that were not a packet", 2);
       gst_buffer_unref(bad_header);
       gst_buffer_unref(garbage);
     }
     // A packet lost: 6 missing, 7 is out of sequence.
     in.assign(e.packets.begin(), e.packets.end());
     in.erase(in.begin() + 6);
-    check(in, {0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}, "packet lost", "out of sequence");
+    check(in, {0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15}, "packet lost", "out of sequence",
+          1);
     // The delta just before a keyframe lost: no picture is wrong, but a
     // frame is missing all the same (before, nothing said so).
     in.assign(e.packets.begin(), e.packets.end());
     in.erase(in.begin() + 7);
     check(in, {0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15}, "delta before a keyframe lost",
-          "packets missing before a keyframe");
+          "packets missing before a keyframe", 0);
     // Packets reordered: 9 before 10 swapped.
     in.assign(e.packets.begin(), e.packets.end());
     std::swap(in[9], in[10]);
-    check(in, {0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15}, "reordered", "out of sequence");
+    check(in, {0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15}, "reordered", "out of sequence", 3);
     const std::vector<size_t> lose_13_to_15 = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
     in.assign(e.packets.begin(), e.packets.end());
     if (version == 1) {
       // A delta whose checksum is right but whose masks name bytes past the
       // frame (the superblock bitmap of a 1485-byte frame has 2 valid bits).
       in[13] = damaged(e.packets[13], 0, 0xff, true);
-      check(in, lose_13_to_15, "impossible delta", "impossible delta");
+      check(in, lose_13_to_15, "impossible delta", "impossible delta", 3);
       gst_buffer_unref(in[13]);
     } else {
       // Checksums right, the body wrong: its header says keyframe in a delta
       // packet (the reader), its tile table does not add up (the core).
       in[13] = damaged(e.packets[13], 0, 0x01, true);
-      check(in, lose_13_to_15, "keyframe body in a delta", "keyframe in a delta packet");
+      check(in, lose_13_to_15, "keyframe body in a delta", "keyframe in a delta packet", 3);
       gst_buffer_unref(in[13]);
       const Bytes body = payload_of(e.packets[13]);
       const size_t last = body.size() - 1;
@@ -2502,6 +2523,7 @@ TEST(CudaDiff, DecoderDropsDamagedPacketsAndRecovers) {
       // A changed byte of a coded tile is caught by the core (its lanes must
       // end where they began); the picture then stays the last good one.
       ASSERT_EQ(d.frames.size(), lose_13_to_15.size());
+      EXPECT_EQ(d.qos, 3u);
       ASSERT_EQ(d.warnings.size(), 1u);
       EXPECT_NE(d.warnings[0].find("impossible delta"), std::string::npos) << d.warnings[0];
       EXPECT_NE(d.warnings[0].find("codec2 body"), std::string::npos) << d.warnings[0];
