@@ -577,6 +577,11 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
                            step.header.height, step.header.fps_n, step.header.fps_d,
                            d.colorimetry.c_str(), d.pixel_aspect_ratio.c_str(),
                            d.interlace_mode.c_str(), d.field_order.c_str(), d.chroma_site.c_str());
+          // A stream header starts a stream: a keyframe follows it, and a
+          // delta after it (another sender's, spliced in by a relay) has
+          // no reference here, whatever its frame number says.
+          if (st->synced) GST_DEBUG_OBJECT(self, "stream header: waiting for its keyframe");
+          st->synced = false;
           gst_adapter_flush(adapter, step.bytes);
           continue;
         }

@@ -2531,6 +2531,42 @@ TEST(CudaDiff, DecoderDropsDamagedPacketsAndRecovers) {
   }
 }
 
+// Another sender's packets spliced in after its stream header (a relay
+// that switches to a backup sender whose frame numbers run in step): its
+// deltas have no reference here, so they wait for its keyframe. Before,
+// version 1 decoded them onto the first sender's picture and showed wrong
+// pictures without a warning (version 2 happened to refuse them, its
+// tables being the other sender's).
+TEST(CudaDiff, DecoderWaitsForAKeyframeAfterAStreamHeader) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded a, b;
+    EncodeOptions o;
+    o.frames = 12;
+    o.version = version;
+    o.props = "keyframe-interval=4 compression=none";
+    encode(a, "BGR", 32, 16, o);
+    o.seed = 7;  // another scene
+    encode(b, "BGR", 32, 16, o);
+    const GValue *headers =
+        gst_structure_get_value(gst_caps_get_structure(b.caps, 0), "streamheader");
+    ASSERT_NE(headers, nullptr);
+    // A's packets 0-5, then B's stream header and B's packets 6-11 (6 and
+    // 7 deltas, 8 a keyframe).
+    std::vector<GstBuffer *> in(a.packets.begin(), a.packets.begin() + 6);
+    in.push_back(gst_value_get_buffer(gst_value_array_get_value(headers, 0)));
+    in.insert(in.end(), b.packets.begin() + 6, b.packets.end());
+    Decoded d;
+    decode(d, in);
+    ASSERT_EQ(d.frames.size(), 10u);
+    for (size_t i = 0; i < 6; ++i) EXPECT_EQ(d.frames[i], a.pictures[i]) << "A's frame " << i;
+    for (size_t i = 6; i < 10; ++i)
+      EXPECT_EQ(d.frames[i], b.pictures[i + 2]) << "B's frame " << i + 2;
+    EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+    EXPECT_EQ(d.dropped, 2u);
+  }
+}
+
 // Losses are warnings, not decoding errors: with GstVideoDecoder's
 // max-errors=0 (the first error fatal) a stream whose every delta is damaged
 // plays its keyframes, with one warning per loss and no failed push.
