@@ -308,6 +308,17 @@ bool gst_cudadiff_upstream_is_live(GstPad *sinkpad) {
   return live;
 }
 
+GstClockTime gst_cudadiff_segment_now(GstElement *element, const GstSegment *segment) {
+  if (segment->format != GST_FORMAT_TIME) return GST_CLOCK_TIME_NONE;
+  GST_OBJECT_LOCK(element);
+  const bool playing = GST_STATE(element) == GST_STATE_PLAYING;
+  GST_OBJECT_UNLOCK(element);
+  if (!playing) return GST_CLOCK_TIME_NONE;
+  const GstClockTime running = gst_element_get_current_running_time(element);
+  if (!GST_CLOCK_TIME_IS_VALID(running)) return GST_CLOCK_TIME_NONE;
+  return gst_segment_position_from_running_time(segment, GST_FORMAT_TIME, running);
+}
+
 GstFlowReturn gst_cudadiff_caps_failed_flow(GstPad *srcpad) {
   return GST_PAD_IS_FLUSHING(srcpad) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_NEGOTIATED;
 }

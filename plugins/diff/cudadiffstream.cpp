@@ -744,7 +744,8 @@ void Timeline::passed(const PacketHeader &h, uint64_t out) {
   end = out <= uint64_t(INT64_MAX) - dur ? out + dur : out;
 }
 
-uint64_t Timeline::place(const PacketHeader &h, uint64_t offset, bool keep, bool *new_run) {
+uint64_t Timeline::place(const PacketHeader &h, uint64_t offset, bool keep, bool *new_run,
+                         uint64_t not_before) {
   *new_run = false;
   const bool restart = have && !keep &&
                        ((h.frame_number < last_frame &&
@@ -752,7 +753,9 @@ uint64_t Timeline::place(const PacketHeader &h, uint64_t offset, bool keep, bool
                         (h.pts < last_pts && last_pts - h.pts > kReorderTime) ||
                         (h.pts > last_pts && h.pts - last_pts > kMaxPacketDuration));
   if (!have || restart) {
-    run = TimeRun{offset, h.pts, have ? end : 0};
+    uint64_t from = have ? end : 0;
+    if (have && not_before != kNoTime && not_before > from) from = not_before;
+    run = TimeRun{offset, h.pts, from};
     have = true;
     *new_run = true;
     remember(run);

@@ -303,8 +303,11 @@ struct Timeline {
 
   // The output pts of a packet with a sender pts (h.pts != kNoTime), at
   // byte `offset`; a new run when the sender restarted (never after a
-  // seek, `keep`: then the run that began last before `offset`).
-  uint64_t place(const PacketHeader &h, uint64_t offset, bool keep, bool *new_run);
+  // seek, `keep`: then the run that began last before `offset`), from
+  // where the last packet ended, or from `not_before` if that is later (a
+  // live viewer's present: kNoTime for none).
+  uint64_t place(const PacketHeader &h, uint64_t offset, bool keep, bool *new_run,
+                 uint64_t not_before = kNoTime);
   // A packet with a sender pts whose output pts is `out` (upstream's): a
   // run begins there, unless `out` is before the last packet's output time
   // (then the run goes on). Returns its output time.

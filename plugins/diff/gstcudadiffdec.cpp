@@ -883,7 +883,14 @@ static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
   }
   if (h.pts == stream::kNoTime) return;  // the base class interpolates from the framerate
   bool new_run = false;
-  frame->pts = st->timeline.place(h, 0, false, &new_run);
+  // A restarted sender's time goes on from where the last packet ended, but
+  // not before the present of a playing pipeline: a viewer whose sender
+  // stopped for a while (or a relay that replays from a keyframe) would
+  // otherwise get every later frame late, dropped by a synchronising sink.
+  const GstClockTime now =
+      gst_cudadiff_segment_now(GST_ELEMENT(self), &GST_VIDEO_DECODER(self)->output_segment);
+  frame->pts = st->timeline.place(h, 0, false, &new_run,
+                                  GST_CLOCK_TIME_IS_VALID(now) ? now : stream::kNoTime);
   if (new_run && frame->pts != 0)
     GST_INFO_OBJECT(self,
                     "sender restarted (frame %" G_GUINT64_FORMAT

@@ -349,6 +349,14 @@ static guint64 file_pts(const FileMap &fm, guint64 offset, guint64 pts) {
 
 // What a skipped piece at `offset` says: warnings, and the time of a
 // damaged packet's intact header.
+// A restarted sender's run starts not before the present of a playing
+// pipeline (stream::Timeline::place(): else a live viewer's later frames
+// would all be late); kNoTime when not playing.
+static guint64 live_now(GstBaseParse *parse) {
+  const GstClockTime now = gst_cudadiff_segment_now(GST_ELEMENT(parse), &parse->segment);
+  return GST_CLOCK_TIME_IS_VALID(now) ? now : stream::kNoTime;
+}
+
 static void skipped(GstCudaDiffParse *self, const stream::Parser::Step &step, guint64 offset,
                     bool pull) {
   ParseState *st = self->state;
@@ -366,7 +374,7 @@ static void skipped(GstCudaDiffParse *self, const stream::Parser::Step &step, gu
     const bool seeked = self->seeked;
     self->seeked = false;
     bool new_run = false;
-    st->live.place(step.header, offset, seeked, &new_run);
+    st->live.place(step.header, offset, seeked, &new_run, live_now(GST_BASE_PARSE(self)));
   }
   if (step.damaged && step.header.keyframe() && !step.header.stream_header() &&
       !st->keyframe_passed && !st->warned_start) {
@@ -494,7 +502,7 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
         const bool seeked = self->seeked;
         self->seeked = false;
         bool new_run = false;
-        pts = st->live.place(h, frame->offset, seeked, &new_run);
+        pts = st->live.place(h, frame->offset, seeked, &new_run, live_now(parse));
         if (new_run && pts != 0)
           GST_INFO_OBJECT(self,
                           "sender restarted (frame %" G_GUINT64_FORMAT
@@ -540,7 +548,7 @@ static GstFlowReturn gst_cudadiff_parse_pre_push_frame(GstBaseParse *parse,
       GST_BUFFER_PTS(buf) = st->live.anchor(h, frame->offset, GST_BUFFER_PTS(buf));
     } else {
       bool new_run = false;
-      GST_BUFFER_PTS(buf) = st->live.place(h, frame->offset, false, &new_run);
+      GST_BUFFER_PTS(buf) = st->live.place(h, frame->offset, false, &new_run, live_now(parse));
     }
   }
   GST_BUFFER_DTS(buf) = GST_BUFFER_PTS(buf);

@@ -2107,6 +2107,51 @@ TEST(CudaDiff, DecoderTimestampsOfARestartedSender) {
   }
 }
 
+// A live viewer (a byte stream, the pipeline playing): a sender that
+// restarts after a pause of 3 s goes on from the present, not from where its
+// last packet ended, which was 3 s in the past: a synchronising sink dropped
+// every later frame as late. A restart whose present is before that end
+// still goes on from the end (DecoderTimestampsOfARestartedSender).
+TEST(CudaDiff, RestartedSenderGoesOnFromThePresent) {
+  Encoded a, b;
+  EncodeOptions o;
+  o.frames = 4;
+  encode(a, "GRAY8", 16, 8, o);
+  encode(b, "GRAY8", 16, 8, o);
+  const uint64_t interval = gst_util_uint64_scale(1, GST_SECOND, 30);
+  for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
+    SCOPED_TRACE(launch);
+    GstHarness *h = gst_harness_new_parse(launch);
+    gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+    auto push = [&](const Encoded &e, size_t t, uint64_t pts) {
+      const Bytes packet = with_time(bytes_of(e.packets[t]), pts, interval);
+      GstBuffer *buf = gst_buffer_new_allocate(nullptr, packet.size(), nullptr);  // untimed
+      gst_buffer_fill(buf, 0, packet.data(), packet.size());
+      EXPECT_EQ(gst_harness_push(h, buf), GST_FLOW_OK);
+    };
+    ASSERT_TRUE(gst_harness_set_time(h, 0));
+    for (size_t t = 0; t < 4; ++t) push(a, t, 10 * GST_SECOND + t * interval);
+    ASSERT_TRUE(gst_harness_set_time(h, 3 * GST_SECOND));
+    for (size_t t = 0; t < 4; ++t) push(b, t, t * interval);  // its frame numbers from 0
+    gst_harness_push_event(h, gst_event_new_eos());
+    std::vector<GstClockTime> pts;
+    while (GstBuffer *out = gst_harness_try_pull(h)) {
+      pts.push_back(GST_BUFFER_PTS(out));
+      gst_buffer_unref(out);
+    }
+    const std::vector<GstClockTime> want = {0,
+                                            interval,
+                                            2 * interval,
+                                            3 * interval,
+                                            3 * GST_SECOND,
+                                            3 * GST_SECOND + interval,
+                                            3 * GST_SECOND + 2 * interval,
+                                            3 * GST_SECOND + 3 * interval};
+    EXPECT_EQ(pts, want);
+    gst_harness_teardown(h);
+  }
+}
+
 // An application that loops a clip pushes each pass in a segment of its
 // own whose times start again (appsrc handle-segment-change=true). The
 // encoder's packets keep their times with DTS = PTS (the base class gave a
