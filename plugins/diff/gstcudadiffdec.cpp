@@ -1056,6 +1056,18 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
       in.size == stream::kHeaderSize + h.payload_size;
   GstFlowReturn ret = GST_FLOW_OK;
   bool decoded = false;
+  if (header_ok && !h.keyframe() &&
+      (decoder->input_segment.flags & GST_SEGMENT_FLAG_TRICKMODE_KEY_UNITS)) {
+    // Key-unit trick mode (a player's fast forward): keyframes only; a
+    // delta is passed over undecoded (no loss), and the stream starts again
+    // at the next keyframe.
+    gst_buffer_unmap(frame->input_buffer, &in);
+    GST_LOG_OBJECT(self, "key-unit trick mode: delta %" G_GUINT64_FORMAT " skipped",
+                   h.frame_number);
+    st->synced = false;
+    gst_video_decoder_release_frame(decoder, frame);
+    return GST_FLOW_OK;
+  }
   if (!header_ok) {
     report_loss(self, "damaged packet", why.empty() ? "packet size mismatch" : why);
   } else {

@@ -2612,6 +2612,47 @@ TEST(CudaDiff, DecoderWaitsForAKeyframeAfterAStreamHeader) {
   }
 }
 
+// In key-unit trick mode (a player's fast forward: a seek with
+// GST_SEEK_FLAG_TRICKMODE_KEY_UNITS) only keyframes are decoded and shown;
+// the deltas are passed over without a loss. Before, every delta was
+// decoded and shown, and fast forward saved nothing.
+TEST(CudaDiff, DecoderShowsOnlyKeyframesInKeyUnitTrickMode) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded e;
+    encode_for_damage(e, version);  // 16 frames, a keyframe every 4
+    GstSegment segment;
+    gst_segment_init(&segment, GST_FORMAT_TIME);
+    segment.flags =
+        GstSegmentFlags(GST_SEGMENT_FLAG_TRICKMODE | GST_SEGMENT_FLAG_TRICKMODE_KEY_UNITS);
+    GstHarness *h = gst_harness_new_parse("cudadiffdec");
+    gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+    ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&segment)));
+    for (GstBuffer *p : e.packets) EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(p)), GST_FLOW_OK);
+    gst_harness_push_event(h, gst_event_new_eos());
+    std::vector<Bytes> shown;
+    while (GstBuffer *out = gst_harness_try_pull(h)) {
+      GstCaps *caps = gst_pad_get_current_caps(h->sinkpad);
+      shown.push_back(canonical_of(out, caps));
+      gst_caps_unref(caps);
+      gst_buffer_unref(out);
+    }
+    ASSERT_EQ(shown.size(), 4u);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(shown[i], e.pictures[4 * i]) << "keyframe " << 4 * i;
+    GstElement *dec = gst_harness_find_element(h, "cudadiffdec");
+    GstStructure *stats = nullptr;
+    g_object_get(dec, "stats", &stats, nullptr);
+    guint64 losses = 1, dropped = 1;
+    gst_structure_get_uint64(stats, "losses", &losses);
+    gst_structure_get_uint64(stats, "dropped-packets", &dropped);
+    EXPECT_EQ(losses, 0u);
+    EXPECT_EQ(dropped, 0u);
+    gst_structure_free(stats);
+    gst_object_unref(dec);
+    gst_harness_teardown(h);
+  }
+}
+
 // Losses are warnings, not decoding errors: with GstVideoDecoder's
 // max-errors=0 (the first error fatal) a stream whose every delta is damaged
 // plays its keyframes, with one warning per loss and no failed push.
