@@ -308,6 +308,16 @@ bool gst_cudadiff_upstream_is_live(GstPad *sinkpad) {
   return live;
 }
 
+bool gst_cudadiff_upstream_is_file(GstPad *sinkpad) {
+  GstQuery *q = gst_query_new_seeking(GST_FORMAT_BYTES);
+  gboolean seekable = FALSE;
+  gint64 start = -1, stop = -1;
+  if (gst_pad_peer_query(sinkpad, q)) gst_query_parse_seeking(q, nullptr, &seekable, &start, &stop);
+  gst_query_unref(q);
+  if (seekable && stop < 0) gst_pad_peer_query_duration(sinkpad, GST_FORMAT_BYTES, &stop);
+  return seekable && start == 0 && stop > 0;
+}
+
 GstClockTime gst_cudadiff_segment_now(GstElement *element, const GstSegment *segment) {
   if (segment->format != GST_FORMAT_TIME) return GST_CLOCK_TIME_NONE;
   GST_OBJECT_LOCK(element);

@@ -87,6 +87,10 @@ GstCaps *gst_cudadiff_transform_caps_gray_or_same(
 // unknown counts as live.
 bool gst_cudadiff_upstream_is_live(GstPad *sinkpad);
 
+// Whether upstream of `sinkpad` seeks in bytes within a known size (a file,
+// also through a queue).
+bool gst_cudadiff_upstream_is_file(GstPad *sinkpad);
+
 // Where `segment` (in time) is now for a PLAYING element with a clock: its
 // running time as a position of the segment; GST_CLOCK_TIME_NONE otherwise
 // (not playing, no clock, another format, or before the segment).

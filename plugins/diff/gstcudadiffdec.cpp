@@ -138,6 +138,9 @@ struct DecState {
   // A frame was dropped (lost, damaged, or before the first keyframe) since
   // the last frame pushed: the next one is flagged DISCONT.
   bool discont = false;
+  // Whether upstream is a file (byte-seekable, of a known size): -1 not
+  // asked yet since start or a flush.
+  int from_file = -1;
   guint64 last_frame_number = 0;
   // Bytes skipped since the last packet (not a packet, or a packet whose
   // header failed), and why the first of them were: named in the warning
@@ -176,6 +179,7 @@ struct DecState {
     synced = false;
     in_loss = false;
     discont = false;
+    from_file = -1;
     skipped_since_packet = 0;
     first_skip.clear();
     timeline = stream::Timeline();
@@ -884,11 +888,17 @@ static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
   if (h.pts == stream::kNoTime) return;  // the base class interpolates from the framerate
   bool new_run = false;
   // A restarted sender's time goes on from where the last packet ended, but
-  // not before the present of a playing pipeline: a viewer whose sender
-  // stopped for a while (or a relay that replays from a keyframe) would
-  // otherwise get every later frame late, dropped by a synchronising sink.
+  // not before the present of a playing pipeline that receives the stream
+  // as it comes: a viewer whose sender stopped for a while (or a relay that
+  // replays from a keyframe) would otherwise get every later frame late,
+  // dropped by a synchronising sink. A file (byte-seekable) keeps its own
+  // timeline, however fast it plays.
+  if (st->from_file < 0)
+    st->from_file = gst_cudadiff_upstream_is_file(GST_VIDEO_DECODER_SINK_PAD(self)) ? 1 : 0;
   const GstClockTime now =
-      gst_cudadiff_segment_now(GST_ELEMENT(self), &GST_VIDEO_DECODER(self)->output_segment);
+      st->from_file
+          ? GST_CLOCK_TIME_NONE
+          : gst_cudadiff_segment_now(GST_ELEMENT(self), &GST_VIDEO_DECODER(self)->output_segment);
   frame->pts = st->timeline.place(h, 0, false, &new_run,
                                   GST_CLOCK_TIME_IS_VALID(now) ? now : stream::kNoTime);
   if (new_run && frame->pts != 0)

@@ -309,17 +309,8 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
 // through a queue), as GstBaseParse asks before it indexes what passes.
 static bool byte_seekable(GstCudaDiffParse *self) {
   ParseState *st = self->state;
-  if (st->byte_seekable < 0) {
-    GstQuery *q = gst_query_new_seeking(GST_FORMAT_BYTES);
-    gboolean seekable = FALSE;
-    gint64 start = -1, stop = -1;
-    if (gst_pad_peer_query(GST_BASE_PARSE_SINK_PAD(self), q))
-      gst_query_parse_seeking(q, nullptr, &seekable, &start, &stop);
-    gst_query_unref(q);
-    if (seekable && stop < 0)
-      gst_pad_peer_query_duration(GST_BASE_PARSE_SINK_PAD(self), GST_FORMAT_BYTES, &stop);
-    st->byte_seekable = seekable && start == 0 && stop > 0;
-  }
+  if (st->byte_seekable < 0)
+    st->byte_seekable = gst_cudadiff_upstream_is_file(GST_BASE_PARSE_SINK_PAD(self)) ? 1 : 0;
   return st->byte_seekable > 0;
 }
 
@@ -349,10 +340,15 @@ static guint64 file_pts(const FileMap &fm, guint64 offset, guint64 pts) {
 
 // What a skipped piece at `offset` says: warnings, and the time of a
 // damaged packet's intact header.
+static bool byte_seekable(GstCudaDiffParse *self);
+
 // A restarted sender's run starts not before the present of a playing
-// pipeline (stream::Timeline::place(): else a live viewer's later frames
-// would all be late); kNoTime when not playing.
+// pipeline that receives the stream as it comes (stream::Timeline::place():
+// else a live viewer's later frames would all be late); kNoTime when not
+// playing, and for a file (byte-seekable: its runs keep the file's
+// timeline, which seeks and the index follow, however fast it plays).
 static guint64 live_now(GstBaseParse *parse) {
+  if (byte_seekable(GST_CUDADIFF_PARSE(parse))) return stream::kNoTime;
   const GstClockTime now = gst_cudadiff_segment_now(GST_ELEMENT(parse), &parse->segment);
   return GST_CLOCK_TIME_IS_VALID(now) ? now : stream::kNoTime;
 }

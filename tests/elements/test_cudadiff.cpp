@@ -2107,11 +2107,28 @@ TEST(CudaDiff, DecoderTimestampsOfARestartedSender) {
   }
 }
 
+// Upstream that answers as a file does: seekable in bytes, of a known size.
+gboolean file_like_query(GstPad *pad, GstObject *parent, GstQuery *query) {
+  if (GST_QUERY_TYPE(query) == GST_QUERY_SEEKING) {
+    GstFormat format;
+    gst_query_parse_seeking(query, &format, nullptr, nullptr, nullptr);
+    if (format == GST_FORMAT_BYTES) {
+      gst_query_set_seeking(query, GST_FORMAT_BYTES, TRUE, 0, 1 << 20);
+      return TRUE;
+    }
+  }
+  return gst_pad_query_default(pad, parent, query);
+}
+
 // A live viewer (a byte stream, the pipeline playing): a sender that
 // restarts after a pause of 3 s goes on from the present, not from where its
 // last packet ended, which was 3 s in the past: a synchronising sink dropped
 // every later frame as late. A restart whose present is before that end
-// still goes on from the end (DecoderTimestampsOfARestartedSender).
+// still goes on from the end (DecoderTimestampsOfARestartedSender), and so
+// does one in a file (two recordings joined), whose timeline seeks and the
+// parser's index follow: the first version of this rule moved the second
+// recording's times in a file played in push mode, and seeks into it then
+// showed other frames than their times said.
 TEST(CudaDiff, RestartedSenderGoesOnFromThePresent) {
   Encoded a, b;
   EncodeOptions o;
@@ -2119,37 +2136,35 @@ TEST(CudaDiff, RestartedSenderGoesOnFromThePresent) {
   encode(a, "GRAY8", 16, 8, o);
   encode(b, "GRAY8", 16, 8, o);
   const uint64_t interval = gst_util_uint64_scale(1, GST_SECOND, 30);
-  for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
-    SCOPED_TRACE(launch);
-    GstHarness *h = gst_harness_new_parse(launch);
-    gst_harness_set_src_caps_str(h, "video/x-cudadiff");
-    auto push = [&](const Encoded &e, size_t t, uint64_t pts) {
-      const Bytes packet = with_time(bytes_of(e.packets[t]), pts, interval);
-      GstBuffer *buf = gst_buffer_new_allocate(nullptr, packet.size(), nullptr);  // untimed
-      gst_buffer_fill(buf, 0, packet.data(), packet.size());
-      EXPECT_EQ(gst_harness_push(h, buf), GST_FLOW_OK);
-    };
-    ASSERT_TRUE(gst_harness_set_time(h, 0));
-    for (size_t t = 0; t < 4; ++t) push(a, t, 10 * GST_SECOND + t * interval);
-    ASSERT_TRUE(gst_harness_set_time(h, 3 * GST_SECOND));
-    for (size_t t = 0; t < 4; ++t) push(b, t, t * interval);  // its frame numbers from 0
-    gst_harness_push_event(h, gst_event_new_eos());
-    std::vector<GstClockTime> pts;
-    while (GstBuffer *out = gst_harness_try_pull(h)) {
-      pts.push_back(GST_BUFFER_PTS(out));
-      gst_buffer_unref(out);
+  for (bool file : {false, true})
+    for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
+      SCOPED_TRACE(std::string(launch) + (file ? ", a file" : ", a live stream"));
+      GstHarness *h = gst_harness_new_parse(launch);
+      if (file) gst_pad_set_query_function(h->srcpad, file_like_query);
+      gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+      auto push = [&](const Encoded &e, size_t t, uint64_t pts) {
+        const Bytes packet = with_time(bytes_of(e.packets[t]), pts, interval);
+        GstBuffer *buf = gst_buffer_new_allocate(nullptr, packet.size(), nullptr);  // untimed
+        gst_buffer_fill(buf, 0, packet.data(), packet.size());
+        EXPECT_EQ(gst_harness_push(h, buf), GST_FLOW_OK);
+      };
+      ASSERT_TRUE(gst_harness_set_time(h, 0));
+      for (size_t t = 0; t < 4; ++t) push(a, t, 10 * GST_SECOND + t * interval);
+      ASSERT_TRUE(gst_harness_set_time(h, 3 * GST_SECOND));
+      for (size_t t = 0; t < 4; ++t) push(b, t, t * interval);  // its frame numbers from 0
+      gst_harness_push_event(h, gst_event_new_eos());
+      std::vector<GstClockTime> pts;
+      while (GstBuffer *out = gst_harness_try_pull(h)) {
+        pts.push_back(GST_BUFFER_PTS(out));
+        gst_buffer_unref(out);
+      }
+      const GstClockTime second = file ? 4 * interval : 3 * GST_SECOND;  // where B starts
+      const std::vector<GstClockTime> want = {
+          0,      interval,          2 * interval,          3 * interval,
+          second, second + interval, second + 2 * interval, second + 3 * interval};
+      EXPECT_EQ(pts, want);
+      gst_harness_teardown(h);
     }
-    const std::vector<GstClockTime> want = {0,
-                                            interval,
-                                            2 * interval,
-                                            3 * interval,
-                                            3 * GST_SECOND,
-                                            3 * GST_SECOND + interval,
-                                            3 * GST_SECOND + 2 * interval,
-                                            3 * GST_SECOND + 3 * interval};
-    EXPECT_EQ(pts, want);
-    gst_harness_teardown(h);
-  }
 }
 
 // An application that loops a clip pushes each pass in a segment of its
