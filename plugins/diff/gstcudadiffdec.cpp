@@ -403,17 +403,21 @@ static gboolean gst_cudadiff_dec_flush(GstVideoDecoder *decoder) {
 // not a new one.)
 static GstFlowReturn finish_pending(GstCudaDiffDec *self);
 
+// The frame held by frame-overlap, pushed outside handle_frame (a drain
+// query, a gap event) under the stream lock; a flow other than OK or ERROR
+// is upstream's answer for the next packet (held_flow).
+static void push_held_frame(GstCudaDiffDec *self) {
+  GST_VIDEO_DECODER_STREAM_LOCK(self);
+  const GstFlowReturn ret = finish_pending(self);
+  if (ret != GST_FLOW_OK && ret != GST_FLOW_ERROR) self->state->held_flow = ret;
+  GST_VIDEO_DECODER_STREAM_UNLOCK(self);
+}
+
 static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *event) {
-  if (GST_EVENT_TYPE(event) == GST_EVENT_GAP) {
-    // GstVideoDecoder sends a gap on at once (other serialized events wait
-    // for the next frame): the frame held by frame-overlap, which came
-    // before it, goes out first, so that time does not go back downstream.
-    auto *self = GST_CUDADIFF_DEC(decoder);
-    GST_VIDEO_DECODER_STREAM_LOCK(decoder);
-    const GstFlowReturn ret = finish_pending(self);
-    if (ret != GST_FLOW_OK && ret != GST_FLOW_ERROR) self->state->held_flow = ret;
-    GST_VIDEO_DECODER_STREAM_UNLOCK(decoder);
-  }
+  // GstVideoDecoder sends a gap on at once (other serialized events wait
+  // for the next frame): the frame held by frame-overlap, which came before
+  // it, goes out first, so that time does not go back downstream.
+  if (GST_EVENT_TYPE(event) == GST_EVENT_GAP) push_held_frame(GST_CUDADIFF_DEC(decoder));
   if (GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
     DecState *st = GST_CUDADIFF_DEC(decoder)->state;
     const GstSegment *segment = nullptr;
@@ -1259,13 +1263,7 @@ static gboolean gst_cudadiff_dec_src_query(GstVideoDecoder *decoder, GstQuery *q
 // pushed) pushes the frame held by frame-overlap first, as the encoder and
 // the filters do; GstVideoDecoder itself only forwards it downstream.
 static gboolean gst_cudadiff_dec_sink_query(GstVideoDecoder *decoder, GstQuery *query) {
-  if (GST_QUERY_TYPE(query) == GST_QUERY_DRAIN) {
-    auto *self = GST_CUDADIFF_DEC(decoder);
-    GST_VIDEO_DECODER_STREAM_LOCK(decoder);
-    const GstFlowReturn ret = finish_pending(self);
-    if (ret != GST_FLOW_OK && ret != GST_FLOW_ERROR) self->state->held_flow = ret;
-    GST_VIDEO_DECODER_STREAM_UNLOCK(decoder);
-  }
+  if (GST_QUERY_TYPE(query) == GST_QUERY_DRAIN) push_held_frame(GST_CUDADIFF_DEC(decoder));
   if (GST_CUDADIFF_DEC(decoder)->state->share.handle_query(GST_ELEMENT(decoder), query))
     return TRUE;
   return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->sink_query(decoder, query);

@@ -202,6 +202,29 @@ void decode(Decoded &d, const std::vector<GstBuffer *> &inputs, bool send_eos = 
   gst_harness_teardown(dec);
 }
 
+// A harness of cudadiffdec frame-overlap=always on packets; *src: the
+// decoder's source pad (the caller unrefs it), for probes.
+GstHarness *overlapping_decoder(GstPad **src) {
+  GstHarness *h = gst_harness_new_parse("cudadiffdec frame-overlap=always");
+  gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+  GstElement *dec = gst_harness_find_element(h, "cudadiffdec");
+  *src = gst_element_get_static_pad(dec, "src");
+  gst_object_unref(dec);
+  return h;
+}
+
+// The pictures waiting at the harness's sink, each by its caps.
+std::vector<Bytes> pull_pictures(GstHarness *h) {
+  std::vector<Bytes> shown;
+  while (GstBuffer *out = gst_harness_try_pull(h)) {
+    GstCaps *caps = gst_pad_get_current_caps(h->sinkpad);
+    shown.push_back(canonical_of(out, caps));
+    gst_caps_unref(caps);
+    gst_buffer_unref(out);
+  }
+  return shown;
+}
+
 int max_diff(const Bytes &a, const Bytes &b) {
   int worst = 0;
   for (size_t i = 0; i < a.size() && i < b.size(); ++i)
@@ -2074,16 +2097,21 @@ TEST(CudaDiff, DecoderIgnoresImplausibleDurations) {
   }
 }
 
+// Two senders' streams of 4 GRAY8 frames (the second as if restarted).
+void two_senders(Encoded &a, Encoded &b) {
+  EncodeOptions o;
+  o.frames = 4;
+  encode(a, "GRAY8", 16, 8, o);
+  encode(b, "GRAY8", 16, 8, o);
+}
+
 // A sender that restarted (its timestamps from 0 again, here 2 frame
 // intervals apart): the decoder's output goes on from where the last packet
 // ended and keeps the new run's spacing; without durations, from the last
 // packet's time.
 TEST(CudaDiff, DecoderTimestampsOfARestartedSender) {
   Encoded a, b;
-  EncodeOptions o;
-  o.frames = 4;
-  encode(a, "GRAY8", 16, 8, o);
-  encode(b, "GRAY8", 16, 8, o);
+  two_senders(a, b);
   const uint64_t interval = gst_util_uint64_scale(1, GST_SECOND, 30);
   for (bool durations : {true, false}) {
     SCOPED_TRACE(durations ? "with durations" : "without durations");
@@ -2131,10 +2159,7 @@ gboolean file_like_query(GstPad *pad, GstObject *parent, GstQuery *query) {
 // showed other frames than their times said.
 TEST(CudaDiff, RestartedSenderGoesOnFromThePresent) {
   Encoded a, b;
-  EncodeOptions o;
-  o.frames = 4;
-  encode(a, "GRAY8", 16, 8, o);
-  encode(b, "GRAY8", 16, 8, o);
+  two_senders(a, b);
   const uint64_t interval = gst_util_uint64_scale(1, GST_SECOND, 30);
   for (bool file : {false, true})
     for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
@@ -2645,13 +2670,7 @@ TEST(CudaDiff, DecoderShowsOnlyKeyframesInKeyUnitTrickMode) {
     ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&segment)));
     for (GstBuffer *p : e.packets) EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(p)), GST_FLOW_OK);
     gst_harness_push_event(h, gst_event_new_eos());
-    std::vector<Bytes> shown;
-    while (GstBuffer *out = gst_harness_try_pull(h)) {
-      GstCaps *caps = gst_pad_get_current_caps(h->sinkpad);
-      shown.push_back(canonical_of(out, caps));
-      gst_caps_unref(caps);
-      gst_buffer_unref(out);
-    }
+    const std::vector<Bytes> shown = pull_pictures(h);
     ASSERT_EQ(shown.size(), 4u);
     for (size_t i = 0; i < 4; ++i) EXPECT_EQ(shown[i], e.pictures[4 * i]) << "keyframe " << 4 * i;
     GstElement *dec = gst_harness_find_element(h, "cudadiffdec");
@@ -2780,10 +2799,8 @@ TEST(CudaDiff, DecoderGapEventComesAfterTheHeldFrame) {
   EncodeOptions o;
   o.frames = 2;
   encode(e, "GRAY8", 16, 8, o);
-  GstHarness *h = gst_harness_new_parse("cudadiffdec frame-overlap=always");
-  gst_harness_set_src_caps_str(h, "video/x-cudadiff");
-  GstElement *dec = gst_harness_find_element(h, "cudadiffdec");
-  GstPad *src = gst_element_get_static_pad(dec, "src");
+  GstPad *src = nullptr;
+  GstHarness *h = overlapping_decoder(&src);
   std::vector<std::string> order;  // "buffer PTS" or "gap TS", as they leave the decoder
   gst_pad_add_probe(
       src, GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
@@ -2810,7 +2827,6 @@ TEST(CudaDiff, DecoderGapEventComesAfterTheHeldFrame) {
       "gap " + std::to_string(gap_at)};
   EXPECT_EQ(order, want);
   gst_object_unref(src);
-  gst_object_unref(dec);
   gst_harness_teardown(h);
 }
 
@@ -2824,10 +2840,8 @@ TEST(CudaDiff, DecoderDecodesThePacketThatGetsTheHeldFlow) {
   EncodeOptions o;
   o.frames = 5;
   encode(e, "GRAY8", 16, 8, o);
-  GstHarness *h = gst_harness_new_parse("cudadiffdec frame-overlap=always");
-  gst_harness_set_src_caps_str(h, "video/x-cudadiff");
-  GstElement *dec = gst_harness_find_element(h, "cudadiffdec");
-  GstPad *src = gst_element_get_static_pad(dec, "src");
+  GstPad *src = nullptr;
+  GstHarness *h = overlapping_decoder(&src);
   std::atomic<int> refuse{0};
   gst_pad_add_probe(
       src, GST_PAD_PROBE_TYPE_BUFFER,
@@ -2851,19 +2865,12 @@ TEST(CudaDiff, DecoderDecodesThePacketThatGetsTheHeldFlow) {
   for (size_t i = 3; i < e.packets.size(); ++i)
     EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(e.packets[i])), GST_FLOW_OK) << i;
   gst_harness_push_event(h, gst_event_new_eos());
-  std::vector<Bytes> shown;
-  while (GstBuffer *out = gst_harness_try_pull(h)) {
-    GstCaps *caps = gst_pad_get_current_caps(h->sinkpad);
-    shown.push_back(canonical_of(out, caps));
-    gst_caps_unref(caps);
-    gst_buffer_unref(out);
-  }
+  const std::vector<Bytes> shown = pull_pictures(h);
   // Frame 1 went to the refusing downstream; 0, 2, 3, 4 arrive.
   ASSERT_EQ(shown.size(), 4u);
   EXPECT_EQ(shown[0], e.pictures[0]);
   for (size_t i = 1; i < 4; ++i) EXPECT_EQ(shown[i], e.pictures[i + 1]) << "frame " << i + 1;
   gst_object_unref(src);
-  gst_object_unref(dec);
   gst_harness_teardown(h);
 }
 
