@@ -95,6 +95,7 @@ bool gst_cudadiff_upstream_is_file(GstPad *sinkpad);
 // running time as a position of the segment; GST_CLOCK_TIME_NONE otherwise
 // (not playing, no clock, another format, or before the segment).
 GstClockTime gst_cudadiff_segment_now(GstElement *element, const GstSegment *segment);
+
 // The flow for new caps that could not be set on `srcpad`: FLUSHING when
 // the pad flushes (pushing caps fails there: a seek or a stop meanwhile,
 // no negotiation error), else NOT_NEGOTIATED.

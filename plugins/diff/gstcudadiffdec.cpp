@@ -396,11 +396,6 @@ static gboolean gst_cudadiff_dec_flush(GstVideoDecoder *decoder) {
   return TRUE;
 }
 
-// A new segment: upstream's times may start again (an application looping
-// a clip, each pass in a segment of its own), so the timeline's rule that
-// a timed packet's time never goes back holds within a segment. (The same
-// segment sent again, as an input-selector does when it switches back, is
-// not a new one.)
 static GstFlowReturn finish_pending(GstCudaDiffDec *self);
 
 // The frame held by frame-overlap, pushed outside handle_frame (a drain
@@ -413,6 +408,11 @@ static void push_held_frame(GstCudaDiffDec *self) {
   GST_VIDEO_DECODER_STREAM_UNLOCK(self);
 }
 
+// A new segment: upstream's times may start again (an application looping
+// a clip, each pass in a segment of its own), so the timeline's rule that
+// a timed packet's time never goes back holds within a segment. (The same
+// segment sent again, as an input-selector does when it switches back, is
+// not a new one.)
 static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *event) {
   // GstVideoDecoder sends a gap on at once (other serialized events wait
   // for the next frame): the frame held by frame-overlap, which came before

@@ -338,10 +338,6 @@ static guint64 file_pts(const FileMap &fm, guint64 offset, guint64 pts) {
   return Timeline::at(*it, pts);
 }
 
-// What a skipped piece at `offset` says: warnings, and the time of a
-// damaged packet's intact header.
-static bool byte_seekable(GstCudaDiffParse *self);
-
 // A restarted sender's run starts not before the present of a playing
 // pipeline that receives the stream as it comes (stream::Timeline::place():
 // else a live viewer's later frames would all be late); kNoTime when not
@@ -353,6 +349,8 @@ static guint64 live_now(GstBaseParse *parse) {
   return GST_CLOCK_TIME_IS_VALID(now) ? now : stream::kNoTime;
 }
 
+// What a skipped piece at `offset` says: warnings, and the time of a
+// damaged packet's intact header.
 static void skipped(GstCudaDiffParse *self, const stream::Parser::Step &step, guint64 offset,
                     bool pull) {
   ParseState *st = self->state;
