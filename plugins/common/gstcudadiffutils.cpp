@@ -318,8 +318,10 @@ bool gst_cudadiff_upstream_is_file(GstPad *sinkpad) {
   return seekable && start == 0 && stop > 0;
 }
 
-GstClockTime gst_cudadiff_segment_now(GstElement *element, const GstSegment *segment) {
-  if (segment->format != GST_FORMAT_TIME) return GST_CLOCK_TIME_NONE;
+GstClockTime gst_cudadiff_live_present(GstElement *element, GstPad *sinkpad,
+                                       const GstSegment *segment) {
+  if (segment->format != GST_FORMAT_TIME || gst_cudadiff_upstream_is_file(sinkpad))
+    return GST_CLOCK_TIME_NONE;
   GST_OBJECT_LOCK(element);
   const bool playing = GST_STATE(element) == GST_STATE_PLAYING;
   GST_OBJECT_UNLOCK(element);

@@ -91,10 +91,14 @@ bool gst_cudadiff_upstream_is_live(GstPad *sinkpad);
 // also through a queue).
 bool gst_cudadiff_upstream_is_file(GstPad *sinkpad);
 
-// Where `segment` (in time) is now for a PLAYING element with a clock: its
-// running time as a position of the segment; GST_CLOCK_TIME_NONE otherwise
-// (not playing, no clock, another format, or before the segment).
-GstClockTime gst_cudadiff_segment_now(GstElement *element, const GstSegment *segment);
+// The present of a stream received as it comes (upstream of `sinkpad` not
+// a file), for a restarted sender's timeline (stream::Timeline::place()):
+// where `segment` (in time) is now for a PLAYING element with a clock, its
+// running time as a position of the segment. GST_CLOCK_TIME_NONE (which is
+// stream::kNoTime) for a file, whose timeline its seeks follow, and when not
+// playing, without a clock, in another format or before the segment.
+GstClockTime gst_cudadiff_live_present(GstElement *element, GstPad *sinkpad,
+                                       const GstSegment *segment);
 
 // The flow for new caps that could not be set on `srcpad`: FLUSHING when
 // the pad flushes (pushing caps fails there: a seek or a stop meanwhile,

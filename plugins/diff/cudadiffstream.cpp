@@ -744,15 +744,18 @@ void Timeline::passed(const PacketHeader &h, uint64_t out) {
   end = out <= uint64_t(INT64_MAX) - dur ? out + dur : out;
 }
 
+bool Timeline::restarts(const PacketHeader &h, bool keep) const {
+  return have && !keep &&
+         ((h.frame_number < last_frame &&
+           (h.frame_number == 0 || last_frame - h.frame_number > kReorderFrames)) ||
+          (h.pts < last_pts && last_pts - h.pts > kReorderTime) ||
+          (h.pts > last_pts && h.pts - last_pts > kMaxPacketDuration));
+}
+
 uint64_t Timeline::place(const PacketHeader &h, uint64_t offset, bool keep, bool *new_run,
                          uint64_t not_before) {
   *new_run = false;
-  const bool restart = have && !keep &&
-                       ((h.frame_number < last_frame &&
-                         (h.frame_number == 0 || last_frame - h.frame_number > kReorderFrames)) ||
-                        (h.pts < last_pts && last_pts - h.pts > kReorderTime) ||
-                        (h.pts > last_pts && h.pts - last_pts > kMaxPacketDuration));
-  if (!have || restart) {
+  if (!have || restarts(h, keep)) {
     uint64_t from = have ? end : 0;
     if (have && not_before != kNoTime && not_before > from) from = not_before;
     run = TimeRun{offset, h.pts, from};

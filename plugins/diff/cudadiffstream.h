@@ -308,6 +308,9 @@ struct Timeline {
   // live viewer's present: kNoTime for none).
   uint64_t place(const PacketHeader &h, uint64_t offset, bool keep, bool *new_run,
                  uint64_t not_before = kNoTime);
+  // Whether place() would begin a new run for this packet after others (the
+  // sender restarted), so that a caller asks for `not_before` only then.
+  bool restarts(const PacketHeader &h, bool keep) const;
   // A packet with a sender pts whose output pts is `out` (upstream's): a
   // run begins there, unless `out` is before the last packet's output time
   // (then the run goes on). Returns its output time.

@@ -138,9 +138,6 @@ struct DecState {
   // A frame was dropped (lost, damaged, or before the first keyframe) since
   // the last frame pushed: the next one is flagged DISCONT.
   bool discont = false;
-  // Whether upstream is a file (byte-seekable, of a known size): -1 not
-  // asked yet since start or a flush.
-  int from_file = -1;
   guint64 last_frame_number = 0;
   // Bytes skipped since the last packet (not a packet, or a packet whose
   // header failed), and why the first of them were: named in the warning
@@ -179,7 +176,6 @@ struct DecState {
     synced = false;
     in_loss = false;
     discont = false;
-    from_file = -1;
     skipped_since_packet = 0;
     first_skip.clear();
     timeline = stream::Timeline();
@@ -895,16 +891,15 @@ static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
   // not before the present of a playing pipeline that receives the stream
   // as it comes: a viewer whose sender stopped for a while (or a relay that
   // replays from a keyframe) would otherwise get every later frame late,
-  // dropped by a synchronising sink. A file (byte-seekable) keeps its own
-  // timeline, however fast it plays.
-  if (st->from_file < 0)
-    st->from_file = gst_cudadiff_upstream_is_file(GST_VIDEO_DECODER_SINK_PAD(self)) ? 1 : 0;
-  const GstClockTime now =
-      st->from_file
-          ? GST_CLOCK_TIME_NONE
-          : gst_cudadiff_segment_now(GST_ELEMENT(self), &GST_VIDEO_DECODER(self)->output_segment);
-  frame->pts = st->timeline.place(h, 0, false, &new_run,
-                                  GST_CLOCK_TIME_IS_VALID(now) ? now : stream::kNoTime);
+  // dropped by a synchronising sink. A file keeps its own timeline, however
+  // fast it plays. (Asked only at a restart: not a clock query per frame.)
+  static_assert(stream::kNoTime == GST_CLOCK_TIME_NONE, "no present: no time either way");
+  const uint64_t present =
+      st->timeline.restarts(h, false)
+          ? gst_cudadiff_live_present(GST_ELEMENT(self), GST_VIDEO_DECODER_SINK_PAD(self),
+                                      &GST_VIDEO_DECODER(self)->output_segment)
+          : stream::kNoTime;
+  frame->pts = st->timeline.place(h, 0, false, &new_run, present);
   if (new_run && frame->pts != 0)
     GST_INFO_OBJECT(self,
                     "sender restarted (frame %" G_GUINT64_FORMAT

@@ -340,13 +340,12 @@ static guint64 file_pts(const FileMap &fm, guint64 offset, guint64 pts) {
 
 // A restarted sender's run starts not before the present of a playing
 // pipeline that receives the stream as it comes (stream::Timeline::place():
-// else a live viewer's later frames would all be late); kNoTime when not
-// playing, and for a file (byte-seekable: its runs keep the file's
-// timeline, which seeks and the index follow, however fast it plays).
-static guint64 live_now(GstBaseParse *parse) {
-  if (byte_seekable(GST_CUDADIFF_PARSE(parse))) return stream::kNoTime;
-  const GstClockTime now = gst_cudadiff_segment_now(GST_ELEMENT(parse), &parse->segment);
-  return GST_CLOCK_TIME_IS_VALID(now) ? now : stream::kNoTime;
+// else a live viewer's later frames would all be late), asked only when
+// `h` begins such a run; kNoTime otherwise.
+static guint64 live_now(GstBaseParse *parse, const stream::PacketHeader &h, bool keep) {
+  if (!GST_CUDADIFF_PARSE(parse)->state->live.restarts(h, keep)) return stream::kNoTime;
+  return gst_cudadiff_live_present(GST_ELEMENT(parse), GST_BASE_PARSE_SINK_PAD(parse),
+                                   &parse->segment);
 }
 
 // What a skipped piece at `offset` says: warnings, and the time of a
@@ -368,7 +367,8 @@ static void skipped(GstCudaDiffParse *self, const stream::Parser::Step &step, gu
     const bool seeked = self->seeked;
     self->seeked = false;
     bool new_run = false;
-    st->live.place(step.header, offset, seeked, &new_run, live_now(GST_BASE_PARSE(self)));
+    st->live.place(step.header, offset, seeked, &new_run,
+                   live_now(GST_BASE_PARSE(self), step.header, seeked));
   }
   if (step.damaged && step.header.keyframe() && !step.header.stream_header() &&
       !st->keyframe_passed && !st->warned_start) {
@@ -496,7 +496,7 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
         const bool seeked = self->seeked;
         self->seeked = false;
         bool new_run = false;
-        pts = st->live.place(h, frame->offset, seeked, &new_run, live_now(parse));
+        pts = st->live.place(h, frame->offset, seeked, &new_run, live_now(parse, h, seeked));
         if (new_run && pts != 0)
           GST_INFO_OBJECT(self,
                           "sender restarted (frame %" G_GUINT64_FORMAT
@@ -542,7 +542,8 @@ static GstFlowReturn gst_cudadiff_parse_pre_push_frame(GstBaseParse *parse,
       GST_BUFFER_PTS(buf) = st->live.anchor(h, frame->offset, GST_BUFFER_PTS(buf));
     } else {
       bool new_run = false;
-      GST_BUFFER_PTS(buf) = st->live.place(h, frame->offset, false, &new_run, live_now(parse));
+      GST_BUFFER_PTS(buf) =
+          st->live.place(h, frame->offset, false, &new_run, live_now(parse, h, false));
     }
   }
   GST_BUFFER_DTS(buf) = GST_BUFFER_PTS(buf);
