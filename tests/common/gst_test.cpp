@@ -134,18 +134,23 @@ std::string run_pipeline(const std::string &description, int timeout_s, GError *
   return result;
 }
 
+BusText bus_text(GstMessage *message) {
+  GError *err = nullptr;
+  gchar *debug = nullptr;
+  if (GST_MESSAGE_TYPE(message) == GST_MESSAGE_ERROR)
+    gst_message_parse_error(message, &err, &debug);
+  else
+    gst_message_parse_warning(message, &err, &debug);
+  BusText text{err ? err->message : "", debug ? debug : ""};
+  if (err) g_error_free(err);
+  g_free(debug);
+  return text;
+}
+
 std::vector<BusText> pop_texts(GstBus *bus, GstMessageType type) {
   std::vector<BusText> texts;
   while (GstMessage *m = gst_bus_pop_filtered(bus, type)) {
-    GError *err = nullptr;
-    gchar *debug = nullptr;
-    if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR)
-      gst_message_parse_error(m, &err, &debug);
-    else
-      gst_message_parse_warning(m, &err, &debug);
-    texts.push_back({err ? err->message : "", debug ? debug : ""});
-    if (err) g_error_free(err);
-    g_free(debug);
+    texts.push_back(bus_text(m));
     gst_message_unref(m);
   }
   return texts;

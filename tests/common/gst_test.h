@@ -50,6 +50,8 @@ std::vector<std::string> split(const std::string &text, char separator);
 struct BusText {
   std::string message, debug;
 };
+// The texts of an ERROR or WARNING message.
+BusText bus_text(GstMessage *message);
 // Takes the ERROR or WARNING messages (`type`) waiting on `bus`, oldest
 // first, and returns their texts.
 std::vector<BusText> pop_texts(GstBus *bus, GstMessageType type);

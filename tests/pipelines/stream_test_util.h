@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../elements/cudadiff_util.h"
+#include "gst_test.h"
 
 namespace stream_test {
 
@@ -200,14 +201,9 @@ class Pipeline {
     auto *self = static_cast<Pipeline *>(data);
     if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS) self->eos_ = true;
     if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING || GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
-      GError *err = nullptr;
-      gchar *debug = nullptr;
-      if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING)
-        gst_message_parse_warning(m, &err, &debug);
-      else
-        gst_message_parse_error(m, &err, &debug);
-      const std::string text = std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(m))) + ": " +
-                               err->message + " | " + (debug ? debug : "");
+      const gst_test::BusText t = gst_test::bus_text(m);
+      const std::string text =
+          std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(m))) + ": " + t.message + " | " + t.debug;
       std::lock_guard<std::mutex> lock(self->mutex_);
       if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_WARNING)
         self->warnings_.push_back(text);
@@ -215,8 +211,6 @@ class Pipeline {
         self->shutdown_errors_.push_back(text);
       else if (self->error_.empty())
         self->error_ = text;
-      g_error_free(err);
-      g_free(debug);
     }
     // A sync handler that drops a message owns it.
     gst_message_unref(m);
