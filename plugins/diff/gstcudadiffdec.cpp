@@ -77,7 +77,7 @@ struct DecStats {
   guint64 keyframes = 0;  // keyframes decoded
   guint64 frames_out = 0;
   guint64 bytes_in = 0;         // bytes of those packets
-  guint64 dropped_packets = 0;  // packets not decoded (damaged, out of sequence, before a keyframe)
+  guint64 dropped_packets = 0;  // not decoded: damaged, out of sequence, repeated, no keyframe yet
   guint64 skipped_bytes = 0;    // bytes that were not part of a valid packet
   guint64 losses = 0;           // warnings posted (one per loss)
 };
@@ -143,6 +143,10 @@ struct DecState {
   // the last frame pushed: the next one is flagged DISCONT.
   bool discont = false;
   guint64 last_frame_number = 0;
+  // The last packet decoded (while synced): its time and payload checksum,
+  // so that the same packet again is known as a repeat.
+  guint64 last_pts = 0;
+  guint32 last_payload_crc = 0;
   // Bytes skipped since the last packet (not a packet, or a packet whose
   // header failed), and why the first of them were: named in the warning
   // when the next packet shows that a packet was lost among them.
@@ -1081,6 +1085,20 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
     gst_video_decoder_release_frame(decoder, frame);
     return GST_FLOW_OK;
   }
+  if (header_ok && st->synced && h.frame_number == st->last_frame_number && h.pts == st->last_pts &&
+      h.payload_crc == st->last_payload_crc) {
+    // The packet just decoded, again (a relay that repeats the last packet
+    // it sent when a viewer reconnects, a duplicating network): nothing
+    // new, and no loss; before, it broke the sequence and lost the rest of
+    // the keyframe interval.
+    gst_buffer_unmap(frame->input_buffer, &in);
+    GST_DEBUG_OBJECT(self, "packet %" G_GUINT64_FORMAT " repeated: dropped", h.frame_number);
+    GST_OBJECT_LOCK(self);
+    self->stats.dropped_packets++;
+    GST_OBJECT_UNLOCK(self);
+    gst_video_decoder_release_frame(decoder, frame);
+    return GST_FLOW_OK;
+  }
   if (!header_ok) {
     report_loss(self, "damaged packet", why.empty() ? "packet size mismatch" : why);
   } else {
@@ -1138,6 +1156,8 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
     return ret != GST_FLOW_OK ? ret : flushed;
   }
 
+  st->last_pts = h.pts;
+  st->last_payload_crc = h.payload_crc;
   set_timestamps(self, frame, h);
   DecState::Pending p;
   p.frame = frame;
@@ -1295,13 +1315,13 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
 
   g_object_class_install_property(
       gobject_class, PROP_STATS,
-      g_param_spec_boxed("stats", "Statistics",
-                         "Counters since start (read-only, guint64 fields): packets, keyframes, "
-                         "frames-out, bytes-in, dropped-packets (damaged, out of sequence, or "
-                         "before a keyframe), skipped-bytes (not part of a valid packet), "
-                         "losses (warnings posted)",
-                         GST_TYPE_STRUCTURE,
-                         static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+      g_param_spec_boxed(
+          "stats", "Statistics",
+          "Counters since start (read-only, guint64 fields): packets, keyframes, "
+          "frames-out, bytes-in, dropped-packets (damaged, out of sequence, "
+          "repeated, or before a keyframe), skipped-bytes (not part of a valid packet), "
+          "losses (warnings posted)",
+          GST_TYPE_STRUCTURE, static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
   g_object_class_install_property(
       gobject_class, PROP_FRAME_OVERLAP,
       g_param_spec_enum(

@@ -2709,6 +2709,47 @@ TEST(CudaDiff, CutPacketDoesNotHoldBackTheStreamAfterIt) {
     }
 }
 
+// The packet just decoded, again (a relay that repeats the last packet it
+// sent when a viewer reconnects, a duplicating network): dropped as a
+// repeat, without a loss or a second picture. Before, a repeated delta
+// broke the sequence ("packets missing or out of sequence") and the rest
+// of the keyframe interval was lost; a repeated keyframe showed its
+// picture twice.
+TEST(CudaDiff, DecoderDropsARepeatedPacket) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 6;
+    o.version = version;
+    encode(e, "BGR", 32, 16, o);
+    const std::vector<GstBuffer *> in = {e.packets[0], e.packets[0], e.packets[1], e.packets[2],
+                                         e.packets[3], e.packets[3], e.packets[4], e.packets[5]};
+    Decoded d;
+    decode(d, in);
+    ASSERT_EQ(d.frames.size(), 6u);
+    for (size_t i = 0; i < 6; ++i) EXPECT_EQ(d.frames[i], e.pictures[i]) << i;
+    EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+    EXPECT_EQ(d.losses, 0u);
+    EXPECT_EQ(d.qos, 0u);
+    EXPECT_EQ(d.dropped, 2u);
+    for (size_t i = 1; i < 6; ++i)
+      EXPECT_FALSE(GST_BUFFER_FLAG_IS_SET(d.buffers[i], GST_BUFFER_FLAG_DISCONT)) << i;
+    // Not the same packet: another frame's packet with the last one's
+    // number (here a later delta renumbered) is still out of sequence.
+    Bytes other = bytes_of(e.packets[4]);
+    const uint64_t three = 3;
+    std::memcpy(other.data() + 8, &three, 8);  // the frame number
+    fix_checksums(other);
+    GstBuffer *renumbered = buffer_like(e.packets[4], other);
+    Decoded d2;
+    decode(d2, {e.packets[0], e.packets[1], e.packets[2], e.packets[3], renumbered});
+    EXPECT_EQ(d2.frames.size(), 4u);
+    EXPECT_EQ(d2.losses, 1u);
+    gst_buffer_unref(renumbered);
+  }
+}
+
 // In key-unit trick mode (a player's fast forward: a seek with
 // GST_SEEK_FLAG_TRICKMODE_KEY_UNITS) only keyframes are decoded and shown;
 // the deltas are passed over without a loss. Before, every delta was
