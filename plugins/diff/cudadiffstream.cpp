@@ -623,15 +623,6 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
                     " truncated at the end of the stream (" + std::to_string(avail) + " of " +
                     std::to_string(total) + " bytes)",
                 true);
-  if (avail < total && !at_eos) {
-    if (const size_t inner = watch_inside(q, header_crc, total, avail)) {
-      step.damaged = true;
-      step.header = h;
-      return skip(inner, "packet " + std::to_string(h.frame_number) + " of " +
-                             std::to_string(total) + " bytes is cut off: an intact packet begins " +
-                             std::to_string(inner) + " bytes into it");
-    }
-  }
   if (avail < want && !at_eos) {
     step.bytes = want;  // NeedData
     step.header = h;
@@ -659,71 +650,6 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
 void Parser::reset() {
   checked_.clear();
   wait_until_ = 0;
-  watch_ = Watch();
-}
-
-// Looks at the bytes that came since the last call for headers inside the
-// packet at the front, and checks those whose packets are now whole and
-// end before it does (one that ends with it or beyond is checked with it,
-// by check_inside(), if it fails).
-size_t Parser::watch_inside(ByteQueue &q, uint32_t header_crc, size_t total, size_t avail) {
-  constexpr size_t kMaxPending = 4096;
-  constexpr size_t kChunk = size_t(64) << 10;
-  const uint64_t pos = q.position();
-  Watch &w = watch_;
-  if (w.position != pos || w.header_crc != header_crc) {
-    w = Watch();
-    w.position = pos;
-    w.header_crc = header_crc;
-    w.budget = total;
-  }
-  if (w.budget == 0) return 0;  // crafted input spent it: the packet is waited for
-  peek_.resize(std::max(kChunk, size_t(kHeaderSize)));
-  auto later = [](const Pending &a, const Pending &b) { return a > b; };
-  while (w.scanned + kHeaderSize <= avail) {
-    const ptrdiff_t at = q.find_magic(w.scanned);
-    if (at < 0) {
-      w.scanned = std::max(w.scanned, avail - 3);  // (a magic may begin in the last 3)
-      break;
-    }
-    if (size_t(at) + kHeaderSize > avail) {  // its header is not whole yet
-      w.scanned = size_t(at);
-      break;
-    }
-    w.scanned = size_t(at) + 1;
-    PacketHeader ih;
-    if (read_header(q.peek(size_t(at), kHeaderSize, peek_.data()), kHeaderSize, &ih, nullptr) !=
-            HeaderStatus::Ok ||
-        exceeds_pixels(ih, max_pixels_))
-      continue;
-    const size_t end = size_t(at) + kHeaderSize + ih.payload_size;
-    if (end >= total || w.heap.size() >= kMaxPending) continue;
-    w.heap.push_back({size_t(at), end, ih.payload_crc});
-    std::push_heap(w.heap.begin(), w.heap.end(), later);
-  }
-  size_t found = 0;
-  while (!w.heap.empty() && w.heap.front().end <= avail) {
-    const Pending c = w.heap.front();
-    std::pop_heap(w.heap.begin(), w.heap.end(), later);
-    w.heap.pop_back();
-    const size_t n = c.end - c.at - kHeaderSize;
-    if (n > w.budget) {
-      w.budget = 0;
-      w.heap.clear();
-      return found;
-    }
-    w.budget -= n;
-    checked_bytes_ += n;
-    uLong crc = 0;
-    for (size_t done = 0; done < n;) {
-      const size_t m = std::min(kChunk, n - done);
-      crc = crc_update(crc, q.peek(c.at + kHeaderSize + done, m, peek_.data()), m);
-      done += m;
-    }
-    if (uint32_t(crc) == c.payload_crc && (found == 0 || c.at < found)) found = c.at;
-  }
-  if (found) w = Watch();
-  return found;
 }
 
 // Checks every intact header inside the damaged packet at the front (its

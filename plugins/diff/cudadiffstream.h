@@ -337,10 +337,6 @@ class ByteQueue {
   // unmap(), which must come before the next call.
   virtual const uint8_t *map(size_t n) = 0;
   virtual void unmap() = 0;
-  // `n` bytes from `offset` (offset + n <= available()): where the queue
-  // holds them in one piece, in place, else copied into `scratch` (n bytes).
-  // Valid until the next call on the queue.
-  virtual const uint8_t *peek(size_t offset, size_t n, uint8_t *scratch) = 0;
   // Where the front is in the stream: a count of bytes that grows by what
   // is dropped from the front (any origin). The parser remembers by
   // position what it found inside a damaged packet.
@@ -398,17 +394,6 @@ class Parser {
   // the pieces, combined), and remembers the result by position; a header
   // whose packet reaches beyond the bytes there makes the next check wait
   // (NeedData) until the furthest such packet is there.
-  //
-  // While a packet's bytes come in (NeedData), the parser looks at the new
-  // bytes for intact packets that begin and end inside it: a packet cut
-  // off (a sender that restarted, a relay that switched to another
-  // stream) would otherwise hold back the stream after it until the cut
-  // packet's announced length had arrived, seconds for a large keyframe
-  // announced and small deltas after it. The first intact packet found
-  // makes the packet at the front a damaged one (Skip up to that packet).
-  // Each byte is scanned once, and the payloads checksummed for it add up
-  // to at most the waiting packet's own (more only in crafted input, which
-  // then waits as before).
   Step next(ByteQueue &q, bool at_eos);
   // Forgets what it remembered of the bytes ahead (a flush, a seek).
   void reset();
@@ -423,25 +408,6 @@ class Parser {
     bool intact;          // its payload passed
   };
   void check_inside(ByteQueue &q, size_t total, size_t avail);
-  // The packet at the front (`total` bytes, `avail` there) waits for its
-  // bytes: the offset of the first intact packet found inside it, or 0.
-  size_t watch_inside(ByteQueue &q, uint32_t header_crc, size_t total, size_t avail);
-  // A header inside the waiting packet whose packet is not all there yet.
-  struct Pending {
-    size_t at, end;  // from the front
-    uint32_t payload_crc;
-    bool operator>(const Pending &o) const { return end > o.end; }
-  };
-  // What watch_inside() has seen of the packet at `position`.
-  struct Watch {
-    uint64_t position = ~uint64_t(0);
-    uint32_t header_crc = 0;
-    size_t scanned = 1;         // headers at offsets below this were looked at
-    uint64_t budget = 0;        // payload bytes it may still checksum
-    std::vector<Pending> heap;  // by end, the nearest first
-  };
-  Watch watch_;
-  std::vector<uint8_t> peek_;  // scratch for ByteQueue::peek()
   uint64_t max_pixels_ = 0;
   std::deque<Checked> checked_;  // by position
   // Headers inside the last damaged packet whose packets reach up to here
@@ -461,7 +427,6 @@ class ArrayQueue final : public ByteQueue {
   ptrdiff_t find_magic(size_t from) override;
   const uint8_t *map(size_t n) override { return n <= available() ? data_ + pos_ : nullptr; }
   void unmap() override {}
-  const uint8_t *peek(size_t offset, size_t, uint8_t *) override { return data_ + pos_ + offset; }
   void flush(size_t n) { pos_ += n < available() ? n : available(); }
   // How many bytes of the array are visible (feeding it in chunks).
   void set_size(size_t size) { size_ = size; }

@@ -98,10 +98,6 @@ class AdapterQueue final : public stream::ByteQueue {
     return static_cast<const uint8_t *>(gst_adapter_map(adapter_, n));
   }
   void unmap() override { gst_adapter_unmap(adapter_); }
-  const uint8_t *peek(size_t offset, size_t n, uint8_t *scratch) override {
-    gst_adapter_copy(adapter_, scratch, offset, n);
-    return scratch;
-  }
   uint64_t position() const override { return position_; }
 
  private:

@@ -420,7 +420,6 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
     dropped += step.bytes;
     queue.flush(step.bytes);
   }
-  const size_t held = map.size;
   gst_buffer_unmap(frame->buffer, &map);
   if (dropped > 0) {
     // Dropped as a frame, not skipped: GstBaseParse stops with an error
@@ -434,19 +433,13 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   }
   if (step.kind != stream::Parser::Kind::NeedData) st->next_offset = frame->offset + step.bytes;
   switch (step.kind) {
-    case stream::Parser::Kind::NeedData: {
-      // The whole header first, then the whole packet. Received as it
-      // comes, the parser looks inside a packet's bytes while they come
-      // (a packet cut off, and another stream after it): it is asked
-      // again after 4 KiB more, or a quarter more of the bytes held, as
-      // GstBaseParse copies them all into the frame at each call (about
-      // five times a large packet's bytes in all).
-      size_t want = step.bytes > 0 ? step.bytes : size_t(stream::kHeaderSize);
-      if (!pull && want > held) want = std::min(want, held + std::max<size_t>(4096, held / 4));
-      gst_base_parse_set_min_frame_size(parse, guint(std::min<size_t>(want, G_MAXUINT)));
+    case stream::Parser::Kind::NeedData:
+      // The whole header first, then the whole packet.
+      gst_base_parse_set_min_frame_size(
+          parse, guint(std::min<size_t>(step.bytes > 0 ? step.bytes : size_t(stream::kHeaderSize),
+                                        G_MAXUINT)));
       *skipsize = 0;
       return GST_FLOW_OK;
-    }
     case stream::Parser::Kind::Skip:  // (only one of a version it does not read)
       GST_ELEMENT_ERROR(self, STREAM, WRONG_TYPE,
                         ("the stream is of a version this parser does not read"),

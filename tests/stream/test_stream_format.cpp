@@ -1083,11 +1083,8 @@ TEST(StreamFormat, HeadersInsideADamagedPacketAreCheckedInOnePass) {
     SCOPED_TRACE("chunk " + std::to_string(chunk));
     const Parsed p = parse_all(b, chunk);
     EXPECT_EQ(p.packets, (std::vector<uint64_t>{1000 + kSmall, 1000 + kLong, 99}));
-    // The outer one, and those before the long one but the small one; fed
-    // in pieces, the small one was found while the outer one's bytes came
-    // (ParserDoesNotWaitForACutPacket), and the headers before it were
-    // passed over with the outer one.
-    EXPECT_EQ(p.damaged, chunk == b.size() ? 1 + kLong - 1 : 1 + kLong - kSmall - 1);
+    EXPECT_EQ(p.damaged,
+              1 + kLong - 1);  // the outer one, those before the long one but the small one
     EXPECT_LE(p.checked_bytes, 3 * b.size() + kHeaders * 2048u);
   }
 }
@@ -1155,88 +1152,6 @@ TEST(StreamFormat, ParserForgetsItsWaitAtTheEnd) {
       EXPECT_EQ(s.kind, Parser::Kind::NeedData);
       EXPECT_EQ(at + s.bytes, 1500 + kHeaderSize + 1500);
     }
-  }
-}
-
-// Pieces of `bytes` fed to a parser, `chunk` at a time: the frame numbers of
-// its packets, how many bytes had been fed when each came, and its skips.
-struct Arrivals {
-  std::vector<uint64_t> packets;
-  std::vector<size_t> fed;  // per packet
-  std::vector<Parser::Step> skips;
-  uint64_t checked_bytes = 0;
-};
-Arrivals arrivals(const Bytes &bytes, size_t chunk) {
-  Arrivals out;
-  Parser parser;
-  feed_parser(parser, bytes, chunk, [&](const Parser::Step &s, ArrayQueue &q) {
-    if (s.kind == Parser::Kind::Packet) {
-      out.packets.push_back(s.header.frame_number);
-      out.fed.push_back(size_t(q.position()) + q.available());
-    } else {
-      out.skips.push_back(s);
-    }
-  });
-  out.checked_bytes = parser.checked_bytes();
-  return out;
-}
-
-// A packet cut off (a relay that switched to another sender in the middle
-// of a large keyframe) and another stream after it: the other stream's
-// packets come as their bytes do. Before, the parser waited for the cut
-// packet's announced length first (here 200 KB, while the stream after it
-// had sent a few KB: over a network, seconds of frames held back), and
-// only then found the packets inside it.
-TEST(StreamFormat, ParserDoesNotWaitForACutPacket) {
-  Bytes b(kHeaderSize + 1000, 3);
-  put_key_header(b, 0, 1000, 200, 7, 0x12345678u);  // announces 200,000 bytes
-  std::vector<size_t> ends;
-  for (uint64_t f = 0; f < 20; ++f) {
-    append_gray_packet(b, 100 + f);
-    ends.push_back(b.size());
-  }
-  std::vector<uint64_t> want;
-  for (uint64_t f = 0; f < 20; ++f) want.push_back(100 + f);
-  for (size_t chunk : {size_t(1), size_t(97), size_t(1500)}) {
-    SCOPED_TRACE("chunk " + std::to_string(chunk));
-    const Arrivals a = arrivals(b, chunk);
-    ASSERT_EQ(a.packets, want);
-    for (size_t i = 0; i < ends.size(); ++i)  // each as soon as its bytes were there
-      EXPECT_LT(a.fed[i], ends[i] + chunk) << i;
-    // The cut packet: one skip, up to the first intact packet in it,
-    // with its header (a damaged packet: a loss, with the time it said).
-    ASSERT_EQ(a.skips.size(), 1u);
-    EXPECT_TRUE(a.skips[0].damaged);
-    EXPECT_EQ(a.skips[0].bytes, kHeaderSize + 1000);
-    EXPECT_EQ(a.skips[0].header.frame_number, 7u);
-    EXPECT_NE(a.skips[0].problem.find("cut off"), std::string::npos) << a.skips[0].problem;
-    EXPECT_LE(a.checked_bytes, 2 * b.size());
-  }
-}
-
-// Crafted input: a packet whose bytes come in pieces with many headers
-// inside, each announcing a packet that ends just before it does, none
-// intact. Checked as they became whole, they would cost their payloads
-// each (about 1.5 GB here); the parser checksums for this at most the
-// waiting packet's own bytes, then waits for it, and the check of the
-// damaged packet covers the headers inside it in one pass.
-TEST(StreamFormat, ParserLooksInsideAWaitingPacketInLinearTime) {
-  const size_t outer = size_t(1) << 20;
-  const size_t end = kHeaderSize + outer;
-  constexpr int kHeaders = 2000;
-  Bytes b(end);
-  for (size_t i = 0; i < b.size(); ++i) b[i] = uint8_t(i * 131 + (i >> 9));
-  for (int i = 0; i < kHeaders; ++i) {
-    const size_t at = kHeaderSize + 100 + 256 * size_t(i);
-    put_delta_header(b, at, end - 10000 - at - kHeaderSize, 1000 + i, 0x12345678u);
-  }
-  put_key_header(b, 0, 1024, 1024, 7, 0x9abcdef0u);
-  append_gray_packet(b, 99);
-  for (size_t chunk : {size_t(4096), size_t(1000)}) {
-    SCOPED_TRACE("chunk " + std::to_string(chunk));
-    const Arrivals a = arrivals(b, chunk);
-    EXPECT_EQ(a.packets, std::vector<uint64_t>{99});
-    EXPECT_LE(a.checked_bytes, 3 * b.size() + kHeaders * 2048u);
   }
 }
 
