@@ -32,6 +32,7 @@
 #include "gstcudadiffenc.h"  // GstCudaDiffFrameOverlap
 
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
@@ -139,10 +140,12 @@ struct DecState {
   // the last frame pushed: the next one is flagged DISCONT.
   bool discont = false;
   guint64 last_frame_number = 0;
-  // The last packet decoded (while synced): its time and payload checksum,
-  // so that the same packet again is known as a repeat.
-  guint64 last_pts = 0;
-  guint32 last_payload_crc = 0;
+  // The header checksum of the last packet decoded (while synced; it covers
+  // the frame number, times, flags, sizes and payload checksum), so that
+  // the same packet again is known as a repeat; none after a new segment
+  // (a clip looped in a segment of its own shows its packets again).
+  bool have_last = false;
+  guint32 last_header_crc = 0;
   // Bytes skipped since the last packet (not a packet, or a packet whose
   // header failed), and why the first of them were: named in the warning
   // when the next packet shows that a packet was lost among them.
@@ -422,7 +425,10 @@ static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *
     DecState *st = GST_CUDADIFF_DEC(decoder)->state;
     const GstSegment *segment = nullptr;
     gst_event_parse_segment(event, &segment);
-    if (st->last_segment.is_new(segment)) st->timeline.forget_output();
+    if (st->last_segment.is_new(segment)) {
+      st->timeline.forget_output();
+      st->have_last = false;
+    }
   }
   return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->sink_event(decoder, event);
 }
@@ -1067,6 +1073,8 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
   const bool header_ok =
       stream::read_header(in.data, in.size, &h, &why) == stream::HeaderStatus::Ok &&
       in.size == stream::kHeaderSize + h.payload_size;
+  guint32 header_crc = 0;  // (bytes 60-63 of the header: its checksum)
+  if (header_ok) std::memcpy(&header_crc, in.data + 60, 4);
   GstFlowReturn ret = GST_FLOW_OK;
   bool decoded = false;
   if (header_ok && !h.keyframe() &&
@@ -1081,8 +1089,7 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
     gst_video_decoder_release_frame(decoder, frame);
     return GST_FLOW_OK;
   }
-  if (header_ok && st->synced && h.frame_number == st->last_frame_number && h.pts == st->last_pts &&
-      h.payload_crc == st->last_payload_crc) {
+  if (header_ok && st->synced && st->have_last && header_crc == st->last_header_crc) {
     // The packet just decoded, again (a relay that repeats the last packet
     // it sent when a viewer reconnects, a duplicating network): nothing
     // new, and no loss; before, it broke the sequence and lost the rest of
@@ -1152,8 +1159,8 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
     return ret != GST_FLOW_OK ? ret : flushed;
   }
 
-  st->last_pts = h.pts;
-  st->last_payload_crc = h.payload_crc;
+  st->last_header_crc = header_crc;
+  st->have_last = true;
   set_timestamps(self, frame, h);
   DecState::Pending p;
   p.frame = frame;

@@ -2690,6 +2690,21 @@ TEST(CudaDiff, DecoderDropsARepeatedPacket) {
     EXPECT_EQ(d2.frames.size(), 4u);
     EXPECT_EQ(d2.losses, 1u);
     gst_buffer_unref(renumbered);
+    // A one-packet clip looped by an application, each pass in a segment
+    // of its own (appsrc handle-segment-change=true): shown at every pass.
+    GstHarness *h = gst_harness_new_parse("cudadiffdec");
+    gst_harness_set_src_caps_str(h, "video/x-cudadiff");
+    for (int pass = 0; pass < 3; ++pass) {
+      GstSegment segment;
+      gst_segment_init(&segment, GST_FORMAT_TIME);
+      segment.base = GstClockTime(pass) * GST_SECOND;
+      if (pass > 0) {
+        ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&segment)));
+      }
+      ASSERT_EQ(gst_harness_push(h, gst_buffer_ref(e.packets[0])), GST_FLOW_OK);
+    }
+    EXPECT_EQ(pull_pictures(h).size(), 3u);
+    gst_harness_teardown(h);
   }
 }
 
