@@ -250,6 +250,7 @@ HeaderStatus read_header(const uint8_t *data, size_t n, PacketHeader *out, std::
   h.fps_n = get_u32(data + 48);
   h.fps_d = get_u32(data + 52);
   h.payload_crc = get_u32(data + 56);
+  h.header_crc = get_u32(data + 60);
 
   const bool v2 = h.version == kVersion2;
   if (h.flags & ~(v2 ? kKnownFlagsV2 : kKnownFlags))
@@ -584,7 +585,6 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
     return skip(1, "cannot read the input");
   }
   const HeaderStatus status = read_header(head, kHeaderSize, &h, &why);
-  const uint32_t header_crc = get_u32(head + 60);
   q.unmap();
   if (status != HeaderStatus::Ok) {
     step.unsupported = status == HeaderStatus::Unsupported;
@@ -609,7 +609,7 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
   while (!checked_.empty() && checked_.front().position < pos) checked_.pop_front();
   if (wait_until_ <= pos) wait_until_ = 0;
   const bool known = !checked_.empty() && checked_.front().position == pos &&
-                     checked_.front().header_crc == header_crc;
+                     checked_.front().header_crc == h.header_crc;
   if (known && !checked_.front().intact) return damaged();
   const size_t total = kHeaderSize + h.payload_size;
   // A header found inside a damaged packet whose packet was not complete
@@ -687,7 +687,7 @@ void Parser::check_inside(ByteQueue &q, size_t total, size_t avail) {
         continue;
       const size_t end = i + kHeaderSize + h.payload_size;
       if (end <= avail) {
-        inside.push_back({i, end, get_u32(p + i + 60), h.payload_crc});
+        inside.push_back({i, end, h.header_crc, h.payload_crc});
         reach = std::max(reach, end);
       } else {
         wait_until_ = std::max(wait_until_, pos + end);

@@ -78,6 +78,10 @@ struct PacketHeader {
   uint32_t fps_n = 0;
   uint32_t fps_d = 1;
   uint32_t payload_crc = 0;  // zlib crc32 of the payload bytes
+  // Bytes 60-63, the header's own crc32: set by read_header() (which checked
+  // it), ignored by write_header() (which computes it). Two packets with the
+  // same header checksum are, for a receiver, the same packet sent twice.
+  uint32_t header_crc = 0;
 
   bool keyframe() const { return flags & kFlagKeyframe; }
   bool stream_header() const { return flags & kFlagStreamHeader; }

@@ -1073,8 +1073,7 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
   const bool header_ok =
       stream::read_header(in.data, in.size, &h, &why) == stream::HeaderStatus::Ok &&
       in.size == stream::kHeaderSize + h.payload_size;
-  guint32 header_crc = 0;  // (bytes 60-63 of the header: its checksum)
-  if (header_ok) std::memcpy(&header_crc, in.data + 60, 4);
+  const guint32 header_crc = header_ok ? h.header_crc : 0;
   GstFlowReturn ret = GST_FLOW_OK;
   bool decoded = false;
   if (header_ok && !h.keyframe() &&

@@ -195,6 +195,9 @@ TEST(StreamFormat, HeaderRoundTripAndFields) {
   EXPECT_EQ(r.body_size, h.body_size);
   EXPECT_EQ(r.payload_crc, 0xdeadbeefu);
   EXPECT_EQ(r.fps_n, 25u);
+  // The header's own checksum, bytes 60-63, as written.
+  EXPECT_EQ(r.header_crc, uint32_t(::crc32(0, b, 60)));
+  EXPECT_EQ(r.header_crc, uint32_t(b[60] | b[61] << 8 | b[62] << 16 | uint32_t(b[63]) << 24));
 }
 
 TEST(StreamFormat, HeaderChecks) {
