@@ -728,6 +728,18 @@ void Parser::check_inside(ByteQueue &q, size_t total, size_t avail) {
   q.unmap();
 }
 
+PacketHeader with_frame_time(const PacketHeader &h) {
+  if (h.pts != kNoTime || h.stream_header() || h.fps_n == 0 || h.fps_d == 0) return h;
+  using u128 = unsigned __int128;
+  const u128 pts = u128(h.frame_number) * h.fps_d * 1000000000u / h.fps_n;
+  const u128 dur = u128(h.fps_d) * 1000000000u / h.fps_n;
+  if (pts > u128(INT64_MAX)) return h;
+  PacketHeader t = h;
+  t.pts = uint64_t(pts);
+  if (t.duration == kNoTime && dur <= kMaxPacketDuration) t.duration = uint64_t(dur);
+  return t;
+}
+
 uint64_t Timeline::at(const TimeRun &r, uint64_t pts) {
   constexpr uint64_t kMaxTime = uint64_t(INT64_MAX);
   if (pts <= r.pts) return r.out;

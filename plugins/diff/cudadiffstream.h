@@ -283,6 +283,14 @@ constexpr uint64_t kMaxPacketDuration = 60 * kReorderTime;
 inline bool usable_duration(const PacketHeader &h) {
   return h.duration != kNoTime && h.duration <= kMaxPacketDuration;
 }
+// A packet without a sender pts (the sender's input was untimed: an appsrc
+// without timestamps, a raw file) read as if its pts were its frame number
+// at the stream's framerate, and its duration (when it has none) one frame:
+// so every reader (the parser, its walk of a file, the decoder) places it
+// where the sender's count of frames does, frames lost keep their gap, and
+// a stream header takes no time of its own. Anything else, or a variable
+// framerate (0/1), or a time past INT64_MAX, comes back unchanged.
+PacketHeader with_frame_time(const PacketHeader &h);
 
 struct TimeRun {
   uint64_t offset;  // its first packet's byte offset (the parser's pull mode)

@@ -885,8 +885,11 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
 // nothing came timed, a restarted sender continuing the line, and after a
 // timed packet at its time plus the sender's time since it.
 static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
-                           const stream::PacketHeader &h) {
+                           const stream::PacketHeader &packet) {
   DecState *st = self->state;
+  // (a packet without a sender pts at its frame number's time, as the
+  // parser times it: stream::with_frame_time())
+  const stream::PacketHeader h = stream::with_frame_time(packet);
   // (A duration over a minute is damage or a crafted header, as for the
   // parser and the timeline: the base class takes the framerate's instead.)
   const bool has_duration = stream::usable_duration(h);
@@ -895,7 +898,8 @@ static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
     if (h.pts != stream::kNoTime) frame->pts = st->timeline.anchor(h, 0, frame->pts);
     return;
   }
-  if (h.pts == stream::kNoTime) return;  // the base class interpolates from the framerate
+  // (untimed at a variable framerate: the base class goes on from the last)
+  if (h.pts == stream::kNoTime) return;
   bool new_run = false;
   // A restarted sender's time goes on from where the last packet ended, but
   // not before the present of a playing pipeline that receives the stream

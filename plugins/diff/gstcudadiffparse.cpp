@@ -252,6 +252,7 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
     if (p && avail >= stream::kHeaderSize &&
         stream::read_header(p, stream::kHeaderSize, &h, nullptr) == stream::HeaderStatus::Ok &&
         !stream::exceeds_pixels(h, max_pixels)) {
+      h = stream::with_frame_time(h);
       // (a packet cut by the end of the file, a writer killed mid-packet, is
       // not shown: neither its time nor its keyframe counts)
       const bool whole = o + stream::kHeaderSize + guint64(h.payload_size) <= guint64(size);
@@ -362,13 +363,13 @@ static void skipped(GstCudaDiffParse *self, const stream::Parser::Step &step, gu
   // A damaged packet's intact header still says where the sender's
   // time was (as the file's walk counts it).
   // (after a seek it is the first packet after it, as a good one would be)
-  if (step.damaged && !step.header.stream_header() && step.header.pts != stream::kNoTime &&
+  const stream::PacketHeader timed = stream::with_frame_time(step.header);
+  if (step.damaged && !timed.stream_header() && timed.pts != stream::kNoTime &&
       !(pull && st->file.valid) && !st->upstream_time) {
     const bool seeked = self->seeked;
     self->seeked = false;
     bool new_run = false;
-    st->live.place(step.header, offset, seeked, &new_run,
-                   live_now(GST_BASE_PARSE(self), step.header, seeked));
+    st->live.place(timed, offset, seeked, &new_run, live_now(GST_BASE_PARSE(self), timed, seeked));
   }
   if (step.damaged && step.header.keyframe() && !step.header.stream_header() &&
       !st->keyframe_passed && !st->warned_start) {
@@ -448,7 +449,8 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
     case stream::Parser::Kind::Packet:
       break;
   }
-  const stream::PacketHeader &h = step.header;
+  // (untimed packets at their frame number's time: stream::with_frame_time())
+  const stream::PacketHeader h = stream::with_frame_time(step.header);
   gst_base_parse_set_min_frame_size(parse, stream::kHeaderSize);
   if (!h.stream_header()) self->warned = false;
   if (h.keyframe() && !h.stream_header()) st->keyframe_passed = true;
@@ -529,6 +531,7 @@ static GstFlowReturn gst_cudadiff_parse_pre_push_frame(GstBaseParse *parse,
   if (gst_buffer_extract(buf, 0, bytes, sizeof bytes) != sizeof bytes ||
       stream::read_header(bytes, sizeof bytes, &h, &why) != stream::HeaderStatus::Ok)
     return GST_FLOW_OK;
+  h = stream::with_frame_time(h);
   if (h.stream_header()) {
     if (GST_BUFFER_PTS_IS_VALID(buf)) st->upstream_pending = GST_BUFFER_PTS(buf);
     GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;

@@ -2066,6 +2066,113 @@ TEST(CudaDiff, DecoderTimestampsFollowTheSendersJitter) {
   EXPECT_EQ(output_pts(packets, "cudadiffparse ! cudadiffdec"), want);
 }
 
+// The PTS of what `launch` (ending in a sink named "sink") pushes for a file
+// holding `stream`, pulled by filesrc, and the pipeline's duration at its end.
+std::vector<GstClockTime> file_pts(const Bytes &stream, const char *launch, gint64 *duration) {
+  gchar *path = nullptr;
+  const int fd = g_file_open_tmp("cudadiff-untimed-XXXXXX.cdif", &path, nullptr);
+  EXPECT_GE(fd, 0);
+  std::vector<GstClockTime> pts;
+  if (fd < 0) return pts;
+  EXPECT_EQ(write(fd, stream.data(), stream.size()), ssize_t(stream.size()));
+  close(fd);
+  GstElement *p =
+      gst_parse_launch((std::string("filesrc location=") + path + " ! " + launch).c_str(), nullptr);
+  EXPECT_NE(p, nullptr);
+  GstElement *sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+  GstPad *in = gst_element_get_static_pad(sink, "sink");
+  gst_pad_add_probe(
+      in, GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+        static_cast<std::vector<GstClockTime> *>(data)->push_back(
+            GST_BUFFER_PTS(GST_PAD_PROBE_INFO_BUFFER(info)));
+        return GST_PAD_PROBE_OK;
+      },
+      &pts, nullptr);
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  GstBus *bus = gst_element_get_bus(p);
+  GstMessage *m = gst_bus_timed_pop_filtered(bus, 30 * GST_SECOND,
+                                             GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  EXPECT_NE(m, nullptr) << "neither end of stream nor an error within 30 s";
+  if (m) {
+    EXPECT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_EOS);
+    gst_message_unref(m);
+  }
+  *duration = -1;
+  EXPECT_TRUE(gst_element_query_duration(p, GST_FORMAT_TIME, duration));
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(bus);
+  gst_object_unref(in);
+  gst_object_unref(sink);
+  gst_object_unref(p);
+  g_unlink(path);
+  g_free(path);
+  return pts;
+}
+
+// A sender whose input had no timestamps (an appsrc without them) sends
+// packets without a pts. Every reader times them by their frame number at
+// the stream's framerate, from 0: the decoder alone, the parser on a byte
+// stream and on a file (whose duration is the frames'), and the decoder
+// after it. The stream header takes no time of its own (before, the parser
+// gave it a frame's slot and no PTS to the packets: every frame came a
+// frame late and the file's duration was a frame too long); a lost packet
+// keeps its gap; a viewer joining at a later keyframe starts at 0.
+TEST(CudaDiff, UntimedPacketsAreTimedByTheirFrameNumber) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 8;
+  o.props = "keyframe-interval=4";
+  encode(e, "GRAY8", 16, 8, o);
+  const GValue *headers =
+      gst_structure_get_value(gst_caps_get_structure(e.caps, 0), "streamheader");
+  ASSERT_NE(headers, nullptr);
+  const Bytes header = bytes_of(gst_value_get_buffer(gst_value_array_get_value(headers, 0)));
+  std::vector<Bytes> packets;
+  for (GstBuffer *p : e.packets)
+    packets.push_back(with_time(bytes_of(p), GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE));
+  ASSERT_EQ(packets.size(), 8u);
+  auto at = [](size_t t) { return gst_util_uint64_scale(t, GST_SECOND, 30); };
+  std::vector<GstClockTime> want;
+  for (size_t t = 0; t < 8; ++t) want.push_back(at(t));
+  std::vector<Bytes> with_header = {header};
+  with_header.insert(with_header.end(), packets.begin(), packets.end());
+
+  // A byte stream, one packet per buffer.
+  for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
+    SCOPED_TRACE(launch);
+    EXPECT_EQ(output_pts(with_header, launch), want);
+  }
+  std::vector<GstClockTime> parsed = parser_pts(with_header);
+  ASSERT_EQ(parsed.size(), 9u);
+  EXPECT_EQ(std::vector<GstClockTime>(parsed.begin() + 1, parsed.end()), want);
+  // Packet 2 lost: the parser keeps its gap.
+  std::vector<Bytes> lost = with_header;
+  lost.erase(lost.begin() + 3);
+  parsed = parser_pts(lost);
+  ASSERT_EQ(parsed.size(), 8u);
+  EXPECT_EQ(std::vector<GstClockTime>(parsed.begin() + 1, parsed.end()),
+            (std::vector<GstClockTime>{at(0), at(1), at(3), at(4), at(5), at(6), at(7)}));
+  // A late viewer: the header, then from the keyframe of frame 4.
+  std::vector<Bytes> late = {header};
+  late.insert(late.end(), packets.begin() + 4, packets.end());
+  for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
+    SCOPED_TRACE(std::string("late: ") + launch);
+    EXPECT_EQ(output_pts(late, launch),
+              (std::vector<GstClockTime>{0, at(5) - at(4), at(6) - at(4), at(7) - at(4)}));
+  }
+
+  // A file, pulled.
+  Bytes file;
+  for (const Bytes &b : with_header) file.insert(file.end(), b.begin(), b.end());
+  gint64 duration = -1;
+  parsed = file_pts(file, "cudadiffparse ! fakesink name=sink", &duration);
+  ASSERT_EQ(parsed.size(), 9u);
+  EXPECT_EQ(std::vector<GstClockTime>(parsed.begin() + 1, parsed.end()), want);
+  EXPECT_EQ(duration, gint64(at(8)));
+  EXPECT_EQ(file_pts(file, "cudadiffparse ! cudadiffdec ! fakesink name=sink", &duration), want);
+}
+
 // A packet's duration over a minute is damage or a crafted header (as the
 // parser and the timeline take it): the decoder's output gets the
 // framerate's instead, on a byte stream and on timed buffers alike.
