@@ -587,6 +587,20 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
                       ("%s", GST_VIDEO_INFO_NAME(info)));
     return FALSE;
   }
+  // Progressive frames, or interleaved fields of one order for the whole
+  // stream (the stream header carries it). Interlacing that changes from
+  // frame to frame (the buffers' flags) has no place in a packet and would
+  // be lost: a deinterlacer after the decoder would see progressive frames.
+  const GstVideoInterlaceMode interlace = GST_VIDEO_INFO_INTERLACE_MODE(info);
+  if (interlace != GST_VIDEO_INTERLACE_MODE_PROGRESSIVE &&
+      interlace != GST_VIDEO_INTERLACE_MODE_INTERLEAVED) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("unsupported interlace mode"),
+                      ("interlace-mode=%s: the stream carries progressive frames or interleaved "
+                       "fields; put deinterlace (or a capsfilter naming one of those) before "
+                       "the encoder",
+                       gst_video_interlace_mode_to_string(interlace)));
+    return FALSE;
+  }
   const int width = GST_VIDEO_INFO_WIDTH(info), height = GST_VIDEO_INFO_HEIGHT(info);
   const size_t frame_bytes = cudadiff::frame_size_packed(format, width, height);
   if (frame_bytes > stream::kMaxFrameBytes) {

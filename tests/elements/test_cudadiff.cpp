@@ -465,6 +465,28 @@ TEST(CudaDiff, StreamHeaderCarriesThePicturesDescription) {
   }
 }
 
+// Interlacing that changes from frame to frame (interlace-mode=mixed, the
+// buffers' INTERLACED and TFF flags) has no place in a packet, so the
+// encoder refuses it with an error that says so, rather than lose it:
+// before, the decoder's output said progressive and the flags were gone.
+// Interleaved fields (whose order the stream header carries) and progressive
+// frames are encoded (StreamHeaderCarriesThePicturesDescription).
+TEST(CudaDiff, EncoderRefusesMixedInterlacing) {
+  GError *error = nullptr;
+  const std::string message = gst_test::run_pipeline(
+      "videotestsrc num-buffers=2 ! video/x-raw, format=I420, width=64, height=48, "
+      "interlace-mode=mixed ! cudadiffenc ! fakesink",
+      30, &error);
+  ASSERT_NE(error, nullptr) << "a mixed stream was encoded";
+  EXPECT_TRUE(g_error_matches(error, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION)) << message;
+  EXPECT_NE(message.find("interlace mode"), std::string::npos) << message;
+  g_error_free(error);
+  EXPECT_EQ(gst_test::run_pipeline("videotestsrc num-buffers=2 ! video/x-raw, format=I420, "
+                                   "width=64, height=48, interlace-mode=interleaved ! "
+                                   "cudadiffenc ! cudadiffdec ! fakesink"),
+            "");
+}
+
 TEST(CudaDiff, RoundTripEveryFormatVersion1) {
   for (const std::string &f : all_formats())
     for (int thr : {0, 20}) {
