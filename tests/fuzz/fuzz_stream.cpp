@@ -209,6 +209,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   rx.parser.set_max_pixels(Parser::kDefaultMaxPixels);  // as the elements
   ArrayQueue q(bytes, 0);
   size_t fed = 0;
+  // The output timeline that the elements put every packet's header on
+  // (untimed packets at their frame number's time): from crafted headers it
+  // must never give a time past INT64_MAX.
+  Timeline timeline;
+  uint64_t offset = 0;
+  auto check_time = [&](const PacketHeader &h) {
+    const PacketHeader t = with_frame_time(h);
+    if (h.pts != kNoTime && (t.pts != h.pts || t.duration != h.duration)) std::abort();
+    if (t.pts == kNoTime || t.stream_header()) return;
+    bool new_run = false;
+    const uint64_t out = timeline.place(t, offset, false, &new_run);
+    if (out > uint64_t(INT64_MAX) || timeline.end > uint64_t(INT64_MAX)) std::abort();
+  };
   for (int guard = 0; guard < 1 << 24; ++guard) {
     const bool eos = fed == n;
     const Parser::Step s = rx.parser.next(q, eos);
@@ -225,10 +238,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       const uint8_t *p = q.map(s.bytes);
       if (::crc32(0, p + kHeaderSize, uInt(s.header.payload_size)) != s.header.payload_crc)
         std::abort();
+      if (::crc32(0, p, 60) != s.header.header_crc) std::abort();
+      check_time(s.header);
       rx.packet(s.header, p + kHeaderSize);
       q.unmap();
-    }
+    } else if (s.damaged)
+      check_time(s.header);  // (the parser still places a damaged packet's intact header)
     q.flush(s.bytes);
+    offset += s.bytes;
   }
   return 0;
 }
