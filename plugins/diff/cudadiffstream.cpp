@@ -728,16 +728,48 @@ void Parser::check_inside(ByteQueue &q, size_t total, size_t avail) {
   q.unmap();
 }
 
-PacketHeader with_frame_time(const PacketHeader &h) {
-  if (h.pts != kNoTime || h.stream_header() || h.fps_n == 0 || h.fps_d == 0) return h;
-  using u128 = unsigned __int128;
-  const u128 pts = u128(h.frame_number) * h.fps_d * 1000000000u / h.fps_n;
-  const u128 dur = u128(h.fps_d) * 1000000000u / h.fps_n;
+namespace {
+
+using u128 = unsigned __int128;
+
+// The time of frame `n` at h's framerate (ns, rounded down); the caller
+// checked fps_n and fps_d.
+u128 frame_time(const PacketHeader &h, uint64_t n) {
+  return u128(n) * h.fps_d * 1000000000u / h.fps_n;
+}
+
+// Whether an untimed packet can be timed by its frame number, and the
+// interval of its framerate.
+bool frame_timed(const PacketHeader &h, u128 *interval) {
+  if (h.pts != kNoTime || h.stream_header() || h.fps_n == 0 || h.fps_d == 0) return false;
+  *interval = frame_time(h, 1);
+  return *interval <= kMaxPacketDuration;
+}
+
+PacketHeader at_time(const PacketHeader &h, u128 pts, u128 interval) {
   if (pts > u128(INT64_MAX)) return h;
   PacketHeader t = h;
   t.pts = uint64_t(pts);
-  if (t.duration == kNoTime && dur <= kMaxPacketDuration) t.duration = uint64_t(dur);
+  if (t.duration == kNoTime) t.duration = uint64_t(interval);
   return t;
+}
+
+}  // namespace
+
+PacketHeader with_frame_time(const PacketHeader &h) {
+  u128 interval = 0;
+  if (!frame_timed(h, &interval)) return h;
+  return at_time(h, frame_time(h, h.frame_number), interval);
+}
+
+PacketHeader Timeline::timed(const PacketHeader &h) const {
+  u128 interval = 0;
+  if (!frame_timed(h, &interval)) return h;
+  if (!have) return at_time(h, frame_time(h, h.frame_number), interval);
+  const u128 now = frame_time(h, h.frame_number), last = frame_time(h, last_frame);
+  const u128 pts = now >= last ? u128(last_pts) + (now - last)
+                               : (last - now < last_pts ? last_pts - (last - now) : 0);
+  return at_time(h, pts, interval);
 }
 
 uint64_t Timeline::at(const TimeRun &r, uint64_t pts) {

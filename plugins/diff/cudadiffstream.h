@@ -285,11 +285,12 @@ inline bool usable_duration(const PacketHeader &h) {
 }
 // A packet without a sender pts (the sender's input was untimed: an appsrc
 // without timestamps, a raw file) read as if its pts were its frame number
-// at the stream's framerate, and its duration (when it has none) one frame:
-// so every reader (the parser, its walk of a file, the decoder) places it
-// where the sender's count of frames does, frames lost keep their gap, and
-// a stream header takes no time of its own. Anything else, or a variable
-// framerate (0/1), or a time past INT64_MAX, comes back unchanged.
+// times the frame interval (`frame_number * fps_d * 10^9 / fps_n` ns,
+// rounded down), and its duration (when it has none) one frame interval:
+// how a file's untimed packets are timed (the parser's walk of a file and
+// its reads after it). Anything else comes back unchanged: a packet with a
+// pts, a stream header, a variable framerate (0/1), a frame interval over
+// kMaxPacketDuration, a time past INT64_MAX.
 PacketHeader with_frame_time(const PacketHeader &h);
 
 struct TimeRun {
@@ -328,6 +329,14 @@ struct Timeline {
   // (then the run goes on). Returns its output time.
   uint64_t anchor(const PacketHeader &h, uint64_t offset, uint64_t out);
   void forget_output() { out_known = false; }
+  // An untimed packet (as for with_frame_time()) read as if its pts were
+  // the last packet's plus the frame intervals between their frame numbers
+  // (at this packet's framerate; back where the numbers fall back), or its
+  // with_frame_time() one when it is the first: how a stream's untimed
+  // packets are timed as they come (the decoder, the parser on a byte
+  // stream), so that they go on from timed packets before them, a lost
+  // packet keeps its gap and a change of framerate moves nothing before it.
+  PacketHeader timed(const PacketHeader &h) const;
   // Output pts in `r`, saturating (a packet before the run's first: at it).
   static uint64_t at(const TimeRun &r, uint64_t pts);
 

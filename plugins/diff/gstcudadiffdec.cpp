@@ -887,9 +887,9 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
 static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
                            const stream::PacketHeader &packet) {
   DecState *st = self->state;
-  // (a packet without a sender pts at its frame number's time, as the
-  // parser times it: stream::with_frame_time())
-  const stream::PacketHeader h = stream::with_frame_time(packet);
+  // (a packet without a sender pts timed by its frame number, as the parser
+  // times a byte stream's: stream::Timeline::timed())
+  const stream::PacketHeader h = st->timeline.timed(packet);
   // (A duration over a minute is damage or a crafted header, as for the
   // parser and the timeline: the base class takes the framerate's instead.)
   const bool has_duration = stream::usable_duration(h);

@@ -587,17 +587,17 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
                       ("%s", GST_VIDEO_INFO_NAME(info)));
     return FALSE;
   }
-  // Progressive frames, or interleaved fields of one order for the whole
-  // stream (the stream header carries it). Interlacing that changes from
-  // frame to frame (the buffers' flags) has no place in a packet and would
-  // be lost: a deinterlacer after the decoder would see progressive frames.
+  // Progressive frames, or interleaved fields (their order, where the caps
+  // give one, goes into the stream header). Interlacing that changes from
+  // frame to frame (interlace-mode=mixed, the buffers' flags) has no place
+  // in a packet and would be lost: a deinterlacer after the decoder would
+  // see progressive frames.
   const GstVideoInterlaceMode interlace = GST_VIDEO_INFO_INTERLACE_MODE(info);
   if (interlace != GST_VIDEO_INTERLACE_MODE_PROGRESSIVE &&
       interlace != GST_VIDEO_INTERLACE_MODE_INTERLEAVED) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("unsupported interlace mode"),
                       ("interlace-mode=%s: the stream carries progressive frames or interleaved "
-                       "fields; put deinterlace (or a capsfilter naming one of those) before "
-                       "the encoder",
+                       "fields; put deinterlace before the encoder",
                        gst_video_interlace_mode_to_string(interlace)));
     return FALSE;
   }

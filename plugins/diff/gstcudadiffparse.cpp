@@ -363,7 +363,7 @@ static void skipped(GstCudaDiffParse *self, const stream::Parser::Step &step, gu
   // A damaged packet's intact header still says where the sender's
   // time was (as the file's walk counts it).
   // (after a seek it is the first packet after it, as a good one would be)
-  const stream::PacketHeader timed = stream::with_frame_time(step.header);
+  const stream::PacketHeader timed = st->live.timed(step.header);
   if (step.damaged && !timed.stream_header() && timed.pts != stream::kNoTime &&
       !(pull && st->file.valid) && !st->upstream_time) {
     const bool seeked = self->seeked;
@@ -449,8 +449,10 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
     case stream::Parser::Kind::Packet:
       break;
   }
-  // (untimed packets at their frame number's time: stream::with_frame_time())
-  const stream::PacketHeader h = stream::with_frame_time(step.header);
+  // (untimed packets: a file's at their frame number's time, a byte stream's
+  // following the packet before: stream::with_frame_time(), Timeline::timed())
+  const stream::PacketHeader h =
+      pull && st->file.valid ? stream::with_frame_time(step.header) : st->live.timed(step.header);
   gst_base_parse_set_min_frame_size(parse, stream::kHeaderSize);
   if (!h.stream_header()) self->warned = false;
   if (h.keyframe() && !h.stream_header()) st->keyframe_passed = true;
@@ -531,7 +533,7 @@ static GstFlowReturn gst_cudadiff_parse_pre_push_frame(GstBaseParse *parse,
   if (gst_buffer_extract(buf, 0, bytes, sizeof bytes) != sizeof bytes ||
       stream::read_header(bytes, sizeof bytes, &h, &why) != stream::HeaderStatus::Ok)
     return GST_FLOW_OK;
-  h = stream::with_frame_time(h);
+  h = st->live.timed(h);
   if (h.stream_header()) {
     if (GST_BUFFER_PTS_IS_VALID(buf)) st->upstream_pending = GST_BUFFER_PTS(buf);
     GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;

@@ -2195,6 +2195,69 @@ TEST(CudaDiff, UntimedPacketsAreTimedByTheirFrameNumber) {
   EXPECT_EQ(file_pts(file, "cudadiffparse ! cudadiffdec ! fakesink name=sink", &duration), want);
 }
 
+// Untimed packets among timed ones, as they come (the decoder, the parser on
+// a byte stream): each follows the packet before it by the frame intervals
+// between their frame numbers, at its own framerate. So a sender whose
+// timestamps are missing for a while (here frames 4-7 of a sender timed at
+// 10 s + n/30) gives one line from 0, not a jump back to frame 4's own time
+// and then 10 s ahead; a change of framerate (30 to 60 fps from frame 6,
+// frame numbers going on) moves nothing before it; a framerate whose frames
+// are over a minute apart is not timed by frame numbers (the decoder's base
+// class spaces them by the framerate).
+TEST(CudaDiff, UntimedPacketsFollowThePacketBefore) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 12;
+  o.props = "keyframe-interval=1";
+  encode(e, "GRAY8", 16, 8, o);
+  ASSERT_EQ(e.packets.size(), 12u);
+  auto at = [](uint64_t t, int fps = 30) { return gst_util_uint64_scale(t, GST_SECOND, fps); };
+  std::vector<Bytes> mixed;
+  for (size_t t = 0; t < 12; ++t) {
+    const bool untimed = t >= 4 && t < 8;
+    mixed.push_back(with_time(bytes_of(e.packets[t]),
+                              untimed ? GST_CLOCK_TIME_NONE : 10 * GST_SECOND + at(t),
+                              untimed ? GST_CLOCK_TIME_NONE : at(1)));
+  }
+  std::vector<GstClockTime> want;
+  for (size_t t = 0; t < 12; ++t) want.push_back(at(t));
+  for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
+    SCOPED_TRACE(launch);
+    const std::vector<GstClockTime> got = output_pts(mixed, launch);
+    ASSERT_EQ(got.size(), 12u);
+    // (the sender's times were rounded to the nanosecond at 10 s + n/30)
+    for (size_t t = 0; t < 12; ++t) EXPECT_NEAR(double(got[t]), double(want[t]), 1.0) << t;
+  }
+  EXPECT_EQ(parser_pts(mixed).size(), 12u);
+  // 30 fps, then 60 fps from frame 6 (the parser reads the framerate of
+  // each packet; frame numbers go on).
+  std::vector<Bytes> faster;
+  for (size_t t = 0; t < 12; ++t) {
+    Bytes b = with_time(bytes_of(e.packets[t]), GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
+    const uint32_t fps_n = t < 6 ? 30 : 60;
+    std::memcpy(b.data() + 48, &fps_n, 4);
+    fix_checksums(b);
+    faster.push_back(b);
+  }
+  const std::vector<GstClockTime> pts = parser_pts(faster);
+  ASSERT_EQ(pts.size(), 12u);
+  for (size_t t = 0; t < 6; ++t) EXPECT_EQ(pts[t], at(t)) << t;
+  for (size_t t = 6; t < 12; ++t)
+    EXPECT_EQ(pts[t], at(5) + at(t, 60) - at(5, 60)) << t;  // (60 fps: frame 5 at 83.3 ms)
+  // One frame every two minutes.
+  std::vector<Bytes> slow;
+  for (size_t t = 0; t < 4; ++t) {
+    Bytes b = with_time(bytes_of(e.packets[t]), GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
+    const uint32_t fps_n = 1, fps_d = 120;
+    std::memcpy(b.data() + 48, &fps_n, 4);
+    std::memcpy(b.data() + 52, &fps_d, 4);
+    fix_checksums(b);
+    slow.push_back(b);
+  }
+  EXPECT_EQ(output_pts(slow),
+            (std::vector<GstClockTime>{0, 120 * GST_SECOND, 240 * GST_SECOND, 360 * GST_SECOND}));
+}
+
 // A packet's duration over a minute is damage or a crafted header (as the
 // parser and the timeline take it): the decoder's output gets the
 // framerate's instead, on a byte stream and on timed buffers alike.

@@ -210,12 +210,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ArrayQueue q(bytes, 0);
   size_t fed = 0;
   // The output timeline that the elements put every packet's header on
-  // (untimed packets at their frame number's time): from crafted headers it
+  // (untimed packets timed by their frame numbers): from crafted headers it
   // must never give a time past INT64_MAX.
   Timeline timeline;
   uint64_t offset = 0;
   auto check_time = [&](const PacketHeader &h) {
-    const PacketHeader t = with_frame_time(h);
+    const uint64_t file_time = with_frame_time(h).pts;  // (an untimed packet in a file)
+    if (h.pts == kNoTime && file_time != kNoTime && file_time > uint64_t(INT64_MAX)) std::abort();
+    const PacketHeader t = timeline.timed(h);
     if (h.pts != kNoTime && (t.pts != h.pts || t.duration != h.duration)) std::abort();
     if (t.pts == kNoTime || t.stream_header()) return;
     bool new_run = false;
