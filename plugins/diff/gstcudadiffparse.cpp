@@ -449,19 +449,20 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
     case stream::Parser::Kind::Packet:
       break;
   }
-  // (untimed packets: a file's at their frame number's time, a byte stream's
-  // following the packet before: stream::with_frame_time(), Timeline::timed())
-  const stream::PacketHeader h =
-      pull && st->file.valid ? stream::with_frame_time(step.header) : st->live.timed(step.header);
   gst_base_parse_set_min_frame_size(parse, stream::kHeaderSize);
-  if (!h.stream_header()) self->warned = false;
-  if (h.keyframe() && !h.stream_header()) st->keyframe_passed = true;
   if (pull && !st->file.scanned) {
     GST_OBJECT_LOCK(self);
     const guint64 max_pixels = self->max_pixels;
     GST_OBJECT_UNLOCK(self);
     scan_file(self, max_pixels);
   }
+  // (untimed packets: a scanned file's at their frame number's time, as the
+  // scan put them; a byte stream's following the packet before:
+  // stream::with_frame_time(), Timeline::timed())
+  const stream::PacketHeader h =
+      pull && st->file.valid ? stream::with_frame_time(step.header) : st->live.timed(step.header);
+  if (!h.stream_header()) self->warned = false;
+  if (h.keyframe() && !h.stream_header()) st->keyframe_passed = true;
   GstBuffer *buf = frame->buffer;
   // (a stream header names the stream's format and size too)
   if (!update_caps(self, h)) return gst_cudadiff_caps_failed_flow(GST_BASE_PARSE_SRC_PAD(self));
