@@ -363,13 +363,16 @@ static void skipped(GstCudaDiffParse *self, const stream::Parser::Step &step, gu
   // A damaged packet's intact header still says where the sender's
   // time was (as the file's walk counts it).
   // (after a seek it is the first packet after it, as a good one would be)
-  const stream::PacketHeader timed = st->live.timed(step.header);
-  if (step.damaged && !timed.stream_header() && timed.pts != stream::kNoTime &&
-      !(pull && st->file.valid) && !st->upstream_time) {
-    const bool seeked = self->seeked;
-    self->seeked = false;
-    bool new_run = false;
-    st->live.place(timed, offset, seeked, &new_run, live_now(GST_BASE_PARSE(self), timed, seeked));
+  // (an untimed one too, timed as a byte stream's: Timeline::timed())
+  if (step.damaged && !(pull && st->file.valid) && !st->upstream_time) {
+    const stream::PacketHeader timed = st->live.timed(step.header);
+    if (!timed.stream_header() && timed.pts != stream::kNoTime) {
+      const bool seeked = self->seeked;
+      self->seeked = false;
+      bool new_run = false;
+      st->live.place(timed, offset, seeked, &new_run,
+                     live_now(GST_BASE_PARSE(self), timed, seeked));
+    }
   }
   if (step.damaged && step.header.keyframe() && !step.header.stream_header() &&
       !st->keyframe_passed && !st->warned_start) {
