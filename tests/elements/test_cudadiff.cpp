@@ -114,6 +114,16 @@ void encode(Encoded &e, const std::string &format, int w, int h, const EncodeOpt
   gst_harness_teardown(enc);
 }
 
+// The stream header packet that `e`'s encoder put into its caps
+// (`streamheader`), owned by e.caps; nullptr when they have none.
+GstBuffer *stream_header_of(const Encoded &e) {
+  const GValue *headers =
+      e.caps ? gst_structure_get_value(gst_caps_get_structure(e.caps, 0), "streamheader") : nullptr;
+  return headers && gst_value_array_get_size(headers) > 0
+             ? gst_value_get_buffer(gst_value_array_get_value(headers, 0))
+             : nullptr;
+}
+
 struct Decoded {
   std::vector<Bytes> frames;
   std::vector<GstBuffer *> buffers;
@@ -424,10 +434,8 @@ TEST(CudaDiff, StreamHeaderCarriesThePicturesDescription) {
         "field-order=(string)top-field-first, colorimetry=(string)bt601, "
         "chroma-site=(string)mpeg2";
     encode(e, "I420", 64, 48, o);
-    const GValue *headers =
-        gst_structure_get_value(gst_caps_get_structure(e.caps, 0), "streamheader");
-    ASSERT_NE(headers, nullptr);
-    GstBuffer *header = gst_value_get_buffer(gst_value_array_get_value(headers, 0));
+    GstBuffer *header = stream_header_of(e);
+    ASSERT_NE(header, nullptr);
     const Bytes hb = bytes_of(header);
     EXPECT_EQ(std::string(hb.begin() + 64, hb.end()),
               "colorimetry=bt601\npixel-aspect-ratio=10/11\ninterlace-mode=interleaved\n"
@@ -2014,6 +2022,14 @@ TEST(CudaDiff, ParserTwoSeeksBackToBackInAByteStream) {
 
 namespace {
 
+// A packet's framerate fields set to `fps_n`/`fps_d`, checksums made right.
+Bytes with_framerate(Bytes b, uint32_t fps_n, uint32_t fps_d) {
+  std::memcpy(b.data() + 48, &fps_n, 4);
+  std::memcpy(b.data() + 52, &fps_d, 4);
+  fix_checksums(b);
+  return b;
+}
+
 // A packet's sender pts and duration set to `pts` and `duration`
 // (GST_CLOCK_TIME_NONE: none), checksums made right.
 Bytes with_time(Bytes b, uint64_t pts, uint64_t duration) {
@@ -2146,10 +2162,8 @@ TEST(CudaDiff, UntimedPacketsAreTimedByTheirFrameNumber) {
   o.frames = 8;
   o.props = "keyframe-interval=4";
   encode(e, "GRAY8", 16, 8, o);
-  const GValue *headers =
-      gst_structure_get_value(gst_caps_get_structure(e.caps, 0), "streamheader");
-  ASSERT_NE(headers, nullptr);
-  const Bytes header = bytes_of(gst_value_get_buffer(gst_value_array_get_value(headers, 0)));
+  ASSERT_NE(stream_header_of(e), nullptr);
+  const Bytes header = bytes_of(stream_header_of(e));
   std::vector<Bytes> packets;
   for (GstBuffer *p : e.packets)
     packets.push_back(with_time(bytes_of(p), GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE));
@@ -2232,13 +2246,10 @@ TEST(CudaDiff, UntimedPacketsFollowThePacketBefore) {
   // 30 fps, then 60 fps from frame 6 (the parser reads the framerate of
   // each packet; frame numbers go on).
   std::vector<Bytes> faster;
-  for (size_t t = 0; t < 12; ++t) {
-    Bytes b = with_time(bytes_of(e.packets[t]), GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
-    const uint32_t fps_n = t < 6 ? 30 : 60;
-    std::memcpy(b.data() + 48, &fps_n, 4);
-    fix_checksums(b);
-    faster.push_back(b);
-  }
+  for (size_t t = 0; t < 12; ++t)
+    faster.push_back(
+        with_framerate(with_time(bytes_of(e.packets[t]), GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE),
+                       t < 6 ? 30 : 60, 1));
   const std::vector<GstClockTime> pts = parser_pts(faster);
   ASSERT_EQ(pts.size(), 12u);
   for (size_t t = 0; t < 6; ++t) EXPECT_EQ(pts[t], at(t)) << t;
@@ -2246,14 +2257,9 @@ TEST(CudaDiff, UntimedPacketsFollowThePacketBefore) {
     EXPECT_EQ(pts[t], at(5) + at(t, 60) - at(5, 60)) << t;  // (60 fps: frame 5 at 83.3 ms)
   // One frame every two minutes.
   std::vector<Bytes> slow;
-  for (size_t t = 0; t < 4; ++t) {
-    Bytes b = with_time(bytes_of(e.packets[t]), GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
-    const uint32_t fps_n = 1, fps_d = 120;
-    std::memcpy(b.data() + 48, &fps_n, 4);
-    std::memcpy(b.data() + 52, &fps_d, 4);
-    fix_checksums(b);
-    slow.push_back(b);
-  }
+  for (size_t t = 0; t < 4; ++t)
+    slow.push_back(with_framerate(
+        with_time(bytes_of(e.packets[t]), GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE), 1, 120));
   EXPECT_EQ(output_pts(slow),
             (std::vector<GstClockTime>{0, 120 * GST_SECOND, 240 * GST_SECOND, 360 * GST_SECOND}));
 }
@@ -2448,11 +2454,8 @@ TEST(CudaDiff, TimedByteStreamWithSeveralPacketsPerBuffer) {
   EncodeOptions o;
   o.frames = 8;
   encode(e, "GRAY8", 16, 8, o);
-  const GValue *headers =
-      gst_structure_get_value(gst_caps_get_structure(e.caps, 0), "streamheader");
-  ASSERT_NE(headers, nullptr);
-  std::vector<Bytes> packets = {
-      bytes_of(gst_value_get_buffer(gst_value_array_get_value(headers, 0)))};
+  ASSERT_NE(stream_header_of(e), nullptr);
+  std::vector<Bytes> packets = {bytes_of(stream_header_of(e))};
   for (GstBuffer *p : e.packets) packets.push_back(bytes_of(p));
   ASSERT_EQ(packets.size(), 9u);
   const uint64_t interval = gst_util_uint64_scale(1, GST_SECOND, 30);
@@ -2825,13 +2828,11 @@ TEST(CudaDiff, DecoderWaitsForAKeyframeAfterAStreamHeader) {
     encode(a, "BGR", 32, 16, o);
     o.seed = 7;  // another scene
     encode(b, "BGR", 32, 16, o);
-    const GValue *headers =
-        gst_structure_get_value(gst_caps_get_structure(b.caps, 0), "streamheader");
-    ASSERT_NE(headers, nullptr);
+    ASSERT_NE(stream_header_of(b), nullptr);
     // A's packets 0-5, then B's stream header and B's packets 6-11 (6 and
     // 7 deltas, 8 a keyframe).
     std::vector<GstBuffer *> in(a.packets.begin(), a.packets.begin() + 6);
-    in.push_back(gst_value_get_buffer(gst_value_array_get_value(headers, 0)));
+    in.push_back(stream_header_of(b));
     in.insert(in.end(), b.packets.begin() + 6, b.packets.end());
     Decoded d;
     decode(d, in);
