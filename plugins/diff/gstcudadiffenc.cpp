@@ -264,6 +264,9 @@ struct EncState {
   // A flow return of pushing the queued packet from set_format, returned by
   // the next handle_frame.
   GstFlowReturn held_flow = GST_FLOW_OK;
+  // The input caps refused last and why (refuse_caps()), so that one
+  // problem makes one error message; cleared by caps taken and at start.
+  std::string refused;
 
   void drop_codec() {
     encoder.reset();
@@ -505,6 +508,7 @@ static gboolean gst_cudadiff_enc_start(GstVideoEncoder *encoder) {
   st->need_keyframe = true;
   st->held_flow = GST_FLOW_OK;
   st->warned_foreign = false;
+  st->refused.clear();
   return TRUE;
 }
 
@@ -576,17 +580,36 @@ static void configure_codec(EncState *st, bool v2, cudadiff::VideoFormat format,
   st->writer->reserve(frame_bytes);
 }
 
+// Refuses the input caps (set_format returns FALSE) with an error
+// message, posted once for the same caps and reason: GstVideoEncoder calls
+// set_format again with them each time upstream pushes (the sticky caps
+// event is sent again before every buffer), and an application should not
+// see one problem as several errors.
+static gboolean refuse_caps(GstCudaDiffEnc *self, GstVideoCodecState *state, GQuark domain,
+                            gint code, const std::string &text, const std::string &debug) {
+  gchar *caps = state->caps ? gst_caps_to_string(state->caps) : nullptr;
+  std::string key = (caps ? caps : "") + std::string("\n") + text;
+  g_free(caps);
+  if (self->state->refused == key) {
+    GST_DEBUG_OBJECT(self, "input caps refused again: %s", text.c_str());
+    return FALSE;
+  }
+  self->state->refused = std::move(key);
+  gst_element_message_full(GST_ELEMENT(self), GST_MESSAGE_ERROR, domain, code,
+                           g_strdup(text.c_str()), g_strdup(debug.c_str()), __FILE__, GST_FUNCTION,
+                           __LINE__);
+  return FALSE;
+}
+
 static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCodecState *state) {
   auto *self = GST_CUDADIFF_ENC(encoder);
   EncState *st = self->state;
   if (!st->ctx || !st->writer) return FALSE;
   const GstVideoInfo *info = &state->info;
   const cudadiff::VideoFormat format = gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(info));
-  if (format == cudadiff::VideoFormat::Unknown) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("unsupported video format"),
-                      ("%s", GST_VIDEO_INFO_NAME(info)));
-    return FALSE;
-  }
+  if (format == cudadiff::VideoFormat::Unknown)
+    return refuse_caps(self, state, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION,
+                       "unsupported video format", GST_VIDEO_INFO_NAME(info));
   // Progressive frames, or interleaved fields (their order, where the caps
   // give one, goes into the stream header). Interlacing that changes from
   // frame to frame (interlace-mode=mixed, the buffers' flags) has no place
@@ -594,21 +617,21 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   // see progressive frames.
   const GstVideoInterlaceMode interlace = GST_VIDEO_INFO_INTERLACE_MODE(info);
   if (interlace != GST_VIDEO_INTERLACE_MODE_PROGRESSIVE &&
-      interlace != GST_VIDEO_INTERLACE_MODE_INTERLEAVED) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("unsupported interlace mode"),
-                      ("interlace-mode=%s: the stream carries progressive frames or interleaved "
-                       "fields; put deinterlace before the encoder",
-                       gst_video_interlace_mode_to_string(interlace)));
-    return FALSE;
-  }
+      interlace != GST_VIDEO_INTERLACE_MODE_INTERLEAVED)
+    return refuse_caps(
+        self, state, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION, "unsupported interlace mode",
+        std::string("interlace-mode=") + gst_video_interlace_mode_to_string(interlace) +
+            ": the stream carries progressive frames or interleaved fields; put "
+            "deinterlace before the encoder");
   const int width = GST_VIDEO_INFO_WIDTH(info), height = GST_VIDEO_INFO_HEIGHT(info);
   const size_t frame_bytes = cudadiff::frame_size_packed(format, width, height);
-  if (frame_bytes > stream::kMaxFrameBytes) {
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("frame too large for the difference stream"),
-                      ("%dx%d %s is %zu bytes; the stream carries at most %zu", width, height,
-                       GST_VIDEO_INFO_NAME(info), frame_bytes, stream::kMaxFrameBytes));
-    return FALSE;
-  }
+  if (frame_bytes > stream::kMaxFrameBytes)
+    return refuse_caps(self, state, GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT,
+                       "frame too large for the difference stream",
+                       std::to_string(width) + "x" + std::to_string(height) + " " +
+                           GST_VIDEO_INFO_NAME(info) + " is " + std::to_string(frame_bytes) +
+                           " bytes; the stream carries at most " +
+                           std::to_string(stream::kMaxFrameBytes));
   // The queued delta goes out first, under the caps it was made for. A flow
   // return (flushing, not linked, EOS) is kept for the next frame; only an
   // error (already posted) refuses the caps.
@@ -645,12 +668,14 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
     gst_caps_unref(ours);
     if (!accepted) {
       gchar *text = gst_caps_to_string(allowed);
-      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
-                        ("downstream does not accept version %d of the difference stream", version),
-                        ("downstream accepts %s; set stream-version to a version it reads", text));
+      const std::string debug =
+          std::string("downstream accepts ") + text + "; set stream-version to a version it reads";
       g_free(text);
       gst_caps_unref(allowed);
-      return FALSE;
+      return refuse_caps(self, state, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION,
+                         "downstream does not accept version " + std::to_string(version) +
+                             " of the difference stream",
+                         debug);
     }
     gst_caps_unref(allowed);
   }
@@ -669,6 +694,7 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
     gst_cudadiff_post_error(GST_ELEMENT(self), "configuring the encoder", e);
     return FALSE;
   }
+  st->refused.clear();
   st->input_state = gst_video_codec_state_ref(state);
   st->format = format;
   st->width = width;

@@ -495,6 +495,55 @@ TEST(CudaDiff, EncoderRefusesMixedInterlacing) {
             "");
 }
 
+// The texts of the ERROR messages the element named `name` posts while
+// `pipeline` runs: to EOS, or for a second after the first error of any
+// element (an element that posted once may post again as upstream pushes).
+static std::vector<std::string> errors_of(const std::string &pipeline, const char *name) {
+  GstElement *p = gst_parse_launch(pipeline.c_str(), nullptr);
+  EXPECT_NE(p, nullptr) << pipeline;
+  if (!p) return {};
+  GstBus *bus = gst_element_get_bus(p);
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  std::vector<std::string> texts;
+  gint64 end = g_get_monotonic_time() + 30 * G_TIME_SPAN_SECOND;
+  bool errored = false;
+  while (g_get_monotonic_time() < end) {
+    GstMessage *m = gst_bus_timed_pop_filtered(bus, 50 * GST_MSECOND,
+                                               GstMessageType(GST_MESSAGE_ERROR | GST_MESSAGE_EOS));
+    if (!m) continue;
+    const bool eos = GST_MESSAGE_TYPE(m) == GST_MESSAGE_EOS;
+    if (!eos) {
+      if (!errored) end = g_get_monotonic_time() + G_TIME_SPAN_SECOND;
+      errored = true;
+      if (g_strcmp0(GST_MESSAGE_SRC_NAME(m), name) == 0)
+        texts.push_back(gst_test::bus_text(m).message);
+    }
+    gst_message_unref(m);
+    if (eos) break;
+  }
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(bus);
+  gst_object_unref(p);
+  return texts;
+}
+
+// One refused input makes one error: GstVideoEncoder asks again with the
+// same caps at every buffer upstream pushes after the refusal.
+TEST(CudaDiff, EncoderRefusesCapsWithOneError) {
+  const std::string src =
+      "videotestsrc num-buffers=8 ! video/x-raw, format=I420, width=64, "
+      "height=48, interlace-mode=";
+  std::vector<std::string> errors =
+      errors_of(src + "mixed ! cudadiffenc name=enc ! fakesink", "enc");
+  EXPECT_EQ(errors, std::vector<std::string>{"unsupported interlace mode"});
+  errors = errors_of(src +
+                         "progressive ! cudadiffenc name=enc stream-version=1 ! "
+                         "video/x-cudadiff, version=2 ! fakesink",
+                     "enc");
+  EXPECT_EQ(errors, std::vector<std::string>{
+                        "downstream does not accept version 1 of the difference stream"});
+}
+
 TEST(CudaDiff, RoundTripEveryFormatVersion1) {
   for (const std::string &f : all_formats())
     for (int thr : {0, 20}) {
