@@ -93,9 +93,15 @@ static void gst_cudadiff_gauss_process(GstCudaDiffFilter *filter, const cudadiff
   GST_OBJECT_UNLOCK(self);
   if (s.method == cudadiff::NoiseFilterMethod::Median &&
       s.kernel_size > cudadiff::kMaxMedianKernel) {
+    // Once until the settings are valid again, on the bus (gst-launch
+    // shows it) and in the debug log.
     if (!self->warned_median_size)
-      GST_WARNING_OBJECT(self, "median supports kernel-size up to %d: using %d instead of %d",
-                         cudadiff::kMaxMedianKernel, cudadiff::kMaxMedianKernel, s.kernel_size);
+      GST_ELEMENT_WARNING(self, LIBRARY, SETTINGS,
+                          ("the median takes kernel-size 3, 5 or 7: using %d instead of %d",
+                           cudadiff::kMaxMedianKernel, s.kernel_size),
+                          ("method=median kernel-size=%d; set kernel-size to at most %d, or use "
+                           "method=gaussian or box for larger windows",
+                           s.kernel_size, cudadiff::kMaxMedianKernel));
     self->warned_median_size = TRUE;
     s.kernel_size = cudadiff::kMaxMedianKernel;
   } else {

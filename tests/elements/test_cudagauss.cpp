@@ -218,12 +218,14 @@ TEST(CudaGauss, PropertiesAndDefaults) {
 }
 
 // Method, kernel-size and sigma change while playing; a median of size 9
-// uses 7.
+// uses 7, with one warning on the bus until the settings are valid again.
 TEST(CudaGauss, ChangesWhilePlaying) {
   using M = cudadiff::NoiseFilterMethod;
   const std::string caps = gst_test::raw_caps("BGR", 64, 24);
   const GstVideoInfo info = info_of(caps);
   GstHarness *h = gst_harness_new_parse("cudagauss");
+  GstBus *bus = gst_bus_new();
+  gst_element_set_bus(h->element, bus);
   gst_harness_set_src_caps_str(h, caps.c_str());
   GstElement *el = gst_harness_find_element(h, "cudagauss");
   ASSERT_NE(el, nullptr);
@@ -238,6 +240,9 @@ TEST(CudaGauss, ChangesWhilePlaying) {
       {"gaussian", 11, 3.0, settings(M::Gaussian, 11, 3.0)},
       {"median", 3, 0, settings(M::Median, 3)},
       {"median", 9, 0, settings(M::Median, 7)},
+      {"median", 31, 0, settings(M::Median, 7)},
+      {"median", 5, 0, settings(M::Median, 5)},
+      {"median", 11, 0, settings(M::Median, 7)},
   };
   int index = 0;
   for (const Step &s : steps) {
@@ -250,8 +255,18 @@ TEST(CudaGauss, ChangesWhilePlaying) {
     expect_equal(out, info, want, std::string(s.method) + " " + std::to_string(s.k));
     gst_buffer_unref(out);
   }
+  // Sizes 9 and 31 in a row warn once; 11 after a valid 5, again.
+  const std::vector<gst_test::BusText> warnings = gst_test::pop_texts(bus, GST_MESSAGE_WARNING);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_EQ(warnings[0].message, "the median takes kernel-size 3, 5 or 7: using 7 instead of 9");
+  EXPECT_EQ(warnings[1].message, "the median takes kernel-size 3, 5 or 7: using 7 instead of 11");
+  EXPECT_NE(warnings[0].debug.find("method=gaussian or box"), std::string::npos)
+      << warnings[0].debug;
   gst_object_unref(el);
+  // The bus's messages hold the element: detach it before the teardown.
+  gst_element_set_bus(h->element, nullptr);
   gst_harness_teardown(h);
+  gst_object_unref(bus);
 }
 
 // Output caps equal the input caps; unsupported formats do not negotiate.
