@@ -42,6 +42,7 @@
 #include "cudadiff/diff.h"
 #include "cudadiffstream.h"
 #include "gstcudadiffcudamem.h"
+#include "gstcudadiffdescribed.h"
 #include "gstcudadifffilter.h"
 #include "gstcudadiffpinned.h"
 #include "gstcudadiffutils.h"
@@ -120,15 +121,7 @@ struct DecState {
   // What the last stream header said of the picture beyond the packet
   // headers (its `key=value` text; empty: not said), and what of it the
   // output caps have.
-  struct Described {
-    std::string colorimetry, pixel_aspect_ratio, interlace_mode, field_order, chroma_site;
-    bool operator==(const Described &o) const {
-      return colorimetry == o.colorimetry && pixel_aspect_ratio == o.pixel_aspect_ratio &&
-             interlace_mode == o.interlace_mode && field_order == o.field_order &&
-             chroma_site == o.chroma_site;
-    }
-  };
-  Described described, out_described;
+  GstCudaDiffDescribed described, out_described;
   // The stream being decoded (from its last keyframe).
   uint8_t version = 0;
   cudadiff::VideoFormat format = cudadiff::VideoFormat::Unknown;
@@ -346,8 +339,8 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
   DecState *st = self->state;
   st->drop_codec();
   st->reset_stream();
-  st->described = DecState::Described();
-  st->out_described = DecState::Described();
+  st->described = GstCudaDiffDescribed();
+  st->out_described = GstCudaDiffDescribed();
   st->held_flow = GST_FLOW_OK;
   st->overlap = st->overlap_decided = false;
   return TRUE;
@@ -573,16 +566,9 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
           // What the packet headers do not say of the picture, used from
           // the next keyframe on.
           const uint8_t *p = queue.map(step.bytes);
-          auto value = [&](const char *key) {
-            return stream::stream_header_value(p + stream::kHeaderSize, step.header.payload_size,
-                                               key);
-          };
-          DecState::Described &d = st->described;
-          d.colorimetry = value("colorimetry");
-          d.pixel_aspect_ratio = value("pixel-aspect-ratio");
-          d.interlace_mode = value("interlace-mode");
-          d.field_order = value("field-order");
-          d.chroma_site = value("chroma-site");
+          st->described =
+              GstCudaDiffDescribed::read(p + stream::kHeaderSize, step.header.payload_size);
+          const GstCudaDiffDescribed &d = st->described;
           queue.unmap();
           GST_DEBUG_OBJECT(self,
                            "stream header: %s %ux%u %u/%u, colorimetry '%s', pixel aspect "
@@ -647,29 +633,8 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h,
   // of the format and size; values that do not parse are left out too):
   // colorimetry, pixel aspect ratio, interleaved fields and their order,
   // chroma siting. The frames are not checked against them.
-  const DecState::Described &d = st->described;
-  GstVideoColorimetry colorimetry;
-  if (!d.colorimetry.empty() &&
-      gst_video_colorimetry_from_string(&colorimetry, d.colorimetry.c_str()))
-    out->info.colorimetry = colorimetry;
-  int par_n = 0, par_d = 0;
-  char end = 0;
-  if (std::sscanf(d.pixel_aspect_ratio.c_str(), "%d/%d%c", &par_n, &par_d, &end) == 2 &&
-      par_n > 0 && par_d > 0) {
-    GST_VIDEO_INFO_PAR_N(&out->info) = par_n;
-    GST_VIDEO_INFO_PAR_D(&out->info) = par_d;
-  }
-  if (d.interlace_mode == "interleaved") {
-    GST_VIDEO_INFO_INTERLACE_MODE(&out->info) = GST_VIDEO_INTERLACE_MODE_INTERLEAVED;
-    if (!d.field_order.empty())
-      GST_VIDEO_INFO_FIELD_ORDER(&out->info) =
-          gst_video_field_order_from_string(d.field_order.c_str());
-  }
-  if (!d.chroma_site.empty()) {
-    const GstVideoChromaSite site = gst_video_chroma_site_from_string(d.chroma_site.c_str());
-    if (site != GST_VIDEO_CHROMA_SITE_UNKNOWN) out->info.chroma_site = site;
-  }
-  st->out_described = d;
+  st->described.apply(&out->info);
+  st->out_described = st->described;
   // (CUDA or system memory: chosen by negotiate(), below)
   gst_video_codec_state_unref(out);
   GST_INFO_OBJECT(self, "stream version %u: %s %ux%u at %u/%u fps on %s", h.version,

@@ -13,7 +13,10 @@
  * last timed one at the sender's pace (pre_push_frame()).
  *
  * Caps: sink video/x-cudadiff, src video/x-cudadiff with
- * parsed=true and the stream's version, width, height and framerate.
+ * parsed=true and the stream's version, width, height and framerate, and
+ * once a stream header has passed, what it says of the picture as the
+ * decoder's caps will say it (pixel aspect ratio, interlace mode and field
+ * order, colorimetry, chroma siting), as an encoder's caps carry them.
  */
 #include "gstcudadiffparse.h"
 
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "cudadiffstream.h"
+#include "gstcudadiffdescribed.h"
 #include "gstcudadiffutils.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_parse_debug);
@@ -81,6 +85,10 @@ struct ParseState {
   // -1: not asked yet.
   int byte_seekable = -1;
   std::vector<guint64> indexed;
+  // What the last stream header said of the picture (none passed yet:
+  // !described_seen), and what of it the src caps say.
+  GstCudaDiffDescribed described, caps_described;
+  bool described_seen = false, caps_described_seen = false;
 };
 
 struct _GstCudaDiffParse {
@@ -154,13 +162,31 @@ static gboolean gst_cudadiff_parse_stop(GstBaseParse *parse) {
 // Src caps from a packet's header: when the version, format, size or
 // framerate change (the stream header, a keyframe of another stream).
 static bool update_caps(GstCudaDiffParse *self, const stream::PacketHeader &h) {
+  ParseState *st = self->state;
   if (self->version == h.version && self->format == h.format && self->width == int(h.width) &&
-      self->height == int(h.height) && self->fps_n == int(h.fps_n) && self->fps_d == int(h.fps_d))
+      self->height == int(h.height) && self->fps_n == int(h.fps_n) && self->fps_d == int(h.fps_d) &&
+      st->caps_described_seen == st->described_seen && st->caps_described == st->described)
     return true;
   GstCaps *caps = gst_caps_new_simple("video/x-cudadiff", "parsed", G_TYPE_BOOLEAN, TRUE, "version",
                                       G_TYPE_INT, int(h.version), "width", G_TYPE_INT, int(h.width),
                                       "height", G_TYPE_INT, int(h.height), "framerate",
                                       GST_TYPE_FRACTION, int(h.fps_n), int(h.fps_d), nullptr);
+  // The fields of the raw video caps the decoder will give.
+  GstVideoInfo info;
+  gst_video_info_init(&info);
+  if (st->described_seen &&
+      gst_video_info_set_format(&info, gst_cudadiff_format_to_gst(h.format), h.width, h.height)) {
+    st->described.apply(&info);
+    if (GstCaps *raw = gst_video_info_to_caps(&info)) {
+      const GstStructure *from = gst_caps_get_structure(raw, 0);
+      GstStructure *to = gst_caps_get_structure(caps, 0);
+      for (const char *field :
+           {"pixel-aspect-ratio", "interlace-mode", "field-order", "colorimetry", "chroma-site"})
+        if (const GValue *v = gst_structure_get_value(from, field))
+          gst_structure_set_value(to, field, v);
+      gst_caps_unref(raw);
+    }
+  }
   const gboolean ok = gst_pad_set_caps(GST_BASE_PARSE_SRC_PAD(self), caps);
   gst_caps_unref(caps);
   if (!ok) {
@@ -175,6 +201,8 @@ static bool update_caps(GstCudaDiffParse *self, const stream::PacketHeader &h) {
   self->height = int(h.height);
   self->fps_n = int(h.fps_n);
   self->fps_d = int(h.fps_d);
+  st->caps_described = st->described;
+  st->caps_described_seen = st->described_seen;
   if (h.fps_n > 0 && h.fps_d > 0)
     gst_base_parse_set_frame_rate(GST_BASE_PARSE(self), guint(h.fps_n), guint(h.fps_d), 0, 0);
   return true;
@@ -467,6 +495,16 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   if (!h.stream_header()) self->warned = false;
   if (h.keyframe() && !h.stream_header()) st->keyframe_passed = true;
   GstBuffer *buf = frame->buffer;
+  if (h.stream_header()) {
+    GstMapInfo map;
+    if (gst_buffer_map(buf, &map, GST_MAP_READ)) {
+      if (map.size >= stream::kHeaderSize + h.payload_size) {
+        st->described = GstCudaDiffDescribed::read(map.data + stream::kHeaderSize, h.payload_size);
+        st->described_seen = true;
+      }
+      gst_buffer_unmap(buf, &map);
+    }
+  }
   // (a stream header names the stream's format and size too)
   if (!update_caps(self, h)) return gst_cudadiff_caps_failed_flow(GST_BASE_PARSE_SRC_PAD(self));
   // Timestamps: the sender's, on the timeline above (GstBaseParse replaces

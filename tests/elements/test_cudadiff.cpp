@@ -1618,6 +1618,90 @@ struct ParserOnBytes {
   void eos() { gst_harness_push_event(h, gst_event_new_eos()); }
 };
 
+// cudadiffparse's src caps describe the picture as the encoder's caps do
+// (pixel aspect ratio, interlace mode, field order, colorimetry, chroma
+// siting), from the stream header's text, once one has passed; a stream
+// joined without one says only what the packet headers say.
+TEST(CudaDiff, ParserCapsDescribeThePicture) {
+  const char *fields[] = {"pixel-aspect-ratio", "interlace-mode", "field-order", "colorimetry",
+                          "chroma-site"};
+  for (const char *extra :
+       {", pixel-aspect-ratio=(fraction)10/11, interlace-mode=(string)interleaved, "
+        "field-order=(string)bottom-field-first, colorimetry=(string)bt709, "
+        "chroma-site=(string)mpeg2",
+        ", colorimetry=(string)bt601"}) {
+    SCOPED_TRACE(extra);
+    const bool all_named = std::string(extra).find("chroma-site") != std::string::npos;
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 2;
+    o.caps_extra = extra;
+    encode(e, "I420", 64, 48, o);
+    GstBuffer *header = stream_header_of(e);
+    ASSERT_NE(header, nullptr);
+    const GstStructure *enc = gst_caps_get_structure(e.caps, 0);
+    auto caps_of = [](ParserOnBytes &p) {
+      GstCaps *caps = gst_pad_get_current_caps(p.h->sinkpad);
+      gchar *text = caps ? gst_caps_to_string(caps) : g_strdup("(none)");
+      const std::string out = text;
+      g_free(text);
+      if (caps) gst_caps_unref(caps);
+      return out;
+    };
+    auto serialized = [](const GValue *v) {
+      gchar *text = gst_value_serialize(v);
+      const std::string out = text ? text : "";
+      g_free(text);
+      return out;
+    };
+    {
+      ParserOnBytes p;
+      p.push(bytes_of(header));
+      for (GstBuffer *b : e.packets) p.push(bytes_of(b));
+      p.eos();
+      EXPECT_EQ(p.pull().size(), 3u);
+      GstCaps *caps = gst_pad_get_current_caps(p.h->sinkpad);
+      ASSERT_NE(caps, nullptr);
+      const GstStructure *st = gst_caps_get_structure(caps, 0);
+      for (const char *f : fields) {
+        const GValue *want = gst_structure_get_value(enc, f);
+        const GValue *got = gst_structure_get_value(st, f);
+        // (the first input's caps name all five; where the encoder's
+        // caps leave one out, the parser may give the format's default, as
+        // the decoder's caps do)
+        if (all_named) {
+          ASSERT_NE(want, nullptr) << f;
+        }
+        if (!want) continue;
+        ASSERT_NE(got, nullptr) << f << ": " << caps_of(p);
+        EXPECT_EQ(gst_value_compare(want, got), GST_VALUE_EQUAL)
+            << f << ": " << serialized(got) << " (the encoder's " << serialized(want) << ")";
+      }
+      gst_caps_unref(caps);
+    }
+    {
+      ParserOnBytes p;
+      for (GstBuffer *b : e.packets) p.push(bytes_of(b));
+      EXPECT_EQ(p.pull().size(), 2u);
+      GstCaps *caps = gst_pad_get_current_caps(p.h->sinkpad);
+      ASSERT_NE(caps, nullptr);
+      const GstStructure *st = gst_caps_get_structure(caps, 0);
+      for (const char *f : fields) EXPECT_FALSE(gst_structure_has_field(st, f)) << f;
+      gst_caps_unref(caps);
+      // A stream header later (a sender that starts again) adds them.
+      p.push(bytes_of(header));
+      p.push(bytes_of(e.packets[0]));
+      p.eos();
+      EXPECT_EQ(p.pull().size(), 2u);
+      caps = gst_pad_get_current_caps(p.h->sinkpad);
+      ASSERT_NE(caps, nullptr);
+      EXPECT_TRUE(gst_structure_has_field(gst_caps_get_structure(caps, 0), "colorimetry"))
+          << caps_of(p);
+      gst_caps_unref(caps);
+    }
+  }
+}
+
 // A crafted file: stream headers 64 bytes apart, each announcing a payload
 // of 1 byte, so that every jump over a payload lands inside the next header
 // and the parser's walk over the file's headers (pull mode, before its first

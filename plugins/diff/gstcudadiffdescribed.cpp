@@ -1,0 +1,39 @@
+#include "gstcudadiffdescribed.h"
+
+#include <cstdio>
+
+#include "cudadiffstream.h"
+
+namespace stream = cudadiff::stream;
+
+GstCudaDiffDescribed GstCudaDiffDescribed::read(const uint8_t *payload, size_t n) {
+  GstCudaDiffDescribed d;
+  d.colorimetry = stream::stream_header_value(payload, n, "colorimetry");
+  d.pixel_aspect_ratio = stream::stream_header_value(payload, n, "pixel-aspect-ratio");
+  d.interlace_mode = stream::stream_header_value(payload, n, "interlace-mode");
+  d.field_order = stream::stream_header_value(payload, n, "field-order");
+  d.chroma_site = stream::stream_header_value(payload, n, "chroma-site");
+  return d;
+}
+
+void GstCudaDiffDescribed::apply(GstVideoInfo *info) const {
+  GstVideoColorimetry c;
+  if (!colorimetry.empty() && gst_video_colorimetry_from_string(&c, colorimetry.c_str()))
+    info->colorimetry = c;
+  int par_n = 0, par_d = 0;
+  char end = 0;
+  if (std::sscanf(pixel_aspect_ratio.c_str(), "%d/%d%c", &par_n, &par_d, &end) == 2 && par_n > 0 &&
+      par_d > 0) {
+    GST_VIDEO_INFO_PAR_N(info) = par_n;
+    GST_VIDEO_INFO_PAR_D(info) = par_d;
+  }
+  if (interlace_mode == "interleaved") {
+    GST_VIDEO_INFO_INTERLACE_MODE(info) = GST_VIDEO_INTERLACE_MODE_INTERLEAVED;
+    if (!field_order.empty())
+      GST_VIDEO_INFO_FIELD_ORDER(info) = gst_video_field_order_from_string(field_order.c_str());
+  }
+  if (!chroma_site.empty()) {
+    const GstVideoChromaSite site = gst_video_chroma_site_from_string(chroma_site.c_str());
+    if (site != GST_VIDEO_CHROMA_SITE_UNKNOWN) info->chroma_site = site;
+  }
+}
