@@ -265,7 +265,9 @@ struct EncState {
   // the next handle_frame.
   GstFlowReturn held_flow = GST_FLOW_OK;
   // The input caps refused last and why (refuse_caps()), so that one
-  // problem makes one error message; cleared by caps taken and at start.
+  // problem makes one error message; cleared by caps taken, by a frame
+  // (GstVideoEncoder does not call set_format again when caps equal to the
+  // current ones come back after a refusal) and at start.
   std::string refused;
 
   void drop_codec() {
@@ -585,8 +587,11 @@ static void configure_codec(EncState *st, bool v2, cudadiff::VideoFormat format,
 // set_format again with them each time upstream pushes (the sticky caps
 // event is sent again before every buffer), and an application should not
 // see one problem as several errors.
-static gboolean refuse_caps(GstCudaDiffEnc *self, GstVideoCodecState *state, GQuark domain,
-                            gint code, const std::string &text, const std::string &debug) {
+#define refuse_caps(self, state, domain, code, text, debug) \
+  refuse_caps_at(self, state, domain, code, text, debug, __FILE__, GST_FUNCTION, __LINE__)
+static gboolean refuse_caps_at(GstCudaDiffEnc *self, GstVideoCodecState *state, GQuark domain,
+                               gint code, const std::string &text, const std::string &debug,
+                               const char *file, const char *function, int line) {
   gchar *caps = state->caps ? gst_caps_to_string(state->caps) : nullptr;
   std::string key = (caps ? caps : "") + std::string("\n") + text;
   g_free(caps);
@@ -596,8 +601,7 @@ static gboolean refuse_caps(GstCudaDiffEnc *self, GstVideoCodecState *state, GQu
   }
   self->state->refused = std::move(key);
   gst_element_message_full(GST_ELEMENT(self), GST_MESSAGE_ERROR, domain, code,
-                           g_strdup(text.c_str()), g_strdup(debug.c_str()), __FILE__, GST_FUNCTION,
-                           __LINE__);
+                           g_strdup(text.c_str()), g_strdup(debug.c_str()), file, function, line);
   return FALSE;
 }
 
@@ -1080,6 +1084,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
                                                    GstVideoCodecFrame *frame) {
   auto *self = GST_CUDADIFF_ENC(encoder);
   EncState *st = self->state;
+  st->refused.clear();
   if (!st->ctx || !(st->encoder || st->encoder2)) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, (nullptr), ("frame before caps were configured"));
     gst_video_codec_frame_unref(frame);

@@ -542,6 +542,30 @@ TEST(CudaDiff, EncoderRefusesCapsWithOneError) {
                      "enc");
   EXPECT_EQ(errors, std::vector<std::string>{
                         "downstream does not accept version 1 of the difference stream"});
+  // Refused caps that come again after frames of other caps were encoded
+  // are a new refusal (GstVideoEncoder does not call set_format for the
+  // good caps that come back between them).
+  GstHarness *h = gst_harness_new("cudadiffenc");
+  GstBus *bus = gst_bus_new();
+  gst_element_set_bus(h->element, bus);
+  gst_harness_set_src_caps_str(h, gst_test::raw_caps("GRAY8", 16, 8).c_str());
+  const GstVideoInfo info = video_info("GRAY8", 16, 8);
+  const std::string mixed = gst_test::raw_caps("GRAY8", 16, 8) + ", interlace-mode=mixed";
+  size_t refusals = 0;
+  for (int round = 0; round < 2; ++round) {
+    gst_harness_push_event(h, gst_event_new_caps(gst_caps_from_string(mixed.c_str())));
+    EXPECT_NE(gst_harness_push(h, buffer_from(info, scene("GRAY8", 16, 8, 0, 1), 2 * round)),
+              GST_FLOW_OK);
+    refusals += gst_test::pop_texts(bus, GST_MESSAGE_ERROR).size();
+    EXPECT_EQ(refusals, size_t(round + 1)) << "round " << round;
+    gst_harness_push_event(
+        h, gst_event_new_caps(gst_caps_from_string(gst_test::raw_caps("GRAY8", 16, 8).c_str())));
+    EXPECT_EQ(gst_harness_push(h, buffer_from(info, scene("GRAY8", 16, 8, 0, 1), 2 * round + 1)),
+              GST_FLOW_OK);
+  }
+  gst_element_set_bus(h->element, nullptr);
+  gst_object_unref(bus);
+  gst_harness_teardown(h);
 }
 
 TEST(CudaDiff, RoundTripEveryFormatVersion1) {
