@@ -80,6 +80,7 @@ static void gst_cudadiff_gauss_teardown(GstCudaDiffFilter *filter) {
   auto *self = GST_CUDADIFF_GAUSS(filter);
   delete self->op;
   self->op = nullptr;
+  self->warned_median_size = FALSE;  // (a new start or new caps say it again)
 }
 
 static void gst_cudadiff_gauss_process(GstCudaDiffFilter *filter, const cudadiff::FrameView &in,
