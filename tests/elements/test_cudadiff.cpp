@@ -553,13 +553,16 @@ TEST(CudaDiff, EncoderRefusesCapsWithOneError) {
   const std::string mixed = gst_test::raw_caps("GRAY8", 16, 8) + ", interlace-mode=mixed";
   size_t refusals = 0;
   for (int round = 0; round < 2; ++round) {
-    gst_harness_push_event(h, gst_event_new_caps(gst_caps_from_string(mixed.c_str())));
+    GstCaps *refused = gst_caps_from_string(mixed.c_str());
+    gst_harness_push_event(h, gst_event_new_caps(refused));  // (the event refs the caps)
+    gst_caps_unref(refused);
     EXPECT_NE(gst_harness_push(h, buffer_from(info, scene("GRAY8", 16, 8, 0, 1), 2 * round)),
               GST_FLOW_OK);
     refusals += gst_test::pop_texts(bus, GST_MESSAGE_ERROR).size();
     EXPECT_EQ(refusals, size_t(round + 1)) << "round " << round;
-    gst_harness_push_event(
-        h, gst_event_new_caps(gst_caps_from_string(gst_test::raw_caps("GRAY8", 16, 8).c_str())));
+    GstCaps *good = gst_caps_from_string(gst_test::raw_caps("GRAY8", 16, 8).c_str());
+    gst_harness_push_event(h, gst_event_new_caps(good));
+    gst_caps_unref(good);
     EXPECT_EQ(gst_harness_push(h, buffer_from(info, scene("GRAY8", 16, 8, 0, 1), 2 * round + 1)),
               GST_FLOW_OK);
   }
