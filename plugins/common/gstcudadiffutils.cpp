@@ -138,14 +138,20 @@ cudadiff::FrameView gst_cudadiff_frame_view(const GstVideoFrame *frame) {
   return view;
 }
 
+GstCudaDiffErrorText gst_cudadiff_error_text(const char *doing, const cudadiff::Error &err) {
+  if (err.out_of_memory())
+    return {
+        GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NO_SPACE_LEFT,
+        std::string("out of GPU memory while ") + doing,
+        std::string(err.what()) + ". Lower the resolution, free GPU memory, or use backend=cpu."};
+  return {GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_FAILED, std::string("failed while ") + doing,
+          err.what()};
+}
+
 void gst_cudadiff_post_error(GstElement *element, const char *doing, const cudadiff::Error &err) {
-  if (err.out_of_memory()) {
-    GST_ELEMENT_ERROR(
-        element, RESOURCE, NO_SPACE_LEFT, ("out of GPU memory while %s", doing),
-        ("%s. Lower the resolution, free GPU memory, or use backend=cpu.", err.what()));
-  } else {
-    GST_ELEMENT_ERROR(element, RESOURCE, FAILED, ("failed while %s", doing), ("%s", err.what()));
-  }
+  const GstCudaDiffErrorText e = gst_cudadiff_error_text(doing, err);
+  gst_element_message_full(element, GST_MESSAGE_ERROR, e.domain, e.code, g_strdup(e.text.c_str()),
+                           g_strdup(e.debug.c_str()), __FILE__, GST_FUNCTION, __LINE__);
 }
 
 GstStateChangeReturn gst_cudadiff_change_state_opening(GstElement *element,

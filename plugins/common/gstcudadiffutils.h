@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cudadiff/frame.h"
@@ -52,6 +53,16 @@ cudadiff::FrameView gst_cudadiff_frame_view(const GstVideoFrame *frame);
 
 // Posts the element error for a failed core call, naming what was being done.
 void gst_cudadiff_post_error(GstElement *element, const char *doing, const cudadiff::Error &err);
+
+// The error that gst_cudadiff_post_error posts, described: its domain and
+// code, its text and its debug text (for callers that post it themselves).
+struct GstCudaDiffErrorText {
+  GQuark domain;
+  gint code;
+  std::string text;
+  std::string debug;
+};
+GstCudaDiffErrorText gst_cudadiff_error_text(const char *doing, const cudadiff::Error &err);
 
 // change_state of the codec elements: `open` (the backend; it posts its own
 // error) runs before `parent_class`'s READY -> PAUSED, not in the base

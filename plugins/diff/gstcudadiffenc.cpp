@@ -694,9 +694,11 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
                             std::to_string(height) + " " + GST_VIDEO_INFO_NAME(info) + " frame");
     }
   } catch (const cudadiff::Error &e) {
+    // (posted once, as a refusal: the base class tries these caps again
+    // before every buffer)
     st->drop_codec();
-    gst_cudadiff_post_error(GST_ELEMENT(self), "configuring the encoder", e);
-    return FALSE;
+    const GstCudaDiffErrorText why = gst_cudadiff_error_text("configuring the encoder", e);
+    return refuse_caps(self, state, why.domain, why.code, why.text, why.debug);
   }
   st->refused.clear();
   st->input_state = gst_video_codec_state_ref(state);

@@ -10,6 +10,7 @@
 #include <gst/check/gstharness.h>
 #include <glib/gstdio.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -569,6 +570,53 @@ TEST(CudaDiff, EncoderRefusesCapsWithOneError) {
   gst_element_set_bus(h->element, nullptr);
   gst_object_unref(bus);
   gst_harness_teardown(h);
+}
+
+// The encoder that cannot be configured (out of memory) posts one error
+// for the caps, though GstVideoEncoder tries them again before each
+// buffer. Run in a process of its own: the address space is limited to
+// what the process holds and 48 MB more, which a 4096x4096 encoder (CPU
+// backend) does not fit in.
+static int configure_out_of_memory() {
+  GstHarness *h = gst_harness_new_parse("cudadiffenc backend=cpu");
+  GstBus *bus = gst_bus_new();
+  gst_element_set_bus(h->element, bus);
+  gst_harness_set_src_caps_str(h, gst_test::raw_caps("GRAY8", 16, 8).c_str());
+  GstVideoInfo info = video_info("GRAY8", 4096, 4096);
+  GstBuffer *frame = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
+  gst_buffer_memset(frame, 0, 7, GST_VIDEO_INFO_SIZE(&info));
+  gst_buffer_add_video_meta_full(frame, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_FORMAT_GRAY8, 4096,
+                                 4096, 1, info.offset, info.stride);
+  unsigned long pages = 0;
+  if (FILE *f = fopen("/proc/self/statm", "r")) {
+    if (fscanf(f, "%lu", &pages) != 1) pages = 0;
+    fclose(f);
+  }
+  if (pages == 0) return 3;
+  struct rlimit limit;
+  getrlimit(RLIMIT_AS, &limit);
+  limit.rlim_cur = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + (rlim_t(48) << 20);
+  if (setrlimit(RLIMIT_AS, &limit) != 0) return 4;
+  GstCaps *big = gst_caps_from_string(gst_test::raw_caps("GRAY8", 4096, 4096).c_str());
+  gst_harness_push_event(h, gst_event_new_caps(big));
+  gst_caps_unref(big);
+  int pushed_ok = 0;
+  for (int i = 0; i < 4; ++i) {
+    GstBuffer *b = gst_buffer_ref(frame);
+    GST_BUFFER_PTS(b) = i * GST_SECOND / 30;
+    if (gst_harness_push(h, b) == GST_FLOW_OK) ++pushed_ok;
+  }
+  const std::vector<gst_test::BusText> errors = gst_test::pop_texts(bus, GST_MESSAGE_ERROR);
+  for (const auto &e : errors) fprintf(stderr, "error: %s\n", e.message.c_str());
+  if (pushed_ok != 0) return 5;
+  if (errors.size() != 1) return 6;
+  if (errors[0].message.find("configuring the encoder") == std::string::npos) return 7;
+  return 0;
+}
+
+TEST(CudaDiff, EncoderOutOfMemoryPostsOneError) {
+  testing::GTEST_FLAG(death_test_style) = "threadsafe";
+  EXPECT_EXIT(_exit(configure_out_of_memory()), testing::ExitedWithCode(0), "error: ");
 }
 
 TEST(CudaDiff, RoundTripEveryFormatVersion1) {
