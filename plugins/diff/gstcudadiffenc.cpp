@@ -525,7 +525,7 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
 // its format and size, the pixel aspect ratio, interleaved fields (and
 // their order) and the chroma siting.
 static GstBuffer *make_stream_header(cudadiff::VideoFormat format, const GstVideoInfo *info,
-                                     int version) {
+                                     const GstCaps *caps, int version) {
   std::string text;
   if (gchar *c = gst_video_colorimetry_to_string(&info->colorimetry)) {
     text = std::string("colorimetry=") + c + "\n";
@@ -545,8 +545,17 @@ static GstBuffer *make_stream_header(cudadiff::VideoFormat format, const GstVide
   gst_video_info_init(&plain);
   gst_video_info_set_format(&plain, GST_VIDEO_INFO_FORMAT(info), GST_VIDEO_INFO_WIDTH(info),
                             GST_VIDEO_INFO_HEIGHT(info));
-  if (info->chroma_site != plain.chroma_site) {
-    if (gchar *c = gst_video_chroma_site_to_string(info->chroma_site)) {
+  // The caps' own chroma-site: GStreamer 1.22's video info replaces it with
+  // the default of its colorimetry when the caps name no colorimetry.
+  GstVideoChromaSite site = info->chroma_site;
+  const GstStructure *s =
+      caps && gst_caps_get_size(caps) > 0 ? gst_caps_get_structure(caps, 0) : nullptr;
+  if (const gchar *named = s ? gst_structure_get_string(s, "chroma-site") : nullptr) {
+    const GstVideoChromaSite given = gst_video_chroma_site_from_string(named);
+    if (given != GST_VIDEO_CHROMA_SITE_UNKNOWN) site = given;
+  }
+  if (site != plain.chroma_site) {
+    if (gchar *c = gst_video_chroma_site_to_string(site)) {
       text += std::string("chroma-site=") + c + "\n";
       g_free(c);
     }
@@ -712,7 +721,7 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   self->stats.stream_version = guint64(version);
   GST_OBJECT_UNLOCK(self);
 
-  GstBuffer *header = make_stream_header(format, info, version);
+  GstBuffer *header = make_stream_header(format, info, state->caps, version);
   GstCaps *caps = gst_caps_new_simple("video/x-cudadiff", "version", G_TYPE_INT, version, nullptr);
   GValue array = G_VALUE_INIT, value = G_VALUE_INIT;
   g_value_init(&array, GST_TYPE_ARRAY);

@@ -474,6 +474,28 @@ TEST(CudaDiff, StreamHeaderCarriesThePicturesDescription) {
   }
 }
 
+// A chroma-site in caps without a colorimetry: GStreamer 1.22's video info
+// replaces it with its default, and the stream header says the caps' own.
+TEST(CudaDiff, StreamHeaderKeepsChromaSiteWithoutColorimetry) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 2;
+  o.caps_extra = ", chroma-site=(string)mpeg2";
+  encode(e, "I420", 64, 48, o);
+  GstBuffer *header = stream_header_of(e);
+  ASSERT_NE(header, nullptr);
+  const Bytes hb = bytes_of(header);
+  const std::string text(hb.begin() + 64, hb.end());
+  EXPECT_NE(text.find("chroma-site=mpeg2\n"), std::string::npos) << text;
+  Decoded d;
+  std::vector<GstBuffer *> packets = {gst_buffer_ref(header)};
+  packets.insert(packets.end(), e.packets.begin(), e.packets.end());
+  decode(d, packets, true, "cudadiffdec");
+  gst_buffer_unref(packets[0]);
+  ASSERT_EQ(d.frames.size(), 2u);
+  EXPECT_NE(d.caps[0].find("chroma-site=(string)mpeg2"), std::string::npos) << d.caps[0];
+}
+
 // Interlacing that changes from frame to frame (interlace-mode=mixed, the
 // buffers' INTERLACED and TFF flags) has no place in a packet, so the
 // encoder refuses it with an error that says so, rather than lose it:
