@@ -425,6 +425,23 @@ static GstPadProbeReturn on_encoded(GstPad *, GstPadProbeInfo *info, gpointer da
   return GST_PAD_PROBE_OK;
 }
 
+// The end of the stream is held back a moment at the payloader's output.
+// rtpbin sends an RTCP BYE as soon as the end of the stream reaches it, and
+// rtspsrc ends the viewer's stream at that BYE: what its RTP socket holds
+// then is never read. The last frame's packets were still on their way (in
+// the senders' queues, in the viewer's socket), so a viewer over UDP lost
+// the last frame, and of a still image played once everything (its decoder
+// then failed with "No valid frames decoded"). The wait ends early when the
+// media is being shut down.
+constexpr gint64 kEosHoldBackUs = 500000;
+
+static GstPadProbeReturn hold_back_eos(GstPad *pad, GstPadProbeInfo *info, gpointer) {
+  if (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) != GST_EVENT_EOS) return GST_PAD_PROBE_OK;
+  const gint64 until = g_get_monotonic_time() + kEosHoldBackUs;
+  while (g_get_monotonic_time() < until && !GST_PAD_IS_FLUSHING(pad)) g_usleep(10000);
+  return GST_PAD_PROBE_OK;
+}
+
 // A source played again from its start at its end (Options::loop). At the
 // sink pad of the source's element named "loop" (or of the server's queue
 // after the source): EOS is held back and a flushing seek to the start goes
@@ -658,6 +675,7 @@ static GstElement *cudadiff_factory_create_element(GstRTSPMediaFactory *factory,
   gst_element_add_pad(pay_bin, gst_ghost_pad_new("sink", pad));
   gst_object_unref(pad);
   pad = gst_element_get_static_pad(feedback, "src");
+  gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, hold_back_eos, nullptr, nullptr);
   gst_element_add_pad(pay_bin, gst_ghost_pad_new("src", pad));
   gst_object_unref(pad);
   gst_bin_add_many(GST_BIN(top), source, pay_bin, nullptr);
