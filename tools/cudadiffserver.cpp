@@ -425,20 +425,72 @@ static GstPadProbeReturn on_encoded(GstPad *, GstPadProbeInfo *info, gpointer da
   return GST_PAD_PROBE_OK;
 }
 
-// The end of the stream is held back a moment at the payloader's output.
-// rtpbin sends an RTCP BYE as soon as the end of the stream reaches it, and
-// rtspsrc ends the viewer's stream at that BYE: what its RTP socket holds
-// then is never read. The last frame's packets were still on their way (in
-// the senders' queues, in the viewer's socket), so a viewer over UDP lost
-// the last frame, and of a still image played once everything (its decoder
-// then failed with "No valid frames decoded"). The wait ends early when the
-// media is being shut down.
+// The end of the stream is held back a moment at the payloader's output
+// (the capsfilter's sink pad in the pay0 bin). rtpbin sends an RTCP BYE as
+// soon as the end of the stream reaches it, and rtspsrc ends the viewer's
+// stream at that BYE: what its RTP socket holds then is never read. The last
+// frame's packets were still on their way (in the senders' queues, in the
+// viewer's socket), so a viewer over UDP lost the last frame, and of a still
+// image played once everything (its decoder then failed with "No valid
+// frames decoded").
+//
+// A receiver finds a lost packet by the gap before the next one, so it never
+// finds the loss of a stream's last packets: no packet comes after them.
+// While the end is held back, the last packet is sent again (twice): where
+// the last packets were lost, the copy shows the gap, and the viewer asks for
+// them (NACK) in time; where they arrived, the viewer's jitter buffer drops
+// the copy. The wait ends early when the media is being shut down.
 constexpr gint64 kEosHoldBackUs = 500000;
+constexpr gint64 kTailResendUs[] = {50000, 200000};  // after the end reached the pad
 
-static GstPadProbeReturn hold_back_eos(GstPad *pad, GstPadProbeInfo *info, gpointer) {
-  if (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) != GST_EVENT_EOS) return GST_PAD_PROBE_OK;
-  const gint64 until = g_get_monotonic_time() + kEosHoldBackUs;
-  while (g_get_monotonic_time() < until && !GST_PAD_IS_FLUSHING(pad)) g_usleep(10000);
+namespace {
+struct TailState {
+  std::mutex mutex;
+  GstBuffer *last = nullptr;  // the last RTP packet that passed
+  ~TailState() { gst_clear_buffer(&last); }
+};
+}  // namespace
+
+static void remember_last(TailState *tail, GstBuffer *buf) {
+  std::lock_guard<std::mutex> lock(tail->mutex);
+  gst_buffer_replace(&tail->last, buf);
+}
+
+static GstPadProbeReturn hold_back_eos(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
+  auto *tail = static_cast<TailState *>(data);
+  if (info->type & GST_PAD_PROBE_TYPE_BUFFER) {
+    remember_last(tail, GST_PAD_PROBE_INFO_BUFFER(info));
+    return GST_PAD_PROBE_OK;
+  }
+  if (info->type & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
+    GstBufferList *list = GST_PAD_PROBE_INFO_BUFFER_LIST(info);
+    const guint n = gst_buffer_list_length(list);
+    if (n > 0) remember_last(tail, gst_buffer_list_get(list, n - 1));
+    return GST_PAD_PROBE_OK;
+  }
+  if (!(info->type & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM)) return GST_PAD_PROBE_OK;
+  GstEvent *event = GST_PAD_PROBE_INFO_EVENT(info);
+  if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) remember_last(tail, nullptr);
+  if (GST_EVENT_TYPE(event) != GST_EVENT_EOS) return GST_PAD_PROBE_OK;
+  const gint64 start = g_get_monotonic_time();
+  size_t resent = 0;
+  while (!GST_PAD_IS_FLUSHING(pad)) {
+    const gint64 now = g_get_monotonic_time();
+    if (now - start >= kEosHoldBackUs) break;
+    if (resent < G_N_ELEMENTS(kTailResendUs) && now - start >= kTailResendUs[resent]) {
+      ++resent;
+      GstBuffer *copy = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(tail->mutex);
+        if (tail->last) copy = gst_buffer_ref(tail->last);
+      }
+      // This pad has not taken the end yet (its probes run first): the copy
+      // goes the way of every packet, through the capsfilter into rtpbin.
+      if (copy && gst_pad_chain(pad, copy) != GST_FLOW_OK)
+        GST_DEBUG("the last packet, sent again, was not taken");
+    }
+    g_usleep(10000);
+  }
   return GST_PAD_PROBE_OK;
 }
 
@@ -674,8 +726,14 @@ static GstElement *cudadiff_factory_create_element(GstRTSPMediaFactory *factory,
   GstPad *pad = gst_element_get_static_pad(pay, "sink");
   gst_element_add_pad(pay_bin, gst_ghost_pad_new("sink", pad));
   gst_object_unref(pad);
+  pad = gst_element_get_static_pad(feedback, "sink");
+  gst_pad_add_probe(
+      pad,
+      GstPadProbeType(GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM | GST_PAD_PROBE_TYPE_EVENT_FLUSH |
+                      GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST),
+      hold_back_eos, new TailState(), [](gpointer data) { delete static_cast<TailState *>(data); });
+  gst_object_unref(pad);
   pad = gst_element_get_static_pad(feedback, "src");
-  gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, hold_back_eos, nullptr, nullptr);
   gst_element_add_pad(pay_bin, gst_ghost_pad_new("src", pad));
   gst_object_unref(pad);
   gst_bin_add_many(GST_BIN(top), source, pay_bin, nullptr);

@@ -690,6 +690,24 @@ TEST(DiffRtsp, AStillImageIsPlayedOnce) {
   EXPECT_EQ(server.watch.frames.load(), 1u) << "frames encoded";
   EXPECT_EQ(viewer.frame_count(), 1u);
   EXPECT_EQ(viewer.error(), "");
+  // While the end was held back the server sent the stream's last packet
+  // twice more (where the last packets were lost, the copies show the gap):
+  // the viewer's jitter buffer got them after the packet itself and dropped
+  // them as late (or as duplicates).
+  GstElement *jitterbuffer = viewer.get_by_factory("rtpjitterbuffer");
+  ASSERT_NE(jitterbuffer, nullptr);
+  GstStructure *stats = nullptr;
+  g_object_get(jitterbuffer, "stats", &stats, nullptr);
+  gst_object_unref(jitterbuffer);
+  ASSERT_NE(stats, nullptr);
+  guint64 late = 0, duplicates = 0;
+  gst_structure_get_uint64(stats, "num-late", &late);
+  gst_structure_get_uint64(stats, "num-duplicates", &duplicates);
+  gchar *text = gst_structure_to_string(stats);
+  std::printf("viewer's jitter buffer: %s\n", text);
+  g_free(text);
+  gst_structure_free(stats);
+  EXPECT_GE(late + duplicates, 2u) << "copies of the last packet seen";
   viewer.stop();
   server.server->stop();
 }
