@@ -693,7 +693,8 @@ TEST(DiffRtsp, AStillImageIsPlayedOnce) {
   // While the end was held back the server sent the stream's last packet
   // twice more (where the last packets were lost, the copies show the gap):
   // the viewer's jitter buffer got them after the packet itself and dropped
-  // them as late (or as duplicates).
+  // them as late (or as duplicates). Where the packet itself was lost, the
+  // first copy took its place and only the second is dropped.
   GstElement *jitterbuffer = viewer.get_by_factory("rtpjitterbuffer");
   ASSERT_NE(jitterbuffer, nullptr);
   GstStructure *stats = nullptr;
@@ -707,7 +708,7 @@ TEST(DiffRtsp, AStillImageIsPlayedOnce) {
   std::printf("viewer's jitter buffer: %s\n", text);
   g_free(text);
   gst_structure_free(stats);
-  EXPECT_GE(late + duplicates, 2u) << "copies of the last packet seen";
+  EXPECT_GE(late + duplicates, 1u) << "copies of the last packet seen";
   viewer.stop();
   server.server->stop();
 }
