@@ -277,21 +277,31 @@ uint64_t jitterbuffer_counter(Pipeline &p, const char *name) {
 
 // The stats of the client's decoder (frames out, keyframes, packets dropped,
 // losses), or null when it has none; free with gst_structure_free().
-GstStructure *decoder_stats(Pipeline &p) {
-  GstElement *dec = p.get_by_factory("cudadiffdec");
-  if (!dec) return nullptr;
+// The "stats" property of the pipeline's element made by `factory` (the
+// caller frees it), or null.
+GstStructure *element_stats(Pipeline &p, const char *factory) {
+  GstElement *element = p.get_by_factory(factory);
+  if (!element) return nullptr;
   GstStructure *stats = nullptr;
-  g_object_get(dec, "stats", &stats, nullptr);
-  gst_object_unref(dec);
+  g_object_get(element, "stats", &stats, nullptr);
+  gst_object_unref(element);
   return stats;
+}
+
+GstStructure *decoder_stats(Pipeline &p) {
+  return element_stats(p, "cudadiffdec");
+}
+
+void print_stats(const GstStructure *stats) {
+  gchar *text = gst_structure_to_string(stats);
+  std::printf("client's %s\n", text);
+  g_free(text);
 }
 
 void print_decoder_stats(Pipeline &p) {
   GstStructure *stats = decoder_stats(p);
   if (!stats) return;
-  gchar *text = gst_structure_to_string(stats);
-  std::printf("client's %s\n", text);
-  g_free(text);
+  print_stats(stats);
   gst_structure_free(stats);
 }
 
@@ -695,18 +705,12 @@ TEST(DiffRtsp, AStillImageIsPlayedOnce) {
   // the viewer's jitter buffer got them after the packet itself and dropped
   // them as late (or as duplicates). Where the packet itself was lost, the
   // first copy took its place and only the second is dropped.
-  GstElement *jitterbuffer = viewer.get_by_factory("rtpjitterbuffer");
-  ASSERT_NE(jitterbuffer, nullptr);
-  GstStructure *stats = nullptr;
-  g_object_get(jitterbuffer, "stats", &stats, nullptr);
-  gst_object_unref(jitterbuffer);
+  GstStructure *stats = element_stats(viewer, "rtpjitterbuffer");
   ASSERT_NE(stats, nullptr);
   guint64 late = 0, duplicates = 0;
   gst_structure_get_uint64(stats, "num-late", &late);
   gst_structure_get_uint64(stats, "num-duplicates", &duplicates);
-  gchar *text = gst_structure_to_string(stats);
-  std::printf("viewer's jitter buffer: %s\n", text);
-  g_free(text);
+  print_stats(stats);
   gst_structure_free(stats);
   EXPECT_GE(late + duplicates, 1u) << "copies of the last packet seen";
   viewer.stop();
