@@ -342,17 +342,25 @@ GstFlowReturn gst_cudadiff_caps_failed_flow(GstPad *srcpad) {
 }
 
 GstClockTime gst_cudadiff_overlap_latency(int frames_held, gint fps_n, gint fps_d) {
-  return frames_held > 0 && fps_n > 0 && fps_d > 0
-             ? gst_util_uint64_scale(GST_SECOND, guint64(fps_d) * guint64(frames_held),
-                                     guint64(fps_n))
-             : 0;
+  if (frames_held <= 0) return 0;
+  // An unknown (variable) framerate: 25 frames per second, as GStreamer's
+  // own encoders assume (x264enc, msdk): reporting nothing would let a live
+  // pipeline's sink drop the frames that are held.
+  if (fps_n <= 0 || fps_d <= 0) {
+    fps_n = kUnknownFramerateFps;
+    fps_d = 1;
+  }
+  return gst_util_uint64_scale(GST_SECOND, guint64(fps_d) * guint64(frames_held), guint64(fps_n));
 }
 
 void gst_cudadiff_set_overlap_latency(GstElement *codec, int frames_held, gint fps_n, gint fps_d) {
   const bool overlap = frames_held > 0;
   const GstClockTime frame = gst_cudadiff_overlap_latency(frames_held, fps_n, fps_d);
-  if (overlap && frame == 0)
-    GST_INFO_OBJECT(codec, "frame overlap with an unknown framerate: its latency is not reported");
+  if (overlap && fps_n <= 0)
+    GST_INFO_OBJECT(codec,
+                    "frame overlap with an unknown framerate: %d frames of latency at %d fps "
+                    "reported",
+                    frames_held, kUnknownFramerateFps);
   if (GST_IS_VIDEO_ENCODER(codec)) {
     GstClockTime min = 0, max = 0;
     gst_video_encoder_get_latency(GST_VIDEO_ENCODER(codec), &min, &max);

@@ -115,8 +115,11 @@ GstClockTime gst_cudadiff_live_present(GstElement *element, GstPad *sinkpad,
 // the pad flushes (pushing caps fails there: a seek or a stop meanwhile,
 // no negotiation error), else NOT_NEGOTIATED.
 GstFlowReturn gst_cudadiff_caps_failed_flow(GstPad *srcpad);
+// The framerate assumed for the latency of frames held where the caps give
+// none (framerate 0/1: variable).
+constexpr gint kUnknownFramerateFps = 25;
 // The latency of frame-overlap: `frames_held` frame intervals of
-// fps_n/fps_d; 0 for none held or an unknown framerate (fps_n <= 0).
+// fps_n/fps_d (of kUnknownFramerateFps where fps_n <= 0); 0 for none held.
 GstClockTime gst_cudadiff_overlap_latency(int frames_held, gint fps_n, gint fps_d);
 // A GstVideoEncoder's or GstVideoDecoder's latency with frame-overlap
 // (gst_cudadiff_overlap_latency()). The base class adds it to LATENCY queries (min and

@@ -1080,6 +1080,32 @@ TEST(CudaDiff, FrameOverlapReportsItsFramesOfLatency) {
     }
 }
 
+// With a variable framerate (0/1) the frames held by frame-overlap are
+// reported at 25 frames per second, as GStreamer's own encoders assume,
+// rather than as no latency at all (a live pipeline's sink would drop them).
+TEST(CudaDiff, FrameOverlapAtAVariableFramerateReportsLatencyAt25Fps) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    GstHarness *enc = gst_harness_new_parse(
+        ("cudadiffenc frame-overlap=always stream-version=" + std::to_string(version)).c_str());
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGRx", 12, 5, 0).c_str());
+    const GstVideoInfo info = video_info("BGRx", 12, 5, 0);
+    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("BGRx", 12, 5, 0, 5), 0)), GST_FLOW_OK);
+    GstClockTime min = 1, max = 1;
+    query_latency(enc, &min, &max);
+    EXPECT_EQ(min, frames_held(version) * GST_SECOND / 25) << "encoder min";
+    EXPECT_EQ(max, 100 * GST_MSECOND + frames_held(version) * GST_SECOND / 25) << "encoder max";
+    gst_harness_teardown(enc);
+  }
+  GstHarness *dec = gst_harness_new_parse("cudadiffdec frame-overlap=always");
+  gst_harness_set_src_caps_str(dec, "video/x-cudadiff, framerate=(fraction)0/1");
+  GstClockTime min = 1, max = 1;
+  query_latency(dec, &min, &max);
+  EXPECT_EQ(min, GST_SECOND / 25) << "decoder min";
+  EXPECT_EQ(max, 100 * GST_MSECOND + GST_SECOND / 25) << "decoder max";
+  gst_harness_teardown(dec);
+}
+
 TEST(CudaDiff, CapsChangeGivesKeyframeAndDecoderRenegotiates) {
   for (int version : {1, 2}) {
     SCOPED_TRACE("version " + std::to_string(version));
