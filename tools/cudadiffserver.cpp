@@ -440,39 +440,74 @@ static GstPadProbeReturn on_encoded(GstPad *, GstPadProbeInfo *info, gpointer da
 // the last packets were lost, the copy shows the gap, and the viewer asks for
 // them (NACK) in time; where they arrived, the viewer's jitter buffer drops
 // the copy. The wait ends early when the media is being shut down.
+//
+// With pacing, the last frame's packets leave the server later than they
+// pass here: up to the frame's bytes at --pace-rate (a large keyframe at a
+// low rate, seconds). The times below count from when the pacer will have
+// sent the last packet, by the pacer's own rate applied to every packet
+// that passes (retransmissions, which share the pacer, can only make it
+// later; the burst it allows, earlier).
 constexpr gint64 kEosHoldBackUs = 500000;
-constexpr gint64 kTailResendUs[] = {50000, 200000};  // after the end reached the pad
+constexpr gint64 kTailResendUs[] = {50000, 200000};  // after the last packet left
 
 namespace {
 struct TailState {
-  std::mutex mutex;
+  explicit TailState(double pace_rate) : pace_rate(pace_rate) {}
+  const double pace_rate;     // bytes per second; 0: no pacing
+  std::mutex mutex;           // guards what follows
   GstBuffer *last = nullptr;  // the last RTP packet that passed
+  gint64 paced_until_us = 0;  // when the pacer will have sent what passed
   ~TailState() { gst_clear_buffer(&last); }
 };
 }  // namespace
 
-static void remember_last(TailState *tail, GstBuffer *buf) {
+static void remember_last(TailState *tail, GstBuffer *buf, guint64 bytes) {
   std::lock_guard<std::mutex> lock(tail->mutex);
   gst_buffer_replace(&tail->last, buf);
+  if (tail->pace_rate > 0 && bytes > 0) {
+    const gint64 now = g_get_monotonic_time();
+    tail->paced_until_us =
+        std::max(now, tail->paced_until_us) + gint64(double(bytes) / tail->pace_rate * 1e6);
+  }
+}
+
+static guint64 list_bytes(GstBufferList *list) {
+  guint64 bytes = 0;
+  for (guint i = 0, n = gst_buffer_list_length(list); i < n; ++i)
+    bytes += gst_buffer_get_size(gst_buffer_list_get(list, i));
+  return bytes;
 }
 
 static GstPadProbeReturn hold_back_eos(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
   auto *tail = static_cast<TailState *>(data);
   if (info->type & GST_PAD_PROBE_TYPE_BUFFER) {
-    remember_last(tail, GST_PAD_PROBE_INFO_BUFFER(info));
+    GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+    remember_last(tail, buf, gst_buffer_get_size(buf));
     return GST_PAD_PROBE_OK;
   }
   if (info->type & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
     GstBufferList *list = GST_PAD_PROBE_INFO_BUFFER_LIST(info);
     const guint n = gst_buffer_list_length(list);
-    if (n > 0) remember_last(tail, gst_buffer_list_get(list, n - 1));
+    if (n > 0) remember_last(tail, gst_buffer_list_get(list, n - 1), list_bytes(list));
     return GST_PAD_PROBE_OK;
   }
   if (!(info->type & GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM)) return GST_PAD_PROBE_OK;
   GstEvent *event = GST_PAD_PROBE_INFO_EVENT(info);
-  if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) remember_last(tail, nullptr);
+  if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
+    std::lock_guard<std::mutex> lock(tail->mutex);
+    gst_clear_buffer(&tail->last);
+    tail->paced_until_us = 0;  // the pacer drops what it held
+  }
   if (GST_EVENT_TYPE(event) != GST_EVENT_EOS) return GST_PAD_PROBE_OK;
-  const gint64 start = g_get_monotonic_time();
+  gint64 start = g_get_monotonic_time();
+  {
+    std::lock_guard<std::mutex> lock(tail->mutex);
+    if (tail->paced_until_us > start) {
+      GST_DEBUG("end of stream: the pacer sends the last packet in %" G_GINT64_FORMAT " ms",
+                (tail->paced_until_us - start) / 1000);
+      start = tail->paced_until_us;
+    }
+  }
   size_t resent = 0;
   while (!GST_PAD_IS_FLUSHING(pad)) {
     const gint64 now = g_get_monotonic_time();
@@ -731,7 +766,8 @@ static GstElement *cudadiff_factory_create_element(GstRTSPMediaFactory *factory,
       pad,
       GstPadProbeType(GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM | GST_PAD_PROBE_TYPE_EVENT_FLUSH |
                       GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST),
-      hold_back_eos, new TailState(), [](gpointer data) { delete static_cast<TailState *>(data); });
+      hold_back_eos, new TailState(o.pace_rate_mbit * 1e6 / 8),
+      [](gpointer data) { delete static_cast<TailState *>(data); });
   gst_object_unref(pad);
   pad = gst_element_get_static_pad(feedback, "src");
   gst_element_add_pad(pay_bin, gst_ghost_pad_new("src", pad));

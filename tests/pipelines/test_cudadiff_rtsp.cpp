@@ -717,6 +717,29 @@ TEST(DiffRtsp, AStillImageIsPlayedOnce) {
   server.server->stop();
 }
 
+// With a low pace rate the still image's packets leave the server over
+// about a second (a 1280x720 image of noise, about 560 KB, at 4 Mbit/s),
+// after the encoder made them: the end is held back from when the last of
+// them has left, not from when the encoder made it (then the viewer was
+// sent the BYE while the packets were still queued for the pacer, and got
+// nothing, in every run).
+TEST(DiffRtsp, AStillImageIsPlayedOnceAtALowPaceRate) {
+  const TempMedia still(
+      "still-paced.png",
+      "videotestsrc num-buffers=1 pattern=snow ! video/x-raw,width=1280,height=720 ! pngenc");
+  cudadiff_server::Options o = looped(still.path);
+  o.pace_rate_mbit = 4;
+  TestServer server(o);
+  Pipeline viewer(client(server.url()));
+  ASSERT_TRUE(viewer.start());
+  EXPECT_TRUE(wait_until([&] { return viewer.frame_count() >= 1 || !viewer.error().empty(); }, 20));
+  EXPECT_TRUE(wait_until([&] { return viewer.eos() || !viewer.error().empty(); }, 10));
+  EXPECT_EQ(viewer.frame_count(), 1u);
+  EXPECT_EQ(viewer.error(), "");
+  viewer.stop();
+  server.server->stop();
+}
+
 // playbin finds the depayloader and the decoder itself (decodebin: rtpgstdepay
 // by rank, cudadiffdec by the caps rtpgstdepay gives).
 TEST(DiffRtsp, PlaybinPlaysTheStream) {
