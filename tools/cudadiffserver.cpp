@@ -30,6 +30,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -349,11 +350,177 @@ static void on_rtpbin_element(GstBin *, GstBin *, GstElement *element, gpointer)
   gst_iterator_free(it);
 }
 
+// Every BYE at the end of a stream names all of the session's own sources.
+//
+// At the end of a stream rtpsession sends a BYE for each source of its own,
+// one RTCP packet each: the stream's, and with retransmission on, that of
+// the retransmission stream. Once it has made them all, it pushes the end of
+// the stream on its RTCP output after each packet, if the end has reached
+// the session's RTP input by then (GStreamer 1.22's rtp_session_on_timeout(),
+// still so in later versions), and the pad then refuses the packets after
+// it. Where the stream's own BYE was not the first, a viewer never got it
+// (rtspsrc ends its stream at the BYE of the stream's SSRC) and waited for
+// the source's timeout, about 25 s: in about 1 run of 10 of a still image
+// here. So each BYE that leaves rtpbin is made to name every source the
+// session has of its own: whichever goes first ends the viewer's stream.
+// Only after the end of the stream has reached the session (a probe on its
+// RTP input): a BYE of one source alone (an SSRC collision) stays as it is.
+namespace {
+// The sessions of an rtpbin whose RTP input has taken the end of the stream.
+struct EndedSessions {
+  std::mutex mutex;
+  std::set<guint> ids;
+};
+struct RtcpSession {
+  GstElement *rtpbin;  // not a reference: the probes live on its pads
+  guint id;
+  std::shared_ptr<EndedSessions> ended;
+};
+constexpr const char *kEndedSessionsKey = "cudadiff-ended-sessions";
+}  // namespace
+
+static std::shared_ptr<EndedSessions> ended_sessions(GstElement *rtpbin) {
+  auto *ended = static_cast<std::shared_ptr<EndedSessions> *>(
+      g_object_get_data(G_OBJECT(rtpbin), kEndedSessionsKey));
+  return ended ? *ended : nullptr;
+}
+
+// The SSRCs of the session's own sources (rtpbin's "get-internal-session").
+static std::vector<guint32> internal_ssrcs(const RtcpSession &rs) {
+  std::vector<guint32> ssrcs;
+  GObject *session = nullptr;
+  g_signal_emit_by_name(rs.rtpbin, "get-internal-session", rs.id, &session);
+  if (!session) return ssrcs;
+  GValueArray *sources = nullptr;
+  g_object_get(session, "sources", &sources, nullptr);
+  G_GNUC_BEGIN_IGNORE_DEPRECATIONS
+  for (guint i = 0; sources && i < sources->n_values; ++i) {
+    GObject *source = G_OBJECT(g_value_get_object(g_value_array_get_nth(sources, i)));
+    GstStructure *stats = nullptr;
+    g_object_get(source, "stats", &stats, nullptr);
+    gboolean internal = FALSE;
+    guint ssrc = 0;
+    if (stats && gst_structure_get_boolean(stats, "internal", &internal) && internal &&
+        gst_structure_get_uint(stats, "ssrc", &ssrc))
+      ssrcs.push_back(guint32(ssrc));
+    if (stats) gst_structure_free(stats);
+  }
+  if (sources) g_value_array_free(sources);
+  G_GNUC_END_IGNORE_DEPRECATIONS
+  g_object_unref(session);
+  return ssrcs;
+}
+
+static guint32 read_be32(const guint8 *p) {
+  return guint32(p[0]) << 24 | guint32(p[1]) << 16 | guint32(p[2]) << 8 | p[3];
+}
+
+GstBuffer *bye_naming_all(GstBuffer *packet, const std::vector<guint32> &ssrcs) {
+  GstMapInfo map;
+  if (!gst_buffer_map(packet, &map, GST_MAP_READ)) return nullptr;
+  const guint8 *d = map.data;
+  const gsize size = map.size;
+  GstBuffer *out = nullptr;
+  for (gsize at = 0; at + 4 <= size;) {
+    const gsize length = (gsize(d[at + 2]) << 8 | d[at + 3]) * 4 + 4;
+    if ((d[at] >> 6) != 2 || at + length > size) break;  // not RTCP as rtpsession makes it
+    const guint count = d[at] & 0x1f;
+    if (d[at + 1] != 203 || 4 + 4 * gsize(count) > length) {  // not a BYE
+      at += length;
+      continue;
+    }
+    std::vector<guint32> missing;
+    for (guint32 ssrc : ssrcs) {
+      bool named = false;
+      for (guint i = 0; i < count && !named; ++i) named = read_be32(d + at + 4 + 4 * i) == ssrc;
+      if (!named) missing.push_back(ssrc);
+    }
+    if (missing.empty() || count + missing.size() > 31) break;
+    const gsize extra = 4 * missing.size();
+    std::vector<guint8> bytes(size + extra);
+    const gsize names_end = at + 4 + 4 * count;
+    std::copy(d, d + names_end, bytes.begin());
+    for (size_t i = 0; i < missing.size(); ++i)
+      for (int b = 0; b < 4; ++b) bytes[names_end + 4 * i + b] = guint8(missing[i] >> (24 - 8 * b));
+    std::copy(d + names_end, d + size, bytes.begin() + names_end + extra);
+    bytes[at] = guint8((d[at] & 0xe0) | (count + missing.size()));
+    const gsize words = length / 4 - 1 + missing.size();
+    bytes[at + 2] = guint8(words >> 8);
+    bytes[at + 3] = guint8(words);
+    out = gst_buffer_new_memdup(bytes.data(), bytes.size());
+    gst_buffer_copy_into(out, packet, GST_BUFFER_COPY_METADATA, 0, -1);
+    break;
+  }
+  gst_buffer_unmap(packet, &map);
+  return out;
+}
+
+static bool has_bye(GstBuffer *packet) {
+  GstMapInfo map;
+  if (!gst_buffer_map(packet, &map, GST_MAP_READ)) return false;
+  bool bye = false;
+  for (gsize at = 0; at + 4 <= map.size && !bye;) {
+    bye = map.data[at + 1] == 203;
+    at += (gsize(map.data[at + 2]) << 8 | map.data[at + 3]) * 4 + 4;
+  }
+  gst_buffer_unmap(packet, &map);
+  return bye;
+}
+
+static GstPadProbeReturn name_every_source_in_bye(GstPad *pad, GstPadProbeInfo *info,
+                                                  gpointer data) {
+  const auto &rs = *static_cast<RtcpSession *>(data);
+  GstBuffer *packet = GST_PAD_PROBE_INFO_BUFFER(info);
+  if (!has_bye(packet)) return GST_PAD_PROBE_OK;
+  {
+    std::lock_guard<std::mutex> lock(rs.ended->mutex);
+    if (!rs.ended->ids.count(rs.id)) return GST_PAD_PROBE_OK;
+  }
+  GstBuffer *changed = bye_naming_all(packet, internal_ssrcs(rs));
+  if (!changed) return GST_PAD_PROBE_OK;
+  GST_DEBUG_OBJECT(pad, "a BYE names every source of the session now");
+  gst_buffer_unref(packet);
+  GST_PAD_PROBE_INFO_DATA(info) = changed;
+  return GST_PAD_PROBE_OK;
+}
+
+static GstPadProbeReturn note_end_of_stream(GstPad *, GstPadProbeInfo *info, gpointer data) {
+  const auto &rs = *static_cast<RtcpSession *>(data);
+  const GstEventType type = GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info));
+  std::lock_guard<std::mutex> lock(rs.ended->mutex);
+  if (type == GST_EVENT_EOS)
+    rs.ended->ids.insert(rs.id);
+  else if (type == GST_EVENT_FLUSH_STOP || type == GST_EVENT_STREAM_START)
+    rs.ended->ids.erase(rs.id);
+  return GST_PAD_PROBE_OK;
+}
+
+static void on_rtpbin_pad(GstElement *rtpbin, GstPad *pad, gpointer) {
+  guint id = 0;
+  const bool rtcp_out = sscanf(GST_PAD_NAME(pad), "send_rtcp_src_%u", &id) == 1;
+  const bool rtp_in = !rtcp_out && sscanf(GST_PAD_NAME(pad), "send_rtp_sink_%u", &id) == 1;
+  std::shared_ptr<EndedSessions> ended = ended_sessions(rtpbin);
+  if (!ended || !(rtcp_out || rtp_in)) return;
+  auto destroy = [](gpointer p) { delete static_cast<RtcpSession *>(p); };
+  if (rtcp_out)
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, name_every_source_in_bye,
+                      new RtcpSession{rtpbin, id, ended}, destroy);
+  else
+    gst_pad_add_probe(
+        pad, GstPadProbeType(GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM | GST_PAD_PROBE_TYPE_EVENT_FLUSH),
+        note_end_of_stream, new RtcpSession{rtpbin, id, ended}, destroy);
+}
+
 static gboolean cudadiff_media_setup_rtpbin(GstRTSPMedia *media, GstElement *rtpbin) {
   auto *self = reinterpret_cast<CudaDiffMedia *>(media);
   auto *parent = GST_RTSP_MEDIA_CLASS(cudadiff_media_parent_class);
   if (parent->setup_rtpbin && !parent->setup_rtpbin(media, rtpbin)) return FALSE;
   g_signal_connect(rtpbin, "deep-element-added", G_CALLBACK(on_rtpbin_element), nullptr);
+  g_object_set_data_full(
+      G_OBJECT(rtpbin), kEndedSessionsKey,
+      new std::shared_ptr<EndedSessions>(std::make_shared<EndedSessions>()),
+      [](gpointer p) { delete static_cast<std::shared_ptr<EndedSessions> *>(p); });
+  g_signal_connect(rtpbin, "pad-added", G_CALLBACK(on_rtpbin_pad), nullptr);
   if (self->pace_rate > 0 || self->loss > 0)
     g_signal_connect(rtpbin, "request-rtp-encoder", G_CALLBACK(make_send_element), self);
   return TRUE;

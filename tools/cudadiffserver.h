@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace cudadiff_server {
 
@@ -104,5 +105,11 @@ class Server {
 // is named "loop", for Options::loop).
 std::string source_description(const std::string &source, const std::string &device, int width,
                                int height, int fps);
+
+// The RTCP compound `packet` with its BYE packet naming each of `ssrcs` as
+// well (after the SSRCs it names, before its reason); nullptr where it has no
+// BYE, names them all already, or would name more than 31. The server makes
+// each BYE at the end of a stream name every source of the session this way.
+GstBuffer *bye_naming_all(GstBuffer *packet, const std::vector<guint32> &ssrcs);
 
 }  // namespace cudadiff_server

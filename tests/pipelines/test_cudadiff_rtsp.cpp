@@ -713,6 +713,10 @@ TEST(DiffRtsp, AStillImageIsPlayedOnce) {
   print_stats(stats);
   gst_structure_free(stats);
   EXPECT_GE(late + duplicates, 1u) << "copies of the last packet seen";
+  // The viewer's stream ends at the server's BYE (half a second after the
+  // last packet), not at the source's timeout (about 25 s) as it did where
+  // the stream's own BYE was refused after the retransmission stream's.
+  EXPECT_TRUE(wait_until([&] { return viewer.eos(); }, 10)) << "the end reached the viewer";
   viewer.stop();
   server.server->stop();
 }
@@ -738,6 +742,51 @@ TEST(DiffRtsp, AStillImageIsPlayedOnceAtALowPaceRate) {
   EXPECT_EQ(viewer.error(), "");
   viewer.stop();
   server.server->stop();
+}
+
+// A BYE at the end of a stream names every source of the server's session:
+// rtspsrc ends a stream at the BYE of the stream's own source, and GStreamer's
+// RTP session may refuse that BYE where another source's went first.
+TEST(DiffRtsp, AByeNamesEverySourceOfTheSession) {
+  auto be32 = [](std::vector<guint8> &v, guint32 x) {
+    for (int b = 0; b < 4; ++b) v.push_back(guint8(x >> (24 - 8 * b)));
+  };
+  // A receiver report of 0x11111111 (no blocks), then its BYE with the reason
+  // "End Of Stream" (1 + 13 bytes, padded to 16).
+  std::vector<guint8> compound = {0x80, 201, 0, 1};
+  be32(compound, 0x11111111);
+  const std::string reason = "End Of Stream";
+  std::vector<guint8> bye = {0x81, 203, 0, 5};
+  be32(bye, 0x11111111);
+  bye.push_back(guint8(reason.size()));
+  bye.insert(bye.end(), reason.begin(), reason.end());
+  bye.resize(bye.size() + 2, 0);
+  ASSERT_EQ(bye.size(), 24u);
+  compound.insert(compound.end(), bye.begin(), bye.end());
+  GstBuffer *packet = gst_buffer_new_memdup(compound.data(), compound.size());
+  GST_BUFFER_PTS(packet) = 42;
+
+  GstBuffer *out = cudadiff_server::bye_naming_all(packet, {0x11111111, 0x22222222, 0x33333333});
+  ASSERT_NE(out, nullptr);
+  std::vector<guint8> expected(compound.begin(), compound.begin() + 8);
+  const std::vector<guint8> header = {0x83, 203, 0, 7};
+  expected.insert(expected.end(), header.begin(), header.end());
+  be32(expected, 0x11111111);
+  be32(expected, 0x22222222);
+  be32(expected, 0x33333333);
+  expected.insert(expected.end(), bye.begin() + 8, bye.end());  // the reason, as it was
+  GstMapInfo map;
+  ASSERT_TRUE(gst_buffer_map(out, &map, GST_MAP_READ));
+  EXPECT_EQ(std::vector<guint8>(map.data, map.data + map.size), expected);
+  gst_buffer_unmap(out, &map);
+  EXPECT_EQ(GST_BUFFER_PTS(out), 42u);
+  // Nothing to change: every source named, or no BYE at all.
+  EXPECT_EQ(cudadiff_server::bye_naming_all(out, {0x22222222, 0x11111111}), nullptr);
+  GstBuffer *report = gst_buffer_new_memdup(compound.data(), 8);
+  EXPECT_EQ(cudadiff_server::bye_naming_all(report, {0x22222222}), nullptr);
+  gst_buffer_unref(report);
+  gst_buffer_unref(out);
+  gst_buffer_unref(packet);
 }
 
 // playbin finds the depayloader and the decoder itself (decodebin: rtpgstdepay
