@@ -360,8 +360,8 @@ static void on_rtpbin_element(GstBin *, GstBin *, GstElement *element, gpointer)
 // still so in later versions), and the pad then refuses the packets after
 // it. Where the stream's own BYE was not the first, a viewer never got it
 // (rtspsrc ends its stream at the BYE of the stream's SSRC) and waited for
-// the source's timeout, about 25 s: in about 1 run of 10 of a still image
-// here. So each BYE that leaves rtpbin is made to name every source the
+// the source's timeout, about 25 s: in 8 of 40 runs of a still image on
+// one machine. So each BYE that leaves rtpbin is made to name every source the
 // session has of its own: whichever goes first ends the viewer's stream.
 // Only after the end of the stream has reached the session (a probe on its
 // RTP input): a BYE of one source alone (an SSRC collision) stays as it is.
