@@ -350,7 +350,8 @@ static void on_rtpbin_element(GstBin *, GstBin *, GstElement *element, gpointer)
   gst_iterator_free(it);
 }
 
-// Every BYE at the end of a stream names all of the session's own sources.
+// Every BYE at the end of a stream comes with BYEs of all the session's own
+// sources.
 //
 // At the end of a stream rtpsession sends a BYE for each source of its own,
 // one RTCP packet each: the stream's, and with retransmission on, that of
@@ -361,10 +362,10 @@ static void on_rtpbin_element(GstBin *, GstBin *, GstElement *element, gpointer)
 // it. Where the stream's own BYE was not the first, a viewer never got it
 // (rtspsrc ends its stream at the BYE of the stream's SSRC) and waited for
 // the source's timeout, about 25 s: in 8 of 40 runs of a still image on
-// one machine. So each BYE that leaves rtpbin is made to name every source the
-// session has of its own: whichever goes first ends the viewer's stream.
-// Only after the end of the stream has reached the session (a probe on its
-// RTP input): a BYE of one source alone (an SSRC collision) stays as it is.
+// one machine. So each compound with a BYE that leaves rtpbin gets a BYE
+// packet for every other source the session has of its own: whichever goes
+// first ends the viewer's stream. Only after the end of the stream has reached the session (a probe
+// on its RTP input): a BYE of one source alone (an SSRC collision) stays as it is.
 namespace {
 // The sessions of an rtpbin whose RTP input has taken the end of the stream.
 struct EndedSessions {
@@ -372,9 +373,12 @@ struct EndedSessions {
   std::set<guint> ids;
 };
 struct RtcpSession {
-  GstElement *rtpbin;  // not a reference: the probes live on its pads
   guint id;
   std::shared_ptr<EndedSessions> ended;
+  GObject *session = nullptr;  // the RTPSession (a reference), for its sources
+  ~RtcpSession() {
+    if (session) g_object_unref(session);
+  }
 };
 constexpr const char *kEndedSessionsKey = "cudadiff-ended-sessions";
 }  // namespace
@@ -385,14 +389,15 @@ static std::shared_ptr<EndedSessions> ended_sessions(GstElement *rtpbin) {
   return ended ? *ended : nullptr;
 }
 
-// The SSRCs of the session's own sources (rtpbin's "get-internal-session").
+// The SSRCs of the session's own sources, the session's own SSRC (the
+// stream's) first.
 static std::vector<guint32> internal_ssrcs(const RtcpSession &rs) {
   std::vector<guint32> ssrcs;
-  GObject *session = nullptr;
-  g_signal_emit_by_name(rs.rtpbin, "get-internal-session", rs.id, &session);
-  if (!session) return ssrcs;
+  if (!rs.session) return ssrcs;
+  guint own = 0;  // the session's own SSRC (the stream's) first
+  g_object_get(rs.session, "internal-ssrc", &own, nullptr);
   GValueArray *sources = nullptr;
-  g_object_get(session, "sources", &sources, nullptr);
+  g_object_get(rs.session, "sources", &sources, nullptr);
   G_GNUC_BEGIN_IGNORE_DEPRECATIONS
   for (guint i = 0; sources && i < sources->n_values; ++i) {
     GObject *source = G_OBJECT(g_value_get_object(g_value_array_get_nth(sources, i)));
@@ -407,7 +412,7 @@ static std::vector<guint32> internal_ssrcs(const RtcpSession &rs) {
   }
   if (sources) g_value_array_free(sources);
   G_GNUC_END_IGNORE_DEPRECATIONS
-  g_object_unref(session);
+  std::stable_partition(ssrcs.begin(), ssrcs.end(), [own](guint32 s) { return s == own; });
   return ssrcs;
 }
 
@@ -429,24 +434,27 @@ GstBuffer *bye_naming_all(GstBuffer *packet, const std::vector<guint32> &ssrcs) 
       at += length;
       continue;
     }
+    // (padding, which only the last packet may have: not rtpsession's)
+    if (d[at] & 0x20) break;
     std::vector<guint32> missing;
     for (guint32 ssrc : ssrcs) {
       bool named = false;
       for (guint i = 0; i < count && !named; ++i) named = read_be32(d + at + 4 + 4 * i) == ssrc;
-      if (!named) missing.push_back(ssrc);
+      if (!named && std::find(missing.begin(), missing.end(), ssrc) == missing.end())
+        missing.push_back(ssrc);
     }
-    if (missing.empty() || count + missing.size() > 31) break;
-    const gsize extra = 4 * missing.size();
-    std::vector<guint8> bytes(size + extra);
-    const gsize names_end = at + 4 + 4 * count;
-    std::copy(d, d + names_end, bytes.begin());
-    for (size_t i = 0; i < missing.size(); ++i)
-      for (int b = 0; b < 4; ++b) bytes[names_end + 4 * i + b] = guint8(missing[i] >> (24 - 8 * b));
-    std::copy(d + names_end, d + size, bytes.begin() + names_end + extra);
-    bytes[at] = guint8((d[at] & 0xe0) | (count + missing.size()));
-    const gsize words = length / 4 - 1 + missing.size();
-    bytes[at + 2] = guint8(words >> 8);
-    bytes[at + 3] = guint8(words);
+    if (missing.empty() || missing.size() > 31) break;
+    // A BYE packet of its own for each: a receiver stops reading a BYE's
+    // SSRCs at the first it does not know (GStreamer 1.22 does), so that an
+    // unknown one takes nothing else with it.
+    const gsize end = at + length;
+    std::vector<guint8> bytes(d, d + end);
+    for (guint32 ssrc : missing) {
+      const guint8 bye[8] = {
+          0x81, 203, 0, 1, guint8(ssrc >> 24), guint8(ssrc >> 16), guint8(ssrc >> 8), guint8(ssrc)};
+      bytes.insert(bytes.end(), bye, bye + 8);
+    }
+    bytes.insert(bytes.end(), d + end, d + size);
     out = gst_buffer_new_memdup(bytes.data(), bytes.size());
     gst_buffer_copy_into(out, packet, GST_BUFFER_COPY_METADATA, 0, -1);
     break;
@@ -478,7 +486,7 @@ static GstPadProbeReturn name_every_source_in_bye(GstPad *pad, GstPadProbeInfo *
   }
   GstBuffer *changed = bye_naming_all(packet, internal_ssrcs(rs));
   if (!changed) return GST_PAD_PROBE_OK;
-  GST_DEBUG_OBJECT(pad, "a BYE names every source of the session now");
+  GST_DEBUG_OBJECT(pad, "BYEs of the session's other sources added to a BYE");
   gst_buffer_unref(packet);
   GST_PAD_PROBE_INFO_DATA(info) = changed;
   return GST_PAD_PROBE_OK;
@@ -495,20 +503,43 @@ static GstPadProbeReturn note_end_of_stream(GstPad *, GstPadProbeInfo *info, gpo
   return GST_PAD_PROBE_OK;
 }
 
+// The RTPSession behind rtpbin's pad `pad` (a ghost of the rtpsession
+// element's pad), a reference; nullptr where there is none. Taken here, not
+// with rtpbin's "get-internal-session" in the probe: that takes rtpbin's lock
+// in the RTCP thread, which rtpbin's release of the pad holds while it waits
+// for that thread.
+static GObject *session_behind(GstPad *pad) {
+  if (!GST_IS_GHOST_PAD(pad)) return nullptr;
+  GstPad *target = gst_ghost_pad_get_target(GST_GHOST_PAD(pad));
+  if (!target) return nullptr;
+  GstElement *element = gst_pad_get_parent_element(target);
+  gst_object_unref(target);
+  if (!element) return nullptr;
+  GObject *session = nullptr;
+  if (g_object_class_find_property(G_OBJECT_GET_CLASS(element), "internal-session"))
+    g_object_get(element, "internal-session", &session, nullptr);
+  gst_object_unref(element);
+  return session;
+}
+
 static void on_rtpbin_pad(GstElement *rtpbin, GstPad *pad, gpointer) {
   guint id = 0;
   const bool rtcp_out = sscanf(GST_PAD_NAME(pad), "send_rtcp_src_%u", &id) == 1;
   const bool rtp_in = !rtcp_out && sscanf(GST_PAD_NAME(pad), "send_rtp_sink_%u", &id) == 1;
   std::shared_ptr<EndedSessions> ended = ended_sessions(rtpbin);
   if (!ended || !(rtcp_out || rtp_in)) return;
+  auto *rs = new RtcpSession{id, ended};
   auto destroy = [](gpointer p) { delete static_cast<RtcpSession *>(p); };
-  if (rtcp_out)
-    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, name_every_source_in_bye,
-                      new RtcpSession{rtpbin, id, ended}, destroy);
-  else
+  if (rtcp_out) {
+    rs->session = session_behind(pad);
+    if (!rs->session)
+      GST_WARNING_OBJECT(pad, "no RTP session behind the pad: BYEs stay as they are");
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, name_every_source_in_bye, rs, destroy);
+  } else {
     gst_pad_add_probe(
         pad, GstPadProbeType(GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM | GST_PAD_PROBE_TYPE_EVENT_FLUSH),
-        note_end_of_stream, new RtcpSession{rtpbin, id, ended}, destroy);
+        note_end_of_stream, rs, destroy);
+  }
 }
 
 static gboolean cudadiff_media_setup_rtpbin(GstRTSPMedia *media, GstElement *rtpbin) {

@@ -106,10 +106,11 @@ class Server {
 std::string source_description(const std::string &source, const std::string &device, int width,
                                int height, int fps);
 
-// The RTCP compound `packet` with its BYE packet naming each of `ssrcs` as
-// well (after the SSRCs it names, before its reason); nullptr where it has no
-// BYE, names them all already, or would name more than 31. The server makes
-// each BYE at the end of a stream name every source of the session this way.
+// The RTCP compound `packet` with a BYE packet of its own for each of
+// `ssrcs` that its BYE packet does not name, right after that one; nullptr
+// where it has no BYE, that BYE names them all already or has padding, or
+// more than 31 are missing. The server makes the BYEs at the end of a stream
+// name every source of the session this way.
 GstBuffer *bye_naming_all(GstBuffer *packet, const std::vector<guint32> &ssrcs);
 
 }  // namespace cudadiff_server

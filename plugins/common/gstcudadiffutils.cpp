@@ -356,7 +356,7 @@ GstClockTime gst_cudadiff_overlap_latency(int frames_held, gint fps_n, gint fps_
 void gst_cudadiff_set_overlap_latency(GstElement *codec, int frames_held, gint fps_n, gint fps_d) {
   const bool overlap = frames_held > 0;
   const GstClockTime frame = gst_cudadiff_overlap_latency(frames_held, fps_n, fps_d);
-  if (overlap && fps_n <= 0)
+  if (overlap && (fps_n <= 0 || fps_d <= 0))
     GST_INFO_OBJECT(codec,
                     "frame overlap with an unknown framerate: %d frames of latency at %d fps "
                     "reported",

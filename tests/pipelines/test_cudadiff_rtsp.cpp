@@ -5,6 +5,7 @@
 // the sender timestamp the decoder attaches, and each one is compared with
 // the source frame rebuilt by a non-live copy of the source: every byte
 // within the encoder's threshold.
+#include <gst/rtp/gstrtcpbuffer.h>
 #include <gst/video/video.h>
 #include <gtest/gtest.h>
 
@@ -734,7 +735,8 @@ TEST(DiffRtsp, AStillImageIsPlayedOnceAtALowPaceRate) {
   cudadiff_server::Options o = looped(still.path);
   o.pace_rate_mbit = 4;
   TestServer server(o);
-  Pipeline viewer(client(server.url()));
+  // (a jitter buffer longer than the frame's second on the way)
+  Pipeline viewer(client(server.url(), "latency=3000"));
   ASSERT_TRUE(viewer.start());
   EXPECT_TRUE(wait_until([&] { return viewer.frame_count() >= 1 || !viewer.error().empty(); }, 20));
   EXPECT_TRUE(wait_until([&] { return viewer.eos() || !viewer.error().empty(); }, 10));
@@ -766,22 +768,26 @@ TEST(DiffRtsp, AByeNamesEverySourceOfTheSession) {
   GstBuffer *packet = gst_buffer_new_memdup(compound.data(), compound.size());
   GST_BUFFER_PTS(packet) = 42;
 
-  GstBuffer *out = cudadiff_server::bye_naming_all(packet, {0x11111111, 0x22222222, 0x33333333});
+  GstBuffer *out =
+      cudadiff_server::bye_naming_all(packet, {0x22222222, 0x11111111, 0x33333333, 0x22222222});
   ASSERT_NE(out, nullptr);
-  std::vector<guint8> expected(compound.begin(), compound.begin() + 8);
-  const std::vector<guint8> header = {0x83, 203, 0, 7};
-  expected.insert(expected.end(), header.begin(), header.end());
-  be32(expected, 0x11111111);
-  be32(expected, 0x22222222);
-  be32(expected, 0x33333333);
-  expected.insert(expected.end(), bye.begin() + 8, bye.end());  // the reason, as it was
+  // The compound as it was, then a BYE packet of one SSRC for each missing
+  // one, in the order given, once each.
+  std::vector<guint8> expected = compound;
+  for (guint32 ssrc : {0x22222222u, 0x33333333u}) {
+    const std::vector<guint8> header = {0x81, 203, 0, 1};
+    expected.insert(expected.end(), header.begin(), header.end());
+    be32(expected, ssrc);
+  }
   GstMapInfo map;
   ASSERT_TRUE(gst_buffer_map(out, &map, GST_MAP_READ));
   EXPECT_EQ(std::vector<guint8>(map.data, map.data + map.size), expected);
   gst_buffer_unmap(out, &map);
   EXPECT_EQ(GST_BUFFER_PTS(out), 42u);
-  // Nothing to change: every source named, or no BYE at all.
-  EXPECT_EQ(cudadiff_server::bye_naming_all(out, {0x22222222, 0x11111111}), nullptr);
+  EXPECT_TRUE(gst_rtcp_buffer_validate(out)) << "a valid RTCP compound, as receivers check";
+  // Nothing to change: every source named (in the first BYE packet; the
+  // ones added are not read), or no BYE at all.
+  EXPECT_EQ(cudadiff_server::bye_naming_all(packet, {0x11111111}), nullptr);
   GstBuffer *report = gst_buffer_new_memdup(compound.data(), 8);
   EXPECT_EQ(cudadiff_server::bye_naming_all(report, {0x22222222}), nullptr);
   gst_buffer_unref(report);
