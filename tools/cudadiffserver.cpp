@@ -364,8 +364,9 @@ static void on_rtpbin_element(GstBin *, GstBin *, GstElement *element, gpointer)
 // the source's timeout, about 25 s: in 8 of 40 runs of a still image on
 // one machine. So each compound with a BYE that leaves rtpbin gets a BYE
 // packet for every other source the session has of its own: whichever goes
-// first ends the viewer's stream. Only after the end of the stream has reached the session (a probe
-// on its RTP input): a BYE of one source alone (an SSRC collision) stays as it is.
+// first ends the viewer's stream. Only after the end of the stream has
+// reached the session (a probe on its RTP input): a BYE of one source alone
+// (an SSRC collision) stays as it is.
 namespace {
 // The sessions of an rtpbin whose RTP input has taken the end of the stream.
 struct EndedSessions {
@@ -394,7 +395,7 @@ static std::shared_ptr<EndedSessions> ended_sessions(GstElement *rtpbin) {
 static std::vector<guint32> internal_ssrcs(const RtcpSession &rs) {
   std::vector<guint32> ssrcs;
   if (!rs.session) return ssrcs;
-  guint own = 0;  // the session's own SSRC (the stream's) first
+  guint own = 0;
   g_object_get(rs.session, "internal-ssrc", &own, nullptr);
   GValueArray *sources = nullptr;
   g_object_get(rs.session, "sources", &sources, nullptr);
