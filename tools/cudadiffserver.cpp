@@ -464,27 +464,15 @@ GstBuffer *bye_naming_all(GstBuffer *packet, const std::vector<guint32> &ssrcs) 
   return out;
 }
 
-static bool has_bye(GstBuffer *packet) {
-  GstMapInfo map;
-  if (!gst_buffer_map(packet, &map, GST_MAP_READ)) return false;
-  bool bye = false;
-  for (gsize at = 0; at + 4 <= map.size && !bye;) {
-    bye = map.data[at + 1] == 203;
-    at += (gsize(map.data[at + 2]) << 8 | map.data[at + 3]) * 4 + 4;
-  }
-  gst_buffer_unmap(packet, &map);
-  return bye;
-}
-
 static GstPadProbeReturn name_every_source_in_bye(GstPad *pad, GstPadProbeInfo *info,
                                                   gpointer data) {
   const auto &rs = *static_cast<RtcpSession *>(data);
-  GstBuffer *packet = GST_PAD_PROBE_INFO_BUFFER(info);
-  if (!has_bye(packet)) return GST_PAD_PROBE_OK;
   {
     std::lock_guard<std::mutex> lock(rs.ended->mutex);
     if (!rs.ended->ids.count(rs.id)) return GST_PAD_PROBE_OK;
   }
+  // (a compound without a BYE comes back unchanged: nullptr)
+  GstBuffer *packet = GST_PAD_PROBE_INFO_BUFFER(info);
   GstBuffer *changed = bye_naming_all(packet, internal_ssrcs(rs));
   if (!changed) return GST_PAD_PROBE_OK;
   GST_DEBUG_OBJECT(pad, "BYEs of the session's other sources added to a BYE");
