@@ -119,7 +119,7 @@ GstFlowReturn gst_cudadiff_caps_failed_flow(GstPad *srcpad);
 // none (framerate 0/1: variable).
 constexpr gint kUnknownFramerateFps = 25;
 // The latency of frame-overlap: `frames_held` frame intervals of
-// fps_n/fps_d (of kUnknownFramerateFps where fps_n <= 0); 0 for none held.
+// fps_n/fps_d (of kUnknownFramerateFps where either is <= 0); 0 for none held.
 GstClockTime gst_cudadiff_overlap_latency(int frames_held, gint fps_n, gint fps_d);
 // A GstVideoEncoder's or GstVideoDecoder's latency with frame-overlap
 // (gst_cudadiff_overlap_latency()). The base class adds it to LATENCY queries (min and
