@@ -54,7 +54,7 @@ struct Options {
   std::string format = "BGR";
   std::string compression;  // the encoder's default when empty
   int keyframe_interval = 60;
-  int stream_version = 1;  // named: the measured path, whatever the element's default
+  int stream_version = 2;  // named: the measured path, whatever the element's default
   int threshold = 20;
   int rtsp_latency_ms = 2000;  // rtspsrc's default
   double pace_rate = 200;      // Mbit/s (cudadiff-server's default)
@@ -530,8 +530,8 @@ int main(int argc, char **argv) {
       {"keyframe-interval", 0, 0, G_OPTION_ARG_INT, &o.keyframe_interval,
        "cudadiffenc keyframe-interval (default 60)", "N"},
       {"stream-version", 0, 0, G_OPTION_ARG_INT, &o.stream_version,
-       "cudadiffenc stream-version, 1 or 2 (default 1, the latency table's; the element's own "
-       "default is 2)",
+       "cudadiffenc stream-version, 1 or 2 (default 2, the element's default and the latency "
+       "table's)",
        "N"},
       {"rtsp-latency", 0, 0, G_OPTION_ARG_INT, &o.rtsp_latency_ms,
        "rtspsrc latency in ms (default 2000, its own default)", "MS"},
