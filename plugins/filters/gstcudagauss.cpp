@@ -6,7 +6,11 @@
  * usable: a Gaussian blur (default), a box mean or a median over a square
  * window, per colour channel, with the edge pixels replicated at the borders.
  * Alpha and padding bytes pass through unfiltered; YUV planes are each
- * filtered at their own size (NV12's U and V separately).
+ * filtered at their own size (NV12's U and V separately). Interlaced frames
+ * (interlace-mode=interleaved) are filtered field by field, so that no line
+ * is mixed with the other field's; video whose fields come in separate
+ * buffers or whose frames may be either (alternate, mixed) is refused:
+ * put deinterlace before cudagauss.
  *
  * ## Example launch lines
  * |[
@@ -18,6 +22,7 @@
 #include "gstcudagauss.h"
 
 #include <memory>
+#include <string>
 
 #include "cudadiff/gauss.h"
 
@@ -38,7 +43,9 @@ struct _GstCudaGauss {
   gint kernel_size;
   gdouble sigma;
   // Streaming thread only.
-  cudadiff::NoiseFilter *op;  // between setup and teardown
+  cudadiff::NoiseFilter *op;         // between setup and teardown; the top field's when interlaced
+  cudadiff::NoiseFilter *bottom_op;  // interlaced with an odd height: the bottom field's
+  gboolean fields;                   // interlaced: each field filtered alone
   gboolean warned_median_size;
 };
 
@@ -70,17 +77,55 @@ GType gst_cudadiff_gauss_method_get_type(void) {
 static void gst_cudadiff_gauss_setup(GstCudaDiffFilter *filter, const GstVideoInfo *in_info,
                                      const GstVideoInfo *, const cudadiff::Context &ctx) {
   auto *self = GST_CUDADIFF_GAUSS(filter);
-  auto op = cudadiff::NoiseFilter::create(
-      ctx, gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(in_info)),
-      GST_VIDEO_INFO_WIDTH(in_info), GST_VIDEO_INFO_HEIGHT(in_info));
-  self->op = op.release();
+  const cudadiff::VideoFormat format = gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(in_info));
+  const int width = GST_VIDEO_INFO_WIDTH(in_info), height = GST_VIDEO_INFO_HEIGHT(in_info);
+  const GstVideoInterlaceMode mode = GST_VIDEO_INFO_INTERLACE_MODE(in_info);
+  if (mode == GST_VIDEO_INTERLACE_MODE_PROGRESSIVE) {
+    self->fields = FALSE;
+    self->op = cudadiff::NoiseFilter::create(ctx, format, width, height).release();
+    return;
+  }
+  const char *name = gst_video_interlace_mode_to_string(mode);
+  if (mode != GST_VIDEO_INTERLACE_MODE_INTERLEAVED)
+    throw cudadiff::Error(std::string("interlace-mode=") + name +
+                          " is not supported: cudagauss filters progressive frames, and "
+                          "interleaved ones field by field; put deinterlace before it");
+  // A field of 4:2:0 video has every other chroma row, as many as its lines
+  // need only when the frame's height is a multiple of 4.
+  const bool chroma_halved = cudadiff::plane_height(format, 1, 4) == 2;
+  if (height < 2 || (chroma_halved && height % 4 != 0))
+    throw cudadiff::Error(
+        "interlaced " + std::string(gst_video_format_to_string(GST_VIDEO_INFO_FORMAT(in_info))) +
+        " of height " + std::to_string(height) + " cannot be filtered field by field (" +
+        (chroma_halved ? "4:2:0 needs a height that is a multiple of 4"
+                       : "a field needs at least one line") +
+        "); put deinterlace before cudagauss");
+  self->fields = TRUE;
+  self->op = cudadiff::NoiseFilter::create(ctx, format, width, (height + 1) / 2).release();
+  if (height % 2 != 0)
+    self->bottom_op = cudadiff::NoiseFilter::create(ctx, format, width, height / 2).release();
 }
 
 static void gst_cudadiff_gauss_teardown(GstCudaDiffFilter *filter) {
   auto *self = GST_CUDADIFF_GAUSS(filter);
   delete self->op;
   self->op = nullptr;
+  delete self->bottom_op;
+  self->bottom_op = nullptr;
+  self->fields = FALSE;
   self->warned_median_size = FALSE;  // (a new start or new caps say it again)
+}
+
+// One field of an interlaced frame (0: the top, the even lines) as a frame
+// of its own: every other line of each plane.
+static cudadiff::FrameView field_of(const cudadiff::FrameView &frame, int field) {
+  cudadiff::FrameView v = frame;
+  v.height = field == 0 ? (frame.height + 1) / 2 : frame.height / 2;
+  for (int p = 0; p < frame.n_planes(); ++p) {
+    v.data[p] = frame.data[p] + static_cast<size_t>(field) * frame.stride[p];
+    v.stride[p] = 2 * frame.stride[p];
+  }
+  return v;
 }
 
 static void gst_cudadiff_gauss_process(GstCudaDiffFilter *filter, const cudadiff::FrameView &in,
@@ -108,7 +153,13 @@ static void gst_cudadiff_gauss_process(GstCudaDiffFilter *filter, const cudadiff
   } else {
     self->warned_median_size = FALSE;
   }
-  self->op->process(in, out, s);
+  if (!self->fields) {
+    self->op->process(in, out, s);
+    return;
+  }
+  self->op->process(field_of(in, 0), field_of(out, 0), s);
+  cudadiff::NoiseFilter *bottom = self->bottom_op ? self->bottom_op : self->op;
+  bottom->process(field_of(in, 1), field_of(out, 1), s);
 }
 
 static void gst_cudadiff_gauss_set_property(GObject *object, guint prop_id, const GValue *value,
@@ -215,5 +266,7 @@ static void gst_cudadiff_gauss_init(GstCudaGauss *self) {
   self->kernel_size = DEFAULT_KERNEL_SIZE;
   self->sigma = DEFAULT_SIGMA;
   self->op = nullptr;
+  self->bottom_op = nullptr;
+  self->fields = FALSE;
   self->warned_median_size = FALSE;
 }

@@ -556,50 +556,52 @@ static void gst_cudadiff_text_overlay_class_init(GstCudaTextOverlayClass *klass)
       g_param_spec_string("font-desc", "Font description",
                           "Pango font description, e.g. \"Sans Bold 32\" or \"DejaVu Sans Mono "
                           "18\" (family, style, size in points at 96 dpi: 24 pt = 32 pixels). "
-                          "Default: \"" DEFAULT_FONT_DESC "\"",
+                          "Changeable while playing. Default: \"" DEFAULT_FONT_DESC "\"",
                           DEFAULT_FONT_DESC, rw_playing));
   g_object_class_install_property(
       gobject_class, PROP_COLOR,
-      g_param_spec_uint("color", "Color",
-                        "Text colour as 0xAARRGGBB (alpha, red, green, blue, as textoverlay); "
-                        "alpha 0xff is opaque. Default: 0xffffffff (opaque white)",
-                        0, G_MAXUINT32, DEFAULT_COLOR, rw_playing));
+      g_param_spec_uint(
+          "color", "Color",
+          "Text colour as 0xAARRGGBB (alpha, red, green, blue, as textoverlay); "
+          "alpha 0xff is opaque. Changeable while playing. Default: 0xffffffff (opaque white)",
+          0, G_MAXUINT32, DEFAULT_COLOR, rw_playing));
   g_object_class_install_property(
       gobject_class, PROP_HALIGNMENT,
-      g_param_spec_enum("halignment", "Horizontal alignment",
-                        "Where the text goes across the frame (and how its lines align): left "
-                        "and right keep xpad pixels from the edge. Default: left",
-                        GST_TYPE_CUDADIFF_TEXT_HALIGN, DEFAULT_HALIGN, rw_playing));
+      g_param_spec_enum(
+          "halignment", "Horizontal alignment",
+          "Where the text goes across the frame (and how its lines align): left "
+          "and right keep xpad pixels from the edge. Changeable while playing. Default: left",
+          GST_TYPE_CUDADIFF_TEXT_HALIGN, DEFAULT_HALIGN, rw_playing));
   g_object_class_install_property(
       gobject_class, PROP_VALIGNMENT,
       g_param_spec_enum("valignment", "Vertical alignment",
                         "Where the text goes down the frame: top and bottom keep ypad pixels "
-                        "from the edge. Default: top",
+                        "from the edge. Changeable while playing. Default: top",
                         GST_TYPE_CUDADIFF_TEXT_VALIGN, DEFAULT_VALIGN, rw_playing));
   g_object_class_install_property(
       gobject_class, PROP_XPAD,
       g_param_spec_int("xpad", "Horizontal padding",
                        "Pixels between the text and the left or right edge (left/right "
-                       "alignment). Default: 25",
+                       "alignment). Changeable while playing. Default: 25",
                        0, G_MAXINT, DEFAULT_XPAD, rw_playing));
   g_object_class_install_property(
       gobject_class, PROP_YPAD,
       g_param_spec_int("ypad", "Vertical padding",
                        "Pixels between the text and the top or bottom edge (top/bottom "
-                       "alignment). Default: 25",
+                       "alignment). Changeable while playing. Default: 25",
                        0, G_MAXINT, DEFAULT_YPAD, rw_playing));
   g_object_class_install_property(
       gobject_class, PROP_SHADED_BACKGROUND,
       g_param_spec_boolean("shaded-background", "Shaded background",
                            "Darken a box behind the text (the text's extents plus 4 pixels) "
                            "with black of opacity shading-value, for legibility on bright "
-                           "video. Default: false",
+                           "video. Changeable while playing. Default: false",
                            DEFAULT_SHADED, rw_playing));
   g_object_class_install_property(
       gobject_class, PROP_SHADING_VALUE,
       g_param_spec_uint("shading-value", "Shading value",
                         "Opacity of the shaded box, 1 (faint) to 255 (black), when "
-                        "shaded-background is true. Default: 80",
+                        "shaded-background is true. Changeable while playing. Default: 80",
                         1, 255, DEFAULT_SHADING_VALUE, rw_playing));
   g_object_class_install_property(
       gobject_class, PROP_TEXT_X,

@@ -295,3 +295,120 @@ TEST(CudaGauss, CapsNegotiation) {
             GST_FLOW_NOT_NEGOTIATED);
   gst_harness_teardown(h);
 }
+
+namespace {
+
+// Field `field` (0: the even lines) of a frame as a frame of its own.
+cudadiff::FrameView field_of(const cudadiff::FrameView &frame, int field) {
+  cudadiff::FrameView v = frame;
+  v.height = field == 0 ? (frame.height + 1) / 2 : frame.height / 2;
+  for (int p = 0; p < frame.n_planes(); ++p) {
+    v.data[p] += static_cast<size_t>(field) * frame.stride[p];
+    v.stride[p] *= 2;
+  }
+  return v;
+}
+
+std::string interleaved_caps(const char *format, int w, int h) {
+  return gst_test::raw_caps(format, w, h) + ",interlace-mode=interleaved";
+}
+
+// The error cudagauss posts for `caps` (and that the buffer is refused).
+std::string refusal(const std::string &caps) {
+  GstHarness *h = gst_harness_new("cudagauss");
+  GstBus *bus = gst_bus_new();
+  gst_element_set_bus(h->element, bus);
+  gst_harness_set_src_caps_str(h, caps.c_str());
+  const GstFlowReturn ret = gst_harness_push(h, random_buffer(info_of(caps)));
+  std::string text;
+  for (const gst_test::BusText &e : gst_test::pop_texts(bus, GST_MESSAGE_ERROR))
+    text += e.message + " | " + e.debug + "\n";
+  gst_element_set_bus(h->element, nullptr);
+  gst_object_unref(bus);
+  gst_harness_teardown(h);
+  EXPECT_EQ(ret, GST_FLOW_NOT_NEGOTIATED) << caps;
+  return text;
+}
+
+}  // namespace
+
+// Each field of an interleaved frame is filtered alone, as a frame of half
+// the height: flat fields of different values stay as they are, and random
+// frames give, field by field, the CPU reference of that field.
+TEST(CudaGauss, InterlacedFramesAreFilteredFieldByField) {
+  {
+    const std::string caps = interleaved_caps("GRAY8", 16, 8);
+    const GstVideoInfo info = info_of(caps);
+    GstBuffer *in = gst_test::make_buffer(info, [](GstVideoFrame *f) {
+      for (int y = 0; y < 8; ++y) memset(gst_test::pixel(f, 0, 0, y), y % 2 ? 200 : 0, 16);
+    });
+    for (const char *launch : {"cudagauss", "cudagauss method=box kernel-size=7",
+                               "cudagauss method=median kernel-size=3"}) {
+      GstHarness *h = gst_harness_new_parse(launch);
+      gst_harness_set_src_caps_str(h, caps.c_str());
+      GstBuffer *out = gst_harness_push_and_pull(h, gst_buffer_ref(in));
+      ASSERT_NE(out, nullptr) << launch;
+      gst_test::read_frame(out, info, [&](GstVideoFrame *f) {
+        for (int y = 0; y < 8; ++y)
+          for (int x = 0; x < 16; ++x)
+            ASSERT_EQ(gst_test::pixel(f, 0, x, y)[0], y % 2 ? 200 : 0)
+                << launch << " x " << x << " y " << y;
+      });
+      gst_buffer_unref(out);
+      gst_harness_teardown(h);
+    }
+    gst_buffer_unref(in);
+  }
+  using M = cudadiff::NoiseFilterMethod;
+  const struct {
+    const char *format;
+    int height;
+  } cases[] = {{"BGR", 21},  {"GRAY8", 2}, {"BGRA", 24}, {"I420", 24},
+               {"NV12", 20}, {"YV12", 4},  {"Y42B", 17}, {"Y444", 9}};
+  for (const auto &c : cases)
+    for (const auto &[launch, s] :
+         {std::pair{"cudagauss", settings(M::Gaussian, 5)},
+          std::pair{"cudagauss method=median kernel-size=5", settings(M::Median, 5)}}) {
+      const std::string caps = interleaved_caps(c.format, 37, c.height);
+      const GstVideoInfo info = info_of(caps);
+      GstBuffer *in = random_buffer(info);
+      testing_util::HostFrame want[2];
+      auto cpu = cudadiff::Context::cpu();
+      gst_test::read_frame(in, info, [&](GstVideoFrame *f) {
+        for (int field = 0; field < 2; ++field) {
+          const cudadiff::FrameView v = field_of(view_of(f), field);
+          want[field] = testing_util::HostFrame(v.format, v.width, v.height);
+          cudadiff::NoiseFilter::create(*cpu, v.format, v.width, v.height)
+              ->process(v, want[field].view, s);
+        }
+      });
+      GstHarness *h = gst_harness_new_parse(launch);
+      gst_harness_set_src_caps_str(h, caps.c_str());
+      GstBuffer *out = gst_harness_push_and_pull(h, in);
+      ASSERT_NE(out, nullptr) << caps << " " << launch;
+      gst_test::read_frame(out, info, [&](GstVideoFrame *f) {
+        for (int field = 0; field < 2; ++field)
+          EXPECT_EQ(testing_util::compare_frames(want[field].view, field_of(view_of(f), field)), "")
+              << caps << " " << launch << " field " << field;
+      });
+      GstCaps *out_caps = gst_pad_get_current_caps(h->sinkpad);
+      ASSERT_NE(out_caps, nullptr);
+      EXPECT_STREQ(gst_structure_get_string(gst_caps_get_structure(out_caps, 0), "interlace-mode"),
+                   "interleaved");
+      gst_caps_unref(out_caps);
+      gst_buffer_unref(out);
+      gst_harness_teardown(h);
+    }
+}
+
+// Interlacing that cannot be filtered field by field is refused with an error
+// that says why and what to do.
+TEST(CudaGauss, RefusesInterlacingItCannotFilterByField) {
+  std::string text = refusal(gst_test::raw_caps("BGR", 16, 8) + ",interlace-mode=mixed");
+  EXPECT_NE(text.find("interlace-mode=mixed is not supported"), std::string::npos) << text;
+  EXPECT_NE(text.find("deinterlace"), std::string::npos) << text;
+  text = refusal(interleaved_caps("I420", 16, 10));
+  EXPECT_NE(text.find("multiple of 4"), std::string::npos) << text;
+  text = refusal(interleaved_caps("GRAY8", 16, 1));
+  EXPECT_NE(text.find("at least one line"), std::string::npos) << text;
+}
