@@ -59,6 +59,10 @@ struct ParseState {
   // started an upstream buffer: the next packet with one came in the same
   // buffer (none: GST_CLOCK_TIME_NONE).
   guint64 upstream_pending = GST_CLOCK_TIME_NONE;
+  // The packet being finished has no time (a stream header or a frame at a
+  // variable framerate, without sender timestamps): pre_push_frame() takes
+  // away the one GstBaseParse interpolated from the packets before it.
+  bool untimed = false;
   // Whether a keyframe has passed since start, a flush or a jump in the
   // offsets (a seek in pull mode): a damaged keyframe before one is where
   // decoding would have started, which the decoder cannot see (it gets
@@ -203,8 +207,12 @@ static bool update_caps(GstCudaDiffParse *self, const stream::PacketHeader &h) {
   self->fps_d = int(h.fps_d);
   st->caps_described = st->described;
   st->caps_described_seen = st->described_seen;
-  if (h.fps_n > 0 && h.fps_d > 0)
-    gst_base_parse_set_frame_rate(GST_BASE_PARSE(self), guint(h.fps_n), guint(h.fps_d), 0, 0);
+  // At a variable framerate (0/1) GstBaseParse forgets the frame duration
+  // of a framerate before it, which it would otherwise give untimed packets
+  // (and their dts) after a change of caps.
+  const bool fixed_rate = h.fps_n > 0 && h.fps_d > 0;
+  gst_base_parse_set_frame_rate(GST_BASE_PARSE(self), fixed_rate ? guint(h.fps_n) : 0,
+                                fixed_rate ? guint(h.fps_d) : 1, 0, 0);
   return true;
 }
 
@@ -554,7 +562,11 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
       if (stream::usable_duration(h)) GST_BUFFER_DURATION(buf) = h.duration;
     }
   }
-  return gst_base_parse_finish_frame(parse, frame, gint(step.bytes));
+  st->untimed = h.pts == stream::kNoTime && !GST_BUFFER_PTS_IS_VALID(buf) && !st->upstream_time &&
+                (self->fps_n <= 0 || self->fps_d <= 0);
+  const GstFlowReturn ret = gst_base_parse_finish_frame(parse, frame, gint(step.bytes));
+  st->untimed = false;
+  return ret;
 }
 
 // Upstream's segment in time: a packet keeps the time GstBaseParse gave it
@@ -568,6 +580,11 @@ static GstFlowReturn gst_cudadiff_parse_pre_push_frame(GstBaseParse *parse,
   ParseState *st = self->state;
   frame->flags |= GST_BASE_PARSE_FRAME_FLAG_CLIP;  // as without this function
   GstBuffer *buf = frame->buffer;
+  if (st->untimed) {
+    GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
+    GST_BUFFER_DURATION(buf) = GST_CLOCK_TIME_NONE;
+    return GST_FLOW_OK;
+  }
   if (!st->upstream_time) return GST_FLOW_OK;
   stream::PacketHeader h;
   std::string why;

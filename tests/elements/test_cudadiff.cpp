@@ -67,6 +67,7 @@ struct EncodeOptions {
   uint32_t seed = 1;
   int version = 2;         // stream-version
   std::string caps_extra;  // fields added to the input caps (", name=value...")
+  int fps = 30;            // the input caps' framerate, fps/1 (0: 0/1, variable)
 };
 
 Bytes payload_of(GstBuffer *packet) {
@@ -97,8 +98,8 @@ void encode(Encoded &e, const std::string &format, int w, int h, const EncodeOpt
   const std::string launch = "cudadiffenc threshold=" + std::to_string(o.threshold) +
                              " stream-version=" + std::to_string(o.version) + " " + o.props;
   GstHarness *enc = gst_harness_new_parse(launch.c_str());
-  gst_harness_set_src_caps_str(enc,
-                               (gst_test::raw_caps(format.c_str(), w, h) + o.caps_extra).c_str());
+  gst_harness_set_src_caps_str(
+      enc, (gst_test::raw_caps(format.c_str(), w, h, o.fps) + o.caps_extra).c_str());
   const GstVideoInfo info = video_info(format, w, h);
   Models models;
   e.version = o.version;
@@ -2467,6 +2468,41 @@ TEST(CudaDiff, UntimedPacketsAreTimedByTheirFrameNumber) {
   ASSERT_EQ(parsed.size(), 9u);
   EXPECT_EQ(std::vector<GstClockTime>(parsed.begin() + 1, parsed.end()), want);
   EXPECT_EQ(duration, gint64(at(8)));
+  EXPECT_EQ(file_pts(file, "cudadiffparse ! cudadiffdec ! fakesink name=sink", &duration), want);
+}
+
+// A stream without sender timestamps whose framerate changes from 30/1 to
+// 0/1 (two recordings joined, or a sender whose caps changed): the frames at
+// 0/1 stay untimed through the parser, in a file and on a byte stream, as
+// through the decoder alone. (The parser's base class used to time them, and
+// the stream header before them, at the framerate before.)
+TEST(CudaDiff, UntimedPacketsAtAVariableFramerateStayUntimedAfterAFixedOne) {
+  Encoded fixed, variable;
+  EncodeOptions o;
+  o.frames = 3;
+  encode(fixed, "GRAY8", 16, 8, o);
+  o.fps = 0;
+  encode(variable, "GRAY8", 8, 8, o);
+  std::vector<Bytes> packets;
+  for (const Encoded *e : {&fixed, &variable}) {
+    ASSERT_NE(stream_header_of(*e), nullptr);
+    packets.push_back(bytes_of(stream_header_of(*e)));
+    for (GstBuffer *p : e->packets)
+      packets.push_back(with_time(bytes_of(p), GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE));
+  }
+  const std::vector<GstClockTime> want = {0,
+                                          gst_util_uint64_scale(1, GST_SECOND, 30),
+                                          gst_util_uint64_scale(2, GST_SECOND, 30),
+                                          GST_CLOCK_TIME_NONE,
+                                          GST_CLOCK_TIME_NONE,
+                                          GST_CLOCK_TIME_NONE};
+  for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
+    SCOPED_TRACE(launch);
+    EXPECT_EQ(output_pts(packets, launch), want);
+  }
+  Bytes file;
+  for (const Bytes &b : packets) file.insert(file.end(), b.begin(), b.end());
+  gint64 duration = -1;
   EXPECT_EQ(file_pts(file, "cudadiffparse ! cudadiffdec ! fakesink name=sink", &duration), want);
 }
 
