@@ -211,8 +211,10 @@ static bool update_caps(GstCudaDiffParse *self, const stream::PacketHeader &h) {
   // of a framerate before it, which it would otherwise give untimed packets
   // (and their dts) after a change of caps.
   const bool fixed_rate = h.fps_n > 0 && h.fps_d > 0;
+  // (0/0, not 0/1: GstBaseParse's conversion of frames to time divides by
+  // the numerator whenever the denominator is not 0.)
   gst_base_parse_set_frame_rate(GST_BASE_PARSE(self), fixed_rate ? guint(h.fps_n) : 0,
-                                fixed_rate ? guint(h.fps_d) : 1, 0, 0);
+                                fixed_rate ? guint(h.fps_d) : 0, 0, 0);
   return true;
 }
 

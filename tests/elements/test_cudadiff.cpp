@@ -2504,6 +2504,25 @@ TEST(CudaDiff, UntimedPacketsAtAVariableFramerateStayUntimedAfterAFixedOne) {
   for (const Bytes &b : packets) file.insert(file.end(), b.begin(), b.end());
   gint64 duration = -1;
   EXPECT_EQ(file_pts(file, "cudadiffparse ! cudadiffdec ! fakesink name=sink", &duration), want);
+
+  // The parser's own buffers after the change (stream header, frames): no
+  // pts, dts or duration; and frames convert to no time at 0/1 (the query
+  // fails, without a division by 0).
+  ParserOnBytes parser;
+  for (const Bytes &b : packets) parser.push(b);
+  std::vector<GstBuffer *> out;
+  while (GstBuffer *b = gst_harness_try_pull(parser.h)) out.push_back(b);
+  ASSERT_EQ(out.size(), packets.size());
+  for (size_t i = 4; i < out.size(); ++i) {
+    EXPECT_FALSE(GST_BUFFER_PTS_IS_VALID(out[i])) << i;
+    EXPECT_FALSE(GST_BUFFER_DTS_IS_VALID(out[i])) << i;
+    EXPECT_FALSE(GST_BUFFER_DURATION_IS_VALID(out[i])) << i;
+  }
+  for (GstBuffer *b : out) gst_buffer_unref(b);
+  gint64 time = 0;
+  GstPad *src = gst_element_get_static_pad(parser.h->element, "src");
+  EXPECT_FALSE(gst_pad_query_convert(src, GST_FORMAT_DEFAULT, 3, GST_FORMAT_TIME, &time)) << time;
+  gst_object_unref(src);
 }
 
 // Untimed packets among timed ones, as they come (the decoder, the parser on
