@@ -37,8 +37,10 @@ struct Flight {
 // from the GObject private struct.
 struct FilterState {
   std::unique_ptr<cudadiff::Context> ctx;
-  GstCudaDiffCudaShare share;  // the pipeline's CUDA context
-  bool configured = false;     // setup() succeeded for the current caps
+  GstCudaDiffCudaShare share;     // the pipeline's CUDA context
+  bool configured = false;        // setup() succeeded for the current caps
+  bool caps_refused = false;      // setup() posted why it refuses the caps
+  bool frame_interlaced = false;  // the frame being processed has two fields
   // What each side negotiated.
   bool in_cuda = false, out_cuda = false;
   bool downstream_orders = false;  // downstream orders its work after pending buffers
@@ -487,11 +489,13 @@ static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *in
       }
       st->last_frame_done = std::make_unique<cudadiff::StreamEvent>();
     }
+    st->caps_refused = false;
     klass->setup(self, in_info, out_info, ctx);
     st->configured = true;
   } catch (const cudadiff::Error &e) {
     drop_operation(self);
-    gst_cudadiff_post_error(GST_ELEMENT(self), "configuring for the negotiated caps", e);
+    if (!st->caps_refused)
+      gst_cudadiff_post_error(GST_ELEMENT(self), "configuring for the negotiated caps", e);
     return FALSE;
   }
   const GstClockTime latency = gst_cudadiff_overlap_latency(
@@ -636,6 +640,7 @@ static GstFlowReturn gst_cudadiff_filter_transform(GstBaseTransform *trans, GstB
     const cudadiff::Context &ctx = *st->ctx;
     const cudadiff::FrameView in = gst_cudadiff_frame_view(&in_frame);
     const cudadiff::FrameView out = gst_cudadiff_frame_view(&out_frame);
+    st->frame_interlaced = GST_VIDEO_FRAME_IS_INTERLACED(&in_frame);
     begin_frame(self);
     if (!ctx.is_cuda()) {
       klass->process(self, in, out);
@@ -1037,6 +1042,19 @@ void gst_cudadiff_filter_pass_through(GstCudaDiffFilter *filter, GstBuffer *buff
 
 void gst_cudadiff_filter_need_host_results(GstCudaDiffFilter *filter) {
   get_priv(filter)->state->need_host_results = true;
+}
+
+gboolean gst_cudadiff_filter_frame_is_interlaced(GstCudaDiffFilter *filter) {
+  return get_priv(filter)->state->frame_interlaced;
+}
+
+void gst_cudadiff_filter_refuse_caps(GstCudaDiffFilter *filter, const std::string &message,
+                                     const std::string &debug) {
+  get_priv(filter)->state->caps_refused = true;
+  gst_element_message_full(GST_ELEMENT(filter), GST_MESSAGE_ERROR, GST_CORE_ERROR,
+                           GST_CORE_ERROR_NEGOTIATION, g_strdup(message.c_str()),
+                           g_strdup(debug.c_str()), __FILE__, GST_FUNCTION, __LINE__);
+  throw cudadiff::Error(message);
 }
 
 GstCaps *gst_cudadiff_filter_make_caps(const char *formats) {

@@ -26,6 +26,8 @@
 #include <gst/video/gstvideofilter.h>
 #include <gst/video/video.h>
 
+#include <string>
+
 #include "cudadiff/frame.h"
 #include "cudadiff/runtime.h"
 #include "gstcudadiffutils.h"
@@ -107,6 +109,15 @@ void gst_cudadiff_filter_passthrough_changed(GstCudaDiffFilter *filter);
 // From process(): this frame's results must be on the host before it leaves
 // (the base class waits for it and calls finish_frame).
 void gst_cudadiff_filter_need_host_results(GstCudaDiffFilter *filter);
+// From process(): whether the frame has two fields (its caps say
+// interlace-mode=interleaved, or mixed and the buffer is flagged interlaced).
+gboolean gst_cudadiff_filter_frame_is_interlaced(GstCudaDiffFilter *filter);
+// From setup(): refuses the negotiated caps with an error that says why
+// (`message`, shown to the user) and what to do (`debug`); throws the
+// cudadiff::Error that ends setup(), and the base class posts no second one.
+[[noreturn]] void gst_cudadiff_filter_refuse_caps(GstCudaDiffFilter *filter,
+                                                  const std::string &message,
+                                                  const std::string &debug);
 // Caps of every format the core knows, restricted to `formats` (a
 // GST_VIDEO_CAPS_MAKE-style format list string such as "{ BGR, RGB }"), in
 // system memory.

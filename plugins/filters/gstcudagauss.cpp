@@ -7,17 +7,9 @@
  * window, per colour channel, with the edge pixels replicated at the borders.
  * Alpha and padding bytes pass through unfiltered; YUV planes are each
  * filtered at their own size (NV12's U and V separately). Interlaced frames
- * (interlace-mode=interleaved) are filtered field by field, so that no line
- * is mixed with the other field's; video whose fields come in separate
- * buffers or whose frames may be either (alternate, mixed) is refused:
- * put deinterlace before cudagauss.
- *
- * ## Example launch lines
- * |[
- * gst-launch-1.0 videotestsrc ! cudagauss kernel-size=7 ! videoconvert ! autovideosink
- * gst-launch-1.0 v4l2src ! videoconvert ! cudagauss method=median kernel-size=3 \
- *     ! videoconvert ! autovideosink
- * ]|
+ * (interlace-mode=interleaved, and the frames of interlace-mode=mixed
+ * flagged interlaced) are filtered field by field, so that no line is mixed
+ * with the other field's.
  */
 #include "gstcudagauss.h"
 
@@ -43,9 +35,12 @@ struct _GstCudaGauss {
   gint kernel_size;
   gdouble sigma;
   // Streaming thread only.
-  cudadiff::NoiseFilter *op;         // between setup and teardown; the top field's when interlaced
-  cudadiff::NoiseFilter *bottom_op;  // interlaced with an odd height: the bottom field's
-  gboolean fields;                   // interlaced: each field filtered alone
+  // Between setup and teardown: progressive frames' operation (none when
+  // every frame is interlaced), the top field's (none when no frame is) and
+  // the bottom field's when its height differs (an odd frame height).
+  cudadiff::NoiseFilter *op;
+  cudadiff::NoiseFilter *top_op;
+  cudadiff::NoiseFilter *bottom_op;
   gboolean warned_median_size;
 };
 
@@ -80,39 +75,43 @@ static void gst_cudadiff_gauss_setup(GstCudaDiffFilter *filter, const GstVideoIn
   const cudadiff::VideoFormat format = gst_cudadiff_format_from_gst(GST_VIDEO_INFO_FORMAT(in_info));
   const int width = GST_VIDEO_INFO_WIDTH(in_info), height = GST_VIDEO_INFO_HEIGHT(in_info);
   const GstVideoInterlaceMode mode = GST_VIDEO_INFO_INTERLACE_MODE(in_info);
-  if (mode == GST_VIDEO_INTERLACE_MODE_PROGRESSIVE) {
-    self->fields = FALSE;
-    self->op = cudadiff::NoiseFilter::create(ctx, format, width, height).release();
-    return;
+  std::unique_ptr<cudadiff::NoiseFilter> frame_op, top_op, bottom_op;
+  if (mode != GST_VIDEO_INTERLACE_MODE_PROGRESSIVE) {
+    const std::string what = std::string("interlaced ") +
+                             gst_video_format_to_string(GST_VIDEO_INFO_FORMAT(in_info)) + " (" +
+                             gst_video_interlace_mode_to_string(mode) + ")";
+    if (mode != GST_VIDEO_INTERLACE_MODE_INTERLEAVED && mode != GST_VIDEO_INTERLACE_MODE_MIXED)
+      gst_cudadiff_filter_refuse_caps(
+          filter, what + " is not supported: cudagauss filters each field of interleaved frames",
+          "put deinterlace before cudagauss");
+    // A field of 4:2:0 video has every other chroma row, as many as its lines
+    // need only when the frame's height is a multiple of 4.
+    const bool chroma_halved = cudadiff::plane_height(format, 1, 4) == 2;
+    if (height < 2 || (chroma_halved && height % 4 != 0))
+      gst_cudadiff_filter_refuse_caps(
+          filter,
+          what + " of height " + std::to_string(height) + " cannot be filtered field by field: " +
+              (chroma_halved ? "4:2:0 needs a height that is a multiple of 4"
+                             : "a field needs at least one line"),
+          "put deinterlace before cudagauss, or scale or crop to such a height");
+    top_op = cudadiff::NoiseFilter::create(ctx, format, width, (height + 1) / 2);
+    if (height % 2 != 0) bottom_op = cudadiff::NoiseFilter::create(ctx, format, width, height / 2);
   }
-  const char *name = gst_video_interlace_mode_to_string(mode);
   if (mode != GST_VIDEO_INTERLACE_MODE_INTERLEAVED)
-    throw cudadiff::Error(std::string("interlace-mode=") + name +
-                          " is not supported: cudagauss filters progressive frames, and "
-                          "interleaved ones field by field; put deinterlace before it");
-  // A field of 4:2:0 video has every other chroma row, as many as its lines
-  // need only when the frame's height is a multiple of 4.
-  const bool chroma_halved = cudadiff::plane_height(format, 1, 4) == 2;
-  if (height < 2 || (chroma_halved && height % 4 != 0))
-    throw cudadiff::Error(
-        "interlaced " + std::string(gst_video_format_to_string(GST_VIDEO_INFO_FORMAT(in_info))) +
-        " of height " + std::to_string(height) + " cannot be filtered field by field (" +
-        (chroma_halved ? "4:2:0 needs a height that is a multiple of 4"
-                       : "a field needs at least one line") +
-        "); put deinterlace before cudagauss");
-  self->fields = TRUE;
-  self->op = cudadiff::NoiseFilter::create(ctx, format, width, (height + 1) / 2).release();
-  if (height % 2 != 0)
-    self->bottom_op = cudadiff::NoiseFilter::create(ctx, format, width, height / 2).release();
+    frame_op = cudadiff::NoiseFilter::create(ctx, format, width, height);
+  self->op = frame_op.release();
+  self->top_op = top_op.release();
+  self->bottom_op = bottom_op.release();
 }
 
 static void gst_cudadiff_gauss_teardown(GstCudaDiffFilter *filter) {
   auto *self = GST_CUDADIFF_GAUSS(filter);
   delete self->op;
   self->op = nullptr;
+  delete self->top_op;
+  self->top_op = nullptr;
   delete self->bottom_op;
   self->bottom_op = nullptr;
-  self->fields = FALSE;
   self->warned_median_size = FALSE;  // (a new start or new caps say it again)
 }
 
@@ -153,12 +152,12 @@ static void gst_cudadiff_gauss_process(GstCudaDiffFilter *filter, const cudadiff
   } else {
     self->warned_median_size = FALSE;
   }
-  if (!self->fields) {
+  if (!self->top_op || (self->op && !gst_cudadiff_filter_frame_is_interlaced(filter))) {
     self->op->process(in, out, s);
     return;
   }
-  self->op->process(field_of(in, 0), field_of(out, 0), s);
-  cudadiff::NoiseFilter *bottom = self->bottom_op ? self->bottom_op : self->op;
+  self->top_op->process(field_of(in, 0), field_of(out, 0), s);
+  cudadiff::NoiseFilter *bottom = self->bottom_op ? self->bottom_op : self->top_op;
   bottom->process(field_of(in, 1), field_of(out, 1), s);
 }
 
@@ -266,7 +265,7 @@ static void gst_cudadiff_gauss_init(GstCudaGauss *self) {
   self->kernel_size = DEFAULT_KERNEL_SIZE;
   self->sigma = DEFAULT_SIGMA;
   self->op = nullptr;
+  self->top_op = nullptr;
   self->bottom_op = nullptr;
-  self->fields = FALSE;
   self->warned_median_size = FALSE;
 }

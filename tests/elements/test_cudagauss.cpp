@@ -314,20 +314,39 @@ std::string interleaved_caps(const char *format, int w, int h) {
 }
 
 // The error cudagauss posts for `caps` (and that the buffer is refused).
-std::string refusal(const std::string &caps) {
+gst_test::BusText refusal(const std::string &caps) {
   GstHarness *h = gst_harness_new("cudagauss");
   GstBus *bus = gst_bus_new();
   gst_element_set_bus(h->element, bus);
   gst_harness_set_src_caps_str(h, caps.c_str());
   const GstFlowReturn ret = gst_harness_push(h, random_buffer(info_of(caps)));
-  std::string text;
-  for (const gst_test::BusText &e : gst_test::pop_texts(bus, GST_MESSAGE_ERROR))
-    text += e.message + " | " + e.debug + "\n";
+  const std::vector<gst_test::BusText> errors = gst_test::pop_texts(bus, GST_MESSAGE_ERROR);
   gst_element_set_bus(h->element, nullptr);
   gst_object_unref(bus);
   gst_harness_teardown(h);
   EXPECT_EQ(ret, GST_FLOW_NOT_NEGOTIATED) << caps;
-  return text;
+  // (one per attempt to configure: the harness makes several, gst-launch-1.0
+  // one)
+  EXPECT_FALSE(errors.empty()) << caps;
+  for (const gst_test::BusText &e : errors) EXPECT_EQ(e.message, errors[0].message) << caps;
+  return errors.empty() ? gst_test::BusText() : errors[0];
+}
+
+// A GRAY8 16x8 frame whose fields are flat: the top field (even lines) 0,
+// the bottom field 200.
+GstBuffer *flat_fields(const GstVideoInfo &info) {
+  return gst_test::make_buffer(info, [](GstVideoFrame *f) {
+    for (int y = 0; y < 8; ++y) memset(gst_test::pixel(f, 0, 0, y), y % 2 ? 200 : 0, 16);
+  });
+}
+
+void expect_flat_fields(GstBuffer *out, const GstVideoInfo &info, const std::string &what) {
+  gst_test::read_frame(out, info, [&](GstVideoFrame *f) {
+    for (int y = 0; y < 8; ++y)
+      for (int x = 0; x < 16; ++x)
+        ASSERT_EQ(gst_test::pixel(f, 0, x, y)[0], y % 2 ? 200 : 0)
+            << what << " x " << x << " y " << y;
+  });
 }
 
 }  // namespace
@@ -339,25 +358,46 @@ TEST(CudaGauss, InterlacedFramesAreFilteredFieldByField) {
   {
     const std::string caps = interleaved_caps("GRAY8", 16, 8);
     const GstVideoInfo info = info_of(caps);
-    GstBuffer *in = gst_test::make_buffer(info, [](GstVideoFrame *f) {
-      for (int y = 0; y < 8; ++y) memset(gst_test::pixel(f, 0, 0, y), y % 2 ? 200 : 0, 16);
-    });
+    GstBuffer *in = flat_fields(info);
     for (const char *launch : {"cudagauss", "cudagauss method=box kernel-size=7",
                                "cudagauss method=median kernel-size=3"}) {
       GstHarness *h = gst_harness_new_parse(launch);
       gst_harness_set_src_caps_str(h, caps.c_str());
       GstBuffer *out = gst_harness_push_and_pull(h, gst_buffer_ref(in));
       ASSERT_NE(out, nullptr) << launch;
-      gst_test::read_frame(out, info, [&](GstVideoFrame *f) {
-        for (int y = 0; y < 8; ++y)
-          for (int x = 0; x < 16; ++x)
-            ASSERT_EQ(gst_test::pixel(f, 0, x, y)[0], y % 2 ? 200 : 0)
-                << launch << " x " << x << " y " << y;
-      });
+      expect_flat_fields(out, info, launch);
       gst_buffer_unref(out);
       gst_harness_teardown(h);
     }
     gst_buffer_unref(in);
+  }
+  {
+    // I420 and NV12: the chroma rows alternate between the fields too (row
+    // j of a chroma plane belongs to field j % 2).
+    for (const char *format : {"I420", "NV12"}) {
+      const std::string caps = interleaved_caps(format, 16, 8);
+      const GstVideoInfo info = info_of(caps);
+      auto fill = [](GstVideoFrame *f) {
+        for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(f); ++p)
+          for (int y = 0; y < GST_VIDEO_FRAME_COMP_HEIGHT(f, p); ++y)
+            memset(gst_test::pixel(f, p, 0, y), y % 2 ? 200 : 10 + 20 * p,
+                   GST_VIDEO_FRAME_PLANE_STRIDE(f, p));
+      };
+      GstBuffer *in = gst_test::make_buffer(info, fill);
+      GstBuffer *want = gst_test::make_buffer(info, fill);
+      GstHarness *h = gst_harness_new("cudagauss");
+      gst_harness_set_src_caps_str(h, caps.c_str());
+      GstBuffer *out = gst_harness_push_and_pull(h, in);
+      ASSERT_NE(out, nullptr) << format;
+      gst_test::read_frame(want, info, [&](GstVideoFrame *w) {
+        gst_test::read_frame(out, info, [&](GstVideoFrame *o) {
+          EXPECT_EQ(testing_util::compare_frames(view_of(w), view_of(o)), "") << format;
+        });
+      });
+      gst_buffer_unref(want);
+      gst_buffer_unref(out);
+      gst_harness_teardown(h);
+    }
   }
   using M = cudadiff::NoiseFilterMethod;
   const struct {
@@ -401,14 +441,42 @@ TEST(CudaGauss, InterlacedFramesAreFilteredFieldByField) {
     }
 }
 
-// Interlacing that cannot be filtered field by field is refused with an error
-// that says why and what to do.
+// interlace-mode=mixed: the frames flagged interlaced are filtered field by
+// field, the others as whole frames.
+TEST(CudaGauss, MixedInterlacingFollowsEachFramesFlag) {
+  const std::string caps = gst_test::raw_caps("GRAY8", 16, 8) + ",interlace-mode=mixed";
+  const GstVideoInfo info = info_of(caps);
+  GstHarness *h = gst_harness_new("cudagauss");
+  gst_harness_set_src_caps_str(h, caps.c_str());
+  GstBuffer *in = flat_fields(info);
+  GST_BUFFER_FLAG_SET(in, GST_VIDEO_BUFFER_FLAG_INTERLACED);
+  GstBuffer *out = gst_harness_push_and_pull(h, in);
+  ASSERT_NE(out, nullptr);
+  expect_flat_fields(out, info, "flagged interlaced");
+  gst_buffer_unref(out);
+  // The same frame unflagged is one picture: its lines are mixed.
+  in = flat_fields(info);
+  const testing_util::HostFrame want =
+      reference(in, info, settings(cudadiff::NoiseFilterMethod::Gaussian, 5));
+  EXPECT_NE(want.view.row(0, 0)[0], 0);
+  out = gst_harness_push_and_pull(h, in);
+  ASSERT_NE(out, nullptr);
+  expect_equal(out, info, want, "progressive frame of a mixed stream");
+  gst_buffer_unref(out);
+  gst_harness_teardown(h);
+}
+
+// Interlacing that cannot be filtered field by field is refused with one
+// error that says why in its message and what to do in its details.
 TEST(CudaGauss, RefusesInterlacingItCannotFilterByField) {
-  std::string text = refusal(gst_test::raw_caps("BGR", 16, 8) + ",interlace-mode=mixed");
-  EXPECT_NE(text.find("interlace-mode=mixed is not supported"), std::string::npos) << text;
-  EXPECT_NE(text.find("deinterlace"), std::string::npos) << text;
-  text = refusal(interleaved_caps("I420", 16, 10));
-  EXPECT_NE(text.find("multiple of 4"), std::string::npos) << text;
-  text = refusal(interleaved_caps("GRAY8", 16, 1));
-  EXPECT_NE(text.find("at least one line"), std::string::npos) << text;
+  gst_test::BusText e = refusal(interleaved_caps("I420", 16, 10));
+  EXPECT_NE(e.message.find("interlaced I420 (interleaved) of height 10 cannot be filtered field "
+                           "by field: 4:2:0 needs a height that is a multiple of 4"),
+            std::string::npos)
+      << e.message;
+  EXPECT_NE(e.debug.find("deinterlace"), std::string::npos) << e.debug;
+  e = refusal(gst_test::raw_caps("NV12", 16, 6) + ",interlace-mode=mixed");
+  EXPECT_NE(e.message.find("multiple of 4"), std::string::npos) << e.message;
+  e = refusal(interleaved_caps("GRAY8", 16, 1));
+  EXPECT_NE(e.message.find("a field needs at least one line"), std::string::npos) << e.message;
 }
