@@ -536,9 +536,14 @@ int main(int argc, char **argv) {
                            " t. ! queue max-size-buffers=8 ! cudanoisevis threshold=" +
                            std::to_string(o.threshold) + vis_backend +
                            " ! video/x-raw,format=BGR ! fakesink name=noise sync=false";
+  // The client connects while the server prerolls, when the sink may hold
+  // the first two frames already: it starts at the oldest keyframe the sink
+  // holds (burst-keyframe), not the newest (latest-keyframe, which skipped
+  // the first frame when every frame was a keyframe).
   const std::string server_desc =
       source + " ! tee name=t ! queue max-size-buffers=8 ! cudadiffenc name=enc " + enc_props +
-      " ! tcpserversink name=sink host=127.0.0.1 port=0 sync-method=latest-keyframe sync=false" +
+      " ! tcpserversink name=sink host=127.0.0.1 port=0 sync-method=burst-keyframe "
+      "burst-format=buffers burst-value=1000 sync=false" +
       vis_branches + source_tail;
 
   // A missing element gives a pipeline without it and an error: both fail.
@@ -627,10 +632,20 @@ int main(int argc, char **argv) {
   GstStructure *stats = nullptr;
   g_object_get(enc, "stats", &stats, nullptr);
   const guint64 sent = stats ? stat(stats, "frames") : 0;
+  // (at most 10 s, and no more than 2 s without a new frame: a frame the
+  // client never got does not hold the demo up)
+  int last_count = -1;
+  auto last_progress = Clock::now();
   for (int i = 0; i < 1000 && error.empty(); ++i) {
     {
       std::lock_guard<std::mutex> lock(shown.mutex);
       if (guint64(shown.frames) >= sent) break;
+      if (shown.frames != last_count) {
+        last_count = shown.frames;
+        last_progress = Clock::now();
+      } else if (Clock::now() - last_progress > std::chrono::seconds(2)) {
+        break;
+      }
     }
     error = poll_bus(client, 10, &client_eos);
   }
