@@ -113,4 +113,9 @@ std::string source_description(const std::string &source, const std::string &dev
 // name every source of the session this way.
 GstBuffer *bye_naming_all(GstBuffer *packet, const std::vector<guint32> &ssrcs);
 
+// A PLAY response's RTP-Info header (of one stream) naming `seq` (modulo
+// 65536) as the first packet; "" where it names it already or has not
+// exactly one "seq=" with a number.
+std::string rtp_info_with_seq(const std::string &rtp_info, unsigned seq);
+
 }  // namespace cudadiff_server
