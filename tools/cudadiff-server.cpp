@@ -176,17 +176,30 @@ int main(int argc, char **argv) {
   }
   g_option_context_free(context);
   gst_init(&argc, &argv);
-  if (a.port < 0 || a.port > 65535 || a.simulate_loss < 0 || a.simulate_loss > 1 ||
-      a.pace_burst < 0 || a.pace_rate < 0 || a.retransmission_time < 0 || a.width <= 0 ||
-      a.height <= 0 || a.fps <= 0 || a.rtcp_interval < 0 ||
-      (a.stream_version != kUnset && (a.stream_version < 1 || a.stream_version > 2)) ||
-      (a.threshold != kUnset && (a.threshold < 0 || a.threshold > 255)) ||
-      (a.keyframe_interval != kUnset && a.keyframe_interval < 0) || a.stats_interval < 0) {
-    // (cudadiffenc would take an out-of-range threshold with a GLib warning
-    // only, and keep its default)
-    std::fprintf(stderr, "an option is out of range (see --help)\n");
-    return 2;
-  }
+  // Each option within its range, or the message names it and the range.
+  // (cudadiffenc would take an out-of-range threshold with a GLib warning
+  // only, and keep its default; sizes beyond its caps' 32767 would fail each
+  // viewer instead of the start.)
+  bool in_range = true;
+  auto check = [&](const char *option, double value, double low, double high) {
+    if (value >= low && value <= high) return;
+    std::fprintf(stderr, "--%s %g is out of range: %g to %g\n", option, value, low, high);
+    in_range = false;
+  };
+  check("port", a.port, 0, 65535);
+  check("width", a.width, 1, 32767);
+  check("height", a.height, 1, 32767);
+  check("fps", a.fps, 1, G_MAXINT);
+  check("simulate-loss", a.simulate_loss, 0, 1);
+  check("pace-rate", a.pace_rate, 0, G_MAXDOUBLE);
+  check("pace-burst", a.pace_burst, 0, G_MAXINT);
+  check("retransmission-time", a.retransmission_time, 0, G_MAXINT);
+  check("rtcp-interval", a.rtcp_interval, 0, G_MAXINT);
+  check("stats-interval", a.stats_interval, 0, G_MAXINT);
+  if (a.stream_version != kUnset) check("stream-version", a.stream_version, 1, 2);
+  if (a.threshold != kUnset) check("threshold", a.threshold, 0, 255);
+  if (a.keyframe_interval != kUnset) check("keyframe-interval", a.keyframe_interval, 0, G_MAXINT);
+  if (!in_range) return 2;
   // Run from the build tree without GST_PLUGIN_PATH.
   if (!gst_registry_find_feature(gst_registry_get(), "cudadiffenc", GST_TYPE_ELEMENT_FACTORY) &&
       CUDADIFF_BUILD_PLUGIN_DIR[0])
@@ -244,6 +257,11 @@ int main(int argc, char **argv) {
     o.encoder_properties += " keyframe-interval=" + std::to_string(a.keyframe_interval);
   if (a.stream_version != kUnset)
     o.encoder_properties += " stream-version=" + std::to_string(a.stream_version);
+  if ((a.compression && !cudadiff_tools::enum_value_is_valid("--compression", "cudadiffenc",
+                                                             "compression", a.compression)) ||
+      (a.backend &&
+       !cudadiff_tools::enum_value_is_valid("--backend", "cudadiffenc", "backend", a.backend)))
+    return 2;
   if (a.compression) o.encoder_properties += std::string(" compression=") + a.compression;
   if (a.backend) o.encoder_properties += std::string(" backend=") + a.backend;
   // A bad value (--backend gpu, --compression zz) is refused now rather

@@ -22,4 +22,30 @@ inline bool description_is_valid(const std::string &description) {
   return false;
 }
 
+// Whether `value` is one of the values of the enum property `property` of
+// `factory`'s elements (by nick or name, as gst-launch-1.0 takes them): a
+// value is put into a pipeline description as it is, so anything else (a
+// second word, "none ! fakesink") is refused, with a message on stderr that
+// names `option` and lists the values.
+inline bool enum_value_is_valid(const char *option, const char *factory, const char *property,
+                                const char *value) {
+  GstElement *element = gst_element_factory_make(factory, nullptr);
+  if (!element) {
+    std::fprintf(stderr, "%s: element %s not found\n", option, factory);
+    return false;
+  }
+  GParamSpec *spec = g_object_class_find_property(G_OBJECT_GET_CLASS(element), property);
+  bool ok = false;
+  std::string values;
+  if (spec && G_IS_PARAM_SPEC_ENUM(spec)) {
+    GEnumClass *klass = G_PARAM_SPEC_ENUM(spec)->enum_class;
+    ok = g_enum_get_value_by_nick(klass, value) || g_enum_get_value_by_name(klass, value);
+    for (guint i = 0; i < klass->n_values; ++i)
+      values += std::string(i ? ", " : "") + klass->values[i].value_nick;
+  }
+  gst_object_unref(gst_object_ref_sink(element));
+  if (!ok) std::fprintf(stderr, "%s %s: not one of %s\n", option, value, values.c_str());
+  return ok;
+}
+
 }  // namespace cudadiff_tools

@@ -17,6 +17,18 @@ for bad in "--threshold 300" "--threshold -1" "--keyframe-interval -1" "--port 7
   timeout 20 "$server" --port 0 $bad >"$log" 2>&1 || status=$?
   [ "$status" = 2 ] || { cat "$log"; echo "FAIL: $bad: exit status $status, not 2"; exit 1; }
 done
+# The message names the option and its range; an enum value is one word of
+# the element's values, not more of a pipeline description.
+status=0
+timeout 20 "$server" --port 0 --width 40000 >"$log" 2>&1 || status=$?
+[ "$status" = 2 ] && grep -q -- "--width 40000 is out of range: 1 to 32767" "$log" || {
+  cat "$log"; echo "FAIL: --width 40000: exit status $status"; exit 1; }
+for value in "none ! fakesink" "none threshold=300"; do
+  status=0
+  timeout 20 "$server" --port 0 --compression "$value" >"$log" 2>&1 || status=$?
+  [ "$status" = 2 ] && grep -q -- "--compression $value: not one of" "$log" || {
+    cat "$log"; echo "FAIL: --compression '$value': exit status $status"; exit 1; }
+done
 # A --source file that is not a video (a text file: this script; a sound)
 # is refused before serving, not when the first viewer connects.
 wav=$(mktemp --suffix=.wav)
@@ -82,6 +94,6 @@ if grep -q '^00000000000000000000000000000001 ' /proc/net/if_inet6 2>/dev/null; 
 else
   ipv6="; the IPv6 URL not checked (this host has no IPv6 loopback)"
 fi
-echo "PASS: options out of range, a missing file and files without video refused; --device without a camera" \
+echo "PASS: options out of range (named with their range), enum values that are more than one, a missing file and files without video refused; --device without a camera" \
   "source and a missing camera reported; media errors printed once each; counts printed" \
   "at Ctrl-C$ipv6"
