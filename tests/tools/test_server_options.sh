@@ -17,29 +17,28 @@ for bad in "--threshold 300" "--threshold -1" "--keyframe-interval -1" "--port 7
   timeout 20 "$server" --port 0 $bad >"$log" 2>&1 || status=$?
   [ "$status" = 2 ] || { cat "$log"; echo "FAIL: $bad: exit status $status, not 2"; exit 1; }
 done
+# Refused (exit 2) with a message that says `$1`, for the options after it.
+expect_refused() {
+  message=$1
+  shift
+  status=0
+  timeout 20 "$server" --port 0 "$@" >"$log" 2>&1 || status=$?
+  [ "$status" = 2 ] && grep -q -- "$message" "$log" || {
+    cat "$log"; echo "FAIL: $*: exit status $status"; exit 1; }
+}
 # The message names the option and its range; an enum value is one word of
 # the element's values, not more of a pipeline description.
-status=0
-timeout 20 "$server" --port 0 --width 40000 >"$log" 2>&1 || status=$?
-[ "$status" = 2 ] && grep -q -- "--width 40000 is out of range: 1 to 32767" "$log" || {
-  cat "$log"; echo "FAIL: --width 40000: exit status $status"; exit 1; }
+expect_refused "--width 40000 is out of range: 1 to 32767" --width 40000
 for value in "none ! fakesink" "none threshold=300"; do
-  status=0
-  timeout 20 "$server" --port 0 --compression "$value" >"$log" 2>&1 || status=$?
-  [ "$status" = 2 ] && grep -q -- "--compression $value: not one of" "$log" || {
-    cat "$log"; echo "FAIL: --compression '$value': exit status $status"; exit 1; }
+  expect_refused "--compression $value: not one of" --compression "$value"
 done
 # A --source file that is not a video (a text file: this script; a sound)
 # is refused before serving, not when the first viewer connects.
 wav=$(mktemp --suffix=.wav)
 trap 'rm -f "$log" "$wav"' EXIT
 gst-launch-1.0 -q audiotestsrc num-buffers=10 ! wavenc ! filesink location="$wav"
-for bad in "$0:not a media file GStreamer can play" "$wav:has no video stream"; do
-  status=0
-  timeout 20 "$server" --port 0 --source "${bad%%:*}" >"$log" 2>&1 || status=$?
-  [ "$status" = 2 ] && grep -q -- "${bad#*:}" "$log" || {
-    cat "$log"; echo "FAIL: --source ${bad%%:*}: exit status $status"; exit 1; }
-done
+expect_refused "not a media file GStreamer can play" --source "$0"
+expect_refused "has no video stream" --source "$wav"
 # --device without --source camera: said so (the server then serves the
 # test pattern until the timeout).
 status=0
