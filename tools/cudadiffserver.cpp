@@ -260,7 +260,6 @@ struct Server::Impl {
 
 namespace {
 
-// The media: rtpbin gets the pacer and the simulated loss after its session.
 // The packets of a stream that have left rtpbin towards the senders: the
 // payload type of the stream's own packets (the first to leave; the
 // retransmissions have another) and the sequence number of the last of
@@ -270,6 +269,7 @@ struct SentPackets {
   std::atomic<int> last_seq{-1};
 };
 
+// The media: rtpbin gets the pacer and the simulated loss after its session.
 struct CudaDiffMedia {
   GstRTSPMedia parent;
   double loss;

@@ -10,6 +10,13 @@
  * (interlace-mode=interleaved, and the frames of interlace-mode=mixed
  * flagged interlaced) are filtered field by field, so that no line is mixed
  * with the other field's.
+ *
+ * ## Example launch lines
+ * |[
+ * gst-launch-1.0 videotestsrc ! cudagauss kernel-size=7 ! videoconvert ! autovideosink
+ * gst-launch-1.0 v4l2src ! videoconvert ! cudagauss method=median kernel-size=3 \
+ *     ! videoconvert ! autovideosink
+ * ]|
  */
 #include "gstcudagauss.h"
 
