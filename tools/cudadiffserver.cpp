@@ -533,26 +533,6 @@ static GObject *session_behind(GstPad *pad) {
   return session;
 }
 
-static void on_rtpbin_pad(GstElement *rtpbin, GstPad *pad, gpointer) {
-  guint id = 0;
-  const bool rtcp_out = sscanf(GST_PAD_NAME(pad), "send_rtcp_src_%u", &id) == 1;
-  const bool rtp_in = !rtcp_out && sscanf(GST_PAD_NAME(pad), "send_rtp_sink_%u", &id) == 1;
-  std::shared_ptr<EndedSessions> ended = ended_sessions(rtpbin);
-  if (!ended || !(rtcp_out || rtp_in)) return;
-  auto *rs = new RtcpSession{id, ended};
-  auto destroy = [](gpointer p) { delete static_cast<RtcpSession *>(p); };
-  if (rtcp_out) {
-    rs->session = session_behind(pad);
-    if (!rs->session)
-      GST_WARNING_OBJECT(pad, "no RTP session behind the pad: BYEs stay as they are");
-    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, name_every_source_in_bye, rs, destroy);
-  } else {
-    gst_pad_add_probe(
-        pad, GstPadProbeType(GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM | GST_PAD_PROBE_TYPE_EVENT_FLUSH),
-        note_end_of_stream, rs, destroy);
-  }
-}
-
 static void note_sent(SentPackets *sent, GstBuffer *buf) {
   GstRTPBuffer rtp = GST_RTP_BUFFER_INIT;
   if (!gst_rtp_buffer_map(buf, GST_MAP_READ, &rtp)) return;
@@ -576,12 +556,37 @@ static GstPadProbeReturn on_rtp_sent(GstPad *, GstPadProbeInfo *info, gpointer d
   return GST_PAD_PROBE_OK;
 }
 
-static void on_rtpbin_rtp_out(GstElement *, GstPad *pad, gpointer data) {
-  if (g_strcmp0(GST_PAD_NAME(pad), "send_rtp_src_0") != 0) return;
-  auto *sent = new std::shared_ptr<SentPackets>(*static_cast<std::shared_ptr<SentPackets> *>(data));
-  gst_pad_add_probe(
-      pad, GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST), on_rtp_sent,
-      sent, [](gpointer p) { delete static_cast<std::shared_ptr<SentPackets> *>(p); });
+// rtpbin's pads of the sending side: the RTCP out (BYEs at the end), the RTP
+// in (the end of the stream) and stream 0's RTP out (the packets sent, into
+// `data`, the media's SentPackets).
+static void on_rtpbin_pad(GstElement *rtpbin, GstPad *pad, gpointer data) {
+  guint id = 0;
+  if (sscanf(GST_PAD_NAME(pad), "send_rtp_src_%u", &id) == 1) {
+    if (id != 0) return;
+    auto *sent =
+        new std::shared_ptr<SentPackets>(*static_cast<std::shared_ptr<SentPackets> *>(data));
+    gst_pad_add_probe(pad,
+                      GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST),
+                      on_rtp_sent, sent,
+                      [](gpointer p) { delete static_cast<std::shared_ptr<SentPackets> *>(p); });
+    return;
+  }
+  const bool rtcp_out = sscanf(GST_PAD_NAME(pad), "send_rtcp_src_%u", &id) == 1;
+  const bool rtp_in = !rtcp_out && sscanf(GST_PAD_NAME(pad), "send_rtp_sink_%u", &id) == 1;
+  std::shared_ptr<EndedSessions> ended = ended_sessions(rtpbin);
+  if (!ended || !(rtcp_out || rtp_in)) return;
+  auto *rs = new RtcpSession{id, ended};
+  auto destroy = [](gpointer p) { delete static_cast<RtcpSession *>(p); };
+  if (rtcp_out) {
+    rs->session = session_behind(pad);
+    if (!rs->session)
+      GST_WARNING_OBJECT(pad, "no RTP session behind the pad: BYEs stay as they are");
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, name_every_source_in_bye, rs, destroy);
+  } else {
+    gst_pad_add_probe(
+        pad, GstPadProbeType(GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM | GST_PAD_PROBE_TYPE_EVENT_FLUSH),
+        note_end_of_stream, rs, destroy);
+  }
 }
 
 static gboolean cudadiff_media_setup_rtpbin(GstRTSPMedia *media, GstElement *rtpbin) {
@@ -593,8 +598,7 @@ static gboolean cudadiff_media_setup_rtpbin(GstRTSPMedia *media, GstElement *rtp
       G_OBJECT(rtpbin), kEndedSessionsKey,
       new std::shared_ptr<EndedSessions>(std::make_shared<EndedSessions>()),
       [](gpointer p) { delete static_cast<std::shared_ptr<EndedSessions> *>(p); });
-  g_signal_connect(rtpbin, "pad-added", G_CALLBACK(on_rtpbin_pad), nullptr);
-  g_signal_connect(rtpbin, "pad-added", G_CALLBACK(on_rtpbin_rtp_out), self->sent);
+  g_signal_connect(rtpbin, "pad-added", G_CALLBACK(on_rtpbin_pad), self->sent);
   if (self->pace_rate > 0 || self->loss > 0)
     g_signal_connect(rtpbin, "request-rtp-encoder", G_CALLBACK(make_send_element), self);
   return TRUE;
