@@ -341,7 +341,7 @@ GstFlowReturn gst_cudadiff_caps_failed_flow(GstPad *srcpad) {
   return GST_PAD_IS_FLUSHING(srcpad) ? GST_FLOW_FLUSHING : GST_FLOW_NOT_NEGOTIATED;
 }
 
-static bool framerate_unknown(gint fps_n, gint fps_d) {
+bool gst_cudadiff_framerate_unknown(gint fps_n, gint fps_d) {
   return fps_n <= 0 || fps_d <= 0;
 }
 
@@ -350,7 +350,7 @@ GstClockTime gst_cudadiff_overlap_latency(int frames_held, gint fps_n, gint fps_
   // An unknown (variable) framerate: 25 frames per second, as GStreamer's
   // own encoders assume (x264enc, msdk): reporting nothing would let a live
   // pipeline's sink drop the frames that are held.
-  if (framerate_unknown(fps_n, fps_d)) {
+  if (gst_cudadiff_framerate_unknown(fps_n, fps_d)) {
     fps_n = kUnknownFramerateFps;
     fps_d = 1;
   }
@@ -360,7 +360,7 @@ GstClockTime gst_cudadiff_overlap_latency(int frames_held, gint fps_n, gint fps_
 void gst_cudadiff_set_overlap_latency(GstElement *codec, int frames_held, gint fps_n, gint fps_d) {
   const bool overlap = frames_held > 0;
   const GstClockTime frame = gst_cudadiff_overlap_latency(frames_held, fps_n, fps_d);
-  if (overlap && framerate_unknown(fps_n, fps_d))
+  if (overlap && gst_cudadiff_framerate_unknown(fps_n, fps_d))
     GST_INFO_OBJECT(codec,
                     "frame overlap with an unknown framerate: %d frames of latency at %d fps "
                     "reported",

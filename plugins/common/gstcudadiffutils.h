@@ -115,6 +115,8 @@ GstClockTime gst_cudadiff_live_present(GstElement *element, GstPad *sinkpad,
 // the pad flushes (pushing caps fails there: a seek or a stop meanwhile,
 // no negotiation error), else NOT_NEGOTIATED.
 GstFlowReturn gst_cudadiff_caps_failed_flow(GstPad *srcpad);
+// Whether fps_n/fps_d gives no framerate: 0/1 (variable), or either <= 0.
+bool gst_cudadiff_framerate_unknown(gint fps_n, gint fps_d);
 // The framerate assumed for the latency of frames held where the caps give
 // none (framerate 0/1: variable).
 constexpr gint kUnknownFramerateFps = 25;

@@ -210,7 +210,7 @@ static bool update_caps(GstCudaDiffParse *self, const stream::PacketHeader &h) {
   // At a variable framerate (0/1) GstBaseParse forgets the frame duration
   // of a framerate before it, which it would otherwise give untimed packets
   // (and their dts) after a change of caps.
-  const bool fixed_rate = h.fps_n > 0 && h.fps_d > 0;
+  const bool fixed_rate = !gst_cudadiff_framerate_unknown(self->fps_n, self->fps_d);
   // (0/0, not 0/1: GstBaseParse's conversion of frames to time divides by
   // the numerator whenever the denominator is not 0.)
   gst_base_parse_set_frame_rate(GST_BASE_PARSE(self), fixed_rate ? guint(h.fps_n) : 0,
@@ -565,7 +565,7 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
     }
   }
   st->untimed = h.pts == stream::kNoTime && !GST_BUFFER_PTS_IS_VALID(buf) && !st->upstream_time &&
-                (self->fps_n <= 0 || self->fps_d <= 0);
+                gst_cudadiff_framerate_unknown(self->fps_n, self->fps_d);
   const GstFlowReturn ret = gst_base_parse_finish_frame(parse, frame, gint(step.bytes));
   st->untimed = false;
   return ret;
