@@ -72,6 +72,22 @@ GstBuffer *make_buffer(const GstVideoInfo &info, const std::function<void(GstVid
   return buf;
 }
 
+GstBuffer *random_buffer(const GstVideoInfo &info, std::mt19937 &gen, int index) {
+  return make_buffer(
+      info,
+      [&](GstVideoFrame *f) {
+        for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(f); ++p) {
+          // A plane's rows: the height of a component it holds.
+          guint c = 0;
+          while (GST_VIDEO_FRAME_COMP_PLANE(f, c) != p) ++c;
+          for (int y = 0; y < GST_VIDEO_FRAME_COMP_HEIGHT(f, c); ++y)
+            for (int x = 0; x < GST_VIDEO_FRAME_PLANE_STRIDE(f, p); ++x)
+              pixel(f, int(p), x, y)[0] = static_cast<guint8>(gen() >> 24);
+        }
+      },
+      index);
+}
+
 void read_frame(GstBuffer *buffer, const GstVideoInfo &info,
                 const std::function<void(GstVideoFrame *)> &check) {
   GstVideoFrame frame;

@@ -7,6 +7,7 @@
 #include <gst/video/video.h>
 
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ std::string raw_caps(const char *format, int width, int height, int fps = 30);
 // is done for you); pts and duration from `index` at 30 fps.
 GstBuffer *make_buffer(const GstVideoInfo &info, const std::function<void(GstVideoFrame *)> &fill,
                        int index = 0);
+
+// A buffer of `info` whose every plane is random bytes from `gen`, each
+// row's padding to its stride included; pts and duration as make_buffer().
+GstBuffer *random_buffer(const GstVideoInfo &info, std::mt19937 &gen, int index = 0);
 
 // The byte at (x_byte, y) of plane `plane` of a mapped frame.
 inline guint8 *pixel(GstVideoFrame *frame, int plane, int x_byte, int y) {

@@ -56,19 +56,7 @@ cudadiff::FrameView view_of(GstVideoFrame *f) {
 
 // Random bytes in every plane.
 GstBuffer *random_buffer(const GstVideoInfo &info, int index = 0) {
-  std::mt19937 &gen = testing_util::rng();
-  return gst_test::make_buffer(
-      info,
-      [&](GstVideoFrame *f) {
-        for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(f); ++p) {
-          const int rows = GST_VIDEO_FRAME_COMP_HEIGHT(f, p == 0 ? 0 : p);
-          const int stride = GST_VIDEO_FRAME_PLANE_STRIDE(f, p);
-          for (int y = 0; y < rows; ++y)
-            for (int x = 0; x < stride; ++x)
-              gst_test::pixel(f, p, x, y)[0] = static_cast<guint8>(gen() >> 24);
-        }
-      },
-      index);
+  return gst_test::random_buffer(info, testing_util::rng(), index);
 }
 
 // The bytes the core's CPU reference gives for `in`.

@@ -27,13 +27,7 @@ void expect_cuda_equals_cpu(const std::string &caps, const char *settings) {
   GstCaps *c = gst_caps_from_string(caps.c_str());
   gst_video_info_from_caps(&info, c);
   gst_caps_unref(c);
-  std::mt19937 &gen = testing_util::rng();
-  GstBuffer *input = gst_test::make_buffer(info, [&](GstVideoFrame *f) {
-    for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(f); ++p)
-      for (int y = 0; y < GST_VIDEO_FRAME_COMP_HEIGHT(f, p); ++y)
-        for (int x = 0; x < GST_VIDEO_FRAME_PLANE_STRIDE(f, p); ++x)
-          gst_test::pixel(f, p, x, y)[0] = static_cast<guint8>(gen() >> 24);
-  });
+  GstBuffer *input = gst_test::random_buffer(info, testing_util::rng());
   const std::string base = std::string("cudagauss ") + settings + " backend=";
   GstBuffer *gpu = run(base + "cuda", caps, gst_buffer_ref(input));
   GstBuffer *cpu = run(base + "cpu", caps, input);

@@ -36,12 +36,7 @@ TEST(CudaGrayscaleCuda, CudaEqualsCpuEveryFormat) {
       GstCaps *caps = gst_caps_from_string(in_caps.c_str());
       gst_video_info_from_caps(&info, caps);
       gst_caps_unref(caps);
-      std::mt19937 &gen = testing_util::rng();
-      GstBuffer *input = gst_test::make_buffer(info, [&](GstVideoFrame *f) {
-        for (int y = 0; y < h; ++y)
-          for (int x = 0; x < GST_VIDEO_FRAME_COMP_STRIDE(f, 0); ++x)
-            gst_test::pixel(f, 0, x, y)[0] = static_cast<guint8>(gen() >> 24);
-      });
+      GstBuffer *input = gst_test::random_buffer(info, testing_util::rng());
       GstBuffer *gpu = run("cuda", in_caps, out_caps, gst_buffer_ref(input));
       GstBuffer *cpu = run("cpu", in_caps, out_caps, input);
       ASSERT_NE(gpu, nullptr);

@@ -24,13 +24,7 @@ GstVideoInfo info_of(const std::string &caps_str) {
 }
 
 GstBuffer *random_buffer(const GstVideoInfo &info) {
-  std::mt19937 &gen = testing_util::rng();
-  GstBuffer *buf = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
-  GstMapInfo map;
-  gst_buffer_map(buf, &map, GST_MAP_WRITE);
-  for (gsize i = 0; i < map.size; ++i) map.data[i] = static_cast<guint8>(gen() >> 24);
-  gst_buffer_unmap(buf, &map);
-  return buf;
+  return gst_test::random_buffer(info, testing_util::rng());
 }
 
 std::vector<guint8> bytes_of(GstBuffer *buf) {
