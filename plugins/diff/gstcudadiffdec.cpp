@@ -118,10 +118,17 @@ struct DecState {
   stream::Parser parser;
   guint64 parsed = 0;                          // bytes the parser has passed (its queue's position)
   std::vector<diff::SuperblockEntry> entries;  // of the last delta (CUDA)
-  // What the last stream header said of the picture beyond the packet
-  // headers (its `key=value` text; empty: not said), and what of it the
-  // output caps have.
-  GstCudaDiffDescribed described, out_described;
+  // What the stream headers said of the picture beyond the packet headers
+  // (their `key=value` text; empty: not said), and what of it the output
+  // caps have.
+  GstCudaDiffDescriptions descriptions;
+  GstCudaDiffDescribed out_described;
+  // The description of frames like `h` (the defaults without a stream
+  // header of their format, size and framerate).
+  GstCudaDiffDescribed described(const stream::PacketHeader &h) const {
+    const GstCudaDiffDescribed *d = descriptions.find(h);
+    return d ? *d : GstCudaDiffDescribed();
+  }
   // The stream being decoded (from its last keyframe).
   uint8_t version = 0;
   cudadiff::VideoFormat format = cudadiff::VideoFormat::Unknown;
@@ -339,7 +346,7 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
   DecState *st = self->state;
   st->drop_codec();
   st->reset_stream();
-  st->described = GstCudaDiffDescribed();
+  st->descriptions = GstCudaDiffDescriptions();
   st->out_described = GstCudaDiffDescribed();
   st->held_flow = GST_FLOW_OK;
   st->overlap = st->overlap_decided = false;
@@ -566,10 +573,10 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
           // What the packet headers do not say of the picture, used from
           // the next keyframe on.
           const uint8_t *p = queue.map(step.bytes);
-          st->described =
+          const GstCudaDiffDescribed d =
               GstCudaDiffDescribed::read(p + stream::kHeaderSize, step.header.payload_size);
-          const GstCudaDiffDescribed &d = st->described;
           queue.unmap();
+          st->descriptions.add(step.header, d);
           GST_DEBUG_OBJECT(self,
                            "stream header: %s %ux%u %u/%u, colorimetry '%s', pixel aspect "
                            "ratio '%s', interlace mode '%s', field order '%s', chroma site '%s'",
@@ -597,7 +604,7 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
 static bool configured_for(const DecState *st, const stream::PacketHeader &h) {
   return (st->decoder || st->decoder2) && st->version == h.version && st->format == h.format &&
          st->width == h.width && st->height == h.height && st->fps_n == h.fps_n &&
-         st->fps_d == h.fps_d && st->described == st->out_described;
+         st->fps_d == h.fps_d && st->described(h) == st->out_described;
 }
 
 // `core2`: version 2's decoder for the keyframe's size, made (and given the
@@ -633,8 +640,8 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h,
   // of the format and size; values that do not parse are left out too):
   // colorimetry, pixel aspect ratio, interleaved fields and their order,
   // chroma siting. The frames are not checked against them.
-  st->described.apply(&out->info);
-  st->out_described = st->described;
+  st->out_described = st->described(h);
+  st->out_described.apply(&out->info);
   // (CUDA or system memory: chosen by negotiate(), below)
   gst_video_codec_state_unref(out);
   GST_INFO_OBJECT(self, "stream version %u: %s %ux%u at %u/%u fps on %s", h.version,

@@ -1,6 +1,7 @@
 #include "gstcudadiffdescribed.h"
 
 #include <cstdio>
+#include <utility>
 
 #include "cudadiffstream.h"
 
@@ -36,4 +37,21 @@ void GstCudaDiffDescribed::apply(GstVideoInfo *info) const {
     const GstVideoChromaSite site = gst_video_chroma_site_from_string(chroma_site.c_str());
     if (site != GST_VIDEO_CHROMA_SITE_UNKNOWN) info->chroma_site = site;
   }
+}
+
+void GstCudaDiffDescriptions::add(const stream::PacketHeader &h, GstCudaDiffDescribed described) {
+  for (auto it = entries_.begin(); it != entries_.end(); ++it)
+    if (it->describes(h)) {
+      entries_.erase(it);
+      break;
+    }
+  if (entries_.size() == kMax) entries_.pop_back();
+  entries_.insert(entries_.begin(),
+                  Entry{h.format, h.width, h.height, h.fps_n, h.fps_d, std::move(described)});
+}
+
+const GstCudaDiffDescribed *GstCudaDiffDescriptions::find(const stream::PacketHeader &h) const {
+  for (const Entry &e : entries_)
+    if (e.describes(h)) return &e.described;
+  return nullptr;
 }

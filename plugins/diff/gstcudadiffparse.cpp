@@ -89,10 +89,12 @@ struct ParseState {
   // -1: not asked yet.
   int byte_seekable = -1;
   std::vector<guint64> indexed;
-  // What the last stream header said of the picture (none passed yet:
-  // !described_seen), and what of it the src caps say.
-  GstCudaDiffDescribed described, caps_described;
-  bool described_seen = false, caps_described_seen = false;
+  // What the stream headers said of the picture, and what of it the src
+  // caps say (!caps_described_seen: nothing, no stream header of their
+  // format, size and framerate having passed).
+  GstCudaDiffDescriptions descriptions;
+  GstCudaDiffDescribed caps_described;
+  bool caps_described_seen = false;
 };
 
 struct _GstCudaDiffParse {
@@ -167,9 +169,11 @@ static gboolean gst_cudadiff_parse_stop(GstBaseParse *parse) {
 // framerate change (the stream header, a keyframe of another stream).
 static bool update_caps(GstCudaDiffParse *self, const stream::PacketHeader &h) {
   ParseState *st = self->state;
+  const GstCudaDiffDescribed *described = st->descriptions.find(h);
   if (self->version == h.version && self->format == h.format && self->width == int(h.width) &&
       self->height == int(h.height) && self->fps_n == int(h.fps_n) && self->fps_d == int(h.fps_d) &&
-      st->caps_described_seen == st->described_seen && st->caps_described == st->described)
+      st->caps_described_seen == (described != nullptr) &&
+      (!described || st->caps_described == *described))
     return true;
   GstCaps *caps = gst_caps_new_simple("video/x-cudadiff", "parsed", G_TYPE_BOOLEAN, TRUE, "version",
                                       G_TYPE_INT, int(h.version), "width", G_TYPE_INT, int(h.width),
@@ -178,9 +182,9 @@ static bool update_caps(GstCudaDiffParse *self, const stream::PacketHeader &h) {
   // The fields of the raw video caps the decoder will give.
   GstVideoInfo info;
   gst_video_info_init(&info);
-  if (st->described_seen &&
+  if (described &&
       gst_video_info_set_format(&info, gst_cudadiff_format_to_gst(h.format), h.width, h.height)) {
-    st->described.apply(&info);
+    described->apply(&info);
     if (GstCaps *raw = gst_video_info_to_caps(&info)) {
       const GstStructure *from = gst_caps_get_structure(raw, 0);
       GstStructure *to = gst_caps_get_structure(caps, 0);
@@ -205,8 +209,8 @@ static bool update_caps(GstCudaDiffParse *self, const stream::PacketHeader &h) {
   self->height = int(h.height);
   self->fps_n = int(h.fps_n);
   self->fps_d = int(h.fps_d);
-  st->caps_described = st->described;
-  st->caps_described_seen = st->described_seen;
+  st->caps_described = described ? *described : GstCudaDiffDescribed();
+  st->caps_described_seen = described != nullptr;
   // At a variable framerate (0/1) GstBaseParse forgets the frame duration
   // of a framerate before it, which it would otherwise give untimed packets
   // (and their dts) after a change of caps.
@@ -509,8 +513,8 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
     GstMapInfo map;
     if (gst_buffer_map(buf, &map, GST_MAP_READ)) {
       if (map.size >= stream::kHeaderSize + h.payload_size) {
-        st->described = GstCudaDiffDescribed::read(map.data + stream::kHeaderSize, h.payload_size);
-        st->described_seen = true;
+        st->descriptions.add(
+            h, GstCudaDiffDescribed::read(map.data + stream::kHeaderSize, h.payload_size));
       }
       gst_buffer_unmap(buf, &map);
     }
