@@ -889,6 +889,13 @@ static gboolean gst_cudadiff_filter_sink_query(GstBaseTransform *trans, GstPadDi
   return gst_cudadiff_filter_query(trans, direction, query);
 }
 
+// Takes GstVideoCropMeta out of downstream's answer to an allocation query.
+static void remove_crop_meta(GstQuery *query) {
+  guint index = 0;
+  while (gst_query_find_allocation_meta(query, GST_VIDEO_CROP_META_API_TYPE, &index))
+    gst_query_remove_nth_allocation_meta(query, index);
+}
+
 // Upstream gets a pool: CUDA memory of the pipeline's context for CUDA
 // caps, else pinned buffers with GstVideoMeta, so that it writes each frame
 // where the GPU reads it (an element in place on system memory forwards the
@@ -899,9 +906,15 @@ static gboolean gst_cudadiff_filter_propose_allocation(GstBaseTransform *trans,
   FilterState *st = get_priv(GST_CUDADIFF_FILTER(trans))->state;
   // (an element in place learns it below; until then it waits for its frames)
   if (gst_base_transform_is_in_place(trans)) st->downstream_orders = false;
-  if (gst_base_transform_is_passthrough(trans))
-    return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)
-        ->propose_allocation(trans, decide_query, query);
+  if (gst_base_transform_is_passthrough(trans)) {
+    if (!GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)
+             ->propose_allocation(trans, decide_query, query))
+      return FALSE;
+    // (an element in place that passes through now may blend into the next
+    // buffer, which upstream has made by this answer)
+    if (gst_base_transform_is_in_place(trans)) remove_crop_meta(query);
+    return TRUE;
+  }
   GstCaps *caps = nullptr;
   gst_query_parse_allocation(query, &caps, nullptr);
   GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(trans);
@@ -924,10 +937,34 @@ static gboolean gst_cudadiff_filter_propose_allocation(GstBaseTransform *trans,
   // writes is the one that goes downstream, so downstream answers (its
   // pool, and the metas it handles: a GstVideoMeta claimed here for a
   // downstream without it would let upstream pad its lines, which
-  // downstream would then read as packed).
-  if (gst_base_transform_is_in_place(trans))
-    return gst_pad_peer_query(GST_BASE_TRANSFORM_SRC_PAD(trans), query);
+  // downstream would then read as packed). All but the crop meta: the
+  // element writes the picture its caps describe, so upstream crops (with
+  // it, videocrop passed the whole picture on, and the text was placed in
+  // a frame of another size).
+  if (gst_base_transform_is_in_place(trans)) {
+    if (!gst_pad_peer_query(GST_BASE_TRANSFORM_SRC_PAD(trans), query)) return FALSE;
+    remove_crop_meta(query);
+    return TRUE;
+  }
   return gst_cudadiff_propose_pinned_allocation(query, keep);
+}
+
+// The input's metas that the output takes: those that say nothing of how
+// the bytes are laid out or what colours they hold (no tags, or only the
+// video, orientation and size tags: regions of interest, for instance),
+// since every filter keeps the picture's size and orientation. GStreamer
+// 1.22's GstVideoFilter copies only metas without tags; colour-space and
+// memory metas are not copied (GstBaseTransform asks about no memory meta).
+static gboolean gst_cudadiff_filter_transform_meta(GstBaseTransform *, GstBuffer *, GstMeta *meta,
+                                                   GstBuffer *) {
+  const gchar *const *tags = gst_meta_api_type_get_tags(meta->info->api);
+  if (!tags) return TRUE;
+  for (; *tags; ++tags)
+    if (g_strcmp0(*tags, GST_META_TAG_VIDEO_STR) != 0 &&
+        g_strcmp0(*tags, GST_META_TAG_VIDEO_ORIENTATION_STR) != 0 &&
+        g_strcmp0(*tags, GST_META_TAG_VIDEO_SIZE_STR) != 0)
+      return FALSE;
+  return TRUE;
 }
 
 // Output buffers: CUDA memory of the pipeline's context (downstream's pool
@@ -979,6 +1016,7 @@ static void gst_cudadiff_filter_class_init(GstCudaDiffFilterClass *klass) {
   trans_class->fixate_caps = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_fixate_caps);
   trans_class->propose_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_propose_allocation);
   trans_class->decide_allocation = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_decide_allocation);
+  trans_class->transform_meta = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_transform_meta);
   trans_class->generate_output = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_generate_output);
   trans_class->submit_input_buffer = GST_DEBUG_FUNCPTR(gst_cudadiff_filter_submit_input_buffer);
   // Buffers are mapped here (device pointers for CUDA memory), not by

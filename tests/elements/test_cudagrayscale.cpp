@@ -248,6 +248,35 @@ TEST(CudaGrayscale, MethodChangesWhilePlaying) {
   gst_harness_teardown(h);
 }
 
+// Metas that hold for a frame of the same size and orientation (a region
+// of interest from a detector upstream, a time code) go with the frame, as
+// videoconvert does for its conversion to GRAY8 (GStreamer 1.22's
+// GstVideoFilter dropped the region of interest).
+TEST(CudaGrayscale, RegionsOfInterestGoWithTheFrame) {
+  const std::string caps = gst_test::raw_caps("BGR", 16, 4);
+  GstHarness *h = make_harness("cudagrayscale", caps, gst_test::raw_caps("GRAY8", 16, 4));
+  GstBuffer *in = pattern_buffer(info_of(caps), 0);
+  gst_buffer_add_video_region_of_interest_meta(in, "face", 3, 1, 5, 2);
+  GstVideoTimeCode *tc =
+      gst_video_time_code_new(30, 1, nullptr, GST_VIDEO_TIME_CODE_FLAGS_NONE, 1, 2, 3, 4, 0);
+  gst_buffer_add_video_time_code_meta(in, tc);
+  gst_video_time_code_free(tc);
+  GstBuffer *out = gst_harness_push_and_pull(h, in);
+  ASSERT_NE(out, nullptr);
+  GstVideoRegionOfInterestMeta *roi = gst_buffer_get_video_region_of_interest_meta_id(out, 0);
+  ASSERT_NE(roi, nullptr);
+  EXPECT_STREQ(g_quark_to_string(roi->roi_type), "face");
+  EXPECT_EQ(roi->x, 3u);
+  EXPECT_EQ(roi->y, 1u);
+  EXPECT_EQ(roi->w, 5u);
+  EXPECT_EQ(roi->h, 2u);
+  GstVideoTimeCodeMeta *tcm = gst_buffer_get_video_time_code_meta(out);
+  ASSERT_NE(tcm, nullptr);
+  EXPECT_EQ(tcm->tc.frames, 4u);
+  gst_buffer_unref(out);
+  gst_harness_teardown(h);
+}
+
 TEST(CudaGrayscale, PropertiesAndDefaults) {
   GstElement *el = gst_element_factory_make("cudagrayscale", nullptr);
   ASSERT_NE(el, nullptr);

@@ -460,6 +460,7 @@ TEST(CudaTextOverlay, AllocationQueryIsDownstreams) {
   const std::string caps_str = gst_test::raw_caps("NV12", 64, 48);
   GstHarness *h = make_harness("cudatextoverlay", caps_str);
   gst_harness_add_propose_allocation_meta(h, GST_VIDEO_CROP_META_API_TYPE, nullptr);
+  gst_harness_add_propose_allocation_meta(h, GST_VIDEO_TIME_CODE_META_API_TYPE, nullptr);
   const GstVideoInfo info = info_of(caps_str);
   gst_buffer_unref(gst_harness_push_and_pull(h, solid_buffer(info, 0, 0, 0)));
   GstCaps *caps = gst_caps_from_string(caps_str.c_str());
@@ -472,7 +473,11 @@ TEST(CudaTextOverlay, AllocationQueryIsDownstreams) {
       set_arg(h, "text", passthrough ? "" : "pool");
       GstQuery *q = gst_query_new_allocation(caps, TRUE);
       ASSERT_TRUE(gst_pad_peer_query(h->srcpad, q));
-      EXPECT_TRUE(gst_query_find_allocation_meta(q, GST_VIDEO_CROP_META_API_TYPE, nullptr));
+      // ... but not the crop meta: upstream (videocrop) would then pass the
+      // whole picture on, and the text would go into a frame of another
+      // size (passing through, the next buffer may already be blended)
+      EXPECT_FALSE(gst_query_find_allocation_meta(q, GST_VIDEO_CROP_META_API_TYPE, nullptr));
+      EXPECT_TRUE(gst_query_find_allocation_meta(q, GST_VIDEO_TIME_CODE_META_API_TYPE, nullptr));
       EXPECT_EQ(gst_query_find_allocation_meta(q, GST_VIDEO_META_API_TYPE, nullptr),
                 gboolean(round == 1));
       gst_query_unref(q);
@@ -484,6 +489,45 @@ TEST(CudaTextOverlay, AllocationQueryIsDownstreams) {
   }
   gst_caps_unref(caps);
   gst_harness_teardown(h);
+}
+
+// videocrop before the element, downstream handling crop metas: videocrop
+// crops the frames itself (the element does not pass the crop meta up), so
+// the text is blended into frames of the caps' size. With the crop meta the
+// whole picture came with a crop meta, and the element stopped with an
+// error (a frame of another size than the caps').
+TEST(CudaTextOverlay, CropsUpstreamWhenDownstreamTakesCropMetas) {
+  for (const char *text : {"XX", ""}) {
+    SCOPED_TRACE(std::string("text '") + text + "'");
+    GstHarness *h = gst_harness_new_parse(
+        (std::string("videocrop left=32 top=16 ! cudatextoverlay text=\"") + text + "\"").c_str());
+    gst_harness_add_propose_allocation_meta(h, GST_VIDEO_META_API_TYPE, nullptr);
+    gst_harness_add_propose_allocation_meta(h, GST_VIDEO_CROP_META_API_TYPE, nullptr);
+    const std::string caps = gst_test::raw_caps("RGBx", 320, 160);
+    gst_harness_set_src_caps_str(h, caps.c_str());
+    const GstVideoInfo info = info_of(caps);
+    for (int i = 0; i < 3; ++i) {
+      if (i == 2) set_arg(h, "text", "YY");  // passing through until now when ""
+      GstBuffer *out = gst_harness_push_and_pull(h, solid_buffer(info, 0, 0, 0, 0, 16, i));
+      ASSERT_NE(out, nullptr) << "frame " << i;
+      EXPECT_EQ(gst_buffer_get_video_crop_meta(out), nullptr) << "frame " << i;
+      GstCaps *out_caps = gst_pad_get_current_caps(h->sinkpad);
+      GstVideoInfo out_info;
+      ASSERT_TRUE(gst_video_info_from_caps(&out_info, out_caps));
+      gst_caps_unref(out_caps);
+      EXPECT_EQ(GST_VIDEO_INFO_WIDTH(&out_info), 288);
+      EXPECT_EQ(GST_VIDEO_INFO_HEIGHT(&out_info), 144);
+      // The text's pixels (not black) lie within the cropped frame.
+      int drawn = 0;
+      gst_test::read_frame(out, out_info, [&](GstVideoFrame *f) {
+        for (int y = 0; y < 144; ++y)
+          for (int x = 0; x < 288 * 4; ++x) drawn += gst_test::pixel(f, 0, x, y)[0] != 0;
+      });
+      if (i == 2 || text[0]) EXPECT_GT(drawn, 0) << "frame " << i << ": no text";
+      gst_buffer_unref(out);
+    }
+    gst_harness_teardown(h);
+  }
 }
 
 // Markup is used when it parses; other text (with < or &) is shown as is;
