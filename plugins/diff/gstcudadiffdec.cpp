@@ -579,11 +579,13 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
           st->descriptions.add(step.header, d);
           GST_DEBUG_OBJECT(self,
                            "stream header: %s %ux%u %u/%u, colorimetry '%s', pixel aspect "
-                           "ratio '%s', interlace mode '%s', field order '%s', chroma site '%s'",
+                           "ratio '%s', interlace mode '%s', field order '%s', chroma site '%s', "
+                           "multiview mode '%s' (flags '%s')",
                            cudadiff::format_name(step.header.format), step.header.width,
                            step.header.height, step.header.fps_n, step.header.fps_d,
                            d.colorimetry.c_str(), d.pixel_aspect_ratio.c_str(),
-                           d.interlace_mode.c_str(), d.field_order.c_str(), d.chroma_site.c_str());
+                           d.interlace_mode.c_str(), d.field_order.c_str(), d.chroma_site.c_str(),
+                           d.multiview_mode.c_str(), d.multiview_flags.c_str());
           // A stream header starts a stream: a keyframe follows it, and a
           // delta after it (another sender's, spliced in by a relay) has
           // no reference here, whatever its frame number says.

@@ -14,6 +14,8 @@ GstCudaDiffDescribed GstCudaDiffDescribed::read(const uint8_t *payload, size_t n
   d.interlace_mode = stream::stream_header_value(payload, n, "interlace-mode");
   d.field_order = stream::stream_header_value(payload, n, "field-order");
   d.chroma_site = stream::stream_header_value(payload, n, "chroma-site");
+  d.multiview_mode = stream::stream_header_value(payload, n, "multiview-mode");
+  d.multiview_flags = stream::stream_header_value(payload, n, "multiview-flags");
   return d;
 }
 
@@ -36,6 +38,17 @@ void GstCudaDiffDescribed::apply(GstVideoInfo *info) const {
   if (!chroma_site.empty()) {
     const GstVideoChromaSite site = gst_video_chroma_site_from_string(chroma_site.c_str());
     if (site != GST_VIDEO_CHROMA_SITE_UNKNOWN) info->chroma_site = site;
+  }
+  if (!multiview_mode.empty()) {
+    const GstVideoMultiviewMode mode =
+        gst_video_multiview_mode_from_caps_string(multiview_mode.c_str());
+    unsigned flags = 0;
+    if (mode != GST_VIDEO_MULTIVIEW_MODE_NONE &&
+        (multiview_flags.empty() ||
+         std::sscanf(multiview_flags.c_str(), "%u%c", &flags, &end) == 1)) {
+      GST_VIDEO_INFO_MULTIVIEW_MODE(info) = mode;
+      GST_VIDEO_INFO_MULTIVIEW_FLAGS(info) = GstVideoMultiviewFlags(flags);
+    }
   }
 }
 

@@ -17,7 +17,8 @@
 
 struct GstCudaDiffDescribed {
   // Each as the text says it ("" when not said).
-  std::string colorimetry, pixel_aspect_ratio, interlace_mode, field_order, chroma_site;
+  std::string colorimetry, pixel_aspect_ratio, interlace_mode, field_order, chroma_site,
+      multiview_mode, multiview_flags;
 
   // From a stream header's payload (`n` bytes).
   static GstCudaDiffDescribed read(const uint8_t *payload, size_t n);
@@ -25,13 +26,15 @@ struct GstCudaDiffDescribed {
   bool operator==(const GstCudaDiffDescribed &o) const {
     return colorimetry == o.colorimetry && pixel_aspect_ratio == o.pixel_aspect_ratio &&
            interlace_mode == o.interlace_mode && field_order == o.field_order &&
-           chroma_site == o.chroma_site;
+           chroma_site == o.chroma_site && multiview_mode == o.multiview_mode &&
+           multiview_flags == o.multiview_flags;
   }
   bool operator!=(const GstCudaDiffDescribed &o) const { return !(*this == o); }
 
   // Sets on `info` (the defaults of its format and size) what the text says:
   // colorimetry, pixel aspect ratio, interleaved fields and their order,
-  // chroma siting. Values that do not parse are left at the defaults.
+  // chroma siting, the views of stereoscopic video. Values that do not parse are left at the
+  // defaults.
   void apply(GstVideoInfo *info) const;
 };
 

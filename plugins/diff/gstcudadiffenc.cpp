@@ -523,7 +523,7 @@ static gboolean gst_cudadiff_enc_stop(GstVideoEncoder *encoder) {
 // carries what the packet headers do not say of the picture: the
 // colorimetry, and where the input's caps say other than the defaults of
 // its format and size, the pixel aspect ratio, interleaved fields (and
-// their order) and the chroma siting.
+// their order), the chroma siting and the packing of stereoscopic views.
 static GstBuffer *make_stream_header(cudadiff::VideoFormat format, const GstVideoInfo *info,
                                      const GstCaps *caps, int version) {
   std::string text;
@@ -558,6 +558,15 @@ static GstBuffer *make_stream_header(cudadiff::VideoFormat format, const GstVide
     if (gchar *c = gst_video_chroma_site_to_string(site)) {
       text += std::string("chroma-site=") + c + "\n";
       g_free(c);
+    }
+  }
+  // Stereoscopic video: how the views are packed (and their flags).
+  const GstVideoMultiviewMode views = GST_VIDEO_INFO_MULTIVIEW_MODE(info);
+  if (views != GST_VIDEO_MULTIVIEW_MODE_NONE && views != GST_VIDEO_MULTIVIEW_MODE_MONO) {
+    if (const gchar *mode = gst_video_multiview_mode_to_caps_string(views)) {
+      text += std::string("multiview-mode=") + mode + "\n";
+      text += "multiview-flags=" + std::to_string(unsigned(GST_VIDEO_INFO_MULTIVIEW_FLAGS(info))) +
+              "\n";
     }
   }
   const std::vector<uint8_t> bytes = stream::Writer::stream_header(

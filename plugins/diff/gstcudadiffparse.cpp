@@ -188,8 +188,8 @@ static bool update_caps(GstCudaDiffParse *self, const stream::PacketHeader &h) {
     if (GstCaps *raw = gst_video_info_to_caps(&info)) {
       const GstStructure *from = gst_caps_get_structure(raw, 0);
       GstStructure *to = gst_caps_get_structure(caps, 0);
-      for (const char *field :
-           {"pixel-aspect-ratio", "interlace-mode", "field-order", "colorimetry", "chroma-site"})
+      for (const char *field : {"pixel-aspect-ratio", "interlace-mode", "field-order",
+                                "colorimetry", "chroma-site", "multiview-mode", "multiview-flags"})
         if (const GValue *v = gst_structure_get_value(from, field))
           gst_structure_set_value(to, field, v);
       gst_caps_unref(raw);

@@ -434,14 +434,16 @@ TEST(CudaDiff, StreamHeaderCarriesThePicturesDescription) {
     o.caps_extra =
         ", pixel-aspect-ratio=(fraction)10/11, interlace-mode=(string)interleaved, "
         "field-order=(string)top-field-first, colorimetry=(string)bt601, "
-        "chroma-site=(string)mpeg2";
+        "chroma-site=(string)mpeg2, multiview-mode=(string)side-by-side, "
+        "multiview-flags=(GstVideoMultiviewFlagsSet)0x2:0xffffffff";
     encode(e, "I420", 64, 48, o);
     GstBuffer *header = stream_header_of(e);
     ASSERT_NE(header, nullptr);
     const Bytes hb = bytes_of(header);
     EXPECT_EQ(std::string(hb.begin() + 64, hb.end()),
               "colorimetry=bt601\npixel-aspect-ratio=10/11\ninterlace-mode=interleaved\n"
-              "field-order=top-field-first\nchroma-site=mpeg2\n");
+              "field-order=top-field-first\nchroma-site=mpeg2\nmultiview-mode=side-by-side\n"
+              "multiview-flags=2\n");
     Bytes stream = hb;
     for (GstBuffer *p : e.packets) {
       const Bytes b = bytes_of(p);
@@ -468,6 +470,8 @@ TEST(CudaDiff, StreamHeaderCarriesThePicturesDescription) {
         EXPECT_EQ(GST_VIDEO_INFO_FIELD_ORDER(&info), GST_VIDEO_FIELD_ORDER_TOP_FIELD_FIRST);
         EXPECT_EQ(info.chroma_site, GST_VIDEO_CHROMA_SITE_MPEG2);
         EXPECT_TRUE(gst_video_colorimetry_matches(&info.colorimetry, "bt601"));
+        EXPECT_EQ(GST_VIDEO_INFO_MULTIVIEW_MODE(&info), GST_VIDEO_MULTIVIEW_MODE_SIDE_BY_SIDE);
+        EXPECT_EQ(GST_VIDEO_INFO_MULTIVIEW_FLAGS(&info), GST_VIDEO_MULTIVIEW_FLAGS_LEFT_FLIPPED);
       }
     }
     gst_buffer_unref(packets[0]);
