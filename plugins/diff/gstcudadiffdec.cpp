@@ -153,6 +153,11 @@ struct DecState {
   std::string first_skip;
   // The output timeline (set_timestamps()).
   stream::Timeline timeline;
+  // Since start or the last flush: a frame was finished, or dropped. Frames
+  // that were all dropped end the stream with the error GstVideoDecoder
+  // posts when nothing was decoded (which, in GStreamer 1.22, counts a
+  // dropped frame as output and so does not post).
+  bool finished_any = false, dropped_any = false;
   // Upstream's last segment (a new one may start its times again:
   // Timeline::forget_output()).
   GstCudaDiffLastSegment last_segment;
@@ -187,6 +192,7 @@ struct DecState {
     first_skip.clear();
     timeline = stream::Timeline();
     last_segment.forget();
+    finished_any = dropped_any = false;
   }
   void drop_codec() {
     decoder.reset();
@@ -421,6 +427,21 @@ static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *
   // for the next frame): the frame held by frame-overlap, which came before
   // it, goes out first, so that time does not go back downstream.
   if (GST_EVENT_TYPE(event) == GST_EVENT_GAP) push_held_frame(GST_CUDADIFF_DEC(decoder));
+  // The end of a stream whose every frame was dropped (each keyframe
+  // damaged, or deltas only: a sender that stopped before its first
+  // keyframe): the error GstVideoDecoder posts when no frame was decoded,
+  // before the EOS goes on (a stream with no frame's packet at all gets it
+  // from GstVideoDecoder).
+  if (GST_EVENT_TYPE(event) == GST_EVENT_EOS) {
+    auto *self = GST_CUDADIFF_DEC(decoder);
+    push_held_frame(self);
+    DecState *st = self->state;
+    if (st->dropped_any && !st->finished_any)
+      GST_ELEMENT_ERROR(self, STREAM, DECODE, ("No valid frames decoded before end of stream"),
+                        ("every frame's packet was lost, damaged, or a delta without its "
+                         "keyframe (the warnings before say which; a stream that ends before "
+                         "its first keyframe has none)"));
+  }
   if (GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
     DecState *st = GST_CUDADIFF_DEC(decoder)->state;
     const GstSegment *segment = nullptr;
@@ -935,6 +956,7 @@ static void drop_codec_after_error(GstCudaDiffDec *self) {
 // that counts it, and the next frame pushed is flagged DISCONT.
 static void drop_lost_frame(GstCudaDiffDec *self, GstVideoCodecFrame *frame) {
   self->state->discont = true;
+  self->state->dropped_any = true;
   gst_video_decoder_drop_frame(GST_VIDEO_DECODER(self), frame);
 }
 
@@ -982,6 +1004,7 @@ static GstFlowReturn finish_pending(GstCudaDiffDec *self) {
   GST_OBJECT_LOCK(self);
   self->stats.frames_out++;
   GST_OBJECT_UNLOCK(self);
+  st->finished_any = true;
   return gst_video_decoder_finish_frame(GST_VIDEO_DECODER(self), p.frame);
 }
 

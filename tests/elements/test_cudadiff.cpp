@@ -131,6 +131,7 @@ struct Decoded {
   std::vector<GstBuffer *> buffers;
   std::vector<std::string> caps;  // per frame
   std::vector<std::string> warnings;
+  std::vector<std::string> errors;
   // The decoder's stats at the end: packets, dropped-packets, skipped-bytes,
   // losses.
   guint64 packets = 0, dropped = 0, skipped = 0, losses = 0;
@@ -184,8 +185,13 @@ void decode(Decoded &d, const std::vector<GstBuffer *> &inputs, bool send_eos = 
     gst_harness_push_event(dec, gst_event_new_eos());
     collect();
   }
-  for (const gst_test::BusText &w : gst_test::pop_texts(bus, GST_MESSAGE_WARNING))
-    d.warnings.push_back(w.message + " | " + w.debug);
+  while (GstMessage *m = gst_bus_pop_filtered(
+             bus, static_cast<GstMessageType>(GST_MESSAGE_WARNING | GST_MESSAGE_ERROR))) {
+    const gst_test::BusText t = gst_test::bus_text(m);
+    (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR ? d.errors : d.warnings)
+        .push_back(t.message + " | " + t.debug);
+    gst_message_unref(m);
+  }
   GstStructure *stats = nullptr;
   GstElement *el = dec->element;  // the harness wraps a launch line in a bin
   if (GST_IS_BIN(el)) {
@@ -3117,6 +3123,48 @@ void encode_for_damage(Encoded &e, int version) {
   encode(e, "BGR", 45, 11, o);
 }
 }  // namespace
+
+// A stream whose every frame is dropped ends with GstVideoDecoder's error
+// for a stream that decoded nothing (GStreamer 1.22 counts a dropped frame
+// as decoded and posts none): deltas only (a sender that stopped before its
+// first keyframe), every keyframe damaged. One keyframe that decodes, or
+// no packet dropped, ends without it.
+TEST(CudaDiff, StreamOfDroppedFramesEndsWithAnError) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded e;
+    encode_for_damage(e, version);  // keyframes 0, 4, 8, 12
+    const std::vector<GstBuffer *> all(e.packets.begin(), e.packets.end());
+    const std::vector<GstBuffer *> deltas(e.packets.begin() + 1, e.packets.begin() + 4);
+    std::vector<GstBuffer *> keys_damaged = all, first_damaged = all;
+    for (size_t k = 0; k < all.size(); k += 4)
+      keys_damaged[k] = damaged(e.packets[k], 5, 0xff, false);
+    first_damaged[0] = keys_damaged[0];
+    struct Case {
+      const char *what;
+      const std::vector<GstBuffer *> &in;
+      size_t frames;
+      bool error;
+    };
+    for (const Case &c : {Case{"deltas only", deltas, 0, true},
+                          Case{"every keyframe damaged", keys_damaged, 0, true},
+                          Case{"the first keyframe damaged", first_damaged, 12, false},
+                          Case{"undamaged", all, 16, false}}) {
+      for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
+        SCOPED_TRACE(std::string(c.what) + ", " + launch);
+        Decoded d;
+        decode(d, c.in, true, launch);
+        EXPECT_EQ(d.frames.size(), c.frames);
+        ASSERT_EQ(d.errors.size(), c.error ? 1u : 0u);
+        if (c.error) {
+          EXPECT_EQ(d.errors[0].rfind("No valid frames decoded before end of stream", 0), 0u)
+              << d.errors[0];
+        }
+      }
+    }
+    for (size_t k = 0; k < all.size(); k += 4) gst_buffer_unref(keys_damaged[k]);
+  }
+}
 
 TEST(CudaDiff, DecoderDropsDamagedPacketsAndRecovers) {
   for (int version : {1, 2}) {
