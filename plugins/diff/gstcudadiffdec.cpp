@@ -592,7 +592,7 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
       case stream::Parser::Kind::Packet:
         if (step.header.stream_header()) {
           // What the packet headers do not say of the picture, used from
-          // the next keyframe on.
+          // the next keyframe of the header's format, size and framerate on.
           const uint8_t *p = queue.map(step.bytes);
           const GstCudaDiffDescribed d =
               GstCudaDiffDescribed::read(p + stream::kHeaderSize, step.header.payload_size);
@@ -662,7 +662,8 @@ static bool configure(GstCudaDiffDec *self, const stream::PacketHeader &h,
   // What the sender's stream header said of the picture (else the defaults
   // of the format and size; values that do not parse are left out too):
   // colorimetry, pixel aspect ratio, interleaved fields and their order,
-  // chroma siting. The frames are not checked against them.
+  // chroma siting, stereoscopic views. The frames are not checked against
+  // them.
   st->out_described = st->described(h);
   st->out_described.apply(&out->info);
   // (CUDA or system memory: chosen by negotiate(), below)

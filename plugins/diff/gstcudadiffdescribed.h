@@ -33,8 +33,8 @@ struct GstCudaDiffDescribed {
 
   // Sets on `info` (the defaults of its format and size) what the text says:
   // colorimetry, pixel aspect ratio, interleaved fields and their order,
-  // chroma siting, the views of stereoscopic video. Values that do not parse are left at the
-  // defaults.
+  // chroma siting, the packing of stereoscopic views. Values that do not
+  // parse are left at the defaults.
   void apply(GstVideoInfo *info) const;
 };
 
