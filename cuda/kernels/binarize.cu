@@ -823,7 +823,7 @@ class CudaBinarize final : public Binarize {
     state_ = DeviceBuffer(sizeof(DeviceState));
     fill_bytes_async(state_.data(), 0, sizeof(DeviceState), ctx);
     host_result_ = PinnedBuffer(sizeof(BinarizeResult));
-    const BinarizeResult none;
+    const BinarizeResult none{};
     std::memcpy(host_result_.data(), &none, sizeof none);
     if (host_result_.pinned()) {
       void *device_ptr = nullptr;
