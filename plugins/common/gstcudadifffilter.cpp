@@ -953,8 +953,9 @@ static gboolean gst_cudadiff_filter_propose_allocation(GstBaseTransform *trans,
 // the bytes are laid out or what colours they hold (no tags, or only the
 // video, orientation and size tags: regions of interest, for instance),
 // since every filter keeps the picture's size and orientation. GStreamer
-// 1.22's GstVideoFilter copies only metas without tags; colour-space and
-// memory metas are not copied (GstBaseTransform asks about no memory meta).
+// 1.22's GstVideoFilter copies only metas without tags or with the video
+// tag alone; colour-space metas are not copied, nor memory metas
+// (GstBaseTransform asks about none).
 static gboolean gst_cudadiff_filter_transform_meta(GstBaseTransform *, GstBuffer *, GstMeta *meta,
                                                    GstBuffer *) {
   const gchar *const *tags = gst_meta_api_type_get_tags(meta->info->api);
