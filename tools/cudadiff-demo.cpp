@@ -520,11 +520,7 @@ int main(int argc, char **argv) {
   std::string enc_props = "threshold=" + std::to_string(o.threshold) +
                           " keyframe-interval=" + std::to_string(o.keyframe_interval);
   if (o.stream_version) enc_props += " stream-version=" + std::to_string(o.stream_version);
-  if ((o.compression && !cudadiff_tools::enum_value_is_valid("--compression", "cudadiffenc",
-                                                             "compression", o.compression)) ||
-      (o.backend &&
-       !cudadiff_tools::enum_value_is_valid("--backend", "cudadiffenc", "backend", o.backend)))
-    return 2;
+  if (!cudadiff_tools::encoder_choices_are_valid(o.compression, o.backend)) return 2;
   if (o.compression) enc_props += std::string(" compression=") + o.compression;
   if (o.backend) enc_props += std::string(" backend=") + o.backend;
   // A bad value (--backend gpu, --compression zz) is an option out of range

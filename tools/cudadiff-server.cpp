@@ -257,11 +257,7 @@ int main(int argc, char **argv) {
     o.encoder_properties += " keyframe-interval=" + std::to_string(a.keyframe_interval);
   if (a.stream_version != kUnset)
     o.encoder_properties += " stream-version=" + std::to_string(a.stream_version);
-  if ((a.compression && !cudadiff_tools::enum_value_is_valid("--compression", "cudadiffenc",
-                                                             "compression", a.compression)) ||
-      (a.backend &&
-       !cudadiff_tools::enum_value_is_valid("--backend", "cudadiffenc", "backend", a.backend)))
-    return 2;
+  if (!cudadiff_tools::encoder_choices_are_valid(a.compression, a.backend)) return 2;
   if (a.compression) o.encoder_properties += std::string(" compression=") + a.compression;
   if (a.backend) o.encoder_properties += std::string(" backend=") + a.backend;
   // A bad value (--backend gpu, --compression zz) is refused now rather

@@ -48,4 +48,12 @@ inline bool enum_value_is_valid(const char *option, const char *factory, const c
   return ok;
 }
 
+// The tools' --compression and --backend (null: not given), each one of
+// cudadiffenc's values (enum_value_is_valid()).
+inline bool encoder_choices_are_valid(const char *compression, const char *backend) {
+  return (!compression ||
+          enum_value_is_valid("--compression", "cudadiffenc", "compression", compression)) &&
+         (!backend || enum_value_is_valid("--backend", "cudadiffenc", "backend", backend));
+}
+
 }  // namespace cudadiff_tools
