@@ -485,108 +485,6 @@ TEST(CudaDiff, StreamHeaderCarriesThePicturesDescription) {
   }
 }
 
-// A keyframe is described by the stream header of its own format, size and
-// framerate, not by the last one seen: after a seek back in a recording
-// whose caps changed (or in recordings joined end to end), the last stream
-// header is another part's. Stream A (BGRx, bt709), stream B (I420,
-// bt2020), A's second keyframe (as after a seek back, no stream header
-// again) and stream C (BGRx of another size, its stream header left out):
-// C gets the defaults of its format (sRGB), as a stream joined without its
-// stream header does.
-TEST(CudaDiff, KeyframesTakeTheStreamHeaderOfTheirOwnFormat) {
-  for (int version : {2, 1}) {
-    SCOPED_TRACE("version " + std::to_string(version));
-    Encoded a, b, c;
-    EncodeOptions o;
-    o.version = version;
-    o.frames = 3;
-    o.props = "keyframe-interval=2";
-    o.caps_extra = ", colorimetry=(string)bt709";
-    encode(a, "BGRx", 32, 24, o);
-    o.frames = 2;
-    o.caps_extra = ", colorimetry=(string)bt2020";
-    encode(b, "I420", 32, 24, o);
-    o.frames = 1;
-    o.caps_extra = "";
-    encode(c, "BGRx", 48, 32, o);
-    ASSERT_NE(stream_header_of(a), nullptr);
-    ASSERT_NE(stream_header_of(b), nullptr);
-    // (frames 0 and 2 of A are keyframes)
-    ASSERT_FALSE(GST_BUFFER_FLAG_IS_SET(a.packets[2], GST_BUFFER_FLAG_DELTA_UNIT));
-    const std::vector<GstBuffer *> packets = {stream_header_of(a), a.packets[0], a.packets[1],
-                                              stream_header_of(b), b.packets[0], b.packets[1],
-                                              a.packets[2],        c.packets[0]};
-    const std::vector<const Bytes *> want = {&a.pictures[0], &a.pictures[1], &b.pictures[0],
-                                             &b.pictures[1], &a.pictures[2], &c.pictures[0]};
-    // The same bytes as an untimed byte stream, a buffer per packet (so that
-    // each frame is pulled under its own caps).
-    std::vector<GstBuffer *> untimed;
-    for (GstBuffer *p : packets) {
-      const Bytes bytes = bytes_of(p);
-      GstBuffer *u = gst_buffer_new_allocate(nullptr, bytes.size(), nullptr);
-      gst_buffer_fill(u, 0, bytes.data(), bytes.size());
-      untimed.push_back(u);
-    }
-    // The colorimetry of stream A's caps (bt709 in RGB), of stream B's,
-    // and the default of stream C's format and size.
-    const auto colorimetry_of = [](const std::string &caps_text) {
-      GstCaps *caps = gst_caps_from_string(caps_text.c_str());
-      GstVideoInfo info;
-      EXPECT_TRUE(gst_video_info_from_caps(&info, caps)) << caps_text;
-      gst_caps_unref(caps);
-      gchar *s = gst_video_colorimetry_to_string(&info.colorimetry);
-      const std::string text = s ? s : "";
-      g_free(s);
-      return text;
-    };
-    GstVideoInfo defaults;
-    ASSERT_TRUE(gst_video_info_set_format(&defaults, GST_VIDEO_FORMAT_BGRx, 48, 32));
-    gchar *def = gst_video_colorimetry_to_string(&defaults.colorimetry);
-    const std::string c_colorimetry = def;
-    g_free(def);
-    for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
-      for (bool byte_stream : {false, true}) {
-        SCOPED_TRACE(std::string(launch) + (byte_stream ? ", a byte stream" : ", packets"));
-        Decoded d;
-        decode(d, byte_stream ? untimed : packets, true, launch);
-        ASSERT_EQ(d.frames.size(), want.size());
-        for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(d.frames[i], *want[i]) << "frame " << i;
-        std::vector<std::string> got;
-        for (const std::string &caps : d.caps) got.push_back(colorimetry_of(caps));
-        const std::string a_colorimetry = got[0];
-        EXPECT_NE(a_colorimetry, c_colorimetry);  // (else the test shows nothing)
-        EXPECT_EQ(got, (std::vector<std::string>{a_colorimetry, a_colorimetry, "bt2020", "bt2020",
-                                                 a_colorimetry, c_colorimetry}));
-      }
-    }
-    // The parser's own src caps likewise, per packet (C's without a
-    // colorimetry: the parser says only what a stream header said).
-    GstHarness *h = gst_harness_new("cudadiffparse");
-    gst_harness_set_src_caps_str(h, "video/x-cudadiff");
-    std::vector<std::string> frame_caps;
-    for (GstBuffer *u : untimed) {
-      ASSERT_EQ(gst_harness_push(h, gst_buffer_ref(u)), GST_FLOW_OK);
-      if (u == untimed.back()) gst_harness_push_event(h, gst_event_new_eos());
-      while (GstBuffer *out = gst_harness_try_pull(h)) {
-        if (!GST_BUFFER_FLAG_IS_SET(out, GST_BUFFER_FLAG_HEADER)) {
-          GstCaps *caps = gst_pad_get_current_caps(h->sinkpad);
-          const gchar *cv =
-              gst_structure_get_string(gst_caps_get_structure(caps, 0), "colorimetry");
-          frame_caps.push_back(cv ? cv : "");
-          gst_caps_unref(caps);
-        }
-        gst_buffer_unref(out);
-      }
-    }
-    gst_harness_teardown(h);
-    ASSERT_EQ(frame_caps.size(), 6u);
-    EXPECT_NE(frame_caps[0], "");
-    EXPECT_EQ(frame_caps, (std::vector<std::string>{frame_caps[0], frame_caps[0], "bt2020",
-                                                    "bt2020", frame_caps[0], ""}));
-    for (GstBuffer *u : untimed) gst_buffer_unref(u);
-  }
-}
-
 // A chroma-site in caps without a colorimetry: GStreamer 1.22's video info
 // replaces it with its default, and the stream header says the caps' own.
 TEST(CudaDiff, StreamHeaderKeepsChromaSiteWithoutColorimetry) {
@@ -1858,6 +1756,102 @@ struct ParserOnBytes {
   }
   void eos() { gst_harness_push_event(h, gst_event_new_eos()); }
 };
+
+// A keyframe is described by the stream header of its own format, size and
+// framerate, not by the last one seen: after a seek back in a recording
+// whose caps changed (or in recordings joined end to end), the last stream
+// header is another part's. Stream A (BGRx, bt709), stream B (I420,
+// bt2020), A's second keyframe (as after a seek back, no stream header
+// again) and stream C (BGRx of another size, its stream header left out):
+// C gets the defaults of its format (sRGB), as a stream joined without its
+// stream header does.
+TEST(CudaDiff, KeyframesTakeTheStreamHeaderOfTheirOwnFormat) {
+  for (int version : {2, 1}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded a, b, c;
+    EncodeOptions o;
+    o.version = version;
+    o.frames = 3;
+    o.props = "keyframe-interval=2";
+    o.caps_extra = ", colorimetry=(string)bt709";
+    encode(a, "BGRx", 32, 24, o);
+    o.frames = 2;
+    o.caps_extra = ", colorimetry=(string)bt2020";
+    encode(b, "I420", 32, 24, o);
+    o.frames = 1;
+    o.caps_extra = "";
+    encode(c, "BGRx", 48, 32, o);
+    ASSERT_NE(stream_header_of(a), nullptr);
+    ASSERT_NE(stream_header_of(b), nullptr);
+    // (frames 0 and 2 of A are keyframes)
+    ASSERT_FALSE(GST_BUFFER_FLAG_IS_SET(a.packets[2], GST_BUFFER_FLAG_DELTA_UNIT));
+    const std::vector<GstBuffer *> packets = {stream_header_of(a), a.packets[0], a.packets[1],
+                                              stream_header_of(b), b.packets[0], b.packets[1],
+                                              a.packets[2],        c.packets[0]};
+    const std::vector<const Bytes *> want = {&a.pictures[0], &a.pictures[1], &b.pictures[0],
+                                             &b.pictures[1], &a.pictures[2], &c.pictures[0]};
+    // The same bytes as an untimed byte stream, a buffer per packet (so that
+    // each frame is pulled under its own caps).
+    std::vector<GstBuffer *> untimed;
+    for (GstBuffer *p : packets) {
+      const Bytes bytes = bytes_of(p);
+      GstBuffer *u = gst_buffer_new_allocate(nullptr, bytes.size(), nullptr);
+      gst_buffer_fill(u, 0, bytes.data(), bytes.size());
+      untimed.push_back(u);
+    }
+    // The colorimetry of stream A's caps (bt709 in RGB), of stream B's,
+    // and the default of stream C's format and size.
+    const auto colorimetry_of = [](const std::string &caps_text) {
+      GstCaps *caps = gst_caps_from_string(caps_text.c_str());
+      GstVideoInfo info;
+      EXPECT_TRUE(gst_video_info_from_caps(&info, caps)) << caps_text;
+      gst_caps_unref(caps);
+      gchar *s = gst_video_colorimetry_to_string(&info.colorimetry);
+      const std::string text = s ? s : "";
+      g_free(s);
+      return text;
+    };
+    GstVideoInfo defaults;
+    ASSERT_TRUE(gst_video_info_set_format(&defaults, GST_VIDEO_FORMAT_BGRx, 48, 32));
+    gchar *def = gst_video_colorimetry_to_string(&defaults.colorimetry);
+    const std::string c_colorimetry = def;
+    g_free(def);
+    for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
+      for (bool byte_stream : {false, true}) {
+        SCOPED_TRACE(std::string(launch) + (byte_stream ? ", a byte stream" : ", packets"));
+        Decoded d;
+        decode(d, byte_stream ? untimed : packets, true, launch);
+        ASSERT_EQ(d.frames.size(), want.size());
+        for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(d.frames[i], *want[i]) << "frame " << i;
+        std::vector<std::string> got;
+        for (const std::string &caps : d.caps) got.push_back(colorimetry_of(caps));
+        const std::string a_colorimetry = got[0];
+        EXPECT_NE(a_colorimetry, c_colorimetry);  // (else the test shows nothing)
+        EXPECT_EQ(got, (std::vector<std::string>{a_colorimetry, a_colorimetry, "bt2020", "bt2020",
+                                                 a_colorimetry, c_colorimetry}));
+      }
+    }
+    // The parser's own src caps likewise, per packet (C's without a
+    // colorimetry: the parser says only what a stream header said).
+    ParserOnBytes p;
+    std::vector<std::string> frame_caps;
+    for (GstBuffer *packet : packets) {
+      p.push(bytes_of(packet));
+      if (packet == packets.back()) p.eos();
+      ASSERT_EQ(p.pull().size(), 1u);
+      if (GST_BUFFER_FLAG_IS_SET(packet, GST_BUFFER_FLAG_HEADER)) continue;
+      GstCaps *caps = gst_pad_get_current_caps(p.h->sinkpad);
+      const gchar *cv = gst_structure_get_string(gst_caps_get_structure(caps, 0), "colorimetry");
+      frame_caps.push_back(cv ? cv : "");
+      gst_caps_unref(caps);
+    }
+    ASSERT_EQ(frame_caps.size(), 6u);
+    EXPECT_NE(frame_caps[0], "");
+    EXPECT_EQ(frame_caps, (std::vector<std::string>{frame_caps[0], frame_caps[0], "bt2020",
+                                                    "bt2020", frame_caps[0], ""}));
+    for (GstBuffer *u : untimed) gst_buffer_unref(u);
+  }
+}
 
 // cudadiffparse's src caps describe the picture as the encoder's caps do
 // (pixel aspect ratio, interlace mode, field order, colorimetry, chroma
