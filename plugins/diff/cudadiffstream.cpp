@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <unordered_map>
 #include <vector>
 
 #include "cudadiff/codec2.h"
@@ -599,10 +600,12 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
                        std::to_string(pixels) + " pixels), more than the limit of " +
                        std::to_string(max_pixels_));
   }
-  auto damaged = [&] {
+  auto damaged = [&](bool superseded = false) {
     step.damaged = true;
+    step.superseded = superseded;
     step.header = h;
-    return skip(1, "payload checksum mismatch in packet " + std::to_string(h.frame_number));
+    return skip(1, "payload checksum mismatch in packet " + std::to_string(h.frame_number) +
+                       (superseded ? " (an intact copy of it follows)" : ""));
   };
   // What a check of the damaged packet around this header found.
   const uint64_t pos = q.position();
@@ -610,8 +613,19 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
   if (wait_until_ <= pos) wait_until_ = 0;
   const bool known = !checked_.empty() && checked_.front().position == pos &&
                      checked_.front().header_crc == h.header_crc;
-  if (known && !checked_.front().intact) return damaged();
+  if (known && !checked_.front().intact) return damaged(checked_.front().superseded);
   const size_t total = kHeaderSize + h.payload_size;
+  // A damaged packet waiting for a packet of its own frame inside it.
+  const bool own = own_until_ != 0 && own_pos_ == pos && own_crc_ == h.header_crc;
+  if (!own) {
+    own_until_ = 0;
+    waits_ = 0;
+  }
+  if (own && !at_eos && avail < own_until_ - pos) {
+    step.bytes = size_t(own_until_ - pos);  // NeedData
+    step.header = h;
+    return step;
+  }
   // A header found inside a damaged packet whose packet was not complete
   // then waits for the furthest of those packets, so that one check covers
   // them all.
@@ -637,9 +651,24 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
   q.unmap();
   checked_bytes_ += h.payload_size;
   if (crc != h.payload_crc) {
-    check_inside(q, total, avail);
+    const bool superseded = check_inside(q, h, total, avail);
     if (at_eos) wait_until_ = 0;
-    return damaged();
+    // A packet of this frame inside it, not yet complete, or a header that
+    // may be one, not yet complete: whether this frame is lost depends on
+    // it, so wait for it. At most twice: once the bytes of every header
+    // inside are there, once more for the packets of this frame among them.
+    if (!superseded && own_reach_ != 0 && !at_eos && waits_ < 2) {
+      own_pos_ = pos;
+      own_crc_ = h.header_crc;
+      own_until_ = own_reach_;
+      ++waits_;
+      step.bytes = size_t(own_until_ - pos);  // NeedData
+      step.header = h;
+      return step;
+    }
+    own_until_ = 0;
+    waits_ = 0;
+    return damaged(superseded);
   }
   step.kind = Kind::Packet;
   step.bytes = total;
@@ -650,22 +679,33 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
 void Parser::reset() {
   checked_.clear();
   wait_until_ = 0;
+  own_until_ = 0;
+  waits_ = 0;
 }
 
 // Checks every intact header inside the damaged packet at the front (its
-// first `total` bytes; `avail` are there) whose packet ends within `avail`,
-// and notes how far the others reach. The payload checksum of each comes
+// first `total` bytes; `avail` are there; its header is `front`) whose
+// packet ends within `avail`, and notes how far the others reach (and those
+// of front's frame apart, in own_reach_).
+// A packet "of the same frame" has the same version, frame number and kind
+// (keyframe, delta, stream header). The payload checksum of each comes
 // from those of pieces of kPiece bytes (of the bytes from the front,
 // computed once) and of at most two partial pieces, joined with
 // crc32_combine: a pass over the bytes and a few kilobytes per header.
-void Parser::check_inside(ByteQueue &q, size_t total, size_t avail) {
+bool Parser::check_inside(ByteQueue &q, const PacketHeader &front, size_t total, size_t avail) {
   constexpr size_t kPiece = 1024;
   constexpr size_t kMaxChecked = size_t(1) << 20;  // headers remembered (16 MiB)
   const uint64_t pos = q.position();
   checked_.clear();
+  own_reach_ = 0;
   struct Found {
     size_t at, end;
     uint32_t header_crc, payload_crc;
+    uint64_t frame;  // the frame: its number, version and kind
+    uint8_t version, kind;
+  };
+  auto kind = [](const PacketHeader &h) {
+    return uint8_t(h.flags & (kFlagKeyframe | kFlagStreamHeader));
   };
   std::vector<Found> inside;
   size_t reach = 0;  // the furthest end within avail
@@ -674,7 +714,7 @@ void Parser::check_inside(ByteQueue &q, size_t total, size_t avail) {
     const uint8_t *p = q.map(span);
     if (!p) {
       q.unmap();
-      return;
+      return false;
     }
     // Headers at 1 <= i < total that end within span (span ends before the
     // header at total).
@@ -687,19 +727,33 @@ void Parser::check_inside(ByteQueue &q, size_t total, size_t avail) {
         continue;
       const size_t end = i + kHeaderSize + h.payload_size;
       if (end <= avail) {
-        inside.push_back({i, end, h.header_crc, h.payload_crc});
+        inside.push_back({i, end, h.header_crc, h.payload_crc, h.frame_number, h.version, kind(h)});
         reach = std::max(reach, end);
       } else {
         wait_until_ = std::max(wait_until_, pos + end);
+        if (h.frame_number == front.frame_number && h.version == front.version &&
+            kind(h) == kind(front))
+          own_reach_ = std::max(own_reach_, pos + end);
+      }
+    }
+    // A header that starts inside but does not end within span may be one
+    // of the front's frame too: the bytes up to the last such header's
+    // end are waited for if a magic (or its start, at the end) is there.
+    if (span < total - 1 + kHeaderSize) {
+      for (size_t i = span > kHeaderSize ? span - kHeaderSize + 1 : 1; i < total; ++i) {
+        if (std::memcmp(p + i, kMagic, std::min(sizeof kMagic, span - i)) == 0) {
+          own_reach_ = std::max(own_reach_, pos + total - 1 + kHeaderSize);
+          break;
+        }
       }
     }
     q.unmap();
   }
-  if (inside.empty()) return;
+  if (inside.empty()) return false;
   const uint8_t *p = q.map(reach);
   if (!p) {
     q.unmap();
-    return;
+    return false;
   }
   // prefix_[k]: the checksum of the first k pieces from the front.
   prefix_.assign(reach / kPiece + 1, 0);
@@ -723,9 +777,37 @@ void Parser::check_inside(ByteQueue &q, size_t total, size_t avail) {
       crc = uint32_t(
           ::crc32_combine(::crc32_combine(first, middle, z_off_t(c2 - c1)), last, z_off_t(b - c2)));
     }
-    checked_.push_back({pos + f.at, f.header_crc, crc == f.payload_crc});
+    checked_.push_back({pos + f.at, f.header_crc, crc == f.payload_crc, false});
   }
   q.unmap();
+  // Which damaged packets have an intact one of their frame inside: from
+  // the last to the first, the nearest intact packet of each frame after
+  // the one at hand.
+  struct Key {
+    uint64_t frame;
+    uint8_t version, kind;
+    bool operator==(const Key &o) const {
+      return frame == o.frame && version == o.version && kind == o.kind;
+    }
+  };
+  struct KeyHash {
+    size_t operator()(const Key &k) const {
+      return std::hash<uint64_t>()(k.frame * 4 + k.kind) ^ k.version;
+    }
+  };
+  std::unordered_map<Key, size_t, KeyHash> next_intact;  // position from the front
+  for (size_t n = inside.size(); n-- > 0;) {
+    const Found &f = inside[n];
+    const Key key{f.frame, f.version, f.kind};
+    if (checked_[n].intact) {
+      next_intact[key] = f.at;
+    } else {
+      const auto it = next_intact.find(key);
+      checked_[n].superseded = it != next_intact.end() && it->second < f.end;
+    }
+  }
+  // (every packet inside starts inside the front's)
+  return next_intact.count(Key{front.frame_number, front.version, kind(front)}) != 0;
 }
 
 namespace {

@@ -390,6 +390,11 @@ class Parser {
     // Skip: a packet with an intact header (in `header`) whose payload fails
     // its checksum; its first byte is skipped and the scan goes on inside it.
     bool damaged = false;
+    // With damaged: an intact packet of the same frame starts inside this
+    // one (the damaged one was a stray copy of its header, or a partial
+    // copy of it, as a relay that resends a packet it had begun may
+    // leave), so the frame is not lost: the scan comes to it next.
+    bool superseded = false;
     // Skip: an intact header (in `header`) of a frame of more than
     // max_pixels() pixels; its first byte is skipped without waiting for
     // the payload, which the scan then passes over as bytes that are not a
@@ -414,7 +419,9 @@ class Parser {
   // inside that packet at once, in one pass over the bytes (checksums of
   // the pieces, combined), and remembers the result by position; a header
   // whose packet reaches beyond the bytes there makes the next check wait
-  // (NeedData) until the furthest such packet is there.
+  // (NeedData) until the furthest such packet is there. A header inside of
+  // the damaged packet's own frame (or one not yet complete) makes that
+  // packet itself wait for it, so as to say whether it is superseded.
   Step next(ByteQueue &q, bool at_eos);
   // Forgets what it remembered of the bytes ahead (a flush, a seek).
   void reset();
@@ -427,13 +434,26 @@ class Parser {
     uint64_t position;    // of its first byte
     uint32_t header_crc;  // its header checksum: another header there is not this one
     bool intact;          // its payload passed
+    bool superseded;      // not intact, and an intact packet of its frame starts inside it
   };
-  void check_inside(ByteQueue &q, size_t total, size_t avail);
+  // Returns whether an intact packet of `front`'s frame starts inside it.
+  bool check_inside(ByteQueue &q, const PacketHeader &front, size_t total, size_t avail);
   uint64_t max_pixels_ = 0;
   std::deque<Checked> checked_;  // by position
   // Headers inside the last damaged packet whose packets reach up to here
   // (a position; 0: none) were not complete when it was checked.
   uint64_t wait_until_ = 0;
+  // A damaged packet at the front (position, header checksum) waits for a
+  // packet of its own frame inside it to end here (a position; 0: none);
+  // waits_: how many times it has waited (at most twice).
+  uint64_t own_pos_ = 0;
+  uint32_t own_crc_ = 0;
+  uint64_t own_until_ = 0;
+  int waits_ = 0;
+  // check_inside(): how far the bytes must reach to say whether a packet
+  // of the front's frame starts inside it, when they do not yet (a
+  // position; 0: they do).
+  uint64_t own_reach_ = 0;
   uint64_t checked_bytes_ = 0;
   std::vector<uint32_t> prefix_;  // check_inside()'s checksums of the first k pieces
 };

@@ -566,10 +566,12 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
             report_loss(self, "damaged packet", step.problem);
           else
             GST_DEBUG_OBJECT(self, "%s (before a keyframe)", step.problem.c_str());
-        } else if (step.damaged && !step.header.stream_header()) {
+        } else if (step.damaged && !step.header.stream_header() && !step.superseded) {
           // A packet whose header is intact: its frame is lost, and the
           // deltas after it until a keyframe (before the first keyframe a
-          // damaged delta changes nothing).
+          // damaged delta changes nothing). (Superseded: an intact packet
+          // of the same frame starts inside it, and comes next; a stray
+          // copy of a header, or part of a packet resent whole.)
           GST_OBJECT_LOCK(self);
           self->stats.dropped_packets++;
           GST_OBJECT_UNLOCK(self);

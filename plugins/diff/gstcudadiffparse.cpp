@@ -416,7 +416,7 @@ static void skipped(GstCudaDiffParse *self, const stream::Parser::Step &step, gu
                      live_now(GST_BASE_PARSE(self), timed, seeked));
     }
   }
-  if (step.damaged && step.header.keyframe() && !step.header.stream_header() &&
+  if (step.damaged && !step.superseded && step.header.keyframe() && !step.header.stream_header() &&
       !st->keyframe_passed && !st->warned_start) {
     st->warned_start = true;
     GST_ELEMENT_WARNING(self, STREAM, DECODE,

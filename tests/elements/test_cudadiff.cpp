@@ -3365,6 +3365,87 @@ TEST(CudaDiff, DecoderDropsARepeatedPacket) {
   }
 }
 
+// A copy of a packet's header alone, or of its first part, just before the
+// intact packet (a relay that resends a packet it had begun to send, a
+// sender restarted mid-packet): the copy's checksum fails, but the intact
+// packet of the same frame inside it comes next, so no frame is lost and
+// nothing is posted; the copy's bytes are skipped. Before, cudadiffdec
+// alone reported the copy as a damaged packet and lost the rest of the
+// keyframe interval (cudadiffparse's gap rule already lost nothing). A
+// damaged packet that swallows the start of the next frame's packet
+// (bytes lost) is still a loss, and a damaged copy of a frame whose intact
+// packet does not follow too.
+TEST(CudaDiff, DecoderKeepsAFrameWhoseIntactPacketFollowsACopyOfItsStart) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded e;
+    encode_for_damage(e, version);  // keyframes 0, 4, 8, 12
+    const Bytes delta = bytes_of(e.packets[5]), key = bytes_of(e.packets[8]);
+    struct Case {
+      const char *what;
+      size_t before;  // the copy goes before this packet
+      Bytes copy;
+    };
+    const std::vector<Case> cases = {
+        {"header copy of a delta", 5, Bytes(delta.begin(), delta.begin() + 64)},
+        {"first half of a delta", 5, Bytes(delta.begin(), delta.begin() + long(delta.size() / 2))},
+        {"delta all but its last byte", 5, Bytes(delta.begin(), delta.end() - 1)},
+        {"header copy of a keyframe", 8, Bytes(key.begin(), key.begin() + 64)},
+        {"two header copies", 5,
+         [&] {
+           Bytes two(delta.begin(), delta.begin() + 64);
+           two.insert(two.end(), delta.begin(), delta.begin() + 64);
+           return two;
+         }()},
+    };
+    for (const Case &c : cases) {
+      SCOPED_TRACE(c.what);
+      for (bool one_buffer : {false, true}) {
+        SCOPED_TRACE(one_buffer ? "copy and packet in one buffer" : "each in its own buffer");
+        std::vector<GstBuffer *> in(e.packets.begin(), e.packets.end());
+        GstBuffer *copy = nullptr;
+        if (one_buffer) {
+          Bytes both = c.copy;
+          const Bytes intact = bytes_of(e.packets[c.before]);
+          both.insert(both.end(), intact.begin(), intact.end());
+          copy = buffer_like(e.packets[c.before], both);
+          in[c.before] = copy;
+        } else {
+          copy = buffer_like(e.packets[c.before], c.copy);
+          in.insert(in.begin() + long(c.before), copy);
+        }
+        Decoded d;
+        decode(d, in);
+        gst_buffer_unref(copy);
+        ASSERT_EQ(d.frames.size(), 16u);
+        for (size_t i = 0; i < 16; ++i) {
+          EXPECT_EQ(d.frames[i], e.pictures[i]) << "frame " << i;
+          EXPECT_EQ(GST_BUFFER_FLAG_IS_SET(d.buffers[i], GST_BUFFER_FLAG_DISCONT), i == 0) << i;
+        }
+        EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+        EXPECT_EQ(d.losses, 0u);
+        EXPECT_EQ(d.dropped, 0u);
+        EXPECT_EQ(d.qos, 0u);
+        EXPECT_EQ(d.skipped, c.copy.size());
+      }
+    }
+    // The first half of delta 5 before delta 6: frame 5's packet is
+    // damaged and nothing of frame 5 follows, so 5 to 7 are lost.
+    GstBuffer *half =
+        buffer_like(e.packets[5], Bytes(delta.begin(), delta.begin() + long(delta.size() / 2)));
+    std::vector<GstBuffer *> in(e.packets.begin(), e.packets.end());
+    in[5] = half;
+    Decoded d;
+    decode(d, in);
+    gst_buffer_unref(half);
+    EXPECT_EQ(d.frames.size(), 13u);
+    EXPECT_EQ(d.losses, 1u);
+    ASSERT_EQ(d.warnings.size(), 1u);
+    EXPECT_NE(d.warnings[0].find("checksum mismatch in packet 5"), std::string::npos)
+        << d.warnings[0];
+  }
+}
+
 // In key-unit trick mode (a player's fast forward: a seek with
 // GST_SEEK_FLAG_TRICKMODE_KEY_UNITS) only keyframes are decoded and shown;
 // the deltas are passed over without a loss. Before, every delta was

@@ -1038,6 +1038,7 @@ void append_gray_packet(Bytes &b, uint64_t frame) {
 struct Parsed {
   std::vector<uint64_t> packets;  // frame numbers
   int damaged = 0;
+  int superseded = 0;  // of the damaged
   uint64_t checked_bytes = 0;
 };
 
@@ -1048,6 +1049,8 @@ Parsed parse_all(const Bytes &bytes, size_t chunk) {
   feed_parser(parser, bytes, chunk, [&](const Parser::Step &s, ArrayQueue &) {
     if (s.kind == Parser::Kind::Packet) out.packets.push_back(s.header.frame_number);
     out.damaged += s.damaged;
+    out.superseded += s.superseded;
+    EXPECT_TRUE(s.damaged || !s.superseded);
   });
   out.checked_bytes = parser.checked_bytes();
   return out;
@@ -1192,6 +1195,102 @@ TEST(StreamFormat, ParserRemembersByPositionAndHeader) {
   s = parser.next(q3, false);
   EXPECT_TRUE(s.damaged);
   EXPECT_EQ(parser.checked_bytes(), at3 + 40);
+}
+
+// A damaged packet inside which an intact packet of the same frame starts
+// (a copy of that packet's header alone, or of its first part, before it)
+// is flagged superseded: the frame is not lost. Fed a byte at a time, the
+// copy's check comes when the intact packet is not complete yet; it waits
+// for it. A damaged packet that swallows the start of another frame's
+// packet, or whose own frame's packet is cut by the end, is not superseded.
+TEST(StreamFormat, ParserSupersedesADamagedCopyByTheIntactPacketInsideIt) {
+  constexpr size_t kPayload = 200;
+  auto packet_of = [](uint64_t frame, uint8_t fill) {
+    Bytes b(kHeaderSize + kPayload, fill);
+    put_key_header(b, 0, kPayload, 1, frame, zlib_crc(b, kHeaderSize, kPayload));
+    return b;
+  };
+  const Bytes one = packet_of(1, 11), two = packet_of(2, 22), three = packet_of(3, 33);
+  auto stream = [&](const Bytes &before_two, const Bytes &two_as, const Bytes &after) {
+    Bytes b = one;
+    b.insert(b.end(), before_two.begin(), before_two.end());
+    b.insert(b.end(), two_as.begin(), two_as.end());
+    b.insert(b.end(), after.begin(), after.end());
+    return b;
+  };
+  const Bytes header_copy(two.begin(), two.begin() + kHeaderSize);
+  const Bytes part_copy(two.begin(), two.begin() + kHeaderSize + 17);
+  const Bytes most_copy(two.begin(), two.end() - 1);  // the header inside ends later
+  Bytes two_headers = header_copy;
+  two_headers.insert(two_headers.end(), header_copy.begin(), header_copy.end());
+  Bytes cut_two(two.begin(), two.end() - 10);  // bytes lost: swallows 3's start
+  struct Case {
+    const char *what;
+    Bytes bytes;
+    std::vector<uint64_t> packets;
+    int damaged, superseded;
+  };
+  const std::vector<Case> cases = {
+      {"header copy", stream(header_copy, two, three), {1, 2, 3}, 1, 1},
+      {"part copy", stream(part_copy, two, three), {1, 2, 3}, 1, 1},
+      {"two header copies", stream(two_headers, two, three), {1, 2, 3}, 2, 2},
+      {"copy of all but the last byte", stream(most_copy, two, three), {1, 2, 3}, 1, 1},
+      {"bytes lost", stream({}, cut_two, three), {1, 3}, 1, 0},
+      {"copy of a frame whose packet is cut by the end",
+       stream(header_copy, cut_two, {}),
+       {1},
+       1,
+       0},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.what);
+    for (size_t chunk : {size_t(1), size_t(7), size_t(100), c.bytes.size()}) {
+      SCOPED_TRACE("chunk " + std::to_string(chunk));
+      const Parsed p = parse_all(c.bytes, chunk);
+      EXPECT_EQ(p.packets, c.packets);
+      EXPECT_EQ(p.damaged, c.damaged);
+      EXPECT_EQ(p.superseded, c.superseded);
+    }
+  }
+  // The waits. The copy's header at the front and only the bytes of its
+  // own packet there: the intact packet inside it ends 64 bytes later.
+  // With a copy of all but the last byte, the intact packet's header is
+  // cut too: first the bytes of any header inside, then its packet.
+  struct Wait {
+    const char *what;
+    Bytes copy;
+    std::vector<size_t> waits;  // the NeedData sizes, in turn
+  };
+  const std::vector<Wait> waits = {
+      {"header copy", header_copy, {2 * kHeaderSize + kPayload}},
+      {"copy of all but the last byte",
+       most_copy,
+       {kHeaderSize + kPayload - 1 + kHeaderSize, most_copy.size() + two.size()}},
+  };
+  for (const Wait &w : waits) {
+    SCOPED_TRACE(w.what);
+    const Bytes b = stream(w.copy, two, {});
+    Parser parser;
+    ArrayQueue q(b.data(), one.size() + two.size());
+    Parser::Step s = parser.next(q, false);
+    ASSERT_EQ(s.kind, Parser::Kind::Packet);
+    q.flush(s.bytes);
+    for (size_t want : w.waits) {
+      s = parser.next(q, false);
+      EXPECT_EQ(s.kind, Parser::Kind::NeedData);
+      EXPECT_EQ(s.bytes, want);
+      const uint64_t checked = parser.checked_bytes();
+      s = parser.next(q, false);  // nothing new: not checked again
+      EXPECT_EQ(s.kind, Parser::Kind::NeedData);
+      EXPECT_EQ(parser.checked_bytes(), checked);
+      q.set_size(one.size() + want);
+    }
+    s = parser.next(q, false);
+    EXPECT_EQ(s.kind, Parser::Kind::Skip);
+    EXPECT_TRUE(s.damaged);
+    EXPECT_TRUE(s.superseded);
+    EXPECT_NE(s.problem.find("an intact copy of it follows"), std::string::npos) << s.problem;
+  }
 }
 
 using testing_util::read_file;
