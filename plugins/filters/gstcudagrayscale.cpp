@@ -101,6 +101,34 @@ static void gst_cudadiff_grayscale_process(GstCudaDiffFilter *filter, const cuda
   self->op->process(in, out, method);
 }
 
+// GRAY8 in and out with the same caps: the frame is its own gray picture,
+// so it passes through untouched (no copy, no upload), as videoconvert does
+// for equal caps. Every other pair of formats is converted, a packed RGB
+// format to itself too (its channels become the gray value).
+static gboolean gst_cudadiff_grayscale_set_caps(GstBaseTransform *trans, GstCaps *incaps,
+                                                GstCaps *outcaps) {
+  if (!GST_BASE_TRANSFORM_CLASS(gst_cudadiff_grayscale_parent_class)
+           ->set_caps(trans, incaps, outcaps))
+    return FALSE;
+  GstVideoInfo in;
+  const bool same = gst_video_info_from_caps(&in, incaps) &&
+                    GST_VIDEO_INFO_FORMAT(&in) == GST_VIDEO_FORMAT_GRAY8 &&
+                    gst_caps_is_equal(incaps, outcaps);
+  if (bool(gst_base_transform_is_passthrough(trans)) != same) {
+    gst_base_transform_set_passthrough(trans, same);
+    gst_cudadiff_filter_passthrough_changed(GST_CUDADIFF_FILTER(trans));
+    GST_DEBUG_OBJECT(trans, "passthrough %s", same ? "on (GRAY8 to GRAY8)" : "off");
+  }
+  return TRUE;
+}
+
+// A frame passed through that upstream marked as still being written on
+// the GPU is finished first unless downstream honours the mark.
+static void gst_cudadiff_grayscale_before_transform(GstBaseTransform *trans, GstBuffer *buffer) {
+  if (gst_base_transform_is_passthrough(trans))
+    gst_cudadiff_filter_pass_through(GST_CUDADIFF_FILTER(trans), buffer);
+}
+
 static void gst_cudadiff_grayscale_set_property(GObject *object, guint prop_id, const GValue *value,
                                                 GParamSpec *pspec) {
   auto *self = GST_CUDADIFF_GRAYSCALE(object);
@@ -160,6 +188,9 @@ static void gst_cudadiff_grayscale_class_init(GstCudaGrayscaleClass *klass) {
       "CPU without one; outputs GRAY8 or the input format",
       "gst-cudadiff developers");
 
+  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS(klass);
+  trans_class->set_caps = GST_DEBUG_FUNCPTR(gst_cudadiff_grayscale_set_caps);
+  trans_class->before_transform = GST_DEBUG_FUNCPTR(gst_cudadiff_grayscale_before_transform);
   filter_class->transform_format_caps = GST_DEBUG_FUNCPTR(gst_cudadiff_grayscale_transform_caps);
   filter_class->setup = gst_cudadiff_grayscale_setup;
   filter_class->teardown = gst_cudadiff_grayscale_teardown;

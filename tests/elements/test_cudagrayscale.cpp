@@ -248,6 +248,46 @@ TEST(CudaGrayscale, MethodChangesWhilePlaying) {
   gst_harness_teardown(h);
 }
 
+// GRAY8 in and out: the frame passes through, its memory untouched (it was
+// copied before); a packed RGB input is converted again after a caps
+// change, and GRAY8 passes through once more. A packed RGB format kept as
+// itself is converted (EveryFormatKeepsItsFormat).
+TEST(CudaGrayscale, Gray8PassesThrough) {
+  const std::string gray = gst_test::raw_caps("GRAY8", 16, 4);
+  const std::string bgr = gst_test::raw_caps("BGR", 16, 4);
+  GstHarness *h = gst_harness_new("cudagrayscale");
+  gst_harness_set_src_caps_str(h, gray.c_str());
+  gst_harness_set_sink_caps_str(h, gray.c_str());
+  auto push_gray = [&] {
+    GstBuffer *in = pattern_buffer(info_of(gray));
+    GstMemory *mem = gst_memory_ref(gst_buffer_peek_memory(in, 0));
+    GstBuffer *out = gst_harness_push_and_pull(h, in);
+    ASSERT_NE(out, nullptr);
+    EXPECT_EQ(gst_buffer_n_memory(out), 1u);
+    EXPECT_EQ(gst_buffer_peek_memory(out, 0), mem);
+    EXPECT_TRUE(gst_base_transform_is_passthrough(GST_BASE_TRANSFORM(h->element)));
+    gst_memory_unref(mem);
+    gst_buffer_unref(out);
+  };
+  push_gray();
+  gst_harness_set_src_caps_str(h, bgr.c_str());
+  GstBuffer *out = gst_harness_push_and_pull(h, pattern_buffer(info_of(bgr)));
+  ASSERT_NE(out, nullptr);
+  EXPECT_FALSE(gst_base_transform_is_passthrough(GST_BASE_TRANSFORM(h->element)));
+  gst_test::read_frame(out, info_of(gray), [&](GstVideoFrame *f) {
+    for (int y = 0; y < 4; ++y)
+      for (int x = 0; x < 16; ++x) {
+        int r, g, b;
+        colour_at(x, y, &r, &g, &b);
+        ASSERT_EQ(gst_test::pixel(f, 0, x, y)[0], bt601(r, g, b)) << x << "," << y;
+      }
+  });
+  gst_buffer_unref(out);
+  gst_harness_set_src_caps_str(h, gray.c_str());
+  push_gray();
+  gst_harness_teardown(h);
+}
+
 // Metas that hold for a frame of the same size and orientation (a region
 // of interest from a detector upstream, a time code) go with the frame, as
 // videoconvert does for its conversion to GRAY8 (GStreamer 1.22's
