@@ -37,9 +37,14 @@ struct Flight {
 // from the GObject private struct.
 struct FilterState {
   std::unique_ptr<cudadiff::Context> ctx;
-  GstCudaDiffCudaShare share;     // the pipeline's CUDA context
-  bool configured = false;        // setup() succeeded for the current caps
-  bool caps_refused = false;      // setup() posted why it refuses the caps
+  GstCudaDiffCudaShare share;  // the pipeline's CUDA context
+  bool configured = false;     // setup() succeeded for the current caps
+  bool caps_refused = false;   // setup() posted why it refuses the caps
+  // The last refusal posted (its message and details): GstBaseTransform
+  // sets the same caps again for each buffer that follows, and an
+  // application should see one problem as one error. Cleared when caps are
+  // taken and at stop.
+  std::string refused;
   bool frame_interlaced = false;  // the frame being processed has two fields
   // What each side negotiated.
   bool in_cuda = false, out_cuda = false;
@@ -354,6 +359,7 @@ static gboolean gst_cudadiff_filter_stop(GstBaseTransform *trans) {
     st->ctx.reset();
   }
   st->share.release();
+  st->refused.clear();
   return TRUE;
 }
 
@@ -492,6 +498,7 @@ static gboolean gst_cudadiff_filter_set_info(GstVideoFilter *filter, GstCaps *in
     st->caps_refused = false;
     klass->setup(self, in_info, out_info, ctx);
     st->configured = true;
+    st->refused.clear();
   } catch (const cudadiff::Error &e) {
     drop_operation(self);
     if (!st->caps_refused)
@@ -1089,10 +1096,17 @@ gboolean gst_cudadiff_filter_frame_is_interlaced(GstCudaDiffFilter *filter) {
 
 void gst_cudadiff_filter_refuse_caps(GstCudaDiffFilter *filter, const std::string &message,
                                      const std::string &debug) {
-  get_priv(filter)->state->caps_refused = true;
-  gst_element_message_full(GST_ELEMENT(filter), GST_MESSAGE_ERROR, GST_CORE_ERROR,
-                           GST_CORE_ERROR_NEGOTIATION, g_strdup(message.c_str()),
-                           g_strdup(debug.c_str()), __FILE__, GST_FUNCTION, __LINE__);
+  FilterState *st = get_priv(filter)->state;
+  st->caps_refused = true;
+  std::string key = message + "\n" + debug;
+  if (st->refused == key) {
+    GST_DEBUG_OBJECT(filter, "caps refused again: %s", message.c_str());
+  } else {
+    st->refused = std::move(key);
+    gst_element_message_full(GST_ELEMENT(filter), GST_MESSAGE_ERROR, GST_CORE_ERROR,
+                             GST_CORE_ERROR_NEGOTIATION, g_strdup(message.c_str()),
+                             g_strdup(debug.c_str()), __FILE__, GST_FUNCTION, __LINE__);
+  }
   throw cudadiff::Error(message);
 }
 

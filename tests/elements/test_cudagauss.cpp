@@ -307,16 +307,17 @@ gst_test::BusText refusal(const std::string &caps) {
   GstBus *bus = gst_bus_new();
   gst_element_set_bus(h->element, bus);
   gst_harness_set_src_caps_str(h, caps.c_str());
-  const GstFlowReturn ret = gst_harness_push(h, random_buffer(info_of(caps)));
+  // (GstBaseTransform tries the caps again for each buffer: still one
+  // error; it posted one per attempt before, seven for one buffer here)
+  for (int i = 0; i < 3; ++i) {
+    const GstFlowReturn ret = gst_harness_push(h, random_buffer(info_of(caps)));
+    EXPECT_EQ(ret, GST_FLOW_NOT_NEGOTIATED) << caps;
+  }
   const std::vector<gst_test::BusText> errors = gst_test::pop_texts(bus, GST_MESSAGE_ERROR);
   gst_element_set_bus(h->element, nullptr);
   gst_object_unref(bus);
   gst_harness_teardown(h);
-  EXPECT_EQ(ret, GST_FLOW_NOT_NEGOTIATED) << caps;
-  // (one per attempt to configure: the harness makes several, gst-launch-1.0
-  // one)
-  EXPECT_FALSE(errors.empty()) << caps;
-  for (const gst_test::BusText &e : errors) EXPECT_EQ(e.message, errors[0].message) << caps;
+  EXPECT_EQ(errors.size(), 1u) << caps;
   return errors.empty() ? gst_test::BusText() : errors[0];
 }
 
