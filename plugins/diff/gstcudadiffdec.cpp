@@ -116,7 +116,11 @@ struct DecState {
   std::unique_ptr<codec2::Decoder> decoder2;
   std::unique_ptr<stream::Reader> reader;  // its scratch and zstd context, start to stop
   stream::Parser parser;
-  guint64 parsed = 0;                          // bytes the parser has passed (its queue's position)
+  guint64 parsed = 0;  // bytes the parser has passed (its queue's position)
+  // Where the last packet refused for max-pixels ends (a position as
+  // `parsed`): its bytes, skipped as they come, are a valid packet's, not
+  // counted in skipped-bytes.
+  guint64 refused_until = 0;
   std::vector<diff::SuperblockEntry> entries;  // of the last delta (CUDA)
   // What the stream headers said of the picture beyond the packet headers
   // (their `key=value` text; empty: not said), and what of it the output
@@ -185,6 +189,7 @@ struct DecState {
   void reset_stream() {
     parser.reset();
     parsed = 0;
+    refused_until = 0;
     synced = false;
     in_loss = false;
     discont = false;
@@ -537,8 +542,16 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
         return GST_VIDEO_DECODER_FLOW_NEED_DATA;
       case stream::Parser::Kind::Skip: {
         const bool was_synced = st->synced;
+        // (st->parsed is now the end of these bytes)
+        if (step.too_large)
+          st->refused_until =
+              st->parsed - step.bytes + stream::kHeaderSize + step.header.payload_size;
+        const guint64 refused =
+            std::min<guint64>(step.bytes, st->refused_until > st->parsed - step.bytes
+                                              ? st->refused_until - (st->parsed - step.bytes)
+                                              : 0);
         GST_OBJECT_LOCK(self);
-        self->stats.skipped_bytes += step.bytes;
+        self->stats.skipped_bytes += step.bytes - refused;
         GST_OBJECT_UNLOCK(self);
         if (step.unsupported) {
           gst_adapter_flush(adapter, step.bytes);
@@ -583,8 +596,10 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
           // Garbage, the rest of a damaged packet, a damaged header: no loss
           // unless the next packet shows one.
           GST_DEBUG_OBJECT(self, "skipped: %s", step.problem.c_str());
-          if (st->skipped_since_packet == 0) st->first_skip = step.problem;
-          st->skipped_since_packet += step.bytes;
+          if (refused < step.bytes) {
+            if (st->skipped_since_packet == 0) st->first_skip = step.problem;
+            st->skipped_since_packet += step.bytes - refused;
+          }
         }
         // (a keyframe too large for max-pixels: another one would be too)
         if (was_synced && !st->synced && !step.too_large) request_now();
@@ -592,6 +607,9 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
         continue;
       }
       case stream::Parser::Kind::Packet:
+        // (a packet inside a refused one's span: that one's payload never
+        // came, and the bytes after this packet are counted again)
+        st->refused_until = 0;
         if (step.header.stream_header()) {
           // What the packet headers do not say of the picture, used from
           // the next keyframe of the header's format, size and framerate on.

@@ -1382,11 +1382,12 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
           "about ten times the GPU time of version 1 and far more CPU time; or 1, the bytes "
           "that changed by more than threshold with optional zstd: the least time per frame, "
           "for senders short of it. Decoders built before version 2 "
-          "read only version 1. Read when caps are set. Default: " G_STRINGIFY(
+          "read only version 1. Read when caps are set (set while playing, it applies from "
+          "the next caps, whose first frame is a keyframe). Default: " G_STRINGIFY(
               DEFAULT_STREAM_VERSION),
           1, 2, DEFAULT_STREAM_VERSION,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
-                                   GST_PARAM_MUTABLE_READY)));
+                                   GST_PARAM_MUTABLE_PLAYING)));
   gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID);
 
   GstCaps *sink_caps = gst_cudadiff_make_template_caps(SINK_FORMATS);

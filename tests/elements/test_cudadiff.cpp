@@ -1627,7 +1627,9 @@ TEST(CudaDiff, HeaderLargerThanMaxPixelsIsDroppedWithoutWaitingForItsPayload) {
                   std::string::npos)
             << d.warnings[0];
         EXPECT_EQ(d.dropped, 2u);
-        EXPECT_EQ(d.skipped, 128u) << "the headers, skipped as they arrived";
+        // (the headers are those of packets refused, counted as dropped,
+        // not bytes that were not a packet)
+        EXPECT_EQ(d.skipped, 0u);
       } else {
         // The parser drops it; the decoder sees the packets in sequence.
         EXPECT_NE(d.warnings[0].find("packets announce frames larger than max-pixels"),
@@ -1642,6 +1644,30 @@ TEST(CudaDiff, HeaderLargerThanMaxPixelsIsDroppedWithoutWaitingForItsPayload) {
     }
     gst_buffer_unref(in[0]);
     gst_buffer_unref(in[1]);
+    // A whole stream over the limit (max-pixels=100 for 45x11): every
+    // packet is dropped, and none of its bytes counts as skipped (they
+    // were, as bytes that were not a packet), however it is cut into
+    // buffers; garbage after a refused packet still counts.
+    Bytes all;
+    for (GstBuffer *p : e.packets) {
+      const Bytes b = bytes_of(p);
+      all.insert(all.end(), b.begin(), b.end());
+    }
+    all.insert(all.end(), 50, 0x33);
+    for (size_t piece : {all.size(), size_t(100), size_t(7)}) {
+      SCOPED_TRACE("pieces of " + std::to_string(piece));
+      std::vector<GstBuffer *> stream;
+      for (size_t at = 0; at < all.size(); at += piece)
+        stream.push_back(buffer_like(
+            e.packets[0],
+            Bytes(all.begin() + long(at), all.begin() + long(std::min(all.size(), at + piece)))));
+      Decoded d;
+      decode(d, stream, true, "cudadiffdec max-pixels=100");
+      for (GstBuffer *b : stream) gst_buffer_unref(b);
+      EXPECT_EQ(d.frames.size(), 0u);
+      EXPECT_EQ(d.dropped, 8u);
+      EXPECT_EQ(d.skipped, 50u);
+    }
   }
 }
 
@@ -4120,6 +4146,50 @@ TEST(CudaDiff, CapsNegotiationOfTheVersion) {
     gst_object_unref(bus);
     gst_harness_teardown(enc);
   }
+}
+
+// stream-version set while playing applies from the next caps: the packets
+// under the caps of the moment keep their version, the next caps start with
+// a keyframe of the new one, and a decoder shows every frame.
+TEST(CudaDiff, StreamVersionSetWhilePlayingAppliesFromTheNextCaps) {
+  GstHarness *enc = gst_harness_new("cudadiffenc");
+  GstElement *el = enc->element;
+  g_object_set(el, "frame-overlap", 2 /* never */, "keyframe-interval", 30u, nullptr);
+  GParamSpec *spec = g_object_class_find_property(G_OBJECT_GET_CLASS(el), "stream-version");
+  ASSERT_NE(spec, nullptr);
+  EXPECT_TRUE(spec->flags & GST_PARAM_MUTABLE_PLAYING);
+  std::vector<GstBuffer *> packets;
+  auto push = [&](int w, int frame) {
+    const GstVideoInfo info = video_info("GRAY8", w, 8);
+    ASSERT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", w, 8, frame, 1), frame)),
+              GST_FLOW_OK);
+    while (GstBuffer *b = gst_harness_try_pull(enc)) packets.push_back(b);
+  };
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 16, 8).c_str());
+  push(16, 0);
+  push(16, 1);
+  g_object_set(el, "stream-version", 1u, nullptr);
+  push(16, 2);
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 24, 8).c_str());
+  push(24, 3);
+  push(24, 4);
+  std::vector<GstBuffer *> frames;  // (the stream headers left out)
+  for (GstBuffer *b : packets)
+    if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER)) frames.push_back(b);
+  ASSERT_EQ(frames.size(), 5u);
+  const std::vector<int> versions = {2, 2, 2, 1, 1};
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const Bytes b = bytes_of(frames[i]);
+    ASSERT_GT(b.size(), 4u);
+    EXPECT_EQ(b[4], versions[i]) << "packet " << i;
+  }
+  EXPECT_FALSE(GST_BUFFER_FLAG_IS_SET(frames[3], GST_BUFFER_FLAG_DELTA_UNIT));
+  Decoded d;
+  decode(d, packets);
+  EXPECT_EQ(d.frames.size(), 5u);
+  EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+  for (GstBuffer *b : packets) gst_buffer_unref(b);
+  gst_harness_teardown(enc);
 }
 
 // A recording made by the version 1 encoder before version 2 existed
