@@ -757,7 +757,7 @@ static void gst_cudadiff_parse_class_init(GstCudaDiffParseClass *klass) {
       "Splits a byte stream of cudadiffenc's packets (a recording, tcpclientsrc) into packets "
       "timestamped from their headers, keyframes marked, so that players get a duration and can "
       "seek in time; damaged bytes are dropped (cudadiffdec sees the gap)",
-      "gst-cudadiff");
+      "gst-cudadiff developers");
   gobject_class->finalize = gst_cudadiff_parse_finalize;
   gobject_class->set_property = gst_cudadiff_parse_set_property;
   gobject_class->get_property = gst_cudadiff_parse_get_property;
