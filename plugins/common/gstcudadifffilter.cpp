@@ -853,6 +853,15 @@ static GstFlowReturn gst_cudadiff_filter_submit_input_buffer(GstBaseTransform *t
                                                              GstBuffer *input) {
   auto *self = GST_CUDADIFF_FILTER(trans);
   FilterState *st = get_priv(self)->state;
+  // Properties under a GstController (thresholds, sigma, gain, colours,
+  // the text's padding...) take their values at this buffer's stream time,
+  // before it is processed.
+  if (GST_BUFFER_PTS_IS_VALID(input)) {
+    const GstClockTime stream_time =
+        gst_segment_to_stream_time(&trans->segment, GST_FORMAT_TIME, GST_BUFFER_PTS(input));
+    if (GST_CLOCK_TIME_IS_VALID(stream_time))
+      gst_object_sync_values(GST_OBJECT(trans), stream_time);
+  }
   // (is_discont is the base class's pending mark, which may still be that
   // of an earlier drop; the input's own flag says that a gap starts here)
   if (GST_BUFFER_IS_DISCONT(input) && st->in_flight) {

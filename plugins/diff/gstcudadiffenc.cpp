@@ -1105,6 +1105,11 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   auto *self = GST_CUDADIFF_ENC(encoder);
   EncState *st = self->state;
   st->refused.clear();
+  // Properties under a GstController (threshold) take their values at this
+  // frame's stream time.
+  const GstClockTime stream_time =
+      gst_segment_to_stream_time(&encoder->input_segment, GST_FORMAT_TIME, frame->pts);
+  if (GST_CLOCK_TIME_IS_VALID(stream_time)) gst_object_sync_values(GST_OBJECT(self), stream_time);
   if (!st->ctx || !(st->encoder || st->encoder2)) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, (nullptr), ("frame before caps were configured"));
     gst_video_codec_frame_unref(frame);
@@ -1307,7 +1312,8 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
                         "version 1 sends the bytes that differ from the reference by more than "
                         "threshold. Changeable while playing: applies from the next frame, no "
                         "keyframe needed. Default: 20",
-                        0, 255, DEFAULT_THRESHOLD, playing));
+                        0, 255, DEFAULT_THRESHOLD,
+                        static_cast<GParamFlags>(playing | GST_PARAM_CONTROLLABLE)));
   g_object_class_install_property(
       gobject_class, PROP_KEYFRAME_INTERVAL,
       g_param_spec_uint("keyframe-interval", "Keyframe interval",

@@ -251,7 +251,8 @@ static void gst_cudadiff_gauss_class_init(GstCudaGaussClass *klass) {
                           "it from kernel-size as OpenCV does (0.3 * ((kernel-size - 1) / 2 - "
                           "1) + 0.8, with OpenCV's fixed kernels for 3, 5 and 7). Gaussian "
                           "only. Changeable while playing. Default: 0",
-                          0.0, MAX_SIGMA, DEFAULT_SIGMA, flags));
+                          0.0, MAX_SIGMA, DEFAULT_SIGMA,
+                          static_cast<GParamFlags>(flags | GST_PARAM_CONTROLLABLE)));
 
   gst_cudadiff_filter_add_pad_templates(element_class, FORMATS, FORMATS);
   gst_element_class_set_static_metadata(
