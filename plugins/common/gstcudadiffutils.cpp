@@ -134,6 +134,29 @@ cudadiff::FrameView gst_cudadiff_frame_view(const GstVideoFrame *frame) {
     if (stride < 0) throw cudadiff::Error("negative strides are not supported");
     view.data[p] = static_cast<uint8_t *>(GST_VIDEO_FRAME_PLANE_DATA(frame, p));
     view.stride[p] = static_cast<size_t>(stride);
+    // A GstVideoMeta's plane must lie within the memory mapped for it (the
+    // one that holds its first byte, in GStreamer's default mapping of a
+    // meta; without a meta the buffer is mapped whole and its size checked
+    // against the frame's). A meta whose stride or offset reaches past it,
+    // or a plane that runs from one GstMemory into the next, would be read
+    // or written past that memory. (A plane pointer outside its mapping,
+    // from a meta with a map function of its own, is left as it is.)
+    if (!frame->meta || view.format == cudadiff::VideoFormat::Unknown) continue;
+    const GstMapInfo &map = frame->map[p];
+    const uint8_t *base = map.data;
+    if (!base || view.data[p] < base || view.data[p] > base + map.size) continue;
+    const int rows = view.plane_height(int(p));
+    if (rows <= 0) continue;
+    const size_t start = size_t(view.data[p] - base);
+    const size_t end = start + view.stride[p] * size_t(rows - 1) + view.row_bytes(int(p));
+    if (end > map.size)
+      throw cudadiff::Error(
+          "plane " + std::to_string(p) + " of the frame (GstVideoMeta: " + std::to_string(rows) +
+          " rows of " + std::to_string(view.row_bytes(int(p))) + " bytes, stride " +
+          std::to_string(stride) + ") reaches " + std::to_string(end - map.size) +
+          " bytes past the end of the memory that holds its first byte: a meta that does not "
+          "fit the buffer, or a plane that runs from one GstMemory into the next (give each "
+          "plane within one memory, or the buffer without a GstVideoMeta)");
   }
   return view;
 }

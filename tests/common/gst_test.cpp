@@ -1,5 +1,7 @@
 #include "gst_test.h"
 
+#include <gst/check/gstharness.h>
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -70,6 +72,74 @@ GstBuffer *make_buffer(const GstVideoInfo &info, const std::function<void(GstVid
   GST_BUFFER_PTS(buf) = gst_util_uint64_scale(index, GST_SECOND, 30);
   GST_BUFFER_DURATION(buf) = gst_util_uint64_scale(1, GST_SECOND, 30);
   return buf;
+}
+
+GstBuffer *buffer_with_meta(GstVideoFormat format, int width, int height,
+                            const std::vector<size_t> &memories, const std::vector<gsize> &offsets,
+                            const std::vector<gint> &strides, guint8 value) {
+  GstBuffer *buffer = gst_buffer_new();
+  for (size_t size : memories) {
+    GstMemory *mem = gst_allocator_alloc(nullptr, size, nullptr);
+    GstMapInfo map;
+    gst_memory_map(mem, &map, GST_MAP_WRITE);
+    memset(map.data, value, map.size);
+    gst_memory_unmap(mem, &map);
+    gst_buffer_append_memory(buffer, mem);
+  }
+  gsize offset[GST_VIDEO_MAX_PLANES] = {};
+  gint stride[GST_VIDEO_MAX_PLANES] = {};
+  for (size_t p = 0; p < offsets.size() && p < GST_VIDEO_MAX_PLANES; ++p) offset[p] = offsets[p];
+  for (size_t p = 0; p < strides.size() && p < GST_VIDEO_MAX_PLANES; ++p) stride[p] = strides[p];
+  gst_buffer_add_video_meta_full(buffer, GST_VIDEO_FRAME_FLAG_NONE, format, guint(width),
+                                 guint(height), guint(offsets.size()), offset, stride);
+  GST_BUFFER_PTS(buffer) = 0;
+  GST_BUFFER_DURATION(buffer) = GST_SECOND / 30;
+  return buffer;
+}
+
+const std::vector<MetaLayout> &i420_33x17_meta_layouts() {
+  static const std::vector<MetaLayout> layouts = {
+      {"packed", {867}, {0, 561, 714}, {33, 17, 17}, true},
+      {"padded strides", {2000}, {0, 700, 900}, {40, 20, 20}, true},
+      {"one memory per plane", {561, 153, 153}, {0, 561, 714}, {33, 17, 17}, true},
+      {"the third plane 77 bytes past the end", {867}, {0, 561, 791}, {33, 17, 17}, false},
+      {"a stride of G_MAXINT", {2000}, {0, 600, 800}, {G_MAXINT, 17, 17}, false},
+      {"the second plane across two memories", {700, 1300}, {0, 600, 800}, {33, 17, 17}, false},
+  };
+  return layouts;
+}
+
+void expect_filter_refuses_meta_past_memory(const char *factory,
+                                            const std::function<void(GstElement *)> &setup) {
+  for (const MetaLayout &c : i420_33x17_meta_layouts()) {
+    SCOPED_TRACE(std::string(factory) + ": " + c.what);
+    GstHarness *h = gst_harness_new(factory);
+    if (setup) setup(h->element);
+    GstBus *bus = gst_bus_new();
+    gst_element_set_bus(h->element, bus);
+    gst_harness_set_src_caps_str(h, raw_caps("I420", 33, 17).c_str());
+    gst_harness_set_sink_caps_str(h, raw_caps("I420", 33, 17).c_str());
+    const GstFlowReturn ret = gst_harness_push(
+        h, buffer_with_meta(GST_VIDEO_FORMAT_I420, 33, 17, c.memories, c.offsets, c.strides));
+    const std::vector<BusText> errors = pop_texts(bus, GST_MESSAGE_ERROR);
+    gst_element_set_bus(h->element, nullptr);
+    gst_object_unref(bus);
+    if (c.fits) {
+      EXPECT_EQ(ret, GST_FLOW_OK);
+      EXPECT_TRUE(errors.empty()) << errors[0].message << " | " << errors[0].debug;
+      GstBuffer *out = gst_harness_try_pull(h);
+      EXPECT_NE(out, nullptr);
+      if (out) gst_buffer_unref(out);
+    } else {
+      EXPECT_EQ(ret, GST_FLOW_ERROR);
+      EXPECT_EQ(errors.size(), 1u);
+      if (!errors.empty()) {
+        EXPECT_NE(errors[0].debug.find("bytes past the end of the memory"), std::string::npos)
+            << errors[0].message << " | " << errors[0].debug;
+      }
+    }
+    gst_harness_teardown(h);
+  }
 }
 
 GstBuffer *random_buffer(const GstVideoInfo &info, std::mt19937 &gen, int index) {

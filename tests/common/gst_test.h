@@ -35,6 +35,34 @@ GstBuffer *make_buffer(const GstVideoInfo &info, const std::function<void(GstVid
 // row's padding to its stride included; pts and duration as make_buffer().
 GstBuffer *random_buffer(const GstVideoInfo &info, std::mt19937 &gen, int index = 0);
 
+// A buffer of `memories` (their sizes, each filled with `value`) with a
+// GstVideoMeta for `format` at width x height that gives the planes'
+// `offsets` and `strides` as they are, fitting the buffer or not; pts and
+// duration as make_buffer() for index 0.
+GstBuffer *buffer_with_meta(GstVideoFormat format, int width, int height,
+                            const std::vector<size_t> &memories, const std::vector<gsize> &offsets,
+                            const std::vector<gint> &strides, guint8 value = 0x40);
+
+// Layouts of an I420 33x17 frame (planes of 33x17, 17x9 and 17x9 bytes,
+// 867 in all) in buffer_with_meta(): three that fit their memories, and
+// three whose GstVideoMeta reaches past the memory that holds a plane's
+// first byte (the third plane 77 bytes past the end, a stride of G_MAXINT,
+// the second plane across two memories), which the elements refuse.
+struct MetaLayout {
+  const char *what;
+  std::vector<size_t> memories;
+  std::vector<gsize> offsets;
+  std::vector<gint> strides;
+  bool fits;
+};
+const std::vector<MetaLayout> &i420_33x17_meta_layouts();
+// A filter `factory` (set up by `setup`, may be null) given each of those
+// layouts in a harness with I420 33x17 caps on both sides: those that fit
+// give a frame, the others GST_FLOW_ERROR with one error whose details say
+// that the plane reaches past its memory (gtest expectations).
+void expect_filter_refuses_meta_past_memory(const char *factory,
+                                            const std::function<void(GstElement *)> &setup);
+
 // The byte at (x_byte, y) of plane `plane` of a mapped frame.
 inline guint8 *pixel(GstVideoFrame *frame, int plane, int x_byte, int y) {
   return static_cast<guint8 *>(GST_VIDEO_FRAME_PLANE_DATA(frame, plane)) +

@@ -657,6 +657,47 @@ TEST(CudaDiff, EncoderOutOfMemoryPostsOneError) {
   EXPECT_EXIT(_exit(configure_out_of_memory()), testing::ExitedWithCode(0), "error: ");
 }
 
+// A GstVideoMeta whose planes do not fit the memory that holds them (a
+// stride or an offset that reaches past the buffer, a plane that runs from
+// one GstMemory into the next) is refused with an error that says so. The
+// encoder read past the buffer before: a crash (SIGSEGV) with a stride of
+// G_MAXINT, wrong bytes sent without a word for a plane past the end. A
+// meta with padded strides that fits is encoded as before.
+TEST(CudaDiff, EncoderRefusesAVideoMetaThatReachesPastItsMemory) {
+  for (int version : {1, 2}) {
+    for (const gst_test::MetaLayout &c : gst_test::i420_33x17_meta_layouts()) {
+      SCOPED_TRACE(std::string(c.what) + ", version " + std::to_string(version));
+      GstHarness *h = gst_harness_new("cudadiffenc");
+      g_object_set(h->element, "stream-version", guint(version), nullptr);
+      GstBus *bus = gst_bus_new();
+      gst_element_set_bus(h->element, bus);
+      gst_harness_set_src_caps_str(h, gst_test::raw_caps("I420", 33, 17).c_str());
+      const GstFlowReturn ret =
+          gst_harness_push(h, gst_test::buffer_with_meta(GST_VIDEO_FORMAT_I420, 33, 17, c.memories,
+                                                         c.offsets, c.strides));
+      const std::vector<gst_test::BusText> errors = gst_test::pop_texts(bus, GST_MESSAGE_ERROR);
+      gst_element_set_bus(h->element, nullptr);
+      gst_object_unref(bus);
+      if (c.fits) {
+        EXPECT_EQ(ret, GST_FLOW_OK);
+        EXPECT_TRUE(errors.empty()) << errors[0].message << " | " << errors[0].debug;
+        size_t packets = 0;
+        while (GstBuffer *b = gst_harness_try_pull(h)) {
+          if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER)) ++packets;
+          gst_buffer_unref(b);
+        }
+        EXPECT_EQ(packets, 1u);
+      } else {
+        EXPECT_EQ(ret, GST_FLOW_ERROR);
+        ASSERT_EQ(errors.size(), 1u);
+        EXPECT_NE(errors[0].debug.find("bytes past the end of the memory"), std::string::npos)
+            << errors[0].message << " | " << errors[0].debug;
+      }
+      gst_harness_teardown(h);
+    }
+  }
+}
+
 TEST(CudaDiff, RoundTripEveryFormatVersion1) {
   for (const std::string &f : all_formats())
     for (int thr : {0, 20}) {

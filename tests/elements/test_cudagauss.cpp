@@ -455,6 +455,13 @@ TEST(CudaGauss, MixedInterlacingFollowsEachFramesFlag) {
   gst_harness_teardown(h);
 }
 
+// A GstVideoMeta whose planes do not fit their memory is refused with an
+// error; before, the filter read past the buffer (a crash with a stride of
+// G_MAXINT).
+TEST(CudaGauss, RefusesAVideoMetaThatReachesPastItsMemory) {
+  gst_test::expect_filter_refuses_meta_past_memory("cudagauss", nullptr);
+}
+
 // Interlacing that cannot be filtered field by field is refused with one
 // error that says why in its message and what to do in its details.
 TEST(CudaGauss, RefusesInterlacingItCannotFilterByField) {

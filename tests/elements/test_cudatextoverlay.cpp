@@ -196,6 +196,13 @@ TEST(CudaTextOverlay, PropertiesAndDefaults) {
 }
 
 // Empty text: the very buffer that came in goes out, untouched.
+// In place: a GstVideoMeta whose planes do not fit their memory is
+// refused with an error instead of blending past the buffer.
+TEST(CudaTextOverlay, RefusesAVideoMetaThatReachesPastItsMemory) {
+  gst_test::expect_filter_refuses_meta_past_memory(
+      "cudatextoverlay", [](GstElement *el) { g_object_set(el, "text", "Hi", nullptr); });
+}
+
 TEST(CudaTextOverlay, EmptyTextIsPassthrough) {
   const std::string caps = gst_test::raw_caps("BGRx", 64, 32);
   GstHarness *h = make_harness("cudatextoverlay", caps);
