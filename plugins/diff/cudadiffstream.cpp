@@ -825,7 +825,7 @@ u128 frame_time(const PacketHeader &h, uint64_t n) {
 bool frame_timed(const PacketHeader &h, u128 *interval) {
   if (h.pts != kNoTime || h.stream_header() || h.fps_n == 0 || h.fps_d == 0) return false;
   *interval = frame_time(h, 1);
-  return *interval <= kMaxPacketDuration;
+  return *interval <= max_packet_duration(h);
 }
 
 PacketHeader at_time(const PacketHeader &h, u128 pts, u128 interval) {
@@ -875,7 +875,7 @@ bool Timeline::restarts(const PacketHeader &h, bool keep) const {
          ((h.frame_number < last_frame &&
            (h.frame_number == 0 || last_frame - h.frame_number > kReorderFrames)) ||
           (h.pts < last_pts && last_pts - h.pts > kReorderTime) ||
-          (h.pts > last_pts && h.pts - last_pts > kMaxPacketDuration));
+          (h.pts > last_pts && h.pts - last_pts > max_packet_duration(h)));
 }
 
 uint64_t Timeline::place(const PacketHeader &h, uint64_t offset, bool keep, bool *new_run,

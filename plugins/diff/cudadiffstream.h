@@ -262,7 +262,7 @@ class Reader {
 // wherever the sender restarted (its frame numbers fall back to 0 or by
 // more than kReorderFrames, or its timestamps by more than kReorderTime:
 // not a packet merely late or repeated) or its timestamps jump ahead by
-// more than kMaxPacketDuration (a sender that stood still that long, or a
+// more than max_packet_duration() (a sender that stood still that long, or a
 // damaged or crafted timestamp, which would otherwise move every packet
 // after it as far). In a run, output pts = out +
 // (sender pts - pts), and a run after the first begins where the packet
@@ -275,13 +275,25 @@ class Reader {
 // instead, so that time never goes back there either.
 constexpr uint64_t kReorderFrames = 16;
 constexpr uint64_t kReorderTime = 1000000000;  // 1 s
-// A packet's duration counts for the timeline up to this (a longer one is
-// damage or a crafted header, and would push the rest of the stream away).
+// A packet's duration counts for the timeline up to this, and a step of
+// the sender's time from one packet to the next up to this is not a jump
+// (a longer one is damage or a crafted header, and would push the rest of
+// the stream away)...
 constexpr uint64_t kMaxPacketDuration = 60 * kReorderTime;
+// ...or up to twice the frame interval of the packet's framerate where
+// that is longer (a time-lapse camera at a frame a minute or slower), up
+// to a day.
+constexpr uint64_t kMaxFrameInterval = 86400 * kReorderTime;
+inline uint64_t max_packet_duration(const PacketHeader &h) {
+  if (h.fps_n == 0 || h.fps_d == 0) return kMaxPacketDuration;
+  const unsigned __int128 twice = (unsigned __int128)2 * h.fps_d * 1000000000u / h.fps_n;
+  if (twice <= kMaxPacketDuration) return kMaxPacketDuration;
+  return twice < kMaxFrameInterval ? uint64_t(twice) : kMaxFrameInterval;
+}
 // Whether a packet's duration is one to use: present and at most that
 // (the timeline, the parser's and the decoder's output buffers).
 inline bool usable_duration(const PacketHeader &h) {
-  return h.duration != kNoTime && h.duration <= kMaxPacketDuration;
+  return h.duration != kNoTime && h.duration <= max_packet_duration(h);
 }
 // A packet without a sender pts (the sender's input was untimed: an appsrc
 // without timestamps, a raw file) read as if its pts were its frame number
@@ -290,7 +302,7 @@ inline bool usable_duration(const PacketHeader &h) {
 // how a file's untimed packets are timed (the parser's walk of a file and
 // its reads after it). Anything else comes back unchanged: a packet with a
 // pts, a stream header, a variable framerate (0/1), a frame interval over
-// kMaxPacketDuration, a time past INT64_MAX.
+// max_packet_duration() (a day), a time past INT64_MAX.
 PacketHeader with_frame_time(const PacketHeader &h);
 
 struct TimeRun {

@@ -2329,6 +2329,48 @@ TEST(CudaDiff, ParserTimelineJumpsAheadOnlyUpToAMinute) {
   }
 }
 
+// A time-lapse stream (a frame every 120 s, framerate 1/120) keeps its
+// timestamps through a byte stream, with the parser and with the decoder
+// alone: its frames' steps and durations are within twice its frame
+// interval. Before, every step of over 60 s started a new run of the
+// timeline, and each frame came out at the time of the one before (0, 0,
+// 0... through a file).
+TEST(CudaDiff, TimeLapseStreamKeepsItsTimestamps) {
+  const GstClockTime interval = 120 * GST_SECOND;
+  GstHarness *enc = gst_harness_new("cudadiffenc");
+  g_object_set(enc->element, "frame-overlap", 2 /* never */, nullptr);
+  gst_harness_set_src_caps_str(enc, "video/x-raw,format=GRAY8,width=16,height=8,framerate=1/120");
+  const GstVideoInfo info = video_info("GRAY8", 16, 8);
+  std::vector<Bytes> packets;
+  Bytes all;
+  for (int t = 0; t < 4; ++t) {
+    GstBuffer *in = buffer_from(info, scene("GRAY8", 16, 8, t, 1), t);
+    GST_BUFFER_PTS(in) = GstClockTime(t) * interval;
+    GST_BUFFER_DURATION(in) = interval;
+    ASSERT_EQ(gst_harness_push(enc, in), GST_FLOW_OK);
+    while (GstBuffer *b = gst_harness_try_pull(enc)) {
+      const Bytes bytes = bytes_of(b);
+      all.insert(all.end(), bytes.begin(), bytes.end());
+      if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER)) packets.push_back(bytes);
+      gst_buffer_unref(b);
+    }
+  }
+  gst_harness_teardown(enc);
+  ASSERT_EQ(packets.size(), 4u);
+  const std::vector<GstClockTime> want = {0, interval, 2 * interval, 3 * interval};
+  EXPECT_EQ(parser_pts(packets), want);
+  GstBuffer *stream = gst_buffer_new_allocate(nullptr, all.size(), nullptr);  // untimed
+  gst_buffer_fill(stream, 0, all.data(), all.size());
+  Decoded d;
+  decode(d, {stream}, true);
+  gst_buffer_unref(stream);
+  ASSERT_EQ(d.buffers.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(GST_BUFFER_PTS(d.buffers[i]), want[i]) << i;
+    EXPECT_EQ(GST_BUFFER_DURATION(d.buffers[i]), interval) << i;
+  }
+}
+
 // The parser's seek tests' stream: 60 GRAY8 frames of 16x8, a keyframe
 // every 10.
 static void encode_seek_stream(Encoded &e) {
