@@ -507,6 +507,57 @@ TEST(CudaDiff, StreamHeaderKeepsChromaSiteWithoutColorimetry) {
   EXPECT_NE(d.caps[0].find("chroma-site=(string)mpeg2"), std::string::npos) << d.caps[0];
 }
 
+// Multiview flags in a stream header that GStreamer does not define (a bit
+// it has no flag for, or a value that is not plain digits: sscanf took
+// "-5" as 4294967291) are not used, nor is the mode with them: the picture
+// is described as mono rather than with flags made up (half aspect among
+// them, which changed the pixel aspect ratio).
+TEST(CudaDiff, StreamHeaderMultiviewFlagsOutsideGStreamersAreIgnored) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 1;
+  o.caps_extra =
+      ", multiview-mode=(string)side-by-side, "
+      "multiview-flags=(GstVideoMultiviewFlagsSet)0x4000:0xffffffff";
+  encode(e, "BGR", 32, 16, o);
+  GstBuffer *header = stream_header_of(e);
+  ASSERT_NE(header, nullptr);
+  const Bytes hb = bytes_of(header);
+  const std::string text(hb.begin() + 64, hb.end());
+  const size_t at = text.find("multiview-flags=16384\n");
+  ASSERT_NE(at, std::string::npos) << text;
+  for (const char *value : {"16384", "65536", "-1638"}) {
+    SCOPED_TRACE(value);
+    Bytes changed = hb;
+    std::memcpy(changed.data() + 64 + at + 16, value, 5);
+    fix_checksums(changed);
+    GstBuffer *h = buffer_like(header, changed);
+    std::vector<GstBuffer *> packets = {h};
+    packets.insert(packets.end(), e.packets.begin(), e.packets.end());
+    Decoded d;
+    decode(d, packets, true, "cudadiffdec");
+    gst_buffer_unref(h);
+    ASSERT_EQ(d.frames.size(), 1u);
+    GstCaps *caps = gst_caps_from_string(d.caps[0].c_str());
+    GstVideoInfo info;
+    ASSERT_TRUE(gst_video_info_from_caps(&info, caps)) << d.caps[0];
+    gst_caps_unref(caps);
+    // (GStreamer's caps carry half aspect in the pixel aspect ratio)
+    if (std::string(value) == "16384") {
+      EXPECT_EQ(GST_VIDEO_INFO_MULTIVIEW_MODE(&info), GST_VIDEO_MULTIVIEW_MODE_SIDE_BY_SIDE);
+      EXPECT_EQ(GST_VIDEO_INFO_PAR_N(&info), 2) << d.caps[0];
+      EXPECT_EQ(GST_VIDEO_INFO_PAR_D(&info), 1) << d.caps[0];
+    } else {
+      EXPECT_TRUE(GST_VIDEO_INFO_MULTIVIEW_MODE(&info) == GST_VIDEO_MULTIVIEW_MODE_MONO ||
+                  GST_VIDEO_INFO_MULTIVIEW_MODE(&info) == GST_VIDEO_MULTIVIEW_MODE_NONE)
+          << d.caps[0];
+      EXPECT_EQ(GST_VIDEO_INFO_MULTIVIEW_FLAGS(&info), 0) << d.caps[0];
+      EXPECT_EQ(GST_VIDEO_INFO_PAR_N(&info), 1) << d.caps[0];
+      EXPECT_EQ(GST_VIDEO_INFO_PAR_D(&info), 1) << d.caps[0];
+    }
+  }
+}
+
 // Interlacing that changes from frame to frame (interlace-mode=mixed, the
 // buffers' INTERLACED and TFF flags) has no place in a packet, so the
 // encoder refuses it with an error that says so, rather than lose it:
