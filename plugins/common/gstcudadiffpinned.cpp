@@ -39,15 +39,15 @@ static GstMemory *pinned_alloc(GstAllocator *allocator, gsize size, GstAllocatio
     GST_ERROR_OBJECT(allocator, "failed to allocate %" G_GSIZE_FORMAT " bytes", maxsize);
     return nullptr;
   }
+  // Zeroed once: upstream may leave bytes of a row unwritten (the padding
+  // luma of an odd-width YUY2 row), which the encoder sends as they are;
+  // they are then zeros, not what the heap held before.
+  std::memset(data, 0, maxsize);
   auto *mem = g_new0(PinnedMemory, 1);
   mem->data = static_cast<guint8 *>(data);
   mem->pinned = pinned;
   gst_memory_init(GST_MEMORY_CAST(mem), params->flags, allocator, nullptr, maxsize, align,
                   params->prefix, size);
-  if (params->prefix && (params->flags & GST_MEMORY_FLAG_ZERO_PREFIXED))
-    std::memset(mem->data, 0, params->prefix);
-  if (params->padding && (params->flags & GST_MEMORY_FLAG_ZERO_PADDED))
-    std::memset(mem->data + params->prefix + size, 0, params->padding);
   return GST_MEMORY_CAST(mem);
 }
 
