@@ -545,10 +545,10 @@ std::unique_ptr<cudadiff::Context> GstCudaDiffCudaShare::open(gint) {
 
 #endif
 
-std::unique_ptr<cudadiff::Context> gst_cudadiff_open_shared_context(GstElement *element,
-                                                                    GstCudaDiffBackend backend,
-                                                                    gint device_id,
-                                                                    GstCudaDiffCudaShare *share) {
+static std::unique_ptr<cudadiff::Context> open_shared_context(GstElement *element,
+                                                              GstCudaDiffBackend backend,
+                                                              gint device_id,
+                                                              GstCudaDiffCudaShare *share) {
   if (share) share->enable();  // (a failed start before left it disabled)
   if (!share || !g_available || backend == GST_CUDADIFF_BACKEND_CPU ||
       cudadiff::device_count() <= device_id) {
@@ -573,6 +573,15 @@ std::unique_ptr<cudadiff::Context> gst_cudadiff_open_shared_context(GstElement *
                      why.c_str());
   share->disable();
   return gst_cudadiff_open_context(element, backend, device_id);
+}
+
+std::unique_ptr<cudadiff::Context> gst_cudadiff_open_shared_context(GstElement *element,
+                                                                    GstCudaDiffBackend backend,
+                                                                    gint device_id,
+                                                                    GstCudaDiffCudaShare *share) {
+  std::unique_ptr<cudadiff::Context> ctx = open_shared_context(element, backend, device_id, share);
+  gst_cudadiff_remember_backend(element, ctx.get());
+  return ctx;
 }
 
 // --- allocation

@@ -14,7 +14,7 @@ GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_filter_debug);
 
 namespace {
 
-enum { PROP_0, PROP_BACKEND, PROP_DEVICE_ID, PROP_FRAME_OVERLAP };
+enum { PROP_0, PROP_BACKEND, PROP_DEVICE_ID, PROP_FRAME_OVERLAP, PROP_ACTIVE_BACKEND };
 
 // An input buffer whose memory the GPU may still read: released once the
 // work queued up to its event has finished.
@@ -277,6 +277,9 @@ static void gst_cudadiff_filter_get_property(GObject *object, guint prop_id, GVa
     case PROP_DEVICE_ID:
       g_value_set_int(value, priv->device_id);
       break;
+    case PROP_ACTIVE_BACKEND:
+      g_value_set_enum(value, gst_cudadiff_active_backend(GST_ELEMENT(object)));
+      break;
     case PROP_FRAME_OVERLAP:
       g_value_set_enum(value, priv->frame_overlap);
       break;
@@ -360,6 +363,7 @@ static gboolean gst_cudadiff_filter_stop(GstBaseTransform *trans) {
   }
   st->share.release();
   st->refused.clear();
+  gst_cudadiff_forget_backend(GST_ELEMENT(self));
   return TRUE;
 }
 
@@ -1007,7 +1011,8 @@ static void gst_cudadiff_filter_class_init(GstCudaDiffFilterClass *klass) {
   gobject_class->set_property = gst_cudadiff_filter_set_property;
   gobject_class->get_property = gst_cudadiff_filter_get_property;
   gobject_class->finalize = gst_cudadiff_filter_finalize;
-  gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID);
+  gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID,
+                                          PROP_ACTIVE_BACKEND);
   g_object_class_install_property(
       gobject_class, PROP_FRAME_OVERLAP,
       g_param_spec_enum(

@@ -28,7 +28,16 @@ GType gst_cudadiff_backend_get_type(void) {
 }
 
 void gst_cudadiff_install_backend_properties(GObjectClass *klass, guint backend_prop_id,
-                                             guint device_id_prop_id) {
+                                             guint device_id_prop_id,
+                                             guint active_backend_prop_id) {
+  g_object_class_install_property(
+      klass, active_backend_prop_id,
+      g_param_spec_enum("active-backend", "Active backend",
+                        "The backend the element runs on since it started (READY to PAUSED): "
+                        "cuda or cpu, what backend=auto chose; auto before it starts and "
+                        "after it stops (read-only)",
+                        GST_TYPE_CUDADIFF_BACKEND, GST_CUDADIFF_BACKEND_AUTO,
+                        static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
   g_object_class_install_property(
       klass, backend_prop_id,
       g_param_spec_enum("backend", "Backend",
@@ -47,6 +56,27 @@ void gst_cudadiff_install_backend_properties(GObjectClass *klass, guint backend_
                        static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                                 GST_PARAM_MUTABLE_READY)));
   gst_type_mark_as_plugin_api(GST_TYPE_CUDADIFF_BACKEND, static_cast<GstPluginAPIFlags>(0));
+}
+
+static GQuark active_backend_quark() {
+  static GQuark q = g_quark_from_static_string("gst-cudadiff-active-backend");
+  return q;
+}
+
+GstCudaDiffBackend gst_cudadiff_active_backend(GstElement *element) {
+  const gint v = GPOINTER_TO_INT(g_object_get_qdata(G_OBJECT(element), active_backend_quark()));
+  return v > 0 ? GstCudaDiffBackend(v - 1) : GST_CUDADIFF_BACKEND_AUTO;
+}
+
+void gst_cudadiff_forget_backend(GstElement *element) {
+  g_object_set_qdata(G_OBJECT(element), active_backend_quark(), nullptr);
+}
+
+void gst_cudadiff_remember_backend(GstElement *element, const cudadiff::Context *ctx) {
+  if (!ctx) return;
+  const GstCudaDiffBackend b =
+      ctx->is_cuda() ? GST_CUDADIFF_BACKEND_CUDA : GST_CUDADIFF_BACKEND_CPU;
+  g_object_set_qdata(G_OBJECT(element), active_backend_quark(), GINT_TO_POINTER(gint(b) + 1));
 }
 
 std::unique_ptr<cudadiff::Context> gst_cudadiff_open_context(GstElement *element,

@@ -31,9 +31,16 @@ GType gst_cudadiff_backend_get_type(void);
 #define GST_CUDADIFF_DEFAULT_DEVICE_ID 0
 
 // Installs `backend` and `device-id` with the given property ids (ready-state
-// mutable, documented the same way on every element).
+// mutable, documented the same way on every element), and the read-only
+// `active-backend` (gst_cudadiff_active_backend()).
 void gst_cudadiff_install_backend_properties(GObjectClass *klass, guint backend_prop_id,
-                                             guint device_id_prop_id);
+                                             guint device_id_prop_id, guint active_backend_prop_id);
+// The backend an element runs on since its start (cuda or cpu; auto before
+// its start and after its stop): remembered by gst_cudadiff_open_context()
+// and gst_cudadiff_open_shared_context(), forgotten at stop.
+GstCudaDiffBackend gst_cudadiff_active_backend(GstElement *element);
+void gst_cudadiff_forget_backend(GstElement *element);
+void gst_cudadiff_remember_backend(GstElement *element, const cudadiff::Context *ctx);
 
 // Opens the context the element asked for: auto = CUDA when device-id names a
 // usable device, else the CPU (an INFO line says which); cuda without a usable

@@ -54,7 +54,15 @@ namespace stream = cudadiff::stream;
 namespace diff = cudadiff::diff;
 namespace codec2 = cudadiff::codec2;
 
-enum { PROP_0, PROP_STATS, PROP_FRAME_OVERLAP, PROP_MAX_PIXELS, PROP_BACKEND, PROP_DEVICE_ID };
+enum {
+  PROP_0,
+  PROP_STATS,
+  PROP_FRAME_OVERLAP,
+  PROP_MAX_PIXELS,
+  PROP_BACKEND,
+  PROP_DEVICE_ID,
+  PROP_ACTIVE_BACKEND
+};
 
 #define DEFAULT_FRAME_OVERLAP GST_CUDADIFF_FRAME_OVERLAP_NEVER
 // Keyframes announce their size, and the decoder allocates for it before
@@ -276,6 +284,9 @@ static void gst_cudadiff_dec_get_property(GObject *object, guint prop_id, GValue
     case PROP_DEVICE_ID:
       g_value_set_int(value, self->device_id);
       break;
+    case PROP_ACTIVE_BACKEND:
+      g_value_set_enum(value, gst_cudadiff_active_backend(GST_ELEMENT(object)));
+      break;
     case PROP_FRAME_OVERLAP:
       g_value_set_enum(value, self->frame_overlap);
       break;
@@ -339,6 +350,7 @@ static void close_backend(GstElement *element) {
   st->entries = std::vector<diff::SuperblockEntry>();
   st->ctx.reset();
   st->share.release();
+  gst_cudadiff_forget_backend(element);
 }
 
 static GstStateChangeReturn gst_cudadiff_dec_change_state(GstElement *element,
@@ -1376,7 +1388,8 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
           0, G_MAXUINT64, DEFAULT_MAX_PIXELS,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                    GST_PARAM_MUTABLE_PLAYING)));
-  gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID);
+  gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID,
+                                          PROP_ACTIVE_BACKEND);
 
   // Any version field: each packet says its version (and caps without one,
   // "video/x-cudadiff", must be accepted as before).

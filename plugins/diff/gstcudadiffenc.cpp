@@ -88,6 +88,7 @@ enum {
   PROP_STATS,
   PROP_BACKEND,
   PROP_DEVICE_ID,
+  PROP_ACTIVE_BACKEND,
   PROP_STREAM_VERSION,
 };
 
@@ -425,6 +426,9 @@ static void gst_cudadiff_enc_get_property(GObject *object, guint prop_id, GValue
     case PROP_DEVICE_ID:
       g_value_set_int(value, self->device_id);
       break;
+    case PROP_ACTIVE_BACKEND:
+      g_value_set_enum(value, gst_cudadiff_active_backend(GST_ELEMENT(object)));
+      break;
     case PROP_STREAM_VERSION:
       g_value_set_uint(value, self->stream_version);
       break;
@@ -489,6 +493,7 @@ static void close_backend(GstElement *element) {
   }
   release();  // (what the context's failure left; nothing otherwise)
   st->share.release();
+  gst_cudadiff_forget_backend(element);
 }
 
 static GstStateChangeReturn gst_cudadiff_enc_change_state(GstElement *element,
@@ -1394,7 +1399,8 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
           1, 2, DEFAULT_STREAM_VERSION,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                    GST_PARAM_MUTABLE_PLAYING)));
-  gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID);
+  gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID,
+                                          PROP_ACTIVE_BACKEND);
 
   GstCaps *sink_caps = gst_cudadiff_make_template_caps(SINK_FORMATS);
   gst_element_class_add_pad_template(

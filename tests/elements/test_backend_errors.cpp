@@ -170,3 +170,47 @@ TEST(BackendErrors, NoCudaMemoryCapsWithoutTheCudaBackend) {
   gst_caps_unref(sys);
   gst_caps_unref(cuda);
 }
+
+// active-backend says what backend=auto chose once the element has
+// started (here, without a device: cpu), and auto before its start, after
+// its stop and when backend=cuda could not start it.
+TEST(BackendErrors, ActiveBackendSaysWhatAutoChose) {
+  ASSERT_FALSE(gst_test::have_cuda_device()) << "run with CUDA_VISIBLE_DEVICES=\"\"";
+  std::vector<const char *> factories = {"cudagrayscale", "cudagauss",    "cudabinarize",
+                                         "cudaheatmap",   "cudanoisevis", "cudadiffenc",
+                                         "cudadiffdec"};
+  if (GstElementFactory *f = gst_element_factory_find("cudatextoverlay")) {
+    factories.push_back("cudatextoverlay");
+    gst_object_unref(f);
+  }
+  auto active = [](GstElement *el) {
+    gint v = -1;
+    g_object_get(el, "active-backend", &v, nullptr);
+    return v;
+  };
+  constexpr gint kAuto = 0, kCpu = 2;  // GstCudaDiffBackend
+  for (const char *factory : factories) {
+    SCOPED_TRACE(factory);
+    GstElement *el = gst_element_factory_make(factory, nullptr);
+    ASSERT_NE(el, nullptr);
+    GParamSpec *spec = g_object_class_find_property(G_OBJECT_GET_CLASS(el), "active-backend");
+    ASSERT_NE(spec, nullptr);
+    EXPECT_FALSE(spec->flags & G_PARAM_WRITABLE);
+    EXPECT_EQ(active(el), kAuto);
+    ASSERT_NE(gst_element_set_state(el, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+    EXPECT_EQ(active(el), kCpu);
+    ASSERT_EQ(gst_element_set_state(el, GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+    EXPECT_EQ(active(el), kAuto);
+    // backend=cuda cannot start without a device: nothing is active.
+    gst_util_set_object_arg(G_OBJECT(el), "backend", "cuda");
+    GstBus *bus = gst_bus_new();  // (takes the start's error)
+    gst_element_set_bus(el, bus);
+    EXPECT_EQ(gst_element_set_state(el, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+    EXPECT_EQ(active(el), kAuto);
+    gst_element_set_state(el, GST_STATE_NULL);
+    gst_element_set_bus(el, nullptr);
+    gst_bus_set_flushing(bus, TRUE);
+    gst_object_unref(bus);
+    gst_object_unref(el);
+  }
+}
