@@ -36,8 +36,9 @@ GType gst_cudadiff_backend_get_type(void);
 void gst_cudadiff_install_backend_properties(GObjectClass *klass, guint backend_prop_id,
                                              guint device_id_prop_id, guint active_backend_prop_id);
 // The backend an element runs on since its start (cuda or cpu; auto before
-// its start and after its stop): remembered by gst_cudadiff_open_context()
-// and gst_cudadiff_open_shared_context(), forgotten at stop.
+// its start and after its stop): remembered by
+// gst_cudadiff_open_shared_context(), which every element opens its context
+// with, and forgotten at stop.
 GstCudaDiffBackend gst_cudadiff_active_backend(GstElement *element);
 void gst_cudadiff_forget_backend(GstElement *element);
 void gst_cudadiff_remember_backend(GstElement *element, const cudadiff::Context *ctx);
