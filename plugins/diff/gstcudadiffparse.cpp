@@ -89,6 +89,9 @@ struct ParseState {
   // -1: not asked yet.
   int byte_seekable = -1;
   std::vector<guint64> indexed;
+  // Where the stream ended when EOS came in push mode (a byte offset and
+  // the output time there; 0: not yet): index_end().
+  guint64 end_offset = 0, end_pts = 0;
   // What the stream headers said of the picture, and what of it the src
   // caps say (!caps_described_seen: nothing, no stream header of their
   // format, size and framerate having passed).
@@ -234,6 +237,19 @@ static bool update_caps(GstCudaDiffParse *self, const stream::PacketHeader &h) {
 // Payloads are not checked here; a packet that turns out damaged is
 // dropped when it is read.
 constexpr guint kResyncChunk = 64 * 1024;
+// An entry at the end of the stream (its size in bytes, its end in time)
+// in GstBaseParse's index, after the keyframes': GstBaseParse also indexes
+// every frame that passes with a time, deltas included, and checks only
+// that it lies beyond its last keyframe entry; without this entry each
+// pass over the frames after the last keyframe (a recording looped, or
+// seeked in again and again) added them all once more, and its index grew
+// for as long as the stream played. A seek to the end or after it lands
+// at the end.
+static void index_end(GstCudaDiffParse *self, guint64 offset, guint64 pts) {
+  if (offset == 0 || pts == stream::kNoTime) return;
+  gst_base_parse_add_index_entry(GST_BASE_PARSE(self), offset, pts, TRUE, TRUE);
+}
+
 static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
   FileMap &fm = self->state->file;
   fm.scanned = true;
@@ -340,6 +356,7 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
   if (!fm.valid) return;
   for (const auto &k : fm.keyframes)
     gst_base_parse_add_index_entry(GST_BASE_PARSE(self), k.first, k.second, TRUE, TRUE);
+  index_end(self, guint64(size), fm.end);
   g_atomic_int_set(&self->file_indexed, 1);
   GST_DEBUG_OBJECT(self,
                    "file of %" G_GINT64_FORMAT
@@ -371,6 +388,9 @@ static void index_keyframe(GstCudaDiffParse *self, guint64 offset, guint64 pts) 
   if (!byte_seekable(self)) return;
   indexed.insert(it, offset);
   gst_base_parse_add_index_entry(GST_BASE_PARSE(self), offset, pts, TRUE, TRUE);
+  // (GstBaseParse's mark of how far it has indexed moved back to this
+  // keyframe: the end again, once it is known)
+  index_end(self, self->state->end_offset, self->state->end_pts);
 }
 
 // Output pts of a packet at `offset` in a scanned file.
@@ -658,6 +678,18 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
       break;
     }
     GST_OBJECT_UNLOCK(self);
+  } else if (type == GST_EVENT_EOS) {
+    // Push mode from a file: its end (where the last packet ended, after
+    // the drain) into GstBaseParse's index, as the scan of a file does in
+    // pull mode (index_end()). (A seek with a stop ends earlier: the
+    // furthest end seen counts.)
+    if (GST_PAD_MODE(GST_BASE_PARSE_SINK_PAD(parse)) == GST_PAD_MODE_PUSH && !st->upstream_time &&
+        st->next_offset != GST_BUFFER_OFFSET_NONE && st->live.out_known &&
+        st->next_offset > st->end_offset && byte_seekable(self)) {
+      st->end_offset = st->next_offset;
+      st->end_pts = st->live.end;
+      index_end(self, st->end_offset, st->end_pts);
+    }
   } else if (type == GST_EVENT_FLUSH_STOP) {
     st->upstream_pending = GST_CLOCK_TIME_NONE;
     st->last_segment.forget();

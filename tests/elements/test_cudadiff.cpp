@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <random>
 #include <string>
@@ -2674,6 +2675,84 @@ std::vector<GstClockTime> file_pts(const Bytes &stream, const char *launch, gint
   g_unlink(path);
   g_free(path);
   return pts;
+}
+
+// GstBaseParse's index entries that cudadiffparse's frames add (its LOG
+// lines "Adding key=... index entry" less those that say why an entry was
+// not added), counted while a recording plays, looped by a flushing seek
+// back to the start at each end of stream.
+struct IndexCount {
+  std::atomic<int> tried{0}, refused{0};
+  static void log(GstDebugCategory *category, GstDebugLevel level, const gchar *, const gchar *,
+                  gint, GObject *, GstDebugMessage *message, gpointer data) {
+    if (level != GST_LEVEL_LOG || std::strcmp(gst_debug_category_get_name(category), "baseparse"))
+      return;
+    const char *text = gst_debug_message_get(message);
+    if (!text) return;
+    auto *c = static_cast<IndexCount *>(data);
+    if (std::strstr(text, "index entry") && std::strncmp(text, "Adding", 6) == 0) ++c->tried;
+    if (std::strstr(text, "already have entries") || std::strstr(text, "entry too close"))
+      ++c->refused;
+  }
+  int added() const { return tried - refused; }
+};
+
+// A recording played again and again (looped by a seek to its start at each
+// end, as a player or the RTSP server's file source loops): GstBaseParse's
+// index stops growing once the stream has been played through. Before, each
+// pass added every frame after the last keyframe again (an index entry and
+// a list node each: 76 kB per pass of a 20 s recording with a single
+// keyframe), for as long as it played, in pull mode and in push mode.
+TEST(CudaDiff, ParserIndexStopsGrowingWhenARecordingLoops) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 40;
+  o.props = "keyframe-interval=0";  // the first frame only
+  encode(e, "GRAY8", 16, 8, o);
+  Bytes stream;
+  for (GstBuffer *b : e.packets) {
+    const Bytes bytes = bytes_of(b);
+    stream.insert(stream.end(), bytes.begin(), bytes.end());
+  }
+  gchar *path = nullptr;
+  const int fd = g_file_open_tmp("cudadiff-loop-XXXXXX.cdif", &path, nullptr);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, stream.data(), stream.size()), ssize_t(stream.size()));
+  close(fd);
+  gst_debug_set_threshold_for_name("baseparse", GST_LEVEL_LOG);
+  for (const char *mode : {"", "queue ! "}) {
+    SCOPED_TRACE(*mode ? "push mode" : "pull mode");
+    GstElement *p = gst_parse_launch((std::string("filesrc location=") + path + " ! " + mode +
+                                      "cudadiffparse ! fakesink sync=false")
+                                         .c_str(),
+                                     nullptr);
+    ASSERT_NE(p, nullptr);
+    GstBus *bus = gst_element_get_bus(p);
+    IndexCount count;
+    gst_debug_add_log_function(&IndexCount::log, &count, nullptr);
+    gst_element_set_state(p, GST_STATE_PLAYING);
+    std::vector<int> added;  // after each pass
+    for (int pass = 0; pass < 4; ++pass) {
+      GstMessage *m = gst_bus_timed_pop_filtered(
+          bus, 30 * GST_SECOND, GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+      ASSERT_NE(m, nullptr) << "pass " << pass;
+      EXPECT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_EOS) << "pass " << pass;
+      gst_message_unref(m);
+      added.push_back(count.added());
+      EXPECT_TRUE(gst_element_seek_simple(p, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, 0));
+    }
+    gst_element_set_state(p, GST_STATE_NULL);
+    gst_debug_remove_log_function(&IndexCount::log);
+    gst_object_unref(bus);
+    gst_object_unref(p);
+    // The first pass indexes the stream; the passes after it add nothing.
+    ASSERT_EQ(added.size(), 4u);
+    EXPECT_EQ(added[3], added[1]) << "entries after passes 1-4: " << added[0] << ", " << added[1]
+                                  << ", " << added[2] << ", " << added[3];
+  }
+  gst_debug_unset_threshold_for_name("baseparse");
+  g_unlink(path);
+  g_free(path);
 }
 
 // A sender whose input had no timestamps (an appsrc without them) sends
