@@ -860,7 +860,9 @@ static GstFlowReturn gst_cudadiff_filter_submit_input_buffer(GstBaseTransform *t
   // Properties under a GstController (thresholds, sigma, gain, colours,
   // the text's padding...) take their values at this buffer's stream time,
   // before it is processed.
-  if (GST_BUFFER_PTS_IS_VALID(input)) {
+  // (in a segment in time only: an appsrc left in bytes, its default, times
+  // its buffers all the same)
+  if (GST_BUFFER_PTS_IS_VALID(input) && trans->segment.format == GST_FORMAT_TIME) {
     const GstClockTime stream_time =
         gst_segment_to_stream_time(&trans->segment, GST_FORMAT_TIME, GST_BUFFER_PTS(input));
     if (GST_CLOCK_TIME_IS_VALID(stream_time))

@@ -1112,9 +1112,11 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   st->refused.clear();
   // Properties under a GstController (threshold) take their values at this
   // frame's stream time.
-  const GstClockTime stream_time =
-      gst_segment_to_stream_time(&encoder->input_segment, GST_FORMAT_TIME, frame->pts);
-  if (GST_CLOCK_TIME_IS_VALID(stream_time)) gst_object_sync_values(GST_OBJECT(self), stream_time);
+  if (encoder->input_segment.format == GST_FORMAT_TIME) {
+    const GstClockTime stream_time =
+        gst_segment_to_stream_time(&encoder->input_segment, GST_FORMAT_TIME, frame->pts);
+    if (GST_CLOCK_TIME_IS_VALID(stream_time)) gst_object_sync_values(GST_OBJECT(self), stream_time);
+  }
   if (!st->ctx || !(st->encoder || st->encoder2)) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, (nullptr), ("frame before caps were configured"));
     gst_video_codec_frame_unref(frame);

@@ -113,3 +113,30 @@ TEST(Controllable, PropertiesFollowTheirControlSourceFrameByFrame) {
     gst_harness_teardown(h);
   }
 }
+
+// A segment in bytes (an appsrc's default format, with timestamps on its
+// buffers all the same): frames pass, no control values are taken, and no
+// critical (gst_segment_to_stream_time() in time on a segment in bytes) is
+// logged; the tests make criticals fatal. Before, every filter logged one
+// per buffer.
+TEST(Controllable, BuffersInASegmentInBytesPass) {
+  for (const char *factory : {"cudagauss", "cudadiffenc"}) {
+    SCOPED_TRACE(factory);
+    GstHarness *h = gst_harness_new(factory);
+    gst_harness_set_src_caps_str(h, gst_test::raw_caps("BGR", 32, 16).c_str());
+    GstSegment bytes;
+    gst_segment_init(&bytes, GST_FORMAT_BYTES);
+    gst_harness_push_event(h, gst_event_new_segment(&bytes));
+    GstVideoInfo info;
+    GstCaps *caps = gst_caps_from_string(gst_test::raw_caps("BGR", 32, 16).c_str());
+    ASSERT_TRUE(gst_video_info_from_caps(&info, caps));
+    gst_caps_unref(caps);
+    std::mt19937 gen(3);
+    for (int i = 0; i < 3; ++i) {
+      GstBuffer *in = gst_test::random_buffer(info, gen, i);
+      EXPECT_TRUE(GST_BUFFER_PTS_IS_VALID(in));
+      gst_harness_push(h, in);
+    }
+    gst_harness_teardown(h);
+  }
+}
