@@ -628,9 +628,10 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
   }
   // A header found inside a damaged packet whose packet was not complete
   // then waits for the furthest of those packets, so that one check covers
-  // them all.
+  // them all. (A damaged packet that waited for a packet of its own frame
+  // does not wait for the others inside it too: they come after it.)
   const size_t want =
-      !known && wait_until_ > pos ? std::max(total, size_t(wait_until_ - pos)) : total;
+      !known && !own && wait_until_ > pos ? std::max(total, size_t(wait_until_ - pos)) : total;
   if (avail < total && at_eos)
     return skip(1,
                 "packet " + std::to_string(h.frame_number) +
