@@ -92,6 +92,8 @@ struct ParseState {
   // Where the stream ended when EOS came in push mode (a byte offset and
   // the output time there; 0: not yet): index_end().
   guint64 end_offset = 0, end_pts = 0;
+  // The latest time of a keyframe put into the index (push mode).
+  guint64 last_key_pts = 0;
   // What the stream headers said of the picture, and what of it the src
   // caps say (!caps_described_seen: nothing, no stream header of their
   // format, size and framerate having passed).
@@ -245,8 +247,11 @@ constexpr guint kResyncChunk = 64 * 1024;
 // seeked in again and again) added them all once more, and its index grew
 // for as long as the stream played. A seek to the end or after it lands
 // at the end.
-static void index_end(GstCudaDiffParse *self, guint64 offset, guint64 pts) {
-  if (offset == 0 || pts == stream::kNoTime) return;
+// `last_key_pts`: the time of the last keyframe in the index; an end at
+// that time (a last keyframe without a duration) would take that
+// keyframe's place in the index's lookup by time, so it is left out.
+static void index_end(GstCudaDiffParse *self, guint64 offset, guint64 pts, guint64 last_key_pts) {
+  if (offset == 0 || pts == stream::kNoTime || pts <= last_key_pts) return;
   gst_base_parse_add_index_entry(GST_BASE_PARSE(self), offset, pts, TRUE, TRUE);
 }
 
@@ -356,7 +361,7 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
   if (!fm.valid) return;
   for (const auto &k : fm.keyframes)
     gst_base_parse_add_index_entry(GST_BASE_PARSE(self), k.first, k.second, TRUE, TRUE);
-  index_end(self, guint64(size), fm.end);
+  index_end(self, guint64(size), fm.end, fm.keyframes.empty() ? 0 : fm.keyframes.back().second);
   g_atomic_int_set(&self->file_indexed, 1);
   GST_DEBUG_OBJECT(self,
                    "file of %" G_GINT64_FORMAT
@@ -390,7 +395,9 @@ static void index_keyframe(GstCudaDiffParse *self, guint64 offset, guint64 pts) 
   gst_base_parse_add_index_entry(GST_BASE_PARSE(self), offset, pts, TRUE, TRUE);
   // (GstBaseParse's mark of how far it has indexed moved back to this
   // keyframe: the end again, once it is known)
-  index_end(self, self->state->end_offset, self->state->end_pts);
+  ParseState *st = self->state;
+  st->last_key_pts = std::max(st->last_key_pts, pts);
+  index_end(self, st->end_offset, st->end_pts, st->last_key_pts);
 }
 
 // Output pts of a packet at `offset` in a scanned file.
@@ -681,14 +688,18 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
   } else if (type == GST_EVENT_EOS) {
     // Push mode from a file: its end (where the last packet ended, after
     // the drain) into GstBaseParse's index, as the scan of a file does in
-    // pull mode (index_end()). (A seek with a stop ends earlier: the
-    // furthest end seen counts.)
+    // pull mode (index_end()), when that is upstream's end in bytes (not
+    // a file still growing, an end of stream sent early, or a seek with a
+    // stop).
+    gint64 size = 0;
     if (GST_PAD_MODE(GST_BASE_PARSE_SINK_PAD(parse)) == GST_PAD_MODE_PUSH && !st->upstream_time &&
         st->next_offset != GST_BUFFER_OFFSET_NONE && st->live.out_known &&
-        st->next_offset > st->end_offset && byte_seekable(self)) {
+        st->next_offset > st->end_offset && byte_seekable(self) &&
+        gst_pad_peer_query_duration(GST_BASE_PARSE_SINK_PAD(parse), GST_FORMAT_BYTES, &size) &&
+        guint64(size) == st->next_offset) {
       st->end_offset = st->next_offset;
       st->end_pts = st->live.end;
-      index_end(self, st->end_offset, st->end_pts);
+      index_end(self, st->end_offset, st->end_pts, st->last_key_pts);
     }
   } else if (type == GST_EVENT_FLUSH_STOP) {
     st->upstream_pending = GST_CLOCK_TIME_NONE;
