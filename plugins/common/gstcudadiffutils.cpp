@@ -68,15 +68,23 @@ GstCudaDiffBackend gst_cudadiff_active_backend(GstElement *element) {
   return v > 0 ? GstCudaDiffBackend(v - 1) : GST_CUDADIFF_BACKEND_AUTO;
 }
 
+// (notify::active-backend when it changes)
+static void set_active_backend(GstElement *element, gint value) {
+  if (GPOINTER_TO_INT(g_object_get_qdata(G_OBJECT(element), active_backend_quark())) == value)
+    return;
+  g_object_set_qdata(G_OBJECT(element), active_backend_quark(), GINT_TO_POINTER(value));
+  g_object_notify(G_OBJECT(element), "active-backend");
+}
+
 void gst_cudadiff_forget_backend(GstElement *element) {
-  g_object_set_qdata(G_OBJECT(element), active_backend_quark(), nullptr);
+  set_active_backend(element, 0);
 }
 
 void gst_cudadiff_remember_backend(GstElement *element, const cudadiff::Context *ctx) {
   if (!ctx) return;
   const GstCudaDiffBackend b =
       ctx->is_cuda() ? GST_CUDADIFF_BACKEND_CUDA : GST_CUDADIFF_BACKEND_CPU;
-  g_object_set_qdata(G_OBJECT(element), active_backend_quark(), GINT_TO_POINTER(gint(b) + 1));
+  set_active_backend(element, gint(b) + 1);
 }
 
 std::unique_ptr<cudadiff::Context> gst_cudadiff_open_context(GstElement *element,

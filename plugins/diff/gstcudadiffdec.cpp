@@ -918,7 +918,8 @@ static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
   // (a packet without a sender pts timed by its frame number, as the parser
   // times a byte stream's: stream::Timeline::timed())
   const stream::PacketHeader h = st->timeline.timed(packet);
-  // (A duration over a minute is damage or a crafted header, as for the
+  // (A duration over stream::max_packet_duration() (a minute, or twice the
+  // frame interval up to a day) is damage or a crafted header, as for the
   // parser and the timeline: the base class takes the framerate's instead.)
   const bool has_duration = stream::usable_duration(h);
   if (GST_CLOCK_TIME_IS_VALID(frame->pts)) {

@@ -197,10 +197,18 @@ TEST(BackendErrors, ActiveBackendSaysWhatAutoChose) {
     ASSERT_NE(spec, nullptr);
     EXPECT_FALSE(spec->flags & G_PARAM_WRITABLE);
     EXPECT_EQ(active(el), kAuto);
+    int notified = 0;
+    const gulong id = g_signal_connect(
+        el, "notify::active-backend",
+        G_CALLBACK(+[](GObject *, GParamSpec *, gpointer n) { ++*static_cast<int *>(n); }),
+        &notified);
     ASSERT_NE(gst_element_set_state(el, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
     EXPECT_EQ(active(el), kCpu);
+    EXPECT_EQ(notified, 1);
     ASSERT_EQ(gst_element_set_state(el, GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
     EXPECT_EQ(active(el), kAuto);
+    EXPECT_EQ(notified, 2);
+    g_signal_handler_disconnect(el, id);
     // backend=cuda cannot start without a device: nothing is active.
     gst_util_set_object_arg(G_OBJECT(el), "backend", "cuda");
     GstBus *bus = gst_bus_new();  // (takes the start's error)

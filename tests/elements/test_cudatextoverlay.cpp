@@ -195,7 +195,6 @@ TEST(CudaTextOverlay, PropertiesAndDefaults) {
   gst_object_unref(el);
 }
 
-// Empty text: the very buffer that came in goes out, untouched.
 // In place: a GstVideoMeta whose planes do not fit their memory is
 // refused with an error instead of blending past the buffer.
 TEST(CudaTextOverlay, RefusesAVideoMetaThatReachesPastItsMemory) {
@@ -203,6 +202,7 @@ TEST(CudaTextOverlay, RefusesAVideoMetaThatReachesPastItsMemory) {
       "cudatextoverlay", [](GstElement *el) { g_object_set(el, "text", "Hi", nullptr); });
 }
 
+// Empty text: the very buffer that came in goes out, untouched.
 TEST(CudaTextOverlay, EmptyTextIsPassthrough) {
   const std::string caps = gst_test::raw_caps("BGRx", 64, 32);
   GstHarness *h = make_harness("cudatextoverlay", caps);
