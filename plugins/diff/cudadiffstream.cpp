@@ -615,17 +615,19 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
                      checked_.front().header_crc == h.header_crc;
   if (known && !checked_.front().intact) return damaged(checked_.front().superseded);
   const size_t total = kHeaderSize + h.payload_size;
+  // NeedData for the packet whose header is at the front: `bytes` from it.
+  auto need = [&](size_t bytes) {
+    step.bytes = bytes;
+    step.header = h;
+    return step;
+  };
   // A damaged packet waiting for a packet of its own frame inside it.
   const bool own = own_until_ != 0 && own_pos_ == pos && own_crc_ == h.header_crc;
   if (!own) {
     own_until_ = 0;
     waits_ = 0;
   }
-  if (own && !at_eos && avail < own_until_ - pos) {
-    step.bytes = size_t(own_until_ - pos);  // NeedData
-    step.header = h;
-    return step;
-  }
+  if (own && !at_eos && avail < own_until_ - pos) return need(size_t(own_until_ - pos));
   // A header found inside a damaged packet whose packet was not complete
   // then waits for the furthest of those packets, so that one check covers
   // them all. (A damaged packet that waited for a packet of its own frame
@@ -638,11 +640,7 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
                     " truncated at the end of the stream (" + std::to_string(avail) + " of " +
                     std::to_string(total) + " bytes)",
                 true);
-  if (avail < want && !at_eos) {
-    step.bytes = want;  // NeedData
-    step.header = h;
-    return step;
-  }
+  if (avail < want && !at_eos) return need(want);
   const uint8_t *p = q.map(total);
   if (!p) {
     q.unmap();
@@ -663,9 +661,7 @@ Parser::Step Parser::next(ByteQueue &q, bool at_eos) {
       own_crc_ = h.header_crc;
       own_until_ = own_reach_;
       ++waits_;
-      step.bytes = size_t(own_until_ - pos);  // NeedData
-      step.header = h;
-      return step;
+      return need(size_t(own_until_ - pos));
     }
     own_until_ = 0;
     waits_ = 0;
@@ -699,14 +695,27 @@ bool Parser::check_inside(ByteQueue &q, const PacketHeader &front, size_t total,
   const uint64_t pos = q.position();
   checked_.clear();
   own_reach_ = 0;
+  // A packet's frame: its number, version and kind.
+  struct Key {
+    uint64_t frame;
+    uint8_t version, kind;
+    bool operator==(const Key &o) const {
+      return frame == o.frame && version == o.version && kind == o.kind;
+    }
+  };
+  struct KeyHash {
+    size_t operator()(const Key &k) const {
+      return std::hash<uint64_t>()(k.frame * 4 + k.kind) ^ k.version;
+    }
+  };
+  auto key_of = [](const PacketHeader &h) {
+    return Key{h.frame_number, h.version, uint8_t(h.flags & (kFlagKeyframe | kFlagStreamHeader))};
+  };
+  const Key front_key = key_of(front);
   struct Found {
     size_t at, end;
     uint32_t header_crc, payload_crc;
-    uint64_t frame;  // the frame: its number, version and kind
-    uint8_t version, kind;
-  };
-  auto kind = [](const PacketHeader &h) {
-    return uint8_t(h.flags & (kFlagKeyframe | kFlagStreamHeader));
+    Key key;
   };
   std::vector<Found> inside;
   size_t reach = 0;  // the furthest end within avail
@@ -728,13 +737,11 @@ bool Parser::check_inside(ByteQueue &q, const PacketHeader &front, size_t total,
         continue;
       const size_t end = i + kHeaderSize + h.payload_size;
       if (end <= avail) {
-        inside.push_back({i, end, h.header_crc, h.payload_crc, h.frame_number, h.version, kind(h)});
+        inside.push_back({i, end, h.header_crc, h.payload_crc, key_of(h)});
         reach = std::max(reach, end);
       } else {
         wait_until_ = std::max(wait_until_, pos + end);
-        if (h.frame_number == front.frame_number && h.version == front.version &&
-            kind(h) == kind(front))
-          own_reach_ = std::max(own_reach_, pos + end);
+        if (key_of(h) == front_key) own_reach_ = std::max(own_reach_, pos + end);
       }
     }
     // A header that starts inside but does not end within span may be one
@@ -784,31 +791,18 @@ bool Parser::check_inside(ByteQueue &q, const PacketHeader &front, size_t total,
   // Which damaged packets have an intact one of their frame inside: from
   // the last to the first, the nearest intact packet of each frame after
   // the one at hand.
-  struct Key {
-    uint64_t frame;
-    uint8_t version, kind;
-    bool operator==(const Key &o) const {
-      return frame == o.frame && version == o.version && kind == o.kind;
-    }
-  };
-  struct KeyHash {
-    size_t operator()(const Key &k) const {
-      return std::hash<uint64_t>()(k.frame * 4 + k.kind) ^ k.version;
-    }
-  };
   std::unordered_map<Key, size_t, KeyHash> next_intact;  // position from the front
   for (size_t n = inside.size(); n-- > 0;) {
     const Found &f = inside[n];
-    const Key key{f.frame, f.version, f.kind};
     if (checked_[n].intact) {
-      next_intact[key] = f.at;
+      next_intact[f.key] = f.at;
     } else {
-      const auto it = next_intact.find(key);
+      const auto it = next_intact.find(f.key);
       checked_[n].superseded = it != next_intact.end() && it->second < f.end;
     }
   }
   // (every packet inside starts inside the front's)
-  return next_intact.count(Key{front.frame_number, front.version, kind(front)}) != 0;
+  return next_intact.count(front_key) != 0;
 }
 
 namespace {
