@@ -555,13 +555,10 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
       case stream::Parser::Kind::Skip: {
         const bool was_synced = st->synced;
         // (st->parsed is now the end of these bytes)
-        if (step.too_large)
-          st->refused_until =
-              st->parsed - step.bytes + stream::kHeaderSize + step.header.payload_size;
+        const guint64 at = st->parsed - step.bytes;
+        if (step.too_large) st->refused_until = at + stream::kHeaderSize + step.header.payload_size;
         const guint64 refused =
-            std::min<guint64>(step.bytes, st->refused_until > st->parsed - step.bytes
-                                              ? st->refused_until - (st->parsed - step.bytes)
-                                              : 0);
+            st->refused_until > at ? std::min<guint64>(step.bytes, st->refused_until - at) : 0;
         GST_OBJECT_LOCK(self);
         self->stats.skipped_bytes += step.bytes - refused;
         GST_OBJECT_UNLOCK(self);

@@ -45,20 +45,19 @@ void GstCudaDiffDescribed::apply(GstVideoInfo *info) const {
         gst_video_multiview_mode_from_caps_string(multiview_mode.c_str());
     // The flags GStreamer defines (right view first, the four flips and
     // flops, half aspect, mixed mono); a value with others, or not plain
-    // decimal digits (sscanf's %u takes a minus sign), is not used.
-    constexpr unsigned kKnownFlags =
+    // decimal digits (sscanf's %u takes a minus sign: all bits), is not
+    // used.
+    constexpr unsigned long long kKnownFlags =
         0x1f | GST_VIDEO_MULTIVIEW_FLAGS_HALF_ASPECT | GST_VIDEO_MULTIVIEW_FLAGS_MIXED_MONO;
-    unsigned flags = 0;
-    const bool digits = !multiview_flags.empty() && multiview_flags.size() <= 10 &&
-                        multiview_flags.find_first_not_of("0123456789") == std::string::npos;
-    if (digits) {
-      const unsigned long long v = std::strtoull(multiview_flags.c_str(), nullptr, 10);
-      flags = v <= kKnownFlags && (v & ~uint64_t(kKnownFlags)) == 0 ? unsigned(v) : ~0u;
+    unsigned long long flags = 0;  // (none said: none)
+    if (!multiview_flags.empty()) {
+      const bool digits = multiview_flags.size() <= 10 &&
+                          multiview_flags.find_first_not_of("0123456789") == std::string::npos;
+      flags = digits ? std::strtoull(multiview_flags.c_str(), nullptr, 10) : ~0ull;
     }
-    if (mode != GST_VIDEO_MULTIVIEW_MODE_NONE &&
-        (multiview_flags.empty() || (digits && flags != ~0u))) {
+    if (mode != GST_VIDEO_MULTIVIEW_MODE_NONE && (flags & ~kKnownFlags) == 0) {
       GST_VIDEO_INFO_MULTIVIEW_MODE(info) = mode;
-      GST_VIDEO_INFO_MULTIVIEW_FLAGS(info) = GstVideoMultiviewFlags(flags);
+      GST_VIDEO_INFO_MULTIVIEW_FLAGS(info) = GstVideoMultiviewFlags(unsigned(flags));
     }
   }
 }
