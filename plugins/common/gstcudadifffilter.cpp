@@ -858,16 +858,9 @@ static GstFlowReturn gst_cudadiff_filter_submit_input_buffer(GstBaseTransform *t
   auto *self = GST_CUDADIFF_FILTER(trans);
   FilterState *st = get_priv(self)->state;
   // Properties under a GstController (thresholds, sigma, gain, colours,
-  // the text's padding...) take their values at this buffer's stream time,
-  // before it is processed.
-  // (in a segment in time only: an appsrc left in bytes, its default, times
-  // its buffers all the same)
-  if (GST_BUFFER_PTS_IS_VALID(input) && trans->segment.format == GST_FORMAT_TIME) {
-    const GstClockTime stream_time =
-        gst_segment_to_stream_time(&trans->segment, GST_FORMAT_TIME, GST_BUFFER_PTS(input));
-    if (GST_CLOCK_TIME_IS_VALID(stream_time))
-      gst_object_sync_values(GST_OBJECT(trans), stream_time);
-  }
+  // the text's padding...) take their values for this buffer before it is
+  // processed.
+  gst_cudadiff_sync_controlled(GST_OBJECT(trans), &trans->segment, GST_BUFFER_PTS(input));
   // (is_discont is the base class's pending mark, which may still be that
   // of an earlier drop; the input's own flag says that a gap starts here)
   if (GST_BUFFER_IS_DISCONT(input) && st->in_flight) {

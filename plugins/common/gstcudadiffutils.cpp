@@ -87,6 +87,12 @@ void gst_cudadiff_remember_backend(GstElement *element, const cudadiff::Context 
   set_active_backend(element, gint(b) + 1);
 }
 
+void gst_cudadiff_sync_controlled(GstObject *object, const GstSegment *segment, GstClockTime pts) {
+  if (segment->format != GST_FORMAT_TIME || !GST_CLOCK_TIME_IS_VALID(pts)) return;
+  const GstClockTime stream_time = gst_segment_to_stream_time(segment, GST_FORMAT_TIME, pts);
+  if (GST_CLOCK_TIME_IS_VALID(stream_time)) gst_object_sync_values(object, stream_time);
+}
+
 std::unique_ptr<cudadiff::Context> gst_cudadiff_open_context(GstElement *element,
                                                              GstCudaDiffBackend backend,
                                                              gint device_id) {

@@ -43,6 +43,11 @@ GstCudaDiffBackend gst_cudadiff_active_backend(GstElement *element);
 void gst_cudadiff_forget_backend(GstElement *element);
 void gst_cudadiff_remember_backend(GstElement *element, const cudadiff::Context *ctx);
 
+// Properties under a GstController take their values at the stream time of
+// `pts` in `segment` (gst_object_sync_values()), in a segment in time only:
+// an appsrc left in bytes, its default, times its buffers all the same.
+void gst_cudadiff_sync_controlled(GstObject *object, const GstSegment *segment, GstClockTime pts);
+
 // Opens the context the element asked for: auto = CUDA when device-id names a
 // usable device, else the CPU (an INFO line says which); cuda without a usable
 // device posts GST_ELEMENT_ERROR (RESOURCE, "no CUDA device ...") and returns

@@ -1110,13 +1110,9 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   auto *self = GST_CUDADIFF_ENC(encoder);
   EncState *st = self->state;
   st->refused.clear();
-  // Properties under a GstController (threshold) take their values at this
-  // frame's stream time.
-  if (encoder->input_segment.format == GST_FORMAT_TIME) {
-    const GstClockTime stream_time =
-        gst_segment_to_stream_time(&encoder->input_segment, GST_FORMAT_TIME, frame->pts);
-    if (GST_CLOCK_TIME_IS_VALID(stream_time)) gst_object_sync_values(GST_OBJECT(self), stream_time);
-  }
+  // Properties under a GstController (threshold) take their values for
+  // this frame.
+  gst_cudadiff_sync_controlled(GST_OBJECT(self), &encoder->input_segment, frame->pts);
   if (!st->ctx || !(st->encoder || st->encoder2)) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, (nullptr), ("frame before caps were configured"));
     gst_video_codec_frame_unref(frame);
