@@ -1107,15 +1107,9 @@ void gst_cudadiff_filter_refuse_caps(GstCudaDiffFilter *filter, const std::strin
                                      const std::string &debug) {
   FilterState *st = get_priv(filter)->state;
   st->caps_refused = true;
-  std::string key = message + "\n" + debug;
-  if (st->refused == key) {
-    GST_DEBUG_OBJECT(filter, "caps refused again: %s", message.c_str());
-  } else {
-    st->refused = std::move(key);
-    gst_element_message_full(GST_ELEMENT(filter), GST_MESSAGE_ERROR, GST_CORE_ERROR,
-                             GST_CORE_ERROR_NEGOTIATION, g_strdup(message.c_str()),
-                             g_strdup(debug.c_str()), __FILE__, GST_FUNCTION, __LINE__);
-  }
+  gst_cudadiff_post_error_once(GST_ELEMENT(filter), &st->refused, message + "\n" + debug,
+                               GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION, message, debug, __FILE__,
+                               GST_FUNCTION, __LINE__);
   throw cudadiff::Error(message);
 }
 

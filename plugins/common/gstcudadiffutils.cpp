@@ -87,6 +87,19 @@ void gst_cudadiff_remember_backend(GstElement *element, const cudadiff::Context 
   set_active_backend(element, gint(b) + 1);
 }
 
+void gst_cudadiff_post_error_once(GstElement *element, std::string *last, std::string key,
+                                  GQuark domain, gint code, const std::string &text,
+                                  const std::string &debug, const char *file, const char *function,
+                                  int line) {
+  if (*last == key) {
+    GST_DEBUG_OBJECT(element, "again: %s", text.c_str());
+    return;
+  }
+  *last = std::move(key);
+  gst_element_message_full(element, GST_MESSAGE_ERROR, domain, code, g_strdup(text.c_str()),
+                           g_strdup(debug.c_str()), file, function, line);
+}
+
 void gst_cudadiff_sync_controlled(GstObject *object, const GstSegment *segment, GstClockTime pts) {
   if (segment->format != GST_FORMAT_TIME || !GST_CLOCK_TIME_IS_VALID(pts)) return;
   const GstClockTime stream_time = gst_segment_to_stream_time(segment, GST_FORMAT_TIME, pts);

@@ -43,6 +43,16 @@ GstCudaDiffBackend gst_cudadiff_active_backend(GstElement *element);
 void gst_cudadiff_forget_backend(GstElement *element);
 void gst_cudadiff_remember_backend(GstElement *element, const cudadiff::Context *ctx);
 
+// Posts an ERROR message unless the last one posted through `last` had
+// the same `key`, and keeps `key` there: a base class that tries the same
+// caps again for each buffer that follows would repeat a refusal, and an
+// application should see one problem as one error. The caller clears
+// `last` once the problem is gone.
+void gst_cudadiff_post_error_once(GstElement *element, std::string *last, std::string key,
+                                  GQuark domain, gint code, const std::string &text,
+                                  const std::string &debug, const char *file, const char *function,
+                                  int line);
+
 // Properties under a GstController take their values at the stream time of
 // `pts` in `segment` (gst_object_sync_values()), in a segment in time only:
 // an appsrc left in bytes, its default, times its buffers all the same.

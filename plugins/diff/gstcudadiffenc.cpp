@@ -618,13 +618,8 @@ static gboolean refuse_caps_at(GstCudaDiffEnc *self, GstVideoCodecState *state, 
   gchar *caps = state->caps ? gst_caps_to_string(state->caps) : nullptr;
   std::string key = (caps ? caps : "") + std::string("\n") + text;
   g_free(caps);
-  if (self->state->refused == key) {
-    GST_DEBUG_OBJECT(self, "input caps refused again: %s", text.c_str());
-    return FALSE;
-  }
-  self->state->refused = std::move(key);
-  gst_element_message_full(GST_ELEMENT(self), GST_MESSAGE_ERROR, domain, code,
-                           g_strdup(text.c_str()), g_strdup(debug.c_str()), file, function, line);
+  gst_cudadiff_post_error_once(GST_ELEMENT(self), &self->state->refused, std::move(key), domain,
+                               code, text, debug, file, function, line);
   return FALSE;
 }
 
