@@ -278,6 +278,8 @@ static void gst_cudadiff_binarize_class_init(GstCudaBinarizeClass *klass) {
 
   const auto playing = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                                 GST_PARAM_MUTABLE_PLAYING);
+  // (numbers a GstController may drive: gst_cudadiff_sync_controlled())
+  const auto controllable = static_cast<GParamFlags>(playing | GST_PARAM_CONTROLLABLE);
   g_object_class_install_property(
       gobject_class, PROP_METHOD,
       g_param_spec_enum("method", "Method",
@@ -300,22 +302,19 @@ static void gst_cudadiff_binarize_class_init(GstCudaBinarizeClass *klass) {
       g_param_spec_uint("threshold", "Threshold",
                         "Gray level (0-255) for method=fixed: pixels whose gray value is greater "
                         "are white, the others black. Changeable while playing. Default: 128",
-                        0, 255, DEFAULT_THRESHOLD,
-                        static_cast<GParamFlags>(playing | GST_PARAM_CONTROLLABLE)));
+                        0, 255, DEFAULT_THRESHOLD, controllable));
   g_object_class_install_property(
       gobject_class, PROP_MIN_THRESHOLD,
       g_param_spec_uint("min-threshold", "Minimum threshold",
                         "Lowest threshold (gray level 0-255) method=two-peaks may give. "
                         "Changeable while playing. Default: 50",
-                        0, 255, DEFAULT_MIN_THRESHOLD,
-                        static_cast<GParamFlags>(playing | GST_PARAM_CONTROLLABLE)));
+                        0, 255, DEFAULT_MIN_THRESHOLD, controllable));
   g_object_class_install_property(
       gobject_class, PROP_MAX_THRESHOLD,
       g_param_spec_uint("max-threshold", "Maximum threshold",
                         "Highest threshold (gray level 0-255) method=two-peaks may give; it wins "
                         "when it is below min-threshold. Changeable while playing. Default: 200",
-                        0, 255, DEFAULT_MAX_THRESHOLD,
-                        static_cast<GParamFlags>(playing | GST_PARAM_CONTROLLABLE)));
+                        0, 255, DEFAULT_MAX_THRESHOLD, controllable));
   g_object_class_install_property(
       gobject_class, PROP_INVERT,
       g_param_spec_boolean("invert", "Invert",

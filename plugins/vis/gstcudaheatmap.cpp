@@ -148,6 +148,8 @@ static void gst_cudadiff_heatmap_class_init(GstCudaHeatmapClass *klass) {
 
   const auto flags = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                               GST_PARAM_MUTABLE_PLAYING);
+  // (numbers a GstController may drive: gst_cudadiff_sync_controlled())
+  const auto controllable = static_cast<GParamFlags>(flags | GST_PARAM_CONTROLLABLE);
   g_object_class_install_property(
       gobject_class, PROP_COLORMAP,
       g_param_spec_enum("colormap", "Colormap",
@@ -166,15 +168,14 @@ static void gst_cudadiff_heatmap_class_init(GstCudaHeatmapClass *klass) {
           "visible: with gain 10 a change of 77 (summed over R, G and B) already shows "
           "the top colour. "
           "0 to 1000. Changeable while playing. Default: 1",
-          0.0, MAX_GAIN, DEFAULT_GAIN, static_cast<GParamFlags>(flags | GST_PARAM_CONTROLLABLE)));
+          0.0, MAX_GAIN, DEFAULT_GAIN, controllable));
   g_object_class_install_property(
       gobject_class, PROP_ALPHA,
       g_param_spec_double("alpha", "Alpha",
                           "Opacity of the heat map over the current frame, 0 to 1: 1 shows the "
                           "heat map only, lower values blend it over the frame (0: the frame "
                           "unchanged). Changeable while playing. Default: 1",
-                          0.0, 1.0, DEFAULT_ALPHA,
-                          static_cast<GParamFlags>(flags | GST_PARAM_CONTROLLABLE)));
+                          0.0, 1.0, DEFAULT_ALPHA, controllable));
 
   gst_cudadiff_filter_add_pad_templates(element_class, GST_CUDADIFF_VIS_SINK_FORMATS,
                                         GST_CUDADIFF_VIS_SRC_FORMATS);

@@ -253,14 +253,15 @@ static void gst_cudadiff_noisevis_class_init(GstCudaNoiseVisClass *klass) {
 
   const auto flags = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                               GST_PARAM_MUTABLE_PLAYING);
+  // (numbers a GstController may drive: gst_cudadiff_sync_controlled())
+  const auto controllable = static_cast<GParamFlags>(flags | GST_PARAM_CONTROLLABLE);
   g_object_class_install_property(
       gobject_class, PROP_THRESHOLD,
       g_param_spec_uint("threshold", "Threshold",
                         "A byte has changed when it differs from the previous frame's by more "
                         "than this (the difference encoder's rule); a pixel is marked when any "
                         "of its bytes changed. 0 to 255. Changeable while playing. Default: 20",
-                        0, 255, DEFAULT_THRESHOLD,
-                        static_cast<GParamFlags>(flags | GST_PARAM_CONTROLLABLE)));
+                        0, 255, DEFAULT_THRESHOLD, controllable));
   g_object_class_install_property(
       gobject_class, PROP_MODE,
       g_param_spec_enum("mode", "Mode",
@@ -275,8 +276,7 @@ static void gst_cudadiff_noisevis_class_init(GstCudaNoiseVisClass *klass) {
                         "the background (black in mask mode, the frame in overlay mode). GRAY8 "
                         "output shows its BT.601 luma. Changeable while playing. Default: "
                         "0xffff0000 (opaque red)",
-                        0, G_MAXUINT32, DEFAULT_COLOR,
-                        static_cast<GParamFlags>(flags | GST_PARAM_CONTROLLABLE)));
+                        0, G_MAXUINT32, DEFAULT_COLOR, controllable));
   g_object_class_install_property(
       gobject_class, PROP_STATS_INTERVAL,
       g_param_spec_uint("stats-interval", "Statistics interval",

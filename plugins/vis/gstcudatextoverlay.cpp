@@ -541,6 +541,8 @@ static void gst_cudadiff_text_overlay_class_init(GstCudaTextOverlayClass *klass)
 
   const auto rw_playing = static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                                    GST_PARAM_MUTABLE_PLAYING);
+  // (numbers a GstController may drive: gst_cudadiff_sync_controlled())
+  const auto controllable = static_cast<GParamFlags>(rw_playing | GST_PARAM_CONTROLLABLE);
   const auto read_only = static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
   g_object_class_install_property(
       gobject_class, PROP_TEXT,
@@ -564,8 +566,7 @@ static void gst_cudadiff_text_overlay_class_init(GstCudaTextOverlayClass *klass)
           "color", "Color",
           "Text colour as 0xAARRGGBB (alpha, red, green, blue, as textoverlay); "
           "alpha 0xff is opaque. Changeable while playing. Default: 0xffffffff (opaque white)",
-          0, G_MAXUINT32, DEFAULT_COLOR,
-          static_cast<GParamFlags>(rw_playing | GST_PARAM_CONTROLLABLE)));
+          0, G_MAXUINT32, DEFAULT_COLOR, controllable));
   g_object_class_install_property(
       gobject_class, PROP_HALIGNMENT,
       g_param_spec_enum(
@@ -584,15 +585,13 @@ static void gst_cudadiff_text_overlay_class_init(GstCudaTextOverlayClass *klass)
       g_param_spec_int("xpad", "Horizontal padding",
                        "Pixels between the text and the left or right edge (left/right "
                        "alignment). Changeable while playing. Default: 25",
-                       0, G_MAXINT, DEFAULT_XPAD,
-                       static_cast<GParamFlags>(rw_playing | GST_PARAM_CONTROLLABLE)));
+                       0, G_MAXINT, DEFAULT_XPAD, controllable));
   g_object_class_install_property(
       gobject_class, PROP_YPAD,
       g_param_spec_int("ypad", "Vertical padding",
                        "Pixels between the text and the top or bottom edge (top/bottom "
                        "alignment). Changeable while playing. Default: 25",
-                       0, G_MAXINT, DEFAULT_YPAD,
-                       static_cast<GParamFlags>(rw_playing | GST_PARAM_CONTROLLABLE)));
+                       0, G_MAXINT, DEFAULT_YPAD, controllable));
   g_object_class_install_property(
       gobject_class, PROP_SHADED_BACKGROUND,
       g_param_spec_boolean("shaded-background", "Shaded background",
@@ -605,8 +604,7 @@ static void gst_cudadiff_text_overlay_class_init(GstCudaTextOverlayClass *klass)
       g_param_spec_uint("shading-value", "Shading value",
                         "Opacity of the shaded box, 1 (faint) to 255 (black), when "
                         "shaded-background is true. Changeable while playing. Default: 80",
-                        1, 255, DEFAULT_SHADING_VALUE,
-                        static_cast<GParamFlags>(rw_playing | GST_PARAM_CONTROLLABLE)));
+                        1, 255, DEFAULT_SHADING_VALUE, controllable));
   g_object_class_install_property(
       gobject_class, PROP_TEXT_X,
       g_param_spec_int("text-x", "Text x",
