@@ -71,6 +71,42 @@ struct EncodeOptions {
   int fps = 30;            // the input caps' framerate, fps/1 (0: 0/1, variable)
 };
 
+// Appends the packets' bytes to `to`, one after the other (a byte stream,
+// a recording).
+void append_packets(Bytes &to, const std::vector<GstBuffer *> &packets) {
+  for (GstBuffer *p : packets) {
+    const Bytes b = bytes_of(p);
+    to.insert(to.end(), b.begin(), b.end());
+  }
+}
+
+// A file in the temporary directory holding `bytes` (`name_template` as
+// g_file_open_tmp() takes it), removed with the object; path() is null
+// where it could not be written.
+class TempFile {
+ public:
+  TempFile(const Bytes &bytes, const char *name_template) {
+    const int fd = g_file_open_tmp(name_template, &path_, nullptr);
+    if (fd < 0) return;
+    const bool written = write(fd, bytes.data(), bytes.size()) == ssize_t(bytes.size());
+    close(fd);
+    if (!written) {
+      g_unlink(path_);
+      g_clear_pointer(&path_, g_free);
+    }
+  }
+  ~TempFile() {
+    if (path_) g_unlink(path_);
+    g_free(path_);
+  }
+  TempFile(const TempFile &) = delete;
+  TempFile &operator=(const TempFile &) = delete;
+  const char *path() const { return path_; }
+
+ private:
+  gchar *path_ = nullptr;
+};
+
 Bytes payload_of(GstBuffer *packet) {
   const Bytes b = bytes_of(packet);
   return b.size() < 64 ? Bytes() : Bytes(b.begin() + 64, b.end());
@@ -452,10 +488,7 @@ TEST(CudaDiff, StreamHeaderCarriesThePicturesDescription) {
               "field-order=top-field-first\nchroma-site=mpeg2\nmultiview-mode=side-by-side\n"
               "multiview-flags=2\n");
     Bytes stream = hb;
-    for (GstBuffer *p : e.packets) {
-      const Bytes b = bytes_of(p);
-      stream.insert(stream.end(), b.begin(), b.end());
-    }
+    append_packets(stream, e.packets);
     GstBuffer *untimed = gst_buffer_new_allocate(nullptr, stream.size(), nullptr);
     gst_buffer_fill(untimed, 0, stream.data(), stream.size());
     std::vector<GstBuffer *> packets = {gst_buffer_ref(header)};
@@ -1742,10 +1775,7 @@ TEST(CudaDiff, HeaderLargerThanMaxPixelsIsDroppedWithoutWaitingForItsPayload) {
     // were, as bytes that were not a packet), however it is cut into
     // buffers; garbage after a refused packet still counts.
     Bytes all;
-    for (GstBuffer *p : e.packets) {
-      const Bytes b = bytes_of(p);
-      all.insert(all.end(), b.begin(), b.end());
-    }
+    append_packets(all, e.packets);
     all.insert(all.end(), 50, 0x33);
     for (size_t piece : {all.size(), size_t(100), size_t(7)}) {
       SCOPED_TRACE("pieces of " + std::to_string(piece));
@@ -2192,16 +2222,11 @@ TEST(CudaDiff, HeadersInsideADamagedPacketAreNotReadOncePerHeader) {
   size_t headers = 0;
   Bytes stream = damaged_packet_full_of_headers(&headers);
   ASSERT_GT(headers, 260000u);
-  for (GstBuffer *b : e.packets) {
-    const Bytes p = bytes_of(b);
-    stream.insert(stream.end(), p.begin(), p.end());
-  }
+  append_packets(stream, e.packets);
   // Pulled from a file.
-  gchar *path = nullptr;
-  const int fd = g_file_open_tmp("cudadiff-damaged-XXXXXX.cdiff", &path, nullptr);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(write(fd, stream.data(), stream.size()), ssize_t(stream.size()));
-  close(fd);
+  const TempFile file(stream, "cudadiff-damaged-XXXXXX.cdiff");
+  const char *path = file.path();
+  ASSERT_NE(path, nullptr);
   GstElement *p = gst_parse_launch((std::string("filesrc name=src location=") + path +
                                     " ! cudadiffparse ! cudadiffdec ! fakesink name=sink")
                                        .c_str(),
@@ -2248,8 +2273,6 @@ TEST(CudaDiff, HeadersInsideADamagedPacketAreNotReadOncePerHeader) {
   gst_object_unref(sink);
   gst_object_unref(src);
   gst_object_unref(p);
-  g_unlink(path);
-  g_free(path);
   // Pushed in pieces of 64 KiB, as a network delivers them: through the
   // parser, and to the decoder alone.
   std::vector<GstBuffer *> pieces;
@@ -2636,13 +2659,11 @@ TEST(CudaDiff, DecoderTimestampsFollowTheSendersJitter) {
 // The PTS of what `launch` (ending in a sink named "sink") pushes for a file
 // holding `stream`, pulled by filesrc, and the pipeline's duration at its end.
 std::vector<GstClockTime> file_pts(const Bytes &stream, const char *launch, gint64 *duration) {
-  gchar *path = nullptr;
-  const int fd = g_file_open_tmp("cudadiff-untimed-XXXXXX.cdif", &path, nullptr);
-  EXPECT_GE(fd, 0);
+  const TempFile file(stream, "cudadiff-untimed-XXXXXX.cdif");
+  const char *path = file.path();
+  EXPECT_NE(path, nullptr);
   std::vector<GstClockTime> pts;
-  if (fd < 0) return pts;
-  EXPECT_EQ(write(fd, stream.data(), stream.size()), ssize_t(stream.size()));
-  close(fd);
+  if (!path) return pts;
   GstElement *p =
       gst_parse_launch((std::string("filesrc location=") + path + " ! " + launch).c_str(), nullptr);
   EXPECT_NE(p, nullptr);
@@ -2672,8 +2693,6 @@ std::vector<GstClockTime> file_pts(const Bytes &stream, const char *launch, gint
   gst_object_unref(in);
   gst_object_unref(sink);
   gst_object_unref(p);
-  g_unlink(path);
-  g_free(path);
   return pts;
 }
 
@@ -2710,15 +2729,10 @@ TEST(CudaDiff, ParserIndexStopsGrowingWhenARecordingLoops) {
   o.props = "keyframe-interval=0";  // the first frame only
   encode(e, "GRAY8", 16, 8, o);
   Bytes stream;
-  for (GstBuffer *b : e.packets) {
-    const Bytes bytes = bytes_of(b);
-    stream.insert(stream.end(), bytes.begin(), bytes.end());
-  }
-  gchar *path = nullptr;
-  const int fd = g_file_open_tmp("cudadiff-loop-XXXXXX.cdif", &path, nullptr);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(write(fd, stream.data(), stream.size()), ssize_t(stream.size()));
-  close(fd);
+  append_packets(stream, e.packets);
+  const TempFile file(stream, "cudadiff-loop-XXXXXX.cdif");
+  const char *path = file.path();
+  ASSERT_NE(path, nullptr);
   gst_debug_set_threshold_for_name("baseparse", GST_LEVEL_LOG);
   for (const char *mode : {"", "queue ! "}) {
     SCOPED_TRACE(*mode ? "push mode" : "pull mode");
@@ -2753,8 +2767,6 @@ TEST(CudaDiff, ParserIndexStopsGrowingWhenARecordingLoops) {
                                   << ", " << added[2] << ", " << added[3];
   }
   gst_debug_unset_threshold_for_name("baseparse");
-  g_unlink(path);
-  g_free(path);
 }
 
 // A sender whose input had no timestamps (an appsrc without them) sends
@@ -4044,10 +4056,7 @@ TEST(CudaDiff, DecoderTruncatedAtEos) {
     o.version = version;
     encode(e, "YUY2", 30, 8, o);
     Bytes stream;
-    for (GstBuffer *p : e.packets) {
-      const Bytes b = bytes_of(p);
-      stream.insert(stream.end(), b.begin(), b.end());
-    }
+    append_packets(stream, e.packets);
     stream.resize(stream.size() - 10);  // the last packet loses its end
     GstBuffer *all = gst_buffer_new_allocate(nullptr, stream.size(), nullptr);
     gst_buffer_fill(all, 0, stream.data(), stream.size());
@@ -4192,10 +4201,7 @@ TEST(CudaDiff, TypefinderRecognisesTheStream) {
     o.version = version;
     encode(e, "GRAY8", 300, 200, o);
     Bytes stream;
-    for (GstBuffer *p : e.packets) {
-      const Bytes b = bytes_of(p);
-      stream.insert(stream.end(), b.begin(), b.end());
-    }
+    append_packets(stream, e.packets);
     // The media type and its version field.
     auto typefind = [](const Bytes &data, GstTypeFindProbability *prob) {
       std::string name;
@@ -4261,16 +4267,12 @@ TEST(CudaDiff, TypefinderNamesAStreamOfAnotherVersion) {
   EXPECT_FALSE(gst_structure_has_field(st, "version"));
   EXPECT_EQ(prob, GST_TYPE_FIND_MAXIMUM);
   gst_caps_unref(caps);
-  gchar *path = nullptr;
-  const gint fd = g_file_open_tmp("cudadiff-v3-XXXXXX.cdif", &path, nullptr);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(write(fd, stream.data(), stream.size()), ssize_t(stream.size()));
-  close(fd);
+  const TempFile file(stream, "cudadiff-v3-XXXXXX.cdif");
+  const char *path = file.path();
+  ASSERT_NE(path, nullptr);
   const std::string error = gst_test::run_pipeline(std::string("filesrc location=") + path +
                                                    " ! typefind ! cudadiffparse ! fakesink");
   EXPECT_NE(error.find("of a version this"), std::string::npos) << error;
-  g_unlink(path);
-  g_free(path);
 }
 
 static void colorimetry_travels(int version) {
