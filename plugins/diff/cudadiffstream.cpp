@@ -870,6 +870,12 @@ bool Timeline::restarts(const PacketHeader &h, bool keep) const {
          ((h.frame_number < last_frame &&
            (h.frame_number == 0 || last_frame - h.frame_number > kReorderFrames)) ||
           (h.pts < last_pts && last_pts - h.pts > kReorderTime) ||
+          // The next frame number at an earlier time: not a packet late or
+          // repeated (those have an earlier or the same number) but the
+          // sender's times starting again by less than kReorderTime (a
+          // short clip looped, each pass in a segment of its own, which
+          // does not travel with the packets).
+          (h.pts < last_pts && h.frame_number == last_frame + 1) ||
           (h.pts > last_pts && h.pts - last_pts > max_packet_duration(h)));
 }
 

@@ -158,6 +158,10 @@ struct DecState {
   // (a clip looped in a segment of its own shows its packets again).
   bool have_last = false;
   guint32 last_header_crc = 0;
+  // A new segment came since the last keyframe decoded (a seek, flushing or
+  // not, or a segment seek's next pass): a keyframe whose frame number
+  // jumps ahead is then where upstream went on, not a loss.
+  bool new_segment = false;
   // Bytes skipped since the last packet (not a packet, or a packet whose
   // header failed), and why the first of them were: named in the warning
   // when the next packet shows that a packet was lost among them.
@@ -201,6 +205,7 @@ struct DecState {
     synced = false;
     in_loss = false;
     discont = false;
+    new_segment = false;
     skipped_since_packet = 0;
     first_skip.clear();
     timeline = stream::Timeline();
@@ -466,6 +471,7 @@ static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *
     if (st->last_segment.is_new(segment)) {
       st->timeline.forget_output();
       st->have_last = false;
+      st->new_segment = true;
     }
   }
   return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->sink_event(decoder, event);
@@ -833,7 +839,7 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
     // Deltas lost just before this keyframe cost no picture, but frames
     // are missing all the same: a loss like any other, which it ends (and
     // its frame is the first after a gap).
-    if (st->synced && h.frame_number > st->last_frame_number + 1) {
+    if (st->synced && h.frame_number > st->last_frame_number + 1 && !st->new_segment) {
       st->discont = true;
       report_damage(self, "packets missing before a keyframe",
                     "frames " + std::to_string(st->last_frame_number + 1) + " to " +
@@ -842,6 +848,7 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
     }
     st->synced = true;
     st->in_loss = false;
+    st->new_segment = false;
     st->last_frame_number = h.frame_number;
     return true;
   }

@@ -2404,6 +2404,37 @@ TEST(CudaDiff, ParserTimelineJumpsAheadOnlyUpToAMinute) {
   }
 }
 
+// A sender whose times start again by less than a second while its frame
+// numbers go on (an application looping a clip of a few frames, each pass
+// in a segment of its own, which does not travel with the packets): the
+// packets from there on follow the one before, through the parser and
+// through the decoder alone. Before, they all came out at the time of the
+// last packet before (a sink that syncs showed them at once, or dropped
+// them).
+TEST(CudaDiff, TimelineOfASenderWhoseTimesStartAgainWithinASecond) {
+  auto at = [](int t) { return gst_util_uint64_scale(t, GST_SECOND, 30); };
+  std::vector<Bytes> p = gray_packets(6);
+  ASSERT_EQ(p.size(), 6u);
+  for (int t : {3, 4, 5}) shift_pts(p[t], uint64_t(0) - at(3));  // 0, 1/30, 2/30 s again
+  // (from where packet 2 ended: its duration is rounded to the nanosecond)
+  const std::vector<GstClockTime> parsed = parser_pts(p);
+  ASSERT_EQ(parsed.size(), 6u);
+  for (int t = 0; t < 6; ++t) EXPECT_NEAR(double(parsed[t]), double(at(t)), 2.0) << "packet " << t;
+  std::vector<GstBuffer *> untimed;
+  for (const Bytes &b : p) {
+    GstBuffer *buf = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
+    gst_buffer_fill(buf, 0, b.data(), b.size());
+    untimed.push_back(buf);
+  }
+  Decoded d;
+  decode(d, untimed, true);
+  for (GstBuffer *b : untimed) gst_buffer_unref(b);
+  ASSERT_EQ(d.buffers.size(), 6u);
+  for (int t = 0; t < 6; ++t)
+    EXPECT_NEAR(double(GST_BUFFER_PTS(d.buffers[t])), double(at(t)), 2.0) << "frame " << t;
+  EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+}
+
 // A time-lapse stream (a frame every 120 s, framerate 1/120) keeps its
 // timestamps through a byte stream, with the parser and with the decoder
 // alone: its frames' steps and durations are within twice its frame
@@ -2453,6 +2484,59 @@ static void encode_seek_stream(Encoded &e) {
   o.frames = 60;
   o.props = "keyframe-interval=10";
   encode(e, "GRAY8", 16, 8, o);
+}
+
+// A keyframe whose frame number jumps ahead after a new segment (a
+// non-flushing seek in a recording, or a segment seek's next pass) is where
+// upstream went on, not a loss: no warning, and its frames decode. Without
+// the new segment the same jump is a loss ("packets missing before a
+// keyframe"); before, the seek's got that warning too.
+TEST(CudaDiff, KeyframeAfterANewSegmentIsNoLoss) {
+  Encoded e;
+  encode_seek_stream(e);
+  ASSERT_EQ(e.packets.size(), 60u);
+  for (bool new_segment : {true, false}) {
+    SCOPED_TRACE(new_segment ? "a new segment before keyframe 30" : "no new segment");
+    GstHarness *dec = gst_harness_new("cudadiffdec");
+    GstBus *bus = gst_bus_new();
+    gst_element_set_bus(dec->element, bus);
+    gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+    for (size_t t = 0; t < 4; ++t)
+      EXPECT_EQ(gst_harness_push(dec, gst_buffer_ref(e.packets[t])), GST_FLOW_OK);
+    if (new_segment) {
+      GstSegment segment;
+      gst_segment_init(&segment, GST_FORMAT_TIME);
+      segment.start = segment.time = GST_BUFFER_PTS(e.packets[30]);
+      segment.base = GST_BUFFER_PTS(e.packets[4]);
+      EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_segment(&segment)));
+    }
+    for (size_t t = 30; t < 34; ++t)
+      EXPECT_EQ(gst_harness_push(dec, gst_buffer_ref(e.packets[t])), GST_FLOW_OK);
+    EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_eos()));
+    std::vector<GstClockTime> pts;
+    while (GstBuffer *out = gst_harness_try_pull(dec)) {
+      pts.push_back(GST_BUFFER_PTS(out));
+      gst_buffer_unref(out);
+    }
+    std::vector<GstClockTime> want;
+    for (size_t t : {0, 1, 2, 3, 30, 31, 32, 33}) want.push_back(GST_BUFFER_PTS(e.packets[t]));
+    EXPECT_EQ(pts, want);
+    std::vector<std::string> warnings;
+    while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_WARNING)) {
+      warnings.push_back(gst_test::bus_text(m).message);
+      gst_message_unref(m);
+    }
+    if (new_segment) {
+      EXPECT_TRUE(warnings.empty()) << warnings[0];
+    } else {
+      ASSERT_EQ(warnings.size(), 1u);
+      EXPECT_NE(warnings[0].find("packets missing before a keyframe"), std::string::npos)
+          << warnings[0];
+    }
+    gst_element_set_bus(dec->element, nullptr);
+    gst_object_unref(bus);
+    gst_harness_teardown(dec);
+  }
 }
 
 // A byte stream seeked back to its start (push mode: the seek goes
