@@ -1389,7 +1389,7 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
           "it, and its deltas likewise wait for a keyframe that fits (a stream's keyframes "
           "announce their size, and a crafted packet "
           "could otherwise make the decoder take gigabytes). 0 = no limit but the stream "
-          "format's 1 GiB per frame. Default: 35389440 (8192x4320)",
+          "format's 1 GiB per frame. Changeable while playing. Default: 35389440 (8192x4320)",
           0, G_MAXUINT64, DEFAULT_MAX_PIXELS,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                    GST_PARAM_MUTABLE_PLAYING)));

@@ -1343,10 +1343,12 @@ static void gst_cudadiff_enc_class_init(GstCudaDiffEncClass *klass) {
                        playing));
   g_object_class_install_property(
       gobject_class, PROP_STATS_INTERVAL,
-      g_param_spec_uint("stats-interval", "Statistics interval",
-                        "Post the statistics (see 'stats') as an element message named "
-                        "cudadiffenc-stats every this many frames; 0 = never. Default: 0",
-                        0, G_MAXINT, DEFAULT_STATS_INTERVAL, playing));
+      g_param_spec_uint(
+          "stats-interval", "Statistics interval",
+          "Post the statistics (see 'stats') as an element message named "
+          "cudadiffenc-stats every this many frames; 0 = never. Changeable while playing. "
+          "Default: 0",
+          0, G_MAXINT, DEFAULT_STATS_INTERVAL, playing));
   g_object_class_install_property(
       gobject_class, PROP_FRAME_OVERLAP,
       g_param_spec_enum(

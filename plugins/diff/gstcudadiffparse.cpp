@@ -811,7 +811,8 @@ static void gst_cudadiff_parse_class_init(GstCudaDiffParseClass *klass) {
           "Largest frame (width x height, in pixels) a packet may announce: the packets of a "
           "larger one are dropped with a warning before their bytes are collected (a crafted "
           "header could otherwise make the parser wait for up to 1 GiB). 0 = no limit but the "
-          "stream format's 1 GiB per frame. Default: 35389440 (8192x4320), as cudadiffdec's",
+          "stream format's 1 GiB per frame. Changeable while playing. Default: 35389440 "
+          "(8192x4320), as cudadiffdec's",
           0, G_MAXUINT64, stream::Parser::kDefaultMaxPixels,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                    GST_PARAM_MUTABLE_PLAYING)));

@@ -8,8 +8,9 @@ that the text says everything a decoder needs.
       with the ones it gives (a meson test runs this, also on
       tests/core/codec2_tiles.example: bodies of several tiles each, which
       the CPU encoder writes exactly, test_codec2.cpp checks);
-  codec2_reference.py --trace FORMAT W H BODY.hex [PREVIOUS.hex]
-      decodes one body (hex) and prints every decoded symbol.
+  codec2_reference.py --trace FORMAT W H BODY.hex [BODY.hex...]
+      decodes the bodies (files of hex text) in the order given, a delta
+      after the body before it, and prints every decoded symbol.
 
 Formats: GRAY8, BGR, RGB, I420 (enough for the examples; the others only
 change the layer table).
