@@ -21,6 +21,7 @@
 #include "gstcudadiffparse.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +72,18 @@ struct ParseState {
   // That warning was posted since then (once until a keyframe passes: a
   // run of damaged keyframes, or crafted ones, gives one warning).
   bool warned_start = false;
+  // The stream headers that passed, or that the scan of a file found, by
+  // offset (whole packets, of a few hundred bytes; at most kMaxHeaders, the
+  // lowest offsets forgotten first), and where the last packet that passed
+  // ended if it was one. A seek lands on a keyframe past the stream header
+  // of its part: that header goes out again before it (header_before()).
+  static constexpr size_t kMaxHeaders = 64;
+  std::map<guint64, std::vector<uint8_t>> headers;
+  guint64 header_end = GST_BUFFER_OFFSET_NONE;
+  void keep_header(guint64 offset, const uint8_t *data, size_t n) {
+    headers[offset].assign(data, data + n);
+    while (headers.size() > kMaxHeaders) headers.erase(headers.begin());
+  }
   // Decoding starts again (a flush, a jump in the offsets): no keyframe
   // has passed, nothing has been said about one.
   void start_again() {
@@ -255,6 +268,10 @@ static void index_end(GstCudaDiffParse *self, guint64 offset, guint64 pts, guint
   gst_base_parse_add_index_entry(GST_BASE_PARSE(self), offset, pts, TRUE, TRUE);
 }
 
+// A stream header's payload (what describes the picture) is a few hundred
+// bytes; a larger one is not kept for seeks.
+constexpr guint32 kMaxHeaderPayload = 4096;
+
 static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
   FileMap &fm = self->state->file;
   fm.scanned = true;
@@ -321,6 +338,13 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
       const bool whole = o + stream::kHeaderSize + guint64(h.payload_size) <= guint64(size);
       if (h.stream_header()) {
         header = o;
+        // (its bytes, for a seek past it: header_before(), which checks
+        // them)
+        const guint n = guint(stream::kHeaderSize + h.payload_size);
+        gsize have = 0;
+        const uint8_t *q =
+            whole && h.payload_size <= kMaxHeaderPayload ? view(o, n, n, &have) : nullptr;
+        if (q && have >= n) self->state->keep_header(o, q, n);
       } else if (h.pts != stream::kNoTime && whole) {
         bool new_run = false;
         const guint64 out = tl.place(h, o, false, &new_run);
@@ -460,6 +484,49 @@ static void skipped(GstCudaDiffParse *self, const stream::Parser::Step &step, gu
                      "segment) is dropped");
 }
 
+// The first keyframe after decoding starts again (a seek, a flush, a jump
+// in the offsets) that does not follow its stream header: the last stream
+// header before it in the stream, if it is of the keyframe's version,
+// format, size and framerate, goes out again first (untimed, as it was
+// recorded), so that the decoder and the caps describe the picture (pixel
+// aspect ratio, interlacing, colorimetry) as that part's sender did. Else a
+// seek ahead past it showed the defaults, and a seek back the description
+// of a later part of the same format, size and framerate. Not on a timed
+// byte stream (RTP, SRT: no seeks, and GstBaseParse times its packets).
+static GstFlowReturn header_before(GstCudaDiffParse *self, const stream::PacketHeader &key,
+                                   guint64 offset) {
+  ParseState *st = self->state;
+  if (st->upstream_time || offset == GST_BUFFER_OFFSET_NONE || st->header_end == offset)
+    return GST_FLOW_OK;
+  auto it = st->headers.lower_bound(offset);
+  if (it == st->headers.begin()) return GST_FLOW_OK;
+  --it;
+  const std::vector<uint8_t> &bytes = it->second;
+  stream::PacketHeader h;
+  if (stream::read_header(bytes.data(), bytes.size(), &h, nullptr) != stream::HeaderStatus::Ok ||
+      !h.stream_header() || bytes.size() != stream::kHeaderSize + h.payload_size ||
+      stream::crc32(bytes.data() + stream::kHeaderSize, h.payload_size) != h.payload_crc ||
+      h.version != key.version || h.format != key.format || h.width != key.width ||
+      h.height != key.height || h.fps_n != key.fps_n || h.fps_d != key.fps_d)
+    return GST_FLOW_OK;
+  GST_DEBUG_OBJECT(self,
+                   "the stream header at %" G_GUINT64_FORMAT
+                   " again before the keyframe at %" G_GUINT64_FORMAT,
+                   it->first, offset);
+  st->descriptions.add(
+      h, GstCudaDiffDescribed::read(bytes.data() + stream::kHeaderSize, h.payload_size));
+  if (!update_caps(self, h)) return gst_cudadiff_caps_failed_flow(GST_BASE_PARSE_SRC_PAD(self));
+  GstBuffer *buf = gst_buffer_new_memdup(bytes.data(), bytes.size());
+  GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_HEADER);
+  GST_BUFFER_OFFSET(buf) = it->first;
+  // (not a frame: GstBaseParse's counts of frames and bytes leave it out)
+  GstBaseParseFrame *frame = gst_base_parse_frame_new(buf, GST_BASE_PARSE_FRAME_FLAG_NO_FRAME, 0);
+  gst_buffer_unref(buf);
+  const GstFlowReturn ret = gst_base_parse_push_frame(GST_BASE_PARSE(self), frame);
+  gst_base_parse_frame_free(frame);
+  return ret;
+}
+
 static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBaseParseFrame *frame,
                                                      gint *skipsize) {
   auto *self = GST_CUDADIFF_PARSE(parse);
@@ -534,7 +601,12 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   const stream::PacketHeader h =
       pull && st->file.valid ? stream::with_frame_time(step.header) : st->live.timed(step.header);
   if (!h.stream_header()) self->warned = false;
+  if (h.keyframe() && !h.stream_header() && !st->keyframe_passed) {
+    const GstFlowReturn ret = header_before(self, h, frame->offset);
+    if (ret != GST_FLOW_OK) return ret;
+  }
   if (h.keyframe() && !h.stream_header()) st->keyframe_passed = true;
+  st->header_end = h.stream_header() ? frame->offset + step.bytes : GST_BUFFER_OFFSET_NONE;
   GstBuffer *buf = frame->buffer;
   if (h.stream_header()) {
     GstMapInfo map;
@@ -542,6 +614,8 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
       if (map.size >= stream::kHeaderSize + h.payload_size) {
         st->descriptions.add(
             h, GstCudaDiffDescribed::read(map.data + stream::kHeaderSize, h.payload_size));
+        if (frame->offset != GST_BUFFER_OFFSET_NONE && h.payload_size <= kMaxHeaderPayload)
+          st->keep_header(frame->offset, map.data, stream::kHeaderSize + h.payload_size);
       }
       gst_buffer_unmap(buf, &map);
     }

@@ -2853,6 +2853,101 @@ TEST(CudaDiff, ParserIndexStopsGrowingWhenARecordingLoops) {
   gst_debug_unset_threshold_for_name("baseparse");
 }
 
+// A recording whose second part differs from the first only in its pixel
+// aspect ratio (20 BGRx 64x48 frames at 25 fps of 1/1, then 20 of 4/3, a
+// keyframe every 10 frames, a stream header before each part): after a
+// seek into either part the decoded frames have that part's pixel aspect
+// ratio, in pull mode and in push mode, and so do the parser's caps. The
+// seek lands on a keyframe past its part's stream header, which the parser
+// sends again before it. Before, a seek ahead into the second part (from
+// the preroll) kept the first part's 1/1, and a seek back into the first
+// part after the second had been seen took 4/3.
+TEST(CudaDiff, SeekIntoAPartOfARecordingShowsItsPixelAspectRatio) {
+  GstHarness *enc = gst_harness_new("cudadiffenc");
+  g_object_set(enc->element, "keyframe-interval", 10u, "frame-overlap", 2 /* never */, nullptr);
+  Bytes stream;
+  const GstVideoInfo info = video_info("BGRx", 64, 48, 25);
+  for (int part = 0; part < 2; ++part) {
+    gst_harness_set_src_caps_str(
+        enc, part == 0 ? "video/x-raw,format=BGRx,width=64,height=48,framerate=25/1,"
+                         "pixel-aspect-ratio=1/1,interlace-mode=progressive"
+                       : "video/x-raw,format=BGRx,width=64,height=48,framerate=25/1,"
+                         "pixel-aspect-ratio=4/3,interlace-mode=progressive");
+    for (int i = 0; i < 20; ++i) {
+      const int t = part * 20 + i;
+      GstBuffer *in = buffer_from(info, scene("BGRx", 64, 48, t, 3), t);
+      GST_BUFFER_PTS(in) = GstClockTime(t) * 40 * GST_MSECOND;
+      GST_BUFFER_DURATION(in) = 40 * GST_MSECOND;
+      ASSERT_EQ(gst_harness_push(enc, in), GST_FLOW_OK);
+      while (GstBuffer *b = gst_harness_try_pull(enc)) {
+        const Bytes bytes = bytes_of(b);
+        stream.insert(stream.end(), bytes.begin(), bytes.end());
+        gst_buffer_unref(b);
+      }
+    }
+  }
+  gst_harness_teardown(enc);
+  const TempFile file(stream, "cudadiff-parts-XXXXXX.cdif");
+  const char *path = file.path();
+  ASSERT_NE(path, nullptr);
+  for (const char *mode : {"", "queue ! "}) {
+    SCOPED_TRACE(*mode ? "push mode" : "pull mode");
+    GstElement *p = gst_parse_launch((std::string("filesrc location=") + path + " ! " + mode +
+                                      "cudadiffparse name=parse ! cudadiffdec ! appsink name=sink "
+                                      "sync=false max-buffers=1")
+                                         .c_str(),
+                                     nullptr);
+    ASSERT_NE(p, nullptr);
+    GstElement *sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+    GstElement *parse = gst_bin_get_by_name(GST_BIN(p), "parse");
+    // The first frame after the preroll or a seek: its time, and the pixel
+    // aspect ratio of its caps and of the parser's.
+    auto first = [&](GstClockTime *pts, int *num, int *den, int *parse_num, int *parse_den) {
+      *pts = GST_CLOCK_TIME_NONE;
+      *num = *den = *parse_num = *parse_den = 0;
+      EXPECT_EQ(gst_element_get_state(p, nullptr, nullptr, 30 * GST_SECOND),
+                GST_STATE_CHANGE_SUCCESS);
+      GstSample *sample = nullptr;
+      g_signal_emit_by_name(sink, "pull-preroll", &sample);
+      ASSERT_NE(sample, nullptr);
+      *pts = GST_BUFFER_PTS(gst_sample_get_buffer(sample));
+      gst_structure_get_fraction(gst_caps_get_structure(gst_sample_get_caps(sample), 0),
+                                 "pixel-aspect-ratio", num, den);
+      gst_sample_unref(sample);
+      GstPad *src = gst_element_get_static_pad(parse, "src");
+      GstCaps *caps = gst_pad_get_current_caps(src);
+      ASSERT_NE(caps, nullptr);
+      gst_structure_get_fraction(gst_caps_get_structure(caps, 0), "pixel-aspect-ratio", parse_num,
+                                 parse_den);
+      gst_caps_unref(caps);
+      gst_object_unref(src);
+    };
+    gst_element_set_state(p, GST_STATE_PAUSED);
+    GstClockTime pts;
+    int n, d, pn, pd;
+    first(&pts, &n, &d, &pn, &pd);
+    EXPECT_EQ(pts, 0u);
+    EXPECT_TRUE(n == 1 && d == 1) << n << "/" << d;
+    // Frame 33 (the second part, its keyframe 30), then frame 12 (the
+    // first, its keyframe 10).
+    for (int frame : {33, 12}) {
+      SCOPED_TRACE("seek to frame " + std::to_string(frame));
+      const GstClockTime at = GstClockTime(frame) * 40 * GST_MSECOND;
+      ASSERT_TRUE(gst_element_seek_simple(
+          p, GST_FORMAT_TIME, GstSeekFlags(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_ACCURATE), at));
+      first(&pts, &n, &d, &pn, &pd);
+      EXPECT_EQ(pts, at);
+      const int want_n = frame >= 20 ? 4 : 1, want_d = frame >= 20 ? 3 : 1;
+      EXPECT_TRUE(n == want_n && d == want_d) << "decoded frames: " << n << "/" << d;
+      EXPECT_TRUE(pn == want_n && pd == want_d) << "the parser's caps: " << pn << "/" << pd;
+    }
+    gst_element_set_state(p, GST_STATE_NULL);
+    gst_object_unref(parse);
+    gst_object_unref(sink);
+    gst_object_unref(p);
+  }
+}
+
 // A sender whose input had no timestamps (an appsrc without them) sends
 // packets without a pts. Every reader times them by their frame number at
 // the stream's framerate, from 0: the decoder alone, the parser on a byte
