@@ -29,10 +29,6 @@
 
 #include "toolcheck.h"
 
-#ifndef CUDADIFF_BUILD_PLUGIN_DIR
-#define CUDADIFF_BUILD_PLUGIN_DIR ""
-#endif
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -457,10 +453,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   gst_init(&argc, &argv);
-  // Run from the build tree without GST_PLUGIN_PATH.
-  if (!gst_registry_find_feature(gst_registry_get(), "cudadiffenc", GST_TYPE_ELEMENT_FACTORY) &&
-      CUDADIFF_BUILD_PLUGIN_DIR[0])
-    gst_registry_scan_path(gst_registry_get(), CUDADIFF_BUILD_PLUGIN_DIR);
+  // Without GST_PLUGIN_PATH: the build tree's plugin or the installed one.
+  cudadiff_tools::find_own_plugin();
   GstPluginFeature *feature =
       gst_registry_find_feature(gst_registry_get(), "cudadiffenc", GST_TYPE_ELEMENT_FACTORY);
   if (!feature) {

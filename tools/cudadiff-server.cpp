@@ -15,10 +15,6 @@
 #include "cudadiffserver.h"
 #include "toolcheck.h"
 
-#ifndef CUDADIFF_BUILD_PLUGIN_DIR
-#define CUDADIFF_BUILD_PLUGIN_DIR ""
-#endif
-
 namespace {
 
 constexpr gint kUnset = G_MININT;
@@ -200,10 +196,8 @@ int main(int argc, char **argv) {
   if (a.threshold != kUnset) check("threshold", a.threshold, 0, 255);
   if (a.keyframe_interval != kUnset) check("keyframe-interval", a.keyframe_interval, 0, G_MAXINT);
   if (!in_range) return 2;
-  // Run from the build tree without GST_PLUGIN_PATH.
-  if (!gst_registry_find_feature(gst_registry_get(), "cudadiffenc", GST_TYPE_ELEMENT_FACTORY) &&
-      CUDADIFF_BUILD_PLUGIN_DIR[0])
-    gst_registry_scan_path(gst_registry_get(), CUDADIFF_BUILD_PLUGIN_DIR);
+  // Without GST_PLUGIN_PATH: the build tree's plugin or the installed one.
+  cudadiff_tools::find_own_plugin();
   for (const char *needed : {"cudadiffenc", "rtpgstpay", "rtpbin", "udpsink"}) {
     GstElementFactory *f = gst_element_factory_find(needed);
     if (!f) {

@@ -3,10 +3,49 @@
 
 #include <gst/gst.h>
 
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
+// tools/meson.build defines these: the plugin's directory in the build tree,
+// this directory in the build tree, and the plugin's installed directory.
+#ifndef CUDADIFF_BUILD_PLUGIN_DIR
+#define CUDADIFF_BUILD_PLUGIN_DIR ""
+#endif
+#ifndef CUDADIFF_BUILD_TOOLS_DIR
+#define CUDADIFF_BUILD_TOOLS_DIR ""
+#endif
+#ifndef CUDADIFF_INSTALL_PLUGIN_DIR
+#define CUDADIFF_INSTALL_PLUGIN_DIR ""
+#endif
+
 namespace cudadiff_tools {
+
+// Where GStreamer's own paths (GST_PLUGIN_PATH, the system directory) lack
+// the plugin: an executable run from the build tree scans the build tree's
+// plugin directory, an installed one the installed plugin directory, so that
+// an installed tool never loads a build tree's plugin (or needs the build
+// tree to exist).
+inline void find_own_plugin() {
+  GstRegistry *registry = gst_registry_get();
+  GstPluginFeature *feature =
+      gst_registry_find_feature(registry, "cudadiffenc", GST_TYPE_ELEMENT_FACTORY);
+  if (feature) {
+    gst_object_unref(feature);
+    return;
+  }
+  char *exe = realpath("/proc/self/exe", nullptr);
+  char *tools = CUDADIFF_BUILD_TOOLS_DIR[0] ? realpath(CUDADIFF_BUILD_TOOLS_DIR, nullptr) : nullptr;
+  gchar *exe_dir = exe ? g_path_get_dirname(exe) : nullptr;
+  const bool in_build_tree = exe_dir && tools && std::strcmp(exe_dir, tools) == 0;
+  const char *dir = in_build_tree ? CUDADIFF_BUILD_PLUGIN_DIR : CUDADIFF_INSTALL_PLUGIN_DIR;
+  if (dir[0]) gst_registry_scan_path(registry, dir);
+  g_free(exe_dir);
+  std::free(tools);
+  std::free(exe);
+}
 
 // Whether gst_parse_launch() takes `description` (an element and its
 // properties, e.g. "cudadiffenc backend=gpu"): a bad option value is refused
