@@ -132,8 +132,9 @@ class GstCudaDiffCudaShare {
 
  private:
   mutable std::mutex lock_;
-  gpointer ctx_ = nullptr;  // GstCudaContext, one reference
-  bool disabled_ = false;
+  // (unused in builds without gstreamer-cuda-1.0)
+  [[maybe_unused]] gpointer ctx_ = nullptr;  // GstCudaContext, one reference
+  [[maybe_unused]] bool disabled_ = false;
 };
 
 // Opens the element's core context as gst_cudadiff_open_context() does, but

@@ -94,7 +94,7 @@ class Stream {
   Stream() = default;
   void *handle_ = nullptr;
   int device_ = -1;
-  bool owned_ = true;
+  [[maybe_unused]] bool owned_ = true;
 };
 
 // Device memory (cudaMalloc). Empty when default-constructed.
@@ -244,7 +244,7 @@ class ContextScope {
 
  private:
   void push(void *driver_context);
-  bool pushed_ = false;
+  [[maybe_unused]] bool pushed_ = false;
 };
 
 // A CUDA event (no timing) made in the context current on the thread: marks
@@ -319,9 +319,9 @@ class EventTimer {
   float elapsed_ms();  // waits for the stop event
 
  private:
-  const Context &ctx_;
-  void *start_ = nullptr;
-  void *stop_ = nullptr;
+  [[maybe_unused]] const Context &ctx_;
+  [[maybe_unused]] void *start_ = nullptr;
+  [[maybe_unused]] void *stop_ = nullptr;
 };
 
 // The work `record` queues on the context's stream, captured once as a CUDA
@@ -336,9 +336,9 @@ class StreamGraph {
   void replay();
 
  private:
-  const Context &ctx_;
-  void *graph_ = nullptr;
-  void *exec_ = nullptr;
+  [[maybe_unused]] const Context &ctx_;
+  [[maybe_unused]] void *graph_ = nullptr;
+  [[maybe_unused]] void *exec_ = nullptr;
 };
 
 // Host-side copy of a whole frame, plane by plane (honours strides).
