@@ -866,17 +866,26 @@ void Timeline::passed(const PacketHeader &h, uint64_t out) {
 }
 
 bool Timeline::restarts(const PacketHeader &h, bool keep) const {
-  return have && !keep &&
-         ((h.frame_number < last_frame &&
-           (h.frame_number == 0 || last_frame - h.frame_number > kReorderFrames)) ||
-          (h.pts < last_pts && last_pts - h.pts > kReorderTime) ||
-          // The next frame number at an earlier time: not a packet late or
-          // repeated (those have an earlier or the same number) but the
-          // sender's times starting again by less than kReorderTime (a
-          // short clip looped, each pass in a segment of its own, which
-          // does not travel with the packets).
-          (h.pts < last_pts && h.frame_number == last_frame + 1) ||
-          (h.pts > last_pts && h.pts - last_pts > max_packet_duration(h)));
+  if (!have || keep) return false;
+  // The next frame number at a time at least a frame interval earlier
+  // (the packet's framerate's; at a variable framerate, the duration of
+  // the packet before): not a packet late or repeated (those have an
+  // earlier or the same number), nor a timestamp that jittered (one frame
+  // stamped late lets the next fall back by less than an interval), but
+  // the sender's times starting again by less than kReorderTime (a short
+  // clip looped, each pass in a segment of its own, which does not travel
+  // with the packets).
+  uint64_t interval = end > last_out ? end - last_out : 0;
+  if (h.fps_n != 0 && h.fps_d != 0) {
+    const u128 i = frame_time(h, 1);
+    interval = i < u128(kMaxFrameInterval) ? uint64_t(i) : kMaxFrameInterval;
+  }
+  const bool looped = h.frame_number == last_frame + 1 && h.pts < last_pts && interval > 0 &&
+                      last_pts - h.pts >= interval;
+  return (h.frame_number < last_frame &&
+          (h.frame_number == 0 || last_frame - h.frame_number > kReorderFrames)) ||
+         (h.pts < last_pts && last_pts - h.pts > kReorderTime) || looped ||
+         (h.pts > last_pts && h.pts - last_pts > max_packet_duration(h));
 }
 
 uint64_t Timeline::place(const PacketHeader &h, uint64_t offset, bool keep, bool *new_run,

@@ -261,8 +261,9 @@ class Reader {
 // sender's timestamps in runs: a run begins at the first packet and
 // wherever the sender restarted (its frame numbers fall back to 0 or by
 // more than kReorderFrames, or its timestamps by more than kReorderTime,
-// or by any amount at the next frame number: not a packet merely late or
-// repeated) or its timestamps jump ahead by
+// or by a frame interval or more at the next frame number: not a packet
+// merely late or repeated, nor a jittered timestamp) or its timestamps
+// jump ahead by
 // more than max_packet_duration() (a sender that stood still that long, or a
 // damaged or crafted timestamp, which would otherwise move every packet
 // after it as far). In a run, output pts = out +
