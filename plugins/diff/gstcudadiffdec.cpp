@@ -158,9 +158,9 @@ struct DecState {
   // (a clip looped in a segment of its own shows its packets again).
   bool have_last = false;
   guint32 last_header_crc = 0;
-  // A new segment came since the last keyframe decoded (a seek, flushing or
-  // not, or a segment seek's next pass): a keyframe whose frame number
-  // jumps ahead is then where upstream went on, not a loss.
+  // A new segment came and no packet has been decoded since (a seek,
+  // flushing or not, or a segment seek's next pass): a keyframe whose frame
+  // number jumps ahead is then where upstream went on, not a loss.
   bool new_segment = false;
   // Bytes skipped since the last packet (not a packet, or a packet whose
   // header failed), and why the first of them were: named in the warning
@@ -865,6 +865,7 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
     report_loss(self, "packets missing or out of sequence", detail);
     return false;
   }
+  st->new_segment = false;  // (a delta in sequence: upstream went on where it was)
   if (h.format != st->format || h.width != st->width || h.height != st->height) {
     report_loss(self, "delta of another format or size",
                 std::string(cudadiff::format_name(h.format)) + " " + std::to_string(h.width) + "x" +
