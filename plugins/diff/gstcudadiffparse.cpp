@@ -80,14 +80,30 @@ struct ParseState {
   static constexpr size_t kMaxHeaders = 64;
   std::map<guint64, std::vector<uint8_t>> headers;
   guint64 header_end = GST_BUFFER_OFFSET_NONE;
+  // A copy of the header kept before it (of the same stream, the same
+  // description: a sender sends it again with keyframes, e.g. at each
+  // client's PLAY) is not kept, so that the limit counts the parts of the
+  // stream.
   void keep_header(guint64 offset, const uint8_t *data, size_t n) {
+    auto it = headers.lower_bound(offset);
+    if (it != headers.begin() && same_header(std::prev(it)->second, data, n)) return;
     headers[offset].assign(data, data + n);
     while (headers.size() > kMaxHeaders) headers.erase(headers.begin());
+  }
+  static bool same_header(const std::vector<uint8_t> &a, const uint8_t *b, size_t n) {
+    stream::PacketHeader ha, hb;
+    return a.size() == n &&
+           stream::read_header(a.data(), n, &ha, nullptr) == stream::HeaderStatus::Ok &&
+           stream::read_header(b, n, &hb, nullptr) == stream::HeaderStatus::Ok &&
+           ha.version == hb.version && ha.format == hb.format && ha.width == hb.width &&
+           ha.height == hb.height && ha.fps_n == hb.fps_n && ha.fps_d == hb.fps_d &&
+           std::equal(a.begin() + stream::kHeaderSize, a.end(), b + stream::kHeaderSize);
   }
   // Decoding starts again (a flush, a jump in the offsets): no keyframe
   // has passed, nothing has been said about one.
   void start_again() {
     keyframe_passed = warned_start = false;
+    header_end = GST_BUFFER_OFFSET_NONE;  // (a header on its way may have been flushed)
     parser.reset();
   }
   guint64 next_offset = GST_BUFFER_OFFSET_NONE;  // where the last frame ended
