@@ -2435,6 +2435,35 @@ TEST(CudaDiff, TimelineOfASenderWhoseTimesStartAgainWithinASecond) {
   EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
 }
 
+// One frame stamped late by more than a frame interval (capture jitter)
+// lets the next fall back by less than one: not a restart, so the frames
+// after it keep the sender's times, through the parser and through the
+// decoder alone (with the rule above taking any fall back at the next frame
+// number as a restart, each such frame moved every later one, and the
+// moves added up).
+TEST(CudaDiff, TimelineKeepsTheSendersTimesAcrossAJitteredTimestamp) {
+  auto at = [](int t) { return gst_util_uint64_scale(t, GST_SECOND, 30); };
+  std::vector<Bytes> p = gray_packets(6);
+  ASSERT_EQ(p.size(), 6u);
+  shift_pts(p[2], 40 * GST_MSECOND);  // 6.7 ms after packet 3's time
+  std::vector<GstClockTime> want;
+  for (int t = 0; t < 6; ++t) want.push_back(at(t) + (t == 2 ? 40 * GST_MSECOND : 0));
+  EXPECT_EQ(parser_pts(p), want);
+  std::vector<GstBuffer *> untimed;
+  for (const Bytes &b : p) {
+    GstBuffer *buf = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
+    gst_buffer_fill(buf, 0, b.data(), b.size());
+    untimed.push_back(buf);
+  }
+  Decoded d;
+  decode(d, untimed, true);
+  for (GstBuffer *b : untimed) gst_buffer_unref(b);
+  ASSERT_EQ(d.buffers.size(), 6u);
+  // (frame 3, earlier than frame 2, comes out at frame 2's time: GstVideoDecoder
+  // lets no output time go back)
+  for (int t : {0, 1, 2, 4, 5}) EXPECT_EQ(GST_BUFFER_PTS(d.buffers[t]), want[t]) << "frame " << t;
+}
+
 // A time-lapse stream (a frame every 120 s, framerate 1/120) keeps its
 // timestamps through a byte stream, with the parser and with the decoder
 // alone: its frames' steps and durations are within twice its frame
@@ -2490,28 +2519,43 @@ static void encode_seek_stream(Encoded &e) {
 // non-flushing seek in a recording, or a segment seek's next pass) is where
 // upstream went on, not a loss: no warning, and its frames decode. Without
 // the new segment the same jump is a loss ("packets missing before a
-// keyframe"); before, the seek's got that warning too.
+// keyframe"); before, the seek's got that warning too. So is a jump after
+// deltas that went on in sequence after a new segment.
 TEST(CudaDiff, KeyframeAfterANewSegmentIsNoLoss) {
   Encoded e;
   encode_seek_stream(e);
   ASSERT_EQ(e.packets.size(), 60u);
-  for (bool new_segment : {true, false}) {
-    SCOPED_TRACE(new_segment ? "a new segment before keyframe 30" : "no new segment");
+  struct Case {
+    const char *what;
+    bool new_segment;
+    std::vector<size_t> after;  // the packets after packets 0 to 3 (and the segment)
+    bool loss;
+  };
+  const Case cases[] = {
+      {"a new segment before keyframe 30", true, {30, 31, 32, 33}, false},
+      {"no new segment", false, {30, 31, 32, 33}, true},
+      {"a new segment, deltas 4 to 7, then keyframe 30", true, {4, 5, 6, 7, 30, 31}, true},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.what);
     GstHarness *dec = gst_harness_new("cudadiffdec");
     GstBus *bus = gst_bus_new();
     gst_element_set_bus(dec->element, bus);
     gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
-    for (size_t t = 0; t < 4; ++t)
+    std::vector<size_t> sent = {0, 1, 2, 3};
+    for (size_t t : sent)
       EXPECT_EQ(gst_harness_push(dec, gst_buffer_ref(e.packets[t])), GST_FLOW_OK);
-    if (new_segment) {
+    if (c.new_segment) {
       GstSegment segment;
       gst_segment_init(&segment, GST_FORMAT_TIME);
-      segment.start = segment.time = GST_BUFFER_PTS(e.packets[30]);
+      segment.start = segment.time = GST_BUFFER_PTS(e.packets[c.after[0]]);
       segment.base = GST_BUFFER_PTS(e.packets[4]);
       EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_segment(&segment)));
     }
-    for (size_t t = 30; t < 34; ++t)
+    for (size_t t : c.after) {
       EXPECT_EQ(gst_harness_push(dec, gst_buffer_ref(e.packets[t])), GST_FLOW_OK);
+      sent.push_back(t);
+    }
     EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_eos()));
     std::vector<GstClockTime> pts;
     while (GstBuffer *out = gst_harness_try_pull(dec)) {
@@ -2519,14 +2563,14 @@ TEST(CudaDiff, KeyframeAfterANewSegmentIsNoLoss) {
       gst_buffer_unref(out);
     }
     std::vector<GstClockTime> want;
-    for (size_t t : {0, 1, 2, 3, 30, 31, 32, 33}) want.push_back(GST_BUFFER_PTS(e.packets[t]));
+    for (size_t t : sent) want.push_back(GST_BUFFER_PTS(e.packets[t]));
     EXPECT_EQ(pts, want);
     std::vector<std::string> warnings;
     while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_WARNING)) {
       warnings.push_back(gst_test::bus_text(m).message);
       gst_message_unref(m);
     }
-    if (new_segment) {
+    if (!c.loss) {
       EXPECT_TRUE(warnings.empty()) << warnings[0];
     } else {
       ASSERT_EQ(warnings.size(), 1u);
@@ -2861,11 +2905,15 @@ TEST(CudaDiff, ParserIndexStopsGrowingWhenARecordingLoops) {
 // seek lands on a keyframe past its part's stream header, which the parser
 // sends again before it. Before, a seek ahead into the second part (from
 // the preroll) kept the first part's 1/1, and a seek back into the first
-// part after the second had been seen took 4/3.
+// part after the second had been seen took 4/3. The same with the second
+// part's stream header followed by 70 copies of it (a sender sends it again
+// with keyframes, e.g. at each client's PLAY): the parser keeps 64 headers,
+// which copies must not take from the first part's.
 TEST(CudaDiff, SeekIntoAPartOfARecordingShowsItsPixelAspectRatio) {
   GstHarness *enc = gst_harness_new("cudadiffenc");
   g_object_set(enc->element, "keyframe-interval", 10u, "frame-overlap", 2 /* never */, nullptr);
-  Bytes stream;
+  std::vector<Bytes> packets;
+  size_t second_header = 0;  // its index in `packets`
   const GstVideoInfo info = video_info("BGRx", 64, 48, 25);
   for (int part = 0; part < 2; ++part) {
     gst_harness_set_src_caps_str(
@@ -2880,72 +2928,81 @@ TEST(CudaDiff, SeekIntoAPartOfARecordingShowsItsPixelAspectRatio) {
       GST_BUFFER_DURATION(in) = 40 * GST_MSECOND;
       ASSERT_EQ(gst_harness_push(enc, in), GST_FLOW_OK);
       while (GstBuffer *b = gst_harness_try_pull(enc)) {
-        const Bytes bytes = bytes_of(b);
-        stream.insert(stream.end(), bytes.begin(), bytes.end());
+        if (part == 1 && GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER))
+          second_header = packets.size();
+        packets.push_back(bytes_of(b));
         gst_buffer_unref(b);
       }
     }
   }
   gst_harness_teardown(enc);
-  const TempFile file(stream, "cudadiff-parts-XXXXXX.cdif");
-  const char *path = file.path();
-  ASSERT_NE(path, nullptr);
-  for (const char *mode : {"", "queue ! "}) {
-    SCOPED_TRACE(*mode ? "push mode" : "pull mode");
-    GstElement *p = gst_parse_launch((std::string("filesrc location=") + path + " ! " + mode +
-                                      "cudadiffparse name=parse ! cudadiffdec ! appsink name=sink "
-                                      "sync=false max-buffers=1")
-                                         .c_str(),
-                                     nullptr);
-    ASSERT_NE(p, nullptr);
-    GstElement *sink = gst_bin_get_by_name(GST_BIN(p), "sink");
-    GstElement *parse = gst_bin_get_by_name(GST_BIN(p), "parse");
-    // The first frame after the preroll or a seek: its time, and the pixel
-    // aspect ratio of its caps and of the parser's.
-    auto first = [&](GstClockTime *pts, int *num, int *den, int *parse_num, int *parse_den) {
-      *pts = GST_CLOCK_TIME_NONE;
-      *num = *den = *parse_num = *parse_den = 0;
-      EXPECT_EQ(gst_element_get_state(p, nullptr, nullptr, 30 * GST_SECOND),
-                GST_STATE_CHANGE_SUCCESS);
-      GstSample *sample = nullptr;
-      g_signal_emit_by_name(sink, "pull-preroll", &sample);
-      ASSERT_NE(sample, nullptr);
-      *pts = GST_BUFFER_PTS(gst_sample_get_buffer(sample));
-      gst_structure_get_fraction(gst_caps_get_structure(gst_sample_get_caps(sample), 0),
-                                 "pixel-aspect-ratio", num, den);
-      gst_sample_unref(sample);
-      GstPad *src = gst_element_get_static_pad(parse, "src");
-      GstCaps *caps = gst_pad_get_current_caps(src);
-      ASSERT_NE(caps, nullptr);
-      gst_structure_get_fraction(gst_caps_get_structure(caps, 0), "pixel-aspect-ratio", parse_num,
-                                 parse_den);
-      gst_caps_unref(caps);
-      gst_object_unref(src);
-    };
-    gst_element_set_state(p, GST_STATE_PAUSED);
-    GstClockTime pts;
-    int n, d, pn, pd;
-    first(&pts, &n, &d, &pn, &pd);
-    EXPECT_EQ(pts, 0u);
-    EXPECT_TRUE(n == 1 && d == 1) << n << "/" << d;
-    // Frame 33 (the second part, its keyframe 30), then frame 12 (the
-    // first, its keyframe 10).
-    for (int frame : {33, 12}) {
-      SCOPED_TRACE("seek to frame " + std::to_string(frame));
-      const GstClockTime at = GstClockTime(frame) * 40 * GST_MSECOND;
-      ASSERT_TRUE(gst_element_seek_simple(
-          p, GST_FORMAT_TIME, GstSeekFlags(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_ACCURATE), at));
+  ASSERT_GT(second_header, 0u);
+  for (int copies : {0, 70})
+    for (const char *mode : {"", "queue ! "}) {
+      SCOPED_TRACE(std::string(*mode ? "push mode" : "pull mode") + ", " + std::to_string(copies) +
+                   " copies of the second part's stream header");
+      Bytes stream;
+      for (size_t i = 0; i < packets.size(); ++i)
+        for (int n = 0; n <= (i == second_header ? copies : 0); ++n)
+          stream.insert(stream.end(), packets[i].begin(), packets[i].end());
+      const TempFile file(stream, "cudadiff-parts-XXXXXX.cdif");
+      const char *path = file.path();
+      ASSERT_NE(path, nullptr);
+      GstElement *p =
+          gst_parse_launch((std::string("filesrc location=") + path + " ! " + mode +
+                            "cudadiffparse name=parse ! cudadiffdec ! appsink name=sink "
+                            "sync=false max-buffers=1")
+                               .c_str(),
+                           nullptr);
+      ASSERT_NE(p, nullptr);
+      GstElement *sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+      GstElement *parse = gst_bin_get_by_name(GST_BIN(p), "parse");
+      // The first frame after the preroll or a seek: its time, and the pixel
+      // aspect ratio of its caps and of the parser's.
+      auto first = [&](GstClockTime *pts, int *num, int *den, int *parse_num, int *parse_den) {
+        *pts = GST_CLOCK_TIME_NONE;
+        *num = *den = *parse_num = *parse_den = 0;
+        EXPECT_EQ(gst_element_get_state(p, nullptr, nullptr, 30 * GST_SECOND),
+                  GST_STATE_CHANGE_SUCCESS);
+        GstSample *sample = nullptr;
+        g_signal_emit_by_name(sink, "pull-preroll", &sample);
+        ASSERT_NE(sample, nullptr);
+        *pts = GST_BUFFER_PTS(gst_sample_get_buffer(sample));
+        gst_structure_get_fraction(gst_caps_get_structure(gst_sample_get_caps(sample), 0),
+                                   "pixel-aspect-ratio", num, den);
+        gst_sample_unref(sample);
+        GstPad *src = gst_element_get_static_pad(parse, "src");
+        GstCaps *caps = gst_pad_get_current_caps(src);
+        ASSERT_NE(caps, nullptr);
+        gst_structure_get_fraction(gst_caps_get_structure(caps, 0), "pixel-aspect-ratio", parse_num,
+                                   parse_den);
+        gst_caps_unref(caps);
+        gst_object_unref(src);
+      };
+      gst_element_set_state(p, GST_STATE_PAUSED);
+      GstClockTime pts;
+      int n, d, pn, pd;
       first(&pts, &n, &d, &pn, &pd);
-      EXPECT_EQ(pts, at);
-      const int want_n = frame >= 20 ? 4 : 1, want_d = frame >= 20 ? 3 : 1;
-      EXPECT_TRUE(n == want_n && d == want_d) << "decoded frames: " << n << "/" << d;
-      EXPECT_TRUE(pn == want_n && pd == want_d) << "the parser's caps: " << pn << "/" << pd;
+      EXPECT_EQ(pts, 0u);
+      EXPECT_TRUE(n == 1 && d == 1) << n << "/" << d;
+      // Frame 33 (the second part, its keyframe 30), then frame 12 (the
+      // first, its keyframe 10).
+      for (int frame : {33, 12}) {
+        SCOPED_TRACE("seek to frame " + std::to_string(frame));
+        const GstClockTime at = GstClockTime(frame) * 40 * GST_MSECOND;
+        ASSERT_TRUE(gst_element_seek_simple(
+            p, GST_FORMAT_TIME, GstSeekFlags(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_ACCURATE), at));
+        first(&pts, &n, &d, &pn, &pd);
+        EXPECT_EQ(pts, at);
+        const int want_n = frame >= 20 ? 4 : 1, want_d = frame >= 20 ? 3 : 1;
+        EXPECT_TRUE(n == want_n && d == want_d) << "decoded frames: " << n << "/" << d;
+        EXPECT_TRUE(pn == want_n && pd == want_d) << "the parser's caps: " << pn << "/" << pd;
+      }
+      gst_element_set_state(p, GST_STATE_NULL);
+      gst_object_unref(parse);
+      gst_object_unref(sink);
+      gst_object_unref(p);
     }
-    gst_element_set_state(p, GST_STATE_NULL);
-    gst_object_unref(parse);
-    gst_object_unref(sink);
-    gst_object_unref(p);
-  }
 }
 
 // A sender whose input had no timestamps (an appsrc without them) sends
