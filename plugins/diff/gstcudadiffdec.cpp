@@ -162,6 +162,11 @@ struct DecState {
   // flushing or not, or a segment seek's next pass): a keyframe whose frame
   // number jumps ahead is then where upstream went on, not a loss.
   bool new_segment = false;
+  // The stream-id of the last STREAM_START event: another one means another
+  // stream (an input-selector switched, a source was relinked), whose deltas
+  // have no reference here even when their frame numbers follow on. Kept
+  // across flushes; the decoder's state is new at each start.
+  std::string stream_id;
   // Bytes skipped since the last packet (not a packet, or a packet whose
   // header failed), and why the first of them were: named in the warning
   // when the next packet shows that a packet was lost among them.
@@ -463,6 +468,30 @@ static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *
                         ("every frame's packet was lost, damaged, or a delta without its "
                          "keyframe (the warnings before say which; a stream that ends before "
                          "its first keyframe has none)"));
+  }
+  if (GST_EVENT_TYPE(event) == GST_EVENT_STREAM_START) {
+    // Another stream (input-selector switching between two senders, a
+    // relinked source): its stream header went by elsewhere, so wait for its
+    // keyframe as after an in-band stream header, and ask for one. The frame
+    // held by frame-overlap belongs to the old stream and goes out first.
+    auto *self = GST_CUDADIFF_DEC(decoder);
+    const gchar *id = nullptr;
+    gst_event_parse_stream_start(event, &id);
+    GST_VIDEO_DECODER_STREAM_LOCK(self);
+    DecState *st = self->state;
+    const std::string new_id = id ? id : "";
+    if (!st->stream_id.empty() && new_id != st->stream_id) {
+      const GstFlowReturn ret = finish_pending(self);
+      if (ret != GST_FLOW_OK && ret != GST_FLOW_ERROR) st->held_flow = ret;
+      if (st->synced)
+        GST_DEBUG_OBJECT(self, "new stream (%s): waiting for its keyframe", new_id.c_str());
+      st->synced = false;
+      st->have_last = false;
+      st->new_segment = true;  // its frame numbers are its own: no loss to report
+      st->timeline.forget_output();
+    }
+    st->stream_id = new_id;
+    GST_VIDEO_DECODER_STREAM_UNLOCK(self);
   }
   if (GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
     DecState *st = GST_CUDADIFF_DEC(decoder)->state;

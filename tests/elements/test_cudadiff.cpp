@@ -2583,6 +2583,57 @@ TEST(CudaDiff, KeyframeAfterANewSegmentIsNoLoss) {
   }
 }
 
+// The decoder's input switched to another stream (an input-selector
+// between two senders of the same caps: a stream-start with another
+// stream-id, the other stream's header having gone by on the inactive pad):
+// its deltas are dropped until its keyframe, even where their frame numbers
+// follow on, and the decoder asks upstream for a keyframe. Before, it
+// applied them to the first stream's picture (in version 1: frames of
+// neither stream, without a warning).
+TEST(CudaDiff, AnotherStreamStartWaitsForItsKeyframe) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded a, b;
+    EncodeOptions o;
+    o.frames = 16;
+    o.threshold = 0;
+    o.version = version;
+    o.props = "keyframe-interval=12";
+    encode(a, "GRAY8", 16, 8, o);
+    o.seed = 2;
+    encode(b, "GRAY8", 16, 8, o);
+    ASSERT_EQ(a.packets.size(), 16u);
+    ASSERT_EQ(b.packets.size(), 16u);
+    GstHarness *dec = gst_harness_new("cudadiffdec");
+    gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+    for (size_t t = 0; t < 6; ++t)
+      EXPECT_EQ(gst_harness_push(dec, gst_buffer_ref(a.packets[t])), GST_FLOW_OK);
+    while (GstEvent *ev = gst_harness_try_pull_upstream_event(dec)) gst_event_unref(ev);
+    EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_stream_start("another-sender")));
+    for (size_t t = 6; t < 16; ++t)  // deltas 6 to 11, keyframe 12, deltas 13 to 15
+      EXPECT_EQ(gst_harness_push(dec, gst_buffer_ref(b.packets[t])), GST_FLOW_OK);
+    EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_eos()));
+    std::vector<Bytes> frames;
+    GstCaps *caps = gst_pad_get_current_caps(dec->sinkpad);
+    while (GstBuffer *out = gst_harness_try_pull(dec)) {
+      frames.push_back(canonical_of(out, caps));
+      gst_buffer_unref(out);
+    }
+    if (caps) gst_caps_unref(caps);
+    std::vector<Bytes> want(a.pictures.begin(), a.pictures.begin() + 6);
+    want.insert(want.end(), b.pictures.begin() + 12, b.pictures.end());
+    ASSERT_EQ(frames.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(frames[i], want[i]) << "frame " << i;
+    int requests = 0;
+    while (GstEvent *ev = gst_harness_try_pull_upstream_event(dec)) {
+      requests += gst_video_event_is_force_key_unit(ev) ? 1 : 0;
+      gst_event_unref(ev);
+    }
+    EXPECT_GE(requests, 1);
+    gst_harness_teardown(dec);
+  }
+}
+
 // A byte stream seeked back to its start (push mode: the seek goes
 // upstream, which flushes and sends a segment with the seek's seqnum): the
 // packets after the seek's segment go on from the timeline's start, not
