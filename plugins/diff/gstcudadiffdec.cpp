@@ -481,8 +481,7 @@ static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *
     DecState *st = self->state;
     const std::string new_id = id ? id : "";
     if (!st->stream_id.empty() && new_id != st->stream_id) {
-      const GstFlowReturn ret = finish_pending(self);
-      if (ret != GST_FLOW_OK && ret != GST_FLOW_ERROR) st->held_flow = ret;
+      push_held_frame(self);  // the stream lock is recursive
       if (st->synced)
         GST_DEBUG_OBJECT(self, "new stream (%s): waiting for its keyframe", new_id.c_str());
       st->synced = false;

@@ -2301,6 +2301,18 @@ std::vector<GstClockTime> parser_pts(const std::vector<Bytes> &packets) {
   return parser.pull();
 }
 
+// `packets` decoded by cudadiffdec alone, pushed as untimed buffers.
+void decode_untimed(Decoded &d, const std::vector<Bytes> &packets) {
+  std::vector<GstBuffer *> untimed;
+  for (const Bytes &b : packets) {
+    GstBuffer *buf = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
+    gst_buffer_fill(buf, 0, b.data(), b.size());
+    untimed.push_back(buf);
+  }
+  decode(d, untimed, true);
+  for (GstBuffer *b : untimed) gst_buffer_unref(b);
+}
+
 // The packets of `frames` GRAY8 16x8 frames (stream header excluded).
 std::vector<Bytes> gray_packets(int frames) {
   Encoded e;
@@ -2420,15 +2432,8 @@ TEST(CudaDiff, TimelineOfASenderWhoseTimesStartAgainWithinASecond) {
   const std::vector<GstClockTime> parsed = parser_pts(p);
   ASSERT_EQ(parsed.size(), 6u);
   for (int t = 0; t < 6; ++t) EXPECT_NEAR(double(parsed[t]), double(at(t)), 2.0) << "packet " << t;
-  std::vector<GstBuffer *> untimed;
-  for (const Bytes &b : p) {
-    GstBuffer *buf = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
-    gst_buffer_fill(buf, 0, b.data(), b.size());
-    untimed.push_back(buf);
-  }
   Decoded d;
-  decode(d, untimed, true);
-  for (GstBuffer *b : untimed) gst_buffer_unref(b);
+  decode_untimed(d, p);
   ASSERT_EQ(d.buffers.size(), 6u);
   for (int t = 0; t < 6; ++t)
     EXPECT_NEAR(double(GST_BUFFER_PTS(d.buffers[t])), double(at(t)), 2.0) << "frame " << t;
@@ -2449,15 +2454,8 @@ TEST(CudaDiff, TimelineKeepsTheSendersTimesAcrossAJitteredTimestamp) {
   std::vector<GstClockTime> want;
   for (int t = 0; t < 6; ++t) want.push_back(at(t) + (t == 2 ? 40 * GST_MSECOND : 0));
   EXPECT_EQ(parser_pts(p), want);
-  std::vector<GstBuffer *> untimed;
-  for (const Bytes &b : p) {
-    GstBuffer *buf = gst_buffer_new_allocate(nullptr, b.size(), nullptr);
-    gst_buffer_fill(buf, 0, b.data(), b.size());
-    untimed.push_back(buf);
-  }
   Decoded d;
-  decode(d, untimed, true);
-  for (GstBuffer *b : untimed) gst_buffer_unref(b);
+  decode_untimed(d, p);
   ASSERT_EQ(d.buffers.size(), 6u);
   // (frame 3, earlier than frame 2, comes out at frame 2's time: GstVideoDecoder
   // lets no output time go back)
