@@ -107,7 +107,7 @@ class CpuBinarize final : public Binarize {
     if (in.format != in_format_ || out.format != out_format_ || in.width != width_ ||
         in.height != height_ || out.width != width_ || out.height != height_)
       throw Error("binarize: frame does not match the configured formats and size");
-    const int threads = cpu_threads();
+    [[maybe_unused]] const int threads = cpu_threads();
 
     // 1. The gray image: the luma plane of GRAY8 / I420 / NV12 as it is,
     //    gray_value() of each pixel for packed RGB.

@@ -959,7 +959,8 @@ inline BlockSpan block_span(const Layer &ly, int bx) {
 // samples whose blocks are flagged in `blocks` (one flag per block of the
 // frame; null: every block), rows in parallel.
 template <class F>
-void for_each_block_span(const LayerSet &ls, int l, const uint8_t *blocks, int threads, F f) {
+void for_each_block_span(const LayerSet &ls, int l, const uint8_t *blocks,
+                         [[maybe_unused]] int threads, F f) {
   const Layer &ly = ls.layer[l];
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int y = 0; y < ly.height; ++y) {
@@ -2214,7 +2215,7 @@ void CpuEncoder::for_each_proxy_row(const Tile &t, F f) const {
 // needed_: the coded blocks and the blocks their samples' neighbours lie in.
 // Bytes of the input more than the threshold off the reference (every byte
 // of the frame is one channel of one sample).
-uint64_t CpuEncoder::count_changed(int threads) const {
+uint64_t CpuEncoder::count_changed([[maybe_unused]] int threads) const {
   uint64_t changed = 0;
   for (int l = 0; l < ls_.count; ++l) {
     const Layer &ly = ls_.layer[l];
@@ -2230,7 +2231,7 @@ uint64_t CpuEncoder::count_changed(int threads) const {
   return changed;
 }
 
-void CpuEncoder::find_coded_blocks(bool keyframe, int threads) {
+void CpuEncoder::find_coded_blocks(bool keyframe, [[maybe_unused]] int threads) {
   const int bxs = ls_.blocks_x, bys = ls_.blocks_y;
   coded_.assign(size_t(bxs) * bys, keyframe ? 1 : 0);
   needed_.assign(coded_.size(), keyframe ? 1 : 0);
@@ -2269,7 +2270,7 @@ void CpuEncoder::find_coded_blocks(bool keyframe, int threads) {
     }
 }
 
-void CpuEncoder::decide_modes(int threads) {
+void CpuEncoder::decide_modes([[maybe_unused]] int threads) {
   const size_t n_blocks = modes_.size();
   std::vector<uint64_t> cost(n_blocks * kModes);
   // Two rounds: a first choice by a fixed cost per residual, then by the
@@ -3188,7 +3189,7 @@ FrameStats CpuEncoder::write_tiles(bool keyframe, int k, const uint8_t *modes,
   const size_t n_tiles = tiles_.size();
   size_t samples = 0;
   for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
-  const int threads = default_threads(samples, n_tiles);
+  [[maybe_unused]] const int threads = default_threads(samples, n_tiles);
   streams_.resize(n_tiles);
   tile_type_.assign(n_tiles, 1);
   tile_lanes_.assign(n_tiles, 1);

@@ -178,7 +178,7 @@ class CpuNoiseFilter final : public NoiseFilter {
     const int ps = layout.pixel_stride;
     const size_t row_bytes = static_cast<size_t>(src.width) * ps;
     uint16_t *mid = intermediate_.data();
-    const int threads = cpu_threads();
+    [[maybe_unused]] const int threads = cpu_threads();
 
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int y = 0; y < src.height; ++y) {
@@ -210,7 +210,7 @@ class CpuNoiseFilter final : public NoiseFilter {
   static void median(const PlaneRef &src, uint8_t *dst, size_t dst_stride,
                      const PlaneLayout &layout, int k) {
     const int r = k / 2, ps = layout.pixel_stride;
-    const int threads = cpu_threads();
+    [[maybe_unused]] const int threads = cpu_threads();
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int y = 0; y < src.height; ++y) {
       uint8_t window[kMaxMedianKernel * kMaxMedianKernel];

@@ -22,7 +22,7 @@ class CpuGrayscale final : public Grayscale {
  public:
   void process(const FrameView &in, const FrameView &out, GrayMethod method) override {
     check_pair(in, out);
-    const int threads = cpu_threads_for(static_cast<size_t>(in.width) * in.height);
+    [[maybe_unused]] const int threads = cpu_threads_for(static_cast<size_t>(in.width) * in.height);
     if (in.format == VideoFormat::GRAY8) {
       copy_frame_host(in, out);
       return;

@@ -135,7 +135,7 @@ namespace {
 // thread that is not scheduled holds up the whole frame.
 constexpr long long kParallelSamples = 1 << 18;
 
-bool worth_threads(const Rect &r) {
+[[maybe_unused]] bool worth_threads(const Rect &r) {
   return static_cast<long long>(r.width()) * r.height() >= kParallelSamples;
 }
 
@@ -174,7 +174,7 @@ class CpuOverlay final : public Overlay {
     const FormatInfo &fi = format_info(format_);
     const int ps = fi.pixel_stride[0];
     const Rect r = plan_.luma;
-    const int threads = cpu_threads();
+    [[maybe_unused]] const int threads = cpu_threads();
 #pragma omp parallel for num_threads(threads) schedule(static) if (worth_threads(r))
     for (int y = r.y0; y < r.y1; ++y) {
       const uint8_t *src = plan_.pixels.data() + static_cast<size_t>(y - r.y0) * r.width() * 4;
@@ -194,7 +194,7 @@ class CpuOverlay final : public Overlay {
   // GRAY8 and the luma plane of 4:2:0: (value, alpha) per pixel.
   void blend_value_alpha(const FrameView &frame) {
     const Rect r = plan_.luma;
-    const int threads = cpu_threads();
+    [[maybe_unused]] const int threads = cpu_threads();
 #pragma omp parallel for num_threads(threads) schedule(static) if (worth_threads(r))
     for (int y = r.y0; y < r.y1; ++y) {
       const uint8_t *src = plan_.pixels.data() + static_cast<size_t>(y - r.y0) * r.width() * 2;
@@ -207,7 +207,7 @@ class CpuOverlay final : public Overlay {
   void blend_chroma(const FrameView &frame) {
     const detail::ChromaLayout cl = detail::chroma_layout(format_);
     const Rect r = plan_.chroma;
-    const int threads = cpu_threads();
+    [[maybe_unused]] const int threads = cpu_threads();
 #pragma omp parallel for num_threads(threads) schedule(static) if (worth_threads(r))
     for (int y = r.y0; y < r.y1; ++y) {
       const uint32_t *sums =
