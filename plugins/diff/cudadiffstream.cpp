@@ -807,8 +807,6 @@ bool Parser::check_inside(ByteQueue &q, const PacketHeader &front, size_t total,
 
 namespace {
 
-using u128 = unsigned __int128;
-
 // The time of frame `n` at h's framerate (ns, rounded down); the caller
 // checked fps_n and fps_d.
 u128 frame_time(const PacketHeader &h, uint64_t n) {

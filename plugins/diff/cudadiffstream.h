@@ -21,6 +21,7 @@
 #include "cudadiff/diff.h"
 #include "cudadiff/frame.h"
 #include "cudadiff/runtime.h"
+#include "wide.h"
 
 namespace cudadiff {
 namespace stream {
@@ -288,7 +289,7 @@ constexpr uint64_t kMaxPacketDuration = 60 * kReorderTime;
 constexpr uint64_t kMaxFrameInterval = 86400 * kReorderTime;
 inline uint64_t max_packet_duration(const PacketHeader &h) {
   if (h.fps_n == 0 || h.fps_d == 0) return kMaxPacketDuration;
-  const unsigned __int128 twice = (unsigned __int128)2 * h.fps_d * 1000000000u / h.fps_n;
+  const u128 twice = u128(2) * h.fps_d * 1000000000u / h.fps_n;
   if (twice <= kMaxPacketDuration) return kMaxPacketDuration;
   return twice < kMaxFrameInterval ? uint64_t(twice) : kMaxFrameInterval;
 }

@@ -113,6 +113,51 @@ const char *kDocV2Delta =
 
 }  // namespace
 
+// The portable 128-bit integer that 32-bit targets use for the stream's
+// times (wide.h) computes what the compiler's own does, on the operations
+// the stream's code uses: random operands, products near 2^128 and
+// divisors of every size. (Where there is no native type to compare with,
+// only the hand-checked cases run.)
+TEST(StreamFormat, PortableWideIntegerMatchesNative) {
+  using stream::WideU128;
+  // Hand-checked: (2^64 - 1) * 10^9 / 3 and 2^64 * 2^32 - 1.
+  const WideU128 big = WideU128(UINT64_MAX) * 1000000000u;
+  EXPECT_EQ(big.high(), 999999999u);
+  EXPECT_EQ(big.low(), uint64_t(0) - 1000000000u);
+  const WideU128 third = big / 3u;
+  EXPECT_EQ(third.high(), 333333333u);
+  EXPECT_EQ(third.low(), (uint64_t(0) - 1000000000u) / 3);  // 999999999 = 3 * 333333333
+  EXPECT_EQ(third * 3u, big);
+  EXPECT_TRUE(WideU128(5) - WideU128(7) > WideU128(UINT64_MAX));  // wraps modulo 2^128
+  EXPECT_EQ(WideU128(5) - WideU128(7) + WideU128(7), WideU128(5));
+#if defined(__SIZEOF_INT128__)
+  using N = unsigned __int128;
+  auto same = [](const WideU128 &w, N n) {
+    return w.high() == uint64_t(n >> 64) && w.low() == uint64_t(n);
+  };
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 200000; ++i) {
+    const uint64_t a = rng() >> (rng() % 64), b = rng() >> (rng() % 64);
+    const uint32_t m1 = uint32_t(rng() >> (rng() % 64)), m2 = uint32_t(rng());
+    uint32_t d = uint32_t(rng() >> (rng() % 64));
+    if (d == 0) d = 1;
+    const WideU128 wa = WideU128(a) * m1 * m2, wb(b);
+    const N na = N(a) * m1 * m2, nb = b;
+    ASSERT_TRUE(same(wa, na)) << a << " * " << m1 << " * " << m2;
+    ASSERT_TRUE(same(wa / d, na / d)) << a << " * " << m1 << " * " << m2 << " / " << d;
+    ASSERT_TRUE(same(wa + wb, na + nb));
+    ASSERT_TRUE(same(wa - wb, na - nb));
+    ASSERT_TRUE(same(wb - wa, nb - na));
+    ASSERT_EQ(wa < wb, na < nb);
+    ASSERT_EQ(wa <= wb, na <= nb);
+    ASSERT_EQ(wa > wb, na > nb);
+    ASSERT_EQ(wa >= wb, na >= nb);
+    ASSERT_EQ(wa == wb, na == nb);
+    ASSERT_EQ(uint64_t(wa), uint64_t(na));
+  }
+#endif
+}
+
 TEST(StreamFormat, DocumentedExampleBytes) {
   EXPECT_EQ(Writer::stream_header(VideoFormat::GRAY8, 40, 1, 30, 1), hex(kDocStreamHeader));
 
