@@ -21,6 +21,7 @@
 #include "gstcudadiffparse.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <string>
 #include <utility>
@@ -46,7 +47,8 @@ struct FileMap {
   std::vector<std::pair<guint64, guint64>> keyframes;  // offset, output pts
   // Stream headers: offset, output pts of the first timed packet after it.
   std::vector<std::pair<guint64, guint64>> headers;
-  guint64 end = 0;  // the last packet's end
+  guint64 end = 0;   // the last packet's end
+  guint64 size = 0;  // the file's
 };
 
 struct ParseState {
@@ -170,11 +172,12 @@ static GstStaticPadTemplate src_template =
                             GST_STATIC_CAPS("video/x-cudadiff, parsed = (boolean) true"));
 
 static void reset(GstCudaDiffParse *self) {
-  *self->state = ParseState();
+  // (under the object lock: convert() reads the file's map from other threads)
   GST_OBJECT_LOCK(self);
+  g_atomic_int_set(&self->file_indexed, 0);
+  *self->state = ParseState();
   self->n_seeks = 0;
   GST_OBJECT_UNLOCK(self);
-  g_atomic_int_set(&self->file_indexed, 0);
   self->at_eos = false;
   self->seeked = false;
   self->version = self->width = self->height = self->fps_n = 0;
@@ -397,6 +400,7 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
     }
   }
   release();
+  fm.size = guint64(size);
   fm.valid = !fm.runs.empty();
   if (!fm.valid) return;
   for (const auto &k : fm.keyframes)
@@ -801,6 +805,48 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
   return ret;
 }
 
+// Bytes and time in a scanned file, from its keyframes (GstBaseParse's
+// default guesses from the bit rate, which put a seek in bytes seconds away
+// from its byte): a byte is at the time of the first keyframe at or after
+// it, where decoding from it shows pictures again (the end of the stream
+// after the last keyframe), and a time at the offset of the keyframe before
+// it, where decoding for it starts (the start of the file before the first
+// keyframe, its size from the end of the stream on). Other formats, and
+// files not scanned (push mode), get the default.
+static gboolean gst_cudadiff_parse_convert(GstBaseParse *parse, GstFormat src_format,
+                                           gint64 src_value, GstFormat dest_format,
+                                           gint64 *dest_value) {
+  auto *self = GST_CUDADIFF_PARSE(parse);
+  const bool bytes_time = src_format == GST_FORMAT_BYTES && dest_format == GST_FORMAT_TIME;
+  const bool time_bytes = src_format == GST_FORMAT_TIME && dest_format == GST_FORMAT_BYTES;
+  if ((bytes_time || time_bytes) && src_value >= 0) {
+    bool done = false;
+    GST_OBJECT_LOCK(self);
+    if (g_atomic_int_get(&self->file_indexed)) {
+      const FileMap &fm = self->state->file;
+      const auto &keys = fm.keyframes;  // by offset, and so by time
+      const guint64 v = guint64(src_value);
+      if (bytes_time) {
+        auto it = std::lower_bound(
+            keys.begin(), keys.end(), v,
+            [](const std::pair<guint64, guint64> &k, guint64 o) { return k.first < o; });
+        *dest_value = gint64(it == keys.end() ? fm.end : std::min(it->second, fm.end));
+      } else if (v >= fm.end) {
+        *dest_value = gint64(fm.size);
+      } else {
+        auto it = std::upper_bound(
+            keys.begin(), keys.end(), v,
+            [](guint64 t, const std::pair<guint64, guint64> &k) { return t < k.second; });
+        *dest_value = it == keys.begin() ? 0 : gint64(std::prev(it)->first);
+      }
+      done = true;
+    }
+    GST_OBJECT_UNLOCK(self);
+    if (done) return TRUE;
+  }
+  return gst_base_parse_convert_default(parse, src_format, src_value, dest_format, dest_value);
+}
+
 // Seeks. Reverse playback is refused: GstBaseParse would read the file
 // backwards in fragments that cut packets (each cut packet lost, with a
 // warning). In a scanned file every seek in time is made accurate:
@@ -910,6 +956,7 @@ static void gst_cudadiff_parse_class_init(GstCudaDiffParseClass *klass) {
   parse_class->stop = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_stop);
   parse_class->handle_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_handle_frame);
   parse_class->src_event = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_src_event);
+  parse_class->convert = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_convert);
   parse_class->sink_event = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_sink_event);
   parse_class->pre_push_frame = GST_DEBUG_FUNCPTR(gst_cudadiff_parse_pre_push_frame);
 }

@@ -3054,6 +3054,93 @@ TEST(CudaDiff, SeekIntoAPartOfARecordingShowsItsPixelAspectRatio) {
     }
 }
 
+// Bytes and time in a recording, through the parser as playbin and
+// decodebin plug it: a byte is at the time of the first keyframe at or after
+// it, a time at the offset of the keyframe before it, and a seek in bytes
+// shows pictures again from that keyframe (as the decoder alone does).
+// Before, the parser answered with GstBaseParse's guess from the bit rate: a
+// byte in frame 13 of 40 was at 5.35 s of a 1.6 s file, and a seek there
+// landed about anywhere.
+TEST(CudaDiff, BytesAndTimeInARecordingThroughTheParser) {
+  GstHarness *enc = gst_harness_new("cudadiffenc");
+  g_object_set(enc->element, "keyframe-interval", 10u, "frame-overlap", 2 /* never */, nullptr);
+  gst_harness_set_src_caps_str(enc, "video/x-raw,format=BGRx,width=64,height=48,framerate=25/1");
+  const GstVideoInfo info = video_info("BGRx", 64, 48, 25);
+  Bytes stream;
+  std::vector<guint64> at;  // each frame's packet's offset
+  for (int t = 0; t < 40; ++t) {
+    GstBuffer *in = buffer_from(info, scene("BGRx", 64, 48, t, 3), t);
+    GST_BUFFER_PTS(in) = GstClockTime(t) * 40 * GST_MSECOND;
+    GST_BUFFER_DURATION(in) = 40 * GST_MSECOND;
+    ASSERT_EQ(gst_harness_push(enc, in), GST_FLOW_OK);
+    while (GstBuffer *b = gst_harness_try_pull(enc)) {
+      if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER)) at.push_back(stream.size());
+      const Bytes bytes = bytes_of(b);
+      stream.insert(stream.end(), bytes.begin(), bytes.end());
+      gst_buffer_unref(b);
+    }
+  }
+  gst_harness_teardown(enc);
+  ASSERT_EQ(at.size(), 40u);
+  auto ms = [](int n) { return gint64(n) * 40 * GST_MSECOND; };
+  const TempFile file(stream, "cudadiff-bytes-XXXXXX.cdif");
+  ASSERT_NE(file.path(), nullptr);
+  GstElement *p = gst_parse_launch((std::string("filesrc location=") + file.path() +
+                                    " ! cudadiffparse name=parse ! cudadiffdec ! appsink "
+                                    "name=sink sync=false max-buffers=1")
+                                       .c_str(),
+                                   nullptr);
+  ASSERT_NE(p, nullptr);
+  GstElement *sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+  GstElement *parse = gst_bin_get_by_name(GST_BIN(p), "parse");
+  auto first_pts = [&]() -> GstClockTime {
+    EXPECT_EQ(gst_element_get_state(p, nullptr, nullptr, 30 * GST_SECOND),
+              GST_STATE_CHANGE_SUCCESS);
+    GstSample *sample = nullptr;
+    g_signal_emit_by_name(sink, "pull-preroll", &sample);
+    if (!sample) return GST_CLOCK_TIME_NONE;
+    const GstClockTime pts = GST_BUFFER_PTS(gst_sample_get_buffer(sample));
+    gst_sample_unref(sample);
+    return pts;
+  };
+  gst_element_set_state(p, GST_STATE_PAUSED);
+  EXPECT_EQ(first_pts(), 0u);
+  GstPad *src = gst_element_get_static_pad(parse, "src");
+  auto convert = [&](GstFormat from, gint64 value, GstFormat to) {
+    gint64 out = -2;
+    EXPECT_TRUE(gst_pad_query_convert(src, from, value, to, &out))
+        << gst_format_get_name(from) << " " << value;
+    return out;
+  };
+  // Bytes to time.
+  EXPECT_EQ(convert(GST_FORMAT_BYTES, gint64(at[13]) + 10, GST_FORMAT_TIME), ms(20));
+  EXPECT_EQ(convert(GST_FORMAT_BYTES, gint64(at[10]), GST_FORMAT_TIME), ms(10));
+  EXPECT_EQ(convert(GST_FORMAT_BYTES, gint64(at[10]) + 1, GST_FORMAT_TIME), ms(20));
+  EXPECT_EQ(convert(GST_FORMAT_BYTES, 0, GST_FORMAT_TIME), 0);
+  EXPECT_EQ(convert(GST_FORMAT_BYTES, gint64(at[31]), GST_FORMAT_TIME), ms(40));  // the end
+  EXPECT_EQ(convert(GST_FORMAT_BYTES, gint64(stream.size()), GST_FORMAT_TIME), ms(40));
+  // Time to bytes.
+  EXPECT_EQ(convert(GST_FORMAT_TIME, ms(13), GST_FORMAT_BYTES), gint64(at[10]));
+  EXPECT_EQ(convert(GST_FORMAT_TIME, ms(10), GST_FORMAT_BYTES), gint64(at[10]));
+  EXPECT_EQ(convert(GST_FORMAT_TIME, ms(10) - 1, GST_FORMAT_BYTES), gint64(at[0]));
+  EXPECT_EQ(convert(GST_FORMAT_TIME, 0, GST_FORMAT_BYTES), gint64(at[0]));
+  EXPECT_EQ(convert(GST_FORMAT_TIME, ms(39), GST_FORMAT_BYTES), gint64(at[30]));
+  EXPECT_EQ(convert(GST_FORMAT_TIME, ms(40), GST_FORMAT_BYTES), gint64(stream.size()));
+  EXPECT_EQ(convert(GST_FORMAT_TIME, -1, GST_FORMAT_BYTES), -1);
+  gst_object_unref(src);
+  // Seeks in bytes, into frame 13's packet and then frame 27's.
+  for (int frame : {13, 27}) {
+    SCOPED_TRACE("a seek to a byte of frame " + std::to_string(frame));
+    ASSERT_TRUE(gst_element_seek_simple(p, GST_FORMAT_BYTES, GST_SEEK_FLAG_FLUSH,
+                                        gint64(at[size_t(frame)]) + 10));
+    EXPECT_EQ(first_pts(), GstClockTime(ms((frame / 10 + 1) * 10)));
+  }
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(parse);
+  gst_object_unref(sink);
+  gst_object_unref(p);
+}
+
 // A sender whose input had no timestamps (an appsrc without them) sends
 // packets without a pts. Every reader times them by their frame number at
 // the stream's framerate, from 0: the decoder alone, the parser on a byte
