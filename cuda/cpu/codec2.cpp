@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
@@ -22,10 +23,8 @@
 #include "cudadiff/codec2_rules.h"
 #include "../src/codec2_encoder.h"
 #include "../src/codec2_tables.h"
+#include "fast.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #if defined(__SSE2__) && !defined(CODEC2_NO_SIMD)
 #define CODEC2_SSE2 1
 #include <emmintrin.h>
@@ -810,14 +809,48 @@ CODEC2_TARGET_AVX2 int deinterleave3_avx2(const uint8_t *src, uint8_t *const *ds
 }
 #endif
 
+// Parallel loops, on the CPU backend's pool of threads (fast.h), not
+// OpenMP teams: a pool thread watches for work for 100 us after its last
+// job and then sleeps, where libgomp's threads spin for milliseconds after
+// every parallel loop (a frame has about twenty), which kept a live
+// encoder at 10 frames per second at a whole core and made it several
+// times slower when other processes wanted the cores. Iterations are taken
+// in order as threads become free; which thread runs one changes no result.
+// f(i) for i in [0, n) on up to `threads` threads.
+template <class F>
+void parallel_each(long long n, int threads, F &&f) {
+  if (n <= 0) return;
+  fast::parallel_jobs(int(n), threads, [&](int j, int) { f((long long)j); });
+}
+// The same with the index of the thread that runs it (below `threads`): f(i, thread).
+template <class F>
+void parallel_each_in(long long n, int threads, F &&f) {
+  if (n <= 0) return;
+  fast::parallel_jobs(int(n), threads, [&](int j, int thread) { f((long long)j, thread); });
+}
+// [0, n) in contiguous runs, up to 8 per thread: f(begin, end).
+template <class F>
+void parallel_chunks(long long n, int threads, F &&f) {
+  if (n <= 0) return;
+  threads = int(std::max<long long>(1, std::min<long long>(threads, n)));
+  const int jobs = threads == 1 ? 1 : int(std::min<long long>(n, 8LL * threads));
+  fast::parallel_jobs(jobs, threads, [&](int j, int) { f(n * j / jobs, n * (j + 1) / jobs); });
+}
+// Rows [0, n) likewise: f(row).
+template <class F>
+void parallel_rows(int n, int threads, F &&f) {
+  parallel_chunks(n, threads, [&](long long begin, long long end) {
+    for (long long y = begin; y < end; ++y) f(int(y));
+  });
+}
+
 // Rows of a packed 3-byte layer (BGR, RGB) into its channel planes.
 void extract_packed3(const FrameView &f, const Layer &ly, int l, Picture &pic) {
   // The plane of the byte at offset k of a pixel.
   uint8_t *by_offset[3] = {};
   for (int c = 0; c < 3; ++c) by_offset[ly.offset[c]] = pic.ch[l][c].data();
   const int w = ly.width;
-#pragma omp parallel for num_threads(cpu_threads_for(size_t(w) * ly.height)) schedule(static)
-  for (int y = 0; y < ly.height; ++y) {
+  parallel_rows(ly.height, cpu_threads_for(size_t(w) * ly.height), [&](int y) {
     const uint8_t *src = f.row(ly.plane[0], y);
     uint8_t *d[3];
     for (int k = 0; k < 3; ++k) d[k] = by_offset[k] + size_t(y) * w;
@@ -827,7 +860,7 @@ void extract_packed3(const FrameView &f, const Layer &ly, int l, Picture &pic) {
 #endif
     for (; x < w; ++x)
       for (int k = 0; k < 3; ++k) d[k][x] = src[3 * x + k];
-  }
+  });
 }
 
 void extract(const FrameView &f, const LayerSet &ls, Picture &pic) {
@@ -843,13 +876,12 @@ void extract(const FrameView &f, const LayerSet &ls, Picture &pic) {
     }
     for (int c = 0; c < ly.channels; ++c) {
       uint8_t *dst = pic.ch[l][c].data();
-#pragma omp parallel for num_threads(cpu_threads_for(size_t(ly.width) * ly.height)) schedule(static)
-      for (int y = 0; y < ly.height; ++y) {
+      parallel_rows(ly.height, cpu_threads_for(size_t(ly.width) * ly.height), [&](int y) {
         const uint8_t *src = f.row(ly.plane[c], y) + ly.offset[c];
         uint8_t *d = dst + size_t(y) * ly.width;
         const int step = ly.step[c];
         for (int x = 0; x < ly.width; ++x) d[x] = src[size_t(x) * step];
-      }
+      });
     }
   }
 }
@@ -859,8 +891,7 @@ void extract(const FrameView &f, const LayerSet &ls, Picture &pic) {
 void store_packed3(const Picture &pic, const Layer &ly, int l, const FrameView &f) {
   const uint8_t *src[3] = {pic.ch[l][0].data(), pic.ch[l][1].data(), pic.ch[l][2].data()};
   const int o0 = ly.offset[0], o1 = ly.offset[1], o2 = ly.offset[2];
-#pragma omp parallel for num_threads(cpu_threads_for(size_t(ly.width) * ly.height)) schedule(static)
-  for (int y = 0; y < ly.height; ++y) {
+  parallel_rows(ly.height, cpu_threads_for(size_t(ly.width) * ly.height), [&](int y) {
     uint8_t *dst = f.row(ly.plane[0], y);
     const size_t at = size_t(y) * ly.width;
     const uint8_t *s0 = src[0] + at, *s1 = src[1] + at, *s2 = src[2] + at;
@@ -869,7 +900,7 @@ void store_packed3(const Picture &pic, const Layer &ly, int l, const FrameView &
       dst[3 * x + o1] = s1[x];
       dst[3 * x + o2] = s2[x];
     }
-  }
+  });
 }
 
 void store(const Picture &pic, const LayerSet &ls, const FrameView &f) {
@@ -882,13 +913,12 @@ void store(const Picture &pic, const LayerSet &ls, const FrameView &f) {
     }
     for (int c = 0; c < ly.channels; ++c) {
       const uint8_t *src = pic.ch[l][c].data();
-#pragma omp parallel for num_threads(cpu_threads_for(size_t(ly.width) * ly.height)) schedule(static)
-      for (int y = 0; y < ly.height; ++y) {
+      parallel_rows(ly.height, cpu_threads_for(size_t(ly.width) * ly.height), [&](int y) {
         uint8_t *dst = f.row(ly.plane[c], y) + ly.offset[c];
         const uint8_t *s = src + size_t(y) * ly.width;
         const int step = ly.step[c];
         for (int x = 0; x < ly.width; ++x) dst[size_t(x) * step] = s[x];
-      }
+      });
     }
   }
 }
@@ -959,14 +989,12 @@ inline BlockSpan block_span(const Layer &ly, int bx) {
 // samples whose blocks are flagged in `blocks` (one flag per block of the
 // frame; null: every block), rows in parallel.
 template <class F>
-void for_each_block_span(const LayerSet &ls, int l, const uint8_t *blocks,
-                         [[maybe_unused]] int threads, F f) {
+void for_each_block_span(const LayerSet &ls, int l, const uint8_t *blocks, int threads, F f) {
   const Layer &ly = ls.layer[l];
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int y = 0; y < ly.height; ++y) {
+  parallel_rows(ly.height, threads, [&](int y) {
     if (!blocks) {
       f(y, 0, ly.width);
-      continue;
+      return;
     }
     const uint8_t *brow = blocks + size_t((y << ly.sy) / kBlock) * ls.blocks_x;
     for (int bx = 0; bx < ls.blocks_x; ++bx) {
@@ -977,7 +1005,7 @@ void for_each_block_span(const LayerSet &ls, int l, const uint8_t *blocks,
       if (x0 < x1) f(y, x0, x1);
       bx = last;
     }
-  }
+  });
 }
 
 // ref_class() as the number of its thresholds g reaches: q = g / (2k + 1)
@@ -1319,17 +1347,11 @@ constexpr bool residual_of_is_exact() {  // for every value a token codes
 static_assert(residual_of_is_exact(), "residual_of() differs from unzigzag()");
 
 constexpr int kMaxThreads = 256;
-int omp_thread() {
-#ifdef _OPENMP
-  return omp_get_thread_num() % kMaxThreads;
-#else
-  return 0;
-#endif
-}
 
 int default_threads(size_t samples, size_t tiles) {
   if (tiles < 2) return 1;
-  return std::max(1, std::min<int>(int(tiles), cpu_threads_for(samples)));
+  return std::max(1, std::min({int(std::min<size_t>(tiles, kMaxThreads)), cpu_threads_for(samples),
+                               kMaxThreads}));
 }
 
 // The CPU encoder's symbols between tile_symbols() and encode_tile(): 32
@@ -1938,7 +1960,7 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   void build_model(const uint32_t *hist, bool keyframe, BitWriter &bw, Model &model);
   FrameStats write_tiles(bool keyframe, int k, const uint8_t *modes,
                          const std::function<void(size_t, uint8_t *)> &raw, HostBytes &body);
-  bool encode_tile(size_t ti, int k);
+  bool encode_tile(size_t ti, int k, int thread);  // thread: which scratch buffer
   template <int NC>
   uint8_t *rans_layer_steps(const uint32_t *codes, int w, int h, int lanes, uint32_t *state,
                             uint8_t *p);
@@ -2215,30 +2237,33 @@ void CpuEncoder::for_each_proxy_row(const Tile &t, F f) const {
 // needed_: the coded blocks and the blocks their samples' neighbours lie in.
 // Bytes of the input more than the threshold off the reference (every byte
 // of the frame is one channel of one sample).
-uint64_t CpuEncoder::count_changed([[maybe_unused]] int threads) const {
+uint64_t CpuEncoder::count_changed(int threads) const {
   uint64_t changed = 0;
   for (int l = 0; l < ls_.count; ++l) {
     const Layer &ly = ls_.layer[l];
     for (int c = 0; c < ly.channels; ++c) {
       const uint8_t *cur = cur_.ch[l][c].data(), *ref = ref_.ch[l][c].data();
       const long long n = (long long)ly.width * ly.height;
-      uint64_t sum = 0;
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : sum)
-      for (long long i = 0; i < n; ++i) sum += iabs(int(cur[i]) - int(ref[i])) > threshold_;
-      changed += sum;
+      std::atomic<uint64_t> total{0};
+      parallel_chunks(n, threads, [&](long long begin, long long end) {
+        uint64_t part = 0;
+        for (long long i = begin; i < end; ++i)
+          part += iabs(int(cur[i]) - int(ref[i])) > threshold_;
+        total.fetch_add(part, std::memory_order_relaxed);
+      });
+      changed += total.load();
     }
   }
   return changed;
 }
 
-void CpuEncoder::find_coded_blocks(bool keyframe, [[maybe_unused]] int threads) {
+void CpuEncoder::find_coded_blocks(bool keyframe, int threads) {
   const int bxs = ls_.blocks_x, bys = ls_.blocks_y;
   coded_.assign(size_t(bxs) * bys, keyframe ? 1 : 0);
   needed_.assign(coded_.size(), keyframe ? 1 : 0);
   if (keyframe) return;
   const int bound = threshold_;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int by = 0; by < bys; ++by) {
+  parallel_rows(bys, threads, [&](int by) {
     uint8_t *coded = coded_.data() + size_t(by) * bxs;
     for (int l = 0; l < ls_.count; ++l) {
       const Layer &ly = ls_.layer[l];
@@ -2256,7 +2281,7 @@ void CpuEncoder::find_coded_blocks(bool keyframe, [[maybe_unused]] int threads) 
           }
         }
     }
-  }
+  });
   for (int by = 0; by < bys; ++by)
     for (int bx = 0; bx < bxs; ++bx) {
       // A sample's neighbours lie in its block and the blocks left, right
@@ -2270,7 +2295,7 @@ void CpuEncoder::find_coded_blocks(bool keyframe, [[maybe_unused]] int threads) 
     }
 }
 
-void CpuEncoder::decide_modes([[maybe_unused]] int threads) {
+void CpuEncoder::decide_modes(int threads) {
   const size_t n_blocks = modes_.size();
   std::vector<uint64_t> cost(n_blocks * kModes);
   // Two rounds: a first choice by a fixed cost per residual, then by the
@@ -2308,22 +2333,22 @@ void CpuEncoder::decide_modes([[maybe_unused]] int threads) {
   // the first choice, and the histograms of the symbols under that choice.
   const size_t n_ids = size_t(dl_.count) * kTokens;
   std::vector<uint32_t> hist(n_ids, 0);
-#pragma omp parallel num_threads(threads)
   {
-    std::vector<uint32_t> mine(n_ids, 0);
-#pragma omp for schedule(dynamic)
-    for (long long i = 0; i < n_tiles; ++i) {
+    std::vector<std::vector<uint32_t>> mine(size_t(std::max(1, threads)),
+                                            std::vector<uint32_t>(n_ids, 0));
+    parallel_each_in(n_tiles, threads, [&](long long i, int thread) {
       const long long ti = tile_order(i);
       const Tile &t = tiles_[ti];
       proxy_symbols(t, cost.data());
       choose(t);
       for_each_proxy_row(t, [&](size_t block, int cls, const uint16_t *ids, int n) {
         if (class_of_mode[modes_[block]] != cls) return;
-        for (int i = 0; i < n; ++i) mine[ids[i]]++;
+        uint32_t *h = mine[size_t(thread)].data();
+        for (int i = 0; i < n; ++i) h[ids[i]]++;
       });
-    }
-#pragma omp critical
-    for (size_t i = 0; i < n_ids; ++i) hist[i] += mine[i];
+    });
+    for (const std::vector<uint32_t> &m : mine)
+      for (size_t i = 0; i < n_ids; ++i) hist[i] += m[i];
   }
   // Costs from the histograms (with the raw bits: 256 per bit), then round
   // 1: each mode's cost by them, and the final choice.
@@ -2340,8 +2365,7 @@ void CpuEncoder::decide_modes([[maybe_unused]] int threads) {
   std::fill(cost.begin(), cost.end(), 0);
   const uint32_t *ic = id_cost.data();
   const int k = q_.k;
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-  for (long long i = 0; i < n_tiles; ++i) {
+  parallel_each(n_tiles, threads, [&](long long i) {
     const long long ti = tile_order(i);
     const Tile &t = tiles_[ti];
     for_each_proxy_row(t, [&](size_t block, int cls, const uint16_t *ids, int n) {
@@ -2352,19 +2376,19 @@ void CpuEncoder::decide_modes([[maybe_unused]] int threads) {
     choose(t);
     // Indexed (docs/stream-format.md, "The encoder", step 4b): by the
     // chosen modes' costs; every block of the tile then spatial.
-    if (k == 0) continue;
+    if (k == 0) return;
     uint64_t est = 0;
     for (int by = t.by0; by < t.by1; ++by)
       for (int bx = t.bx0; bx < t.bx1; ++bx) {
         const size_t b = size_t(by) * ls_.blocks_x + size_t(bx);
         if (modes_[b] != kSkip) est += cost[b * kModes + modes_[b]];
       }
-    if (!indexed_pays(int64_t(est), t.raw_bytes, k)) continue;
+    if (!indexed_pays(int64_t(est), t.raw_bytes, k)) return;
     indexed_[size_t(ti)] = 1;
     for (int by = t.by0; by < t.by1; ++by)
       std::fill_n(modes_.begin() + long(size_t(by) * ls_.blocks_x + size_t(t.bx0)), t.bx1 - t.bx0,
                   uint8_t(kSpatial));
-  }
+  });
 }
 
 // The symbols of a tile (its block modes, then each layer's samples in
@@ -2829,7 +2853,7 @@ CODEC2_TARGET_AVX2 uint8_t *rans_layer_avx2(const uint32_t *codes, int w, int h,
 // rANS of one tile's symbols with the frame's tables (rans_symbols_) in
 // reverse schedule order (the decoder reads them forwards). False when the
 // stream is no smaller than the tile's bytes: the tile is then marked raw.
-bool CpuEncoder::encode_tile(size_t ti, int k) {
+bool CpuEncoder::encode_tile(size_t ti, int k, int thread) {
   const Tile &t = tiles_[ti];
   // A tile that coding would not make smaller than its bytes
   // (coded_tile_bound(), from its histogram) is not coded.
@@ -2880,7 +2904,7 @@ bool CpuEncoder::encode_tile(size_t ti, int k) {
   // At most 2 bytes per token and per raw bits, 4 per lane at the end, and
   // renorm()'s slack.
   const size_t bound = 4 * size_t(lanes) + 4 * n_syms + 16;
-  std::vector<uint8_t> &buf = rans_buffers_[size_t(omp_thread())];
+  std::vector<uint8_t> &buf = rans_buffers_[size_t(thread)];
   if (buf.size() < bound) buf.resize(bound);
   uint8_t *const end = buf.data() + bound;
   size_t layer_first[kMaxLayers] = {};
@@ -3126,8 +3150,7 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   row_maps_.resize(n_tiles);
   streams_.resize(n_tiles);
   tile_type_.assign(n_tiles, 1);
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-  for (long long ti = 0; ti < (long long)n_tiles; ++ti) tile_symbols(size_t(ti));
+  parallel_each((long long)n_tiles, threads, [&](long long ti) { tile_symbols(size_t(ti)); });
   std::vector<const uint32_t *> hists(n_tiles);
   for (size_t ti = 0; ti < n_tiles; ++ti) hists[ti] = tile_hist_[ti].data();
 
@@ -3137,14 +3160,14 @@ FrameStats CpuEncoder::encode(const FrameView &frame, int threshold, bool keyfra
   // (docs/stream-format.md, "The encoder", step 4b; a delta's were found
   // with its modes).
   if (k > 0 && keyframe) {
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-    for (long long ti = 0; ti < (long long)n_tiles; ++ti)
+    parallel_each((long long)n_tiles, threads, [&](long long ti) {
       if (code_count_[size_t(ti)] > 0 &&
           indexed_pays(tile_estimate_q8(tile_hist_[size_t(ti)].data()),
                        tiles_[size_t(ti)].raw_bytes, k)) {
         indexed_[size_t(ti)] = 1;
         index_tile(size_t(ti), k);
       }
+    });
   }
 
   // 5.-8. Tables, tiles, the body.
@@ -3189,7 +3212,7 @@ FrameStats CpuEncoder::write_tiles(bool keyframe, int k, const uint8_t *modes,
   const size_t n_tiles = tiles_.size();
   size_t samples = 0;
   for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
-  [[maybe_unused]] const int threads = default_threads(samples, n_tiles);
+  const int threads = default_threads(samples, n_tiles);
   streams_.resize(n_tiles);
   tile_type_.assign(n_tiles, 1);
   tile_lanes_.assign(n_tiles, 1);
@@ -3222,9 +3245,9 @@ FrameStats CpuEncoder::write_tiles(bool keyframe, int k, const uint8_t *modes,
     if (use_avx2()) rans_vectors_.assign(rans_symbols_);
 #endif
     bound_raw_.assign(n_tiles, 0);
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-    for (long long ti = 0; ti < (long long)n_tiles; ++ti)
-      if (tile_type_[ti] == 1) encode_tile(size_t(ti), k);
+    parallel_each_in((long long)n_tiles, threads, [&](long long ti, int thread) {
+      if (tile_type_[ti] == 1) encode_tile(size_t(ti), k, thread);
+    });
   }
   std::vector<uint8_t> bytes;
   for (size_t ti = 0; ti < n_tiles; ++ti)
@@ -3721,15 +3744,14 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
     std::stable_sort(order_.begin(), order_.end(),
                      [&](uint32_t a, uint32_t b) { return cost(a) > cost(b); });
   }
-  int failed = 0;
-#pragma omp parallel for num_threads(threads) schedule(dynamic) reduction(| : failed)
-  for (long long o = 0; o < (long long)n_tiles; ++o) {
+  std::atomic<int> failed{0};
+  parallel_each((long long)n_tiles, threads, [&](long long o) {
     const size_t ti = order_[o];
     if (!decode_tile(tiles_[ti], type[ti], lanes[ti], body + at + offset[ti],
                      offset[ti + 1] - offset[ti], h.keyframe, h.tile_classes))
-      failed |= 1;
-  }
-  if (failed) return fail("a tile failed to decode (damaged data)");
+      failed.store(1, std::memory_order_relaxed);
+  });
+  if (failed.load()) return fail("a tile failed to decode (damaged data)");
   std::swap(ref_, rec_);
   prev_ = std::move(model);
   has_reference_ = true;

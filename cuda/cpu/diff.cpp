@@ -2,6 +2,7 @@
 // order (see cudadiff/diff.h for the body layout).
 #include "cudadiff/diff.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <string>
@@ -91,16 +92,20 @@ class CpuDiffEncoder final : public DiffEncoder {
     const long long n_blocks = static_cast<long long>(block_masks_.size());
     const uint8_t *cur = current_.data();
     const uint8_t *ref = reference_.data();
-#pragma omp parallel for num_threads(cpu_threads_for(frame_bytes_)) schedule(static)
-    for (long long k = 0; k < n_blocks; ++k) {
-      uint32_t mask = 0;
-      for (size_t j = 0; j < kBlockBytes; ++j) {
-        const size_t i = static_cast<size_t>(k) * kBlockBytes + j;
-        const int d = int(cur[i]) - int(ref[i]);
-        if (d > threshold || d < -threshold) mask |= 1u << j;
+    // (the CPU backend's pool: runtime.h, cpu_parallel_jobs())
+    const int threads = cpu_threads_for(frame_bytes_);
+    const int jobs = threads == 1 ? 1 : int(std::min<long long>(n_blocks, 8LL * threads));
+    cpu_parallel_jobs(jobs, threads, [&](int job, int) {
+      for (long long k = n_blocks * job / jobs; k < n_blocks * (job + 1) / jobs; ++k) {
+        uint32_t mask = 0;
+        for (size_t j = 0; j < kBlockBytes; ++j) {
+          const size_t i = static_cast<size_t>(k) * kBlockBytes + j;
+          const int d = int(cur[i]) - int(ref[i]);
+          if (d > threshold || d < -threshold) mask |= 1u << j;
+        }
+        block_masks_[k] = mask;
       }
-      block_masks_[k] = mask;
-    }
+    });
 
     // Counts, then the four sections in order; the reference follows the
     // changed bytes.

@@ -168,4 +168,10 @@ void parallel_jobs(int jobs, int threads, const std::function<void(int job, int 
 }
 
 }  // namespace fast
+
+// (cudadiff/runtime.h)
+void cpu_parallel_jobs(int jobs, int threads, const std::function<void(int, int)> &job) {
+  fast::parallel_jobs(jobs, threads, job);
+}
+
 }  // namespace cudadiff

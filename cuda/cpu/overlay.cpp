@@ -135,8 +135,22 @@ namespace {
 // thread that is not scheduled holds up the whole frame.
 constexpr long long kParallelSamples = 1 << 18;
 
-[[maybe_unused]] bool worth_threads(const Rect &r) {
+bool worth_threads(const Rect &r) {
   return static_cast<long long>(r.width()) * r.height() >= kParallelSamples;
+}
+
+// f(y) for the rows of `r`, on the CPU backend's pool when it is worth it.
+template <class F>
+void for_rows(const Rect &r, F &&f) {
+  const int rows = r.y1 - r.y0;
+  if (rows <= 0) return;
+  const int threads = worth_threads(r) ? std::min(cpu_threads(), rows) : 1;
+  const int jobs = threads == 1 ? 1 : std::min(rows, 8 * threads);
+  cpu_parallel_jobs(jobs, threads, [&](int j, int) {
+    const int y0 = r.y0 + int(static_cast<long long>(rows) * j / jobs);
+    const int y1 = r.y0 + int(static_cast<long long>(rows) * (j + 1) / jobs);
+    for (int y = y0; y < y1; ++y) f(y);
+  });
 }
 
 class CpuOverlay final : public Overlay {
@@ -174,9 +188,7 @@ class CpuOverlay final : public Overlay {
     const FormatInfo &fi = format_info(format_);
     const int ps = fi.pixel_stride[0];
     const Rect r = plan_.luma;
-    [[maybe_unused]] const int threads = cpu_threads();
-#pragma omp parallel for num_threads(threads) schedule(static) if (worth_threads(r))
-    for (int y = r.y0; y < r.y1; ++y) {
+    for_rows(r, [&](int y) {
       const uint8_t *src = plan_.pixels.data() + static_cast<size_t>(y - r.y0) * r.width() * 4;
       uint8_t *row = frame.row(0, y);
       for (int x = r.x0; x < r.x1; ++x, src += 4) {
@@ -188,28 +200,24 @@ class CpuOverlay final : public Overlay {
         px[fi.b] = static_cast<uint8_t>(overlay_blend(px[fi.b], src[2], a));
         if (fi.a >= 0) px[fi.a] = static_cast<uint8_t>(overlay_blend(px[fi.a], 255, a));
       }
-    }
+    });
   }
 
   // GRAY8 and the luma plane of 4:2:0: (value, alpha) per pixel.
   void blend_value_alpha(const FrameView &frame) {
     const Rect r = plan_.luma;
-    [[maybe_unused]] const int threads = cpu_threads();
-#pragma omp parallel for num_threads(threads) schedule(static) if (worth_threads(r))
-    for (int y = r.y0; y < r.y1; ++y) {
+    for_rows(r, [&](int y) {
       const uint8_t *src = plan_.pixels.data() + static_cast<size_t>(y - r.y0) * r.width() * 2;
       uint8_t *row = frame.row(0, y);
       for (int x = r.x0; x < r.x1; ++x, src += 2)
         row[x] = static_cast<uint8_t>(overlay_blend(row[x], src[0], src[1]));
-    }
+    });
   }
 
   void blend_chroma(const FrameView &frame) {
     const detail::ChromaLayout cl = detail::chroma_layout(format_);
     const Rect r = plan_.chroma;
-    [[maybe_unused]] const int threads = cpu_threads();
-#pragma omp parallel for num_threads(threads) schedule(static) if (worth_threads(r))
-    for (int y = r.y0; y < r.y1; ++y) {
+    for_rows(r, [&](int y) {
       const uint32_t *sums =
           plan_.chroma_sums.data() + static_cast<size_t>(y - r.y0) * r.width() * 3;
       uint8_t *u_row = frame.row(cl.u_plane, y);
@@ -220,7 +228,7 @@ class CpuOverlay final : public Overlay {
         *u = static_cast<uint8_t>(overlay_blend_chroma(*u, sums[0], sums[1]));
         *v = static_cast<uint8_t>(overlay_blend_chroma(*v, sums[0], sums[2]));
       }
-    }
+    });
   }
 
   detail::OverlayPlan plan_;

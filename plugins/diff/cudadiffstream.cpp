@@ -87,9 +87,12 @@ void for_each_row(VideoFormat format, int width, int height, Fn fn) {
     const size_t row = plane_row_bytes(format, p, width);
     const long long rows = plane_height(format, p, height);
     const size_t stride = static_cast<size_t>(fi.pixel_stride[p]);
-#pragma omp parallel for num_threads(cpu_threads()) schedule(static) if (rows * row > 65536)
-    for (long long y = 0; y < rows; ++y)
-      fn(plane_start + static_cast<size_t>(y) * row, row, stride);
+    const int threads = rows * static_cast<long long>(row) > 65536 ? cpu_threads() : 1;
+    const int jobs = threads == 1 ? 1 : int(std::min<long long>(rows, 8LL * threads));
+    cpu_parallel_jobs(jobs, threads, [&](int job, int) {
+      for (long long y = rows * job / jobs; y < rows * (job + 1) / jobs; ++y)
+        fn(plane_start + static_cast<size_t>(y) * row, row, stride);
+    });
     plane_start += row * static_cast<size_t>(rows);
   }
 }
@@ -144,13 +147,12 @@ uint32_t checksum(uint8_t *dst, const uint8_t *src, size_t n) {
   }
   const size_t chunk = (n + size_t(threads) - 1) / size_t(threads);
   uLong crcs[kMaxThreads];
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int c = 0; c < threads; ++c) {
+  cpu_parallel_jobs(threads, threads, [&](int c, int) {
     const size_t begin = size_t(c) * chunk;
     const size_t len = begin < n ? std::min(chunk, n - begin) : 0;
     if (dst) std::memcpy(dst + begin, src + begin, len);
     crcs[c] = crc_update(0, (dst ? dst : src) + begin, len);
-  }
+  });
   uLong crc = crcs[0];
   for (int c = 1; c < threads; ++c) {
     const size_t begin = size_t(c) * chunk;

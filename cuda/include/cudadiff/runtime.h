@@ -353,5 +353,11 @@ int cpu_threads();
 // quarter million, where starting a team costs more than it saves (and a
 // busy machine makes it cost much more).
 int cpu_threads_for(size_t work);
+// Runs job(j, thread) for j in [0, jobs) on up to `threads` threads of the
+// CPU backend's pool (thread < threads; the calling thread is 0), jobs taken
+// in order as threads become free; rethrows a job's exception. Its idle
+// threads sleep after 100 us, where OpenMP's spin for milliseconds after
+// every loop.
+void cpu_parallel_jobs(int jobs, int threads, const std::function<void(int job, int thread)> &job);
 
 }  // namespace cudadiff
