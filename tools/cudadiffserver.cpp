@@ -939,6 +939,28 @@ GstPadProbeReturn on_loop_pad(GstPad *pad, GstPadProbeInfo *info, gpointer data)
   }
 }
 
+// Every media answers that it cannot seek: it is one live stream shared by
+// its viewers, and rtsp-server seeks it for a PLAY with a Range (an RTSP
+// client may send `Range: npt=0-`), which took the stream back for every
+// viewer watching (a test source's pattern jumped) and at times ended in an
+// assertion inside rtsp-server. (A looped file's probe answers the same.)
+GstPadProbeReturn refuse_seeking(GstPad *, GstPadProbeInfo *info, gpointer) {
+  GstQuery *query = GST_PAD_PROBE_INFO_QUERY(info);
+  if (GST_QUERY_TYPE(query) != GST_QUERY_SEEKING) return GST_PAD_PROBE_OK;
+  GstFormat format = GST_FORMAT_UNDEFINED;
+  gst_query_parse_seeking(query, &format, nullptr, nullptr, nullptr);
+  gst_query_set_seeking(query, format, FALSE, 0, -1);
+  return GST_PAD_PROBE_HANDLED;
+}
+
+void add_no_seeking(GstElement *source) {
+  GstElement *queue = gst_bin_get_by_name(GST_BIN(source), "sourcequeue");
+  GstPad *pad = gst_element_get_static_pad(queue, "src");
+  gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_QUERY_UPSTREAM, refuse_seeking, nullptr, nullptr);
+  gst_object_unref(pad);
+  gst_object_unref(queue);
+}
+
 void add_loop(GstElement *source) {
   GstElement *at = gst_bin_get_by_name(GST_BIN(source), "loop");
   if (!at) at = gst_bin_get_by_name(GST_BIN(source), "sourcequeue");
@@ -980,6 +1002,7 @@ static GstElement *cudadiff_factory_create_element(GstRTSPMediaFactory *factory,
   }
   g_clear_error(&err);
   if (o.loop) add_loop(source);
+  add_no_seeking(source);
   {
     GstElement *enc = gst_bin_get_by_name(GST_BIN(source), "enc");
     GstPad *enc_src = gst_element_get_static_pad(enc, "src");

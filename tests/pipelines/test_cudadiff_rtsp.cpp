@@ -802,6 +802,32 @@ TEST(DiffRtsp, AFlushingSeekOfTheLoopedMediaDoesNotStallIt) {
   server.server->stop();
 }
 
+// A live source's media says that it cannot seek either: rtsp-server seeks
+// a seekable media for a PLAY with a Range (`Range: npt=0-`, which some
+// RTSP clients send), and that took the one stream every viewer shares
+// back to the start (a test pattern jumped for all of them) and at times
+// ended in an assertion inside rtsp-server.
+TEST(DiffRtsp, ALiveMediaCannotBeSeekedByAViewer) {
+  TestServer server(large_keyframes());
+  Pipeline viewer(client(server.url()));
+  ASSERT_TRUE(viewer.start());
+  ASSERT_TRUE(wait_until([&] { return viewer.frame_count() >= 5 || !viewer.error().empty(); }, 20))
+      << viewer.frame_count() << " frames shown";
+  GstElement *pipeline = GST_ELEMENT(gst_object_get_parent(GST_OBJECT(server.watch.media)));
+  ASSERT_NE(pipeline, nullptr);
+  GstQuery *seeking = gst_query_new_seeking(GST_FORMAT_TIME);
+  gboolean seekable = TRUE;
+  if (gst_element_query(pipeline, seeking))
+    gst_query_parse_seeking(seeking, nullptr, &seekable, nullptr, nullptr);
+  gst_query_unref(seeking);
+  gst_object_unref(pipeline);
+  EXPECT_FALSE(seekable);
+  EXPECT_EQ(viewer.error(), "");
+  EXPECT_EQ(server.server->error(), "");
+  viewer.stop();
+  server.server->stop();
+}
+
 // A still image (one frame without a duration) is not played again and
 // again: each run would take no time, and the loop would spin. It plays once,
 // and the viewer (over UDP) shows it: the server holds the end of the stream
