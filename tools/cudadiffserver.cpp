@@ -785,9 +785,9 @@ static GstPadProbeReturn hold_back_eos(GstPad *pad, GstPadProbeInfo *info, gpoin
 // segments are moved on to where the run before ended, in stream time (the
 // encoder's packets carry it) and in running time. Where the source cannot
 // seek, the EOS goes on after a warning. The media answers that it cannot
-// seek, so that rtsp-server does not take a viewer's PLAY with a Range back
-// to the start for everyone; a flushing seek that comes all the same (an
-// application's) passes, and the loop starts counting again from it.
+// seek (add_no_seeking(), as every media does); a flushing seek that comes
+// all the same (an application's) passes, and the loop starts counting
+// again from it.
 namespace {
 
 struct LoopState {
@@ -844,14 +844,6 @@ void loop_seek(GstElement *element, gpointer data) {
 
 GstPadProbeReturn on_loop_pad(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
   auto *st = static_cast<LoopState *>(data);
-  if (info->type & GST_PAD_PROBE_TYPE_QUERY_UPSTREAM) {
-    GstQuery *query = GST_PAD_PROBE_INFO_QUERY(info);
-    if (GST_QUERY_TYPE(query) != GST_QUERY_SEEKING) return GST_PAD_PROBE_OK;
-    GstFormat format = GST_FORMAT_UNDEFINED;
-    gst_query_parse_seeking(query, &format, nullptr, nullptr, nullptr);
-    gst_query_set_seeking(query, format, FALSE, 0, -1);
-    return GST_PAD_PROBE_HANDLED;
-  }
   if (info->type & GST_PAD_PROBE_TYPE_BUFFER) {
     std::lock_guard<std::mutex> lock(st->mutex);
     GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
@@ -970,7 +962,7 @@ void add_loop(GstElement *source) {
   gst_pad_add_probe(
       pad,
       GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM |
-                      GST_PAD_PROBE_TYPE_EVENT_FLUSH | GST_PAD_PROBE_TYPE_QUERY_UPSTREAM),
+                      GST_PAD_PROBE_TYPE_EVENT_FLUSH),
       on_loop_pad, st, [](gpointer p) { delete static_cast<LoopState *>(p); });
   gst_object_unref(pad);
   gst_object_unref(at);
@@ -1126,8 +1118,8 @@ GstBusSyncReply record_error(GstBus *, GstMessage *message, gpointer data) {
 //   packets that were only late made 3-8 % of its packets come twice (which
 //   part of rtsp-server's TCP path falls behind then was not pinned down).
 //   Each branch's queue now holds up to kSenderQueueBytes, so a branch that
-//   falls behind catches up by itself (rtsp-server still drops a TCP viewer
-//   whose backlog of unsent packets is full).
+//   falls behind catches up by itself. (A TCP viewer that stops reading is
+//   not dropped: docs/streaming.md, a known problem.)
 constexpr guint kSenderQueueBytes = 32u << 20;
 
 void configure_sender(GstBin *pipeline, GstBin *parent, GstElement *element, gpointer) {

@@ -368,7 +368,11 @@ static void scan_file(GstCudaDiffParse *self, guint64 max_pixels) {
         bool new_run = false;
         const guint64 out = tl.place(h, o, false, &new_run);
         if (new_run) fm.runs.push_back(tl.run);
-        if (h.keyframe()) fm.keyframes.emplace_back(o, out);
+        // (times kept in order for convert(): a jittered timestamp may fall
+        // back by less than a frame within a run)
+        if (h.keyframe())
+          fm.keyframes.emplace_back(
+              o, fm.keyframes.empty() ? out : std::max<guint64>(out, fm.keyframes.back().second));
         if (header != G_MAXUINT64) fm.headers.emplace_back(header, out);
         header = G_MAXUINT64;
         fm.end = tl.end;

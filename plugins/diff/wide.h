@@ -27,6 +27,11 @@ class WideU128 {
     r.hi_ = (p2 & 0xffffffffu) | (p3 << 32);
     return r;
   }
+  // (Other factors and divisors would be cut to 32 bits: refused.)
+  template <class T>
+  friend WideU128 operator*(const WideU128 &, T) = delete;
+  template <class T>
+  friend WideU128 operator/(const WideU128 &, T) = delete;
   // Divided by a 32-bit divisor other than 0, rounded down.
   friend WideU128 operator/(const WideU128 &a, uint32_t d) {
     const uint32_t limb[4] = {uint32_t(a.hi_ >> 32), uint32_t(a.hi_), uint32_t(a.lo_ >> 32),

@@ -120,7 +120,7 @@ const char *kDocV2Delta =
 // only the hand-checked cases run.)
 TEST(StreamFormat, PortableWideIntegerMatchesNative) {
   using stream::WideU128;
-  // Hand-checked: (2^64 - 1) * 10^9 / 3 and 2^64 * 2^32 - 1.
+  // Hand-checked: (2^64 - 1) * 10^9, a third of it, and a difference that wraps.
   const WideU128 big = WideU128(UINT64_MAX) * 1000000000u;
   EXPECT_EQ(big.high(), 999999999u);
   EXPECT_EQ(big.low(), uint64_t(0) - 1000000000u);
