@@ -300,6 +300,18 @@ void print_decoder_stats(Pipeline &p) {
   gst_structure_free(stats);
 }
 
+// Whether a media's pipeline says it can seek in time (what rtsp-server
+// asks before it seeks a media for a PLAY with a Range); true when the
+// query goes unanswered (rtsp-server then asks its streams).
+bool seekable(GstElement *pipeline) {
+  GstQuery *query = gst_query_new_seeking(GST_FORMAT_TIME);
+  gboolean can = TRUE;
+  if (gst_element_query(pipeline, query))
+    gst_query_parse_seeking(query, nullptr, &can, nullptr, nullptr);
+  gst_query_unref(query);
+  return can;
+}
+
 void expect_clean(Pipeline &p, const char *who) {
   EXPECT_EQ(p.error(), "") << who;
 }
@@ -783,12 +795,7 @@ TEST(DiffRtsp, AFlushingSeekOfTheLoopedMediaDoesNotStallIt) {
       << viewer.frame_count() << " frames shown";
   GstElement *pipeline = GST_ELEMENT(gst_object_get_parent(GST_OBJECT(server.watch.media)));
   ASSERT_NE(pipeline, nullptr);
-  GstQuery *seeking = gst_query_new_seeking(GST_FORMAT_TIME);
-  gboolean seekable = TRUE;
-  if (gst_element_query(pipeline, seeking))
-    gst_query_parse_seeking(seeking, nullptr, &seekable, nullptr, nullptr);
-  gst_query_unref(seeking);
-  EXPECT_FALSE(seekable);
+  EXPECT_FALSE(seekable(pipeline));
   EXPECT_TRUE(gst_element_seek_simple(pipeline, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, 0));
   gst_object_unref(pipeline);
   const size_t before = viewer.frame_count();
@@ -815,13 +822,8 @@ TEST(DiffRtsp, ALiveMediaCannotBeSeekedByAViewer) {
       << viewer.frame_count() << " frames shown";
   GstElement *pipeline = GST_ELEMENT(gst_object_get_parent(GST_OBJECT(server.watch.media)));
   ASSERT_NE(pipeline, nullptr);
-  GstQuery *seeking = gst_query_new_seeking(GST_FORMAT_TIME);
-  gboolean seekable = TRUE;
-  if (gst_element_query(pipeline, seeking))
-    gst_query_parse_seeking(seeking, nullptr, &seekable, nullptr, nullptr);
-  gst_query_unref(seeking);
+  EXPECT_FALSE(seekable(pipeline));
   gst_object_unref(pipeline);
-  EXPECT_FALSE(seekable);
   EXPECT_EQ(viewer.error(), "");
   EXPECT_EQ(server.server->error(), "");
   viewer.stop();
