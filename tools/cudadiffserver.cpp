@@ -935,7 +935,7 @@ GstPadProbeReturn on_loop_pad(GstPad *pad, GstPadProbeInfo *info, gpointer data)
 // its viewers, and rtsp-server seeks it for a PLAY with a Range (an RTSP
 // client may send `Range: npt=0-`), which took the stream back for every
 // viewer watching (a test source's pattern jumped) and at times ended in an
-// assertion inside rtsp-server. (A looped file's probe answers the same.)
+// assertion inside rtsp-server.
 GstPadProbeReturn refuse_seeking(GstPad *, GstPadProbeInfo *info, gpointer) {
   GstQuery *query = GST_PAD_PROBE_INFO_QUERY(info);
   if (GST_QUERY_TYPE(query) != GST_QUERY_SEEKING) return GST_PAD_PROBE_OK;

@@ -828,18 +828,10 @@ void parallel_each_in(long long n, int threads, F &&f) {
   if (n <= 0) return;
   fast::parallel_jobs(int(n), threads, [&](int j, int thread) { f((long long)j, thread); });
 }
-// [0, n) in contiguous runs, up to 8 per thread: f(begin, end).
-template <class F>
-void parallel_chunks(long long n, int threads, F &&f) {
-  if (n <= 0) return;
-  threads = int(std::max<long long>(1, std::min<long long>(threads, n)));
-  const int jobs = threads == 1 ? 1 : int(std::min<long long>(n, 8LL * threads));
-  fast::parallel_jobs(jobs, threads, [&](int j, int) { f(n * j / jobs, n * (j + 1) / jobs); });
-}
-// Rows [0, n) likewise: f(row).
+// Rows [0, n) in contiguous runs (cpu_parallel_ranges()): f(row).
 template <class F>
 void parallel_rows(int n, int threads, F &&f) {
-  parallel_chunks(n, threads, [&](long long begin, long long end) {
+  cpu_parallel_ranges(n, threads, [&](long long begin, long long end) {
     for (long long y = begin; y < end; ++y) f(int(y));
   });
 }
@@ -1350,8 +1342,7 @@ constexpr int kMaxThreads = 256;
 
 int default_threads(size_t samples, size_t tiles) {
   if (tiles < 2) return 1;
-  return std::max(1, std::min({int(std::min<size_t>(tiles, kMaxThreads)), cpu_threads_for(samples),
-                               kMaxThreads}));
+  return std::max(1, std::min(int(std::min<size_t>(tiles, kMaxThreads)), cpu_threads_for(samples)));
 }
 
 // The CPU encoder's symbols between tile_symbols() and encode_tile(): 32
@@ -2245,7 +2236,7 @@ uint64_t CpuEncoder::count_changed(int threads) const {
       const uint8_t *cur = cur_.ch[l][c].data(), *ref = ref_.ch[l][c].data();
       const long long n = (long long)ly.width * ly.height;
       std::atomic<uint64_t> total{0};
-      parallel_chunks(n, threads, [&](long long begin, long long end) {
+      cpu_parallel_ranges(n, threads, [&](long long begin, long long end) {
         uint64_t part = 0;
         for (long long i = begin; i < end; ++i)
           part += iabs(int(cur[i]) - int(ref[i])) > threshold_;

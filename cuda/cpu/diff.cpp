@@ -2,7 +2,6 @@
 // order (see cudadiff/diff.h for the body layout).
 #include "cudadiff/diff.h"
 
-#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <string>
@@ -92,11 +91,8 @@ class CpuDiffEncoder final : public DiffEncoder {
     const long long n_blocks = static_cast<long long>(block_masks_.size());
     const uint8_t *cur = current_.data();
     const uint8_t *ref = reference_.data();
-    // (the CPU backend's pool: runtime.h, cpu_parallel_jobs())
-    const int threads = cpu_threads_for(frame_bytes_);
-    const int jobs = threads == 1 ? 1 : int(std::min<long long>(n_blocks, 8LL * threads));
-    cpu_parallel_jobs(jobs, threads, [&](int job, int) {
-      for (long long k = n_blocks * job / jobs; k < n_blocks * (job + 1) / jobs; ++k) {
+    auto masks = [&](long long begin, long long end) {
+      for (long long k = begin; k < end; ++k) {
         uint32_t mask = 0;
         for (size_t j = 0; j < kBlockBytes; ++j) {
           const size_t i = static_cast<size_t>(k) * kBlockBytes + j;
@@ -105,7 +101,8 @@ class CpuDiffEncoder final : public DiffEncoder {
         }
         block_masks_[k] = mask;
       }
-    });
+    };
+    cpu_parallel_ranges(n_blocks, cpu_threads_for(frame_bytes_), masks);
 
     // Counts, then the four sections in order; the reference follows the
     // changed bytes.

@@ -174,4 +174,12 @@ void cpu_parallel_jobs(int jobs, int threads, const std::function<void(int, int)
   fast::parallel_jobs(jobs, threads, job);
 }
 
+void cpu_parallel_ranges(long long n, int threads,
+                         const std::function<void(long long, long long)> &f) {
+  if (n <= 0) return;
+  threads = static_cast<int>(std::max<long long>(1, std::min<long long>(threads, n)));
+  const int jobs = threads == 1 ? 1 : static_cast<int>(std::min<long long>(n, 8LL * threads));
+  fast::parallel_jobs(jobs, threads, [&](int j, int) { f(n * j / jobs, n * (j + 1) / jobs); });
+}
+
 }  // namespace cudadiff

@@ -142,15 +142,10 @@ bool worth_threads(const Rect &r) {
 // f(y) for the rows of `r`, on the CPU backend's pool when it is worth it.
 template <class F>
 void for_rows(const Rect &r, F &&f) {
-  const int rows = r.y1 - r.y0;
-  if (rows <= 0) return;
-  const int threads = worth_threads(r) ? std::min(cpu_threads(), rows) : 1;
-  const int jobs = threads == 1 ? 1 : std::min(rows, 8 * threads);
-  cpu_parallel_jobs(jobs, threads, [&](int j, int) {
-    const int y0 = r.y0 + int(static_cast<long long>(rows) * j / jobs);
-    const int y1 = r.y0 + int(static_cast<long long>(rows) * (j + 1) / jobs);
-    for (int y = y0; y < y1; ++y) f(y);
-  });
+  cpu_parallel_ranges(r.y1 - r.y0, worth_threads(r) ? cpu_threads() : 1,
+                      [&](long long begin, long long end) {
+                        for (long long y = r.y0 + begin; y < r.y0 + end; ++y) f(int(y));
+                      });
 }
 
 class CpuOverlay final : public Overlay {

@@ -88,9 +88,8 @@ void for_each_row(VideoFormat format, int width, int height, Fn fn) {
     const long long rows = plane_height(format, p, height);
     const size_t stride = static_cast<size_t>(fi.pixel_stride[p]);
     const int threads = rows * static_cast<long long>(row) > 65536 ? cpu_threads() : 1;
-    const int jobs = threads == 1 ? 1 : int(std::min<long long>(rows, 8LL * threads));
-    cpu_parallel_jobs(jobs, threads, [&](int job, int) {
-      for (long long y = rows * job / jobs; y < rows * (job + 1) / jobs; ++y)
+    cpu_parallel_ranges(rows, threads, [&](long long begin, long long end) {
+      for (long long y = begin; y < end; ++y)
         fn(plane_start + static_cast<size_t>(y) * row, row, stride);
     });
     plane_start += row * static_cast<size_t>(rows);

@@ -359,5 +359,9 @@ int cpu_threads_for(size_t work);
 // threads sleep after 100 us, where OpenMP's spin for milliseconds after
 // every loop.
 void cpu_parallel_jobs(int jobs, int threads, const std::function<void(int job, int thread)> &job);
+// [0, n) cut into contiguous ranges, up to 8 per thread (one on one thread),
+// run by cpu_parallel_jobs(): f(begin, end).
+void cpu_parallel_ranges(long long n, int threads,
+                         const std::function<void(long long begin, long long end)> &f);
 
 }  // namespace cudadiff
