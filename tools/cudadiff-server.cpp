@@ -36,6 +36,7 @@ struct Args {
   gint pace_burst = 65536;
   gint retransmission_time = 2000;
   gint rtcp_interval = 50;
+  gint stalled_timeout = 10;
   gint stats_interval = 10;
 };
 
@@ -52,11 +53,11 @@ gboolean print_stats(gpointer data) {
   const cudadiff_server::Stats s = server->stats();
   std::printf(
       "clients: %llu now, %llu so far; %llu plays; %llu keyframes; keyframe requests: "
-      "%llu (%llu for joins), %llu merged\n",
+      "%llu (%llu for joins), %llu merged; %llu stalled clients disconnected\n",
       (unsigned long long)s.clients_now, (unsigned long long)s.clients_connected,
       (unsigned long long)s.plays, (unsigned long long)s.keyframes,
       (unsigned long long)s.keyframe_requests, (unsigned long long)s.join_keyframes,
-      (unsigned long long)s.keyframe_requests_merged);
+      (unsigned long long)s.keyframe_requests_merged, (unsigned long long)s.stalled_clients_closed);
   std::fflush(stdout);
   return G_SOURCE_CONTINUE;
 }
@@ -157,6 +158,10 @@ int main(int argc, char **argv) {
        "hence retransmission and keyframe requests, this often in milliseconds (default 50; 0: "
        "do not tell)",
        "MS"},
+      {"stalled-timeout", 0, 0, G_OPTION_ARG_INT, &a.stalled_timeout,
+       "Disconnect a client whose connection has taken none of the data waiting for it for "
+       "this many seconds (a viewer over TCP that stopped reading; Linux) (default 10; 0: never)",
+       "S"},
       {"stats-interval", 0, 0, G_OPTION_ARG_INT, &a.stats_interval,
        "Print the client counts every this many seconds (default 10; 0: never)", "S"},
       {nullptr, 0, 0, G_OPTION_ARG_NONE, nullptr, nullptr, nullptr},
@@ -191,6 +196,7 @@ int main(int argc, char **argv) {
   check("pace-burst", a.pace_burst, 0, G_MAXINT);
   check("retransmission-time", a.retransmission_time, 0, G_MAXINT);
   check("rtcp-interval", a.rtcp_interval, 0, G_MAXINT);
+  check("stalled-timeout", a.stalled_timeout, 0, G_MAXINT);
   check("stats-interval", a.stats_interval, 0, G_MAXINT);
   if (a.stream_version != kUnset) check("stream-version", a.stream_version, 1, 2);
   if (a.threshold != kUnset) check("threshold", a.threshold, 0, 255);
@@ -262,6 +268,7 @@ int main(int argc, char **argv) {
   o.pace_burst_bytes = unsigned(a.pace_burst);
   o.retransmission_ms = unsigned(a.retransmission_time);
   o.rtcp_interval_ms = unsigned(a.rtcp_interval);
+  o.stalled_client_timeout_s = unsigned(a.stalled_timeout);
 
   // Media errors (a camera unplugged, a decoder failing) are printed as they
   // come; the run's exit status is then 1.

@@ -19,6 +19,10 @@
 // - keyframes: a force-key-unit event for each client that starts playing;
 //   rtpbin makes one for each PLI/FIR; requests while one is pending are
 //   dropped (a probe on the encoder's output).
+// - clients: every second, a connection that has taken none of the data
+//   waiting for it for stalled_client_timeout_s is closed (watch_clients()),
+//   and rtsp-server's sender to TCP viewers is woken after such a client
+//   went (wake_tcp_senders()).
 #include "cudadiffserver.h"
 
 #include <gst/rtp/gstrtpbuffer.h>
@@ -35,6 +39,14 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#if defined(__linux__)
+#include <linux/sockios.h>  // SIOCOUTQ
+#include <linux/tcp.h>      // struct tcp_info with tcpi_bytes_acked (glibc's has none)
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#endif
 
 GST_DEBUG_CATEGORY_STATIC(cudadiff_server_debug);
 #define GST_CAT_DEFAULT cudadiff_server_debug
@@ -218,6 +230,7 @@ struct Shared {
   std::string error;                   // the first
   gint64 keyframe_requested_us = 0;    // when a request went to the encoder; 0: none pending
   std::vector<GstRTSPMedia *> medias;  // references, unprepared at stop
+  std::atomic<int> wake_ticks{0};      // ticks left of wake_tcp_senders() (not under mutex)
 
   void set_error(const std::string &text) {
     {
@@ -286,6 +299,55 @@ struct CudaDiffMediaClass {
 
 G_DEFINE_TYPE(CudaDiffMedia, cudadiff_media, GST_TYPE_RTSP_MEDIA)
 
+// Times that never go back, on the packets that leave rtpbin.
+//
+// rtsp-server queues the packets of a viewer over TCP that reads slower than
+// they come (its backlog) and asserts that each packet's time (DTS, else PTS)
+// is not before the first one's queued (GStreamer 1.22's
+// gst_rtsp_stream_transport_backlog_push(), still so later): g_assert, which
+// stops the process. A retransmission carries the time of the packet it
+// repeats, up to the retransmission time earlier, and packets without a time
+// fail the same assertion. So every packet leaves with a DTS no earlier than
+// any before it: its own time, or the latest seen. The PTS stays.
+namespace {
+struct SendTimes {
+  std::mutex mutex;
+  GstClockTime latest = GST_CLOCK_TIME_NONE;
+};
+
+// Whether `buf` needs a DTS of `latest` (and moves `latest` on otherwise).
+bool behind_latest(GstBuffer *buf, GstClockTime &latest) {
+  const GstClockTime t = GST_BUFFER_DTS_OR_PTS(buf);
+  if (GST_CLOCK_TIME_IS_VALID(t) && (!GST_CLOCK_TIME_IS_VALID(latest) || t >= latest)) {
+    latest = t;
+    return false;
+  }
+  return GST_CLOCK_TIME_IS_VALID(latest);
+}
+}  // namespace
+
+static GstPadProbeReturn keep_times_in_order(GstPad *, GstPadProbeInfo *info, gpointer data) {
+  auto *times = static_cast<SendTimes *>(data);
+  std::lock_guard<std::mutex> lock(times->mutex);
+  if (info->type & GST_PAD_PROBE_TYPE_BUFFER) {
+    GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+    if (behind_latest(buf, times->latest)) {
+      buf = gst_buffer_make_writable(buf);
+      GST_BUFFER_DTS(buf) = times->latest;
+      info->data = buf;
+    }
+  } else if (info->type & GST_PAD_PROBE_TYPE_BUFFER_LIST) {
+    GstBufferList *list = GST_PAD_PROBE_INFO_BUFFER_LIST(info);
+    for (guint i = 0; i < gst_buffer_list_length(list); ++i) {
+      if (!behind_latest(gst_buffer_list_get(list, i), times->latest)) continue;
+      list = gst_buffer_list_make_writable(list);  // (once)
+      GST_BUFFER_DTS(gst_buffer_list_get_writable(list, i)) = times->latest;
+    }
+    info->data = list;
+  }
+  return GST_PAD_PROBE_OK;
+}
+
 // rtpbin's "RTP encoder" slot (where SRTP would go): after the session and
 // the retransmission sender, before the UDP and TCP senders, so that
 // retransmitted packets are paced and dropped like the others. The pads of
@@ -322,16 +384,16 @@ static GstElement *make_send_element(GstElement *, guint session, gpointer data)
       media->shared->get()->set_error("--simulate-loss needs netsim (gst-plugins-bad)");
     }
   }
-  if (!first) {
-    gst_object_unref(gst_object_ref_sink(bin));  // still floating: nobody took it
-    return nullptr;
-  }
+  if (!first) append(gst_element_factory_make("identity", nullptr));  // for the probe below
   GstPad *sink = gst_element_get_static_pad(first, "sink");
   GstPad *src = gst_element_get_static_pad(last, "src");
   gchar *sink_name = g_strdup_printf("rtp_sink_%u", session);
   gchar *src_name = g_strdup_printf("rtp_src_%u", session);
   gst_element_add_pad(bin, gst_ghost_pad_new(sink_name, sink));
   gst_element_add_pad(bin, gst_ghost_pad_new(src_name, src));
+  gst_pad_add_probe(
+      src, GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST),
+      keep_times_in_order, new SendTimes(), [](gpointer p) { delete static_cast<SendTimes *>(p); });
   g_free(sink_name);
   g_free(src_name);
   gst_object_unref(sink);
@@ -1118,8 +1180,10 @@ GstBusSyncReply record_error(GstBus *, GstMessage *message, gpointer data) {
 //   packets that were only late made 3-8 % of its packets come twice (which
 //   part of rtsp-server's TCP path falls behind then was not pinned down).
 //   Each branch's queue now holds up to kSenderQueueBytes, so a branch that
-//   falls behind catches up by itself. (A TCP viewer that stops reading is
-//   not dropped: docs/streaming.md, a known problem.)
+//   falls behind catches up by itself; when full, it drops its oldest
+//   packets rather than stop the tee (a viewer over TCP slower than the
+//   stream gets that far behind, then loses packets; one that stops reading
+//   is closed: watch_clients()).
 constexpr guint kSenderQueueBytes = 32u << 20;
 
 void configure_sender(GstBin *pipeline, GstBin *parent, GstElement *element, gpointer) {
@@ -1132,7 +1196,7 @@ void configure_sender(GstBin *pipeline, GstBin *parent, GstElement *element, gpo
   // the senders' queues to the pipeline itself.)
   if (parent == pipeline && g_strcmp0(name, "queue") == 0)
     g_object_set(element, "max-size-buffers", 0u, "max-size-time", guint64(0), "max-size-bytes",
-                 kSenderQueueBytes, nullptr);
+                 kSenderQueueBytes, "leaky", 2 /* downstream: the oldest go */, nullptr);
 }
 
 void on_media_configure(GstRTSPMediaFactory *, GstRTSPMedia *media, gpointer data) {
@@ -1193,8 +1257,22 @@ void on_play_request(GstRTSPClient *, GstRTSPContext *ctx, gpointer data) {
   gst_object_unref(element);
 }
 
-void on_client_closed(GstRTSPClient *, gpointer data) {
+// What watch_clients() saw of a client's connection the last time.
+struct StallWatch {
+  guint64 acked = 0;    // bytes the peer had acknowledged at `since_us`
+  gint64 since_us = 0;  // since when nothing more was acknowledged with data queued
+  bool seen = false;
+  bool queued = false;  // data waited in the connection's send queue
+};
+constexpr const char *kStallWatchKey = "cudadiff-stall-watch";
+
+void on_client_closed(GstRTSPClient *client, gpointer data) {
   Shared *impl = shared_of(data);
+  // A client whose connection had data waiting may have left rtsp-server's
+  // sender to TCP viewers asleep: watch_clients() wakes it.
+  const auto *watch =
+      static_cast<StallWatch *>(g_object_get_data(G_OBJECT(client), kStallWatchKey));
+  if (!watch || watch->queued) impl->wake_ticks = 2;
   std::lock_guard<std::mutex> lock(impl->mutex);
   if (impl->stats.clients_now > 0) impl->stats.clients_now--;
 }
@@ -1268,6 +1346,143 @@ gboolean cleanup_sessions(gpointer data) {
 
 GstRTSPFilterResult remove_client(GstRTSPServer *, GstRTSPClient *, gpointer) {
   return GST_RTSP_FILTER_REMOVE;
+}
+
+// Clients that take no data. A viewer over TCP (RTP interleaved in its RTSP
+// connection) that stops reading is never dropped by rtsp-server 1.22: its
+// connection's socket fills, its packets queue up in the server (measured:
+// +1 MB/s for a 640x480 stream at threshold 0) and after about a minute the
+// other viewers of the media froze as well. A connection whose kernel send
+// queue holds data of which the peer has acknowledged nothing new for
+// stalled_client_timeout_s is closed; that ends its session and frees its
+// queue. A viewer that reads slowly still acknowledges, and an idle RTSP
+// connection (a viewer over UDP) has nothing queued.
+
+// The bytes acknowledged by the peer of a TCP socket, and whether its send
+// queue holds any; false where the system does not say (not Linux, a kernel
+// before 4.1, not TCP).
+bool tcp_progress(int fd, guint64 *acked, bool *queued) {
+#if defined(__linux__)
+  struct tcp_info info {};
+  socklen_t size = sizeof info;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &size) != 0 ||
+      size < offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof info.tcpi_bytes_acked)
+    return false;
+  int outq = 0;
+  if (ioctl(fd, SIOCOUTQ, &outq) != 0) return false;
+  *acked = info.tcpi_bytes_acked;
+  *queued = outq > 0;
+  return true;
+#else
+  (void)fd;
+  (void)acked;
+  (void)queued;
+  return false;
+#endif
+}
+
+// rtsp-server's thread that hands packets to the TCP viewers (one per
+// stream) handles one packet each time it wakes, the RTCP appsink's before
+// the RTP appsink's (each holds one packet), and wakes when an appsink takes
+// a packet or a viewer's packet has gone out. While every TCP viewer's
+// connection is full it takes nothing, and the RTP appsink, full, takes
+// nothing either. When that viewer has gone, only the RTCP packets wake the
+// thread, and each time it handles the RTCP packet and sleeps again
+// (GStreamer 1.22): the RTP packets of every TCP viewer, later ones too,
+// piled up in the queue before the appsink (measured: +0.6 MB/s for a
+// 640x480 stream at threshold 0, long after the viewer was closed). So for
+// one second after a client went, the appsinks drop their oldest packet
+// instead of waiting: the queue before each empties into it (those packets
+// were late for every TCP viewer), and each packet that comes wakes the
+// thread, which takes the RTP packets again.
+void wake_tcp_senders(Shared *shared, bool drop) {
+  std::vector<GstRTSPMedia *> medias;
+  {
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    for (GstRTSPMedia *m : shared->medias) medias.push_back(GST_RTSP_MEDIA(g_object_ref(m)));
+  }
+  for (GstRTSPMedia *media : medias) {
+    GstElement *element = gst_rtsp_media_get_element(media);
+    GstObject *pipeline = element ? gst_object_get_parent(GST_OBJECT(element)) : nullptr;
+    if (pipeline && GST_IS_BIN(pipeline)) {
+      GstIterator *it = gst_bin_iterate_sinks(GST_BIN(pipeline));
+      GValue item = G_VALUE_INIT;
+      while (gst_iterator_next(it, &item) == GST_ITERATOR_OK) {
+        GstElement *sink = GST_ELEMENT(g_value_get_object(&item));
+        GstElementFactory *factory = gst_element_get_factory(sink);
+        if (factory && g_strcmp0(GST_OBJECT_NAME(factory), "appsink") == 0)
+          g_object_set(sink, "drop", gboolean(drop), nullptr);
+        g_value_reset(&item);
+      }
+      g_value_unset(&item);
+      gst_iterator_free(it);
+    }
+    if (pipeline) gst_object_unref(pipeline);
+    if (element) gst_object_unref(element);
+    g_object_unref(media);
+  }
+}
+
+struct StallCheck {
+  GstRTSPServer *server;  // not a reference: the timer goes before the server
+  SharedPtr shared;
+};
+
+GstRTSPFilterResult find_stalled_client(GstRTSPServer *, GstRTSPClient *client, gpointer data) {
+  const auto *check = static_cast<const StallCheck *>(data);
+  GstRTSPConnection *connection = gst_rtsp_client_get_connection(client);
+  GSocket *socket = connection ? gst_rtsp_connection_get_write_socket(connection) : nullptr;
+  guint64 acked = 0;
+  bool queued = false;
+  if (!socket || !tcp_progress(g_socket_get_fd(socket), &acked, &queued))
+    return GST_RTSP_FILTER_KEEP;
+  auto *watch = static_cast<StallWatch *>(g_object_get_data(G_OBJECT(client), kStallWatchKey));
+  if (!watch) {
+    watch = new StallWatch();
+    g_object_set_data_full(G_OBJECT(client), kStallWatchKey, watch,
+                           [](gpointer p) { delete static_cast<StallWatch *>(p); });
+  }
+  const gint64 now = g_get_monotonic_time();
+  watch->queued = queued;
+  if (!watch->seen || !queued || acked != watch->acked) {
+    watch->seen = true;
+    watch->acked = acked;
+    watch->since_us = now;
+    return GST_RTSP_FILTER_KEEP;
+  }
+  const guint timeout_s = check->shared->options.stalled_client_timeout_s;
+  return timeout_s > 0 && now - watch->since_us >= gint64(timeout_s) * G_USEC_PER_SEC
+             ? GST_RTSP_FILTER_REF
+             : GST_RTSP_FILTER_KEEP;
+}
+
+// Every second: clients that take no data are closed, and rtsp-server's
+// senders to TCP viewers are woken after a client whose connection had data
+// waiting went (on_client_closed()).
+gboolean watch_clients(gpointer data) {
+  auto *check = static_cast<StallCheck *>(data);
+  GList *stalled = gst_rtsp_server_client_filter(check->server, find_stalled_client, data);
+  for (GList *l = stalled; l; l = l->next) {
+    auto *client = GST_RTSP_CLIENT(l->data);
+    GstRTSPConnection *connection = gst_rtsp_client_get_connection(client);
+    GST_WARNING("closing the connection of %s: it took no data for %u s",
+                connection ? gst_rtsp_connection_get_ip(connection) : "a client",
+                check->shared->options.stalled_client_timeout_s);
+    {
+      std::lock_guard<std::mutex> lock(check->shared->mutex);
+      check->shared->stats.stalled_clients_closed++;
+    }
+    gst_rtsp_client_close(client);
+  }
+  if (stalled) check->shared->wake_ticks = 2;
+  g_list_free_full(stalled, g_object_unref);
+  // The two ticks after a client went: drop, then not.
+  int ticks = check->shared->wake_ticks.load();
+  if (ticks > 0) {
+    check->shared->wake_ticks = --ticks;
+    wake_tcp_senders(check->shared.get(), ticks % 2 == 1);
+  }
+  return G_SOURCE_CONTINUE;
 }
 
 }  // namespace
@@ -1347,6 +1562,11 @@ bool Server::start(std::string *error) {
   g_source_set_callback(timeout, cleanup_sessions, impl->server, nullptr);
   g_source_attach(timeout, impl->context);
   g_source_unref(timeout);
+  GSource *watch = g_timeout_source_new_seconds(1);
+  g_source_set_callback(watch, watch_clients, new StallCheck{impl->server, impl->shared},
+                        [](gpointer p) { delete static_cast<StallCheck *>(p); });
+  g_source_attach(watch, impl->context);
+  g_source_unref(watch);
   impl->running = true;
   impl->thread = std::thread([impl] {
     g_main_context_push_thread_default(impl->context);

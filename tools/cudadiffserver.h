@@ -53,6 +53,11 @@ struct Options {
   unsigned rtcp_interval_ms = 50;
   // A keyframe for every client that starts playing.
   bool keyframe_on_join = true;
+  // A client whose RTSP connection has taken none of the data waiting for it
+  // for this many seconds (a viewer over TCP that stopped reading) is
+  // disconnected, so that its queue neither grows without bound nor holds up
+  // the other viewers of the media. 0: never. Linux only (elsewhere: never).
+  unsigned stalled_client_timeout_s = 10;
   // Called with the media's top-level bin when a media is made (for tests:
   // probes on the element named "enc", the encoder). In the server's thread.
   std::function<void(GstElement *)> on_media;
@@ -72,6 +77,7 @@ struct Stats {
   uint64_t keyframes = 0;                 // keyframes encoded (periodic ones included)
   uint64_t medias = 0;        // media pipelines made (a new one when the last client left)
   uint64_t media_errors = 0;  // errors the media pipelines posted (a camera unplugged...)
+  uint64_t stalled_clients_closed = 0;  // connections closed for taking no data (above)
 };
 
 class Server {

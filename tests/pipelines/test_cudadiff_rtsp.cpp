@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "cudadiffserver.h"
@@ -981,4 +983,209 @@ TEST(DiffRtsp, ServerStopsWhileItReadsARequest) {
     for (int fd : sockets) close(fd);
     EXPECT_EQ(server.server->error(), "");
   }
+}
+
+namespace {
+
+// An RTSP client over TCP (RTP interleaved in its connection) that plays and
+// then reads nothing more, with a small receive buffer, so that the server's
+// side of the connection fills within a second at a few MB/s.
+struct NonReadingTcpViewer {
+  int fd = -1;
+  std::string error;
+
+  std::string request(const std::string &text) {
+    if (send(fd, text.data(), text.size(), MSG_NOSIGNAL) != ssize_t(text.size())) return "";
+    std::string in;
+    char c;
+    while (in.find("\r\n\r\n") == std::string::npos && recv(fd, &c, 1, 0) == 1) in += c;
+    size_t length = 0;
+    const size_t at = in.find("Content-Length: ");
+    if (at != std::string::npos) length = std::stoul(in.substr(at + 16));
+    std::string body(length, '\0');
+    for (size_t got = 0; got < length;) {
+      const ssize_t n = recv(fd, &body[got], length - got, 0);
+      if (n <= 0) return "";
+      got += size_t(n);
+    }
+    return in + body;
+  }
+
+  bool play(int port, const std::string &url) {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    const int small = 4096;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(uint16_t(port));
+    if (connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) != 0) return false;
+    const std::string sdp = request("DESCRIBE " + url + " RTSP/1.0\r\nCSeq: 1\r\n\r\n");
+    const size_t c = sdp.find("a=control:stream=");
+    if (c == std::string::npos) {
+      error = "no stream control in: " + sdp;
+      return false;
+    }
+    const std::string track = sdp.substr(c + 10, sdp.find_first_of("\r\n", c) - c - 10);
+    const std::string setup = request("SETUP " + url + "/" + track +
+                                      " RTSP/1.0\r\nCSeq: 2\r\nTransport: "
+                                      "RTP/AVPF/TCP;unicast;interleaved=0-1\r\n\r\n");
+    const size_t s = setup.find("Session: ");
+    if (setup.rfind("RTSP/1.0 200", 0) != 0 || s == std::string::npos) {
+      error = "SETUP: " + setup;
+      return false;
+    }
+    const std::string session = setup.substr(s + 9, setup.find_first_of(";\r\n", s) - s - 9);
+    const std::string play =
+        "PLAY " + url + " RTSP/1.0\r\nCSeq: 3\r\nSession: " + session + "\r\n\r\n";
+    return send(fd, play.data(), play.size(), MSG_NOSIGNAL) == ssize_t(play.size());
+  }
+
+  // Reads what the connection holds until the server closes it (true) or
+  // nothing comes for `timeout_s` (false).
+  bool closed_by_server(double timeout_s) {
+    timeval tv{};
+    tv.tv_sec = time_t(timeout_s);
+    tv.tv_usec = suseconds_t((timeout_s - double(tv.tv_sec)) * 1e6);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::vector<char> buf(65536);
+    for (;;) {
+      const ssize_t n = recv(fd, buf.data(), buf.size(), 0);
+      if (n == 0) return true;
+      if (n < 0) return errno == ECONNRESET;
+    }
+  }
+
+  ~NonReadingTcpViewer() {
+    if (fd >= 0) close(fd);
+  }
+};
+
+// A stream of about 6 MB/s: every frame a keyframe, stored uncompressed.
+cudadiff_server::Options fast_stream() {
+  cudadiff_server::Options o;
+  o.source = source(320, 240);
+  o.encoder_properties = "stream-version=1 threshold=0 compression=none keyframe-interval=1";
+  return o;
+}
+
+}  // namespace
+
+// A viewer over TCP that stops reading is disconnected after the stall
+// timeout. The others go on: a viewer over UDP keeps getting frames all the
+// while, and a viewer over TCP that comes later plays. (With rtsp-server
+// 1.22 alone, the stalled viewer stayed connected, the server's memory grew
+// by the stream's rate, after about a minute the UDP viewer froze, and a
+// later TCP viewer got nothing.)
+TEST(DiffRtsp, AViewerOverTcpThatStopsReadingIsDisconnected) {
+  cudadiff_server::Options o = fast_stream();
+  o.stalled_client_timeout_s = 2;
+  TestServer server(o);
+  Pipeline udp(client(server.url(), "protocols=udp latency=500"));
+  ASSERT_TRUE(udp.start());
+  ASSERT_TRUE(wait_until([&] { return udp.frame_count() >= 5 || !udp.error().empty(); }, 20))
+      << udp.error();
+  NonReadingTcpViewer stalled;
+  ASSERT_TRUE(stalled.play(server.server->port(), server.url())) << stalled.error;
+  ASSERT_TRUE(wait_until([&] { return server.server->stats().stalled_clients_closed >= 1; }, 30))
+      << "the viewer that reads nothing was not disconnected";
+  EXPECT_TRUE(stalled.closed_by_server(10));
+  EXPECT_EQ(server.server->stats().stalled_clients_closed, 1u);
+  // The UDP viewer goes on, and a new viewer over TCP plays.
+  const uint64_t shown = udp.frame_count();
+  EXPECT_TRUE(wait_until([&] { return udp.frame_count() >= shown + 50; }, 10))
+      << udp.frame_count() - shown << " frames in 10 s after the disconnection";
+  Pipeline tcp(client(server.url(), "protocols=tcp latency=500"));
+  ASSERT_TRUE(tcp.start());
+  EXPECT_TRUE(wait_until([&] { return tcp.frame_count() >= 25 || !tcp.error().empty(); }, 20))
+      << tcp.frame_count() << " frames over TCP; " << tcp.error();
+  EXPECT_EQ(udp.error(), "");
+  EXPECT_EQ(tcp.error(), "");
+  EXPECT_EQ(server.server->error(), "");
+  tcp.stop();
+  udp.stop();
+  server.server->stop();
+}
+
+// The packets that leave rtpbin for the senders carry times that never go
+// back (DTS, else PTS), retransmissions included, which keep the PTS of the
+// packet they repeat. rtsp-server's queue for a viewer over TCP that reads
+// slower than the stream asserts that order, and the assertion stops the
+// process.
+TEST(DiffRtsp, PacketsLeaveWithTimesInOrderRetransmissionsToo) {
+  cudadiff_server::Options o;
+  o.source = source(320, 240);
+  o.simulate_loss = 0.05;
+  TestServer server(o);
+  Pipeline viewer(client(server.url(), "protocols=udp latency=500"));
+  ASSERT_TRUE(viewer.start());
+  ASSERT_TRUE(wait_until([&] { return viewer.frame_count() >= 5 || !viewer.error().empty(); }, 20))
+      << viewer.error();
+  struct Order {
+    std::mutex mutex;
+    GstClockTime latest_time = GST_CLOCK_TIME_NONE, latest_pts = GST_CLOCK_TIME_NONE;
+    uint64_t packets = 0, backwards = 0, older_pts = 0;
+    void see(GstBuffer *b) {
+      std::lock_guard<std::mutex> lock(mutex);
+      packets++;
+      const GstClockTime t = GST_BUFFER_DTS_OR_PTS(b), pts = GST_BUFFER_PTS(b);
+      if (!GST_CLOCK_TIME_IS_VALID(t) || (GST_CLOCK_TIME_IS_VALID(latest_time) && t < latest_time))
+        backwards++;
+      else
+        latest_time = t;
+      if (GST_CLOCK_TIME_IS_VALID(pts) && GST_CLOCK_TIME_IS_VALID(latest_pts) && pts < latest_pts)
+        older_pts++;
+      else if (GST_CLOCK_TIME_IS_VALID(pts))
+        latest_pts = pts;
+    }
+  } order;
+  GstObject *pipeline = gst_object_get_parent(GST_OBJECT(server.watch.media));
+  ASSERT_NE(pipeline, nullptr);
+  GstElement *rtpbin = nullptr;
+  GstIterator *it = gst_bin_iterate_recurse(GST_BIN(pipeline));
+  GValue item = G_VALUE_INIT;
+  while (!rtpbin && gst_iterator_next(it, &item) == GST_ITERATOR_OK) {
+    GstElement *e = GST_ELEMENT(g_value_get_object(&item));
+    GstElementFactory *f = gst_element_get_factory(e);
+    if (f && g_strcmp0(GST_OBJECT_NAME(f), "rtpbin") == 0) rtpbin = GST_ELEMENT(gst_object_ref(e));
+    g_value_reset(&item);
+  }
+  g_value_unset(&item);
+  gst_iterator_free(it);
+  gst_object_unref(pipeline);
+  ASSERT_NE(rtpbin, nullptr);
+  GstPad *out = gst_element_get_static_pad(rtpbin, "send_rtp_src_0");
+  ASSERT_NE(out, nullptr);
+  const gulong probe = gst_pad_add_probe(
+      out, GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST),
+      [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+        auto *order = static_cast<Order *>(data);
+        if (info->type & GST_PAD_PROBE_TYPE_BUFFER) {
+          order->see(GST_PAD_PROBE_INFO_BUFFER(info));
+        } else {
+          GstBufferList *list = GST_PAD_PROBE_INFO_BUFFER_LIST(info);
+          for (guint i = 0; i < gst_buffer_list_length(list); ++i)
+            order->see(gst_buffer_list_get(list, i));
+        }
+        return GST_PAD_PROBE_OK;
+      },
+      &order, nullptr);
+  // Until retransmissions have gone out (the viewer's NACKs for the lost 5 %).
+  EXPECT_TRUE(wait_until(
+      [&] {
+        std::lock_guard<std::mutex> lock(order.mutex);
+        return order.older_pts >= 5;
+      },
+      30));
+  gst_pad_remove_probe(out, probe);
+  gst_object_unref(out);
+  gst_object_unref(rtpbin);
+  {
+    std::lock_guard<std::mutex> lock(order.mutex);
+    EXPECT_GE(order.older_pts, 5u) << "retransmissions seen (" << order.packets << " packets)";
+    EXPECT_EQ(order.backwards, 0u) << "of " << order.packets << " packets";
+  }
+  EXPECT_EQ(viewer.error(), "");
+  viewer.stop();
+  server.server->stop();
 }
