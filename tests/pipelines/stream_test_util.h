@@ -72,6 +72,23 @@ struct Shown {
 // errors, EOS), with the frames reaching the sink named "out" (or playbin's
 // video-sink) recorded.
 // `on_frame`, when set, sees each frame (buffer, caps) in the streaming thread.
+// The first element of `bin` made by `factory`, recursively (a new
+// reference; null: none).
+inline GstElement *find_by_factory(GstBin *bin, const char *factory) {
+  GstElement *found = nullptr;
+  GstIterator *it = gst_bin_iterate_recurse(bin);
+  GValue v = G_VALUE_INIT;
+  while (!found && gst_iterator_next(it, &v) == GST_ITERATOR_OK) {
+    GstElement *e = GST_ELEMENT(g_value_get_object(&v));
+    GstElementFactory *f = gst_element_get_factory(e);
+    if (f && g_strcmp0(GST_OBJECT_NAME(f), factory) == 0) found = GST_ELEMENT(gst_object_ref(e));
+    g_value_reset(&v);
+  }
+  g_value_unset(&v);
+  gst_iterator_free(it);
+  return found;
+}
+
 class Pipeline {
  public:
   using FrameCallback = std::function<void(GstBuffer *, GstCaps *, uint64_t sender_pts)>;
@@ -122,18 +139,7 @@ class Pipeline {
   GstElement *get(const char *name) { return gst_bin_get_by_name(GST_BIN(pipeline_), name); }
   // The first element made by `factory`, recursively (a new reference; null: none).
   GstElement *get_by_factory(const char *factory) {
-    GstElement *found = nullptr;
-    GstIterator *it = gst_bin_iterate_recurse(GST_BIN(pipeline_));
-    GValue v = G_VALUE_INIT;
-    while (!found && gst_iterator_next(it, &v) == GST_ITERATOR_OK) {
-      GstElement *e = GST_ELEMENT(g_value_get_object(&v));
-      GstElementFactory *f = gst_element_get_factory(e);
-      if (f && g_strcmp0(GST_OBJECT_NAME(f), factory) == 0) found = GST_ELEMENT(gst_object_ref(e));
-      g_value_reset(&v);
-    }
-    g_value_unset(&v);
-    gst_iterator_free(it);
-    return found;
+    return find_by_factory(GST_BIN(pipeline_), factory);
   }
 
   std::vector<Shown> frames() {

@@ -1141,17 +1141,7 @@ TEST(DiffRtsp, PacketsLeaveWithTimesInOrderRetransmissionsToo) {
   } order;
   GstObject *pipeline = gst_object_get_parent(GST_OBJECT(server.watch.media));
   ASSERT_NE(pipeline, nullptr);
-  GstElement *rtpbin = nullptr;
-  GstIterator *it = gst_bin_iterate_recurse(GST_BIN(pipeline));
-  GValue item = G_VALUE_INIT;
-  while (!rtpbin && gst_iterator_next(it, &item) == GST_ITERATOR_OK) {
-    GstElement *e = GST_ELEMENT(g_value_get_object(&item));
-    GstElementFactory *f = gst_element_get_factory(e);
-    if (f && g_strcmp0(GST_OBJECT_NAME(f), "rtpbin") == 0) rtpbin = GST_ELEMENT(gst_object_ref(e));
-    g_value_reset(&item);
-  }
-  g_value_unset(&item);
-  gst_iterator_free(it);
+  GstElement *rtpbin = find_by_factory(GST_BIN(pipeline), "rtpbin");
   gst_object_unref(pipeline);
   ASSERT_NE(rtpbin, nullptr);
   GstPad *out = gst_element_get_static_pad(rtpbin, "send_rtp_src_0");
