@@ -21,8 +21,8 @@
 //   dropped (a probe on the encoder's output).
 // - clients: every second, a connection that has taken none of the data
 //   waiting for it for stalled_client_timeout_s is closed (watch_clients()),
-//   and rtsp-server's sender to TCP viewers is woken after such a client
-//   went (wake_tcp_senders()).
+//   and rtsp-server's sender to TCP viewers is woken where it sleeps with
+//   packets waiting (wake_stuck_senders()).
 #include "cudadiffserver.h"
 
 #include <gst/rtp/gstrtpbuffer.h>
@@ -230,7 +230,6 @@ struct Shared {
   std::string error;                   // the first
   gint64 keyframe_requested_us = 0;    // when a request went to the encoder; 0: none pending
   std::vector<GstRTSPMedia *> medias;  // references, unprepared at stop
-  std::atomic<int> wake_ticks{0};      // ticks left of wake_tcp_senders() (not under mutex)
 
   void set_error(const std::string &text) {
     {
@@ -1186,12 +1185,38 @@ GstBusSyncReply record_error(GstBus *, GstMessage *message, gpointer data) {
 //   is closed: watch_clients()).
 constexpr guint kSenderQueueBytes = 32u << 20;
 
+// What an appsink of rtsp-server's sender to TCP viewers has taken, for
+// wake_stuck_senders().
+struct SinkWatch {
+  std::atomic<guint64> taken{0};  // buffers and lists that reached it
+  guint64 last = 0;               // `taken` at the last tick (server's thread only)
+  bool dropping = false;          // "drop" set for this tick (server's thread only)
+};
+constexpr const char *kSinkWatchKey = "cudadiff-sink-watch";
+
+void watch_appsink(GstElement *appsink) {
+  auto *watch = new SinkWatch();
+  g_object_set_data_full(G_OBJECT(appsink), kSinkWatchKey, watch,
+                         [](gpointer p) { delete static_cast<SinkWatch *>(p); });
+  GstPad *pad = gst_element_get_static_pad(appsink, "sink");
+  if (!pad) return;
+  gst_pad_add_probe(
+      pad, GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST),
+      [](GstPad *, GstPadProbeInfo *, gpointer data) {
+        static_cast<SinkWatch *>(data)->taken++;
+        return GST_PAD_PROBE_OK;
+      },
+      watch, nullptr);
+  gst_object_unref(pad);
+}
+
 void configure_sender(GstBin *pipeline, GstBin *parent, GstElement *element, gpointer) {
   GstElementFactory *factory = gst_element_get_factory(element);
   if (!factory) return;
   const char *name = GST_OBJECT_NAME(factory);
   if (g_strcmp0(name, "multiudpsink") == 0 || g_strcmp0(name, "appsink") == 0)
     g_object_set(element, "sync", FALSE, nullptr);
+  if (g_strcmp0(name, "appsink") == 0) watch_appsink(element);
   // (The media's own queues are inside its bin and rtpbin; rtsp-server adds
   // the senders' queues to the pipeline itself.)
   if (parent == pipeline && g_strcmp0(name, "queue") == 0)
@@ -1262,17 +1287,11 @@ struct StallWatch {
   guint64 acked = 0;    // bytes the peer had acknowledged at `since_us`
   gint64 since_us = 0;  // since when nothing more was acknowledged with data queued
   bool seen = false;
-  bool queued = false;  // data waited in the connection's send queue
 };
 constexpr const char *kStallWatchKey = "cudadiff-stall-watch";
 
-void on_client_closed(GstRTSPClient *client, gpointer data) {
+void on_client_closed(GstRTSPClient *, gpointer data) {
   Shared *impl = shared_of(data);
-  // A client whose connection had data waiting may have left rtsp-server's
-  // sender to TCP viewers asleep: watch_clients() wakes it.
-  const auto *watch =
-      static_cast<StallWatch *>(g_object_get_data(G_OBJECT(client), kStallWatchKey));
-  if (!watch || watch->queued) impl->wake_ticks = 2;
   std::lock_guard<std::mutex> lock(impl->mutex);
   if (impl->stats.clients_now > 0) impl->stats.clients_now--;
 }
@@ -1386,16 +1405,35 @@ bool tcp_progress(int fd, guint64 *acked, bool *queued) {
 // the RTP appsink's (each holds one packet), and wakes when an appsink takes
 // a packet or a viewer's packet has gone out. While every TCP viewer's
 // connection is full it takes nothing, and the RTP appsink, full, takes
-// nothing either. When that viewer has gone, only the RTCP packets wake the
-// thread, and each time it handles the RTCP packet and sleeps again
+// nothing either. When that viewer has gone, only the RTCP packets woke the
+// thread, and each time it handled the RTCP packet and slept again
 // (GStreamer 1.22): the RTP packets of every TCP viewer, later ones too,
 // piled up in the queue before the appsink (measured: +0.6 MB/s for a
-// 640x480 stream at threshold 0, long after the viewer was closed). So for
-// one second after a client went, the appsinks drop their oldest packet
-// instead of waiting: the queue before each empties into it (those packets
-// were late for every TCP viewer), and each packet that comes wakes the
-// thread, which takes the RTP packets again.
-void wake_tcp_senders(Shared *shared, bool drop) {
+// 640x480 stream at threshold 0, long after the viewer was closed). (The
+// same sleep may follow an RTP and an RTCP packet that come together: in a
+// run of 100 s it was woken 1 s after the viewer was closed and once more
+// 11 s later, with no TCP viewer.) So an appsink that took nothing for a whole tick while the
+// queue before it holds packets and no client's connection has data waiting
+// (no TCP viewer is behind: the thread is asleep, not held back) drops its
+// oldest packet instead of waiting, for one tick: the queue empties into it,
+// and each packet that comes wakes the thread, which takes the RTP packets
+// again. Where a connection's queue cannot be read (not Linux), only with no
+// client at all.
+bool queue_before_holds_data(GstElement *sink) {
+  GstPad *pad = gst_element_get_static_pad(sink, "sink");
+  GstPad *peer = pad ? gst_pad_get_peer(pad) : nullptr;
+  GstElement *queue = peer ? gst_pad_get_parent_element(peer) : nullptr;
+  guint buffers = 0;
+  GstElementFactory *factory = queue ? gst_element_get_factory(queue) : nullptr;
+  if (factory && g_strcmp0(GST_OBJECT_NAME(factory), "queue") == 0)
+    g_object_get(queue, "current-level-buffers", &buffers, nullptr);
+  if (queue) gst_object_unref(queue);
+  if (peer) gst_object_unref(peer);
+  if (pad) gst_object_unref(pad);
+  return buffers > 0;
+}
+
+void wake_stuck_senders(Shared *shared, bool some_client_behind) {
   std::vector<GstRTSPMedia *> medias;
   {
     std::lock_guard<std::mutex> lock(shared->mutex);
@@ -1409,9 +1447,20 @@ void wake_tcp_senders(Shared *shared, bool drop) {
       GValue item = G_VALUE_INIT;
       while (gst_iterator_next(it, &item) == GST_ITERATOR_OK) {
         GstElement *sink = GST_ELEMENT(g_value_get_object(&item));
-        GstElementFactory *factory = gst_element_get_factory(sink);
-        if (factory && g_strcmp0(GST_OBJECT_NAME(factory), "appsink") == 0)
-          g_object_set(sink, "drop", gboolean(drop), nullptr);
+        auto *watch = static_cast<SinkWatch *>(g_object_get_data(G_OBJECT(sink), kSinkWatchKey));
+        if (watch) {
+          const guint64 taken = watch->taken.load();
+          if (watch->dropping) {
+            g_object_set(sink, "drop", FALSE, nullptr);
+            watch->dropping = false;
+          } else if (taken == watch->last && !some_client_behind && queue_before_holds_data(sink)) {
+            GST_INFO("waking rtsp-server's sender to TCP viewers (%s took nothing for a second)",
+                     GST_OBJECT_NAME(sink));
+            g_object_set(sink, "drop", TRUE, nullptr);
+            watch->dropping = true;
+          }
+          watch->last = taken;
+        }
         g_value_reset(&item);
       }
       g_value_unset(&item);
@@ -1426,16 +1475,20 @@ void wake_tcp_senders(Shared *shared, bool drop) {
 struct StallCheck {
   GstRTSPServer *server;  // not a reference: the timer goes before the server
   SharedPtr shared;
+  bool some_client_behind = false;  // this tick: a connection had data waiting, or cannot say
 };
 
 GstRTSPFilterResult find_stalled_client(GstRTSPServer *, GstRTSPClient *client, gpointer data) {
-  const auto *check = static_cast<const StallCheck *>(data);
+  auto *check = static_cast<StallCheck *>(data);
   GstRTSPConnection *connection = gst_rtsp_client_get_connection(client);
   GSocket *socket = connection ? gst_rtsp_connection_get_write_socket(connection) : nullptr;
   guint64 acked = 0;
   bool queued = false;
-  if (!socket || !tcp_progress(g_socket_get_fd(socket), &acked, &queued))
+  if (!socket || !tcp_progress(g_socket_get_fd(socket), &acked, &queued)) {
+    check->some_client_behind = true;  // (cannot say)
     return GST_RTSP_FILTER_KEEP;
+  }
+  if (queued) check->some_client_behind = true;
   auto *watch = static_cast<StallWatch *>(g_object_get_data(G_OBJECT(client), kStallWatchKey));
   if (!watch) {
     watch = new StallWatch();
@@ -1443,7 +1496,6 @@ GstRTSPFilterResult find_stalled_client(GstRTSPServer *, GstRTSPClient *client, 
                            [](gpointer p) { delete static_cast<StallWatch *>(p); });
   }
   const gint64 now = g_get_monotonic_time();
-  watch->queued = queued;
   if (!watch->seen || !queued || acked != watch->acked) {
     watch->seen = true;
     watch->acked = acked;
@@ -1457,10 +1509,10 @@ GstRTSPFilterResult find_stalled_client(GstRTSPServer *, GstRTSPClient *client, 
 }
 
 // Every second: clients that take no data are closed, and rtsp-server's
-// senders to TCP viewers are woken after a client whose connection had data
-// waiting went (on_client_closed()).
+// senders to TCP viewers are woken where they sleep with packets waiting.
 gboolean watch_clients(gpointer data) {
   auto *check = static_cast<StallCheck *>(data);
+  check->some_client_behind = false;
   GList *stalled = gst_rtsp_server_client_filter(check->server, find_stalled_client, data);
   for (GList *l = stalled; l; l = l->next) {
     auto *client = GST_RTSP_CLIENT(l->data);
@@ -1474,14 +1526,8 @@ gboolean watch_clients(gpointer data) {
     }
     gst_rtsp_client_close(client);
   }
-  if (stalled) check->shared->wake_ticks = 2;
   g_list_free_full(stalled, g_object_unref);
-  // The two ticks after a client went: drop, then not.
-  int ticks = check->shared->wake_ticks.load();
-  if (ticks > 0) {
-    check->shared->wake_ticks = --ticks;
-    wake_tcp_senders(check->shared.get(), ticks % 2 == 1);
-  }
+  wake_stuck_senders(check->shared.get(), check->some_client_behind);
   return G_SOURCE_CONTINUE;
 }
 

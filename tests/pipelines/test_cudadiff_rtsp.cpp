@@ -1078,6 +1078,9 @@ cudadiff_server::Options fast_stream() {
 // by the stream's rate, after about a minute the UDP viewer froze, and a
 // later TCP viewer got nothing.)
 TEST(DiffRtsp, AViewerOverTcpThatStopsReadingIsDisconnected) {
+#if !defined(__linux__)
+  GTEST_SKIP() << "the server sees a stalled connection from Linux's TCP_INFO only";
+#endif
   cudadiff_server::Options o = fast_stream();
   o.stalled_client_timeout_s = 2;
   TestServer server(o);
