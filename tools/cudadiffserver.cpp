@@ -1188,25 +1188,33 @@ constexpr guint kSenderQueueBytes = 32u << 20;
 // What an appsink of rtsp-server's sender to TCP viewers has taken, for
 // wake_stuck_senders().
 struct SinkWatch {
-  std::atomic<guint64> taken{0};  // buffers and lists that reached it
-  guint64 last = 0;               // `taken` at the last tick (server's thread only)
-  bool dropping = false;          // "drop" set for this tick (server's thread only)
+  std::atomic<guint64> taken{0};    // buffers and lists that reached it
+  std::atomic<bool> undrop{false};  // the next buffer sets "drop" back (wake_stuck_senders())
+  guint64 last = 0;                 // `taken` at the last tick (server's thread only)
+  guint64 tick = 0;                 // the last tick that looked at it (server's thread only)
+  bool woke = false;                // "drop" set at that tick (server's thread only)
 };
 constexpr const char *kSinkWatchKey = "cudadiff-sink-watch";
 
 void watch_appsink(GstElement *appsink) {
-  auto *watch = new SinkWatch();
-  g_object_set_data_full(G_OBJECT(appsink), kSinkWatchKey, watch,
-                         [](gpointer p) { delete static_cast<SinkWatch *>(p); });
+  if (g_object_get_data(G_OBJECT(appsink), kSinkWatchKey)) return;
   GstPad *pad = gst_element_get_static_pad(appsink, "sink");
   if (!pad) return;
+  auto *watch = new SinkWatch();
   gst_pad_add_probe(
       pad, GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_BUFFER_LIST),
-      [](GstPad *, GstPadProbeInfo *, gpointer data) {
-        static_cast<SinkWatch *>(data)->taken++;
+      [](GstPad *pad, GstPadProbeInfo *, gpointer data) {
+        auto *watch = static_cast<SinkWatch *>(data);
+        watch->taken++;
+        // (In the streaming thread, before the appsink sees the buffer.)
+        if (watch->undrop.exchange(false))
+          g_object_set(GST_PAD_PARENT(pad), "drop", FALSE, nullptr);
         return GST_PAD_PROBE_OK;
       },
       watch, nullptr);
+  // (The probe goes with the pad, before the appsink's data goes.)
+  g_object_set_data_full(G_OBJECT(appsink), kSinkWatchKey, watch,
+                         [](gpointer p) { delete static_cast<SinkWatch *>(p); });
   gst_object_unref(pad);
 }
 
@@ -1400,6 +1408,17 @@ bool tcp_progress(int fd, guint64 *acked, bool *queued) {
 #endif
 }
 
+// Whether a buffer is on its way into `sink` now (its render waits): its
+// pad's stream lock is held while it is.
+bool push_in_progress(GstElement *sink) {
+  GstPad *pad = gst_element_get_static_pad(sink, "sink");
+  if (!pad) return false;
+  const bool busy = !GST_PAD_STREAM_TRYLOCK(pad);
+  if (!busy) GST_PAD_STREAM_UNLOCK(pad);
+  gst_object_unref(pad);
+  return busy;
+}
+
 // rtsp-server's thread that hands packets to the TCP viewers (one per
 // stream) handles one packet each time it wakes, the RTCP appsink's before
 // the RTP appsink's (each holds one packet), and wakes when an appsink takes
@@ -1409,31 +1428,21 @@ bool tcp_progress(int fd, guint64 *acked, bool *queued) {
 // thread, and each time it handled the RTCP packet and slept again
 // (GStreamer 1.22): the RTP packets of every TCP viewer, later ones too,
 // piled up in the queue before the appsink (measured: +0.6 MB/s for a
-// 640x480 stream at threshold 0, long after the viewer was closed). (The
-// same sleep may follow an RTP and an RTCP packet that come together: in a
-// run of 100 s it was woken 1 s after the viewer was closed and once more
-// 11 s later, with no TCP viewer.) So an appsink that took nothing for a whole tick while the
-// queue before it holds packets and no client's connection has data waiting
-// (no TCP viewer is behind: the thread is asleep, not held back) drops its
-// oldest packet instead of waiting, for one tick: the queue empties into it,
-// and each packet that comes wakes the thread, which takes the RTP packets
-// again. Where a connection's queue cannot be read (not Linux), only with no
-// client at all.
-bool queue_before_holds_data(GstElement *sink) {
-  GstPad *pad = gst_element_get_static_pad(sink, "sink");
-  GstPad *peer = pad ? gst_pad_get_peer(pad) : nullptr;
-  GstElement *queue = peer ? gst_pad_get_parent_element(peer) : nullptr;
-  guint buffers = 0;
-  GstElementFactory *factory = queue ? gst_element_get_factory(queue) : nullptr;
-  if (factory && g_strcmp0(GST_OBJECT_NAME(factory), "queue") == 0)
-    g_object_get(queue, "current-level-buffers", &buffers, nullptr);
-  if (queue) gst_object_unref(queue);
-  if (peer) gst_object_unref(peer);
-  if (pad) gst_object_unref(pad);
-  return buffers > 0;
-}
-
-void wake_stuck_senders(Shared *shared, bool some_client_behind) {
+// 640x480 stream at threshold 0, long after the viewer was closed). The
+// same sleep may follow an RTP and an RTCP packet that come together: with
+// no TCP viewer left, the thread was found asleep again 1 and 2 s, and 1, 3
+// and 9 s, after the viewer was closed, in two runs.
+//
+// So an appsink (of a playing media) that took nothing for a whole tick
+// while a buffer waits to go in, with no client's connection holding data
+// (no TCP viewer is behind: the thread is asleep, not held back), drops the
+// packet it holds for the waiting one: "drop" is set, which lets the
+// waiting render go on, and the next buffer's probe sets it back (the tick
+// after, at the latest). The packet dropped was waiting for no viewer; the
+// new one wakes the thread, which takes the RTP packets again. Where a
+// connection's queue cannot be read (not Linux), only with no client at
+// all.
+void wake_stuck_senders(Shared *shared, bool some_client_behind, guint64 tick) {
   std::vector<GstRTSPMedia *> medias;
   {
     std::lock_guard<std::mutex> lock(shared->mutex);
@@ -1445,23 +1454,44 @@ void wake_stuck_senders(Shared *shared, bool some_client_behind) {
     if (pipeline && GST_IS_BIN(pipeline)) {
       GstIterator *it = gst_bin_iterate_sinks(GST_BIN(pipeline));
       GValue item = G_VALUE_INIT;
-      while (gst_iterator_next(it, &item) == GST_ITERATOR_OK) {
-        GstElement *sink = GST_ELEMENT(g_value_get_object(&item));
-        auto *watch = static_cast<SinkWatch *>(g_object_get_data(G_OBJECT(sink), kSinkWatchKey));
-        if (watch) {
-          const guint64 taken = watch->taken.load();
-          if (watch->dropping) {
-            g_object_set(sink, "drop", FALSE, nullptr);
-            watch->dropping = false;
-          } else if (taken == watch->last && !some_client_behind && queue_before_holds_data(sink)) {
-            GST_INFO("waking rtsp-server's sender to TCP viewers (%s took nothing for a second)",
-                     GST_OBJECT_NAME(sink));
-            g_object_set(sink, "drop", TRUE, nullptr);
-            watch->dropping = true;
+      for (bool done = false; !done;) {
+        switch (gst_iterator_next(it, &item)) {
+          case GST_ITERATOR_OK: {
+            GstElement *sink = GST_ELEMENT(g_value_get_object(&item));
+            auto *watch =
+                static_cast<SinkWatch *>(g_object_get_data(G_OBJECT(sink), kSinkWatchKey));
+            if (watch && watch->tick != tick) {
+              watch->tick = tick;
+              const guint64 taken = watch->taken.load();
+              GstState state = GST_STATE_VOID_PENDING, pending = GST_STATE_VOID_PENDING;
+              gst_element_get_state(sink, &state, &pending, 0);
+              if (watch->woke) {
+                // (Where no buffer came since, or one came before "drop" was set.)
+                watch->undrop = false;
+                g_object_set(sink, "drop", FALSE, nullptr);
+                watch->woke = false;
+              } else if (taken == watch->last && !some_client_behind &&
+                         state == GST_STATE_PLAYING && pending == GST_STATE_VOID_PENDING &&
+                         push_in_progress(sink)) {
+                GST_INFO(
+                    "waking rtsp-server's sender to TCP viewers (%s took nothing for a "
+                    "second)",
+                    GST_OBJECT_NAME(sink));
+                watch->undrop = true;
+                watch->woke = true;
+                g_object_set(sink, "drop", TRUE, nullptr);
+              }
+              watch->last = taken;
+            }
+            g_value_reset(&item);
+            break;
           }
-          watch->last = taken;
+          case GST_ITERATOR_RESYNC:
+            gst_iterator_resync(it);
+            break;
+          default:
+            done = true;
         }
-        g_value_reset(&item);
       }
       g_value_unset(&item);
       gst_iterator_free(it);
@@ -1476,6 +1506,7 @@ struct StallCheck {
   GstRTSPServer *server;  // not a reference: the timer goes before the server
   SharedPtr shared;
   bool some_client_behind = false;  // this tick: a connection had data waiting, or cannot say
+  guint64 ticks = 0;
 };
 
 GstRTSPFilterResult find_stalled_client(GstRTSPServer *, GstRTSPClient *client, gpointer data) {
@@ -1527,7 +1558,7 @@ gboolean watch_clients(gpointer data) {
     gst_rtsp_client_close(client);
   }
   g_list_free_full(stalled, g_object_unref);
-  wake_stuck_senders(check->shared.get(), check->some_client_behind);
+  wake_stuck_senders(check->shared.get(), check->some_client_behind, ++check->ticks);
   return G_SOURCE_CONTINUE;
 }
 
