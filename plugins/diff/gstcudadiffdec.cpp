@@ -18,7 +18,10 @@
  * (GstVideoDecoder's property, 300 ms by default here). Untimed input (a
  * byte stream) gets the sender's timestamps, shifted so that the first frame
  * shown is at 0; every output buffer carries the sender's timestamp as a
- * GstReferenceTimestampMeta with caps timestamp/x-cudadiff-sender.
+ * GstReferenceTimestampMeta with caps timestamp/x-cudadiff-sender. A decoder
+ * slower than the stream (downstream's QoS says its frames would be more than
+ * max-lateness late) drops deltas undecoded until the next keyframe and asks
+ * for one, so that a viewer keeps up with the live edge.
  *
  * ## Example launch line
  * |[
@@ -59,6 +62,7 @@ enum {
   PROP_STATS,
   PROP_FRAME_OVERLAP,
   PROP_MAX_PIXELS,
+  PROP_MAX_LATENESS,
   PROP_BACKEND,
   PROP_DEVICE_ID,
   PROP_ACTIVE_BACKEND
@@ -76,6 +80,11 @@ enum {
 // this would only make more keyframes.
 #define DEFAULT_MIN_FORCE_KEY_UNIT_INTERVAL (300 * GST_MSECOND)
 
+// How late (downstream's QoS) a frame may be before the decoder skips to
+// the next keyframe: a viewer whose decoding is slower than the stream
+// returns to the live edge instead of falling ever further behind.
+#define DEFAULT_MAX_LATENESS (gint64(GST_SECOND))
+
 #define SRC_FORMATS                                                                       \
   "{ BGR, RGB, BGRx, RGBx, xBGR, xRGB, BGRA, RGBA, ABGR, ARGB, GRAY8, I420, YV12, NV12, " \
   "NV21, YUY2, UYVY, Y444, Y42B }"
@@ -90,6 +99,20 @@ struct DecStats {
   guint64 dropped_packets = 0;  // not decoded: damaged, out of sequence, repeated, no keyframe yet
   guint64 skipped_bytes = 0;    // bytes that were not part of a valid packet
   guint64 losses = 0;           // warnings posted (one per loss)
+  guint64 late_skips = 0;       // skips to the next keyframe for max-lateness
+};
+
+// Downstream's last QoS report that counts (under the object lock): the
+// running time of the frame it is about, how late the sink found it, and
+// the element's running time when it came. Reports about frames before
+// `from` are ignored: after a skip, those still queued downstream, whose
+// lateness the skip has already answered (GST_CLOCK_TIME_NONE: all of
+// them until the keyframe that ends the skip).
+struct QosReport {
+  GstClockTime timestamp = GST_CLOCK_TIME_NONE;  // none: no report
+  GstClockTimeDiff jitter = 0;
+  GstClockTime received = GST_CLOCK_TIME_NONE;
+  GstClockTime from = 0;
 };
 
 // A GstAdapter as the parser's byte queue.
@@ -146,7 +169,10 @@ struct DecState {
   cudadiff::VideoFormat format = cudadiff::VideoFormat::Unknown;
   uint32_t width = 0, height = 0, fps_n = 0, fps_d = 1;
   size_t frame_bytes = 0;
-  bool synced = false;   // the reference is valid: a keyframe and every packet since
+  bool synced = false;  // the reference is valid: a keyframe and every packet since
+  // Skipping to a keyframe for max-lateness (skip_when_late()): the next
+  // keyframe decoded ends it.
+  bool late_skip = false;
   bool in_loss = false;  // a warning was posted since the last decoded packet
   // A frame was dropped (lost, damaged, or before the first keyframe) since
   // the last frame pushed: the next one is flagged DISCONT.
@@ -208,6 +234,7 @@ struct DecState {
     parsed = 0;
     refused_until = 0;
     synced = false;
+    late_skip = false;
     in_loss = false;
     discont = false;
     new_segment = false;
@@ -234,8 +261,10 @@ struct _GstCudaDiffDec {
   GstCudaDiffBackend backend;  // under the object lock
   gint device_id;
   GstCudaDiffFrameOverlap frame_overlap;
-  guint64 max_pixels;  // largest keyframe (width x height) decoded; 0: no limit
-  DecStats stats;      // under the object lock
+  guint64 max_pixels;   // largest keyframe (width x height) decoded; 0: no limit
+  gint64 max_lateness;  // ns; -1: never skip (under the object lock)
+  QosReport qos;        // under the object lock
+  DecStats stats;       // under the object lock
   DecState *state;
 };
 
@@ -253,7 +282,8 @@ static GstStructure *stats_structure(GstCudaDiffDec *self) {
                            G_TYPE_UINT64, s.keyframes, "frames-out", G_TYPE_UINT64, s.frames_out,
                            "bytes-in", G_TYPE_UINT64, s.bytes_in, "dropped-packets", G_TYPE_UINT64,
                            s.dropped_packets, "skipped-bytes", G_TYPE_UINT64, s.skipped_bytes,
-                           "losses", G_TYPE_UINT64, s.losses, nullptr);
+                           "losses", G_TYPE_UINT64, s.losses, "late-skips", G_TYPE_UINT64,
+                           s.late_skips, nullptr);
 }
 
 static void gst_cudadiff_dec_set_property(GObject *object, guint prop_id, const GValue *value,
@@ -272,6 +302,9 @@ static void gst_cudadiff_dec_set_property(GObject *object, guint prop_id, const 
       break;
     case PROP_MAX_PIXELS:
       self->max_pixels = g_value_get_uint64(value);
+      break;
+    case PROP_MAX_LATENESS:
+      self->max_lateness = g_value_get_int64(value);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
@@ -302,6 +335,9 @@ static void gst_cudadiff_dec_get_property(GObject *object, guint prop_id, GValue
       break;
     case PROP_MAX_PIXELS:
       g_value_set_uint64(value, self->max_pixels);
+      break;
+    case PROP_MAX_LATENESS:
+      g_value_set_int64(value, self->max_lateness);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
@@ -375,6 +411,7 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
   auto *self = GST_CUDADIFF_DEC(decoder);
   GST_OBJECT_LOCK(self);
   self->stats = DecStats();
+  self->qos = QosReport();
   GST_OBJECT_UNLOCK(self);
   DecState *st = self->state;
   st->drop_codec();
@@ -429,6 +466,9 @@ static gboolean gst_cudadiff_dec_flush(GstVideoDecoder *decoder) {
   discard_pending(self);
   self->state->held_flow = GST_FLOW_OK;
   self->state->reset_stream();
+  GST_OBJECT_LOCK(self);
+  self->qos = QosReport();  // (as GstVideoDecoder forgets its own)
+  GST_OBJECT_UNLOCK(self);
   return TRUE;
 }
 
@@ -1107,6 +1147,90 @@ static void discard_pending(GstCudaDiffDec *self) {
 // frames leave in order).
 static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *frame);
 
+// Downstream's QoS reports (a sink with sync=true qos=true: video sinks
+// are) are kept for skip_when_late(), then handled by GstVideoDecoder as
+// usual (it drops decoded frames that would arrive late). Throttle reports
+// say nothing of lateness.
+static gboolean gst_cudadiff_dec_src_event(GstVideoDecoder *decoder, GstEvent *event) {
+  if (GST_EVENT_TYPE(event) == GST_EVENT_QOS) {
+    auto *self = GST_CUDADIFF_DEC(decoder);
+    GstQOSType type = GST_QOS_TYPE_UNDERFLOW;
+    gdouble proportion = 1.0;
+    GstClockTimeDiff jitter = 0;
+    GstClockTime timestamp = GST_CLOCK_TIME_NONE;
+    gst_event_parse_qos(event, &type, &proportion, &jitter, &timestamp);
+    gboolean qos = TRUE;
+    g_object_get(self, "qos", &qos, nullptr);  // GstVideoDecoder's
+    const GstClockTime now = gst_element_get_current_running_time(GST_ELEMENT(self));
+    if (qos && type != GST_QOS_TYPE_THROTTLE && GST_CLOCK_TIME_IS_VALID(timestamp) &&
+        GST_CLOCK_TIME_IS_VALID(now)) {
+      GST_OBJECT_LOCK(self);
+      if (GST_CLOCK_TIME_IS_VALID(self->qos.from) && timestamp >= self->qos.from) {
+        self->qos.timestamp = timestamp;
+        self->qos.jitter = jitter;
+        self->qos.received = now;
+      }
+      GST_OBJECT_UNLOCK(self);
+    }
+  }
+  return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->src_event(decoder, event);
+}
+
+// A decoded frame (its output time set) that downstream would get more
+// than max-lateness late: the deltas after it are dropped undecoded until
+// the next keyframe (asked for upstream, as after a loss), so that a
+// viewer whose decoding is slower than the stream catches up with it
+// instead of falling ever further behind (GstVideoDecoder alone drops
+// frames after decoding them, which saves no decoding). The frame's
+// lateness is extrapolated from the sink's last report: that frame's
+// lateness, plus the time since the report, less the stream time between
+// the two frames. Without a report (no syncing sink with QoS, a file
+// decoded as fast as it can) nothing is skipped.
+static void skip_when_late(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
+                           const stream::PacketHeader &h) {
+  DecState *st = self->state;
+  auto *decoder = GST_VIDEO_DECODER(self);
+  // (the output segment is upstream's until GstVideoDecoder sends it on
+  // with the first frame; a byte stream's is made a time segment)
+  const GstSegment *segment = decoder->output_segment.format == GST_FORMAT_TIME
+                                  ? &decoder->output_segment
+                                  : &decoder->input_segment;
+  const GstClockTime rt = GST_CLOCK_TIME_IS_VALID(frame->pts) && segment->format == GST_FORMAT_TIME
+                              ? gst_segment_to_running_time(segment, GST_FORMAT_TIME, frame->pts)
+                              : GST_CLOCK_TIME_NONE;
+  if (st->late_skip && h.keyframe()) {
+    // The keyframe that ends a skip: reports about it and later frames count again.
+    st->late_skip = false;
+    GST_OBJECT_LOCK(self);
+    self->qos.from = GST_CLOCK_TIME_IS_VALID(rt) ? rt : 0;
+    GST_OBJECT_UNLOCK(self);
+  }
+  if (!GST_CLOCK_TIME_IS_VALID(rt)) return;
+  GST_OBJECT_LOCK(self);
+  const gint64 max_lateness = self->max_lateness;
+  const QosReport q = self->qos;
+  GST_OBJECT_UNLOCK(self);
+  if (max_lateness < 0 || !GST_CLOCK_TIME_IS_VALID(q.timestamp)) return;
+  const GstClockTime now = gst_element_get_current_running_time(GST_ELEMENT(self));
+  if (!GST_CLOCK_TIME_IS_VALID(now)) return;
+  const GstClockTimeDiff late =
+      q.jitter + GST_CLOCK_DIFF(q.received, now) - GST_CLOCK_DIFF(q.timestamp, rt);
+  if (late <= max_lateness) return;
+  GST_INFO_OBJECT(self,
+                  "frame %" G_GUINT64_FORMAT " would be %" GST_STIME_FORMAT
+                  " late (max-lateness %" GST_STIME_FORMAT
+                  "): the deltas after it are dropped until the next keyframe",
+                  h.frame_number, GST_STIME_ARGS(late), GST_STIME_ARGS(max_lateness));
+  st->synced = false;
+  st->late_skip = true;
+  GST_OBJECT_LOCK(self);
+  self->stats.late_skips++;
+  self->qos.timestamp = GST_CLOCK_TIME_NONE;
+  self->qos.from = GST_CLOCK_TIME_NONE;
+  GST_OBJECT_UNLOCK(self);
+  request_keyframe(self, frame);
+}
+
 static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
                                                    GstVideoCodecFrame *frame) {
   auto *self = GST_CUDADIFF_DEC(decoder);
@@ -1229,6 +1353,7 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
   st->last_header_crc = header_crc;
   st->have_last = true;
   set_timestamps(self, frame, h);
+  skip_when_late(self, frame, h);
   DecState::Pending p;
   p.frame = frame;
   p.sender_pts = h.pts;
@@ -1390,7 +1515,7 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
           "Counters since start (read-only, guint64 fields): packets, keyframes, "
           "frames-out, bytes-in, dropped-packets (damaged, out of sequence, "
           "repeated, or before a keyframe), skipped-bytes (not part of a valid packet), "
-          "losses (warnings posted)",
+          "losses (warnings posted), late-skips (skips to a keyframe for max-lateness)",
           GST_TYPE_STRUCTURE, static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
   g_object_class_install_property(
       gobject_class, PROP_FRAME_OVERLAP,
@@ -1420,6 +1545,22 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
           "could otherwise make the decoder take gigabytes). 0 = no limit but the stream "
           "format's 1 GiB per frame. Changeable while playing. Default: 35389440 (8192x4320)",
           0, G_MAXUINT64, DEFAULT_MAX_PIXELS,
+          static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                                   GST_PARAM_MUTABLE_PLAYING)));
+  g_object_class_install_property(
+      gobject_class, PROP_MAX_LATENESS,
+      g_param_spec_int64(
+          "max-lateness", "Maximum lateness",
+          "When downstream's QoS (a sink with sync=true qos=true, as video sinks are) says "
+          "that a decoded frame will be later than this (ns), the deltas after it are dropped "
+          "without decoding until the next keyframe, and one is asked for upstream (a "
+          "force-key-unit event, which rtpbin sends to the sender as RTCP PLI/FIR): a viewer "
+          "whose decoder is slower than the stream shows a keyframe at the live edge now and "
+          "then instead of falling ever further behind (GstVideoDecoder's qos only drops "
+          "frames after decoding them). The picture stays right: no delta is applied without "
+          "its predecessors. Without QoS reports (no syncing sink, qos=false) nothing is "
+          "skipped. -1 = never. Changeable while playing. Default: 1000000000 (1 s)",
+          -1, G_MAXINT64, DEFAULT_MAX_LATENESS,
           static_cast<GParamFlags>(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
                                    GST_PARAM_MUTABLE_PLAYING)));
   gst_cudadiff_install_backend_properties(gobject_class, PROP_BACKEND, PROP_DEVICE_ID,
@@ -1454,6 +1595,7 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
   decoder_class->src_query = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_src_query);
   decoder_class->sink_query = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_sink_query);
   decoder_class->sink_event = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_sink_event);
+  decoder_class->src_event = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_src_event);
   element_class->set_context = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_set_context);
   element_class->change_state = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_change_state);
 }
@@ -1463,6 +1605,7 @@ static void gst_cudadiff_dec_init(GstCudaDiffDec *self) {
   self->device_id = GST_CUDADIFF_DEFAULT_DEVICE_ID;
   self->frame_overlap = DEFAULT_FRAME_OVERLAP;
   self->max_pixels = DEFAULT_MAX_PIXELS;
+  self->max_lateness = DEFAULT_MAX_LATENESS;
   self->state = new DecState();
   // The parse vfunc splits the input into packets, whatever its buffers are.
   gst_video_decoder_set_packetized(GST_VIDEO_DECODER(self), FALSE);

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -290,4 +291,127 @@ TEST(CudaDiffKeyframeRequest, PacketLossEventsShareTheInterval) {
   }
   for (GstBuffer *b : p) gst_buffer_unref(b);
   gst_caps_unref(caps);
+}
+
+// max-lateness: a decoder slower than the stream. A syncing sink's QoS
+// report says how late the frame it rendered was; the decoder extrapolates
+// that to the frame it has just decoded (the report's lateness, plus the
+// clock's time since the report, less the stream time between the two
+// frames). Over max-lateness, the deltas after that frame are dropped
+// undecoded until the next keyframe, which is asked for. Reports about
+// frames before that keyframe (still queued downstream when the decoder
+// skipped) are ignored.
+namespace {
+
+GstEvent *qos_report(GstClockTime frame_time, GstClockTimeDiff late) {
+  // (early by at most the frame's time, as GstEvent requires)
+  late = std::max(late, -GstClockTimeDiff(frame_time));
+  return gst_event_new_qos(GST_QOS_TYPE_UNDERFLOW, 1.0, late, frame_time);
+}
+
+struct LateViewer {
+  GstHarness *h;
+  std::vector<GstBuffer *> p;
+  LateViewer(GstCaps *caps, std::vector<GstBuffer *> packets)
+      : h(decoder(caps, 300 * GST_MSECOND)), p(std::move(packets)) {
+    gst_harness_use_testclock(h);  // running time = the test clock's time
+  }
+  GstClockTime at(int i) const { return GST_BUFFER_PTS(p[size_t(i)]); }
+  // Packet i decoded at running time `now`, then the sink's report on it.
+  void feed(int i, GstClockTime now, GstClockTimeDiff late) {
+    gst_harness_set_time(h, now);
+    push(h, p[size_t(i)]);
+    report(i, late);
+  }
+  void report(int i, GstClockTimeDiff late) {
+    EXPECT_TRUE(gst_harness_push_upstream_event(h, qos_report(at(i), late)));
+  }
+  ~LateViewer() {
+    gst_harness_teardown(h);
+    for (GstBuffer *b : p) gst_buffer_unref(b);
+  }
+};
+
+void expect_stats(GstElement *dec, guint64 keyframes, guint64 frames_out, guint64 dropped,
+                  guint64 late_skips) {
+  GstStructure *stats = stats_of(dec);
+  EXPECT_EQ(stat(stats, "keyframes"), keyframes);
+  EXPECT_EQ(stat(stats, "frames-out"), frames_out);
+  EXPECT_EQ(stat(stats, "dropped-packets"), dropped);
+  EXPECT_EQ(stat(stats, "late-skips"), late_skips);
+  gst_structure_free(stats);
+}
+
+}  // namespace
+
+TEST(CudaDiffMaxLateness, DefaultIsOneSecond) {
+  GstElement *dec = gst_element_factory_make("cudadiffdec", nullptr);
+  gint64 max_lateness = 0;
+  g_object_get(dec, "max-lateness", &max_lateness, nullptr);
+  EXPECT_EQ(max_lateness, gint64(GST_SECOND));
+  gst_object_unref(dec);
+}
+
+TEST(CudaDiffMaxLateness, ADecoderFarBehindSkipsToTheNextKeyframe) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    GstCaps *caps = nullptr;
+    std::vector<GstBuffer *> p =
+        packets(30, "keyframe-interval=12 stream-version=" + std::to_string(version), &caps);
+    LateViewer v(caps, std::move(p));
+    ASSERT_EQ(v.p.size(), 30u);
+    keyframe_requests(v.h);
+    // Frames 0..5 on time.
+    for (int i = 0; i <= 5; ++i) v.feed(i, v.at(i), -5 * GST_MSECOND);
+    EXPECT_EQ(keyframe_requests(v.h), 0);
+    // Frame 5 was rendered 1.5 s late; frame 6, decoded one frame interval
+    // later, would be as late: it is shown (decoded), the deltas after it
+    // are not, and a keyframe is asked for.
+    v.report(5, 1500 * GST_MSECOND);
+    v.feed(6, v.at(6), 1500 * GST_MSECOND);
+    EXPECT_EQ(keyframe_requests(v.h), 1) << "the skip asks for a keyframe";
+    v.report(5, 2 * GST_SECOND);  // (a frame still queued downstream: ignored)
+    for (int i = 7; i <= 11; ++i) v.feed(i, v.at(i), 2 * GST_SECOND);
+    EXPECT_EQ(keyframe_requests(v.h), 0) << "one request per 300 ms";
+    expect_stats(v.h->element, 1, 7, 5, 1);
+    // Keyframe 12 ends the skip; a late report about frame 6 (before it) is ignored.
+    v.feed(12, v.at(12), -5 * GST_MSECOND);
+    v.report(6, 3 * GST_SECOND);
+    for (int i = 13; i <= 17; ++i) v.feed(i, v.at(i), 900 * GST_MSECOND);
+    EXPECT_EQ(keyframe_requests(v.h), 0) << "0.9 s late: within max-lateness";
+    expect_stats(v.h->element, 2, 13, 5, 1);
+    // Frame 17 was 0.9 s late; frame 18 is decoded 200 ms later than its
+    // time (the decoder fell further behind): 1.1 s, a skip.
+    v.feed(18, v.at(18) + 200 * GST_MSECOND, 0);
+    EXPECT_EQ(keyframe_requests(v.h), 1);
+    for (int i = 19; i <= 29; ++i) v.feed(i, v.at(i) + 200 * GST_MSECOND, 0);
+    EXPECT_EQ(keyframe_requests(v.h), 0);
+    expect_stats(v.h->element, 3, 14 + 6, 5 + 5, 2);
+    gst_caps_unref(caps);
+  }
+}
+
+// The same reports with max-lateness=-1, with GstVideoDecoder's qos=false,
+// or a decoder behind the clock without any report (no syncing sink): every
+// packet is decoded.
+TEST(CudaDiffMaxLateness, NeverWithoutReportsOrWhenTurnedOff) {
+  for (const char *setting : {"max-lateness=-1", "qos=false", "no reports"}) {
+    SCOPED_TRACE(setting);
+    GstCaps *caps = nullptr;
+    std::vector<GstBuffer *> p = packets(24, "keyframe-interval=12 stream-version=2", &caps);
+    LateViewer v(caps, std::move(p));
+    ASSERT_EQ(v.p.size(), 24u);
+    const std::string s = setting;
+    if (s == "max-lateness=-1") g_object_set(v.h->element, "max-lateness", gint64(-1), nullptr);
+    if (s == "qos=false") g_object_set(v.h->element, "qos", FALSE, nullptr);
+    keyframe_requests(v.h);
+    for (int i = 0; i < 24; ++i) {
+      gst_harness_set_time(v.h, v.at(i) + 3 * GST_SECOND);
+      push(v.h, v.p[size_t(i)]);
+      if (s != "no reports") v.report(i, 3 * GST_SECOND);
+    }
+    EXPECT_EQ(keyframe_requests(v.h), 0);
+    expect_stats(v.h->element, 2, 24, 0, 0);
+    gst_caps_unref(caps);
+  }
 }
