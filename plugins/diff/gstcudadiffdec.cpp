@@ -84,6 +84,8 @@ enum {
 // the next keyframe: a viewer whose decoding is slower than the stream
 // returns to the live edge instead of falling ever further behind.
 #define DEFAULT_MAX_LATENESS (gint64(GST_SECOND))
+// Downstream's QoS jitter is taken within +-100 days.
+static constexpr GstClockTimeDiff kMaxQosJitter = 100LL * 24 * 3600 * GST_SECOND;
 
 #define SRC_FORMATS                                                                       \
   "{ BGR, RGB, BGRx, RGBx, xBGR, xRGB, BGRA, RGBA, ABGR, ARGB, GRAY8, I420, YV12, NV12, " \
@@ -600,7 +602,8 @@ static std::string too_large(const stream::PacketHeader &h, guint64 max_pixels) 
          " pixels, more than max-pixels=" + std::to_string(max_pixels) + " (0: no limit)";
 }
 
-static void request_keyframe(GstCudaDiffDec *self, GstVideoCodecFrame *frame);
+static void request_keyframe(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
+                             bool by_clock = false);
 
 static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCodecFrame *frame,
                                             GstAdapter *adapter, gboolean at_eos) {
@@ -820,12 +823,17 @@ static GstFlowReturn configure_failed(GstCudaDiffDec *self) {
 // at most one per min-force-key-unit-interval of running time; untimed input
 // (a byte stream) is given the element's running time so that the limit
 // holds there too.
-static void request_keyframe(GstCudaDiffDec *self, GstVideoCodecFrame *frame) {
-  if (!GST_CLOCK_TIME_IS_VALID(frame->deadline))
+// `by_clock`: the interval counts in the element's running time whatever
+// the frame's time (a decoder skipping to a keyframe for max-lateness
+// drops a backlog of deltas much faster than their stream time passes).
+static void request_keyframe(GstCudaDiffDec *self, GstVideoCodecFrame *frame, bool by_clock) {
+  const GstClockTime deadline = frame->deadline;
+  if (by_clock || !GST_CLOCK_TIME_IS_VALID(frame->deadline))
     frame->deadline = gst_element_get_current_running_time(GST_ELEMENT(self));
   GST_DEBUG_OBJECT(self, "asking upstream for a keyframe");
   gst_video_decoder_request_sync_point(GST_VIDEO_DECODER(self), frame,
                                        static_cast<GstVideoDecoderRequestSyncPointFlags>(0));
+  if (by_clock) frame->deadline = deadline;
 }
 
 // A keyframe decoded (stats).
@@ -1149,8 +1157,13 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
 
 // Downstream's QoS reports (a sink with sync=true qos=true: video sinks
 // are) are kept for skip_when_late(), then handled by GstVideoDecoder as
-// usual (it drops decoded frames that would arrive late). Throttle reports
-// say nothing of lateness.
+// usual (it drops decoded frames that would arrive late). Reports that
+// skip_when_late() ignores (during a skip, and about frames from before
+// the keyframe that ended it: its lateness is answered) go upstream
+// without the base class, which would otherwise drop that keyframe and the
+// frames after it as late as those reports said. Throttle reports say
+// nothing of lateness; a report about a frame not yet due (one from before
+// a flushing seek, arriving after it) is ignored.
 static gboolean gst_cudadiff_dec_src_event(GstVideoDecoder *decoder, GstEvent *event) {
   if (GST_EVENT_TYPE(event) == GST_EVENT_QOS) {
     auto *self = GST_CUDADIFF_DEC(decoder);
@@ -1159,62 +1172,80 @@ static gboolean gst_cudadiff_dec_src_event(GstVideoDecoder *decoder, GstEvent *e
     GstClockTimeDiff jitter = 0;
     GstClockTime timestamp = GST_CLOCK_TIME_NONE;
     gst_event_parse_qos(event, &type, &proportion, &jitter, &timestamp);
-    gboolean qos = TRUE;
-    g_object_get(self, "qos", &qos, nullptr);  // GstVideoDecoder's
     const GstClockTime now = gst_element_get_current_running_time(GST_ELEMENT(self));
-    if (qos && type != GST_QOS_TYPE_THROTTLE && GST_CLOCK_TIME_IS_VALID(timestamp) &&
-        GST_CLOCK_TIME_IS_VALID(now)) {
+    bool answered = false;
+    if (type != GST_QOS_TYPE_THROTTLE && GST_CLOCK_TIME_IS_VALID(timestamp) &&
+        GST_CLOCK_TIME_IS_VALID(now) && timestamp <= now) {
       GST_OBJECT_LOCK(self);
       if (GST_CLOCK_TIME_IS_VALID(self->qos.from) && timestamp >= self->qos.from) {
         self->qos.timestamp = timestamp;
-        self->qos.jitter = jitter;
+        // (clamped: a crafted report must not overflow the estimate)
+        self->qos.jitter = CLAMP(jitter, -kMaxQosJitter, kMaxQosJitter);
         self->qos.received = now;
+      } else {
+        answered = true;
       }
       GST_OBJECT_UNLOCK(self);
+    }
+    if (answered) {
+      GST_LOG_OBJECT(self,
+                     "QoS report about %" GST_TIME_FORMAT
+                     " (before a skip's keyframe): "
+                     "sent upstream only",
+                     GST_TIME_ARGS(timestamp));
+      return gst_pad_push_event(GST_VIDEO_DECODER_SINK_PAD(decoder), event);
     }
   }
   return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->src_event(decoder, event);
 }
 
-// A decoded frame (its output time set) that downstream would get more
-// than max-lateness late: the deltas after it are dropped undecoded until
-// the next keyframe (asked for upstream, as after a loss), so that a
-// viewer whose decoding is slower than the stream catches up with it
-// instead of falling ever further behind (GstVideoDecoder alone drops
-// frames after decoding them, which saves no decoding). The frame's
-// lateness is extrapolated from the sink's last report: that frame's
-// lateness, plus the time since the report, less the stream time between
-// the two frames. Without a report (no syncing sink with QoS, a file
-// decoded as fast as it can) nothing is skipped.
+// A decoded frame (its time set) that downstream would get more than
+// max-lateness late: the deltas after it are dropped undecoded until the
+// next keyframe (asked for upstream, as after a loss), so that a viewer
+// whose decoding is slower than the stream catches up with it instead of
+// falling ever further behind (GstVideoDecoder alone drops frames after
+// decoding them, which saves no decoding). The frame's lateness is
+// extrapolated from the sink's last report: that frame's lateness, plus
+// the time since the report, less the stream time between the two frames
+// (plus the frame that frame-overlap holds). Without a report (no syncing
+// sink with QoS, a file decoded as fast as it can, qos=false) nothing is
+// skipped, nor in reverse playback or key-unit trick modes.
 static void skip_when_late(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
                            const stream::PacketHeader &h) {
   DecState *st = self->state;
   auto *decoder = GST_VIDEO_DECODER(self);
-  // (the output segment is upstream's until GstVideoDecoder sends it on
-  // with the first frame; a byte stream's is made a time segment)
-  const GstSegment *segment = decoder->output_segment.format == GST_FORMAT_TIME
-                                  ? &decoder->output_segment
-                                  : &decoder->input_segment;
+  // (frame times are in the input segment, as GstVideoDecoder's deadlines;
+  // a byte stream's is made a time segment; the output segment follows
+  // only when the base class pushes the next frame)
+  const GstSegment *segment = &decoder->input_segment;
   const GstClockTime rt = GST_CLOCK_TIME_IS_VALID(frame->pts) && segment->format == GST_FORMAT_TIME
                               ? gst_segment_to_running_time(segment, GST_FORMAT_TIME, frame->pts)
                               : GST_CLOCK_TIME_NONE;
   if (st->late_skip && h.keyframe()) {
-    // The keyframe that ends a skip: reports about it and later frames count again.
+    // The keyframe that ends a skip: reports about it and later frames
+    // count again (untimed, none: the estimate needs times).
     st->late_skip = false;
     GST_OBJECT_LOCK(self);
-    self->qos.from = GST_CLOCK_TIME_IS_VALID(rt) ? rt : 0;
+    self->qos.from = rt;
     GST_OBJECT_UNLOCK(self);
   }
-  if (!GST_CLOCK_TIME_IS_VALID(rt)) return;
+  if (!GST_CLOCK_TIME_IS_VALID(rt) || segment->rate < 0 ||
+      (segment->flags & GST_SEGMENT_FLAG_TRICKMODE_KEY_UNITS))
+    return;
   GST_OBJECT_LOCK(self);
   const gint64 max_lateness = self->max_lateness;
   const QosReport q = self->qos;
   GST_OBJECT_UNLOCK(self);
   if (max_lateness < 0 || !GST_CLOCK_TIME_IS_VALID(q.timestamp)) return;
+  gboolean qos = TRUE;
+  g_object_get(self, "qos", &qos, nullptr);  // GstVideoDecoder's (changeable while playing)
+  if (!qos) return;
   const GstClockTime now = gst_element_get_current_running_time(GST_ELEMENT(self));
   if (!GST_CLOCK_TIME_IS_VALID(now)) return;
-  const GstClockTimeDiff late =
+  GstClockTimeDiff late =
       q.jitter + GST_CLOCK_DIFF(q.received, now) - GST_CLOCK_DIFF(q.timestamp, rt);
+  if (st->overlap && GST_CLOCK_TIME_IS_VALID(frame->duration))
+    late += GstClockTimeDiff(frame->duration);  // it leaves with the next packet
   if (late <= max_lateness) return;
   GST_INFO_OBJECT(self,
                   "frame %" G_GUINT64_FORMAT " would be %" GST_STIME_FORMAT
@@ -1228,7 +1259,13 @@ static void skip_when_late(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
   self->qos.timestamp = GST_CLOCK_TIME_NONE;
   self->qos.from = GST_CLOCK_TIME_NONE;
   GST_OBJECT_UNLOCK(self);
-  request_keyframe(self, frame);
+  // GstVideoDecoder's own QoS keeps dropping frames until the time the
+  // last reports made it expect: it is told that this frame is due now,
+  // so that it lets through this frame and the keyframe that ends the skip
+  // (the report also goes upstream, as every QoS report does).
+  GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)
+      ->src_event(decoder, gst_event_new_qos(GST_QOS_TYPE_UNDERFLOW, 1.0, 0, rt));
+  request_keyframe(self, frame, true);
 }
 
 static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
@@ -1341,7 +1378,7 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
       self->stats.dropped_packets++;
       GST_OBJECT_UNLOCK(self);
     }
-    if (!st->synced && ret == GST_FLOW_OK) request_keyframe(self, frame);
+    if (!st->synced && ret == GST_FLOW_OK) request_keyframe(self, frame, st->late_skip);
     const GstFlowReturn flushed = finish_pending(self);
     if (ret == GST_FLOW_OK)
       drop_lost_frame(self, frame);

@@ -317,10 +317,20 @@ struct LateViewer {
     gst_harness_use_testclock(h);  // running time = the test clock's time
   }
   GstClockTime at(int i) const { return GST_BUFFER_PTS(p[size_t(i)]); }
+  // The frames that came out (by their packet's index), and those flagged DISCONT.
+  std::vector<int> shown, discont;
   // Packet i decoded at running time `now`, then the sink's report on it.
   void feed(int i, GstClockTime now, GstClockTimeDiff late) {
     gst_harness_set_time(h, now);
-    push(h, p[size_t(i)]);
+    ASSERT_EQ(gst_harness_push(h, gst_buffer_copy(p[size_t(i)])), GST_FLOW_OK);
+    while (GstBuffer *out = gst_harness_try_pull(h)) {
+      for (int k = 0; k < int(p.size()); ++k)
+        if (GST_BUFFER_PTS(out) == at(k)) {
+          shown.push_back(k);
+          if (GST_BUFFER_FLAG_IS_SET(out, GST_BUFFER_FLAG_DISCONT) && k > 0) discont.push_back(k);
+        }
+      gst_buffer_unref(out);
+    }
     report(i, late);
   }
   void report(int i, GstClockTimeDiff late) {
@@ -339,6 +349,7 @@ void expect_stats(GstElement *dec, guint64 keyframes, guint64 frames_out, guint6
   EXPECT_EQ(stat(stats, "frames-out"), frames_out);
   EXPECT_EQ(stat(stats, "dropped-packets"), dropped);
   EXPECT_EQ(stat(stats, "late-skips"), late_skips);
+  EXPECT_EQ(stat(stats, "losses"), 0u) << "a skip is no loss: no warning";
   gst_structure_free(stats);
 }
 
@@ -387,6 +398,18 @@ TEST(CudaDiffMaxLateness, ADecoderFarBehindSkipsToTheNextKeyframe) {
     for (int i = 19; i <= 29; ++i) v.feed(i, v.at(i) + 200 * GST_MSECOND, 0);
     EXPECT_EQ(keyframe_requests(v.h), 0);
     expect_stats(v.h->element, 3, 14 + 6, 5 + 5, 2);
+    // What came out: GstVideoDecoder's own QoS drops decoded frames that
+    // the reports make late (14 to 17 after frame 13's report of 0.9 s),
+    // but the frame of each skip and the keyframe that ends it come out:
+    // the late reports it had are replaced by one that makes the skip's
+    // frame due, and those that come during the skip, or about frames
+    // before its keyframe, go upstream without it.
+    EXPECT_EQ(v.shown, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 12, 13, 18, 24, 25, 26, 27, 28, 29}));
+    for (int k : {12, 24})
+      EXPECT_NE(std::find(v.discont.begin(), v.discont.end(), k), v.discont.end())
+          << "frame " << k << " follows dropped frames: DISCONT";
+    for (int k : {1, 2, 3, 4, 5, 6, 13, 25, 26, 27, 28, 29})
+      EXPECT_EQ(std::find(v.discont.begin(), v.discont.end(), k), v.discont.end()) << k;
     gst_caps_unref(caps);
   }
 }
