@@ -175,6 +175,9 @@ struct DecState {
   // Skipping to a keyframe for max-lateness (skip_when_late()): the next
   // keyframe decoded ends it.
   bool late_skip = false;
+  // The element's running time of the last keyframe request of a skip
+  // (request_keyframe(), by_clock).
+  GstClockTime late_request_at = GST_CLOCK_TIME_NONE;
   bool in_loss = false;  // a warning was posted since the last decoded packet
   // A frame was dropped (lost, damaged, or before the first keyframe) since
   // the last frame pushed: the next one is flagged DISCONT.
@@ -237,6 +240,7 @@ struct DecState {
     refused_until = 0;
     synced = false;
     late_skip = false;
+    late_request_at = GST_CLOCK_TIME_NONE;
     in_loss = false;
     discont = false;
     new_segment = false;
@@ -266,7 +270,11 @@ struct _GstCudaDiffDec {
   guint64 max_pixels;   // largest keyframe (width x height) decoded; 0: no limit
   gint64 max_lateness;  // ns; -1: never skip (under the object lock)
   QosReport qos;        // under the object lock
-  DecStats stats;       // under the object lock
+  // Held while a report is kept and handed to GstVideoDecoder, and while a
+  // skip replaces the reports it had: a report must not reach the base
+  // class after the skip's (taken before the object lock).
+  GMutex qos_lock;
+  DecStats stats;  // under the object lock
   DecState *state;
 };
 
@@ -352,6 +360,7 @@ static void gst_cudadiff_dec_finalize(GObject *object) {
   auto *self = GST_CUDADIFF_DEC(object);
   delete self->state;
   self->state = nullptr;
+  g_mutex_clear(&self->qos_lock);
   G_OBJECT_CLASS(gst_cudadiff_dec_parent_class)->finalize(object);
 }
 
@@ -826,14 +835,32 @@ static GstFlowReturn configure_failed(GstCudaDiffDec *self) {
 // `by_clock`: the interval counts in the element's running time whatever
 // the frame's time (a decoder skipping to a keyframe for max-lateness
 // drops a backlog of deltas much faster than their stream time passes).
+// The element keeps that interval itself and hands the base class a frame
+// without a deadline, which it always sends for and after which it limits
+// nothing: its limit compares frames' running times, which trail the
+// clock by the pipeline's latency, so a clock time left there would hold
+// back the request of a loss after the skip by that latency.
 static void request_keyframe(GstCudaDiffDec *self, GstVideoCodecFrame *frame, bool by_clock) {
   const GstClockTime deadline = frame->deadline;
-  if (by_clock || !GST_CLOCK_TIME_IS_VALID(frame->deadline))
+  if (by_clock) {
+    DecState *st = self->state;
+    guint64 interval = 0;
+    g_object_get(self, "min-force-key-unit-interval", &interval, nullptr);
+    if (interval == GST_CLOCK_TIME_NONE) return;  // (never, as the base class reads it)
+    const GstClockTime now = gst_element_get_current_running_time(GST_ELEMENT(self));
+    if (interval > 0 && GST_CLOCK_TIME_IS_VALID(now) &&
+        GST_CLOCK_TIME_IS_VALID(st->late_request_at) && now >= st->late_request_at &&
+        now - st->late_request_at < interval)
+      return;
+    st->late_request_at = now;
+    frame->deadline = GST_CLOCK_TIME_NONE;
+  } else if (!GST_CLOCK_TIME_IS_VALID(frame->deadline)) {
     frame->deadline = gst_element_get_current_running_time(GST_ELEMENT(self));
+  }
   GST_DEBUG_OBJECT(self, "asking upstream for a keyframe");
   gst_video_decoder_request_sync_point(GST_VIDEO_DECODER(self), frame,
                                        static_cast<GstVideoDecoderRequestSyncPointFlags>(0));
-  if (by_clock) frame->deadline = deadline;
+  frame->deadline = deadline;
 }
 
 // A keyframe decoded (stats).
@@ -1163,7 +1190,8 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
 // without the base class, which would otherwise drop that keyframe and the
 // frames after it as late as those reports said. Throttle reports say
 // nothing of lateness; a report about a frame not yet due (one from before
-// a flushing seek, arriving after it) is ignored.
+// a flushing seek, arriving after it) is not kept. During a skip no report
+// reaches the base class.
 static gboolean gst_cudadiff_dec_src_event(GstVideoDecoder *decoder, GstEvent *event) {
   if (GST_EVENT_TYPE(event) == GST_EVENT_QOS) {
     auto *self = GST_CUDADIFF_DEC(decoder);
@@ -1174,10 +1202,13 @@ static gboolean gst_cudadiff_dec_src_event(GstVideoDecoder *decoder, GstEvent *e
     gst_event_parse_qos(event, &type, &proportion, &jitter, &timestamp);
     const GstClockTime now = gst_element_get_current_running_time(GST_ELEMENT(self));
     bool answered = false;
-    if (type != GST_QOS_TYPE_THROTTLE && GST_CLOCK_TIME_IS_VALID(timestamp) &&
-        GST_CLOCK_TIME_IS_VALID(now) && timestamp <= now) {
-      GST_OBJECT_LOCK(self);
-      if (GST_CLOCK_TIME_IS_VALID(self->qos.from) && timestamp >= self->qos.from) {
+    g_mutex_lock(&self->qos_lock);
+    GST_OBJECT_LOCK(self);
+    if (!GST_CLOCK_TIME_IS_VALID(self->qos.from)) {
+      answered = true;  // a skip
+    } else if (type != GST_QOS_TYPE_THROTTLE && GST_CLOCK_TIME_IS_VALID(timestamp) &&
+               GST_CLOCK_TIME_IS_VALID(now) && timestamp <= now) {
+      if (timestamp >= self->qos.from) {
         self->qos.timestamp = timestamp;
         // (clamped: a crafted report must not overflow the estimate)
         self->qos.jitter = CLAMP(jitter, -kMaxQosJitter, kMaxQosJitter);
@@ -1185,16 +1216,20 @@ static gboolean gst_cudadiff_dec_src_event(GstVideoDecoder *decoder, GstEvent *e
       } else {
         answered = true;
       }
-      GST_OBJECT_UNLOCK(self);
     }
-    if (answered) {
-      GST_LOG_OBJECT(self,
-                     "QoS report about %" GST_TIME_FORMAT
-                     " (before a skip's keyframe): "
-                     "sent upstream only",
-                     GST_TIME_ARGS(timestamp));
-      return gst_pad_push_event(GST_VIDEO_DECODER_SINK_PAD(decoder), event);
+    GST_OBJECT_UNLOCK(self);
+    if (!answered) {
+      const gboolean res =
+          GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->src_event(decoder, event);
+      g_mutex_unlock(&self->qos_lock);
+      return res;
     }
+    g_mutex_unlock(&self->qos_lock);
+    GST_LOG_OBJECT(self,
+                   "QoS report about %" GST_TIME_FORMAT
+                   " (during a skip or before its keyframe): sent upstream only",
+                   GST_TIME_ARGS(timestamp));
+    return gst_pad_push_event(GST_VIDEO_DECODER_SINK_PAD(decoder), event);
   }
   return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->src_event(decoder, event);
 }
@@ -1223,30 +1258,38 @@ static void skip_when_late(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
                               : GST_CLOCK_TIME_NONE;
   if (st->late_skip && h.keyframe()) {
     // The keyframe that ends a skip: reports about it and later frames
-    // count again (untimed, none: the estimate needs times).
+    // count again (untimed: all of them, for the base class; the estimate
+    // needs times and skips nothing there).
     st->late_skip = false;
     GST_OBJECT_LOCK(self);
-    self->qos.from = rt;
+    self->qos.from = GST_CLOCK_TIME_IS_VALID(rt) ? rt : 0;
     GST_OBJECT_UNLOCK(self);
   }
   if (!GST_CLOCK_TIME_IS_VALID(rt) || segment->rate < 0 ||
       (segment->flags & GST_SEGMENT_FLAG_TRICKMODE_KEY_UNITS))
     return;
-  GST_OBJECT_LOCK(self);
-  const gint64 max_lateness = self->max_lateness;
-  const QosReport q = self->qos;
-  GST_OBJECT_UNLOCK(self);
-  if (max_lateness < 0 || !GST_CLOCK_TIME_IS_VALID(q.timestamp)) return;
   gboolean qos = TRUE;
   g_object_get(self, "qos", &qos, nullptr);  // GstVideoDecoder's (changeable while playing)
   if (!qos) return;
   const GstClockTime now = gst_element_get_current_running_time(GST_ELEMENT(self));
   if (!GST_CLOCK_TIME_IS_VALID(now)) return;
+  g_mutex_lock(&self->qos_lock);
+  GST_OBJECT_LOCK(self);
+  const gint64 max_lateness = self->max_lateness;
+  const QosReport q = self->qos;
+  GST_OBJECT_UNLOCK(self);
+  if (max_lateness < 0 || !GST_CLOCK_TIME_IS_VALID(q.timestamp)) {
+    g_mutex_unlock(&self->qos_lock);
+    return;
+  }
   GstClockTimeDiff late =
       q.jitter + GST_CLOCK_DIFF(q.received, now) - GST_CLOCK_DIFF(q.timestamp, rt);
-  if (st->overlap && GST_CLOCK_TIME_IS_VALID(frame->duration))
-    late += GstClockTimeDiff(frame->duration);  // it leaves with the next packet
-  if (late <= max_lateness) return;
+  if (st->overlap && GST_CLOCK_TIME_IS_VALID(frame->duration))  // it leaves with the next packet
+    late += GstClockTimeDiff(double(frame->duration) / segment->rate);
+  if (late <= max_lateness) {
+    g_mutex_unlock(&self->qos_lock);
+    return;
+  }
   GST_INFO_OBJECT(self,
                   "frame %" G_GUINT64_FORMAT " would be %" GST_STIME_FORMAT
                   " late (max-lateness %" GST_STIME_FORMAT
@@ -1265,6 +1308,7 @@ static void skip_when_late(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
   // (the report also goes upstream, as every QoS report does).
   GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)
       ->src_event(decoder, gst_event_new_qos(GST_QOS_TYPE_UNDERFLOW, 1.0, 0, rt));
+  g_mutex_unlock(&self->qos_lock);
   request_keyframe(self, frame, true);
 }
 
@@ -1643,6 +1687,7 @@ static void gst_cudadiff_dec_init(GstCudaDiffDec *self) {
   self->frame_overlap = DEFAULT_FRAME_OVERLAP;
   self->max_pixels = DEFAULT_MAX_PIXELS;
   self->max_lateness = DEFAULT_MAX_LATENESS;
+  g_mutex_init(&self->qos_lock);
   self->state = new DecState();
   // The parse vfunc splits the input into packets, whatever its buffers are.
   gst_video_decoder_set_packetized(GST_VIDEO_DECODER(self), FALSE);

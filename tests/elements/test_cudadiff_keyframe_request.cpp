@@ -438,3 +438,63 @@ TEST(CudaDiffMaxLateness, NeverWithoutReportsOrWhenTurnedOff) {
     gst_caps_unref(caps);
   }
 }
+
+// A live viewer 2 s behind the clock (the pipeline's latency: frames'
+// running times trail the clock by it). A skip asks for a keyframe; a loss
+// after the skip's keyframe asks again at once: the skip's request, timed
+// by the clock, does not hold back the loss's, timed by its frame.
+TEST(CudaDiffMaxLateness, ALossAfterASkipIsAskedForAtOnce) {
+  GstCaps *caps = nullptr;
+  std::vector<GstBuffer *> p = packets(24, "keyframe-interval=12 stream-version=2", &caps);
+  LateViewer v(caps, std::move(p));
+  ASSERT_EQ(v.p.size(), 24u);
+  const GstClockTime latency = 2 * GST_SECOND;
+  keyframe_requests(v.h);
+  for (int i = 0; i <= 5; ++i) v.feed(i, v.at(i) + latency, -5 * GST_MSECOND);
+  v.report(5, 1500 * GST_MSECOND);
+  v.feed(6, v.at(6) + latency, 1500 * GST_MSECOND);
+  EXPECT_EQ(keyframe_requests(v.h), 1) << "the skip";
+  for (int i = 7; i <= 11; ++i) v.feed(i, v.at(i) + latency, 0);
+  EXPECT_EQ(keyframe_requests(v.h), 0);
+  v.feed(12, v.at(12) + latency, -5 * GST_MSECOND);
+  v.feed(13, v.at(13) + latency, -5 * GST_MSECOND);
+  // Packet 14 lost: 15 to 23 wait for a keyframe, and one is asked for.
+  for (int i = 15; i <= 23; ++i) v.feed(i, v.at(i) + latency, 0);
+  EXPECT_EQ(keyframe_requests(v.h), 1) << "the loss, right after the skip's keyframe";
+  EXPECT_EQ(v.shown, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 12, 13}));
+  GstStructure *stats = stats_of(v.h->element);
+  EXPECT_EQ(stat(stats, "late-skips"), 1u);
+  EXPECT_EQ(stat(stats, "losses"), 1u);
+  gst_structure_free(stats);
+  gst_caps_unref(caps);
+}
+
+// A flushing seek forgets the reports and the skip: a late report from
+// before it neither makes the frames after it skip nor is kept.
+TEST(CudaDiffMaxLateness, AFlushForgetsTheReportsAndTheSkip) {
+  GstCaps *caps = nullptr;
+  std::vector<GstBuffer *> p = packets(24, "keyframe-interval=12 stream-version=2", &caps);
+  LateViewer v(caps, std::move(p));
+  ASSERT_EQ(v.p.size(), 24u);
+  keyframe_requests(v.h);
+  for (int i = 0; i <= 4; ++i) v.feed(i, v.at(i), -5 * GST_MSECOND);
+  v.report(4, 900 * GST_MSECOND);  // (kept: 0.9 s, no skip yet)
+  ASSERT_TRUE(gst_harness_push_event(v.h, gst_event_new_flush_start()));
+  ASSERT_TRUE(gst_harness_push_event(v.h, gst_event_new_flush_stop(FALSE)));
+  GstSegment segment;
+  gst_segment_init(&segment, GST_FORMAT_TIME);
+  ASSERT_TRUE(gst_harness_push_event(v.h, gst_event_new_segment(&segment)));
+  // Frames 12 to 17 decoded 200 ms behind their time: with frame 4's
+  // report still kept, 1.1 s late and skipped.
+  for (int i = 12; i <= 17; ++i) {
+    gst_harness_set_time(v.h, v.at(i) + 200 * GST_MSECOND);
+    ASSERT_EQ(gst_harness_push(v.h, gst_buffer_copy(v.p[size_t(i)])), GST_FLOW_OK);
+  }
+  GstStructure *stats = stats_of(v.h->element);
+  EXPECT_EQ(stat(stats, "late-skips"), 0u);
+  EXPECT_EQ(stat(stats, "dropped-packets"), 0u);
+  EXPECT_EQ(stat(stats, "keyframes"), 2u);
+  EXPECT_EQ(stat(stats, "frames-out"), 11u);
+  gst_structure_free(stats);
+  gst_caps_unref(caps);
+}
