@@ -55,9 +55,10 @@ int keyframe_requests(GstHarness *h) {
   return n;
 }
 
-GstHarness *decoder(GstCaps *caps, guint64 interval_ns) {
+GstHarness *decoder(GstCaps *caps, guint64 interval_ns, const char *frame_overlap = nullptr) {
   GstHarness *h = gst_harness_new("cudadiffdec");
   g_object_set(h->element, "min-force-key-unit-interval", interval_ns, nullptr);
+  if (frame_overlap) gst_util_set_object_arg(G_OBJECT(h->element), "frame-overlap", frame_overlap);
   gst_harness_set_src_caps(h, gst_caps_ref(caps));
   while (GstEvent *e = gst_harness_try_pull_upstream_event(h)) gst_event_unref(e);
   return h;
@@ -312,8 +313,8 @@ GstEvent *qos_report(GstClockTime frame_time, GstClockTimeDiff late) {
 struct LateViewer {
   GstHarness *h;
   std::vector<GstBuffer *> p;
-  LateViewer(GstCaps *caps, std::vector<GstBuffer *> packets)
-      : h(decoder(caps, 300 * GST_MSECOND)), p(std::move(packets)) {
+  LateViewer(GstCaps *caps, std::vector<GstBuffer *> packets, const char *frame_overlap = nullptr)
+      : h(decoder(caps, 300 * GST_MSECOND, frame_overlap)), p(std::move(packets)) {
     gst_harness_use_testclock(h);  // running time = the test clock's time
   }
   GstClockTime at(int i) const { return GST_BUFFER_PTS(p[size_t(i)]); }
@@ -497,4 +498,25 @@ TEST(CudaDiffMaxLateness, AFlushForgetsTheReportsAndTheSkip) {
   EXPECT_EQ(stat(stats, "frames-out"), 11u);
   gst_structure_free(stats);
   gst_caps_unref(caps);
+}
+
+// With frame-overlap a decoded frame leaves with the next packet, a frame
+// interval later: that counts. Frame 5 was 0.98 s late, frame 6 is decoded
+// on the same schedule: 0.98 s, within max-lateness, or 1.013 s when it is
+// held for a frame.
+TEST(CudaDiffMaxLateness, FrameOverlapCountsTheFrameItHolds) {
+  for (const char *overlap : {"never", "always"}) {
+    SCOPED_TRACE(overlap);
+    GstCaps *caps = nullptr;
+    std::vector<GstBuffer *> p = packets(12, "keyframe-interval=12 stream-version=2", &caps);
+    LateViewer v(caps, std::move(p), overlap);
+    ASSERT_EQ(v.p.size(), 12u);
+    for (int i = 0; i <= 4; ++i) v.feed(i, v.at(i), -5 * GST_MSECOND);
+    v.feed(5, v.at(5), 980 * GST_MSECOND);
+    v.feed(6, v.at(6), 980 * GST_MSECOND);
+    GstStructure *stats = stats_of(v.h->element);
+    EXPECT_EQ(stat(stats, "late-skips"), std::string(overlap) == "always" ? 1u : 0u);
+    gst_structure_free(stats);
+    gst_caps_unref(caps);
+  }
 }
