@@ -1636,8 +1636,8 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
           "that a decoded frame will be later than this (ns), the deltas after it are dropped "
           "without decoding until the next keyframe, and one is asked for upstream (a "
           "force-key-unit event, which rtpbin sends to the sender as RTCP PLI/FIR): a viewer "
-          "whose decoder is slower than the stream shows a keyframe at the live edge now and "
-          "then instead of falling ever further behind (GstVideoDecoder's qos only drops "
+          "whose decoder is slower than the stream returns to the live edge at a keyframe "
+          "instead of falling ever further behind (GstVideoDecoder's qos only drops "
           "frames after decoding them). The picture stays right: no delta is applied without "
           "its predecessors. Without QoS reports (no syncing sink, qos=false) nothing is "
           "skipped. -1 = never. Changeable while playing. Default: 1000000000 (1 s)",
