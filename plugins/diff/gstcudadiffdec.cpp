@@ -37,6 +37,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
@@ -178,6 +179,12 @@ struct DecState {
   // The element's running time of the last keyframe request of a skip
   // (request_keyframe(), by_clock).
   GstClockTime late_request_at = GST_CLOCK_TIME_NONE;
+  // Not the streaming thread's alone: held while a QoS report is kept and
+  // handed to GstVideoDecoder (gst_cudadiff_dec_src_event(), any thread),
+  // and while a skip replaces the reports it had (skip_when_late()), so
+  // that no report reaches the base class after the skip's. Taken before
+  // the object lock.
+  std::mutex qos_lock;
   bool in_loss = false;  // a warning was posted since the last decoded packet
   // A frame was dropped (lost, damaged, or before the first keyframe) since
   // the last frame pushed: the next one is flagged DISCONT.
@@ -270,11 +277,7 @@ struct _GstCudaDiffDec {
   guint64 max_pixels;   // largest keyframe (width x height) decoded; 0: no limit
   gint64 max_lateness;  // ns; -1: never skip (under the object lock)
   QosReport qos;        // under the object lock
-  // Held while a report is kept and handed to GstVideoDecoder, and while a
-  // skip replaces the reports it had: a report must not reach the base
-  // class after the skip's (taken before the object lock).
-  GMutex qos_lock;
-  DecStats stats;  // under the object lock
+  DecStats stats;       // under the object lock
   DecState *state;
 };
 
@@ -360,7 +363,6 @@ static void gst_cudadiff_dec_finalize(GObject *object) {
   auto *self = GST_CUDADIFF_DEC(object);
   delete self->state;
   self->state = nullptr;
-  g_mutex_clear(&self->qos_lock);
   G_OBJECT_CLASS(gst_cudadiff_dec_parent_class)->finalize(object);
 }
 
@@ -1202,7 +1204,7 @@ static gboolean gst_cudadiff_dec_src_event(GstVideoDecoder *decoder, GstEvent *e
     gst_event_parse_qos(event, &type, &proportion, &jitter, &timestamp);
     const GstClockTime now = gst_element_get_current_running_time(GST_ELEMENT(self));
     bool answered = false;
-    g_mutex_lock(&self->qos_lock);
+    std::unique_lock<std::mutex> reports(self->state->qos_lock);
     GST_OBJECT_LOCK(self);
     if (!GST_CLOCK_TIME_IS_VALID(self->qos.from)) {
       answered = true;  // a skip
@@ -1218,13 +1220,9 @@ static gboolean gst_cudadiff_dec_src_event(GstVideoDecoder *decoder, GstEvent *e
       }
     }
     GST_OBJECT_UNLOCK(self);
-    if (!answered) {
-      const gboolean res =
-          GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->src_event(decoder, event);
-      g_mutex_unlock(&self->qos_lock);
-      return res;
-    }
-    g_mutex_unlock(&self->qos_lock);
+    if (!answered)
+      return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->src_event(decoder, event);
+    reports.unlock();
     GST_LOG_OBJECT(self,
                    "QoS report about %" GST_TIME_FORMAT
                    " (during a skip or before its keyframe): sent upstream only",
@@ -1268,28 +1266,22 @@ static void skip_when_late(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
   if (!GST_CLOCK_TIME_IS_VALID(rt) || segment->rate < 0 ||
       (segment->flags & GST_SEGMENT_FLAG_TRICKMODE_KEY_UNITS))
     return;
+  std::unique_lock<std::mutex> reports(st->qos_lock);
+  GST_OBJECT_LOCK(self);
+  const gint64 max_lateness = self->max_lateness;
+  const QosReport q = self->qos;
+  GST_OBJECT_UNLOCK(self);
+  if (max_lateness < 0 || !GST_CLOCK_TIME_IS_VALID(q.timestamp)) return;
   gboolean qos = TRUE;
   g_object_get(self, "qos", &qos, nullptr);  // GstVideoDecoder's (changeable while playing)
   if (!qos) return;
   const GstClockTime now = gst_element_get_current_running_time(GST_ELEMENT(self));
   if (!GST_CLOCK_TIME_IS_VALID(now)) return;
-  g_mutex_lock(&self->qos_lock);
-  GST_OBJECT_LOCK(self);
-  const gint64 max_lateness = self->max_lateness;
-  const QosReport q = self->qos;
-  GST_OBJECT_UNLOCK(self);
-  if (max_lateness < 0 || !GST_CLOCK_TIME_IS_VALID(q.timestamp)) {
-    g_mutex_unlock(&self->qos_lock);
-    return;
-  }
   GstClockTimeDiff late =
       q.jitter + GST_CLOCK_DIFF(q.received, now) - GST_CLOCK_DIFF(q.timestamp, rt);
   if (st->overlap && GST_CLOCK_TIME_IS_VALID(frame->duration))  // it leaves with the next packet
     late += GstClockTimeDiff(double(frame->duration) / segment->rate);
-  if (late <= max_lateness) {
-    g_mutex_unlock(&self->qos_lock);
-    return;
-  }
+  if (late <= max_lateness) return;
   GST_INFO_OBJECT(self,
                   "frame %" G_GUINT64_FORMAT " would be %" GST_STIME_FORMAT
                   " late (max-lateness %" GST_STIME_FORMAT
@@ -1308,7 +1300,7 @@ static void skip_when_late(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
   // (the report also goes upstream, as every QoS report does).
   GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)
       ->src_event(decoder, gst_event_new_qos(GST_QOS_TYPE_UNDERFLOW, 1.0, 0, rt));
-  g_mutex_unlock(&self->qos_lock);
+  reports.unlock();
   request_keyframe(self, frame, true);
 }
 
@@ -1687,7 +1679,6 @@ static void gst_cudadiff_dec_init(GstCudaDiffDec *self) {
   self->frame_overlap = DEFAULT_FRAME_OVERLAP;
   self->max_pixels = DEFAULT_MAX_PIXELS;
   self->max_lateness = DEFAULT_MAX_LATENESS;
-  g_mutex_init(&self->qos_lock);
   self->state = new DecState();
   // The parse vfunc splits the input into packets, whatever its buffers are.
   gst_video_decoder_set_packetized(GST_VIDEO_DECODER(self), FALSE);
