@@ -5,6 +5,7 @@
 #include <cuda.h>  // types of the driver entry points only
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -266,17 +267,48 @@ namespace {
 // with it when that context is destroyed; but its buffers outlive elements
 // and pipelines (lent downstream, held by an application), and the
 // pipeline's context may be one that a GStreamer element made and destroys.
-// So it is allocated and freed in device 0's primary context, which the
-// core keeps for the process, whatever context is current (the memory is
-// portable: every context sees it pinned). Pushed for the call; the thread
-// is left as it was (a runtime call on a thread with no current context
-// would make one current there for good, and allocators run on any thread,
-// such as an upstream element's pool's).
+// So it is allocated and freed in a primary context, which the core keeps
+// for the process, whatever context is current (the memory is portable:
+// every context, on every device, sees it pinned and mapped). Pushed for
+// the call; the thread is left as it was (a runtime call on a thread with
+// no current context would make one current there for good, and
+// allocators run on any thread, such as an upstream element's pool's).
+//
+// Which device's: the first one the process opened a core context on
+// (note_device_in_use()), so that a process working on device 1 alone
+// makes no context on device 0, which would take that GPU's memory and
+// show the process on it; before any, the device of the calling thread's
+// current context. Chosen once, so that every free finds the context its
+// allocation was made in. With neither (the process uses no GPU, such as
+// a pipeline of CPU backends on a machine with one) the memory is not
+// pinned: that only speeds up copies to and from a GPU, and would cost a
+// context on it.
+std::atomic<int> g_host_memory_device{-1};
+
+void note_device_in_use(int device_id) {
+  int none = -1;
+  g_host_memory_device.compare_exchange_strong(none, device_id);
+}
+
+// The device for pinned memory, or -1 (none: ordinary memory).
+int host_memory_device() {
+  const int known = g_host_memory_device.load();
+  if (known >= 0 || !current_driver_context()) return known;
+  int current = -1;
+  const cudaError_t err = cudaGetDevice(&current);
+  if (err != cudaSuccess) {
+    detail::ignore_cuda(err);
+    return -1;
+  }
+  note_device_in_use(current);
+  return g_host_memory_device.load();
+}
+
 class HostMemoryContext {
  public:
-  HostMemoryContext() {
+  explicit HostMemoryContext(int device) {
     try {
-      scope_.emplace(primary_context(0));
+      scope_.emplace(primary_context(device));
     } catch (const Error &) {
       // No usable device (or the runtime is unloading): nothing to push.
     }
@@ -290,8 +322,9 @@ class HostMemoryContext {
 
 void *host_alloc(size_t bytes, bool *pinned) {
   if (bytes == 0) bytes = 1;
-  if (device_count() > 0) {
-    HostMemoryContext host_context;
+  const int device = device_count() > 0 ? host_memory_device() : -1;
+  if (device >= 0) {
+    HostMemoryContext host_context(device);
     void *p = nullptr;
     if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped) == cudaSuccess) {
       *pinned = true;
@@ -307,7 +340,8 @@ void *host_alloc(size_t bytes, bool *pinned) {
 void host_free(void *ptr, bool pinned) {
   if (!ptr) return;
   if (pinned) {
-    HostMemoryContext host_context;
+    // (a pinned allocation fixed the device)
+    HostMemoryContext host_context(g_host_memory_device.load());
     // cudaErrorCudartUnloading at process exit is not an error: the memory goes with it.
     detail::ignore_cuda(cudaFreeHost(ptr));
   } else {
@@ -326,6 +360,7 @@ std::unique_ptr<Context> Context::cuda(int device_id) {
   ctx->backend_ = Backend::Cuda;
   ctx->device_id_ = device_id;
   ctx->device_info_ = device_info(device_id);
+  note_device_in_use(device_id);
   set_device(device_id);
   ctx->stream_ = std::make_shared<Stream>(device_id);
   return ctx;
@@ -345,6 +380,7 @@ std::unique_ptr<Context> Context::cuda_in(int device_id, void *driver_context,
   ctx->device_id_ = device_id;
   ctx->device_info_ = device_info(device_id);
   ctx->driver_context_ = driver_context;
+  note_device_in_use(device_id);
   ContextScope scope(driver_context);
   int current = -1;
   CUDADIFF_CHECK(cudaGetDevice(&current));

@@ -121,8 +121,11 @@ class DeviceBuffer {
 
 // Host memory for fast, asynchronous copies: page-locked, portable (usable
 // from every device) and mapped (kernels on integrated GPUs read it in place),
-// from cudaHostAlloc. Without a usable device it falls back to aligned system
-// memory; pinned() says which.
+// from cudaHostAlloc, in the primary context of the first device the process
+// opened a CUDA Context on (or, before any, that of the calling thread's
+// current driver context). Without either, or without a usable device, it
+// is aligned system memory (a process that uses no GPU makes no context on
+// one for its buffers); pinned() says which.
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
