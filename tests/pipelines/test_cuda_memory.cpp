@@ -5,11 +5,16 @@
 // the elements' gst.cuda.context checks that the pipeline has one CUDA
 // context. Needs a CUDA device and a build with gstreamer-cuda-1.0 (exit 77,
 // skip, without them); the tests that need nvcodec's elements skip where
-// they are missing (all skipped: exit 77).
+// they are missing (all skipped: exit 77). Also: which CUDA contexts a
+// process makes (none for the CPU backend; none on device 0 for elements on
+// device 1), checked in child processes, and elements on a second device
+// (the MultiGpu tests skip with fewer than two).
 #include <glib/gstdio.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>
 #include <gtest/gtest.h>
+#include <dlfcn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -156,6 +161,7 @@ struct RunResult {
   std::map<std::string, PadCount> counts;       // per "element" (its src pad)
   std::map<std::string, std::string> src_caps;  // per "element": its src pad's caps
   std::map<std::string, gpointer> contexts;     // per element: its GstCudaContext
+  std::map<std::string, int> context_devices;   // per element: that context's device (-1: none)
   std::map<std::string, PadCount> sink_counts;  // per element: its sink pad
 };
 
@@ -243,12 +249,19 @@ RunResult run(const std::string &desc, const std::vector<std::string> &watch = {
     }
     if (pad) gst_object_unref(pad);
     gpointer ctx = nullptr;
+    int device = -1;
     if (GstContext *c = gst_element_get_context(e, "gst.cuda.context")) {
       const GValue *v = gst_structure_get_value(gst_context_get_structure(c), "gst.cuda.context");
-      if (v && G_VALUE_HOLDS_OBJECT(v)) ctx = g_value_get_object(v);
+      if (v && G_VALUE_HOLDS_OBJECT(v)) {
+        ctx = g_value_get_object(v);
+        guint id = 0;
+        g_object_get(ctx, "cuda-device-id", &id, nullptr);
+        device = static_cast<int>(id);
+      }
       gst_context_unref(c);
     }
     r.contexts[name] = ctx;
+    r.context_devices[name] = device;
     gst_object_unref(e);
   }
   gst_element_set_state(pipeline, GST_STATE_NULL);
@@ -1413,6 +1426,280 @@ TEST(CudaMemory, StopAndRestartInCudaMemory) {
   EXPECT_EQ(into_g.cuda, 18) << "cudadiffdec -> cudagauss left CUDA memory";
 }
 
+// ---- more than one GPU: the elements on a device other than 0 -----------
+// Each of these tests skips on a machine with fewer than two CUDA devices.
+
+namespace {
+
+// Under this environment variable main() checks, after the tests, that
+// device 0 has no primary context: MultiGpu.OnlyTheSecondDeviceLeavesTheFirstAlone
+// runs the SecondDevice tests so, in a process of their own.
+const char *const kFirstDeviceUntouched = "CUDADIFF_TEST_FIRST_DEVICE_UNTOUCHED";
+
+// Whether device `ordinal`'s primary context is active, from the driver
+// (libcuda) itself: 1 or 0, -1 when the driver cannot say. The CUDA runtime
+// makes that context for any use on a thread without a current context,
+// on device 0 unless told otherwise.
+int primary_context_active(int ordinal) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return -1;
+  using DeviceGet = int (*)(int *, int);
+  using GetState = int (*)(int, unsigned int *, int *);
+  auto device_get = reinterpret_cast<DeviceGet>(dlsym(lib, "cuDeviceGet"));
+  auto get_state = reinterpret_cast<GetState>(dlsym(lib, "cuDevicePrimaryCtxGetState"));
+  int result = -1, device = 0, active = 0;
+  unsigned int flags = 0;
+  if (device_get && get_state && device_get(&device, ordinal) == 0 &&
+      get_state(device, &flags, &active) == 0)
+    result = active ? 1 : 0;
+  dlclose(lib);
+  return result;
+}
+
+bool two_devices() {
+  return cudadiff::device_count() >= 2;
+}
+
+// `element` (its factory name first, then its properties) with the backend
+// and device-id given, after the usual source, into system memory.
+std::string on_device(const std::string &element, const std::string &backend, int device) {
+  const size_t name_end = element.find(' ');
+  const std::string factory = element.substr(0, name_end);
+  const std::string props = name_end == std::string::npos ? "" : element.substr(name_end);
+  return factory + " backend=" + backend + " device-id=" + std::to_string(device) + props;
+}
+
+}  // namespace
+
+// Runs `desc` (probing `watch`) and `cpu_desc`: both reach the end with the
+// same 12 buffers (gtest expectations). The first run's result.
+RunResult run_as_cpu(const std::string &desc, const std::string &cpu_desc,
+                     const std::vector<std::string> &watch = {}) {
+  RunResult a = run(desc, watch);
+  EXPECT_EQ(a.error, "") << desc;
+  const RunResult b = run(cpu_desc);
+  EXPECT_EQ(b.error, "") << cpu_desc;
+  EXPECT_EQ(a.frames.size(), 12u);
+  expect_same_frames(a, b);
+  return a;
+}
+
+// The usual source, then `middle(backend, device)`, into fakesink "out":
+// with backend=cuda on device 1 the CPU backend's buffers.
+void expect_second_device_as_cpu(
+    const std::function<std::string(const char *backend, int device)> &middle) {
+  const std::string head = std::string(kSource) + " ! ", tail = " ! fakesink name=out";
+  run_as_cpu(head + middle("cuda", 1) + tail, head + middle("cpu", 0) + tail);
+}
+
+// Every element with backend=cuda device-id=1 gives the CPU backend's bytes:
+// the filters' frames (into system memory), the encoder's packets (both
+// stream versions) and the decoder's pictures.
+TEST(MultiGpu, SecondDeviceElementsGiveTheCpuBytes) {
+  if (!two_devices()) GTEST_SKIP() << "fewer than two CUDA devices";
+  std::vector<std::string> filters = {"cudagrayscale",
+                                      "cudagauss kernel-size=7 sigma=2.0",
+                                      "cudagauss method=median kernel-size=5",
+                                      "cudabinarize",
+                                      "cudaheatmap gain=4",
+                                      "cudanoisevis threshold=10"};
+  if (have_factory("cudatextoverlay"))
+    filters.push_back("cudatextoverlay text=\"device 1\" shaded-background=true");
+  for (const std::string &filter : filters) {
+    SCOPED_TRACE(filter);
+    expect_second_device_as_cpu([&](const char *backend, int device) {
+      return on_device(filter, backend, device) + " ! video/x-raw";
+    });
+  }
+  for (const char *version : {"1", "2"}) {
+    SCOPED_TRACE(std::string("stream-version ") + version);
+    const std::string enc =
+        std::string("cudadiffenc threshold=5 keyframe-interval=5 stream-version=") + version;
+    expect_second_device_as_cpu(
+        [&](const char *backend, int device) { return on_device(enc, backend, device); });
+    expect_second_device_as_cpu([&](const char *backend, int device) {
+      return on_device(enc, "cpu", 0) + " ! " + on_device("cudadiffdec", backend, device) +
+             " ! video/x-raw";
+    });
+  }
+}
+
+// A device-resident chain on device 1: nvcodec's copies and every element
+// there, CUDA memory between them, one context, and that context on device 1.
+TEST(MultiGpu, SecondDeviceCudaMemoryChain) {
+  if (!two_devices()) GTEST_SKIP() << "fewer than two CUDA devices";
+  if (!have_nvcodec_copies()) GTEST_SKIP() << "nvcodec's cudaupload/cudadownload missing";
+  const RunResult a = run_as_cpu(
+      std::string(kSource) +
+          " ! cudaupload name=up cuda-device-id=1 ! cudagauss name=g device-id=1 ! "
+          "cudabinarize name=b device-id=1 ! video/x-raw(memory:CUDAMemory),format=BGR ! "
+          "cudaheatmap name=h device-id=1 ! cudadiffenc name=enc device-id=1 threshold=5 "
+          "keyframe-interval=5 ! cudadiffdec name=dec device-id=1 ! "
+          "video/x-raw(memory:CUDAMemory) ! cudadownload name=down cuda-device-id=1 ! "
+          "video/x-raw,format=BGR ! fakesink name=out",
+      std::string(kSource) +
+          " ! cudagauss backend=cpu ! cudabinarize backend=cpu ! "
+          "video/x-raw,format=BGR ! cudaheatmap backend=cpu ! cudadiffenc "
+          "backend=cpu threshold=5 keyframe-interval=5 ! cudadiffdec backend=cpu ! "
+          "video/x-raw,format=BGR ! fakesink name=out",
+      {"up", "g", "b", "h", "enc", "dec", "down"});
+  ASSERT_EQ(a.error, "");
+  expect_cuda_between(a, {"up", "g", "b", "h", "dec"}, 12);
+  expect_one_context(a, {"up", "g", "b", "h", "enc", "dec", "down"});
+  for (const auto &entry : a.context_devices) EXPECT_EQ(entry.second, 1) << entry.first;
+  EXPECT_TRUE(a.warnings.empty()) << a.warnings.front();
+}
+
+// Elements on different devices in one pipeline. CUDA memory of device 0
+// into an element on device 1 goes through the host (the same pictures,
+// one warning that says what to do); the encoder on device 1 and the
+// decoder on device 0 exchange packets as always.
+TEST(MultiGpu, ElementsOnBothDevicesInOnePipeline) {
+  if (!two_devices()) GTEST_SKIP() << "fewer than two CUDA devices";
+  const RunResult a =
+      run_as_cpu(std::string(kSource) +
+                     " ! cudagauss name=g0 device-id=0 ! cudaheatmap name=h1 device-id=1 "
+                     "gain=4 ! cudadiffenc name=enc device-id=1 threshold=5 "
+                     "keyframe-interval=5 ! cudadiffdec name=dec device-id=0 ! "
+                     "cudagauss name=g1 device-id=1 ! video/x-raw,format=BGR ! "
+                     "fakesink name=out",
+                 std::string(kSource) +
+                     " ! cudagauss backend=cpu ! video/x-raw,format=BGR ! cudaheatmap "
+                     "backend=cpu gain=4 ! cudadiffenc backend=cpu threshold=5 "
+                     "keyframe-interval=5 ! cudadiffdec backend=cpu ! cudagauss backend=cpu ! "
+                     "video/x-raw,format=BGR ! fakesink name=out",
+                 {"g0", "h1", "enc", "dec", "g1"});
+  ASSERT_EQ(a.error, "");
+  EXPECT_EQ(a.context_devices.at("g0"), 0);
+  EXPECT_EQ(a.context_devices.at("dec"), 0);
+  EXPECT_EQ(a.context_devices.at("h1"), 1);
+  EXPECT_EQ(a.context_devices.at("enc"), 1);
+  EXPECT_EQ(a.context_devices.at("g1"), 1);
+  // Where CUDA memory crossed devices, it said so; nothing else warned.
+  for (const std::string &w : a.warnings)
+    EXPECT_NE(w.find("another CUDA context"), std::string::npos) << w;
+  if (a.counts.at("g0").cuda > 0) {
+    EXPECT_EQ(a.counts.at("g0").cuda, 12);
+    int warned = 0;
+    for (const std::string &w : a.warnings) warned += w.rfind("h1: ", 0) == 0;
+    EXPECT_EQ(warned, 1);
+  }
+  std::printf("device 0 -> device 1: %d of %d frames in CUDA memory; %zu warning(s)\n",
+              a.counts.at("g0").cuda, a.counts.at("g0").buffers, a.warnings.size());
+}
+
+// Two pipelines at once, one on each device: each gives the CPU's bytes.
+TEST(MultiGpu, OnePipelinePerDeviceAtOnce) {
+  if (!two_devices()) GTEST_SKIP() << "fewer than two CUDA devices";
+  auto desc = [](const char *backend, int device) {
+    const std::string d =
+        " backend=" + std::string(backend) + " device-id=" + std::to_string(device);
+    return "videotestsrc num-buffers=60 pattern=ball ! "
+           "video/x-raw,format=BGR,width=640,height=480,framerate=30/1 ! cudagauss" +
+           d + " ! cudadiffenc threshold=5 keyframe-interval=10" + d + " ! cudadiffdec" + d +
+           " ! video/x-raw,format=BGR ! fakesink name=out";
+  };
+  RunResult on[2];
+  std::thread second([&] { on[1] = run(desc("cuda", 1)); });
+  on[0] = run(desc("cuda", 0));
+  second.join();
+  const RunResult cpu = run(desc("cpu", 0));
+  ASSERT_EQ(cpu.error, "");
+  ASSERT_EQ(cpu.frames.size(), 60u);
+  for (int device = 0; device < 2; ++device) {
+    SCOPED_TRACE("device " + std::to_string(device));
+    ASSERT_EQ(on[device].error, "");
+    expect_same_frames(on[device], cpu);
+  }
+}
+
+namespace {
+
+// Runs the tests that `filter` selects in a process of their own, with
+// kFirstDeviceUntouched set: its main() then says, after them, whether
+// device 0 has a primary context. Its exit status and output.
+struct Child {
+  bool exited_zero = false;
+  std::string output;
+};
+Child run_child(const std::string &filter) {
+  Child child;
+  const std::string filter_arg = "--gtest_filter=" + filter;
+  gchar *argv[] = {const_cast<gchar *>("/proc/self/exe"), const_cast<gchar *>(filter_arg.c_str()),
+                   nullptr};
+  gchar **env = g_environ_setenv(g_get_environ(), kFirstDeviceUntouched, "1", TRUE);
+  gchar *out = nullptr, *err = nullptr;
+  gint status = 0;
+  GError *error = nullptr;
+  const gboolean spawned = g_spawn_sync(nullptr, argv, env, G_SPAWN_DEFAULT, nullptr, nullptr, &out,
+                                        &err, &status, &error);
+  g_strfreev(env);
+  if (!spawned) {
+    child.output = std::string("spawn failed: ") + (error ? error->message : "");
+    if (error) g_error_free(error);
+    return child;
+  }
+  child.output = std::string(out ? out : "") + (err ? err : "");
+  g_free(out);
+  g_free(err);
+  child.exited_zero = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return child;
+}
+
+}  // namespace
+
+// An application that works on device 1 alone makes no context on device 0
+// (which would take memory there and show the process on that GPU): the
+// SecondDevice tests above in a process of their own, then device 0's
+// primary context, which the CUDA runtime makes when it is used on a thread
+// without a context.
+TEST(MultiGpu, OnlyTheSecondDeviceLeavesTheFirstAlone) {
+  if (!two_devices()) GTEST_SKIP() << "fewer than two CUDA devices";
+  if (g_getenv(kFirstDeviceUntouched)) GTEST_SKIP() << "(in the process that runs the others)";
+  const Child child = run_child("MultiGpu.SecondDevice*");
+  EXPECT_TRUE(child.exited_zero) << child.output;
+  EXPECT_NE(child.output.find("[       OK ] MultiGpu.SecondDeviceElementsGiveTheCpuBytes"),
+            std::string::npos)
+      << child.output;
+  EXPECT_EQ(child.output.find("[  FAILED  ]"), std::string::npos) << child.output;
+  EXPECT_NE(child.output.find("device 0: no primary context"), std::string::npos) << child.output;
+}
+
+// Every element with backend=cpu, on a machine with a GPU: the frames come
+// through (run by CpuBackend.MakesNoCudaContext in a process of its own).
+TEST(CpuBackendAlone, EveryElementRuns) {
+  if (!g_getenv(kFirstDeviceUntouched)) GTEST_SKIP() << "run by CpuBackend.MakesNoCudaContext";
+  std::string chain =
+      "cudagauss backend=cpu ! cudabinarize backend=cpu ! video/x-raw,format=BGR "
+      "! cudaheatmap backend=cpu ! cudanoisevis backend=cpu ! "
+      "video/x-raw,format=BGR ! cudagrayscale backend=cpu method=bt709 ! "
+      "video/x-raw,format=BGR";
+  if (have_factory("cudatextoverlay")) chain += " ! cudatextoverlay backend=cpu text=cpu";
+  for (const char *version : {"1", "2"}) {
+    SCOPED_TRACE(std::string("stream-version ") + version);
+    const RunResult r =
+        run(std::string(kSource) + " ! " + chain + " ! cudadiffenc backend=cpu threshold=5 " +
+            "stream-version=" + version + " ! cudadiffdec backend=cpu ! video/x-raw,format=BGR ! " +
+            "fakesink name=out");
+    ASSERT_EQ(r.error, "");
+    EXPECT_EQ(r.frames.size(), 12u);
+  }
+}
+
+// A pipeline whose elements all run on the CPU backend makes no CUDA
+// context, also where a GPU is present: none would run there, and a context
+// takes hundreds of megabytes of the GPU's memory (and fails where the GPU
+// is reserved for another process). Pinned host memory helps only copies
+// to a GPU, so without one in use buffers are ordinary memory.
+TEST(CpuBackend, MakesNoCudaContext) {
+  if (g_getenv(kFirstDeviceUntouched)) GTEST_SKIP() << "(in the process that runs the others)";
+  const Child child = run_child("CpuBackendAlone.*");
+  EXPECT_TRUE(child.exited_zero) << child.output;
+  EXPECT_NE(child.output.find("[       OK ] CpuBackendAlone.EveryElementRuns"), std::string::npos)
+      << child.output;
+  EXPECT_NE(child.output.find("device 0: no primary context"), std::string::npos) << child.output;
+}
+
 int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
   std::string why;
@@ -1439,7 +1726,14 @@ int main(int argc, char **argv) {
   std::printf("nvcodec copies: %s, nvh264dec: %s\n", have_nvcodec_copies() ? "yes" : "no",
               have_factory("nvh264dec") ? "yes" : "no");
   testing_util::test_seed();
-  const int rc = RUN_ALL_TESTS();
+  int rc = RUN_ALL_TESTS();
+  if (g_getenv(kFirstDeviceUntouched)) {
+    const int active = primary_context_active(0);
+    std::printf("device 0: %s\n", active == 0   ? "no primary context"
+                                  : active == 1 ? "primary context active"
+                                                : "the driver cannot say");
+    if (active != 0) rc = 1;
+  }
   const ::testing::UnitTest *u = ::testing::UnitTest::GetInstance();
   gst_deinit();
   if (rc == 0 && u->test_to_run_count() > 0 && u->skipped_test_count() == u->test_to_run_count())
