@@ -313,6 +313,7 @@ class HostMemoryContext {
       // No usable device (or the runtime is unloading): nothing to push.
     }
   }
+  bool pushed() const { return scope_.has_value(); }
 
  private:
   std::optional<ContextScope> scope_;
@@ -326,7 +327,9 @@ void *host_alloc(size_t bytes, bool *pinned) {
   if (device >= 0) {
     HostMemoryContext host_context(device);
     void *p = nullptr;
-    if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped) == cudaSuccess) {
+    // (without the context pushed, the runtime would make device 0's on this thread)
+    if (host_context.pushed() &&
+        cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped) == cudaSuccess) {
       *pinned = true;
       return p;
     }
@@ -360,9 +363,9 @@ std::unique_ptr<Context> Context::cuda(int device_id) {
   ctx->backend_ = Backend::Cuda;
   ctx->device_id_ = device_id;
   ctx->device_info_ = device_info(device_id);
-  note_device_in_use(device_id);
   set_device(device_id);
   ctx->stream_ = std::make_shared<Stream>(device_id);
+  note_device_in_use(device_id);  // (once the device works)
   return ctx;
 }
 
@@ -380,7 +383,6 @@ std::unique_ptr<Context> Context::cuda_in(int device_id, void *driver_context,
   ctx->device_id_ = device_id;
   ctx->device_info_ = device_info(device_id);
   ctx->driver_context_ = driver_context;
-  note_device_in_use(device_id);
   ContextScope scope(driver_context);
   int current = -1;
   CUDADIFF_CHECK(cudaGetDevice(&current));
@@ -390,6 +392,7 @@ std::unique_ptr<Context> Context::cuda_in(int device_id, void *driver_context,
   if (stream && stream->device() != device_id)
     throw Error("the shared stream is on another device");
   ctx->stream_ = stream ? std::move(stream) : std::make_shared<Stream>(device_id);
+  note_device_in_use(device_id);  // (once the device works)
   return ctx;
 }
 

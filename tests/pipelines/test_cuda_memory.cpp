@@ -1626,8 +1626,12 @@ Child run_child(const std::string &filter) {
   Child child;
   const std::string filter_arg = "--gtest_filter=" + filter;
   gchar *argv[] = {const_cast<gchar *>("/proc/self/exe"), const_cast<gchar *>(filter_arg.c_str()),
-                   nullptr};
+                   const_cast<gchar *>("--gtest_color=no"), nullptr};
   gchar **env = g_environ_setenv(g_get_environ(), kFirstDeviceUntouched, "1", TRUE);
+  // googletest's own variables (shards, a filter, colours) stay with this process.
+  for (const char *name : {"GTEST_TOTAL_SHARDS", "GTEST_SHARD_INDEX", "GTEST_FILTER", "GTEST_COLOR",
+                           "GTEST_SHARD_STATUS_FILE", "GTEST_OUTPUT"})
+    env = g_environ_unsetenv(env, name);
   gchar *out = nullptr, *err = nullptr;
   gint status = 0;
   GError *error = nullptr;
