@@ -1461,15 +1461,13 @@ bool two_devices() {
 }
 
 // `element` (its factory name first, then its properties) with the backend
-// and device-id given, after the usual source, into system memory.
+// and device-id given.
 std::string on_device(const std::string &element, const std::string &backend, int device) {
   const size_t name_end = element.find(' ');
   const std::string factory = element.substr(0, name_end);
   const std::string props = name_end == std::string::npos ? "" : element.substr(name_end);
   return factory + " backend=" + backend + " device-id=" + std::to_string(device) + props;
 }
-
-}  // namespace
 
 // Runs `desc` (probing `watch`) and `cpu_desc`: both reach the end with the
 // same 12 buffers (gtest expectations). The first run's result.
@@ -1491,6 +1489,8 @@ void expect_second_device_as_cpu(
   const std::string head = std::string(kSource) + " ! ", tail = " ! fakesink name=out";
   run_as_cpu(head + middle("cuda", 1) + tail, head + middle("cpu", 0) + tail);
 }
+
+}  // namespace
 
 // Every element with backend=cuda device-id=1 gives the CPU backend's bytes:
 // the filters' frames (into system memory), the encoder's packets (both
@@ -1592,11 +1592,11 @@ TEST(MultiGpu, ElementsOnBothDevicesInOnePipeline) {
 TEST(MultiGpu, OnePipelinePerDeviceAtOnce) {
   if (!two_devices()) GTEST_SKIP() << "fewer than two CUDA devices";
   auto desc = [](const char *backend, int device) {
-    const std::string d =
-        " backend=" + std::string(backend) + " device-id=" + std::to_string(device);
     return "videotestsrc num-buffers=60 pattern=ball ! "
-           "video/x-raw,format=BGR,width=640,height=480,framerate=30/1 ! cudagauss" +
-           d + " ! cudadiffenc threshold=5 keyframe-interval=10" + d + " ! cudadiffdec" + d +
+           "video/x-raw,format=BGR,width=640,height=480,framerate=30/1 ! " +
+           on_device("cudagauss", backend, device) + " ! " +
+           on_device("cudadiffenc threshold=5 keyframe-interval=10", backend, device) + " ! " +
+           on_device("cudadiffdec", backend, device) +
            " ! video/x-raw,format=BGR ! fakesink name=out";
   };
   RunResult on[2];
@@ -1691,10 +1691,10 @@ TEST(CpuBackendAlone, EveryElementRuns) {
 }
 
 // A pipeline whose elements all run on the CPU backend makes no CUDA
-// context, also where a GPU is present: none would run there, and a context
-// takes hundreds of megabytes of the GPU's memory (and fails where the GPU
-// is reserved for another process). Pinned host memory helps only copies
-// to a GPU, so without one in use buffers are ordinary memory.
+// context on device 0 (its primary one, which the runtime makes), also
+// where a GPU is present: nothing runs there, and a context takes GPU
+// memory. Pinned host memory helps only copies to a GPU, so without one in
+// use buffers are ordinary memory.
 TEST(CpuBackend, MakesNoCudaContext) {
   if (g_getenv(kFirstDeviceUntouched)) GTEST_SKIP() << "(in the process that runs the others)";
   const Child child = run_child("CpuBackendAlone.*");
