@@ -53,11 +53,13 @@ gboolean print_stats(gpointer data) {
   const cudadiff_server::Stats s = server->stats();
   std::printf(
       "clients: %llu now, %llu so far; %llu plays; %llu keyframes; keyframe requests: "
-      "%llu (%llu for joins), %llu merged; %llu stalled clients disconnected\n",
+      "%llu (%llu for joins), %llu merged; %llu stalled clients disconnected; %llu TCP "
+      "viewers disconnected for falling behind\n",
       (unsigned long long)s.clients_now, (unsigned long long)s.clients_connected,
       (unsigned long long)s.plays, (unsigned long long)s.keyframes,
       (unsigned long long)s.keyframe_requests, (unsigned long long)s.join_keyframes,
-      (unsigned long long)s.keyframe_requests_merged, (unsigned long long)s.stalled_clients_closed);
+      (unsigned long long)s.keyframe_requests_merged, (unsigned long long)s.stalled_clients_closed,
+      (unsigned long long)s.slow_clients_closed);
   std::fflush(stdout);
   return G_SOURCE_CONTINUE;
 }

@@ -20,9 +20,10 @@
 //   rtpbin makes one for each PLI/FIR; requests while one is pending are
 //   dropped (a probe on the encoder's output).
 // - clients: every second, a connection that has taken none of the data
-//   waiting for it for stalled_client_timeout_s is closed (watch_clients()),
-//   and rtsp-server's sender to TCP viewers is woken where it sleeps with
-//   packets waiting (wake_stuck_senders()).
+//   waiting for it for stalled_client_timeout_s, or a viewer over TCP that
+//   rtsp-server stopped sending to (more than 10 s behind), is closed
+//   (watch_clients()), and rtsp-server's sender to TCP viewers is woken where
+//   it sleeps with packets waiting (wake_stuck_senders()).
 #include "cudadiffserver.h"
 
 #include <gst/rtp/gstrtpbuffer.h>
@@ -1295,6 +1296,7 @@ struct StallWatch {
   guint64 acked = 0;    // bytes the peer had acknowledged at `since_us`
   gint64 since_us = 0;  // since when nothing more was acknowledged with data queued
   bool seen = false;
+  int dropped_ticks = 0;  // ticks in a row with a viewer rtsp-server no longer sends to
 };
 constexpr const char *kStallWatchKey = "cudadiff-stall-watch";
 
@@ -1503,14 +1505,64 @@ void wake_stuck_senders(Shared *shared, bool some_client_behind, guint64 tick) {
 }
 
 struct StallCheck {
+  StallCheck(GstRTSPServer *s, SharedPtr sh) : server(s), shared(std::move(sh)) {}
   GstRTSPServer *server;  // not a reference: the timer goes before the server
   SharedPtr shared;
   bool some_client_behind = false;  // this tick: a connection had data waiting, or cannot say
   guint64 ticks = 0;
+  std::set<GstRTSPClient *> dropped;  // this tick: clients to close for a dropped viewer
 };
 
-GstRTSPFilterResult find_stalled_client(GstRTSPServer *, GstRTSPClient *client, gpointer data) {
+// Whether a stream that `client` plays over TCP (RTP interleaved in its RTSP
+// connection) no longer has the client's transport among those it sends to.
+// rtsp-server (rtsp-stream.c, GStreamer 1.22) drops a TCP viewer whose queue
+// of packets spans more than 10 s (and 100 packets) while another viewer of
+// the stream keeps up ("Dropping slow transport" in its log), but leaves its
+// session playing and its connection open: that viewer's picture stops for
+// good without an error. In the server's thread, which also serves the
+// clients' requests, so that sessions do not change meanwhile.
+bool playing_tcp_viewer_dropped(GstRTSPClient *client) {
+  bool dropped = false;
+  GList *sessions = gst_rtsp_client_session_filter(client, nullptr, nullptr);
+  for (GList *s = sessions; s && !dropped; s = s->next) {
+    GList *medias = gst_rtsp_session_filter(GST_RTSP_SESSION(s->data), nullptr, nullptr);
+    for (GList *m = medias; m && !dropped; m = m->next) {
+      auto *session_media = GST_RTSP_SESSION_MEDIA(m->data);
+      if (gst_rtsp_session_media_get_rtsp_state(session_media) != GST_RTSP_STATE_PLAYING) continue;
+      const guint streams =
+          gst_rtsp_media_n_streams(gst_rtsp_session_media_get_media(session_media));
+      for (guint i = 0; i < streams && !dropped; ++i) {
+        GstRTSPStreamTransport *transport = gst_rtsp_session_media_get_transport(session_media, i);
+        const GstRTSPTransport *t =
+            transport ? gst_rtsp_stream_transport_get_transport(transport) : nullptr;
+        if (!t || t->lower_transport != GST_RTSP_LOWER_TRANS_TCP) continue;
+        GList *sent_to = gst_rtsp_stream_transport_filter(
+            gst_rtsp_stream_transport_get_stream(transport), nullptr, nullptr);
+        dropped = !g_list_find(sent_to, transport);
+        g_list_free_full(sent_to, g_object_unref);
+      }
+    }
+    g_list_free_full(medias, g_object_unref);
+  }
+  g_list_free_full(sessions, g_object_unref);
+  return dropped;
+}
+
+// Clients to close: a viewer that rtsp-server stopped sending to (seen on two
+// ticks in a row), or a connection that took no data for the stall timeout.
+GstRTSPFilterResult find_client_to_close(GstRTSPServer *, GstRTSPClient *client, gpointer data) {
   auto *check = static_cast<StallCheck *>(data);
+  auto *watch = static_cast<StallWatch *>(g_object_get_data(G_OBJECT(client), kStallWatchKey));
+  if (!watch) {
+    watch = new StallWatch();
+    g_object_set_data_full(G_OBJECT(client), kStallWatchKey, watch,
+                           [](gpointer p) { delete static_cast<StallWatch *>(p); });
+  }
+  watch->dropped_ticks = playing_tcp_viewer_dropped(client) ? watch->dropped_ticks + 1 : 0;
+  if (watch->dropped_ticks >= 2) {
+    check->dropped.insert(client);
+    return GST_RTSP_FILTER_REF;
+  }
   GstRTSPConnection *connection = gst_rtsp_client_get_connection(client);
   GSocket *socket = connection ? gst_rtsp_connection_get_write_socket(connection) : nullptr;
   guint64 acked = 0;
@@ -1520,12 +1572,6 @@ GstRTSPFilterResult find_stalled_client(GstRTSPServer *, GstRTSPClient *client, 
     return GST_RTSP_FILTER_KEEP;
   }
   if (queued) check->some_client_behind = true;
-  auto *watch = static_cast<StallWatch *>(g_object_get_data(G_OBJECT(client), kStallWatchKey));
-  if (!watch) {
-    watch = new StallWatch();
-    g_object_set_data_full(G_OBJECT(client), kStallWatchKey, watch,
-                           [](gpointer p) { delete static_cast<StallWatch *>(p); });
-  }
   const gint64 now = g_get_monotonic_time();
   if (!watch->seen || !queued || acked != watch->acked) {
     watch->seen = true;
@@ -1539,25 +1585,38 @@ GstRTSPFilterResult find_stalled_client(GstRTSPServer *, GstRTSPClient *client, 
              : GST_RTSP_FILTER_KEEP;
 }
 
-// Every second: clients that take no data are closed, and rtsp-server's
-// senders to TCP viewers are woken where they sleep with packets waiting.
+// Every second: clients that take no data, or that rtsp-server stopped
+// sending to, are closed, and rtsp-server's senders to TCP viewers are woken
+// where they sleep with packets waiting.
 gboolean watch_clients(gpointer data) {
   auto *check = static_cast<StallCheck *>(data);
   check->some_client_behind = false;
-  GList *stalled = gst_rtsp_server_client_filter(check->server, find_stalled_client, data);
-  for (GList *l = stalled; l; l = l->next) {
+  check->dropped.clear();
+  GList *to_close = gst_rtsp_server_client_filter(check->server, find_client_to_close, data);
+  for (GList *l = to_close; l; l = l->next) {
     auto *client = GST_RTSP_CLIENT(l->data);
     GstRTSPConnection *connection = gst_rtsp_client_get_connection(client);
-    GST_WARNING("closing the connection of %s: it took no data for %u s",
-                connection ? gst_rtsp_connection_get_ip(connection) : "a client",
-                check->shared->options.stalled_client_timeout_s);
+    const char *who = connection ? gst_rtsp_connection_get_ip(connection) : "a client";
+    const bool dropped = check->dropped.count(client) > 0;
+    if (dropped)
+      GST_WARNING(
+          "closing the connection of %s: it fell more than 10 s behind the stream beside a "
+          "faster viewer over TCP, and rtsp-server stopped sending to it",
+          who);
+    else
+      GST_WARNING("closing the connection of %s: it took no data for %u s", who,
+                  check->shared->options.stalled_client_timeout_s);
     {
       std::lock_guard<std::mutex> lock(check->shared->mutex);
-      check->shared->stats.stalled_clients_closed++;
+      if (dropped)
+        check->shared->stats.slow_clients_closed++;
+      else
+        check->shared->stats.stalled_clients_closed++;
     }
     gst_rtsp_client_close(client);
   }
-  g_list_free_full(stalled, g_object_unref);
+  check->dropped.clear();
+  g_list_free_full(to_close, g_object_unref);
   wake_stuck_senders(check->shared.get(), check->some_client_behind, ++check->ticks);
   return G_SOURCE_CONTINUE;
 }
@@ -1640,7 +1699,7 @@ bool Server::start(std::string *error) {
   g_source_attach(timeout, impl->context);
   g_source_unref(timeout);
   GSource *watch = g_timeout_source_new_seconds(1);
-  g_source_set_callback(watch, watch_clients, new StallCheck{impl->server, impl->shared},
+  g_source_set_callback(watch, watch_clients, new StallCheck(impl->server, impl->shared),
                         [](gpointer p) { delete static_cast<StallCheck *>(p); });
   g_source_attach(watch, impl->context);
   g_source_unref(watch);

@@ -78,6 +78,9 @@ struct Stats {
   uint64_t medias = 0;        // media pipelines made (a new one when the last client left)
   uint64_t media_errors = 0;  // errors the media pipelines posted (a camera unplugged...)
   uint64_t stalled_clients_closed = 0;  // connections closed for taking no data (above)
+  uint64_t slow_clients_closed = 0;     // connections closed after rtsp-server stopped
+                                        // sending to them (a TCP viewer more than 10 s
+                                        // behind while another keeps up)
 };
 
 class Server {

@@ -15,11 +15,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sys/time.h>
@@ -714,6 +716,9 @@ TEST(DiffRtsp, ClientsJoinAndLeaveAtRandom) {
   EXPECT_TRUE(wait_until([&] { return server.server->stats().clients_now == 0; }, 10))
       << server.server->stats().clients_now << " connections left open";
   EXPECT_GE(server.server->stats().plays, uint64_t(kClients + 1));
+  // Viewers that keep up are never taken for ones left behind, nor for stalled ones.
+  EXPECT_EQ(server.server->stats().slow_clients_closed, 0u);
+  EXPECT_EQ(server.server->stats().stalled_clients_closed, 0u);
 }
 
 // A media file written by `pipeline` (a description that ends in the
@@ -1056,6 +1061,24 @@ struct NonReadingTcpViewer {
     }
   }
 
+  // Reads `chunk` bytes every `interval_ms` (a viewer slower than the
+  // stream) until `done()` or the server closes the connection (true), or
+  // `timeout_s` has passed (false).
+  bool read_slowly(size_t chunk, int interval_ms, double timeout_s,
+                   const std::function<bool()> &done) {
+    timeval tv{0, 100000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::vector<char> buf(chunk);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while (std::chrono::steady_clock::now() < end) {
+      if (done()) return true;
+      const ssize_t n = recv(fd, buf.data(), buf.size(), 0);
+      if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    }
+    return false;
+  }
+
   ~NonReadingTcpViewer() {
     if (fd >= 0) close(fd);
   }
@@ -1107,6 +1130,40 @@ TEST(DiffRtsp, AViewerOverTcpThatStopsReadingIsDisconnected) {
   EXPECT_EQ(server.server->error(), "");
   tcp.stop();
   udp.stop();
+  server.server->stop();
+}
+
+// A viewer over TCP that reads, but slower than the stream, beside one that
+// keeps up: rtsp-server goes on feeding the faster one and queues the slower
+// one's packets; once they span more than 10 s it stops sending to that
+// viewer. The server then closes that viewer's connection, so that its client
+// sees the stream end instead of a picture that stops for good. (With
+// rtsp-server 1.22 alone the connection stayed open and got nothing more.)
+// The faster viewer goes on.
+TEST(DiffRtsp, AViewerOverTcpLeftBehindBesideAFasterOneIsDisconnected) {
+  cudadiff_server::Options o = fast_stream();
+  o.stalled_client_timeout_s = 0;  // (it reads: no stall; and never by that rule here)
+  TestServer server(o);
+  Pipeline fast(client(server.url(), "protocols=tcp latency=500"));
+  ASSERT_TRUE(fast.start());
+  ASSERT_TRUE(wait_until([&] { return fast.frame_count() >= 5 || !fast.error().empty(); }, 20))
+      << fast.error();
+  NonReadingTcpViewer slow;
+  ASSERT_TRUE(slow.play(server.server->port(), server.url())) << slow.error;
+  // 4 KB every 10 ms: at most 400 KB/s of a stream of about 6 MB/s.
+  const bool ended = slow.read_slowly(
+      4096, 10, 45, [&] { return server.server->stats().slow_clients_closed >= 1; });
+  EXPECT_TRUE(ended);
+  ASSERT_EQ(server.server->stats().slow_clients_closed, 1u)
+      << "the viewer left behind was not disconnected in 45 s";
+  EXPECT_TRUE(slow.closed_by_server(10));
+  EXPECT_EQ(server.server->stats().stalled_clients_closed, 0u);
+  const uint64_t shown = fast.frame_count();
+  EXPECT_TRUE(wait_until([&] { return fast.frame_count() >= shown + 50; }, 10))
+      << fast.frame_count() - shown << " frames in 10 s after the disconnection";
+  EXPECT_EQ(fast.error(), "");
+  EXPECT_EQ(server.server->error(), "");
+  fast.stop();
   server.server->stop();
 }
 
