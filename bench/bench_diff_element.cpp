@@ -135,6 +135,16 @@ struct Result {
   bool pinned = false;
 };
 
+// Whether `buf`'s first memory is page-locked, as the driver sees it (the
+// elements' allocator falls back to ordinary memory where it cannot pin).
+bool buffer_pinned(GstBuffer *buf) {
+  GstMapInfo map;
+  if (!gst_buffer_map(buf, &map, GST_MAP_READ)) return false;
+  const bool pinned = cudadiff::is_pinned_host_memory(map.data);
+  gst_buffer_unmap(buf, &map);
+  return pinned;
+}
+
 // Counts an element's output buffers and notes when the warm-up's last one
 // arrived (the sink's handoff).
 struct Timed {
@@ -234,8 +244,7 @@ Result run_encoder(const Options &o, int version, const char *compression, const
                      inputs.size(), o.width, o.height);
         std::exit(1);
       }
-    GstMemory *mem = gst_buffer_peek_memory(inputs[0], 0);
-    r.pinned = gst_memory_is_type(mem, "CudaDiffPinned");
+    r.pinned = buffer_pinned(inputs[0]);
   } else {
     GstVideoInfo info;
     gst_video_info_from_caps(&info, caps);
@@ -295,14 +304,13 @@ Result run_decoder(const Options &o, const std::vector<GstBuffer *> &packets, Gs
     bool pinned = false;
   } seen;
   seen.timed.warmup = o.warmup;
-  g_signal_connect(
-      sink, "handoff", G_CALLBACK(+[](GstElement *, GstBuffer *buf, GstPad *, gpointer data) {
-        auto *s = static_cast<Seen *>(data);
-        if (s->timed.seen == 0)
-          s->pinned = gst_memory_is_type(gst_buffer_peek_memory(buf, 0), "CudaDiffPinned");
-        s->timed.on_buffer();
-      }),
-      &seen);
+  g_signal_connect(sink, "handoff",
+                   G_CALLBACK(+[](GstElement *, GstBuffer *buf, GstPad *, gpointer data) {
+                     auto *s = static_cast<Seen *>(data);
+                     if (s->timed.seen == 0) s->pinned = buffer_pinned(buf);
+                     s->timed.on_buffer();
+                   }),
+                   &seen);
   gst_element_set_state(pipeline, GST_STATE_PLAYING);
   const auto t0 = std::chrono::steady_clock::now();
   GstFlowReturn flow = GST_FLOW_OK;

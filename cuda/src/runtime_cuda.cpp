@@ -205,6 +205,16 @@ bool is_device_memory(const void *ptr) {
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
 }
 
+bool is_pinned_host_memory(const void *ptr) {
+  if (!ptr) return false;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeHost;
+}
+
 Stream::Stream(int device_id, bool blocking, bool high_priority) : device_(device_id) {
   bind_device_keep_context(device_id);
   cudaStream_t s = nullptr;

@@ -42,6 +42,10 @@ bool is_device_memory(const void *) {
   return false;
 }
 
+bool is_pinned_host_memory(const void *) {
+  return false;
+}
+
 Stream::Stream(int device_id, bool, bool) : device_(device_id) {
   no_cuda();
 }

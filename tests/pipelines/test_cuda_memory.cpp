@@ -1295,6 +1295,69 @@ TEST(CudaMemory, PinnedMemoryOutlivesTheContextCurrentAtItsAllocation) {
 #endif
 }
 
+// Counts the buffers through a pad and those whose memory the driver knows
+// as page-locked.
+struct PinnedCount {
+  std::atomic<int> buffers{0}, pinned{0};
+  void watch(GstElement *pipeline, const char *element, const char *pad_name) {
+    GstElement *e = gst_bin_get_by_name(GST_BIN(pipeline), element);
+    ASSERT_NE(e, nullptr) << element;
+    GstPad *pad = gst_element_get_static_pad(e, pad_name);
+    ASSERT_NE(pad, nullptr) << element << "." << pad_name;
+    gst_pad_add_probe(
+        pad, GST_PAD_PROBE_TYPE_BUFFER,
+        [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+          auto *count = static_cast<PinnedCount *>(data);
+          GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+          if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_HEADER)) return GST_PAD_PROBE_OK;
+          GstMapInfo map;
+          if (gst_buffer_map(buf, &map, GST_MAP_READ)) {
+            count->buffers++;
+            if (cudadiff::is_pinned_host_memory(map.data)) count->pinned++;
+            gst_buffer_unmap(buf, &map);
+          }
+          return GST_PAD_PROBE_OK;
+        },
+        this, nullptr);
+    gst_object_unref(pad);
+    gst_object_unref(e);
+  }
+};
+
+// The frames a CUDA pipeline keeps in system memory are page-locked: what
+// upstream writes into a filter's and the encoder's proposed pools, and what
+// a filter and the decoder write into their own pools. (Ordinary memory
+// would work too, only its copies to and from the GPU are slower, so no
+// other test notices a fall to it.)
+TEST(CudaMemory, CudaElementsBuffersInSystemMemoryArePinned) {
+  const std::string desc = std::string(kSource) +
+                           " ! cudagauss backend=cuda name=filter ! video/x-raw ! "
+                           "cudadiffenc backend=cuda name=enc ! "
+                           "cudadiffdec backend=cuda name=dec ! video/x-raw ! fakesink name=out";
+  PinnedCount into_filter, out_of_filter, out_of_decoder;
+  RunOptions opts;
+  opts.prepare = [&](GstElement *pipeline) {
+    into_filter.watch(pipeline, "filter", "sink");
+    out_of_filter.watch(pipeline, "filter", "src");
+    out_of_decoder.watch(pipeline, "dec", "src");
+  };
+  const RunResult r = run(desc, {}, opts);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.frames.size(), 12u);
+  EXPECT_EQ(into_filter.buffers.load(), 12);
+  EXPECT_EQ(into_filter.pinned.load(), 12) << "of the source's frames in the filter's pool";
+  EXPECT_EQ(out_of_filter.buffers.load(), 12);
+  EXPECT_EQ(out_of_filter.pinned.load(), 12) << "of the filter's frames in the encoder's pool";
+  EXPECT_EQ(out_of_decoder.buffers.load(), 12);
+  EXPECT_EQ(out_of_decoder.pinned.load(), 12) << "of the decoder's frames";
+  // And the pictures are the CPU backend's.
+  const RunResult cpu = run(std::string(kSource) +
+                            " ! cudagauss backend=cpu ! video/x-raw ! cudadiffenc backend=cpu ! "
+                            "cudadiffdec backend=cpu ! video/x-raw ! fakesink name=out");
+  EXPECT_EQ(cpu.error, "");
+  expect_same_frames(r, cpu);
+}
+
 // A flushing seek in a CUDA memory chain: the frames after it are those of
 // a fresh start (the heat map forgets its previous frame).
 TEST(CudaMemory, FlushingSeekInCudaMemory) {

@@ -63,6 +63,13 @@ void *current_driver_context();
 // True when `ptr` points into device memory (cudaMalloc, cuMemAlloc: a
 // GStreamer CUDA buffer), false for host memory of any kind. Never throws.
 bool is_device_memory(const void *ptr);
+// True when `ptr` points into page-locked host memory the driver knows
+// (cudaHostAlloc: what host_alloc() returns with *pinned set), false for
+// ordinary memory, device memory or without CUDA. Asks the CUDA runtime,
+// which makes the current device's primary context where the calling thread
+// has none current: for tests and benchmarks, not for code paths of a
+// process that may use no GPU. Never throws.
+bool is_pinned_host_memory(const void *ptr);
 
 enum class Backend { Cpu, Cuda };
 const char *backend_name(Backend b);
