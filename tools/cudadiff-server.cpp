@@ -162,7 +162,8 @@ int main(int argc, char **argv) {
        "MS"},
       {"stalled-timeout", 0, 0, G_OPTION_ARG_INT, &a.stalled_timeout,
        "Disconnect a client whose connection has taken none of the data waiting for it for "
-       "this many seconds (a viewer over TCP that stopped reading; Linux) (default 10; 0: never)",
+       "this many seconds (a viewer over TCP that stopped reading; Linux) (default 10; 0: never; "
+       "a TCP viewer more than 10 s behind a faster one is disconnected whatever this is)",
        "S"},
       {"stats-interval", 0, 0, G_OPTION_ARG_INT, &a.stats_interval,
        "Print the client counts every this many seconds (default 10; 0: never)", "S"},

@@ -1182,8 +1182,9 @@ GstBusSyncReply record_error(GstBus *, GstMessage *message, gpointer data) {
 //   Each branch's queue now holds up to kSenderQueueBytes, so a branch that
 //   falls behind catches up by itself; when full, it drops its oldest
 //   packets rather than stop the tee (a viewer over TCP slower than the
-//   stream gets that far behind, then loses packets; one that stops reading
-//   is closed: watch_clients()).
+//   stream, with no faster TCP viewer beside it, gets that far behind, then
+//   loses packets; one beside a faster one, and one that stops reading, is
+//   closed: watch_clients()).
 constexpr guint kSenderQueueBytes = 32u << 20;
 
 // What an appsink of rtsp-server's sender to TCP viewers has taken, for
@@ -1529,10 +1530,9 @@ bool playing_tcp_viewer_dropped(GstRTSPClient *client) {
     for (GList *m = medias; m && !dropped; m = m->next) {
       auto *session_media = GST_RTSP_SESSION_MEDIA(m->data);
       if (gst_rtsp_session_media_get_rtsp_state(session_media) != GST_RTSP_STATE_PLAYING) continue;
-      const guint streams =
-          gst_rtsp_media_n_streams(gst_rtsp_session_media_get_media(session_media));
-      for (guint i = 0; i < streams && !dropped; ++i) {
-        GstRTSPStreamTransport *transport = gst_rtsp_session_media_get_transport(session_media, i);
+      GPtrArray *transports = gst_rtsp_session_media_get_transports(session_media);
+      for (guint i = 0; transports && i < transports->len && !dropped; ++i) {
+        auto *transport = static_cast<GstRTSPStreamTransport *>(g_ptr_array_index(transports, i));
         const GstRTSPTransport *t =
             transport ? gst_rtsp_stream_transport_get_transport(transport) : nullptr;
         if (!t || t->lower_transport != GST_RTSP_LOWER_TRANS_TCP) continue;
@@ -1541,6 +1541,7 @@ bool playing_tcp_viewer_dropped(GstRTSPClient *client) {
         dropped = !g_list_find(sent_to, transport);
         g_list_free_full(sent_to, g_object_unref);
       }
+      if (transports) g_ptr_array_unref(transports);
     }
     g_list_free_full(medias, g_object_unref);
   }

@@ -57,6 +57,8 @@ struct Options {
   // for this many seconds (a viewer over TCP that stopped reading) is
   // disconnected, so that its queue neither grows without bound nor holds up
   // the other viewers of the media. 0: never. Linux only (elsewhere: never).
+  // (Whatever this is, a viewer over TCP that rtsp-server stopped sending to,
+  // more than 10 s behind while a faster TCP viewer keeps up, is closed.)
   unsigned stalled_client_timeout_s = 10;
   // Called with the media's top-level bin when a media is made (for tests:
   // probes on the element named "enc", the encoder). In the server's thread.

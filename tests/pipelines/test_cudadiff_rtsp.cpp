@@ -1150,12 +1150,17 @@ TEST(DiffRtsp, AViewerOverTcpLeftBehindBesideAFasterOneIsDisconnected) {
       << fast.error();
   NonReadingTcpViewer slow;
   ASSERT_TRUE(slow.play(server.server->port(), server.url())) << slow.error;
+  const auto played = std::chrono::steady_clock::now();
   // 4 KB every 10 ms: at most 400 KB/s of a stream of about 6 MB/s.
   const bool ended = slow.read_slowly(
       4096, 10, 45, [&] { return server.server->stats().slow_clients_closed >= 1; });
+  const double after_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - played).count();
   EXPECT_TRUE(ended);
   ASSERT_EQ(server.server->stats().slow_clients_closed, 1u)
       << "the viewer left behind was not disconnected in 45 s";
+  // Not before rtsp-server gave up on it: its queue spans 10 s of the stream by then.
+  EXPECT_GE(after_s, 9.0);
   EXPECT_TRUE(slow.closed_by_server(10));
   EXPECT_EQ(server.server->stats().stalled_clients_closed, 0u);
   const uint64_t shown = fast.frame_count();
