@@ -195,24 +195,29 @@ void *primary_context(int device_id) {
   return primary;
 }
 
-bool is_device_memory(const void *ptr) {
-  if (!ptr) return false;
+namespace {
+
+// What the driver says `ptr` points into; unregistered memory where it
+// cannot say (ordinary host memory, a null pointer).
+cudaMemoryType memory_type(const void *ptr) {
+  if (!ptr) return cudaMemoryTypeUnregistered;
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
     cudaGetLastError();
-    return false;
+    return cudaMemoryTypeUnregistered;
   }
-  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+  return attr.type;
+}
+
+}  // namespace
+
+bool is_device_memory(const void *ptr) {
+  const cudaMemoryType type = memory_type(ptr);
+  return type == cudaMemoryTypeDevice || type == cudaMemoryTypeManaged;
 }
 
 bool is_pinned_host_memory(const void *ptr) {
-  if (!ptr) return false;
-  cudaPointerAttributes attr{};
-  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return attr.type == cudaMemoryTypeHost;
+  return memory_type(ptr) == cudaMemoryTypeHost;
 }
 
 Stream::Stream(int device_id, bool blocking, bool high_priority) : device_(device_id) {

@@ -7,8 +7,9 @@
 // skip, without them); the tests that need nvcodec's elements skip where
 // they are missing (all skipped: exit 77). Also: which CUDA contexts a
 // process makes (none for the CPU backend; none on device 0 for elements on
-// device 1), checked in child processes, and elements on a second device
-// (the MultiGpu tests skip with fewer than two).
+// device 1), checked in child processes; that the frames CUDA elements keep
+// in system memory are page-locked; and elements on a second device (the
+// MultiGpu tests skip with fewer than two).
 #include <glib/gstdio.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>
