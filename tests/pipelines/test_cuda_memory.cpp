@@ -95,6 +95,8 @@ struct PadCount {
   int cuda = 0;
   gpointer context = nullptr;  // GstCudaContext of the first CUDA buffer's memory
   int other_context = 0;       // CUDA buffers whose memory is of another one
+  bool count_pinned = false;   // count `pinned` (asks the CUDA runtime: makes a context)
+  int pinned = 0;              // buffers in system memory that the driver knows as page-locked
 };
 
 GstPadProbeReturn count_memory(GstPad *, GstPadProbeInfo *info, gpointer data) {
@@ -111,6 +113,11 @@ GstPadProbeReturn count_memory(GstPad *, GstPadProbeInfo *info, gpointer data) {
     }
   }
   if (all_cuda) count->cuda++;
+  GstMapInfo map;
+  if (count->count_pinned && !all_cuda && gst_buffer_map(buf, &map, GST_MAP_READ)) {
+    if (cudadiff::is_pinned_host_memory(map.data)) count->pinned++;
+    gst_buffer_unmap(buf, &map);
+  }
   return GST_PAD_PROBE_OK;
 }
 
@@ -171,6 +178,8 @@ struct RunOptions {
   std::function<void(GstElement *pipeline)> feed;
   // Called before the pipeline goes to PLAYING (sets contexts, ...).
   std::function<void(GstElement *pipeline)> prepare;
+  // The watched pads also count page-locked buffers (PadCount::pinned).
+  bool count_pinned = false;
 };
 
 // Runs `desc` (a fakesink named "out" at the end) to EOS; probes the src
@@ -197,6 +206,7 @@ RunResult run(const std::string &desc, const std::vector<std::string> &watch = {
     GstElement *e = gst_bin_get_by_name(GST_BIN(pipeline), name.c_str());
     EXPECT_NE(e, nullptr) << name;
     if (!e) continue;
+    r.counts[name].count_pinned = r.sink_counts[name].count_pinned = opts.count_pinned;
     GstPad *pad = gst_element_get_static_pad(e, "src");
     if (pad) {
       gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, count_memory, &r.counts[name], nullptr);
@@ -282,6 +292,20 @@ void expect_same_frames(const RunResult &a, const RunResult &b) {
     ASSERT_EQ(a.frames[i].size(), b.frames[i].size()) << "frame " << i;
     EXPECT_TRUE(a.frames[i] == b.frames[i]) << "frame " << i << " differs";
   }
+}
+
+// Runs `desc` (probing `watch`, with `opts`) and `cpu_desc`: both reach the
+// end with the same 12 buffers (gtest expectations). The first run's result.
+RunResult run_as_cpu(const std::string &desc, const std::string &cpu_desc,
+                     const std::vector<std::string> &watch = {},
+                     const RunOptions &opts = RunOptions()) {
+  RunResult a = run(desc, watch, opts);
+  EXPECT_EQ(a.error, "") << desc;
+  const RunResult b = run(cpu_desc);
+  EXPECT_EQ(b.error, "") << cpu_desc;
+  EXPECT_EQ(a.frames.size(), 12u);
+  expect_same_frames(a, b);
+  return a;
 }
 
 void expect_one_context(const RunResult &r, const std::vector<std::string> &names) {
@@ -1296,67 +1320,31 @@ TEST(CudaMemory, PinnedMemoryOutlivesTheContextCurrentAtItsAllocation) {
 #endif
 }
 
-// Counts the buffers through a pad and those whose memory the driver knows
-// as page-locked.
-struct PinnedCount {
-  std::atomic<int> buffers{0}, pinned{0};
-  void watch(GstElement *pipeline, const char *element, const char *pad_name) {
-    GstElement *e = gst_bin_get_by_name(GST_BIN(pipeline), element);
-    ASSERT_NE(e, nullptr) << element;
-    GstPad *pad = gst_element_get_static_pad(e, pad_name);
-    ASSERT_NE(pad, nullptr) << element << "." << pad_name;
-    gst_pad_add_probe(
-        pad, GST_PAD_PROBE_TYPE_BUFFER,
-        [](GstPad *, GstPadProbeInfo *info, gpointer data) {
-          auto *count = static_cast<PinnedCount *>(data);
-          GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
-          if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_HEADER)) return GST_PAD_PROBE_OK;
-          GstMapInfo map;
-          if (gst_buffer_map(buf, &map, GST_MAP_READ)) {
-            count->buffers++;
-            if (cudadiff::is_pinned_host_memory(map.data)) count->pinned++;
-            gst_buffer_unmap(buf, &map);
-          }
-          return GST_PAD_PROBE_OK;
-        },
-        this, nullptr);
-    gst_object_unref(pad);
-    gst_object_unref(e);
-  }
-};
-
 // The frames a CUDA pipeline keeps in system memory are page-locked: what
 // upstream writes into a filter's and the encoder's proposed pools, and what
 // a filter and the decoder write into their own pools. (Ordinary memory
 // would work too, only its copies to and from the GPU are slower, so no
-// other test notices a fall to it.)
+// other test notices a fall to it.) And the pictures are the CPU backend's.
 TEST(CudaMemory, CudaElementsBuffersInSystemMemoryArePinned) {
-  const std::string desc = std::string(kSource) +
-                           " ! cudagauss backend=cuda name=filter ! video/x-raw ! "
-                           "cudadiffenc backend=cuda name=enc ! "
-                           "cudadiffdec backend=cuda name=dec ! video/x-raw ! fakesink name=out";
-  PinnedCount into_filter, out_of_filter, out_of_decoder;
   RunOptions opts;
-  opts.prepare = [&](GstElement *pipeline) {
-    into_filter.watch(pipeline, "filter", "sink");
-    out_of_filter.watch(pipeline, "filter", "src");
-    out_of_decoder.watch(pipeline, "dec", "src");
-  };
-  const RunResult r = run(desc, {}, opts);
+  opts.count_pinned = true;
+  const RunResult r = run_as_cpu(
+      std::string(kSource) +
+          " ! cudagauss backend=cuda name=filter ! video/x-raw ! cudadiffenc backend=cuda ! "
+          "cudadiffdec backend=cuda name=dec ! video/x-raw ! fakesink name=out",
+      std::string(kSource) +
+          " ! cudagauss backend=cpu ! video/x-raw ! cudadiffenc backend=cpu ! "
+          "cudadiffdec backend=cpu ! video/x-raw ! fakesink name=out",
+      {"filter", "dec"}, opts);
   ASSERT_EQ(r.error, "");
-  EXPECT_EQ(r.frames.size(), 12u);
-  EXPECT_EQ(into_filter.buffers.load(), 12);
-  EXPECT_EQ(into_filter.pinned.load(), 12) << "of the source's frames in the filter's pool";
-  EXPECT_EQ(out_of_filter.buffers.load(), 12);
-  EXPECT_EQ(out_of_filter.pinned.load(), 12) << "of the filter's frames in the encoder's pool";
-  EXPECT_EQ(out_of_decoder.buffers.load(), 12);
-  EXPECT_EQ(out_of_decoder.pinned.load(), 12) << "of the decoder's frames";
-  // And the pictures are the CPU backend's.
-  const RunResult cpu = run(std::string(kSource) +
-                            " ! cudagauss backend=cpu ! video/x-raw ! cudadiffenc backend=cpu ! "
-                            "cudadiffdec backend=cpu ! video/x-raw ! fakesink name=out");
-  EXPECT_EQ(cpu.error, "");
-  expect_same_frames(r, cpu);
+  const PadCount &into_filter = r.sink_counts.at("filter"), &out_of_filter = r.counts.at("filter"),
+                 &out_of_decoder = r.counts.at("dec");
+  EXPECT_EQ(into_filter.buffers, 12);
+  EXPECT_EQ(into_filter.pinned, 12) << "of the source's frames in the filter's pool";
+  EXPECT_EQ(out_of_filter.buffers, 12);
+  EXPECT_EQ(out_of_filter.pinned, 12) << "of the filter's frames in the encoder's pool";
+  EXPECT_EQ(out_of_decoder.buffers, 12);
+  EXPECT_EQ(out_of_decoder.pinned, 12) << "of the decoder's frames";
 }
 
 // A flushing seek in a CUDA memory chain: the frames after it are those of
@@ -1531,19 +1519,6 @@ std::string on_device(const std::string &element, const std::string &backend, in
   const std::string factory = element.substr(0, name_end);
   const std::string props = name_end == std::string::npos ? "" : element.substr(name_end);
   return factory + " backend=" + backend + " device-id=" + std::to_string(device) + props;
-}
-
-// Runs `desc` (probing `watch`) and `cpu_desc`: both reach the end with the
-// same 12 buffers (gtest expectations). The first run's result.
-RunResult run_as_cpu(const std::string &desc, const std::string &cpu_desc,
-                     const std::vector<std::string> &watch = {}) {
-  RunResult a = run(desc, watch);
-  EXPECT_EQ(a.error, "") << desc;
-  const RunResult b = run(cpu_desc);
-  EXPECT_EQ(b.error, "") << cpu_desc;
-  EXPECT_EQ(a.frames.size(), 12u);
-  expect_same_frames(a, b);
-  return a;
 }
 
 // The usual source, then `middle(backend, device)`, into fakesink "out":
