@@ -880,6 +880,25 @@ static GstFlowReturn gst_cudadiff_filter_submit_input_buffer(GstBaseTransform *t
   return ret;
 }
 
+// At EOS: the last frame left on the GPU unfinished gets its finish_frame,
+// then the subclass posts what it still holds (drain).
+static void end_of_stream(GstCudaDiffFilter *self) {
+  FilterState *st = get_priv(self)->state;
+  GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
+  if (!st->configured || !st->ctx) return;
+  try {
+    cudadiff::ContextScope scope(st->ctx.get());
+    if (st->last_frame_unfinished) {
+      st->last_frame_unfinished = false;
+      st->last_frame_done->synchronize();
+      if (klass->finish_frame) klass->finish_frame(self, st->last_frame_pts);
+    }
+    if (klass->drain) klass->drain(self);
+  } catch (const cudadiff::Error &e) {
+    gst_cudadiff_post_error(GST_ELEMENT(self), "finishing the stream", e);
+  }
+}
+
 static gboolean gst_cudadiff_filter_sink_event(GstBaseTransform *trans, GstEvent *event) {
   auto *self = GST_CUDADIFF_FILTER(trans);
   GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
@@ -894,6 +913,7 @@ static gboolean gst_cudadiff_filter_sink_event(GstBaseTransform *trans, GstEvent
     if (ret != GST_FLOW_OK)
       GST_DEBUG_OBJECT(self, "pushing the frame in flight: %s", gst_flow_get_name(ret));
   }
+  if (GST_EVENT_TYPE(event) == GST_EVENT_EOS) end_of_stream(self);
   return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)->sink_event(trans, event);
 }
 

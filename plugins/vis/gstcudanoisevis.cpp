@@ -10,7 +10,8 @@
  *
  * With `stats-interval` N > 0, every N frames an element message named
  * `cudanoisevis` reports the fraction of marked pixels and of changed bytes
- * over those N frames; the last report is also the `stats` property. The
+ * over those N frames, and at the end of the stream one more over the frames
+ * since the last report; the last report is also the `stats` property. The
  * counts are reduced and summed over the N frames on the GPU; 16 bytes come
  * back once per report.
  *
@@ -52,6 +53,7 @@ struct _GstCudaNoiseVis {
   guint interval_frames;    // frames in the op's running totals
   gboolean report_due;      // the frame in flight ends an interval: its totals were taken
   int frame_threshold;      // threshold of the frame in flight
+  GstClockTime last_pts;    // of the last frame finished
 };
 
 G_DEFINE_TYPE(GstCudaNoiseVis, gst_cudadiff_noisevis, GST_TYPE_CUDADIFF_FILTER)
@@ -166,8 +168,20 @@ static void post_report(GstCudaNoiseVis *self, GstClockTime pts) {
 // the base class waited for it, so its totals are on the host.
 static void gst_cudadiff_noisevis_finish_frame(GstCudaDiffFilter *filter, GstClockTime pts) {
   auto *self = GST_CUDADIFF_NOISEVIS(filter);
+  self->last_pts = pts;
   if (self->report_due && self->op) post_report(self, pts);
   self->report_due = FALSE;
+}
+
+// At EOS the frames counted since the last report get a report of their own
+// (as `level` does), so that every frame of a stream is reported.
+static void gst_cudadiff_noisevis_drain(GstCudaDiffFilter *filter) {
+  auto *self = GST_CUDADIFF_NOISEVIS(filter);
+  if (!self->op || self->totals_interval == 0 || self->interval_frames == 0) return;
+  self->op->take_counts();
+  gst_cudadiff_filter_get_context(filter)->synchronize();
+  self->interval_frames = 0;
+  post_report(self, self->last_pts);
 }
 
 // Each run starts without a report: `stats` is NULL until its first one
@@ -282,7 +296,8 @@ static void gst_cudadiff_noisevis_class_init(GstCudaNoiseVisClass *klass) {
       g_param_spec_uint("stats-interval", "Statistics interval",
                         "Every this many frames, post an element message named cudanoisevis "
                         "with the fraction of marked pixels and of changed bytes over those "
-                        "frames, and update `stats`; 0 = off (nothing is counted). In frames. "
+                        "frames (and at the end of the stream over the frames since the last "
+                        "report), and update `stats`; 0 = off (nothing is counted). In frames. "
                         "Changeable while playing. Default: 0",
                         0, G_MAXUINT, DEFAULT_STATS_INTERVAL, flags));
   stats_pspec = g_param_spec_boxed(
@@ -309,6 +324,7 @@ static void gst_cudadiff_noisevis_class_init(GstCudaNoiseVisClass *klass) {
 
   filter_class->transform_format_caps = GST_DEBUG_FUNCPTR(gst_cudadiff_vis_transform_caps);
   filter_class->finish_frame = gst_cudadiff_noisevis_finish_frame;
+  filter_class->drain = gst_cudadiff_noisevis_drain;
   filter_class->host_results = TRUE;
   filter_class->setup = gst_cudadiff_noisevis_setup;
   filter_class->teardown = gst_cudadiff_noisevis_teardown;
@@ -332,4 +348,5 @@ static void gst_cudadiff_noisevis_init(GstCudaNoiseVis *self) {
   self->interval_frames = 0;
   self->report_due = FALSE;
   self->frame_threshold = DEFAULT_THRESHOLD;
+  self->last_pts = GST_CLOCK_TIME_NONE;
 }

@@ -371,6 +371,71 @@ TEST(CudaNoiseVis, MessagesAndStatsProperty) {
   gst_harness_teardown(h);
 }
 
+// At EOS the frames since the last report get one of their own, before EOS
+// goes on; when the last frame ended an interval, EOS adds none. Without
+// stats-interval nothing is posted at EOS either.
+TEST(CudaNoiseVis, EndOfStreamReportsTheRest) {
+  const int w = 23, hgt = 5;
+  const std::string caps = gst_test::raw_caps("BGR", w, hgt);
+  const GstVideoInfo info = info_of(caps);
+  for (int frames : {5, 6}) {
+    for (guint interval : {3u, 0u}) {
+      const std::string launch = "cudanoisevis stats-interval=" + std::to_string(interval);
+      GstHarness *h = make_harness(launch.c_str(), caps, caps);
+      GstElement *el = gst_harness_find_element(h, "cudanoisevis");
+      GstBus *bus = gst_bus_new();
+      gst_element_set_bus(el, bus);
+      for (int i = 0; i < frames; ++i)
+        gst_buffer_unref(gst_harness_push_and_pull(h, pattern_buffer(info, i)));
+      if (interval > 0) {
+        GstMessage *m = pop_report(bus);
+        ASSERT_NE(m, nullptr);
+        expect_report(gst_message_get_structure(m), expected_report(false, 3, w, hgt, 0, 3));
+        gst_message_unref(m);
+        if (frames == 6) {
+          m = pop_report(bus);
+          ASSERT_NE(m, nullptr);
+          expect_report(gst_message_get_structure(m), expected_report(false, 3, w, hgt, 3, 6));
+          gst_message_unref(m);
+        }
+      }
+      EXPECT_EQ(pop_report(bus), nullptr) << "before EOS";
+
+      ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_eos()));
+      GstMessage *m = pop_report(bus);
+      if (interval > 0 && frames == 5) {
+        ASSERT_NE(m, nullptr) << "no report at EOS";
+        const Expected rest = expected_report(false, 3, w, hgt, 3, 5);
+        EXPECT_EQ(rest.frames, 2u);
+        expect_report(gst_message_get_structure(m), rest);
+        guint64 ts = 0;
+        gst_structure_get_uint64(gst_message_get_structure(m), "timestamp", &ts);
+        EXPECT_EQ(ts, gst_util_uint64_scale(4, GST_SECOND, 30));  // the last frame's
+        GstStructure *stats = nullptr;
+        g_object_get(el, "stats", &stats, nullptr);
+        expect_report(stats, rest);
+        if (stats) gst_structure_free(stats);
+        gst_message_unref(m);
+        m = pop_report(bus);
+      }
+      EXPECT_EQ(m, nullptr) << frames << " frames, interval " << interval;
+      if (m) gst_message_unref(m);
+      // EOS itself went on, after the report.
+      bool eos = false;
+      while (GstEvent *e = gst_harness_try_pull_event(h)) {
+        eos |= GST_EVENT_TYPE(e) == GST_EVENT_EOS;
+        gst_event_unref(e);
+      }
+      EXPECT_TRUE(eos);
+
+      gst_element_set_bus(el, nullptr);
+      gst_object_unref(bus);
+      gst_object_unref(el);
+      gst_harness_teardown(h);
+    }
+  }
+}
+
 // Reports count every byte of the pixel: 4 per pixel for BGRx, 1 for GRAY8.
 TEST(CudaNoiseVis, ReportBytesPerFormat) {
   for (const char *fmt : {"BGRx", "GRAY8"}) {

@@ -68,6 +68,7 @@ Run run(const std::string &element, const std::string &launch, const std::string
   gst_element_set_bus(el, bus);
   Run r;
   for (GstBuffer *f : frames) r.outputs.push_back(gst_harness_push_and_pull(h, gst_buffer_ref(f)));
+  EXPECT_TRUE(gst_harness_push_event(h, gst_event_new_eos()));  // (a last report, if any)
   while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_ELEMENT)) {
     gchar *s = gst_structure_to_string(gst_message_get_structure(m));
     r.reports.push_back(s);
@@ -81,7 +82,9 @@ Run run(const std::string &element, const std::string &launch, const std::string
   return r;
 }
 
-void compare(const std::string &element, const std::string &props, int tolerance) {
+// `reports`: how many element messages each backend posts (-1: not checked).
+void compare(const std::string &element, const std::string &props, int tolerance,
+             int reports = -1) {
   for (const char *fmt : kFormats) {
     std::vector<std::string> outs = {fmt};
     if (std::string(fmt) == "GRAY8") outs.push_back("BGRx");
@@ -114,6 +117,10 @@ void compare(const std::string &element, const std::string &props, int tolerance
         gst_buffer_unref(cpu.outputs[i]);
       }
       EXPECT_EQ(gpu.reports, cpu.reports) << element << " " << props << " " << fmt;
+      if (reports >= 0) {
+        EXPECT_EQ(gpu.reports.size(), static_cast<size_t>(reports))
+            << element << " " << props << " " << fmt;
+      }
       for (GstBuffer *f : frames) gst_buffer_unref(f);
     }
   }
@@ -128,6 +135,8 @@ TEST(VisCuda, HeatmapCudaMatchesCpu) {
 }
 
 TEST(VisCuda, NoiseVisCudaMatchesCpu) {
-  compare("cudanoisevis", "stats-interval=2", 0);
-  compare("cudanoisevis", "mode=overlay threshold=7 color=0x80ffff00 stats-interval=1", 0);
+  compare("cudanoisevis", "stats-interval=2", 0, 2);
+  compare("cudanoisevis", "mode=overlay threshold=7 color=0x80ffff00 stats-interval=1", 0, 4);
+  // Four frames: one report after the third, one at EOS over the fourth.
+  compare("cudanoisevis", "threshold=7 stats-interval=3", 0, 2);
 }
