@@ -1,12 +1,36 @@
 #include "gstcudadiffdescribed.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <utility>
 
 #include "cudadiffstream.h"
 
 namespace stream = cudadiff::stream;
+
+namespace {
+
+// A positive int written in plain decimal digits (no sign, no spaces), or 0:
+// the header's text comes from the wire, and sscanf's %d makes a value out of
+// range wrap (undefined behaviour).
+int positive_int(const std::string &text) {
+  if (text.empty() || text.size() > 10 || text.find_first_not_of("0123456789") != std::string::npos)
+    return 0;
+  const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+  return v <= unsigned(G_MAXINT) ? int(v) : 0;
+}
+
+// The multiview mode that GStreamer's caps call `text`, or NONE: asked mode
+// by mode, since gst_video_multiview_mode_from_caps_string() prints a GLib
+// warning for a name it does not know (fatal where warnings are).
+GstVideoMultiviewMode multiview_mode_named(const std::string &text) {
+  for (int m = 0; m < 64; ++m) {
+    const gchar *name = gst_video_multiview_mode_to_caps_string(GstVideoMultiviewMode(m));
+    if (name && text == name) return GstVideoMultiviewMode(m);
+  }
+  return GST_VIDEO_MULTIVIEW_MODE_NONE;
+}
+
+}  // namespace
 
 GstCudaDiffDescribed GstCudaDiffDescribed::read(const uint8_t *payload, size_t n) {
   GstCudaDiffDescribed d;
@@ -24,12 +48,14 @@ void GstCudaDiffDescribed::apply(GstVideoInfo *info) const {
   GstVideoColorimetry c;
   if (!colorimetry.empty() && gst_video_colorimetry_from_string(&c, colorimetry.c_str()))
     info->colorimetry = c;
-  int par_n = 0, par_d = 0;
-  char end = 0;
-  if (std::sscanf(pixel_aspect_ratio.c_str(), "%d/%d%c", &par_n, &par_d, &end) == 2 && par_n > 0 &&
-      par_d > 0) {
-    GST_VIDEO_INFO_PAR_N(info) = par_n;
-    GST_VIDEO_INFO_PAR_D(info) = par_d;
+  const size_t slash = pixel_aspect_ratio.find('/');
+  if (slash != std::string::npos) {
+    const int par_n = positive_int(pixel_aspect_ratio.substr(0, slash));
+    const int par_d = positive_int(pixel_aspect_ratio.substr(slash + 1));
+    if (par_n > 0 && par_d > 0) {
+      GST_VIDEO_INFO_PAR_N(info) = par_n;
+      GST_VIDEO_INFO_PAR_D(info) = par_d;
+    }
   }
   if (interlace_mode == "interleaved") {
     GST_VIDEO_INFO_INTERLACE_MODE(info) = GST_VIDEO_INTERLACE_MODE_INTERLEAVED;
@@ -41,8 +67,7 @@ void GstCudaDiffDescribed::apply(GstVideoInfo *info) const {
     if (site != GST_VIDEO_CHROMA_SITE_UNKNOWN) info->chroma_site = site;
   }
   if (!multiview_mode.empty()) {
-    const GstVideoMultiviewMode mode =
-        gst_video_multiview_mode_from_caps_string(multiview_mode.c_str());
+    const GstVideoMultiviewMode mode = multiview_mode_named(multiview_mode);
     // The flags GStreamer defines (right view first, the four flips and
     // flops, half aspect, mixed mono); a value with others, or not plain
     // decimal digits (sscanf's %u takes a minus sign: all bits), is not

@@ -592,6 +592,60 @@ TEST(CudaDiff, StreamHeaderMultiviewFlagsOutsideGStreamersAreIgnored) {
   }
 }
 
+// A stream header's text comes from the wire: a pixel aspect ratio out of
+// int's range (sscanf's %d wrapped 9999999999 to 1410065407) and a multiview
+// mode GStreamer does not know (gst_video_multiview_mode_from_caps_string()
+// printed a GLib warning for it, fatal where warnings are, as in these
+// tests: gst_test::init()) are not used.
+TEST(CudaDiff, StreamHeaderValuesOutOfRangeAreIgnored) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 1;
+  o.caps_extra = ", pixel-aspect-ratio=(fraction)1000000000/1, multiview-mode=(string)side-by-side";
+  encode(e, "BGR", 32, 16, o);
+  GstBuffer *header = stream_header_of(e);
+  ASSERT_NE(header, nullptr);
+  const Bytes hb = bytes_of(header);
+  const std::string text(hb.begin() + 64, hb.end());
+  const size_t par = text.find("pixel-aspect-ratio=1000000000/1\n");
+  const size_t mode = text.find("multiview-mode=side-by-side\n");
+  ASSERT_NE(par, std::string::npos) << text;
+  ASSERT_NE(mode, std::string::npos) << text;
+  for (int change : {0, 1}) {
+    SCOPED_TRACE(change == 0 ? "pixel aspect ratio" : "multiview mode");
+    Bytes changed = hb;
+    if (change == 0)
+      std::memcpy(changed.data() + 64 + par + 19, "9999999999", 10);
+    else
+      std::memcpy(changed.data() + 64 + mode + 15, "side-by-sid_", 12);
+    fix_checksums(changed);
+    GstBuffer *h = buffer_like(header, changed);
+    std::vector<GstBuffer *> packets = {h};
+    packets.insert(packets.end(), e.packets.begin(), e.packets.end());
+    for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
+      SCOPED_TRACE(launch);
+      Decoded d;
+      decode(d, packets, true, launch);
+      ASSERT_EQ(d.frames.size(), 1u);
+      GstCaps *caps = gst_caps_from_string(d.caps[0].c_str());
+      GstVideoInfo info;
+      ASSERT_TRUE(gst_video_info_from_caps(&info, caps)) << d.caps[0];
+      gst_caps_unref(caps);
+      if (change == 0) {
+        EXPECT_EQ(GST_VIDEO_INFO_PAR_N(&info), 1) << d.caps[0];
+        EXPECT_EQ(GST_VIDEO_INFO_PAR_D(&info), 1) << d.caps[0];
+        EXPECT_EQ(GST_VIDEO_INFO_MULTIVIEW_MODE(&info), GST_VIDEO_MULTIVIEW_MODE_SIDE_BY_SIDE);
+      } else {
+        EXPECT_EQ(GST_VIDEO_INFO_PAR_N(&info), 1000000000) << d.caps[0];
+        EXPECT_TRUE(GST_VIDEO_INFO_MULTIVIEW_MODE(&info) == GST_VIDEO_MULTIVIEW_MODE_MONO ||
+                    GST_VIDEO_INFO_MULTIVIEW_MODE(&info) == GST_VIDEO_MULTIVIEW_MODE_NONE)
+            << d.caps[0];
+      }
+    }
+    gst_buffer_unref(h);
+  }
+}
+
 // Interlacing that changes from frame to frame (interlace-mode=mixed, the
 // buffers' INTERLACED and TFF flags) has no place in a packet, so the
 // encoder refuses it with an error that says so, rather than lose it:
