@@ -1416,6 +1416,15 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
     }
     if (!st->synced && ret == GST_FLOW_OK) request_keyframe(self, frame, st->late_skip);
     const GstFlowReturn flushed = finish_pending(self);
+    // A lost frame whose header is intact keeps its place on the timeline
+    // (as the parser's does): left untimed, the base class would time it
+    // after the last frame out, and then hold every later frame before its
+    // time at that time (runs of frames with one timestamp). Not before the
+    // timeline has begun: a late viewer's line starts at its first picture,
+    // not at the deltas dropped before it (which would delay every picture
+    // by their time in a synchronising sink).
+    if (ret == GST_FLOW_OK && header_ok && !h.stream_header() && st->timeline.have)
+      set_timestamps(self, frame, h);
     if (ret == GST_FLOW_OK)
       drop_lost_frame(self, frame);
     else

@@ -3434,6 +3434,52 @@ TEST(CudaDiff, DecoderTimestampsOfARestartedSender) {
   }
 }
 
+// A relay splices a second sender into a byte stream from one of its deltas
+// on (a late join): the decoder drops those deltas until the keyframe. They
+// keep their places on the timeline, so the decoder's output is timed as the
+// parser's: before, dropped frames left untimed were timed by the base class
+// after the last frame out, and every frame after them that came before
+// their end was held at it (here the keyframe and the deltas after it, all
+// at one time).
+TEST(CudaDiff, DroppedFramesKeepTheirPlaceOnTheTimeline) {
+  Encoded a, b;
+  EncodeOptions o;
+  o.frames = 12;
+  o.props = "keyframe-interval=8";
+  encode(a, "GRAY8", 16, 8, o);
+  encode(b, "GRAY8", 16, 8, o);
+  ASSERT_EQ(b.packets.size(), 12u);
+  const uint64_t interval = gst_util_uint64_scale(1, GST_SECOND, 30);
+  std::vector<Bytes> packets;
+  for (size_t t = 0; t < 4; ++t)
+    packets.push_back(with_time(bytes_of(a.packets[t]), t * interval, interval));
+  // B from delta 1 on, its times and frame numbers from 0 again (too close
+  // to A's for a restart of the timeline: B's packets keep their times):
+  // deltas 1-7 dropped, keyframe 8 and the deltas after it shown.
+  for (size_t t = 1; t < 12; ++t)
+    packets.push_back(with_time(bytes_of(b.packets[t]), t * interval, interval));
+  std::vector<GstClockTime> want;
+  for (size_t t : {0, 1, 2, 3, 8, 9, 10, 11}) want.push_back(t * interval);
+  for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
+    SCOPED_TRACE(launch);
+    std::vector<GstBuffer *> in;
+    for (const Bytes &p : packets) {
+      GstBuffer *buf = gst_buffer_new_allocate(nullptr, p.size(), nullptr);  // untimed
+      gst_buffer_fill(buf, 0, p.data(), p.size());
+      in.push_back(buf);
+    }
+    Decoded d;
+    decode(d, in, true, launch);
+    std::vector<GstClockTime> pts;
+    for (GstBuffer *out : d.buffers) pts.push_back(GST_BUFFER_PTS(out));
+    EXPECT_EQ(pts, want);
+    ASSERT_EQ(d.frames.size(), 8u);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(d.frames[i], a.pictures[i]) << "frame " << i;
+    for (size_t i = 4; i < 8; ++i) EXPECT_EQ(d.frames[i], b.pictures[i + 4]) << "frame " << i;
+    for (GstBuffer *buf : in) gst_buffer_unref(buf);
+  }
+}
+
 // Upstream that answers as a file does: seekable in bytes, of a known size.
 gboolean file_like_query(GstPad *pad, GstObject *parent, GstQuery *query) {
   if (GST_QUERY_TYPE(query) == GST_QUERY_SEEKING) {
