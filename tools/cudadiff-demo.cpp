@@ -209,7 +209,8 @@ std::vector<guint8> frame_at(Recent &recent, GstClockTime pts) {
 bool write_mosaic(const std::string &path, int w, int h,
                   const std::vector<std::vector<guint8>> &tiles,
                   const std::vector<std::string> &labels, const char *backend, std::string *error) {
-  const size_t row = size_t(w) * 3, mosaic_row = 2 * row;
+  // (rows of the mosaic padded to 4 bytes, as GStreamer lays out BGR)
+  const size_t row = size_t(w) * 3, mosaic_row = GST_ROUND_UP_4(2 * row);
   std::vector<guint8> mosaic(mosaic_row * size_t(2 * h), 0);
   for (size_t t = 0; t < tiles.size() && t < 4; ++t) {
     if (tiles[t].size() != row * size_t(h)) continue;  // missing: stays black
@@ -423,6 +424,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   g_option_context_free(context);
+  if (argc > 1) {  // (what no option took)
+    std::fprintf(stderr, "unexpected argument \"%s\" (see --help)\n", argv[1]);
+    return 2;
+  }
   std::signal(SIGINT, on_interrupt);
   if (o.frames < 1) {
     std::fprintf(stderr, "--frames must be at least 1\n");

@@ -179,6 +179,13 @@ int main(int argc, char **argv) {
     return 2;
   }
   g_option_context_free(context);
+  if (argc > 1) {  // (what no option took: a file meant for --source, say)
+    std::fprintf(
+        stderr,
+        "unexpected argument \"%s\" (a file to serve is given as --source PATH; see --help)\n",
+        argv[1]);
+    return 2;
+  }
   gst_init(&argc, &argv);
   // Each option within its range, or the message names it and the range.
   // (cudadiffenc would take an out-of-range threshold with a GLib warning

@@ -23,6 +23,12 @@ png_size() {
 }
 [ "$(png_size "$dir/snapshot.png")" = 320x240 ] || { echo "FAIL: snapshot is $(png_size "$dir/snapshot.png")"; exit 1; }
 [ "$(png_size "$dir/mosaic.png")" = 640x480 ] || { echo "FAIL: mosaic is $(png_size "$dir/mosaic.png")"; exit 1; }
+# An odd width: the mosaic's rows of 6W bytes are padded to 4 (the mosaic
+# failed to be written, exit status 1, and an empty file was left).
+"$demo" --source test --frames 5 --width 33 --height 17 --png "$dir/odd.png" \
+  --mosaic "$dir/odd-mosaic.png" >"$dir/odd.log" 2>&1 || {
+  cat "$dir/odd.log"; echo "FAIL: the demo at 33x17 exited with an error"; exit 1; }
+[ "$(png_size "$dir/odd-mosaic.png")" = 66x34 ] || { echo "FAIL: mosaic at 33x17 is $(png_size "$dir/odd-mosaic.png")"; exit 1; }
 # Live sources (compositor then makes one frame more than its inputs): the
 # demo still streams the frames asked for, no more.
 "$demo" --source test --live --frames 20 --width 160 --height 120 --mosaic "" \
@@ -41,10 +47,11 @@ timeout --foreground -k 30 -s INT --preserve-status 4 "$demo" --source test --li
 [ "$status" = 0 ] && grep -q "interrupted: ending the stream" "$dir/int.log" &&
   grep -Eq "^frames:  ([1-9][0-9]*) sent, \1 shown by the client" "$dir/int.log" || {
   cat "$dir/int.log"; echo "FAIL: Ctrl-C on a live run: exit status $status"; exit 1; }
-# Options out of range are refused (exit 2) before anything runs (the
-# elements would keep their defaults with a GLib warning only).
+# Options out of range, and a stray argument, are refused (exit 2) before
+# anything runs (the elements would keep their defaults with a GLib warning
+# only).
 for bad in "--threshold 300" "--threshold -1" "--keyframe-interval -5" "--width 0" "--fps 0" \
-           "--source camra" "--stream-version 3" "--backend gpu" "--compression zz"; do
+           "--source camra" "--stream-version 3" "--backend gpu" "--compression zz" "extra"; do
   status=0
   "$demo" $bad --frames 5 >"$dir/bad.log" 2>&1 || status=$?
   [ "$status" = 2 ] || { cat "$dir/bad.log"; echo "FAIL: $bad: exit status $status, not 2"; exit 1; }
@@ -74,5 +81,5 @@ status=0
   --png "$dir/no/such/dir/x.png" >"$dir/nopng.log" 2>&1 || status=$?
 [ "$status" = 1 ] && grep -q "could not write the PNG" "$dir/nopng.log" || {
   cat "$dir/nopng.log"; echo "FAIL: an unwritable --png: exit status $status"; exit 1; }
-echo "PASS: snapshot 320x240, mosaic 640x480; live: 20 frames; Ctrl-C ends a live run;" \
+echo "PASS: snapshot 320x240, mosaic 640x480 (66x34 at 33x17); live: 20 frames; Ctrl-C ends a live run;" \
   "bad options refused; a device that is no camera falls back to the test pattern"

@@ -32,6 +32,9 @@ expect_refused "--width 40000 is out of range: 1 to 32767" --width 40000
 for value in "none ! fakesink" "none threshold=300"; do
   expect_refused "--compression $value: not one of" --compression "$value"
 done
+# A stray argument (a file meant for --source) is refused, not ignored
+# (the test pattern was served instead).
+expect_refused 'unexpected argument "clip.avi" (a file to serve is given as --source PATH' clip.avi
 # A --source file that is not a video (a text file: this script; a sound)
 # is refused before serving, not when the first viewer connects.
 wav=$(mktemp --suffix=.wav)
