@@ -10,6 +10,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "cudadiffserver.h"
@@ -128,7 +130,9 @@ int main(int argc, char **argv) {
        "PATH"},
       {"width", 'W', 0, G_OPTION_ARG_INT, &a.width, "Test pattern width (default 1280)", "W"},
       {"height", 'H', 0, G_OPTION_ARG_INT, &a.height, "Test pattern height (default 720)", "H"},
-      {"fps", 'f', 0, G_OPTION_ARG_INT, &a.fps, "Test pattern frame rate (default 30)", "FPS"},
+      {"fps", 'f', 0, G_OPTION_ARG_INT, &a.fps,
+       "Test pattern frame rate, and that of a file whose frames carry no timestamps (default 30)",
+       "FPS"},
       {"threshold", 't', 0, G_OPTION_ARG_INT, &a.threshold,
        "cudadiffenc threshold, 0 to 255 (default: the element's, 20)", "T"},
       {"keyframe-interval", 'k', 0, G_OPTION_ARG_INT, &a.keyframe_interval,
@@ -285,6 +289,16 @@ int main(int argc, char **argv) {
   o.on_error = [](const std::string &text) {
     std::fprintf(stderr, "media error: %s\n", text.c_str());
   };
+  // Warnings (a file played once, or at --fps for want of timestamps) are
+  // printed too, each text once.
+  o.on_warning = [](const std::string &text) {
+    static std::mutex mutex;
+    static std::set<std::string> printed;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (printed.size() < 1000 && printed.insert(text).second)
+      std::fprintf(stderr, "media warning: %s\n", text.c_str());
+  };
+  o.untimed_fps = a.fps;
   cudadiff_server::Server server(o);
   std::string error;
   if (!server.start(&error)) {

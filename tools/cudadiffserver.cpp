@@ -867,6 +867,11 @@ struct LoopState {
   guint32 seek_seqnum = GST_SEQNUM_INVALID;
   bool ended = false;  // the source could not seek, or a run took no time: its EOS passes
   guint64 runs = 1;
+  // Frames without a timestamp are timed one interval apart: the caps'
+  // framerate's, else untimed_interval (Options::untimed_fps).
+  GstClockTime caps_interval = 0;
+  GstClockTime untimed_interval = GST_SECOND / 30;
+  bool warned_untimed = false;
 
   // After a flush that is not ours: running time starts again at 0.
   void restart() {
@@ -878,17 +883,22 @@ struct LoopState {
   }
 };
 
+// Seeks the source back to its start: in time, or else to its first byte
+// (a file without an index of times, such as JPEG frames in multipart).
 void loop_seek(GstElement *element, gpointer data) {
   auto *st = static_cast<LoopState *>(data);
   GstPad *pad = gst_element_get_static_pad(element, "sink");
-  GstEvent *seek = gst_event_new_seek(1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, GST_SEEK_TYPE_SET,
-                                      0, GST_SEEK_TYPE_NONE, GST_CLOCK_TIME_NONE);
-  {
-    std::lock_guard<std::mutex> lock(st->mutex);
-    st->seeking = true;
-    st->seek_seqnum = gst_event_get_seqnum(seek);
-  }
-  if (!gst_pad_push_event(pad, seek)) {
+  auto seek_to_start = [&](GstFormat format) {
+    GstEvent *seek = gst_event_new_seek(1.0, format, GST_SEEK_FLAG_FLUSH, GST_SEEK_TYPE_SET, 0,
+                                        GST_SEEK_TYPE_NONE, -1);
+    {
+      std::lock_guard<std::mutex> lock(st->mutex);
+      st->seeking = true;
+      st->seek_seqnum = gst_event_get_seqnum(seek);
+    }
+    return gst_pad_push_event(pad, seek) != FALSE;
+  };
+  if (!seek_to_start(GST_FORMAT_TIME) && !seek_to_start(GST_FORMAT_BYTES)) {
     {
       std::lock_guard<std::mutex> lock(st->mutex);
       st->seeking = false;
@@ -898,7 +908,7 @@ void loop_seek(GstElement *element, gpointer data) {
     if (!GST_PAD_IS_FLUSHING(pad))
       GST_ELEMENT_WARNING(element, STREAM, FAILED,
                           ("The source cannot seek back to its start: it is played once"),
-                          ("a seek to 0 at its end failed"));
+                          ("a seek to its start at its end failed, in time and in bytes"));
     gst_pad_send_event(pad, gst_event_new_eos());
   }
   gst_object_unref(pad);
@@ -913,6 +923,31 @@ GstPadProbeReturn on_loop_pad(GstPad *pad, GstPadProbeInfo *info, gpointer data)
       buf = gst_buffer_make_writable(buf);
       if (GST_BUFFER_PTS_IS_VALID(buf)) GST_BUFFER_PTS(buf) += st->shift;
       if (GST_BUFFER_DTS_IS_VALID(buf)) GST_BUFFER_DTS(buf) += st->shift;
+      GST_PAD_PROBE_INFO_DATA(info) = buf;
+    }
+    if (st->have_segment && !GST_BUFFER_PTS_IS_VALID(buf)) {
+      // A frame without a timestamp (JPEG frames in multipart): clocksync
+      // would pass it at once, a whole file in a burst, and the run would
+      // take no time. It follows the frame before by an interval; the
+      // first of a run comes where the run begins, without a duration, so
+      // that a single one (a still image) still takes no time.
+      const GstClockTime interval = st->caps_interval ? st->caps_interval : st->untimed_interval;
+      buf = gst_buffer_make_writable(buf);
+      if (GST_CLOCK_TIME_IS_VALID(st->last_pts)) {
+        GST_BUFFER_PTS(buf) = st->last_pts + interval;
+        GST_BUFFER_DURATION(buf) = interval;
+        if (!st->warned_untimed) {
+          st->warned_untimed = true;
+          GST_ELEMENT_WARNING(GST_PAD_PARENT(pad), STREAM, FORMAT,
+                              ("The source's frames carry no timestamps: they are played at "
+                               "%.3g frames per second",
+                               double(GST_SECOND) / double(interval)),
+                              ("one frame interval apart: its caps' framerate, or the server's "
+                               "rate for untimed frames where they name none"));
+        }
+      } else {
+        GST_BUFFER_PTS(buf) = st->end_pts;
+      }
       GST_PAD_PROBE_INFO_DATA(info) = buf;
     }
     if (!st->have_segment || !GST_BUFFER_PTS_IS_VALID(buf)) return GST_PAD_PROBE_OK;
@@ -931,13 +966,28 @@ GstPadProbeReturn on_loop_pad(GstPad *pad, GstPadProbeInfo *info, gpointer data)
   GstEvent *event = GST_PAD_PROBE_INFO_EVENT(info);
   std::lock_guard<std::mutex> lock(st->mutex);
   switch (GST_EVENT_TYPE(event)) {
+    // The loop's seek's flush (downstream never sees it): by its seqnum, or
+    // any while that seek is on its way (a seek in bytes: a demuxer, such as
+    // multipartdemux, may flush with a seqnum of its own).
     case GST_EVENT_FLUSH_START:
-      return gst_event_get_seqnum(event) == st->seek_seqnum ? GST_PAD_PROBE_DROP : GST_PAD_PROBE_OK;
+      return gst_event_get_seqnum(event) == st->seek_seqnum || st->seeking ? GST_PAD_PROBE_DROP
+                                                                           : GST_PAD_PROBE_OK;
     case GST_EVENT_FLUSH_STOP:
-      if (gst_event_get_seqnum(event) == st->seek_seqnum) return GST_PAD_PROBE_DROP;
+      if (gst_event_get_seqnum(event) == st->seek_seqnum || st->seeking) return GST_PAD_PROBE_DROP;
       GST_DEBUG_OBJECT(pad, "a flush not of the loop: its counts start again");
       st->restart();
       return GST_PAD_PROBE_OK;
+    case GST_EVENT_CAPS: {
+      GstCaps *caps = nullptr;
+      gst_event_parse_caps(event, &caps);
+      gint n = 0, d = 0;
+      st->caps_interval = 0;
+      if (caps && gst_caps_get_size(caps) > 0 &&
+          gst_structure_get_fraction(gst_caps_get_structure(caps, 0), "framerate", &n, &d) &&
+          n > 0 && d > 0)
+        st->caps_interval = gst_util_uint64_scale_int(GST_SECOND, d, n);
+      return GST_PAD_PROBE_OK;
+    }
     case GST_EVENT_SEGMENT: {
       const GstSegment *in = nullptr;
       gst_event_parse_segment(event, &in);
@@ -1015,12 +1065,13 @@ void add_no_seeking(GstElement *source) {
   gst_object_unref(queue);
 }
 
-void add_loop(GstElement *source) {
+void add_loop(GstElement *source, int untimed_fps) {
   GstElement *at = gst_bin_get_by_name(GST_BIN(source), "loop");
   if (!at) at = gst_bin_get_by_name(GST_BIN(source), "sourcequeue");
   GstPad *pad = gst_element_get_static_pad(at, "sink");
   auto *st = new LoopState();
   gst_segment_init(&st->segment, GST_FORMAT_TIME);
+  if (untimed_fps > 0) st->untimed_interval = GST_SECOND / guint64(untimed_fps);
   gst_pad_add_probe(
       pad,
       GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM |
@@ -1055,7 +1106,7 @@ static GstElement *cudadiff_factory_create_element(GstRTSPMediaFactory *factory,
     return nullptr;
   }
   g_clear_error(&err);
-  if (o.loop) add_loop(source);
+  if (o.loop) add_loop(source, o.untimed_fps);
   add_no_seeking(source);
   {
     GstElement *enc = gst_bin_get_by_name(GST_BIN(source), "enc");
@@ -1153,6 +1204,7 @@ namespace {
 // The first error of a media's pipeline is kept (Server::error()), as it is
 // posted: one that stops the media from starting (a camera that is not
 // there) is gone from the bus before rtsp-server's watch would see it.
+// Warnings go to Options::on_warning.
 GstBusSyncReply record_error(GstBus *, GstMessage *message, gpointer data) {
   if (GST_MESSAGE_TYPE(message) == GST_MESSAGE_ERROR) {
     GError *err = nullptr;
@@ -1162,6 +1214,14 @@ GstBusSyncReply record_error(GstBus *, GstMessage *message, gpointer data) {
                                err->message + (debug ? std::string(" (") + debug + ")" : ""));
     g_clear_error(&err);
     g_free(debug);
+  } else if (GST_MESSAGE_TYPE(message) == GST_MESSAGE_WARNING) {
+    const Options &o = shared_of(data)->options;
+    if (o.on_warning) {
+      GError *err = nullptr;
+      gst_message_parse_warning(message, &err, nullptr);
+      o.on_warning(std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(message))) + ": " + err->message);
+      g_clear_error(&err);
+    }
   }
   return GST_BUS_PASS;
 }

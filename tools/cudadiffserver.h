@@ -34,6 +34,12 @@ struct Options {
   // from the server's queue after the source. A source that cannot seek is
   // played once, with a warning.
   bool loop = false;
+  // The frame rate at which a looped source's frames that carry no
+  // timestamps (a file of JPEG frames in multipart) are played, when its caps
+  // name none: each such frame then follows the one before by a frame
+  // interval (a warning says so). A single one per run (a still image) still
+  // takes no time, and is played once.
+  int untimed_fps = 30;
   // Properties of cudadiffenc, gst-launch syntax: "threshold=20 backend=cpu".
   std::string encoder_properties;
   // Fraction of the outgoing RTP packets dropped (netsim), after the
@@ -66,6 +72,9 @@ struct Options {
   // Called with each error of a media pipeline (or of making one) as it is
   // posted, in the thread that posts it.
   std::function<void(const std::string &)> on_error;
+  // Called likewise with each warning of a media pipeline (a source played
+  // once, its frames untimed), in the thread that posts it.
+  std::function<void(const std::string &)> on_warning;
 };
 
 struct Stats {

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -785,6 +786,53 @@ TEST(DiffRtsp, AFileIsPlayedInALoop) {
   first.stop();
   second.stop();
   server.server->stop();
+}
+
+// A file whose frames carry no timestamps (JPEG frames in multipart, with
+// no framerate in their caps) is played at Options::untimed_fps and in a
+// loop, with a warning that says so. Before, clocksync passed its frames at
+// once (a whole file in a fraction of a second), the run took no time, and
+// the file was played once; and multipartdemux cannot seek in time, so the
+// loop seeks to its first byte instead.
+TEST(DiffRtsp, AFileOfUntimedFramesIsPlayedInRealTimeInALoop) {
+  const TempMedia file("untimed.mjpg",
+                       "videotestsrc num-buffers=10 pattern=smpte horizontal-speed=4 ! "
+                       "video/x-raw,width=160,height=120,framerate=10/1 ! jpegenc ! multipartmux");
+  cudadiff_server::Options o = looped(file.path);
+  o.untimed_fps = 20;
+  std::mutex mutex;
+  std::vector<std::string> warnings;
+  o.on_warning = [&](const std::string &text) {
+    std::lock_guard<std::mutex> lock(mutex);
+    warnings.push_back(text);
+  };
+  TestServer server(o);
+  Pipeline viewer(client(server.url()));
+  ASSERT_TRUE(viewer.start());
+  ASSERT_TRUE(wait_until([&] { return viewer.frame_count() >= 1 || !viewer.error().empty(); }, 20));
+  const gint64 first = g_get_monotonic_time();
+  // 35 frames: the file three and a half times, 1.7 s at 20 frames a second.
+  EXPECT_TRUE(wait_until([&] { return viewer.frame_count() >= 35 || !viewer.error().empty(); }, 20))
+      << viewer.frame_count() << " frames shown";
+  const double seconds = double(g_get_monotonic_time() - first) / 1e6;
+  EXPECT_GE(seconds, 1.2) << "34 frames after the first, at 20 a second";
+  EXPECT_FALSE(viewer.eos());
+  const std::vector<Shown> shown = viewer.frames();
+  ASSERT_GE(shown.size(), 35u);
+  for (size_t i = 1; i < shown.size(); ++i) {
+    EXPECT_EQ(shown[i].sender_pts - shown[i - 1].sender_pts, GST_SECOND / 20) << "frame " << i;
+  }
+  EXPECT_EQ(viewer.error(), "");
+  EXPECT_EQ(server.server->error(), "");
+  viewer.stop();
+  server.server->stop();
+  std::lock_guard<std::mutex> lock(mutex);
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_NE(warnings[0].find("carry no timestamps: they are played at 20 frames per second"),
+            std::string::npos)
+      << warnings[0];
+  for (const std::string &w : warnings)
+    EXPECT_EQ(w.find("played once"), std::string::npos) << w;
 }
 
 // The looped media says that it cannot seek (rtsp-server would otherwise
