@@ -755,6 +755,27 @@ gboolean gst_cudadiff_buffer_is_foreign_cuda(GstBuffer *, GstCudaDiffCudaShare *
 
 #endif
 
+std::string gst_cudadiff_map_failure(const GstVideoInfo *info, GstBuffer *buffer) {
+  const gsize size = gst_buffer_get_size(buffer);
+  gchar *frame = g_strdup_printf("a %s %dx%d frame", GST_VIDEO_INFO_NAME(info),
+                                 GST_VIDEO_INFO_WIDTH(info), GST_VIDEO_INFO_HEIGHT(info));
+  gchar *text;
+  if (!gst_buffer_get_video_meta(buffer) && size < GST_VIDEO_INFO_SIZE(info))
+    text = g_strdup_printf(
+        "the buffer holds %" G_GSIZE_FORMAT " bytes, fewer than the %" G_GSIZE_FORMAT
+        " that %s takes in GStreamer's default layout (each row padded to 4 bytes); a "
+        "buffer laid out otherwise must carry a GstVideoMeta that says where its planes are",
+        size, gsize(GST_VIDEO_INFO_SIZE(info)), frame);
+  else
+    text =
+        g_strdup_printf("%s in a buffer of %" G_GSIZE_FORMAT " bytes%s could not be mapped", frame,
+                        size, gst_buffer_get_video_meta(buffer) ? " with a GstVideoMeta" : "");
+  std::string out = text;
+  g_free(text);
+  g_free(frame);
+  return out;
+}
+
 void gst_cudadiff_warn_if_foreign(GstElement *element, GstBuffer *buffer,
                                   GstCudaDiffCudaShare *share, bool *warned) {
   if (*warned || !share->gst_context() || !gst_cudadiff_buffer_is_foreign_cuda(buffer, share))

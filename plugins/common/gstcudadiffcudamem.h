@@ -173,6 +173,9 @@ bool gst_cudadiff_downstream_orders(GstPad *srcpad, GstCaps *caps);
 // *on_device says which. FALSE when the buffer cannot be mapped.
 gboolean gst_cudadiff_frame_map(GstVideoFrame *frame, const GstVideoInfo *info, GstBuffer *buffer,
                                 GstMapFlags flags, GstCudaDiffCudaShare *share, bool *on_device);
+// Why `buffer` could not be mapped as a frame of `info`, for an error's
+// debug text (a buffer smaller than its caps say, without a GstVideoMeta).
+std::string gst_cudadiff_map_failure(const GstVideoInfo *info, GstBuffer *buffer);
 
 // TRUE when `buffer` holds CUDA memory of another driver context than the
 // one `share` holds (another device-id, or a context that was not shared):

@@ -633,7 +633,8 @@ static GstFlowReturn gst_cudadiff_filter_transform(GstBaseTransform *trans, GstB
   bool in_dev = false, out_dev = false;
   if (!gst_cudadiff_frame_map(&in_frame, &vfilter->in_info, inbuf, GST_MAP_READ, &st->share,
                               &in_dev)) {
-    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the input frame"), (nullptr));
+    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the input frame"),
+                      ("%s", gst_cudadiff_map_failure(&vfilter->in_info, inbuf).c_str()));
     return GST_FLOW_ERROR;
   }
   if (!gst_cudadiff_frame_map(&out_frame, &vfilter->out_info, outbuf, GST_MAP_WRITE, &st->share,
@@ -762,7 +763,8 @@ static GstFlowReturn gst_cudadiff_filter_transform_ip(GstBaseTransform *trans, G
   if (!gst_cudadiff_frame_map(&frame, &vfilter->in_info, buf,
                               static_cast<GstMapFlags>(GST_MAP_READWRITE), &st->share,
                               &on_device)) {
-    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the frame"), (nullptr));
+    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("cannot map the input frame"),
+                      ("%s", gst_cudadiff_map_failure(&vfilter->in_info, buf).c_str()));
     return GST_FLOW_ERROR;
   }
   if (!on_device)

@@ -1166,7 +1166,9 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   bool on_device = false;
   if (!gst_cudadiff_frame_map(&p.vframe, &st->input_state->info, frame->input_buffer, GST_MAP_READ,
                               &st->share, &on_device)) {
-    GST_ELEMENT_ERROR(self, STREAM, ENCODE, ("cannot map the input frame"), (nullptr));
+    GST_ELEMENT_ERROR(
+        self, STREAM, ENCODE, ("cannot map the input frame"),
+        ("%s", gst_cudadiff_map_failure(&st->input_state->info, frame->input_buffer).c_str()));
     gst_video_codec_frame_unref(frame);
     return GST_FLOW_ERROR;
   }

@@ -1,6 +1,7 @@
 // backend=cuda without a usable device: a clear error at start, never a crash.
 // meson runs this with CUDA_VISIBLE_DEVICES="" so that it holds on the GPU
 // machine too. backend=auto in the same situation runs on the CPU.
+#include <gst/check/gstharness.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -220,5 +221,36 @@ TEST(BackendErrors, ActiveBackendSaysWhatAutoChose) {
     gst_bus_set_flushing(bus, TRUE);
     gst_object_unref(bus);
     gst_object_unref(el);
+  }
+}
+
+// A buffer smaller than its caps say, without a GstVideoMeta (an
+// application's appsrc that packs rows without their padding): an error
+// whose debug text says why, for a filter, an element in place and the
+// encoder (before, only "cannot map the input frame").
+TEST(BackendErrors, ABufferSmallerThanItsCapsSayIsRefusedWithTheReason) {
+  for (const char *element : {"cudagauss", "cudatextoverlay text=x", "cudadiffenc"}) {
+    SCOPED_TRACE(element);
+    GstHarness *h = gst_harness_new_parse(element);
+    GstBus *bus = gst_bus_new();
+    gst_element_set_bus(h->element, bus);
+    // RGB 3x2: rows of 9 bytes padded to 12, 24 bytes; 18 sent.
+    gst_harness_set_src_caps_str(h, "video/x-raw,format=RGB,width=3,height=2,framerate=30/1");
+    GstBuffer *buf = gst_buffer_new_allocate(nullptr, 18, nullptr);
+    gst_buffer_memset(buf, 0, 0x40, 18);
+    GST_BUFFER_PTS(buf) = 0;
+    EXPECT_EQ(gst_harness_push(h, buf), GST_FLOW_ERROR);
+    const std::vector<gst_test::BusText> errors = gst_test::pop_texts(bus, GST_MESSAGE_ERROR);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_NE(errors[0].message.find("cannot map the input frame"), std::string::npos)
+        << errors[0].message;
+    EXPECT_NE(errors[0].debug.find("the buffer holds 18 bytes, fewer than the 24 that a RGB 3x2 "
+                                   "frame takes"),
+              std::string::npos)
+        << errors[0].debug;
+    EXPECT_NE(errors[0].debug.find("GstVideoMeta"), std::string::npos) << errors[0].debug;
+    gst_element_set_bus(h->element, nullptr);
+    gst_object_unref(bus);
+    gst_harness_teardown(h);
   }
 }
