@@ -35,7 +35,7 @@ void gst_cudadiff_install_backend_properties(GObjectClass *klass, guint backend_
       g_param_spec_enum("active-backend", "Active backend",
                         "The backend the element runs on since it started (READY to PAUSED): "
                         "cuda or cpu, what backend=auto chose; auto before it starts and "
-                        "after it stops (read-only)",
+                        "after it stops (read-only). Default: auto",
                         GST_TYPE_CUDADIFF_BACKEND, GST_CUDADIFF_BACKEND_AUTO,
                         static_cast<GParamFlags>(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
   g_object_class_install_property(
