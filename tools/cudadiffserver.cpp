@@ -872,6 +872,7 @@ struct LoopState {
   GstClockTime caps_interval = 0;
   GstClockTime untimed_interval = GST_SECOND / 30;
   bool warned_untimed = false;
+  bool dropping_flush = false;  // the loop's flush started: its stop is dropped too
 
   // After a flush that is not ours: running time starts again at 0.
   void restart() {
@@ -940,13 +941,14 @@ GstPadProbeReturn on_loop_pad(GstPad *pad, GstPadProbeInfo *info, gpointer data)
           st->warned_untimed = true;
           GST_ELEMENT_WARNING(GST_PAD_PARENT(pad), STREAM, FORMAT,
                               ("The source's frames carry no timestamps: they are played at "
-                               "%.3g frames per second",
+                               "%.5g frames per second",
                                double(GST_SECOND) / double(interval)),
                               ("one frame interval apart: its caps' framerate, or the server's "
                                "rate for untimed frames where they name none"));
         }
       } else {
-        GST_BUFFER_PTS(buf) = st->end_pts;
+        // (not before the segment: the encoder would drop it)
+        GST_BUFFER_PTS(buf) = std::max(st->end_pts, st->segment.start);
       }
       GST_PAD_PROBE_INFO_DATA(info) = buf;
     }
@@ -967,13 +969,20 @@ GstPadProbeReturn on_loop_pad(GstPad *pad, GstPadProbeInfo *info, gpointer data)
   std::lock_guard<std::mutex> lock(st->mutex);
   switch (GST_EVENT_TYPE(event)) {
     // The loop's seek's flush (downstream never sees it): by its seqnum, or
-    // any while that seek is on its way (a seek in bytes: a demuxer, such as
-    // multipartdemux, may flush with a seqnum of its own).
+    // one that starts while that seek is on its way (a seek in bytes: a
+    // demuxer, such as multipartdemux, may flush with a seqnum of its own).
+    // Its stop goes with its start, dropped or passed alike.
     case GST_EVENT_FLUSH_START:
-      return gst_event_get_seqnum(event) == st->seek_seqnum || st->seeking ? GST_PAD_PROBE_DROP
-                                                                           : GST_PAD_PROBE_OK;
+      if (gst_event_get_seqnum(event) == st->seek_seqnum || st->seeking) {
+        st->dropping_flush = true;
+        return GST_PAD_PROBE_DROP;
+      }
+      return GST_PAD_PROBE_OK;
     case GST_EVENT_FLUSH_STOP:
-      if (gst_event_get_seqnum(event) == st->seek_seqnum || st->seeking) return GST_PAD_PROBE_DROP;
+      if (st->dropping_flush || gst_event_get_seqnum(event) == st->seek_seqnum) {
+        st->dropping_flush = false;
+        return GST_PAD_PROBE_DROP;
+      }
       GST_DEBUG_OBJECT(pad, "a flush not of the loop: its counts start again");
       st->restart();
       return GST_PAD_PROBE_OK;

@@ -73,7 +73,9 @@ struct Options {
   // posted, in the thread that posts it.
   std::function<void(const std::string &)> on_error;
   // Called likewise with each warning of a media pipeline (a source played
-  // once, its frames untimed), in the thread that posts it.
+  // once, its frames untimed), in the thread that posts it (a streaming
+  // thread, maybe holding a lock of the server's: it must not wait for the
+  // media).
   std::function<void(const std::string &)> on_warning;
 };
 

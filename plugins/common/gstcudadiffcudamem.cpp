@@ -757,8 +757,8 @@ gboolean gst_cudadiff_buffer_is_foreign_cuda(GstBuffer *, GstCudaDiffCudaShare *
 
 std::string gst_cudadiff_map_failure(const GstVideoInfo *info, GstBuffer *buffer) {
   const gsize size = gst_buffer_get_size(buffer);
-  gchar *frame = g_strdup_printf("a %s %dx%d frame", GST_VIDEO_INFO_NAME(info),
-                                 GST_VIDEO_INFO_WIDTH(info), GST_VIDEO_INFO_HEIGHT(info));
+  gchar *frame = g_strdup_printf("a %dx%d %s frame", GST_VIDEO_INFO_WIDTH(info),
+                                 GST_VIDEO_INFO_HEIGHT(info), GST_VIDEO_INFO_NAME(info));
   gchar *text;
   if (!gst_buffer_get_video_meta(buffer) && size < GST_VIDEO_INFO_SIZE(info))
     text = g_strdup_printf(

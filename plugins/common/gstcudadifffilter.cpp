@@ -887,7 +887,7 @@ static GstFlowReturn gst_cudadiff_filter_submit_input_buffer(GstBaseTransform *t
 static void end_of_stream(GstCudaDiffFilter *self) {
   FilterState *st = get_priv(self)->state;
   GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
-  if (!st->configured || !st->ctx) return;
+  if (!st->configured || !st->ctx || (!klass->finish_frame && !klass->drain)) return;
   try {
     cudadiff::ContextScope scope(st->ctx.get());
     if (st->last_frame_unfinished) {
@@ -907,6 +907,7 @@ static gboolean gst_cudadiff_filter_sink_event(GstBaseTransform *trans, GstEvent
   FilterState *st = get_priv(self)->state;
   if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
     discard_flight(self);
+    st->last_frame_unfinished = false;  // (a frame from before the flush)
     if (klass->reset && st->configured) klass->reset(self);
   } else if (GST_EVENT_IS_SERIALIZED(event) && st->in_flight) {
     // The frame in flight leaves before anything that follows it (EOS, a

@@ -82,10 +82,10 @@ struct _GstCudaDiffFilterClass {
   // their work has finished by then, unless process() asked for a wait with
   // gst_cudadiff_filter_need_host_results().
   void (*finish_frame)(GstCudaDiffFilter *filter, GstClockTime pts);
-  // The stream ends (EOS), optional: called after every frame's
-  // finish_frame (the last one, if it stayed on the GPU, gets its call
-  // first) and before EOS goes downstream, with the context active; posts
-  // what the frames' results left pending. Throws cudadiff::Error.
+  // The stream ends (EOS), optional: called after the last frame's
+  // finish_frame (if that frame stayed on the GPU, it gets its call then)
+  // and before EOS goes downstream, with the context active; posts what the
+  // frames' results left pending. Throws cudadiff::Error.
   void (*drain)(GstCudaDiffFilter *filter);
 
   // Set in class_init by filters that compare a frame with the previous one:

@@ -177,7 +177,13 @@ static void gst_cudadiff_noisevis_finish_frame(GstCudaDiffFilter *filter, GstClo
 // (as `level` does), so that every frame of a stream is reported.
 static void gst_cudadiff_noisevis_drain(GstCudaDiffFilter *filter) {
   auto *self = GST_CUDADIFF_NOISEVIS(filter);
-  if (!self->op || self->totals_interval == 0 || self->interval_frames == 0) return;
+  GST_OBJECT_LOCK(self);
+  const guint interval = self->stats_interval;
+  GST_OBJECT_UNLOCK(self);
+  // (stats-interval changed since the last frame: its counts are dropped)
+  if (!self->op || self->totals_interval == 0 || self->interval_frames == 0 ||
+      interval != self->totals_interval)
+    return;
   self->op->take_counts();
   gst_cudadiff_filter_get_context(filter)->synchronize();
   self->interval_frames = 0;

@@ -244,7 +244,7 @@ TEST(BackendErrors, ABufferSmallerThanItsCapsSayIsRefusedWithTheReason) {
     ASSERT_EQ(errors.size(), 1u);
     EXPECT_NE(errors[0].message.find("cannot map the input frame"), std::string::npos)
         << errors[0].message;
-    EXPECT_NE(errors[0].debug.find("the buffer holds 18 bytes, fewer than the 24 that a RGB 3x2 "
+    EXPECT_NE(errors[0].debug.find("the buffer holds 18 bytes, fewer than the 24 that a 3x2 RGB "
                                    "frame takes"),
               std::string::npos)
         << errors[0].debug;

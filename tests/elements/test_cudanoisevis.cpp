@@ -434,6 +434,26 @@ TEST(CudaNoiseVis, EndOfStreamReportsTheRest) {
       gst_harness_teardown(h);
     }
   }
+  // stats-interval changed after the last frame: its counts are dropped, as
+  // at any change, and EOS posts nothing.
+  GstHarness *h = make_harness("cudanoisevis stats-interval=3", caps, caps);
+  GstElement *el = gst_harness_find_element(h, "cudanoisevis");
+  GstBus *bus = gst_bus_new();
+  gst_element_set_bus(el, bus);
+  for (int i = 0; i < 5; ++i)
+    gst_buffer_unref(gst_harness_push_and_pull(h, pattern_buffer(info, i)));
+  GstMessage *m = pop_report(bus);
+  ASSERT_NE(m, nullptr);
+  gst_message_unref(m);
+  g_object_set(el, "stats-interval", 0u, nullptr);
+  ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_eos()));
+  m = pop_report(bus);
+  EXPECT_EQ(m, nullptr) << "a report at EOS after stats-interval=0";
+  if (m) gst_message_unref(m);
+  gst_element_set_bus(el, nullptr);
+  gst_object_unref(bus);
+  gst_object_unref(el);
+  gst_harness_teardown(h);
 }
 
 // Reports count every byte of the pixel: 4 per pixel for BGRx, 1 for GRAY8.

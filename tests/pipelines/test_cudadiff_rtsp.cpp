@@ -827,12 +827,13 @@ TEST(DiffRtsp, AFileOfUntimedFramesIsPlayedInRealTimeInALoop) {
   viewer.stop();
   server.server->stop();
   std::lock_guard<std::mutex> lock(mutex);
-  ASSERT_FALSE(warnings.empty());
-  EXPECT_NE(warnings[0].find("carry no timestamps: they are played at 20 frames per second"),
-            std::string::npos)
-      << warnings[0];
-  for (const std::string &w : warnings)
+  bool said = false;
+  for (const std::string &w : warnings) {
+    said |=
+        w.find("carry no timestamps: they are played at 20 frames per second") != std::string::npos;
     EXPECT_EQ(w.find("played once"), std::string::npos) << w;
+  }
+  EXPECT_TRUE(said) << warnings.size() << " warnings";
 }
 
 // The looped media says that it cannot seek (rtsp-server would otherwise
