@@ -1291,6 +1291,54 @@ TEST(CudaMemory, TextOverlayPassThroughFinishesMarkedFrames) {
 #endif
 }
 
+// The reports of a cudanoisevis in CUDA memory, whose last frame stays on
+// the GPU without a wait (downstream orders its work after it): at EOS that
+// frame is finished (so the report's timestamp is its own) and the report
+// over the frames since the last one is posted, as the CPU backend's. 5
+// frames, reports every 3.
+TEST(CudaMemory, LastFrameOnTheGpuIsFinishedAtEos) {
+  const std::string head =
+      "videotestsrc num-buffers=5 pattern=ball ! video/x-raw,format=BGR,width=320,height=240 ! ";
+  auto reports = [&](const char *backend) {
+    const std::string b = std::string(" backend=") + backend;
+    const std::string mem = std::string(backend) == "cuda" ? "(memory:CUDAMemory)" : "";
+    const std::string desc = head + "cudagauss" + b + " ! video/x-raw" + mem +
+                             " ! cudanoisevis name=n stats-interval=3" + b + " ! video/x-raw" +
+                             mem + " ! cudaheatmap" + b + " ! video/x-raw,format=BGR ! fakesink";
+    GstElement *pipeline = gst_parse_launch(desc.c_str(), nullptr);
+    EXPECT_NE(pipeline, nullptr) << desc;
+    std::vector<std::string> texts;
+    if (!pipeline) return texts;
+    gst_element_set_state(pipeline, GST_STATE_PLAYING);
+    GstBus *bus = gst_element_get_bus(pipeline);
+    for (;;) {
+      GstMessage *m = gst_bus_timed_pop_filtered(
+          bus, 30 * GST_SECOND,
+          static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_ELEMENT));
+      EXPECT_NE(m, nullptr) << "timeout";
+      if (!m) break;
+      const GstMessageType type = GST_MESSAGE_TYPE(m);
+      if (type == GST_MESSAGE_ELEMENT && std::string(GST_OBJECT_NAME(GST_MESSAGE_SRC(m))) == "n") {
+        gchar *str = gst_structure_to_string(gst_message_get_structure(m));
+        texts.push_back(str);
+        g_free(str);
+      }
+      EXPECT_NE(type, GST_MESSAGE_ERROR) << desc;
+      gst_message_unref(m);
+      if (type != GST_MESSAGE_ELEMENT) break;
+    }
+    gst_object_unref(bus);
+    gst_element_set_state(pipeline, GST_STATE_NULL);
+    gst_object_unref(pipeline);
+    return texts;
+  };
+  const std::vector<std::string> cuda = reports("cuda");
+  const std::vector<std::string> cpu = reports("cpu");
+  ASSERT_EQ(cpu.size(), 2u);
+  EXPECT_NE(cpu[1].find(", frames=(uint)2,"), std::string::npos) << cpu[1];
+  EXPECT_EQ(cuda, cpu);
+}
+
 // Pinned memory allocated while a CUDA context of its own is current (as
 // in a pipeline whose context an nvcodec element made) outlives that
 // context: the core allocates it in the device's primary context. (Before,
