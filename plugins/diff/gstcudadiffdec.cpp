@@ -651,7 +651,10 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
         self->stats.skipped_bytes += step.bytes - refused;
         GST_OBJECT_UNLOCK(self);
         if (step.unsupported) {
-          gst_adapter_flush(adapter, step.bytes);
+          // An error that ends the stream: the bytes after it are dropped
+          // too, so that the drain at EOS does not read the next such
+          // packet and post the error again.
+          gst_adapter_clear(adapter);
           GST_ELEMENT_ERROR(self, STREAM, WRONG_TYPE,
                             ("the stream is of a version this decoder does not read"),
                             ("%s", step.problem.c_str()));

@@ -4745,6 +4745,31 @@ TEST(CudaDiff, TypefinderNamesAStreamOfAnotherVersion) {
   const std::string error = gst_test::run_pipeline(std::string("filesrc location=") + path +
                                                    " ! typefind ! cudadiffparse ! fakesink");
   EXPECT_NE(error.find("of a version this"), std::string::npos) << error;
+  // The decoder on the byte stream: the error once, and no warnings (it
+  // came twice, the second time from the drain at EOS, and with warnings of
+  // missing packets and of a truncated stream).
+  GstHarness *dec = gst_harness_new_parse("cudadiffdec");
+  GstBus *bus = gst_bus_new();
+  gst_element_set_bus(dec->element, bus);
+  gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+  GstBuffer *in = gst_buffer_new_allocate(nullptr, stream.size(), nullptr);
+  gst_buffer_fill(in, 0, stream.data(), stream.size());
+  EXPECT_EQ(gst_harness_push(dec, in), GST_FLOW_ERROR);
+  gst_harness_push_event(dec, gst_event_new_eos());
+  EXPECT_EQ(gst_harness_try_pull(dec), nullptr);
+  const std::vector<gst_test::BusText> errors = gst_test::pop_texts(bus, GST_MESSAGE_ERROR);
+  const std::vector<gst_test::BusText> warnings = gst_test::pop_texts(bus, GST_MESSAGE_WARNING);
+  // (GstVideoDecoder adds its own "No valid frames decoded before end of
+  // stream" at the EOS that follows an error upstream.)
+  size_t version_errors = 0;
+  for (const gst_test::BusText &e : errors)
+    version_errors +=
+        e.message.find("of a version this decoder does not read") != std::string::npos;
+  EXPECT_EQ(version_errors, 1u) << errors.size() << " errors";
+  EXPECT_TRUE(warnings.empty()) << warnings.front().message;
+  gst_element_set_bus(dec->element, nullptr);
+  gst_object_unref(bus);
+  gst_harness_teardown(dec);
 }
 
 static void colorimetry_travels(int version) {
