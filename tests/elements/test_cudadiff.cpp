@@ -541,6 +541,44 @@ TEST(CudaDiff, StreamHeaderKeepsChromaSiteWithoutColorimetry) {
   EXPECT_NE(d.caps[0].find("chroma-site=(string)mpeg2"), std::string::npos) << d.caps[0];
 }
 
+namespace {
+
+// Where `needle` is in the text of the stream header of `e` (npos: not
+// there).
+size_t header_text_at(const Encoded &e, const std::string &needle) {
+  GstBuffer *header = stream_header_of(e);
+  if (!header) return std::string::npos;
+  const Bytes hb = bytes_of(header);
+  return std::string(hb.begin() + 64, hb.end()).find(needle);
+}
+
+// The description of the first picture that `launch` decodes from `e`'s
+// packets after its stream header with `value` written over the header's
+// text at `at` (its checksums made right again): its caps, and `info` from
+// them. "" when no single picture came.
+std::string caps_with_header_text(const Encoded &e, size_t at, const std::string &value,
+                                  const char *launch, GstVideoInfo *info) {
+  GstBuffer *header = stream_header_of(e);
+  Bytes changed = bytes_of(header);
+  std::memcpy(changed.data() + 64 + at, value.data(), value.size());
+  fix_checksums(changed);
+  GstBuffer *h = buffer_like(header, changed);
+  std::vector<GstBuffer *> packets = {h};
+  packets.insert(packets.end(), e.packets.begin(), e.packets.end());
+  Decoded d;
+  decode(d, packets, true, launch);
+  gst_buffer_unref(h);
+  EXPECT_EQ(d.frames.size(), 1u);
+  if (d.frames.size() != 1) return "";
+  GstCaps *caps = gst_caps_from_string(d.caps[0].c_str());
+  const bool ok = gst_video_info_from_caps(info, caps);
+  gst_caps_unref(caps);
+  EXPECT_TRUE(ok) << d.caps[0];
+  return ok ? d.caps[0] : "";
+}
+
+}  // namespace
+
 // Multiview flags in a stream header that GStreamer does not define (a bit
 // it has no flag for, or a value that is not plain digits: sscanf took
 // "-5" as 4294967291) are not used, nor is the mode with them: the picture
@@ -554,40 +592,25 @@ TEST(CudaDiff, StreamHeaderMultiviewFlagsOutsideGStreamersAreIgnored) {
       ", multiview-mode=(string)side-by-side, "
       "multiview-flags=(GstVideoMultiviewFlagsSet)0x4000:0xffffffff";
   encode(e, "BGR", 32, 16, o);
-  GstBuffer *header = stream_header_of(e);
-  ASSERT_NE(header, nullptr);
-  const Bytes hb = bytes_of(header);
-  const std::string text(hb.begin() + 64, hb.end());
-  const size_t at = text.find("multiview-flags=16384\n");
-  ASSERT_NE(at, std::string::npos) << text;
+  const size_t at = header_text_at(e, "multiview-flags=16384\n");
+  ASSERT_NE(at, std::string::npos);
   for (const char *value : {"16384", "65536", "-1638"}) {
     SCOPED_TRACE(value);
-    Bytes changed = hb;
-    std::memcpy(changed.data() + 64 + at + 16, value, 5);
-    fix_checksums(changed);
-    GstBuffer *h = buffer_like(header, changed);
-    std::vector<GstBuffer *> packets = {h};
-    packets.insert(packets.end(), e.packets.begin(), e.packets.end());
-    Decoded d;
-    decode(d, packets, true, "cudadiffdec");
-    gst_buffer_unref(h);
-    ASSERT_EQ(d.frames.size(), 1u);
-    GstCaps *caps = gst_caps_from_string(d.caps[0].c_str());
     GstVideoInfo info;
-    ASSERT_TRUE(gst_video_info_from_caps(&info, caps)) << d.caps[0];
-    gst_caps_unref(caps);
+    const std::string caps = caps_with_header_text(e, at + 16, value, "cudadiffdec", &info);
+    ASSERT_NE(caps, "");
     // (GStreamer's caps carry half aspect in the pixel aspect ratio)
     if (std::string(value) == "16384") {
       EXPECT_EQ(GST_VIDEO_INFO_MULTIVIEW_MODE(&info), GST_VIDEO_MULTIVIEW_MODE_SIDE_BY_SIDE);
-      EXPECT_EQ(GST_VIDEO_INFO_PAR_N(&info), 2) << d.caps[0];
-      EXPECT_EQ(GST_VIDEO_INFO_PAR_D(&info), 1) << d.caps[0];
+      EXPECT_EQ(GST_VIDEO_INFO_PAR_N(&info), 2) << caps;
+      EXPECT_EQ(GST_VIDEO_INFO_PAR_D(&info), 1) << caps;
     } else {
       EXPECT_TRUE(GST_VIDEO_INFO_MULTIVIEW_MODE(&info) == GST_VIDEO_MULTIVIEW_MODE_MONO ||
                   GST_VIDEO_INFO_MULTIVIEW_MODE(&info) == GST_VIDEO_MULTIVIEW_MODE_NONE)
-          << d.caps[0];
-      EXPECT_EQ(GST_VIDEO_INFO_MULTIVIEW_FLAGS(&info), 0) << d.caps[0];
-      EXPECT_EQ(GST_VIDEO_INFO_PAR_N(&info), 1) << d.caps[0];
-      EXPECT_EQ(GST_VIDEO_INFO_PAR_D(&info), 1) << d.caps[0];
+          << caps;
+      EXPECT_EQ(GST_VIDEO_INFO_MULTIVIEW_FLAGS(&info), 0) << caps;
+      EXPECT_EQ(GST_VIDEO_INFO_PAR_N(&info), 1) << caps;
+      EXPECT_EQ(GST_VIDEO_INFO_PAR_D(&info), 1) << caps;
     }
   }
 }
@@ -603,46 +626,24 @@ TEST(CudaDiff, StreamHeaderValuesOutOfRangeAreIgnored) {
   o.frames = 1;
   o.caps_extra = ", pixel-aspect-ratio=(fraction)1000000000/1, multiview-mode=(string)side-by-side";
   encode(e, "BGR", 32, 16, o);
-  GstBuffer *header = stream_header_of(e);
-  ASSERT_NE(header, nullptr);
-  const Bytes hb = bytes_of(header);
-  const std::string text(hb.begin() + 64, hb.end());
-  const size_t par = text.find("pixel-aspect-ratio=1000000000/1\n");
-  const size_t mode = text.find("multiview-mode=side-by-side\n");
-  ASSERT_NE(par, std::string::npos) << text;
-  ASSERT_NE(mode, std::string::npos) << text;
-  for (int change : {0, 1}) {
-    SCOPED_TRACE(change == 0 ? "pixel aspect ratio" : "multiview mode");
-    Bytes changed = hb;
-    if (change == 0)
-      std::memcpy(changed.data() + 64 + par + 19, "9999999999", 10);
-    else
-      std::memcpy(changed.data() + 64 + mode + 15, "side-by-sid_", 12);
-    fix_checksums(changed);
-    GstBuffer *h = buffer_like(header, changed);
-    std::vector<GstBuffer *> packets = {h};
-    packets.insert(packets.end(), e.packets.begin(), e.packets.end());
-    for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
-      SCOPED_TRACE(launch);
-      Decoded d;
-      decode(d, packets, true, launch);
-      ASSERT_EQ(d.frames.size(), 1u);
-      GstCaps *caps = gst_caps_from_string(d.caps[0].c_str());
-      GstVideoInfo info;
-      ASSERT_TRUE(gst_video_info_from_caps(&info, caps)) << d.caps[0];
-      gst_caps_unref(caps);
-      if (change == 0) {
-        EXPECT_EQ(GST_VIDEO_INFO_PAR_N(&info), 1) << d.caps[0];
-        EXPECT_EQ(GST_VIDEO_INFO_PAR_D(&info), 1) << d.caps[0];
-        EXPECT_EQ(GST_VIDEO_INFO_MULTIVIEW_MODE(&info), GST_VIDEO_MULTIVIEW_MODE_SIDE_BY_SIDE);
-      } else {
-        EXPECT_EQ(GST_VIDEO_INFO_PAR_N(&info), 1000000000) << d.caps[0];
-        EXPECT_TRUE(GST_VIDEO_INFO_MULTIVIEW_MODE(&info) == GST_VIDEO_MULTIVIEW_MODE_MONO ||
-                    GST_VIDEO_INFO_MULTIVIEW_MODE(&info) == GST_VIDEO_MULTIVIEW_MODE_NONE)
-            << d.caps[0];
-      }
-    }
-    gst_buffer_unref(h);
+  const size_t par = header_text_at(e, "pixel-aspect-ratio=1000000000/1\n");
+  const size_t mode = header_text_at(e, "multiview-mode=side-by-side\n");
+  ASSERT_NE(par, std::string::npos);
+  ASSERT_NE(mode, std::string::npos);
+  for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
+    SCOPED_TRACE(launch);
+    GstVideoInfo info;
+    std::string caps = caps_with_header_text(e, par + 19, "9999999999", launch, &info);
+    ASSERT_NE(caps, "");
+    EXPECT_EQ(GST_VIDEO_INFO_PAR_N(&info), 1) << caps;
+    EXPECT_EQ(GST_VIDEO_INFO_PAR_D(&info), 1) << caps;
+    EXPECT_EQ(GST_VIDEO_INFO_MULTIVIEW_MODE(&info), GST_VIDEO_MULTIVIEW_MODE_SIDE_BY_SIDE);
+    caps = caps_with_header_text(e, mode + 15, "side-by-sid_", launch, &info);
+    ASSERT_NE(caps, "");
+    EXPECT_EQ(GST_VIDEO_INFO_PAR_N(&info), 1000000000) << caps;
+    EXPECT_TRUE(GST_VIDEO_INFO_MULTIVIEW_MODE(&info) == GST_VIDEO_MULTIVIEW_MODE_MONO ||
+                GST_VIDEO_INFO_MULTIVIEW_MODE(&info) == GST_VIDEO_MULTIVIEW_MODE_NONE)
+        << caps;
   }
 }
 
