@@ -651,6 +651,8 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   // appsrc).
   if (h.stream_header()) {
     GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_HEADER);
+    // (not counted as a frame by GstBaseParse, as header_before()'s are not)
+    frame->flags |= GST_BASE_PARSE_FRAME_FLAG_NO_FRAME;
     GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
     GST_BUFFER_DURATION(buf) = GST_CLOCK_TIME_NONE;
     // In a file, the time of the packet after it: GstBaseParse takes its
@@ -711,6 +713,10 @@ static GstFlowReturn gst_cudadiff_parse_pre_push_frame(GstBaseParse *parse,
   ParseState *st = self->state;
   frame->flags |= GST_BASE_PARSE_FRAME_FLAG_CLIP;  // as without this function
   GstBuffer *buf = frame->buffer;
+  // A stream header is no frame: GstBaseParse gave it a frame's duration
+  // (the framerate's).
+  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_HEADER))
+    GST_BUFFER_DURATION(buf) = GST_CLOCK_TIME_NONE;
   if (st->untimed) {
     GST_BUFFER_PTS(buf) = GST_BUFFER_DTS(buf) = GST_CLOCK_TIME_NONE;
     GST_BUFFER_DURATION(buf) = GST_CLOCK_TIME_NONE;

@@ -3116,6 +3116,56 @@ TEST(CudaDiff, SeekIntoAPartOfARecordingShowsItsPixelAspectRatio) {
 // Before, the parser answered with GstBaseParse's guess from the bit rate: a
 // byte in frame 13 of 40 was at 5.35 s of a 1.6 s file, and a seek there
 // landed about anywhere.
+// The parser's stream header is no frame: no duration (GstBaseParse gave it
+// the framerate's, 40 ms here), in pull and in push mode; the packets have
+// theirs.
+TEST(CudaDiff, ParserGivesTheStreamHeaderNoDuration) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 4;
+  o.fps = 25;
+  encode(e, "GRAY8", 16, 8, o);
+  ASSERT_NE(stream_header_of(e), nullptr);
+  Bytes stream = bytes_of(stream_header_of(e));
+  append_packets(stream, e.packets);
+  const TempFile file(stream, "cudadiff-header-XXXXXX.cdif");
+  ASSERT_NE(file.path(), nullptr);
+  for (const char *mode : {"", "queue ! "}) {
+    SCOPED_TRACE(*mode ? "push mode" : "pull mode");
+    const std::string desc = std::string("filesrc location=") + file.path() + " ! " + mode +
+                             "cudadiffparse ! fakesink name=out signal-handoffs=true";
+    GstElement *pipeline = gst_parse_launch(desc.c_str(), nullptr);
+    ASSERT_NE(pipeline, nullptr);
+    using Seen = std::vector<std::pair<bool, GstClockTime>>;  // header?, duration
+    Seen seen;
+    GstElement *out = gst_bin_get_by_name(GST_BIN(pipeline), "out");
+    g_signal_connect(
+        out, "handoff", G_CALLBACK(+[](GstElement *, GstBuffer *b, GstPad *, gpointer data) {
+          static_cast<Seen *>(data)->push_back(
+              {GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER), GST_BUFFER_DURATION(b)});
+        }),
+        &seen);
+    gst_object_unref(out);
+    gst_element_set_state(pipeline, GST_STATE_PLAYING);
+    GstBus *bus = gst_element_get_bus(pipeline);
+    GstMessage *m = gst_bus_timed_pop_filtered(
+        bus, 20 * GST_SECOND, static_cast<GstMessageType>(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_EOS);
+    gst_message_unref(m);
+    gst_object_unref(bus);
+    gst_element_set_state(pipeline, GST_STATE_NULL);
+    gst_object_unref(pipeline);
+    ASSERT_EQ(seen.size(), 5u);  // the stream header and 4 packets
+    EXPECT_TRUE(seen[0].first);
+    EXPECT_EQ(seen[0].second, GST_CLOCK_TIME_NONE);
+    for (size_t i = 1; i < seen.size(); ++i) {
+      EXPECT_FALSE(seen[i].first) << i;
+      EXPECT_TRUE(GST_CLOCK_TIME_IS_VALID(seen[i].second)) << i;
+    }
+  }
+}
+
 TEST(CudaDiff, BytesAndTimeInARecordingThroughTheParser) {
   GstHarness *enc = gst_harness_new("cudadiffenc");
   g_object_set(enc->element, "keyframe-interval", 10u, "frame-overlap", 2 /* never */, nullptr);
