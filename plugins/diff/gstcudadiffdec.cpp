@@ -1535,10 +1535,14 @@ static gboolean gst_cudadiff_dec_src_query(GstVideoDecoder *decoder, GstQuery *q
   if (self->state->share.handle_query(GST_ELEMENT(decoder), query)) return TRUE;
   if (GST_QUERY_TYPE(query) == GST_QUERY_CAPS) {
     // The template's CUDA memory only where the element can use it (not
-    // with backend=cpu, nor without a device), as the other elements answer.
+    // with backend=cpu, nor without a device, nor once it has fallen back to
+    // a context of its own until it stops), as the other elements answer.
     GST_OBJECT_LOCK(self);
-    const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id);
+    const GstCudaDiffBackend backend = self->backend;
+    const gint device_id = self->device_id;
     GST_OBJECT_UNLOCK(self);
+    const bool cuda =
+        gst_cudadiff_cuda_caps_allowed(backend, device_id) && !self->state->share.disabled();
     if (!cuda) {
       GstCaps *filter = nullptr;
       gst_query_parse_caps(query, &filter);
