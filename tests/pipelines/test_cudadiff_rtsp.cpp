@@ -819,9 +819,16 @@ TEST(DiffRtsp, AFileOfUntimedFramesIsPlayedInRealTimeInALoop) {
   EXPECT_FALSE(viewer.eos());
   const std::vector<Shown> shown = viewer.frames();
   ASSERT_GE(shown.size(), 35u);
+  // The sender's times a frame interval apart, runs joined without a gap (a
+  // frame the viewer lost, rare on 127.0.0.1, leaves a gap of whole
+  // intervals).
+  size_t one_interval = 0;
   for (size_t i = 1; i < shown.size(); ++i) {
-    EXPECT_EQ(shown[i].sender_pts - shown[i - 1].sender_pts, GST_SECOND / 20) << "frame " << i;
+    const uint64_t step = shown[i].sender_pts - shown[i - 1].sender_pts;
+    EXPECT_TRUE(step > 0 && step % (GST_SECOND / 20) == 0) << "frame " << i << ": " << step;
+    one_interval += step == GST_SECOND / 20;
   }
+  EXPECT_GE(double(one_interval), 0.9 * double(shown.size() - 1));
   EXPECT_EQ(viewer.error(), "");
   EXPECT_EQ(server.server->error(), "");
   viewer.stop();
