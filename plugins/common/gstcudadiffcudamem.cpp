@@ -109,9 +109,10 @@ gboolean gst_cudadiff_cuda_memory_available(void) {
   return g_available;
 }
 
-gboolean gst_cudadiff_cuda_caps_allowed(GstCudaDiffBackend backend, gint device_id) {
+gboolean gst_cudadiff_cuda_caps_allowed(GstCudaDiffBackend backend, gint device_id,
+                                        const GstCudaDiffCudaShare &share) {
   if (!g_available || backend == GST_CUDADIFF_BACKEND_CPU) return FALSE;
-  return cudadiff::device_count() > device_id;
+  return cudadiff::device_count() > device_id && !share.disabled();
 }
 
 gboolean gst_cudadiff_caps_are_cuda(const GstCaps *caps) {
@@ -757,19 +758,19 @@ gboolean gst_cudadiff_buffer_is_foreign_cuda(GstBuffer *, GstCudaDiffCudaShare *
 
 std::string gst_cudadiff_map_failure(const GstVideoInfo *info, GstBuffer *buffer) {
   const gsize size = gst_buffer_get_size(buffer);
+  const bool meta = gst_buffer_get_video_meta(buffer) != nullptr;
   gchar *frame = g_strdup_printf("a %dx%d %s frame", GST_VIDEO_INFO_WIDTH(info),
                                  GST_VIDEO_INFO_HEIGHT(info), GST_VIDEO_INFO_NAME(info));
   gchar *text;
-  if (!gst_buffer_get_video_meta(buffer) && size < GST_VIDEO_INFO_SIZE(info))
+  if (!meta && size < GST_VIDEO_INFO_SIZE(info))
     text = g_strdup_printf(
         "the buffer holds %" G_GSIZE_FORMAT " bytes, fewer than the %" G_GSIZE_FORMAT
         " that %s takes in GStreamer's default layout (each row padded to 4 bytes); a "
         "buffer laid out otherwise must carry a GstVideoMeta that says where its planes are",
         size, gsize(GST_VIDEO_INFO_SIZE(info)), frame);
   else
-    text =
-        g_strdup_printf("%s in a buffer of %" G_GSIZE_FORMAT " bytes%s could not be mapped", frame,
-                        size, gst_buffer_get_video_meta(buffer) ? " with a GstVideoMeta" : "");
+    text = g_strdup_printf("%s in a buffer of %" G_GSIZE_FORMAT " bytes%s could not be mapped",
+                           frame, size, meta ? " with a GstVideoMeta" : "");
   std::string out = text;
   g_free(text);
   g_free(frame);

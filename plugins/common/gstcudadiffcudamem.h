@@ -47,9 +47,6 @@
 void gst_cudadiff_cuda_memory_init(void);
 // TRUE when this build supports CUDA memory and the driver was loaded.
 gboolean gst_cudadiff_cuda_memory_available(void);
-// Whether an element with these settings offers memory:CUDAMemory caps:
-// CUDA memory available, backend not cpu, device-id names a usable device.
-gboolean gst_cudadiff_cuda_caps_allowed(GstCudaDiffBackend backend, gint device_id);
 
 // TRUE when the first structure of `caps` has the memory:CUDAMemory feature.
 gboolean gst_cudadiff_caps_are_cuda(const GstCaps *caps);
@@ -136,6 +133,14 @@ class GstCudaDiffCudaShare {
   [[maybe_unused]] gpointer ctx_ = nullptr;  // GstCudaContext, one reference
   [[maybe_unused]] bool disabled_ = false;
 };
+
+// Whether an element with these settings offers memory:CUDAMemory caps:
+// CUDA memory available, backend not cpu, device-id names a usable device,
+// and its `share` not disabled (since its start chose the CPU or could not
+// use the pipeline's context, until it stops). Takes the share's lock: not
+// under the element's object lock.
+gboolean gst_cudadiff_cuda_caps_allowed(GstCudaDiffBackend backend, gint device_id,
+                                        const GstCudaDiffCudaShare &share);
 
 // Opens the element's core context as gst_cudadiff_open_context() does, but
 // for CUDA inside the pipeline's shared GstCudaContext (`share`, ensured

@@ -383,8 +383,7 @@ static GstCaps *gst_cudadiff_filter_transform_caps(GstBaseTransform *trans,
   GST_OBJECT_UNLOCK(self);
   // Not after start failed to share the pipeline's context (or chose the
   // CPU): system memory only then.
-  const bool cuda =
-      gst_cudadiff_cuda_caps_allowed(backend, device_id) && !priv->state->share.disabled();
+  const bool cuda = gst_cudadiff_cuda_caps_allowed(backend, device_id, priv->state->share);
   GstCaps *result;
   if (gst_base_transform_is_in_place(trans)) {
     result = cuda ? gst_cudadiff_caps_cuda_first(gst_caps_ref(caps))

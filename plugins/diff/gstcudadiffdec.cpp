@@ -814,9 +814,11 @@ static gboolean gst_cudadiff_dec_negotiate(GstVideoDecoder *decoder) {
     gst_video_codec_state_unref(current);
     out->info = info;
     GST_OBJECT_LOCK(self);
-    const bool cuda = gst_cudadiff_cuda_caps_allowed(self->backend, self->device_id) &&
-                      st->share.gst_context() != nullptr;
+    const GstCudaDiffBackend backend = self->backend;
+    const gint device_id = self->device_id;
     GST_OBJECT_UNLOCK(self);
+    const bool cuda = gst_cudadiff_cuda_caps_allowed(backend, device_id, st->share) &&
+                      st->share.gst_context() != nullptr;
     gst_cudadiff_output_state_prefer_cuda(GST_VIDEO_DECODER_SRC_PAD(self), out, cuda);
     GST_DEBUG_OBJECT(self, "output caps %" GST_PTR_FORMAT, out->caps);
     gst_video_codec_state_unref(out);
@@ -1541,8 +1543,7 @@ static gboolean gst_cudadiff_dec_src_query(GstVideoDecoder *decoder, GstQuery *q
     const GstCudaDiffBackend backend = self->backend;
     const gint device_id = self->device_id;
     GST_OBJECT_UNLOCK(self);
-    const bool cuda =
-        gst_cudadiff_cuda_caps_allowed(backend, device_id) && !self->state->share.disabled();
+    const bool cuda = gst_cudadiff_cuda_caps_allowed(backend, device_id, self->state->share);
     if (!cuda) {
       GstCaps *filter = nullptr;
       gst_query_parse_caps(query, &filter);

@@ -1260,8 +1260,7 @@ static GstCaps *gst_cudadiff_enc_getcaps(GstVideoEncoder *encoder, GstCaps *filt
   // Nor after start failed to share the pipeline's context. (Not under the
   // object lock: the share's lock is taken before it where a context is
   // set, by its debug output.)
-  const bool cuda =
-      gst_cudadiff_cuda_caps_allowed(backend, device_id) && !self->state->share.disabled();
+  const bool cuda = gst_cudadiff_cuda_caps_allowed(backend, device_id, self->state->share);
   GstCaps *caps = gst_video_encoder_proxy_getcaps(encoder, nullptr, filter);
   if (cuda) return gst_cudadiff_caps_cuda_first(caps);
   GstCaps *sys = gst_cudadiff_caps_without_cuda(caps);
