@@ -220,6 +220,32 @@ struct DecState {
   // Upstream's last segment (a new one may start its times again:
   // Timeline::forget_output()).
   GstCudaDiffLastSegment last_segment;
+  // Whether upstream is a file (seekable in bytes, of a known size; asked
+  // at the first packet after start or a flush; -1: not yet). A file's
+  // untimed packets keep their places on the recording's timeline, as the
+  // parser times them: the packets dropped before the first picture (a
+  // damaged first keyframe, a recording that starts with deltas) count,
+  // where a live viewer's line starts at its first picture.
+  int upstream_file = -1;
+  // Where the bytes counted in `parsed` began (the start of upstream's
+  // segment in bytes), so that `parsed` gives a packet's byte offset, and
+  // the offset of the packet handed to handle_frame.
+  guint64 bytes_base = 0;
+  guint64 packet_offset = 0;
+  // A flush, and the timeline from before it: a flushing seek in bytes in
+  // a file (its segment in bytes follows the flush) goes on with it, the
+  // first packet placed taking the run its offset lies in (`seeked`), so
+  // that the frames keep the recording's times, as behind the parser; and
+  // the output segment, which GstVideoDecoder would start at 0, starts at
+  // the first keyframe's time (`segment_pending`).
+  stream::Timeline flushed_timeline;
+  guint32 segment_seqnum = GST_SEQNUM_INVALID;
+  bool seeked = false, segment_pending = false;
+  // A flush came since start (a seek): a stream that then ends with deltas
+  // only, waiting for a keyframe (a seek into the last keyframe interval),
+  // has merely nothing left to show; not the error of a stream whose every
+  // frame was lost.
+  bool after_flush = false;
   // frame-overlap: a decoded frame is finished when the next packet has
   // been applied, so that it comes down from the GPU meanwhile (version 2:
   // so that the GPU decodes it while the next packet is checked).
@@ -256,6 +282,11 @@ struct DecState {
     timeline = stream::Timeline();
     last_segment.forget();
     finished_any = dropped_any = false;
+    upstream_file = -1;
+    bytes_base = packet_offset = 0;
+    flushed_timeline = stream::Timeline();
+    segment_seqnum = GST_SEQNUM_INVALID;
+    seeked = segment_pending = false;
   }
   void drop_codec() {
     decoder.reset();
@@ -429,6 +460,7 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
   DecState *st = self->state;
   st->drop_codec();
   st->reset_stream();
+  st->after_flush = false;
   st->descriptions = GstCudaDiffDescriptions();
   st->out_described = GstCudaDiffDescribed();
   st->held_flow = GST_FLOW_OK;
@@ -478,7 +510,10 @@ static gboolean gst_cudadiff_dec_flush(GstVideoDecoder *decoder) {
   auto *self = GST_CUDADIFF_DEC(decoder);
   discard_pending(self);
   self->state->held_flow = GST_FLOW_OK;
+  stream::Timeline kept = std::move(self->state->timeline);
   self->state->reset_stream();
+  self->state->flushed_timeline = std::move(kept);
+  self->state->after_flush = true;
   GST_OBJECT_LOCK(self);
   self->qos = QosReport();  // (as GstVideoDecoder forgets its own)
   GST_OBJECT_UNLOCK(self);
@@ -516,7 +551,7 @@ static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *
     auto *self = GST_CUDADIFF_DEC(decoder);
     push_held_frame(self);
     DecState *st = self->state;
-    if (st->dropped_any && !st->finished_any)
+    if (st->dropped_any && !st->finished_any && !(st->after_flush && !st->in_loss))
       GST_ELEMENT_ERROR(self, STREAM, DECODE, ("No valid frames decoded before end of stream"),
                         ("every frame's packet was lost, damaged, or a delta without its "
                          "keyframe (the warnings before say which; a stream that ends before "
@@ -549,11 +584,32 @@ static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *
     DecState *st = GST_CUDADIFF_DEC(decoder)->state;
     const GstSegment *segment = nullptr;
     gst_event_parse_segment(event, &segment);
+    GST_VIDEO_DECODER_STREAM_LOCK(decoder);
+    if (segment->format == GST_FORMAT_BYTES && st->parsed == 0) {
+      // (nothing parsed since start or the flush: `parsed` counts from here)
+      st->bytes_base = guint64(segment->start);
+      st->upstream_file = gst_cudadiff_upstream_is_file(GST_VIDEO_DECODER_SINK_PAD(decoder));
+      if (st->upstream_file == 1 && st->flushed_timeline.have) {
+        // A flushing seek in bytes in a file. GstVideoDecoder drops a
+        // segment in bytes and would start one in time at 0 with the
+        // first packet; the one in time comes with the first keyframe.
+        st->timeline = std::move(st->flushed_timeline);
+        st->seeked = true;
+        st->segment_pending = true;
+        st->segment_seqnum = gst_event_get_seqnum(event);
+        gst_segment_init(&decoder->input_segment, GST_FORMAT_TIME);
+      }
+    } else if (segment->format != GST_FORMAT_BYTES) {
+      st->upstream_file = 0;
+      st->segment_pending = false;
+    }
+    st->flushed_timeline = stream::Timeline();
     if (st->last_segment.is_new(segment)) {
       st->timeline.forget_output();
       st->have_last = false;
       st->new_segment = true;
     }
+    GST_VIDEO_DECODER_STREAM_UNLOCK(decoder);
   }
   return GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->sink_event(decoder, event);
 }
@@ -615,6 +671,31 @@ static std::string too_large(const stream::PacketHeader &h, guint64 max_pixels) 
 
 static void request_keyframe(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
                              bool by_clock = false);
+
+static uint64_t place_untimed(GstCudaDiffDec *self, stream::Timeline *tl,
+                              const stream::PacketHeader &h, bool *new_run);
+
+// The first keyframe decoded after a flushing seek in bytes in a file, at
+// output time `pts`: the output segment starts there, as a parser's after
+// such a seek, so that a synchronising sink shows it at once and position
+// queries give the recording's time. (GstVideoDecoder dropped the segment
+// in bytes, and queues events for the frame after the one being parsed, so
+// this one is pushed here, before the frame.)
+static void segment_at_keyframe(GstCudaDiffDec *self, GstClockTime pts) {
+  DecState *st = self->state;
+  auto *decoder = GST_VIDEO_DECODER(self);
+  st->segment_pending = false;
+  GstSegment segment;
+  gst_segment_init(&segment, GST_FORMAT_TIME);
+  if (GST_CLOCK_TIME_IS_VALID(pts)) segment.start = segment.time = segment.position = pts;
+  GstEvent *event = gst_event_new_segment(&segment);
+  if (st->segment_seqnum != GST_SEQNUM_INVALID) gst_event_set_seqnum(event, st->segment_seqnum);
+  GST_DEBUG_OBJECT(self, "seek in bytes: segment from %" GST_TIME_FORMAT,
+                   GST_TIME_ARGS(segment.start));
+  decoder->input_segment = segment;
+  decoder->output_segment = segment;
+  gst_pad_push_event(GST_VIDEO_DECODER_SRC_PAD(decoder), event);
+}
 
 static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCodecFrame *frame,
                                             GstAdapter *adapter, gboolean at_eos) {
@@ -692,6 +773,16 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
             report_loss(self, "damaged packet", step.problem);
           else
             GST_DEBUG_OBJECT(self, "%s (before a keyframe)", step.problem.c_str());
+          // In a file its intact header keeps its place on the timeline, as
+          // the parser counts it: a damaged first keyframe does not move the
+          // recording's times to the next one.
+          const stream::PacketHeader timed = st->timeline.timed(step.header);
+          if (st->upstream_file == 1 && timed.pts != stream::kNoTime) {
+            bool new_run = false;
+            st->packet_offset = st->bytes_base + at;
+            place_untimed(self, &st->timeline, timed, &new_run);
+            st->seeked = false;
+          }
         } else {
           // Garbage, the rest of a damaged packet, a damaged header: no loss
           // unless the next packet shows one.
@@ -735,6 +826,7 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
           gst_adapter_flush(adapter, step.bytes);
           continue;
         }
+        st->packet_offset = st->bytes_base + (st->parsed - step.bytes);
         if (step.header.keyframe()) GST_VIDEO_CODEC_FRAME_SET_SYNC_POINT(frame);
         gst_video_decoder_add_to_frame(decoder, static_cast<int>(step.bytes));
         return gst_video_decoder_have_frame(decoder);
@@ -1021,6 +1113,27 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
   return true;
 }
 
+// The output pts of an untimed packet `h` (Timeline::timed()) at
+// `packet_offset`, placed on `tl`; after a seek in bytes, in the run that
+// its offset lies in.
+static uint64_t place_untimed(GstCudaDiffDec *self, stream::Timeline *tl,
+                              const stream::PacketHeader &h, bool *new_run) {
+  DecState *st = self->state;
+  // A restarted sender's time goes on from where the last packet ended, but
+  // not before the present of a playing pipeline that receives the stream
+  // as it comes: a viewer whose sender stopped for a while (or a relay that
+  // replays from a keyframe) would otherwise get every later frame late,
+  // dropped by a synchronising sink. A file keeps its own timeline, however
+  // fast it plays. (Asked only at a restart: not a clock query per frame.)
+  static_assert(stream::kNoTime == GST_CLOCK_TIME_NONE, "no present: no time either way");
+  const uint64_t present =
+      tl->restarts(h, st->seeked)
+          ? gst_cudadiff_live_present(GST_ELEMENT(self), GST_VIDEO_DECODER_SINK_PAD(self),
+                                      &GST_VIDEO_DECODER(self)->output_segment)
+          : stream::kNoTime;
+  return tl->place(h, st->packet_offset, st->seeked, new_run, present);
+}
+
 // Output timestamps. A packet that came with a timestamp keeps it (unless
 // it is before the packet before it: a timed byte stream's burst); one
 // without (a byte stream: untimed, or timed buffers that each start at
@@ -1045,19 +1158,8 @@ static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
   // (untimed at a variable framerate: the base class goes on from the last)
   if (h.pts == stream::kNoTime) return;
   bool new_run = false;
-  // A restarted sender's time goes on from where the last packet ended, but
-  // not before the present of a playing pipeline that receives the stream
-  // as it comes: a viewer whose sender stopped for a while (or a relay that
-  // replays from a keyframe) would otherwise get every later frame late,
-  // dropped by a synchronising sink. A file keeps its own timeline, however
-  // fast it plays. (Asked only at a restart: not a clock query per frame.)
-  static_assert(stream::kNoTime == GST_CLOCK_TIME_NONE, "no present: no time either way");
-  const uint64_t present =
-      st->timeline.restarts(h, false)
-          ? gst_cudadiff_live_present(GST_ELEMENT(self), GST_VIDEO_DECODER_SINK_PAD(self),
-                                      &GST_VIDEO_DECODER(self)->output_segment)
-          : stream::kNoTime;
-  frame->pts = st->timeline.place(h, 0, false, &new_run, present);
+  frame->pts = place_untimed(self, &st->timeline, h, &new_run);
+  st->seeked = false;
   if (new_run && frame->pts != 0)
     GST_INFO_OBJECT(self,
                     "sender restarted (frame %" G_GUINT64_FORMAT
@@ -1428,7 +1530,9 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
     // timeline has begun: a late viewer's line starts at its first picture,
     // not at the deltas dropped before it (which would delay every picture
     // by their time in a synchronising sink).
-    if (ret == GST_FLOW_OK && header_ok && !h.stream_header() && st->timeline.have)
+    // (A file's line starts at its first packet, as the parser's does.)
+    if (ret == GST_FLOW_OK && header_ok && !h.stream_header() &&
+        (st->timeline.have || st->upstream_file == 1))
       set_timestamps(self, frame, h);
     if (ret == GST_FLOW_OK)
       drop_lost_frame(self, frame);
@@ -1440,6 +1544,7 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
   st->last_header_crc = header_crc;
   st->have_last = true;
   set_timestamps(self, frame, h);
+  if (st->segment_pending && h.keyframe()) segment_at_keyframe(self, frame->pts);
   skip_when_late(self, frame, h);
   DecState::Pending p;
   p.frame = frame;

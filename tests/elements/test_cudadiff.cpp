@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -2889,7 +2890,8 @@ TEST(CudaDiff, DecoderTimestampsFollowTheSendersJitter) {
 }
 
 // The PTS of what `launch` (ending in a sink named "sink") pushes for a file
-// holding `stream`, pulled by filesrc, and the pipeline's duration at its end.
+// holding `stream`, pulled by filesrc, and the pipeline's duration at its end
+// (unless `duration` is null: the decoder alone answers none).
 std::vector<GstClockTime> file_pts(const Bytes &stream, const char *launch, gint64 *duration) {
   const TempFile file(stream, "cudadiff-untimed-XXXXXX.cdif");
   const char *path = file.path();
@@ -2918,8 +2920,10 @@ std::vector<GstClockTime> file_pts(const Bytes &stream, const char *launch, gint
     EXPECT_EQ(GST_MESSAGE_TYPE(m), GST_MESSAGE_EOS);
     gst_message_unref(m);
   }
-  *duration = -1;
-  EXPECT_TRUE(gst_element_query_duration(p, GST_FORMAT_TIME, duration));
+  if (duration) {
+    *duration = -1;
+    EXPECT_TRUE(gst_element_query_duration(p, GST_FORMAT_TIME, duration));
+  }
   gst_element_set_state(p, GST_STATE_NULL);
   gst_object_unref(bus);
   gst_object_unref(in);
@@ -3242,6 +3246,115 @@ TEST(CudaDiff, BytesAndTimeInARecordingThroughTheParser) {
   }
   gst_element_set_state(p, GST_STATE_NULL);
   gst_object_unref(parse);
+  gst_object_unref(sink);
+  gst_object_unref(p);
+}
+
+// A seek in bytes in a recording read by the decoder alone (`filesrc !
+// cudadiffdec`) shows the recording's times, as the parser does: the first
+// keyframe at or after the byte, at its time, in a segment that starts
+// there (so a synchronising sink shows it at once and position queries
+// give the recording's time). Before, the times started again at 0 after
+// the seek. A seek into the last keyframe interval, which leaves only
+// deltas, ends with EOS; before, with "No valid frames decoded before end
+// of stream".
+TEST(CudaDiff, BytesSeekInARecordingWithTheDecoderAlone) {
+  GstHarness *enc = gst_harness_new("cudadiffenc");
+  g_object_set(enc->element, "keyframe-interval", 10u, "frame-overlap", 2 /* never */, nullptr);
+  gst_harness_set_src_caps_str(enc, "video/x-raw,format=BGRx,width=64,height=48,framerate=25/1");
+  const GstVideoInfo info = video_info("BGRx", 64, 48, 25);
+  Bytes stream;
+  std::vector<guint64> at;  // each frame's packet's offset
+  for (int t = 0; t < 40; ++t) {
+    GstBuffer *in = buffer_from(info, scene("BGRx", 64, 48, t, 3), t);
+    GST_BUFFER_PTS(in) = GstClockTime(t) * 40 * GST_MSECOND;
+    GST_BUFFER_DURATION(in) = 40 * GST_MSECOND;
+    ASSERT_EQ(gst_harness_push(enc, in), GST_FLOW_OK);
+    while (GstBuffer *b = gst_harness_try_pull(enc)) {
+      if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER)) at.push_back(stream.size());
+      const Bytes bytes = bytes_of(b);
+      stream.insert(stream.end(), bytes.begin(), bytes.end());
+      gst_buffer_unref(b);
+    }
+  }
+  gst_harness_teardown(enc);
+  ASSERT_EQ(at.size(), 40u);
+  auto ms = [](int n) { return GstClockTime(n) * 40 * GST_MSECOND; };
+  const TempFile file(stream, "cudadiff-bytes-XXXXXX.cdif");
+  ASSERT_NE(file.path(), nullptr);
+  GstElement *p = gst_parse_launch((std::string("filesrc location=") + file.path() +
+                                    " ! cudadiffdec ! appsink name=sink sync=false max-buffers=1")
+                                       .c_str(),
+                                   nullptr);
+  ASSERT_NE(p, nullptr);
+  GstElement *sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+  // The preroll's time, its segment's start and time, and its picture.
+  struct Preroll {
+    GstClockTime pts = GST_CLOCK_TIME_NONE, start = GST_CLOCK_TIME_NONE, time = GST_CLOCK_TIME_NONE;
+    Bytes picture;
+  };
+  auto preroll = [&]() {
+    Preroll r;
+    EXPECT_EQ(gst_element_get_state(p, nullptr, nullptr, 30 * GST_SECOND),
+              GST_STATE_CHANGE_SUCCESS);
+    GstSample *sample = nullptr;
+    g_signal_emit_by_name(sink, "pull-preroll", &sample);
+    if (!sample) return r;
+    r.pts = GST_BUFFER_PTS(gst_sample_get_buffer(sample));
+    const GstSegment *segment = gst_sample_get_segment(sample);
+    EXPECT_EQ(segment->format, GST_FORMAT_TIME);
+    r.start = segment->start;
+    r.time = segment->time;
+    r.picture = canonical_of(gst_sample_get_buffer(sample), gst_sample_get_caps(sample));
+    gst_sample_unref(sample);
+    return r;
+  };
+  gst_element_set_state(p, GST_STATE_PAUSED);
+  const Preroll first = preroll();
+  EXPECT_EQ(first.pts, 0u);
+  EXPECT_EQ(first.start, 0u);
+  // The pictures of a decode from the start, by time.
+  std::map<GstClockTime, Bytes> full;
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  for (;;) {
+    GstSample *sample = nullptr;
+    g_signal_emit_by_name(sink, "try-pull-sample", GstClockTime(10 * GST_SECOND), &sample);
+    if (!sample) break;
+    full[GST_BUFFER_PTS(gst_sample_get_buffer(sample))] =
+        canonical_of(gst_sample_get_buffer(sample), gst_sample_get_caps(sample));
+    gst_sample_unref(sample);
+  }
+  ASSERT_EQ(full.size(), 40u);
+  gst_element_set_state(p, GST_STATE_PAUSED);
+  // Into frame 13's packet, then frame 27's, then back to frame 5's.
+  for (int frame : {13, 27, 5}) {
+    SCOPED_TRACE("a seek to a byte of frame " + std::to_string(frame));
+    ASSERT_TRUE(gst_element_seek_simple(p, GST_FORMAT_BYTES, GST_SEEK_FLAG_FLUSH,
+                                        gint64(at[size_t(frame)]) + 10));
+    const Preroll r = preroll();
+    const GstClockTime key = ms((frame / 10 + 1) * 10);
+    EXPECT_EQ(r.pts, key);
+    EXPECT_EQ(r.start, key);
+    EXPECT_EQ(r.time, key);
+    EXPECT_TRUE(r.picture == full[key]);
+  }
+  // Into frame 33's: deltas only until the end.
+  ASSERT_TRUE(
+      gst_element_seek_simple(p, GST_FORMAT_BYTES, GST_SEEK_FLAG_FLUSH, gint64(at[33]) + 10));
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  GstBus *bus = gst_element_get_bus(p);
+  GstMessage *m = gst_bus_timed_pop_filtered(bus, 30 * GST_SECOND,
+                                             GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  ASSERT_NE(m, nullptr);
+  if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
+    GError *err = nullptr;
+    gst_message_parse_error(m, &err, nullptr);
+    ADD_FAILURE() << "error: " << err->message;
+    g_error_free(err);
+  }
+  gst_message_unref(m);
+  gst_object_unref(bus);
+  gst_element_set_state(p, GST_STATE_NULL);
   gst_object_unref(sink);
   gst_object_unref(p);
 }
@@ -3827,6 +3940,41 @@ TEST(CudaDiff, ParserReportsADamagedKeyframeWhereDecodingStarts) {
     const bool where_decoding_starts =
         d.warnings[0].find("damaged keyframe where decoding starts") != std::string::npos;
     EXPECT_EQ(where_decoding_starts, keys[0] == 0) << d.warnings[0];
+  }
+}
+
+// A recording whose first keyframe is damaged, read from a file by the
+// decoder alone: the pictures start at the next keyframe at its time in the
+// recording, as through the parser (the damaged packet's intact header, and
+// the deltas dropped after it, keep their places). Before, the decoder
+// started the times at 0 with that keyframe, every frame a keyframe
+// interval early.
+TEST(CudaDiff, DamagedFirstKeyframeInAFileKeepsTheRecordingsTimes) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 12;
+  o.props = "keyframe-interval=4";
+  encode(e, "BGR", 45, 11, o);
+  ASSERT_NE(stream_header_of(e), nullptr);
+  ASSERT_EQ(e.packets.size(), 12u);
+  Bytes clean = bytes_of(stream_header_of(e)), broken = clean;
+  for (size_t t = 0; t < e.packets.size(); ++t) {
+    const Bytes b = bytes_of(e.packets[t]);
+    clean.insert(clean.end(), b.begin(), b.end());
+    GstBuffer *d = t == 0 ? damaged(e.packets[t], 5, 0xff, false) : gst_buffer_ref(e.packets[t]);
+    const Bytes db = bytes_of(d);
+    gst_buffer_unref(d);
+    broken.insert(broken.end(), db.begin(), db.end());
+  }
+  const std::vector<GstClockTime> all =
+      file_pts(clean, "cudadiffdec ! fakesink name=sink", nullptr);
+  ASSERT_EQ(all.size(), 12u);
+  const std::vector<GstClockTime> want(all.begin() + 4, all.end());
+  EXPECT_NE(want[0], 0u);
+  for (const char *launch :
+       {"cudadiffdec ! fakesink name=sink", "cudadiffparse ! cudadiffdec ! fakesink name=sink"}) {
+    SCOPED_TRACE(launch);
+    EXPECT_EQ(file_pts(broken, launch, nullptr), want);
   }
 }
 
