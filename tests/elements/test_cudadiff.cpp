@@ -3326,13 +3326,16 @@ TEST(CudaDiff, BytesSeekInARecordingWithTheDecoderAlone) {
   }
   ASSERT_EQ(full.size(), 40u);
   gst_element_set_state(p, GST_STATE_PAUSED);
-  // Into frame 13's packet, then frame 27's, then back to frame 5's.
-  for (int frame : {13, 27, 5}) {
+  // Into frame 13's packet, then frame 27's, then back to frame 5's; then
+  // to the first byte of keyframes 10 and 20 and of the first packet (the
+  // first packet read is then a keyframe, no delta dropped before it).
+  for (int frame : {13, 27, 5, 10, 20, 0}) {
     SCOPED_TRACE("a seek to a byte of frame " + std::to_string(frame));
+    const bool exact = frame % 10 == 0;
     ASSERT_TRUE(gst_element_seek_simple(p, GST_FORMAT_BYTES, GST_SEEK_FLAG_FLUSH,
-                                        gint64(at[size_t(frame)]) + 10));
+                                        gint64(at[size_t(frame)]) + (exact ? 0 : 10)));
     const Preroll r = preroll();
-    const GstClockTime key = ms((frame / 10 + 1) * 10);
+    const GstClockTime key = exact ? ms(frame) : ms((frame / 10 + 1) * 10);
     EXPECT_EQ(r.pts, key);
     EXPECT_EQ(r.start, key);
     EXPECT_EQ(r.time, key);
