@@ -310,6 +310,10 @@ struct _GstCudaDiffDec {
   QosReport qos;        // under the object lock
   DecStats stats;       // under the object lock
   DecState *state;
+  // While an end of stream goes through GstVideoDecoder that must not end
+  // with its "No valid frames decoded" error (gst_cudadiff_dec_post_message();
+  // under the object lock).
+  bool quiet_no_frames;
 };
 
 G_DEFINE_TYPE(GstCudaDiffDec, gst_cudadiff_dec, GST_TYPE_VIDEO_DECODER)
@@ -532,6 +536,37 @@ static void push_held_frame(GstCudaDiffDec *self) {
   GST_VIDEO_DECODER_STREAM_UNLOCK(self);
 }
 
+// The error of a stream that ended with no frame decoded: GstVideoDecoder's
+// text, which the element posts too.
+static const char kNoValidFrames[] = "No valid frames decoded before end of stream";
+
+// GstVideoDecoder's "No valid frames decoded" error is dropped while
+// quiet_no_frames is set (an end of stream that has nothing left to show
+// after a seek, or one whose error the element posted already): it has no
+// other way to be told that the frames it did not see pushed were not lost.
+static gboolean gst_cudadiff_dec_post_message(GstElement *element, GstMessage *message) {
+  auto *self = GST_CUDADIFF_DEC(element);
+  if (GST_MESSAGE_TYPE(message) == GST_MESSAGE_ERROR &&
+      GST_MESSAGE_SRC(message) == GST_OBJECT_CAST(element)) {
+    GST_OBJECT_LOCK(self);
+    const bool quiet = self->quiet_no_frames;
+    GST_OBJECT_UNLOCK(self);
+    if (quiet) {
+      GError *err = nullptr;
+      gst_message_parse_error(message, &err, nullptr);
+      const bool no_frames = g_error_matches(err, GST_STREAM_ERROR, GST_STREAM_ERROR_DECODE) &&
+                             g_strcmp0(err->message, kNoValidFrames) == 0;
+      g_error_free(err);
+      if (no_frames) {
+        GST_DEBUG_OBJECT(self, "GstVideoDecoder's \"%s\" not posted", kNoValidFrames);
+        gst_message_unref(message);
+        return FALSE;
+      }
+    }
+  }
+  return GST_ELEMENT_CLASS(gst_cudadiff_dec_parent_class)->post_message(element, message);
+}
+
 // A new segment: upstream's times may start again (an application looping
 // a clip, each pass in a segment of its own), so the timeline's rule that
 // a timed packet's time never goes back holds within a segment. (The same
@@ -551,11 +586,30 @@ static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *
     auto *self = GST_CUDADIFF_DEC(decoder);
     push_held_frame(self);
     DecState *st = self->state;
-    if (st->dropped_any && !st->finished_any && !(st->after_flush && !st->in_loss))
-      GST_ELEMENT_ERROR(self, STREAM, DECODE, ("No valid frames decoded before end of stream"),
+    // After a flush (a seek) with no loss since, nothing shown means nothing
+    // left to show (a seek into the last keyframe interval: deltas waiting
+    // for a keyframe, or not even a whole packet): a plain end of stream.
+    const bool nothing_left = st->after_flush && !st->in_loss;
+    const bool error = st->dropped_any && !st->finished_any && !nothing_left;
+    if (error)
+      GST_ELEMENT_ERROR(self, STREAM, DECODE, ("%s", kNoValidFrames),
                         ("every frame's packet was lost, damaged, or a delta without its "
                          "keyframe (the warnings before say which; a stream that ends before "
                          "its first keyframe has none)"));
+    // GstVideoDecoder posts its own where no frame was pushed since the
+    // flush (GStreamer 1.20 also where frames were all dropped): not at such
+    // a plain end, nor a second time.
+    if (!st->finished_any && (nothing_left || error)) {
+      GST_OBJECT_LOCK(self);
+      self->quiet_no_frames = true;
+      GST_OBJECT_UNLOCK(self);
+      const gboolean ret =
+          GST_VIDEO_DECODER_CLASS(gst_cudadiff_dec_parent_class)->sink_event(decoder, event);
+      GST_OBJECT_LOCK(self);
+      self->quiet_no_frames = false;
+      GST_OBJECT_UNLOCK(self);
+      return ret;
+    }
   }
   if (GST_EVENT_TYPE(event) == GST_EVENT_STREAM_START) {
     // Another stream (input-selector switching between two senders, a
@@ -1793,6 +1847,7 @@ static void gst_cudadiff_dec_class_init(GstCudaDiffDecClass *klass) {
   decoder_class->src_event = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_src_event);
   element_class->set_context = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_set_context);
   element_class->change_state = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_change_state);
+  element_class->post_message = GST_DEBUG_FUNCPTR(gst_cudadiff_dec_post_message);
 }
 
 static void gst_cudadiff_dec_init(GstCudaDiffDec *self) {
@@ -1801,6 +1856,7 @@ static void gst_cudadiff_dec_init(GstCudaDiffDec *self) {
   self->frame_overlap = DEFAULT_FRAME_OVERLAP;
   self->max_pixels = DEFAULT_MAX_PIXELS;
   self->max_lateness = DEFAULT_MAX_LATENESS;
+  self->quiet_no_frames = false;
   self->state = new DecState();
   // The parse vfunc splits the input into packets, whatever its buffers are.
   gst_video_decoder_set_packetized(GST_VIDEO_DECODER(self), FALSE);
