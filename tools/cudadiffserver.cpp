@@ -231,6 +231,7 @@ struct Shared {
   std::string error;                   // the first
   gint64 keyframe_requested_us = 0;    // when a request went to the encoder; 0: none pending
   std::vector<GstRTSPMedia *> medias;  // references, unprepared at stop
+  guint64 ended_medias = 0;            // medias whose stream has ended (cudadiff_factory_gen_key())
 
   void set_error(const std::string &text) {
     {
@@ -722,6 +723,16 @@ static GstPadProbeReturn on_keyframe_request(GstPad *, GstPadProbeInfo *info, gp
   return GST_PAD_PROBE_OK;
 }
 
+// The end of the media's stream (a still image, a file that cannot be played
+// again) leaves the encoder: later viewers get a media of their own.
+static GstPadProbeReturn on_encoder_event(GstPad *, GstPadProbeInfo *info, gpointer data) {
+  if (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) != GST_EVENT_EOS) return GST_PAD_PROBE_OK;
+  Shared *impl = shared_of(data);
+  std::lock_guard<std::mutex> lock(impl->mutex);
+  impl->ended_medias++;
+  return GST_PAD_PROBE_OK;
+}
+
 static GstPadProbeReturn on_encoded(GstPad *, GstPadProbeInfo *info, gpointer data) {
   Shared *impl = shared_of(data);
   GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
@@ -1167,6 +1178,8 @@ static GstElement *cudadiff_factory_create_element(GstRTSPMediaFactory *factory,
     gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_EVENT_UPSTREAM, on_keyframe_request, new_ref(shared),
                       delete_ref);
     gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_BUFFER, on_encoded, new_ref(shared), delete_ref);
+    gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, on_encoder_event, new_ref(shared),
+                      delete_ref);
     gst_object_unref(src);
     gst_object_unref(enc);
   }
@@ -1185,8 +1198,16 @@ static void cudadiff_factory_finalize(GObject *object);
 // differed (a host name instead of the address, for one) got a media each,
 // with a source and an encoder each (a camera busy with the first then
 // fails the second).
-static gchar *cudadiff_factory_gen_key(GstRTSPMediaFactory *, const GstRTSPUrl *) {
-  return g_strdup("cudadiff");
+//
+// Until the media's stream has ended (a still image, or a file that cannot be
+// played again, played once): a viewer that joined such a media while an
+// earlier one was still connected to it got no frame, no end of stream and no
+// error, for as long as it stayed. The key counts the medias that ended, so
+// a viewer that comes after the end gets a new media, played from its start.
+static gchar *cudadiff_factory_gen_key(GstRTSPMediaFactory *factory, const GstRTSPUrl *) {
+  Shared *impl = reinterpret_cast<CudaDiffFactory *>(factory)->shared->get();
+  std::lock_guard<std::mutex> lock(impl->mutex);
+  return g_strdup_printf("cudadiff-%" G_GUINT64_FORMAT, impl->ended_medias);
 }
 
 static void cudadiff_factory_class_init(CudaDiffFactoryClass *klass) {

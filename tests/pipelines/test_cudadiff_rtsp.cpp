@@ -931,6 +931,38 @@ TEST(DiffRtsp, AStillImageIsPlayedOnce) {
   server.server->stop();
 }
 
+// A viewer that comes after the still image has ended, while the first
+// viewer is still connected, gets the image and the end too, from a media
+// of its own (the second encodes the image again): before, it joined the
+// ended media and got no frame, no end of stream and no error, for as long
+// as it stayed. Over TCP too.
+TEST(DiffRtsp, AViewerComingAfterAStillImageEndedGetsItToo) {
+  const TempMedia still(
+      "still-late.png",
+      "videotestsrc num-buffers=1 pattern=smpte ! video/x-raw,width=320,height=240 "
+      "! pngenc");
+  TestServer server(looped(still.path));
+  Pipeline first(client(server.url()));
+  ASSERT_TRUE(first.start());
+  ASSERT_TRUE(wait_until([&] { return first.eos() || !first.error().empty(); }, 20));
+  EXPECT_EQ(first.frame_count(), 1u);
+  for (const char *props : {"latency=1000", "latency=1000 protocols=tcp"}) {
+    SCOPED_TRACE(props);
+    Pipeline late(client(server.url(), props));
+    ASSERT_TRUE(late.start());
+    EXPECT_TRUE(wait_until([&] { return late.eos() || !late.error().empty(); }, 15))
+        << late.frame_count() << " frames shown";
+    EXPECT_EQ(late.frame_count(), 1u);
+    EXPECT_EQ(late.error(), "");
+    late.stop();
+  }
+  EXPECT_EQ(server.medias.load(), 3) << "a media for each viewer that came after the end";
+  EXPECT_EQ(first.error(), "");
+  EXPECT_EQ(server.server->error(), "");
+  first.stop();
+  server.server->stop();
+}
+
 // With a low pace rate the still image's packets leave the server over
 // about a second (a 1280x720 image of noise, about 560 KB, at 4 Mbit/s),
 // after the encoder made them: the end is held back from when the last of
