@@ -198,7 +198,11 @@ int main(int argc, char **argv) {
   bool in_range = true;
   auto check = [&](const char *option, double value, double low, double high) {
     if (value >= low && value <= high) return;
-    std::fprintf(stderr, "--%s %g is out of range: %g to %g\n", option, value, low, high);
+    // (no upper bound but the type's: "at least", not 2.14748e+09 or 1.79769e+308)
+    if (high == G_MAXINT || high == G_MAXDOUBLE)
+      std::fprintf(stderr, "--%s %g is out of range: at least %g\n", option, value, low);
+    else
+      std::fprintf(stderr, "--%s %g is out of range: %g to %g\n", option, value, low, high);
     in_range = false;
   };
   check("port", a.port, 0, 65535);

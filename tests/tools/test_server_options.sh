@@ -29,6 +29,11 @@ expect_refused() {
 # The message names the option and its range; an enum value is one word of
 # the element's values, not more of a pipeline description.
 expect_refused "--width 40000 is out of range: 1 to 32767" --width 40000
+# Without an upper bound of its own: the lower one alone, not the type's
+# largest value (2.14748e+09, 1.79769e+308).
+expect_refused "--fps 0 is out of range: at least 1\$" --fps 0
+expect_refused "--pace-rate -1 is out of range: at least 0\$" --pace-rate -1
+expect_refused "--stalled-timeout -5 is out of range: at least 0\$" --stalled-timeout -5
 for value in "none ! fakesink" "none threshold=300"; do
   expect_refused "--compression $value: not one of" --compression "$value"
 done
