@@ -74,6 +74,10 @@ struct ParseState {
   // That warning was posted since then (once until a keyframe passes: a
   // run of damaged keyframes, or crafted ones, gives one warning).
   bool warned_start = false;
+  // Whether a keyframe has passed since the start (not reset by flushes):
+  // before one, the deltas of a live byte stream joined between keyframes
+  // are dropped (live_join_delta()).
+  bool first_keyframe_passed = false;
   // The stream headers that passed, or that the scan of a file found, by
   // offset (whole packets, of a few hundred bytes; at most kMaxHeaders, the
   // lowest offsets forgotten first), and where the last packet that passed
@@ -466,6 +470,23 @@ static guint64 live_now(GstBaseParse *parse, const stream::PacketHeader &h, bool
                                    &parse->segment);
 }
 
+// Before the first keyframe of a byte stream that comes as it is sent
+// (tcpclientsrc joined between keyframes, as tcpserversink's default
+// sync-method has it; not a file, nor a timed byte stream): a delta cannot
+// be shown, and placed on the timeline it started the times there, so that
+// the first frame shown (the keyframe) came that much after 0 and a
+// synchronising sink showed every frame that much late, for as long as it
+// played (up to a keyframe interval). Such deltas are dropped, and neither
+// they nor damaged packets count for the timeline: it starts at the first
+// keyframe, as cudadiffdec's own does on such a stream.
+static bool before_live_start(GstCudaDiffParse *self, bool pull) {
+  const ParseState *st = self->state;
+  return !pull && !st->first_keyframe_passed && !st->upstream_time && !byte_seekable(self);
+}
+static bool live_join_delta(GstCudaDiffParse *self, const stream::PacketHeader &h, bool pull) {
+  return !h.stream_header() && !h.keyframe() && before_live_start(self, pull);
+}
+
 // What a skipped piece at `offset` says: warnings, and the time of a
 // damaged packet's intact header.
 static void skipped(GstCudaDiffParse *self, const stream::Parser::Step &step, guint64 offset,
@@ -483,7 +504,7 @@ static void skipped(GstCudaDiffParse *self, const stream::Parser::Step &step, gu
   // (an untimed one too, timed as a byte stream's: Timeline::timed())
   if (step.damaged && !(pull && st->file.valid) && !st->upstream_time) {
     const stream::PacketHeader timed = st->live.timed(step.header);
-    if (!timed.stream_header() && timed.pts != stream::kNoTime) {
+    if (!timed.stream_header() && timed.pts != stream::kNoTime && !before_live_start(self, pull)) {
       const bool seeked = self->seeked;
       self->seeked = false;
       bool new_run = false;
@@ -629,7 +650,13 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
     const GstFlowReturn ret = header_before(self, h, frame->offset);
     if (ret != GST_FLOW_OK) return ret;
   }
-  if (h.keyframe() && !h.stream_header()) st->keyframe_passed = true;
+  if (live_join_delta(self, h, pull)) {
+    GST_DEBUG_OBJECT(self, "delta %" G_GUINT64_FORMAT " before the first keyframe dropped",
+                     h.frame_number);
+    frame->flags |= GST_BASE_PARSE_FRAME_FLAG_DROP;
+    return gst_base_parse_finish_frame(parse, frame, gint(step.bytes));
+  }
+  if (h.keyframe() && !h.stream_header()) st->keyframe_passed = st->first_keyframe_passed = true;
   st->header_end = h.stream_header() ? frame->offset + step.bytes : GST_BUFFER_OFFSET_NONE;
   GstBuffer *buf = frame->buffer;
   if (h.stream_header()) {

@@ -2424,6 +2424,43 @@ TEST(CudaDiff, ParserContinuesTheTimelineOfARestartedSender) {
   }
 }
 
+// A live byte stream joined between keyframes (tcpserversink's default
+// sync-method, latest: the stream header, then the packets as they come,
+// deltas first): the deltas before the first keyframe are dropped, and the
+// times start at 0 with that keyframe, as cudadiffdec's own do on such a
+// stream. Before, they started at the first delta, which nothing can show,
+// so the first frame shown came two frames after 0 here (on a real stream,
+// up to a keyframe interval) and a synchronising sink (decodebin, playbin)
+// showed every frame that much late.
+TEST(CudaDiff, ParserStartsALiveByteStreamJoinedBetweenKeyframesAtItsFirstKeyframe) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 10;
+  o.props = "keyframe-interval=4";
+  encode(e, "GRAY8", 16, 8, o);
+  ASSERT_NE(stream_header_of(e), nullptr);
+  ASSERT_EQ(e.packets.size(), 10u);
+  ParserOnBytes parser;
+  parser.push(bytes_of(stream_header_of(e)));
+  for (size_t t = 2; t < 10; ++t) parser.push(bytes_of(e.packets[t]));
+  parser.eos();
+  std::vector<GstClockTime> pts;
+  std::vector<bool> delta;
+  while (GstBuffer *out = gst_harness_try_pull(parser.h)) {
+    if (!GST_BUFFER_FLAG_IS_SET(out, GST_BUFFER_FLAG_HEADER)) {
+      pts.push_back(GST_BUFFER_PTS(out));
+      delta.push_back(GST_BUFFER_FLAG_IS_SET(out, GST_BUFFER_FLAG_DELTA_UNIT));
+    }
+    gst_buffer_unref(out);
+  }
+  // Frames 4 to 9, from 0 at the sender's pace.
+  ASSERT_EQ(pts.size(), 6u);
+  EXPECT_FALSE(delta[0]) << "the keyframe first";
+  for (size_t i = 0; i < pts.size(); ++i)
+    EXPECT_NEAR(double(pts[i]), double(gst_util_uint64_scale(i, GST_SECOND, 30)), double(i))
+        << "frame " << i + 4;
+}
+
 // What is not a restart: a packet repeated (frame numbers fall back by one)
 // keeps its time and moves nothing after it; a sender's timestamps falling
 // back by more than a second while its frame numbers go on do start a run,
