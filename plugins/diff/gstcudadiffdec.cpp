@@ -221,7 +221,7 @@ struct DecState {
   // Timeline::forget_output()).
   GstCudaDiffLastSegment last_segment;
   // Whether upstream is a file (seekable in bytes, of a known size; asked
-  // at the first packet after start or a flush; -1: not yet). A file's
+  // at its segment in bytes after start or a flush; -1: not yet). A file's
   // untimed packets keep their places on the recording's timeline, as the
   // parser times them: the packets dropped before the first picture (a
   // damaged first keyframe, a recording that starts with deltas) count,

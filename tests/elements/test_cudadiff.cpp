@@ -3207,26 +3207,34 @@ TEST(CudaDiff, ParserGivesTheStreamHeaderNoDuration) {
   }
 }
 
-TEST(CudaDiff, BytesAndTimeInARecordingThroughTheParser) {
+// A recording of 40 frames at 25 fps (64x48 BGRx, a keyframe every 10
+// frames, times from 0), in `stream`, and the offset of each frame's packet
+// in it, in `at`.
+static void keyframed_recording(Bytes *stream, std::vector<guint64> *at) {
   GstHarness *enc = gst_harness_new("cudadiffenc");
   g_object_set(enc->element, "keyframe-interval", 10u, "frame-overlap", 2 /* never */, nullptr);
   gst_harness_set_src_caps_str(enc, "video/x-raw,format=BGRx,width=64,height=48,framerate=25/1");
   const GstVideoInfo info = video_info("BGRx", 64, 48, 25);
-  Bytes stream;
-  std::vector<guint64> at;  // each frame's packet's offset
   for (int t = 0; t < 40; ++t) {
     GstBuffer *in = buffer_from(info, scene("BGRx", 64, 48, t, 3), t);
     GST_BUFFER_PTS(in) = GstClockTime(t) * 40 * GST_MSECOND;
     GST_BUFFER_DURATION(in) = 40 * GST_MSECOND;
     ASSERT_EQ(gst_harness_push(enc, in), GST_FLOW_OK);
     while (GstBuffer *b = gst_harness_try_pull(enc)) {
-      if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER)) at.push_back(stream.size());
+      if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER)) at->push_back(stream->size());
       const Bytes bytes = bytes_of(b);
-      stream.insert(stream.end(), bytes.begin(), bytes.end());
+      stream->insert(stream->end(), bytes.begin(), bytes.end());
       gst_buffer_unref(b);
     }
   }
   gst_harness_teardown(enc);
+}
+
+TEST(CudaDiff, BytesAndTimeInARecordingThroughTheParser) {
+  Bytes stream;
+  std::vector<guint64> at;  // each frame's packet's offset
+  keyframed_recording(&stream, &at);
+  ASSERT_FALSE(HasFatalFailure());
   ASSERT_EQ(at.size(), 40u);
   auto ms = [](int n) { return gint64(n) * 40 * GST_MSECOND; };
   const TempFile file(stream, "cudadiff-bytes-XXXXXX.cdif");
@@ -3297,25 +3305,10 @@ TEST(CudaDiff, BytesAndTimeInARecordingThroughTheParser) {
 // with EOS; before, with "No valid frames decoded before end of stream"
 // (the latter with GStreamer 1.22, both with 1.20).
 TEST(CudaDiff, BytesSeekInARecordingWithTheDecoderAlone) {
-  GstHarness *enc = gst_harness_new("cudadiffenc");
-  g_object_set(enc->element, "keyframe-interval", 10u, "frame-overlap", 2 /* never */, nullptr);
-  gst_harness_set_src_caps_str(enc, "video/x-raw,format=BGRx,width=64,height=48,framerate=25/1");
-  const GstVideoInfo info = video_info("BGRx", 64, 48, 25);
   Bytes stream;
   std::vector<guint64> at;  // each frame's packet's offset
-  for (int t = 0; t < 40; ++t) {
-    GstBuffer *in = buffer_from(info, scene("BGRx", 64, 48, t, 3), t);
-    GST_BUFFER_PTS(in) = GstClockTime(t) * 40 * GST_MSECOND;
-    GST_BUFFER_DURATION(in) = 40 * GST_MSECOND;
-    ASSERT_EQ(gst_harness_push(enc, in), GST_FLOW_OK);
-    while (GstBuffer *b = gst_harness_try_pull(enc)) {
-      if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER)) at.push_back(stream.size());
-      const Bytes bytes = bytes_of(b);
-      stream.insert(stream.end(), bytes.begin(), bytes.end());
-      gst_buffer_unref(b);
-    }
-  }
-  gst_harness_teardown(enc);
+  keyframed_recording(&stream, &at);
+  ASSERT_FALSE(HasFatalFailure());
   ASSERT_EQ(at.size(), 40u);
   auto ms = [](int n) { return GstClockTime(n) * 40 * GST_MSECOND; };
   const TempFile file(stream, "cudadiff-bytes-XXXXXX.cdif");
