@@ -726,8 +726,7 @@ static std::string too_large(const stream::PacketHeader &h, guint64 max_pixels) 
 static void request_keyframe(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
                              bool by_clock = false);
 
-static uint64_t place_untimed(GstCudaDiffDec *self, stream::Timeline *tl,
-                              const stream::PacketHeader &h, bool *new_run);
+static uint64_t place_untimed(GstCudaDiffDec *self, const stream::PacketHeader &h, bool *new_run);
 
 // The first keyframe decoded after a flushing seek in bytes in a file, at
 // output time `pts`: the output segment starts there, as a parser's after
@@ -834,8 +833,7 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
           if (st->upstream_file == 1 && timed.pts != stream::kNoTime) {
             bool new_run = false;
             st->packet_offset = st->bytes_base + at;
-            place_untimed(self, &st->timeline, timed, &new_run);
-            st->seeked = false;
+            place_untimed(self, timed, &new_run);
           }
         } else {
           // Garbage, the rest of a damaged packet, a damaged header: no loss
@@ -1168,11 +1166,13 @@ static bool decode_packet(GstCudaDiffDec *self, const stream::PacketHeader &h,
 }
 
 // The output pts of an untimed packet `h` (Timeline::timed()) at
-// `packet_offset`, placed on `tl`; after a seek in bytes, in the run that
-// its offset lies in.
-static uint64_t place_untimed(GstCudaDiffDec *self, stream::Timeline *tl,
-                              const stream::PacketHeader &h, bool *new_run) {
+// `packet_offset`, placed on the timeline; the first after a seek in bytes
+// (`seeked`, which this clears) in the run that its offset lies in.
+static uint64_t place_untimed(GstCudaDiffDec *self, const stream::PacketHeader &h, bool *new_run) {
   DecState *st = self->state;
+  stream::Timeline *tl = &st->timeline;
+  const bool seeked = st->seeked;
+  st->seeked = false;
   // A restarted sender's time goes on from where the last packet ended, but
   // not before the present of a playing pipeline that receives the stream
   // as it comes: a viewer whose sender stopped for a while (or a relay that
@@ -1181,11 +1181,11 @@ static uint64_t place_untimed(GstCudaDiffDec *self, stream::Timeline *tl,
   // fast it plays. (Asked only at a restart: not a clock query per frame.)
   static_assert(stream::kNoTime == GST_CLOCK_TIME_NONE, "no present: no time either way");
   const uint64_t present =
-      tl->restarts(h, st->seeked)
+      tl->restarts(h, seeked)
           ? gst_cudadiff_live_present(GST_ELEMENT(self), GST_VIDEO_DECODER_SINK_PAD(self),
                                       &GST_VIDEO_DECODER(self)->output_segment)
           : stream::kNoTime;
-  return tl->place(h, st->packet_offset, st->seeked, new_run, present);
+  return tl->place(h, st->packet_offset, seeked, new_run, present);
 }
 
 // Output timestamps. A packet that came with a timestamp keeps it (unless
@@ -1212,8 +1212,7 @@ static void set_timestamps(GstCudaDiffDec *self, GstVideoCodecFrame *frame,
   // (untimed at a variable framerate: the base class goes on from the last)
   if (h.pts == stream::kNoTime) return;
   bool new_run = false;
-  frame->pts = place_untimed(self, &st->timeline, h, &new_run);
-  st->seeked = false;
+  frame->pts = place_untimed(self, h, &new_run);
   if (new_run && frame->pts != 0)
     GST_INFO_OBJECT(self,
                     "sender restarted (frame %" G_GUINT64_FORMAT
