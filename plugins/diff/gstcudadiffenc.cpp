@@ -302,7 +302,7 @@ struct _GstCudaDiffEnc {
 G_DEFINE_TYPE(GstCudaDiffEnc, gst_cudadiff_enc, GST_TYPE_VIDEO_ENCODER)
 
 static GstFlowReturn finish_pending(GstCudaDiffEnc *self);
-static void discard_pending(GstCudaDiffEnc *self);
+static void discard_pending(GstCudaDiffEnc *self, bool drop);
 static void collect_v2(EncState *st, FrameResult *result, cudadiff::HostBytes &body,
                        bool async = false);
 GST_ELEMENT_REGISTER_DEFINE(cudadiffenc, "cudadiffenc", GST_RANK_SECONDARY, GST_TYPE_CUDADIFF_ENC)
@@ -472,7 +472,7 @@ static bool open_backend(GstElement *element) {
 static void close_backend(GstElement *element) {
   auto *self = GST_CUDADIFF_ENC(element);
   EncState *st = self->state;
-  discard_pending(self);
+  discard_pending(self, false);
   const auto release = [st] {
     st->drop_codec();
     st->writer.reset();
@@ -749,7 +749,7 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
 }
 
 static gboolean gst_cudadiff_enc_flush(GstVideoEncoder *encoder) {
-  discard_pending(GST_CUDADIFF_ENC(encoder));
+  discard_pending(GST_CUDADIFF_ENC(encoder), false);
   GST_CUDADIFF_ENC(encoder)->state->need_keyframe = true;
   GST_CUDADIFF_ENC(encoder)->state->held_flow = GST_FLOW_OK;
   return TRUE;
@@ -772,10 +772,13 @@ static gboolean gst_cudadiff_enc_sink_query(GstVideoEncoder *encoder, GstQuery *
 }
 
 // A frame not encoded because a flow other than OK came first (downstream
-// not linked, flushing, an error): handed back to the base class as
-// dropped, so that it leaves the base class's list of frames. A keyframe
-// asked for of it comes from the next frame (the base class keeps the
-// request pending, and ignores new ones, until a keyframe is finished).
+// not linked, flushing, an error), or whose encoding failed: handed back to
+// the base class as dropped (finished without an output buffer, the way
+// GStreamer before 1.26 drops a frame: nothing is pushed for it), so that
+// it leaves the base class's list of frames, its input buffer is released
+// and the events that came before it go downstream. A keyframe asked for
+// of it comes from the next frame (the base class keeps the request
+// pending, and ignores new ones, until a keyframe is finished).
 static void drop_frame(GstCudaDiffEnc *self, GstVideoCodecFrame *frame) {
   if (GST_VIDEO_CODEC_FRAME_IS_FORCE_KEYFRAME(frame)) self->state->need_keyframe = true;
   gst_buffer_replace(&frame->output_buffer, nullptr);
@@ -786,7 +789,7 @@ static void drop_frame(GstCudaDiffEnc *self, GstVideoCodecFrame *frame) {
 static GstFlowReturn frame_failed(GstCudaDiffEnc *self, GstVideoCodecFrame *frame,
                                   const cudadiff::Error &e) {
   gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
-  gst_video_codec_frame_unref(frame);
+  drop_frame(self, frame);
   return GST_FLOW_ERROR;
 }
 
@@ -845,13 +848,13 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
                           ("the allocator negotiated with downstream gave none: the system is "
                            "out of memory, or a downstream element proposed an allocator that "
                            "cannot hold a packet this large"));
-      gst_video_codec_frame_unref(frame);
+      drop_frame(self, frame);
       return ret;
     }
     GstMapInfo map;
     if (!gst_buffer_map(frame->output_buffer, &map, GST_MAP_WRITE)) {
       GST_ELEMENT_ERROR(self, STREAM, ENCODE, ("cannot map the output buffer"), (nullptr));
-      gst_video_codec_frame_unref(frame);
+      drop_frame(self, frame);
       return GST_FLOW_ERROR;
     }
     st->writer->write(map.data);
@@ -973,9 +976,10 @@ static GstFlowReturn collect_oldest_async(GstCudaDiffEnc *self) {
     // the ones after it are dropped (handle_frame).
     st->need_keyframe = true;
     gst_video_frame_unmap(&p.vframe);
-    const GstFlowReturn failed = frame_failed(self, p.frame, e);
+    gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
     push_transit(self);
-    return failed;
+    drop_frame(self, p.frame);  // (after the frame before it)
+    return GST_FLOW_ERROR;
   }
   gst_video_frame_unmap(&p.vframe);  // (the core no longer reads the input)
   const GstFlowReturn ret = push_transit(self);
@@ -993,7 +997,7 @@ static GstFlowReturn collect_oldest_async(GstCudaDiffEnc *self) {
 static GstFlowReturn finish_pending(GstCudaDiffEnc *self) {
   GstFlowReturn first = push_transit(self);
   if (first == GST_FLOW_ERROR) {
-    discard_pending(self);
+    discard_pending(self, true);
     self->state->need_keyframe = true;
     return first;
   }
@@ -1001,7 +1005,7 @@ static GstFlowReturn finish_pending(GstCudaDiffEnc *self) {
     const GstFlowReturn ret = finish_oldest(self);
     if (first == GST_FLOW_OK) first = ret;
     if (ret == GST_FLOW_ERROR) {
-      discard_pending(self);
+      discard_pending(self, true);
       self->state->need_keyframe = true;
       return ret;
     }
@@ -1009,9 +1013,14 @@ static GstFlowReturn finish_pending(GstCudaDiffEnc *self) {
   return first;
 }
 
-// Flush and stop: the queued deltas are collected (the core's queue must
-// drain) and dropped; the next frame is a keyframe anyway.
-static void discard_pending(GstCudaDiffEnc *self) {
+// The queued deltas are collected (the core's queue must drain) and
+// dropped; the next frame is a keyframe anyway. After an error (`drop`) the
+// base class is handed them as dropped, oldest first, so that they leave its
+// list of frames (which holds their input buffers) and the events that came
+// with them go downstream; at a flush and at stop it forgets them itself
+// right after (and would lose the events of a frame finished while its
+// source pad flushes: it keeps them for after the flush).
+static void discard_pending(GstCudaDiffEnc *self, bool drop) {
   EncState *st = self->state;
   // Packets that never left take no frame numbers: the next frame gets the
   // oldest dropped one's, so that a receiver sees no gap (a sender's seek is
@@ -1020,6 +1029,12 @@ static void discard_pending(GstCudaDiffEnc *self) {
     st->frame_number = st->transit.info.frame_number;
   else if (!st->pending.empty())
     st->frame_number = st->pending.front().info.frame_number;
+  const auto release = [self, drop](GstVideoCodecFrame *frame) {
+    if (drop)
+      drop_frame(self, frame);
+    else
+      gst_video_codec_frame_unref(frame);
+  };
   if (st->in_transit) {
     st->in_transit = false;
     try {
@@ -1028,10 +1043,11 @@ static void discard_pending(GstCudaDiffEnc *self) {
     } catch (const cudadiff::Error &e) {
       GST_WARNING_OBJECT(self, "dropping a queued frame: %s", e.what());
     }
-    gst_video_codec_frame_unref(st->transit.frame);
+    release(st->transit.frame);
   }
   while (!st->pending.empty()) {
-    EncState::Pending &p = st->pending.front();
+    EncState::Pending p = st->pending.front();
+    st->pending.pop_front();
     try {
       cudadiff::ContextScope scope(st->ctx.get());
       if (st->encoder)
@@ -1042,8 +1058,7 @@ static void discard_pending(GstCudaDiffEnc *self) {
       GST_WARNING_OBJECT(self, "dropping a queued frame: %s", e.what());
     }
     gst_video_frame_unmap(&p.vframe);
-    gst_video_codec_frame_unref(p.frame);
-    st->pending.pop_front();
+    release(p.frame);
   }
 }
 
@@ -1110,7 +1125,15 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   gst_cudadiff_sync_controlled(GST_OBJECT(self), &encoder->input_segment, frame->pts);
   if (!st->ctx || !(st->encoder || st->encoder2)) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, (nullptr), ("frame before caps were configured"));
-    gst_video_codec_frame_unref(frame);
+    // (dropped through the base class where it has output caps; without
+    // them it would post an error of its own, and forgets the frame at the
+    // next flush or stop)
+    if (GstVideoCodecState *out = gst_video_encoder_get_output_state(encoder)) {
+      gst_video_codec_state_unref(out);
+      drop_frame(self, frame);
+    } else {
+      gst_video_codec_frame_unref(frame);
+    }
     return GST_FLOW_NOT_NEGOTIATED;
   }
   if (st->held_flow != GST_FLOW_OK) {
@@ -1169,7 +1192,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     GST_ELEMENT_ERROR(
         self, STREAM, ENCODE, ("cannot map the input frame"),
         ("%s", gst_cudadiff_map_failure(&st->input_state->info, frame->input_buffer).c_str()));
-    gst_video_codec_frame_unref(frame);
+    drop_frame(self, frame);
     return GST_FLOW_ERROR;
   }
   if (!on_device)
@@ -1220,7 +1243,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   if (ret == GST_FLOW_ERROR) {
     // The deltas after the one that failed may have been coded against it:
     // they are dropped too, and the next frame is a keyframe.
-    discard_pending(self);
+    discard_pending(self, true);
     st->need_keyframe = true;
     return ret;
   }

@@ -1037,6 +1037,133 @@ TEST(CudaDiff, EncoderSaysWhenDownstreamsAllocatorGivesNoBuffer) {
   gst_harness_teardown(enc);
 }
 
+namespace {
+
+// An allocator of system memory that fails while `flaky_allocations_left`
+// is 0 (counted down from a positive value, never with -1): a downstream
+// element's that runs out of memory for a while.
+std::atomic<int> flaky_allocations_left{-1};
+struct FlakyAllocator {
+  GstAllocator parent;
+};
+struct FlakyAllocatorClass {
+  GstAllocatorClass parent_class;
+};
+G_DEFINE_TYPE(FlakyAllocator, flaky_allocator, GST_TYPE_ALLOCATOR)
+void flaky_allocator_class_init(FlakyAllocatorClass *klass) {
+  GST_ALLOCATOR_CLASS(klass)->alloc = [](GstAllocator *, gsize size, GstAllocationParams *params) {
+    int left = flaky_allocations_left.load();
+    while (left > 0 && !flaky_allocations_left.compare_exchange_weak(left, left - 1)) {
+    }
+    // (system memory: it goes back to the system allocator)
+    return left == 0 ? static_cast<GstMemory *>(nullptr)
+                     : gst_allocator_alloc(nullptr, size, params);
+  };
+  GST_ALLOCATOR_CLASS(klass)->free = [](GstAllocator *, GstMemory *) {};
+}
+void flaky_allocator_init(FlakyAllocator *) {}
+
+guint encoder_frames(GstElement *encoder) {
+  GList *frames = gst_video_encoder_get_frames(GST_VIDEO_ENCODER(encoder));
+  const guint n = g_list_length(frames);
+  g_list_free_full(frames, reinterpret_cast<GDestroyNotify>(gst_video_codec_frame_unref));
+  return n;
+}
+
+}  // namespace
+
+// A frame whose packet cannot be made (here downstream's allocator gives no
+// buffer), and the deltas queued after it (frame-overlap), leave
+// GstVideoEncoder's list of frames as dropped, and their input buffers are
+// freed; an application that goes on pushing after the error gets a
+// keyframe next and the stream goes on. Before, they were only unreffed:
+// they stayed in the list, each holding its input frame, until a flush or
+// stop.
+TEST(CudaDiff, FramesOfAFailedPacketLeaveTheEncoder) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    GstHarness *enc = gst_harness_new_parse(
+        ("cudadiffenc keyframe-interval=0 frame-overlap=always stream-version=" +
+         std::to_string(version))
+            .c_str());
+    GstAllocator *flaky = GST_ALLOCATOR(g_object_new(flaky_allocator_get_type(), nullptr));
+    gst_harness_set_propose_allocator(enc, flaky, nullptr);
+    GstBus *bus = gst_bus_new();
+    GstElement *encoder = gst_harness_find_element(enc, "cudadiffenc");
+    gst_element_set_bus(encoder, bus);
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 32, 16).c_str());
+    const GstVideoInfo info = video_info("GRAY8", 32, 16);
+    // Input buffers freed so far.
+    std::atomic<int> freed{0};
+    auto push = [&](int t) {
+      GstBuffer *b = buffer_from(info, scene("GRAY8", 32, 16, t, 3), t);
+      gst_mini_object_weak_ref(
+          GST_MINI_OBJECT(b),
+          [](gpointer data, GstMiniObject *) { ++*static_cast<std::atomic<int> *>(data); }, &freed);
+      return gst_harness_push(enc, b);
+    };
+    // The packets of frames 0 (a keyframe), 1 and 2 are allocated; frame
+    // 3's, made when frame 4 arrives, is not: frame 3 fails, and frame 4,
+    // queued after it, is dropped with it.
+    flaky_allocations_left = 3;
+    for (int t = 0; t < 4; ++t) EXPECT_EQ(push(t), GST_FLOW_OK) << "frame " << t;
+    EXPECT_EQ(push(4), GST_FLOW_ERROR);
+    EXPECT_EQ(gst_test::pop_texts(bus, GST_MESSAGE_ERROR).size(), 1u);
+    EXPECT_EQ(encoder_frames(encoder), 0u);
+    EXPECT_EQ(freed.load(), 5);
+    // Downstream has memory again.
+    flaky_allocations_left = -1;
+    for (int t = 5; t < 8; ++t) EXPECT_EQ(push(t), GST_FLOW_OK) << "frame " << t;
+    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_eos()));
+    std::vector<int> keys, deltas;
+    while (GstBuffer *p = pull_packet(enc)) {
+      const int t = int(gst_util_uint64_scale_round(GST_BUFFER_PTS(p), 30, GST_SECOND));
+      (GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT) ? deltas : keys).push_back(t);
+      gst_buffer_unref(p);
+    }
+    EXPECT_EQ(keys, (std::vector<int>{0, 5}));
+    EXPECT_EQ(deltas, (std::vector<int>{1, 2, 6, 7}));
+    EXPECT_EQ(encoder_frames(encoder), 0u);
+    EXPECT_EQ(freed.load(), 8);
+    EXPECT_TRUE(gst_test::pop_texts(bus, GST_MESSAGE_ERROR).empty());
+    gst_element_set_bus(encoder, nullptr);
+    gst_object_unref(bus);
+    gst_object_unref(encoder);
+    gst_harness_teardown(enc);
+  }
+}
+
+// A first frame that cannot be read (a buffer shorter than its caps say)
+// is dropped through GstVideoEncoder: the events that came before it
+// (stream-start, segment) go downstream with the caps, before the end of
+// stream. Before, the frame stayed in the base class's list with its
+// events, and downstream got an end of stream without a stream-start, caps
+// or segment.
+TEST(CudaDiff, EventsBeforeAFrameThatCannotBeReadGoDownstream) {
+  GstHarness *enc = gst_harness_new("cudadiffenc");
+  GstBus *bus = gst_bus_new();
+  gst_element_set_bus(enc->element, bus);
+  gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 32, 16).c_str());
+  GstBuffer *shorter = gst_buffer_new_allocate(nullptr, 32 * 16 - 1, nullptr);
+  GST_BUFFER_PTS(shorter) = 0;
+  EXPECT_EQ(gst_harness_push(enc, shorter), GST_FLOW_ERROR);
+  const std::vector<gst_test::BusText> errors = gst_test::pop_texts(bus, GST_MESSAGE_ERROR);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].message.find("cannot map the input frame"), std::string::npos)
+      << errors[0].message;
+  EXPECT_EQ(encoder_frames(enc->element), 0u);
+  EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_eos()));
+  std::vector<std::string> events;
+  while (GstEvent *e = gst_harness_try_pull_event(enc)) {
+    events.push_back(GST_EVENT_TYPE_NAME(e));
+    gst_event_unref(e);
+  }
+  EXPECT_EQ(events, (std::vector<std::string>{"stream-start", "caps", "segment", "eos"}));
+  gst_element_set_bus(enc->element, nullptr);
+  gst_object_unref(bus);
+  gst_harness_teardown(enc);
+}
+
 // Without a live upstream the encoder keeps one delta queued while it packs
 // the previous one (GstHarness reports a live upstream unless told), in
 // both versions. The packets are those of the live path, byte for byte, one
