@@ -228,8 +228,9 @@ struct DecState {
   // where a live viewer's line starts at its first picture.
   int upstream_file = -1;
   // Where the bytes counted in `parsed` began (the start of upstream's
-  // segment in bytes), so that `parsed` gives a packet's byte offset, and
-  // the offset of the packet handed to handle_frame.
+  // segment in bytes), so that `parsed` gives a packet's byte offset where
+  // upstream's buffers give none (packet_offset_at()), and the offset of
+  // the packet handed to handle_frame.
   guint64 bytes_base = 0;
   guint64 packet_offset = 0;
   // A flush, and the timeline from before it: a flushing seek in bytes in
@@ -750,6 +751,22 @@ static void segment_at_keyframe(GstCudaDiffDec *self, GstClockTime pts) {
   gst_pad_push_event(GST_VIDEO_DECODER_SRC_PAD(decoder), event);
 }
 
+// The byte offset of the bytes at the head of `adapter`, `at` where
+// `parsed` counts them: in a file, the offset of the buffer that holds them
+// (GstBaseSrc gives each its offset in bytes) plus theirs in it. A seek in
+// bytes without a flush leaves the bytes read before it in the adapter,
+// ahead of those from the new position, and `parsed` counts on across them:
+// its segment cannot say where the new ones start. Else (and for buffers
+// without an offset) counted from the start of upstream's segment in bytes.
+static guint64 packet_offset_at(const DecState *st, GstAdapter *adapter, guint64 at) {
+  if (st->upstream_file == 1) {
+    guint64 distance = 0;
+    const guint64 offset = gst_adapter_prev_offset(adapter, &distance);
+    if (offset != GST_BUFFER_OFFSET_NONE) return offset + distance;
+  }
+  return st->bytes_base + at;
+}
+
 static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCodecFrame *frame,
                                             GstAdapter *adapter, gboolean at_eos) {
   auto *self = GST_CUDADIFF_DEC(decoder);
@@ -832,7 +849,7 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
           const stream::PacketHeader timed = st->timeline.timed(step.header);
           if (st->upstream_file == 1 && timed.pts != stream::kNoTime) {
             bool new_run = false;
-            st->packet_offset = st->bytes_base + at;
+            st->packet_offset = packet_offset_at(st, adapter, at);
             place_untimed(self, timed, &new_run);
           }
         } else {
@@ -878,7 +895,7 @@ static GstFlowReturn gst_cudadiff_dec_parse(GstVideoDecoder *decoder, GstVideoCo
           gst_adapter_flush(adapter, step.bytes);
           continue;
         }
-        st->packet_offset = st->bytes_base + (st->parsed - step.bytes);
+        st->packet_offset = packet_offset_at(st, adapter, st->parsed - step.bytes);
         if (step.header.keyframe()) GST_VIDEO_CODEC_FRAME_SET_SYNC_POINT(frame);
         gst_video_decoder_add_to_frame(decoder, static_cast<int>(step.bytes));
         return gst_video_decoder_have_frame(decoder);

@@ -3531,6 +3531,89 @@ TEST(CudaDiff, BytesSeekInARecordingWithTheDecoderAlone) {
   gst_object_unref(p);
 }
 
+// The decoder alone after a file source, a recording joined to itself (the
+// second copy's times start again, so it takes a run of its own on the
+// timeline), read in 256-byte blocks: a seek in bytes without a flush, back
+// to the start while the first blocks are read, then flushing seeks in
+// bytes to the second copy's keyframes 0 and 10. Each keyframe comes at the
+// time it had when the file was played through after the first seek.
+// Before, the bytes after the seek were counted on from where the first
+// read had got to (the adapter still held the bytes read before it), so
+// that every packet after it was placed past its offset, and the flushing
+// seek put the second copy's keyframe in the run of the first copy.
+TEST(CudaDiff, BytesSeekAfterASeekWithoutAFlushWithTheDecoderAlone) {
+  Bytes one;
+  std::vector<guint64> at;  // each frame's packet's offset
+  keyframed_recording(&one, &at);
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_EQ(at.size(), 40u);
+  Bytes stream = one;
+  stream.insert(stream.end(), one.begin(), one.end());
+  const guint64 second = one.size();  // where the second copy starts
+  const TempFile file(stream, "cudadiff-joined-XXXXXX.cdif");
+  ASSERT_NE(file.path(), nullptr);
+  GstElement *p =
+      gst_parse_launch((std::string("filesrc name=src blocksize=256 location=") + file.path() +
+                        " ! cudadiffdec ! appsink name=sink sync=false max-buffers=1")
+                           .c_str(),
+                       nullptr);
+  ASSERT_NE(p, nullptr);
+  GstElement *sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+  GstElement *src = gst_bin_get_by_name(GST_BIN(p), "src");
+  // The seek without a flush, from the streaming thread (where it cannot
+  // wait for a frame the application has not pulled yet), when the block
+  // at byte 1024 goes out.
+  struct Seek {
+    GstElement *src;
+    bool done = false;
+  } seek{src};
+  GstPad *src_pad = gst_element_get_static_pad(src, "src");
+  gst_pad_add_probe(
+      src_pad, GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+        auto *s = static_cast<Seek *>(data);
+        if (!s->done && GST_BUFFER_OFFSET(GST_PAD_PROBE_INFO_BUFFER(info)) >= 1024) {
+          s->done = true;
+          EXPECT_TRUE(gst_element_seek(s->src, 1.0, GST_FORMAT_BYTES, GST_SEEK_FLAG_NONE,
+                                       GST_SEEK_TYPE_SET, 0, GST_SEEK_TYPE_NONE, -1));
+        }
+        return GST_PAD_PROBE_OK;
+      },
+      &seek, nullptr);
+  gst_object_unref(src_pad);
+  // Played through: the frames' times, in order; the second copy's 40
+  // frames come last.
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  std::vector<GstClockTime> played;
+  for (;;) {
+    GstSample *sample = nullptr;
+    g_signal_emit_by_name(sink, "try-pull-sample", GstClockTime(10 * GST_SECOND), &sample);
+    if (!sample) break;
+    played.push_back(GST_BUFFER_PTS(gst_sample_get_buffer(sample)));
+    gst_sample_unref(sample);
+  }
+  EXPECT_TRUE(seek.done);
+  ASSERT_GE(played.size(), 80u);
+  const std::vector<GstClockTime> copy(played.end() - 40, played.end());
+  gst_element_set_state(p, GST_STATE_PAUSED);
+  for (int frame : {0, 10}) {
+    SCOPED_TRACE("a seek to the second copy's keyframe " + std::to_string(frame));
+    ASSERT_TRUE(gst_element_seek_simple(p, GST_FORMAT_BYTES, GST_SEEK_FLAG_FLUSH,
+                                        gint64(second + at[size_t(frame)])));
+    EXPECT_EQ(gst_element_get_state(p, nullptr, nullptr, 30 * GST_SECOND),
+              GST_STATE_CHANGE_SUCCESS);
+    GstSample *sample = nullptr;
+    g_signal_emit_by_name(sink, "pull-preroll", &sample);
+    ASSERT_NE(sample, nullptr);
+    EXPECT_EQ(GST_BUFFER_PTS(gst_sample_get_buffer(sample)), copy[size_t(frame)]);
+    gst_sample_unref(sample);
+  }
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(src);
+  gst_object_unref(sink);
+  gst_object_unref(p);
+}
+
 // A sender whose input had no timestamps (an appsrc without them) sends
 // packets without a pts. Every reader times them by their frame number at
 // the stream's framerate, from 0: the decoder alone, the parser on a byte
