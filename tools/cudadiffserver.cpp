@@ -1444,6 +1444,10 @@ void connect_shared(gpointer instance, const char *signal, GCallback callback, g
                         delete_ref_closure, GConnectFlags(0));
 }
 
+void on_new_session(GstRTSPClient *, GstRTSPSession *session, gpointer data) {
+  gst_rtsp_session_set_timeout(session, shared_of(data)->options.session_timeout_s);
+}
+
 void on_client_connected(GstRTSPServer *, GstRTSPClient *client, gpointer data) {
   Shared *impl = shared_of(data);
   {
@@ -1451,6 +1455,16 @@ void on_client_connected(GstRTSPServer *, GstRTSPClient *client, gpointer data) 
     impl->stats.clients_connected++;
     impl->stats.clients_now++;
   }
+  // A client whose session has ended (timed out: a viewer over UDP that
+  // froze or whose network went away, sending no RTCP and no keep-alive; or
+  // torn down) has its connection closed 5 s later unless it sets up a new
+  // session on it meanwhile. rtsp-server 1.22 keeps it open by default
+  // (post-session-timeout -1) for as long as the peer's TCP connection
+  // lives, which for a peer that is gone is for ever: the server kept a
+  // socket and a client for each such viewer for as long as it ran, and
+  // counted it among the clients connected.
+  g_object_set(client, "post-session-timeout", 5, nullptr);
+  connect_shared(client, "new-session", G_CALLBACK(on_new_session), data);
   connect_shared(client, "play-request", G_CALLBACK(on_play_request), data);
   connect_shared(client, "closed", G_CALLBACK(on_client_closed), data);
   connect_shared(client, "send-message", G_CALLBACK(on_send_message), data);

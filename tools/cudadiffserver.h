@@ -66,6 +66,11 @@ struct Options {
   // (Whatever this is, a viewer over TCP that rtsp-server stopped sending to,
   // more than 10 s behind while a faster TCP viewer keeps up, is closed.)
   unsigned stalled_client_timeout_s = 10;
+  // Seconds a session lives without word from its client (RTCP, or an RTSP
+  // request such as a keep-alive; clients are told it in the Session header)
+  // before it is ended and its client's connection closed: a viewer over UDP
+  // that froze or whose network went away. rtsp-server's default, 60.
+  unsigned session_timeout_s = 60;
   // Called with the media's top-level bin when a media is made (for tests:
   // probes on the element named "enc", the encoder). In the server's thread.
   std::function<void(GstElement *)> on_media;

@@ -1087,9 +1087,13 @@ namespace {
 
 // An RTSP client over TCP (RTP interleaved in its connection) that plays and
 // then reads nothing more, with a small receive buffer, so that the server's
-// side of the connection fills within a second at a few MB/s.
+// side of the connection fills within a second at a few MB/s. With
+// `over_udp`, RTP and RTCP come to two UDP sockets of its own instead, which
+// it does not read either, and it sends nothing after its PLAY (no RTCP, no
+// keep-alive): a viewer over UDP that froze, or whose network went away.
 struct NonReadingTcpViewer {
   int fd = -1;
+  int udp[2] = {-1, -1};
   std::string error;
 
   std::string request(const std::string &text) {
@@ -1109,7 +1113,24 @@ struct NonReadingTcpViewer {
     return in + body;
   }
 
-  bool play(int port, const std::string &url) {
+  bool play(int port, const std::string &url, bool over_udp = false) {
+    std::string transport = "RTP/AVPF/TCP;unicast;interleaved=0-1";
+    if (over_udp) {
+      int ports[2];
+      for (int i = 0; i < 2; i++) {
+        udp[i] = socket(AF_INET, SOCK_DGRAM, 0);
+        sockaddr_in local{};
+        local.sin_family = AF_INET;
+        local.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t length = sizeof local;
+        if (bind(udp[i], reinterpret_cast<sockaddr *>(&local), sizeof local) != 0 ||
+            getsockname(udp[i], reinterpret_cast<sockaddr *>(&local), &length) != 0)
+          return false;
+        ports[i] = ntohs(local.sin_port);
+      }
+      transport = "RTP/AVPF/UDP;unicast;client_port=" + std::to_string(ports[0]) + "-" +
+                  std::to_string(ports[1]);
+    }
     fd = socket(AF_INET, SOCK_STREAM, 0);
     const int small = 4096;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
@@ -1125,9 +1146,9 @@ struct NonReadingTcpViewer {
       return false;
     }
     const std::string track = sdp.substr(c + 10, sdp.find_first_of("\r\n", c) - c - 10);
-    const std::string setup = request("SETUP " + url + "/" + track +
-                                      " RTSP/1.0\r\nCSeq: 2\r\nTransport: "
-                                      "RTP/AVPF/TCP;unicast;interleaved=0-1\r\n\r\n");
+    const std::string setup =
+        request("SETUP " + url + "/" + track + " RTSP/1.0\r\nCSeq: 2\r\nTransport: " + transport +
+                "\r\n\r\n");
     const size_t s = setup.find("Session: ");
     if (setup.rfind("RTSP/1.0 200", 0) != 0 || s == std::string::npos) {
       error = "SETUP: " + setup;
@@ -1174,6 +1195,8 @@ struct NonReadingTcpViewer {
 
   ~NonReadingTcpViewer() {
     if (fd >= 0) close(fd);
+    for (int u : udp)
+      if (u >= 0) close(u);
   }
 };
 
@@ -1223,6 +1246,39 @@ TEST(DiffRtsp, AViewerOverTcpThatStopsReadingIsDisconnected) {
   EXPECT_EQ(server.server->error(), "");
   tcp.stop();
   udp.stop();
+  server.server->stop();
+}
+
+// A viewer over UDP that stops (it sends no RTCP and no request any more, and
+// reads nothing) loses its session at the session timeout, and the server
+// closes its RTSP connection 5 s later. (With rtsp-server 1.22's default the
+// connection stayed open for as long as the viewer's side of it did: for a
+// viewer that was gone, for ever, one socket and client kept in the server
+// for each, and counted as connected.) A viewer that plays on is kept.
+TEST(DiffRtsp, AViewerOverUdpThatStopsIsDisconnectedAtItsSessionTimeout) {
+  cudadiff_server::Options o;
+  o.source = source(160, 120);
+  o.session_timeout_s = 2;
+  TestServer server(o);
+  Pipeline playing(client(server.url(), "protocols=udp latency=500"));
+  ASSERT_TRUE(playing.start());
+  ASSERT_TRUE(
+      wait_until([&] { return playing.frame_count() >= 5 || !playing.error().empty(); }, 20))
+      << playing.error();
+  NonReadingTcpViewer gone;
+  ASSERT_TRUE(gone.play(server.server->port(), server.url(), true)) << gone.error;
+  ASSERT_TRUE(wait_until([&] { return server.server->stats().plays >= 2; }, 10));
+  EXPECT_EQ(server.server->stats().clients_now, 2u);
+  EXPECT_TRUE(gone.closed_by_server(20)) << "the stopped viewer's connection is still open";
+  EXPECT_TRUE(wait_until([&] { return server.server->stats().clients_now == 1; }, 5))
+      << server.server->stats().clients_now << " clients connected";
+  // The viewer that plays (its RTCP keeps its session) goes on.
+  const uint64_t shown = playing.frame_count();
+  EXPECT_TRUE(wait_until([&] { return playing.frame_count() >= shown + 30; }, 10))
+      << playing.frame_count() - shown << " frames in 10 s after the disconnection";
+  EXPECT_EQ(playing.error(), "");
+  EXPECT_EQ(server.server->error(), "");
+  playing.stop();
   server.server->stop();
 }
 
