@@ -1062,6 +1062,18 @@ static void discard_pending(GstCudaDiffEnc *self, bool drop) {
   }
 }
 
+// A frame that failed in handle_frame (its error posted) while deltas are
+// queued before it (frame-overlap): they go out first (or are dropped, if
+// one fails), then it is dropped. GstVideoEncoder sends the events of a
+// frame it finishes and of every frame before it in its list: dropped
+// first, it would send the events that came after the queued deltas
+// before their packets.
+static GstFlowReturn drop_after_pending(GstCudaDiffEnc *self, GstVideoCodecFrame *frame) {
+  finish_pending(self);
+  drop_frame(self, frame);
+  return GST_FLOW_ERROR;
+}
+
 // Version 2: starts encoding a frame (its body is collected by collect_v2).
 // The body carries its threshold: a new threshold applies from this frame
 // on, keyframe or not. The CUDA core reads device memory: a frame in system
@@ -1192,8 +1204,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     GST_ELEMENT_ERROR(
         self, STREAM, ENCODE, ("cannot map the input frame"),
         ("%s", gst_cudadiff_map_failure(&st->input_state->info, frame->input_buffer).c_str()));
-    drop_frame(self, frame);
-    return GST_FLOW_ERROR;
+    return drop_after_pending(self, frame);
   }
   if (!on_device)
     gst_cudadiff_warn_if_foreign(GST_ELEMENT(self), frame->input_buffer, &st->share,
@@ -1225,7 +1236,8 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
     // The reference may hold part of this frame, which no decoder will see.
     st->need_keyframe = true;
     gst_video_frame_unmap(&p.vframe);
-    return frame_failed(self, frame, e);
+    gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
+    return drop_after_pending(self, frame);
   }
   st->frame_number++;
   if (keyframe) {

@@ -1169,6 +1169,67 @@ TEST(CudaDiff, EventsBeforeAFrameThatCannotBeReadGoDownstream) {
   gst_harness_teardown(enc);
 }
 
+// A frame that cannot be read while a delta is queued before it
+// (frame-overlap) is dropped after that delta's packet has gone out: the
+// events that came between the two (here a custom one; a segment or tags
+// alike) go downstream after the delta, as they came, not before it.
+TEST(CudaDiff, EventsBeforeAFrameThatCannotBeReadFollowTheQueuedDelta) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    GstHarness *enc = gst_harness_new_parse(
+        ("cudadiffenc keyframe-interval=0 frame-overlap=always stream-version=" +
+         std::to_string(version))
+            .c_str());
+    GstBus *bus = gst_bus_new();
+    GstElement *encoder = gst_harness_find_element(enc, "cudadiffenc");
+    gst_element_set_bus(encoder, bus);
+    // What leaves the encoder, in order: packets by frame, custom events
+    // by name, the end of stream.
+    std::vector<std::string> out;
+    GstPad *src = gst_element_get_static_pad(encoder, "src");
+    gst_pad_add_probe(
+        src, GstPadProbeType(GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+        [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+          auto *log = static_cast<std::vector<std::string> *>(data);
+          if (GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_BUFFER) {
+            GstBuffer *b = GST_PAD_PROBE_INFO_BUFFER(info);
+            if (!GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER))
+              log->push_back("frame " + std::to_string(gst_util_uint64_scale_round(
+                                            GST_BUFFER_PTS(b), 30, GST_SECOND)));
+          } else {
+            GstEvent *e = GST_PAD_PROBE_INFO_EVENT(info);
+            if (GST_EVENT_TYPE(e) == GST_EVENT_CUSTOM_DOWNSTREAM)
+              log->push_back(gst_structure_get_name(gst_event_get_structure(e)));
+            else if (GST_EVENT_TYPE(e) == GST_EVENT_EOS)
+              log->push_back("eos");
+          }
+          return GST_PAD_PROBE_OK;
+        },
+        &out, nullptr);
+    gst_object_unref(src);
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 32, 16).c_str());
+    const GstVideoInfo info = video_info("GRAY8", 32, 16);
+    // Frame 0 (a keyframe) goes out, frame 1 (a delta) is queued.
+    for (int t = 0; t < 2; ++t)
+      EXPECT_EQ(gst_harness_push(enc, buffer_from(info, scene("GRAY8", 32, 16, t, 3), t)),
+                GST_FLOW_OK)
+          << "frame " << t;
+    EXPECT_TRUE(gst_harness_push_event(
+        enc, gst_event_new_custom(GST_EVENT_CUSTOM_DOWNSTREAM, gst_structure_new_empty("marker"))));
+    GstBuffer *shorter = gst_buffer_new_allocate(nullptr, 32 * 16 - 1, nullptr);
+    GST_BUFFER_PTS(shorter) = gst_util_uint64_scale_int(2, GST_SECOND, 30);
+    EXPECT_EQ(gst_harness_push(enc, shorter), GST_FLOW_ERROR);
+    EXPECT_EQ(gst_test::pop_texts(bus, GST_MESSAGE_ERROR).size(), 1u);
+    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_eos()));
+    EXPECT_EQ(out, (std::vector<std::string>{"frame 0", "frame 1", "marker", "eos"}));
+    EXPECT_EQ(encoder_frames(encoder), 0u);
+    gst_element_set_bus(encoder, nullptr);
+    gst_object_unref(bus);
+    gst_object_unref(encoder);
+    gst_harness_teardown(enc);
+  }
+}
+
 // Without a live upstream the encoder keeps one delta queued while it packs
 // the previous one (GstHarness reports a live upstream unless told), in
 // both versions. The packets are those of the live path, byte for byte, one
