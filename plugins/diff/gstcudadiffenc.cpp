@@ -800,11 +800,16 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
                                  int level, const FrameResult &result) {
   GstVideoEncoder *encoder = GST_VIDEO_ENCODER(self);
   EncState *st = self->state;
+  // A packet that cannot be made leaves its frame in the reference, and no
+  // decoder sees it (a keyframe's: the deltas after it would have none to
+  // start from): the next frame is a keyframe.
+  const auto lost = [st] { st->need_keyframe = true; };
   size_t packet_size = 0;
   try {
     st->writer->set_compression(compression, level);
     packet_size = st->writer->prepare(info, st->body.data(), st->body.size());
   } catch (const cudadiff::Error &e) {
+    lost();
     return frame_failed(self, frame, e);
   }
   // A large version 2 packet: the body's own buffer, the header written in
@@ -827,6 +832,7 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
       try {
         st->writer->write_in_place(st->body.base());
       } catch (const cudadiff::Error &e) {
+        lost();
         return frame_failed(self, frame, e);
       }
       try {
@@ -848,12 +854,14 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
                           ("the allocator negotiated with downstream gave none: the system is "
                            "out of memory, or a downstream element proposed an allocator that "
                            "cannot hold a packet this large"));
+      lost();
       drop_frame(self, frame);
       return ret;
     }
     GstMapInfo map;
     if (!gst_buffer_map(frame->output_buffer, &map, GST_MAP_WRITE)) {
       GST_ELEMENT_ERROR(self, STREAM, ENCODE, ("cannot map the output buffer"), (nullptr));
+      lost();
       drop_frame(self, frame);
       return GST_FLOW_ERROR;
     }

@@ -1138,6 +1138,47 @@ TEST(CudaDiff, FramesOfAFailedPacketLeaveTheEncoder) {
   }
 }
 
+// A keyframe whose packet cannot be made (downstream's allocator gives no
+// buffer) is followed by a keyframe: the deltas after it would have none
+// to start from. Before, the next frame was a delta, and with
+// keyframe-interval=0 no keyframe came at all.
+TEST(CudaDiff, AKeyframeWhosePacketFailsIsFollowedByAKeyframe) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    GstHarness *enc = gst_harness_new_parse(
+        ("cudadiffenc keyframe-interval=0 stream-version=" + std::to_string(version)).c_str());
+    GstAllocator *flaky = GST_ALLOCATOR(g_object_new(flaky_allocator_get_type(), nullptr));
+    gst_harness_set_propose_allocator(enc, flaky, nullptr);
+    GstBus *bus = gst_bus_new();
+    GstElement *encoder = gst_harness_find_element(enc, "cudadiffenc");
+    gst_element_set_bus(encoder, bus);
+    gst_harness_set_src_caps_str(enc, gst_test::raw_caps("GRAY8", 32, 16).c_str());
+    const GstVideoInfo info = video_info("GRAY8", 32, 16);
+    auto push = [&](int t) {
+      return gst_harness_push(enc, buffer_from(info, scene("GRAY8", 32, 16, t, 3), t));
+    };
+    // Frame 0's packet (the first keyframe) gets no buffer.
+    flaky_allocations_left = 0;
+    EXPECT_EQ(push(0), GST_FLOW_ERROR);
+    EXPECT_EQ(gst_test::pop_texts(bus, GST_MESSAGE_ERROR).size(), 1u);
+    flaky_allocations_left = -1;
+    for (int t = 1; t < 4; ++t) EXPECT_EQ(push(t), GST_FLOW_OK) << "frame " << t;
+    EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_eos()));
+    std::vector<int> keys, deltas;
+    while (GstBuffer *p = pull_packet(enc)) {
+      const int t = int(gst_util_uint64_scale_round(GST_BUFFER_PTS(p), 30, GST_SECOND));
+      (GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT) ? deltas : keys).push_back(t);
+      gst_buffer_unref(p);
+    }
+    EXPECT_EQ(keys, (std::vector<int>{1}));
+    EXPECT_EQ(deltas, (std::vector<int>{2, 3}));
+    gst_element_set_bus(encoder, nullptr);
+    gst_object_unref(bus);
+    gst_object_unref(encoder);
+    gst_harness_teardown(enc);
+  }
+}
+
 // A first frame that cannot be read (a buffer shorter than its caps say)
 // is dropped through GstVideoEncoder: the events that came before it
 // (stream-start, segment) go downstream with the caps, before the end of
