@@ -1108,17 +1108,23 @@ TEST(CudaDiff, FramesOfAFailedPacketLeaveTheEncoder) {
       return gst_harness_push(enc, b);
     };
     // The packets of frames 0 (a keyframe), 1 and 2 are allocated; frame
-    // 3's, made when frame 4 arrives, is not: frame 3 fails, and frame 4,
-    // queued after it, is dropped with it.
+    // 3's is not: frame 3 fails, and the frames queued after it are dropped
+    // with it. Its packet is made when a later frame arrives (frame 4 on
+    // the CPU; on a GPU, version 2 sends a packet one frame later still, its
+    // body copied while the next frame is coded), whose push fails.
     flaky_allocations_left = 3;
-    for (int t = 0; t < 4; ++t) EXPECT_EQ(push(t), GST_FLOW_OK) << "frame " << t;
-    EXPECT_EQ(push(4), GST_FLOW_ERROR);
+    int failed = 0;
+    GstFlowReturn ret = GST_FLOW_OK;
+    for (; failed < 8 && ret == GST_FLOW_OK; ++failed) ret = push(failed);
+    --failed;
+    ASSERT_EQ(ret, GST_FLOW_ERROR);
+    EXPECT_GE(failed, 4);
     EXPECT_EQ(gst_test::pop_texts(bus, GST_MESSAGE_ERROR).size(), 1u);
     EXPECT_EQ(encoder_frames(encoder), 0u);
-    EXPECT_EQ(freed.load(), 5);
+    EXPECT_EQ(freed.load(), failed + 1);
     // Downstream has memory again.
     flaky_allocations_left = -1;
-    for (int t = 5; t < 8; ++t) EXPECT_EQ(push(t), GST_FLOW_OK) << "frame " << t;
+    for (int t = failed + 1; t < failed + 4; ++t) EXPECT_EQ(push(t), GST_FLOW_OK) << "frame " << t;
     EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_eos()));
     std::vector<int> keys, deltas;
     while (GstBuffer *p = pull_packet(enc)) {
@@ -1126,10 +1132,10 @@ TEST(CudaDiff, FramesOfAFailedPacketLeaveTheEncoder) {
       (GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT) ? deltas : keys).push_back(t);
       gst_buffer_unref(p);
     }
-    EXPECT_EQ(keys, (std::vector<int>{0, 5}));
-    EXPECT_EQ(deltas, (std::vector<int>{1, 2, 6, 7}));
+    EXPECT_EQ(keys, (std::vector<int>{0, failed + 1}));
+    EXPECT_EQ(deltas, (std::vector<int>{1, 2, failed + 2, failed + 3}));
     EXPECT_EQ(encoder_frames(encoder), 0u);
-    EXPECT_EQ(freed.load(), 8);
+    EXPECT_EQ(freed.load(), failed + 4);
     EXPECT_TRUE(gst_test::pop_texts(bus, GST_MESSAGE_ERROR).empty());
     gst_element_set_bus(encoder, nullptr);
     gst_object_unref(bus);
