@@ -62,6 +62,31 @@ GstBuffer *pull_packet(GstHarness *h, std::vector<GstBuffer *> *headers = nullpt
   }
 }
 
+// The frames (numbers at 30 fps) of the packets left in `h`, keyframes and
+// deltas apart; each packet's header says what its buffer's flag says.
+struct KeysAndDeltas {
+  std::vector<int> keys, deltas;
+};
+KeysAndDeltas pull_keys_and_deltas(GstHarness *h) {
+  KeysAndDeltas out;
+  while (GstBuffer *p = pull_packet(h)) {
+    const int t = int(gst_util_uint64_scale_round(GST_BUFFER_PTS(p), 30, GST_SECOND));
+    const bool delta = GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT);
+    (delta ? out.deltas : out.keys).push_back(t);
+    EXPECT_EQ(header_of(p).keyframe(), !delta) << "frame " << t;
+    gst_buffer_unref(p);
+  }
+  return out;
+}
+
+// The frames in GstVideoEncoder's list of `encoder`.
+guint encoder_frames(GstElement *encoder) {
+  GList *frames = gst_video_encoder_get_frames(GST_VIDEO_ENCODER(encoder));
+  const guint n = g_list_length(frames);
+  g_list_free_full(frames, reinterpret_cast<GDestroyNotify>(gst_video_codec_frame_unref));
+  return n;
+}
+
 struct EncodeOptions {
   std::string props;  // extra properties of cudadiffenc
   int threshold = 20;
@@ -971,19 +996,11 @@ TEST(CudaDiff, ForceKeyUnitAfterAFailedPush) {
       EXPECT_EQ(flows[t], t == 3 ? GST_FLOW_NOT_LINKED : GST_FLOW_OK) << "frame " << t;
     // Packets by frame: 3 is dropped, 4 is the keyframe asked for before 3,
     // 7 the one asked for before it.
-    std::vector<int> keys, deltas;
-    while (GstBuffer *p = pull_packet(enc)) {
-      const int t = int(gst_util_uint64_scale_round(GST_BUFFER_PTS(p), 30, GST_SECOND));
-      (GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT) ? deltas : keys).push_back(t);
-      EXPECT_EQ(header_of(p).keyframe(), !GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT));
-      gst_buffer_unref(p);
-    }
-    EXPECT_EQ(keys, (std::vector<int>{0, 4, 7}));
-    EXPECT_EQ(deltas, (std::vector<int>{1, 5, 6, 8, 9}));
+    const KeysAndDeltas packets = pull_keys_and_deltas(enc);
+    EXPECT_EQ(packets.keys, (std::vector<int>{0, 4, 7}));
+    EXPECT_EQ(packets.deltas, (std::vector<int>{1, 5, 6, 8, 9}));
     // Every frame left the base class's list.
-    GList *frames = gst_video_encoder_get_frames(GST_VIDEO_ENCODER(encoder));
-    EXPECT_EQ(g_list_length(frames), 0u);
-    g_list_free_full(frames, reinterpret_cast<GDestroyNotify>(gst_video_codec_frame_unref));
+    EXPECT_EQ(encoder_frames(encoder), 0u);
     gst_pad_remove_probe(src, probe);
     gst_object_unref(src);
     gst_object_unref(encoder);
@@ -1068,13 +1085,6 @@ void flaky_allocator_class_init(FlakyAllocatorClass *klass) {
 }
 void flaky_allocator_init(FlakyAllocator *) {}
 
-guint encoder_frames(GstElement *encoder) {
-  GList *frames = gst_video_encoder_get_frames(GST_VIDEO_ENCODER(encoder));
-  const guint n = g_list_length(frames);
-  g_list_free_full(frames, reinterpret_cast<GDestroyNotify>(gst_video_codec_frame_unref));
-  return n;
-}
-
 }  // namespace
 
 // A frame whose packet cannot be made (here downstream's allocator gives no
@@ -1126,14 +1136,9 @@ TEST(CudaDiff, FramesOfAFailedPacketLeaveTheEncoder) {
     flaky_allocations_left = -1;
     for (int t = failed + 1; t < failed + 4; ++t) EXPECT_EQ(push(t), GST_FLOW_OK) << "frame " << t;
     EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_eos()));
-    std::vector<int> keys, deltas;
-    while (GstBuffer *p = pull_packet(enc)) {
-      const int t = int(gst_util_uint64_scale_round(GST_BUFFER_PTS(p), 30, GST_SECOND));
-      (GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT) ? deltas : keys).push_back(t);
-      gst_buffer_unref(p);
-    }
-    EXPECT_EQ(keys, (std::vector<int>{0, failed + 1}));
-    EXPECT_EQ(deltas, (std::vector<int>{1, 2, failed + 2, failed + 3}));
+    const KeysAndDeltas packets = pull_keys_and_deltas(enc);
+    EXPECT_EQ(packets.keys, (std::vector<int>{0, failed + 1}));
+    EXPECT_EQ(packets.deltas, (std::vector<int>{1, 2, failed + 2, failed + 3}));
     EXPECT_EQ(encoder_frames(encoder), 0u);
     EXPECT_EQ(freed.load(), failed + 4);
     EXPECT_TRUE(gst_test::pop_texts(bus, GST_MESSAGE_ERROR).empty());
@@ -1170,14 +1175,9 @@ TEST(CudaDiff, AKeyframeWhosePacketFailsIsFollowedByAKeyframe) {
     flaky_allocations_left = -1;
     for (int t = 1; t < 4; ++t) EXPECT_EQ(push(t), GST_FLOW_OK) << "frame " << t;
     EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_eos()));
-    std::vector<int> keys, deltas;
-    while (GstBuffer *p = pull_packet(enc)) {
-      const int t = int(gst_util_uint64_scale_round(GST_BUFFER_PTS(p), 30, GST_SECOND));
-      (GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT) ? deltas : keys).push_back(t);
-      gst_buffer_unref(p);
-    }
-    EXPECT_EQ(keys, (std::vector<int>{1}));
-    EXPECT_EQ(deltas, (std::vector<int>{2, 3}));
+    const KeysAndDeltas packets = pull_keys_and_deltas(enc);
+    EXPECT_EQ(packets.keys, (std::vector<int>{1}));
+    EXPECT_EQ(packets.deltas, (std::vector<int>{2, 3}));
     gst_element_set_bus(encoder, nullptr);
     gst_object_unref(bus);
     gst_object_unref(encoder);
