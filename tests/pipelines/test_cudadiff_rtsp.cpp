@@ -1085,13 +1085,14 @@ TEST(DiffRtsp, ServerStopsWhileItReadsARequest) {
 
 namespace {
 
-// An RTSP client over TCP (RTP interleaved in its connection) that plays and
-// then reads nothing more, with a small receive buffer, so that the server's
-// side of the connection fills within a second at a few MB/s. With
+// An RTSP client, by default over TCP (RTP interleaved in its connection),
+// that plays and then reads nothing more, with a small receive buffer, so
+// that the server's side of the connection fills within a second at a few
+// MB/s. With
 // `over_udp`, RTP and RTCP come to two UDP sockets of its own instead, which
 // it does not read either, and it sends nothing after its PLAY (no RTCP, no
 // keep-alive): a viewer over UDP that froze, or whose network went away.
-struct NonReadingTcpViewer {
+struct NonReadingViewer {
   int fd = -1;
   int udp[2] = {-1, -1};
   std::string error;
@@ -1193,7 +1194,7 @@ struct NonReadingTcpViewer {
     return false;
   }
 
-  ~NonReadingTcpViewer() {
+  ~NonReadingViewer() {
     if (fd >= 0) close(fd);
     for (int u : udp)
       if (u >= 0) close(u);
@@ -1227,7 +1228,7 @@ TEST(DiffRtsp, AViewerOverTcpThatStopsReadingIsDisconnected) {
   ASSERT_TRUE(udp.start());
   ASSERT_TRUE(wait_until([&] { return udp.frame_count() >= 5 || !udp.error().empty(); }, 20))
       << udp.error();
-  NonReadingTcpViewer stalled;
+  NonReadingViewer stalled;
   ASSERT_TRUE(stalled.play(server.server->port(), server.url())) << stalled.error;
   ASSERT_TRUE(wait_until([&] { return server.server->stats().stalled_clients_closed >= 1; }, 30))
       << "the viewer that reads nothing was not disconnected";
@@ -1265,7 +1266,7 @@ TEST(DiffRtsp, AViewerOverUdpThatStopsIsDisconnectedAtItsSessionTimeout) {
   ASSERT_TRUE(
       wait_until([&] { return playing.frame_count() >= 5 || !playing.error().empty(); }, 20))
       << playing.error();
-  NonReadingTcpViewer gone;
+  NonReadingViewer gone;
   ASSERT_TRUE(gone.play(server.server->port(), server.url(), true)) << gone.error;
   ASSERT_TRUE(wait_until([&] { return server.server->stats().plays >= 2; }, 10));
   EXPECT_EQ(server.server->stats().clients_now, 2u);
@@ -1297,7 +1298,7 @@ TEST(DiffRtsp, AViewerOverTcpLeftBehindBesideAFasterOneIsDisconnected) {
   ASSERT_TRUE(fast.start());
   ASSERT_TRUE(wait_until([&] { return fast.frame_count() >= 5 || !fast.error().empty(); }, 20))
       << fast.error();
-  NonReadingTcpViewer slow;
+  NonReadingViewer slow;
   ASSERT_TRUE(slow.play(server.server->port(), server.url())) << slow.error;
   const auto played = std::chrono::steady_clock::now();
   // 4 KB every 10 ms: at most 400 KB/s of a stream of about 6 MB/s.
