@@ -24,7 +24,9 @@
 // 142 steps; with variants that the format does not allow, among them
 // samples coded in one or two symbols instead of three.
 // Part 3, the same step with 10-bit tANS states instead of rANS (not the
-// format; docs/performance.md, "The same step with tANS").
+// format; docs/performance.md, "The same step with tANS"), in both layouts:
+// 40 tables in shared memory, or a table per distribution read from global
+// memory, which lets eight tiles share a block in the second layout.
 //
 //   codec2_chain [--runs N]     (needs a CUDA device; exit 77 without one)
 #include <cuda_runtime.h>
@@ -338,27 +340,41 @@ __global__ void __launch_bounds__(256)
 // in a 10-bit state instead of a 32-bit one.
 constexpr int kTansBits = 10, kTansStates = 1 << kTansBits;
 
-template <int CTX, int NSYM = kNC, bool WINDOW = false>
-__global__ void __launch_bounds__(32)
+// GLOBAL_TABS: the tables stay in global memory, each entry read through
+// the L1 cache (__ldg) where it is needed, so that more tables than shared
+// memory holds (a real frame's, "The tables a real frame needs") and several
+// warps per block fit. WARPS warps per block, one tile each (tiles
+// blockIdx.x * WARPS + warp), each with its ring.
+template <int CTX, int NSYM = kNC, bool WINDOW = false, bool GLOBAL_TABS = false, int WARPS = 1>
+__global__ void __launch_bounds__(32 * WARPS)
     tans_step_kernel(const uint32_t *payload, size_t tile_words, const uint32_t *gtabs,
                      const uint16_t *gmap, int width, int steps, uint32_t *out) {
   extern __shared__ uint4 dyn[];
   uint32_t *tabs = reinterpret_cast<uint32_t *>(dyn);
   __shared__ uint8_t bucket[kActivityTableMax + 1];
   __shared__ uint16_t map[kDists];
-  const int lane = threadIdx.x;
+  const int lane = WARPS == 1 ? int(threadIdx.x) : int(threadIdx.x & 31);
+  const int warp = WARPS == 1 ? 0 : int(threadIdx.x >> 5);
   const int period = width > 2 * kLanes ? width : 2 * kLanes;
   const int cols = period + 2;
-  int16_t *ring = reinterpret_cast<int16_t *>(tabs + kNumTabs * kTansStates);
+  int16_t *ring = reinterpret_cast<int16_t *>(tabs + (GLOBAL_TABS ? 0 : kNumTabs * kTansStates)) +
+                  (WARPS == 1 ? 0 : warp * 33 * cols * kNC);
   const auto at = [&](int row, int col, int c) -> int16_t & {
     return ring[(row * cols + col) * kNC + c];
   };
-  for (int v = lane; v < kNumTabs * kTansStates; v += 32) tabs[v] = gtabs[v];
-  for (int g = lane; g <= kActivityTableMax; g += 32) bucket[g] = uint8_t(activity_bucket(g));
-  for (int d = lane; d < kDists; d += 32) map[d] = gmap[d];
+  if (!GLOBAL_TABS)
+    for (int v = threadIdx.x; v < kNumTabs * kTansStates; v += 32 * WARPS) tabs[v] = gtabs[v];
+  for (int g = threadIdx.x; g <= kActivityTableMax; g += 32 * WARPS)
+    bucket[g] = uint8_t(activity_bucket(g));
+  for (int d = threadIdx.x; d < kDists; d += 32 * WARPS) map[d] = gmap[d];
   for (int v = lane; v < 33 * cols * kNC; v += 32) ring[v] = 0;
-  __syncwarp();
-  const uint32_t *w = payload + size_t(blockIdx.x) * tile_words;
+  if (WARPS == 1)
+    __syncwarp();
+  else
+    __syncthreads();
+  const int tile = blockIdx.x * WARPS + warp;
+  const uint32_t *w = payload + size_t(tile) * tile_words;
+  const uint32_t *const tab_base = GLOBAL_TABS ? gtabs : tabs;
   const unsigned lt = (1u << lane) - 1;
   uint32_t x = w[lane] & (kTansStates - 1);
   uint32_t wpos = 32;
@@ -383,8 +399,8 @@ __global__ void __launch_bounds__(32)
     const uint32_t *tab0[kNC], *tab1[kNC];
 #pragma unroll
     for (int c = 0; c < kNC; ++c) {
-      tab0[c] = tabs + map[dist[c]] * kTansStates;
-      tab1[c] = tabs + map[dist[c] + kActivityBuckets] * kTansStates;
+      tab0[c] = tab_base + map[dist[c]] * kTansStates;
+      tab1[c] = tab_base + map[dist[c] + kActivityBuckets] * kTansStates;
     }
     bool cross = false;
     int value[kNC];
@@ -394,7 +410,8 @@ __global__ void __launch_bounds__(32)
         value[c] = pred[c];
         continue;
       }
-      const uint32_t e = (cross ? tab1[c] : tab0[c])[x];
+      const uint32_t *const entry = (cross ? tab1[c] : tab0[c]) + x;
+      const uint32_t e = GLOBAL_TABS ? __ldg(entry) : *entry;
       const int token = active ? int(e & 31u) : 0;
       const int nb = active ? int((e >> 5) & 15u) : 0;
       const int raw = token >= kDirectTokens ? token_extra_bits(token) : 0;
@@ -437,7 +454,7 @@ __global__ void __launch_bounds__(32)
     }
     keep_values(at, slot, col, active, value, left);
   }
-  out[blockIdx.x * 32 + lane] = x ^ h ^ wpos;
+  out[tile * 32 + lane] = x ^ h ^ wpos;
 }
 
 // A tANS decoding table of kTansStates entries for geometric frequencies
@@ -635,43 +652,95 @@ int main(int argc, char **argv) {
               "all four, tables known beforehand");
       variant(step_kernel<kCtxLeft, 0, 2>, "the format's step with two symbols per sample");
       variant(step_kernel<kCtxLeft, 0, 1>, "the format's step with one symbol per sample");
-      // Part 3 (tANS): its tables take 160 KB of shared memory, so one warp
-      // per block, in the first layout only.
-      if (L.per_block != 1) continue;
+      // Part 3 (tANS). Its 40 tables in shared memory take 160 KB: one warp
+      // per block in the first layout, four in the second (two waves of
+      // blocks). With a table per distribution (78) read from global memory
+      // through the L1 cache instead, one or eight warps per block.
       std::vector<uint32_t> tans(size_t(kNumTabs) * kTansStates);
       for (int t = 0; t < kNumTabs; ++t)
         make_tans(rho[0] + (rho[1] - rho[0]) * t / (kNumTabs - 1), tans.data() + t * kTansStates);
-      uint32_t *d_tans = nullptr;
+      std::vector<uint32_t> tans_all(size_t(kDists) * kTansStates);
+      std::vector<uint16_t> ident(kDists);
+      for (int d = 0; d < kDists; ++d) {
+        make_tans(
+            rho[0] + (rho[1] - rho[0]) * (d % kNumTabs) / (kNumTabs - 1) + 0.001 * (d / kNumTabs),
+            tans_all.data() + size_t(d) * kTansStates);
+        ident[d] = uint16_t(d);
+      }
+      uint32_t *d_tans = nullptr, *d_tans_all = nullptr;
+      uint16_t *d_ident = nullptr;
       CHAIN_CHECK(cudaMalloc(&d_tans, 4 * tans.size()));
+      CHAIN_CHECK(cudaMalloc(&d_tans_all, 4 * tans_all.size()));
+      CHAIN_CHECK(cudaMalloc(&d_ident, sizeof(uint16_t) * kDists));
       CHAIN_CHECK(cudaMemcpy(d_tans, tans.data(), 4 * tans.size(), cudaMemcpyHostToDevice));
-      const size_t tsmem = 4 * tans.size() + size_t(33) * (period + 2) * kNC * 2;
-      std::printf("part 3: the same step with 10-bit tANS states (%zu bytes of shared memory)\n",
-                  tsmem);
-      if (tsmem > prop.sharedMemPerBlockOptin) {
-        std::printf("  skipped: the device has %zu bytes per block\n",
-                    size_t(prop.sharedMemPerBlockOptin));
-      } else {
+      CHAIN_CHECK(
+          cudaMemcpy(d_tans_all, tans_all.data(), 4 * tans_all.size(), cudaMemcpyHostToDevice));
+      CHAIN_CHECK(
+          cudaMemcpy(d_ident, ident.data(), sizeof(uint16_t) * kDists, cudaMemcpyHostToDevice));
+      const size_t ring_bytes = size_t(33) * (period + 2) * kNC * 2;
+      for (const bool global : {false, true}) {
+        const int warps = L.per_block == 1 ? 1 : global ? 8 : 4;
+        const int ntabs = global ? kDists : kNumTabs;
+        const size_t tsmem = (global ? 0 : 4 * tans.size()) + size_t(warps) * ring_bytes;
+        const uint32_t *tabs_arg = global ? d_tans_all : d_tans;
+        const uint16_t *map_arg = global ? d_ident : d_map;
+        std::printf(
+            "part 3: the same step with 10-bit tANS states, %d tables %s, %d warp(s) per block "
+            "(%zu bytes of shared memory)\n",
+            ntabs, global ? "in global memory (L1)" : "in shared memory", warps, tsmem);
+        if (tsmem > prop.sharedMemPerBlockOptin) {
+          std::printf("  skipped: the device has %zu bytes per block\n",
+                      size_t(prop.sharedMemPerBlockOptin));
+          continue;
+        }
+        bool first = true;
         const auto tvariant = [&](auto kernel, const char *name) {
           CHAIN_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            int(tsmem)));
+          if (first) {
+            int per_sm = 0;
+            CHAIN_CHECK(
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * warps, tsmem));
+            std::printf("  %d block(s) per multiprocessor: %.2f waves\n", per_sm,
+                        double(L.tiles / warps) / std::max(1, per_sm * prop.multiProcessorCount));
+            first = false;
+          }
           const float ms = best_ms(
               [&] {
-                kernel<<<L.tiles, 32, tsmem>>>(reinterpret_cast<const uint32_t *>(d_payload),
-                                               tile_bytes / 4, d_tans, d_map, L.width, steps,
-                                               d_out);
+                kernel<<<L.tiles / warps, 32 * warps, tsmem>>>(
+                    reinterpret_cast<const uint32_t *>(d_payload), tile_bytes / 4, tabs_arg,
+                    map_arg, L.width, steps, d_out);
               },
               runs);
           std::printf("  %-52s %.4f ms  %5.0f cycles per step\n", name, ms,
                       ms * cycles_per_ms / steps);
         };
-        tvariant(tans_step_kernel<kCtxLeft>, "tANS, the format's contexts");
-        tvariant(tans_step_kernel<kCtxNone>, "tANS, tables known beforehand");
-        tvariant(tans_step_kernel<kCtxLeft, 1>, "tANS, one symbol per sample");
-        tvariant(tans_step_kernel<kCtxLeft, kNC, true>, "tANS, refills from a window (shuffles)");
-        tvariant(tans_step_kernel<kCtxNone, kNC, true>, "tANS, window, tables known beforehand");
-        tvariant(tans_step_kernel<kCtxLeft, 1, true>, "tANS, window, one symbol per sample");
+        if (global && warps == 1) {
+          tvariant(tans_step_kernel<kCtxLeft, kNC, false, true>, "tANS, the format's contexts");
+          tvariant(tans_step_kernel<kCtxNone, kNC, false, true>, "tANS, tables known beforehand");
+          tvariant(tans_step_kernel<kCtxLeft, 1, false, true>, "tANS, one symbol per sample");
+        } else if (global) {
+          tvariant(tans_step_kernel<kCtxLeft, kNC, false, true, 8>, "tANS, the format's contexts");
+          tvariant(tans_step_kernel<kCtxNone, kNC, false, true, 8>,
+                   "tANS, tables known beforehand");
+          tvariant(tans_step_kernel<kCtxLeft, 1, false, true, 8>, "tANS, one symbol per sample");
+        } else if (warps != 1) {
+          tvariant(tans_step_kernel<kCtxLeft, kNC, false, false, 4>, "tANS, the format's contexts");
+          tvariant(tans_step_kernel<kCtxNone, kNC, false, false, 4>,
+                   "tANS, tables known beforehand");
+          tvariant(tans_step_kernel<kCtxLeft, 1, false, false, 4>, "tANS, one symbol per sample");
+        } else {
+          tvariant(tans_step_kernel<kCtxLeft>, "tANS, the format's contexts");
+          tvariant(tans_step_kernel<kCtxNone>, "tANS, tables known beforehand");
+          tvariant(tans_step_kernel<kCtxLeft, 1>, "tANS, one symbol per sample");
+          tvariant(tans_step_kernel<kCtxLeft, kNC, true>, "tANS, refills from a window (shuffles)");
+          tvariant(tans_step_kernel<kCtxNone, kNC, true>, "tANS, window, tables known beforehand");
+          tvariant(tans_step_kernel<kCtxLeft, 1, true>, "tANS, window, one symbol per sample");
+        }
       }
       CHAIN_CHECK(cudaFree(d_tans));
+      CHAIN_CHECK(cudaFree(d_tans_all));
+      CHAIN_CHECK(cudaFree(d_ident));
     }
   }
   CHAIN_CHECK(cudaFree(d_payload));
