@@ -81,14 +81,23 @@ class Table:
 
 
 def run(lanes, tokens, r, rng, dists):
+    """Per lane on average: the tokens' information, the tANS lane's bits,
+    the tokens' cost under the tables' counts (the cross-entropy: what the
+    coarser probabilities alone cost) and under 12-bit frequencies plus the
+    rANS lane's 32-bit end (docs/performance.md, "Why a lane's state is
+    hard to make cheaper")."""
     tables = [Table(p, r) for p in dists]
-    info = coded = 0.0
+    f12 = [normalise(p, 4096) for p in dists]
+    info = coded = cross = rans = 0.0
     for _ in range(lanes):
         seq = []
         for t in range(tokens):
             d = t % len(dists)
             seq.append((d, rng.choices(range(TOKENS), dists[d])[0]))
         info += sum(-math.log2(dists[d][k]) for d, k in seq)
+        for d, k in seq:
+            cross += -math.log2(tables[d].n[k] / tables[d].L)
+            rans += -math.log2(f12[d][k] / 4096)
         # encoder: backwards from the known final state 0 (a checksum in a
         # format); bits as a stack that the decoder pops in reverse
         x, bits = 0, []
@@ -104,7 +113,7 @@ def run(lanes, tokens, r, rng, dists):
             assert n == nb
             x = base + v
         assert x == 0 and not bits
-    return info / lanes, coded / lanes, tables
+    return info / lanes, coded / lanes, cross / lanes, rans / lanes + 32
 
 
 def main():
@@ -123,28 +132,7 @@ def main():
     for lo, hi in ((0.02, 0.1), (0.1, 0.5), (0.3, 0.8)):
         dists = [geometric(lo + (hi - lo) * i / 12, a.floor) for i in range(13)]
         for r in (10, 11, 12):
-            info, coded, tables = run(a.lanes, a.tokens, r, random.Random(a.seed), dists)
-            # the coarser probabilities alone: the cross-entropy against the
-            # tables' counts, less the information
-            cross = 0.0
-            rng = random.Random(a.seed)
-            for _ in range(a.lanes):
-                for t in range(a.tokens):
-                    d = t % len(dists)
-                    k = rng.choices(range(TOKENS), dists[d])[0]
-                    cross += -math.log2(tables[d].n[k] / tables[d].L)
-            cross /= a.lanes
-            # rANS: the information under 12-bit frequencies plus its end
-            # (docs/performance.md, "Why a lane's state is hard to make cheaper")
-            rans = 0.0
-            rng = random.Random(a.seed)
-            f12 = [normalise(p, 4096) for p in dists]
-            for _ in range(a.lanes):
-                for t in range(a.tokens):
-                    d = t % len(dists)
-                    k = rng.choices(range(TOKENS), dists[d])[0]
-                    rans += -math.log2(f12[d][k] / 4096)
-            rans = rans / a.lanes + 32
+            info, coded, cross, rans = run(a.lanes, a.tokens, r, random.Random(a.seed), dists)
             print("| %.2f-%.2f | %.1f | %d | %.1f | %.1f | %d | %.1f | %.1f |"
                   % (lo, hi, info, r, coded, coded - info, r, cross - info, rans - info))
 
