@@ -39,6 +39,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../cuda/kernels/codec2_rans.cuh"
@@ -715,24 +716,24 @@ int main(int argc, char **argv) {
           std::printf("  %-52s %.4f ms  %5.0f cycles per step\n", name, ms,
                       ms * cycles_per_ms / steps);
         };
+        // The three steps of every configuration: G, global tables; W, warps.
+        const auto steps3 = [&](auto G, auto W) {
+          constexpr bool g = decltype(G)::value;
+          constexpr int w = decltype(W)::value;
+          tvariant(tans_step_kernel<kCtxLeft, kNC, false, g, w>, "tANS, the format's contexts");
+          tvariant(tans_step_kernel<kCtxNone, kNC, false, g, w>, "tANS, tables known beforehand");
+          tvariant(tans_step_kernel<kCtxLeft, 1, false, g, w>, "tANS, one symbol per sample");
+        };
+        using Yes = std::true_type;
+        using No = std::false_type;
         if (global && warps == 1) {
-          tvariant(tans_step_kernel<kCtxLeft, kNC, false, true>, "tANS, the format's contexts");
-          tvariant(tans_step_kernel<kCtxNone, kNC, false, true>, "tANS, tables known beforehand");
-          tvariant(tans_step_kernel<kCtxLeft, 1, false, true>, "tANS, one symbol per sample");
+          steps3(Yes{}, std::integral_constant<int, 1>{});
         } else if (global) {
-          tvariant(tans_step_kernel<kCtxLeft, kNC, false, true, 8>, "tANS, the format's contexts");
-          tvariant(tans_step_kernel<kCtxNone, kNC, false, true, 8>,
-                   "tANS, tables known beforehand");
-          tvariant(tans_step_kernel<kCtxLeft, 1, false, true, 8>, "tANS, one symbol per sample");
+          steps3(Yes{}, std::integral_constant<int, 8>{});
         } else if (warps != 1) {
-          tvariant(tans_step_kernel<kCtxLeft, kNC, false, false, 4>, "tANS, the format's contexts");
-          tvariant(tans_step_kernel<kCtxNone, kNC, false, false, 4>,
-                   "tANS, tables known beforehand");
-          tvariant(tans_step_kernel<kCtxLeft, 1, false, false, 4>, "tANS, one symbol per sample");
+          steps3(No{}, std::integral_constant<int, 4>{});
         } else {
-          tvariant(tans_step_kernel<kCtxLeft>, "tANS, the format's contexts");
-          tvariant(tans_step_kernel<kCtxNone>, "tANS, tables known beforehand");
-          tvariant(tans_step_kernel<kCtxLeft, 1>, "tANS, one symbol per sample");
+          steps3(No{}, std::integral_constant<int, 1>{});
           tvariant(tans_step_kernel<kCtxLeft, kNC, true>, "tANS, refills from a window (shuffles)");
           tvariant(tans_step_kernel<kCtxNone, kNC, true>, "tANS, window, tables known beforehand");
           tvariant(tans_step_kernel<kCtxLeft, 1, true>, "tANS, window, one symbol per sample");
