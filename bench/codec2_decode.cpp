@@ -2,7 +2,8 @@
 // (so that a profiler or `perf stat` sees the decoder's work only).
 //
 //   codec2_decode --format BGR --size 1920x1080 --threshold K [--frames N]
-//                 [--keyframe-interval 60] --encode RAW BODIES
+//                 [--keyframe-interval 60] [--tiles BXxBY] [--lane-samples N]
+//                 [--walk-bound P] --encode RAW BODIES
 //   codec2_decode --format BGR --size 1920x1080 [--threads T] [--repeat R]
 //                 [--frames N] --decode BODIES
 //
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cudadiff/codec2.h"
@@ -35,7 +37,8 @@ namespace {
 int usage() {
   std::fprintf(stderr,
                "usage: codec2_decode --format FMT --size WxH --threshold K [--frames N]\n"
-               "                     [--keyframe-interval N] --encode RAW BODIES\n"
+               "                     [--keyframe-interval N] [--tiles BXxBY] [--lane-samples N]\n"
+               "                     [--walk-bound P] --encode RAW BODIES\n"
                "       codec2_decode --format FMT --size WxH [--threads T] [--repeat R]\n"
                "                     [--frames N] --decode BODIES\n");
   return 2;
@@ -48,6 +51,7 @@ int main(int argc, char **argv) {
   int threshold = -1, keyint = 60, threads = 0, repeat = 3;
   long max_frames = -1;
   bool encode = false, decode = false;
+  std::vector<std::pair<std::string, std::string>> geometry_args;  // applied once the size is known
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -65,6 +69,8 @@ int main(int argc, char **argv) {
       threads = std::atoi(next().c_str());
     else if (a == "--repeat")
       repeat = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--tiles" || a == "--lane-samples" || a == "--walk-bound")
+      geometry_args.emplace_back(a, next());
     else if (a == "--encode") {
       encode = true;
       raw_path = next();
@@ -81,6 +87,9 @@ int main(int argc, char **argv) {
       std::sscanf(size_arg.c_str(), "%dx%d", &width, &height) != 2 || width <= 0 || height <= 0 ||
       encode == decode || bodies_path.empty() || (encode && (raw_path.empty() || threshold < 0)))
     return usage();
+  codec2::Geometry geometry = codec2::default_geometry(format, width, height);
+  for (const auto &[option, value] : geometry_args)
+    if (bench::geometry_option(option, value, geometry) <= 0) return usage();
   set_cpu_threads(threads);
   auto ctx = Context::cpu();
   const size_t frame_bytes = frame_size_packed(format, width, height);
@@ -92,7 +101,7 @@ int main(int argc, char **argv) {
       std::perror(!in ? raw_path.c_str() : bodies_path.c_str());
       return 1;
     }
-    auto enc = codec2::Encoder::create(*ctx, format, width, height);
+    auto enc = codec2::Encoder::create(*ctx, format, width, height, &geometry);
     std::vector<uint8_t> frame(frame_bytes);
     HostBytes body;
     long n = 0;
