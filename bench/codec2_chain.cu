@@ -26,7 +26,10 @@
 // Part 3, the same step with 10-bit tANS states instead of rANS (not the
 // format; docs/performance.md, "The same step with tANS"), in both layouts:
 // 40 tables in shared memory, or a table per distribution read from global
-// memory, which lets eight tiles share a block in the second layout.
+// memory, which lets eight tiles share a block in the second layout; and in
+// the second layout a palette of 16 tables in shared memory that the
+// distributions share (bench/tans_body_model.py prices it in bytes),
+// eight tiles per block.
 //
 //   codec2_chain [--runs N]     (needs a CUDA device; exit 77 without one)
 #include <cuda_runtime.h>
@@ -63,7 +66,8 @@ constexpr unsigned kFull = 0xffffffffu;
 // The decoder's tables (DistTab), token lookup (decode_symbol()) and
 // renormalisation (renorm_from()) are its own, from codec2_rans.cuh.
 constexpr int kNumTabs = 40;
-constexpr int kNC = 3;  // components (RGB)
+constexpr int kPaletteTabs = 16;  // part 3's palette
+constexpr int kNC = 3;            // components (RGB)
 constexpr int kDists =
     kNC * kActivityBuckets * 2;  // per component: 13 contexts x 2 (first's residual)
 constexpr int kLanes = 32;
@@ -344,12 +348,13 @@ constexpr int kTansBits = 10, kTansStates = 1 << kTansBits;
 // GLOBAL_TABS: the tables stay in global memory, each entry read through
 // the L1 cache (__ldg) where it is needed, so that more tables than shared
 // memory holds (a real frame's, "The tables a real frame needs") and several
-// warps per block fit. WARPS warps per block, one tile each (tiles
+// warps per block fit; otherwise the first `ntabs` tables are copied to
+// shared memory. WARPS warps per block, one tile each (tiles
 // blockIdx.x * WARPS + warp), each with its ring.
 template <int CTX, int NSYM = kNC, bool WINDOW = false, bool GLOBAL_TABS = false, int WARPS = 1>
 __global__ void __launch_bounds__(32 * WARPS)
     tans_step_kernel(const uint32_t *payload, size_t tile_words, const uint32_t *gtabs,
-                     const uint16_t *gmap, int width, int steps, uint32_t *out) {
+                     const uint16_t *gmap, int ntabs, int width, int steps, uint32_t *out) {
   extern __shared__ uint4 dyn[];
   uint32_t *tabs = reinterpret_cast<uint32_t *>(dyn);
   __shared__ uint8_t bucket[kActivityTableMax + 1];
@@ -358,13 +363,13 @@ __global__ void __launch_bounds__(32 * WARPS)
   const int warp = WARPS == 1 ? 0 : int(threadIdx.x >> 5);
   const int period = width > 2 * kLanes ? width : 2 * kLanes;
   const int cols = period + 2;
-  int16_t *ring = reinterpret_cast<int16_t *>(tabs + (GLOBAL_TABS ? 0 : kNumTabs * kTansStates)) +
+  int16_t *ring = reinterpret_cast<int16_t *>(tabs + (GLOBAL_TABS ? 0 : ntabs * kTansStates)) +
                   (WARPS == 1 ? 0 : warp * 33 * cols * kNC);
   const auto at = [&](int row, int col, int c) -> int16_t & {
     return ring[(row * cols + col) * kNC + c];
   };
   if (!GLOBAL_TABS)
-    for (int v = threadIdx.x; v < kNumTabs * kTansStates; v += 32 * WARPS) tabs[v] = gtabs[v];
+    for (int v = threadIdx.x; v < ntabs * kTansStates; v += 32 * WARPS) tabs[v] = gtabs[v];
   for (int g = threadIdx.x; g <= kActivityTableMax; g += 32 * WARPS)
     bucket[g] = uint8_t(activity_bucket(g));
   for (int d = threadIdx.x; d < kDists; d += 32 * WARPS) map[d] = gmap[d];
@@ -656,10 +661,22 @@ int main(int argc, char **argv) {
       // Part 3 (tANS). Its 40 tables in shared memory take 160 KB: one warp
       // per block in the first layout, four in the second (two waves of
       // blocks). With a table per distribution (78) read from global memory
-      // through the L1 cache instead, one or eight warps per block.
+      // through the L1 cache instead, one or eight warps per block. In the
+      // second layout also a palette of 16 tables (64 KB) in shared memory
+      // with eight warps per block: the same spread of ratios, each
+      // distribution mapped to the palette's table nearest to its table of
+      // the 40.
       std::vector<uint32_t> tans(size_t(kNumTabs) * kTansStates);
       for (int t = 0; t < kNumTabs; ++t)
         make_tans(rho[0] + (rho[1] - rho[0]) * t / (kNumTabs - 1), tans.data() + t * kTansStates);
+      std::vector<uint32_t> palette(size_t(kPaletteTabs) * kTansStates);
+      for (int t = 0; t < kPaletteTabs; ++t)
+        make_tans(rho[0] + (rho[1] - rho[0]) * t / (kPaletteTabs - 1),
+                  palette.data() + t * kTansStates);
+      std::vector<uint16_t> palette_map(kDists);
+      for (int d = 0; d < kDists; ++d)
+        palette_map[d] =
+            uint16_t((map[d] * (kPaletteTabs - 1) + (kNumTabs - 1) / 2) / (kNumTabs - 1));
       std::vector<uint32_t> tans_all(size_t(kDists) * kTansStates);
       std::vector<uint16_t> ident(kDists);
       for (int d = 0; d < kDists; ++d) {
@@ -668,9 +685,15 @@ int main(int argc, char **argv) {
             tans_all.data() + size_t(d) * kTansStates);
         ident[d] = uint16_t(d);
       }
-      uint32_t *d_tans = nullptr, *d_tans_all = nullptr;
-      uint16_t *d_ident = nullptr;
+      uint32_t *d_tans = nullptr, *d_tans_all = nullptr, *d_palette = nullptr;
+      uint16_t *d_ident = nullptr, *d_palette_map = nullptr;
       CHAIN_CHECK(cudaMalloc(&d_tans, 4 * tans.size()));
+      CHAIN_CHECK(cudaMalloc(&d_palette, 4 * palette.size()));
+      CHAIN_CHECK(cudaMalloc(&d_palette_map, sizeof(uint16_t) * kDists));
+      CHAIN_CHECK(
+          cudaMemcpy(d_palette, palette.data(), 4 * palette.size(), cudaMemcpyHostToDevice));
+      CHAIN_CHECK(cudaMemcpy(d_palette_map, palette_map.data(), sizeof(uint16_t) * kDists,
+                             cudaMemcpyHostToDevice));
       CHAIN_CHECK(cudaMalloc(&d_tans_all, 4 * tans_all.size()));
       CHAIN_CHECK(cudaMalloc(&d_ident, sizeof(uint16_t) * kDists));
       CHAIN_CHECK(cudaMemcpy(d_tans, tans.data(), 4 * tans.size(), cudaMemcpyHostToDevice));
@@ -679,12 +702,16 @@ int main(int argc, char **argv) {
       CHAIN_CHECK(
           cudaMemcpy(d_ident, ident.data(), sizeof(uint16_t) * kDists, cudaMemcpyHostToDevice));
       const size_t ring_bytes = size_t(33) * (period + 2) * kNC * 2;
-      for (const bool global : {false, true}) {
-        const int warps = L.per_block == 1 ? 1 : global ? 8 : 4;
-        const int ntabs = global ? kDists : kNumTabs;
-        const size_t tsmem = (global ? 0 : 4 * tans.size()) + size_t(warps) * ring_bytes;
-        const uint32_t *tabs_arg = global ? d_tans_all : d_tans;
-        const uint16_t *map_arg = global ? d_ident : d_map;
+      enum Tables { kShared, kGlobal, kPalette };
+      for (const Tables where : {kShared, kGlobal, kPalette}) {
+        const bool global = where == kGlobal;
+        if (where == kPalette && L.per_block == 1) continue;
+        const int warps = L.per_block == 1 ? 1 : where == kShared ? 4 : 8;
+        const int ntabs = global ? kDists : where == kPalette ? kPaletteTabs : kNumTabs;
+        const size_t tsmem =
+            (global ? 0 : 4 * size_t(ntabs) * kTansStates) + size_t(warps) * ring_bytes;
+        const uint32_t *tabs_arg = global ? d_tans_all : where == kPalette ? d_palette : d_tans;
+        const uint16_t *map_arg = global ? d_ident : where == kPalette ? d_palette_map : d_map;
         std::printf(
             "part 3: the same step with 10-bit tANS states, %d tables %s, %d warp(s) per block "
             "(%zu bytes of shared memory)\n",
@@ -710,7 +737,7 @@ int main(int argc, char **argv) {
               [&] {
                 kernel<<<L.tiles / warps, 32 * warps, tsmem>>>(
                     reinterpret_cast<const uint32_t *>(d_payload), tile_bytes / 4, tabs_arg,
-                    map_arg, L.width, steps, d_out);
+                    map_arg, ntabs, L.width, steps, d_out);
               },
               runs);
           std::printf("  %-52s %.4f ms  %5.0f cycles per step\n", name, ms,
@@ -730,6 +757,8 @@ int main(int argc, char **argv) {
           steps3(Yes{}, std::integral_constant<int, 1>{});
         } else if (global) {
           steps3(Yes{}, std::integral_constant<int, 8>{});
+        } else if (warps == 8) {
+          steps3(No{}, std::integral_constant<int, 8>{});
         } else if (warps != 1) {
           steps3(No{}, std::integral_constant<int, 4>{});
         } else {
@@ -740,6 +769,8 @@ int main(int argc, char **argv) {
         }
       }
       CHAIN_CHECK(cudaFree(d_tans));
+      CHAIN_CHECK(cudaFree(d_palette));
+      CHAIN_CHECK(cudaFree(d_palette_map));
       CHAIN_CHECK(cudaFree(d_tans_all));
       CHAIN_CHECK(cudaFree(d_ident));
     }
