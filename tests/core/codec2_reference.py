@@ -114,6 +114,12 @@ def quant_diff(e, k):
 class Decoder:
     def __init__(self, fmt, w, h, trace=False):
         self.fmt, self.w, self.h, self.trace = fmt, w, h, trace
+        # Hooks for models of other codings of the same symbols
+        # (bench/tans_body_model.py); None: nothing. on_tile(type, lanes,
+        # payload size) before each tile, on_token(distribution, token,
+        # frequencies, lane) for every token decoded.
+        self.on_tile = None
+        self.on_token = None
         self.layers = layers_of(fmt, w, h)
         self.bx = (self.layers[0][0] + 15) // 16
         self.by = (self.layers[0][1] + 15) // 16
@@ -169,7 +175,8 @@ class Decoder:
                 last = d
         for d in sorted(tables):
             self.log("table %d: %s" % (d, [f for f in tables[d]]))
-        at = 4 + (bits.pos + 7) // 8
+        self.model_bytes = (bits.pos + 7) // 8
+        at = 4 + self.model_bytes
         # Tiles.
         tiles = []
         for ty in range(0, self.by, tby):
@@ -193,7 +200,7 @@ class Decoder:
         new = list(self.picture) if self.picture else [0] * self.frame_bytes()
         self.rclass = None if key else self.reference_classes(tile_rule, tbx, tby)
         self.log("model %d bytes, tile table %s, payloads from byte %d"
-                 % ((bits.pos + 7) // 8, entries, at))
+                 % (self.model_bytes, entries, at))
         for tile, (kind, lanes, size) in zip(tiles, entries):
             payload = body[at:at + size]
             at += size
@@ -236,6 +243,8 @@ class Decoder:
 
     def decode_tile(self, tile, kind, lanes, payload, key, tables, new):
         bx0, by0, bx1, by1 = tile
+        if self.on_tile:
+            self.on_tile(kind, lanes, len(payload))
         rects = []
         for (lw, lh, nch, yc, sx, sy, place) in self.layers:
             x0, y0 = (16 * bx0) >> sx, (16 * by0) >> sy
@@ -303,6 +312,8 @@ class Decoder:
                     state[l] = f * (x >> 12) + slot - cum
                     self.log("    lane %d: state %d, slot %d -> token %d (f %d, c %d), state %d"
                              % (l, x, slot, t, f, cum, state[l]))
+                    if self.on_token:
+                        self.on_token(d, t, freq, l)
                     return t
                 cum += f
             raise Invalid("no token")
