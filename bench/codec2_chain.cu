@@ -30,6 +30,10 @@
 // the second layout a palette of 16 tables in shared memory that the
 // distributions share (bench/tans_body_model.py prices it in bytes),
 // eight tiles per block.
+// Part 4, in the second layout, the encoder's side of that palette: each
+// lane's symbols coded in reverse with the palette's encoding tables, the
+// words placed by votes of the warp, one or eight tiles per block (and, to
+// compare, each lane's words in a column of its own).
 //
 //   codec2_chain [--runs N]     (needs a CUDA device; exit 77 without one)
 #include <cuda_runtime.h>
@@ -463,19 +467,139 @@ __global__ void __launch_bounds__(32 * WARPS)
   out[tile * 32 + lane] = x ^ h ^ wpos;
 }
 
-// A tANS decoding table of kTansStates entries for geometric frequencies
-// with ratio rho (every token present): the normalised counts spread over
-// the states with FSE's step, each entry token | nb << 5 | base << 9.
-void make_tans(double rho, uint32_t *t) {
+// ---- part 4: the encoder's side of part 3's palette -----------------------
+// Not the format: what the encoder's pass would cost with tANS lanes. Each
+// warp codes a tile, each thread a lane, its symbols in the reverse of the
+// decoding order (steps from the last, in each the components from the
+// last), each symbol a token of the table the front part chose, with raw
+// bits for tokens of 16 and more: the state's bits and the raw bits into
+// the lane's 64-bit buffer, the state from the palette's encoding tables in
+// shared memory (make_tans_enc()), and every full 32-bit word written to
+// the tile's region from its end backwards, its place given by a vote of
+// the warp (the reverse of the decoder's refills). The symbols come from
+// global memory as the encoder's front part would leave them (token |
+// table << 5 | raw bits << 12, lane by lane). WARPS tiles per block share
+// the tables. The encoder's real pass has loading and placing warps
+// beside the coding one; this has only the chain and its writes.
+constexpr int kEncEntry = 2 * kTokens;  // the deltas of a table, int32 each
+constexpr int kEncBatch = 8;            // symbols loaded at once per lane
+
+struct EncTile {
+  uint32_t words;  // written
+  uint32_t state;  // the lane's last state (its first to the decoder)
+};
+
+// VOTES false: each lane writes its words to its own column of the tile's
+// region (word k of lane l at k * 32 + l), the coding alone, as the real
+// pass's coding warp works (its placing warps put the bytes in order).
+template <int WARPS, bool VOTES>
+__global__ void __launch_bounds__(32 * WARPS)
+    tans_encode_kernel(const uint32_t *syms, const uint16_t *gnext, const int32_t *gdelta,
+                       int ntabs, int steps, uint32_t *out, uint32_t tile_words, EncTile *ends) {
+  extern __shared__ uint4 dyn[];
+  uint16_t *next = reinterpret_cast<uint16_t *>(dyn);
+  int32_t *delta = reinterpret_cast<int32_t *>(next + ntabs * kTansStates);
+  for (int v = threadIdx.x; v < ntabs * kTansStates; v += 32 * WARPS) next[v] = gnext[v];
+  for (int v = threadIdx.x; v < ntabs * kEncEntry; v += 32 * WARPS) delta[v] = gdelta[v];
+  __syncthreads();
+  const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
+  const int tile = blockIdx.x * WARPS + warp;
+  const unsigned lt = (1u << lane) - 1;
+  const uint32_t *sym = syms + size_t(tile) * steps * kNC * 32 + lane;
+  uint32_t *end = out + size_t(tile + 1) * tile_words;
+  uint32_t x = kTansStates;  // X in [L, 2L): the state the decoder must end in
+  uint64_t buf = 0;
+  int cnt = 0;
+  uint32_t written = 0;
+  const auto code = [&](uint32_t v) {
+    const int token = int(v & 31u), t = int((v >> 5) & 127u);
+    const int raw = token >= kDirectTokens ? token_extra_bits(token) : 0;
+    buf |= uint64_t((v >> 12) & ((1u << raw) - 1)) << cnt;
+    cnt += raw;
+    const int32_t *d = delta + t * kEncEntry + 2 * token;
+    const uint32_t nb = (x + uint32_t(d[0])) >> 16;
+    buf |= uint64_t(x & ((1u << nb) - 1)) << cnt;
+    cnt += int(nb);
+    x = next[t * kTansStates + int(x >> nb) + d[1]];
+    const bool full = cnt >= 32;
+    if (!VOTES) {
+      if (full) {
+        end[-1 - int(written * 32 + lane)] = uint32_t(buf);
+        buf >>= 32;
+        cnt -= 32;
+        ++written;
+      }
+      return;
+    }
+    const unsigned fulls = __ballot_sync(kFull, full);
+    if (fulls) {
+      if (full) {
+        end[-1 - int(written + __popc(fulls & lt))] = uint32_t(buf);
+        buf >>= 32;
+        cnt -= 32;
+      }
+      written += __popc(fulls);
+    }
+  };
+  // The symbols kEncBatch at a time, the next batch's loads issued before
+  // the current one is coded (as the real pass's loading warps stage them),
+  // so that the chain does not wait for global memory.
+  const int n = steps * kNC;
+  uint32_t cur[kEncBatch], ahead[kEncBatch];
+  const auto load = [&](uint32_t *v, int i0) {
+#pragma unroll
+    for (int j = 0; j < kEncBatch; ++j) v[j] = i0 - j >= 0 ? __ldg(sym + size_t(i0 - j) * 32) : 0;
+  };
+  load(cur, n - 1);
+  for (int i0 = n - 1; i0 >= 0; i0 -= kEncBatch) {
+    load(ahead, i0 - kEncBatch);
+#pragma unroll
+    for (int j = 0; j < kEncBatch; ++j)
+      if (i0 - j >= 0) code(cur[j]);
+#pragma unroll
+    for (int j = 0; j < kEncBatch; ++j) cur[j] = ahead[j];
+  }
+  if (!VOTES)
+    for (int o = 16; o > 0; o >>= 1) written += __shfl_xor_sync(kFull, written, o);
+  if (lane == 0) ends[tile] = EncTile{written, x};
+}
+
+// The same pass on the host for one tile: its words, and lane 0's last state.
+EncTile encode_tile_host(const uint32_t *sym, const uint16_t *next, const int32_t *delta,
+                         int steps) {
+  uint32_t x[32], written = 0;
+  int cnt[32] = {};
+  for (int l = 0; l < 32; ++l) x[l] = kTansStates;
+  for (int i = steps * kNC - 1; i >= 0; --i)
+    for (int l = 0; l < 32; ++l) {
+      const uint32_t v = sym[size_t(i) * 32 + l];
+      const int token = int(v & 31u), t = int((v >> 5) & 127u);
+      cnt[l] += token >= kDirectTokens ? token_extra_bits(token) : 0;
+      const int32_t *d = delta + t * kEncEntry + 2 * token;
+      const uint32_t nb = (x[l] + uint32_t(d[0])) >> 16;
+      cnt[l] += int(nb);
+      x[l] = next[t * kTansStates + int(x[l] >> nb) + d[1]];
+      if (cnt[l] >= 32) {
+        cnt[l] -= 32;
+        ++written;
+      }
+    }
+  return EncTile{written, x[0]};
+}
+
+// Geometric frequencies with ratio rho normalised to kTansStates (every
+// token present, n), spread over the states with FSE's step (sym: the token
+// of each state).
+void tans_spread(double rho, int *n, std::vector<int> &sym) {
   double wsum = 0, wt[kTokens];
   for (int k = 0; k < kTokens; ++k) wsum += (wt[k] = std::pow(rho, k));
-  int n[kTokens], total = 0;
+  int total = 0;
   for (int k = 0; k < kTokens; ++k) {
     n[k] = std::max(1, int(wt[k] / wsum * kTansStates));
     total += n[k];
   }
   n[0] += kTansStates - total;
-  std::vector<int> sym(kTansStates);
+  sym.assign(kTansStates, 0);
   const int stride = (kTansStates >> 1) + (kTansStates >> 3) + 3;
   int pos = 0;
   for (int k = 0; k < kTokens; ++k)
@@ -483,6 +607,14 @@ void make_tans(double rho, uint32_t *t) {
       sym[pos] = k;
       pos = (pos + stride) & (kTansStates - 1);
     }
+}
+
+// A tANS decoding table of kTansStates entries for ratio rho, each entry
+// token | nb << 5 | base << 9.
+void make_tans(double rho, uint32_t *t) {
+  int n[kTokens];
+  std::vector<int> sym;
+  tans_spread(rho, n, sym);
   int next[kTokens];
   for (int k = 0; k < kTokens; ++k) next[k] = n[k];
   for (int s = 0; s < kTansStates; ++s) {
@@ -491,6 +623,30 @@ void make_tans(double rho, uint32_t *t) {
     while ((q << nb) < kTansStates) ++nb;
     const uint32_t base = uint32_t((q << nb) - kTansStates);
     t[s] = uint32_t(k) | uint32_t(nb) << 5 | base << 9;
+  }
+}
+
+// The encoding side of make_tans()'s table for ratio rho (FSE's): `next`,
+// the state X' in [L, 2L) that comes before the state index read for the
+// j-th state of token k, at next[start_k + j]; per token `delta[2k]`, which
+// gives the bits to write from X as (X + delta[2k]) >> 16, and
+// `delta[2k + 1]`, which gives X' as next[(X >> bits) + delta[2k + 1]]. The
+// counts `n` come back for drawing tokens.
+void make_tans_enc(double rho, uint16_t *next, int32_t *delta, int *n) {
+  std::vector<int> sym;
+  tans_spread(rho, n, sym);
+  int start[kTokens], seen[kTokens] = {};
+  for (int k = 0, c = 0; k < kTokens; c += n[k++]) start[k] = c;
+  for (int s = 0; s < kTansStates; ++s) {
+    const int k = sym[s];
+    next[start[k] + seen[k]++] = uint16_t(kTansStates + s);
+  }
+  for (int k = 0; k < kTokens; ++k) {
+    int high = 0;  // the highest bit of n - 1 (n = 1: the state's R bits)
+    while (n[k] > 1 && ((n[k] - 1) >> (high + 1)) != 0) ++high;
+    const int bits = n[k] == 1 ? kTansBits : kTansBits - high;
+    delta[2 * k] = (bits << 16) - (n[k] << bits);
+    delta[2 * k + 1] = start[k] - n[k];
   }
 }
 
@@ -540,6 +696,85 @@ float best_ms(const Launch &launch, int runs) {
   CHAIN_CHECK(cudaEventDestroy(e0));
   CHAIN_CHECK(cudaEventDestroy(e1));
   return best;
+}
+
+// Part 4 in a layout of `tiles` tiles of 32 lanes walking `steps` steps:
+// symbols drawn with the palette's frequencies (each symbol's table that of
+// a context drawn at random, as part 3's map gives it), coded by
+// tans_encode_kernel with one and with eight tiles per block, two tiles
+// checked against encode_tile_host().
+void encoder_pass(const double *rho, const std::vector<uint16_t> &palette_map, int tiles, int steps,
+                  int runs, double cycles_per_ms, const cudaDeviceProp &prop) {
+  std::vector<uint16_t> next(size_t(kPaletteTabs) * kTansStates);
+  std::vector<int32_t> delta(size_t(kPaletteTabs) * kEncEntry);
+  std::vector<int> n(size_t(kPaletteTabs) * kTokens);
+  for (int t = 0; t < kPaletteTabs; ++t)
+    make_tans_enc(rho[0] + (rho[1] - rho[0]) * t / (kPaletteTabs - 1),
+                  next.data() + size_t(t) * kTansStates, delta.data() + size_t(t) * kEncEntry,
+                  n.data() + size_t(t) * kTokens);
+  const size_t per_tile = size_t(steps) * kNC * 32;
+  std::vector<uint32_t> syms(per_tile * tiles);
+  std::mt19937 rng(2);
+  for (size_t i = 0; i < syms.size(); ++i) {
+    const int c = int(i / 32 % kNC);
+    const int dist = c * kActivityBuckets * 2 + int(rng() % (c == 0 ? 13u : 26u));
+    const int t = palette_map[dist];
+    int u = int(rng() % kTansStates), token = 0;
+    while (u >= n[size_t(t) * kTokens + token]) u -= n[size_t(t) * kTokens + token++];
+    syms[i] = uint32_t(token) | uint32_t(t) << 5 | (rng() & 1023u) << 12;
+  }
+  const uint32_t tile_words = uint32_t(steps * kNC * (kTansBits + 10) + 32);
+  uint32_t *d_syms = nullptr, *d_out = nullptr;
+  uint16_t *d_next = nullptr;
+  int32_t *d_delta = nullptr;
+  EncTile *d_ends = nullptr;
+  CHAIN_CHECK(cudaMalloc(&d_syms, 4 * syms.size()));
+  CHAIN_CHECK(cudaMalloc(&d_out, 4 * size_t(tile_words) * tiles));
+  CHAIN_CHECK(cudaMalloc(&d_next, 2 * next.size()));
+  CHAIN_CHECK(cudaMalloc(&d_delta, 4 * delta.size()));
+  CHAIN_CHECK(cudaMalloc(&d_ends, sizeof(EncTile) * tiles));
+  CHAIN_CHECK(cudaMemcpy(d_syms, syms.data(), 4 * syms.size(), cudaMemcpyHostToDevice));
+  CHAIN_CHECK(cudaMemcpy(d_next, next.data(), 2 * next.size(), cudaMemcpyHostToDevice));
+  CHAIN_CHECK(cudaMemcpy(d_delta, delta.data(), 4 * delta.size(), cudaMemcpyHostToDevice));
+  const size_t smem = 2 * next.size() + 4 * delta.size();
+  std::printf(
+      "part 4: the encoder's pass with the palette's 16 tables in shared memory (%zu bytes)\n",
+      smem);
+  const auto pass = [&](auto kernel, int warps, const char *how) {
+    CHAIN_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    int per_sm = 0;
+    CHAIN_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * warps, smem));
+    const float ms = best_ms(
+        [&] {
+          kernel<<<tiles / warps, 32 * warps, smem>>>(d_syms, d_next, d_delta, kPaletteTabs, steps,
+                                                      d_out, tile_words, d_ends);
+        },
+        runs);
+    std::vector<EncTile> ends(tiles);
+    CHAIN_CHECK(cudaMemcpy(ends.data(), d_ends, sizeof(EncTile) * tiles, cudaMemcpyDeviceToHost));
+    bool ok = true;
+    for (const int t : {0, tiles - 1}) {
+      const EncTile h =
+          encode_tile_host(syms.data() + per_tile * t, next.data(), delta.data(), steps);
+      ok &= h.words == ends[t].words && h.state == ends[t].state;
+    }
+    std::printf(
+        "  %s, %d tile(s) per block, %d block(s) per multiprocessor (%.2f waves)   %.4f ms  %5.0f "
+        "cycles per step  %.1f KB per tile%s\n",
+        how, warps, per_sm, double(tiles / warps) / std::max(1, per_sm * prop.multiProcessorCount),
+        ms, ms * cycles_per_ms / steps, 4.0 * ends[0].words / 1024,
+        ok ? "" : "  (differs from the host's coding)");
+    if (!ok) std::exit(1);
+  };
+  pass(tans_encode_kernel<1, true>, 1, "words placed by votes");
+  pass(tans_encode_kernel<8, true>, 8, "words placed by votes");
+  pass(tans_encode_kernel<8, false>, 8, "each lane its own words");
+  CHAIN_CHECK(cudaFree(d_syms));
+  CHAIN_CHECK(cudaFree(d_out));
+  CHAIN_CHECK(cudaFree(d_next));
+  CHAIN_CHECK(cudaFree(d_delta));
+  CHAIN_CHECK(cudaFree(d_ends));
 }
 
 }  // namespace
@@ -768,6 +1003,8 @@ int main(int argc, char **argv) {
           tvariant(tans_step_kernel<kCtxLeft, 1, true>, "tANS, window, one symbol per sample");
         }
       }
+      if (L.per_block > 1)
+        encoder_pass(rho, palette_map, L.tiles, steps, runs, cycles_per_ms, prop);
       CHAIN_CHECK(cudaFree(d_tans));
       CHAIN_CHECK(cudaFree(d_palette));
       CHAIN_CHECK(cudaFree(d_palette_map));
