@@ -745,6 +745,7 @@ void encoder_pass(const double *rho, const std::vector<uint16_t> &palette_map, i
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     int per_sm = 0;
     CHAIN_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * warps, smem));
+    CHAIN_CHECK(cudaMemset(d_ends, 0, sizeof(EncTile) * tiles));  // (the pass before's)
     const float ms = best_ms(
         [&] {
           kernel<<<tiles / warps, 32 * warps, smem>>>(d_syms, d_next, d_delta, kPaletteTabs, steps,
