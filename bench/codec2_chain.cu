@@ -489,6 +489,20 @@ struct EncTile {
   uint32_t state;  // the lane's last state (its first to the decoder)
 };
 
+// One symbol v (token | table << 5 | raw bits << 12) coded onto state X in
+// [L, 2L): X becomes the state the decoder reads before it; returns how
+// many bits to write, `bits` (the raw bits, then the state's nb low bits).
+__host__ __device__ inline int tans_encode_symbol(uint32_t &x, uint32_t v, const uint16_t *next,
+                                                  const int32_t *delta, uint64_t &bits) {
+  const int token = int(v & 31u), t = int((v >> 5) & 127u);
+  const int raw = token >= kDirectTokens ? token_extra_bits(token) : 0;
+  const int32_t *d = delta + t * kEncEntry + 2 * token;
+  const uint32_t nb = (x + uint32_t(d[0])) >> 16;
+  bits = uint64_t((v >> 12) & ((1u << raw) - 1)) | uint64_t(x & ((1u << nb) - 1)) << raw;
+  x = next[t * kTansStates + int(x >> nb) + d[1]];
+  return raw + int(nb);
+}
+
 // VOTES false: each lane writes its words to its own column of the tile's
 // region (word k of lane l at k * 32 + l), the coding alone, as the real
 // pass's coding warp works (its placing warps put the bytes in order).
@@ -512,15 +526,10 @@ __global__ void __launch_bounds__(32 * WARPS)
   int cnt = 0;
   uint32_t written = 0;
   const auto code = [&](uint32_t v) {
-    const int token = int(v & 31u), t = int((v >> 5) & 127u);
-    const int raw = token >= kDirectTokens ? token_extra_bits(token) : 0;
-    buf |= uint64_t((v >> 12) & ((1u << raw) - 1)) << cnt;
-    cnt += raw;
-    const int32_t *d = delta + t * kEncEntry + 2 * token;
-    const uint32_t nb = (x + uint32_t(d[0])) >> 16;
-    buf |= uint64_t(x & ((1u << nb) - 1)) << cnt;
-    cnt += int(nb);
-    x = next[t * kTansStates + int(x >> nb) + d[1]];
+    uint64_t bits;
+    const int count = tans_encode_symbol(x, v, next, delta, bits);
+    buf |= bits << cnt;
+    cnt += count;
     const bool full = cnt >= 32;
     if (!VOTES) {
       if (full) {
@@ -572,13 +581,8 @@ EncTile encode_tile_host(const uint32_t *sym, const uint16_t *next, const int32_
   for (int l = 0; l < 32; ++l) x[l] = kTansStates;
   for (int i = steps * kNC - 1; i >= 0; --i)
     for (int l = 0; l < 32; ++l) {
-      const uint32_t v = sym[size_t(i) * 32 + l];
-      const int token = int(v & 31u), t = int((v >> 5) & 127u);
-      cnt[l] += token >= kDirectTokens ? token_extra_bits(token) : 0;
-      const int32_t *d = delta + t * kEncEntry + 2 * token;
-      const uint32_t nb = (x[l] + uint32_t(d[0])) >> 16;
-      cnt[l] += int(nb);
-      x[l] = next[t * kTansStates + int(x[l] >> nb) + d[1]];
+      uint64_t bits;
+      cnt[l] += tans_encode_symbol(x[l], sym[size_t(i) * 32 + l], next, delta, bits);
       if (cnt[l] >= 32) {
         cnt[l] -= 32;
         ++written;
