@@ -1088,10 +1088,10 @@ namespace {
 // An RTSP client, by default over TCP (RTP interleaved in its connection),
 // that plays and then reads nothing more, with a small receive buffer, so
 // that the server's side of the connection fills within a second at a few
-// MB/s. With
-// `over_udp`, RTP and RTCP come to two UDP sockets of its own instead, which
-// it does not read either, and it sends nothing after its PLAY (no RTCP, no
-// keep-alive): a viewer over UDP that froze, or whose network went away.
+// MB/s. With `over_udp`, RTP and RTCP come to two UDP sockets of its own
+// instead, which it does not read either, and it sends nothing after its
+// PLAY (no RTCP, no keep-alive): a viewer over UDP that froze, or whose
+// network went away.
 struct NonReadingViewer {
   int fd = -1;
   int udp[2] = {-1, -1};
