@@ -339,7 +339,7 @@ __global__ void __launch_bounds__(256)
 // ---- part 3: the same step with tANS instead of rANS ---------------------
 // Not the format: what a step would cost if each symbol came from a tANS
 // (table-driven ANS) state of 10 bits. A distribution's decoding table has
-// kTansStates entries (token, bits to read, base of the next state); a
+// kChainStates entries (token, bits to read, base of the next state); a
 // symbol is one lookup in shared memory and nb bits from the lane's bit
 // buffer: state = base + bits. A lane refills its buffer by a 32-bit word
 // when it holds fewer than 32 bits, the words handed out in lane order by a
@@ -347,7 +347,7 @@ __global__ void __launch_bounds__(256)
 // bytes). A token of 16 or more reads its raw bits from the same buffer.
 // The step, contexts and ring of values are step_kernel's. A lane would end
 // in a 10-bit state instead of a 32-bit one.
-constexpr int kTansBits = 10, kTansStates = 1 << kTansBits;
+constexpr int kChainBits = 10, kChainStates = 1 << kChainBits;
 
 // GLOBAL_TABS: the tables stay in global memory, each entry read through
 // the L1 cache (__ldg) where it is needed, so that more tables than shared
@@ -367,13 +367,13 @@ __global__ void __launch_bounds__(32 * WARPS)
   const int warp = WARPS == 1 ? 0 : int(threadIdx.x >> 5);
   const int period = width > 2 * kLanes ? width : 2 * kLanes;
   const int cols = period + 2;
-  int16_t *ring = reinterpret_cast<int16_t *>(tabs + (GLOBAL_TABS ? 0 : ntabs * kTansStates)) +
+  int16_t *ring = reinterpret_cast<int16_t *>(tabs + (GLOBAL_TABS ? 0 : ntabs * kChainStates)) +
                   (WARPS == 1 ? 0 : warp * 33 * cols * kNC);
   const auto at = [&](int row, int col, int c) -> int16_t & {
     return ring[(row * cols + col) * kNC + c];
   };
   if (!GLOBAL_TABS)
-    for (int v = threadIdx.x; v < ntabs * kTansStates; v += 32 * WARPS) tabs[v] = gtabs[v];
+    for (int v = threadIdx.x; v < ntabs * kChainStates; v += 32 * WARPS) tabs[v] = gtabs[v];
   for (int g = threadIdx.x; g <= kActivityTableMax; g += 32 * WARPS)
     bucket[g] = uint8_t(activity_bucket(g));
   for (int d = threadIdx.x; d < kDists; d += 32 * WARPS) map[d] = gmap[d];
@@ -386,7 +386,7 @@ __global__ void __launch_bounds__(32 * WARPS)
   const uint32_t *w = payload + size_t(tile) * tile_words;
   const uint32_t *const tab_base = GLOBAL_TABS ? gtabs : tabs;
   const unsigned lt = (1u << lane) - 1;
-  uint32_t x = w[lane] & (kTansStates - 1);
+  uint32_t x = w[lane] & (kChainStates - 1);
   uint32_t wpos = 32;
   uint64_t buf = __ldg(w + wpos + lane);
   int cnt = 32;
@@ -409,8 +409,8 @@ __global__ void __launch_bounds__(32 * WARPS)
     const uint32_t *tab0[kNC], *tab1[kNC];
 #pragma unroll
     for (int c = 0; c < kNC; ++c) {
-      tab0[c] = tab_base + map[dist[c]] * kTansStates;
-      tab1[c] = tab_base + map[dist[c] + kActivityBuckets] * kTansStates;
+      tab0[c] = tab_base + map[dist[c]] * kChainStates;
+      tab1[c] = tab_base + map[dist[c] + kActivityBuckets] * kChainStates;
     }
     bool cross = false;
     int value[kNC];
@@ -499,7 +499,7 @@ __host__ __device__ inline int tans_encode_symbol(uint32_t &x, uint32_t v, const
   const int32_t *d = delta + t * kEncEntry + 2 * token;
   const uint32_t nb = (x + uint32_t(d[0])) >> 16;
   bits = uint64_t((v >> 12) & ((1u << raw) - 1)) | uint64_t(x & ((1u << nb) - 1)) << raw;
-  x = next[t * kTansStates + int(x >> nb) + d[1]];
+  x = next[t * kChainStates + int(x >> nb) + d[1]];
   return raw + int(nb);
 }
 
@@ -512,8 +512,8 @@ __global__ void __launch_bounds__(32 * WARPS)
                        int ntabs, int steps, uint32_t *out, uint32_t tile_words, EncTile *ends) {
   extern __shared__ uint4 dyn[];
   uint16_t *next = reinterpret_cast<uint16_t *>(dyn);
-  int32_t *delta = reinterpret_cast<int32_t *>(next + ntabs * kTansStates);
-  for (int v = threadIdx.x; v < ntabs * kTansStates; v += 32 * WARPS) next[v] = gnext[v];
+  int32_t *delta = reinterpret_cast<int32_t *>(next + ntabs * kChainStates);
+  for (int v = threadIdx.x; v < ntabs * kChainStates; v += 32 * WARPS) next[v] = gnext[v];
   for (int v = threadIdx.x; v < ntabs * kEncEntry; v += 32 * WARPS) delta[v] = gdelta[v];
   __syncthreads();
   const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
@@ -521,7 +521,7 @@ __global__ void __launch_bounds__(32 * WARPS)
   const unsigned lt = (1u << lane) - 1;
   const uint32_t *sym = syms + size_t(tile) * steps * kNC * 32 + lane;
   uint32_t *end = out + size_t(tile + 1) * tile_words;
-  uint32_t x = kTansStates;  // X in [L, 2L): the state the decoder must end in
+  uint32_t x = kChainStates;  // X in [L, 2L): the state the decoder must end in
   uint64_t buf = 0;
   int cnt = 0;
   uint32_t written = 0;
@@ -578,7 +578,7 @@ EncTile encode_tile_host(const uint32_t *sym, const uint16_t *next, const int32_
                          int steps) {
   uint32_t x[32], written = 0;
   int cnt[32] = {};
-  for (int l = 0; l < 32; ++l) x[l] = kTansStates;
+  for (int l = 0; l < 32; ++l) x[l] = kChainStates;
   for (int i = steps * kNC - 1; i >= 0; --i)
     for (int l = 0; l < 32; ++l) {
       uint64_t bits;
@@ -591,7 +591,7 @@ EncTile encode_tile_host(const uint32_t *sym, const uint16_t *next, const int32_
   return EncTile{written, x[0]};
 }
 
-// Geometric frequencies with ratio rho normalised to kTansStates (every
+// Geometric frequencies with ratio rho normalised to kChainStates (every
 // token present, n), spread over the states with FSE's step (sym: the token
 // of each state).
 void tans_spread(double rho, int *n, std::vector<int> &sym) {
@@ -599,21 +599,21 @@ void tans_spread(double rho, int *n, std::vector<int> &sym) {
   for (int k = 0; k < kTokens; ++k) wsum += (wt[k] = std::pow(rho, k));
   int total = 0;
   for (int k = 0; k < kTokens; ++k) {
-    n[k] = std::max(1, int(wt[k] / wsum * kTansStates));
+    n[k] = std::max(1, int(wt[k] / wsum * kChainStates));
     total += n[k];
   }
-  n[0] += kTansStates - total;
-  sym.assign(kTansStates, 0);
-  const int stride = (kTansStates >> 1) + (kTansStates >> 3) + 3;
+  n[0] += kChainStates - total;
+  sym.assign(kChainStates, 0);
+  const int stride = (kChainStates >> 1) + (kChainStates >> 3) + 3;
   int pos = 0;
   for (int k = 0; k < kTokens; ++k)
     for (int r = 0; r < n[k]; ++r) {
       sym[pos] = k;
-      pos = (pos + stride) & (kTansStates - 1);
+      pos = (pos + stride) & (kChainStates - 1);
     }
 }
 
-// A tANS decoding table of kTansStates entries for ratio rho, each entry
+// A tANS decoding table of kChainStates entries for ratio rho, each entry
 // token | nb << 5 | base << 9.
 void make_tans(double rho, uint32_t *t) {
   int n[kTokens];
@@ -621,11 +621,11 @@ void make_tans(double rho, uint32_t *t) {
   tans_spread(rho, n, sym);
   int next[kTokens];
   for (int k = 0; k < kTokens; ++k) next[k] = n[k];
-  for (int s = 0; s < kTansStates; ++s) {
+  for (int s = 0; s < kChainStates; ++s) {
     const int k = sym[s], q = next[k]++;
     int nb = 0;
-    while ((q << nb) < kTansStates) ++nb;
-    const uint32_t base = uint32_t((q << nb) - kTansStates);
+    while ((q << nb) < kChainStates) ++nb;
+    const uint32_t base = uint32_t((q << nb) - kChainStates);
     t[s] = uint32_t(k) | uint32_t(nb) << 5 | base << 9;
   }
 }
@@ -641,14 +641,14 @@ void make_tans_enc(double rho, uint16_t *next, int32_t *delta, int *n) {
   tans_spread(rho, n, sym);
   int start[kTokens], seen[kTokens] = {};
   for (int k = 0, c = 0; k < kTokens; c += n[k++]) start[k] = c;
-  for (int s = 0; s < kTansStates; ++s) {
+  for (int s = 0; s < kChainStates; ++s) {
     const int k = sym[s];
-    next[start[k] + seen[k]++] = uint16_t(kTansStates + s);
+    next[start[k] + seen[k]++] = uint16_t(kChainStates + s);
   }
   for (int k = 0; k < kTokens; ++k) {
     int high = 0;  // the highest bit of n - 1 (n = 1: the state's R bits)
     while (n[k] > 1 && ((n[k] - 1) >> (high + 1)) != 0) ++high;
-    const int bits = n[k] == 1 ? kTansBits : kTansBits - high;
+    const int bits = n[k] == 1 ? kChainBits : kChainBits - high;
     delta[2 * k] = (bits << 16) - (n[k] << bits);
     delta[2 * k + 1] = start[k] - n[k];
   }
@@ -709,12 +709,12 @@ float best_ms(const Launch &launch, int runs) {
 // checked against encode_tile_host().
 void encoder_pass(const double *rho, const std::vector<uint16_t> &palette_map, int tiles, int steps,
                   int runs, double cycles_per_ms, const cudaDeviceProp &prop) {
-  std::vector<uint16_t> next(size_t(kPaletteTabs) * kTansStates);
+  std::vector<uint16_t> next(size_t(kPaletteTabs) * kChainStates);
   std::vector<int32_t> delta(size_t(kPaletteTabs) * kEncEntry);
   std::vector<int> n(size_t(kPaletteTabs) * kTokens);
   for (int t = 0; t < kPaletteTabs; ++t)
     make_tans_enc(rho[0] + (rho[1] - rho[0]) * t / (kPaletteTabs - 1),
-                  next.data() + size_t(t) * kTansStates, delta.data() + size_t(t) * kEncEntry,
+                  next.data() + size_t(t) * kChainStates, delta.data() + size_t(t) * kEncEntry,
                   n.data() + size_t(t) * kTokens);
   const size_t per_tile = size_t(steps) * kNC * 32;
   std::vector<uint32_t> syms(per_tile * tiles);
@@ -723,11 +723,11 @@ void encoder_pass(const double *rho, const std::vector<uint16_t> &palette_map, i
     const int c = int(i / 32 % kNC);
     const int dist = c * kActivityBuckets * 2 + int(rng() % (c == 0 ? 13u : 26u));
     const int t = palette_map[dist];
-    int u = int(rng() % kTansStates), token = 0;
+    int u = int(rng() % kChainStates), token = 0;
     while (u >= n[size_t(t) * kTokens + token]) u -= n[size_t(t) * kTokens + token++];
     syms[i] = uint32_t(token) | uint32_t(t) << 5 | (rng() & 1023u) << 12;
   }
-  const uint32_t tile_words = uint32_t(steps * kNC * (kTansBits + 10) + 32);
+  const uint32_t tile_words = uint32_t(steps * kNC * (kChainBits + 10) + 32);
   uint32_t *d_syms = nullptr, *d_out = nullptr;
   uint16_t *d_next = nullptr;
   int32_t *d_delta = nullptr;
@@ -906,23 +906,23 @@ int main(int argc, char **argv) {
       // with eight warps per block: the same spread of ratios, each
       // distribution mapped to the palette's table nearest to its table of
       // the 40.
-      std::vector<uint32_t> tans(size_t(kNumTabs) * kTansStates);
+      std::vector<uint32_t> tans(size_t(kNumTabs) * kChainStates);
       for (int t = 0; t < kNumTabs; ++t)
-        make_tans(rho[0] + (rho[1] - rho[0]) * t / (kNumTabs - 1), tans.data() + t * kTansStates);
-      std::vector<uint32_t> palette(size_t(kPaletteTabs) * kTansStates);
+        make_tans(rho[0] + (rho[1] - rho[0]) * t / (kNumTabs - 1), tans.data() + t * kChainStates);
+      std::vector<uint32_t> palette(size_t(kPaletteTabs) * kChainStates);
       for (int t = 0; t < kPaletteTabs; ++t)
         make_tans(rho[0] + (rho[1] - rho[0]) * t / (kPaletteTabs - 1),
-                  palette.data() + t * kTansStates);
+                  palette.data() + t * kChainStates);
       std::vector<uint16_t> palette_map(kDists);
       for (int d = 0; d < kDists; ++d)
         palette_map[d] =
             uint16_t((map[d] * (kPaletteTabs - 1) + (kNumTabs - 1) / 2) / (kNumTabs - 1));
-      std::vector<uint32_t> tans_all(size_t(kDists) * kTansStates);
+      std::vector<uint32_t> tans_all(size_t(kDists) * kChainStates);
       std::vector<uint16_t> ident(kDists);
       for (int d = 0; d < kDists; ++d) {
         make_tans(
             rho[0] + (rho[1] - rho[0]) * (d % kNumTabs) / (kNumTabs - 1) + 0.001 * (d / kNumTabs),
-            tans_all.data() + size_t(d) * kTansStates);
+            tans_all.data() + size_t(d) * kChainStates);
         ident[d] = uint16_t(d);
       }
       uint32_t *d_tans = nullptr, *d_tans_all = nullptr, *d_palette = nullptr;
@@ -949,7 +949,7 @@ int main(int argc, char **argv) {
         const int warps = L.per_block == 1 ? 1 : where == kShared ? 4 : 8;
         const int ntabs = global ? kDists : where == kPalette ? kPaletteTabs : kNumTabs;
         const size_t tsmem =
-            (global ? 0 : 4 * size_t(ntabs) * kTansStates) + size_t(warps) * ring_bytes;
+            (global ? 0 : 4 * size_t(ntabs) * kChainStates) + size_t(warps) * ring_bytes;
         const uint32_t *tabs_arg = global ? d_tans_all : where == kPalette ? d_palette : d_tans;
         const uint16_t *map_arg = global ? d_ident : where == kPalette ? d_palette_map : d_map;
         std::printf(

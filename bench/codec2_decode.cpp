@@ -3,7 +3,7 @@
 //
 //   codec2_decode --format BGR --size 1920x1080 --threshold K [--frames N]
 //                 [--keyframe-interval 60] [--tiles BXxBY] [--lane-samples N]
-//                 [--walk-bound P] --encode RAW BODIES
+//                 [--walk-bound P] [--lane-coding rans|tans] --encode RAW BODIES
 //   codec2_decode --format BGR --size 1920x1080 [--threads T] [--repeat R]
 //                 [--frames N] --decode BODIES
 //
@@ -35,12 +35,13 @@ using bench::parse_format;
 namespace {
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: codec2_decode --format FMT --size WxH --threshold K [--frames N]\n"
-               "                     [--keyframe-interval N] [--tiles BXxBY] [--lane-samples N]\n"
-               "                     [--walk-bound P] --encode RAW BODIES\n"
-               "       codec2_decode --format FMT --size WxH [--threads T] [--repeat R]\n"
-               "                     [--frames N] --decode BODIES\n");
+  std::fprintf(
+      stderr,
+      "usage: codec2_decode --format FMT --size WxH --threshold K [--frames N]\n"
+      "                     [--keyframe-interval N] [--tiles BXxBY] [--lane-samples N]\n"
+      "                     [--walk-bound P] [--lane-coding rans|tans] --encode RAW BODIES\n"
+      "       codec2_decode --format FMT --size WxH [--threads T] [--repeat R]\n"
+      "                     [--frames N] --decode BODIES\n");
   return 2;
 }
 
@@ -69,7 +70,7 @@ int main(int argc, char **argv) {
       threads = std::atoi(next().c_str());
     else if (a == "--repeat")
       repeat = std::max(1, std::atoi(next().c_str()));
-    else if (a == "--tiles" || a == "--lane-samples" || a == "--walk-bound")
+    else if (a == "--tiles" || a == "--lane-samples" || a == "--walk-bound" || a == "--lane-coding")
       geometry_args.emplace_back(a, next());
     else if (a == "--encode") {
       encode = true;

@@ -4,7 +4,7 @@
 //   codec_eval --format BGR --size 768x576 --k 0,5,10,20 [--frames N]
 //              [--keyframe-interval 60] [--threads T] [--repeat R] [--label NAME]
 //              [--hash] [--steady] [--tiles BXxBY] [--lane-samples N] [--walk-bound P]
-//              FILE|-
+//              [--lane-coding rans|tans] FILE|-
 //
 // For each k: every frame is encoded (a keyframe every `keyframe-interval`
 // frames, the element's default 60), decoded by a separate decoder, and
@@ -76,7 +76,8 @@ int usage() {
                "usage: codec_eval --format FMT --size WxH [--k 0,5,10,20] [--frames N]\n"
                "                  [--keyframe-interval N] [--threads T] [--repeat R]\n"
                "                  [--label NAME] [--markdown] [--cpu-time] [--hash] [--steady]\n"
-               "                  [--tiles BXxBY] [--lane-samples N] [--walk-bound P] FILE|-\n");
+               "                  [--tiles BXxBY] [--lane-samples N] [--walk-bound P] "
+               "[--lane-coding rans|tans] FILE|-\n");
   return 2;
 }
 
@@ -116,7 +117,8 @@ int main(int argc, char **argv) {
       hash = true;
     else if (a == "--steady")
       steady = true;
-    else if (a == "--tiles" || a == "--lane-samples" || a == "--walk-bound") {
+    else if (a == "--tiles" || a == "--lane-samples" || a == "--walk-bound" ||
+             a == "--lane-coding") {
       geometry_args.push_back(a);
       geometry_args.push_back(next());
     } else if (!a.empty() && a[0] == '-' && a != "-")

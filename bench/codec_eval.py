@@ -176,6 +176,8 @@ def main():
     ap.add_argument("--walk-bound", metavar="P",
                     help="our encoder with lanes that bound a tile's walk to P percent of a full "
                          "tile's instead of 100 (0: no bound)")
+    ap.add_argument("--lane-coding", choices=["rans", "tans"],
+                    help="our encoder with tANS lanes (body flag 0x04) instead of rANS lanes")
     ap.add_argument("--speed", action="store_true",
                     help="also time encoder and decoder at 1920x1080 BGR, 1 and 2 threads")
     ap.add_argument("--speed-frames", type=int, default=20)
@@ -191,6 +193,8 @@ def main():
         layout += ["--lane-samples", args.lane_samples]
     if args.walk_bound:
         layout += ["--walk-bound", args.walk_bound]
+    if args.lane_coding:
+        layout += ["--lane-coding", args.lane_coding]
 
     tmp = tempfile.mkdtemp(prefix="codec_eval")
     try:

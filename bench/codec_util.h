@@ -56,9 +56,10 @@ inline bool parse_int_in(const std::string &value, long lo, long hi, long &out) 
 
 // Applies `--tiles BXxBY` (tiles of BX x BY blocks, each 1..255),
 // `--lane-samples N` (coded sample components per rANS lane, 1 .. 2^24) or
-// `--walk-bound P` (percent of a full tile's walk, 0 .. 1000; 0: none) to
-// `g`. Returns 1 when `option` is one of them and `value` is valid, 0 when
-// it is neither, -1 (with a message on stderr) for a bad value.
+// `--walk-bound P` (percent of a full tile's walk, 0 .. 1000; 0: none) or
+// `--lane-coding rans|tans` (tANS lanes: body flag 0x04, CPU only) to `g`. Returns 1 when `option`
+// is one of them and `value` is valid, 0 when it is neither, -1 (with a message on stderr) for a
+// bad value.
 inline int geometry_option(const std::string &option, const std::string &value,
                            cudadiff::codec2::Geometry &g) {
   if (option == "--tiles") {
@@ -91,6 +92,14 @@ inline int geometry_option(const std::string &option, const std::string &value,
       return -1;
     }
     g.walk_bound = int(n);
+    return 1;
+  }
+  if (option == "--lane-coding") {
+    if (value != "rans" && value != "tans") {
+      std::fprintf(stderr, "--lane-coding wants rans (default) or tans, not '%s'\n", value.c_str());
+      return -1;
+    }
+    g.tans_lanes = value == "tans";
     return 1;
   }
   return 0;

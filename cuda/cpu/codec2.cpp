@@ -170,7 +170,7 @@ Geometry default_geometry(VideoFormat format, int width, int height) {
 // before it, which old recordings hold). The encoders set 0x02 in every
 // body, keyframes too. Other bits are refused.
 constexpr uint8_t kBodyKeyframe = 0x01;
-constexpr uint8_t kBodyKnownFlags = kBodyKeyframe | kBodyTileClasses;
+constexpr uint8_t kBodyKnownFlags = kBodyKeyframe | kBodyTileClasses | kBodyTansLanes;
 
 bool read_body_header(const uint8_t *body, size_t n, BodyHeader *h, std::string *error) {
   auto fail = [&](const char *why) {
@@ -182,6 +182,7 @@ bool read_body_header(const uint8_t *body, size_t n, BodyHeader *h, std::string 
   BodyHeader r;
   r.keyframe = body[0] & kBodyKeyframe;
   r.tile_classes = body[0] & kBodyTileClasses;
+  r.geometry.tans_lanes = (body[0] & kBodyTansLanes) != 0;
   r.k = body[1];
   r.geometry.tile_bx = body[2];
   r.geometry.tile_by = body[3];
@@ -408,6 +409,7 @@ class BitReader {
     return true;
   }
   size_t bytes_used() const { return (pos_ + 7) / 8; }
+  size_t bits_used() const { return pos_; }
 
  private:
   const uint8_t *p_;
@@ -511,6 +513,13 @@ uint64_t coding_cost(const uint32_t *hist, const Table &t) {
 
 struct Model {
   std::vector<Table> tables;
+  // Body flag 0x04: the palette (frequencies summing to kTansStates) and
+  // each distribution's table in it (-1: unused); `tables` then holds the
+  // palette tables' levels (with rANS frequencies), for a later body that
+  // takes them over.
+  bool tans = false;
+  std::vector<Table> palette;
+  std::vector<int8_t> palette_of;
 };
 
 // Which distributions a body lists: modes only in deltas, the temporal
@@ -732,6 +741,109 @@ struct RansDecoder {
     x >>= n;
     renorm(x);
     return v;
+  }
+};
+
+// ---------------------------------------------------------------------------
+// tANS lanes (body flag 0x04; docs/stream-format.md, "tANS lanes (flag 0x04)")
+
+// A palette table of kTansStates states from its frequencies (summing to
+// kTansStates): dec[x] = token | nb << 5 | base << 9 for state x (the token
+// of the state, the bits to read, the next state's base); enc[start[t] + q
+// - f_t] the state that decodes token t and leads to q (f_t <= q < 2 f_t).
+// An unused distribution's decoder points at unused(): bit 31 set in every
+// entry, which fails the tile.
+struct TansTable {
+  uint32_t dec[kTansStates];
+  uint16_t enc[kTansStates];
+  uint16_t start[kTokens], freq[kTokens];
+  void build(const uint16_t *f, int n) {
+    uint8_t sym[kTansStates];
+    uint32_t pos = 0, at = 0;
+    for (int t = 0; t < kTokens; ++t) {
+      freq[t] = t < n ? f[t] : 0;
+      start[t] = uint16_t(at);
+      at += freq[t];
+      for (uint32_t i = 0; i < freq[t]; ++i) {
+        sym[pos] = uint8_t(t);
+        pos = (pos + kTansSpreadStep) & (kTansStates - 1);
+      }
+    }
+    uint32_t next[kTokens];
+    for (int t = 0; t < kTokens; ++t) next[t] = freq[t];
+    for (uint32_t x = 0; x < kTansStates; ++x) {
+      const int t = sym[x];
+      const uint32_t q = next[t]++;
+      const uint32_t nb = uint32_t(kTansBits) - uint32_t(bit_length(q));
+      dec[x] = uint32_t(t) | nb << 5 | ((q << nb) - kTansStates) << 9;
+      enc[start[t] + q - freq[t]] = uint16_t(x);
+    }
+  }
+  static const TansTable &unused() {
+    static const TansTable t = [] {
+      TansTable u{};
+      for (uint32_t x = 0; x < kTansStates; ++x) u.dec[x] = 1u << 31;
+      return u;
+    }();
+    return t;
+  }
+  // The encoder's step backwards for token t from X (kTansStates + state):
+  // the bits emitted (*nb of them) and the new X.
+  inline uint32_t encode(uint32_t X, int t, uint32_t *bits, uint32_t *nb) const {
+    const uint32_t f = freq[t];
+    uint32_t n = uint32_t(kTansBits) - uint32_t(bit_length(f));
+    if ((X >> n) < f) --n;
+    *bits = X & ((1u << n) - 1);
+    *nb = n;
+    return kTansStates + enc[start[t] + (X >> n) - f];
+  }
+};
+
+// A distribution's palette table in the decoder, at the stride of a
+// DecodeTable (so that a context's table is found by the same offsets).
+struct alignas(64) TansDist {
+  const uint32_t *dec;
+  uint8_t pad_[128 - sizeof(const uint32_t *)];
+};
+static_assert(sizeof(TansDist) == sizeof(DecodeTable), "the contexts' offsets are the same");
+
+// The lanes' bits of a tANS tile: per lane a buffer (the oldest bit
+// lowest) and its count; the tile's words, taken in the order the lanes
+// ask for them. Reading past the words sets underflow (the tile fails).
+struct TansReader {
+  const uint8_t *p = nullptr, *end = nullptr;
+  bool underflow = false;
+  uint64_t buf[kMaxLanes] = {};
+  uint32_t n[kMaxLanes] = {};
+  // The `bits` (0..20) oldest bits of a lane.
+  inline uint32_t take(int lane, uint32_t bits) {
+    if (n[lane] < bits) {
+      uint32_t w = 0;
+      if (end - p >= 4) {
+        w = uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+        p += 4;
+      } else {
+        underflow = true;
+      }
+      buf[lane] |= uint64_t(w) << n[lane];
+      n[lane] += 32;
+    }
+    const uint32_t v = uint32_t(buf[lane]) & ((1u << bits) - 1);
+    buf[lane] >>= bits;
+    n[lane] -= bits;
+    return v;
+  }
+  // A symbol from state x (updated): its token, and its raw bits in *raw,
+  // read with the token's bits as one field; bit 31 of `flags` set for an
+  // unused table (whose entries keep x below kTansStates all the same).
+  inline int symbol(int lane, uint32_t &x, const uint32_t *dec, uint32_t &flags, uint32_t *raw) {
+    const uint32_t e = dec[x];
+    flags |= e;
+    const int t = int(e & 31);
+    const uint32_t nb = (e >> 5) & 15, v = take(lane, nb + kTokenExtra[t]);
+    x = ((e >> 9) & (kTansStates - 1)) + (v & ((1u << nb) - 1));
+    *raw = v >> nb;
+    return t;
   }
 };
 
@@ -1952,6 +2064,9 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   FrameStats write_tiles(bool keyframe, int k, const uint8_t *modes,
                          const std::function<void(size_t, uint8_t *)> &raw, HostBytes &body);
   bool encode_tile(size_t ti, int k, int thread);  // thread: which scratch buffer
+  void build_palette_model(const uint32_t *hist, bool keyframe, BitWriter &bw, Model &model);
+  bool encode_tile_tans(size_t ti, int k, int lanes, size_t n_modes, const size_t *layer_first,
+                        const uint32_t *checksum, int thread);
   template <int NC>
   uint8_t *rans_layer_steps(const uint32_t *codes, int w, int h, int lanes, uint32_t *state,
                             uint8_t *p);
@@ -2000,6 +2115,14 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
 #if CODEC2_AVX2
   RansVectorTable rans_vectors_;  // the same for the AVX2 steps
 #endif
+  // Body flag 0x04 (geometry_.tans_lanes): the palette's tables, each
+  // distribution's (null: unused), and per thread the lanes' fields.
+  std::vector<TansTable> tans_tables_;
+  std::vector<const TansTable *> tans_of_;
+  std::vector<std::vector<uint32_t>> tans_items_{size_t(kMaxThreads)};
+  // Development aid (CODEC2_DEBUG_TANS_EAGER set): per tile, the bits that
+  // lanes refilled eagerly would waste (tans_eager_waste()).
+  std::vector<uint64_t> tans_eager_waste_;
   bool keyframe_ = true;
 };
 
@@ -2548,6 +2671,13 @@ CODEC2_ALWAYS_INLINE void CpuEncoder::symbols_layer(const Tile &t, int l, uint32
 // new one, or a copy of the last table listed before it, whichever costs
 // least (ties in that order after unused).
 void CpuEncoder::build_model(const uint32_t *hist, bool keyframe, BitWriter &bw, Model &model) {
+  if (geometry_.tans_lanes) {
+    build_palette_model(hist, keyframe, bw, model);
+    return;
+  }
+  model.tans = false;
+  model.palette.clear();
+  model.palette_of.clear();
   model.tables.assign(dl_.count, Table{});
   int last_used = -1;
   for (const DistGroup &g : listed_groups(dl_, ls_, keyframe)) {
@@ -2593,6 +2723,352 @@ void CpuEncoder::build_model(const uint32_t *hist, bool keyframe, BitWriter &bw,
       last_used = d;
     }
   }
+}
+
+// The bits (1/256 bit) that coding `n` counts `c` with their own
+// frequencies takes: n log2 n - sum c log2 c (log2_q8()).
+int64_t entropy_q8(const uint32_t *c) {
+  uint64_t n = 0;
+  int64_t sum = 0;
+  for (int t = 0; t < kTokens; ++t)
+    if (c[t]) {
+      n += c[t];
+      sum += int64_t(c[t]) * int64_t(log2_q8(c[t]));
+    }
+  return n ? int64_t(n) * int64_t(log2_q8(uint32_t(n))) - sum : 0;
+}
+
+// A palette table from summed counts: the levels of a new table (step 5),
+// frequencies summing to kTansStates.
+Table palette_table(const uint32_t *counts) {
+  Table t;
+  const int n = detail::levels_from_histogram(counts, t.levels);
+  t.n = uint8_t(n);
+  t.used = n > 0 && normalize_levels_to(t.levels, n, kTansStates, t.freq);
+  t.finish();
+  return t;
+}
+
+// Bits (1/256) of `hist` with a palette table; -1 when a token is missing.
+int64_t palette_cost(const uint32_t *hist, const Table &t) {
+  int64_t c = 0;
+  for (int i = 0; i < kTokens; ++i) {
+    if (!hist[i]) continue;
+    if (i >= t.n || t.freq[i] == 0) return -1;
+    c += int64_t(hist[i]) * (int64_t(kTansBits) * 256 - int64_t(log2_q8(t.freq[i])));
+  }
+  return c;
+}
+
+// The palette of a body with tANS lanes (docs/stream-format.md, "tANS lanes
+// (flag 0x04)", the encoders' palette): the used distributions `used` (in
+// the model's order) grouped into at most kTansPalette groups; returns
+// each one's group, groups numbered in the order of their first members.
+// used[alone] (the block modes; -1: none) keeps a group of its own (its
+// table must have at most four tokens).
+std::vector<int> palette_groups(const uint32_t *hist, const std::vector<int> &used, int alone) {
+  const int u = int(used.size());
+  std::vector<int> of(static_cast<size_t>(u));
+  for (int i = 0; i < u; ++i) of[size_t(i)] = i;
+  if (u > kTansPalette) {
+    // Merge the two groups whose merge adds the fewest bits, until
+    // kTansPalette remain (the lowest pair on ties; a merge keeps the lower).
+    std::vector<std::array<uint32_t, kTokens>> sum(static_cast<size_t>(u));
+    std::vector<int64_t> own(static_cast<size_t>(u));
+    std::vector<uint8_t> alive(static_cast<size_t>(u), 1);
+    for (int i = 0; i < u; ++i) {
+      for (int t = 0; t < kTokens; ++t)
+        sum[size_t(i)][t] = hist[size_t(used[size_t(i)]) * kTokens + t];
+      own[size_t(i)] = entropy_q8(sum[size_t(i)].data());
+    }
+    auto merged = [&](int a, int b) {
+      uint32_t c[kTokens];
+      for (int t = 0; t < kTokens; ++t) c[t] = sum[size_t(a)][t] + sum[size_t(b)][t];
+      return entropy_q8(c) - own[size_t(a)] - own[size_t(b)];
+    };
+    std::vector<int64_t> cost(static_cast<size_t>(u) * u, 0);
+    for (int a = 0; a < u; ++a)
+      for (int b = a + 1; b < u; ++b)
+        if (a != alone && b != alone) cost[size_t(a) * u + b] = merged(a, b);
+    for (int groups = u; groups > kTansPalette; --groups) {
+      int ba = -1, bb = -1;
+      for (int a = 0; a < u; ++a) {
+        if (!alive[size_t(a)] || a == alone) continue;
+        for (int b = a + 1; b < u; ++b)
+          if (alive[size_t(b)] && b != alone &&
+              (ba < 0 || cost[size_t(a) * u + b] < cost[size_t(ba) * u + bb]))
+            ba = a, bb = b;
+      }
+      for (int t = 0; t < kTokens; ++t) sum[size_t(ba)][t] += sum[size_t(bb)][t];
+      own[size_t(ba)] = entropy_q8(sum[size_t(ba)].data());
+      alive[size_t(bb)] = 0;
+      for (int i = 0; i < u; ++i)
+        if (of[size_t(i)] == bb) of[size_t(i)] = ba;
+      for (int x = 0; x < u; ++x)
+        if (alive[size_t(x)] && x != ba && x != alone)
+          cost[size_t(std::min(x, ba)) * u + std::max(x, ba)] =
+              merged(std::min(x, ba), std::max(x, ba));
+    }
+    // Twice: each distribution to the group whose table codes it cheapest.
+    for (int round = 0; round < 2; ++round) {
+      std::vector<Table> tables(static_cast<size_t>(u));
+      std::vector<std::array<uint32_t, kTokens>> counts(static_cast<size_t>(u));
+      for (auto &c : counts) c.fill(0);
+      for (int i = 0; i < u; ++i)
+        for (int t = 0; t < kTokens; ++t)
+          counts[size_t(of[size_t(i)])][t] += hist[size_t(used[size_t(i)]) * kTokens + t];
+      for (int g = 0; g < u; ++g)
+        if (alive[size_t(g)]) tables[size_t(g)] = palette_table(counts[size_t(g)].data());
+      std::vector<int> next(of);
+      for (int i = 0; i < u; ++i) {
+        if (i == alone) continue;
+        const uint32_t *h = hist + size_t(used[size_t(i)]) * kTokens;
+        int64_t best = -1;
+        for (int g = 0; g < u; ++g) {
+          if (!alive[size_t(g)] || g == alone) continue;
+          const int64_t c = palette_cost(h, tables[size_t(g)]);
+          if (c >= 0 && (best < 0 || c < best)) best = c, next[size_t(i)] = g;
+        }
+      }
+      of = next;
+      std::fill(alive.begin(), alive.end(), 0);
+      for (int i = 0; i < u; ++i) alive[size_t(of[size_t(i)])] = 1;
+    }
+  }
+  // Number the groups in the order of their first members.
+  std::vector<int> number(static_cast<size_t>(u), -1);
+  int count = 0;
+  for (int i = 0; i < u; ++i) {
+    int &nb = number[size_t(of[size_t(i)])];
+    if (nb < 0) nb = count++;
+    of[size_t(i)] = nb;
+  }
+  return of;
+}
+
+// The model section of a body with tANS lanes: the palette (its tables from
+// each group's summed counts), then for each listed group a bit (any
+// distribution used) and for each distribution of a used group whether it
+// is used and its table's number.
+void CpuEncoder::build_palette_model(const uint32_t *hist, bool keyframe, BitWriter &bw,
+                                     Model &model) {
+  model.tables.assign(dl_.count, Table{});
+  model.tans = true;
+  model.palette_of.assign(dl_.count, -1);
+  const std::vector<DistGroup> groups = listed_groups(dl_, ls_, keyframe);
+  std::vector<int> used;
+  for (const DistGroup &g : groups)
+    for (int d = g.first; d < g.end; ++d)
+      for (int t = 0; t < kTokens; ++t)
+        if (hist[size_t(d) * kTokens + t]) {
+          used.push_back(d);
+          break;
+        }
+  const std::vector<int> of =
+      palette_groups(hist, used, !used.empty() && used[0] == dl_.mode && !keyframe ? 0 : -1);
+  int p = 0;
+  for (int g : of) p = std::max(p, g + 1);
+  std::vector<std::array<uint32_t, kTokens>> counts(size_t(std::max(p, 1)));
+  for (auto &c : counts) c.fill(0);
+  for (size_t i = 0; i < used.size(); ++i) {
+    model.palette_of[size_t(used[i])] = int8_t(of[i]);
+    for (int t = 0; t < kTokens; ++t)
+      counts[size_t(of[i])][t] += hist[size_t(used[i]) * kTokens + t];
+  }
+  if (p == 0) {  // nothing coded: one table of token 0 (a palette has at least one)
+    counts[0][0] = 1;
+    p = 1;
+  }
+  model.palette.resize(size_t(p));
+  bw.put(uint32_t(p - 1), 4);
+  for (int g = 0; g < p; ++g) {
+    model.palette[size_t(g)] = palette_table(counts[size_t(g)].data());
+    write_table(bw, model.palette[size_t(g)]);
+  }
+  const int index_bits = p > 1 ? bit_length(uint32_t(p - 1)) + 1 : 0;
+  for (const DistGroup &g : groups) {
+    bool any = false;
+    for (int d = g.first; d < g.end; ++d) any |= model.palette_of[size_t(d)] >= 0;
+    bw.put(any, 1);
+    if (!any) continue;
+    for (int d = g.first; d < g.end; ++d) {
+      const int i = model.palette_of[size_t(d)];
+      bw.put(i >= 0, 1);
+      if (i < 0) continue;
+      bw.put(uint32_t(i), index_bits);
+      Table &t = model.tables[size_t(d)];
+      t = model.palette[size_t(i)];
+      normalize_levels(t.levels, t.n, t.freq);  // rANS frequencies, for a later body
+      t.finish();
+    }
+  }
+}
+
+// The steps of one layer of a tile in reverse schedule order, as
+// rans_layer() takes them: per step and component (from the last), the raw
+// bits of the lanes with a sample (from the last lane), then their tokens;
+// raw(lane, code) and token(lane, code) for each.
+template <int NC, class Raw, class Token>
+void reverse_steps(const uint32_t *codes, int w, int h, int lanes, Raw raw, Token token) {
+  const int period = schedule_period(w, lanes);
+  const int steps = schedule_steps(w, h, lanes);
+  int col[kMaxLanes], row[kMaxLanes];
+  for (int ln = 0; ln < lanes; ++ln) {
+    const int tt = steps - 1 - kStagger * ln;
+    col[ln] = tt < 0 ? 0 : tt % period;
+    row[ln] = tt < 0 ? -1 : tt / period * lanes + ln;
+  }
+  for (int st = steps - 1; st >= 0; --st) {
+    const uint32_t *sample[kMaxLanes];
+    int lane[kMaxLanes];
+    int n = 0;
+    for (int ln = 0; ln < lanes; ++ln) {
+      if (row[ln] >= 0 && row[ln] < h && col[ln] < w) {
+        const uint32_t *s = codes + (size_t(row[ln]) * w + col[ln]) * NC;
+        if ((*s & 0xFFFF) != kNoCode) sample[n] = s, lane[n++] = ln;
+      }
+      if (--col[ln] < 0) {
+        col[ln] = period - 1;
+        row[ln] -= lanes;
+      }
+    }
+    for (int c = NC - 1; c >= 0; --c) {
+      for (int a = n - 1; a >= 0; --a) raw(lane[a], sample[a][c]);
+      for (int a = n - 1; a >= 0; --a) token(lane[a], sample[a][c]);
+    }
+  }
+}
+
+// Development aid: the bits a lane would waste at its end if it took a
+// word before each read whenever it held fewer than 20 bits (the most a
+// read takes; a rule a GPU can follow before it knows what it reads), the
+// encoder choosing the bits in the lane's first word (0..31) that waste
+// the fewest: summed over the lanes of a tile. `items` as in
+// encode_tile_tans().
+uint64_t tans_eager_waste(const std::vector<uint32_t> &items, int lanes) {
+  uint64_t waste = 0;
+  for (int ln = 0; ln < lanes; ++ln) {
+    uint32_t best = ~0u;
+    for (uint32_t h = 0; h < 32; ++h) {
+      uint32_t n = h;
+      for (size_t i = items.size(); i-- > 0;) {
+        if (int(items[i] & 31) != ln) continue;
+        if (n < 20) n += 32;
+        n -= (items[i] >> 5) & 31;
+      }
+      best = std::min(best, n);
+    }
+    waste += best;
+  }
+  return waste;
+}
+
+// A coded tile with tANS lanes (flag 0x04): each lane's reads backwards
+// from its final state (tans_items_: lane | bits << 5 | value << 10, in
+// reverse reading order; a symbol's token bits and raw bits are one read),
+// then forwards: each lane's string of bits split into its fill and words,
+// and the words put in the order the decoder's lanes take them. False when
+// the payload is no smaller than the tile's bytes (the tile is then raw).
+bool CpuEncoder::encode_tile_tans(size_t ti, int k, int lanes, size_t n_modes,
+                                  const size_t *layer_first, const uint32_t *checksum, int thread) {
+  const Tile &t = tiles_[ti];
+  const uint32_t *const codes = codes_[ti].data();
+  std::vector<uint32_t> &items = tans_items_[size_t(thread)];
+  items.clear();
+  uint32_t X[kMaxLanes], raw_bits[kMaxLanes] = {}, raw_n[kMaxLanes] = {};
+  for (int ln = 0; ln < lanes; ++ln) X[ln] = kTansStates + tans_final_state(k, ln, checksum[ln]);
+  auto token = [&](int ln, uint32_t code) {
+    const TansTable *tb = tans_of_[(code & 0xFFFF) / kTokens];
+    if (!tb) throw Error("codec2 encoder: a symbol of a distribution without a table");
+    uint32_t bits, nb;
+    X[ln] = tb->encode(X[ln], int(code & (kTokens - 1)), &bits, &nb);
+    items.push_back(uint32_t(ln) | (nb + raw_n[ln]) << 5 | (bits | raw_bits[ln] << nb) << 10);
+    raw_n[ln] = raw_bits[ln] = 0;
+  };
+  auto raw = [&](int ln, uint32_t code) {  // the symbol's raw bits, before its token
+    raw_n[ln] = kTokenExtra[code & (kTokens - 1)];
+    raw_bits[ln] = code >> 16;
+  };
+  for (int l = ls_.count - 1; l >= 0; --l) {
+    const int w = t.w[l], h = t.h[l];
+    if (w == 0 || h == 0) continue;
+    const uint32_t *s = codes + layer_first[l];
+    switch (ls_.layer[l].channels) {
+      case 1:
+        reverse_steps<1>(s, w, h, lanes, raw, token);
+        break;
+      case 2:
+        reverse_steps<2>(s, w, h, lanes, raw, token);
+        break;
+      case 3:
+        reverse_steps<3>(s, w, h, lanes, raw, token);
+        break;
+      default:
+        reverse_steps<4>(s, w, h, lanes, raw, token);
+    }
+  }
+  for (size_t b = n_modes; b-- > 0;) token(int(b % size_t(lanes)), codes[b]);
+  for (int ln = lanes - 1; ln >= 0; --ln)
+    items.push_back(uint32_t(ln) | uint32_t(kTansBits) << 5 | (X[ln] - kTansStates) << 10);
+
+  // Forwards.
+  uint64_t total[kMaxLanes] = {};
+  for (uint32_t it : items) total[it & 31] += (it >> 5) & 31;
+  uint32_t fill[kMaxLanes], held[kMaxLanes], head[kMaxLanes] = {}, accn[kMaxLanes] = {};
+  uint64_t acc[kMaxLanes] = {};
+  bool in_head[kMaxLanes];
+  std::vector<uint32_t> words[kMaxLanes];
+  for (int ln = 0; ln < lanes; ++ln) {
+    fill[ln] = uint32_t(total[ln] % 32);
+    held[ln] = fill[ln];
+    in_head[ln] = true;
+  }
+  std::vector<uint8_t> order;  // the lane that takes each word of the tile
+  for (size_t i = items.size(); i-- > 0;) {
+    const uint32_t it = items[i], ln = it & 31, nb = (it >> 5) & 31;
+    if (held[ln] < nb) {  // the decoder takes a word
+      order.push_back(uint8_t(ln));
+      held[ln] += 32;
+    }
+    held[ln] -= nb;
+    acc[ln] |= uint64_t(it >> 10) << accn[ln];
+    accn[ln] += nb;
+    if (in_head[ln] && accn[ln] >= fill[ln]) {
+      head[ln] = uint32_t(acc[ln] & ((uint64_t(1) << fill[ln]) - 1));
+      acc[ln] >>= fill[ln];
+      accn[ln] -= fill[ln];
+      in_head[ln] = false;
+    }
+    if (!in_head[ln])
+      for (; accn[ln] >= 32; accn[ln] -= 32, acc[ln] >>= 32) words[ln].push_back(uint32_t(acc[ln]));
+  }
+  if (!tans_eager_waste_.empty()) tans_eager_waste_[ti] = tans_eager_waste(items, lanes);
+  size_t n_words = 0;
+  for (int ln = 0; ln < lanes; ++ln) {
+    if (in_head[ln] || accn[ln] != 0 || held[ln] != 0)
+      throw Error("codec2 encoder: a tANS lane's bits do not add up");
+    n_words += words[ln].size();
+  }
+  if (n_words != order.size()) throw Error("codec2 encoder: a tANS tile's words do not add up");
+  BitWriter bw;
+  for (int ln = 0; ln < lanes; ++ln) bw.put(fill[ln], kTansFillBits);
+  for (int ln = 0; ln < lanes; ++ln) bw.put(head[ln], int(fill[ln]));
+  const size_t size = bw.bytes().size() + 4 * n_words;
+  if (size >= t.raw_bytes) {
+    tile_type_[ti] = 2;
+    streams_[ti].clear();
+    return false;
+  }
+  std::vector<uint8_t> &out = streams_[ti];
+  out.assign(bw.bytes().begin(), bw.bytes().end());
+  out.resize(size);
+  uint8_t *p = out.data() + bw.bytes().size();
+  size_t next[kMaxLanes] = {};
+  for (uint8_t ln : order) {
+    const uint32_t w = words[ln][next[ln]++];
+    for (int b = 0; b < 4; ++b) *p++ = uint8_t(w >> (8 * b));
+  }
+  return true;
 }
 
 // How many steps ahead the rANS steps prefetch a lane's codes.
@@ -2848,7 +3324,7 @@ bool CpuEncoder::encode_tile(size_t ti, int k, int thread) {
   const Tile &t = tiles_[ti];
   // A tile that coding would not make smaller than its bytes
   // (coded_tile_bound(), from its histogram) is not coded.
-  if (raw_bound_) {
+  if (raw_bound_ && !pending_.tans) {  // the bound holds for rANS lanes
     double bits = 0.0, symbols = 0.0;
     const uint32_t *h = tile_hists_[ti];
     for (int d = 0; d < dl_.count; ++d, h += kTokens) {
@@ -2892,12 +3368,6 @@ bool CpuEncoder::encode_tile(size_t ti, int k, int thread) {
     lanes = bounded_lanes(lanes, h, bound, [&](int n) { return tile_walk(w, h, n, bound, runs); });
   }
   tile_lanes_[ti] = lanes;
-  // At most 2 bytes per token and per raw bits, 4 per lane at the end, and
-  // renorm()'s slack.
-  const size_t bound = 4 * size_t(lanes) + 4 * n_syms + 16;
-  std::vector<uint8_t> &buf = rans_buffers_[size_t(thread)];
-  if (buf.size() < bound) buf.resize(bound);
-  uint8_t *const end = buf.data() + bound;
   size_t layer_first[kMaxLayers] = {};
   {
     size_t at = n_modes;
@@ -2906,6 +3376,12 @@ bool CpuEncoder::encode_tile(size_t ti, int k, int thread) {
       at += size_t(t.w[l]) * t.h[l] * ls_.layer[l].channels;
     }
   }
+  // At most 2 bytes per token and per raw bits, 4 per lane at the end, and
+  // renorm()'s slack.
+  const size_t bound = 4 * size_t(lanes) + 4 * n_syms + 16;
+  std::vector<uint8_t> &buf = rans_buffers_[size_t(thread)];
+  if (buf.size() < bound) buf.resize(bound);
+  uint8_t *const end = buf.data() + bound;
   // Each lane's symbols in its decoding order: its block modes, then its
   // rows layer by layer. Rows j0 .. j0 + lanes - 1 are lanes 0 .. lanes - 1:
   // their maps from tile_symbols(), or their symbols.
@@ -2931,6 +3407,7 @@ bool CpuEncoder::encode_tile(size_t ti, int k, int thread) {
       for (; g < rows; ++g) checksum_rows<1>(first + size_t(g) * row, row, row, &checksum[g]);
     }
   }
+  if (pending_.tans) return encode_tile_tans(ti, k, lanes, n_modes, layer_first, checksum, thread);
   // The lanes past `lanes` (which the AVX2 steps carry along idle) hold a
   // state that sends no byte.
   uint32_t state[kMaxLanes];
@@ -3235,7 +3712,18 @@ FrameStats CpuEncoder::write_tiles(bool keyframe, int k, const uint8_t *modes,
 #if CODEC2_AVX2
     if (use_avx2()) rans_vectors_.assign(rans_symbols_);
 #endif
+    if (pending_.tans) {
+      tans_tables_.resize(pending_.palette.size());
+      for (size_t i = 0; i < tans_tables_.size(); ++i)
+        tans_tables_[i].build(pending_.palette[i].freq, pending_.palette[i].n);
+      tans_of_.assign(size_t(dl_.count), nullptr);
+      for (int d = 0; d < dl_.count; ++d)
+        if (pending_.palette_of[size_t(d)] >= 0)
+          tans_of_[size_t(d)] = &tans_tables_[size_t(pending_.palette_of[size_t(d)])];
+    }
     bound_raw_.assign(n_tiles, 0);
+    if (pending_.tans && std::getenv("CODEC2_DEBUG_TANS_EAGER"))
+      tans_eager_waste_.assign(n_tiles, 0);
     parallel_each_in((long long)n_tiles, threads, [&](long long ti, int thread) {
       if (tile_type_[ti] == 1) encode_tile(size_t(ti), k, thread);
     });
@@ -3252,6 +3740,15 @@ FrameStats CpuEncoder::write_tiles(bool keyframe, int k, const uint8_t *modes,
       pack_indexed(bytes.data(), bytes.size(), k, streams_[ti].data());
     }
   if (std::getenv("CODEC2_DEBUG")) debug_sizes(pending_);
+  if (!tans_eager_waste_.empty()) {
+    uint64_t waste = 0, lanes = 0;
+    for (size_t ti = 0; ti < n_tiles; ++ti)
+      if (tile_type_[ti] == 1) waste += tans_eager_waste_[ti], lanes += uint64_t(tile_lanes_[ti]);
+    size_t bytes = 0;
+    for (size_t ti = 0; ti < n_tiles; ++ti) bytes += streams_[ti].size();
+    std::fprintf(stderr, "tans eager: %llu lanes, %llu bits wasted, payloads %zu bytes\n",
+                 (unsigned long long)lanes, (unsigned long long)waste, bytes);
+  }
   std::vector<size_t> sizes(n_tiles);
   for (size_t ti = 0; ti < n_tiles; ++ti) sizes[ti] = streams_[ti].size();
   FrameStats st = assemble(
@@ -3280,6 +3777,8 @@ void CpuEncoder::make_tables(bool keyframe, const uint32_t *hist, uint32_t *freq
 }
 
 void CpuEncoder::set_tables(bool keyframe, const detail::ChosenTable *tables) {
+  if (geometry_.tans_lanes)
+    throw Error("codec2 encoder: tANS lanes take no tables chosen elsewhere");
   // The model section as build_model() writes it, from the choices.
   BitWriter bw;
   Model &model = pending_;
@@ -3336,7 +3835,8 @@ FrameStats CpuEncoder::assemble(bool keyframe, int k, const uint8_t *modes, cons
   st.threshold = k;  // encode() sets its own
   st.k = k;
   std::vector<uint8_t> head(kBodyHeaderBytes + model_bytes_.size());
-  head[0] = uint8_t((keyframe ? kBodyKeyframe : 0) | kBodyTileClasses);
+  head[0] = uint8_t((keyframe ? kBodyKeyframe : 0) | kBodyTileClasses |
+                    (pending_.tans ? kBodyTansLanes : 0));
   head[1] = uint8_t(k);
   head[2] = uint8_t(g.tile_bx);
   head[3] = uint8_t(g.tile_by);
@@ -3525,6 +4025,45 @@ struct TileTable {
   size_t payload_at = 0;
 };
 
+// The model section of a body with tANS lanes (flag 0x04): the palette,
+// then each used distribution's table in it.
+bool read_palette(const DistLayout &dl, const LayerSet &ls, bool keyframe, BitReader &br,
+                  Model &model, std::string *why) {
+  auto fail_with = [&](const char *reason) {
+    *why = reason;
+    return false;
+  };
+  uint32_t v;
+  if (!br.get(4, &v)) return fail_with("truncated in its tables");
+  const int p = int(v) + 1;
+  model.palette.assign(size_t(p), Table{});
+  for (int i = 0; i < p; ++i) {
+    Table &t = model.palette[size_t(i)];
+    if (!read_table(br, &t)) return fail_with("damaged frequency table");
+    normalize_levels_to(t.levels, t.n, kTansStates, t.freq);
+    t.finish();
+  }
+  const int index_bits = p > 1 ? bit_length(uint32_t(p - 1)) + 1 : 0;
+  for (const DistGroup &g : listed_groups(dl, ls, keyframe)) {
+    uint32_t any;
+    if (!br.get(1, &any)) return fail_with("truncated in its tables");
+    if (!any) continue;
+    for (int d = g.first; d < g.end; ++d) {
+      uint32_t used, index = 0;
+      if (!br.get(1, &used)) return fail_with("truncated in its tables");
+      if (!used) continue;
+      if (!br.get(index_bits, &index)) return fail_with("truncated in its tables");
+      if (int(index) >= p) return fail_with("a table number past the palette");
+      model.palette_of[size_t(d)] = int8_t(index);
+      Table &t = model.tables[size_t(d)];
+      t = model.palette[index];
+      normalize_levels(t.levels, t.n, t.freq);  // rANS frequencies, for a later body
+      t.finish();
+    }
+  }
+  return true;
+}
+
 // Steps 2 and 3 of decoding a body (docs/stream-format.md, "Decoding a
 // body"): its tables (`prev`: the previous frame's) and its tile table;
 // false with the reason.
@@ -3539,8 +4078,13 @@ bool read_tables_and_tile_table(const DistLayout &dl, const LayerSet &ls,
   // Tables.
   BitReader br(body + kBodyHeaderBytes, n - kBodyHeaderBytes);
   model.tables.assign(dl.count, Table{});
+  model.tans = h.geometry.tans_lanes;
+  model.palette.clear();
+  model.palette_of.assign(dl.count, -1);
+  if (model.tans && !read_palette(dl, ls, h.keyframe, br, model, why)) return false;
   int last_used = -1;
-  for (const DistGroup &g : listed_groups(dl, ls, h.keyframe)) {
+  for (const DistGroup &g :
+       model.tans ? std::vector<DistGroup>() : listed_groups(dl, ls, h.keyframe)) {
     uint32_t any;
     if (!br.get(1, &any)) return fail_with("truncated in its tables");
     if (!any) continue;
@@ -3598,7 +4142,9 @@ bool read_tables_and_tile_table(const DistLayout &dl, const LayerSet &ls,
       return fail_with("raw tile of the wrong size");
     if (type[ti] == 3 && size != indexed_bytes(tiles[ti].raw_bytes, h.k))
       return fail_with("indexed tile of the wrong size");
-    if (type[ti] == 1 && size < 4u * lanes[ti])
+    if (type[ti] == 1 &&
+        size < (h.geometry.tans_lanes ? (uint64_t(kTansFillBits) * lanes[ti] + 7) / 8
+                                      : 4u * lanes[ti]))
       return fail_with("coded tile shorter than its states");
     if (size > n) return fail_with("tile larger than the body");
     offset[ti] = total;
@@ -3647,20 +4193,24 @@ class CpuDecoder final : public Decoder {
  private:
   bool decode_indexed(const Tile &t, const uint8_t *p);
   // tile_classes: the body's kBodyTileClasses (the reference classes' rule).
+  // tans: the body's kBodyTansLanes.
   bool decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size, bool keyframe,
-                   bool tile_classes);
-  template <int NC, bool YCOCG, bool KEY, bool AVX2>
+                   bool tile_classes, bool tans);
+  // TANS: the lanes are tANS lanes, read by `tr` (`state` their states;
+  // `checksum` and `dec` unused); otherwise rANS lanes (`tr` null).
+  template <int NC, bool YCOCG, bool KEY, bool AVX2, bool TANS>
   CODEC2_ALWAYS_INLINE bool decode_layer(const Tile &t, int l, int lanes, uint32_t *state,
-                                         uint32_t *checksum, RansDecoder &dec);
-  template <bool AVX2>
+                                         uint32_t *checksum, RansDecoder &dec, TansReader *tr);
+  template <bool AVX2, bool TANS>
   CODEC2_ALWAYS_INLINE bool decode_layers_inline(const Tile &t, bool keyframe, int lanes,
                                                  uint32_t *state, uint32_t *checksum,
-                                                 RansDecoder &dec);
+                                                 RansDecoder &dec, TansReader *tr);
   bool decode_layers(const Tile &t, bool keyframe, int lanes, uint32_t *state, uint32_t *checksum,
-                     RansDecoder &dec);
+                     RansDecoder &dec, TansReader *tr);
 #if CODEC2_AVX2
   CODEC2_TARGET_AVX2 bool decode_layers_avx2(const Tile &t, bool keyframe, int lanes,
-                                             uint32_t *state, uint32_t *checksum, RansDecoder &dec);
+                                             uint32_t *state, uint32_t *checksum, RansDecoder &dec,
+                                             TansReader *tr);
 #endif
 
   LayerSet ls_;
@@ -3668,6 +4218,8 @@ class CpuDecoder final : public Decoder {
   Quantizer q_;
   Picture ref_, rec_;
   std::vector<DecodeTable> dtab_;  // the frame's tables, decoding form
+  std::vector<TansTable> tans_;    // body flag 0x04: the palette
+  std::vector<TansDist> tdist_;    // and each distribution's table in it
   // Working values of the picture being decoded, per sample: the S-domain
   // components, then the T-domain components.
   std::vector<int16_t> work_[kMaxLayers];
@@ -3716,6 +4268,15 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
     else
       dtab_[d].set_unused();
   }
+  if (model.tans) {
+    tans_.resize(model.palette.size());
+    for (size_t i = 0; i < tans_.size(); ++i)
+      tans_[i].build(model.palette[i].freq, model.palette[i].n);
+    tdist_.resize(dl_.count);
+    for (int d = 0; d < dl_.count; ++d)
+      tdist_[d].dec = model.palette_of[d] >= 0 ? tans_[size_t(model.palette_of[d])].dec
+                                               : TansTable::unused().dec;
+  }
 
   size_t samples = 0;
   for (int l = 0; l < ls_.count; ++l) samples += size_t(ls_.layer[l].width) * ls_.layer[l].height;
@@ -3739,7 +4300,7 @@ bool CpuDecoder::decode(const uint8_t *body, size_t n, std::string *error) {
   parallel_each((long long)n_tiles, threads, [&](long long o) {
     const size_t ti = order_[o];
     if (!decode_tile(tiles_[ti], type[ti], lanes[ti], body + at + offset[ti],
-                     offset[ti + 1] - offset[ti], h.keyframe, h.tile_classes))
+                     offset[ti + 1] - offset[ti], h.keyframe, h.tile_classes, model.tans))
       failed.store(1, std::memory_order_relaxed);
   });
   if (failed.load()) return fail("a tile failed to decode (damaged data)");
@@ -3785,7 +4346,7 @@ bool CpuDecoder::decode_indexed(const Tile &t, const uint8_t *p) {
 }
 
 bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size,
-                             bool keyframe, bool tile_classes) {
+                             bool keyframe, bool tile_classes, bool tans) {
   // Skipped tiles: the reference's rows; raw tiles: the payload's samples.
   if (type == 0) {
     for (int l = 0; l < ls_.count; ++l) {
@@ -3817,10 +4378,31 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
   if (type == 3) return decode_indexed(t, p);
   RansDecoder dec{p + 4 * lanes, p + size};
   uint32_t state[kMaxLanes], checksum[kMaxLanes] = {};
-  for (int ln = 0; ln < lanes; ++ln) {
-    state[ln] = uint32_t(p[4 * ln]) | uint32_t(p[4 * ln + 1]) << 8 | uint32_t(p[4 * ln + 2]) << 16 |
-                uint32_t(p[4 * ln + 3]) << 24;
-    if (state[ln] < kRansLow || state[ln] >= (kRansLow << 8)) return false;
+  TansReader tr;
+  uint32_t tans_flags = 0;  // bit 31: a token of an unused table
+  if (tans) {
+    // The lanes' fills and first bits, then the words; each lane's state.
+    BitReader head(p, size);
+    for (int ln = 0; ln < lanes; ++ln)
+      if (!head.get(kTansFillBits, &tr.n[ln])) return false;
+    for (int ln = 0; ln < lanes; ++ln) {
+      uint32_t bits;
+      if (!head.get(int(tr.n[ln]), &bits)) return false;
+      tr.buf[ln] = bits;
+    }
+    const size_t head_bytes = head.bytes_used();
+    uint32_t pad;
+    if (!head.get(int(8 * head_bytes - head.bits_used()), &pad) || pad != 0) return false;
+    if ((size - head_bytes) % 4 != 0) return false;
+    tr.p = p + head_bytes;
+    tr.end = p + size;
+    for (int ln = 0; ln < lanes; ++ln) state[ln] = tr.take(ln, kTansBits);
+  } else {
+    for (int ln = 0; ln < lanes; ++ln) {
+      state[ln] = uint32_t(p[4 * ln]) | uint32_t(p[4 * ln + 1]) << 8 |
+                  uint32_t(p[4 * ln + 2]) << 16 | uint32_t(p[4 * ln + 3]) << 24;
+      if (state[ln] < kRansLow || state[ln] >= (kRansLow << 8)) return false;
+    }
   }
   // Block modes.
   const int tbw = t.bx1 - t.bx0;
@@ -3832,7 +4414,10 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
       continue;
     }
     if (!dtab_[dl_.mode].used()) return false;
-    modes_[at] = uint8_t(dec.get(state[b % lanes], dtab_[dl_.mode]));
+    uint32_t raw;
+    modes_[at] = tans ? uint8_t(tr.symbol(b % lanes, state[b % lanes], tdist_[dl_.mode].dec,
+                                          tans_flags, &raw))
+                      : uint8_t(dec.get(state[b % lanes], dtab_[dl_.mode]));
     checksum[b % lanes] = lane_checksum(checksum[b % lanes], modes_[at]);
   }
   if (!keyframe)
@@ -3852,13 +4437,19 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
       }
     }
   bool ok;
+  TansReader *const trp = tans ? &tr : nullptr;
 #if CODEC2_AVX2
   if (use_avx2())
-    ok = decode_layers_avx2(t, keyframe, lanes, state, checksum, dec);
+    ok = decode_layers_avx2(t, keyframe, lanes, state, checksum, dec, trp);
   else
 #endif
-    ok = decode_layers(t, keyframe, lanes, state, checksum, dec);
+    ok = decode_layers(t, keyframe, lanes, state, checksum, dec, trp);
   // Every lane must end where its encoder began, with every byte read.
+  if (tans) {
+    for (int ln = 0; ln < lanes; ++ln)
+      if (state[ln] != tans_final_state(q_.k, ln, checksum[ln]) || tr.n[ln] != 0) ok = false;
+    return ok && !(tans_flags >> 31) && !tr.underflow && tr.p == tr.end;
+  }
   for (int ln = 0; ln < lanes; ++ln)
     if (state[ln] != lane_final_state(q_.k, ln, checksum[ln])) ok = false;
   if (dec.underflow || dec.p != dec.end) ok = false;
@@ -3867,22 +4458,22 @@ bool CpuDecoder::decode_tile(const Tile &t, int type, int lanes, const uint8_t *
 
 // Every layer of a coded tile (decode_layer() inlined, so that each
 // variant below compiles it for its instruction set).
-template <bool AVX2>
+template <bool AVX2, bool TANS>
 CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layers_inline(const Tile &t, bool keyframe, int lanes,
                                                            uint32_t *state, uint32_t *checksum,
-                                                           RansDecoder &dec) {
+                                                           RansDecoder &dec, TansReader *tr) {
   bool ok = true;
   for (int l = 0; l < ls_.count && ok; ++l) {
     const Layer &ly = ls_.layer[l];
     if (t.w[l] == 0 || t.h[l] == 0) continue;
     const int key = keyframe;
     switch (ly.channels * 4 + ly.ycocg * 2 + key) {
-#define CODEC2_LAYER(NC, YC)                                                   \
-  case NC * 4 + YC * 2 + 0:                                                    \
-    ok = decode_layer<NC, YC, false, AVX2>(t, l, lanes, state, checksum, dec); \
-    break;                                                                     \
-  case NC * 4 + YC * 2 + 1:                                                    \
-    ok = decode_layer<NC, YC, true, AVX2>(t, l, lanes, state, checksum, dec);  \
+#define CODEC2_LAYER(NC, YC)                                                             \
+  case NC * 4 + YC * 2 + 0:                                                              \
+    ok = decode_layer<NC, YC, false, AVX2, TANS>(t, l, lanes, state, checksum, dec, tr); \
+    break;                                                                               \
+  case NC * 4 + YC * 2 + 1:                                                              \
+    ok = decode_layer<NC, YC, true, AVX2, TANS>(t, l, lanes, state, checksum, dec, tr);  \
     break;
       CODEC2_LAYER(1, 0)
       CODEC2_LAYER(2, 0)
@@ -3896,22 +4487,25 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layers_inline(const Tile &t, bool k
   return ok;
 }
 bool CpuDecoder::decode_layers(const Tile &t, bool keyframe, int lanes, uint32_t *state,
-                               uint32_t *checksum, RansDecoder &dec) {
-  return decode_layers_inline<false>(t, keyframe, lanes, state, checksum, dec);
+                               uint32_t *checksum, RansDecoder &dec, TansReader *tr) {
+  if (tr) return decode_layers_inline<false, true>(t, keyframe, lanes, state, checksum, dec, tr);
+  return decode_layers_inline<false, false>(t, keyframe, lanes, state, checksum, dec, tr);
 }
 #if CODEC2_AVX2
 CODEC2_TARGET_AVX2 bool CpuDecoder::decode_layers_avx2(const Tile &t, bool keyframe, int lanes,
                                                        uint32_t *state, uint32_t *checksum,
-                                                       RansDecoder &dec) {
-  return decode_layers_inline<true>(t, keyframe, lanes, state, checksum, dec);
+                                                       RansDecoder &dec, TansReader *tr) {
+  if (tr) return decode_layers_inline<true, true>(t, keyframe, lanes, state, checksum, dec, tr);
+  return decode_layers_inline<true, false>(t, keyframe, lanes, state, checksum, dec, tr);
 }
 #endif
 
 // One layer of a coded tile, in the schedule's order (codec2_rules.h):
 // NC components, YCOCG colour transform, KEY keyframe (no reference).
-template <int NC, bool YCOCG, bool KEY, bool AVX2>
+template <int NC, bool YCOCG, bool KEY, bool AVX2, bool TANS>
 CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lanes, uint32_t *state,
-                                                   uint32_t *checksum, RansDecoder &dec) {
+                                                   uint32_t *checksum, RansDecoder &dec,
+                                                   TansReader *tr) {
   constexpr int W2 = work_stride(NC);  // int16 per sample in work_: S-domain, T-domain
   const Layer &ly = ls_.layer[l];
   const int w = t.w[l], h = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
@@ -3932,7 +4526,8 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
   uintptr_t table0[kClasses][NC];  // context 0 of each class and component
   for (int cls = 0; cls < kClasses; ++cls)
     for (int c = 0; c < NC; ++c)
-      table0[cls][c] = reinterpret_cast<uintptr_t>(dtab_.data() + dl_.base[l][cls][c]);
+      table0[cls][c] = TANS ? reinterpret_cast<uintptr_t>(tdist_.data() + dl_.base[l][cls][c])
+                            : reinterpret_cast<uintptr_t>(dtab_.data() + dl_.base[l][cls][c]);
 
   // Which blocks' samples neighbours will ask for in which domain: a sample
   // is a neighbour of samples in its own block and in the blocks left,
@@ -4043,7 +4638,8 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
   // quant_index() and quant_diff() divide numbers up to 510 by the step:
   // floor(a / step) = (a * recip) >> 20 for those (quotient20_is_exact()).
   const uint32_t recip = ((1u << 20) + uint32_t(step) - 1) / uint32_t(step);
-  uint32_t spans = 0;  // the OR of the frequencies of the symbols decoded
+  uint32_t spans = 0;       // the OR of the frequencies of the symbols decoded
+  uint32_t tans_flags = 0;  // TANS: the OR of the entries decoded (bit 31: an unused table)
   bool bad = false;
   static_assert(kCrossLevels == 2, "the cross context below is 13 * (r0 != 0)");
 
@@ -4263,6 +4859,36 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       // read are those of a renormalisation after each token, and the
       // lanes' decodes (independent chains) overlap.
       uint32_t tokens;  // the OR of the tokens: >= 16 where raw bits follow
+      if constexpr (TANS) {
+        // tANS lanes: each token reads its bits (words taken in lane
+        // order), then the raw bits in lane order.
+        tokens = 0;
+        for (int k = 0; k < n; ++k) {
+          const uint32_t *dec = reinterpret_cast<const TansDist *>(tab[c][k])->dec;
+          const int t = tr->symbol(act[k].lane, xs[k], dec, tans_flags, &vs[k]);
+          tk[k] = uint32_t(t);
+          tokens |= uint32_t(t);
+          // the checksum: the token, then a field of raw bits
+          hs[k] = hs[k] * 33u + uint32_t(t);
+          if (kTokenExtra[t]) hs[k] = hs[k] * 33u + vs[k];
+        }
+        if constexpr (c == 0 && NC > 1)
+          for (int k = 0; k < n; ++k) {
+            const uintptr_t cross = tk[k] != 0 ? kActivityBuckets * sizeof(DecodeTable) : 0;
+            for (int cc = 1; cc < NC; ++cc) tab[cc][k] += cross;
+          }
+        const uint32_t *v = tk;
+        if (tokens >= uint32_t(kDirectTokens)) {
+          for (int k = 0; k < n; ++k) vs[k] |= kTokenBase[tk[k]];  // (raw bits 0 below 16)
+          for (int k = n; k < n8; ++k) vs[k] = 0;
+          v = vs;
+        }
+        for (int k8 = 0; k8 < n8; k8 += 8)
+          for (int k = k8; k < k8 + 8; ++k)
+            value[c][k] =
+                int(uint32_t(pm[c][k]) + (((v[k] >> 1) ^ (0u - (v[k] & 1))) ^ uint32_t(m[c][k])));
+        return;
+      }
 #if CODEC2_AVX2
       if constexpr (AVX2) {
         tokens = tokens_avx2(tab[c], xs, tk, n, spans);
@@ -4346,6 +4972,7 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       x_[act[k].lane] = xs[k];
       h_[act[k].lane] = hs[k];
     }
+    (void)tr;
     // Reconstruct each coded sample and its working values: the coded
     // domain's are the decoded values (exactly, unless a T-domain value
     // was clamped), the other domain's follow from the reconstruction.
@@ -4497,7 +5124,7 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
     checksum[ln] = h_[ln] & 0x1FFFFu;  // lane_checksum()'s reduction
   }
   dec = rd;
-  return !bad && spans < DecodeTable::kUnusedSpan;
+  return !bad && spans < DecodeTable::kUnusedSpan && !(tans_flags >> 31);
 }
 
 }  // namespace
@@ -4578,6 +5205,16 @@ int BodyReader::base(int layer, int cls, int comp) const {
 bool BodyReader::used(int d) const {
   return state_->model.tables[d].used;
 }
+int BodyReader::palette_size() const {
+  return state_->model.tans ? int(state_->model.palette.size()) : 0;
+}
+int BodyReader::palette_of(int d) const {
+  return state_->model.tans ? state_->model.palette_of[size_t(d)] : -1;
+}
+void BodyReader::palette_freq(int i, uint16_t out[kTokens]) const {
+  const Table &t = state_->model.palette[size_t(i)];
+  for (int k = 0; k < kTokens; ++k) out[k] = k < t.n ? t.freq[k] : 0;
+}
 void BodyReader::symbols(int d, uint32_t out[kTokens]) const {
   const Table &t = state_->model.tables[d];
   for (int i = 0; i < kTokens; ++i)
@@ -4604,6 +5241,9 @@ std::unique_ptr<Encoder> Encoder::create(const Context &ctx, VideoFormat format,
                                          int height, const Geometry *geometry) {
   const Geometry g = geometry ? *geometry : default_geometry(format, width, height);
 #if CUDADIFF_HAVE_CUDA
+  if (ctx.is_cuda() && g.tans_lanes)
+    throw Error(
+        "codec2: tANS lanes (body flag 0x04) are not in the CUDA encoder yet; use a CPU context");
   if (ctx.is_cuda()) return detail::make_cuda_encoder(ctx, format, width, height, g);
 #else
   if (ctx.is_cuda()) throw Error("codec2: this build has no CUDA backend; use a CPU context");

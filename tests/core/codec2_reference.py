@@ -12,6 +12,9 @@ that the text says everything a decoder needs.
       decodes the bodies (files of hex text) in the order given, a delta
       after the body before it, and prints every decoded symbol.
 
+Bodies with rANS lanes and with tANS lanes (flag 0x04, "tANS lanes (flag
+0x04)"); the document's examples have rANS lanes only.
+
 Formats: GRAY8, BGR, RGB, I420 (enough for the examples; the others only
 change the layer table).
 """
@@ -43,20 +46,21 @@ def layers_of(fmt, w, h):
 
 
 class Bits:
-    def __init__(self, data):
-        self.data, self.pos = data, 0
+    def __init__(self, data, past="model runs past the body"):
+        self.data, self.pos, self.past = data, 0, past
 
     def get(self, n):
         v = 0
         for i in range(n):
             if self.pos >= 8 * len(self.data):
-                raise Invalid("model runs past the body")
+                raise Invalid(self.past)
             v |= ((self.data[self.pos >> 3] >> (self.pos & 7)) & 1) << i
             self.pos += 1
         return v
 
 
 def read_table(bits):
+    """A table description: the levels of tokens 0..n-1."""
     n = bits.get(5) + 1
     levels, prev = [], 49
     for _ in range(n):
@@ -75,11 +79,38 @@ def read_table(bits):
         prev = level
     if levels[-1] == 0:
         raise Invalid("last token absent")
+    return levels
+
+
+def frequencies(levels, scale):
+    """The frequencies of levels, summing to scale (4096 for rANS lanes, 1024
+    for tANS lanes); the remainder, possibly negative, to the first largest."""
     total = sum(LEVEL_WEIGHT[l] for l in levels)
-    freq = [max(1, LEVEL_WEIGHT[l] * 4096 // total) if l else 0 for l in levels]
+    freq = [max(1, LEVEL_WEIGHT[l] * scale // total) if l else 0 for l in levels]
     largest = freq.index(max(freq))
-    freq[largest] += 4096 - sum(freq)
+    freq[largest] += scale - sum(freq)
     return freq
+
+
+class TansTable:
+    """A palette table: frequencies summing to 1024 spread over 1024 entries
+    with step 643; entry i: (token, nb, base)."""
+
+    def __init__(self, levels):
+        self.freq = frequencies(levels, 1024)
+        token, pos = [None] * 1024, 0
+        for t, f in enumerate(self.freq):
+            for _ in range(f):
+                token[pos] = t
+                pos = (pos + 643) % 1024
+        seen = [0] * len(self.freq)
+        self.entries = []
+        for i in range(1024):
+            t = token[i]
+            q = self.freq[t] + seen[t]
+            seen[t] += 1
+            nb = 10 - (q.bit_length() - 1)
+            self.entries.append((t, nb, q * (1 << nb) - 1024))
 
 
 def med(a, b, c):
@@ -111,13 +142,161 @@ def quant_diff(e, k):
     return (e + k) // s if e >= 0 else -((k - e) // s)
 
 
+class RansLanes:
+    """The rANS lanes of a coded tile ("Coded tiles"): token() decodes a token
+    (renormalised later by settle()), raw() reads raw bits and renormalises,
+    finish() checks the lanes' ends. tables: distribution -> 4096 frequencies."""
+
+    def __init__(self, payload, lanes, tables, k, log, on_token):
+        if len(payload) < 4 * lanes:
+            raise Invalid("coded tile of %d bytes smaller than its %d states"
+                          % (len(payload), lanes))
+        self.payload, self.tables, self.k = payload, tables, k
+        self.log, self.on_token = log, on_token
+        self.state = [int.from_bytes(payload[4 * l:4 * l + 4], "little") for l in range(lanes)]
+        self.checksum = [0] * lanes  # of each lane's symbols: tokens and raw bits
+        self.pos = 4 * lanes
+        self.start = "initial states %s" % self.state
+
+    def settle(self, l):
+        """Renormalise lane l from the shared byte stream."""
+        L = 1 << 23
+        read = []
+        while self.state[l] < L:
+            if self.pos >= len(self.payload):
+                raise Invalid("stream ends early")
+            self.state[l] = (self.state[l] << 8) | self.payload[self.pos]
+            read.append("%02x" % self.payload[self.pos])
+            self.pos += 1
+        if read:
+            self.log("    lane %d reads %s: state %d" % (l, " ".join(read), self.state[l]))
+
+    def token(self, l, d):
+        if d not in self.tables:
+            raise Invalid("unused table")
+        freq = self.tables[d]
+        x = self.state[l]
+        slot, cum = x & 4095, 0
+        for t, f in enumerate(freq):
+            if cum <= slot < cum + f:
+                self.state[l] = f * (x >> 12) + slot - cum
+                self.log("    lane %d: state %d, slot %d -> token %d (f %d, c %d), state %d"
+                         % (l, x, slot, t, f, cum, self.state[l]))
+                if self.on_token:
+                    self.on_token(d, t, freq, l)
+                self.checksum[l] = (self.checksum[l] * 33 + t) & 0x1FFFF
+                return t
+            cum += f
+        raise Invalid("no token")
+
+    def raw(self, l, n):
+        bits = self.state[l] & ((1 << n) - 1)
+        self.state[l] >>= n
+        self.checksum[l] = (self.checksum[l] * 33 + bits) & 0x1FFFF
+        self.log("    lane %d: %d raw bits %d, state %d" % (l, n, bits, self.state[l]))
+        self.settle(l)
+        return bits
+
+    def finish(self):
+        for l, x in enumerate(self.state):
+            if x != (1 << 23) + (self.checksum[l] << 13) + 32 * self.k + l:
+                raise Invalid("final state of lane %d" % l)
+        if self.pos != len(self.payload):
+            raise Invalid("bytes left in the tile")
+
+
+class TansLanes:
+    """The tANS lanes of a coded tile ("tANS lanes (flag 0x04)"), with the
+    methods of RansLanes. tables: distribution -> TansTable. Each lane reads
+    its own bits: its fill first, then words of the word area, one when a
+    read needs more bits than the lane holds, in the order of the reads."""
+
+    def __init__(self, payload, lanes, tables, k, log, on_token):
+        if len(payload) < (5 * lanes + 7) // 8:
+            raise Invalid("coded tile of %d bytes smaller than its %d fills"
+                          % (len(payload), lanes))
+        self.tables, self.k, self.log, self.on_token = tables, k, log, on_token
+        bits = Bits(payload, "the fills run past the tile")
+        self.buf, self.held = [], []  # per lane: its bits, their count
+        self.held = [bits.get(5) for _ in range(lanes)]
+        self.buf = [bits.get(h) for h in self.held]
+        self.raw_bits = [0] * lanes
+        self.checksum = [0] * lanes
+        at = (bits.pos + 7) // 8
+        if bits.get(8 * at - bits.pos):
+            raise Invalid("a padding bit of 1 after the fills")
+        if (len(payload) - at) % 4:
+            raise Invalid("word area of %d bytes, not a multiple of 4" % (len(payload) - at))
+        self.words, self.taken = payload[at:], 0
+        fills = list(self.held)
+        self.state = [self.read(l, 10) for l in range(lanes)]
+        self.start = "fills %s (%d bytes), %d words, initial states %s" % (
+            fills, at, len(self.words) // 4, self.state)
+
+    def read(self, l, n):
+        """The n oldest bits of lane l (a field, least significant bit first)."""
+        if self.held[l] < n:
+            if 4 * self.taken >= len(self.words):
+                raise Invalid("lane %d needs word %d of a word area of %d"
+                              % (l, self.taken, len(self.words) // 4))
+            word = int.from_bytes(self.words[4 * self.taken:4 * self.taken + 4], "little")
+            self.log("    lane %d takes word %d: %08x" % (l, self.taken, word))
+            self.buf[l] |= word << self.held[l]
+            self.held[l] += 32
+            self.taken += 1
+        v = self.buf[l] & ((1 << n) - 1)
+        self.buf[l] >>= n
+        self.held[l] -= n
+        return v
+
+    def settle(self, l):
+        pass  # a token reads its bits itself
+
+    def token(self, l, d):
+        if d not in self.tables:
+            raise Invalid("token of the unused distribution %d" % d)
+        table = self.tables[d]
+        x = self.state[l]
+        t, nb, base = table.entries[x]
+        # the token's bits and its raw bits, read as one
+        extra = 4 + (t - 16) // 2 - 1 if t >= 16 else 0
+        v = self.read(l, nb + extra)
+        bits = v & ((1 << nb) - 1)
+        self.raw_bits[l] = v >> nb
+        self.state[l] = base + bits
+        self.checksum[l] = (self.checksum[l] * 33 + t) & 1023
+        self.log("    lane %d: state %d -> token %d (f %d), %d bits %d, state %d"
+                 % (l, x, t, table.freq[t], nb, bits, self.state[l]))
+        if self.on_token:
+            self.on_token(d, t, table.freq, l)
+        return t
+
+    def raw(self, l, n):
+        bits = self.raw_bits[l]  # read with the token
+        self.checksum[l] = (self.checksum[l] * 33 + bits) & 1023
+        self.log("    lane %d: %d raw bits %d" % (l, n, bits))
+        return bits
+
+    def finish(self):
+        for l, x in enumerate(self.state):
+            end = (self.checksum[l] + 32 * self.k + l) % 1024
+            if x != end:
+                raise Invalid("lane %d ends in state %d, not %d" % (l, x, end))
+            if self.held[l]:
+                raise Invalid("lane %d ends holding %d bits" % (l, self.held[l]))
+        if 4 * self.taken != len(self.words):
+            raise Invalid("%d of the %d words of the word area not taken"
+                          % (len(self.words) // 4 - self.taken, len(self.words) // 4))
+
+
 class Decoder:
     def __init__(self, fmt, w, h, trace=False):
         self.fmt, self.w, self.h, self.trace = fmt, w, h, trace
         # Hooks for models of other codings of the same symbols
         # (bench/tans_body_model.py); None: nothing. on_tile(type, lanes,
         # payload size) before each tile, on_token(distribution, token,
-        # frequencies, lane) for every token decoded.
+        # frequencies, lane) for every token decoded (frequencies: the
+        # table's 4096, with tANS lanes its palette table's 1024).
         self.on_tile = None
         self.on_token = None
         self.layers = layers_of(fmt, w, h)
@@ -140,41 +319,20 @@ class Decoder:
             print(*args)
 
     def decode(self, body):
-        if len(body) < 4 or body[0] & ~3 or body[2] == 0 or body[3] == 0:
+        if len(body) < 4 or body[0] & ~7 or body[2] == 0 or body[3] == 0:
             raise Invalid("header")
         key, k, tbx, tby = body[0] & 1, body[1], body[2], body[3]
         tile_rule = bool(body[0] & 2)  # the reference classes' rule
         if not key and self.picture is None:
             raise Invalid("delta without a picture")
         self.k, self.s = k, 2 * k + 1
-        # Model.
+        # Model: tables (distribution -> levels, the state for the next
+        # body) and lanes_of(payload, lanes), a coded tile's lanes.
         bits = Bits(body[4:])
-        groups = [] if key else [(0, 1)]
-        for l in range(len(self.layers)):
-            for cls in (range(1) if key else range(3)):
-                first = self.base[(l, cls, 0)]
-                end = self.base[(l, cls + 1, 0)] if cls < 2 else self.base[(l, 3)]
-                groups.append((first, end))
-        tables, last = {}, None
-        for first, end in groups:
-            if not bits.get(1):
-                continue
-            for d in range(first, end):
-                if not bits.get(1):
-                    continue
-                if not key and bits.get(1) == 0:
-                    if d not in self.tables:
-                        raise Invalid("reuse of a missing table")
-                    tables[d] = self.tables[d]
-                elif bits.get(1):
-                    if last is None:
-                        raise Invalid("copy before the first table")
-                    tables[d] = tables[last]
-                else:
-                    tables[d] = read_table(bits)
-                last = d
-        for d in sorted(tables):
-            self.log("table %d: %s" % (d, [f for f in tables[d]]))
+        if body[0] & 4:
+            tables, lanes_of = self.read_palette(bits, self.groups(key))
+        else:
+            tables, lanes_of = self.read_model(bits, self.groups(key), key)
         self.model_bytes = (bits.pos + 7) // 8
         at = 4 + self.model_bytes
         # Tiles.
@@ -204,9 +362,70 @@ class Decoder:
         for tile, (kind, lanes, size) in zip(tiles, entries):
             payload = body[at:at + size]
             at += size
-            self.decode_tile(tile, kind, lanes, payload, key, tables, new)
+            self.decode_tile(tile, kind, lanes, payload, key, lanes_of, new)
         self.picture, self.tables = new, tables
         return new
+
+    def groups(self, key):
+        """The model's groups: (first, end) distributions."""
+        groups = [] if key else [(0, 1)]
+        for l in range(len(self.layers)):
+            for cls in (range(1) if key else range(3)):
+                first = self.base[(l, cls, 0)]
+                end = self.base[(l, cls + 1, 0)] if cls < 2 else self.base[(l, 3)]
+                groups.append((first, end))
+        return groups
+
+    def read_model(self, bits, groups, key):
+        """The model section of rANS lanes; the tables are levels, normalised
+        to 4096 for the lanes (also those taken over from a tANS body)."""
+        tables, last = {}, None
+        for first, end in groups:
+            if not bits.get(1):
+                continue
+            for d in range(first, end):
+                if not bits.get(1):
+                    continue
+                if not key and bits.get(1) == 0:
+                    if d not in self.tables:
+                        raise Invalid("reuse of a missing table")
+                    tables[d] = self.tables[d]
+                elif bits.get(1):
+                    if last is None:
+                        raise Invalid("copy before the first table")
+                    tables[d] = tables[last]
+                else:
+                    tables[d] = read_table(bits)
+                last = d
+        freq = {d: frequencies(levels, 4096) for d, levels in tables.items()}
+        for d in sorted(freq):
+            self.log("table %d: %s" % (d, freq[d]))
+        return tables, lambda payload, lanes: RansLanes(payload, lanes, freq, self.k,
+                                                        self.log, self.on_token)
+
+    def read_palette(self, bits, groups):
+        """The model section of tANS lanes (flag 0x04): the palette, then
+        each used distribution's palette table."""
+        p = bits.get(4) + 1
+        palette = [read_table(bits) for _ in range(p)]
+        b = (p - 1).bit_length()
+        chosen = {}
+        for first, end in groups:
+            if not bits.get(1):
+                continue
+            for d in range(first, end):
+                if bits.get(1):
+                    chosen[d] = bits.get(b)
+                    if chosen[d] >= p:
+                        raise Invalid("distribution %d: palette table %d of %d"
+                                      % (d, chosen[d], p))
+        tans = [TansTable(levels) for levels in palette]
+        for i, table in enumerate(tans):
+            self.log("palette table %d: %s" % (i, table.freq))
+        self.log("distributions' palette tables: %s" % chosen)
+        by_d = {d: tans[i] for d, i in chosen.items()}
+        return {d: palette[i] for d, i in chosen.items()}, \
+            lambda payload, lanes: TansLanes(payload, lanes, by_d, self.k, self.log, self.on_token)
 
     def frame_bytes(self):
         return sum(lw * lh * nch for lw, lh, nch, *_ in self.layers)
@@ -241,7 +460,7 @@ class Decoder:
             out.append(cl)
         return out
 
-    def decode_tile(self, tile, kind, lanes, payload, key, tables, new):
+    def decode_tile(self, tile, kind, lanes, payload, key, lanes_of, new):
         bx0, by0, bx1, by1 = tile
         if self.on_tile:
             self.on_tile(kind, lanes, len(payload))
@@ -253,6 +472,9 @@ class Decoder:
         if kind in (0, 2):
             if kind == 0 and (key or payload):
                 raise Invalid("skipped tile")
+            if kind == 2 and len(payload) != sum(
+                    w * h * layer[2] for layer, (x0, y0, w, h) in zip(self.layers, rects)):
+                raise Invalid("raw tile size")
             data = iter(payload)
             for (lw, lh, nch, yc, sx, sy, place), (x0, y0, w, h) in zip(self.layers, rects):
                 for y in range(y0, y0 + h):
@@ -282,42 +504,10 @@ class Decoder:
                     raise Invalid("indexed word out of range")
             self.log("tile %s: indexed, N %d, D %d" % (tile, n, d))
             return
-        if kind != 1 or len(payload) < 4 * lanes:
-            raise Invalid("tile type or size")
-        state = [int.from_bytes(payload[4 * l:4 * l + 4], "little") for l in range(lanes)]
-        checksum = [0] * lanes  # of each lane's symbols: tokens and raw bits
-        self.log("tile %s: %d lanes, initial states %s" % (tile, lanes, state))
-        pos = [4 * lanes]
-        L = 1 << 23
-
-        def renorm(l):
-            read = []
-            while state[l] < L:
-                if pos[0] >= len(payload):
-                    raise Invalid("stream ends early")
-                state[l] = (state[l] << 8) | payload[pos[0]]
-                read.append("%02x" % payload[pos[0]])
-                pos[0] += 1
-            if read:
-                self.log("    lane %d reads %s: state %d" % (l, " ".join(read), state[l]))
-
-        def token(l, d):
-            if d not in tables:
-                raise Invalid("unused table")
-            freq = tables[d]
-            x = state[l]
-            slot, cum = x & 4095, 0
-            for t, f in enumerate(freq):
-                if cum <= slot < cum + f:
-                    state[l] = f * (x >> 12) + slot - cum
-                    self.log("    lane %d: state %d, slot %d -> token %d (f %d, c %d), state %d"
-                             % (l, x, slot, t, f, cum, state[l]))
-                    if self.on_token:
-                        self.on_token(d, t, freq, l)
-                    return t
-                cum += f
-            raise Invalid("no token")
-
+        if kind != 1:
+            raise Invalid("tile type")
+        coder = lanes_of(payload, lanes)
+        self.log("tile %s: %d lanes, %s" % (tile, lanes, coder.start))
         modes = {}
         nblocks = (bx1 - bx0) * (by1 - by0)
         for b in range(nblocks):
@@ -325,9 +515,8 @@ class Decoder:
             if key:
                 modes[pos_block] = 3
                 continue
-            t = token(b % lanes, 0)
-            renorm(b % lanes)
-            checksum[b % lanes] = (checksum[b % lanes] * 33 + t) & 0x1FFFF
+            t = coder.token(b % lanes, 0)
+            coder.settle(b % lanes)
             if t > 3:
                 raise Invalid("mode")
             modes[pos_block] = t
@@ -396,21 +585,15 @@ class Decoder:
                             ctx = ctx * 4 + self.rclass[l][(x0 + i, y0 + j)]
                         flip = (a + b + cc + d < 0) if cls == 1 else (a + b - 2 * cc < 0)
                         dist = self.base[(l, cls, c)] + ctx
-                        toks[ln] = (token(ln, dist), pred, flip, dist, (a, b, cc, d), ctx)
-                        checksum[ln] = (checksum[ln] * 33 + toks[ln][0]) & 0x1FFFF
+                        toks[ln] = (coder.token(ln, dist), pred, flip, dist, (a, b, cc, d), ctx)
                     for ln, _, _ in active:
-                        renorm(ln)
+                        coder.settle(ln)
                     for ln, i, j in active:
                         t, pred, flip, dist, nbs, ctx = toks[ln]
                         v = t
                         if t >= 16:
                             e = 4 + (t - 16) // 2
-                            n = e - 1
-                            bits = state[ln] & ((1 << n) - 1)
-                            state[ln] >>= n
-                            checksum[ln] = (checksum[ln] * 33 + bits) & 0x1FFFF
-                            self.log("    lane %d: %d raw bits %d, state %d" % (ln, n, bits, state[ln]))
-                            renorm(ln)
+                            bits = coder.raw(ln, e - 1)
                             v = ((2 | ((t - 16) & 1)) << (e - 1)) | bits
                         r = v // 2 if v % 2 == 0 else -(v + 1) // 2
                         if flip:
@@ -436,11 +619,7 @@ class Decoder:
                                 raise Invalid("difference out of range")
                             new[place(c, x, y)] = min(255, max(0, ref[place(c, x, y)] + ch[c] * self.s))
                     work[(i, j)] = working(x, y)
-        for ln in range(lanes):
-            if state[ln] != (1 << 23) + (checksum[ln] << 13) + 32 * self.k + ln:
-                raise Invalid("final state of lane %d" % ln)
-        if pos[0] != len(payload):
-            raise Invalid("bytes left in the tile")
+        coder.finish()
 
 
 def hex_bytes(text):

@@ -4,8 +4,9 @@
 // format, odd sizes and padded strides, keyframes and long runs of deltas,
 // a decoder starting at a later keyframe, changing thresholds, damaged
 // bodies, the body header's flags, the tile rule of the reference classes
-// across tiles' edges, and the worked example of docs/stream-format.md and
-// the bodies of codec2_tiles.example byte for byte.
+// across tiles' edges, tANS lanes (body flag 0x04), and the worked example
+// of docs/stream-format.md and the bodies of codec2_tiles.example and
+// codec2_tans.example byte for byte.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -1179,23 +1180,29 @@ TEST(Codec2Cpu, BodyHeader) {
   EXPECT_EQ(h.geometry.tile_bx, 20);
   EXPECT_EQ(h.geometry.tile_by, 8);
   EXPECT_FALSE(read_body_header(b, 3, &h, &err));
-  // Flags: bit 0 keyframe, bit 1 the tile rule of the reference classes;
-  // any other bit is refused.
+  EXPECT_FALSE(h.geometry.tans_lanes);
+  // Flags: bit 0 keyframe, bit 1 the tile rule of the reference classes,
+  // bit 2 tANS lanes; any other bit is refused.
   EXPECT_EQ(kBodyTileClasses, 0x02);
+  EXPECT_EQ(kBodyTansLanes, 0x04);
   for (int flags = 0; flags < 256; ++flags) {
     const uint8_t f[4] = {uint8_t(flags), 3, 10, 8};
     BodyHeader fh;
+    fh.geometry.tans_lanes = (flags & 4) == 0;  // the opposite: read_body_header() sets it
     const bool ok = read_body_header(f, 4, &fh, &err);
-    EXPECT_EQ(ok, flags < 4) << flags;
+    EXPECT_EQ(ok, flags < 8) << flags;
     if (ok) {
       EXPECT_EQ(fh.keyframe, (flags & 1) != 0) << flags;
       EXPECT_EQ(fh.tile_classes, (flags & 2) != 0) << flags;
+      EXPECT_EQ(fh.geometry.tans_lanes, (flags & 4) != 0) << flags;
+      EXPECT_EQ(fh.k, 3) << flags;
     } else {
       EXPECT_EQ(err, "unknown body flags") << flags;
     }
   }
-  // A decoder refuses a body with flag 0x04 (a keyframe it would decode
-  // otherwise) and keeps its picture.
+  // A decoder refuses a body with flag 0x08 (a keyframe it would decode
+  // otherwise) and keeps its picture; with flag 0x04 it reads the body's
+  // rANS lanes as tANS lanes, and fails too.
   std::vector<uint8_t> in(12 * 10);
   for (size_t i = 0; i < in.size(); ++i) in[i] = uint8_t(i * 7);
   auto enc = Encoder::create(*cpu, VideoFormat::GRAY8, 12, 10);
@@ -1209,13 +1216,20 @@ TEST(Codec2Cpu, BodyHeader) {
   for (size_t i = 0; i < in.size(); ++i) in[i] = uint8_t(255 - i);
   enc->encode(packed_view(VideoFormat::GRAY8, 12, 10, in.data()), 4, true, body);
   key = bytes_of(body);
-  key[0] |= 0x04;
+  key[0] |= 0x08;
   EXPECT_FALSE(dec->decode(key.data(), key.size(), &err));
   EXPECT_EQ(err, "codec2 body: unknown body flags");
   dec->read_reference(pic);
   EXPECT_EQ(bytes_of(pic), bytes_of(before));
-  key[0] &= uint8_t(~0x04);
+  key[0] &= uint8_t(~0x08);
+  key[0] |= kBodyTansLanes;
+  EXPECT_FALSE(dec->decode(key.data(), key.size(), &err));
+  dec->read_reference(pic);
+  EXPECT_EQ(bytes_of(pic), bytes_of(before));
+  key[0] &= uint8_t(~kBodyTansLanes);
   EXPECT_TRUE(dec->decode(key.data(), key.size(), &err)) << err;
+  dec->read_reference(pic);
+  EXPECT_NE(bytes_of(pic), bytes_of(before));
   const Geometry g = default_geometry(VideoFormat::BGR, 1920, 1080);
   EXPECT_EQ(g.tile_bx, 10);
   EXPECT_EQ(g.tile_by, 8);
@@ -1358,6 +1372,31 @@ TEST(Codec2Cpu, TileClassesAcrossTileEdges) {
   EXPECT_EQ(hash, 0xdf60543fa84b8607ull) << std::hex << "hash 0x" << hash;
 }
 
+namespace {
+// The bytes as the example files write them: two hex digits each, a space between.
+std::string hex_of(const std::vector<uint8_t> &bytes) {
+  std::string s;
+  char b[4];
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::snprintf(b, sizeof b, i ? " %02x" : "%02x", bytes[i]);
+    s += b;
+  }
+  return s;
+}
+// An example file of tests/core must hold `text` (CODEC2_WRITE_TILE_EXAMPLES
+// set: it is rewritten first).
+void check_example_file(const char *name, const std::string &text) {
+  const std::string path = std::string(CODEC2_TEST_DIR) + "/" + name;
+  if (std::getenv("CODEC2_WRITE_TILE_EXAMPLES")) {
+    std::ofstream(path, std::ios::binary) << text;
+    std::printf("wrote %s\n", path.c_str());
+  }
+  std::ifstream in(path, std::ios::binary);
+  const std::string stored((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(stored, text) << path << " (CODEC2_WRITE_TILE_EXAMPLES=1 rewrites it)";
+}
+}  // namespace
+
 // tests/core/codec2_tiles.example: bodies of several tiles each (tiles of
 // one block, the frames' edges cutting tiles), which the CPU encoder writes
 // exactly and tests/core/codec2_reference.py, written from
@@ -1376,15 +1415,6 @@ TEST(Codec2Cpu, TileClassExamples) {
       {VideoFormat::GRAY8, 21, 18}, {VideoFormat::I420, 23, 19}, {VideoFormat::BGR, 19, 17}};
   const Geometry g{1, 1};
   const int threshold = 5;
-  auto hex = [](const uint8_t *p, size_t n) {
-    std::string s;
-    char b[4];
-    for (size_t i = 0; i < n; ++i) {
-      std::snprintf(b, sizeof b, i ? " %02x" : "%02x", p[i]);
-      s += b;
-    }
-    return s;
-  };
   std::string text =
       "# Bodies of several tiles each (tiles of 1 x 1 blocks, cut by the frames'\n"
       "# edges), threshold 5: a keyframe and two deltas per format, written by\n"
@@ -1411,8 +1441,8 @@ TEST(Codec2Cpu, TileClassExamples) {
         EXPECT_GT(st.blocks[kTemporal], 0u) << "frame " << i;
       }
       text += i == 0 ? "# keyframe\n" : "# delta\n";
-      text += "body    " + hex(s.bodies[i].data(), s.bodies[i].size()) + "\n";
-      text += "picture " + hex(s.references[i].data(), s.references[i].size()) + "\n";
+      text += "body    " + hex_of(s.bodies[i]) + "\n";
+      text += "picture " + hex_of(s.references[i]) + "\n";
     }
     // The same bodies read with the rule before (flag cleared): the deltas'
     // reference classes differ, so a lane's symbols or the picture do.
@@ -1436,12 +1466,261 @@ TEST(Codec2Cpu, TileClassExamples) {
     }
     EXPECT_GT(differ, 0) << "the flag must matter for these bodies";
   }
-  const std::string path = std::string(CODEC2_TEST_DIR) + "/codec2_tiles.example";
-  if (std::getenv("CODEC2_WRITE_TILE_EXAMPLES")) {
-    std::ofstream(path, std::ios::binary) << text;
-    std::printf("wrote %s\n", path.c_str());
+  check_example_file("codec2_tiles.example", text);
+}
+
+// ---- tANS lanes (body flag 0x04) --------------------------------------------
+
+namespace {
+Geometry tans_geometry(int bx, int by, int lane_samples = 2048) {
+  Geometry g{bx, by, lane_samples};
+  g.tans_lanes = true;
+  return g;
+}
+}  // namespace
+
+// Bodies with tANS lanes: every format, odd sizes, keyframes and deltas
+// at several k, in several tiles of several lanes; every byte within k
+// (exact at 0), the flag set, and the decoder's picture the encoder's.
+TEST(Codec2Tans, EveryFormatAndOddSizes) {
+  std::mt19937 &gen = testing_util::rng();
+  for (VideoFormat f : every_format())
+    for (auto [w, h] : {std::pair{1, 1}, {5, 3}, {37, 21}, {161, 97}})
+      for (int k : {0, 4, 20}) {
+        std::vector<HostFrame> frames;
+        for (int t = 0; t < 4; ++t) {
+          frames.emplace_back(f, w, h, 3 + t);
+          fill_scene(frames.back(), t, gen, 3);
+        }
+        const Geometry g = tans_geometry(3, 2, 256);
+        const Sequence s =
+            encode_sequence(f, w, h, frames, {true, false, false, false}, {k, k, k, k}, &g);
+        for (const std::vector<uint8_t> &b : s.bodies)
+          ASSERT_EQ(b[0] & kBodyTansLanes, kBodyTansLanes);
+        decode_sequence(f, w, h, s);
+        if (k == 0) {
+          for (size_t i = 0; i < frames.size(); ++i)
+            ASSERT_EQ(s.references[i], packed_bytes(frames[i].view)) << "lossless";
+        }
+      }
+}
+
+// tests/core/codec2_tans.example: bodies with tANS lanes (flag 0x04) of
+// several tiles of several lanes each (tiles of 2x2 blocks, a lane per 32
+// samples), which the CPU encoder writes exactly, the CPU decoder decodes
+// to the encoder's references, and tests/core/codec2_reference.py, written
+// from docs/stream-format.md alone, decodes to the same pictures (the meson
+// test codec2_spec): so the palette, the fills and the word order of the
+// lanes are the ones the document states. CODEC2_WRITE_TILE_EXAMPLES=1
+// rewrites the file (after a deliberate change of the encoder's bytes).
+TEST(Codec2Tans, Examples) {
+  struct Case {
+    VideoFormat format;
+    int w, h;
+  };
+  const Case cases[] = {
+      {VideoFormat::GRAY8, 37, 35}, {VideoFormat::I420, 35, 29}, {VideoFormat::BGR, 33, 19}};
+  const Geometry g = tans_geometry(2, 2, 32);
+  const int threshold = 5;
+  std::string text =
+      "# Bodies with tANS lanes (flag 0x04) of several tiles (tiles of 2 x 2\n"
+      "# blocks, cut by the frames' edges) of several lanes each (a lane per 32\n"
+      "# samples), threshold 5: a keyframe and two deltas per format, written by\n"
+      "# the CPU encoder (tests/core/test_codec2.cpp, Codec2Tans.Examples, checks\n"
+      "# it still writes them; CODEC2_WRITE_TILE_EXAMPLES=1 rewrites this file),\n"
+      "# decoded by tests/core/codec2_reference.py (the codec2_spec test).\n";
+  for (const Case &c : cases) {
+    SCOPED_TRACE(format_name(c.format));
+    std::vector<HostFrame> frames;
+    for (int t = 0; t < 3; ++t) {
+      frames.emplace_back(c.format, c.w, c.h);
+      fill_tile_scene(frames.back(), t);
+    }
+    const Sequence s = encode_sequence(c.format, c.w, c.h, frames, {true, false, false},
+                                       {threshold, threshold, threshold}, &g);
+    decode_sequence(c.format, c.w, c.h, s);
+    text += std::string("format ") + format_name(c.format) + " " + std::to_string(c.w) + " " +
+            std::to_string(c.h) + "\n";
+    for (size_t i = 0; i < s.bodies.size(); ++i) {
+      const FrameStats &st = s.stats[i];
+      EXPECT_EQ(s.bodies[i][0], (i == 0 ? 0x07 : 0x06)) << "frame " << i;
+      BodyHeader bh;
+      std::string err;
+      ASSERT_TRUE(read_body_header(s.bodies[i].data(), s.bodies[i].size(), &bh, &err)) << err;
+      EXPECT_TRUE(bh.geometry.tans_lanes) << "frame " << i;
+      EXPECT_EQ(bh.geometry.tile_bx, 2);
+      EXPECT_EQ(bh.geometry.tile_by, 2);
+      EXPECT_GE(st.tiles[0] + st.tiles[1] + st.tiles[2] + st.tiles[3], 2u);
+      EXPECT_GT(st.tiles[1], 0u) << "frame " << i;
+      EXPECT_GT(st.lanes, st.tiles[1]) << "a coded tile of several lanes, frame " << i;
+      if (i > 0) {
+        EXPECT_GT(st.blocks[kTemporal], 0u) << "frame " << i;
+      }
+      text += i == 0 ? "# keyframe\n" : "# delta\n";
+      text += "body    " + hex_of(s.bodies[i]) + "\n";
+      text += "picture " + hex_of(s.references[i]) + "\n";
+    }
+    // Read as rANS lanes (the flag cleared) the keyframe fails or gives
+    // another picture.
+    auto dec = Decoder::create(*cpu, c.format, c.w, c.h);
+    std::vector<uint8_t> old = s.bodies[0];
+    old[0] &= uint8_t(~kBodyTansLanes);
+    std::string err;
+    HostBytes pic;
+    if (dec->decode(old.data(), old.size(), &err)) {
+      dec->read_reference(pic);
+      EXPECT_NE(bytes_of(pic), s.references[0]) << "the flag must matter for these bodies";
+    }
   }
-  std::ifstream in(path, std::ios::binary);
-  const std::string stored((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(stored, text) << path << " (CODEC2_WRITE_TILE_EXAMPLES=1 rewrites it)";
+  check_example_file("codec2_tans.example", text);
+}
+
+// Damaged bodies with tANS lanes, as Codec2Cpu.DamageIsDetectedOrHarmless
+// for rANS lanes: every truncation fails; a failed body leaves the picture
+// as it was and makes the decoder wait for a keyframe; every flipped byte
+// fails or decodes to the same picture. A tANS lane's end state holds only
+// 10 bits of its symbols' checksum (a rANS lane's 17), so a flip may go
+// unnoticed with probability about 2^-10 where the lanes stay in step:
+// this content (fixed, several tiles of several lanes) is checked once and
+// for all, and detections must dominate. (With state 0 as the end, before
+// the checksum, 26 of these flips changed the picture unnoticed.)
+TEST(Codec2Tans, DamageIsDetectedOrHarmless) {
+  std::mt19937 gen(12345);
+  const VideoFormat f = VideoFormat::I420;
+  const int w = 40, h = 36;
+  std::vector<HostFrame> frames;
+  for (int t = 0; t < 3; ++t) {
+    frames.emplace_back(f, w, h);
+    fill_scene(frames.back(), t, gen, 5);
+  }
+  const Geometry g = tans_geometry(2, 2, 128);
+  const Sequence s = encode_sequence(f, w, h, frames, {true, false, false}, {2, 2, 2}, &g);
+  for (const FrameStats &st : s.stats) {
+    ASSERT_EQ(st.tiles[2], 0u);
+    ASSERT_GT(st.tiles[1], 1u);
+    ASSERT_GT(st.lanes, st.tiles[1]);
+  }
+  for (size_t frame = 0; frame < 2; ++frame) {  // a keyframe, then a delta
+    const std::vector<uint8_t> &body = s.bodies[frame];
+    ASSERT_EQ(body[0] & kBodyTansLanes, kBodyTansLanes);
+    auto fresh = [&]() {
+      auto dec = Decoder::create(*cpu, f, w, h);
+      std::string err;
+      if (frame == 1) {
+        EXPECT_TRUE(dec->decode(s.bodies[0].data(), s.bodies[0].size(), &err)) << err;
+      }
+      return dec;
+    };
+    const std::vector<uint8_t> before = frame == 1 ? s.references[0] : std::vector<uint8_t>();
+    for (size_t len = 0; len < body.size(); ++len) {
+      auto dec = fresh();
+      std::string err;
+      ASSERT_FALSE(dec->decode(body.data(), len, &err)) << "truncated to " << len;
+      if (frame == 1) {
+        HostBytes pic;
+        dec->read_reference(pic);
+        ASSERT_EQ(bytes_of(pic), before) << "picture unchanged after a failure";
+        // Deltas wait for a keyframe now; the keyframe and then the delta decode.
+        ASSERT_FALSE(dec->has_reference());
+        ASSERT_FALSE(dec->decode(body.data(), body.size(), &err));
+        ASSERT_TRUE(dec->decode(s.bodies[0].data(), s.bodies[0].size(), &err)) << err;
+        ASSERT_TRUE(dec->decode(body.data(), body.size(), &err)) << err;
+        dec->read_reference(pic);
+        ASSERT_EQ(bytes_of(pic), s.references[1]);
+      }
+    }
+    int detected = 0, harmless = 0, undetected = 0;
+    for (size_t at = 0; at < body.size(); ++at)
+      for (uint8_t flip : {uint8_t(0x01), uint8_t(0x80), uint8_t(0xff)}) {
+        std::vector<uint8_t> bad = body;
+        bad[at] ^= flip;
+        auto dec = fresh();
+        std::string err;
+        if (!dec->decode(bad.data(), bad.size(), &err)) {
+          detected++;
+          if (frame == 1) {
+            HostBytes pic;
+            dec->read_reference(pic);
+            EXPECT_EQ(bytes_of(pic), before) << "picture unchanged after a failure";
+            EXPECT_FALSE(dec->has_reference());
+          }
+          continue;
+        }
+        HostBytes pic;
+        dec->read_reference(pic);
+        if (bytes_of(pic) != s.references[frame]) {
+          undetected++;
+          ADD_FAILURE() << "undetected damage at byte " << at << " of " << body.size() << " (^"
+                        << int(flip) << "), frame " << frame;
+          continue;
+        }
+        harmless++;
+      }
+    EXPECT_GT(detected, 10 * (harmless + undetected + 1))
+        << detected << " detected, " << harmless << " harmless, " << undetected
+        << " undetected (frame " << frame << ")";
+  }
+  // Extra bytes at the end, an impossible geometry, an unknown flag.
+  std::vector<uint8_t> longer = s.bodies[0];
+  longer.push_back(0);
+  auto dec = Decoder::create(*cpu, f, w, h);
+  std::string err;
+  EXPECT_FALSE(dec->decode(longer.data(), longer.size(), &err));
+  std::vector<uint8_t> bad = s.bodies[0];
+  bad[2] = 0;
+  EXPECT_FALSE(dec->decode(bad.data(), bad.size(), &err));
+  bad = s.bodies[0];
+  bad[0] |= 0x08;
+  EXPECT_FALSE(dec->decode(bad.data(), bad.size(), &err));
+  EXPECT_NE(err.find("flags"), std::string::npos) << err;
+}
+
+// tANS lanes change the bytes, not the picture: the same frames encoded
+// with and without them (the same tiles and lanes per tile) give the same
+// block modes, tile types and lanes, the same references and the same
+// decoded pictures, keyframes and deltas at k = 0 and 10, in every
+// format's layers. Fixed content without raw tiles (whether a tile is
+// raw depends on its coded size, so it could differ).
+TEST(Codec2Tans, SamePicturesAsRansLanes) {
+  for (VideoFormat f : {VideoFormat::GRAY8, VideoFormat::I420, VideoFormat::YUY2, VideoFormat::BGR,
+                        VideoFormat::RGBA})
+    for (int k : {0, 10}) {
+      SCOPED_TRACE(std::string(format_name(f)) + " threshold " + std::to_string(k));
+      const int w = 83, h = 61;
+      std::vector<HostFrame> frames;
+      for (int t = 0; t < 4; ++t) {
+        frames.emplace_back(f, w, h);
+        fill_tile_scene(frames.back(), t);
+      }
+      const Geometry tans = tans_geometry(2, 2, 256);
+      Geometry rans = tans;
+      rans.tans_lanes = false;
+      const std::vector<bool> key = {true, false, false, false};
+      const Sequence a = encode_sequence(f, w, h, frames, key, {k, k, k, k}, &tans);
+      const Sequence b = encode_sequence(f, w, h, frames, key, {k, k, k, k}, &rans);
+      decode_sequence(f, w, h, a);
+      decode_sequence(f, w, h, b);
+      for (size_t i = 0; i < frames.size(); ++i) {
+        SCOPED_TRACE("frame " + std::to_string(i));
+        const FrameStats &sa = a.stats[i], &sb = b.stats[i];
+        ASSERT_EQ(sa.tiles[2], 0u);
+        ASSERT_EQ(sb.tiles[2], 0u);
+        EXPECT_GT(sa.tiles[1], 1u);
+        for (int t = 0; t < 4; ++t) EXPECT_EQ(sa.tiles[t], sb.tiles[t]) << "tile type " << t;
+        for (int m = 0; m < kModes; ++m) EXPECT_EQ(sa.blocks[m], sb.blocks[m]) << "mode " << m;
+        EXPECT_EQ(sa.lanes, sb.lanes);
+        EXPECT_GT(sa.lanes, sa.tiles[1]);
+        EXPECT_EQ(a.references[i], b.references[i]);
+        EXPECT_EQ(a.bodies[i][0], b.bodies[i][0] | kBodyTansLanes);
+        EXPECT_EQ(b.bodies[i][0] & kBodyTansLanes, 0);
+        EXPECT_NE(std::vector<uint8_t>(a.bodies[i].begin() + 1, a.bodies[i].end()),
+                  std::vector<uint8_t>(b.bodies[i].begin() + 1, b.bodies[i].end()));
+        if (k == 0) {
+          EXPECT_EQ(a.references[i], packed_bytes(frames[i].view)) << "lossless";
+        }
+      }
+      uint32_t temporal = 0;
+      for (size_t i = 1; i < frames.size(); ++i) temporal += a.stats[i].blocks[kTemporal];
+      EXPECT_GT(temporal, 0u) << "deltas with temporal blocks";
+    }
 }

@@ -120,6 +120,8 @@ int write_corpus(const std::string &dir) {
   const stream::Compression zstd =
       stream::have_zstd() ? stream::Compression::Zstd : stream::Compression::None;
   const codec2::Geometry one_block_tiles{1, 1}, narrow_tiles{1, 2};
+  codec2::Geometry tans_lanes{2, 2, 64};  // body flag 0x04: tANS lanes, several per tile
+  tans_lanes.tans_lanes = true;
   struct Item {
     const char *name;
     Bytes data;
@@ -149,6 +151,10 @@ int write_corpus(const std::string &dir) {
       {"v2-y42b-20x10-k3.cdif", make_stream2(VideoFormat::Y42B, 20, 10, 3, 3, 3, 60, 16)},
       {"v2-gray8-128x64-k0-lanes.cdif",
        make_stream2(VideoFormat::GRAY8, 128, 64, 2, 0, 2, 200, 17)},
+      {"v2-bgr-37x21-k5-tans.cdif",
+       make_stream2(VideoFormat::BGR, 37, 21, 4, 5, 3, 30, 20, &tans_lanes)},
+      {"v2-i420-35x29-k0-tans.cdif",
+       make_stream2(VideoFormat::I420, 35, 29, 3, 0, 2, 70, 21, &tans_lanes)},
   };
   // A sender restarted with the other version: version 1, then version 2.
   {

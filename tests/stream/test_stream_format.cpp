@@ -825,10 +825,10 @@ TEST(StreamFormat, Version2BodyHeaderMustMatchThePacket) {
               std::string::npos)
         << why;
     bad = payload;
-    bad[0] |= 4;  // unknown body flag
+    bad[0] |= 8;  // unknown body flag
     EXPECT_FALSE(reader.body(h, bad.data(), &body, &why));
     EXPECT_NE(why.find("unknown body flags"), std::string::npos) << why;
-    bad[0] ^= 6;  // the rule before tile classes: a known flag cleared
+    bad[0] ^= 10;  // the rule before tile classes: a known flag cleared
     EXPECT_TRUE(reader.body(h, bad.data(), &body, &why)) << why;
     bad = payload;
     bad[2] = 0;  // tiles of 0 blocks

@@ -56,6 +56,12 @@ struct Geometry {
   int tile_by = 8;
   int lane_samples = 2048;  // 1 .. 2^24; kSamplesPerLane (default_geometry(): 1024 for YUV, gray)
   int walk_bound = 100;     // percent, 0 .. 1000 (0: none); kWalkBound in codec2_rules.h
+  // Body flag 0x04: tANS lanes with a palette of at most 16 small tables
+  // instead of rANS lanes (docs/stream-format.md, "tANS lanes (flag
+  // 0x04)"). Being built, not the default: the CPU encoder writes it, both
+  // decoders read it, and the CUDA encoder refuses it (Encoder::create()
+  // throws Error).
+  bool tans_lanes = false;
 };
 // The geometry the encoders use for a format and size (deterministic, so
 // that every backend writes the same bytes).
@@ -91,6 +97,7 @@ struct BodyHeader {
 };
 constexpr size_t kBodyHeaderBytes = 4;
 constexpr uint8_t kBodyTileClasses = 0x02;
+constexpr uint8_t kBodyTansLanes = 0x04;
 // Reads and checks the fixed fields (flags, threshold, geometry); false with
 // a reason otherwise. The stream layer uses it to match the packet's flags.
 bool read_body_header(const uint8_t *body, size_t n, BodyHeader *h, std::string *error);

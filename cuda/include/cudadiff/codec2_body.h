@@ -68,6 +68,12 @@ class BodyReader {
   // (tokens the table does not code: cum 4096, freq 0).
   bool used(int d) const;
   void symbols(int d, uint32_t out[kTokens]) const;
+  // Body flag 0x04 (tANS lanes): the palette's tables (0 without the
+  // flag), distribution d's table in it (-1: unused), and table i's
+  // frequencies (summing to kTansStates; 0 past its tokens).
+  int palette_size() const;
+  int palette_of(int d) const;
+  void palette_freq(int i, uint16_t out[kTokens]) const;
 
  private:
   struct State;

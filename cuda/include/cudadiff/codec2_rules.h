@@ -526,8 +526,11 @@ CODEC2_HD uint32_t level_weight(int level) {
 // levels[0..n) -> freq[0..n): absent tokens get 0, present ones at least 1,
 // the rest in proportion to their weights (floor), and the remainder (which
 // may be negative) goes to the first token with the largest frequency.
-// Returns false when no token is present.
-CODEC2_HD bool normalize_levels(const uint8_t *levels, int n, uint16_t *freq) {
+// The frequencies sum to `scale`: kProbScale for rANS lanes, kTansStates
+// for a palette table of tANS lanes (body flag 0x04; with at most 32
+// tokens the largest keeps at least 1 either way). Returns false when no
+// token is present.
+CODEC2_HD bool normalize_levels_to(const uint8_t *levels, int n, uint32_t scale, uint16_t *freq) {
   uint64_t total = 0;
   for (int t = 0; t < n; ++t) total += level_weight(levels[t]);
   if (total == 0) return false;
@@ -536,16 +539,35 @@ CODEC2_HD bool normalize_levels(const uint8_t *levels, int n, uint16_t *freq) {
   for (int t = 0; t < n; ++t) {
     uint32_t f = 0;
     if (levels[t]) {
-      f = uint32_t((uint64_t(level_weight(levels[t])) * kProbScale) / total);
+      f = uint32_t((uint64_t(level_weight(levels[t])) * scale) / total);
       if (f == 0) f = 1;
     }
     freq[t] = uint16_t(f);
     sum += int32_t(f);
     if (f > freq[largest]) largest = t;
   }
-  freq[largest] = uint16_t(int32_t(freq[largest]) + int32_t(kProbScale) - sum);
+  freq[largest] = uint16_t(int32_t(freq[largest]) + int32_t(scale) - sum);
   return true;
 }
+CODEC2_HD bool normalize_levels(const uint8_t *levels, int n, uint16_t *freq) {
+  return normalize_levels_to(levels, n, kProbScale, freq);
+}
+
+// ---- tANS lanes (body flag 0x04) ----------------------------------------
+// docs/stream-format.md, "tANS lanes (flag 0x04)": a palette of at most
+// kTansPalette tables of kTansStates states, 10-bit lane states, each
+// lane's first bits behind a kTansFillBits fill in the tile's head.
+constexpr int kTansBits = 10;
+constexpr uint32_t kTansStates = 1u << kTansBits;
+constexpr uint32_t kTansSpreadStep = (kTansStates >> 1) + (kTansStates >> 3) + 3;  // 643
+constexpr int kTansPalette = 16;
+constexpr int kTansFillBits = 5;
+// The state a tANS lane must end in: its symbols' checksum (lane_checksum()
+// taken mod kTansStates), the quantiser and the lane, as rANS lanes' end.
+CODEC2_HD uint32_t tans_final_state(int k, int lane, uint32_t checksum) {
+  return (checksum + uint32_t(k) * 32u + uint32_t(lane)) & (kTansStates - 1);
+}
+static_assert(kTansSpreadStep % 2 == 1, "the spread must visit every state");
 
 // ---- layers ---------------------------------------------------------------
 // A frame is coded as one or two layers of samples: packed RGB and GRAY8 as
