@@ -27,6 +27,10 @@
 //      of them decodes (skipped blocks; a word per block row of the
 //      tile's coded blocks finds the next step, codec2_coded.cuh), and the
 //      warp does the samples in between. Skipped and raw tiles are copies.
+//   With tANS lanes (body flag 0x04) the palette's frequencies go up
+//   instead, tans_tables_kernel makes its decoding tables, and a lane reads
+//   its bits from a buffer that takes the tile's words in lane order when a
+//   symbol needs more than it holds (docs/stream-format.md, "tANS lanes").
 //   4. one flag comes back: the picture (two device buffers in the
 //      canonical byte order) is swapped only when every tile decoded.
 // A tile whose payload runs short stops at once; one with a value out of
@@ -92,8 +96,80 @@ struct Params {
   int tabs_shared, n_dist, n_tiles;
   int k, keyframe, blocks_x, mode_dist, n_layers;
   int tile_classes;  // body flag 0x02: the reference classes' tile rule
+  // Body flag 0x04: tANS lanes; `tabs` then holds the palette's tables
+  // (kTansStates entries each, tans_tables_kernel()) and `map` a
+  // distribution's table + 1 (0: none).
+  int tans;
   LayerDev layer[kMaxLayers];
 };
+
+// ---- tANS lanes (body flag 0x04; docs/stream-format.md, "tANS lanes") ----
+// A lane's bits: a buffer (the oldest lowest) and their count. The tile's
+// 32-bit words from byte `pos` of its payload are handed out in lane order
+// to the lanes that need more bits than they hold, from a window of the
+// next 64 words held by the warp (lane i: words wbase/4 + i and + 32 + i),
+// so that a lane's word comes by a shuffle, and the window's loads are off
+// the chain of symbols.
+struct TansBits {
+  uint64_t buf;
+  uint32_t n;
+  uint32_t win, nxt;  // the window
+  uint32_t wbase;     // the window's first word (bytes into the payload)
+};
+
+// Bits [at, at + n) of a bit field (n <= 25), least significant first.
+__device__ __forceinline__ uint32_t field_bits(const uint8_t *p, uint32_t at, uint32_t n) {
+  const uint8_t *q = p + (at >> 3);
+  const uint32_t v = uint32_t(__ldg(q)) | uint32_t(__ldg(q + 1)) << 8 |
+                     uint32_t(__ldg(q + 2)) << 16 | uint32_t(__ldg(q + 3)) << 24;
+  return (v >> (at & 7)) & ((1u << n) - 1u);
+}
+// The word at byte `at` of the payload (0 past the tile's `end`).
+__device__ __forceinline__ uint32_t tile_word(const uint8_t *p, uint32_t at, uint32_t end) {
+  if (at + 4u > end) return 0u;
+  const uint8_t *q = p + at;
+  return uint32_t(__ldg(q)) | uint32_t(__ldg(q + 1)) << 8 | uint32_t(__ldg(q + 2)) << 16 |
+         uint32_t(__ldg(q + 3)) << 24;
+}
+__device__ __forceinline__ void tans_window(TansBits &b, const uint8_t *p, uint32_t from,
+                                            uint32_t end, int lane) {
+  b.wbase = from;
+  b.win = tile_word(p, from + 4u * uint32_t(lane), end);
+  b.nxt = tile_word(p, from + 128u + 4u * uint32_t(lane), end);
+}
+// The `active` lanes read `bits` (<= 20) bits into v, those that hold fewer
+// taking the next word first, in lane order (every thread of the warp
+// calls it); false (in every lane) when the tile has too few words.
+__device__ __forceinline__ bool tans_read(bool active, uint32_t bits, uint32_t &v, TansBits &b,
+                                          const uint8_t *p, uint32_t &pos, uint32_t end,
+                                          unsigned lt, int lane) {
+  const bool want = active && b.n < bits;
+  const uint32_t wants = __ballot_sync(kFullWarp, want);
+  if (wants) {
+    const uint32_t total = 4u * uint32_t(__popc(wants));
+    if (end - pos < total) return false;
+    const uint32_t idx = (pos - b.wbase) / 4u + uint32_t(__popc(wants & lt));  // < 64
+    const uint32_t lo = __shfl_sync(kFullWarp, b.win, int(idx & 31u));
+    const uint32_t hi = __shfl_sync(kFullWarp, b.nxt, int(idx & 31u));
+    if (want) {
+      b.buf |= uint64_t(idx < 32u ? lo : hi) << b.n;
+      b.n += 32;
+    }
+    pos += total;
+    if (pos - b.wbase >= 128u) {  // the window moves on by 32 words
+      b.win = b.nxt;
+      b.wbase += 128u;
+      b.nxt = tile_word(p, b.wbase + 128u + 4u * uint32_t(lane), end);
+    }
+  }
+  v = 0;
+  if (active) {
+    v = uint32_t(b.buf) & ((1u << bits) - 1u);
+    b.buf >>= bits;
+    b.n -= bits;
+  }
+  return true;
+}
 
 __device__ __forceinline__ uint8_t *chan_ptr(uint8_t *pic, const LayerDev &L, int c, int x, int y) {
   return pic + L.chan_at[c] + size_t(y) * L.chan_stride[c] + size_t(x) * L.chan_step[c];
@@ -125,6 +201,45 @@ __global__ void build_tables_kernel(const uint32_t *__restrict__ sym, DistTab *_
   if (q >= rank && q < kTokens) tabs[d].ent[q] = 0;
   tabs[d].mask[q] = mask;
   tabs[d].before[q] = int8_t(before - 1);
+}
+
+// Per palette table of a body with tANS lanes (one thread block of
+// kTansStates threads each), its decoding entries from its frequencies
+// (summing to kTansStates), as TansTable::build() of the CPU's code: token
+// t's f_t instances are spread over the states, the i-th of all (in token
+// order) at state i * kTansSpreadStep mod kTansStates; a state's entry
+// holds its token, q = f_t + (its rank among the token's states), the
+// bits to read 10 - floor(log2 q) and the next state's base q << nb - 1024
+// (token | nb << 5 | base << 9), and above them the bits a symbol of the
+// token reads in all, nb and its raw bits (<< 19), so that a lane knows at
+// once whether it needs a word.
+__global__ void __launch_bounds__(kTansStates)
+    tans_tables_kernel(const uint16_t *__restrict__ freq, uint32_t *__restrict__ dec) {
+  const int tab = blockIdx.x, x = threadIdx.x, lane = x & 31, warp = x >> 5;
+  __shared__ uint32_t cum[kTokens + 1];
+  __shared__ uint8_t sym[kTansStates];
+  __shared__ uint16_t count[kTansStates / 32][kTokens];  // per warp of states and token
+  if (x == 0) {
+    cum[0] = 0;
+    for (int t = 0; t < kTokens; ++t) cum[t + 1] = cum[t] + freq[tab * kTokens + t];
+  }
+  for (int v = x; v < (kTansStates / 32) * kTokens; v += kTansStates) (&count[0][0])[v] = 0;
+  __syncthreads();
+  // The x-th instance in token order (the frequencies sum to kTansStates).
+  int t = 0;
+  while (t + 1 < kTokens && cum[t + 1] <= uint32_t(x)) ++t;
+  sym[(uint32_t(x) * kTansSpreadStep) & (kTansStates - 1)] = uint8_t(t);
+  __syncthreads();
+  const int s = sym[x];
+  const unsigned same = __match_any_sync(0xffffffffu, s);
+  if (lane == __ffs(same) - 1) count[warp][s] = uint16_t(__popc(same));
+  __syncthreads();
+  uint32_t rank = uint32_t(__popc(same & ((1u << lane) - 1u)));
+  for (int w = 0; w < warp; ++w) rank += count[w][s];
+  const uint32_t f = cum[s + 1] - cum[s], q = f + rank;
+  const uint32_t nb = uint32_t(kTansBits) - uint32_t(bit_length(q));
+  dec[tab * kTansStates + x] = uint32_t(s) | nb << 5 | ((q << nb) - kTansStates) << 9 |
+                               (nb + uint32_t(token_extra_bits(s))) << 19;
 }
 
 // Where a layer's working values live while a tile decodes: a sample reads
@@ -219,11 +334,15 @@ __device__ __forceinline__ int next_coded_step(const LayerDev &L, const TileDev 
 // The layer is known from NC: layer 0 has 1, 3 or 4 components, layer 1
 // (chroma) 2 (layers_of()), so that its fields are constants of the kernel's
 // parameters rather than loads at an index known only at run time.
-template <int NC, bool YCOCG, bool KEY, bool SMEM>
+// TANS: tANS lanes (x a lane's state, `bits` its bits, pos the next word);
+// otherwise rANS lanes (pos the next byte, `bits` unused). h: the lane's
+// checksum either way.
+template <int NC, bool YCOCG, bool KEY, bool SMEM, bool TANS>
 __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *map,
                              const DistTab *tabs, const TileDev &t, int lanes, int lane,
-                             unsigned lt, uint32_t &x, uint32_t &h, const uint8_t *p, uint32_t &pos,
-                             int16_t *ring, size_t ring_elems, const CodedBlocks &coded) {
+                             unsigned lt, uint32_t &x, uint32_t &h, TansBits &bits,
+                             const uint8_t *p, uint32_t &pos, int16_t *ring, size_t ring_elems,
+                             const CodedBlocks &coded) {
   constexpr int W2 = 2 * NC;
   constexpr int l = NC == 2 ? 1 : 0;
   const LayerDev &L = P.layer[l];
@@ -444,6 +563,8 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
     int pred[NC];
     bool flip[NC];
     const DistTab *tab0[NC], *tab1[NC];
+    const uint32_t *ttab0[NC], *ttab1[NC];  // TANS
+    const uint32_t *const ttabs = reinterpret_cast<const uint32_t *>(tabs);
     bool unused0[NC], unused1[NC];
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
@@ -465,12 +586,15 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
       const int dist = (spatial ? base[0][c] : temporal ? base[1][c] : base[2][c]) + ctx;
       const int m0 = active ? int(map[dist]) : 0;
       tab0[c] = tabs + m0;
+      ttab0[c] = ttabs + (m0 > 0 ? m0 - 1 : 0) * kTansStates;
       unused0[c] = active && m0 == 0;
       tab1[c] = tabs;
+      ttab1[c] = ttabs;
       unused1[c] = false;
       if (c > 0) {
         const int m1 = active ? int(map[dist + kActivityBuckets]) : 0;
         tab1[c] = tabs + m1;
+        ttab1[c] = ttabs + (m1 > 0 ? m1 - 1 : 0) * kTansStates;
         unused1[c] = active && m1 == 0;
       }
     }
@@ -482,6 +606,27 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
       // An unused table keeps the state (its one token spans all slots)
       // and makes the tile fail at the layer's end.
       bad |= cross ? unused1[c] : unused0[c];
+      if constexpr (TANS) {
+        // The token's bits and its raw bits, one read (an unused table
+        // reads palette table 0: the tile fails anyway).
+        const uint32_t e = active ? (cross ? ttab1[c] : ttab0[c])[x] : 0u;
+        const int token = int(e & 31u);
+        const uint32_t nb = (e >> 5) & 15u, need = (e >> 19) & 31u, extra = need - nb;
+        uint32_t got;
+        if (!tans_read(active, need, got, bits, p, pos, end, lt, lane)) return false;
+        const uint32_t raw = got >> nb;
+        if (active) {
+          x = ((e >> 9) & (kTansStates - 1u)) + (got & ((1u << nb) - 1u));  // (the base's 10 bits)
+          h = lane_checksum(h, uint32_t(token));
+          if (extra) h = lane_checksum(h, raw);
+        }
+        const uint32_t v = extra ? token_value(token, raw) : uint32_t(token);
+        int r = unzigzag(v);
+        if (flip[c]) r = -r;
+        if (c == 0) cross = r != 0;
+        value[c] = pred[c] + r;
+        continue;
+      }
       uint32_t xn = x;
       int token = decode_symbol(xn, cross ? tab1[c] : tab0[c]);
       token = active ? token : 0;
@@ -680,15 +825,50 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
   const int lanes = t.lanes;
   const unsigned lt = (1u << lane) - 1u;
   const bool is_lane = lane < lanes;
-  uint32_t x = 0, h = 0;
-  bool bad = false;
-  if (is_lane) {
-    x = uint32_t(p[4 * lane]) | uint32_t(p[4 * lane + 1]) << 8 | uint32_t(p[4 * lane + 2]) << 16 |
-        uint32_t(p[4 * lane + 3]) << 24;
-    bad = x < kRansLow || x >= (kRansLow << 8);
+  const bool tans = P.tans != 0;
+  uint32_t x = 0, h = 0, pos = 0;
+  TansBits bits{};  // tANS lanes' bits
+  bool ok = true;
+  if (tans) {
+    // The lanes' fills (5 bits each, lane 0 first; the tile table made sure
+    // they are in the payload), then their first bits in lane order, to a
+    // byte; then the words. Each lane's state: its first 10 bits.
+    const uint32_t fill =
+        is_lane ? field_bits(p, uint32_t(kTansFillBits * lane), kTansFillBits) : 0u;
+    uint32_t incl = fill;  // the fills of lanes 0..lane
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint32_t v = __shfl_up_sync(kFullWarp, incl, o);
+      if (lane >= o) incl += v;
+    }
+    const uint32_t head_bits = uint32_t(kTansFillBits * lanes) + __shfl_sync(kFullWarp, incl, 31);
+    const uint32_t head = (head_bits + 7) / 8;
+    if (head > t.size || (t.size - head) % 4 != 0) {
+      ok = false;
+    } else {
+      const uint32_t first = uint32_t(kTansFillBits * lanes) + incl - fill;
+      if (fill > 16)
+        bits.buf = field_bits(p, first, 16) | uint64_t(field_bits(p, first + 16, fill - 16)) << 16;
+      else if (fill > 0)
+        bits.buf = field_bits(p, first, fill);
+      bits.n = fill;
+      // the padding bits after the first bits: 0
+      if (lane == 0 && head_bits % 8 != 0 && field_bits(p, head_bits, 8 - head_bits % 8) != 0)
+        ok = false;
+      ok = !__any_sync(kFullWarp, !ok);
+      pos = head;
+      tans_window(bits, p, head, t.size, lane);
+      if (ok && !tans_read(is_lane, kTansBits, x, bits, p, pos, t.size, lt, lane)) ok = false;
+    }
+  } else {
+    bool bad = false;
+    if (is_lane) {
+      x = uint32_t(p[4 * lane]) | uint32_t(p[4 * lane + 1]) << 8 | uint32_t(p[4 * lane + 2]) << 16 |
+          uint32_t(p[4 * lane + 3]) << 24;
+      bad = x < kRansLow || x >= (kRansLow << 8);
+    }
+    ok = !__any_sync(kFullWarp, bad);
+    pos = 4u * lanes;
   }
-  bool ok = !__any_sync(kFullWarp, bad);
-  uint32_t pos = 4u * lanes;
   const bool key = P.keyframe != 0;
   // a delta's tile's coded blocks (next_coded_step())
   CodedBlocks coded{P.modes + size_t(t.by0) * P.blocks_x + t.bx0, P.blocks_x, t.bx1 - t.bx0,
@@ -698,10 +878,23 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
     const int md = map[P.mode_dist];
     if (md == 0) ok = false;
     const int tbw = t.bx1 - t.bx0, n_blocks = tbw * (t.by1 - t.by0);
+    const uint32_t *const mtab =
+        reinterpret_cast<const uint32_t *>(tabs) + (md > 0 ? md - 1 : 0) * kTansStates;
     for (int b0 = 0; ok && b0 < n_blocks; b0 += lanes) {
       const int b = b0 + lane;
       const bool act = is_lane && b < n_blocks;
       int mode = kSpatial;
+      if (tans) {
+        const uint32_t e = act ? mtab[x] : 0u;
+        uint32_t got;
+        if (!tans_read(act, (e >> 5) & 15u, got, bits, p, pos, t.size, lt, lane)) ok = false;
+        if (act) {
+          x = ((e >> 9) & (kTansStates - 1u)) + got;
+          h = lane_checksum(h, e & 31u);
+          P.modes[size_t(t.by0 + b / tbw) * P.blocks_x + t.bx0 + b % tbw] = uint8_t(e & 31u);
+        }
+        continue;
+      }
       if (act) {
         mode = decode_symbol(x, tabs + md);
         h = lane_checksum(h, uint32_t(mode));
@@ -724,31 +917,37 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
       break;
     }
     switch (variant) {
-#define CODEC2_LAYER(NC, YC)                                                                      \
-  case NC * 4 + YC * 2 + 0:                                                                       \
-    ok = smem ? decode_layer<NC, YC, false, true>(P, lu, map, tabs, t, lanes, lane, lt, x, h, p,  \
-                                                  pos, ring, P.ring_elems, coded)                 \
-              : decode_layer<NC, YC, false, false>(P, lu, map, tabs, t, lanes, lane, lt, x, h, p, \
-                                                   pos, ring, P.ring_elems, coded);               \
-    break;                                                                                        \
-  case NC * 4 + YC * 2 + 1:                                                                       \
-    ok = smem ? decode_layer<NC, YC, true, true>(P, lu, map, tabs, t, lanes, lane, lt, x, h, p,   \
-                                                 pos, ring, P.ring_elems, coded)                  \
-              : decode_layer<NC, YC, true, false>(P, lu, map, tabs, t, lanes, lane, lt, x, h, p,  \
-                                                  pos, ring, P.ring_elems, coded);                \
+#define CODEC2_LAYER_CALL(NC, YC, KEY, SMEM, TANS)                                                \
+  decode_layer<NC, YC, KEY, SMEM, TANS>(P, lu, map, tabs, t, lanes, lane, lt, x, h, bits, p, pos, \
+                                        ring, P.ring_elems, coded)
+#define CODEC2_LAYER_KEY(NC, YC, KEY)                              \
+  ok = tans ? (smem ? CODEC2_LAYER_CALL(NC, YC, KEY, true, true)   \
+                    : CODEC2_LAYER_CALL(NC, YC, KEY, false, true)) \
+            : (smem ? CODEC2_LAYER_CALL(NC, YC, KEY, true, false)  \
+                    : CODEC2_LAYER_CALL(NC, YC, KEY, false, false));
+#define CODEC2_LAYER(NC, YC)        \
+  case NC * 4 + YC * 2 + 0:         \
+    CODEC2_LAYER_KEY(NC, YC, false) \
+    break;                          \
+  case NC * 4 + YC * 2 + 1:         \
+    CODEC2_LAYER_KEY(NC, YC, true)  \
     break;
       CODEC2_LAYER(1, 0)
       CODEC2_LAYER(2, 0)
       CODEC2_LAYER(3, 1)
       CODEC2_LAYER(4, 1)
+#undef CODEC2_LAYER_CALL
+#undef CODEC2_LAYER_KEY
 #undef CODEC2_LAYER
       default:
         ok = false;
     }
   }
-  // Every lane ends where its encoder began, with every byte read.
+  // Every lane ends where its encoder began, with every byte read (tANS:
+  // in state 0 holding no bit).
   if (ok) {
-    const bool wrong = is_lane && x != lane_final_state(P.k, lane, h);
+    const bool wrong = is_lane && (tans ? x != tans_final_state(P.k, lane, h) || bits.n != 0
+                                        : x != lane_final_state(P.k, lane, h));
     if (__any_sync(kFullWarp, wrong) || pos != t.size) ok = false;
   }
   if (!ok && lane == 0) atomicAdd(P.failed, 1u);
@@ -814,7 +1013,9 @@ class CudaDecoder final : public Decoder {
                                                       2 * ls.layer[l].channels * sizeof(int16_t)));
     modes_ = DeviceBuffer(size_t(ls.blocks_x) * ls.blocks_y);
     if (n_dist_ + 1 > kMaxDist) throw Error("codec2 decoder: too many distributions");
-    tabs_ = DeviceBuffer(size_t(n_dist_ + 1) * sizeof(DistTab));
+    // (the rANS tables, or a palette of tANS tables: body flag 0x04)
+    tabs_ = DeviceBuffer(std::max(size_t(n_dist_ + 1) * sizeof(DistTab),
+                                  size_t(kTansPalette) * kTansStates * sizeof(uint32_t)));
     int optin = 0;
     CUDADIFF_CHECK(
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx.gpu_id()));
@@ -936,11 +1137,17 @@ class CudaDecoder final : public Decoder {
     // Staging: tiles, the symbols of each table (table 0 for the
     // distributions without one, then the used ones), the distributions'
     // tables; one copy.
+    // With tANS lanes (flag 0x04) the palette's decoding tables instead of
+    // the symbols, for the kernel as they are.
+    const bool tans = h.geometry.tans_lanes;
     int n_tabs = 1;
     for (int d = 0; d < n_dist_; ++d) n_tabs += reader_.used(d) ? 1 : 0;
+    if (tans) n_tabs = reader_.palette_size();
+    const size_t tab_entry_bytes =
+        tans ? size_t(kTokens) * sizeof(uint16_t) : size_t(kTokens) * sizeof(uint32_t);
     const size_t tiles_at = 0;
     const size_t sym_at = align_up(tiles_at + n_tiles * sizeof(TileDev), 16);
-    const size_t map_at = align_up(sym_at + size_t(n_tabs) * kTokens * sizeof(uint32_t), 16);
+    const size_t map_at = align_up(sym_at + size_t(n_tabs) * tab_entry_bytes, 16);
     const size_t total = map_at + size_t(n_dist_) * sizeof(uint16_t);
     ctx_.activate();
     Slot &slot = slots_[(oldest_ + in_flight_) % kMaxInFlight];  // not in flight
@@ -980,16 +1187,22 @@ class CudaDecoder final : public Decoder {
     }
     uint32_t *sym = reinterpret_cast<uint32_t *>(s + sym_at);
     uint16_t *map = reinterpret_cast<uint16_t *>(s + map_at);
-    // Table 0: token 0 spans all slots, so decoding keeps the state (a tile
-    // that reaches it fails all the same).
-    sym[0] = kProbScale << 16;
-    for (int t = 1; t < kTokens; ++t) sym[t] = kProbScale;
-    int tab = 1;
-    for (int d = 0; d < n_dist_; ++d) {
-      map[d] = 0;
-      if (!reader_.used(d)) continue;
-      reader_.symbols(d, sym + size_t(tab) * kTokens);
-      map[d] = uint16_t(tab++);
+    if (tans) {
+      uint16_t *freq = reinterpret_cast<uint16_t *>(sym);
+      for (int i = 0; i < n_tabs; ++i) reader_.palette_freq(i, freq + size_t(i) * kTokens);
+      for (int d = 0; d < n_dist_; ++d) map[d] = uint16_t(reader_.palette_of(d) + 1);
+    } else {
+      // Table 0: token 0 spans all slots, so decoding keeps the state (a
+      // tile that reaches it fails all the same).
+      sym[0] = kProbScale << 16;
+      for (int t = 1; t < kTokens; ++t) sym[t] = kProbScale;
+      int tab = 1;
+      for (int d = 0; d < n_dist_; ++d) {
+        map[d] = 0;
+        if (!reader_.used(d)) continue;
+        reader_.symbols(d, sym + size_t(tab) * kTokens);
+        map[d] = uint16_t(tab++);
+      }
     }
     CUDADIFF_CHECK(cudaMemcpyAsync(upload_.data(), s, total, cudaMemcpyHostToDevice, stream_));
     // The payloads straight from the caller's body (pinned or not: decode()
@@ -1005,9 +1218,15 @@ class CudaDecoder final : public Decoder {
           cudaMemcpyAsync(payload_.data(), from, payload, cudaMemcpyHostToDevice, stream_));
     }
 
-    build_tables_kernel<<<n_tabs, kTabBuckets, 0, stream_>>>(
-        reinterpret_cast<const uint32_t *>(upload_.data() + sym_at), tabs_.as<DistTab>());
-    CUDADIFF_CHECK_LAUNCH("codec2 build_tables_kernel");
+    if (tans) {
+      tans_tables_kernel<<<n_tabs, kTansStates, 0, stream_>>>(
+          reinterpret_cast<const uint16_t *>(upload_.data() + sym_at), tabs_.as<uint32_t>());
+      CUDADIFF_CHECK_LAUNCH("codec2 tans_tables_kernel");
+    } else {
+      build_tables_kernel<<<n_tabs, kTabBuckets, 0, stream_>>>(
+          reinterpret_cast<const uint32_t *>(upload_.data() + sym_at), tabs_.as<DistTab>());
+      CUDADIFF_CHECK_LAUNCH("codec2 build_tables_kernel");
+    }
 
     Params P{};
     P.ref = picture_[current_].data();
@@ -1017,6 +1236,7 @@ class CudaDecoder final : public Decoder {
     P.payload = payload_.data();
     P.tiles = reinterpret_cast<const TileDev *>(upload_.data() + tiles_at);
     P.tabs = tabs_.data();
+    P.tans = tans ? 1 : 0;
     P.map = reinterpret_cast<const uint16_t *>(upload_.data() + map_at);
     P.n_dist = n_dist_;
     P.failed = failed_.as<uint32_t>();
@@ -1043,7 +1263,8 @@ class CudaDecoder final : public Decoder {
     // beside the rows (they are on every symbol's path, the rows on every
     // sample's).
     ring_bytes = align_up(ring_bytes, 16);
-    const size_t tab_bytes = size_t(n_tabs) * sizeof(DistTab);
+    const size_t tab_bytes =
+        size_t(n_tabs) * (tans ? size_t(kTansStates) * sizeof(uint32_t) : sizeof(DistTab));
     int per_block = int(std::min<size_t>(kMaxTilesPerBlock, (n_tiles + n_sm_ - 1) / n_sm_));
     per_block = std::max(per_block, 1);
     while (per_block > 1 && tab_bytes + per_block * ring_bytes > max_shared_) --per_block;

@@ -324,6 +324,30 @@ TEST(Codec2Cuda, FullHd) {
 // them apart; each test builds every format's bodies and damage from the one
 // fixed generator in the same order, so its bytes do not depend on which
 // test runs.
+namespace {
+// Damaged versions of a body: its truncations (every length below 16, then
+// every `cut_step`), then a byte flipped at every offset below 48 and every
+// `flip_step` after (with `gen`), then the body with a byte too many. The
+// truncations are the first `*cuts`.
+std::vector<std::vector<uint8_t>> damaged_versions(const std::vector<uint8_t> &good,
+                                                   std::mt19937 &gen, size_t cut_step,
+                                                   size_t flip_step, size_t *cuts) {
+  std::vector<std::vector<uint8_t>> damaged;
+  for (size_t len = 0; len < good.size(); len += (len < 16 ? 1 : cut_step))
+    damaged.emplace_back(good.begin(), good.begin() + long(len));
+  *cuts = damaged.size();
+  for (size_t at = 0; at < good.size(); at += (at < 48 ? 1 : flip_step)) {
+    std::vector<uint8_t> b = good;
+    b[at] ^= uint8_t(1 + gen() % 255);
+    damaged.push_back(b);
+  }
+  std::vector<uint8_t> longer = good;
+  longer.push_back(0);
+  damaged.push_back(longer);
+  return damaged;
+}
+}  // namespace
+
 struct DamageCase {
   VideoFormat format;
   size_t which;        // 0 the keyframe, 1 the delta
@@ -348,19 +372,9 @@ TEST_P(DamagedBodies, RefusedAlikeAndHarmless) {
       bodies.push_back(bytes_of(body));
     }
     for (size_t which = 0; which < bodies.size(); ++which) {
-      const std::vector<uint8_t> &good = bodies[which];
-      std::vector<std::vector<uint8_t>> damaged;
-      for (size_t len = 0; len < good.size(); len += (len < 16 ? 1 : 17))
-        damaged.emplace_back(good.begin(), good.begin() + long(len));
-      const size_t cuts = damaged.size();
-      for (size_t at = 0; at < good.size(); at += (at < 48 ? 1 : 9)) {
-        std::vector<uint8_t> b = good;
-        b[at] ^= uint8_t(1 + gen() % 255);
-        damaged.push_back(b);
-      }
-      std::vector<uint8_t> longer = good;
-      longer.push_back(0);
-      damaged.push_back(longer);
+      size_t cuts;
+      const std::vector<std::vector<uint8_t>> damaged =
+          damaged_versions(bodies[which], gen, 17, 9, &cuts);
       if (f != param.format || which != param.which) continue;
       Pair dec(f, w, h);
       bool changed = true;
@@ -690,3 +704,102 @@ INSTANTIATE_TEST_SUITE_P(Sizes, FramesInFlight,
                            return std::to_string(info.param.first) + "x" +
                                   std::to_string(info.param.second);
                          });
+
+// ---- tANS lanes (body flag 0x04) --------------------------------------------
+
+namespace {
+Geometry tans(Geometry g) {
+  g.tans_lanes = true;
+  return g;
+}
+}  // namespace
+
+// Bodies with tANS lanes decode alike: every format and odd sizes; small
+// tiles of short lanes (the layout such bodies are for), default tiles of
+// up to 32 lanes, tiles of one block that share a thread block, and wide
+// tiles whose rows and tables do not fit in shared memory; camera-like,
+// fixed-camera (lanes jumping over skipped steps) and random frames (raw
+// and indexed tiles); keyframes and deltas at k = 0, 5, 20.
+TEST(Codec2CudaTans, SamePictures) {
+  for (VideoFormat f : every_format())
+    for (const auto &wh : std::vector<std::pair<int, int>>{{33, 17}, {1, 1}}) {
+      const Geometry g = tans({3, 2, 64});
+      compare_sequence(f, wh.first, wh.second, Content::Scene, kKeyThenDeltas, {0, 5, 20, 5}, &g);
+      if (HasFailure()) return;
+    }
+  const Geometry geometries[] = {tans({4, 2, 256}), tans({10, 8}), tans({1, 1}), tans({40, 4})};
+  for (const Geometry &g : geometries)
+    for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420, VideoFormat::YUY2,
+                          VideoFormat::GRAY8, VideoFormat::BGRx}) {
+      compare_sequence(f, 656, 280, Content::Camera, {true, false, false}, {0, 5, 20}, &g);
+      if (HasFailure()) return;
+      compare_sequence(f, 333, 171, Content::Still, kKeyThenDeltas, {5, 5, 20, 0}, &g, 2);
+      if (HasFailure()) return;
+    }
+  const Geometry g = tans({4, 2, 256});
+  compare_sequence(VideoFormat::BGR, 97, 61, Content::Random, {true, false, false}, {0, 5, 20}, &g);
+  compare_sequence(VideoFormat::BGR, 1920, 1080, Content::Camera, {true, false, false}, {5, 5, 5},
+                   &g);
+}
+
+// Damaged bodies with tANS lanes: both decoders accept or refuse each alike
+// (the pictures equal), every truncation and a byte too many fail, and a
+// refusal leaves the picture as it was.
+TEST(Codec2CudaTans, DamagedBodiesRefusedAlike) {
+  std::mt19937 gen(778);
+  for (VideoFormat f : {VideoFormat::I420, VideoFormat::BGR}) {
+    const int w = 56, h = 36;
+    const Geometry g = tans({2, 2, 64});
+    auto cpu_ctx = Context::cpu();
+    auto enc = Encoder::create(*cpu_ctx, f, w, h, &g);
+    std::vector<std::vector<uint8_t>> bodies;
+    HostBytes body;
+    for (int t = 0; t < 2; ++t) {
+      HostFrame frame(f, w, h);
+      fill(frame, t == 0 ? Content::Scene : Content::Camera, t, gen, 3);
+      enc->encode(frame.view, 3, t == 0, body);
+      bodies.push_back(bytes_of(body));
+    }
+    for (size_t which = 0; which < bodies.size(); ++which) {
+      size_t cuts;
+      const std::vector<std::vector<uint8_t>> damaged =
+          damaged_versions(bodies[which], gen, 13, 5, &cuts);
+      Pair dec(f, w, h);
+      bool changed = true;
+      int refused = 0;
+      for (size_t v = 0; v < damaged.size(); ++v) {
+        if (which == 1 || changed) {
+          ASSERT_TRUE(dec.decode(bodies[0], "keyframe"));
+        }
+        const std::vector<uint8_t> before = dec.picture(*dec.gpu);
+        const std::string what = std::string(format_name(f)) + " body " + std::to_string(which) +
+                                 " damage " + std::to_string(v);
+        const bool ok = dec.decode(damaged[v], what);
+        changed = ok;
+        if (v < cuts || v + 1 == damaged.size()) {
+          EXPECT_FALSE(ok) << what;
+        }
+        if (!ok) {
+          ++refused;
+          EXPECT_EQ(dec.picture(*dec.gpu), before) << what << ": picture changed";
+          EXPECT_FALSE(dec.gpu->has_reference());
+        }
+        if (HasFailure()) return;
+      }
+      EXPECT_GT(refused, int(damaged.size()) * 3 / 4) << format_name(f) << " body " << which;
+    }
+  }
+}
+
+// The CUDA encoder does not write tANS lanes yet: asking for them is an
+// error that says so.
+TEST(Codec2CudaTans, EncoderRefusesThem) {
+  auto gpu_ctx = Context::cuda(0);
+  const Geometry g = tans({10, 8});
+  try {
+    Encoder::create(*gpu_ctx, VideoFormat::BGR, 64, 64, &g);
+    ADD_FAILURE() << "no error";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("tANS"), std::string::npos) << e.what();
+  }
+}
