@@ -81,11 +81,13 @@ int main(int argc, char **argv) {
   bench::Options opt = bench::parse_options(
       argc, argv,
       "[--format NAME] [--clip FILE [--clip-size WxH] | --random] [--tiles BXxBY] "
-      "[--lane-samples N] [--walk-bound P] [--streams N]");
+      "[--lane-samples N] [--walk-bound P] [--lane-coding rans|tans] [--streams N]");
   // --tiles, --lane-samples, --walk-bound: another tile geometry than the
   // encoder's default (blocks of 16x16 per tile), more or fewer coded
   // samples per rANS lane, or another bound on the walk through a tile with
   // skipped blocks, to see how the decoder scales with tiles and lanes.
+  // --lane-coding tans: bodies of tANS lanes (body flag 0x04; the rows'
+  // notes say which).
   const int w = opt.width, h = opt.height;
   VideoFormat fmt = VideoFormat::BGR;
   std::string clip;
@@ -251,7 +253,8 @@ int main(int argc, char **argv) {
         row.stats.max_ms = v.empty() ? 0 : *std::max_element(v.begin(), v.end());
         row.stats.runs = int(v.size());
         row.note = std::string("body in pinned host memory, picture in ") +
-                   (gpu && impl.ctx == gpu.get() ? "device" : "host") + " memory; " + sizes;
+                   (gpu && impl.ctx == gpu.get() ? "device" : "host") + " memory; " +
+                   (geometry.tans_lanes ? "tANS lanes; " : "") + sizes;
         report.add(row);
       }
     }

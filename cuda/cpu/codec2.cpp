@@ -4196,8 +4196,9 @@ class CpuDecoder final : public Decoder {
   // tans: the body's kBodyTansLanes.
   bool decode_tile(const Tile &t, int type, int lanes, const uint8_t *p, size_t size, bool keyframe,
                    bool tile_classes, bool tans);
-  // TANS: the lanes are tANS lanes, read by `tr` (`state` their states;
-  // `checksum` and `dec` unused); otherwise rANS lanes (`tr` null).
+  // TANS: the lanes are tANS lanes, read by `tr` (`state` their states,
+  // `checksum` their symbols' checksums; `dec` unused); otherwise rANS lanes
+  // (`tr` null).
   template <int NC, bool YCOCG, bool KEY, bool AVX2, bool TANS>
   CODEC2_ALWAYS_INLINE bool decode_layer(const Tile &t, int l, int lanes, uint32_t *state,
                                          uint32_t *checksum, RansDecoder &dec, TansReader *tr);
@@ -4860,8 +4861,8 @@ CODEC2_ALWAYS_INLINE bool CpuDecoder::decode_layer(const Tile &t, int l, int lan
       // lanes' decodes (independent chains) overlap.
       uint32_t tokens;  // the OR of the tokens: >= 16 where raw bits follow
       if constexpr (TANS) {
-        // tANS lanes: each token reads its bits (words taken in lane
-        // order), then the raw bits in lane order.
+        // tANS lanes: each symbol, in lane order, reads its token's bits
+        // and its raw bits as one field (a word taken first where needed).
         tokens = 0;
         for (int k = 0; k < n; ++k) {
           const uint32_t *dec = reinterpret_cast<const TansDist *>(tab[c][k])->dec;

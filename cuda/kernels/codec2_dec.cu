@@ -886,7 +886,7 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
       int mode = kSpatial;
       if (tans) {
         const uint32_t e = act ? mtab[x] : 0u;
-        uint32_t got;
+        uint32_t got = 0;
         if (!tans_read(act, (e >> 5) & 15u, got, bits, p, pos, t.size, lt, lane)) ok = false;
         if (act) {
           x = ((e >> 9) & (kTansStates - 1u)) + got;
@@ -944,7 +944,7 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
     }
   }
   // Every lane ends where its encoder began, with every byte read (tANS:
-  // in state 0 holding no bit).
+  // in its end state, tans_final_state(), holding no bit).
   if (ok) {
     const bool wrong = is_lane && (tans ? x != tans_final_state(P.k, lane, h) || bits.n != 0
                                         : x != lane_final_state(P.k, lane, h));

@@ -333,6 +333,8 @@ class Decoder:
             tables, lanes_of = self.read_palette(bits, self.groups(key))
         else:
             tables, lanes_of = self.read_model(bits, self.groups(key), key)
+        if not key and 0 in tables and len(tables[0]) > 4:
+            raise Invalid("block-mode table with more than four tokens")
         self.model_bytes = (bits.pos + 7) // 8
         at = 4 + self.model_bytes
         # Tiles.
