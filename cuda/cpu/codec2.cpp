@@ -489,15 +489,25 @@ bool read_table(BitReader &r, Table *t) {
   return true;
 }
 
-// The table of a histogram (detail::levels_from_histogram()).
-void table_from_histogram(const uint32_t *hist, Table *t) {
+// The table of a histogram (detail::levels_from_histogram()), its
+// frequencies summing to `scale` (kTansStates: a palette table of tANS
+// lanes, body flag 0x04).
+void table_from_histogram(const uint32_t *hist, Table *t, uint32_t scale = kProbScale) {
   *t = Table{};
   const int n = detail::levels_from_histogram(hist, t->levels);
   if (n == 0) return;
   t->n = uint8_t(n);
-  normalize_levels(t->levels, n, t->freq);
+  normalize_levels_to(t->levels, n, scale, t->freq);
   t->used = true;
   t->finish();
+}
+
+// The same levels with frequencies summing to `scale` (a palette table as
+// rANS lanes use it, or the other way round).
+Table rescaled(Table t, uint32_t scale) {
+  normalize_levels_to(t.levels, t.n, scale, t.freq);
+  t.finish();
+  return t;
 }
 
 // Cost (1/256 bit) of coding `hist` with table `t`; ~0u when a token has no frequency.
@@ -2742,10 +2752,7 @@ int64_t entropy_q8(const uint32_t *c) {
 // frequencies summing to kTansStates.
 Table palette_table(const uint32_t *counts) {
   Table t;
-  const int n = detail::levels_from_histogram(counts, t.levels);
-  t.n = uint8_t(n);
-  t.used = n > 0 && normalize_levels_to(t.levels, n, kTansStates, t.freq);
-  t.finish();
+  table_from_histogram(counts, &t, kTansStates);
   return t;
 }
 
@@ -2896,10 +2903,8 @@ void CpuEncoder::build_palette_model(const uint32_t *hist, bool keyframe, BitWri
       bw.put(i >= 0, 1);
       if (i < 0) continue;
       bw.put(uint32_t(i), index_bits);
-      Table &t = model.tables[size_t(d)];
-      t = model.palette[size_t(i)];
-      normalize_levels(t.levels, t.n, t.freq);  // rANS frequencies, for a later body
-      t.finish();
+      // with rANS frequencies, for a later body
+      model.tables[size_t(d)] = rescaled(model.palette[size_t(i)], kProbScale);
     }
   }
 }
@@ -4036,12 +4041,13 @@ bool read_palette(const DistLayout &dl, const LayerSet &ls, bool keyframe, BitRe
   uint32_t v;
   if (!br.get(4, &v)) return fail_with("truncated in its tables");
   const int p = int(v) + 1;
+  // Each table as read (rANS frequencies, what a distribution keeps for a
+  // later body) and in the palette.
+  std::vector<Table> read(static_cast<size_t>(p));
   model.palette.assign(size_t(p), Table{});
   for (int i = 0; i < p; ++i) {
-    Table &t = model.palette[size_t(i)];
-    if (!read_table(br, &t)) return fail_with("damaged frequency table");
-    normalize_levels_to(t.levels, t.n, kTansStates, t.freq);
-    t.finish();
+    if (!read_table(br, &read[size_t(i)])) return fail_with("damaged frequency table");
+    model.palette[size_t(i)] = rescaled(read[size_t(i)], kTansStates);
   }
   const int index_bits = p > 1 ? bit_length(uint32_t(p - 1)) + 1 : 0;
   for (const DistGroup &g : listed_groups(dl, ls, keyframe)) {
@@ -4055,10 +4061,7 @@ bool read_palette(const DistLayout &dl, const LayerSet &ls, bool keyframe, BitRe
       if (!br.get(index_bits, &index)) return fail_with("truncated in its tables");
       if (int(index) >= p) return fail_with("a table number past the palette");
       model.palette_of[size_t(d)] = int8_t(index);
-      Table &t = model.tables[size_t(d)];
-      t = model.palette[index];
-      normalize_levels(t.levels, t.n, t.freq);  // rANS frequencies, for a later body
-      t.finish();
+      model.tables[size_t(d)] = read[index];
     }
   }
   return true;
