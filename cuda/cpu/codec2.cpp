@@ -2126,10 +2126,17 @@ class CpuEncoder final : public Encoder, public detail::EncoderBackEnd {
   RansVectorTable rans_vectors_;  // the same for the AVX2 steps
 #endif
   // Body flag 0x04 (geometry_.tans_lanes): the palette's tables, each
-  // distribution's (null: unused), and per thread the lanes' fields.
+  // distribution's (null: unused), and per thread encode_tile_tans()'s
+  // scratch, kept between tiles: the lanes' fields, each lane's words and
+  // the lane that takes each word.
   std::vector<TansTable> tans_tables_;
   std::vector<const TansTable *> tans_of_;
-  std::vector<std::vector<uint32_t>> tans_items_{size_t(kMaxThreads)};
+  struct TansScratch {
+    std::vector<uint32_t> items;
+    std::vector<uint32_t> words[kMaxLanes];
+    std::vector<uint8_t> order;
+  };
+  std::vector<TansScratch> tans_scratch_{size_t(kMaxThreads)};
   // Development aid (CODEC2_DEBUG_TANS_EAGER set): per tile, the bits that
   // lanes refilled eagerly would waste (tans_eager_waste()).
   std::vector<uint64_t> tans_eager_waste_;
@@ -2909,6 +2916,26 @@ void CpuEncoder::build_palette_model(const uint32_t *hist, bool keyframe, BitWri
   }
 }
 
+// f(std::integral_constant<int, NC>()) with NC a layer's channels (1 to 4):
+// the layer steps of encode_tile() and encode_tile_tans(), which take NC as
+// a template argument.
+template <class F>
+void with_channels(int channels, F f) {
+  switch (channels) {
+    case 1:
+      f(std::integral_constant<int, 1>());
+      break;
+    case 2:
+      f(std::integral_constant<int, 2>());
+      break;
+    case 3:
+      f(std::integral_constant<int, 3>());
+      break;
+    default:
+      f(std::integral_constant<int, 4>());
+  }
+}
+
 // The steps of one layer of a tile in reverse schedule order, as
 // rans_layer() takes them: per step and component (from the last), the raw
 // bits of the lanes with a sample (from the last lane), then their tokens;
@@ -2969,7 +2996,7 @@ uint64_t tans_eager_waste(const std::vector<uint32_t> &items, int lanes) {
 }
 
 // A coded tile with tANS lanes (flag 0x04): each lane's reads backwards
-// from its final state (tans_items_: lane | bits << 5 | value << 10, in
+// from its final state (items: lane | bits << 5 | value << 10, in
 // reverse reading order; a symbol's token bits and raw bits are one read),
 // then forwards: each lane's string of bits split into its fill and words,
 // and the words put in the order the decoder's lanes take them. False when
@@ -2978,7 +3005,8 @@ bool CpuEncoder::encode_tile_tans(size_t ti, int k, int lanes, size_t n_modes,
                                   const size_t *layer_first, const uint32_t *checksum, int thread) {
   const Tile &t = tiles_[ti];
   const uint32_t *const codes = codes_[ti].data();
-  std::vector<uint32_t> &items = tans_items_[size_t(thread)];
+  TansScratch &scratch = tans_scratch_[size_t(thread)];
+  std::vector<uint32_t> &items = scratch.items;
   items.clear();
   uint32_t X[kMaxLanes], raw_bits[kMaxLanes] = {}, raw_n[kMaxLanes] = {};
   for (int ln = 0; ln < lanes; ++ln) X[ln] = kTansStates + tans_final_state(k, ln, checksum[ln]);
@@ -2998,19 +3026,8 @@ bool CpuEncoder::encode_tile_tans(size_t ti, int k, int lanes, size_t n_modes,
     const int w = t.w[l], h = t.h[l];
     if (w == 0 || h == 0) continue;
     const uint32_t *s = codes + layer_first[l];
-    switch (ls_.layer[l].channels) {
-      case 1:
-        reverse_steps<1>(s, w, h, lanes, raw, token);
-        break;
-      case 2:
-        reverse_steps<2>(s, w, h, lanes, raw, token);
-        break;
-      case 3:
-        reverse_steps<3>(s, w, h, lanes, raw, token);
-        break;
-      default:
-        reverse_steps<4>(s, w, h, lanes, raw, token);
-    }
+    with_channels(ls_.layer[l].channels,
+                  [&](auto nc) { reverse_steps<decltype(nc)::value>(s, w, h, lanes, raw, token); });
   }
   for (size_t b = n_modes; b-- > 0;) token(int(b % size_t(lanes)), codes[b]);
   for (int ln = lanes - 1; ln >= 0; --ln)
@@ -3022,13 +3039,15 @@ bool CpuEncoder::encode_tile_tans(size_t ti, int k, int lanes, size_t n_modes,
   uint32_t fill[kMaxLanes], held[kMaxLanes], head[kMaxLanes] = {}, accn[kMaxLanes] = {};
   uint64_t acc[kMaxLanes] = {};
   bool in_head[kMaxLanes];
-  std::vector<uint32_t> words[kMaxLanes];
+  std::vector<uint32_t> *const words = scratch.words;
   for (int ln = 0; ln < lanes; ++ln) {
+    words[ln].clear();
     fill[ln] = uint32_t(total[ln] % 32);
     held[ln] = fill[ln];
     in_head[ln] = true;
   }
-  std::vector<uint8_t> order;  // the lane that takes each word of the tile
+  std::vector<uint8_t> &order = scratch.order;  // the lane that takes each word of the tile
+  order.clear();
   for (size_t i = items.size(); i-- > 0;) {
     const uint32_t it = items[i], ln = it & 31, nb = (it >> 5) & 31;
     if (held[ln] < nb) {  // the decoder takes a word
@@ -3424,19 +3443,9 @@ bool CpuEncoder::encode_tile(size_t ti, int k, int thread) {
     const int w = t.w[l], h = t.h[l];
     if (w == 0 || h == 0) continue;
     const uint32_t *s = codes + layer_first[l];
-    switch (ls_.layer[l].channels) {
-      case 1:
-        p = rans_layer_steps<1>(s, w, h, lanes, state, p);
-        break;
-      case 2:
-        p = rans_layer_steps<2>(s, w, h, lanes, state, p);
-        break;
-      case 3:
-        p = rans_layer_steps<3>(s, w, h, lanes, state, p);
-        break;
-      default:
-        p = rans_layer_steps<4>(s, w, h, lanes, state, p);
-    }
+    with_channels(ls_.layer[l].channels, [&](auto nc) {
+      p = rans_layer_steps<decltype(nc)::value>(s, w, h, lanes, state, p);
+    });
   }
   if (!keyframe_) {
     for (size_t b = n_modes; b-- > 0;) p = RansEncoder::put(state[b % lanes], table[codes[b]], p);

@@ -354,7 +354,10 @@ class Decoder:
                 shift += 7
                 if not byte & 0x80:
                     break
-            entries.append((v & 3, ((v >> 2) & 31) + 1, v >> 7))
+            kind, lanes = v & 3, ((v >> 2) & 31) + 1
+            if kind != 1 and lanes != 1:
+                raise Invalid("lanes other than 1 for a skipped, raw or indexed tile")
+            entries.append((kind, lanes, v >> 7))
         if sum(e[2] for e in entries) != len(body) - at:
             raise Invalid("tile sizes")
         new = list(self.picture) if self.picture else [0] * self.frame_bytes()
@@ -495,7 +498,7 @@ class Decoder:
             places = [place(c, x, y) for (lw, lh, nch, yc, sx, sy, place), (x0, y0, w, h)
                       in zip(self.layers, rects)
                       for y in range(y0, y0 + h) for x in range(x0, x0 + w) for c in range(nch)]
-            if lanes != 1 or len(payload) != 4 * ((len(places) + d - 1) // d):
+            if len(payload) != 4 * ((len(places) + d - 1) // d):
                 raise Invalid("indexed tile size")
             for i0 in range(0, len(places), d):
                 word = int.from_bytes(payload[4 * (i0 // d):4 * (i0 // d) + 4], "little")

@@ -907,13 +907,21 @@ TEST(Codec2Cpu, ThreadsGiveTheSameBytes) {
 
 // ---- damage -----------------------------------------------------------------
 
-TEST(Codec2Cpu, DamageIsDetectedOrHarmless) {
-  // Smooth content (no raw tiles, whose bytes only the packet checksum
-  // covers): every truncation fails; every flipped byte fails or (in unused
-  // bits) decodes to the same picture; a failed body leaves the picture and
-  // the tables as they were. Fixed content: a flip in raw bits goes unnoticed
-  // with probability 2^-17 (the lanes' checksum), so this content is checked
-  // once and for all rather than a new one each run.
+namespace {
+
+// Damaged bodies, fixed content (smooth, so no raw tiles, whose bytes only
+// the packet checksum covers), a keyframe and a delta, with rANS lanes
+// (`geometry` null) or the tANS lanes of `geometry`: every truncation
+// fails; a failed body (truncated or flipped) leaves the picture as it was
+// and makes the decoder wait for a keyframe; every flipped byte fails or
+// (in unused bits) decodes to the same picture, and detections dominate;
+// extra bytes, an impossible geometry and unknown flags fail. A flip that
+// keeps the lanes in step goes unnoticed with probability 2^-17 for rANS
+// lanes (the end state's checksum), about 2^-10 for tANS lanes (10 bits of
+// it), so the content is checked once and for all rather than a new one
+// each run.
+void check_damage_detected_or_harmless(const Geometry *geometry) {
+  const bool tans = geometry && geometry->tans_lanes;
   std::mt19937 gen(12345);
   const VideoFormat f = VideoFormat::I420;
   const int w = 40, h = 36;
@@ -922,15 +930,22 @@ TEST(Codec2Cpu, DamageIsDetectedOrHarmless) {
     frames.emplace_back(f, w, h);
     fill_scene(frames.back(), t, gen, 5);
   }
-  const Sequence s = encode_sequence(f, w, h, frames, {true, false, false}, {2, 2, 2});
-  for (const FrameStats &st : s.stats) ASSERT_EQ(st.tiles[2], 0u);
+  const Sequence s = encode_sequence(f, w, h, frames, {true, false, false}, {2, 2, 2}, geometry);
+  for (const FrameStats &st : s.stats) {
+    ASSERT_EQ(st.tiles[2], 0u);
+    if (tans) {  // several tiles of several lanes
+      ASSERT_GT(st.tiles[1], 1u);
+      ASSERT_GT(st.lanes, st.tiles[1]);
+    }
+  }
   for (size_t frame = 0; frame < 2; ++frame) {  // a keyframe, then a delta
     const std::vector<uint8_t> &body = s.bodies[frame];
+    ASSERT_EQ(body[0] & kBodyTansLanes, tans ? kBodyTansLanes : 0);
     auto fresh = [&]() {
       auto dec = Decoder::create(*cpu, f, w, h);
       std::string err;
       if (frame == 1) {
-        EXPECT_TRUE(dec->decode(s.bodies[0].data(), s.bodies[0].size(), &err));
+        EXPECT_TRUE(dec->decode(s.bodies[0].data(), s.bodies[0].size(), &err)) << err;
       }
       return dec;
     };
@@ -952,7 +967,7 @@ TEST(Codec2Cpu, DamageIsDetectedOrHarmless) {
         ASSERT_EQ(bytes_of(pic), s.references[1]);
       }
     }
-    int detected = 0, harmless = 0;
+    int detected = 0, harmless = 0, undetected = 0;
     for (size_t at = 0; at < body.size(); ++at)
       for (uint8_t flip : {uint8_t(0x01), uint8_t(0x80), uint8_t(0xff)}) {
         std::vector<uint8_t> bad = body;
@@ -961,25 +976,35 @@ TEST(Codec2Cpu, DamageIsDetectedOrHarmless) {
         std::string err;
         if (!dec->decode(bad.data(), bad.size(), &err)) {
           detected++;
+          if (frame == 1) {
+            HostBytes pic;
+            dec->read_reference(pic);
+            EXPECT_EQ(bytes_of(pic), before)
+                << "picture unchanged after a failure, byte " << at << " (^" << int(flip) << ")";
+            EXPECT_FALSE(dec->has_reference()) << "byte " << at << " (^" << int(flip) << ")";
+          }
           continue;
         }
         HostBytes pic;
         dec->read_reference(pic);
-        ASSERT_EQ(bytes_of(pic), s.references[frame])
-            << "undetected damage at byte " << at << " of " << body.size() << " (^" << int(flip)
-            << ")";
+        if (bytes_of(pic) != s.references[frame]) {
+          undetected++;
+          ADD_FAILURE() << "undetected damage at byte " << at << " of " << body.size() << " (^"
+                        << int(flip) << "), frame " << frame;
+          continue;
+        }
         harmless++;
       }
-    EXPECT_GT(detected, 10 * (harmless + 1))
-        << detected << " detected, " << harmless << " harmless";
+    EXPECT_GT(detected, 10 * (harmless + undetected + 1))
+        << detected << " detected, " << harmless << " harmless, " << undetected
+        << " undetected (frame " << frame << ")";
   }
-  // Extra bytes at the end.
+  // Extra bytes at the end, an impossible geometry, unknown flags.
   std::vector<uint8_t> longer = s.bodies[0];
   longer.push_back(0);
   auto dec = Decoder::create(*cpu, f, w, h);
   std::string err;
   EXPECT_FALSE(dec->decode(longer.data(), longer.size(), &err));
-  // A header that names an impossible geometry.
   std::vector<uint8_t> bad = s.bodies[0];
   bad[2] = 0;
   EXPECT_FALSE(dec->decode(bad.data(), bad.size(), &err));
@@ -987,6 +1012,17 @@ TEST(Codec2Cpu, DamageIsDetectedOrHarmless) {
   bad[0] = 0x81;
   EXPECT_FALSE(dec->decode(bad.data(), bad.size(), &err));
   EXPECT_NE(err.find("flags"), std::string::npos) << err;
+  bad = s.bodies[0];
+  bad[0] |= 0x08;
+  EXPECT_FALSE(dec->decode(bad.data(), bad.size(), &err));
+  EXPECT_NE(err.find("flags"), std::string::npos) << err;
+}
+
+}  // namespace
+
+// rANS lanes: check_damage_detected_or_harmless().
+TEST(Codec2Cpu, DamageIsDetectedOrHarmless) {
+  check_damage_detected_or_harmless(nullptr);
 }
 
 // Frames in flight on the CPU backend: each decodes and writes at
@@ -1576,103 +1612,15 @@ TEST(Codec2Tans, Examples) {
 }
 
 // Damaged bodies with tANS lanes, as Codec2Cpu.DamageIsDetectedOrHarmless
-// for rANS lanes: every truncation fails; a failed body leaves the picture
-// as it was and makes the decoder wait for a keyframe; every flipped byte
-// fails or decodes to the same picture. A tANS lane's end state holds only
-// 10 bits of its symbols' checksum (a rANS lane's 17), so a flip may go
-// unnoticed with probability about 2^-10 where the lanes stay in step:
-// this content (fixed, several tiles of several lanes) is checked once and
-// for all, and detections must dominate. (With state 0 as the end, before
-// the checksum, 26 of these flips changed the picture unnoticed.)
+// for rANS lanes (check_damage_detected_or_harmless()). A tANS lane's end
+// state holds only 10 bits of its symbols' checksum (a rANS lane's 17), so
+// a flip may go unnoticed with probability about 2^-10 where the lanes stay
+// in step: this content (fixed, several tiles of several lanes) is checked
+// once and for all, and detections must dominate. (With state 0 as the end,
+// before the checksum, 26 of these flips changed the picture unnoticed.)
 TEST(Codec2Tans, DamageIsDetectedOrHarmless) {
-  std::mt19937 gen(12345);
-  const VideoFormat f = VideoFormat::I420;
-  const int w = 40, h = 36;
-  std::vector<HostFrame> frames;
-  for (int t = 0; t < 3; ++t) {
-    frames.emplace_back(f, w, h);
-    fill_scene(frames.back(), t, gen, 5);
-  }
   const Geometry g = tans_geometry(2, 2, 128);
-  const Sequence s = encode_sequence(f, w, h, frames, {true, false, false}, {2, 2, 2}, &g);
-  for (const FrameStats &st : s.stats) {
-    ASSERT_EQ(st.tiles[2], 0u);
-    ASSERT_GT(st.tiles[1], 1u);
-    ASSERT_GT(st.lanes, st.tiles[1]);
-  }
-  for (size_t frame = 0; frame < 2; ++frame) {  // a keyframe, then a delta
-    const std::vector<uint8_t> &body = s.bodies[frame];
-    ASSERT_EQ(body[0] & kBodyTansLanes, kBodyTansLanes);
-    auto fresh = [&]() {
-      auto dec = Decoder::create(*cpu, f, w, h);
-      std::string err;
-      if (frame == 1) {
-        EXPECT_TRUE(dec->decode(s.bodies[0].data(), s.bodies[0].size(), &err)) << err;
-      }
-      return dec;
-    };
-    const std::vector<uint8_t> before = frame == 1 ? s.references[0] : std::vector<uint8_t>();
-    for (size_t len = 0; len < body.size(); ++len) {
-      auto dec = fresh();
-      std::string err;
-      ASSERT_FALSE(dec->decode(body.data(), len, &err)) << "truncated to " << len;
-      if (frame == 1) {
-        HostBytes pic;
-        dec->read_reference(pic);
-        ASSERT_EQ(bytes_of(pic), before) << "picture unchanged after a failure";
-        // Deltas wait for a keyframe now; the keyframe and then the delta decode.
-        ASSERT_FALSE(dec->has_reference());
-        ASSERT_FALSE(dec->decode(body.data(), body.size(), &err));
-        ASSERT_TRUE(dec->decode(s.bodies[0].data(), s.bodies[0].size(), &err)) << err;
-        ASSERT_TRUE(dec->decode(body.data(), body.size(), &err)) << err;
-        dec->read_reference(pic);
-        ASSERT_EQ(bytes_of(pic), s.references[1]);
-      }
-    }
-    int detected = 0, harmless = 0, undetected = 0;
-    for (size_t at = 0; at < body.size(); ++at)
-      for (uint8_t flip : {uint8_t(0x01), uint8_t(0x80), uint8_t(0xff)}) {
-        std::vector<uint8_t> bad = body;
-        bad[at] ^= flip;
-        auto dec = fresh();
-        std::string err;
-        if (!dec->decode(bad.data(), bad.size(), &err)) {
-          detected++;
-          if (frame == 1) {
-            HostBytes pic;
-            dec->read_reference(pic);
-            EXPECT_EQ(bytes_of(pic), before) << "picture unchanged after a failure";
-            EXPECT_FALSE(dec->has_reference());
-          }
-          continue;
-        }
-        HostBytes pic;
-        dec->read_reference(pic);
-        if (bytes_of(pic) != s.references[frame]) {
-          undetected++;
-          ADD_FAILURE() << "undetected damage at byte " << at << " of " << body.size() << " (^"
-                        << int(flip) << "), frame " << frame;
-          continue;
-        }
-        harmless++;
-      }
-    EXPECT_GT(detected, 10 * (harmless + undetected + 1))
-        << detected << " detected, " << harmless << " harmless, " << undetected
-        << " undetected (frame " << frame << ")";
-  }
-  // Extra bytes at the end, an impossible geometry, an unknown flag.
-  std::vector<uint8_t> longer = s.bodies[0];
-  longer.push_back(0);
-  auto dec = Decoder::create(*cpu, f, w, h);
-  std::string err;
-  EXPECT_FALSE(dec->decode(longer.data(), longer.size(), &err));
-  std::vector<uint8_t> bad = s.bodies[0];
-  bad[2] = 0;
-  EXPECT_FALSE(dec->decode(bad.data(), bad.size(), &err));
-  bad = s.bodies[0];
-  bad[0] |= 0x08;
-  EXPECT_FALSE(dec->decode(bad.data(), bad.size(), &err));
-  EXPECT_NE(err.find("flags"), std::string::npos) << err;
+  check_damage_detected_or_harmless(&g);
 }
 
 // tANS lanes change the bytes, not the picture: the same frames encoded

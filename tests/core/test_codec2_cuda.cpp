@@ -346,6 +346,45 @@ std::vector<std::vector<uint8_t>> damaged_versions(const std::vector<uint8_t> &g
   damaged.push_back(longer);
   return damaged;
 }
+
+// Decodes the damaged versions `first`, `first + step`, ... of body `which`
+// (0 the keyframe, 1 the delta; `keyframe` is body 0) of format `f` with
+// both decoders, each from the keyframe decoded before it (a refused
+// keyframe changed nothing, so the keyframe is decoded again only after an
+// accepted one): they accept or refuse alike with the same pictures, every
+// truncation (the first `cuts`) and a byte too many (the last) fail, and a
+// refusal leaves the picture as it was and the decoder without a
+// reference. `*refused` counts the refusals. Returns at the first failure.
+void decode_damaged_alike(VideoFormat f, int w, int h, size_t which,
+                          const std::vector<uint8_t> &keyframe,
+                          const std::vector<std::vector<uint8_t>> &damaged, size_t cuts,
+                          size_t first, size_t step, int *refused) {
+  *refused = 0;
+  Pair dec(f, w, h);
+  bool changed = true;
+  for (size_t v = first; v < damaged.size(); v += step) {
+    // The state before: the keyframe (and for the delta nothing else); a
+    // refused keyframe changed nothing.
+    if (which == 1 || changed) {
+      ASSERT_TRUE(dec.decode(keyframe, "keyframe"));
+    }
+    const std::vector<uint8_t> before = dec.picture(*dec.gpu);
+    const std::string what = std::string(format_name(f)) + " body " + std::to_string(which) +
+                             " damage " + std::to_string(v);
+    const bool ok = dec.decode(damaged[v], what);
+    changed = ok;
+    // Every truncation, and a byte too many, fails.
+    if (v < cuts || v + 1 == damaged.size()) {
+      EXPECT_FALSE(ok) << what;
+    }
+    if (!ok) {
+      ++*refused;
+      EXPECT_EQ(dec.picture(*dec.gpu), before) << what << ": picture changed";
+      EXPECT_FALSE(dec.gpu->has_reference());
+    }
+    if (testing::Test::HasFailure()) return;
+  }
+}
 }  // namespace
 
 struct DamageCase {
@@ -376,29 +415,10 @@ TEST_P(DamagedBodies, RefusedAlikeAndHarmless) {
       const std::vector<std::vector<uint8_t>> damaged =
           damaged_versions(bodies[which], gen, 17, 9, &cuts);
       if (f != param.format || which != param.which) continue;
-      Pair dec(f, w, h);
-      bool changed = true;
-      for (size_t v = param.part; v < damaged.size(); v += param.parts) {
-        // The state before: the keyframe (and for the delta nothing else);
-        // a refused keyframe changed nothing.
-        if (which == 1 || changed) {
-          ASSERT_TRUE(dec.decode(bodies[0], "keyframe"));
-        }
-        const std::vector<uint8_t> before = dec.picture(*dec.gpu);
-        const std::string what = std::string(format_name(f)) + " body " + std::to_string(which) +
-                                 " damage " + std::to_string(v);
-        const bool ok = dec.decode(damaged[v], what);
-        changed = ok;
-        // Every truncation, and a byte too many, fails.
-        if (v < cuts || v + 1 == damaged.size()) {
-          EXPECT_FALSE(ok) << what;
-        }
-        if (!ok) {
-          EXPECT_EQ(dec.picture(*dec.gpu), before) << what << ": picture changed";
-          EXPECT_FALSE(dec.gpu->has_reference());
-        }
-        if (HasFailure()) return;
-      }
+      int refused;
+      decode_damaged_alike(f, w, h, which, bodies[0], damaged, cuts, param.part, param.parts,
+                           &refused);
+      if (HasFailure()) return;
     }
   }
 }
@@ -764,28 +784,9 @@ TEST(Codec2CudaTans, DamagedBodiesRefusedAlike) {
       size_t cuts;
       const std::vector<std::vector<uint8_t>> damaged =
           damaged_versions(bodies[which], gen, 13, 5, &cuts);
-      Pair dec(f, w, h);
-      bool changed = true;
-      int refused = 0;
-      for (size_t v = 0; v < damaged.size(); ++v) {
-        if (which == 1 || changed) {
-          ASSERT_TRUE(dec.decode(bodies[0], "keyframe"));
-        }
-        const std::vector<uint8_t> before = dec.picture(*dec.gpu);
-        const std::string what = std::string(format_name(f)) + " body " + std::to_string(which) +
-                                 " damage " + std::to_string(v);
-        const bool ok = dec.decode(damaged[v], what);
-        changed = ok;
-        if (v < cuts || v + 1 == damaged.size()) {
-          EXPECT_FALSE(ok) << what;
-        }
-        if (!ok) {
-          ++refused;
-          EXPECT_EQ(dec.picture(*dec.gpu), before) << what << ": picture changed";
-          EXPECT_FALSE(dec.gpu->has_reference());
-        }
-        if (HasFailure()) return;
-      }
+      int refused;
+      decode_damaged_alike(f, w, h, which, bodies[0], damaged, cuts, 0, 1, &refused);
+      if (HasFailure()) return;
       EXPECT_GT(refused, int(damaged.size()) * 3 / 4) << format_name(f) << " body " << which;
     }
   }
