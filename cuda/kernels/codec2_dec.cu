@@ -3,11 +3,12 @@
 // bodies refused (docs/stream-format.md, "Version 2: the body").
 //
 // Per body:
-//   1. the host reads the header, the tables and the tile table with the
-//      reference's own code (codec2_body.h), so both backends refuse the same
-//      bodies there; the tile list, each used table's symbols and the map
-//      from distributions to tables go to the device in one copy, the
-//      payloads in another;
+//   1. the body goes to the device in one copy, while the host reads its
+//      header, tables and tile table with the reference's own code
+//      (codec2_body.h), so both backends refuse the same bodies there; the
+//      tile list, each used table's symbols, the map from distributions to
+//      tables, the count of failed tiles (0) and the list of tiles to copy
+//      go to the device in another;
 //   2. build_tables_kernel: per used table, a compact decoding table
 //      (DistTab, 768 bytes: a bitmap of where tokens start; it, the token's
 //      lookup and the renormalisation are in codec2_rans.cuh);
@@ -26,7 +27,9 @@
 //      tables). In deltas the lanes jump over runs of steps at which none
 //      of them decodes (skipped blocks; a word per block row of the
 //      tile's coded blocks finds the next step, codec2_coded.cuh), and the
-//      warp does the samples in between. Skipped and raw tiles are copies.
+//      warp does the samples in between. Skipped, raw and indexed tiles
+//      are copy_tiles_kernel's, on a stream of its own beside it (a tile
+//      skipped in two frames in a row is not copied again).
 //   With tANS lanes (body flag 0x04) the palette's frequencies go up
 //   instead, tans_tables_kernel makes its decoding tables, and a lane reads
 //   its bits from a buffer that takes the tile's words in lane order when a
@@ -47,6 +50,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../src/check.h"
@@ -88,11 +92,12 @@ struct Params {
   uint8_t *modes;             // per block of the frame
   const uint8_t *payload;
   const TileDev *tiles;
-  const uint8_t *tabs;  // the decoding tables (DistTab), table 0 for unused distributions
-  const uint16_t *map;  // per distribution: its table, 0 when it has none
-  uint32_t *failed;     // tiles that failed
-  size_t ring_elems;    // int16 of shared memory for the rows of working values
-  uint32_t tab_bytes;   // of all tables; copied to shared memory when tabs_shared
+  const uint8_t *tabs;     // the decoding tables (DistTab), table 0 for unused distributions
+  const uint16_t *map;     // per distribution: its table, 0 when it has none
+  const uint32_t *copied;  // copy_tiles_kernel's tiles (skipped, raw, indexed)
+  uint32_t *failed;        // tiles that failed
+  size_t ring_elems;       // int16 of shared memory for the rows of working values
+  uint32_t tab_bytes;      // of all tables; copied to shared memory when tabs_shared
   int tabs_shared, n_dist, n_tiles;
   int k, keyframe, blocks_x, mode_dist, n_layers;
   int tile_classes;  // body flag 0x02: the reference classes' tile rule
@@ -117,11 +122,15 @@ struct TansBits {
   uint32_t wbase;     // the window's first word (bytes into the payload)
 };
 
-// Bits [at, at + n) of a bit field (n <= 25), least significant first.
-__device__ __forceinline__ uint32_t field_bits(const uint8_t *p, uint32_t at, uint32_t n) {
-  const uint8_t *q = p + (at >> 3);
-  const uint32_t v = uint32_t(__ldg(q)) | uint32_t(__ldg(q + 1)) << 8 |
-                     uint32_t(__ldg(q + 2)) << 16 | uint32_t(__ldg(q + 3)) << 24;
+// Bits [at, at + n) of a bit field (n <= 25), least significant first; the
+// bytes from `end` on (past the tile) read as 0 and are not loaded.
+__device__ __forceinline__ uint32_t field_bits(const uint8_t *p, uint32_t at, uint32_t n,
+                                               uint32_t end) {
+  const uint32_t b = at >> 3;
+  uint32_t v = 0;
+#pragma unroll
+  for (uint32_t i = 0; i < 4; ++i)
+    if (b + i < end) v |= uint32_t(__ldg(p + b + i)) << (8 * i);
   return (v >> (at & 7)) & ((1u << n) - 1u);
 }
 // The word at byte `at` of the payload (0 past the tile's `end`).
@@ -725,7 +734,10 @@ constexpr int kMaxTilesPerBlock = 8;
 // by layer, row by row, sample by sample, channel by channel), indexed
 // tiles the reconstruction of the payload's indices: a thread block per
 // tile and kCopyParts of its bytes (a warp per tile, as the coded tiles
-// have, took about 0.4 ms for a 1080p frame of raw tiles).
+// have, took about 0.4 ms for a 1080p frame of raw tiles). The tiles are
+// those of the list `copied` (the host leaves out a skipped tile whose
+// bytes the picture written already holds), on a stream of their own
+// beside decode_tiles_kernel: the two write different tiles.
 constexpr int kCopyParts = 16;
 // Indexed tiles (type 3): a thread per word of digits (indexed_digits()),
 // which it takes apart, the first the least significant; a word larger than
@@ -762,7 +774,7 @@ __device__ void index_tile(const Params &P, const TileDev &t) {
 }
 
 __global__ void __launch_bounds__(256) copy_tiles_kernel(const Params P) {
-  const TileDev &t = P.tiles[blockIdx.x];
+  const TileDev &t = P.tiles[P.copied[blockIdx.x]];
   const int type = t.type;
   if (type == 3) {
     index_tile(P, t);
@@ -834,7 +846,7 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
     // they are in the payload), then their first bits in lane order, to a
     // byte; then the words. Each lane's state: its first 10 bits.
     const uint32_t fill =
-        is_lane ? field_bits(p, uint32_t(kTansFillBits * lane), kTansFillBits) : 0u;
+        is_lane ? field_bits(p, uint32_t(kTansFillBits * lane), kTansFillBits, t.size) : 0u;
     uint32_t incl = fill;  // the fills of lanes 0..lane
     for (int o = 1; o < 32; o <<= 1) {
       const uint32_t v = __shfl_up_sync(kFullWarp, incl, o);
@@ -847,12 +859,14 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
     } else {
       const uint32_t first = uint32_t(kTansFillBits * lanes) + incl - fill;
       if (fill > 16)
-        bits.buf = field_bits(p, first, 16) | uint64_t(field_bits(p, first + 16, fill - 16)) << 16;
+        bits.buf = field_bits(p, first, 16, t.size) |
+                   uint64_t(field_bits(p, first + 16, fill - 16, t.size)) << 16;
       else if (fill > 0)
-        bits.buf = field_bits(p, first, fill);
+        bits.buf = field_bits(p, first, fill, t.size);
       bits.n = fill;
       // the padding bits after the first bits: 0
-      if (lane == 0 && head_bits % 8 != 0 && field_bits(p, head_bits, 8 - head_bits % 8) != 0)
+      if (lane == 0 && head_bits % 8 != 0 &&
+          field_bits(p, head_bits, 8 - head_bits % 8, t.size) != 0)
         ok = false;
       ok = !__any_sync(kFullWarp, !ok);
       pos = head;
@@ -970,6 +984,8 @@ class CudaDecoder final : public Decoder {
     ::cudadiff::detail::ignore_cuda(cudaStreamSynchronize(stream_));
     ::cudadiff::detail::ignore_cuda(
         cudaStreamSynchronize(static_cast<cudaStream_t>(copy_stream_->handle())));
+    ::cudadiff::detail::ignore_cuda(
+        cudaStreamSynchronize(static_cast<cudaStream_t>(side_stream_->handle())));
   }
   CudaDecoder(const Context &ctx, VideoFormat format, int width, int height)
       : ctx_(ctx), reader_(format, width, height) {
@@ -1026,12 +1042,14 @@ class CudaDecoder final : public Decoder {
         decode_tiles_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(max_shared_)));
     CUDADIFF_CHECK(cudaDeviceGetAttribute(&n_sm_, cudaDevAttrMultiProcessorCount, ctx.gpu_id()));
     n_sm_ = std::max(n_sm_, 1);
-    failed_ = DeviceBuffer(sizeof(uint32_t));
     for (Slot &slot : slots_) {
       slot.flag.resize(sizeof(uint32_t));
       slot.done = std::make_unique<StreamEvent>();
     }
     copy_stream_ = std::make_unique<Stream>(ctx.gpu_id());
+    side_stream_ = std::make_unique<Stream>(ctx.gpu_id());
+    fork_ = std::make_unique<StreamEvent>();
+    join_ = std::make_unique<StreamEvent>();
     for (auto &e : read_) e = std::make_unique<StreamEvent>();
     ctx.synchronize();
   }
@@ -1117,22 +1135,43 @@ class CudaDecoder final : public Decoder {
 
   // Checks a body on the host and queues its decoding into the other
   // picture, which becomes the current one; the frame is then in flight
-  // (finish()). `copy_body`: the payload goes through the slot's pinned
+  // (finish()). `copy_body`: the body goes through the slot's pinned
   // buffer, so that `body` may be reused on return (else the caller waits).
   bool queue(const uint8_t *body, size_t n, bool copy_body, std::string *error) {
+    bool sent = false;  // the body's copy to the device is queued
     auto fail = [&](const std::string &why) {
       if (error) *error = "codec2 body: " + why;
       has_reference_ = false;
+      // The caller's body may go once this returns.
+      if (sent && !copy_body) CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
       return false;
     };
+    if (n > UINT32_MAX) return fail("body too large");
+    ctx_.activate();
+    Slot &slot = slots_[(oldest_ + in_flight_) % kMaxInFlight];  // not in flight
+    // The whole body goes to the device at once, while the host reads it
+    // (the payloads are most of it). The device's buffers grow only when no
+    // frame in flight may still read them.
+    if (payload_.size() < n + 16) {
+      CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+      payload_ = DeviceBuffer(n + n / 4 + 16);
+    }
+    if (n > 0) {
+      const uint8_t *from = body;
+      if (copy_body) {
+        slot.body.resize(n);
+        std::memcpy(slot.body.data(), body, n);
+        from = slot.body.data();
+      }
+      CUDADIFF_CHECK(cudaMemcpyAsync(payload_.data(), from, n, cudaMemcpyHostToDevice, stream_));
+      sent = true;
+    }
     std::string why;
     if (!reader_.read(body, n, has_reference_, &why)) return fail(why);
     const BodyHeader &h = reader_.header();
     const std::vector<detail::Tile> &tiles = reader_.tiles();
     const std::vector<detail::TileEntry> &entries = reader_.entries();
     const size_t n_tiles = tiles.size();
-    const size_t payload = n - reader_.payload_offset();
-    if (payload > UINT32_MAX) return fail("body too large");
 
     // Staging: tiles, the symbols of each table (table 0 for the
     // distributions without one, then the used ones), the distributions'
@@ -1145,17 +1184,17 @@ class CudaDecoder final : public Decoder {
     if (tans) n_tabs = reader_.palette_size();
     const size_t tab_entry_bytes =
         tans ? size_t(kTokens) * sizeof(uint16_t) : size_t(kTokens) * sizeof(uint32_t);
+    // Then the count of failed tiles (0 here: no memset), and the list of
+    // tiles that copy_tiles_kernel does.
     const size_t tiles_at = 0;
     const size_t sym_at = align_up(tiles_at + n_tiles * sizeof(TileDev), 16);
     const size_t map_at = align_up(sym_at + size_t(n_tabs) * tab_entry_bytes, 16);
-    const size_t total = map_at + size_t(n_dist_) * sizeof(uint16_t);
-    ctx_.activate();
-    Slot &slot = slots_[(oldest_ + in_flight_) % kMaxInFlight];  // not in flight
-    // The device's buffers grow only when no frame in flight may still read them.
-    if (upload_.size() < total || payload_.size() < payload + 16) {
+    const size_t failed_at = align_up(map_at + size_t(n_dist_) * sizeof(uint16_t), 16);
+    const size_t copied_at = failed_at + sizeof(uint32_t);
+    const size_t total = copied_at + n_tiles * sizeof(uint32_t);
+    if (upload_.size() < total) {
       CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
-      if (upload_.size() < total) upload_ = DeviceBuffer(total + total / 4);
-      if (payload_.size() < payload + 16) payload_ = DeviceBuffer(payload + payload / 4 + 16);
+      upload_ = DeviceBuffer(total + total / 4);
     }
     slot.staging.resize(total);
     uint8_t *s = slot.staging.data();
@@ -1165,12 +1204,20 @@ class CudaDecoder final : public Decoder {
       read_pending_[1 - current_] = false;
     }
     TileDev *td = reinterpret_cast<TileDev *>(s + tiles_at);
-    bool copied = false;  // a skipped or raw tile (copy_tiles_kernel's)
+    // Skipped tiles of the frame before this one copied the picture this
+    // frame writes into the reference: when this frame skips them too, the
+    // picture holds their bytes already. (After a frame that failed, only
+    // a keyframe, which skips no tile, is decoded until one succeeds.)
+    const bool same_tiles = prev_types_.size() == n_tiles &&
+                            prev_tiles_ == std::make_pair(h.geometry.tile_bx, h.geometry.tile_by);
+    uint32_t *copied = reinterpret_cast<uint32_t *>(s + copied_at);
+    uint32_t n_copied = 0;
     for (size_t ti = 0; ti < n_tiles; ++ti) {
       const detail::Tile &t = tiles[ti];
       TileDev &d = td[ti];
       d.type = entries[ti].type;
-      copied |= d.type != 1;
+      if (d.type != 1 && !(d.type == 0 && same_tiles && prev_types_[ti] == 0))
+        copied[n_copied++] = uint32_t(ti);
       d.lanes = entries[ti].lanes;
       d.offset = uint32_t(entries[ti].offset);
       d.size = uint32_t(entries[ti].size);
@@ -1204,19 +1251,8 @@ class CudaDecoder final : public Decoder {
         map[d] = uint16_t(tab++);
       }
     }
+    std::memset(s + failed_at, 0, sizeof(uint32_t));
     CUDADIFF_CHECK(cudaMemcpyAsync(upload_.data(), s, total, cudaMemcpyHostToDevice, stream_));
-    // The payloads straight from the caller's body (pinned or not: decode()
-    // waits for the stream before it returns), or through the slot's buffer.
-    if (payload > 0) {
-      const uint8_t *from = body + reader_.payload_offset();
-      if (copy_body) {
-        slot.body.resize(payload);
-        std::memcpy(slot.body.data(), from, payload);
-        from = slot.body.data();
-      }
-      CUDADIFF_CHECK(
-          cudaMemcpyAsync(payload_.data(), from, payload, cudaMemcpyHostToDevice, stream_));
-    }
 
     if (tans) {
       tans_tables_kernel<<<n_tabs, kTansStates, 0, stream_>>>(
@@ -1233,13 +1269,14 @@ class CudaDecoder final : public Decoder {
     P.rec = picture_[1 - current_].data();
     for (int l = 0; l < kMaxLayers; ++l) P.work[l] = work_[l].as<int16_t>();
     P.modes = modes_.data();
-    P.payload = payload_.data();
+    P.payload = payload_.data() + reader_.payload_offset();
     P.tiles = reinterpret_cast<const TileDev *>(upload_.data() + tiles_at);
     P.tabs = tabs_.data();
     P.tans = tans ? 1 : 0;
     P.map = reinterpret_cast<const uint16_t *>(upload_.data() + map_at);
     P.n_dist = n_dist_;
-    P.failed = failed_.as<uint32_t>();
+    P.copied = reinterpret_cast<const uint32_t *>(upload_.data() + copied_at);
+    P.failed = reinterpret_cast<uint32_t *>(upload_.data() + failed_at);
     P.k = h.k;
     P.keyframe = h.keyframe ? 1 : 0;
     P.tile_classes = h.tile_classes ? 1 : 0;
@@ -1247,7 +1284,6 @@ class CudaDecoder final : public Decoder {
     P.mode_dist = reader_.mode_distribution();
     P.n_layers = n_layers_;
     for (int l = 0; l < kMaxLayers; ++l) P.layer[l] = layer_[l];
-    CUDADIFF_CHECK(cudaMemsetAsync(failed_.data(), 0, sizeof(uint32_t), stream_));
     // Shared memory for the rows of working values of the widest coded tile
     // (those that do not fit use global memory).
     size_t ring_bytes = 0;
@@ -1280,15 +1316,23 @@ class CudaDecoder final : public Decoder {
     P.ring_elems = ring_bytes / sizeof(int16_t);
     P.n_tiles = int(n_tiles);
     if (n_tiles > 0) {
-      if (copied) {
-        copy_tiles_kernel<<<dim3(unsigned(n_tiles), kCopyParts), 256, 0, stream_>>>(P);
+      // The copies on a stream of their own, beside the coded tiles (they
+      // write other tiles; the decoding stream waits for them before the
+      // flag's copy, so the next frame's work comes after them).
+      if (n_copied > 0) {
+        fork_->record(ctx_);
+        fork_->make_wait(*side_stream_);
+        copy_tiles_kernel<<<dim3(n_copied, kCopyParts), 256, 0,
+                            static_cast<cudaStream_t>(side_stream_->handle())>>>(P);
         CUDADIFF_CHECK_LAUNCH("codec2 copy_tiles_kernel");
+        join_->record(*side_stream_);
       }
       const unsigned blocks = unsigned((n_tiles + per_block - 1) / per_block);
       decode_tiles_kernel<<<blocks, 32 * per_block, shared, stream_>>>(P);
       CUDADIFF_CHECK_LAUNCH("codec2 decode_tiles_kernel");
+      if (n_copied > 0) join_->make_wait(ctx_.stream());
     }
-    CUDADIFF_CHECK(cudaMemcpyAsync(slot.flag.data(), failed_.data(), sizeof(uint32_t),
+    CUDADIFF_CHECK(cudaMemcpyAsync(slot.flag.data(), upload_.data() + failed_at, sizeof(uint32_t),
                                    cudaMemcpyDeviceToHost, stream_));
     slot.done->record(ctx_);
     if (h.keyframe) ++run_;
@@ -1297,6 +1341,9 @@ class CudaDecoder final : public Decoder {
     in_flight_++;
     // Taken as decoded (finish() says otherwise): a delta may follow at once.
     current_ = 1 - current_;
+    prev_types_.resize(n_tiles);
+    for (size_t ti = 0; ti < n_tiles; ++ti) prev_types_[ti] = uint8_t(td[ti].type);
+    prev_tiles_ = std::make_pair(h.geometry.tile_bx, h.geometry.tile_by);
     reader_.commit();
     has_reference_ = true;
     return true;
@@ -1330,7 +1377,13 @@ class CudaDecoder final : public Decoder {
   LayerDev layer_[kMaxLayers] = {};
   DeviceBuffer picture_[2];  // the picture shown and the one being decoded
   int current_ = 0;
-  DeviceBuffer work_[kMaxLayers], modes_, tabs_, failed_, upload_, payload_;
+  DeviceBuffer work_[kMaxLayers], modes_, tabs_, upload_, payload_;
+  // The tile types of the last frame queued and its tiles' size in blocks.
+  std::vector<uint8_t> prev_types_;
+  std::pair<int, int> prev_tiles_{0, 0};
+  // copy_tiles_kernel's stream, and the marks it waits for and leaves.
+  std::unique_ptr<Stream> side_stream_;
+  std::unique_ptr<StreamEvent> fork_, join_;
   // A frame in flight: what the host gives the GPU (read by copies that may
   // still be queued), the failure count that comes back, and an event after
   // its last work (the decoding, or the write when submitted).

@@ -244,6 +244,24 @@ TEST(Codec2Cuda, SparseTiles) {
                    nullptr, 0);
 }
 
+// Tiles skipped in frames in a row: the decoder copies a skipped tile into
+// the picture it writes only when the frame before coded it (else that
+// picture, the one before the reference, holds its bytes already).
+// Patches change about a third of their regions from frame to frame, so
+// small tiles go from coded to skipped and back; the second keyframe
+// starts that over.
+TEST(Codec2Cuda, TilesSkippedInFramesInARow) {
+  const Geometry small{3, 1};
+  std::vector<bool> key(10, false);
+  key[0] = key[6] = true;
+  for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420})
+    for (int k : {0, 5}) {
+      compare_sequence(f, 200, 96, Content::Patches, key, std::vector<int>(key.size(), k), &small,
+                       0);
+      if (HasFailure()) return;
+    }
+}
+
 // Deltas whose lanes jump over the steps at which none of them decodes
 // (the warp does the skipped samples in between): tiles partly and mostly
 // skipped with one to 32 lanes; the tiles' coded blocks as a word per block
