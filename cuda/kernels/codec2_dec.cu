@@ -1142,21 +1142,23 @@ class CudaDecoder final : public Decoder {
     auto fail = [&](const std::string &why) {
       if (error) *error = "codec2 body: " + why;
       has_reference_ = false;
-      // The caller's body may go once this returns.
-      if (sent && !copy_body) CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+      // The body's memory (the caller's, or the slot's, which the next
+      // body overwrites) may change once this returns.
+      if (sent) CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
       return false;
     };
     if (n > UINT32_MAX) return fail("body too large");
     ctx_.activate();
     Slot &slot = slots_[(oldest_ + in_flight_) % kMaxInFlight];  // not in flight
-    // The whole body goes to the device at once, while the host reads it
-    // (the payloads are most of it). The device's buffers grow only when no
-    // frame in flight may still read them.
-    if (payload_.size() < n + 16) {
-      CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
-      payload_ = DeviceBuffer(n + n / 4 + 16);
-    }
-    if (n > 0) {
+    // The whole body goes to the device at once (the payloads are most of
+    // it), while the host reads it when the device's buffer holds it
+    // already, else once it is read (a body refused grows nothing). The
+    // device's buffers grow only when no frame in flight may still read them.
+    auto send = [&] {
+      if (payload_.size() < n + 16) {
+        CUDADIFF_CHECK(cudaStreamSynchronize(stream_));
+        payload_ = DeviceBuffer(n + n / 4 + 16);
+      }
       const uint8_t *from = body;
       if (copy_body) {
         slot.body.resize(n);
@@ -1165,9 +1167,11 @@ class CudaDecoder final : public Decoder {
       }
       CUDADIFF_CHECK(cudaMemcpyAsync(payload_.data(), from, n, cudaMemcpyHostToDevice, stream_));
       sent = true;
-    }
+    };
+    if (n > 0 && payload_.size() >= n + 16) send();
     std::string why;
     if (!reader_.read(body, n, has_reference_, &why)) return fail(why);
+    if (!sent) send();
     const BodyHeader &h = reader_.header();
     const std::vector<detail::Tile> &tiles = reader_.tiles();
     const std::vector<detail::TileEntry> &entries = reader_.entries();
@@ -1206,8 +1210,9 @@ class CudaDecoder final : public Decoder {
     TileDev *td = reinterpret_cast<TileDev *>(s + tiles_at);
     // Skipped tiles of the frame before this one copied the picture this
     // frame writes into the reference: when this frame skips them too, the
-    // picture holds their bytes already. (After a frame that failed, only
-    // a keyframe, which skips no tile, is decoded until one succeeds.)
+    // picture holds their bytes already. (After a frame that failed, only a
+    // keyframe, which skips no tile, is decoded correctly until one
+    // succeeds: deltas already in flight behind it are reported failed.)
     const bool same_tiles = prev_types_.size() == n_tiles &&
                             prev_tiles_ == std::make_pair(h.geometry.tile_bx, h.geometry.tile_by);
     uint32_t *copied = reinterpret_cast<uint32_t *>(s + copied_at);
@@ -1315,26 +1320,38 @@ class CudaDecoder final : public Decoder {
     }
     P.ring_elems = ring_bytes / sizeof(int16_t);
     P.n_tiles = int(n_tiles);
-    if (n_tiles > 0) {
-      // The copies on a stream of their own, beside the coded tiles (they
-      // write other tiles; the decoding stream waits for them before the
-      // flag's copy, so the next frame's work comes after them).
-      if (n_copied > 0) {
-        fork_->record(ctx_);
-        fork_->make_wait(*side_stream_);
-        copy_tiles_kernel<<<dim3(n_copied, kCopyParts), 256, 0,
-                            static_cast<cudaStream_t>(side_stream_->handle())>>>(P);
-        CUDADIFF_CHECK_LAUNCH("codec2 copy_tiles_kernel");
-        join_->record(*side_stream_);
+    // From here the picture changes: until this frame is queued whole, no
+    // tile may count as skipped before (an error thrown below leaves the
+    // picture part written).
+    prev_types_.clear();
+    try {
+      if (n_tiles > 0) {
+        // The copies on a stream of their own, beside the coded tiles (they
+        // write other tiles; the decoding stream waits for them before the
+        // flag's copy, so the next frame's work comes after them).
+        if (n_copied > 0) {
+          fork_->record(ctx_);
+          fork_->make_wait(*side_stream_);
+          copy_tiles_kernel<<<dim3(n_copied, kCopyParts), 256, 0,
+                              static_cast<cudaStream_t>(side_stream_->handle())>>>(P);
+          CUDADIFF_CHECK_LAUNCH("codec2 copy_tiles_kernel");
+          join_->record(*side_stream_);
+        }
+        const unsigned blocks = unsigned((n_tiles + per_block - 1) / per_block);
+        decode_tiles_kernel<<<blocks, 32 * per_block, shared, stream_>>>(P);
+        CUDADIFF_CHECK_LAUNCH("codec2 decode_tiles_kernel");
+        if (n_copied > 0) join_->make_wait(ctx_.stream());
       }
-      const unsigned blocks = unsigned((n_tiles + per_block - 1) / per_block);
-      decode_tiles_kernel<<<blocks, 32 * per_block, shared, stream_>>>(P);
-      CUDADIFF_CHECK_LAUNCH("codec2 decode_tiles_kernel");
-      if (n_copied > 0) join_->make_wait(ctx_.stream());
+      CUDADIFF_CHECK(cudaMemcpyAsync(slot.flag.data(), upload_.data() + failed_at, sizeof(uint32_t),
+                                     cudaMemcpyDeviceToHost, stream_));
+      slot.done->record(ctx_);
+    } catch (const Error &) {
+      // Nothing of this frame may still run when the caller goes on.
+      ::cudadiff::detail::ignore_cuda(
+          cudaStreamSynchronize(static_cast<cudaStream_t>(side_stream_->handle())));
+      ::cudadiff::detail::ignore_cuda(cudaStreamSynchronize(stream_));
+      throw;
     }
-    CUDADIFF_CHECK(cudaMemcpyAsync(slot.flag.data(), upload_.data() + failed_at, sizeof(uint32_t),
-                                   cudaMemcpyDeviceToHost, stream_));
-    slot.done->record(ctx_);
     if (h.keyframe) ++run_;
     slot.keyframe = h.keyframe;
     slot.run = run_;
@@ -1388,8 +1405,8 @@ class CudaDecoder final : public Decoder {
   // still be queued), the failure count that comes back, and an event after
   // its last work (the decoding, or the write when submitted).
   struct Slot {
-    HostBytes staging;  // tiles, tables' symbols, distribution map
-    HostBytes body;     // the payloads (submit())
+    HostBytes staging;  // tiles, tables, distribution map, failed tiles' count, copy list
+    HostBytes body;     // the body (submit())
     HostBytes flag;
     std::unique_ptr<StreamEvent> done;
     bool keyframe = false;

@@ -245,19 +245,88 @@ TEST(Codec2Cuda, SparseTiles) {
 }
 
 // Tiles skipped in frames in a row: the decoder copies a skipped tile into
-// the picture it writes only when the frame before coded it (else that
-// picture, the one before the reference, holds its bytes already).
-// Patches change about a third of their regions from frame to frame, so
-// small tiles go from coded to skipped and back; the second keyframe
-// starts that over.
+// the picture it writes only when the frame before did not skip it too
+// (else that picture, the one before the reference, holds its bytes
+// already). Patches change about a third of their regions from frame to
+// frame, so small tiles go from coded to skipped and back; the second
+// keyframe starts that over. Through decode() (compare_sequence()), then
+// through submit() with two frames in flight, each picture written out by
+// submit_write_frame(), and bodies refused in between: a damaged delta (the
+// deltas after it wait for the keyframe) and, after the keyframe, a
+// damaged keyframe (then the keyframe again).
 TEST(Codec2Cuda, TilesSkippedInFramesInARow) {
   const Geometry small{3, 1};
   std::vector<bool> key(10, false);
   key[0] = key[6] = true;
+  const int w = 200, h = 96;
   for (VideoFormat f : {VideoFormat::BGR, VideoFormat::I420})
     for (int k : {0, 5}) {
-      compare_sequence(f, 200, 96, Content::Patches, key, std::vector<int>(key.size(), k), &small,
-                       0);
+      const std::string what = std::string(format_name(f)) + " k=" + std::to_string(k);
+      compare_sequence(f, w, h, Content::Patches, key, std::vector<int>(key.size(), k), &small, 0);
+      if (HasFailure()) return;
+
+      auto cpu_ctx = Context::cpu();
+      auto gpu_ctx = Context::cuda(0);
+      auto enc = Encoder::create(*cpu_ctx, f, w, h, &small);
+      std::mt19937 gen(7);
+      std::vector<std::vector<uint8_t>> bodies, refs;
+      size_t skipped = 0;
+      for (size_t i = 0; i < key.size(); ++i) {
+        HostFrame frame(f, w, h);
+        fill(frame, Content::Patches, int(i), gen, 0);
+        HostBytes body, ref;
+        skipped += enc->encode(frame.view, k, key[i], body).tiles[0];
+        enc->read_reference(ref);
+        bodies.push_back(bytes_of(body));
+        refs.push_back(bytes_of(ref));
+      }
+      ASSERT_GT(skipped, 10u) << what;
+      // The bodies submitted: 0..3, delta 4 truncated (refused), 4 and 5
+      // (refused: no reference), 6, keyframe 6 truncated (refused), 6 again,
+      // 7..9; the picture each accepted one shows.
+      std::vector<std::vector<uint8_t>> in;
+      std::vector<int> shows;  // -1: refused
+      auto add = [&](std::vector<uint8_t> body, int show) {
+        in.push_back(std::move(body));
+        shows.push_back(show);
+      };
+      for (int i = 0; i < 4; ++i) add(bodies[size_t(i)], i);
+      add(std::vector<uint8_t>(bodies[4].begin(), bodies[4].end() - 1), -1);
+      add(bodies[4], -1);
+      add(bodies[5], -1);
+      add(bodies[6], 6);
+      add(std::vector<uint8_t>(bodies[6].begin(), bodies[6].begin() + 7), -1);
+      add(bodies[6], 6);
+      for (int i = 7; i < 10; ++i) add(bodies[size_t(i)], i);
+
+      auto gpu = Decoder::create(*gpu_ctx, f, w, h);
+      const size_t bytes = frame_size_packed(f, w, h);
+      std::vector<HostBytes> out(in.size());
+      std::vector<size_t> order;
+      for (size_t i = 0; i < in.size(); ++i) {
+        std::string why;
+        std::vector<uint8_t> scratch = in[i];
+        const bool ok = gpu->submit(scratch.data(), scratch.size(), &why);
+        std::fill(scratch.begin(), scratch.end(), uint8_t(0x5a));  // submit() said it may
+        ASSERT_EQ(ok, shows[i] >= 0) << what << ", body " << i << ": " << why;
+        if (!ok) continue;
+        out[i].resize(bytes);
+        gpu->submit_write_frame(packed_view(f, w, h, out[i].data()));
+        order.push_back(i);
+        if (gpu->frames_in_flight() == 2) {
+          ASSERT_TRUE(gpu->finish(&why)) << what << ", body " << order.front() << ": " << why;
+          order.erase(order.begin());
+        }
+      }
+      while (gpu->frames_in_flight() > 0) {
+        std::string why;
+        ASSERT_TRUE(gpu->finish(&why)) << what << ": " << why;
+      }
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (shows[i] >= 0) {
+          EXPECT_EQ(bytes_of(out[i]), refs[size_t(shows[i])]) << what << ", body " << i;
+        }
+      }
       if (HasFailure()) return;
     }
 }
