@@ -1431,6 +1431,33 @@ void check_example_file(const char *name, const std::string &text) {
   const std::string stored((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(stored, text) << path << " (CODEC2_WRITE_TILE_EXAMPLES=1 rewrites it)";
 }
+// A format and size of an example file.
+struct ExampleCase {
+  VideoFormat format;
+  int w, h;
+};
+// An example file's sequence: three frames of fill_tile_scene() (a keyframe
+// and two deltas) encoded at `threshold` with tiles `g` and decoded
+// (decode_sequence()); its "format" line goes into `text`.
+Sequence example_sequence(const ExampleCase &c, const Geometry &g, int threshold,
+                          std::string &text) {
+  std::vector<HostFrame> frames;
+  for (int t = 0; t < 3; ++t) {
+    frames.emplace_back(c.format, c.w, c.h);
+    fill_tile_scene(frames.back(), t);
+  }
+  const Sequence s = encode_sequence(c.format, c.w, c.h, frames, {true, false, false},
+                                     {threshold, threshold, threshold}, &g);
+  decode_sequence(c.format, c.w, c.h, s);
+  text += std::string("format ") + format_name(c.format) + " " + std::to_string(c.w) + " " +
+          std::to_string(c.h) + "\n";
+  return s;
+}
+// Frame i of `s` as an example file writes it.
+std::string example_lines(const Sequence &s, size_t i) {
+  return std::string(i == 0 ? "# keyframe\n" : "# delta\n") + "body    " + hex_of(s.bodies[i]) +
+         "\npicture " + hex_of(s.references[i]) + "\n";
+}
 }  // namespace
 
 // tests/core/codec2_tiles.example: bodies of several tiles each (tiles of
@@ -1443,11 +1470,7 @@ void check_example_file(const char *name, const std::string &text) {
 // CODEC2_WRITE_TILE_EXAMPLES=1 rewrites the file (after a deliberate
 // change of the encoder's bytes).
 TEST(Codec2Cpu, TileClassExamples) {
-  struct Case {
-    VideoFormat format;
-    int w, h;
-  };
-  const Case cases[] = {
+  const ExampleCase cases[] = {
       {VideoFormat::GRAY8, 21, 18}, {VideoFormat::I420, 23, 19}, {VideoFormat::BGR, 19, 17}};
   const Geometry g{1, 1};
   const int threshold = 5;
@@ -1457,18 +1480,9 @@ TEST(Codec2Cpu, TileClassExamples) {
       "# the CPU encoder (tests/core/test_codec2.cpp, Codec2Cpu.TileClassExamples,\n"
       "# checks it still writes them; CODEC2_WRITE_TILE_EXAMPLES=1 rewrites this\n"
       "# file), decoded by tests/core/codec2_reference.py (the codec2_spec test).\n";
-  for (const Case &c : cases) {
+  for (const ExampleCase &c : cases) {
     SCOPED_TRACE(format_name(c.format));
-    std::vector<HostFrame> frames;
-    for (int t = 0; t < 3; ++t) {
-      frames.emplace_back(c.format, c.w, c.h);
-      fill_tile_scene(frames.back(), t);
-    }
-    const Sequence s = encode_sequence(c.format, c.w, c.h, frames, {true, false, false},
-                                       {threshold, threshold, threshold}, &g);
-    decode_sequence(c.format, c.w, c.h, s);
-    text += std::string("format ") + format_name(c.format) + " " + std::to_string(c.w) + " " +
-            std::to_string(c.h) + "\n";
+    const Sequence s = example_sequence(c, g, threshold, text);
     for (size_t i = 0; i < s.bodies.size(); ++i) {
       const FrameStats &st = s.stats[i];
       EXPECT_EQ(st.tiles[0] + st.tiles[1] + st.tiles[2] + st.tiles[3], 4u);
@@ -1476,9 +1490,7 @@ TEST(Codec2Cpu, TileClassExamples) {
         EXPECT_EQ(st.tiles[1], 4u) << "every tile of a delta coded, frame " << i;
         EXPECT_GT(st.blocks[kTemporal], 0u) << "frame " << i;
       }
-      text += i == 0 ? "# keyframe\n" : "# delta\n";
-      text += "body    " + hex_of(s.bodies[i]) + "\n";
-      text += "picture " + hex_of(s.references[i]) + "\n";
+      text += example_lines(s, i);
     }
     // The same bodies read with the rule before (flag cleared): the deltas'
     // reference classes differ, so a lane's symbols or the picture do.
@@ -1550,11 +1562,7 @@ TEST(Codec2Tans, EveryFormatAndOddSizes) {
 // lanes are the ones the document states. CODEC2_WRITE_TILE_EXAMPLES=1
 // rewrites the file (after a deliberate change of the encoder's bytes).
 TEST(Codec2Tans, Examples) {
-  struct Case {
-    VideoFormat format;
-    int w, h;
-  };
-  const Case cases[] = {
+  const ExampleCase cases[] = {
       {VideoFormat::GRAY8, 37, 35}, {VideoFormat::I420, 35, 29}, {VideoFormat::BGR, 33, 19}};
   const Geometry g = tans_geometry(2, 2, 32);
   const int threshold = 5;
@@ -1565,18 +1573,9 @@ TEST(Codec2Tans, Examples) {
       "# the CPU encoder (tests/core/test_codec2.cpp, Codec2Tans.Examples, checks\n"
       "# it still writes them; CODEC2_WRITE_TILE_EXAMPLES=1 rewrites this file),\n"
       "# decoded by tests/core/codec2_reference.py (the codec2_spec test).\n";
-  for (const Case &c : cases) {
+  for (const ExampleCase &c : cases) {
     SCOPED_TRACE(format_name(c.format));
-    std::vector<HostFrame> frames;
-    for (int t = 0; t < 3; ++t) {
-      frames.emplace_back(c.format, c.w, c.h);
-      fill_tile_scene(frames.back(), t);
-    }
-    const Sequence s = encode_sequence(c.format, c.w, c.h, frames, {true, false, false},
-                                       {threshold, threshold, threshold}, &g);
-    decode_sequence(c.format, c.w, c.h, s);
-    text += std::string("format ") + format_name(c.format) + " " + std::to_string(c.w) + " " +
-            std::to_string(c.h) + "\n";
+    const Sequence s = example_sequence(c, g, threshold, text);
     for (size_t i = 0; i < s.bodies.size(); ++i) {
       const FrameStats &st = s.stats[i];
       EXPECT_EQ(s.bodies[i][0], (i == 0 ? 0x07 : 0x06)) << "frame " << i;
@@ -1592,9 +1591,7 @@ TEST(Codec2Tans, Examples) {
       if (i > 0) {
         EXPECT_GT(st.blocks[kTemporal], 0u) << "frame " << i;
       }
-      text += i == 0 ? "# keyframe\n" : "# delta\n";
-      text += "body    " + hex_of(s.bodies[i]) + "\n";
-      text += "picture " + hex_of(s.references[i]) + "\n";
+      text += example_lines(s, i);
     }
     // Read as rANS lanes (the flag cleared) the keyframe fails or gives
     // another picture.

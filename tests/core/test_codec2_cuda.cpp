@@ -434,6 +434,23 @@ std::vector<std::vector<uint8_t>> damaged_versions(const std::vector<uint8_t> &g
   return damaged;
 }
 
+// The bodies the damage tests damage: a keyframe (the scene) and a delta
+// (camera-like) at threshold 3, by the CPU encoder with tiles `g`.
+std::vector<std::vector<uint8_t>> key_and_delta(VideoFormat f, int w, int h, const Geometry &g,
+                                                std::mt19937 &gen) {
+  auto cpu_ctx = Context::cpu();
+  auto enc = Encoder::create(*cpu_ctx, f, w, h, &g);
+  std::vector<std::vector<uint8_t>> bodies;
+  HostBytes body;
+  for (int t = 0; t < 2; ++t) {
+    HostFrame frame(f, w, h);
+    fill(frame, t == 0 ? Content::Scene : Content::Camera, t, gen, 3);
+    enc->encode(frame.view, 3, t == 0, body);
+    bodies.push_back(bytes_of(body));
+  }
+  return bodies;
+}
+
 // Decodes the damaged versions `first`, `first + step`, ... of body `which`
 // (0 the keyframe, 1 the delta; `keyframe` is body 0) of format `f` with
 // both decoders, each from the keyframe decoded before it (a refused
@@ -487,16 +504,7 @@ TEST_P(DamagedBodies, RefusedAlikeAndHarmless) {
   for (VideoFormat f : {VideoFormat::I420, VideoFormat::BGR, VideoFormat::YUY2}) {
     const int w = 56, h = 36;
     const Geometry small{2, 2};
-    auto cpu_ctx = Context::cpu();
-    auto enc = Encoder::create(*cpu_ctx, f, w, h, &small);
-    std::vector<std::vector<uint8_t>> bodies;
-    HostBytes body;
-    for (int t = 0; t < 2; ++t) {
-      HostFrame frame(f, w, h);
-      fill(frame, t == 0 ? Content::Scene : Content::Camera, t, gen, 3);
-      enc->encode(frame.view, 3, t == 0, body);
-      bodies.push_back(bytes_of(body));
-    }
+    const std::vector<std::vector<uint8_t>> bodies = key_and_delta(f, w, h, small, gen);
     for (size_t which = 0; which < bodies.size(); ++which) {
       size_t cuts;
       const std::vector<std::vector<uint8_t>> damaged =
@@ -857,16 +865,7 @@ TEST(Codec2CudaTans, DamagedBodiesRefusedAlike) {
   for (VideoFormat f : {VideoFormat::I420, VideoFormat::BGR}) {
     const int w = 56, h = 36;
     const Geometry g = tans({2, 2, 64});
-    auto cpu_ctx = Context::cpu();
-    auto enc = Encoder::create(*cpu_ctx, f, w, h, &g);
-    std::vector<std::vector<uint8_t>> bodies;
-    HostBytes body;
-    for (int t = 0; t < 2; ++t) {
-      HostFrame frame(f, w, h);
-      fill(frame, t == 0 ? Content::Scene : Content::Camera, t, gen, 3);
-      enc->encode(frame.view, 3, t == 0, body);
-      bodies.push_back(bytes_of(body));
-    }
+    const std::vector<std::vector<uint8_t>> bodies = key_and_delta(f, w, h, g, gen);
     for (size_t which = 0; which < bodies.size(); ++which) {
       size_t cuts;
       const std::vector<std::vector<uint8_t>> damaged =
