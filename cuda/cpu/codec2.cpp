@@ -2744,14 +2744,27 @@ void CpuEncoder::build_model(const uint32_t *hist, bool keyframe, BitWriter &bw,
 
 // The bits (1/256 bit) that coding `n` counts `c` with their own
 // frequencies takes: n log2 n - sum c log2 c (log2_q8()).
+// c * log2_q8(c) for c below 2^16, made once (the palette's grouping asks
+// for it millions of times per frame; log2_q8() takes eight squarings).
+constexpr uint32_t kClogCount = 1u << 16;
+const uint32_t *clog_q8_table() {
+  static const std::vector<uint32_t> table = [] {
+    std::vector<uint32_t> t(kClogCount, 0);
+    for (uint32_t c = 1; c < kClogCount; ++c) t[c] = c * log2_q8(c);  // < 2^29
+    return t;
+  }();
+  return table.data();
+}
+
 int64_t entropy_q8(const uint32_t *c) {
+  const uint32_t *clog = clog_q8_table();
   uint64_t n = 0;
   int64_t sum = 0;
-  for (int t = 0; t < kTokens; ++t)
-    if (c[t]) {
-      n += c[t];
-      sum += int64_t(c[t]) * int64_t(log2_q8(c[t]));
-    }
+  for (int t = 0; t < kTokens; ++t) {
+    const uint32_t v = c[t];
+    n += v;
+    sum += v < kClogCount ? int64_t(clog[v]) : int64_t(v) * int64_t(log2_q8(v));
+  }
   return n ? int64_t(n) * int64_t(log2_q8(uint32_t(n))) - sum : 0;
 }
 
@@ -2804,15 +2817,28 @@ std::vector<int> palette_groups(const uint32_t *hist, const std::vector<int> &us
     for (int a = 0; a < u; ++a)
       for (int b = a + 1; b < u; ++b)
         if (a != alone && b != alone) cost[size_t(a) * u + b] = merged(a, b);
+    // Each row's cheapest partner after it (the first on ties), so that the
+    // cheapest pair overall (the first row's on ties: the lowest pair) is
+    // found without scanning every pair at each merge.
+    std::vector<int> best(static_cast<size_t>(u), -1);
+    auto row_best = [&](int a) {
+      int bb = -1;
+      for (int b = a + 1; b < u; ++b)
+        if (alive[size_t(b)] && b != alone &&
+            (bb < 0 || cost[size_t(a) * u + b] < cost[size_t(a) * u + bb]))
+          bb = b;
+      best[size_t(a)] = bb;
+    };
+    for (int a = 0; a < u; ++a)
+      if (a != alone) row_best(a);
     for (int groups = u; groups > kTansPalette; --groups) {
-      int ba = -1, bb = -1;
+      int ba = -1;
       for (int a = 0; a < u; ++a) {
-        if (!alive[size_t(a)] || a == alone) continue;
-        for (int b = a + 1; b < u; ++b)
-          if (alive[size_t(b)] && b != alone &&
-              (ba < 0 || cost[size_t(a) * u + b] < cost[size_t(ba) * u + bb]))
-            ba = a, bb = b;
+        const int b = best[size_t(a)];
+        if (!alive[size_t(a)] || a == alone || b < 0) continue;
+        if (ba < 0 || cost[size_t(a) * u + b] < cost[size_t(ba) * u + best[size_t(ba)]]) ba = a;
       }
+      const int bb = best[size_t(ba)];
       for (int t = 0; t < kTokens; ++t) sum[size_t(ba)][t] += sum[size_t(bb)][t];
       own[size_t(ba)] = entropy_q8(sum[size_t(ba)].data());
       alive[size_t(bb)] = 0;
@@ -2822,6 +2848,19 @@ std::vector<int> palette_groups(const uint32_t *hist, const std::vector<int> &us
         if (alive[size_t(x)] && x != ba && x != alone)
           cost[size_t(std::min(x, ba)) * u + std::max(x, ba)] =
               merged(std::min(x, ba), std::max(x, ba));
+      // Rows whose partner merged or died look again; rows before ba
+      // compare their new cost with ba against their partner.
+      row_best(ba);
+      for (int a = 0; a < u; ++a) {
+        if (!alive[size_t(a)] || a == alone || a == ba) continue;
+        const int b = best[size_t(a)];
+        if (b == ba || b == bb) {
+          row_best(a);
+        } else if (a < ba && (b < 0 || cost[size_t(a) * u + ba] < cost[size_t(a) * u + b] ||
+                              (cost[size_t(a) * u + ba] == cost[size_t(a) * u + b] && ba < b))) {
+          best[size_t(a)] = ba;
+        }
+      }
     }
     // Twice: each distribution to the group whose table codes it cheapest.
     for (int round = 0; round < 2; ++round) {
