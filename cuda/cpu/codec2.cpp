@@ -2742,8 +2742,6 @@ void CpuEncoder::build_model(const uint32_t *hist, bool keyframe, BitWriter &bw,
   }
 }
 
-// The bits (1/256 bit) that coding `n` counts `c` with their own
-// frequencies takes: n log2 n - sum c log2 c (log2_q8()).
 // c * log2_q8(c) for c below 2^16, made once (the palette's grouping asks
 // for it millions of times per frame; log2_q8() takes eight squarings).
 constexpr uint32_t kClogCount = 1u << 16;
@@ -2756,6 +2754,8 @@ const uint32_t *clog_q8_table() {
   return table.data();
 }
 
+// The bits (1/256 bit) that coding `n` counts `c` with their own
+// frequencies takes: n log2 n - sum c log2 c (log2_q8()).
 int64_t entropy_q8(const uint32_t *c) {
   const uint32_t *clog = clog_q8_table();
   uint64_t n = 0;
