@@ -2703,6 +2703,8 @@ class CudaEncoder final : public Encoder {
         late_ns_ = static_cast<unsigned long long>(us) * 1000ull;
       }
     }
+    if (const char *fail = std::getenv("CUDADIFF_CODEC2_ENC_FAIL_FINISH"))
+      fail_finish_ = std::atoll(fail);
     {
       int major = 0;
       CUDADIFF_CHECK(
@@ -2904,6 +2906,8 @@ class CudaEncoder final : public Encoder {
       ctx_.activate();
       // (a body still on its way must not be written twice at once)
       wait_body(body);
+      if (finishes_++ == fail_finish_)
+        throw Error("codec2 encoder: finish() failed on purpose (CUDADIFF_CODEC2_ENC_FAIL_FINISH)");
       return collect(slot, body, async);
     } catch (...) {
       // No decoder will see this frame, which the frames after it were
@@ -3581,6 +3585,11 @@ class CudaEncoder final : public Encoder {
   long long late_frame_ = -1;
   unsigned long long late_ns_ = 0;
   long long submitted_ = 0;  // frames submitted
+  // CUDADIFF_CODEC2_ENC_FAIL_FINISH=N, a test aid: the N-th finish() or
+  // finish_async() (from 0) throws Error after the body before it is
+  // complete, as a CUDA error found while waiting for the frame would.
+  long long fail_finish_ = -1;
+  long long finishes_ = 0;
   // What finish() reads first comes back through mapped memory
   // (back_to_host(); CUDADIFF_CODEC2_MAPPED_BACK=0: copies).
   bool mapped_back_ = true;

@@ -785,9 +785,18 @@ static void drop_frame(GstCudaDiffEnc *self, GstVideoCodecFrame *frame) {
   gst_video_encoder_finish_frame(GST_VIDEO_ENCODER(self), frame);
 }
 
-// A frame that could not be encoded: the error posted, the frame dropped.
+// A packet that never left takes no frame number: the next frame gets it
+// (or an older one's), so that a receiver sees no gap where the sender
+// dropped frames itself (an error, a seek).
+static void unsent_number(EncState *st, guint64 frame_number) {
+  st->frame_number = std::min(st->frame_number, frame_number);
+}
+
+// A frame that could not be encoded or packed (numbered `info`): the error
+// posted, the frame dropped.
 static GstFlowReturn frame_failed(GstCudaDiffEnc *self, GstVideoCodecFrame *frame,
-                                  const cudadiff::Error &e) {
+                                  const stream::FrameInfo &info, const cudadiff::Error &e) {
+  unsent_number(self->state, info.frame_number);
   gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
   drop_frame(self, frame);
   return GST_FLOW_ERROR;
@@ -810,7 +819,7 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
     packet_size = st->writer->prepare(info, st->body.data(), st->body.size());
   } catch (const cudadiff::Error &e) {
     lost();
-    return frame_failed(self, frame, e);
+    return frame_failed(self, frame, info, e);
   }
   // A large version 2 packet: the body's own buffer, the header written in
   // front of it (PacketBodies); without a body to take its place (out of
@@ -833,7 +842,7 @@ static GstFlowReturn push_packet(GstCudaDiffEnc *self, GstVideoCodecFrame *frame
         st->writer->write_in_place(st->body.base());
       } catch (const cudadiff::Error &e) {
         lost();
-        return frame_failed(self, frame, e);
+        return frame_failed(self, frame, info, e);
       }
       try {
         frame->output_buffer = st->bodies->lend(std::move(st->body), packet_size);
@@ -926,7 +935,7 @@ static GstFlowReturn finish_oldest(GstCudaDiffEnc *self) {
     // The reference may hold this frame, which no decoder will see.
     st->need_keyframe = true;
     gst_video_frame_unmap(&p.vframe);
-    return frame_failed(self, p.frame, e);
+    return frame_failed(self, p.frame, p.info, e);
   }
   gst_video_frame_unmap(&p.vframe);
   return push_packet(self, p.frame, p.info, p.compression, p.level, result);
@@ -945,7 +954,7 @@ static GstFlowReturn push_transit(GstCudaDiffEnc *self) {
     st->encoder2->wait_body(st->transit_body);
   } catch (const cudadiff::Error &e) {
     st->need_keyframe = true;
-    return frame_failed(self, p.frame, e);
+    return frame_failed(self, p.frame, p.info, e);
   }
   std::swap(st->body, st->transit_body);
   return push_packet(self, p.frame, p.info, p.compression, p.level, p.result);
@@ -984,6 +993,7 @@ static GstFlowReturn collect_oldest_async(GstCudaDiffEnc *self) {
     // the ones after it are dropped (handle_frame).
     st->need_keyframe = true;
     gst_video_frame_unmap(&p.vframe);
+    unsent_number(st, p.info.frame_number);
     gst_cudadiff_post_error(GST_ELEMENT(self), "encoding a frame", e);
     push_transit(self);
     drop_frame(self, p.frame);  // (after the frame before it)
@@ -1034,9 +1044,9 @@ static void discard_pending(GstCudaDiffEnc *self, bool drop) {
   // oldest dropped one's, so that a receiver sees no gap (a sender's seek is
   // not packet loss).
   if (st->in_transit)
-    st->frame_number = st->transit.info.frame_number;
+    unsent_number(st, st->transit.info.frame_number);
   else if (!st->pending.empty())
-    st->frame_number = st->pending.front().info.frame_number;
+    unsent_number(st, st->pending.front().info.frame_number);
   const auto release = [self, drop](GstVideoCodecFrame *frame) {
     if (drop)
       drop_frame(self, frame);

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -158,6 +159,120 @@ TEST(CudaDiffCuda, DecoderErrorWithAFrameInFlight) {
       gst_harness_teardown(dec);
       gst_object_unref(bus);
       g_unsetenv("CUDADIFF_CODEC2_FAIL_FINISH");
+    }
+  }
+}
+
+// An error of the CUDA encoder while version 2 frames are in flight
+// (CUDADIFF_CODEC2_ENC_FAIL_FINISH makes the core's N-th finish() fail, as
+// a CUDA error found while waiting for that frame would; frames are
+// finished in order, so frame N fails). cudadiffenc posts one error, the
+// push that met it returns GST_FLOW_ERROR, and the stream stays valid for an
+// application that keeps pushing: every frame before the failing one goes
+// out, none of the frames coded against it does (they are dropped), the
+// first packet after it is a keyframe, the frame numbers have no gap (the
+// failing frame's number goes to the next frame), and the CPU decoder shows
+// every packet as a picture within the threshold of the frame it came from.
+TEST(CudaDiffCuda, EncoderErrorWithFramesInFlight) {
+  constexpr int w = 64, h = 48, threshold = 5, n_frames = 14;
+  const GstVideoInfo info = video_info("BGR", w, h);
+  std::vector<Bytes> input;
+  for (int t = 0; t < n_frames; ++t) input.push_back(scene("BGR", w, h, t, 5));
+  for (const char *overlap : {"always", "never"}) {
+    for (int fail : {0, 1, 3}) {
+      SCOPED_TRACE(std::string("frame-overlap=") + overlap + ", finish() " + std::to_string(fail) +
+                   " fails");
+      g_setenv("CUDADIFF_CODEC2_ENC_FAIL_FINISH", std::to_string(fail).c_str(), TRUE);
+      GstHarness *enc = gst_harness_new_parse(
+          (std::string("cudadiffenc backend=cuda stream-version=2 keyframe-interval=0 "
+                       "threshold=" +
+                       std::to_string(threshold) + " frame-overlap=") +
+           overlap)
+              .c_str());
+      GstBus *bus = gst_bus_new();
+      gst_element_set_bus(enc->element, bus);
+      gst_harness_set_src_caps_str(enc, gst_test::raw_caps("BGR", w, h).c_str());
+      std::vector<GstBuffer *> packets;
+      auto pull = [&] {
+        while (GstBuffer *b = gst_harness_try_pull(enc)) packets.push_back(b);
+      };
+      int errors_returned = 0;
+      for (int t = 0; t < n_frames; ++t) {
+        const GstFlowReturn flow = gst_harness_push(enc, buffer_from(info, input[t], t));
+        if (flow == GST_FLOW_ERROR) {
+          ++errors_returned;
+        } else {
+          EXPECT_EQ(flow, GST_FLOW_OK) << "frame " << t;
+        }
+        pull();
+      }
+      EXPECT_TRUE(gst_harness_push_event(enc, gst_event_new_eos()));
+      pull();
+      EXPECT_EQ(errors_returned, 1);
+      const std::vector<gst_test::BusText> errors = gst_test::pop_texts(bus, GST_MESSAGE_ERROR);
+      for (const gst_test::BusText &e : errors)
+        EXPECT_NE(e.debug.find("on purpose"), std::string::npos) << e.message << " | " << e.debug;
+      EXPECT_EQ(errors.size(), 1u);
+      g_unsetenv("CUDADIFF_CODEC2_ENC_FAIL_FINISH");
+
+      // The frames sent: up to `fail` all of them, then from a keyframe on,
+      // numbered without a gap (the frames dropped by the sender are not
+      // packet loss).
+      std::vector<int> sent;
+      bool resumed = false;
+      for (GstBuffer *b : packets) {
+        if (GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER)) continue;
+        const int t = int(gst_util_uint64_scale_round(GST_BUFFER_PTS(b), 30, GST_SECOND));
+        EXPECT_EQ(header_of(b).frame_number, sent.size()) << "frame " << t;
+        if (!sent.empty()) {
+          EXPECT_GT(t, sent.back()) << "packets out of order";
+        }
+        EXPECT_NE(t, fail) << "the failing frame was sent";
+        if (t > fail && !resumed) {
+          EXPECT_TRUE(header_of(b).keyframe()) << "the first frame after the error, " << t;
+          resumed = true;
+        }
+        sent.push_back(t);
+      }
+      for (int t = 0; t < fail; ++t)
+        EXPECT_TRUE(std::find(sent.begin(), sent.end(), t) != sent.end()) << "frame " << t;
+      EXPECT_TRUE(resumed) << "no frame after the error";
+
+      // Every packet decodes, each picture within the threshold of its
+      // frame, and the decoder sees no loss (it warns of one).
+      GstHarness *dec = gst_harness_new_parse("cudadiffdec backend=cpu");
+      GstBus *dec_bus = gst_bus_new();
+      gst_element_set_bus(dec->element, dec_bus);
+      gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+      size_t shown = 0;
+      for (GstBuffer *b : packets) {
+        EXPECT_EQ(gst_harness_push(dec, gst_buffer_ref(b)), GST_FLOW_OK);
+        while (GstBuffer *out = gst_harness_try_pull(dec)) {
+          const int t = int(gst_util_uint64_scale_round(GST_BUFFER_PTS(out), 30, GST_SECOND));
+          GstCaps *caps = gst_pad_get_current_caps(dec->sinkpad);
+          const Bytes picture = canonical_of(out, caps);
+          gst_caps_unref(caps);
+          gst_buffer_unref(out);
+          const bool expected = shown < sent.size() && sent[shown] == t && t >= 0 && t < n_frames;
+          EXPECT_TRUE(expected) << "picture " << shown << " is frame " << t;
+          ++shown;
+          if (!expected) continue;
+          int worst = 0;
+          for (size_t i = 0; i < picture.size(); ++i)
+            worst = std::max(worst, std::abs(int(picture[i]) - int(input[t][i])));
+          EXPECT_LE(worst, threshold) << "frame " << t;
+        }
+      }
+      EXPECT_EQ(shown, sent.size());
+      for (const gst_test::BusText &e : gst_test::pop_texts(dec_bus, GST_MESSAGE_WARNING))
+        ADD_FAILURE() << "decoder warning: " << e.message << " | " << e.debug;
+      gst_element_set_bus(dec->element, nullptr);
+      gst_harness_teardown(dec);
+      gst_object_unref(dec_bus);
+      for (GstBuffer *b : packets) gst_buffer_unref(b);
+      gst_element_set_bus(enc->element, nullptr);
+      gst_harness_teardown(enc);
+      gst_object_unref(bus);
     }
   }
 }
