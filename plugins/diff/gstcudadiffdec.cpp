@@ -1490,12 +1490,16 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
     return GST_FLOW_NOT_NEGOTIATED;
   }
   // A flow that pushing the held frame returned outside this function (a
-  // drain query, new caps) is upstream's answer for this packet, which is
-  // decoded all the same: dropped, it would break the chain of deltas.
+  // drain query, new caps) or before a keyframe (handle_packet()) is
+  // upstream's answer for this packet, which is decoded all the same:
+  // dropped, it would break the chain of deltas.
   const GstFlowReturn held = st->held_flow;
   st->held_flow = GST_FLOW_OK;
   const GstFlowReturn ret = handle_packet(self, frame);
-  return ret == GST_FLOW_OK ? held : ret;
+  const GstFlowReturn before = st->held_flow;
+  st->held_flow = GST_FLOW_OK;
+  if (ret != GST_FLOW_OK) return ret;
+  return held != GST_FLOW_OK ? held : before;
 }
 
 static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *frame) {
@@ -1547,12 +1551,17 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
     report_loss(self, "damaged packet", why.empty() ? "packet size mismatch" : why);
   } else {
     if (h.keyframe()) {
-      ret = finish_pending(self);
-      if (ret != GST_FLOW_OK) {
+      // The held frame goes out before a keyframe, which may bring new
+      // caps. A flow other than OK is returned for this packet, which is
+      // decoded all the same (handle_frame()), as a delta is; an error
+      // (posted here or downstream) ends it here.
+      const GstFlowReturn before = finish_pending(self);
+      if (before == GST_FLOW_ERROR) {
         gst_buffer_unmap(frame->input_buffer, &in);
         gst_video_decoder_release_frame(decoder, frame);
-        return ret;
+        return before;
       }
+      st->held_flow = before;
     }
     GST_OBJECT_LOCK(self);
     self->stats.packets++;

@@ -4960,6 +4960,63 @@ TEST(CudaDiff, DecoderDecodesThePacketThatGetsTheHeldFlow) {
   gst_harness_teardown(h);
 }
 
+// The same when a keyframe pushes the held frame before it (it may bring
+// new caps) and downstream refuses that frame once (NOT_LINKED, as a tee's
+// branch relinked at run time answers): the keyframe is still decoded and
+// the flow returned for it, so the deltas after it follow. Before, the
+// keyframe was dropped undecoded, the next delta was out of sequence (a
+// warning of packets missing) and the rest of its group of frames was lost.
+TEST(CudaDiff, DecoderDecodesAKeyframeWhoseHeldFrameIsRefused) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 8;
+    o.version = version;
+    o.props = "keyframe-interval=4";
+    encode(e, "GRAY8", 16, 8, o);
+    ASSERT_EQ(e.packets.size(), 8u);
+    ASSERT_TRUE(header_of(e.packets[4]).keyframe());
+    GstPad *src = nullptr;
+    GstHarness *h = overlapping_decoder(&src);
+    GstBus *bus = gst_bus_new();
+    gst_element_set_bus(h->element, bus);
+    std::atomic<int> refuse{0};
+    gst_pad_add_probe(
+        src, GST_PAD_PROBE_TYPE_BUFFER,
+        [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+          auto *n = static_cast<std::atomic<int> *>(data);
+          if (n->load() == 0) return GST_PAD_PROBE_OK;
+          n->fetch_sub(1);
+          gst_buffer_unref(GST_PAD_PROBE_INFO_BUFFER(info));
+          GST_PAD_PROBE_INFO_FLOW_RETURN(info) = GST_FLOW_NOT_LINKED;
+          return GST_PAD_PROBE_HANDLED;
+        },
+        &refuse, nullptr);
+    for (size_t i = 0; i < e.packets.size(); ++i) {
+      refuse = i == 4 ? 1 : 0;  // frame 3, held, goes out when keyframe 4 comes
+      EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(e.packets[i])),
+                i == 4 ? GST_FLOW_NOT_LINKED : GST_FLOW_OK)
+          << "packet " << i;
+      EXPECT_EQ(refuse.load(), 0) << "packet " << i;
+    }
+    gst_harness_push_event(h, gst_event_new_eos());
+    const std::vector<Bytes> shown = pull_pictures(h);
+    // Frame 3 went to the refusing downstream; every other frame arrives.
+    const std::vector<size_t> want = {0, 1, 2, 4, 5, 6, 7};
+    ASSERT_EQ(shown.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(shown[i], e.pictures[want[i]]) << "frame " << want[i];
+    const std::vector<gst_test::BusText> warnings = gst_test::pop_texts(bus, GST_MESSAGE_WARNING);
+    EXPECT_TRUE(warnings.empty()) << warnings[0].message << " " << warnings[0].debug;
+    EXPECT_TRUE(gst_test::pop_texts(bus, GST_MESSAGE_ERROR).empty());
+    gst_element_set_bus(h->element, nullptr);
+    gst_object_unref(bus);
+    gst_object_unref(src);
+    gst_harness_teardown(h);
+  }
+}
+
 TEST(CudaDiff, DecoderFrameOverlapGivesTheSameFrames) {
   struct Variant {
     int version;
