@@ -667,19 +667,6 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   const int version = int(self->stream_version);
   GST_OBJECT_UNLOCK(self);
   const bool v2 = version == stream::kVersion2;
-  st->overlap = overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
-                (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
-                 !gst_cudadiff_upstream_is_live(GST_VIDEO_ENCODER_SINK_PAD(encoder)));
-  // Version 2 on the GPU keeps kMaxInFlight - 1 (three) deltas queued (the
-  // GPU codes them while the packet before them is made); version 1, and
-  // the CPU backend, which encodes a frame at submission, one.
-  const bool v2_cuda = v2 && st->ctx->backend() == cudadiff::Backend::Cuda;
-  st->max_pending = v2_cuda ? size_t(codec2::Encoder::kMaxInFlight - 1) : size_t(1);
-  // ... and one more whose body is on its way to the host.
-  st->async_bodies = v2_cuda && st->overlap;
-  gst_cudadiff_set_overlap_latency(
-      GST_ELEMENT(encoder), st->overlap ? int(st->max_pending) + (st->async_bodies ? 1 : 0) : 0,
-      GST_VIDEO_INFO_FPS_N(info), GST_VIDEO_INFO_FPS_D(info));
   // Downstream must read this version (a capsfilter or a receiver's caps
   // may say which); say so plainly rather than fail later.
   GstCaps *allowed = gst_pad_get_allowed_caps(GST_VIDEO_ENCODER_SRC_PAD(encoder));
@@ -701,6 +688,11 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
     }
     gst_caps_unref(allowed);
   }
+  // The caps before, whose encoder comes back if these caps' cannot be made
+  // (below).
+  GstVideoCodecState *previous =
+      st->input_state ? gst_video_codec_state_ref(st->input_state) : nullptr;
+  const cudadiff::VideoFormat previous_format = st->format;
   try {
     // A version 1 encoder of the previous caps frees device memory.
     cudadiff::ContextScope scope(st->ctx.get());
@@ -715,9 +707,44 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
     // (posted once, as a refusal: the base class tries these caps again
     // before every buffer)
     st->drop_codec();
+    // GstVideoEncoder keeps the caps before as its input, and does not call
+    // set_format when they come back: their encoder is made again (from a
+    // keyframe), else every frame of theirs would be refused.
+    if (previous) {
+      try {
+        cudadiff::ContextScope scope(st->ctx.get());
+        configure_codec(st, st->version == stream::kVersion2, previous_format, st->width,
+                        st->height, st->frame_bytes, zstd, level);
+        st->input_state = previous;
+        previous = nullptr;
+        st->format = previous_format;
+        st->need_keyframe = true;
+      } catch (const std::bad_alloc &) {
+        st->drop_codec();
+      } catch (const cudadiff::Error &) {
+        st->drop_codec();
+      }
+      if (previous) gst_video_codec_state_unref(previous);
+    }
     const GstCudaDiffErrorText why = gst_cudadiff_error_text("configuring the encoder", e);
     return refuse_caps(self, state, why.domain, why.code, why.text, why.debug);
   }
+  if (previous) gst_video_codec_state_unref(previous);
+  // Frames overlapping and the frames queued, for these caps (a refusal
+  // above leaves those of the caps before).
+  st->overlap = overlap == GST_CUDADIFF_FRAME_OVERLAP_ALWAYS ||
+                (overlap == GST_CUDADIFF_FRAME_OVERLAP_AUTO &&
+                 !gst_cudadiff_upstream_is_live(GST_VIDEO_ENCODER_SINK_PAD(encoder)));
+  // Version 2 on the GPU keeps kMaxInFlight - 1 (three) deltas queued (the
+  // GPU codes them while the packet before them is made); version 1, and
+  // the CPU backend, which encodes a frame at submission, one.
+  const bool v2_cuda = v2 && st->ctx->backend() == cudadiff::Backend::Cuda;
+  st->max_pending = v2_cuda ? size_t(codec2::Encoder::kMaxInFlight - 1) : size_t(1);
+  // ... and one more whose body is on its way to the host.
+  st->async_bodies = v2_cuda && st->overlap;
+  gst_cudadiff_set_overlap_latency(
+      GST_ELEMENT(encoder), st->overlap ? int(st->max_pending) + (st->async_bodies ? 1 : 0) : 0,
+      GST_VIDEO_INFO_FPS_N(info), GST_VIDEO_INFO_FPS_D(info));
   st->refused.clear();
   st->input_state = gst_video_codec_state_ref(state);
   st->format = format;

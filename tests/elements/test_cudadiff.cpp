@@ -773,7 +773,8 @@ TEST(CudaDiff, EncoderRefusesCapsWithOneError) {
 
 // The encoder that cannot be configured (out of memory) posts one error
 // for the caps, though GstVideoEncoder tries them again before each
-// buffer. Run in a process of its own: the address space is limited to
+// buffer, and encodes again when the caps before come back. Run in a
+// process of its own: the address space is limited to
 // what the process holds and 48 MB more, which a 4096x4096 encoder (CPU
 // backend) does not fit in.
 static int configure_out_of_memory() {
@@ -810,10 +811,41 @@ static int configure_out_of_memory() {
   if (pushed_ok != 0) return 5;
   if (errors.size() != 1) return 6;
   if (errors[0].message.find("configuring the encoder") == std::string::npos) return 7;
+  // The caps before come back: GstVideoEncoder kept them as its input and
+  // does not configure them again, so the encoder kept theirs (it dropped
+  // it before: every frame was refused as not negotiated). A keyframe comes
+  // first.
+  while (GstBuffer *b = gst_harness_try_pull(h)) gst_buffer_unref(b);
+  GstCaps *small = gst_caps_from_string(gst_test::raw_caps("GRAY8", 16, 8).c_str());
+  gst_harness_push_event(h, gst_event_new_caps(small));
+  gst_caps_unref(small);
+  int keyframes = 0, deltas = 0;
+  for (int i = 0; i < 3; ++i) {
+    GstBuffer *b = gst_buffer_new_allocate(nullptr, 16 * 8, nullptr);
+    gst_buffer_memset(b, 0, guint8(40 * i), 16 * 8);
+    GST_BUFFER_PTS(b) = (4 + i) * GST_SECOND / 30;
+    const GstFlowReturn ret = gst_harness_push(h, b);
+    if (ret != GST_FLOW_OK) {
+      fprintf(stderr, "error: frame %d after the caps came back: %s\n", i, gst_flow_get_name(ret));
+      return 8;
+    }
+    while (GstBuffer *p = gst_harness_try_pull(h)) {
+      if (!GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_HEADER)) {
+        if (GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT))
+          ++deltas;
+        else if (deltas == 0)
+          ++keyframes;
+      }
+      gst_buffer_unref(p);
+    }
+  }
+  // (the encoder holds back a delta with frames overlapping: one or two)
+  if (keyframes != 1 || deltas < 1) return 9;
+  if (!gst_test::pop_texts(bus, GST_MESSAGE_ERROR).empty()) return 10;
   return 0;
 }
 
-TEST(CudaDiff, EncoderOutOfMemoryPostsOneError) {
+TEST(CudaDiff, EncoderOutOfMemoryPostsOneErrorAndTheCapsBeforeStillWork) {
   // Under compute-sanitizer (which sets this variable) the test's child
   // process hangs (CUDA 13.0's memcheck); the test runs the CPU backend
   // only, so the sanitizer has nothing in it to check.
