@@ -294,6 +294,22 @@ GstHarness *overlapping_decoder(GstPad **src) {
   return h;
 }
 
+// Makes `src` answer NOT_LINKED to the next *refuse buffers (dropping
+// them), counting down.
+void refuse_buffers(GstPad *src, std::atomic<int> *refuse) {
+  gst_pad_add_probe(
+      src, GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad *, GstPadProbeInfo *info, gpointer data) {
+        auto *n = static_cast<std::atomic<int> *>(data);
+        if (n->load() == 0) return GST_PAD_PROBE_OK;
+        n->fetch_sub(1);
+        gst_buffer_unref(GST_PAD_PROBE_INFO_BUFFER(info));
+        GST_PAD_PROBE_INFO_FLOW_RETURN(info) = GST_FLOW_NOT_LINKED;
+        return GST_PAD_PROBE_HANDLED;
+      },
+      refuse, nullptr);
+}
+
 // The pictures waiting at the harness's sink, each by its caps.
 std::vector<Bytes> pull_pictures(GstHarness *h) {
   std::vector<Bytes> shown;
@@ -4961,17 +4977,7 @@ TEST(CudaDiff, DecoderDecodesThePacketThatGetsTheHeldFlow) {
   GstPad *src = nullptr;
   GstHarness *h = overlapping_decoder(&src);
   std::atomic<int> refuse{0};
-  gst_pad_add_probe(
-      src, GST_PAD_PROBE_TYPE_BUFFER,
-      [](GstPad *, GstPadProbeInfo *info, gpointer data) {
-        auto *n = static_cast<std::atomic<int> *>(data);
-        if (n->load() == 0) return GST_PAD_PROBE_OK;
-        n->fetch_sub(1);
-        gst_buffer_unref(GST_PAD_PROBE_INFO_BUFFER(info));
-        GST_PAD_PROBE_INFO_FLOW_RETURN(info) = GST_FLOW_NOT_LINKED;
-        return GST_PAD_PROBE_HANDLED;
-      },
-      &refuse, nullptr);
+  refuse_buffers(src, &refuse);
   ASSERT_EQ(gst_harness_push(h, gst_buffer_ref(e.packets[0])), GST_FLOW_OK);
   ASSERT_EQ(gst_harness_push(h, gst_buffer_ref(e.packets[1])), GST_FLOW_OK);  // frame 0 out
   refuse = 1;  // frame 1, pushed by the drain query
@@ -5014,17 +5020,7 @@ TEST(CudaDiff, DecoderDecodesAKeyframeWhoseHeldFrameIsRefused) {
     GstBus *bus = gst_bus_new();
     gst_element_set_bus(h->element, bus);
     std::atomic<int> refuse{0};
-    gst_pad_add_probe(
-        src, GST_PAD_PROBE_TYPE_BUFFER,
-        [](GstPad *, GstPadProbeInfo *info, gpointer data) {
-          auto *n = static_cast<std::atomic<int> *>(data);
-          if (n->load() == 0) return GST_PAD_PROBE_OK;
-          n->fetch_sub(1);
-          gst_buffer_unref(GST_PAD_PROBE_INFO_BUFFER(info));
-          GST_PAD_PROBE_INFO_FLOW_RETURN(info) = GST_FLOW_NOT_LINKED;
-          return GST_PAD_PROBE_HANDLED;
-        },
-        &refuse, nullptr);
+    refuse_buffers(src, &refuse);
     for (size_t i = 0; i < e.packets.size(); ++i) {
       refuse = i == 4 ? 1 : 0;  // frame 3, held, goes out when keyframe 4 comes
       EXPECT_EQ(gst_harness_push(h, gst_buffer_ref(e.packets[i])),
