@@ -577,7 +577,8 @@ static void queue_overlapped(GstCudaDiffFilter *self, GstVideoFrame *in_frame,
   const cudadiff::FrameView &dev_out = st->device_out[out_slot].view();
   // Upload once the slot's last reader has finished.
   st->in_free[slot]->make_wait(*st->upload_stream);
-  cudadiff::copy_frame_async(gst_cudadiff_frame_view(in_frame), dev_in, *st->upload_stream);
+  cudadiff::copy_frame_async(gst_cudadiff_frame_view(in_frame, &GST_VIDEO_FILTER(self)->in_info),
+                             dev_in, *st->upload_stream);
   st->uploaded->record(*st->upload_stream);
   // Kernels once uploaded and once the output slot's last download is done.
   st->uploaded->make_wait(ctx.stream());
@@ -588,7 +589,9 @@ static void queue_overlapped(GstCudaDiffFilter *self, GstVideoFrame *in_frame,
   st->processed->record(ctx);
   // Download once processed; its event marks the frame done.
   st->processed->make_wait(*st->download_stream);
-  cudadiff::copy_frame_async(dev_out, gst_cudadiff_frame_view(out_frame), *st->download_stream);
+  cudadiff::copy_frame_async(dev_out,
+                             gst_cudadiff_frame_view(out_frame, &GST_VIDEO_FILTER(self)->out_info),
+                             *st->download_stream);
   st->out_free[out_slot]->record(*st->download_stream);
   st->queued.in_frame = *in_frame;
   st->queued.out_frame = *out_frame;
@@ -649,8 +652,8 @@ static GstFlowReturn gst_cudadiff_filter_transform(GstBaseTransform *trans, GstB
   try {
     cudadiff::ContextScope scope(st->ctx.get());
     const cudadiff::Context &ctx = *st->ctx;
-    const cudadiff::FrameView in = gst_cudadiff_frame_view(&in_frame);
-    const cudadiff::FrameView out = gst_cudadiff_frame_view(&out_frame);
+    const cudadiff::FrameView in = gst_cudadiff_frame_view(&in_frame, &vfilter->in_info);
+    const cudadiff::FrameView out = gst_cudadiff_frame_view(&out_frame, &vfilter->out_info);
     st->frame_interlaced = GST_VIDEO_FRAME_IS_INTERLACED(&in_frame);
     begin_frame(self);
     if (!ctx.is_cuda()) {
@@ -784,7 +787,7 @@ static GstFlowReturn gst_cudadiff_filter_transform_ip(GstBaseTransform *trans, G
       // buffer goes back to a pool that orders by it); a buffer of another
       // producer leaves complete.
       const bool ordered = gst_cudadiff_buffer_ordered_input(buf, ctx);
-      klass->process_ip(self, gst_cudadiff_frame_view(&frame), TRUE);
+      klass->process_ip(self, gst_cudadiff_frame_view(&frame, &vfilter->in_info), TRUE);
       unmap();
       if (finish_device_output(self, buf, ordered))
         gst_cudadiff_buffer_mark_pending(buf, ctx);
@@ -792,7 +795,7 @@ static GstFlowReturn gst_cudadiff_filter_transform_ip(GstBaseTransform *trans, G
         gst_cudadiff_buffer_clear_pending(buf);  // (upstream's mark: finished now)
       return GST_FLOW_OK;
     }
-    klass->process_ip(self, gst_cudadiff_frame_view(&frame), FALSE);
+    klass->process_ip(self, gst_cudadiff_frame_view(&frame, &vfilter->in_info), FALSE);
     if (ctx.is_cuda()) ctx.synchronize();
     if (klass->finish_frame) klass->finish_frame(self, GST_BUFFER_PTS(buf));
   } catch (const cudadiff::Error &e) {

@@ -3,6 +3,7 @@
 #include <gst/video/gstvideodecoder.h>
 #include <gst/video/gstvideoencoder.h>
 
+#include <algorithm>
 #include <string>
 
 GST_DEBUG_CATEGORY_STATIC(gst_cudadiff_utils_debug);
@@ -181,11 +182,13 @@ GstVideoFormat gst_cudadiff_format_to_gst(cudadiff::VideoFormat format) {
   return GST_VIDEO_FORMAT_UNKNOWN;
 }
 
-cudadiff::FrameView gst_cudadiff_frame_view(const GstVideoFrame *frame) {
+cudadiff::FrameView gst_cudadiff_frame_view(const GstVideoFrame *frame, const GstVideoInfo *info) {
   cudadiff::FrameView view;
   view.format = gst_cudadiff_format_from_gst(GST_VIDEO_FRAME_FORMAT(frame));
-  view.width = GST_VIDEO_FRAME_WIDTH(frame);
-  view.height = GST_VIDEO_FRAME_HEIGHT(frame);
+  // (gst_video_frame_map() gives the frame a GstVideoMeta's size, which may
+  // be larger than the caps')
+  view.width = std::min(GST_VIDEO_FRAME_WIDTH(frame), GST_VIDEO_INFO_WIDTH(info));
+  view.height = std::min(GST_VIDEO_FRAME_HEIGHT(frame), GST_VIDEO_INFO_HEIGHT(info));
   for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(frame) && p < cudadiff::kMaxPlanes; ++p) {
     const gint stride = GST_VIDEO_FRAME_PLANE_STRIDE(frame, p);
     if (stride < 0) throw cudadiff::Error("negative strides are not supported");

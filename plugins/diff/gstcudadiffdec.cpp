@@ -1664,6 +1664,7 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
   bool on_device = false;
   const gboolean mapped = gst_cudadiff_frame_map(&p.out, &out_state->info, frame->output_buffer,
                                                  GST_MAP_WRITE, &st->share, &on_device);
+  const GstVideoInfo out_info = out_state->info;
   gst_video_codec_state_unref(out_state);
   if (!mapped) {
     GST_ELEMENT_ERROR(self, STREAM, DECODE, ("cannot map the output buffer"), (nullptr));
@@ -1672,11 +1673,11 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
   try {
     cudadiff::ContextScope scope(st->ctx.get());
     if (p.in_core2)
-      st->decoder2->submit_write_frame(gst_cudadiff_frame_view(&p.out));
+      st->decoder2->submit_write_frame(gst_cudadiff_frame_view(&p.out, &out_info));
     else if (st->decoder2)
-      st->decoder2->write_frame(gst_cudadiff_frame_view(&p.out));  // waits for the copy
+      st->decoder2->write_frame(gst_cudadiff_frame_view(&p.out, &out_info));  // waits for the copy
     else
-      st->decoder->submit_write_frame(gst_cudadiff_frame_view(&p.out));
+      st->decoder->submit_write_frame(gst_cudadiff_frame_view(&p.out, &out_info));
   } catch (const cudadiff::Error &e) {
     gst_cudadiff_post_error(GST_ELEMENT(self), "writing a decoded frame", e);
     if (p.in_core2) return drop_unwritten(GST_FLOW_ERROR, true);

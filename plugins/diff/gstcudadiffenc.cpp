@@ -1257,7 +1257,7 @@ static GstFlowReturn gst_cudadiff_enc_handle_frame(GstVideoEncoder *encoder,
   try {
     // The mapped frame as it is (pinned when upstream took our pool, or
     // device memory for version 1; any strides).
-    const cudadiff::FrameView input = gst_cudadiff_frame_view(&p.vframe);
+    const cudadiff::FrameView input = gst_cudadiff_frame_view(&p.vframe, &st->input_state->info);
     if (on_device) {
       // A producer's mark of another stream than ours is waited for here
       // (ours orders the core's work after it by itself).
