@@ -71,10 +71,11 @@ std::unique_ptr<cudadiff::Context> gst_cudadiff_open_context(GstElement *element
 cudadiff::VideoFormat gst_cudadiff_format_from_gst(GstVideoFormat format);
 GstVideoFormat gst_cudadiff_format_to_gst(cudadiff::VideoFormat format);
 
-// A view of a mapped frame (host pointers, the frame's own strides) of the
-// size of `info`, the caps it was mapped with: a GstVideoMeta may describe a
-// larger frame (a decoder's coded size, 1920x1088 under 1920x1080 caps),
-// whose top-left part is the picture.
+// A view of a mapped frame (its mapping's pointers, in host memory or, for
+// CUDA memory, on the device; the frame's own strides) of the size of
+// `info`, the caps it was mapped with: a GstVideoMeta may describe a larger
+// frame (a decoder's coded size, 1920x1088 under 1920x1080 caps), whose
+// top-left part is the picture.
 cudadiff::FrameView gst_cudadiff_frame_view(const GstVideoFrame *frame, const GstVideoInfo *info);
 
 // Posts the element error for a failed core call, naming what was being done.

@@ -706,26 +706,33 @@ static gboolean gst_cudadiff_enc_set_format(GstVideoEncoder *encoder, GstVideoCo
   } catch (const cudadiff::Error &e) {
     // (posted once, as a refusal: the base class tries these caps again
     // before every buffer)
-    st->drop_codec();
-    // GstVideoEncoder keeps the caps before as its input, and does not call
-    // set_format when they come back: their encoder is made again (from a
-    // keyframe), else every frame of theirs would be refused.
-    if (previous) {
-      try {
-        cudadiff::ContextScope scope(st->ctx.get());
-        configure_codec(st, st->version == stream::kVersion2, previous_format, st->width,
-                        st->height, st->frame_bytes, zstd, level);
-        st->input_state = previous;
-        previous = nullptr;
-        st->format = previous_format;
-        st->need_keyframe = true;
-      } catch (const std::bad_alloc &) {
-        st->drop_codec();
-      } catch (const cudadiff::Error &) {
-        st->drop_codec();
+    // What was made for these caps goes (in the element's context), the
+    // body too, which may have grown for them. GstVideoEncoder keeps the
+    // caps before as its input, and does not call set_format when they come
+    // back: their encoder is made again (from a keyframe), else every frame
+    // of theirs would be refused.
+    try {
+      cudadiff::ContextScope scope(st->ctx.get());
+      st->drop_codec();
+      st->body = cudadiff::HostBytes();
+      if (previous) {
+        try {
+          configure_codec(st, st->version == stream::kVersion2, previous_format, st->width,
+                          st->height, st->frame_bytes, zstd, level);
+          st->input_state = previous;
+          previous = nullptr;
+          st->format = previous_format;
+          st->need_keyframe = true;
+        } catch (const std::bad_alloc &) {
+          st->drop_codec();
+        } catch (const cudadiff::Error &) {
+          st->drop_codec();
+        }
       }
-      if (previous) gst_video_codec_state_unref(previous);
+    } catch (const cudadiff::Error &) {
+      st->drop_codec();  // (the context could not be made current)
     }
+    if (previous) gst_video_codec_state_unref(previous);
     const GstCudaDiffErrorText why = gst_cudadiff_error_text("configuring the encoder", e);
     return refuse_caps(self, state, why.domain, why.code, why.text, why.debug);
   }

@@ -789,15 +789,55 @@ TEST(CudaDiff, EncoderRefusesCapsWithOneError) {
 
 // The encoder that cannot be configured (out of memory) posts one error
 // for the caps, though GstVideoEncoder tries them again before each
-// buffer, and encodes again when the caps before come back. Run in a
-// process of its own: the address space is limited to
-// what the process holds and 48 MB more, which a 4096x4096 encoder (CPU
-// backend) does not fit in.
+// buffer; when the caps before come back (GstVideoEncoder kept them as its
+// input and does not configure them again), their frames are encoded again,
+// from a keyframe, and decode to what they were (threshold 0). Run in a
+// process of its own: the address space is limited to what the process
+// holds and 48 MB more, which a 4096x4096 encoder (CPU backend) does not
+// fit in.
+static GstBuffer *small_frame(int t) {  // GRAY8 16x8, frame t
+  GstBuffer *b = gst_buffer_new_allocate(nullptr, 16 * 8, nullptr);
+  GstMapInfo map;
+  gst_buffer_map(b, &map, GST_MAP_WRITE);
+  for (size_t i = 0; i < map.size; ++i) map.data[i] = uint8_t(37 * t + 5 * int(i));
+  gst_buffer_unmap(b, &map);
+  GST_BUFFER_PTS(b) = gst_util_uint64_scale(t, GST_SECOND, 30);
+  return b;
+}
 static int configure_out_of_memory() {
-  GstHarness *h = gst_harness_new_parse("cudadiffenc backend=cpu");
+  GstHarness *h = gst_harness_new_parse("cudadiffenc backend=cpu threshold=0");
   GstBus *bus = gst_bus_new();
   gst_element_set_bus(h->element, bus);
   gst_harness_set_src_caps_str(h, gst_test::raw_caps("GRAY8", 16, 8).c_str());
+  // The decoder of the packets, started (and its first frames decoded)
+  // before the address space is limited.
+  GstHarness *dec = gst_harness_new_parse("cudadiffdec backend=cpu");
+  gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+  int decoded = 0;  // frames out of the decoder, each checked against its input
+  auto to_decoder = [&]() {
+    while (GstBuffer *p = gst_harness_try_pull(h)) {
+      const bool header = GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_HEADER);
+      if (!header && gst_harness_push(dec, p) != GST_FLOW_OK) return false;
+      if (header) gst_buffer_unref(p);
+    }
+    while (GstBuffer *out = gst_harness_try_pull(dec)) {
+      GstBuffer *in = small_frame(decoded == 0 ? 0 : decoded == 1 ? 1 : decoded + 4);
+      const bool same = gst_buffer_memcmp(out, 0, bytes_of(in).data(), 16 * 8) == 0 &&
+                        gst_buffer_get_size(out) == 16 * 8;
+      gst_buffer_unref(in);
+      gst_buffer_unref(out);
+      if (!same) {
+        fprintf(stderr, "error: decoded frame %d differs from its input\n", decoded);
+        return false;
+      }
+      ++decoded;
+    }
+    return true;
+  };
+  // Two frames of these caps: the encoder's reference is theirs.
+  for (int t = 0; t < 2; ++t)
+    if (gst_harness_push(h, small_frame(t)) != GST_FLOW_OK) return 11;
+  if (!to_decoder()) return 12;
   GstVideoInfo info = video_info("GRAY8", 4096, 4096);
   GstBuffer *frame = gst_buffer_new_allocate(nullptr, GST_VIDEO_INFO_SIZE(&info), nullptr);
   gst_buffer_memset(frame, 0, 7, GST_VIDEO_INFO_SIZE(&info));
@@ -817,7 +857,7 @@ static int configure_out_of_memory() {
   gst_harness_push_event(h, gst_event_new_caps(big));
   gst_caps_unref(big);
   int pushed_ok = 0;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 2; i < 6; ++i) {
     GstBuffer *b = gst_buffer_ref(frame);
     GST_BUFFER_PTS(b) = i * GST_SECOND / 30;
     if (gst_harness_push(h, b) == GST_FLOW_OK) ++pushed_ok;
@@ -827,36 +867,36 @@ static int configure_out_of_memory() {
   if (pushed_ok != 0) return 5;
   if (errors.size() != 1) return 6;
   if (errors[0].message.find("configuring the encoder") == std::string::npos) return 7;
-  // The caps before come back: GstVideoEncoder kept them as its input and
-  // does not configure them again, so the encoder kept theirs (it dropped
-  // it before: every frame was refused as not negotiated). A keyframe comes
-  // first.
-  while (GstBuffer *b = gst_harness_try_pull(h)) gst_buffer_unref(b);
+  // (frame 1, held back by frame-overlap, went out before the new caps)
+  if (!to_decoder() || decoded != 2) return 13;
+  // The caps before come back: frames 6, 7, 8 of theirs.
   GstCaps *small = gst_caps_from_string(gst_test::raw_caps("GRAY8", 16, 8).c_str());
   gst_harness_push_event(h, gst_event_new_caps(small));
   gst_caps_unref(small);
-  int keyframes = 0, deltas = 0;
-  for (int i = 0; i < 3; ++i) {
-    GstBuffer *b = gst_buffer_new_allocate(nullptr, 16 * 8, nullptr);
-    gst_buffer_memset(b, 0, guint8(40 * i), 16 * 8);
-    GST_BUFFER_PTS(b) = (4 + i) * GST_SECOND / 30;
-    const GstFlowReturn ret = gst_harness_push(h, b);
+  bool first = true;
+  for (int t = 6; t < 9; ++t) {
+    const GstFlowReturn ret = gst_harness_push(h, small_frame(t));
     if (ret != GST_FLOW_OK) {
-      fprintf(stderr, "error: frame %d after the caps came back: %s\n", i, gst_flow_get_name(ret));
+      fprintf(stderr, "error: frame %d after the caps came back: %s\n", t, gst_flow_get_name(ret));
       return 8;
     }
-    while (GstBuffer *p = gst_harness_try_pull(h)) {
-      if (!GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_HEADER)) {
-        if (GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT))
-          ++deltas;
-        else if (deltas == 0)
-          ++keyframes;
-      }
+    // Its first packet is a keyframe (the encoder was made again: its
+    // reference is not frame 1).
+    GstBuffer *p = gst_harness_try_pull(h);
+    while (p && GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_HEADER)) {
       gst_buffer_unref(p);
+      p = gst_harness_try_pull(h);
+    }
+    if (p) {
+      if (first && GST_BUFFER_FLAG_IS_SET(p, GST_BUFFER_FLAG_DELTA_UNIT)) return 9;
+      first = false;
+      if (gst_harness_push(dec, p) != GST_FLOW_OK) return 14;
     }
   }
-  // (the encoder holds back a delta with frames overlapping: one or two)
-  if (keyframes != 1 || deltas < 1) return 9;
+  gst_harness_push_event(h, gst_event_new_eos());
+  if (!to_decoder()) return 15;
+  gst_harness_push_event(dec, gst_event_new_eos());
+  if (!to_decoder() || decoded != 5) return 16;
   if (!gst_test::pop_texts(bus, GST_MESSAGE_ERROR).empty()) return 10;
   return 0;
 }

@@ -10,6 +10,7 @@
 #include <gst/video/video.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -88,7 +89,17 @@ struct Output {
   std::vector<Bytes> frames;
   std::vector<GstFlowReturn> flows;
   std::vector<std::string> errors;
+  // Bytes other than 0x5a outside the picture in the output buffers that
+  // carry the input's larger meta (an element in place): 0 when only the
+  // picture was written.
+  size_t padding_written = 0;
 };
+
+size_t not_padding(const Bytes &bytes) {
+  size_t n = 0;
+  for (uint8_t v : bytes) n += v != 0x5a;
+  return n;
+}
 Output run(const std::string &launch, const std::string &caps, const std::vector<Bytes> &pictures,
            int more) {
   Output out;
@@ -106,10 +117,14 @@ Output run(const std::string &launch, const std::string &caps, const std::vector
   while (GstBuffer *b = gst_harness_try_pull(h)) {
     GstCaps *oc = gst_pad_get_current_caps(h->sinkpad);
     GstVideoInfo oi;
-    if (gst_video_info_from_caps(&oi, oc))
+    if (gst_video_info_from_caps(&oi, oc)) {
       out.frames.push_back(visible(b, &oi));
-    else  // (the encoder's packets)
+      const GstVideoMeta *meta = gst_buffer_get_video_meta(b);
+      if (meta && int(meta->width) > GST_VIDEO_INFO_WIDTH(&oi))
+        out.padding_written += not_padding(bytes_of(b)) - not_padding(out.frames.back());
+    } else {  // (the encoder's packets)
       out.frames.push_back(bytes_of(b));
+    }
     gst_caps_unref(oc);
     gst_buffer_unref(b);
   }
@@ -172,6 +187,7 @@ TEST(VideoMeta, LargerThanTheCapsIsThePictureAtItsTopLeft) {
       EXPECT_EQ(padded.frames.size(), packed.frames.size());
       for (size_t i = 0; i < packed.frames.size() && i < padded.frames.size(); ++i)
         EXPECT_EQ(padded.frames[i], packed.frames[i]) << "output " << i;
+      EXPECT_EQ(padded.padding_written, 0u);
     }
   }
 }
