@@ -59,7 +59,11 @@ timeout 5 "$server" --port 0 --source camera --device /nonexistent/video9 >"$log
 [ "$status" = 124 ] && grep -q -- "camera /nonexistent/video9 not found" "$log" || {
   cat "$log"; echo "FAIL: a missing camera: exit status $status"; exit 1; }
 # Media errors are printed as they come, once each (two viewers of the
-# missing camera: two), and make the exit status 1.
+# missing camera: two), and make the exit status 1. (The log is emptied
+# first: the background server empties it only once it runs, and a loaded
+# machine let the loop below read the port of the server before, which had
+# ended.)
+: >"$log"
 "$server" --port 0 --source camera --device /nonexistent/video9 --stats-interval 0 \
   >"$log" 2>&1 &
 pid=$!
