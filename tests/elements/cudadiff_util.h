@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -221,6 +222,14 @@ inline Bytes bytes_of(GstBuffer *buf) {
   Bytes out(gst_buffer_get_size(buf));
   gst_buffer_extract(buf, 0, out.data(), out.size());
   return out;
+}
+
+// The largest difference between bytes of a and b at the same place.
+inline int max_diff(const Bytes &a, const Bytes &b) {
+  int worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    worst = std::max(worst, std::abs(int(a[i]) - int(b[i])));
+  return worst;
 }
 
 inline GstStructure *stats_of(GstElement *el) {

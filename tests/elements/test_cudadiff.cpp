@@ -322,13 +322,6 @@ std::vector<Bytes> pull_pictures(GstHarness *h) {
   return shown;
 }
 
-int max_diff(const Bytes &a, const Bytes &b) {
-  int worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    worst = std::max(worst, std::abs(int(a[i]) - int(b[i])));
-  return worst;
-}
-
 // Encodes, checks the packets, decodes and checks every frame.
 void round_trip(const std::string &format, int w, int h, int threshold, const char *compression,
                 int version = 1) {

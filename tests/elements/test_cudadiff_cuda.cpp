@@ -11,7 +11,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -223,13 +222,14 @@ TEST(CudaDiffCuda, EncoderErrorWithFramesInFlight) {
       for (GstBuffer *b : packets) {
         if (GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_HEADER)) continue;
         const int t = int(gst_util_uint64_scale_round(GST_BUFFER_PTS(b), 30, GST_SECOND));
-        EXPECT_EQ(header_of(b).frame_number, sent.size()) << "frame " << t;
+        const Header hd = header_of(b);
+        EXPECT_EQ(hd.frame_number, sent.size()) << "frame " << t;
         if (!sent.empty()) {
           EXPECT_GT(t, sent.back()) << "packets out of order";
         }
         EXPECT_NE(t, fail) << "the failing frame was sent";
         if (t > fail && !resumed) {
-          EXPECT_TRUE(header_of(b).keyframe()) << "the first frame after the error, " << t;
+          EXPECT_TRUE(hd.keyframe()) << "the first frame after the error, " << t;
           resumed = true;
         }
         sent.push_back(t);
@@ -257,10 +257,7 @@ TEST(CudaDiffCuda, EncoderErrorWithFramesInFlight) {
           EXPECT_TRUE(expected) << "picture " << shown << " is frame " << t;
           ++shown;
           if (!expected) continue;
-          int worst = 0;
-          for (size_t i = 0; i < picture.size(); ++i)
-            worst = std::max(worst, std::abs(int(picture[i]) - int(input[t][i])));
-          EXPECT_LE(worst, threshold) << "frame " << t;
+          EXPECT_LE(max_diff(picture, input[t]), threshold) << "frame " << t;
         }
       }
       EXPECT_EQ(shown, sent.size());

@@ -16,15 +16,22 @@
 #include <string>
 #include <vector>
 
+#include "cudadiff_util.h"
 #include "gst_test.h"
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
+using diff_test::Bytes;
+using diff_test::bytes_of;
+
+// Bytes of a row of plane p of `info`'s picture, formats whose planes are
+// their components (packed RGB, GRAY8, I420).
+int row_bytes(const GstVideoInfo *info, guint p) {
+  return GST_VIDEO_INFO_COMP_WIDTH(info, p) * GST_VIDEO_INFO_COMP_PSTRIDE(info, p);
+}
 
 // The rows of each plane of `buf`'s picture of `info`'s size, one after the
-// other (mapped by its GstVideoMeta where it has one). Formats whose planes
-// are their components (packed RGB, GRAY8, I420).
+// other (mapped by its GstVideoMeta where it has one).
 Bytes visible(GstBuffer *buf, const GstVideoInfo *info) {
   GstVideoFrame f;
   if (!gst_video_frame_map(&f, const_cast<GstVideoInfo *>(info), buf, GST_MAP_READ)) {
@@ -34,22 +41,13 @@ Bytes visible(GstBuffer *buf, const GstVideoInfo *info) {
   Bytes out;
   for (guint p = 0; p < GST_VIDEO_FRAME_N_PLANES(&f); ++p) {
     const int rows = GST_VIDEO_INFO_COMP_HEIGHT(info, p);
-    const int row_bytes = GST_VIDEO_INFO_COMP_WIDTH(info, p) * GST_VIDEO_INFO_COMP_PSTRIDE(info, p);
     const auto *data = static_cast<const uint8_t *>(GST_VIDEO_FRAME_PLANE_DATA(&f, p));
     for (int y = 0; y < rows; ++y) {
       const uint8_t *row = data + size_t(y) * GST_VIDEO_FRAME_PLANE_STRIDE(&f, p);
-      out.insert(out.end(), row, row + row_bytes);
+      out.insert(out.end(), row, row + row_bytes(info, p));
     }
   }
   gst_video_frame_unmap(&f);
-  return out;
-}
-
-Bytes bytes_of(GstBuffer *buf) {
-  GstMapInfo map;
-  if (!gst_buffer_map(buf, &map, GST_MAP_READ)) return {};
-  Bytes out(map.data, map.data + map.size);
-  gst_buffer_unmap(buf, &map);
   return out;
 }
 
@@ -67,11 +65,11 @@ GstBuffer *frame_buffer(const GstVideoInfo *info, const Bytes &rows, int more, i
   size_t at = 0;
   for (guint p = 0; p < GST_VIDEO_INFO_N_PLANES(info); ++p) {
     const int n = GST_VIDEO_INFO_COMP_HEIGHT(info, p);
-    const int row_bytes = GST_VIDEO_INFO_COMP_WIDTH(info, p) * GST_VIDEO_INFO_COMP_PSTRIDE(info, p);
-    for (int y = 0; y < n; ++y, at += size_t(row_bytes))
+    const size_t length = size_t(row_bytes(info, p));
+    for (int y = 0; y < n; ++y, at += length)
       std::memcpy(map.data + GST_VIDEO_INFO_PLANE_OFFSET(&layout, p) +
                       size_t(y) * GST_VIDEO_INFO_PLANE_STRIDE(&layout, p),
-                  rows.data() + at, size_t(row_bytes));
+                  rows.data() + at, length);
   }
   gst_buffer_unmap(buf, &map);
   if (more > 0)
@@ -170,8 +168,7 @@ TEST(VideoMeta, LargerThanTheCapsIsThePictureAtItsTopLeft) {
       gst_caps_unref(ic);
       size_t n = 0;
       for (guint p = 0; p < GST_VIDEO_INFO_N_PLANES(&info); ++p)
-        n += size_t(GST_VIDEO_INFO_COMP_HEIGHT(&info, p)) * GST_VIDEO_INFO_COMP_WIDTH(&info, p) *
-             GST_VIDEO_INFO_COMP_PSTRIDE(&info, p);
+        n += size_t(GST_VIDEO_INFO_COMP_HEIGHT(&info, p)) * size_t(row_bytes(&info, p));
       std::vector<Bytes> pictures(3, Bytes(n));
       for (Bytes &pic : pictures)
         for (uint8_t &v : pic) v = uint8_t(gen());
