@@ -81,6 +81,9 @@ struct FilterState {
   bool have_queued = false;
   // CUDA memory of another driver context was seen (warned once per start).
   bool warned_foreign = false;
+  // The stream-id of the last STREAM_START since start: another one ends
+  // the stream before (new_stream()).
+  std::string stream_id;
 };
 
 }  // namespace
@@ -344,6 +347,7 @@ static gboolean gst_cudadiff_filter_start(GstBaseTransform *trans) {
   const gint device_id = priv->device_id;
   GST_OBJECT_UNLOCK(self);
   priv->state->warned_foreign = false;
+  priv->state->stream_id.clear();
   priv->state->ctx =
       gst_cudadiff_open_shared_context(GST_ELEMENT(self), backend, device_id, &priv->state->share);
   return priv->state->ctx != nullptr;
@@ -903,6 +907,26 @@ static void end_of_stream(GstCudaDiffFilter *self) {
   }
 }
 
+// A STREAM_START of another stream-id than the last (concat's next file, an
+// input-selector's switch) ends the stream before as EOS would (its last
+// results are posted) and its history is forgotten, as after a flush: a
+// filter that compares frames does not compare the new stream's first frame
+// with the old one's last. The same stream-id again (a relinked pad) is the
+// same stream.
+static void new_stream(GstCudaDiffFilter *self, GstEvent *event) {
+  FilterState *st = get_priv(self)->state;
+  GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
+  const gchar *id = nullptr;
+  gst_event_parse_stream_start(event, &id);
+  const std::string new_id = id ? id : "";
+  if (!st->stream_id.empty() && new_id != st->stream_id && st->configured) {
+    GST_DEBUG_OBJECT(self, "another stream (%s): starting over", new_id.c_str());
+    end_of_stream(self);
+    if (klass->reset) klass->reset(self);
+  }
+  st->stream_id = new_id;
+}
+
 static gboolean gst_cudadiff_filter_sink_event(GstBaseTransform *trans, GstEvent *event) {
   auto *self = GST_CUDADIFF_FILTER(trans);
   GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
@@ -918,6 +942,7 @@ static gboolean gst_cudadiff_filter_sink_event(GstBaseTransform *trans, GstEvent
     if (ret != GST_FLOW_OK)
       GST_DEBUG_OBJECT(self, "pushing the frame in flight: %s", gst_flow_get_name(ret));
   }
+  if (GST_EVENT_TYPE(event) == GST_EVENT_STREAM_START) new_stream(self, event);
   if (GST_EVENT_TYPE(event) == GST_EVENT_EOS) end_of_stream(self);
   return GST_BASE_TRANSFORM_CLASS(gst_cudadiff_filter_parent_class)->sink_event(trans, event);
 }

@@ -203,7 +203,7 @@ struct DecState {
   // The stream-id of the last STREAM_START event: another one means another
   // stream (an input-selector switched, a source was relinked), whose deltas
   // have no reference here even when their frame numbers follow on. Kept
-  // across flushes; the decoder's state is new at each start.
+  // across flushes, cleared at start.
   std::string stream_id;
   // Bytes skipped since the last packet (not a packet, or a packet whose
   // header failed), and why the first of them were: named in the warning
@@ -465,6 +465,7 @@ static gboolean gst_cudadiff_dec_start(GstVideoDecoder *decoder) {
   DecState *st = self->state;
   st->drop_codec();
   st->reset_stream();
+  st->stream_id.clear();
   st->after_flush = false;
   st->descriptions = GstCudaDiffDescriptions();
   st->out_described = GstCudaDiffDescribed();

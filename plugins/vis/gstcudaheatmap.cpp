@@ -6,9 +6,10 @@
  * every pixel d = |dR| + |dG| + |dB| (0..765; GRAY8 input: 3 |dY|) is
  * normalised, multiplied by `gain`, clamped to 1 and drawn as a colour, by
  * default the report's three phase-shifted sines: blue for no change, green
- * halfway, red for the largest change. The first frame after start, a flush or
- * a caps change shows no change. With `alpha` below 1 the heat map is blended
- * over the current frame. The previous frame stays on the GPU.
+ * halfway, red for the largest change. The first frame after start, a flush,
+ * a caps change or a stream-start of another stream-id shows no change. With
+ * `alpha` below 1 the heat map is blended over the current frame. The
+ * previous frame stays on the GPU.
  *
  * ## Example launch lines
  * |[

@@ -6,14 +6,16 @@
  * any of its bytes differs from the previous frame's by more than `threshold`
  * (the encoder's rule). mode=mask draws marked pixels in `color` on black,
  * mode=overlay paints them over the current frame. The first frame after
- * start, a flush or a caps change has nothing marked.
+ * start, a flush, a caps change or a stream-start of another stream-id has
+ * nothing marked.
  *
  * With `stats-interval` N > 0, every N frames an element message named
  * `cudanoisevis` reports the fraction of marked pixels and of changed bytes
- * over those N frames, and at the end of the stream one more over the frames
- * since the last report; the last report is also the `stats` property. The
- * counts are reduced and summed over the N frames on the GPU; 16 bytes come
- * back once per report.
+ * over those N frames, and at the end of the stream (or of a stream that
+ * another stream-id follows) one more over the frames since the last
+ * report; the last report is also the `stats` property. The counts are
+ * reduced and summed over the N frames on the GPU; 16 bytes come back once
+ * per report.
  *
  * ## Example launch lines
  * |[
@@ -302,8 +304,9 @@ static void gst_cudadiff_noisevis_class_init(GstCudaNoiseVisClass *klass) {
       g_param_spec_uint("stats-interval", "Statistics interval",
                         "Every this many frames, post an element message named cudanoisevis "
                         "with the fraction of marked pixels and of changed bytes over those "
-                        "frames (and at the end of the stream over the frames since the last "
-                        "report), and update `stats`; 0 = off (nothing is counted). In frames. "
+                        "frames (and at the end of the stream, or at a stream-start of another "
+                        "stream-id, over the frames since the last report), and update `stats`; "
+                        "0 = off (nothing is counted). In frames. "
                         "Changeable while playing. Default: 0",
                         0, G_MAXUINT, DEFAULT_STATS_INTERVAL, flags));
   stats_pspec = g_param_spec_boxed(

@@ -276,6 +276,32 @@ TEST(CudaHeatmap, FlushStartsOver) {
   gst_harness_teardown(h);
 }
 
+// Another stream (a stream-start of another stream-id: concat's next file,
+// an input-selector's switch) starts over too; the same stream-id again
+// (a relinked pad) does not.
+TEST(CudaHeatmap, AnotherStreamStartsOver) {
+  const int w = 9, hgt = 4;
+  const std::string caps = gst_test::raw_caps("BGR", w, hgt);
+  GstHarness *h = make_harness("cudaheatmap", caps, caps);
+  const GstVideoInfo info = info_of(caps);
+  for (int i = 0; i < 2; ++i) {
+    GstBuffer *out = gst_harness_push_and_pull(h, pattern_buffer(info, i));
+    check_output(out, "BGR", "BGR", w, hgt, i);
+    gst_buffer_unref(out);
+  }
+  GstSegment segment;
+  gst_segment_init(&segment, GST_FORMAT_TIME);
+  for (int i = 2; i < 4; ++i) {
+    ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_stream_start("another-stream")));
+    ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&segment)));
+    GstBuffer *out = gst_harness_push_and_pull(h, pattern_buffer(info, i));
+    ASSERT_NE(out, nullptr);
+    check_output(out, "BGR", "BGR", w, hgt, i, Settings(), /*first=*/i == 2);
+    gst_buffer_unref(out);
+  }
+  gst_harness_teardown(h);
+}
+
 // A caps change (new size) starts over too.
 TEST(CudaHeatmap, CapsChangeStartsOver) {
   GstHarness *h = make_harness("cudaheatmap", gst_test::raw_caps("BGRA", 8, 4), "");

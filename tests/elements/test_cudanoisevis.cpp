@@ -456,6 +456,54 @@ TEST(CudaNoiseVis, EndOfStreamReportsTheRest) {
   gst_harness_teardown(h);
 }
 
+// Another stream (a stream-start of another stream-id) ends the one before:
+// its frames since the last report are reported, as at EOS, and the new
+// stream's first frame has nothing marked and starts a new interval. The same
+// stream-id again changes nothing.
+TEST(CudaNoiseVis, AnotherStreamReportsTheRestAndStartsOver) {
+  const int w = 11, hgt = 4;
+  const std::string caps = gst_test::raw_caps("BGR", w, hgt);
+  const GstVideoInfo info = info_of(caps);
+  GstHarness *h = make_harness("cudanoisevis stats-interval=3", caps, caps);
+  GstElement *el = gst_harness_find_element(h, "cudanoisevis");
+  GstBus *bus = gst_bus_new();
+  gst_element_set_bus(el, bus);
+  for (int i = 0; i < 5; ++i)
+    gst_buffer_unref(gst_harness_push_and_pull(h, pattern_buffer(info, i)));
+  GstMessage *m = pop_report(bus);
+  ASSERT_NE(m, nullptr);
+  expect_report(gst_message_get_structure(m), expected_report(false, 3, w, hgt, 0, 3));
+  gst_message_unref(m);
+  EXPECT_EQ(pop_report(bus), nullptr);
+
+  GstSegment segment;
+  gst_segment_init(&segment, GST_FORMAT_TIME);
+  ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_stream_start("another-stream")));
+  m = pop_report(bus);
+  ASSERT_NE(m, nullptr) << "no report of the stream before";
+  expect_report(gst_message_get_structure(m), expected_report(false, 3, w, hgt, 3, 5));
+  gst_message_unref(m);
+  ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&segment)));
+  for (int i = 0; i < 3; ++i) {
+    if (i == 2) {  // the same stream again
+      ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_stream_start("another-stream")));
+      EXPECT_EQ(pop_report(bus), nullptr) << "the same stream-id again";
+    }
+    GstBuffer *out = gst_harness_push_and_pull(h, pattern_buffer(info, i));
+    ASSERT_NE(out, nullptr);
+    check_output(out, "BGR", "BGR", w, hgt, i, Settings(), /*first=*/i == 0);
+    gst_buffer_unref(out);
+  }
+  m = pop_report(bus);
+  ASSERT_NE(m, nullptr) << "no report of the new stream's first interval";
+  expect_report(gst_message_get_structure(m), expected_report(false, 3, w, hgt, 0, 3));
+  gst_message_unref(m);
+  gst_element_set_bus(el, nullptr);
+  gst_object_unref(bus);
+  gst_object_unref(el);
+  gst_harness_teardown(h);
+}
+
 // Reports count every byte of the pixel: 4 per pixel for BGRx, 1 for GRAY8.
 TEST(CudaNoiseVis, ReportBytesPerFormat) {
   for (const char *fmt : {"BGRx", "GRAY8"}) {
