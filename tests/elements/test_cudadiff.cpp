@@ -3046,6 +3046,59 @@ TEST(CudaDiff, AnotherStreamStartWaitsForItsKeyframe) {
   }
 }
 
+// The same switch in the middle of a packet of a byte stream (no parser
+// before the decoder: tcpclientsrc, an input-selector): the first stream
+// ends there (GstVideoDecoder drains at a stream-start as at EOS), so its
+// partial packet is dropped with the warning of a truncated stream, and is
+// not read on into the second stream's bytes: that stream's keyframe right
+// after the switch decodes.
+TEST(CudaDiff, AnotherStreamStartDropsAPartialPacket) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded a, b;
+    EncodeOptions o;
+    o.frames = 16;
+    o.threshold = 0;
+    o.version = version;
+    o.props = "keyframe-interval=12";
+    encode(a, "GRAY8", 16, 8, o);
+    o.seed = 2;
+    encode(b, "GRAY8", 16, 8, o);
+    ASSERT_EQ(a.packets.size(), 16u);
+    ASSERT_EQ(b.packets.size(), 16u);
+    GstHarness *dec = gst_harness_new("cudadiffdec");
+    GstBus *bus = gst_bus_new();
+    gst_element_set_bus(dec->element, bus);
+    gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
+    for (size_t t = 0; t < 6; ++t)
+      EXPECT_EQ(gst_harness_push(dec, gst_buffer_ref(a.packets[t])), GST_FLOW_OK);
+    const Bytes six = bytes_of(a.packets[6]);
+    const Bytes half(six.begin(), six.begin() + six.size() / 2);
+    EXPECT_EQ(gst_harness_push(dec, buffer_like(a.packets[6], half)), GST_FLOW_OK);
+    EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_stream_start("another-sender")));
+    for (size_t t = 12; t < 16; ++t)  // keyframe 12, deltas 13 to 15
+      EXPECT_EQ(gst_harness_push(dec, gst_buffer_ref(b.packets[t])), GST_FLOW_OK);
+    EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_eos()));
+    std::vector<Bytes> frames;
+    GstCaps *caps = gst_pad_get_current_caps(dec->sinkpad);
+    while (GstBuffer *out = gst_harness_try_pull(dec)) {
+      frames.push_back(canonical_of(out, caps));
+      gst_buffer_unref(out);
+    }
+    if (caps) gst_caps_unref(caps);
+    std::vector<Bytes> want(a.pictures.begin(), a.pictures.begin() + 6);
+    want.insert(want.end(), b.pictures.begin() + 12, b.pictures.end());
+    ASSERT_EQ(frames.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(frames[i], want[i]) << "frame " << i;
+    const std::vector<gst_test::BusText> warnings = gst_test::pop_texts(bus, GST_MESSAGE_WARNING);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_EQ(warnings[0].message, "truncated stream: its last packet is incomplete");
+    gst_element_set_bus(dec->element, nullptr);
+    gst_object_unref(bus);
+    gst_harness_teardown(dec);
+  }
+}
+
 // A byte stream seeked back to its start (push mode: the seek goes
 // upstream, which flushes and sends a segment with the seek's seqnum): the
 // packets after the seek's segment go on from the timeline's start, not
