@@ -2995,6 +2995,36 @@ TEST(CudaDiff, KeyframeAfterANewSegmentIsNoLoss) {
   }
 }
 
+namespace {
+
+// Two senders' streams of the same caps (GRAY8 16x8, 16 frames, a keyframe
+// every 12), the second with other pictures.
+void encode_two_senders(Encoded &a, Encoded &b, int version) {
+  EncodeOptions o;
+  o.frames = 16;
+  o.threshold = 0;
+  o.version = version;
+  o.props = "keyframe-interval=12";
+  encode(a, "GRAY8", 16, 8, o);
+  o.seed = 2;
+  encode(b, "GRAY8", 16, 8, o);
+  ASSERT_EQ(a.packets.size(), 16u);
+  ASSERT_EQ(b.packets.size(), 16u);
+}
+
+// The pictures `dec` showed after EOS: `a`'s frames 0 to 5, then `b`'s from
+// its keyframe 12 on.
+void expect_first_six_then_keyframe_on(GstHarness *dec, const Encoded &a, const Encoded &b) {
+  EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_eos()));
+  const std::vector<Bytes> frames = pull_pictures(dec);
+  std::vector<Bytes> want(a.pictures.begin(), a.pictures.begin() + 6);
+  want.insert(want.end(), b.pictures.begin() + 12, b.pictures.end());
+  ASSERT_EQ(frames.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(frames[i], want[i]) << "frame " << i;
+}
+
+}  // namespace
+
 // The decoder's input switched to another stream (an input-selector
 // between two senders of the same caps: a stream-start with another
 // stream-id, the other stream's header having gone by on the inactive pad):
@@ -3006,16 +3036,8 @@ TEST(CudaDiff, AnotherStreamStartWaitsForItsKeyframe) {
   for (int version : {1, 2}) {
     SCOPED_TRACE("version " + std::to_string(version));
     Encoded a, b;
-    EncodeOptions o;
-    o.frames = 16;
-    o.threshold = 0;
-    o.version = version;
-    o.props = "keyframe-interval=12";
-    encode(a, "GRAY8", 16, 8, o);
-    o.seed = 2;
-    encode(b, "GRAY8", 16, 8, o);
-    ASSERT_EQ(a.packets.size(), 16u);
-    ASSERT_EQ(b.packets.size(), 16u);
+    encode_two_senders(a, b, version);
+    ASSERT_FALSE(HasFatalFailure());
     GstHarness *dec = gst_harness_new("cudadiffdec");
     gst_harness_set_src_caps_str(dec, "video/x-cudadiff");
     for (size_t t = 0; t < 6; ++t)
@@ -3024,18 +3046,7 @@ TEST(CudaDiff, AnotherStreamStartWaitsForItsKeyframe) {
     EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_stream_start("another-sender")));
     for (size_t t = 6; t < 16; ++t)  // deltas 6 to 11, keyframe 12, deltas 13 to 15
       EXPECT_EQ(gst_harness_push(dec, gst_buffer_ref(b.packets[t])), GST_FLOW_OK);
-    EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_eos()));
-    std::vector<Bytes> frames;
-    GstCaps *caps = gst_pad_get_current_caps(dec->sinkpad);
-    while (GstBuffer *out = gst_harness_try_pull(dec)) {
-      frames.push_back(canonical_of(out, caps));
-      gst_buffer_unref(out);
-    }
-    if (caps) gst_caps_unref(caps);
-    std::vector<Bytes> want(a.pictures.begin(), a.pictures.begin() + 6);
-    want.insert(want.end(), b.pictures.begin() + 12, b.pictures.end());
-    ASSERT_EQ(frames.size(), want.size());
-    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(frames[i], want[i]) << "frame " << i;
+    expect_first_six_then_keyframe_on(dec, a, b);
     int requests = 0;
     while (GstEvent *ev = gst_harness_try_pull_upstream_event(dec)) {
       requests += gst_video_event_is_force_key_unit(ev) ? 1 : 0;
@@ -3056,16 +3067,8 @@ TEST(CudaDiff, AnotherStreamStartDropsAPartialPacket) {
   for (int version : {1, 2}) {
     SCOPED_TRACE("version " + std::to_string(version));
     Encoded a, b;
-    EncodeOptions o;
-    o.frames = 16;
-    o.threshold = 0;
-    o.version = version;
-    o.props = "keyframe-interval=12";
-    encode(a, "GRAY8", 16, 8, o);
-    o.seed = 2;
-    encode(b, "GRAY8", 16, 8, o);
-    ASSERT_EQ(a.packets.size(), 16u);
-    ASSERT_EQ(b.packets.size(), 16u);
+    encode_two_senders(a, b, version);
+    ASSERT_FALSE(HasFatalFailure());
     GstHarness *dec = gst_harness_new("cudadiffdec");
     GstBus *bus = gst_bus_new();
     gst_element_set_bus(dec->element, bus);
@@ -3078,18 +3081,7 @@ TEST(CudaDiff, AnotherStreamStartDropsAPartialPacket) {
     EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_stream_start("another-sender")));
     for (size_t t = 12; t < 16; ++t)  // keyframe 12, deltas 13 to 15
       EXPECT_EQ(gst_harness_push(dec, gst_buffer_ref(b.packets[t])), GST_FLOW_OK);
-    EXPECT_TRUE(gst_harness_push_event(dec, gst_event_new_eos()));
-    std::vector<Bytes> frames;
-    GstCaps *caps = gst_pad_get_current_caps(dec->sinkpad);
-    while (GstBuffer *out = gst_harness_try_pull(dec)) {
-      frames.push_back(canonical_of(out, caps));
-      gst_buffer_unref(out);
-    }
-    if (caps) gst_caps_unref(caps);
-    std::vector<Bytes> want(a.pictures.begin(), a.pictures.begin() + 6);
-    want.insert(want.end(), b.pictures.begin() + 12, b.pictures.end());
-    ASSERT_EQ(frames.size(), want.size());
-    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(frames[i], want[i]) << "frame " << i;
+    expect_first_six_then_keyframe_on(dec, a, b);
     const std::vector<gst_test::BusText> warnings = gst_test::pop_texts(bus, GST_MESSAGE_WARNING);
     ASSERT_EQ(warnings.size(), 1u);
     EXPECT_EQ(warnings[0].message, "truncated stream: its last packet is incomplete");
