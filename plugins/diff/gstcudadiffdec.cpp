@@ -3,7 +3,8 @@
  * @title: cudadiffdec
  *
  * Decoder of the frame-difference stream of cudadiffenc, versions 1 and 2
- * (each packet says which; version 2 decodes on the CPU, over every core).
+ * (each packet says which; both on the element's backend: version 2 on the
+ * GPU one warp per tile, or on the CPU over every core).
  * It takes packets one per buffer or as a raw byte stream (tcpclientsrc,
  * filesrc): a parser finds the packets, checks their checksums and
  * resynchronises after damage.
@@ -16,9 +17,11 @@
  * event (gst_video_decoder_request_sync_point()), which rtpbin turns into
  * RTCP PLI/FIR for the sender, at most once per min-force-key-unit-interval
  * (GstVideoDecoder's property, 300 ms by default here). Untimed input (a
- * byte stream) gets the sender's timestamps, shifted so that the first frame
- * shown is at 0; every output buffer carries the sender's timestamp as a
- * GstReferenceTimestampMeta with caps timestamp/x-cudadiff-sender. A decoder
+ * byte stream) gets the sender's timestamps on a timeline from 0: a live
+ * viewer's starts at its first picture, a file's at its first packet (the
+ * packets dropped before the first picture keep their places); every output
+ * buffer carries the sender's timestamp as a GstReferenceTimestampMeta with
+ * caps timestamp/x-cudadiff-sender. A decoder
  * slower than the stream (downstream's QoS says its frames would be more than
  * max-lateness late) drops deltas undecoded until the next keyframe and asks
  * for one, so that a viewer keeps up with the live edge.
