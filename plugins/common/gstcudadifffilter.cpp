@@ -916,15 +916,11 @@ static void end_of_stream(GstCudaDiffFilter *self) {
 static void new_stream(GstCudaDiffFilter *self, GstEvent *event) {
   FilterState *st = get_priv(self)->state;
   GstCudaDiffFilterClass *klass = GST_CUDADIFF_FILTER_GET_CLASS(self);
-  const gchar *id = nullptr;
-  gst_event_parse_stream_start(event, &id);
-  const std::string new_id = id ? id : "";
-  if (!st->stream_id.empty() && new_id != st->stream_id && st->configured) {
-    GST_DEBUG_OBJECT(self, "another stream (%s): starting over", new_id.c_str());
+  if (gst_cudadiff_another_stream(&st->stream_id, event) && st->configured) {
+    GST_DEBUG_OBJECT(self, "another stream (%s): starting over", st->stream_id.c_str());
     end_of_stream(self);
     if (klass->reset) klass->reset(self);
   }
-  st->stream_id = new_id;
 }
 
 static gboolean gst_cudadiff_filter_sink_event(GstBaseTransform *trans, GstEvent *event) {

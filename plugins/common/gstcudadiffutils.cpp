@@ -407,6 +407,15 @@ bool gst_cudadiff_upstream_is_file(GstPad *sinkpad) {
   return seekable && start == 0 && stop > 0;
 }
 
+bool gst_cudadiff_another_stream(std::string *last, GstEvent *event) {
+  const gchar *id = nullptr;
+  gst_event_parse_stream_start(event, &id);
+  std::string now = id ? id : "";
+  const bool another = !last->empty() && now != *last;
+  *last = std::move(now);
+  return another;
+}
+
 GstClockTime gst_cudadiff_live_present(GstElement *element, GstPad *sinkpad,
                                        const GstSegment *segment) {
   if (segment->format != GST_FORMAT_TIME || gst_cudadiff_upstream_is_file(sinkpad))

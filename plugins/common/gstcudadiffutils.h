@@ -129,6 +129,12 @@ bool gst_cudadiff_upstream_is_live(GstPad *sinkpad);
 // also through a queue).
 bool gst_cudadiff_upstream_is_file(GstPad *sinkpad);
 
+// A STREAM_START event's stream-id against `last`, the id of the last one
+// an element saw (empty: none since its start): true when it is another
+// stream's (`last` not empty and the ids differ). `last` becomes the event's
+// id either way; the same id again (a relinked pad) is the same stream.
+bool gst_cudadiff_another_stream(std::string *last, GstEvent *event);
+
 // The present of a stream received as it comes (upstream of `sinkpad` not
 // a file), for a restarted sender's timeline (stream::Timeline::place()):
 // where `segment` (in time) is now for a PLAYING element with a clock, its

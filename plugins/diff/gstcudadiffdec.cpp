@@ -622,21 +622,17 @@ static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *
     // keyframe as after an in-band stream header, and ask for one. The frame
     // held by frame-overlap belongs to the old stream and goes out first.
     auto *self = GST_CUDADIFF_DEC(decoder);
-    const gchar *id = nullptr;
-    gst_event_parse_stream_start(event, &id);
     GST_VIDEO_DECODER_STREAM_LOCK(self);
     DecState *st = self->state;
-    const std::string new_id = id ? id : "";
-    if (!st->stream_id.empty() && new_id != st->stream_id) {
+    if (gst_cudadiff_another_stream(&st->stream_id, event)) {
       push_held_frame(self);  // the stream lock is recursive
       if (st->synced)
-        GST_DEBUG_OBJECT(self, "new stream (%s): waiting for its keyframe", new_id.c_str());
+        GST_DEBUG_OBJECT(self, "new stream (%s): waiting for its keyframe", st->stream_id.c_str());
       st->synced = false;
       st->have_last = false;
       st->new_segment = true;  // its frame numbers are its own: no loss to report
       st->timeline.forget_output();
     }
-    st->stream_id = new_id;
     GST_VIDEO_DECODER_STREAM_UNLOCK(self);
   }
   if (GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT) {
