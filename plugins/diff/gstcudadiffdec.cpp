@@ -193,12 +193,23 @@ struct DecState {
   // the last frame pushed: the next one is flagged DISCONT.
   bool discont = false;
   guint64 last_frame_number = 0;
-  // The header checksum of the last packet decoded (while synced; it covers
-  // the frame number, times, flags, sizes and payload checksum), so that
-  // the same packet again is known as a repeat; none after a new segment
-  // (a clip looped in a segment of its own shows its packets again).
+  // The header checksums of the packets decoded last, by frame number
+  // modulo the ring's size (while synced; a checksum covers the frame
+  // number, times, flags, sizes and payload checksum), so that a packet
+  // decoded among the last kReorderFrames + 1 frames, again, is known as a
+  // repeat (repeated_packet()); none after a new segment or stream (a clip
+  // looped in a segment of its own shows its packets again).
+  struct Decoded {
+    guint64 frame_number = 0;
+    guint32 header_crc = 0;
+    bool valid = false;
+  };
+  Decoded recent[stream::kReorderFrames + 1];
   bool have_last = false;
-  guint32 last_header_crc = 0;
+  void forget_decoded() {
+    have_last = false;
+    for (Decoded &d : recent) d = Decoded();
+  }
   // A new segment came and no packet has been decoded since (a seek,
   // flushing or not, or a segment seek's next pass): a keyframe whose frame
   // number jumps ahead is then where upstream went on, not a loss.
@@ -291,6 +302,7 @@ struct DecState {
     flushed_timeline = stream::Timeline();
     segment_seqnum = GST_SEQNUM_INVALID;
     seeked = segment_pending = false;
+    forget_decoded();
   }
   void drop_codec() {
     decoder.reset();
@@ -629,7 +641,7 @@ static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *
       if (st->synced)
         GST_DEBUG_OBJECT(self, "new stream (%s): waiting for its keyframe", st->stream_id.c_str());
       st->synced = false;
-      st->have_last = false;
+      st->forget_decoded();
       st->new_segment = true;  // its frame numbers are its own: no loss to report
       st->timeline.forget_output();
     }
@@ -661,7 +673,7 @@ static gboolean gst_cudadiff_dec_sink_event(GstVideoDecoder *decoder, GstEvent *
     st->flushed_timeline = stream::Timeline();
     if (st->last_segment.is_new(segment)) {
       st->timeline.forget_output();
-      st->have_last = false;
+      st->forget_decoded();
       st->new_segment = true;
     }
     GST_VIDEO_DECODER_STREAM_UNLOCK(decoder);
@@ -1502,6 +1514,24 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   return held != GST_FLOW_OK ? held : before;
 }
 
+// Whether `h` (an intact packet) was decoded already, among the last
+// kReorderFrames + 1 frames of this stream (the same header checksum under
+// the same frame number, so the same times, sizes and payload): a relay
+// that repeats the last packet it sent when a viewer reconnects or resends
+// older ones, a duplicating network. Only while synced since a keyframe of
+// this segment and stream (a stream header, a new segment or stream-start,
+// or a loss ends that). Frame 0 again after later frames is not a repeat
+// but a restarted sender (a recording joined to itself, a clip looped by
+// an application), as the timeline has it (stream::Timeline::restarts()).
+static bool repeated_packet(const DecState *st, const stream::PacketHeader &h) {
+  if (!st->synced || !st->have_last || h.stream_header()) return false;
+  const guint64 last = st->last_frame_number;
+  if (h.frame_number > last || last - h.frame_number > stream::kReorderFrames) return false;
+  if (h.frame_number == 0 && last > 0) return false;
+  const DecState::Decoded &d = st->recent[h.frame_number % G_N_ELEMENTS(st->recent)];
+  return d.valid && d.frame_number == h.frame_number && d.header_crc == h.header_crc;
+}
+
 static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *frame) {
   auto *decoder = GST_VIDEO_DECODER(self);
   DecState *st = self->state;
@@ -1519,7 +1549,6 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
   const bool header_ok =
       stream::read_header(in.data, in.size, &h, &why) == stream::HeaderStatus::Ok &&
       in.size == stream::kHeaderSize + h.payload_size;
-  const guint32 header_crc = header_ok ? h.header_crc : 0;
   GstFlowReturn ret = GST_FLOW_OK;
   bool decoded = false;
   if (header_ok && !h.keyframe() &&
@@ -1534,13 +1563,15 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
     gst_video_decoder_release_frame(decoder, frame);
     return GST_FLOW_OK;
   }
-  if (header_ok && st->synced && st->have_last && header_crc == st->last_header_crc) {
-    // The packet just decoded, again (a relay that repeats the last packet
-    // it sent when a viewer reconnects, a duplicating network): nothing
-    // new, and no loss; before, it broke the sequence and lost the rest of
-    // the keyframe interval.
+  if (header_ok && repeated_packet(st, h)) {
+    // Nothing new, and no loss. Before, a repeat broke the sequence and
+    // lost the rest of the keyframe interval, and a keyframe repeated after
+    // later frames was shown, an older picture again.
     gst_buffer_unmap(frame->input_buffer, &in);
-    GST_DEBUG_OBJECT(self, "packet %" G_GUINT64_FORMAT " repeated: dropped", h.frame_number);
+    GST_DEBUG_OBJECT(self,
+                     "packet %" G_GUINT64_FORMAT " repeated (the last decoded %" G_GUINT64_FORMAT
+                     "): dropped",
+                     h.frame_number, st->last_frame_number);
     GST_OBJECT_LOCK(self);
     self->stats.dropped_packets++;
     GST_OBJECT_UNLOCK(self);
@@ -1620,7 +1651,7 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
     return ret != GST_FLOW_OK ? ret : flushed;
   }
 
-  st->last_header_crc = header_crc;
+  st->recent[h.frame_number % G_N_ELEMENTS(st->recent)] = {h.frame_number, h.header_crc, true};
   st->have_last = true;
   set_timestamps(self, frame, h);
   if (st->segment_pending && h.keyframe()) segment_at_keyframe(self, frame->pts);

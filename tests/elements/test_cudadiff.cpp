@@ -4105,6 +4105,7 @@ TEST(CudaDiff, DroppedFramesKeepTheirPlaceOnTheTimeline) {
   o.frames = 12;
   o.props = "keyframe-interval=8";
   encode(a, "GRAY8", 16, 8, o);
+  o.seed = 7;  // another scene
   encode(b, "GRAY8", 16, 8, o);
   ASSERT_EQ(b.packets.size(), 12u);
   const uint64_t interval = gst_util_uint64_scale(1, GST_SECOND, 30);
@@ -4780,6 +4781,95 @@ TEST(CudaDiff, DecoderDropsARepeatedPacket) {
     }
     EXPECT_EQ(pull_pictures(h).size(), 3u);
     gst_harness_teardown(h);
+  }
+}
+
+// A packet decoded a few frames before, delivered again later (a relay or
+// network that resends an old packet): dropped as a repeat, without a loss
+// or a picture, so that the picture does not go back and the deltas after
+// the last one decoded go on. Before, a late keyframe was decoded and shown
+// (an older picture, stamped with the time of the last frame), and the
+// next delta was then out of sequence, losing the rest of the keyframe
+// interval; a late delta lost it too. A frame number more than 16 back, or
+// frame 0, is a restarted sender, whose keyframe is decoded, as the
+// timeline's rule has it.
+TEST(CudaDiff, DecoderDropsALateRepeat) {
+  for (int version : {1, 2}) {
+    SCOPED_TRACE("version " + std::to_string(version));
+    Encoded e;
+    EncodeOptions o;
+    o.frames = 24;
+    o.version = version;
+    o.props = "keyframe-interval=4";  // keyframes 0, 4, 8, ..., 20
+    encode(e, "BGR", 32, 16, o);
+    ASSERT_EQ(e.packets.size(), 24u);
+    auto packets = [&](std::initializer_list<int> numbers) {
+      std::vector<GstBuffer *> in;
+      for (int n : numbers) in.push_back(e.packets[size_t(n)]);
+      return in;
+    };
+    auto pictures = [&](std::initializer_list<int> numbers) {
+      std::vector<Bytes> p;
+      for (int n : numbers) p.push_back(e.pictures[size_t(n)]);
+      return p;
+    };
+    {
+      // Keyframe 4 and delta 5 again after delta 6, delta 9 again after
+      // 10: each dropped, 7 and 11 follow.
+      Decoded d;
+      decode(d, packets({0, 1, 2, 3, 4, 5, 6, 4, 5, 7, 8, 9, 10, 9, 11}));
+      EXPECT_EQ(d.frames, pictures({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+      EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+      EXPECT_EQ(d.losses, 0u);
+      EXPECT_EQ(d.qos, 0u);
+      EXPECT_EQ(d.dropped, 3u);
+      for (size_t i = 1; i < d.buffers.size(); ++i) {
+        EXPECT_FALSE(GST_BUFFER_FLAG_IS_SET(d.buffers[i], GST_BUFFER_FLAG_DISCONT)) << i;
+        EXPECT_GT(GST_BUFFER_PTS(d.buffers[i]), GST_BUFFER_PTS(d.buffers[i - 1])) << i;
+      }
+    }
+    {
+      // 16 frames back (the most a late packet is): dropped; 17 back: a
+      // restarted sender replaying from keyframe 4, shown.
+      Decoded d;
+      decode(d, packets({0,  1,  2,  3,  4,  5,  6,  7,  8, 9,  10, 11, 12,
+                         13, 14, 15, 16, 17, 18, 19, 20, 4, 21, 4,  5,  6}));
+      EXPECT_EQ(d.frames, pictures({0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12,
+                                    13, 14, 15, 16, 17, 18, 19, 20, 21, 4, 5,  6}));
+      EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+      EXPECT_EQ(d.dropped, 1u);
+    }
+    {
+      // Frame 0 again after 1 to 5: a restarted sender.
+      Decoded d;
+      decode(d, packets({0, 1, 2, 3, 4, 5, 0, 1, 2}));
+      EXPECT_EQ(d.frames, pictures({0, 1, 2, 3, 4, 5, 0, 1, 2}));
+      EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+      EXPECT_EQ(d.dropped, 0u);
+    }
+  }
+  {
+    // A packet of an earlier frame number that was not decoded (another
+    // sender's, spliced in by a relay without its stream header) is no
+    // repeat: out of sequence, a loss, decoding resumes at keyframe 8.
+    Encoded a, b;
+    EncodeOptions o;
+    o.frames = 12;
+    o.props = "keyframe-interval=4";
+    encode(a, "BGR", 32, 16, o);
+    o.seed = 7;  // another scene
+    encode(b, "BGR", 32, 16, o);
+    std::vector<GstBuffer *> in(a.packets.begin(), a.packets.begin() + 7);
+    in.push_back(b.packets[5]);
+    in.insert(in.end(), a.packets.begin() + 7, a.packets.end());
+    Decoded d;
+    decode(d, in);
+    ASSERT_EQ(d.frames.size(), 11u);
+    for (size_t i = 0; i < 7; ++i) EXPECT_EQ(d.frames[i], a.pictures[i]) << i;
+    for (size_t i = 7; i < 11; ++i) EXPECT_EQ(d.frames[i], a.pictures[i + 1]) << i;
+    EXPECT_EQ(d.losses, 1u);
+    ASSERT_EQ(d.warnings.size(), 1u);
+    EXPECT_NE(d.warnings[0].find("out of sequence"), std::string::npos) << d.warnings[0];
   }
 }
 
