@@ -194,8 +194,8 @@ struct DecState {
   bool discont = false;
   guint64 last_frame_number = 0;
   // The header checksums of the packets decoded last, by frame number
-  // modulo the ring's size (while synced; a checksum covers the frame
-  // number, times, flags, sizes and payload checksum), so that a packet
+  // modulo the ring's size (a checksum covers the frame number, times,
+  // flags, sizes and payload checksum), so that a packet
   // decoded among the last kReorderFrames + 1 frames, again, is known as a
   // repeat (repeated_packet()); none after a new segment or stream (a clip
   // looped in a segment of its own shows its packets again).
@@ -1518,13 +1518,14 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
 // kReorderFrames + 1 frames of this stream (the same header checksum under
 // the same frame number, so the same times, sizes and payload): a relay
 // that repeats the last packet it sent when a viewer reconnects or resends
-// older ones, a duplicating network. Only while synced since a keyframe of
-// this segment and stream (a stream header, a new segment or stream-start,
-// or a loss ends that). Frame 0 again after later frames is not a repeat
-// but a restarted sender (a recording joined to itself, a clip looped by
-// an application), as the timeline has it (stream::Timeline::restarts()).
+// older ones, a duplicating network); also while waiting for a keyframe
+// after a loss, so that an old keyframe again does not take the picture
+// back. The packets decoded since a new segment or stream-start count.
+// Frame 0 again after later frames is not a repeat but a restarted sender
+// (a recording joined to itself, a clip looped by an application), as the
+// timeline has it (stream::Timeline::restarts()).
 static bool repeated_packet(const DecState *st, const stream::PacketHeader &h) {
-  if (!st->synced || !st->have_last || h.stream_header()) return false;
+  if (!st->have_last || h.stream_header()) return false;
   const guint64 last = st->last_frame_number;
   if (h.frame_number > last || last - h.frame_number > stream::kReorderFrames) return false;
   if (h.frame_number == 0 && last > 0) return false;
