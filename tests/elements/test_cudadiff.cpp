@@ -4817,11 +4817,12 @@ TEST(CudaDiff, DecoderDropsALateRepeat) {
       }
       return numbers;
     };
-    {
+    for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
       // Keyframe 4 and delta 5 again after delta 6, delta 9 again after
       // 10: each dropped, 7 and 11 follow.
+      SCOPED_TRACE(launch);
       Decoded d;
-      decode(d, packets({0, 1, 2, 3, 4, 5, 6, 4, 5, 7, 8, 9, 10, 9, 11}));
+      decode(d, packets({0, 1, 2, 3, 4, 5, 6, 4, 5, 7, 8, 9, 10, 9, 11}), false, launch);
       EXPECT_EQ(shown(d), std::vector<int>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
       EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
       EXPECT_EQ(d.losses, 0u);
@@ -4833,15 +4834,41 @@ TEST(CudaDiff, DecoderDropsALateRepeat) {
       }
     }
     {
-      // While waiting for a keyframe after a loss (6 missing), keyframe 4
-      // again is a repeat too: the picture stays at 5 until keyframe 8.
+      // After a loss (6 missing) any keyframe resumes decoding, an earlier
+      // one too (a relay resending the keyframe interval).
       Decoded d;
-      decode(d, packets({0, 1, 2, 3, 4, 5, 7, 4, 8, 9}));
-      EXPECT_EQ(shown(d), std::vector<int>({0, 1, 2, 3, 4, 5, 8, 9}));
+      decode(d, packets({0, 1, 2, 3, 4, 5, 7, 4, 5, 6, 7, 8}));
+      EXPECT_EQ(shown(d), std::vector<int>({0, 1, 2, 3, 4, 5, 4, 5, 6, 7, 8}));
       EXPECT_EQ(d.losses, 1u);
       ASSERT_EQ(d.warnings.size(), 1u);
       EXPECT_NE(d.warnings[0].find("out of sequence"), std::string::npos) << d.warnings[0];
-      EXPECT_EQ(d.dropped, 2u);
+      EXPECT_EQ(d.dropped, 1u);
+    }
+    {
+      // A stream header starts a stream: a relay that reconnects and sends
+      // it, then its latest keyframe and the deltas after it, is decoded
+      // from that keyframe on (no repeats of the stream before).
+      GstBuffer *header = stream_header_of(e);
+      ASSERT_NE(header, nullptr);
+      std::vector<GstBuffer *> in = packets({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+      in.push_back(header);
+      for (int n : {8, 9, 10, 11}) in.push_back(e.packets[size_t(n)]);
+      Decoded d;
+      decode(d, in);
+      EXPECT_EQ(shown(d), std::vector<int>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 8, 9, 10, 11}));
+      EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+      EXPECT_EQ(d.dropped, 0u);
+    }
+    {
+      // A clip of keyframe 4 to delta 7 (cut from a longer stream) joined
+      // to itself four times, without segments: the second pass is taken
+      // for repeats, then the repeats go back to frame 4, so the stream
+      // loops, and every later pass is shown.
+      Decoded d;
+      decode(d, packets({4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7}));
+      EXPECT_EQ(shown(d), std::vector<int>({4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7}));
+      EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+      EXPECT_EQ(d.dropped, 4u);
     }
     {
       // 16 frames back (the most a late packet is): dropped; 17 back: a
