@@ -206,14 +206,8 @@ struct DecState {
   };
   Decoded recent[stream::kReorderFrames + 1];
   bool have_last = false;
-  // Repeats dropped since the last packet decoded went back to an earlier
-  // frame (repeat_back, the last one's frame number in last_repeat): the
-  // stream loops (a short clip joined to itself), so `replays` keeps its
-  // earlier packets from being repeats until the ring is forgotten.
-  bool have_repeat = false, replays = false;
-  guint64 last_repeat = 0;
   void forget_decoded() {
-    have_last = have_repeat = replays = false;
+    have_last = false;
     for (Decoded &d : recent) d = Decoded();
   }
   // A new segment came and no packet has been decoded since (a seek,
@@ -1522,33 +1516,23 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
   return held != GST_FLOW_OK ? held : before;
 }
 
-// Whether `h` (an intact packet) was decoded already, among the last
-// kReorderFrames + 1 frames of this stream (the same header checksum under
-// the same frame number, so the same times, sizes and payload): a relay
-// that repeats the last packet it sent when a viewer reconnects or resends
-// older ones, a duplicating network. Only while synced (after a loss any
-// keyframe resumes decoding, an earlier one too) and for the packets
-// decoded since the codec was set up, a new segment, stream-start or stream
-// header. Not frame 0 after later frames (a restarted sender, a recording
-// joined to itself, as the timeline has it: stream::Timeline::restarts()),
-// and not once the stream loops: repeats that go back to an earlier frame
-// than the last repeat (a clip of at most 17 frames joined to itself or
-// looped without segments: its second pass is dropped as repeats, and from
-// its third on only the packet just decoded, again, is one).
-static bool repeated_packet(DecState *st, const stream::PacketHeader &h) {
+// Whether `h` (an intact packet) was decoded already: the packet just
+// decoded, again, or a delta decoded among the last kReorderFrames + 1
+// frames (the same header checksum under the same frame number, so the
+// same times, sizes and payload): a relay that repeats the last packet it
+// sent when a viewer reconnects or resends older ones, a duplicating
+// network. Only while synced, and for the packets decoded since the codec
+// was set up, a new segment, stream-start or stream header. A keyframe of
+// an earlier frame is no repeat: it may be a clip that loops without
+// segments or a restarted sender as well as an old packet resent, and only
+// the packets after it could tell.
+static bool repeated_packet(const DecState *st, const stream::PacketHeader &h) {
   if (!st->synced || !st->have_last || h.stream_header()) return false;
   const guint64 last = st->last_frame_number;
   if (h.frame_number > last || last - h.frame_number > stream::kReorderFrames) return false;
-  if (h.frame_number < last && (h.frame_number == 0 || st->replays)) return false;
+  if (h.frame_number < last && h.keyframe()) return false;
   const DecState::Decoded &d = st->recent[h.frame_number % G_N_ELEMENTS(st->recent)];
-  if (!d.valid || d.frame_number != h.frame_number || d.header_crc != h.header_crc) return false;
-  if (st->have_repeat && h.frame_number < st->last_repeat) {
-    st->replays = true;
-    return false;
-  }
-  st->have_repeat = true;
-  st->last_repeat = h.frame_number;
-  return true;
+  return d.valid && d.frame_number == h.frame_number && d.header_crc == h.header_crc;
 }
 
 static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *frame) {
@@ -1672,7 +1656,6 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
 
   st->recent[h.frame_number % G_N_ELEMENTS(st->recent)] = {h.frame_number, h.header_crc, true};
   st->have_last = true;
-  st->have_repeat = false;
   set_timestamps(self, frame, h);
   if (st->segment_pending && h.keyframe()) segment_at_keyframe(self, frame->pts);
   skip_when_late(self, frame, h);

@@ -4784,15 +4784,14 @@ TEST(CudaDiff, DecoderDropsARepeatedPacket) {
   }
 }
 
-// A packet decoded a few frames before, delivered again later (a relay or
-// network that resends an old packet): dropped as a repeat, without a loss
-// or a picture, so that the picture does not go back and the deltas after
-// the last one decoded go on. Before, a late keyframe was decoded and shown
-// (an older picture, stamped with the time of the last frame), and the
-// next delta was then out of sequence, losing the rest of the keyframe
-// interval; a late delta lost it too. A frame number more than 16 back, or
-// frame 0, is a restarted sender, whose keyframe is decoded, as the
-// timeline's rule has it.
+// A delta decoded a few frames before, delivered again later (a relay or
+// network that resends old packets, or duplicates and reorders them):
+// dropped as a repeat, without a loss or a picture, and the deltas after
+// the last one decoded go on. Before, only the packet just decoded was
+// known as a repeat: a late delta was out of sequence and the rest of the
+// keyframe interval was lost. A keyframe of an earlier frame is decoded
+// (the stream may loop or a sender restart), as are packets more than 16
+// frames back (out of sequence, for a delta).
 TEST(CudaDiff, DecoderDropsALateRepeat) {
   for (int version : {1, 2}) {
     SCOPED_TRACE("version " + std::to_string(version));
@@ -4818,80 +4817,82 @@ TEST(CudaDiff, DecoderDropsALateRepeat) {
       return numbers;
     };
     for (const char *launch : {"cudadiffdec", "cudadiffparse ! cudadiffdec"}) {
-      // Keyframe 4 and delta 5 again after delta 6, delta 9 again after
-      // 10: each dropped, 7 and 11 follow.
+      // Delta 5 again after 6; 9, 10 and 9 again after 10: each dropped,
+      // 7 and 11 follow.
       SCOPED_TRACE(launch);
       Decoded d;
-      decode(d, packets({0, 1, 2, 3, 4, 5, 6, 4, 5, 7, 8, 9, 10, 9, 11}), false, launch);
+      decode(d, packets({0, 1, 2, 3, 4, 5, 6, 5, 7, 8, 9, 10, 9, 10, 9, 11}), false, launch);
       EXPECT_EQ(shown(d), std::vector<int>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
       EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
       EXPECT_EQ(d.losses, 0u);
       EXPECT_EQ(d.qos, 0u);
-      EXPECT_EQ(d.dropped, 3u);
+      EXPECT_EQ(d.dropped, 4u);
       for (size_t i = 1; i < d.buffers.size(); ++i) {
         EXPECT_FALSE(GST_BUFFER_FLAG_IS_SET(d.buffers[i], GST_BUFFER_FLAG_DISCONT)) << i;
         EXPECT_GT(GST_BUFFER_PTS(d.buffers[i]), GST_BUFFER_PTS(d.buffers[i - 1])) << i;
       }
     }
     {
-      // After a loss (6 missing) any keyframe resumes decoding, an earlier
-      // one too (a relay resending the keyframe interval).
+      // Delta 5 16 frames back (the most a repeat is): dropped; 17 back
+      // (after 22): out of sequence, a loss.
       Decoded d;
-      decode(d, packets({0, 1, 2, 3, 4, 5, 7, 4, 5, 6, 7, 8}));
-      EXPECT_EQ(shown(d), std::vector<int>({0, 1, 2, 3, 4, 5, 4, 5, 6, 7, 8}));
+      decode(d, packets({0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12,
+                         13, 14, 15, 16, 17, 18, 19, 20, 21, 5, 22, 5,  23}));
+      EXPECT_EQ(shown(d), std::vector<int>({0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+                                            12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22}));
       EXPECT_EQ(d.losses, 1u);
-      ASSERT_EQ(d.warnings.size(), 1u);
-      EXPECT_NE(d.warnings[0].find("out of sequence"), std::string::npos) << d.warnings[0];
-      EXPECT_EQ(d.dropped, 1u);
+      EXPECT_EQ(d.dropped, 3u);
     }
     {
-      // A stream header starts a stream: a relay that reconnects and sends
-      // it, then its latest keyframe and the deltas after it, is decoded
-      // from that keyframe on (no repeats of the stream before).
+      // A keyframe of an earlier frame is decoded: keyframe 4 again after
+      // 6 (the picture goes back; a resent old keyframe cannot be told
+      // from a loop before the packets after it), then 7 is out of
+      // sequence. After a loss (6 missing) the earlier keyframe resumes
+      // decoding (a relay resending the keyframe interval).
+      Decoded d;
+      decode(d, packets({0, 1, 2, 3, 4, 5, 6, 4, 7}));
+      EXPECT_EQ(shown(d), std::vector<int>({0, 1, 2, 3, 4, 5, 6, 4}));
+      EXPECT_EQ(d.losses, 1u);
+      Decoded d2;
+      decode(d2, packets({0, 1, 2, 3, 4, 5, 7, 4, 5, 6, 7, 8}));
+      EXPECT_EQ(shown(d2), std::vector<int>({0, 1, 2, 3, 4, 5, 4, 5, 6, 7, 8}));
+      EXPECT_EQ(d2.losses, 1u);
+      ASSERT_EQ(d2.warnings.size(), 1u);
+      EXPECT_NE(d2.warnings[0].find("out of sequence"), std::string::npos) << d2.warnings[0];
+      EXPECT_EQ(d2.dropped, 1u);
+    }
+    {
+      // A clip of keyframe 4 to delta 7 (cut from a longer stream) joined
+      // to itself three times, without segments: every pass shown; and
+      // frame 0 again after 1 to 5, a restarted sender.
+      Decoded d;
+      decode(d, packets({4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7}));
+      EXPECT_EQ(shown(d), std::vector<int>({4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7}));
+      EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
+      EXPECT_EQ(d.dropped, 0u);
+      Decoded d2;
+      decode(d2, packets({0, 1, 2, 3, 4, 5, 0, 1, 2}));
+      EXPECT_EQ(shown(d2), std::vector<int>({0, 1, 2, 3, 4, 5, 0, 1, 2}));
+      EXPECT_TRUE(d2.warnings.empty()) << d2.warnings[0];
+    }
+    {
+      // A stream header starts a stream: the packets before it are no
+      // repeats (a relay that reconnects and sends the header, then its
+      // latest keyframe and the deltas after it).
       GstBuffer *header = stream_header_of(e);
       ASSERT_NE(header, nullptr);
       std::vector<GstBuffer *> in = packets({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
       in.push_back(header);
-      for (int n : {8, 9, 10, 11}) in.push_back(e.packets[size_t(n)]);
+      for (int n : {9, 8, 9, 10, 11}) in.push_back(e.packets[size_t(n)]);
       Decoded d;
       decode(d, in);
       EXPECT_EQ(shown(d), std::vector<int>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 8, 9, 10, 11}));
       EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
-      EXPECT_EQ(d.dropped, 0u);
-    }
-    {
-      // A clip of keyframe 4 to delta 7 (cut from a longer stream) joined
-      // to itself four times, without segments: the second pass is taken
-      // for repeats, then the repeats go back to frame 4, so the stream
-      // loops, and every later pass is shown.
-      Decoded d;
-      decode(d, packets({4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7}));
-      EXPECT_EQ(shown(d), std::vector<int>({4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7}));
-      EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
-      EXPECT_EQ(d.dropped, 4u);
-    }
-    {
-      // 16 frames back (the most a late packet is): dropped; 17 back: a
-      // restarted sender replaying from keyframe 4, shown.
-      Decoded d;
-      decode(d, packets({0,  1,  2,  3,  4,  5,  6,  7,  8, 9,  10, 11, 12,
-                         13, 14, 15, 16, 17, 18, 19, 20, 4, 21, 4,  5,  6}));
-      EXPECT_EQ(shown(d), std::vector<int>({0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12,
-                                            13, 14, 15, 16, 17, 18, 19, 20, 21, 4, 5,  6}));
-      EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
       EXPECT_EQ(d.dropped, 1u);
-    }
-    {
-      // Frame 0 again after 1 to 5: a restarted sender.
-      Decoded d;
-      decode(d, packets({0, 1, 2, 3, 4, 5, 0, 1, 2}));
-      EXPECT_EQ(shown(d), std::vector<int>({0, 1, 2, 3, 4, 5, 0, 1, 2}));
-      EXPECT_TRUE(d.warnings.empty()) << d.warnings[0];
-      EXPECT_EQ(d.dropped, 0u);
     }
   }
   {
-    // A packet of an earlier frame number that was not decoded (another
+    // A delta of an earlier frame number that was not decoded (another
     // sender's, spliced in by a relay without its stream header) is no
     // repeat: out of sequence, a loss, decoding resumes at keyframe 8.
     Encoded a, b;
