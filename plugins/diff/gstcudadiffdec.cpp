@@ -195,10 +195,11 @@ struct DecState {
   guint64 last_frame_number = 0;
   // The header checksums of the packets decoded last, by frame number
   // modulo the ring's size (a checksum covers the frame number, times,
-  // flags, sizes and payload checksum), so that a packet
-  // decoded among the last kReorderFrames + 1 frames, again, is known as a
-  // repeat (repeated_packet()); none after a new segment or stream (a clip
-  // looped in a segment of its own shows its packets again).
+  // flags, sizes and payload checksum), so that the packet just decoded or
+  // a delta decoded among the last kReorderFrames + 1 frames, again, is
+  // known as a repeat (repeated_packet()); forgotten at a new segment (a
+  // clip looped in a segment of its own shows its packets again), another
+  // stream, a stream header and when the codec is dropped.
   struct Decoded {
     guint64 frame_number = 0;
     guint32 header_crc = 0;
@@ -1567,9 +1568,8 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
     return GST_FLOW_OK;
   }
   if (header_ok && repeated_packet(st, h)) {
-    // Nothing new, and no loss. Before, a repeat broke the sequence and
-    // lost the rest of the keyframe interval, and a keyframe repeated after
-    // later frames was shown, an older picture again.
+    // Nothing new, and no loss: dropped, a repeated delta would break the
+    // sequence and lose the rest of the keyframe interval.
     gst_buffer_unmap(frame->input_buffer, &in);
     GST_DEBUG_OBJECT(self,
                      "packet %" G_GUINT64_FORMAT " repeated (the last decoded %" G_GUINT64_FORMAT
