@@ -4790,8 +4790,8 @@ TEST(CudaDiff, DecoderDropsARepeatedPacket) {
 // the last one decoded go on. Before, only the packet just decoded was
 // known as a repeat: a late delta was out of sequence and the rest of the
 // keyframe interval was lost. A keyframe of an earlier frame is decoded
-// (the stream may loop or a sender restart), as are packets more than 16
-// frames back (out of sequence, for a delta).
+// (the stream may loop or a sender restart), and a delta more than 16
+// frames back is no repeat but out of sequence.
 TEST(CudaDiff, DecoderDropsALateRepeat) {
   for (int version : {1, 2}) {
     SCOPED_TRACE("version " + std::to_string(version));
