@@ -206,9 +206,8 @@ struct DecState {
     bool valid = false;
   };
   Decoded recent[stream::kReorderFrames + 1];
-  bool have_last = false;
+  static size_t slot(guint64 frame_number) { return frame_number % G_N_ELEMENTS(recent); }
   void forget_decoded() {
-    have_last = false;
     for (Decoded &d : recent) d = Decoded();
   }
   // A new segment came and no packet has been decoded since (a seek,
@@ -1528,11 +1527,11 @@ static GstFlowReturn gst_cudadiff_dec_handle_frame(GstVideoDecoder *decoder,
 // segments or a restarted sender as well as an old packet resent, and only
 // the packets after it could tell.
 static bool repeated_packet(const DecState *st, const stream::PacketHeader &h) {
-  if (!st->synced || !st->have_last || h.stream_header()) return false;
+  if (!st->synced || h.stream_header()) return false;
   const guint64 last = st->last_frame_number;
   if (h.frame_number > last || last - h.frame_number > stream::kReorderFrames) return false;
   if (h.frame_number < last && h.keyframe()) return false;
-  const DecState::Decoded &d = st->recent[h.frame_number % G_N_ELEMENTS(st->recent)];
+  const DecState::Decoded &d = st->recent[DecState::slot(h.frame_number)];
   return d.valid && d.frame_number == h.frame_number && d.header_crc == h.header_crc;
 }
 
@@ -1654,8 +1653,7 @@ static GstFlowReturn handle_packet(GstCudaDiffDec *self, GstVideoCodecFrame *fra
     return ret != GST_FLOW_OK ? ret : flushed;
   }
 
-  st->recent[h.frame_number % G_N_ELEMENTS(st->recent)] = {h.frame_number, h.header_crc, true};
-  st->have_last = true;
+  st->recent[DecState::slot(h.frame_number)] = {h.frame_number, h.header_crc, true};
   set_timestamps(self, frame, h);
   if (st->segment_pending && h.keyframe()) segment_at_keyframe(self, frame->pts);
   skip_when_late(self, frame, h);
