@@ -487,10 +487,22 @@ static bool live_join_delta(GstCudaDiffParse *self, const stream::PacketHeader &
   return !h.stream_header() && !h.keyframe() && before_live_start(self, pull);
 }
 
+// Push mode from a file: an end of stream that came before upstream's end
+// in bytes, where `data_end` is the end of the bytes received. GstBaseParse
+// answers a frame past a seek's stop with EOS upstream, and the file source
+// then ends the stream in the middle of the file: the packet that the
+// bytes received cut off is whole in the file.
+static bool ended_before_upstream_end(GstCudaDiffParse *self, guint64 data_end) {
+  gint64 size = 0;
+  return data_end != GST_BUFFER_OFFSET_NONE && byte_seekable(self) &&
+         gst_pad_peer_query_duration(GST_BASE_PARSE_SINK_PAD(self), GST_FORMAT_BYTES, &size) &&
+         size > 0 && data_end < guint64(size);
+}
+
 // What a skipped piece at `offset` says: warnings, and the time of a
-// damaged packet's intact header.
+// damaged packet's intact header. `data_end`: where the bytes at hand end.
 static void skipped(GstCudaDiffParse *self, const stream::Parser::Step &step, guint64 offset,
-                    bool pull) {
+                    guint64 data_end, bool pull) {
   ParseState *st = self->state;
   if (step.too_large && !self->warned) {
     self->warned = true;
@@ -520,10 +532,15 @@ static void skipped(GstCudaDiffParse *self, const stream::Parser::Step &step, gu
                          "keyframe"),
                         ("%s", step.problem.c_str()));
   }
-  if (step.truncated && (pull || self->at_eos))
+  if (!step.truncated) return;
+  if (pull || (self->at_eos && !ended_before_upstream_end(self, data_end)))
     GST_ELEMENT_WARNING(self, STREAM, DECODE, ("truncated stream: its last packet is incomplete"),
                         ("%s", step.problem.c_str()));
-  else if (step.truncated)  // (the decoder reports the gap in the frame numbers)
+  else if (self->at_eos)
+    GST_DEBUG_OBJECT(self,
+                     "the end of stream came before upstream's end in bytes (a seek's stop): "
+                     "the packet it cut is dropped");
+  else  // (the decoder reports the gap in the frame numbers)
     GST_DEBUG_OBJECT(self,
                      "a packet cut by a gap in the input (a DISCONT buffer or a new "
                      "segment) is dropped");
@@ -600,7 +617,10 @@ static GstFlowReturn gst_cudadiff_parse_handle_frame(GstBaseParse *parse, GstBas
   for (;;) {
     step = st->parser.next(queue, GST_BASE_PARSE_DRAINING(parse));
     if (step.kind != stream::Parser::Kind::Skip || step.unsupported) break;
-    skipped(self, step, frame->offset + dropped, pull);
+    skipped(
+        self, step, frame->offset + dropped,
+        frame->offset == GST_BUFFER_OFFSET_NONE ? GST_BUFFER_OFFSET_NONE : frame->offset + map.size,
+        pull);
     GST_DEBUG_OBJECT(self, "dropping %zu bytes: %s", step.bytes, step.problem.c_str());
     dropped += step.bytes;
     queue.flush(step.bytes);

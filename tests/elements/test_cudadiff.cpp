@@ -3408,6 +3408,102 @@ TEST(CudaDiff, ParserIndexStopsGrowingWhenARecordingLoops) {
   gst_debug_unset_threshold_for_name("baseparse");
 }
 
+// A seek with a stop in a recording read in push mode (filesrc ! queue):
+// GstBaseParse answers the first packet past the stop with EOS upstream, and
+// the file source ends the stream in the middle of the file, so the bytes
+// received end inside a packet that is whole in the file. That is no
+// truncated stream: the seek's range plays and ends with EOS, no warning
+// (before, 5 of 6 stops warned "truncated stream" in push mode). The same
+// file cut inside its last packet still gets the warning, in both modes.
+TEST(CudaDiff, ParserSeekWithAStopInPushModeIsNoTruncatedStream) {
+  Encoded e;
+  EncodeOptions o;
+  o.frames = 60;
+  o.threshold = 0;
+  o.props = "keyframe-interval=10";
+  encode(e, "BGR", 64, 48, o);
+  ASSERT_FALSE(HasFatalFailure());
+  Bytes stream;
+  append_packets(stream, e.packets);
+  const TempFile file(stream, "cudadiff-stop-XXXXXX.cdif");
+  ASSERT_NE(file.path(), nullptr);
+  // (its header whole: the parser knows the packet's size)
+  ASSERT_GT(bytes_of(e.packets.back()).size(), 64u + 10u);
+  const Bytes cut_bytes(stream.begin(), stream.end() - 10);
+  const TempFile cut(cut_bytes, "cudadiff-cut-XXXXXX.cdif");
+  ASSERT_NE(cut.path(), nullptr);
+  // (blocks of 1000 bytes: the stream's packets are of other sizes, so the
+  // bytes received at a stop end inside a packet)
+  auto play = [](const char *path, const char *mode, GstClockTime stop, int *frames,
+                 std::vector<gst_test::BusText> *warnings) {
+    GstElement *p =
+        gst_parse_launch((std::string("filesrc blocksize=1000 location=") + path + " ! " + mode +
+                          "cudadiffparse ! cudadiffdec ! fakesink name=sink sync=false "
+                          "signal-handoffs=true")
+                             .c_str(),
+                         nullptr);
+    ASSERT_NE(p, nullptr);
+    GstElement *sink = gst_bin_get_by_name(GST_BIN(p), "sink");
+    *frames = 0;
+    g_signal_connect(sink, "handoff",
+                     G_CALLBACK(+[](GstElement *, GstBuffer *, GstPad *, gpointer n) {
+                       g_atomic_int_inc(static_cast<int *>(n));
+                     }),
+                     frames);
+    GstBus *bus = gst_element_get_bus(p);
+    gst_element_set_state(p, GST_STATE_PAUSED);
+    ASSERT_EQ(gst_element_get_state(p, nullptr, nullptr, 10 * GST_SECOND),
+              GST_STATE_CHANGE_SUCCESS);
+    if (stop != GST_CLOCK_TIME_NONE) {
+      EXPECT_TRUE(gst_element_seek(
+          p, 1.0, GST_FORMAT_TIME, GstSeekFlags(GST_SEEK_FLAG_FLUSH | GST_SEEK_FLAG_ACCURATE),
+          GST_SEEK_TYPE_SET, 0, GST_SEEK_TYPE_SET, GstClockTimeDiff(stop)));
+      gst_element_get_state(p, nullptr, nullptr, 10 * GST_SECOND);
+    }
+    g_atomic_int_set(frames, 0);
+    gst_element_set_state(p, GST_STATE_PLAYING);
+    // (the warnings as they come: popping up to EOS discards the others)
+    warnings->clear();
+    for (;;) {
+      GstMessage *m = gst_bus_timed_pop_filtered(
+          bus, 30 * GST_SECOND,
+          GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_WARNING));
+      ASSERT_NE(m, nullptr);
+      const GstMessageType type = GST_MESSAGE_TYPE(m);
+      if (type == GST_MESSAGE_WARNING) warnings->push_back(gst_test::bus_text(m));
+      gst_message_unref(m);
+      if (type == GST_MESSAGE_WARNING) continue;
+      EXPECT_EQ(type, GST_MESSAGE_EOS);
+      break;
+    }
+    gst_element_set_state(p, GST_STATE_NULL);
+    gst_object_unref(sink);
+    gst_object_unref(bus);
+    gst_object_unref(p);
+  };
+  for (const char *mode : {"", "queue ! "}) {
+    SCOPED_TRACE(*mode ? "push mode" : "pull mode");
+    // 60 frames at 30 fps: stops at frames 5.5 to 50.5 (the frames of
+    // [0, stop] shown, those after the stop not)
+    for (int tenth = 55; tenth <= 505; tenth += 50) {
+      SCOPED_TRACE("stop at frame " + std::to_string(tenth / 10.0));
+      int frames = 0;
+      std::vector<gst_test::BusText> warnings;
+      play(file.path(), mode, GstClockTime(tenth) * GST_SECOND / 300, &frames, &warnings);
+      ASSERT_FALSE(HasFatalFailure());
+      EXPECT_EQ(frames, tenth / 10 + 1);
+      for (const gst_test::BusText &w : warnings) ADD_FAILURE() << "warning: " << w.message;
+    }
+    int frames = 0;
+    std::vector<gst_test::BusText> warnings;
+    play(cut.path(), mode, GST_CLOCK_TIME_NONE, &frames, &warnings);
+    ASSERT_FALSE(HasFatalFailure());
+    EXPECT_EQ(frames, 59);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_EQ(warnings[0].message, "truncated stream: its last packet is incomplete");
+  }
+}
+
 // A recording whose second part differs from the first only in its pixel
 // aspect ratio (20 BGRx 64x48 frames at 25 fps of 1/1, then 20 of 4/3, a
 // keyframe every 10 frames, a stream header before each part): after a
