@@ -487,16 +487,23 @@ static bool live_join_delta(GstCudaDiffParse *self, const stream::PacketHeader &
   return !h.stream_header() && !h.keyframe() && before_live_start(self, pull);
 }
 
+// Push mode: upstream's end in bytes now, where upstream seeks in bytes
+// within a known size (byte_seekable()); 0 otherwise.
+static guint64 upstream_end(GstCudaDiffParse *self) {
+  gint64 size = 0;
+  if (!byte_seekable(self) ||
+      !gst_pad_peer_query_duration(GST_BASE_PARSE_SINK_PAD(self), GST_FORMAT_BYTES, &size))
+    return 0;
+  return size > 0 ? guint64(size) : 0;
+}
+
 // Push mode from a file: an end of stream that came before upstream's end
 // in bytes, where `data_end` is the end of the bytes received. GstBaseParse
 // answers a frame past a seek's stop with EOS upstream, and the file source
 // then ends the stream in the middle of the file: the packet that the
 // bytes received cut off is whole in the file.
 static bool ended_before_upstream_end(GstCudaDiffParse *self, guint64 data_end) {
-  gint64 size = 0;
-  return data_end != GST_BUFFER_OFFSET_NONE && byte_seekable(self) &&
-         gst_pad_peer_query_duration(GST_BASE_PARSE_SINK_PAD(self), GST_FORMAT_BYTES, &size) &&
-         size > 0 && data_end < guint64(size);
+  return data_end != GST_BUFFER_OFFSET_NONE && data_end < upstream_end(self);
 }
 
 // What a skipped piece at `offset` says: warnings, and the time of a
@@ -842,12 +849,9 @@ static gboolean gst_cudadiff_parse_sink_event(GstBaseParse *parse, GstEvent *eve
     // pull mode (index_end()), when that is upstream's end in bytes (not
     // a file still growing, an end of stream sent early, or a seek with a
     // stop).
-    gint64 size = 0;
     if (GST_PAD_MODE(GST_BASE_PARSE_SINK_PAD(parse)) == GST_PAD_MODE_PUSH && !st->upstream_time &&
         st->next_offset != GST_BUFFER_OFFSET_NONE && st->live.out_known &&
-        st->next_offset > st->end_offset && byte_seekable(self) &&
-        gst_pad_peer_query_duration(GST_BASE_PARSE_SINK_PAD(parse), GST_FORMAT_BYTES, &size) &&
-        guint64(size) == st->next_offset) {
+        st->next_offset > st->end_offset && upstream_end(self) == st->next_offset) {
       st->end_offset = st->next_offset;
       st->end_pts = st->live.end;
       index_end(self, st->end_offset, st->end_pts, st->last_key_pts);
