@@ -1,6 +1,7 @@
 #include "bench_util.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,24 @@ Options parse_options(int argc, char **argv, const char *usage_extra) {
       std::exit(0);
     } else {
       o.positional.push_back(a);
+    }
+  }
+  // An option that neither this function nor the program's usage names is a
+  // mistake (say, one of another benchmark): refused, rather than ignored
+  // while the program times something other than what was asked.
+  const std::string known = usage_extra;
+  auto name_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-'; };
+  for (const std::string &a : o.positional) {
+    if (a.size() < 3 || a.compare(0, 2, "--") != 0) continue;
+    bool found = false;
+    for (size_t at = known.find(a); at != std::string::npos && !found; at = known.find(a, at + 1)) {
+      const size_t end = at + a.size();
+      found =
+          (at == 0 || !name_char(known[at - 1])) && (end == known.size() || !name_char(known[end]));
+    }
+    if (!found) {
+      std::fprintf(stderr, "%s: unknown option %s (--help lists them)\n", argv[0], a.c_str());
+      std::exit(2);
     }
   }
   return o;
