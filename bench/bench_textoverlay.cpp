@@ -127,16 +127,26 @@ bench::Stats time_element(const bench::Options &opt, const std::string &format,
                            ",height=" + std::to_string(opt.height) + " ! " + element +
                            " name=under_test ! fakesink sync=false";
   GError *err = nullptr;
+  // (an element that is not installed gives a pipeline and an error)
   GstElement *pipeline = gst_parse_launch(desc.c_str(), &err);
-  if (!pipeline) {
+  if (!pipeline || err) {
     *error = err ? err->message : "cannot build the pipeline";
     g_clear_error(&err);
+    if (pipeline) gst_object_unref(pipeline);
     return bench::Stats();
   }
   GstElement *el = gst_bin_get_by_name(GST_BIN(pipeline), "under_test");
   GstPad *sink = gst_element_get_static_pad(el, "sink");
   if (!sink) sink = gst_element_get_static_pad(el, "video_sink");  // textoverlay
   GstPad *src = gst_element_get_static_pad(el, "src");
+  if (!sink || !src) {
+    *error = "the element has no sink or src pad";
+    if (sink) gst_object_unref(sink);
+    if (src) gst_object_unref(src);
+    gst_object_unref(el);
+    gst_object_unref(pipeline);
+    return bench::Stats();
+  }
   ElementTimer timer;
   gst_pad_add_probe(sink, GST_PAD_PROBE_TYPE_BUFFER, on_enter, &timer, nullptr);
   gst_pad_add_probe(src, GST_PAD_PROBE_TYPE_BUFFER, on_leave, &timer, nullptr);
