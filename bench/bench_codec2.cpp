@@ -87,7 +87,8 @@ int main(int argc, char **argv) {
   bench::Options opt = bench::parse_options(
       argc, argv,
       "[--format NAME] [--clip FILE [--clip-size WxH] | --random] [--tiles BXxBY] "
-      "[--lane-samples N] [--walk-bound P] [--lane-coding rans|tans] [--streams N]");
+      "[--lane-samples N] [--walk-bound P] [--lane-coding rans|tans] [--streams N] "
+      "[--threshold K]");
   // --tiles, --lane-samples, --walk-bound: another tile geometry than the
   // encoder's default (blocks of 16x16 per tile), more or fewer coded
   // samples per rANS lane, or another bound on the walk through a tile with
@@ -117,6 +118,17 @@ int main(int argc, char **argv) {
         return 2;
       }
     }
+  // --threshold K: that threshold alone (default 0, 5, 10 and 20).
+  std::vector<int> ks = {0, 5, 10, 20};
+  for (size_t i = 0; i + 1 < opt.positional.size(); ++i) {
+    if (opt.positional[i] != "--threshold") continue;
+    long k = 0;
+    if (!bench::parse_int_in(opt.positional[i + 1], 0, 255, k)) {
+      std::fprintf(stderr, "--threshold wants 0..255, not '%s'\n", opt.positional[i + 1].c_str());
+      return 2;
+    }
+    ks = {int(k)};
+  }
   bool random = false;
   if (bench::random_option(opt.positional, clip, random) < 0) return 2;
   const size_t n = frame_size_packed(fmt, w, h);
@@ -172,7 +184,7 @@ int main(int argc, char **argv) {
       (geometry.walk_bound != defaults.walk_bound
            ? ", walk bound " + std::to_string(geometry.walk_bound) + " %"
            : std::string());
-  for (int k : {0, 5, 10, 20}) {
+  for (int k : ks) {
     // The bodies: a keyframe, then deltas, in pinned host memory.
     auto enc = Encoder::create(*cpu, fmt, w, h, &geometry);
     std::vector<HostBytes> bodies(static_cast<size_t>(frames));
