@@ -118,17 +118,8 @@ int main(int argc, char **argv) {
         return 2;
       }
     }
-  // --threshold K: that threshold alone (default 0, 5, 10 and 20).
-  std::vector<int> ks = {0, 5, 10, 20};
-  for (size_t i = 0; i + 1 < opt.positional.size(); ++i) {
-    if (opt.positional[i] != "--threshold") continue;
-    long k = 0;
-    if (!bench::parse_int_in(opt.positional[i + 1], 0, 255, k)) {
-      std::fprintf(stderr, "--threshold wants 0..255, not '%s'\n", opt.positional[i + 1].c_str());
-      return 2;
-    }
-    ks = {int(k)};
-  }
+  std::vector<int> ks = {0, 5, 10, 20};  // --threshold K: that one alone
+  if (bench::threshold_option(opt.positional, ks) < 0) return 2;
   bool random = false;
   if (bench::random_option(opt.positional, clip, random) < 0) return 2;
   const size_t n = frame_size_packed(fmt, w, h);

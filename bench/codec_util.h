@@ -145,6 +145,22 @@ inline int random_option(const std::vector<std::string> &args, const std::string
   return 0;
 }
 
+// `--threshold K` among the arguments: `ks` becomes {K} (the benchmarks'
+// default is 0, 5, 10 and 20). Returns -1 (with a message on stderr) when K
+// is not 0..255, else 0.
+inline int threshold_option(const std::vector<std::string> &args, std::vector<int> &ks) {
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] != "--threshold") continue;
+    long k = 0;
+    if (!parse_int_in(args[i + 1], 0, 255, k)) {
+      std::fprintf(stderr, "--threshold wants 0..255, not '%s'\n", args[i + 1].c_str());
+      return -1;
+    }
+    ks = {int(k)};
+  }
+  return 0;
+}
+
 // One frame of read_scaled_clip() into the first plane of `view` (a packed
 // 3-byte format of the same size), row by row.
 inline void copy_clip_frame(const std::vector<uint8_t> &bytes, const cudadiff::FrameView &view) {
