@@ -15,7 +15,8 @@
 //   3. decode_tiles_kernel: one warp per tile, one thread per rANS lane
 //      (several tiles per block when tiles outnumber the multiprocessors;
 //      the block copies the decoding tables into shared memory when they
-//      fit beside the tiles' rows of working values).
+//      fit beside the tiles' rings of working values, a few KB each:
+//      WorkRows).
 //      Block modes in rounds of `lanes` blocks, then each layer in the
 //      wavefront order of the spec: per step and component every lane
 //      decodes its token from its table, the lanes' renormalisation bytes
@@ -251,18 +252,50 @@ __global__ void __launch_bounds__(kTansStates)
                                (nb + uint32_t(token_extra_bits(s))) << 19;
 }
 
-// Where a layer's working values live while a tile decodes: a sample reads
-// its left neighbour in its own row and three in the row above, and row j
-// is read only by row j + 1, which the same lane decodes before it moves on
-// to row j + lanes; so a ring of lanes + 1 rows in shared memory holds all
-// that is read (row j in slot j % (lanes + 1)). When that does not fit
-// (very wide tiles), the frame-sized buffer in global memory does.
+// Where a layer's working values live while a tile decodes. A sample reads
+// its left neighbour (its own lane's sample of the step before) and three in
+// the row above: (i-1, i, i+1) of lane - 1's row, which that lane, two
+// columns ahead, wrote one to three steps before; lane 0 reads the last
+// lane's row of the round before, written up to a round earlier. So in
+// shared memory (the ring) each lane but the last keeps only its last four
+// columns (a column's slot: i & 3), in two halves by the round's parity (a
+// lane that moves on to its next row while the lane below still reads its
+// last columns writes the other half), and the last lane whole rows, two by
+// the round's parity: 2 * w + (lanes - 1) * 8 samples per tile (and a word
+// per lane) instead of (lanes + 1) rows of w. A lane's columns take an odd number of 32-bit
+// words (ring_lane_elems()), so that the lanes' loads and stores of the same
+// slot fall in different banks (with 8 * w2 int16, a multiple of 8 words,
+// 4 or 8 lanes shared a bank). When that does not fit (very wide tiles),
+// the frame-sized buffer in global memory holds every row. A sample's
+// values: at(row(j, mask), i, mask) with the row's mask from row().
+__host__ __device__ inline size_t ring_lane_elems(int w2) {
+  return size_t(8) * w2 + 2;
+}
+__host__ __device__ inline size_t work_ring_elems(int lanes, int w, int w2) {
+  return size_t(2) * w * w2 + size_t(lanes - 1) * ring_lane_elems(w2);
+}
 struct WorkRows {
-  int16_t *base;
-  int rows;          // ring slots (a large number for the global buffer)
-  size_t row_elems;  // int16 per row
-  __device__ __forceinline__ int16_t *row(int j) const {
-    return base + size_t(j % rows) * row_elems;
+  int16_t *base;     // ring: the last lane's two rows, then the other lanes' columns
+  size_t row_elems;  // int16 per row: the frame's rows (frame) or the tile's (ring)
+  int lanes, w2;
+  bool ring;
+  __device__ __forceinline__ int16_t *row(int j, unsigned &mask) const {
+    if (!ring) {
+      mask = ~0u;
+      return base + size_t(j) * row_elems;
+    }
+    const int owner = j % lanes, half = (j / lanes) & 1;
+    if (owner == lanes - 1) {
+      mask = ~0u;
+      return base + size_t(half) * row_elems;
+    }
+    mask = 3u;
+    return base + 2 * row_elems + size_t(owner) * ring_lane_elems(w2) + size_t(half) * 4 * w2;
+  }
+  // sample i's values in a row (i may be -1 or w: the slot is computed, not
+  // read, by a lane without that neighbour)
+  __device__ __forceinline__ int16_t *at(int16_t *r, int i, unsigned mask) const {
+    return r + int(unsigned(i) & mask) * w2;
   }
 };
 
@@ -367,10 +400,10 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
     tabs = reinterpret_cast<const DistTab *>(dyn);
     __builtin_assume(__isShared(ring));
   }
-  if (SMEM || size_t(lanes + 1) * w * W2 <= ring_elems) {
-    rows = {ring, lanes + 1, size_t(w) * W2};
+  if (SMEM || work_ring_elems(lanes, w, W2) <= ring_elems) {
+    rows = {ring, size_t(w) * W2, lanes, W2, true};
   } else {
-    rows = {P.work[l] + (size_t(y0) * L.width + x0) * W2, 0x7fffffff, size_t(L.width) * W2};
+    rows = {P.work[l] + (size_t(y0) * L.width + x0) * W2, size_t(L.width) * W2, lanes, W2, false};
   }
   int step_of[NC], base[kClasses][NC];
   for (int c = 0; c < NC; ++c) {
@@ -392,11 +425,12 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
   // Per lane, its row: working values (and the row above), the picture's
   // bytes, the block modes.
   int16_t *cur, *up;
+  unsigned cur_mask, up_mask;
   RowPointers<NC> rec_row, ref_row;
   const uint8_t *mode_row;
   auto set_row = [&](int j) {
-    cur = rows.row(j);
-    up = rows.row(j > 0 ? j - 1 : 0);
+    cur = rows.row(j, cur_mask);
+    up = rows.row(j > 0 ? j - 1 : 0, up_mask);
     const int y = y0 + j;
     for (int c = 0; c < NC; ++c) {
       const size_t o = L.chan_at[c] + size_t(y) * L.chan_stride[c] + size_t(x0) * L.chan_step[c];
@@ -431,21 +465,29 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
   };
   // The samples of steps [s0, s1), at which no lane decodes (deltas: each
   // lane's samples there are skipped or outside the tile), by the whole
-  // warp: the reference's bytes, and their working values in the rows from
-  // `keep` on (the rows that the ring must still hold after the jump: below
-  // them a ring slot may already belong to a later row).
+  // warp: the reference's bytes, and the working values of those that the
+  // lanes read from step s1 on (keep = INT_MAX: none, the tile ends): in the
+  // frame's rows those of rows from `keep` on, in the ring a lane's last
+  // three steps' samples and the last lane's rows of the round before lane
+  // 0's and of its round (the others' slots may belong to later samples
+  // already, which the warp writes at the same time).
   auto fill = [&](int s0, int s1, int keep) {
     constexpr int kBatch = 4;  // samples per thread whose loads are in flight together
     const int n = (s1 - s0) * lanes;
+    const int last_round = s1 / period - 1;  // the last lane's rows from this round on
     for (int first = lane; first < n; first += 32 * kBatch) {
       int si[kBatch], sj[kBatch];
+      bool keep_it[kBatch];
       int v[kBatch][NC];
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
         const int idx = first + 32 * u;
-        const int ln = idx % lanes, tt = s0 + idx / lanes - kStagger * ln;
+        const int ln = idx % lanes, at = s0 + idx / lanes, tt = at - kStagger * ln;
         si[u] = tt < 0 ? w : tt % period;
         sj[u] = tt < 0 ? hh : (tt / period) * lanes + ln;
+        keep_it[u] = keep != INT_MAX && (!rows.ring       ? sj[u] >= keep
+                                         : ln < lanes - 1 ? at >= s1 - 3
+                                                          : sj[u] / lanes >= last_round);
         if (idx >= n || si[u] >= w || sj[u] >= hh) si[u] = -1;
         if (si[u] >= 0)
           for (int c = 0; c < NC; ++c)
@@ -459,9 +501,10 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
           *chan_ptr(P.rec, L, c, x0 + si[u], y0 + sj[u]) = uint8_t(v[u][c]);
           ch[c] = lu.index[v[u][c]];
         }
-        if (sj[u] < keep) continue;
+        if (!keep_it[u]) continue;
         to_components(YCOCG, NC, ch, comp);
-        int16_t *wv = rows.row(sj[u]) + si[u] * W2;
+        unsigned mask;
+        int16_t *wv = rows.at(rows.row(sj[u], mask), si[u], mask);
         for (int c = 0; c < NC; ++c) {
           wv[c] = int16_t(comp[c]);
           wv[NC + c] = 0;
@@ -482,6 +525,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
   for (int st = 0; st < steps; ++st) {
     const int i = ci, j = cj;
     int16_t *const wp_row = cur, *const up_row = up;
+    const unsigned wp_mask = cur_mask, up_mask_now = up_mask;
     const RowPointers<NC> rec_at = rec_row;
     const Ahead<NC> a = next;
     if (++ci == period) {
@@ -500,7 +544,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
     const int cls = mode_class(mode);
     const bool spatial = KEY || cls == kClassSpatial;
     const bool temporal = !KEY && cls == kClassTemporal;
-    int16_t *const wp = wp_row + i * W2;
+    int16_t *const wp = rows.at(wp_row, i, wp_mask);
     // The reference's bytes (deltas): skipped samples copy them, the others
     // need them for the T-domain.
     int refv[NC];
@@ -567,8 +611,10 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
     // without one), at the left edge a and c are b, at the right edge d is b.
     const bool hl = i > 0, hu = j > 0, hr = i + 1 < w;
     const int dom0 = spatial ? 0 : NC;
-    const int16_t *const qa = wp - W2 + dom0;
-    const int16_t *const qb = up_row + i * W2 + dom0;
+    const int16_t *const qa = rows.at(wp_row, i - 1, wp_mask) + dom0;
+    const int16_t *const qb = rows.at(up_row, i, up_mask_now) + dom0;
+    const int16_t *const qc = rows.at(up_row, i - 1, up_mask_now) + dom0;
+    const int16_t *const qd = rows.at(up_row, i + 1, up_mask_now) + dom0;
     int pred[NC];
     bool flip[NC];
     const DistTab *tab0[NC], *tab1[NC];
@@ -580,8 +626,8 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
       int ra = 0, rb = 0, rc = 0, rd = 0;
       if (active && hl) ra = qa[c];
       if (active && hu) rb = qb[c];
-      if (active && hl && hu) rc = qb[c - W2];
-      if (active && hr && hu) rd = qb[c + W2];
+      if (active && hl && hu) rc = qc[c];
+      if (active && hr && hu) rd = qd[c];
       const int b = hu ? rb : hl ? ra : 0;
       const int av = hl ? ra : b;
       const int cc = hl && hu ? rc : b;
@@ -924,7 +970,8 @@ __global__ void __launch_bounds__(32 * kMaxTilesPerBlock) decode_tiles_kernel(co
     if (t.w[l] == 0 || t.h[l] == 0) continue;
     const int variant = L.channels * 4 + L.ycocg * 2 + (key ? 1 : 0);
     // (the condition of decode_layer()'s ring of rows)
-    const bool smem = P.tabs_shared && size_t(lanes + 1) * t.w[l] * 2 * L.channels <= P.ring_elems;
+    const bool smem =
+        P.tabs_shared && work_ring_elems(lanes, t.w[l], 2 * L.channels) <= P.ring_elems;
     // (decode_layer<NC>() takes layer NC == 2 ? 1 : 0, which layers_of() makes so)
     if ((L.channels == 2) != (l == 1)) {
       ok = false;
@@ -1289,14 +1336,15 @@ class CudaDecoder final : public Decoder {
     P.mode_dist = reader_.mode_distribution();
     P.n_layers = n_layers_;
     for (int l = 0; l < kMaxLayers; ++l) P.layer[l] = layer_[l];
-    // Shared memory for the rows of working values of the widest coded tile
-    // (those that do not fit use global memory).
+    // Shared memory for the ring of working values (WorkRows) of the widest
+    // coded tile (those that do not fit use global memory).
     size_t ring_bytes = 0;
     for (size_t ti = 0; ti < n_tiles; ++ti) {
       if (entries[ti].type != 1) continue;
       for (int l = 0; l < n_layers_; ++l)
-        ring_bytes = std::max(ring_bytes, size_t(entries[ti].lanes + 1) * tiles[ti].w[l] * 2 *
-                                              layer_[l].channels * sizeof(int16_t));
+        ring_bytes = std::max(
+            ring_bytes, work_ring_elems(entries[ti].lanes, tiles[ti].w[l], 2 * layer_[l].channels) *
+                            sizeof(int16_t));
     }
     // Tiles per block: as many as it takes to keep every multiprocessor
     // busy, no more (each warp's time is the latency of its own chain), and
