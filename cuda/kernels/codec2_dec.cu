@@ -268,8 +268,9 @@ __global__ void __launch_bounds__(kTansStates)
 // 4 or 8 lanes shared a bank). When that does not fit (very wide tiles),
 // the frame-sized buffer in global memory holds every row. A sample's
 // values: at(row(j, mask), i, mask) with the row's mask from row().
+constexpr int kRingColumns = 4;  // a lane's columns in each half of its ring (a power of 2)
 __host__ __device__ inline size_t ring_lane_elems(int w2) {
-  return size_t(8) * w2 + 2;
+  return size_t(2 * kRingColumns) * w2 + 2;
 }
 __host__ __device__ inline size_t work_ring_elems(int lanes, int w, int w2) {
   return size_t(2) * w * w2 + size_t(lanes - 1) * ring_lane_elems(w2);
@@ -289,8 +290,9 @@ struct WorkRows {
       mask = ~0u;
       return base + size_t(half) * row_elems;
     }
-    mask = 3u;
-    return base + 2 * row_elems + size_t(owner) * ring_lane_elems(w2) + size_t(half) * 4 * w2;
+    mask = kRingColumns - 1;
+    return base + 2 * row_elems + size_t(owner) * ring_lane_elems(w2) +
+           size_t(half) * kRingColumns * w2;
   }
   // sample i's values in a row (i may be -1 or w: the slot is computed, not
   // read, by a lane without that neighbour)
@@ -486,7 +488,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
         si[u] = tt < 0 ? w : tt % period;
         sj[u] = tt < 0 ? hh : (tt / period) * lanes + ln;
         keep_it[u] = keep != INT_MAX && (!rows.ring       ? sj[u] >= keep
-                                         : ln < lanes - 1 ? at >= s1 - 3
+                                         : ln < lanes - 1 ? at >= s1 - (kRingColumns - 1)
                                                           : sj[u] / lanes >= last_round);
         if (idx >= n || si[u] >= w || sj[u] >= hh) si[u] = -1;
         if (si[u] >= 0)
