@@ -8,10 +8,11 @@
 # SHARDS=N (default 1) runs each core test's racecheck as N googletest shards
 # (GTEST_TOTAL_SHARDS, GTEST_SHARD_INDEX), each its own run: racecheck is
 # slow, and the version 2 decoder's damaged-body tests, run whole, take
-# longer than the time limit. PER_TEST=1 instead runs each test of those
-# programs as its own racecheck run (--gtest_filter, from --gtest_list_tests):
-# many short runs share the jobs better than shards whose slowest test sets
-# their time. DEADLINE_S=N (default: none) starts no run after N seconds and
+# longer than the time limit. PER_TEST=1 instead runs each test of the core
+# programs as its own run, for racecheck and memcheck alike (--gtest_filter,
+# from --gtest_list_tests): many short runs share the jobs better than shards
+# whose slowest test sets their time, and a program of many tests (the
+# version 2 decoder's) under memcheck alone outlasts the time limit. DEADLINE_S=N (default: none) starts no run after N seconds and
 # gives each run at most the time left before them (runs not started are
 # listed as such). ONLY=REGEX keeps the runs whose line ("TOOL PROGRAM
 # SHARD SHARDS [TEST]", as RUN=echo prints them) matches the extended
@@ -29,23 +30,32 @@ export GST_PLUGIN_PATH_1_0="$PWD/$build/plugins"
 out=${LOG_DIR:-/tmp/gpu-sanitize}; mkdir -p "$out"
 runs=()
 # A run: TOOL PROGRAM SHARD SHARDS [TEST] (TEST: a googletest filter).
-for t in "$build"/tests/core_*_cuda "$build"/tests/core_*_cuda_* "$build"/tests/element_*_cuda \
-  "$build"/tests/element_cudadiff "$build"/tests/pipeline_cuda_memory; do
+# per_test TOOL PROGRAM: a run for each of the program's tests.
+per_test() {
+  local suite="" line name before=${#runs[@]}
+  # "Suite." lines, then "  Test  # GetParam() = ..." lines
+  while IFS= read -r line; do
+    case "$line" in
+      "  "*) name=${line#  }; runs+=("$1 $2 0 1 $suite${name%% *}") ;;
+      [A-Za-z]*) suite=${line%% *} ;;
+    esac
+  done < <("$2" --gtest_list_tests)
+  # (none listed, e.g. without a device: the whole program, which says why)
+  [ ${#runs[@]} -eq "$before" ] && runs+=("$1 $2 0 1")
+}
+for t in "$build"/tests/core_*_cuda "$build"/tests/core_*_cuda_*; do
+  [ -f "$t" ] && [ -x "$t" ] || continue
+  if [ "${PER_TEST:-0}" = 1 ]; then per_test memcheck "$t"; else runs+=("memcheck $t 0 1"); fi
+done
+# (GStreamer check programs, not googletest: always whole)
+for t in "$build"/tests/element_*_cuda "$build"/tests/element_cudadiff \
+  "$build"/tests/pipeline_cuda_memory; do
   [ -f "$t" ] && [ -x "$t" ] && runs+=("memcheck $t 0 1")
 done
 for t in "$build"/tests/core_*_cuda "$build"/tests/core_*_cuda_*; do
   [ -f "$t" ] && [ -x "$t" ] || continue
   if [ "${PER_TEST:-0}" = 1 ]; then
-    # "Suite." lines, then "  Test  # GetParam() = ..." lines
-    suite=""; before=${#runs[@]}
-    while IFS= read -r line; do
-      case "$line" in
-        "  "*) name=${line#  }; runs+=("racecheck $t 0 1 $suite${name%% *}") ;;
-        [A-Za-z]*) suite=${line%% *} ;;
-      esac
-    done < <("$t" --gtest_list_tests)
-    # (none listed, e.g. without a device: the whole program, which says why)
-    [ ${#runs[@]} -eq "$before" ] && runs+=("racecheck $t 0 1")
+    per_test racecheck "$t"
   else
     for ((s = 0; s < shards; s++)); do runs+=("racecheck $t $s $shards"); done
   fi
