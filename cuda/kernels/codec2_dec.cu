@@ -252,25 +252,29 @@ __global__ void __launch_bounds__(kTansStates)
                                (nb + uint32_t(token_extra_bits(s))) << 19;
 }
 
-// Where a layer's working values live while a tile decodes. A sample reads
-// its left neighbour (its own lane's sample of the step before) and three in
-// the row above: (i-1, i, i+1) of lane - 1's row, which that lane, two
-// columns ahead, wrote one to three steps before; lane 0 reads the last
-// lane's row of the round before, written up to a round earlier. So in
-// shared memory (the ring) each lane but the last keeps only its last four
-// columns (a column's slot: i & 3), in two halves by the round's parity (a
-// lane that moves on to its next row while the lane below still reads its
-// last columns writes the other half), and the last lane whole rows, two by
-// the round's parity: 2 * w + (lanes - 1) * 8 samples per tile (and a word
-// per lane) instead of (lanes + 1) rows of w. A lane's columns take an odd number of 32-bit
-// words (ring_lane_elems()), so that the lanes' loads and stores of the same
-// slot fall in different banks (with 8 * w2 int16, a multiple of 8 words,
-// 4 or 8 lanes shared a bank). When that does not fit (very wide tiles),
-// the frame-sized buffer in global memory holds every row. A sample's
-// values: at(row(j, mask), i, mask) with the row's mask from row().
+// Where a layer's working values live while a tile decodes. A sample reads its
+// left neighbour (its own lane's sample of the step before) and three in the
+// row above: (i-1, i, i+1) of lane - 1's row, which that lane, two columns
+// ahead, wrote one to three steps before; lane 0 reads the last lane's row of
+// the round before, written up to a round earlier. So in shared memory (the
+// ring) each lane but the last keeps only its last four columns (a column's
+// slot: i & 3), in two halves by the round's parity (a lane that moves on to
+// its next row while the lane below still reads its last columns writes the
+// other half), and the last lane whole rows, two by the round's parity: 2 * w +
+// (lanes - 1) * 16 samples per tile (and a word per lane) instead of (lanes +
+// 1) rows of w. Each column is written twice in its half, at slot i & 3 and at
+// its twin 4 further on (has_twin()), so that the three samples above (i - 1,
+// i, i + 1) follow each other there as in a whole row: one address and fixed
+// offsets, as the rows had. A lane's columns take an odd number of 32-bit words
+// (ring_lane_elems()), so that the lanes' loads and stores of the same slot
+// fall in different banks (the first ring, 8 * w2 int16 a lane, a multiple of 8
+// words, put 4 or 8 lanes in a bank). When that does not fit (very wide tiles),
+// the frame-sized buffer in global memory holds every row. A sample's values:
+// at(row(j, mask), i, mask) with the row's mask from row(), and a twin where
+// has_twin() says.
 constexpr int kRingColumns = 4;  // a lane's columns in each half of its ring (a power of 2)
 __host__ __device__ inline size_t ring_lane_elems(int w2) {
-  return size_t(2 * kRingColumns) * w2 + 2;
+  return size_t(2 * 2 * kRingColumns) * w2 + 2;  // two halves of columns and their twins
 }
 __host__ __device__ inline size_t work_ring_elems(int lanes, int w, int w2) {
   return size_t(2) * w * w2 + size_t(lanes - 1) * ring_lane_elems(w2);
@@ -292,12 +296,17 @@ struct WorkRows {
     }
     mask = kRingColumns - 1;
     return base + 2 * row_elems + size_t(owner) * ring_lane_elems(w2) +
-           size_t(half) * kRingColumns * w2;
+           size_t(half) * 2 * kRingColumns * w2;
   }
   // sample i's values in a row (i may be -1 or w: the slot is computed, not
   // read, by a lane without that neighbour)
   __device__ __forceinline__ int16_t *at(int16_t *r, int i, unsigned mask) const {
     return r + int(unsigned(i) & mask) * w2;
+  }
+  // whether a sample's values are written a second time, kRingColumns
+  // samples further on (a ring's column; whole rows need no twin)
+  __device__ __forceinline__ static bool has_twin(unsigned mask) {
+    return mask == unsigned(kRingColumns - 1);
   }
 };
 
@@ -388,6 +397,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
                              const uint8_t *p, uint32_t &pos, int16_t *ring, size_t ring_elems,
                              const CodedBlocks &coded) {
   constexpr int W2 = 2 * NC;
+  constexpr int kTwin = kRingColumns * W2;  // a ring column's twin (WorkRows)
   constexpr int l = NC == 2 ? 1 : 0;
   const LayerDev &L = P.layer[l];
   const int w = t.w[l], hh = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
@@ -510,6 +520,10 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
         for (int c = 0; c < NC; ++c) {
           wv[c] = int16_t(comp[c]);
           wv[NC + c] = 0;
+          if (WorkRows::has_twin(mask)) {
+            wv[kTwin + c] = int16_t(comp[c]);
+            wv[kTwin + NC + c] = 0;
+          }
         }
       }
     }
@@ -564,6 +578,10 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
         for (int c = 0; c < NC; ++c) {
           wp[c] = int16_t(comp[c]);
           wp[NC + c] = 0;
+          if (WorkRows::has_twin(wp_mask)) {
+            wp[kTwin + c] = int16_t(comp[c]);
+            wp[kTwin + NC + c] = 0;
+          }
         }
       }
       if (st + 1 >= walk_until) {
@@ -614,9 +632,8 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
     const bool hl = i > 0, hu = j > 0, hr = i + 1 < w;
     const int dom0 = spatial ? 0 : NC;
     const int16_t *const qa = rows.at(wp_row, i - 1, wp_mask) + dom0;
-    const int16_t *const qb = rows.at(up_row, i, up_mask_now) + dom0;
     const int16_t *const qc = rows.at(up_row, i - 1, up_mask_now) + dom0;
-    const int16_t *const qd = rows.at(up_row, i + 1, up_mask_now) + dom0;
+    const int16_t *const qb = qc + W2, *const qd = qc + 2 * W2;  // (twins in a ring)
     int pred[NC];
     bool flip[NC];
     const DistTab *tab0[NC], *tab1[NC];
@@ -749,7 +766,10 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
       if (KEY) {
 #pragma unroll
         for (int c = 0; c < NC; ++c)
-          if (in_tile) wp[c] = int16_t(value[c]);
+          if (in_tile) {
+            wp[c] = int16_t(value[c]);
+            if (WorkRows::has_twin(wp_mask)) wp[kTwin + c] = int16_t(value[c]);
+          }
       } else {
         int ci3[NC], cd[NC], cs[NC], ct[NC];
 #pragma unroll
@@ -766,6 +786,10 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
           if (in_tile) {
             wp[c] = int16_t(sv);
             wp[NC + c] = int16_t(tv);
+            if (WorkRows::has_twin(wp_mask)) {
+              wp[kTwin + c] = int16_t(sv);
+              wp[kTwin + NC + c] = int16_t(tv);
+            }
           }
         }
       }
