@@ -7,17 +7,18 @@
 #   bash scripts/gpu-sanitize-parallel.sh [BUILD] [JOBS] [TIMEOUT_S]
 # SHARDS=N (default 1) runs each core test's racecheck as N googletest shards
 # (GTEST_TOTAL_SHARDS, GTEST_SHARD_INDEX), each its own run: racecheck is
-# slow, and the version 2 decoder's damaged-body tests, run whole, take
-# longer than the time limit. PER_TEST=1 instead runs each test of the core
-# programs as its own run, for racecheck and memcheck alike (--gtest_filter,
-# from --gtest_list_tests): many short runs share the jobs better than shards
-# whose slowest test sets their time, and a program of many tests (the
-# version 2 decoder's) under memcheck alone outlasts the time limit. DEADLINE_S=N (default: none) starts no run after N seconds and
-# gives each run at most the time left before them (runs not started are
-# listed as such). ONLY=REGEX keeps the runs whose line ("TOOL PROGRAM
-# SHARD SHARDS [TEST]", as RUN=echo prints them) matches the extended
-# regular expression, e.g. ONLY='^racecheck .*DamagedBodies' or
-# ONLY='^memcheck .*/core_codec2_cuda '. RUN=echo prints the runs instead.
+# slow, and the version 2 decoder's damaged-body tests, run whole, take longer
+# than the time limit. PER_TEST=1 instead runs each test of the core programs
+# as its own run, for racecheck and memcheck alike (--gtest_filter, from
+# --gtest_list_tests): many short runs share the jobs better than shards whose
+# slowest test sets their time, and the version 2 decoder's program, whole,
+# outlasts the time limit under memcheck too when other runs share the GPU.
+# DEADLINE_S=N (default: none) starts no run after N seconds and gives each
+# run at most the time left before them (runs not started are listed as such).
+# ONLY=REGEX keeps the runs whose line ("TOOL PROGRAM SHARD SHARDS [TEST]", as
+# RUN=echo prints them) matches the extended regular expression, e.g.
+# ONLY='^racecheck .*DamagedBodies' or ONLY='^memcheck .*/core_codec2_cuda '.
+# RUN=echo prints the runs instead.
 # Tests named *DeliberateApiError* (a CUDA call made to fail on purpose,
 # which memcheck reports as an error) are left out of every run.
 set -uo pipefail
