@@ -308,6 +308,25 @@ struct WorkRows {
   __device__ __forceinline__ static bool has_twin(unsigned mask) {
     return mask == unsigned(kRingColumns - 1);
   }
+  // where a twin lies: kRingColumns samples of 2 * nc int16 further on
+  __host__ __device__ static constexpr int twin_offset(int nc) { return kRingColumns * 2 * nc; }
+  // Component c of the sample at v (from at(), with its row's mask): its
+  // S-domain value s and T-domain value t, or (put_s) s alone, also in the
+  // twin where there is one.
+  template <int NC>
+  __device__ __forceinline__ static void put(int16_t *v, unsigned mask, int c, int s, int t) {
+    v[c] = int16_t(s);
+    v[NC + c] = int16_t(t);
+    if (has_twin(mask)) {
+      v[twin_offset(NC) + c] = int16_t(s);
+      v[twin_offset(NC) + NC + c] = int16_t(t);
+    }
+  }
+  template <int NC>
+  __device__ __forceinline__ static void put_s(int16_t *v, unsigned mask, int c, int s) {
+    v[c] = int16_t(s);
+    if (has_twin(mask)) v[twin_offset(NC) + c] = int16_t(s);
+  }
 };
 
 // Per-threshold tables of a block, in shared memory (a division per sample
@@ -397,7 +416,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
                              const uint8_t *p, uint32_t &pos, int16_t *ring, size_t ring_elems,
                              const CodedBlocks &coded) {
   constexpr int W2 = 2 * NC;
-  constexpr int kTwin = kRingColumns * W2;  // a ring column's twin (WorkRows)
+  constexpr int kTwin = WorkRows::twin_offset(NC);  // (fill() writes its twins itself)
   constexpr int l = NC == 2 ? 1 : 0;
   const LayerDev &L = P.layer[l];
   const int w = t.w[l], hh = t.h[l], x0 = t.x0[l], y0 = t.y0[l];
@@ -517,6 +536,8 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
         to_components(YCOCG, NC, ch, comp);
         unsigned mask;
         int16_t *wv = rows.at(rows.row(sj[u], mask), si[u], mask);
+        // (WorkRows::put() written out: through the helper here nvcc
+        // schedules the whole kernel differently from the one measured)
         for (int c = 0; c < NC; ++c) {
           wv[c] = int16_t(comp[c]);
           wv[NC + c] = 0;
@@ -575,14 +596,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
           ch[c] = lu.index[refv[c]];
         }
         to_components(YCOCG, NC, ch, comp);
-        for (int c = 0; c < NC; ++c) {
-          wp[c] = int16_t(comp[c]);
-          wp[NC + c] = 0;
-          if (WorkRows::has_twin(wp_mask)) {
-            wp[kTwin + c] = int16_t(comp[c]);
-            wp[kTwin + NC + c] = 0;
-          }
-        }
+        for (int c = 0; c < NC; ++c) WorkRows::put<NC>(wp, wp_mask, c, comp[c], 0);
       }
       if (st + 1 >= walk_until) {
         // The next step at which a lane decodes something; unless it comes
@@ -766,10 +780,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
       if (KEY) {
 #pragma unroll
         for (int c = 0; c < NC; ++c)
-          if (in_tile) {
-            wp[c] = int16_t(value[c]);
-            if (WorkRows::has_twin(wp_mask)) wp[kTwin + c] = int16_t(value[c]);
-          }
+          if (in_tile) WorkRows::put_s<NC>(wp, wp_mask, c, value[c]);
       } else {
         int ci3[NC], cd[NC], cs[NC], ct[NC];
 #pragma unroll
@@ -783,14 +794,7 @@ __device__ bool decode_layer(const Params &P, const Lookup &lu, const uint16_t *
         for (int c = 0; c < NC; ++c) {
           const int sv = spatial ? value[c] : cs[c];
           const int tv = skip ? 0 : !spatial && !clamped ? value[c] : ct[c];
-          if (in_tile) {
-            wp[c] = int16_t(sv);
-            wp[NC + c] = int16_t(tv);
-            if (WorkRows::has_twin(wp_mask)) {
-              wp[kTwin + c] = int16_t(sv);
-              wp[kTwin + NC + c] = int16_t(tv);
-            }
-          }
+          if (in_tile) WorkRows::put<NC>(wp, wp_mask, c, sv, tv);
         }
       }
     }
