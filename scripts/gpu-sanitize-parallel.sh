@@ -46,20 +46,18 @@ per_test() {
 }
 for t in "$build"/tests/core_*_cuda "$build"/tests/core_*_cuda_*; do
   [ -f "$t" ] && [ -x "$t" ] || continue
-  if [ "${PER_TEST:-0}" = 1 ]; then per_test memcheck "$t"; else runs+=("memcheck $t 0 1"); fi
+  if [ "${PER_TEST:-0}" = 1 ]; then
+    per_test memcheck "$t"
+    per_test racecheck "$t"
+  else
+    runs+=("memcheck $t 0 1")
+    for ((s = 0; s < shards; s++)); do runs+=("racecheck $t $s $shards"); done
+  fi
 done
-# (GStreamer check programs, not googletest: always whole)
+# (GStreamer check programs, not googletest: always whole, memcheck only)
 for t in "$build"/tests/element_*_cuda "$build"/tests/element_cudadiff \
   "$build"/tests/pipeline_cuda_memory; do
   [ -f "$t" ] && [ -x "$t" ] && runs+=("memcheck $t 0 1")
-done
-for t in "$build"/tests/core_*_cuda "$build"/tests/core_*_cuda_*; do
-  [ -f "$t" ] && [ -x "$t" ] || continue
-  if [ "${PER_TEST:-0}" = 1 ]; then
-    per_test racecheck "$t"
-  else
-    for ((s = 0; s < shards; s++)); do runs+=("racecheck $t $s $shards"); done
-  fi
 done
 if [ -n "${ONLY:-}" ]; then
   kept=()
